@@ -1,0 +1,47 @@
+# The public interface of the repository: build, demo, test, bench.
+# `make demo` and `make test` install what they need (packaging/prereq.sh).
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
+LDFLAGS := -s -w -X github.com/ployz/ployz/core/version.Version=$(VERSION)
+PLUGINS := $(notdir $(patsubst %/,%,$(filter-out plugins/internal/,$(wildcard plugins/*/))))
+BIN     := $(CURDIR)/bin
+GO      ?= go
+export CGO_ENABLED := 0
+
+.PHONY: build demo test unit lab-test bench proto prereq clean
+
+## build: static binaries into ./bin (ployz, ployzd, one per plugin, testapp)
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/ployz ./cmd/ployzd
+	@for p in $(PLUGINS); do \
+	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ployz-$$p ./plugins/$$p || exit 1; \
+	done
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/testapp ./e2e/testapp
+
+prereq:
+	@packaging/prereq.sh
+
+## demo: the main job — a 3-Machine lab on this host, printed with its addresses
+demo: prereq build
+	@$(BIN)/ployz lab down >/dev/null 2>&1 || true
+	$(BIN)/ployz lab up -n 3
+	@echo
+	@echo "Lab is up. Reach a Machine with:  bin/ployz lab ssh m1   |   bin/ployz lab exec m1 -- docker ps"
+	@echo "List it again with bin/ployz lab ls; remove it with bin/ployz lab down."
+
+## test: everything — unit tests first, then the lab scenarios
+test: prereq build unit lab-test
+
+unit:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+lab-test:
+	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v ./e2e/
+
+## bench: benchmarks; they print ratios and never gate CI
+bench: prereq build
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./... 
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,25 @@
+// Command ployz is the operator's CLI: it plans and drives every
+// multi-Machine operation itself.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/version"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "ployz",
+		Short:         "Deploy containers across your own Machines",
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(subcommands()...)
+	if err := root.Execute(); err != nil {
+		os.Exit(report(os.Stderr, err))
+	}
+}

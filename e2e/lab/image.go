@@ -1,0 +1,223 @@
+package lab
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/ployz/ployz/packaging"
+)
+
+// Image names. The base is tagged by the hash of its recipe, the Machine
+// image by the hash of base + binaries + units, so each is rebuilt only
+// when what it is made from changes.
+const (
+	baseRepo    = "ployz-lab-base"
+	machineRepo = "ployz-lab-machine"
+	// TestAppImage is the workload image every lab Machine can run.
+	TestAppImage = "ployz-testapp:latest"
+)
+
+// Binaries lists the files a Machine image carries in /usr/local/bin.
+var Binaries = []string{
+	"ployz", "ployzd",
+	"ployz-dns", "ployz-ingress-caddy", "ployz-logstore", "ployz-metrics", "ployz-volume-zfs",
+}
+
+// BuildMachineImage returns the tag of a Machine image holding the binaries
+// in binDir, building the Debian base first when its recipe changed.
+func BuildMachineImage(ctx context.Context, binDir string, logf func(string, ...any)) (string, error) {
+	base, err := buildBase(ctx, logf)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte(base))
+	files := map[string]string{} // path in image -> path on host
+	for _, b := range Binaries {
+		p := filepath.Join(binDir, b)
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("machine image: binary %s missing in %s (run `make build`): %w", b, binDir, err)
+		}
+		files["/usr/local/bin/"+b] = p
+	}
+	units, err := fs.Glob(packaging.Files, "systemd/*.service")
+	if err != nil {
+		return "", err
+	}
+	if err := hashFiles(h, files); err != nil {
+		return "", err
+	}
+	for _, u := range units {
+		b, _ := packaging.Files.ReadFile(u)
+		h.Write([]byte(u))
+		h.Write(b)
+	}
+	tag := machineRepo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
+	if imageExists(ctx, tag) {
+		return tag, nil
+	}
+	logf("lab: building Machine image %s", tag)
+
+	// Layer the binaries and units over the base: create, copy, commit.
+	// No Dockerfile and no builder, so nothing can try to pull.
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	for dst, src := range files {
+		if err := addFile(tw, dst, src, 0o755); err != nil {
+			return "", err
+		}
+	}
+	for _, u := range units {
+		b, _ := packaging.Files.ReadFile(u)
+		if err := addBytes(tw, "/etc/systemd/system/"+filepath.Base(u), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	ctr, err := docker(ctx, "create", base)
+	if err != nil {
+		return "", err
+	}
+	defer docker(context.WithoutCancel(ctx), "rm", "-f", ctr)
+	if _, err := dockerIO(ctx, &layer, "cp", "-", ctr+":/"); err != nil {
+		return "", err
+	}
+	if _, err := docker(ctx, "commit", ctr, tag); err != nil {
+		return "", err
+	}
+	pruneOld(ctx, machineRepo, tag)
+	return tag, nil
+}
+
+// buildBase returns the base image tag, running the debootstrap recipe
+// only when no image carries the recipe's current hash.
+func buildBase(ctx context.Context, logf func(string, ...any)) (string, error) {
+	h := sha256.New()
+	var paths []string
+	err := fs.WalkDir(packaging.Files, "lab", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		b, _ := packaging.Files.ReadFile(p)
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
+		h.Write(b)
+	}
+	tag := baseRepo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
+	if imageExists(ctx, tag) {
+		return tag, nil
+	}
+	logf("lab: building base image %s with debootstrap (minutes; cached afterwards)", tag)
+	dir, err := os.MkdirTemp("", "ployz-lab-recipe")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.CopyFS(dir, packaging.Files); err != nil {
+		return "", fmt.Errorf("base image: unpack recipe: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "lab", "base.sh"), 0o755); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "lab", "base.sh"), tag)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("base image: %w\n%s", err, out.String())
+	}
+	pruneOld(ctx, baseRepo, tag)
+	return tag, nil
+}
+
+// BuildTestApp imports the static testapp binary from binDir as a
+// FROM-scratch image named TestAppImage.
+func BuildTestApp(ctx context.Context, binDir string) error {
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	if err := addFile(tw, "testapp", filepath.Join(binDir, "testapp"), 0o755); err != nil {
+		return fmt.Errorf("testapp image: %w (run `make build`)", err)
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	_, err := dockerIO(ctx, &layer, "import",
+		"-c", `ENTRYPOINT ["/testapp"]`,
+		"-c", "EXPOSE 8080",
+		"-", TestAppImage)
+	return err
+}
+
+func imageExists(ctx context.Context, tag string) bool {
+	_, err := docker(ctx, "image", "inspect", "--format", "{{.Id}}", tag)
+	return err == nil
+}
+
+// pruneOld removes earlier tags of repo so code changes do not pile up
+// images; an image still used by a container stays (docker refuses).
+func pruneOld(ctx context.Context, repo, keep string) {
+	out, err := docker(ctx, "images", "--format", "{{.Repository}}:{{.Tag}}", repo)
+	if err != nil {
+		return
+	}
+	for _, t := range strings.Fields(out) {
+		if t != keep {
+			docker(ctx, "rmi", t) //nolint:errcheck // best effort
+		}
+	}
+}
+
+func hashFiles(h io.Writer, files map[string]string) error {
+	keys := make([]string, 0, len(files))
+	for k := range files {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f, err := os.Open(files[k])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00", k)
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addFile(tw *tar.Writer, name, src string, mode int64) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return addBytes(tw, name, b, mode)
+}
+
+func addBytes(tw *tar.Writer, name string, b []byte, mode int64) error {
+	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(name, "/"), Mode: mode, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	_, err := tw.Write(b)
+	return err
+}

@@ -1,0 +1,115 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Lab networks come from 10.251.0.0/16, one /24 each: clear of the mesh's
+// 10.210.0.0/16 and of the 172.16/12 pools the Machines' own dockerd uses.
+const labPool = "10.251.%d.0/24"
+
+// createNetwork creates the lab's bridge network on the first free /24,
+// starting at one derived from the lab name so parallel labs rarely race.
+func createNetwork(ctx context.Context, lab, name string) (netip.Prefix, error) {
+	h := fnv.New32a()
+	h.Write([]byte(lab))
+	start := int(h.Sum32() % 250)
+	var lastErr error
+	for i := range 250 {
+		subnet := netip.MustParsePrefix(fmt.Sprintf(labPool, 1+(start+i)%250))
+		_, err := docker(ctx, "network", "create", "--driver", "bridge",
+			"--subnet", subnet.String(), "--label", labelLab+"="+lab, name)
+		if err == nil {
+			return subnet, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "overlap") {
+			return netip.Prefix{}, fmt.Errorf("lab network: %w", err)
+		}
+	}
+	return netip.Prefix{}, fmt.Errorf("lab network: no free /24 in 10.251.0.0/16: %w", lastErr)
+}
+
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Addr().As4()
+	a[3] = byte(n)
+	return netip.AddrFrom4(a)
+}
+
+// partitionRules drop every packet that enters or leaves the Machine on its
+// lab interface, including what its own containers route out. The comment
+// marks them so Heal removes exactly these.
+var partitionRules = [][]string{
+	{"-t", "raw", "PREROUTING", "-i", "eth0"},
+	{"-t", "mangle", "POSTROUTING", "-o", "eth0"},
+}
+
+// Partition cuts Machine name off the lab network while it keeps running:
+// its packets on the lab interface are dropped in its own network namespace.
+func (l *Lab) Partition(ctx context.Context, name string) error {
+	return l.partitionRules(ctx, name, "-I")
+}
+
+// Heal undoes Partition.
+func (l *Lab) Heal(ctx context.Context, name string) error {
+	return l.partitionRules(ctx, name, "-D")
+}
+
+func (l *Lab) partitionRules(ctx context.Context, name, op string) error {
+	m, err := l.Machine(name)
+	if err != nil {
+		return err
+	}
+	for _, r := range partitionRules {
+		rule := append(append([]string{}, r[3:]...), "-m", "comment", "--comment", "ployz-lab-partition", "-j", "DROP")
+		check := append([]string{"iptables", "-w", r[0], r[1], "-C", r[2]}, rule...)
+		_, cerr := l.Exec(ctx, m.Name, check...)
+		present := cerr == nil
+		if (op == "-I") == present {
+			continue // already partitioned, or already healed
+		}
+		cmd := append([]string{"iptables", "-w", r[0], r[1], op, r[2]}, rule...)
+		if _, err := l.Exec(ctx, m.Name, cmd...); err != nil {
+			return fmt.Errorf("%s %s: %w", map[string]string{"-I": "partition", "-D": "heal"}[op], name, err)
+		}
+	}
+	return nil
+}
+
+// Stop stops Machine name's container, as a power-off would.
+func (l *Lab) Stop(ctx context.Context, name string) error {
+	m, err := l.Machine(name)
+	if err != nil {
+		return err
+	}
+	_, err = docker(ctx, "stop", "-t", "10", m.Container)
+	return err
+}
+
+// Start starts a stopped Machine and waits until it has booted.
+func (l *Lab) Start(ctx context.Context, name string) error {
+	m, err := l.Machine(name)
+	if err != nil {
+		return err
+	}
+	if _, err := docker(ctx, "start", m.Container); err != nil {
+		return err
+	}
+	return l.WaitBooted(ctx, name, 3*time.Minute)
+}
+
+// Reachable reports whether Machine from reaches to's lab address with
+// one ping answered within a second.
+func (l *Lab) Reachable(ctx context.Context, from, to string) (bool, error) {
+	dst, err := l.Machine(to)
+	if err != nil {
+		return false, err
+	}
+	_, err = l.Exec(ctx, from, "ping", "-c", "1", "-W", "1", dst.IP.String())
+	return err == nil, nil
+}

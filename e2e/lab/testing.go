@@ -1,0 +1,78 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// EnvBinDir names the directory of freshly built binaries lab tests use;
+// the e2e TestMain sets it after `make build`.
+const EnvBinDir = "PLOYZ_BIN_DIR"
+
+// testPrefix starts the name of every lab a test creates, so a later run
+// can sweep what a killed run left behind.
+const testPrefix = "t-"
+
+var testSeq atomic.Int32
+
+// ForTest starts a lab of n Machines for t, with the testapp image loaded
+// into each, and removes it when t ends — passed, failed or panicked.
+func ForTest(t testing.TB, n int) *Lab {
+	t.Helper()
+	binDir := os.Getenv(EnvBinDir)
+	if binDir == "" {
+		t.Fatalf("lab: %s is not set; run lab tests through `make test`", EnvBinDir)
+	}
+	name := fmt.Sprintf("%s%d-%d", testPrefix, os.Getpid(), testSeq.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		if err := Remove(context.Background(), name); err != nil {
+			t.Errorf("lab %s cleanup: %v", name, err)
+		}
+	})
+	start := time.Now()
+	l, err := Up(ctx, Options{Name: name, Machines: n, BinDir: binDir, StateDir: t.TempDir(), Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Logf("lab %s: %d Machines booted in %s", name, n, time.Since(start).Round(100*time.Millisecond))
+	if err := l.LoadImage(ctx, TestAppImage); err != nil {
+		t.Fatalf("lab: %v", err)
+	}
+	return l
+}
+
+// SweepTestLabs removes every lab a test run created, for TestMain to call
+// before and after the lab scenarios.
+func SweepTestLabs(ctx context.Context) error {
+	names, err := Names(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, testPrefix) {
+			if err := Remove(ctx, n); err != nil {
+				return err
+			}
+		}
+	}
+	// A network whose containers are gone is found by its own label.
+	out, err := docker(ctx, "network", "ls", "--filter", "label="+labelLab, "--format", `{{.Label "`+labelLab+`"}}`)
+	if err != nil {
+		return err
+	}
+	for _, n := range strings.Fields(out) {
+		if strings.HasPrefix(n, testPrefix) {
+			if err := Remove(ctx, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+// Package e2e holds the lab scenarios: tests that run real Machines as
+// containers (see e2e/lab). They run only under `make test` (PLOYZ_LAB=1),
+// which builds the binaries first; plain `go test ./...` skips them.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("PLOYZ_LAB") != "1" {
+		fmt.Println("e2e: lab scenarios skipped (run them with `make test`, which sets PLOYZ_LAB=1)")
+		os.Exit(m.Run())
+	}
+	if os.Getenv("PLOYZ_LAB_FAIL_ON_PURPOSE") == "1" {
+		// A child run of TestLabCleansUpAfterFailure: the parent built the
+		// images and owns the sweep.
+		os.Exit(m.Run())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	code := func() int {
+		defer cancel()
+		if err := lab.SweepTestLabs(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: sweeping old test labs:", err)
+			return 1
+		}
+		bin := os.Getenv(lab.EnvBinDir)
+		start := time.Now()
+		img, err := lab.BuildMachineImage(ctx, bin, func(f string, a ...any) { fmt.Printf(f+"\n", a...) })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		if err := lab.BuildTestApp(ctx, bin); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		fmt.Printf("e2e: Machine image %s ready in %s\n", img, time.Since(start).Round(100*time.Millisecond))
+		code := m.Run()
+		if err := lab.SweepTestLabs(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: sweeping test labs:", err)
+		}
+		return code
+	}()
+	os.Exit(code)
+}
+
+// needLab skips a lab scenario outside `make test`.
+func needLab(t *testing.T) {
+	t.Helper()
+	if os.Getenv("PLOYZ_LAB") != "1" {
+		t.Skip("lab scenario: run with `make test`")
+	}
+}

@@ -1,0 +1,145 @@
+// Command testapp is the workload lab tests deploy: a static HTTP server
+// packaged FROM scratch, whose readiness and failures tests can dial in
+// through its environment.
+//
+//	PORT=8080            listen port
+//	READY_DELAY=3s       /healthz answers 503 until this long after start
+//	CRASH_ON_START=1     exit at once with EXIT_CODE (default 1)
+//	EXIT_AFTER=10s       exit with EXIT_CODE this long after start
+//	EXIT_CODE=N          the exit code of the two modes above
+//	MESSAGE=text         returned by /
+//	NOTIFY_SOCKET=path   send READY=1 there once ready (sd_notify protocol)
+//
+// Endpoints: / (JSON: hostname, message, ready), /healthz, /env.
+// `testapp healthcheck` probes /healthz on localhost, for Docker HEALTHCHECK
+// in an image that has no shell or curl.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	port := envOr("PORT", "8080")
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck(port))
+	}
+	code := 1
+	if s := os.Getenv("EXIT_CODE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			fatal("EXIT_CODE: %q is not an integer", s)
+		}
+		code = n
+	}
+	if os.Getenv("CRASH_ON_START") == "1" {
+		fmt.Fprintf(os.Stderr, "testapp: crashing on start with exit code %d\n", code)
+		os.Exit(code)
+	}
+	delay := duration("READY_DELAY")
+	if d := duration("EXIT_AFTER"); d > 0 {
+		time.AfterFunc(d, func() {
+			fmt.Fprintf(os.Stderr, "testapp: exiting after %s with code %d\n", d, code)
+			os.Exit(code)
+		})
+	}
+
+	var ready atomic.Bool
+	time.AfterFunc(delay, func() {
+		ready.Store(true)
+		fmt.Println("testapp: ready")
+		notify()
+	})
+	host, _ := os.Hostname()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"hostname": host, "message": os.Getenv("MESSAGE"), "ready": ready.Load(), "path": r.URL.Path})
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		writeJSON(w, http.StatusOK, env)
+	})
+	fmt.Printf("testapp: listening on :%s, ready in %s\n", port, delay)
+	if err := http.ListenAndServe(":"+port, mux); err != nil {
+		fatal("listen: %v", err)
+	}
+}
+
+// notify sends READY=1 once to $NOTIFY_SOCKET, as sd_notify(3) does.
+func notify() {
+	path := os.Getenv("NOTIFY_SOCKET")
+	if path == "" {
+		return
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testapp: notify: %v\n", err)
+		return
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("READY=1")); err != nil {
+		fmt.Fprintf(os.Stderr, "testapp: notify: %v\n", err)
+	}
+}
+
+func healthcheck(port string) int {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + port + "/healthz")
+	if err != nil {
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 1
+	}
+	return 0
+}
+
+func duration(name string) time.Duration {
+	s := os.Getenv(name)
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		fatal("%s: %q is not a duration like 3s", name, s)
+	}
+	return d
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // client went away
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "testapp: "+format+"\n", args...)
+	os.Exit(2)
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// build compiles testapp once per test into a temp dir.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "testapp")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
+
+func get(url string) (int, string) {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestReadyDelayAndNotify(t *testing.T) {
+	bin := build(t)
+	port := freePort(t)
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "PORT="+port, "READY_DELAY=1500ms", "MESSAGE=hi", "NOTIFY_SOCKET="+sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	defer cmd.Process.Kill()
+
+	base := "http://127.0.0.1:" + port
+	for {
+		code, body := get(base + "/")
+		if code == 200 {
+			if !strings.Contains(body, `"message":"hi"`) {
+				t.Fatalf("/ = %s", body)
+			}
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("testapp never answered: %s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _ := get(base + "/healthz"); code != 503 && time.Since(start) < 1400*time.Millisecond {
+		t.Errorf("/healthz before READY_DELAY = %d, want 503", code)
+	}
+	buf := make([]byte, 64)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := conn.Read(buf)
+	if err != nil {
+		t.Fatalf("no readiness notification: %v", err)
+	}
+	if got := string(buf[:n]); got != "READY=1" {
+		t.Errorf("notification %q, want READY=1", got)
+	}
+	if el := time.Since(start); el < 1400*time.Millisecond {
+		t.Errorf("notified after %s, before READY_DELAY", el)
+	}
+	if code, _ := get(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz after ready = %d", code)
+	}
+	if code, body := get(base + "/env"); code != 200 || !strings.Contains(body, `"MESSAGE":"hi"`) {
+		t.Errorf("/env = %d %s", code, body)
+	}
+	hc := exec.Command(bin, "healthcheck")
+	hc.Env = append(os.Environ(), "PORT="+port)
+	if err := hc.Run(); err != nil {
+		t.Errorf("healthcheck subcommand: %v", err)
+	}
+}
+
+func TestCrashAndExitModes(t *testing.T) {
+	bin := build(t)
+	run := func(env ...string) (int, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.Env = append(os.Environ(), append([]string{"PORT=" + freePort(t)}, env...)...)
+		start := time.Now()
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("%v: want an exit error, got %v", env, err)
+		}
+		return ee.ExitCode(), time.Since(start)
+	}
+	if code, _ := run("CRASH_ON_START=1", "EXIT_CODE=7"); code != 7 {
+		t.Errorf("crash on start exit code %d, want 7", code)
+	}
+	if code, el := run("EXIT_AFTER=300ms", "EXIT_CODE=3"); code != 3 || el < 300*time.Millisecond {
+		t.Errorf("exit after: code %d after %s", code, el)
+	}
+	if code, _ := run("READY_DELAY=soon"); code != 2 {
+		t.Errorf("bad READY_DELAY exit code %d, want 2", code)
+	}
+}

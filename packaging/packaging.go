@@ -1,0 +1,11 @@
+// Package packaging carries the files that install Ployz on a Machine: the
+// systemd units and the lab Machine image recipe. They are embedded so the
+// ployz binary can build a lab or install a Machine without the repository.
+package packaging
+
+import "embed"
+
+// Files holds lab/ (the lab Machine image recipe) and systemd/ (units).
+//
+//go:embed lab systemd
+var Files embed.FS

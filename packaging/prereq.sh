@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs and starts what `make demo` and `make test` need on a Debian
+# machine: Docker (Debian's docker.io), debootstrap, iproute2, iptables and
+# an SSH client (for `ployz lab ssh`).
+# Idempotent and quiet when everything is present. Downloads only from
+# Debian's package archive.
+set -euo pipefail
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "prereq: missing ${need[*]}; run as root or install them with apt-get" >&2
+    exit 1
+  fi
+  echo "prereq: installing ${need[*]} from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# A Docker daemon must answer. Start one when none does: through systemd
+# when it is PID 1, otherwise as a background process with its own log.
+if ! docker info >/dev/null 2>&1; then
+  if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ]; then
+    systemctl start docker
+  else
+    echo "prereq: starting dockerd (log: /var/log/ployz-dockerd.log)"
+    setsid nohup dockerd >/var/log/ployz-dockerd.log 2>&1 </dev/null &
+  fi
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  if ! docker info >/dev/null 2>&1; then
+    echo "prereq: dockerd did not answer within 30 s; last lines of its log:" >&2
+    tail -n 20 /var/log/ployz-dockerd.log >&2 || true
+    exit 1
+  fi
+fi

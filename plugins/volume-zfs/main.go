@@ -1,0 +1,7 @@
+// Command ployz-volume-zfs is the Ployz volume-zfs plugin. It is not implemented yet: it
+// builds, answers --version, and serves no capability.
+package main
+
+import "github.com/ployz/ployz/plugins/internal/placeholder"
+
+func main() { placeholder.Main("volume-zfs") }
