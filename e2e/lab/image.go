@@ -151,6 +151,18 @@ func buildBase(ctx context.Context, logf func(string, ...any)) (string, error) {
 // BuildTestApp imports the static testapp binary from binDir as a
 // FROM-scratch image named TestAppImage.
 func BuildTestApp(ctx context.Context, binDir string) error {
+	h := sha256.New()
+	if err := hashFiles(h, map[string]string{"testapp": filepath.Join(binDir, "testapp")}); err != nil {
+		return fmt.Errorf("testapp image: %w (run `make build`)", err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	// The label records which binary the image holds, so an unchanged
+	// binary is not imported again (each import would orphan the last).
+	old, _ := docker(ctx, "image", "inspect", "--format", `{{.Id}} {{index .Config.Labels "ployz.testapp"}}`, TestAppImage)
+	oldID, oldSum, _ := strings.Cut(old, " ")
+	if oldSum == sum {
+		return nil
+	}
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
 	if err := addFile(tw, "testapp", filepath.Join(binDir, "testapp"), 0o755); err != nil {
@@ -162,7 +174,11 @@ func BuildTestApp(ctx context.Context, binDir string) error {
 	_, err := dockerIO(ctx, &layer, "import",
 		"-c", `ENTRYPOINT ["/testapp"]`,
 		"-c", "EXPOSE 8080",
+		"-c", "LABEL ployz.testapp="+sum,
 		"-", TestAppImage)
+	if err == nil && oldID != "" {
+		docker(ctx, "rmi", oldID) //nolint:errcheck // the replaced image, now untagged; kept if a container uses it
+	}
 	return err
 }
 

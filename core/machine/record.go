@@ -1,0 +1,147 @@
+// Package machine holds the local Machine record: this Machine's identity,
+// its phase in the Cluster and what it needs to rejoin after a restart.
+// It is Machine-local state (DESIGN.md bet 6), persisted atomically under
+// /var/lib/ployz, and part of the Stable promise: fields are only added,
+// and readers ignore fields they do not know.
+package machine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+)
+
+// Phase is the local Machine's lifecycle stage.
+type Phase string
+
+// The phases: uninitialized → joining → participating, and resetting on
+// the way back to uninitialized. A reset is durable: a daemon that finds
+// resetting on start finishes the reset before anything else.
+const (
+	Uninitialized Phase = "uninitialized"
+	Joining       Phase = "joining"
+	Participating Phase = "participating"
+	Resetting     Phase = "resetting"
+)
+
+// Valid reports whether p is a phase this build knows.
+func (p Phase) Valid() bool {
+	switch p {
+	case Uninitialized, Joining, Participating, Resetting:
+		return true
+	}
+	return false
+}
+
+// Record is the local Machine record.
+type Record struct {
+	// ID is minted by this Machine when the record is first created and
+	// never changes until a reset (DESIGN.md bet 5).
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Phase Phase  `json:"phase"`
+	// Subnet is this Machine's /24 of the Cluster network, chosen by the
+	// operator from its allocation history.
+	Subnet netip.Prefix `json:"subnet,omitzero"`
+	// Network is the Cluster network the subnet belongs to.
+	Network netip.Prefix `json:"network,omitzero"`
+	// Endpoints are the addresses peers may reach this Machine's WireGuard on.
+	Endpoints []netip.AddrPort `json:"endpoints,omitempty"`
+	// Labels constrain placement; editing them never evicts Containers.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Bootstrap lists store gossip addresses to join while joining.
+	Bootstrap []string `json:"bootstrap,omitempty"`
+	// TargetVersions is the store version vector (site id → db version) a
+	// joining Machine must reach before it participates.
+	TargetVersions map[string]uint64 `json:"target_versions,omitempty"`
+}
+
+// NewID mints an opaque 32-hex Machine ID.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("machine id: %v", err)) // the kernel's RNG does not fail
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Load reads the record at path. A missing file is a fresh, uninitialized
+// Machine with a newly minted ID (not yet saved).
+func Load(path string) (Record, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Record{ID: NewID(), Phase: Uninitialized}, nil
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("machine record: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("machine record %s: %w", path, err)
+	}
+	if r.ID == "" {
+		return Record{}, fmt.Errorf("machine record %s: field id is empty", path)
+	}
+	if r.Phase == "" {
+		r.Phase = Uninitialized
+	}
+	if !r.Phase.Valid() {
+		return Record{}, fmt.Errorf("machine record %s: field phase: unknown phase %q", path, r.Phase)
+	}
+	return r, nil
+}
+
+// Save writes r to path atomically: a reader or a crash sees the old
+// record or the new one, never a torn write.
+func Save(path string, r Record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(b, '\n'), 0o600)
+}
+
+// WriteFileAtomic writes data to a temporary file beside path, syncs it
+// and renames it over path, then syncs the directory.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
