@@ -43,5 +43,10 @@ lab-test:
 bench: prereq build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./... 
 
+## proto: regenerate the gRPC code of the plugin SDK and of Machine RPC
+proto:
+	sh sdk/proto/gen.sh
+	cd core/rpc/machinepb && $(GO) generate .
+
 clean:
 	rm -rf $(BIN)

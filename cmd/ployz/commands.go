@@ -11,7 +11,7 @@ import (
 // subcommands lists ployz's top-level commands; each area adds its
 // constructor here so main stays a few lines of wiring.
 func subcommands() []*cobra.Command {
-	return []*cobra.Command{labCommand()}
+	return []*cobra.Command{labCommand(), ctxCommand(), machineCommand()}
 }
 
 // exitError carries a process exit code through cobra (3 = partial

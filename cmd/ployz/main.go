@@ -18,6 +18,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	addGlobalFlags(root)
 	root.AddCommand(subcommands()...)
 	if err := root.Execute(); err != nil {
 		os.Exit(report(os.Stderr, err))

@@ -55,11 +55,22 @@ type Record struct {
 	Endpoints []netip.AddrPort `json:"endpoints,omitempty"`
 	// Labels constrain placement; editing them never evicts Containers.
 	Labels map[string]string `json:"labels,omitempty"`
-	// Bootstrap lists store gossip addresses to join while joining.
-	Bootstrap []string `json:"bootstrap,omitempty"`
+	// JoinPeers are the Machines a joiner was given to reach the Cluster
+	// before its store has the machines table; kept so a restart while
+	// joining can resume.
+	JoinPeers []Peer `json:"join_peers,omitempty"`
 	// TargetVersions is the store version vector (site id → db version) a
 	// joining Machine must reach before it participates.
-	TargetVersions map[string]uint64 `json:"target_versions,omitempty"`
+	TargetVersions map[string]int64 `json:"target_versions,omitempty"`
+}
+
+// Peer is another Machine as the mesh needs it, in the record's own terms.
+type Peer struct {
+	ID        string           `json:"id"`
+	Name      string           `json:"name,omitempty"`
+	PublicKey string           `json:"public_key"`
+	Subnet    netip.Prefix     `json:"subnet"`
+	Endpoints []netip.AddrPort `json:"endpoints,omitempty"`
 }
 
 // NewID mints an opaque 32-hex Machine ID.

@@ -22,8 +22,8 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "machine.json")
 	want := Record{ID: NewID(), Name: "m1", Phase: Participating,
 		Subnet: netip.MustParsePrefix("10.210.3.0/24"), Network: netip.MustParsePrefix("10.210.0.0/16"),
-		Endpoints: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:51820")},
-		TargetVersions: map[string]uint64{"aa": 3}}
+		Endpoints:      []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:51820")},
+		TargetVersions: map[string]int64{"aa": 3}}
 	if err := Save(p, want); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestFixtureTolerant(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "machine.json")
 	fixture := `{"id":"0123456789abcdef0123456789abcdef","name":"m2","phase":"joining",
 	  "subnet":"10.210.2.0/24","network":"10.210.0.0/16","endpoints":["10.0.0.2:51820"],
-	  "bootstrap":["[fdcc::1]:7570"],"target_versions":{"s1":7},"from_the_future":{"x":1}}`
+	  "join_peers":[{"id":"p1","public_key":"k","subnet":"10.210.0.0/24","endpoints":["10.0.0.1:51820"],"x":1}],"target_versions":{"s1":7},"from_the_future":{"x":1}}`
 	if err := os.WriteFile(p, []byte(fixture), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestFixtureTolerant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Phase != Joining || r.Subnet.String() != "10.210.2.0/24" || r.TargetVersions["s1"] != 7 || r.Bootstrap[0] != "[fdcc::1]:7570" {
+	if r.Phase != Joining || r.Subnet.String() != "10.210.2.0/24" || r.TargetVersions["s1"] != 7 || r.JoinPeers[0].Endpoints[0].String() != "10.0.0.1:51820" {
 		t.Fatalf("fixture = %+v", r)
 	}
 }

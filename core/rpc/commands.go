@@ -28,6 +28,9 @@ const (
 	CmdReset = "reset"
 	CapReset = "ployz.machine.reset.v1"
 
+	CmdPublishMachine = "publish_machine"
+	CapPublishMachine = "ployz.machine.publish.v1"
+
 	CmdMembership = "membership"
 	CapMembership = "ployz.machine.membership.v1"
 )

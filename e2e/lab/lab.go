@@ -166,6 +166,13 @@ func runMachine(ctx context.Context, l *Lab, m *Machine, image, pubKeyPath strin
 		"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
 		"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
 		"--device", "/dev/net/tun",
+		// /proc/sys is read-only in a container: what a real server's
+		// daemon would set itself (IPv6 on new links for the management
+		// address, forwarding for the mesh) is set at creation instead.
+		"--sysctl", "net.ipv6.conf.all.disable_ipv6=0",
+		"--sysctl", "net.ipv6.conf.default.disable_ipv6=0",
+		"--sysctl", "net.ipv4.ip_forward=1",
+		"--sysctl", "net.ipv6.conf.all.forwarding=1",
 		"-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
 		"--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
 		"-e", "container=docker", "--stop-signal", "SIGRTMIN+3",

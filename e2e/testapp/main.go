@@ -12,12 +12,14 @@
 //
 // Endpoints: / (JSON: hostname, message, ready), /healthz, /env.
 // `testapp healthcheck` probes /healthz on localhost, for Docker HEALTHCHECK
-// in an image that has no shell or curl.
+// in an image that has no shell or curl; `testapp get URL` prints a URL's
+// body, a client for tests inside such a container.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -31,6 +33,9 @@ func main() {
 	port := envOr("PORT", "8080")
 	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
 		os.Exit(healthcheck(port))
+	}
+	if len(os.Args) > 2 && os.Args[1] == "get" {
+		os.Exit(get(os.Args[2]))
 	}
 	code := 1
 	if s := os.Getenv("EXIT_CODE"); s != "" {
@@ -109,6 +114,25 @@ func healthcheck(port string) int {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		return 1
+	}
+	return 0
+}
+
+// get prints the body of one GET, for tests that need a client inside a
+// FROM-scratch container; it exits 1 on any failure or non-2xx status.
+func get(url string) int {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testapp get:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	os.Stdout.Write(b)
+	if resp.StatusCode/100 != 2 {
+		fmt.Fprintln(os.Stderr, "testapp get: status", resp.Status)
 		return 1
 	}
 	return 0

@@ -36,7 +36,7 @@ func freePort(t *testing.T) string {
 	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 }
 
-func get(url string) (int, string) {
+func httpGet(url string) (int, string) {
 	c := http.Client{Timeout: time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
@@ -67,7 +67,7 @@ func TestReadyDelayAndNotify(t *testing.T) {
 
 	base := "http://127.0.0.1:" + port
 	for {
-		code, body := get(base + "/")
+		code, body := httpGet(base + "/")
 		if code == 200 {
 			if !strings.Contains(body, `"message":"hi"`) {
 				t.Fatalf("/ = %s", body)
@@ -79,7 +79,7 @@ func TestReadyDelayAndNotify(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, _ := get(base + "/healthz"); code != 503 && time.Since(start) < 1400*time.Millisecond {
+	if code, _ := httpGet(base + "/healthz"); code != 503 && time.Since(start) < 1400*time.Millisecond {
 		t.Errorf("/healthz before READY_DELAY = %d, want 503", code)
 	}
 	buf := make([]byte, 64)
@@ -94,11 +94,18 @@ func TestReadyDelayAndNotify(t *testing.T) {
 	if el := time.Since(start); el < 1400*time.Millisecond {
 		t.Errorf("notified after %s, before READY_DELAY", el)
 	}
-	if code, _ := get(base + "/healthz"); code != 200 {
+	if code, _ := httpGet(base + "/healthz"); code != 200 {
 		t.Errorf("/healthz after ready = %d", code)
 	}
-	if code, body := get(base + "/env"); code != 200 || !strings.Contains(body, `"MESSAGE":"hi"`) {
+	if code, body := httpGet(base + "/env"); code != 200 || !strings.Contains(body, `"MESSAGE":"hi"`) {
 		t.Errorf("/env = %d %s", code, body)
+	}
+	out, err := exec.Command(bin, "get", base+"/").Output()
+	if err != nil || !strings.Contains(string(out), `"message":"hi"`) {
+		t.Errorf("get subcommand: %q, %v", out, err)
+	}
+	if err := exec.Command(bin, "get", "http://127.0.0.1:1/").Run(); err == nil {
+		t.Error("get of an unreachable URL exited 0")
 	}
 	hc := exec.Command(bin, "healthcheck")
 	hc.Env = append(os.Environ(), "PORT="+port)

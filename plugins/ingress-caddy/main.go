@@ -1,5 +1,6 @@
 // Command ployz-ingress-caddy is the Ployz ingress-caddy plugin. It is not implemented yet: it
-// builds, answers --version, and serves no capability.
+// builds, answers --version and the SDK's Info call, and serves no
+// capability (empty capability list) until its own issue lands.
 package main
 
 import "github.com/ployz/ployz/plugins/internal/placeholder"

@@ -1,5 +1,7 @@
 // Package placeholder is the entry point of plugin binaries whose issue has
-// not landed: they answer --version and say plainly that they serve nothing.
+// not landed. Each serves the base Info and Configure calls through the SDK
+// with an empty capability list, answers --version, and says plainly (in
+// its startup log and its Info description) that it serves nothing yet.
 package placeholder
 
 import (
@@ -7,14 +9,34 @@ import (
 	"os"
 
 	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/sdk"
 )
 
-// Main runs a placeholder plugin named name and exits.
+// kinds maps each placeholder plugin to its plugin kind.
+var kinds = map[string]string{
+	"dns":           sdk.KindDNS,
+	"ingress-caddy": sdk.KindIngress,
+	"volume-zfs":    sdk.KindVolume,
+	"logstore":      sdk.KindLogStore,
+	"metrics":       sdk.KindMetrics,
+}
+
+// Main runs the placeholder plugin named name and exits.
 func Main(name string) {
-	if len(os.Args) > 1 && (os.Args[1] == "--version" || os.Args[1] == "version") {
-		fmt.Printf("ployz-%s %s\n", name, version.Version)
-		return
+	kind, ok := kinds[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "placeholder: unknown plugin %q\n", name)
+		os.Exit(2)
 	}
-	fmt.Fprintf(os.Stderr, "ployz-%s %s: not implemented yet; this plugin serves no capability\n", name, version.Version)
-	os.Exit(2)
+	sdk.Main(Plugin(name, kind))
+}
+
+// Plugin describes a placeholder: no capability, no kind service.
+func Plugin(name, kind string) *sdk.Plugin {
+	return &sdk.Plugin{
+		Name:        name,
+		Kind:        kind,
+		Version:     version.Version,
+		Description: fmt.Sprintf("ployz-%s is not implemented yet: it serves no capability, only Info and Configure.", name),
+	}
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/enroll"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// globals are the flags every Cluster command shares.
+type globals struct {
+	context string // operator context; default the current one
+	connect string // a connection URL that overrides the context
+	sshKey  string
+	json    bool
+	yes     bool
+}
+
+var g globals
+
+func addGlobalFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVarP(&g.context, "context", "c", "", "operator context (default: the current one)")
+	f.StringVar(&g.connect, "connect", os.Getenv("PLOYZ_CONNECT"), "connect to this Entry Machine instead (ssh://user@host, unix:///path, tcp://host:port)")
+	f.StringVar(&g.sshKey, "ssh-key", "", "SSH private key for ssh:// connections")
+	f.BoolVar(&g.json, "json", false, "print one JSON document on stdout")
+	f.BoolVarP(&g.yes, "yes", "y", os.Getenv("PLOYZ_AUTO_CONFIRM") == "1", "skip confirmations (never data-loss confirmations)")
+}
+
+func openStore() (*operator.Store, error) {
+	return operator.Open(operator.DefaultPath())
+}
+
+// entry connects to the Entry Machine: --connect, else the context's
+// connections in order.
+func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Context, error) {
+	if g.connect != "" {
+		c, err := operator.Dial(ctx, operator.Connection{URL: normalizeDest(g.connect), SSHKey: g.sshKey})
+		return c, operator.Context{Name: g.context}, err
+	}
+	var oc operator.Context
+	var err error
+	if g.context != "" {
+		oc, err = st.Context(g.context)
+	} else {
+		oc, err = st.Current()
+	}
+	if err != nil {
+		return nil, oc, err
+	}
+	c, _, err := operator.Connect(ctx, oc)
+	return c, oc, err
+}
+
+// normalizeDest turns "user@host" or "host" into an ssh:// URL and
+// "local" into the local daemon socket.
+func normalizeDest(dest string) string {
+	switch {
+	case dest == "local":
+		return "unix://" + rpc.DefaultSocket
+	case strings.Contains(dest, "://"):
+		return dest
+	case strings.Contains(dest, "@"):
+		return "ssh://" + dest
+	default:
+		return "ssh://root@" + dest
+	}
+}
+
+// dialTarget connects to a Machine being enrolled; over SSH it first
+// installs and starts Ployz there when missing.
+func dialTarget(ctx context.Context, dest string, progress enroll.Progress) (*rpc.Client, string, error) {
+	raw := normalizeDest(dest)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, raw, fmt.Errorf("destination %q: %w", dest, err)
+	}
+	if u.Scheme == "ssh" {
+		t, err := rpc.NewSSHTunnel(u, g.sshKey)
+		if err != nil {
+			return nil, raw, err
+		}
+		sc, err := t.Client(ctx)
+		if err != nil {
+			return nil, raw, err
+		}
+		if err := enroll.EnsureInstalled(ctx, sc, executableDir(), progress); err != nil {
+			t.Close()
+			return nil, raw, err
+		}
+		t.Close()
+	}
+	c, err := operator.Dial(ctx, operator.Connection{URL: raw, SSHKey: g.sshKey})
+	return c, raw, err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func progressTo(c *cobra.Command) enroll.Progress {
+	return func(f string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), f+"\n", a...) }
+}

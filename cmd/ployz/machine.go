@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/enroll"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// machineCommand is `ployz machine`: form a Cluster and manage its Machines.
+func machineCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "machine", Aliases: []string{"m"}, Short: "Form a Cluster and manage its Machines"}
+	cmd.AddCommand(machineInit(), machineAdd(), machineLs(), machineInspect(), machineRename(), machineUpdate(), machineRm(), machineRtt())
+	return cmd
+}
+
+type enrollFlags struct {
+	name      string
+	network   string
+	endpoints []string
+	labels    []string
+}
+
+func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
+	c.Flags().StringVar(&f.name, "name", "", "Machine name (default: its hostname)")
+	c.Flags().StringSliceVar(&f.endpoints, "endpoint", nil, "WireGuard endpoint ip:port peers use (default: discovered)")
+	c.Flags().StringSliceVar(&f.labels, "label", nil, "placement label key=value (repeatable)")
+	if withNetwork {
+		c.Flags().StringVar(&f.network, "network", "10.210.0.0/16", "Cluster network the Machine subnets come from")
+	}
+}
+
+func (f *enrollFlags) options(st *operator.Store, ctxName string, c *cobra.Command) (enroll.Options, error) {
+	o := enroll.Options{Store: st, Context: ctxName, Name: f.name, Endpoints: f.endpoints, Progress: progressTo(c)}
+	if f.network != "" {
+		n, err := netip.ParsePrefix(f.network)
+		if err != nil {
+			return o, fmt.Errorf("--network %q: not a CIDR prefix", f.network)
+		}
+		o.Network = n
+	}
+	labels, err := parseLabels(f.labels)
+	o.Labels = labels
+	return o, err
+}
+
+func parseLabels(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want key=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func machineInit() *cobra.Command {
+	var f enrollFlags
+	cmd := &cobra.Command{
+		Use:   "init DEST",
+		Short: "Found a Cluster on the Machine at DEST ([user@]host, ssh://..., or local)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := openStore()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			name := g.context
+			if name == "" {
+				name = "default"
+			}
+			if _, err := st.Context(name); err == nil {
+				return fmt.Errorf("context %q already exists; pass --context NAME for a new Cluster, or `ployz machine add` to grow it", name)
+			}
+			o, err := f.options(st, name, c)
+			if err != nil {
+				return err
+			}
+			target, url, err := dialTarget(c.Context(), args[0], o.Progress)
+			if err != nil {
+				return err
+			}
+			defer target.Close()
+			in, err := enroll.Init(c.Context(), target, o)
+			if err != nil {
+				return err
+			}
+			if err := st.SaveContext(operator.Context{Name: name, Network: in.Network, Connections: []operator.Connection{{URL: url, SSHKey: g.sshKey}}}); err != nil {
+				return err
+			}
+			if err := st.Use(name); err != nil {
+				return err
+			}
+			return printInspection(c, in)
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func machineAdd() *cobra.Command {
+	var f enrollFlags
+	cmd := &cobra.Command{
+		Use:   "add DEST",
+		Short: "Add the Machine at DEST to the current Cluster",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := openStore()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ent, oc, err := entry(c.Context(), st)
+			if err != nil {
+				return err
+			}
+			defer ent.Close()
+			o, err := f.options(st, oc.Name, c)
+			if err != nil {
+				return err
+			}
+			target, url, err := dialTarget(c.Context(), args[0], o.Progress)
+			if err != nil {
+				return err
+			}
+			defer target.Close()
+			in, err := enroll.Add(c.Context(), ent, target, o)
+			if err != nil {
+				return err
+			}
+			if oc.Name != "" {
+				if err := st.AddConnection(oc.Name, operator.Connection{URL: url, SSHKey: g.sshKey}); err != nil {
+					return err
+				}
+			}
+			return printInspection(c, in)
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func printInspection(c *cobra.Command, in rpc.Inspection) error {
+	if g.json {
+		return printJSON(c.OutOrStdout(), in)
+	}
+	w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "id\t%s\nname\t%s\nphase\t%s\nsubnet\t%s\nmanagement\t%s\nendpoints\t%s\nversion\t%s\n",
+		in.ID, in.Name, in.Phase, in.Subnet, in.ManagementIP, strings.Join(in.Endpoints, ", "), in.DaemonVersion)
+	if len(in.Labels) > 0 {
+		var ls []string
+		for k, v := range in.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		sort.Strings(ls)
+		fmt.Fprintf(w, "labels\t%s\n", strings.Join(ls, ", "))
+	}
+	fmt.Fprintf(w, "capabilities\t%s\n", strings.Join(in.Capabilities, ", "))
+	return w.Flush()
+}
+
+// withEntry runs f with an Entry Machine client.
+func withEntry(c *cobra.Command, f func(*rpc.Client, *operator.Store) error) error {
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ent, _, err := entry(c.Context(), st)
+	if err != nil {
+		return err
+	}
+	defer ent.Close()
+	return f(ent, st)
+}
+
+func machineLs() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List the Machines the Entry Machine observes",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				var list rpc.MachineList
+				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+					return err
+				}
+				if g.json {
+					return printJSON(c.OutOrStdout(), list)
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "observed by %s at %s\n", list.ObserverName, list.ObservedAt.Format("15:04:05"))
+				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tMEMBERSHIP\tRTT")
+				for _, m := range list.Machines {
+					rtt := "-"
+					if m.RTTMillis > 0 {
+						rtt = fmt.Sprintf("%.1fms", m.RTTMillis)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, m.Membership, rtt)
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+func machineInspect() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect [MACHINE]",
+		Short: "Show one Machine as it sees itself (default: the Entry Machine)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				var t rpc.Target
+				if len(args) == 1 {
+					t.One = args[0]
+				}
+				var in rpc.Inspection
+				if err := ent.Call(c.Context(), t, rpc.CmdInspect, nil, &in); err != nil {
+					return err
+				}
+				return printInspection(c, in)
+			})
+		},
+	}
+}
+
+func machineRename() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rename MACHINE NEW_NAME",
+		Short: "Rename a Machine (names may be shared; IDs are the identity)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				var in rpc.Inspection
+				if err := ent.Call(c.Context(), rpc.Target{One: args[0]}, rpc.CmdUpdateMachine, rpc.UpdateMachineRequest{Name: &args[1]}, &in); err != nil {
+					return err
+				}
+				return printInspection(c, in)
+			})
+		},
+	}
+}
+
+func machineUpdate() *cobra.Command {
+	var add, rm []string
+	var name string
+	cmd := &cobra.Command{
+		Use:   "update MACHINE",
+		Short: "Change a Machine's name or labels (never evicts its Containers)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			labels, err := parseLabels(add)
+			if err != nil {
+				return err
+			}
+			req := rpc.UpdateMachineRequest{LabelsAdd: labels, LabelsRemove: rm}
+			if name != "" {
+				req.Name = &name
+			}
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				var in rpc.Inspection
+				if err := ent.Call(c.Context(), rpc.Target{One: args[0]}, rpc.CmdUpdateMachine, req, &in); err != nil {
+					return err
+				}
+				return printInspection(c, in)
+			})
+		},
+	}
+	cmd.Flags().StringSliceVar(&add, "label-add", nil, "add or change a label key=value")
+	cmd.Flags().StringSliceVar(&rm, "label-rm", nil, "remove a label by key")
+	cmd.Flags().StringVar(&name, "name", "", "new name")
+	return cmd
+}
+
+func machineRm() *cobra.Command {
+	var confirm string
+	var noReset bool
+	cmd := &cobra.Command{
+		Use:   "rm MACHINE",
+		Short: "Remove a Machine from the Cluster and reset it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				var list rpc.MachineList
+				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+					return err
+				}
+				peers := make([]rpc.Peer, len(list.Machines))
+				for i, m := range list.Machines {
+					peers[i] = rpc.Peer{ID: m.ID, Name: m.Name}
+				}
+				p, err := rpc.Resolve(peers, args[0])
+				if err != nil {
+					return err
+				}
+				if p.ID == list.ObserverID {
+					return fmt.Errorf("machine %s is the Entry Machine of this connection; remove it through another Machine (--connect)", p.Name)
+				}
+				var vols struct {
+					Volumes []string `json:"volumes"`
+				}
+				_ = vols
+				if !g.yes && confirm == "" {
+					if !ask(c, fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it? [y/N] ", p.Name, short(p.ID))) {
+						return fmt.Errorf("not confirmed")
+					}
+				}
+				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdForgetMachine, rpc.ForgetMachineRequest{ID: p.ID}, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "removed %s (%s) from this Machine's store\n", p.Name, short(p.ID))
+				if noReset {
+					return nil
+				}
+				if err := ent.Call(c.Context(), rpc.Target{One: p.ID}, rpc.CmdReset, nil, nil); err != nil {
+					return &exitError{code: 3, err: fmt.Errorf("removed from the Cluster, but resetting %s failed: %w (reset it later with `ployz machine rm` from it)", p.Name, err)}
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "reset %s\n", p.Name)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&confirm, "confirm", "", "the Machine's name, typed, for a Machine that holds data")
+	cmd.Flags().BoolVar(&noReset, "no-reset", false, "only remove the Machine's rows (it is gone for good)")
+	return cmd
+}
+
+func ask(c *cobra.Command, prompt string) bool {
+	fmt.Fprint(c.ErrOrStderr(), prompt)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	return strings.EqualFold(strings.TrimSpace(line), "y") || strings.EqualFold(strings.TrimSpace(line), "yes")
+}
+
+func machineRtt() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rtt",
+		Short: "Membership and round-trip times as the Entry Machine's store sees them",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				var ms rpc.Membership
+				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdMembership, nil, &ms); err != nil {
+					return err
+				}
+				if g.json {
+					return printJSON(c.OutOrStdout(), ms)
+				}
+				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "MACHINE\tID\tADDRESS\tSTATE\tRTT")
+				for _, m := range ms.Members {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.2fms\n", m.MachineName, short(m.MachineID), m.Addr, m.State, m.RTTMillis)
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

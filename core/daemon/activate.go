@@ -1,0 +1,223 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/mesh/dockernet"
+	"github.com/ployz/ployz/core/store"
+)
+
+// Units the daemon starts and never stops outside a reset.
+const (
+	StoreUnit = "ployz-store.service"
+	// StoreEnvFile holds the store unit's Machine-specific arguments.
+	StoreEnvFile  = "/etc/ployz/store.env"
+	WireGuardUnit = "ployz-wireguard.service"
+)
+
+func (d *Daemon) keyPath() string { return filepath.Join(d.cfg.DataDir, "wireguard.key") }
+
+// publicKey returns this Machine's WireGuard public key, creating the
+// private key on first use.
+func (d *Daemon) publicKey() (wgtypes.Key, error) {
+	k, err := mesh.LoadOrCreateKey(d.keyPath())
+	if err != nil {
+		return wgtypes.Key{}, err
+	}
+	return k.PublicKey(), nil
+}
+
+// activate starts what a joining or participating Machine runs: the mesh,
+// the ployz Docker network, the store unit and the loops that keep peers
+// and this Machine's rows current. It is idempotent across restarts.
+func (d *Daemon) activate(ctx context.Context) error {
+	rec := d.record()
+	key, err := mesh.LoadOrCreateKey(d.keyPath())
+	if err != nil {
+		return err
+	}
+	// The userspace device runs under its own unit so it outlives ployzd.
+	if err := d.cfg.Units.Start(ctx, WireGuardUnit); err != nil {
+		return fmt.Errorf("mesh: %w", err)
+	}
+	m, err := mesh.Up(ctx, mesh.Config{
+		External:          true,
+		PrivateKey:        key,
+		Subnet:            rec.Subnet,
+		ListenPort:        d.cfg.WireGuardPort,
+		EndpointStatePath: filepath.Join(d.cfg.DataDir, "endpoints.json"),
+		Logger:            d.log.Named("mesh"),
+	})
+	if err != nil {
+		return fmt.Errorf("mesh: %w", err)
+	}
+	if len(rec.JoinPeers) > 0 {
+		if err := m.SetPeers(meshPeers(rec.JoinPeers)); err != nil {
+			d.log.Warn("join peers", "error", err)
+		}
+	}
+	if cli, err := dockernet.NewClient(); err != nil {
+		d.log.Error("docker", "error", err)
+	} else {
+		network := rec.Network
+		if !network.IsValid() {
+			network = mesh.DefaultNetwork
+		}
+		if _, err := dockernet.EnsureNetwork(ctx, cli, dockernet.Config{Subnet: rec.Subnet, ClusterNetwork: network, Logger: d.log.Named("dockernet")}); err != nil {
+			d.log.Error("docker network ployz", "error", err)
+		}
+		cli.Close()
+	}
+
+	st, err := d.startStore(ctx, m.ManagementIP(), rec)
+	if err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a := &active{cancel: cancel, done: make(chan struct{}), mesh: m, store: st}
+	// Machine RPC over the mesh, on the management address.
+	lis, err := net.Listen("tcp", netip.AddrPortFrom(m.ManagementIP(), uint16(d.cfg.RPCPort)).String())
+	if err != nil {
+		cancel()
+		return fmt.Errorf("machine rpc on the mesh: %w", err)
+	}
+	a.tcp = d.rpc.GRPCServer()
+	go a.tcp.Serve(lis) //nolint:errcheck // ends with Stop
+
+	d.mu.Lock()
+	d.active = a
+	d.mu.Unlock()
+
+	go func() {
+		defer close(a.done)
+		loops := []func(context.Context){
+			func(ctx context.Context) { m.Run(ctx) }, //nolint:errcheck // logs its own failures
+			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop,
+		}
+		done := make(chan struct{}, len(loops))
+		for _, l := range loops {
+			go func() { l(runCtx); done <- struct{}{} }()
+		}
+		for range loops {
+			<-done
+		}
+	}()
+	return nil
+}
+
+// deactivate stops the loops and the mesh RPC listener. The store unit and
+// the mesh device keep running (serving outlives the daemon).
+func (d *Daemon) deactivate() {
+	d.mu.Lock()
+	a := d.active
+	d.active = nil
+	d.mu.Unlock()
+	if a == nil {
+		return
+	}
+	a.cancel()
+	a.tcp.Stop()
+	<-a.done
+	a.mesh.Close()
+}
+
+// startStore writes the store unit's arguments, (re)starts the unit when
+// they changed, and waits until its API answers.
+func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Record) (*store.Client, error) {
+	dir := filepath.Join(d.cfg.DataDir, "store")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	token, err := loadOrCreateToken(filepath.Join(dir, "token"))
+	if err != nil {
+		return nil, err
+	}
+	var bootstrap []string
+	for _, p := range rec.JoinPeers {
+		bootstrap = append(bootstrap, gossipAddr(p.PublicKey))
+	}
+	// ployz-store.service fixes the db path, API address and admin socket;
+	// the Machine-specific rest comes from this env file.
+	args := []string{
+		"--gossip-addr", netip.AddrPortFrom(mgmt, GossipPort).String(),
+		"--token-file", filepath.Join(dir, "token"),
+	}
+	if len(bootstrap) > 0 {
+		args = append(args, "--bootstrap", strings.Join(bootstrap, ","))
+	}
+	env := "PLOYZ_STORE_ARGS=" + strings.Join(args, " ") + "\n"
+	envPath := StoreEnvFile
+	old, _ := os.ReadFile(envPath)
+	if string(old) != env {
+		if err := machine.WriteFileAtomic(envPath, []byte(env), 0o600); err != nil {
+			return nil, err
+		}
+		// Arguments changed: replace the running store (DESIGN.md: replaced
+		// only when what it was created from changes).
+		if err := d.cfg.Units.Restart(ctx, StoreUnit); err != nil {
+			return nil, err
+		}
+	} else if err := d.cfg.Units.Start(ctx, StoreUnit); err != nil {
+		return nil, err
+	}
+	st := store.New("127.0.0.1:"+strconv.Itoa(StoreAPIPort), store.WithToken(token))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var lastErr error
+	if err := wait(wctx, 200*time.Millisecond, func() bool { _, lastErr = st.Health(wctx); return lastErr == nil }); err != nil {
+		return nil, fmt.Errorf("store did not answer on 127.0.0.1:%d: %v", StoreAPIPort, lastErr)
+	}
+	return st, nil
+}
+
+// gossipAddr is a peer's store gossip address on its management IP.
+func gossipAddr(publicKey string) string {
+	k, err := wgtypes.ParseKey(publicKey)
+	if err != nil {
+		return ""
+	}
+	return netip.AddrPortFrom(mesh.ManagementIP(k), GossipPort).String()
+}
+
+func loadOrCreateToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var t [24]byte
+	rand.Read(t[:])
+	tok := hex.EncodeToString(t[:])
+	return tok, machine.WriteFileAtomic(path, []byte(tok+"\n"), 0o600)
+}
+
+func meshPeers(ps []machine.Peer) []mesh.Peer {
+	var out []mesh.Peer
+	for _, p := range ps {
+		k, err := wgtypes.ParseKey(p.PublicKey)
+		if err != nil || !p.Subnet.IsValid() {
+			continue
+		}
+		out = append(out, mesh.Peer{PublicKey: k, Endpoints: slices.Clone(p.Endpoints), Subnet: p.Subnet})
+	}
+	return out
+}

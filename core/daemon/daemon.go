@@ -1,0 +1,193 @@
+// Package daemon is ployzd's Machine daemon: it owns the local Machine
+// record and phase, brings up the mesh, keeps the store's own systemd unit
+// running, publishes this Machine's observations and serves Machine RPC.
+// It decides only from this Machine's own facts (DESIGN.md bet 6); every
+// multi-Machine sequence is driven by the CLI.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// Ports from ARCHITECTURE.md ("Network").
+const (
+	RPCPort      = 7569
+	GossipPort   = 7570
+	StoreAPIPort = 7571
+)
+
+// Config locates the daemon's state and names its ports.
+type Config struct {
+	DataDir string // /var/lib/ployz
+	RunDir  string // /run/ployz
+	// Socket is the local Machine RPC socket (default RunDir/ployz.sock).
+	Socket string
+	// RPCPort is Machine RPC on the management address (default 7569).
+	RPCPort int
+	// WireGuardPort is the mesh's UDP port (default 51820).
+	WireGuardPort int
+	// Units starts and stops the store's systemd unit.
+	Units  Units
+	Logger hclog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.DataDir == "" {
+		c.DataDir = "/var/lib/ployz"
+	}
+	if c.RunDir == "" {
+		c.RunDir = "/run/ployz"
+	}
+	if c.Socket == "" {
+		c.Socket = filepath.Join(c.RunDir, "ployz.sock")
+	}
+	if c.RPCPort == 0 {
+		c.RPCPort = RPCPort
+	}
+	if c.WireGuardPort == 0 {
+		c.WireGuardPort = mesh.DefaultListenPort
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "ployzd", JSONFormat: true})
+	}
+	if c.Units == nil {
+		c.Units = Systemd{}
+	}
+}
+
+// Daemon is one running ployzd.
+type Daemon struct {
+	cfg Config
+	log hclog.Logger
+	rpc *rpc.Server
+
+	mu     sync.Mutex
+	rec    machine.Record
+	active *active       // what runs while joining or participating; nil otherwise
+	kick   chan struct{} // asks publishLoop to write this Machine's row now
+}
+
+// active holds the parts a Cluster member runs.
+type active struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mesh   *mesh.Mesh
+	store  *store.Client
+	tcp    *grpc.Server
+}
+
+func (d *Daemon) recordPath() string { return filepath.Join(d.cfg.DataDir, "machine.json") }
+
+// Run serves until ctx ends. Serving infrastructure (store, mesh device,
+// plugins) keeps running after Run returns: only a reset stops it.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.defaults()
+	d := &Daemon{cfg: cfg, log: cfg.Logger}
+	rec, err := machine.Load(d.recordPath())
+	if err != nil {
+		return err
+	}
+	if err := machine.Save(d.recordPath(), rec); err != nil { // keep a freshly minted ID
+		return fmt.Errorf("save machine record: %w", err)
+	}
+	d.rec = rec
+	d.log.Info("starting", "machine_id", rec.ID, "name", rec.Name, "phase", rec.Phase)
+	if rec.Phase == machine.Resetting {
+		if err := d.finishReset(ctx); err != nil {
+			return fmt.Errorf("finish reset: %w", err)
+		}
+	}
+
+	d.rpc = rpc.NewServer(rpc.Options{Logger: d.log.Named("rpc"), Local: d.local, Peers: d.peers})
+	d.routes()
+	g := d.rpc.GRPCServer()
+	lis, err := listenUnix(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	go g.Serve(lis) //nolint:errcheck // ends when the listener closes
+	defer g.Stop()
+
+	if rec.Phase == machine.Joining || rec.Phase == machine.Participating {
+		if err := d.activate(ctx); err != nil {
+			// Keep serving RPC so the operator can inspect and retry.
+			d.log.Error("cluster parts did not start", "error", err)
+		}
+	}
+	<-ctx.Done()
+	d.deactivate()
+	return nil
+}
+
+func (d *Daemon) local() (string, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rec.ID, d.rec.Name
+}
+
+func (d *Daemon) record() machine.Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rec
+}
+
+// setRecord persists r, then makes it current.
+func (d *Daemon) setRecord(r machine.Record) error {
+	if err := machine.Save(d.recordPath(), r); err != nil {
+		return fmt.Errorf("save machine record: %w", err)
+	}
+	d.mu.Lock()
+	d.rec = r
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Daemon) storeClient() (*store.Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.active == nil || d.active.store == nil {
+		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine is %s: it has no store yet (`ployz machine init` or `machine add` it)", d.rec.Phase)
+	}
+	return d.active.store, nil
+}
+
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return l, os.Chmod(path, 0o660)
+}
+
+// wait polls cond every interval until it holds or ctx ends.
+func wait(ctx context.Context, interval time.Duration, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+	return nil
+}

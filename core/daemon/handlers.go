@@ -1,0 +1,375 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/version"
+)
+
+func (d *Daemon) routes() {
+	for _, r := range []rpc.Route{
+		{Command: rpc.CmdInspect, Capability: rpc.CapInspect, Handler: d.inspect},
+		{Command: rpc.CmdInitialize, Capability: rpc.CapInitialize, Handler: d.initialize},
+		{Command: rpc.CmdJoin, Capability: rpc.CapJoin, Handler: d.join},
+		{Command: rpc.CmdPublishMachine, Capability: rpc.CapPublishMachine, Handler: d.publishMachine},
+		{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: d.listMachines},
+		{Command: rpc.CmdUpdateMachine, Capability: rpc.CapUpdateMachine, Handler: d.updateMachine},
+		{Command: rpc.CmdForgetMachine, Capability: rpc.CapForgetMachine, Handler: d.forgetMachine},
+		{Command: rpc.CmdReset, Capability: rpc.CapReset, Handler: d.reset},
+		{Command: rpc.CmdMembership, Capability: rpc.CapMembership, Handler: d.membership},
+	} {
+		d.rpc.Handle(r)
+	}
+}
+
+func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
+	rec := d.record()
+	k, err := d.publicKey()
+	if err != nil {
+		return nil, err
+	}
+	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(),
+		ManagementIP: mesh.ManagementIP(k).String(), Labels: rec.Labels,
+		DaemonVersion: version.Version, Capabilities: d.rpc.Capabilities(), Endpoints: []string{}}
+	in.Hostname, _ = os.Hostname()
+	if rec.Subnet.IsValid() {
+		in.Subnet, in.Network = rec.Subnet.String(), rec.Network.String()
+	}
+	eps := rec.Endpoints
+	if len(eps) == 0 {
+		eps = discoverEndpoints(d.cfg.WireGuardPort)
+	}
+	for _, e := range eps {
+		in.Endpoints = append(in.Endpoints, e.String())
+	}
+	if st, err := d.storeClient(); err == nil {
+		if h, err := st.Health(ctx); err == nil {
+			in.StoreVersions = h.Vector
+		}
+		if rows, err := st.Machines().List(ctx); err == nil {
+			in.ClusterMachines = len(rows)
+		}
+	}
+	return in, nil
+}
+
+// discoverEndpoints lists this host's global unicast addresses that peers
+// may reach WireGuard on; container and mesh interfaces are skipped.
+func discoverEndpoints(port int) []netip.AddrPort {
+	ifs, _ := net.Interfaces()
+	var out []netip.AddrPort
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || skipIface(ifc.Name) {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil || !p.Addr().IsGlobalUnicast() || p.Addr().Is6() && p.Addr().IsPrivate() {
+				continue
+			}
+			if p.Addr().Is4() {
+				out = append(out, netip.AddrPortFrom(p.Addr(), uint16(port)))
+			}
+		}
+	}
+	return out
+}
+
+func skipIface(name string) bool {
+	for _, p := range []string{"docker", "br-", "veth", "ployz"} {
+		if len(name) >= len(p) && name[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.InitializeRequest
+	if err := rpc.Decode(rpc.CmdInitialize, raw, &req); err != nil {
+		return nil, err
+	}
+	rec := d.record()
+	if rec.Phase != machine.Uninitialized {
+		return nil, rpc.Errorf(rpc.CodeConflict, "machine %s (%s) is already %s; `ployz machine rm` it or reset it first", rec.Name, rec.ID, rec.Phase).With("phase", rec.Phase)
+	}
+	network, subnet, eps, err := parseEnrollment(req.Name, req.Network, req.Subnet, req.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
+	rec.Phase = machine.Participating
+	if err := d.setRecord(rec); err != nil {
+		return nil, err
+	}
+	if err := d.activate(ctx); err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s is participating but its Cluster parts did not start: %v", rec.Name, err)
+	}
+	st, _ := d.storeClient()
+	if _, err := st.Cluster().Put(ctx, store.Row[store.ClusterBody]{Key: "network", Owner: rec.ID, Body: store.ClusterBody{Network: network.String(), ProtocolMajor: version.ProtocolMajor}}); err != nil {
+		return nil, fmt.Errorf("write cluster network: %w", err)
+	}
+	if err := d.publishSelf(ctx); err != nil {
+		return nil, err
+	}
+	return d.inspect(ctx, nil)
+}
+
+func parseEnrollment(name, network, subnet string, endpoints []string) (netip.Prefix, netip.Prefix, []netip.AddrPort, error) {
+	if name == "" {
+		return netip.Prefix{}, netip.Prefix{}, nil, rpc.InvalidField("name", "is empty")
+	}
+	n, err := netip.ParsePrefix(network)
+	if err != nil {
+		return n, n, nil, rpc.InvalidField("network", "%q is not a CIDR prefix", network)
+	}
+	s, err := netip.ParsePrefix(subnet)
+	if err != nil || s.Bits() != 24 || !n.Contains(s.Addr()) {
+		return n, s, nil, rpc.InvalidField("subnet", "%q is not a /24 inside %s", subnet, n)
+	}
+	var eps []netip.AddrPort
+	for _, e := range endpoints {
+		ap, err := netip.ParseAddrPort(e)
+		if err != nil {
+			return n, s, nil, rpc.InvalidField("endpoints", "%q is not host:port", e)
+		}
+		eps = append(eps, ap)
+	}
+	return n, s.Masked(), eps, nil
+}
+
+func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.PublishMachineRequest
+	if err := rpc.Decode(rpc.CmdPublishMachine, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	if req.ID == "" {
+		return nil, rpc.InvalidField("id", "is empty")
+	}
+	k, err := wgtypes.ParseKey(req.PublicKey)
+	if err != nil {
+		return nil, rpc.InvalidField("public_key", "not a WireGuard key: %v", err)
+	}
+	if _, err := netip.ParsePrefix(req.Subnet); err != nil {
+		return nil, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
+	}
+	body := store.MachineBody{Name: req.Name, PublicKey: req.PublicKey, Subnet: req.Subnet, Endpoints: req.Endpoints,
+		ManagementIP: mesh.ManagementIP(k).String(), Phase: string(machine.Joining)}
+	res, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: req.ID, Owner: req.ID, Body: body})
+	if err != nil {
+		return nil, err
+	}
+	h, err := st.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_ = res
+	return map[string]any{"store_versions": h.Vector}, nil
+}
+
+func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.JoinRequest
+	if err := rpc.Decode(rpc.CmdJoin, raw, &req); err != nil {
+		return nil, err
+	}
+	rec := d.record()
+	network, subnet, eps, err := parseEnrollment(req.Name, req.Network, req.Subnet, req.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rec.Phase == machine.Joining && rec.Subnet == subnet:
+		// A retry of the same join: resume waiting.
+	case rec.Phase != machine.Uninitialized:
+		return nil, rpc.Errorf(rpc.CodeConflict, "machine %s (%s) is already %s", rec.Name, rec.ID, rec.Phase).With("phase", rec.Phase)
+	default:
+		if len(req.Peers) == 0 {
+			return nil, rpc.InvalidField("peers", "is empty: a joiner needs at least one Machine to reach")
+		}
+		for i, p := range req.Peers {
+			if _, err := wgtypes.ParseKey(p.PublicKey); err != nil {
+				return nil, rpc.InvalidField(fmt.Sprintf("peers[%d].public_key", i), "not a WireGuard key")
+			}
+		}
+		rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
+		rec.JoinPeers, rec.TargetVersions = req.Peers, req.TargetVersions
+		rec.Phase = machine.Joining
+		if err := d.setRecord(rec); err != nil {
+			return nil, err
+		}
+		if err := d.activate(ctx); err != nil {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s is joining but its Cluster parts did not start: %v", rec.Name, err)
+		}
+	}
+	wait := time.Duration(req.WaitSeconds) * time.Second
+	if wait <= 0 {
+		wait = 60 * time.Second
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	waitFor(wctx, func() bool { return d.record().Phase == machine.Participating })
+	return d.inspect(ctx, nil)
+}
+
+func waitFor(ctx context.Context, cond func() bool) {
+	wait(ctx, 200*time.Millisecond, cond) //nolint:errcheck // the caller reports the phase reached
+}
+
+func (d *Daemon) listMachines(ctx context.Context, _ json.RawMessage) (any, error) {
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.Machines().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	members := d.members(ctx)
+	rec := d.record()
+	out := rpc.MachineList{ObserverID: rec.ID, ObserverName: rec.Name, ObservedAt: time.Now().UTC(), Machines: []rpc.MachineView{}}
+	for _, r := range rows {
+		v := rpc.MachineView{ID: r.Key, Name: r.Body.Name, Phase: r.Body.Phase, Subnet: r.Body.Subnet, ManagementIP: r.Body.ManagementIP,
+			PublicKey: r.Body.PublicKey, Endpoints: r.Body.Endpoints, Labels: r.Body.Labels, Version: r.Body.Version,
+			Capabilities: r.Body.Capabilities, Membership: "unknown", UpdatedAt: r.UpdatedAt}
+		if m, ok := members[r.Body.StoreSite]; ok && r.Body.StoreSite != "" {
+			v.Membership, v.RTTMillis = m.State, m.RTTMillis
+		}
+		if r.Key == rec.ID {
+			v.Membership = "self"
+		}
+		out.Machines = append(out.Machines, v)
+	}
+	return out, nil
+}
+
+func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.UpdateMachineRequest
+	if err := rpc.Decode(rpc.CmdUpdateMachine, raw, &req); err != nil {
+		return nil, err
+	}
+	rec := d.record()
+	if req.Name != nil {
+		if *req.Name == "" {
+			return nil, rpc.InvalidField("name", "is empty")
+		}
+		rec.Name = *req.Name
+	}
+	for k, v := range req.LabelsAdd {
+		if k == "" {
+			return nil, rpc.InvalidField("labels_add", "a label key is empty")
+		}
+		if rec.Labels == nil {
+			rec.Labels = map[string]string{}
+		}
+		rec.Labels[k] = v
+	}
+	for _, k := range req.LabelsRemove {
+		delete(rec.Labels, k)
+	}
+	if err := d.setRecord(rec); err != nil {
+		return nil, err
+	}
+	if err := d.publishSelf(ctx); err != nil {
+		return nil, err
+	}
+	return d.inspect(ctx, nil)
+}
+
+func (d *Daemon) forgetMachine(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ForgetMachineRequest
+	if err := rpc.Decode(rpc.CmdForgetMachine, raw, &req); err != nil {
+		return nil, err
+	}
+	if req.ID == "" {
+		return nil, rpc.InvalidField("id", "is empty")
+	}
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	stmts := []store.Statement{
+		store.Stmt(`DELETE FROM machines WHERE id = ?`, req.ID),
+		store.Stmt(`DELETE FROM containers WHERE owner = ?`, req.ID),
+		store.Stmt(`DELETE FROM volumes WHERE owner = ?`, req.ID),
+	}
+	if _, err := st.Exec(ctx, stmts...); err != nil {
+		return nil, err
+	}
+	return map[string]string{"forgotten": req.ID}, nil
+}
+
+// reset returns this Machine to uninitialized: durable first (phase
+// resetting is saved), then the store, mesh and local state go. A daemon
+// that restarts mid-reset finishes it.
+func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
+	rec := d.record()
+	rec.Phase = machine.Resetting
+	if err := d.setRecord(rec); err != nil {
+		return nil, err
+	}
+	d.deactivate()
+	if err := d.finishReset(ctx); err != nil {
+		return nil, err
+	}
+	return d.inspect(ctx, nil)
+}
+
+func (d *Daemon) finishReset(ctx context.Context) error {
+	if err := d.cfg.Units.Stop(ctx, StoreUnit); err != nil {
+		d.log.Warn("reset: stop store", "error", err)
+	}
+	if err := d.cfg.Units.Stop(ctx, WireGuardUnit); err != nil {
+		d.log.Warn("reset: stop wireguard", "error", err)
+	}
+	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath()} {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	rec := machine.Record{ID: machine.NewID(), Phase: machine.Uninitialized}
+	return d.setRecord(rec)
+}
+
+func (d *Daemon) peers(ctx context.Context) ([]rpc.Peer, error) {
+	st, err := d.storeClient()
+	if err != nil {
+		rec := d.record()
+		return []rpc.Peer{{ID: rec.ID, Name: rec.Name}}, nil
+	}
+	rows, err := st.Machines().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []rpc.Peer
+	for _, r := range rows {
+		addr := ""
+		if ip, err := netip.ParseAddr(r.Body.ManagementIP); err == nil {
+			addr = netip.AddrPortFrom(ip, uint16(d.cfg.RPCPort)).String()
+		}
+		out = append(out, rpc.Peer{ID: r.Key, Name: r.Body.Name, Address: addr})
+	}
+	if !slices.ContainsFunc(out, func(p rpc.Peer) bool { return p.ID == d.record().ID }) {
+		rec := d.record()
+		out = append(out, rpc.Peer{ID: rec.ID, Name: rec.Name})
+	}
+	return out, nil
+}

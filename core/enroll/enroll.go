@@ -1,0 +1,157 @@
+package enroll
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Options describes the Machine being enrolled.
+type Options struct {
+	Store     *operator.Store
+	Context   string            // operator context the Cluster lives in
+	Name      string            // Machine name; default the target's hostname
+	Network   netip.Prefix      // Cluster network (init only)
+	Endpoints []string          // WireGuard endpoints; default what the target discovers
+	Labels    map[string]string // placement labels
+	Progress  Progress
+}
+
+func (o *Options) progress(f string, a ...any) {
+	if o.Progress != nil {
+		o.Progress(f, a...)
+	}
+}
+
+// checkFresh refuses a target that already belongs to a Cluster. A target
+// that is uninitialized or joining may be a retry: its row may already be
+// published, and enrollment resumes with the same allocation.
+func checkFresh(in rpc.Inspection, members []rpc.MachineView) error {
+	if in.Phase == machine.Uninitialized || in.Phase == machine.Joining {
+		return nil
+	}
+	if slices.ContainsFunc(members, func(m rpc.MachineView) bool { return m.ID == in.ID }) {
+		return fmt.Errorf("machine %s (%s) is already a member of this Cluster (phase %s)", in.Name, in.ID, in.Phase)
+	}
+	return fmt.Errorf("machine %s (%s) is already %s in another Cluster; remove it there first (`ployz machine rm`)", in.Name, in.ID, in.Phase)
+}
+
+// Init founds a Cluster on target.
+func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, error) {
+	var in rpc.Inspection
+	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err != nil {
+		return in, fmt.Errorf("inspect target: %w", err)
+	}
+	if in.Phase != machine.Uninitialized {
+		return in, fmt.Errorf("machine %s (%s) is already %s in a Cluster; `ployz machine rm` it from that Cluster to reuse it", in.Name, in.ID, in.Phase)
+	}
+	if o.Name == "" {
+		o.Name = in.Hostname
+	}
+	if !o.Network.IsValid() {
+		o.Network = netip.MustParsePrefix("10.210.0.0/16")
+	}
+	// Saved before the target publishes it (DESIGN.md bet 6).
+	subnet, err := o.Store.Allocate(o.Context, in.ID, o.Name, o.Network, nil)
+	if err != nil {
+		return in, err
+	}
+	o.progress("initializing %s (%s) with subnet %s", o.Name, short(in.ID), subnet)
+	req := rpc.InitializeRequest{Name: o.Name, Network: o.Network.String(), Subnet: subnet.String(), Endpoints: o.Endpoints, Labels: o.Labels}
+	var out rpc.Inspection
+	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInitialize, req, &out); err != nil {
+		o.Store.SetAllocationState(o.Context, in.ID, "failed") //nolint:errcheck // the call's error is the one to report
+		return out, fmt.Errorf("initialize %s: %w", o.Name, err)
+	}
+	o.Store.SetAllocationState(o.Context, in.ID, "joined") //nolint:errcheck // bookkeeping only
+	return out, nil
+}
+
+// Add enrolls target into the Cluster that entry belongs to: the entry
+// publishes the joiner's row (so existing Machines add it to the mesh),
+// then the joiner joins with the entry's peers and store version vector.
+func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspection, error) {
+	var in rpc.Inspection
+	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err != nil {
+		return in, fmt.Errorf("inspect target: %w", err)
+	}
+	var list rpc.MachineList
+	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+		return in, fmt.Errorf("list machines on the entry: %w", err)
+	}
+	if err := checkFresh(in, list.Machines); err != nil {
+		return in, err
+	}
+	var entryIn rpc.Inspection
+	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &entryIn); err != nil {
+		return in, fmt.Errorf("inspect entry: %w", err)
+	}
+	network, err := netip.ParsePrefix(entryIn.Network)
+	if err != nil {
+		return in, fmt.Errorf("entry %s reports no Cluster network (%q)", entryIn.Name, entryIn.Network)
+	}
+	if o.Name == "" {
+		o.Name = in.Hostname
+	}
+	var observed []netip.Prefix
+	var peers []machine.Peer
+	for _, m := range list.Machines {
+		s, err := netip.ParsePrefix(m.Subnet)
+		if err != nil {
+			continue
+		}
+		observed = append(observed, s)
+		p := machine.Peer{ID: m.ID, Name: m.Name, PublicKey: m.PublicKey, Subnet: s}
+		for _, e := range m.Endpoints {
+			if ap, err := netip.ParseAddrPort(e); err == nil {
+				p.Endpoints = append(p.Endpoints, ap)
+			}
+		}
+		if m.Name == o.Name {
+			o.progress("warning: a Machine named %s already exists (%s); both keep the name (Name Ambiguity is allowed)", o.Name, short(m.ID))
+		}
+		peers = append(peers, p)
+	}
+	subnet, err := o.Store.Allocate(o.Context, in.ID, o.Name, network, observed)
+	if err != nil {
+		return in, err
+	}
+	endpoints := o.Endpoints
+	if len(endpoints) == 0 {
+		endpoints = in.Endpoints
+	}
+	o.progress("publishing %s (%s) with subnet %s through %s", o.Name, short(in.ID), subnet, entryIn.Name)
+	var pub struct {
+		StoreVersions map[string]int64 `json:"store_versions"`
+	}
+	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdPublishMachine, rpc.PublishMachineRequest{
+		ID: in.ID, Name: o.Name, PublicKey: in.PublicKey, Subnet: subnet.String(), Endpoints: endpoints}, &pub); err != nil {
+		return in, fmt.Errorf("publish %s: %w", o.Name, err)
+	}
+	o.progress("joining %s to %d Machines; waiting for its store to catch up", o.Name, len(peers))
+	var out rpc.Inspection
+	err = target.Call(ctx, rpc.Target{}, rpc.CmdJoin, rpc.JoinRequest{
+		Name: o.Name, Network: network.String(), Subnet: subnet.String(), Endpoints: endpoints, Labels: o.Labels,
+		Peers: peers, TargetVersions: pub.StoreVersions}, &out)
+	if err != nil {
+		o.Store.SetAllocationState(o.Context, in.ID, "failed") //nolint:errcheck // the call's error is the one to report
+		return out, fmt.Errorf("join %s: %w", o.Name, err)
+	}
+	if out.Phase != machine.Participating {
+		return out, fmt.Errorf("machine %s is still %s: its store has not caught up yet; run `ployz machine add` again to keep waiting", o.Name, out.Phase)
+	}
+	o.Store.SetAllocationState(o.Context, in.ID, "joined") //nolint:errcheck // bookkeeping only
+	return out, nil
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

@@ -1,0 +1,98 @@
+// Package enroll is the operator side of forming a Cluster: it installs
+// Ployz on a Machine over SSH when missing, allocates the Machine's subnet
+// from the operator's history, and drives initialize or publish + join.
+// Every step is planned here, on the operator's computer (DESIGN.md bet 10).
+package enroll
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/ployz/ployz/packaging"
+)
+
+// Binaries installed on a Machine, looked up beside the running ployz.
+var Binaries = []string{"ployzd", "ployz", "ployz-dns", "ployz-ingress-caddy", "ployz-logstore", "ployz-metrics", "ployz-volume-zfs"}
+
+// Progress receives one line per step.
+type Progress func(format string, args ...any)
+
+// EnsureInstalled installs ployzd, the plugins and the systemd units on the
+// Machine behind c when ployzd is missing there, then enables and starts
+// ployz.service and waits until its socket answers. binDir holds the
+// binaries to upload.
+func EnsureInstalled(ctx context.Context, c *ssh.Client, binDir string, progress Progress) error {
+	if _, err := run(c, "test -x /usr/local/bin/ployzd", nil); err != nil {
+		progress("installing Ployz (binaries from %s)", binDir)
+		for _, b := range Binaries {
+			data, err := os.ReadFile(filepath.Join(binDir, b))
+			if err != nil {
+				if b == "ployzd" {
+					return fmt.Errorf("install: %w (build with `make build`)", err)
+				}
+				continue // plugins are optional until their issues land
+			}
+			dst := "/usr/local/bin/" + b
+			if _, err := run(c, fmt.Sprintf("cat > %s.tmp && chmod 0755 %s.tmp && mv %s.tmp %s", dst, dst, dst, dst), data); err != nil {
+				return fmt.Errorf("install %s: %w", b, err)
+			}
+		}
+		units, _ := fs.Glob(packaging.Files, "systemd/*.service")
+		for _, u := range units {
+			data, _ := packaging.Files.ReadFile(u)
+			dst := "/etc/systemd/system/" + filepath.Base(u)
+			if _, err := run(c, "cat > "+dst, data); err != nil {
+				return fmt.Errorf("install %s: %w", dst, err)
+			}
+		}
+		if _, err := run(c, "systemctl daemon-reload", nil); err != nil {
+			return err
+		}
+	}
+	if out, err := run(c, "systemctl is-active ployz.service", nil); err != nil || strings.TrimSpace(out) != "active" {
+		progress("starting ployz.service")
+		if _, err := run(c, "systemctl enable --now ployz.service", nil); err != nil {
+			return fmt.Errorf("start ployz.service: %w", err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := run(c, "test -S /run/ployz/ployz.sock", nil); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			out, _ := run(c, "journalctl -u ployz.service -n 20 --no-pager", nil)
+			return fmt.Errorf("ployzd did not open /run/ployz/ployz.sock within 30 s; its last log lines:\n%s", out)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// run executes cmd in a new SSH session with stdin as its input.
+func run(c *ssh.Client, cmd string, stdin []byte) (string, error) {
+	s, err := c.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	if stdin != nil {
+		s.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := s.CombinedOutput(cmd)
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w: %s", cmd, err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}

@@ -1,0 +1,46 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Connect returns a client for the first of the context's connections
+// whose Entry Machine answers describe_contract, trying them in order.
+func Connect(ctx context.Context, c Context) (*rpc.Client, Connection, error) {
+	if len(c.Connections) == 0 {
+		return nil, Connection{}, fmt.Errorf("context %q has no connections", c.Name)
+	}
+	var errs []error
+	for _, conn := range c.Connections {
+		cl, err := Dial(ctx, conn)
+		if err == nil {
+			return cl, conn, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", conn.URL, err))
+	}
+	return nil, Connection{}, fmt.Errorf("context %q: no Entry Machine answered: %w", c.Name, errors.Join(errs...))
+}
+
+// Dial opens one connection and checks that a daemon answers on it.
+func Dial(ctx context.Context, conn Connection) (*rpc.Client, error) {
+	if err := conn.Validate(); err != nil {
+		return nil, err
+	}
+	cl, err := rpc.DialURL(conn.URL, conn.SSHKey)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var ct rpc.Contract
+	if err := cl.Call(pctx, rpc.Target{}, rpc.CmdDescribeContract, nil, &ct); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
+}

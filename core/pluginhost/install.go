@@ -1,0 +1,97 @@
+package pluginhost
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Install copies the binary at src into dir under its sha256, points
+// LinkPath(dir, name) at it and records the entry in the manifest,
+// replacing any entry with the same name. The returned entry carries the
+// digest. A running long-lived plugin keeps its old binary until its unit
+// restarts.
+func Install(dir, src, name string, lifecycle Lifecycle, config json.RawMessage) (Entry, error) {
+	digest, err := FileDigest(src)
+	if err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Name: name, SHA256: digest, Lifecycle: lifecycle, Config: config}
+	m, err := LoadManifest(ManifestPath(dir))
+	if err != nil {
+		return Entry{}, err
+	}
+	m.Set(e)
+	if err := m.Validate(); err != nil {
+		return Entry{}, err
+	}
+	blob := BlobPath(dir, digest)
+	if err := copyBlob(src, blob); err != nil {
+		return Entry{}, fmt.Errorf("install plugin %q: %w", name, err)
+	}
+	if err := VerifyBinary(name, blob, digest); err != nil {
+		return Entry{}, err
+	}
+	if err := relink(LinkPath(dir, name), blob); err != nil {
+		return Entry{}, fmt.Errorf("install plugin %q: %w", name, err)
+	}
+	if err := m.Write(ManifestPath(dir)); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+// copyBlob writes src to dst via a temporary file, so a reader never sees a
+// partial blob under a digest name.
+func copyBlob(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("create blob directory: %w", err)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", src, err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".blob-*")
+	if err != nil {
+		return fmt.Errorf("create temporary blob: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return fmt.Errorf("chmod blob: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close blob: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("store blob: %w", err)
+	}
+	return nil
+}
+
+// relink atomically points link at target (symlink beside it, then rename).
+func relink(link, target string) error {
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		return fmt.Errorf("create bin directory: %w", err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(link), target)
+	if err != nil {
+		rel = target
+	}
+	tmp := link + ".new"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("symlink %s: %w", link, err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		return fmt.Errorf("switch %s: %w", link, err)
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+// Command testplugin is a plugin built by pluginhost's tests. Its name and
+// plugin-API versions are set at link time, so one source yields plugins
+// that negotiate differently:
+//
+//	go build -ldflags "-X main.name=alpha -X main.apiVersions=1,2,3"
+//
+// It serves the DNS kind's Status call under capability
+// "ployz-test.dns.status.v1", answering with its pid in listen_addrs.
+package main
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	"github.com/ployz/ployz/sdk"
+	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
+)
+
+var (
+	name        = "testplugin"
+	apiVersions = "1"
+)
+
+// Capability is what this plugin serves.
+const Capability = "ployz-test.dns.status.v1"
+
+type server struct{ dnsv1.UnimplementedDNSServer }
+
+func (server) Status(context.Context, *dnsv1.StatusRequest) (*dnsv1.StatusResponse, error) {
+	return &dnsv1.StatusResponse{Serving: true, ListenAddrs: []string{strconv.Itoa(os.Getpid())}}, nil
+}
+
+func main() {
+	var versions []uint32
+	for _, f := range strings.Split(apiVersions, ",") {
+		v, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
+			panic("bad -X main.apiVersions: " + apiVersions)
+		}
+		versions = append(versions, uint32(v))
+	}
+	sdk.Main(&sdk.Plugin{
+		Name:         name,
+		Kind:         sdk.KindDNS,
+		Version:      "0.0.1-test",
+		Description:  "pluginhost test plugin",
+		APIVersions:  versions,
+		Capabilities: []string{Capability},
+		Register:     func(s *grpc.Server) { dnsv1.RegisterDNSServer(s, server{}) },
+	})
+}

@@ -1,0 +1,117 @@
+package rpc
+
+import (
+	"time"
+
+	"github.com/ployz/ployz/core/machine"
+)
+
+// The payloads of the Machine commands. They are part of the Stable
+// promise: fields are only added, optional with defaults, and readers
+// ignore fields they do not know. fixtures_test.go pins their shape.
+
+// Inspection is the inspect command's payload: this Machine as it sees itself.
+type Inspection struct {
+	ID              string            `json:"id"`
+	Name            string            `json:"name,omitempty"`
+	Hostname        string            `json:"hostname,omitempty"`
+	Phase           machine.Phase     `json:"phase"`
+	PublicKey       string            `json:"public_key"`
+	ManagementIP    string            `json:"management_ip"`
+	Subnet          string            `json:"subnet,omitempty"`
+	Network         string            `json:"network,omitempty"`
+	Endpoints       []string          `json:"endpoints"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	StoreVersions   map[string]int64  `json:"store_versions,omitempty"`
+	DaemonVersion   string            `json:"daemon_version"`
+	Capabilities    []string          `json:"capabilities"`
+	ClusterMachines int               `json:"cluster_machines,omitempty"`
+}
+
+// InitializeRequest founds a Cluster on this Machine.
+type InitializeRequest struct {
+	Name      string            `json:"name"`
+	Network   string            `json:"network"`
+	Subnet    string            `json:"subnet"`
+	Endpoints []string          `json:"endpoints,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// PublishMachineRequest asks an entry to write a joiner's machines row,
+// so existing Machines add it as a mesh peer before it can gossip itself.
+type PublishMachineRequest struct {
+	ID        string   `json:"id"`
+	Name      string   `json:"name"`
+	PublicKey string   `json:"public_key"`
+	Subnet    string   `json:"subnet"`
+	Endpoints []string `json:"endpoints"`
+}
+
+// JoinRequest makes this Machine join a Cluster.
+type JoinRequest struct {
+	Name           string            `json:"name"`
+	Network        string            `json:"network"`
+	Subnet         string            `json:"subnet"`
+	Endpoints      []string          `json:"endpoints,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Peers          []machine.Peer    `json:"peers"`
+	TargetVersions map[string]int64  `json:"target_versions"`
+	// WaitSeconds bounds how long join waits to participate (default 60).
+	WaitSeconds int `json:"wait_seconds,omitempty"`
+}
+
+// MachineView is one Machine in list_machines: its row as this Machine
+// observes it, plus this observer's membership view of it.
+type MachineView struct {
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	Phase        string            `json:"phase,omitempty"`
+	Subnet       string            `json:"subnet,omitempty"`
+	ManagementIP string            `json:"management_ip,omitempty"`
+	PublicKey    string            `json:"public_key,omitempty"`
+	Endpoints    []string          `json:"endpoints,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Version      string            `json:"version,omitempty"`
+	Capabilities []string          `json:"capabilities,omitempty"`
+	// Membership is up, suspect, down or unknown as seen from the observer;
+	// "self" for the observer itself.
+	Membership string  `json:"membership"`
+	RTTMillis  float64 `json:"rtt_ms,omitempty"`
+	UpdatedAt  int64   `json:"updated_at"`
+}
+
+// MachineList is list_machines' payload: one Machine's observation.
+type MachineList struct {
+	ObserverID   string        `json:"observer_id"`
+	ObserverName string        `json:"observer_name"`
+	ObservedAt   time.Time     `json:"observed_at"`
+	Machines     []MachineView `json:"machines"`
+}
+
+// UpdateMachineRequest changes this Machine's own name or labels.
+type UpdateMachineRequest struct {
+	Name         *string           `json:"name,omitempty"`
+	LabelsAdd    map[string]string `json:"labels_add,omitempty"`
+	LabelsRemove []string          `json:"labels_remove,omitempty"`
+}
+
+// ForgetMachineRequest removes another Machine's rows from the store.
+type ForgetMachineRequest struct {
+	ID string `json:"id"`
+}
+
+// Member is one store member as the observing Machine's store sees it.
+type Member struct {
+	ID          string  `json:"id"` // the member's store site id
+	MachineID   string  `json:"machine_id,omitempty"`
+	MachineName string  `json:"machine_name,omitempty"`
+	Addr        string  `json:"addr"`
+	State       string  `json:"state"` // up, suspect, down
+	RTTMillis   float64 `json:"rtt_ms"`
+}
+
+// Membership is the membership command's payload.
+type Membership struct {
+	ObserverID string   `json:"observer_id"`
+	Members    []Member `json:"members"`
+}

@@ -1,0 +1,59 @@
+package store
+
+// The bodies below are frozen formats (DESIGN.md, Stable promise): fields
+// are only ever added, each optional with a default; nothing is renamed or
+// repurposed. Readers ignore unknown fields (encoding/json's default), so
+// never decode these with DisallowUnknownFields.
+
+// ClusterBody is a Cluster-wide fact.
+type ClusterBody struct {
+	Name          string `json:"name,omitempty"`
+	Network       string `json:"network,omitempty"` // e.g. 10.210.0.0/16
+	ProtocolMajor int    `json:"protocol_major,omitempty"`
+}
+
+// Defaults fills what an older writer left out.
+func (b *ClusterBody) Defaults() {
+	if b.ProtocolMajor == 0 {
+		b.ProtocolMajor = 1
+	}
+}
+
+// MachineBody is a Machine's own record, written only by that Machine.
+type MachineBody struct {
+	Name         string            `json:"name,omitempty"`
+	PublicKey    string            `json:"public_key,omitempty"`
+	Endpoints    []string          `json:"endpoints,omitempty"`
+	Subnet       string            `json:"subnet,omitempty"`
+	ManagementIP string            `json:"management_ip,omitempty"`
+	Phase        string            `json:"phase,omitempty"`
+	Capabilities []string          `json:"capabilities,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Version      string            `json:"version,omitempty"`
+	// StoreSite is the Machine's store site id, its name in store
+	// membership, so an observer can tell which Machine a member is.
+	StoreSite string `json:"store_site,omitempty"`
+}
+
+// ContainerBody is one Container as its Machine reports it.
+type ContainerBody struct {
+	Service    string `json:"service,omitempty"`
+	Deployment string `json:"deployment,omitempty"`
+	Image      string `json:"image,omitempty"`
+	State      string `json:"state,omitempty"`
+	IP         string `json:"ip,omitempty"`
+}
+
+// VolumeBody is one Volume copy on its Machine.
+type VolumeBody struct {
+	Name   string `json:"name,omitempty"`
+	Driver string `json:"driver,omitempty"`
+	Copy   string `json:"copy,omitempty"`
+}
+
+// CertificateBody is a certificate for one name.
+type CertificateBody struct {
+	Domains  []string `json:"domains,omitempty"`
+	CertPEM  string   `json:"cert_pem,omitempty"`
+	NotAfter int64    `json:"not_after,omitempty"` // unix seconds
+}

@@ -1,0 +1,185 @@
+package crdt
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Commit describes a committed write, local or merged from a peer.
+type Commit struct {
+	Local      bool
+	Tables     []string
+	Changesets []Changeset
+}
+
+// Engine owns one SQLite database: a single writer connection that carries
+// the capture triggers, and a read-only pool for queries.
+type Engine struct {
+	log hclog.Logger
+	rdb *sql.DB
+	wdb *sql.DB
+
+	mu      sync.Mutex // serialises writes and guards everything below
+	w       *sql.Conn
+	site    string
+	book    Book
+	version int64
+	schema  *Schema
+	hooks   []func(Commit)
+	closed  bool
+}
+
+const metaSQL = `
+CREATE TABLE IF NOT EXISTS __ployz_site(id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS __ployz_clock(
+  tbl TEXT NOT NULL, pk TEXT NOT NULL, col TEXT NOT NULL,
+  ver INTEGER NOT NULL, site TEXT NOT NULL, dbv INTEGER NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY(tbl, pk, col)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS __ployz_clock_origin ON __ployz_clock(site, dbv);
+CREATE TABLE IF NOT EXISTS __ployz_book(site TEXT NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL,
+  PRIMARY KEY(site, lo)) WITHOUT ROWID;
+`
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the database at path, applies the schema
+// additively and loads the site id and version book.
+func Open(ctx context.Context, path, schemaSQL string, log hclog.Logger) (*Engine, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	wdb, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w, err := wdb.Conn(ctx)
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open writer connection to %s: %w", path, err)
+	}
+	e := &Engine{log: log, wdb: wdb, w: w, book: Book{}}
+	if err := e.init(ctx, schemaSQL); err != nil {
+		w.Close()
+		wdb.Close()
+		return nil, err
+	}
+	e.rdb, err = sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("open read pool for %s: %w", path, err)
+	}
+	e.rdb.SetMaxOpenConns(8)
+	return e, nil
+}
+
+func (e *Engine) init(ctx context.Context, schemaSQL string) error {
+	if _, err := e.w.ExecContext(ctx, metaSQL); err != nil {
+		return fmt.Errorf("create metadata tables: %w", err)
+	}
+	err := e.w.QueryRowContext(ctx, `SELECT id FROM __ployz_site`).Scan(&e.site)
+	if errors.Is(err, sql.ErrNoRows) {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("mint site id: %w", err)
+		}
+		e.site = hex.EncodeToString(b[:])
+		if _, err := e.w.ExecContext(ctx, `INSERT INTO __ployz_site(id) VALUES (?)`, e.site); err != nil {
+			return fmt.Errorf("store site id: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("read site id: %w", err)
+	}
+	rows, err := e.w.QueryContext(ctx, `SELECT site, lo, hi FROM __ployz_book`)
+	if err != nil {
+		return fmt.Errorf("load version book: %w", err)
+	}
+	for rows.Next() {
+		var s string
+		var lo, hi int64
+		if err := rows.Scan(&s, &lo, &hi); err != nil {
+			rows.Close()
+			return fmt.Errorf("load version book: %w", err)
+		}
+		e.book.Add(s, lo, hi)
+	}
+	rows.Close()
+	e.version = e.book.Max(e.site)
+	if _, err := e.w.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS __ployz_pending(n INTEGER PRIMARY KEY, tbl TEXT, pk TEXT, col TEXT)`); err != nil {
+		return fmt.Errorf("create capture table: %w", err)
+	}
+	return e.applySchema(ctx, schemaSQL)
+}
+
+// Reload re-reads schema SQL and applies additive changes.
+func (e *Engine) Reload(ctx context.Context, schemaSQL string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.applySchema(ctx, schemaSQL)
+}
+
+// Site is this database's actor id (hex of 16 random bytes).
+func (e *Engine) Site() string { return e.site }
+
+// Schema returns the current schema.
+func (e *Engine) Schema() *Schema {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.schema
+}
+
+// Book returns a copy of the applied-version book.
+func (e *Engine) Book() Book {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.book.Clone()
+}
+
+// ReadDB is the read-only pool used for queries and subscriptions.
+func (e *Engine) ReadDB() *sql.DB { return e.rdb }
+
+// OnCommit registers a hook run after every commit, in commit order, while
+// the write lock is held; hooks must not block.
+func (e *Engine) OnCommit(f func(Commit)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hooks = append(e.hooks, f)
+}
+
+// Close releases the database.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var errs []error
+	if e.rdb != nil {
+		errs = append(errs, e.rdb.Close())
+	}
+	errs = append(errs, e.w.Close(), e.wdb.Close())
+	return errors.Join(errs...)
+}
+
+func (e *Engine) fire(c Commit) {
+	for _, h := range e.hooks {
+		h(c)
+	}
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+)
+
+// newAPIServer serves Corrosion's HTTP API subset over HTTP/1.1 and h2c
+// (HTTP/2 with prior knowledge, as Uncloud's client speaks).
+func newAPIServer(n *Node) *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/transactions", n.handleTransactions)
+	mux.HandleFunc("POST /v1/queries", n.handleQueries)
+	mux.HandleFunc("POST /v1/subscriptions", n.handleSubscribe)
+	mux.HandleFunc("GET /v1/subscriptions/{id}", n.handleResubscribe)
+	mux.HandleFunc("GET /v1/health", n.handleHealth)
+	return &http.Server{
+		Handler:           h2c.NewHandler(n.auth(mux), &http2.Server{}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, format string, a ...any) {
+	writeJSON(w, status, map[string]string{"error": fmt.Sprintf(format, a...)})
+}
+
+// auth checks the bearer token when one is configured.
+func (n *Node) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.cfg.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Token)) != 1 {
+				writeError(w, http.StatusUnauthorized, "unauthorized: missing or wrong bearer token")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readBody decodes a JSON body under the size cap, answering the error
+// itself; it returns false when the handler should stop.
+func (n *Node) readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", n.cfg.MaxBodyBytes)
+		return false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read request body: %v", err)
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON body: %v", err)
+		return false
+	}
+	return true
+}
+
+// withTimeout applies Corrosion's ?timeout=SECONDS.
+func withTimeout(r *http.Request, def time.Duration) (context.Context, context.CancelFunc, error) {
+	d := def
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		secs, err := strconv.ParseFloat(t, 64)
+		if err != nil || secs <= 0 {
+			return nil, nil, fmt.Errorf("timeout must be a positive number of seconds, got %q", t)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	return ctx, cancel, nil
+}
+
+// sqlStatus maps a SQLite failure caused by the request (syntax, unknown
+// table or column, constraint) to 400 and anything else to 500.
+func sqlStatus(err error) int {
+	msg := err.Error()
+	for _, s := range []string{"SQL logic error", "syntax error", "no such", "constraint failed", "readonly", "read-only", "datatype mismatch", "not an error", "incomplete input", "too many", "not enough", "reserved", "schema"} {
+		if strings.Contains(msg, s) {
+			return http.StatusBadRequest
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+func (n *Node) handleHealth(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	book := n.eng.Book()
+	members := 0
+	for _, m := range n.Members() {
+		if m.State == "up" || m.State == "suspect" {
+			members++
+		}
+	}
+	resp := map[string]any{
+		"gaps":       book.Gaps(),
+		"members":    members,
+		"p99_lag":    0.0,
+		"queue_size": len(n.applyCh),
+		"actor_id":   n.eng.Site(),
+		"vector":     book.Vector(),
+	}
+	status := http.StatusOK
+	fail := http.StatusServiceUnavailable
+	if fs := q.Get("failure_status"); fs != "" {
+		if v, err := strconv.Atoi(fs); err == nil && v >= 100 && v < 600 {
+			fail = v
+		}
+	}
+	if g := q.Get("gaps"); g != "" {
+		if v, err := strconv.ParseInt(g, 10, 64); err == nil && book.Gaps() > v {
+			status = fail
+		}
+	}
+	if qs := q.Get("queue_size"); qs != "" {
+		if v, err := strconv.Atoi(qs); err == nil && len(n.applyCh) > v {
+			status = fail
+		}
+	}
+	writeJSON(w, status, map[string]any{"response": resp})
+}

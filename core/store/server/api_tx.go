@@ -1,0 +1,133 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/ployz/ployz/core/store/crdt"
+)
+
+type execResult struct {
+	RowsAffected *int64  `json:"rows_affected,omitempty"`
+	Time         float64 `json:"time"`
+	Error        string  `json:"error,omitempty"`
+}
+
+type execResponse struct {
+	Results []execResult `json:"results"`
+	Time    float64      `json:"time"`
+	Version *int64       `json:"version"`
+	ActorID string       `json:"actor_id,omitempty"`
+}
+
+// schemaStmt matches statements that would change the schema or reach the
+// store's own metadata; schema comes only from schema files.
+var schemaStmt = regexp.MustCompile(`(?is)^\s*(CREATE|DROP|ALTER|ATTACH|DETACH|PRAGMA|VACUUM|REINDEX)\b|__ployz|temp\.|sqlite_master`)
+
+func (n *Node) handleTransactions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var stmts []Statement
+	if !n.readBody(w, r, &stmts) {
+		return
+	}
+	if len(stmts) == 0 {
+		writeError(w, http.StatusBadRequest, "transaction has no statements")
+		return
+	}
+	ctx, cancel, err := withTimeout(r, time.Minute)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	defer cancel()
+	args := make([]crdt.Stmt, len(stmts))
+	for i, s := range stmts {
+		if schemaStmt.MatchString(s.Query) {
+			fail(w, http.StatusBadRequest, start, "statement %d: schema changes and store metadata are not allowed through the API (schema comes from schema files)", i)
+			return
+		}
+		args[i] = crdt.Stmt{Query: s.Query, Args: s.Args()}
+	}
+	results, version, err := n.eng.Exec(ctx, args)
+	if err != nil {
+		status := http.StatusInternalServerError
+		var se *crdt.StmtError
+		if errors.As(err, &se) {
+			status = sqlStatus(se.Err)
+		}
+		fail(w, status, start, "%v", err)
+		return
+	}
+	resp := execResponse{Time: time.Since(start).Seconds(), Version: version, ActorID: n.eng.Site()}
+	for _, res := range results {
+		ra := res.RowsAffected
+		resp.Results = append(resp.Results, execResult{RowsAffected: &ra, Time: res.Time})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func fail(w http.ResponseWriter, status int, start time.Time, format string, a ...any) {
+	msg := sprintf(format, a...)
+	writeJSON(w, status, execResponse{Results: []execResult{{Error: msg}}, Time: time.Since(start).Seconds()})
+}
+
+func (n *Node) handleQueries(w http.ResponseWriter, r *http.Request) {
+	var st Statement
+	if !n.readBody(w, r, &st) {
+		return
+	}
+	ctx, cancel, err := withTimeout(r, time.Minute)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	defer cancel()
+	start := time.Now()
+	rows, err := n.eng.ReadDB().QueryContext(ctx, st.Query, st.Args()...)
+	if err != nil {
+		writeError(w, sqlStatus(err), "query: %v", err)
+		return
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "query columns: %v", err)
+		return
+	}
+	// A write statement fails on the read-only connection at its first
+	// step; surface that before committing to a 200 stream.
+	has := rows.Next()
+	if !has && rows.Err() != nil {
+		writeError(w, sqlStatus(rows.Err()), "query: %v", rows.Err())
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(map[string]any{"columns": cols})
+	var i int64
+	for ; has; has = rows.Next() {
+		i++
+		dest := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for j := range dest {
+			ptrs[j] = &dest[j]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			_ = enc.Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		for j := range dest {
+			dest[j] = renderValue(dest[j])
+		}
+		_ = enc.Encode(map[string]any{"row": []any{i, dest}})
+	}
+	if err := rows.Err(); err != nil {
+		_ = enc.Encode(map[string]string{"error": err.Error()})
+		return
+	}
+	_ = enc.Encode(map[string]any{"eoq": map[string]any{"time": time.Since(start).Seconds()}})
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestBadInput sends malformed or forbidden requests and checks each gets
+// a clear error with the right status while the database stays unchanged.
+func TestBadInput(t *testing.T) {
+	n := startAPINode(t, "secret", func(c *Config) { c.MaxBodyBytes = 4096 })
+	seed := doRequest(t, n, "secret", "POST", "/v1/transactions", []byte(`["INSERT INTO kv (k, v) VALUES ('a', 'one')"]`))
+	if seed.StatusCode != 200 {
+		t.Fatalf("seed write: %d", seed.StatusCode)
+	}
+	seed.Body.Close()
+	before := dumpKV(t, n)
+	bookBefore := n.Engine().Book()
+	cases := []struct {
+		name, token, method, path, body string
+		status                          int
+		msg                             string
+	}{
+		{"no token", "", "POST", "/v1/transactions", `["DELETE FROM kv"]`, 401, "bearer token"},
+		{"wrong token", "nope", "POST", "/v1/transactions", `["DELETE FROM kv"]`, 401, "bearer token"},
+		{"wrong token on health", "nope", "GET", "/v1/health", ``, 401, "bearer token"},
+		{"malformed JSON", "secret", "POST", "/v1/transactions", `["DELETE FROM kv"`, 400, "malformed JSON"},
+		{"not a statement", "secret", "POST", "/v1/transactions", `[42]`, 400, "statement must be"},
+		{"object without query", "secret", "POST", "/v1/transactions", `[{"params":[]}]`, 400, `"query"`},
+		{"empty transaction", "secret", "POST", "/v1/transactions", `[]`, 400, "no statements"},
+		{"bad SQL", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "DELET FROM kv"]`, 400, "statement 1"},
+		{"unknown table", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO nope VALUES (1)"]`, 400, "no such table: nope"},
+		{"unknown column", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "UPDATE kv SET zz = 1"]`, 400, "no such column: zz"},
+		{"NOT NULL violated", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO kv (k, v) VALUES ('b', NULL)"]`, 400, "kv.v"},
+		{"primary key conflict", "secret", "POST", "/v1/transactions", `["DELETE FROM kv WHERE k = 'zz'", "INSERT INTO kv (k) VALUES ('a')"]`, 400, "kv.k"},
+		{"schema change", "secret", "POST", "/v1/transactions", `["CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "schema"},
+		{"metadata write", "secret", "POST", "/v1/transactions", `["DELETE FROM __ployz_clock"]`, 400, "metadata"},
+		{"write through query", "secret", "POST", "/v1/queries", `"DELETE FROM kv"`, 400, "readonly"},
+		{"bad query SQL", "secret", "POST", "/v1/queries", `"SELEC 1"`, 400, "syntax error"},
+		{"bad subscription SQL", "secret", "POST", "/v1/subscriptions", `"SELECT * FROM nope"`, 400, "no such table"},
+		{"bad from", "secret", "POST", "/v1/subscriptions?from=x", `"SELECT k FROM kv"`, 400, "change id"},
+		{"oversized body", "secret", "POST", "/v1/transactions", `["` + strings.Repeat("x", 5000) + `"]`, 413, "exceeds 4096 bytes"},
+		{"bad timeout", "secret", "POST", "/v1/transactions?timeout=soon", `["DELETE FROM kv"]`, 400, "timeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := doRequest(t, n, tc.token, tc.method, tc.path, []byte(tc.body))
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			var v struct {
+				Error   string `json:"error"`
+				Results []struct {
+					Error string `json:"error"`
+				} `json:"results"`
+			}
+			if err := json.Unmarshal(bytes.TrimSpace(b), &v); err != nil {
+				t.Fatalf("error body is not JSON: %s", b)
+			}
+			msg := v.Error
+			if len(v.Results) > 0 {
+				msg = v.Results[0].Error
+			}
+			if !strings.Contains(msg, tc.msg) {
+				t.Fatalf("error %q does not mention %q", msg, tc.msg)
+			}
+		})
+	}
+	if after := dumpKV(t, n); !bytes.Equal(before, after) {
+		t.Fatalf("database changed by rejected requests:\n before %s\n after  %s", before, after)
+	}
+	if !reflect.DeepEqual(bookBefore, n.Engine().Book()) {
+		t.Fatalf("version book changed: %v -> %v", bookBefore, n.Engine().Book())
+	}
+}
+
+// TestH2C checks the API also answers HTTP/2 with prior knowledge.
+func TestH2C(t *testing.T) {
+	n := startAPINode(t, "", nil)
+	hc := h2cClient()
+	resp, err := hc.Post("http://"+n.APIAddr()+"/v1/queries", "application/json", strings.NewReader(`"SELECT 1"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 {
+		t.Fatalf("proto %s status %d", resp.Proto, resp.StatusCode)
+	}
+}

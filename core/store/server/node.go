@@ -1,0 +1,264 @@
+// Package server is Ployz's Corrosion-compatible store: a node that keeps
+// replicated SQLite tables (package crdt), gossips with peers (package
+// gossip), serves Corrosion's HTTP API subset and an admin unix socket.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/store/crdt"
+	"github.com/ployz/ployz/core/store/gossip"
+)
+
+// Config configures a store node.
+type Config struct {
+	DBPath        string   // SQLite file
+	SchemaPaths   []string // .sql files or directories
+	SchemaSQL     string   // used instead of SchemaPaths when set
+	SubsPath      string   // subscription state database; default next to DBPath
+	GossipAddr    string   // bind host:port for SWIM and replication
+	GossipExtAddr string   // advertised host:port; default GossipAddr
+	Bootstrap     []string // peers to join
+	Label         string   // Cluster label; members with another label are ignored
+	APIAddr       string   // HTTP API listen address; empty disables the API
+	Token         string   // bearer token required by the API; empty disables auth
+	AdminPath     string   // admin unix socket; empty disables it
+	MaxBodyBytes  int64    // request body cap; default 8 MiB
+	SyncInterval  time.Duration
+	Fast          bool           // short gossip timers (tests)
+	Faults        *gossip.Faults // optional fault injector (tests)
+	Log           hclog.Logger
+}
+
+// Node is a running store node.
+type Node struct {
+	cfg  Config
+	log  hclog.Logger
+	eng  *crdt.Engine
+	gsp  *gossip.Gossip
+	subs *subManager
+
+	applyCh chan []crdt.Changeset
+	syncCh  chan envelope
+	outCh   chan crdt.Changeset
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	apiLn   net.Listener
+	api     *http.Server
+	adminLn net.Listener
+
+	hookMu sync.Mutex
+	hooks  []func(crdt.Commit)
+}
+
+// nodeMeta is published through gossip so peers can find each other's API.
+type nodeMeta struct {
+	API string `json:"api,omitempty"`
+}
+
+// Start opens the database, applies the schema, joins the Cluster and, when
+// configured, serves the HTTP API and the admin socket.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	if cfg.SyncInterval == 0 {
+		cfg.SyncInterval = time.Second
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	if cfg.SubsPath == "" {
+		cfg.SubsPath = filepath.Join(filepath.Dir(cfg.DBPath), "subscriptions.db")
+	}
+	schema := cfg.SchemaSQL
+	if schema == "" {
+		var err error
+		if schema, err = crdt.ReadSchemaPaths(cfg.SchemaPaths); err != nil {
+			return nil, err
+		}
+	}
+	eng, err := crdt.Open(ctx, cfg.DBPath, schema, cfg.Log.Named("crdt"))
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, log: cfg.Log, eng: eng,
+		applyCh: make(chan []crdt.Changeset, 1024),
+		syncCh:  make(chan envelope, 16),
+		outCh:   make(chan crdt.Changeset, 4096),
+		stop:    make(chan struct{}),
+	}
+	if n.subs, err = openSubs(ctx, cfg.SubsPath, eng, cfg.Log.Named("subs")); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	eng.OnCommit(n.onCommit)
+	if err := n.startNet(cfg); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) startNet(cfg Config) error {
+	var err error
+	if cfg.APIAddr != "" {
+		if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+			return fmt.Errorf("listen for API on %s: %w", cfg.APIAddr, err)
+		}
+	}
+	meta, _ := json.Marshal(nodeMeta{API: n.APIAddr()})
+	if cfg.GossipAddr != "" {
+		n.gsp, err = gossip.Start(gossip.Config{
+			Name: n.eng.Site(), Bind: cfg.GossipAddr, Advertise: cfg.GossipExtAddr, Bootstrap: cfg.Bootstrap,
+			Label: cfg.Label, Meta: meta, Fast: cfg.Fast, Faults: cfg.Faults, Log: cfg.Log.Named("gossip"),
+			OnMessage: n.onMessage,
+		})
+		if err != nil {
+			return err
+		}
+		n.wg.Add(3)
+		go n.broadcastLoop()
+		go n.applyLoop()
+		go n.syncLoop()
+		if len(cfg.Bootstrap) > 0 {
+			n.wg.Add(1)
+			go n.rejoinLoop()
+		}
+	}
+	if n.apiLn != nil {
+		n.api = newAPIServer(n)
+		go func() {
+			if err := n.api.Serve(n.apiLn); err != nil && err != http.ErrServerClosed {
+				n.log.Error("API server stopped", "error", err)
+			}
+		}()
+	}
+	if cfg.AdminPath != "" {
+		if err := n.startAdmin(cfg.AdminPath); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rejoinLoop retries the bootstrap peers while this node is alone, so a
+// node started before its peers still finds them.
+func (n *Node) rejoinLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(2 * n.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			if len(n.gsp.Alive()) == 0 {
+				n.gsp.Join(n.cfg.Bootstrap)
+			}
+		}
+	}
+}
+
+func (n *Node) onCommit(c crdt.Commit) {
+	if c.Local && n.gsp != nil {
+		for _, cs := range c.Changesets {
+			select {
+			case n.outCh <- cs:
+			default: // backlog full: peers will pull it through anti-entropy
+			}
+		}
+	}
+	n.subs.notify(c.Tables)
+	n.hookMu.Lock()
+	hooks := n.hooks
+	n.hookMu.Unlock()
+	for _, h := range hooks {
+		h(c)
+	}
+}
+
+// OnCommit registers a hook called after each commit (tests, metrics).
+func (n *Node) OnCommit(f func(crdt.Commit)) {
+	n.hookMu.Lock()
+	defer n.hookMu.Unlock()
+	n.hooks = append(n.hooks, f)
+}
+
+// Engine exposes the node's database engine.
+func (n *Node) Engine() *crdt.Engine { return n.eng }
+
+// GossipAddr is the address peers reach this node on, or "".
+func (n *Node) GossipAddr() string {
+	if n.gsp == nil {
+		return ""
+	}
+	return n.gsp.Addr()
+}
+
+// APIAddr is the HTTP API address, or "" when the API is off.
+func (n *Node) APIAddr() string {
+	if n.apiLn == nil {
+		return ""
+	}
+	return n.apiLn.Addr().String()
+}
+
+// Members returns the SWIM view of the other members.
+func (n *Node) Members() []gossip.MemberState {
+	if n.gsp == nil {
+		return nil
+	}
+	return n.gsp.States()
+}
+
+// CaughtUp reports whether every version up to target's head per site has
+// been applied locally.
+func (n *Node) CaughtUp(target map[string]int64) bool {
+	b := n.eng.Book()
+	for site, v := range target {
+		if b.Head(site) < v {
+			return false
+		}
+	}
+	return true
+}
+
+// Close stops serving and releases the database; it does not announce a
+// leave, so peers see the same as a crash (they mark the node down).
+func (n *Node) Close() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	close(n.stop)
+	if n.api != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = n.api.Shutdown(ctx)
+		cancel()
+		_ = n.api.Close()
+	} else if n.apiLn != nil {
+		n.apiLn.Close()
+	}
+	if n.adminLn != nil {
+		n.adminLn.Close()
+	}
+	if n.gsp != nil {
+		_ = n.gsp.Shutdown()
+	}
+	n.wg.Wait()
+	n.subs.close()
+	return n.eng.Close()
+}

@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"math/rand"
+	"time"
+
+	"github.com/ployz/ployz/core/store/crdt"
+)
+
+// udpLimit keeps best-effort pushes inside one UDP packet; larger pushes
+// go over a TCP stream.
+const udpLimit = 1200
+
+// syncChunk bounds how many versions one sync answer reads at a time.
+const syncChunk = 256
+
+func (n *Node) onMessage(b []byte) {
+	env, err := decodeEnvelope(b)
+	if err != nil {
+		n.log.Debug("dropping peer message", "error", err)
+		return
+	}
+	switch env.Kind {
+	case msgChanges:
+		select {
+		case n.applyCh <- env.Changesets:
+		default: // overloaded: anti-entropy will pull these again
+		}
+	case msgSyncReq:
+		select {
+		case n.syncCh <- env:
+		default:
+		}
+	}
+}
+
+// broadcastLoop pushes local changesets to every live member, batching
+// whatever queued up while the previous push was in flight.
+func (n *Node) broadcastLoop() {
+	defer n.wg.Done()
+	for {
+		var batch []crdt.Changeset
+		select {
+		case <-n.stop:
+			return
+		case cs := <-n.outCh:
+			batch = append(batch, cs)
+		}
+	drain:
+		for len(batch) < 64 {
+			select {
+			case cs := <-n.outCh:
+				batch = append(batch, cs)
+			default:
+				break drain
+			}
+		}
+		msg, err := encodeEnvelope(envelope{Kind: msgChanges, From: n.eng.Site(), Changesets: batch})
+		if err != nil {
+			n.log.Error("encode broadcast", "error", err)
+			continue
+		}
+		for _, m := range n.gsp.Alive() {
+			if err := n.gsp.Send(m, msg, len(msg) > udpLimit); err != nil {
+				n.log.Debug("push changes", "peer", m.Name, "error", err)
+			}
+		}
+	}
+}
+
+func (n *Node) applyLoop() {
+	defer n.wg.Done()
+	for {
+		var batch []crdt.Changeset
+		select {
+		case <-n.stop:
+			return
+		case css := <-n.applyCh:
+			batch = append(batch, css...)
+		}
+	drain:
+		for len(batch) < 512 {
+			select {
+			case css := <-n.applyCh:
+				batch = append(batch, css...)
+			default:
+				break drain
+			}
+		}
+		if _, err := n.eng.Apply(context.Background(), batch); err != nil {
+			n.log.Error("apply peer changes", "error", err)
+		}
+	}
+}
+
+// syncLoop answers sync requests and, on a timer, asks a few random live
+// peers for what this node lacks (anti-entropy).
+func (n *Node) syncLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case req := <-n.syncCh:
+			n.answerSync(req)
+		case <-t.C:
+			n.requestSync()
+		}
+	}
+}
+
+func (n *Node) requestSync() {
+	peers := n.gsp.Alive()
+	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+	if len(peers) > 3 {
+		peers = peers[:3]
+	}
+	if len(peers) == 0 {
+		return
+	}
+	msg, err := encodeEnvelope(envelope{Kind: msgSyncReq, From: n.eng.Site(), Book: n.eng.Book()})
+	if err != nil {
+		n.log.Error("encode sync request", "error", err)
+		return
+	}
+	for _, p := range peers {
+		if err := n.gsp.Send(p, msg, true); err != nil {
+			n.log.Debug("sync request", "peer", p.Name, "error", err)
+		}
+	}
+}
+
+// answerSync streams to the requester every version this node holds that
+// the requester's book lacks, with overwritten versions as cleared ranges.
+func (n *Node) answerSync(req envelope) {
+	peer := n.gsp.Member(req.From)
+	if peer == nil {
+		return
+	}
+	mine := n.eng.Book()
+	budget := 8 * syncChunk // versions per answer; the next round continues
+	for site := range mine {
+		for _, r := range req.Book.Missing(mine, site) {
+			for lo := r.Lo; lo <= r.Hi && budget > 0; lo += syncChunk {
+				hi := min(lo+syncChunk-1, r.Hi)
+				budget -= int(hi - lo + 1)
+				css, err := n.eng.ChangesFor(context.Background(), site, lo, hi)
+				if err != nil {
+					n.log.Error("read versions for sync", "site", site, "lo", lo, "hi", hi, "error", err)
+					return
+				}
+				msg, err := encodeEnvelope(envelope{Kind: msgChanges, From: n.eng.Site(), Changesets: css})
+				if err != nil {
+					n.log.Error("encode sync answer", "error", err)
+					return
+				}
+				if err := n.gsp.Send(peer, msg, true); err != nil {
+					n.log.Debug("sync answer", "peer", peer.Name, "error", err)
+					return
+				}
+			}
+		}
+	}
+}

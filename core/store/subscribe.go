@@ -1,0 +1,286 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// rawEvent is one NDJSON line of a query or subscription stream.
+type rawEvent struct {
+	Columns []string          `json:"columns"`
+	Row     []json.RawMessage `json:"row"`
+	EOQ     *struct {
+		Time     float64 `json:"time"`
+		ChangeID *int64  `json:"change_id"`
+	} `json:"eoq"`
+	Change []json.RawMessage `json:"change"`
+	Error  *string           `json:"error"`
+}
+
+func decodeRow(raw []json.RawMessage) (int64, []any, error) {
+	if len(raw) != 2 {
+		return 0, nil, fmt.Errorf("row event has %d elements, want 2", len(raw))
+	}
+	var id int64
+	if err := json.Unmarshal(raw[0], &id); err != nil {
+		return 0, nil, fmt.Errorf("row id: %w", err)
+	}
+	vals, err := decodeValues(raw[1])
+	return id, vals, err
+}
+
+func decodeValues(raw json.RawMessage) ([]any, error) {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var vals []any
+	if err := dec.Decode(&vals); err != nil {
+		return nil, fmt.Errorf("row values: %w", err)
+	}
+	for i, v := range vals {
+		if n, ok := v.(json.Number); ok {
+			if iv, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+				vals[i] = iv
+			} else if fv, err := n.Float64(); err == nil {
+				vals[i] = fv
+			}
+		}
+	}
+	return vals, nil
+}
+
+// EventKind names a subscription event.
+type EventKind string
+
+// Subscription event kinds.
+const (
+	EventRow    EventKind = "row"    // one row of the initial result
+	EventEOQ    EventKind = "eoq"    // end of the initial result
+	EventChange EventKind = "change" // a later change to the result set
+)
+
+// Event is one subscription event.
+type Event struct {
+	Kind       EventKind
+	ChangeKind string // insert, update or delete (EventChange only)
+	RowID      int64  // the row's id within the subscription
+	Values     []any
+	ChangeID   int64 // EventChange: this change; EventEOQ: last change in the snapshot
+}
+
+// SubscribeOptions tunes a subscription.
+type SubscribeOptions struct {
+	SkipRows bool // no initial rows, only eoq and changes
+	// MaxRetry bounds how long reconnect attempts may keep failing before
+	// the subscription ends with an error; default 60 s.
+	MaxRetry time.Duration
+}
+
+// Subscription is a live subscription that reconnects on its own and
+// resumes after the last change id it delivered, so no change is missed or
+// repeated across disconnects and server restarts.
+type Subscription struct {
+	ID      string
+	Hash    string
+	Columns []string
+	Events  <-chan Event
+
+	c      *Client
+	opts   SubscribeOptions
+	events chan Event
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	err    error
+	last   int64
+	done   chan struct{}
+}
+
+// Subscribe starts a subscription on st.
+func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOptions) (*Subscription, error) {
+	if opts.MaxRetry == 0 {
+		opts.MaxRetry = time.Minute
+	}
+	path := "/v1/subscriptions"
+	if opts.SkipRows {
+		path += "?skip_rows=true"
+	}
+	resp, err := c.do(ctx, "POST", path, st)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Subscription{ID: resp.Header.Get("corro-query-id"), Hash: resp.Header.Get("corro-query-hash"),
+		c: c, opts: opts, events: make(chan Event, 256), cancel: cancel, done: make(chan struct{})}
+	s.Events = s.events
+	if s.ID == "" {
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("subscription answer has no corro-query-id header")
+	}
+	dec := json.NewDecoder(resp.Body)
+	var first rawEvent
+	if err := dec.Decode(&first); err != nil || first.Columns == nil {
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("subscription %s: first event is not columns: %v", s.ID, err)
+	}
+	s.Columns = first.Columns
+	go s.run(ctx, resp, dec)
+	return s, nil
+}
+
+// Err is why the subscription ended (nil while it runs or after Close).
+func (s *Subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// LastChangeID is the last change id delivered.
+func (s *Subscription) LastChangeID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Close stops the subscription; Events is closed afterwards.
+func (s *Subscription) Close() {
+	s.cancel()
+	<-s.done
+}
+
+func (s *Subscription) run(ctx context.Context, resp *http.Response, dec *json.Decoder) {
+	defer close(s.done)
+	defer close(s.events)
+	var failingSince time.Time
+	backoff := 50 * time.Millisecond
+	for {
+		err := s.read(ctx, dec)
+		resp.Body.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			s.setErr(err)
+			return
+		}
+		// Reconnect and resume after the last delivered change.
+		for {
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			path := "/v1/subscriptions/" + s.ID + "?from=" + strconv.FormatInt(s.LastChangeID(), 10)
+			resp, err = s.c.do(ctx, "GET", path, nil)
+			if err == nil {
+				dec = json.NewDecoder(resp.Body)
+				failingSince, backoff = time.Time{}, 50*time.Millisecond
+				break
+			}
+			var apiErr *APIError
+			if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
+				s.setErr(fmt.Errorf("resume subscription %s: %w", s.ID, err))
+				return
+			}
+			if time.Since(failingSince) > s.opts.MaxRetry {
+				s.setErr(fmt.Errorf("resume subscription %s: gave up after %v: %w", s.ID, s.opts.MaxRetry, err))
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		}
+	}
+}
+
+type fatalError struct{ msg string }
+
+func (e *fatalError) Error() string { return e.msg }
+
+func (s *Subscription) setErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+// read delivers events until the stream ends; a transport error returns a
+// plain error (reconnect), an error event returns *fatalError.
+func (s *Subscription) read(ctx context.Context, dec *json.Decoder) error {
+	for {
+		var ev rawEvent
+		if err := dec.Decode(&ev); err != nil {
+			return fmt.Errorf("subscription %s stream: %w", s.ID, err)
+		}
+		var out Event
+		switch {
+		case ev.Error != nil:
+			return &fatalError{msg: "subscription " + s.ID + ": " + *ev.Error}
+		case ev.Columns != nil:
+			continue // repeated on every resume
+		case ev.Row != nil:
+			id, vals, err := decodeRow(ev.Row)
+			if err != nil {
+				return &fatalError{msg: err.Error()}
+			}
+			out = Event{Kind: EventRow, RowID: id, Values: vals}
+		case ev.EOQ != nil:
+			out = Event{Kind: EventEOQ}
+			if ev.EOQ.ChangeID != nil {
+				out.ChangeID = *ev.EOQ.ChangeID
+				s.mu.Lock()
+				s.last = out.ChangeID
+				s.mu.Unlock()
+			}
+		case ev.Change != nil:
+			var err error
+			if out, err = decodeChange(ev.Change); err != nil {
+				return &fatalError{msg: err.Error()}
+			}
+			s.mu.Lock()
+			if out.ChangeID <= s.last { // already delivered before a reconnect
+				s.mu.Unlock()
+				continue
+			}
+			s.last = out.ChangeID
+			s.mu.Unlock()
+		default:
+			continue
+		}
+		select {
+		case s.events <- out:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func decodeChange(raw []json.RawMessage) (Event, error) {
+	if len(raw) != 4 {
+		return Event{}, fmt.Errorf("change event has %d elements, want 4", len(raw))
+	}
+	ev := Event{Kind: EventChange}
+	if err := json.Unmarshal(raw[0], &ev.ChangeKind); err != nil {
+		return ev, fmt.Errorf("change kind: %w", err)
+	}
+	if err := json.Unmarshal(raw[1], &ev.RowID); err != nil {
+		return ev, fmt.Errorf("change row id: %w", err)
+	}
+	vals, err := decodeValues(raw[2])
+	if err != nil {
+		return ev, err
+	}
+	ev.Values = vals
+	if err := json.Unmarshal(raw[3], &ev.ChangeID); err != nil {
+		return ev, fmt.Errorf("change id: %w", err)
+	}
+	return ev, nil
+}

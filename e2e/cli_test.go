@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// operator is the ployz CLI as an operator on this host runs it, with its
+// own operator store and the lab's SSH key.
+type operator struct {
+	store string
+	key   string
+}
+
+func newOperator(t *testing.T, l *lab.Lab) *operator {
+	return &operator{store: filepath.Join(t.TempDir(), "operator.db"), key: lab.KeyPath(l.StateDir)}
+}
+
+// run runs bin/ployz with args and returns stdout, stderr and the exit code.
+func (o *operator) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
+	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("ployz %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// must runs ployz and fails the test on a non-zero exit.
+func (o *operator) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, code := o.run(t, args...)
+	if code != 0 {
+		t.Fatalf("ployz %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+// json runs ployz --json and decodes stdout into v.
+func (o *operator) json(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out := o.must(t, append(args, "--json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("ployz %s: decode %q: %v", strings.Join(args, " "), out, err)
+	}
+}

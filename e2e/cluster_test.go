@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// eventually retries f until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// lsFrom returns Machine name's own observation, through its local socket.
+func lsFrom(ctx context.Context, l *lab.Lab, name string) (rpc.MachineList, error) {
+	var list rpc.MachineList
+	out, err := l.Exec(ctx, name, "ployz", "--connect", "local", "machine", "ls", "--json")
+	if err != nil {
+		return list, err
+	}
+	// Progress lines go to stderr, merged by Exec: decode from the JSON start.
+	if i := strings.Index(out, "{"); i > 0 {
+		out = out[i:]
+	}
+	return list, json.Unmarshal([]byte(out), &list)
+}
+
+func membership(list rpc.MachineList, id string) string {
+	for _, m := range list.Machines {
+		if m.ID == id {
+			return m.Membership
+		}
+	}
+	return "absent"
+}
+
+// TestCluster forms a Cluster over SSH from this host and exercises it:
+// mesh between containers, partitions, power loss, daemon restarts and
+// bad input (issue 5).
+func TestCluster(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	ids := map[string]string{}
+
+	t.Run("init-and-add", func(t *testing.T) {
+		var in rpc.Inspection
+		op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", "m1")
+		if in.Phase != "participating" || in.Subnet == "" {
+			t.Fatalf("init: %+v", in)
+		}
+		ids["m1"] = in.ID
+		for _, m := range l.Machines[1:] {
+			start := time.Now()
+			op.json(t, &in, "machine", "add", "root@"+m.IP.String(), "--name", m.Name)
+			if in.Phase != "participating" {
+				t.Fatalf("add %s: %+v", m.Name, in)
+			}
+			t.Logf("%s joined in %s with subnet %s", m.Name, time.Since(start).Round(100*time.Millisecond), in.Subnet)
+			ids[m.Name] = in.ID
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("ls-from-each", func(t *testing.T) {
+		for _, m := range l.Machines {
+			eventually(t, 60*time.Second, m.Name+" sees all three", func() error {
+				list, err := lsFrom(ctx, l, m.Name)
+				if err != nil {
+					return err
+				}
+				if len(list.Machines) != 3 {
+					return fmt.Errorf("%d machines", len(list.Machines))
+				}
+				for _, v := range list.Machines {
+					if v.Phase != "participating" {
+						return fmt.Errorf("%s is %s", v.Name, v.Phase)
+					}
+					if v.Membership != "self" && v.Membership != "up" {
+						return fmt.Errorf("%s membership %s", v.Name, v.Membership)
+					}
+				}
+				return nil
+			})
+		}
+	})
+
+	t.Run("containers-across-mesh", func(t *testing.T) {
+		if _, err := l.Exec(ctx, "m3", "docker", "run", "-d", "--name", "far", "--network", "ployz", "-e", "MESSAGE=from-m3", lab.TestAppImage); err != nil {
+			t.Fatal(err)
+		}
+		ip, err := l.Exec(ctx, "m3", "docker", "inspect", "-f", "{{.NetworkSettings.Networks.ployz.IPAddress}}", "far")
+		if err != nil || !strings.HasPrefix(ip, "10.210.") {
+			t.Fatalf("container address %q: %v", ip, err)
+		}
+		eventually(t, 30*time.Second, "m1 container reaches m3 container", func() error {
+			out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "--network", "ployz", "--entrypoint", "/testapp", lab.TestAppImage, "get", "http://"+ip+":8080/")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "from-m3") {
+				return fmt.Errorf("answer %q", out)
+			}
+			return nil
+		})
+	})
+
+	t.Run("partition", func(t *testing.T) {
+		if err := l.Partition(ctx, "m3"); err != nil {
+			t.Fatal(err)
+		}
+		// Both sides keep answering with their own observation and accept writes.
+		eventually(t, 90*time.Second, "m1 sees m3 down", func() error {
+			list, err := lsFrom(ctx, l, "m1")
+			if err != nil {
+				return err
+			}
+			if s := membership(list, ids["m3"]); s != "down" && s != "suspect" {
+				return fmt.Errorf("m3 is %s", s)
+			}
+			return nil
+		})
+		if _, err := l.Exec(ctx, "m1", "ployz", "--connect", "local", "machine", "rename", ids["m1"], "twin"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Exec(ctx, "m3", "ployz", "--connect", "local", "machine", "rename", ids["m3"], "twin"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lsFrom(ctx, l, "m3"); err != nil {
+			t.Fatalf("m3 does not answer on its own while partitioned: %v", err)
+		}
+		if err := l.Heal(ctx, "m3"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 120*time.Second, "converged after heal", func() error {
+			for _, m := range l.Machines {
+				list, err := lsFrom(ctx, l, m.Name)
+				if err != nil {
+					return err
+				}
+				twins := 0
+				for _, v := range list.Machines {
+					if v.Name == "twin" {
+						twins++
+					}
+				}
+				if twins != 2 {
+					return fmt.Errorf("%s sees %d Machines named twin", m.Name, twins)
+				}
+				if s := membership(list, ids["m3"]); m.Name != "m3" && s != "up" {
+					return fmt.Errorf("%s sees m3 %s", m.Name, s)
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("bad-input", func(t *testing.T) {
+		_, errs, code := op.run(t, "machine", "inspect", "twin")
+		if code == 0 || !strings.Contains(errs, "ambiguous") || !strings.Contains(errs, ids["m1"]) {
+			t.Errorf("ambiguous name: exit %d: %s", code, errs)
+		}
+		_, errs, code = op.run(t, "machine", "inspect", "nope")
+		if code == 0 || !strings.Contains(errs, "m2") {
+			t.Errorf("unknown name should list known Machines: exit %d: %s", code, errs)
+		}
+		_, errs, code = op.run(t, "--context", "x", "machine", "init", "root@"+l.Machines[1].IP.String())
+		if code == 0 || !strings.Contains(errs, "already participating") {
+			t.Errorf("init of an initialized Machine: exit %d: %s", code, errs)
+		}
+		u, _ := url.Parse("ssh://root@" + l.Machines[0].IP.String())
+		tun, err := rpc.NewSSHTunnel(u, lab.KeyPath(l.StateDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := rpc.NewClient(tun.Dial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		defer tun.Close()
+		resp, err := c.CallMajor(ctx, 9, rpc.CmdDescribeContract, nil)
+		if err != nil || resp.Error == nil || resp.Error.Code != rpc.CodeUnsupported {
+			t.Errorf("protocol_major 9: %+v, %v", resp.Error, err)
+		}
+	})
+
+	t.Run("stop-start", func(t *testing.T) {
+		if err := l.Stop(ctx, "m2"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 90*time.Second, "m1 marks m2 down", func() error {
+			list, err := lsFrom(ctx, l, "m1")
+			if err != nil {
+				return err
+			}
+			if s := membership(list, ids["m2"]); s != "down" && s != "suspect" {
+				return fmt.Errorf("m2 is %s", s)
+			}
+			return nil
+		})
+		if err := l.Start(ctx, "m2"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 120*time.Second, "m2 rejoins with no operator action", func() error {
+			list, err := lsFrom(ctx, l, "m1")
+			if err != nil {
+				return err
+			}
+			if s := membership(list, ids["m2"]); s != "up" {
+				return fmt.Errorf("m2 is %s", s)
+			}
+			return nil
+		})
+	})
+
+	t.Run("daemon-restart", func(t *testing.T) {
+		if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz.service"); err != nil {
+			t.Fatal(err)
+		}
+		// The mesh is served by its own unit: m1 still reaches m3's
+		// container while ployzd restarts.
+		ip, _ := l.Exec(ctx, "m3", "docker", "inspect", "-f", "{{.NetworkSettings.Networks.ployz.IPAddress}}", "far")
+		if out, err := l.Exec(ctx, "m1", "curl", "-fsS", "--max-time", "5", "http://"+ip+":8080/healthz"); err != nil || out != "ok" {
+			t.Errorf("mesh during daemon restart: %q %v", out, err)
+		}
+		eventually(t, 60*time.Second, "m1 answers after restart", func() error {
+			list, err := lsFrom(ctx, l, "m1")
+			if err != nil {
+				return err
+			}
+			if len(list.Machines) != 3 {
+				return fmt.Errorf("%d machines", len(list.Machines))
+			}
+			return nil
+		})
+	})
+}

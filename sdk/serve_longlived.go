@@ -1,0 +1,157 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// ServeLongLived serves p on the unix socket path until ctx ends or a host
+// asks it to shut down. Unlike managed mode it does not need a host to start
+// it and keeps serving when hosts come and go: run it under systemd.
+//
+// It writes the Reattach record to ReattachPath(socket) and prints the same
+// JSON on stdout; a host reads the file and attaches with Reattach.Config.
+// It refuses to start when another process already answers on the socket.
+func ServeLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.Logger) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	// A host or journald that goes away must not kill us through SIGPIPE
+	// when we write a log line: serving outlives them.
+	signal.Ignore(syscall.SIGPIPE)
+
+	l, err := listenSocket(socket)
+	if err != nil {
+		return err
+	}
+	// The listener must not unlink the path on close: a successor may own it.
+	l.SetUnlinkOnClose(false)
+
+	// go-plugin's server streams stdout/stderr to the host; a long-lived
+	// plugin keeps its own stdio (the journal), so give it idle pipes. Their
+	// writers are never closed on purpose: go-plugin's copier would log the
+	// EOF through the logger this exported server type leaves nil.
+	idleOut, _ := io.Pipe()
+	idleErr, _ := io.Pipe()
+	var gs *grpc.Server
+	d := newDrainer()
+	srv := &plugin.GRPCServer{
+		Plugins: PluginSet(p),
+		Server: func(opts []grpc.ServerOption) *grpc.Server {
+			gs = grpc.NewServer(append(opts, d.options()...)...)
+			return gs
+		},
+		Stdout: idleOut,
+		Stderr: idleErr,
+		DoneCh: make(chan struct{}),
+	}
+	if err := srv.Init(); err != nil {
+		_ = l.Close()
+		return fmt.Errorf("init plugin server: %w", err)
+	}
+
+	rec := Reattach{
+		Name:            p.Name,
+		Protocol:        string(plugin.ProtocolGRPC),
+		ProtocolVersion: HandshakeVersion,
+		Network:         "unix",
+		Addr:            socket,
+		Pid:             os.Getpid(),
+	}
+	rpath := ReattachPath(socket)
+	if err := WriteReattach(rpath, rec); err != nil {
+		_ = l.Close()
+		return err
+	}
+	defer removeIfOurs(socket, rpath, rec.Pid, logger)
+
+	go srv.Serve(l)
+	if line, err := json.Marshal(rec); err == nil {
+		fmt.Fprintln(os.Stdout, string(line))
+	}
+	notifyReady(logger)
+	logger.Info("serving long-lived", "socket", socket, "reattach", rpath, "pid", rec.Pid)
+
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping gracefully", "reason", context.Cause(ctx))
+		d.stop(gs, StopTimeout)
+		<-srv.DoneCh
+	case <-srv.DoneCh:
+		// A host called the go-plugin controller's Shutdown: an explicit stop.
+		logger.Info("stopped by host request")
+	}
+	return nil
+}
+
+// listenSocket binds path, first making sure no live process serves it and
+// clearing a stale socket left by a crash.
+func listenSocket(path string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create socket directory: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("socket %s is already served by another process", path)
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("remove stale socket: %w", err)
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Net: "unix", Name: path})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// Only root and the socket's group (ployzd) may call the plugin.
+	if err := os.Chmod(path, 0o660); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("chmod socket: %w", err)
+	}
+	return l, nil
+}
+
+// removeIfOurs deletes the socket and record only while the record still
+// names this process, so a stopping plugin never deletes a successor's.
+func removeIfOurs(socket, rpath string, pid int, logger hclog.Logger) {
+	r, err := ReadReattach(rpath)
+	if err != nil || r.Pid != pid {
+		return
+	}
+	for _, p := range []string{socket, rpath} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			logger.Warn("cleanup failed", "path", p, "error", err)
+		}
+	}
+}
+
+// notifyReady tells systemd (Type=notify units) that the socket is served.
+// It is a no-op outside systemd.
+func notifyReady(logger hclog.Logger) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:]
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Net: "unixgram", Name: addr})
+	if err != nil {
+		logger.Warn("sd_notify dial failed", "error", err)
+		return
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("READY=1")); err != nil {
+		logger.Warn("sd_notify failed", "error", err)
+	}
+}
