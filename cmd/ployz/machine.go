@@ -204,6 +204,10 @@ func machineLs() *cobra.Command {
 					return printJSON(c.OutOrStdout(), list)
 				}
 				fmt.Fprintf(c.ErrOrStderr(), "observed by %s at %s\n", list.ObserverName, list.ObservedAt.Format("15:04:05"))
+				sort.SliceStable(list.Machines, func(i, j int) bool {
+					a, b := list.Machines[i], list.Machines[j]
+					return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
+				})
 				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tMEMBERSHIP\tRTT")
 				for _, m := range list.Machines {
