@@ -17,6 +17,7 @@ build:
 	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ployz-$$p ./plugins/$$p || exit 1; \
 	done
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/testapp ./e2e/testapp
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ployz-example ./sdk/example
 
 prereq:
 	@packaging/prereq.sh

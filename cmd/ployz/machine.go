@@ -171,6 +171,19 @@ func printInspection(c *cobra.Command, in rpc.Inspection) error {
 		fmt.Fprintf(w, "labels\t%s\n", strings.Join(ls, ", "))
 	}
 	fmt.Fprintf(w, "capabilities\t%s\n", strings.Join(in.Capabilities, ", "))
+	if err := w.Flush(); err != nil || len(in.Plugins) == 0 {
+		return err
+	}
+	fmt.Fprintln(c.OutOrStdout())
+	w = tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PLUGIN\tVERSION\tAPI\tLIFECYCLE\tHEALTH\tPID\tDIGEST\tCAPABILITIES")
+	for _, p := range in.Plugins {
+		health := p.Health
+		if p.Error != "" {
+			health += " (" + p.Error + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Version, p.APIVersion, p.Lifecycle, health, p.Pid, short(p.SHA256), strings.Join(p.Capabilities, ","))
+	}
 	return w.Flush()
 }
 

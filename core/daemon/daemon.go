@@ -20,6 +20,7 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 )
@@ -76,6 +77,8 @@ type Daemon struct {
 	log hclog.Logger
 	rpc *rpc.Server
 
+	plugins *pluginhost.Host
+
 	mu     sync.Mutex
 	rec    machine.Record
 	active *active       // what runs while joining or participating; nil otherwise
@@ -113,7 +116,23 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	d.rpc = rpc.NewServer(rpc.Options{Logger: d.log.Named("rpc"), Local: d.local, Peers: d.peers})
+	d.plugins, err = pluginhost.New(pluginhost.Config{
+		Dir:      filepath.Join(cfg.DataDir, "plugins"),
+		Logger:   d.log.Named("plugins"),
+		OnChange: func([]string) { d.kickPublish() },
+	})
+	if err != nil {
+		return fmt.Errorf("plugin host: %w", err)
+	}
+	// Stops managed plugins; long-lived ones are only detached and keep serving.
+	defer d.plugins.Close()
+	go func() {
+		if err := d.plugins.Start(ctx); err != nil {
+			d.log.Error("plugins", "error", err)
+		}
+	}()
+
+	d.rpc = rpc.NewServer(rpc.Options{Logger: d.log.Named("rpc"), Local: d.local, Peers: d.peers, ExtraCapabilities: d.plugins.Capabilities})
 	d.routes()
 	g := d.rpc.GRPCServer()
 	lis, err := listenUnix(cfg.Socket)

@@ -26,6 +26,23 @@ type Inspection struct {
 	DaemonVersion   string            `json:"daemon_version"`
 	Capabilities    []string          `json:"capabilities"`
 	ClusterMachines int               `json:"cluster_machines,omitempty"`
+	Plugins         []PluginView      `json:"plugins,omitempty"`
+}
+
+// PluginView is one installed plugin as this Machine's plugin host sees it.
+type PluginView struct {
+	Name          string   `json:"name"`
+	Kind          string   `json:"kind,omitempty"`
+	Version       string   `json:"version,omitempty"`
+	APIVersion    uint32   `json:"api_version,omitempty"`
+	Lifecycle     string   `json:"lifecycle"`
+	Health        string   `json:"health"`
+	Error         string   `json:"error,omitempty"`
+	Capabilities  []string `json:"capabilities"`
+	SHA256        string   `json:"sha256"`
+	RunningSHA256 string   `json:"running_sha256,omitempty"`
+	Pid           int      `json:"pid,omitempty"`
+	Restarts      int      `json:"restarts"`
 }
 
 // InitializeRequest founds a Cluster on this Machine.

@@ -63,3 +63,7 @@ func pipe(ctx context.Context, from, to []string) error {
 	}
 	return nil
 }
+
+// Docker runs the docker CLI with args, for tests that need a command the
+// lab does not wrap.
+func Docker(ctx context.Context, args ...string) (string, error) { return docker(ctx, args...) }
