@@ -24,11 +24,7 @@ prereq:
 
 ## demo: the main job — a 3-Machine lab on this host, printed with its addresses
 demo: prereq build
-	@$(BIN)/ployz lab down >/dev/null 2>&1 || true
-	$(BIN)/ployz lab up -n 3
-	@echo
-	@echo "Lab is up. Reach a Machine with:  bin/ployz lab ssh m1   |   bin/ployz lab exec m1 -- docker ps"
-	@echo "List it again with bin/ployz lab ls; remove it with bin/ployz lab down."
+	packaging/demo.sh
 
 ## test: everything — unit tests first, then the lab scenarios
 test: prereq build unit lab-test
@@ -42,7 +38,8 @@ lab-test:
 
 ## bench: benchmarks; they print ratios and never gate CI
 bench: prereq build
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./... 
+	$(GO) test -run '^$$' -bench . $$($(GO) list ./... | grep -v /e2e)
+	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/
 
 ## proto: regenerate the gRPC code of the plugin SDK and of Machine RPC
 proto:

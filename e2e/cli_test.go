@@ -20,12 +20,12 @@ type operator struct {
 	key   string
 }
 
-func newOperator(t *testing.T, l *lab.Lab) *operator {
-	return &operator{store: filepath.Join(t.TempDir(), "operator.db"), key: lab.KeyPath(l.StateDir)}
+func newOperator(t testing.TB, l *lab.Lab) *operator {
+	return &operator{store: filepath.Join(l.StateDir, "operator.db"), key: lab.KeyPath(l.StateDir)}
 }
 
 // run runs bin/ployz with args and returns stdout, stderr and the exit code.
-func (o *operator) run(t *testing.T, args ...string) (string, string, int) {
+func (o *operator) run(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
@@ -43,7 +43,7 @@ func (o *operator) run(t *testing.T, args ...string) (string, string, int) {
 }
 
 // must runs ployz and fails the test on a non-zero exit.
-func (o *operator) must(t *testing.T, args ...string) string {
+func (o *operator) must(t testing.TB, args ...string) string {
 	t.Helper()
 	out, errs, code := o.run(t, args...)
 	if code != 0 {
@@ -53,7 +53,7 @@ func (o *operator) must(t *testing.T, args ...string) string {
 }
 
 // json runs ployz --json and decodes stdout into v.
-func (o *operator) json(t *testing.T, v any, args ...string) {
+func (o *operator) json(t testing.TB, v any, args ...string) {
 	t.Helper()
 	out := o.must(t, append(args, "--json")...)
 	if err := json.Unmarshal([]byte(out), v); err != nil {

@@ -51,10 +51,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+func labEnabled() bool { return os.Getenv("PLOYZ_LAB") == "1" }
+
 // needLab skips a lab scenario outside `make test`.
 func needLab(t *testing.T) {
 	t.Helper()
-	if os.Getenv("PLOYZ_LAB") != "1" {
+	if !labEnabled() {
 		t.Skip("lab scenario: run with `make test`")
 	}
 }

@@ -11,7 +11,9 @@ import (
 // subcommands lists ployz's top-level commands; each area adds its
 // constructor here so main stays a few lines of wiring.
 func subcommands() []*cobra.Command {
-	return []*cobra.Command{labCommand(), ctxCommand(), machineCommand()}
+	return []*cobra.Command{labCommand(), ctxCommand(), machineCommand(), imageCommand(),
+		deployCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(),
+		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand()}
 }
 
 // exitError carries a process exit code through cobra (3 = partial

@@ -78,6 +78,8 @@ type Daemon struct {
 	rpc *rpc.Server
 
 	plugins *pluginhost.Host
+	// ctrs serves the Service Container commands (containers.go).
+	ctrs *containerOps
 
 	mu     sync.Mutex
 	rec    machine.Record

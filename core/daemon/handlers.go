@@ -34,6 +34,13 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
+	if d.ctrs == nil {
+		d.ctrs = d.newContainers()
+	}
+	for _, r := range d.ctrs.routes() {
+		d.rpc.Handle(r)
+	}
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
 }
 
 func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
@@ -339,6 +346,7 @@ func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
 }
 
 func (d *Daemon) finishReset(ctx context.Context) error {
+	d.stopDNS(ctx)
 	if err := d.cfg.Units.Stop(ctx, StoreUnit); err != nil {
 		d.log.Warn("reset: stop store", "error", err)
 	}

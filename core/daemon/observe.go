@@ -3,14 +3,20 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
+	"github.com/ployz/ployz/core/mesh/dockernet"
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 )
 
@@ -34,6 +40,11 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 	go d.watchEvents(ctx, cli, trigger)
 	tick := time.NewTicker(rescanPeriod)
 	defer tick.Stop()
+	var readyChanged <-chan struct{} // a notify verdict changes no Docker state
+	if d.ctrs != nil && d.ctrs.docker != nil {
+		d.ctrs.restore(ctx)
+		readyChanged = d.ctrs.ready.changed
+	}
 	for {
 		if err := d.rescan(ctx, cli); err != nil && ctx.Err() == nil {
 			d.log.Warn("observe: rescan", "error", err)
@@ -42,6 +53,7 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-readyChanged:
 		case <-trigger:
 			time.Sleep(observeDebounce)
 		}
@@ -87,8 +99,19 @@ func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 		return err
 	}
 	want := map[string]store.ContainerBody{}
+	if d.ctrs != nil {
+		exist := map[string]bool{}
+		for _, c := range list {
+			exist[c.ID] = true
+		}
+		d.ctrs.ready.prune(exist)
+	}
 	for _, c := range list {
-		want[c.ID] = containerBody(c)
+		b, err := d.containerBody(ctx, cli, c)
+		if err != nil {
+			return err
+		}
+		want[c.ID] = b
 	}
 	if err := syncOwned(ctx, a.store.Containers(), self, want); err != nil {
 		return err
@@ -133,20 +156,51 @@ func syncOwned[B any](ctx context.Context, t store.Table[B], owner string, want 
 }
 
 // containerBody is a container as its Machine reports it. Environment
-// values never leave the Machine: only names are published.
-func containerBody(c container.Summary) store.ContainerBody {
-	b := store.ContainerBody{
-		Image: c.Image,
-		State: c.State,
+// values never leave the Machine: only names are published. A Service
+// Container (label ployz.namespace) is inspected for its health, readiness
+// and identity; any other container is reported from its summary.
+func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c container.Summary) (store.ContainerBody, error) {
+	b := store.ContainerBody{Image: c.Image, State: c.State, ImageID: c.ImageID, CreatedAt: c.Created}
+	if len(c.Names) > 0 {
+		b.Name = strings.TrimPrefix(c.Names[0], "/")
 	}
 	if c.Labels != nil {
-		b.Service = c.Labels["ployz.service"]
-		b.Deployment = c.Labels["ployz.deployment"]
+		b.Service = c.Labels[rpc.LabelService]
+		b.Deployment = c.Labels[rpc.LabelDeployment]
+	}
+	network := dockernet.DefaultName
+	if d.ctrs != nil {
+		network = d.ctrs.network
 	}
 	if c.NetworkSettings != nil {
-		if n, ok := c.NetworkSettings.Networks["ployz"]; ok && n != nil {
+		if n, ok := c.NetworkSettings.Networks[network]; ok && n != nil {
 			b.IP = n.IPAddress
 		}
+	}
+	if _, ok := c.Labels[rpc.LabelNamespace]; !ok || d.ctrs == nil {
+		return b, nil
+	}
+	in, err := cli.ContainerInspect(ctx, c.ID)
+	if cerrdefs.IsNotFound(err) {
+		return b, nil // removed since the listing; the next scan drops it
+	}
+	if err != nil {
+		return b, fmt.Errorf("inspect container %s: %w", short(c.ID), err)
+	}
+	return serviceContainerBody(d.ctrs.observe(in, ""), in), nil
+}
+
+// serviceContainerBody is a Service Container's row from its observation.
+func serviceContainerBody(o rpc.ContainerObservation, in container.InspectResponse) store.ContainerBody {
+	b := store.ContainerBody{Service: o.Service, Deployment: o.Deployment, Image: o.Image, State: o.State, IP: o.IP,
+		Name: o.Name, Namespace: o.Namespace, ServiceID: o.ServiceID, SpecHash: o.SpecHash, ImageID: o.ImageID,
+		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt}
+	if in.Config != nil {
+		for _, kv := range in.Config.Env {
+			k, _, _ := strings.Cut(kv, "=")
+			b.EnvNames = append(b.EnvNames, k)
+		}
+		sort.Strings(b.EnvNames)
 	}
 	return b
 }

@@ -16,6 +16,9 @@ type Units interface {
 	Restart(ctx context.Context, name string) error
 	// Stop stops name; only a reset does this.
 	Stop(ctx context.Context, name string) error
+	// Reload makes systemd re-read unit files (daemon-reload), needed
+	// after writing one.
+	Reload(ctx context.Context) error
 }
 
 // Systemd drives units through systemd's own socket (no D-Bus daemon needed).
@@ -61,4 +64,17 @@ func (s Systemd) Stop(ctx context.Context, name string) error {
 	return s.job(ctx, name, "stop", func(c *sd.Conn, ch chan<- string) (int, error) {
 		return c.StopUnitContext(ctx, name, "replace", ch)
 	})
+}
+
+// Reload implements Units.
+func (Systemd) Reload(ctx context.Context) error {
+	c, err := sd.NewSystemdConnectionContext(ctx)
+	if err != nil {
+		return fmt.Errorf("systemd: %w", err)
+	}
+	defer c.Close()
+	if err := c.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("systemd daemon-reload: %w", err)
+	}
+	return nil
 }

@@ -54,9 +54,10 @@ type Peers func(ctx context.Context) ([]Peer, error)
 type Server struct {
 	machinepb.UnimplementedMachineServer
 
-	log    hclog.Logger
-	mu     sync.RWMutex
-	routes map[string]Route
+	log     hclog.Logger
+	mu      sync.RWMutex
+	routes  map[string]Route
+	streams map[string]StreamRoute
 	// extra returns capabilities served outside the route table (plugins).
 	extra func() []string
 	local func() (id, name string)

@@ -35,13 +35,26 @@ type MachineBody struct {
 	StoreSite string `json:"store_site,omitempty"`
 }
 
-// ContainerBody is one Container as its Machine reports it.
+// ContainerBody is one Container as its Machine reports it (the row's
+// owner). Environment values never leave the Machine.
 type ContainerBody struct {
 	Service    string `json:"service,omitempty"`
 	Deployment string `json:"deployment,omitempty"`
 	Image      string `json:"image,omitempty"`
 	State      string `json:"state,omitempty"`
 	IP         string `json:"ip,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Namespace  string `json:"namespace,omitempty"`
+	ServiceID  string `json:"service_id,omitempty"`
+	SpecHash   string `json:"spec_hash,omitempty"`
+	ImageID    string `json:"image_id,omitempty"`
+	Health     string `json:"health,omitempty"`
+	// Ready is the owner's verdict: running and past its readiness gate
+	// (healthcheck, notification, or none). Only ready Containers serve.
+	Ready     bool  `json:"ready,omitempty"`
+	CreatedAt int64 `json:"created_at,omitempty"` // unix seconds
+	// EnvNames lists the environment variable names; values stay local.
+	EnvNames []string `json:"env_names,omitempty"`
 }
 
 // VolumeBody is one Volume copy on its Machine.

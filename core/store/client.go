@@ -76,6 +76,7 @@ type APIError struct {
 	Msg    string
 }
 
+// Error formats the status and the server's message.
 func (e *APIError) Error() string { return fmt.Sprintf("store API: HTTP %d: %s", e.Status, e.Msg) }
 
 func (c *Client) do(ctx context.Context, method, path string, body any) (*http.Response, error) {

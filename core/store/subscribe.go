@@ -110,11 +110,13 @@ func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOpti
 	if opts.SkipRows {
 		path += "?skip_rows=true"
 	}
+	// The stream lives until Close, so it gets its own cancelable context.
+	ctx, cancel := context.WithCancel(ctx)
 	resp, err := c.do(ctx, "POST", path, st)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	s := &Subscription{ID: resp.Header.Get("corro-query-id"), Hash: resp.Header.Get("corro-query-hash"),
 		c: c, opts: opts, events: make(chan Event, 256), cancel: cancel, done: make(chan struct{})}
 	s.Events = s.events
@@ -204,6 +206,7 @@ func (s *Subscription) run(ctx context.Context, resp *http.Response, dec *json.D
 
 type fatalError struct{ msg string }
 
+// Error returns the server-sent reason.
 func (e *fatalError) Error() string { return e.msg }
 
 func (s *Subscription) setErr(err error) {

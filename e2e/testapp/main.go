@@ -10,7 +10,8 @@
 //	MESSAGE=text         returned by /
 //	NOTIFY_SOCKET=path   send READY=1 there once ready (sd_notify protocol)
 //
-// Endpoints: / (JSON: hostname, message, ready), /healthz, /env.
+// Endpoints: / (JSON: hostname, message, ready), /healthz, /env, and
+// /bytes?n=N (N zero bytes, for throughput measurements).
 // `testapp healthcheck` probes /healthz on localhost, for Docker HEALTHCHECK
 // in an image that has no shell or curl; `testapp get URL` prints a URL's
 // body, a client for tests inside such a container.
@@ -74,6 +75,22 @@ func main() {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+		if err != nil || n < 0 {
+			http.Error(w, "n: want a byte count", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		buf := make([]byte, 64<<10)
+		for n > 0 {
+			k := min(n, int64(len(buf)))
+			if _, err := w.Write(buf[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
 	})
 	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
 		env := map[string]string{}

@@ -1,8 +1,14 @@
-// Command ployz-dns is the Ployz dns plugin. It is not implemented yet: it
-// builds, answers --version and the SDK's Info call, and serves no
-// capability (empty capability list) until its own issue lands.
+// Command ployz-dns is Ployz's Internal DNS plugin: `ployz-dns serve-dns`
+// serves /run/ployz/dns.json under the runtime unit the daemon writes (see
+// package core/dns), `--probe` exits 0 only when the binary can serve, and
+// the SDK's plugin modes answer Info.
 package main
 
-import "github.com/ployz/ployz/plugins/internal/placeholder"
+import (
+	"os"
 
-func main() { placeholder.Main("dns") }
+	"github.com/ployz/ployz/core/dns"
+	"github.com/ployz/ployz/core/version"
+)
+
+func main() { os.Exit(dns.Main(version.Version, os.Args[1:], os.Stdout, os.Stderr)) }

@@ -80,9 +80,10 @@ const file_machine_proto_rawDesc = "" +
 	"\n" +
 	"\rmachine.proto\x12\x10ployz.machine.v1\"\x1b\n" +
 	"\x05Frame\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\fR\x04json2C\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json2\x83\x01\n" +
 	"\aMachine\x128\n" +
-	"\x04Call\x12\x17.ployz.machine.v1.Frame\x1a\x17.ployz.machine.v1.FrameB+Z)github.com/ployz/ployz/core/rpc/machinepbb\x06proto3"
+	"\x04Call\x12\x17.ployz.machine.v1.Frame\x1a\x17.ployz.machine.v1.Frame\x12>\n" +
+	"\x06Stream\x12\x17.ployz.machine.v1.Frame\x1a\x17.ployz.machine.v1.Frame(\x010\x01B+Z)github.com/ployz/ployz/core/rpc/machinepbb\x06proto3"
 
 var (
 	file_machine_proto_rawDescOnce sync.Once
@@ -102,9 +103,11 @@ var file_machine_proto_goTypes = []any{
 }
 var file_machine_proto_depIdxs = []int32{
 	0, // 0: ployz.machine.v1.Machine.Call:input_type -> ployz.machine.v1.Frame
-	0, // 1: ployz.machine.v1.Machine.Call:output_type -> ployz.machine.v1.Frame
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
+	0, // 1: ployz.machine.v1.Machine.Stream:input_type -> ployz.machine.v1.Frame
+	0, // 2: ployz.machine.v1.Machine.Call:output_type -> ployz.machine.v1.Frame
+	0, // 3: ployz.machine.v1.Machine.Stream:output_type -> ployz.machine.v1.Frame
+	2, // [2:4] is the sub-list for method output_type
+	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name

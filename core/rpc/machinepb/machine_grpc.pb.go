@@ -27,7 +27,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Machine_Call_FullMethodName = "/ployz.machine.v1.Machine/Call"
+	Machine_Call_FullMethodName   = "/ployz.machine.v1.Machine/Call"
+	Machine_Stream_FullMethodName = "/ployz.machine.v1.Machine/Stream"
 )
 
 // MachineClient is the client API for Machine service.
@@ -37,6 +38,11 @@ type MachineClient interface {
 	// Call runs one command on the entry Machine, forwards it to one target,
 	// or fans it out, as the call's metadata selects.
 	Call(ctx context.Context, in *Frame, opts ...grpc.CallOption) (*Frame, error)
+	// Stream runs one streaming command: the client's first frame is the
+	// request envelope, later frames carry data (an image upload); the
+	// server answers with a sequence of frames (log lines, progress) ending
+	// in one that is done or carries an error. Routed like Call.
+	Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Frame, Frame], error)
 }
 
 type machineClient struct {
@@ -57,6 +63,19 @@ func (c *machineClient) Call(ctx context.Context, in *Frame, opts ...grpc.CallOp
 	return out, nil
 }
 
+func (c *machineClient) Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Frame, Frame], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Machine_ServiceDesc.Streams[0], Machine_Stream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Frame, Frame]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_StreamClient = grpc.BidiStreamingClient[Frame, Frame]
+
 // MachineServer is the server API for Machine service.
 // All implementations must embed UnimplementedMachineServer
 // for forward compatibility.
@@ -64,6 +83,11 @@ type MachineServer interface {
 	// Call runs one command on the entry Machine, forwards it to one target,
 	// or fans it out, as the call's metadata selects.
 	Call(context.Context, *Frame) (*Frame, error)
+	// Stream runs one streaming command: the client's first frame is the
+	// request envelope, later frames carry data (an image upload); the
+	// server answers with a sequence of frames (log lines, progress) ending
+	// in one that is done or carries an error. Routed like Call.
+	Stream(grpc.BidiStreamingServer[Frame, Frame]) error
 	mustEmbedUnimplementedMachineServer()
 }
 
@@ -76,6 +100,9 @@ type UnimplementedMachineServer struct{}
 
 func (UnimplementedMachineServer) Call(context.Context, *Frame) (*Frame, error) {
 	return nil, status.Error(codes.Unimplemented, "method Call not implemented")
+}
+func (UnimplementedMachineServer) Stream(grpc.BidiStreamingServer[Frame, Frame]) error {
+	return status.Error(codes.Unimplemented, "method Stream not implemented")
 }
 func (UnimplementedMachineServer) mustEmbedUnimplementedMachineServer() {}
 func (UnimplementedMachineServer) testEmbeddedByValue()                 {}
@@ -116,6 +143,13 @@ func _Machine_Call_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Machine_Stream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MachineServer).Stream(&grpc.GenericServerStream[Frame, Frame]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Machine_StreamServer = grpc.BidiStreamingServer[Frame, Frame]
+
 // Machine_ServiceDesc is the grpc.ServiceDesc for Machine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -128,6 +162,13 @@ var Machine_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Machine_Call_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Stream",
+			Handler:       _Machine_Stream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "machine.proto",
 }

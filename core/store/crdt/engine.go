@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -27,12 +28,16 @@ type Engine struct {
 	rdb *sql.DB
 	wdb *sql.DB
 
+	// schema is read without the write lock: subscription code asks for
+	// it from inside commit hooks, which run while the lock is held.
+	schema atomic.Pointer[Schema]
+
 	mu      sync.Mutex // serialises writes and guards everything below
 	w       *sql.Conn
+	wc      *wconn
 	site    string
 	book    Book
 	version int64
-	schema  *Schema
 	hooks   []func(Commit)
 	closed  bool
 }
@@ -74,7 +79,7 @@ func Open(ctx context.Context, path, schemaSQL string, log hclog.Logger) (*Engin
 		wdb.Close()
 		return nil, fmt.Errorf("open writer connection to %s: %w", path, err)
 	}
-	e := &Engine{log: log, wdb: wdb, w: w, book: Book{}}
+	e := &Engine{log: log, wdb: wdb, w: w, wc: &wconn{c: w, cache: map[string]*sql.Stmt{}}, book: Book{}}
 	if err := e.init(ctx, schemaSQL); err != nil {
 		w.Close()
 		wdb.Close()
@@ -138,11 +143,7 @@ func (e *Engine) Reload(ctx context.Context, schemaSQL string) error {
 func (e *Engine) Site() string { return e.site }
 
 // Schema returns the current schema.
-func (e *Engine) Schema() *Schema {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.schema
-}
+func (e *Engine) Schema() *Schema { return e.schema.Load() }
 
 // Book returns a copy of the applied-version book.
 func (e *Engine) Book() Book {
@@ -174,6 +175,7 @@ func (e *Engine) Close() error {
 	if e.rdb != nil {
 		errs = append(errs, e.rdb.Close())
 	}
+	e.wc.reset()
 	errs = append(errs, e.w.Close(), e.wdb.Close())
 	return errors.Join(errs...)
 }

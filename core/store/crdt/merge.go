@@ -16,11 +16,16 @@ func (e *Engine) Apply(ctx context.Context, css []Changeset) (int, error) {
 	if e.closed {
 		return 0, fmt.Errorf("store is closed")
 	}
-	tx, err := e.w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin merge: %w", err)
+	tx := e.wc
+	if err := tx.begin(ctx); err != nil {
+		return 0, err
 	}
-	defer tx.Rollback()
+	done := false
+	defer func() {
+		if !done {
+			tx.rollback()
+		}
+	}()
 	book := e.book.Clone()
 	touched := map[string]bool{}
 	var applied []Changeset
@@ -45,6 +50,8 @@ func (e *Engine) Apply(ctx context.Context, css []Changeset) (int, error) {
 		applied = append(applied, cs)
 	}
 	if len(applied) == 0 {
+		tx.rollback()
+		done = true
 		return 0, nil
 	}
 	for site := range touched {
@@ -55,9 +62,10 @@ func (e *Engine) Apply(ctx context.Context, css []Changeset) (int, error) {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.__ployz_pending`); err != nil {
 		return 0, fmt.Errorf("clear captured merge writes: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit merge: %w", err)
+	if err := tx.commit(ctx); err != nil {
+		return 0, err
 	}
+	done = true
 	e.book = book
 	e.fire(Commit{Tables: tablesOf(applied...), Changesets: applied})
 	return len(applied), nil
@@ -65,7 +73,7 @@ func (e *Engine) Apply(ctx context.Context, css []Changeset) (int, error) {
 
 func (e *Engine) checkKnown(cs Changeset) error {
 	for _, c := range cs.Changes {
-		t := e.schema.Tables[c.Table]
+		t := e.schema.Load().Tables[c.Table]
 		if t == nil {
 			return fmt.Errorf("unknown table %s", c.Table)
 		}
@@ -99,7 +107,7 @@ func (e *Engine) mergeChangeset(ctx context.Context, tx execer, cs Changeset) er
 		chs := byRow[k]
 		// Existence first: column cells only apply within the row's life.
 		sort.SliceStable(chs, func(i, j int) bool { return chs[i].Col == SentinelCol && chs[j].Col != SentinelCol })
-		if err := e.mergeRow(ctx, tx, e.schema.Tables[k.tbl], k.pk, chs, cs); err != nil {
+		if err := e.mergeRow(ctx, tx, e.schema.Load().Tables[k.tbl], k.pk, chs, cs); err != nil {
 			return err
 		}
 	}

@@ -71,7 +71,8 @@ func (e *Engine) applySchema(ctx context.Context, src string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit schema change: %w", err)
 	}
-	e.schema = s
+	e.schema.Store(s)
+	e.wc.reset() // cached statements may name columns that just changed
 	return e.installTriggers(ctx)
 }
 
@@ -153,7 +154,7 @@ func (e *Engine) installTriggers(ctx context.Context) error {
 			return fmt.Errorf("drop trigger %s: %w", n, err)
 		}
 	}
-	for _, t := range e.schema.Tables {
+	for _, t := range e.schema.Load().Tables {
 		for _, q := range triggerSQL(t) {
 			if _, err := e.w.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("table %s: create capture trigger: %w", t.Name, err)

@@ -31,6 +31,7 @@ type Schema struct {
 // SchemaError is a violation of the schema rules; it names what is wrong.
 type SchemaError struct{ Msg string }
 
+// Error returns the rule violation.
 func (e *SchemaError) Error() string { return "schema: " + e.Msg }
 
 func schemaErr(format string, a ...any) error { return &SchemaError{Msg: fmt.Sprintf(format, a...)} }

@@ -3,6 +3,7 @@ package crdt
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -24,8 +25,15 @@ type StmtError struct {
 	Err   error
 }
 
+// Error names the failing statement.
 func (e *StmtError) Error() string { return fmt.Sprintf("statement %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the SQLite error.
 func (e *StmtError) Unwrap() error { return e.Err }
+
+// txControl matches statements that would end or nest the transaction the
+// engine wraps around a request, breaking its all-or-nothing promise.
+var txControl = regexp.MustCompile(`(?is)^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b`)
 
 type rowKey struct{ tbl, pk string }
 
@@ -43,15 +51,23 @@ func (e *Engine) Exec(ctx context.Context, stmts []Stmt) ([]Result, *int64, erro
 	if e.closed {
 		return nil, nil, fmt.Errorf("store is closed")
 	}
-	tx, err := e.w.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("begin transaction: %w", err)
+	tx := e.wc
+	if err := tx.begin(ctx); err != nil {
+		return nil, nil, err
 	}
-	defer tx.Rollback()
+	done := false
+	defer func() {
+		if !done {
+			tx.rollback()
+		}
+	}()
 	results := make([]Result, 0, len(stmts))
 	for i, s := range stmts {
+		if txControl.MatchString(s.Query) {
+			return nil, nil, &StmtError{Index: i, Err: fmt.Errorf("transaction control statements are not allowed: each request is one transaction")}
+		}
 		start := time.Now()
-		res, err := tx.ExecContext(ctx, s.Query, s.Args...)
+		res, err := e.w.ExecContext(ctx, s.Query, s.Args...)
 		if err != nil {
 			return nil, nil, &StmtError{Index: i, Err: err}
 		}
@@ -63,9 +79,10 @@ func (e *Engine) Exec(ctx context.Context, stmts []Stmt) ([]Result, *int64, erro
 		return nil, nil, err
 	}
 	if cs == nil {
-		if err := tx.Commit(); err != nil {
-			return nil, nil, fmt.Errorf("commit: %w", err)
+		if err := tx.commit(ctx); err != nil {
+			return nil, nil, err
 		}
+		done = true
 		return results, nil, nil
 	}
 	book := e.book.Clone()
@@ -73,9 +90,10 @@ func (e *Engine) Exec(ctx context.Context, stmts []Stmt) ([]Result, *int64, erro
 	if err := persistBook(ctx, tx, book, e.site); err != nil {
 		return nil, nil, err
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, nil, fmt.Errorf("commit: %w", err)
+	if err := tx.commit(ctx); err != nil {
+		return nil, nil, err
 	}
+	done = true
 	e.book = book
 	e.version = cs.Version
 	e.fire(Commit{Local: true, Tables: tablesOf(*cs), Changesets: []Changeset{*cs}})
@@ -163,7 +181,7 @@ func (e *Engine) capture(ctx context.Context, tx execer) (*Changeset, error) {
 }
 
 func (e *Engine) captureRow(ctx context.Context, tx execer, cs *Changeset, k rowKey, m *rowMarks) error {
-	t := e.schema.Tables[k.tbl]
+	t := e.schema.Load().Tables[k.tbl]
 	clocks, err := loadClocks(ctx, tx, k.tbl, k.pk)
 	if err != nil {
 		return err

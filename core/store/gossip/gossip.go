@@ -42,8 +42,10 @@ type Gossip struct {
 	cfg  Config
 	addr string
 
+	probeInterval time.Duration
+
 	mu    sync.Mutex
-	known map[string]*MemberState
+	peers map[string]*peer
 }
 
 // Start binds the transport and joins any reachable bootstrap peers; an
@@ -95,7 +97,7 @@ func Start(cfg Config) (*Gossip, error) {
 		addr = cfg.Advertise
 	}
 	mc.Transport = &faultTransport{Transport: nt, self: addr, faults: cfg.Faults}
-	g := &Gossip{cfg: cfg, addr: addr, known: map[string]*MemberState{}}
+	g := &Gossip{cfg: cfg, addr: addr, peers: map[string]*peer{}, probeInterval: mc.ProbeInterval}
 	d := &delegate{g: g}
 	mc.Delegate = d
 	mc.Events = d
@@ -117,8 +119,10 @@ func (g *Gossip) Addr() string { return g.addr }
 // Join contacts peers; failures are logged, not fatal.
 func (g *Gossip) Join(peers []string) int {
 	var others []string
+	seen := map[string]bool{g.addr: true}
 	for _, p := range peers {
-		if p != g.addr {
+		if !seen[p] {
+			seen[p] = true
 			others = append(others, p)
 		}
 	}
@@ -132,12 +136,41 @@ func (g *Gossip) Join(peers []string) int {
 	return n
 }
 
-// Alive returns the names of other members currently up or suspect.
+// Reconnect tries to join every member this node has seen go down and
+// every bootstrap address no live member holds. SWIM stops probing dead
+// members after a while, so without this two sides of a long partition
+// would each stay whole and never merge again. It returns how many
+// addresses answered.
+func (g *Gossip) Reconnect(bootstrap []string) int {
+	g.mu.Lock()
+	live := map[string]bool{}
+	var targets []string
+	for _, p := range g.peers {
+		if p.up {
+			live[p.addr()] = true
+		} else {
+			targets = append(targets, p.addr())
+		}
+	}
+	g.mu.Unlock()
+	for _, b := range bootstrap {
+		if !live[b] {
+			targets = append(targets, b)
+		}
+	}
+	return g.Join(targets)
+}
+
+// Alive returns the other members SWIM currently holds as up or suspect.
+// The nodes are this package's copies: memberlist mutates its own Node
+// values concurrently, so they are copied only inside its event callbacks.
 func (g *Gossip) Alive() []*memberlist.Node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var out []*memberlist.Node
-	for _, n := range g.ml.Members() {
-		if n.Name != g.cfg.Name {
-			out = append(out, n)
+	for _, p := range g.peers {
+		if p.up {
+			out = append(out, p.node())
 		}
 	}
 	return out
@@ -153,35 +186,37 @@ func (g *Gossip) Send(n *memberlist.Node, msg []byte, reliable bool) error {
 
 // Member finds a live member by name.
 func (g *Gossip) Member(name string) *memberlist.Node {
-	for _, n := range g.ml.Members() {
-		if n.Name == name {
-			return n
-		}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.peers[name]; p != nil && p.up {
+		return p.node()
 	}
 	return nil
 }
 
-// States lists every member ever seen with its current SWIM state and the
-// last measured round-trip time.
+// States lists every member ever seen: "down" once SWIM declared it dead
+// or it left, "suspect" while SWIM still lists it but this node's own
+// probes have gone unanswered for several probe rounds, else "up".
 func (g *Gossip) States() []MemberState {
-	live := map[string]memberlist.NodeStateType{}
-	for _, n := range g.ml.Members() {
-		live[n.Name] = n.State
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	alive := 0
+	for _, p := range g.peers {
+		if p.up {
+			alive++
+		}
+	}
+	// Memberlist probes one member per interval, so each peer is probed
+	// about every alive*interval; one missed round makes it suspect.
+	grace := time.Duration(alive+1) * g.probeInterval
 	var out []MemberState
-	for name, m := range g.known {
-		s := *m
-		switch st, ok := live[name]; {
-		case !ok:
-			s.State = "down"
-		case st == memberlist.StateSuspect:
-			s.State = "suspect"
-		case st == memberlist.StateAlive:
+	for _, p := range g.peers {
+		s := MemberState{Name: p.name, Addr: p.addr(), RTT: p.rtt, Meta: p.meta, State: "down"}
+		if p.up {
 			s.State = "up"
-		default:
-			s.State = "down"
+			if time.Since(p.lastAck) > grace {
+				s.State = "suspect"
+			}
 		}
 		out = append(out, s)
 	}
@@ -208,6 +243,7 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 
 type delegate struct{ g *Gossip }
 
+// NodeMeta publishes the configured metadata (memberlist.Delegate).
 func (d *delegate) NodeMeta(limit int) []byte {
 	if len(d.g.cfg.Meta) > limit {
 		return nil
@@ -215,41 +251,79 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return d.g.cfg.Meta
 }
 
+// NotifyMsg hands a copy of a user message to OnMessage; memberlist reuses b.
 func (d *delegate) NotifyMsg(b []byte) {
 	if d.g.cfg.OnMessage != nil && len(b) > 0 {
 		d.g.cfg.OnMessage(append([]byte(nil), b...))
 	}
 }
 
+// GetBroadcasts is unused: changes are pushed directly, not piggybacked.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
-func (d *delegate) NotifyJoin(n *memberlist.Node)   { d.note(n) }
-func (d *delegate) NotifyLeave(n *memberlist.Node)  { d.note(n) }
-func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.note(n) }
+// LocalState is unused: anti-entropy runs over user messages.
+func (d *delegate) LocalState(join bool) []byte { return nil }
 
-func (d *delegate) note(n *memberlist.Node) {
+// MergeRemoteState is unused, see LocalState.
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
+
+// NotifyJoin marks a member up.
+func (d *delegate) NotifyJoin(n *memberlist.Node) { d.note(n, true) }
+
+// NotifyLeave marks a member down (dead or left).
+func (d *delegate) NotifyLeave(n *memberlist.Node) { d.note(n, false) }
+
+// NotifyUpdate refreshes a member's address and metadata.
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.note(n, true) }
+
+// note copies what it needs from n; memberlist calls it with its node lock
+// held, the only time reading n is safe.
+func (d *delegate) note(n *memberlist.Node, up bool) {
 	if n.Name == d.g.cfg.Name {
 		return
 	}
 	d.g.mu.Lock()
 	defer d.g.mu.Unlock()
-	m := d.g.known[n.Name]
-	if m == nil {
-		m = &MemberState{Name: n.Name}
-		d.g.known[n.Name] = m
+	p := d.g.peers[n.Name]
+	if p == nil {
+		p = &peer{name: n.Name}
+		d.g.peers[n.Name] = p
 	}
-	m.Addr = n.Address()
-	m.Meta = append([]byte(nil), n.Meta...)
+	if up && !p.up {
+		p.lastAck = time.Now() // a fresh join counts as heard from
+	}
+	p.up = up
+	p.ip = append(net.IP(nil), n.Addr...)
+	p.port = n.Port
+	p.meta = append([]byte(nil), n.Meta...)
 }
 
+// AckPayload sends nothing extra with probe acks.
 func (d *delegate) AckPayload() []byte { return nil }
 
+// NotifyPingComplete records the RTT of a successful probe.
 func (d *delegate) NotifyPingComplete(n *memberlist.Node, rtt time.Duration, _ []byte) {
 	d.g.mu.Lock()
 	defer d.g.mu.Unlock()
-	if m := d.g.known[n.Name]; m != nil {
-		m.RTT = rtt
+	if p := d.g.peers[n.Name]; p != nil {
+		p.rtt = rtt
+		p.lastAck = time.Now()
 	}
+}
+
+// peer is this package's own copy of a member.
+type peer struct {
+	name    string
+	ip      net.IP
+	port    uint16
+	meta    []byte
+	up      bool
+	rtt     time.Duration
+	lastAck time.Time
+}
+
+func (p *peer) addr() string { return net.JoinHostPort(p.ip.String(), strconv.Itoa(int(p.port))) }
+
+func (p *peer) node() *memberlist.Node {
+	return &memberlist.Node{Name: p.name, Addr: p.ip, Port: p.port, Meta: p.meta}
 }

@@ -25,6 +25,8 @@ func newAPIServer(n *Node) *http.Server {
 	mux.HandleFunc("POST /v1/subscriptions", n.handleSubscribe)
 	mux.HandleFunc("GET /v1/subscriptions/{id}", n.handleResubscribe)
 	mux.HandleFunc("GET /v1/health", n.handleHealth)
+	mux.HandleFunc("POST /v1/updates/{table}", n.handleUpdates)
+	mux.HandleFunc("POST /v1/table_stats", n.handleTableStats)
 	return &http.Server{
 		Handler:           h2c.NewHandler(n.auth(mux), &http2.Server{}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -93,7 +95,7 @@ func withTimeout(r *http.Request, def time.Duration) (context.Context, context.C
 // table or column, constraint) to 400 and anything else to 500.
 func sqlStatus(err error) int {
 	msg := err.Error()
-	for _, s := range []string{"SQL logic error", "syntax error", "no such", "constraint failed", "readonly", "read-only", "datatype mismatch", "not an error", "incomplete input", "too many", "not enough", "reserved", "schema"} {
+	for _, s := range []string{"SQL logic error", "syntax error", "no such", "constraint failed", "readonly", "read-only", "datatype mismatch", "not an error", "incomplete input", "too many", "not enough", "reserved", "schema", "not allowed"} {
 		if strings.Contains(msg, s) {
 			return http.StatusBadRequest
 		}

@@ -38,6 +38,7 @@ func TestBadInput(t *testing.T) {
 		{"NOT NULL violated", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO kv (k, v) VALUES ('b', NULL)"]`, 400, "kv.v"},
 		{"primary key conflict", "secret", "POST", "/v1/transactions", `["DELETE FROM kv WHERE k = 'zz'", "INSERT INTO kv (k) VALUES ('a')"]`, 400, "kv.k"},
 		{"schema change", "secret", "POST", "/v1/transactions", `["CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "schema"},
+		{"transaction control", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "COMMIT", "INSERT INTO nope VALUES (1)"]`, 400, "transaction control"},
 		{"metadata write", "secret", "POST", "/v1/transactions", `["DELETE FROM __ployz_clock"]`, 400, "metadata"},
 		{"write through query", "secret", "POST", "/v1/queries", `"DELETE FROM kv"`, 400, "readonly"},
 		{"bad query SQL", "secret", "POST", "/v1/queries", `"SELEC 1"`, 400, "syntax error"},

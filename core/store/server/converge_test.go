@@ -120,24 +120,27 @@ func keyOf(pk string) string {
 func TestConvergenceUnderFaults(t *testing.T) {
 	for _, tc := range []struct{ nodes, ops int }{{3, 3000}, {7, 3500}} {
 		t.Run(fmt.Sprintf("%dnodes", tc.nodes), func(t *testing.T) {
-			ops := tc.ops
+			ops, dur := tc.ops, 6*time.Second
 			if testing.Short() {
-				ops /= 5
+				ops, dur = ops/5, 2*time.Second
 			}
 			seed := time.Now().UnixNano()
 			if s := os.Getenv("STORE_SEED"); s != "" {
 				seed, _ = strconv.ParseInt(s, 10, 64)
 			}
 			t.Logf("seed %d (rerun with STORE_SEED=%d)", seed, seed)
-			runConvergence(t, tc.nodes, ops, seed)
+			runConvergence(t, tc.nodes, ops, dur, seed)
 		})
 	}
 }
 
-func runConvergence(t *testing.T, nodes, ops int, seed int64) {
+// runConvergence spreads ops over roughly dur so faults keep changing
+// while writes happen.
+func runConvergence(t *testing.T, nodes, ops int, dur time.Duration, seed int64) {
 	c := newTestCluster(t, nodes, seed, nil)
 	rng := rand.New(rand.NewSource(seed))
 	perNode := ops / nodes
+	pace := dur / time.Duration(perNode)
 	streams := make([]*rand.Rand, nodes)
 	for i := range streams {
 		streams[i] = rand.New(rand.NewSource(rng.Int63()))
@@ -146,16 +149,22 @@ func runConvergence(t *testing.T, nodes, ops int, seed int64) {
 	done := make(chan struct{})
 	var faultWG sync.WaitGroup
 	faultWG.Add(1)
-	restarts := 0
+	restarts, partitions := 0, 0
 	go func() {
 		defer faultWG.Done()
-		for {
+		// The first events cover every fault kind; later ones are random.
+		script := []int{0, 3, 1, 3, 2}
+		for ev := 0; ; ev++ {
 			select {
 			case <-done:
 				return
-			case <-time.After(time.Duration(100+faultRng.Intn(200)) * time.Millisecond):
+			case <-time.After(time.Duration(50+faultRng.Intn(150)) * time.Millisecond):
 			}
-			switch faultRng.Intn(5) {
+			kind := faultRng.Intn(5)
+			if ev < len(script) {
+				kind = script[ev]
+			}
+			switch kind {
 			case 0:
 				perm := faultRng.Perm(nodes)
 				cut := 1 + faultRng.Intn(nodes-1)
@@ -168,6 +177,7 @@ func runConvergence(t *testing.T, nodes, ops int, seed int64) {
 					}
 				}
 				c.faults.Partition(a, b)
+				partitions++
 			case 1:
 				c.faults.SetLoss(0.2, 30*time.Millisecond)
 			case 2:
@@ -191,9 +201,7 @@ func runConvergence(t *testing.T, nodes, ops int, seed int64) {
 					errs = append(errs, fmt.Errorf("node %d op %d: %w", i, k, err))
 					errMu.Unlock()
 				}
-				if r.Intn(10) == 0 {
-					time.Sleep(time.Millisecond)
-				}
+				time.Sleep(time.Duration(r.Int63n(int64(2 * pace))))
 			}
 		}(i, streams[i])
 	}
@@ -212,7 +220,8 @@ func runConvergence(t *testing.T, nodes, ops int, seed int64) {
 	nCaptured := len(c.captured)
 	c.capMu.Unlock()
 	want := m.dump()
-	deadline := time.Now().Add(30 * time.Second)
+	healed := time.Now()
+	deadline := healed.Add(30 * time.Second)
 	for {
 		var bad []string
 		for i := 0; i < nodes; i++ {
@@ -230,7 +239,11 @@ func runConvergence(t *testing.T, nodes, ops int, seed int64) {
 	}
 	var rows []any
 	_ = json.Unmarshal(want, &rows)
-	t.Logf("%d nodes, %d ops, %d changesets, %d restarts, %d live rows", nodes, perNode*nodes, nCaptured, restarts, len(rows))
+	t.Logf("%d nodes, %d ops, %d changesets, %d partitions, %d restarts, %d live rows, converged %v after healing",
+		nodes, perNode*nodes, nCaptured, partitions, restarts, len(rows), time.Since(healed).Round(time.Millisecond))
+	if restarts == 0 || partitions == 0 {
+		t.Fatalf("fault schedule too short: %d partitions, %d restarts", partitions, restarts)
+	}
 }
 
 // randomOp draws one transaction over a small key space, so writes collide:

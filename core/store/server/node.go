@@ -57,6 +57,8 @@ type Node struct {
 	api     *http.Server
 	adminLn net.Listener
 
+	updates updateHub
+
 	hookMu sync.Mutex
 	hooks  []func(crdt.Commit)
 }
@@ -132,10 +134,8 @@ func (n *Node) startNet(cfg Config) error {
 		go n.broadcastLoop()
 		go n.applyLoop()
 		go n.syncLoop()
-		if len(cfg.Bootstrap) > 0 {
-			n.wg.Add(1)
-			go n.rejoinLoop()
-		}
+		n.wg.Add(1)
+		go n.rejoinLoop()
 	}
 	if n.apiLn != nil {
 		n.api = newAPIServer(n)
@@ -153,20 +153,19 @@ func (n *Node) startNet(cfg Config) error {
 	return nil
 }
 
-// rejoinLoop retries the bootstrap peers while this node is alone, so a
-// node started before its peers still finds them.
+// rejoinLoop keeps contacting down members and unreached bootstrap peers,
+// so a node started before its peers finds them and the two sides of a
+// healed partition merge again however long it lasted.
 func (n *Node) rejoinLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(2 * n.cfg.SyncInterval)
+	t := time.NewTicker(5 * n.cfg.SyncInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-			if len(n.gsp.Alive()) == 0 {
-				n.gsp.Join(n.cfg.Bootstrap)
-			}
+			n.gsp.Reconnect(n.cfg.Bootstrap)
 		}
 	}
 }
@@ -181,6 +180,7 @@ func (n *Node) onCommit(c crdt.Commit) {
 		}
 	}
 	n.subs.notify(c.Tables)
+	n.updates.publish(c)
 	n.hookMu.Lock()
 	hooks := n.hooks
 	n.hookMu.Unlock()

@@ -190,10 +190,12 @@ func (m *subManager) subscribe(ctx context.Context, st Statement) (*sub, error) 
 	norm := strings.Join(strings.Fields(st.Query), " ")
 	sum := sha256.Sum256([]byte(norm + "\x00" + string(params)))
 	hash := hex.EncodeToString(sum[:16])
+	tables := m.tablesOf(st.Query)
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s := m.byHash[hash]; s != nil {
-		return s, nil
+	existing := m.byHash[hash]
+	m.mu.Unlock()
+	if existing != nil {
+		return existing, nil
 	}
 	if len(st.Named) > 0 {
 		return nil, fmt.Errorf("named parameters are not supported in subscriptions; use positional parameters")
@@ -203,20 +205,37 @@ func (m *subManager) subscribe(ctx context.Context, st Statement) (*sub, error) 
 	id := hex.EncodeToString(idb[:])
 	id = id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
 	s := &sub{m: m, id: id, hash: hash, query: st.Query, args: st.Args(), rows: map[string]*srow{},
-		listeners: map[*listener]bool{}, dirty: make(chan struct{}, 1), tables: m.tablesOf(st.Query)}
+		listeners: map[*listener]bool{}, dirty: make(chan struct{}, 1), tables: tables}
+	// The first query runs without m.mu: commit hooks take m.mu, and
+	// holding it here would stall every write behind this query.
 	if _, err := m.db.ExecContext(ctx, `INSERT INTO subs(id,hash,query,args,last_change,next_row) VALUES(?,?,?,?,0,1)`,
 		id, hash, st.Query, string(params)); err != nil {
 		return nil, fmt.Errorf("store subscription: %w", err)
 	}
 	s.nextRow = 1
 	if err := s.refresh(ctx, true); err != nil {
-		_, _ = m.db.ExecContext(ctx, `DELETE FROM subs WHERE id=?`, id)
+		m.forget(ctx, id)
 		return nil, err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if existing := m.byHash[hash]; existing != nil { // lost a race with an identical subscribe
+		m.forget(ctx, id)
+		return existing, nil
+	}
 	m.byID[id], m.byHash[hash] = s, s
+	// Commits between the first query and registration were not seen:
+	// recompute once so they arrive as change events after the snapshot.
+	s.dirty <- struct{}{}
 	m.wg.Add(1)
 	go s.run()
 	return s, nil
+}
+
+func (m *subManager) forget(ctx context.Context, id string) {
+	for _, q := range []string{`DELETE FROM subs WHERE id=?`, `DELETE FROM sub_rows WHERE sub=?`, `DELETE FROM sub_changes WHERE sub=?`} {
+		_, _ = m.db.ExecContext(ctx, q, id)
+	}
 }
 
 func (m *subManager) close() {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -137,3 +138,5 @@ func renderValue(v any) any {
 }
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+func namedArg(name string, v any) any { return sql.Named(name, v) }

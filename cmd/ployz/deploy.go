@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// projectFlags name a project and environment.
+type projectFlags struct {
+	file    string
+	project string
+	env     string
+}
+
+func (f *projectFlags) add(c *cobra.Command, withFile bool) {
+	if withFile {
+		c.Flags().StringVarP(&f.file, "file", "f", "compose.yaml", "compose file")
+	}
+	c.Flags().StringVarP(&f.project, "project-name", "p", "", "project name (default: the compose file's name:)")
+	c.Flags().StringVar(&f.env, "env", deploy.DefaultEnvironment, "environment; the namespace is <project>-<environment>")
+}
+
+// resolveProject finds the project name: the flag, else ./compose.yaml's
+// name, else the context's only project with saved state.
+func (f *projectFlags) resolveProject(ctx context.Context, st *operator.Store, ctxName string) (string, error) {
+	if f.project != "" {
+		return f.project, nil
+	}
+	if b, err := os.ReadFile("compose.yaml"); err == nil {
+		if app, err := deploy.Load(ctx, deploy.Source{Compose: b, Environment: f.env}); err == nil {
+			return app.Project, nil
+		}
+	}
+	states, err := st.States(ctxName)
+	if err != nil {
+		return "", err
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, s := range states {
+		if !seen[s.Project] {
+			seen[s.Project] = true
+			names = append(names, s.Project)
+		}
+	}
+	if len(names) == 1 {
+		return names[0], nil
+	}
+	return "", fmt.Errorf("which project? pass --project-name (saved projects: %s)", strings.Join(names, ", "))
+}
+
+type deployFlags struct {
+	projectFlags
+	dryRun  bool
+	noPrune bool
+	timeout time.Duration
+}
+
+func deployCommand() *cobra.Command {
+	var f deployFlags
+	cmd := &cobra.Command{
+		Use:   "deploy",
+		Short: "Make the Cluster run the compose file's Services (plan, confirm, execute, report)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			b, err := os.ReadFile(f.file)
+			if err != nil {
+				return fmt.Errorf("compose file: %w", err)
+			}
+			return runDeploy(c, b, f, "")
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and stop")
+	cmd.Flags().BoolVar(&f.noPrune, "no-prune", false, "keep Services in the namespace that the file no longer declares")
+	cmd.Flags().DurationVar(&f.timeout, "ready-timeout", 120*time.Second, "how long each Container may take to become ready")
+	return cmd
+}
+
+// deployResult is deploy's --json document.
+type deployResult struct {
+	Plan     deploy.Plan     `json:"plan"`
+	Outcome  *deploy.Outcome `json:"outcome,omitempty"`
+	Snapshot struct {
+		Complete   bool                `json:"complete"`
+		Unobserved []deploy.Unobserved `json:"unobserved,omitempty"`
+	} `json:"snapshot"`
+	Removals []removalReport `json:"removals,omitempty"`
+}
+
+// runDeploy is the whole deploy pipeline for compose bytes: load,
+// observe, plan, confirm, save the revision, execute, report. why
+// names the command for a scale or rm ("" for deploy).
+func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) error {
+	ctx := c.Context()
+	app, err := deploy.Load(ctx, deploy.Source{Compose: compose, Filename: filepath.Base(f.file), WorkingDir: filepath.Dir(f.file),
+		ProjectName: f.project, Environment: f.env, Env: environ()})
+	if err != nil {
+		return err
+	}
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ent, oc, err := entry(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer ent.Close()
+	errw := c.ErrOrStderr()
+	snap, err := deploy.Observe(ctx, ent, "", true)
+	if err != nil {
+		return err
+	}
+	var res deployResult
+	res.Snapshot.Complete, res.Snapshot.Unobserved = snap.Complete(), snap.Missing
+	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune})
+	if err != nil {
+		return err
+	}
+	res.Plan = plan
+	if !g.json {
+		printPlan(errw, plan, why)
+		marks, _ := st.Removals(oc.Name)
+		for _, m := range marks {
+			if ns := deploy.Namespace(m.Project, m.Environment); ns == plan.Namespace {
+				fmt.Fprintf(errw, "note: %s has a pending removal; this deploy supersedes it\n", ns)
+			} else {
+				fmt.Fprintf(errw, "note: the pending removal of %s is retried after this deploy\n", ns)
+			}
+		}
+	}
+	if f.dryRun {
+		if g.json {
+			return printJSON(c.OutOrStdout(), res)
+		}
+		return nil
+	}
+	if plan.Changes() > 0 {
+		if err := confirm(c, fmt.Sprintf("Deploy %d change(s) to %s?", plan.Changes(), plan.Namespace)); err != nil {
+			return err
+		}
+	}
+	saved, err := st.SaveState(oc.Name, app.Project, app.Environment, compose)
+	if err != nil {
+		return err
+	}
+	plan.Revision, res.Plan.Revision = saved.Revision, saved.Revision
+	if err := st.ClearRemoval(oc.Name, app.Project, app.Environment); err != nil {
+		return err
+	}
+	if plan.Changes() == 0 {
+		res.Removals = finishRemovals(ctx, ent, st, oc.Name, snap, plan.Namespace, errw)
+		if g.json {
+			if err := printJSON(c.OutOrStdout(), res); err != nil {
+				return err
+			}
+			return pruneRefused(plan)
+		}
+		fmt.Fprintf(errw, "%s is up to date (revision %d)\n", plan.Namespace, saved.Revision)
+		return pruneRefused(plan)
+	}
+	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ex := &deploy.Executor{C: ent, ReadyTimeout: f.timeout, Progress: progressPrinter(errw)}
+	out := ex.Run(runCtx, plan)
+	res.Outcome = &out
+	if runCtx.Err() == nil {
+		// Removals confirmed earlier by `ployz project rm` are retried after
+		// the plan, so the confirmed rows ran exactly as shown.
+		res.Removals = finishRemovals(ctx, ent, st, oc.Name, snap, plan.Namespace, errw)
+	}
+	if g.json {
+		if err := printJSON(c.OutOrStdout(), res); err != nil {
+			return err
+		}
+	} else {
+		printOutcome(errw, plan, out)
+	}
+	if out.Partial() {
+		return &exitError{code: 3, err: fmt.Errorf("deploy of %s revision %d is %s: %d step(s) failed, %d never attempted; rerun `ployz deploy` to continue from what the Machines show",
+			plan.Namespace, saved.Revision, out.Status, out.Count(deploy.StepFailed), out.Count(deploy.StepNeverAttempted)), silent: g.json}
+	}
+	return pruneRefused(plan)
+}
+
+// pruneRefused makes a refused prune a partial outcome (exit 3): the
+// declaration is not fully applied while undeclared Services still run.
+func pruneRefused(p deploy.Plan) error {
+	if p.PruneRefused == "" {
+		return nil
+	}
+	return &exitError{code: 3, err: fmt.Errorf("%s: %s; rerun when they are reachable", p.Namespace, p.PruneRefused), silent: g.json}
+}
+
+func environ() map[string]string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// confirm asks on the terminal unless -y; without a terminal it refuses.
+func confirm(c *cobra.Command, question string) error {
+	if g.yes {
+		return nil
+	}
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return errors.New("refusing to change the Cluster without confirmation: stdin is not a terminal; pass -y to confirm")
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "%s [y/N] ", question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return errors.New("not confirmed; nothing changed")
+	}
+	return nil
+}
+
+func printPlan(w io.Writer, p deploy.Plan, why string) {
+	if why != "" {
+		fmt.Fprintf(w, "%s\n", why)
+	}
+	fmt.Fprintf(w, "plan for %s (deployment %s)\n", p.Namespace, p.DeploymentID)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MACHINE\tSERVICE\tOPERATION\tCONTAINER\tREASON")
+	for _, r := range p.Rows {
+		op := r.Op
+		if r.Strategy != "" {
+			op += " (" + r.Strategy + ")"
+		}
+		name := r.OldName
+		if r.NewName != "" {
+			name = r.NewName
+			if r.OldName != "" {
+				name = r.OldName + " -> " + r.NewName
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Service, op, name, r.Reason)
+	}
+	tw.Flush()
+	for _, s := range p.Services {
+		for _, in := range s.Ingress {
+			fmt.Fprintf(w, "note: %s ingress %s -> :%d is not configured (ingress is not available yet)\n", s.Name, in.Hostname, in.ContainerPort)
+		}
+	}
+	for _, warn := range p.Warnings {
+		fmt.Fprintln(w, "warning:", warn)
+	}
+}
+
+// progressPrinter prints one plain line per step start and end.
+func progressPrinter(w io.Writer) func(deploy.Event) {
+	return func(e deploy.Event) {
+		s := e.Step
+		tag := ""
+		if s.Compensation {
+			tag = " [compensation]"
+		}
+		if !e.Done {
+			fmt.Fprintf(w, "  ... %s %s %s %s%s\n", s.Machine, s.Service, s.Action, s.Container, tag)
+			return
+		}
+		mark := "ok "
+		if s.Status == deploy.StepFailed {
+			mark = "ERR"
+		}
+		line := fmt.Sprintf("  %s %s %s %s %s%s (%dms)", mark, s.Machine, s.Service, s.Action, s.Container, tag, s.DurationMS)
+		if s.Error != "" {
+			line += ": " + s.Error
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func printOutcome(w io.Writer, p deploy.Plan, o deploy.Outcome) {
+	fmt.Fprintf(w, "\noutcome of %s revision %d: %s\n", p.Namespace, p.Revision, o.Status)
+	byMachine := map[string][]deploy.Step{}
+	var order []string
+	for _, s := range o.Steps {
+		if _, ok := byMachine[s.Machine]; !ok {
+			order = append(order, s.Machine)
+		}
+		byMachine[s.Machine] = append(byMachine[s.Machine], s)
+	}
+	for _, m := range order {
+		counts := map[string]int{}
+		for _, s := range byMachine[m] {
+			counts[s.Status]++
+		}
+		fmt.Fprintf(w, "  %s: %d completed, %d failed, %d never attempted\n", m, counts[deploy.StepCompleted], counts[deploy.StepFailed], counts[deploy.StepNeverAttempted])
+		for _, s := range byMachine[m] {
+			if s.Status == deploy.StepCompleted {
+				continue
+			}
+			fmt.Fprintf(w, "    %s %s %s %s: %s\n", s.Status, s.Service, s.Action, s.Container, s.Error)
+			for _, l := range s.LogTail {
+				fmt.Fprintf(w, "      | %s\n", l)
+			}
+		}
+	}
+}
+
+// ensure *rpc.Client satisfies the engine's interface.
+var _ deploy.Caller = (*rpc.Client)(nil)

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// serviceCommand is `ployz service`.
+func serviceCommand() *cobra.Command {
+	svc := &cobra.Command{Use: "service", Short: "Inspect Services"}
+	svc.AddCommand(serviceInspect())
+	return svc
+}
+
+// projectCommand is `ployz project`.
+func projectCommand() *cobra.Command {
+	project := &cobra.Command{Use: "project", Short: "Manage projects"}
+	project.AddCommand(projectRm())
+	return project
+}
+
+// session is an open store, entry and context name for one command.
+type session struct {
+	st  *operator.Store
+	ent *rpc.Client
+	ctx string
+}
+
+func withSession(c *cobra.Command, f func(s session) error) error {
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ent, oc, err := entry(c.Context(), st)
+	if err != nil {
+		return err
+	}
+	defer ent.Close()
+	return f(session{st: st, ent: ent, ctx: oc.Name})
+}
+
+// declared returns namespace -> service -> the declaration from the
+// latest Saved State of every project in the context.
+func declared(ctx context.Context, st *operator.Store, ctxName string) map[string]map[string]deploy.Service {
+	out := map[string]map[string]deploy.Service{}
+	states, _ := st.States(ctxName)
+	done := map[string]bool{}
+	for _, s := range states {
+		ns := deploy.Namespace(s.Project, s.Environment)
+		if done[ns] {
+			continue
+		}
+		done[ns] = true
+		latest, err := st.LatestState(ctxName, s.Project, s.Environment)
+		if err != nil {
+			continue
+		}
+		app, err := deploy.Load(ctx, deploy.Source{Compose: latest.Compose, ProjectName: s.Project, Environment: s.Environment})
+		if err != nil {
+			continue
+		}
+		out[ns] = map[string]deploy.Service{}
+		for _, sv := range app.Services {
+			out[ns][sv.Name] = sv
+		}
+	}
+	return out
+}
+
+func warnUnobserved(w io.Writer, snap deploy.Snapshot) {
+	if !snap.Complete() {
+		fmt.Fprintln(w, "warning: not observed:", snap.MissingNames())
+	}
+}
+
+// serviceRow is one Service in `ployz ls`.
+type serviceRow struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	Desired   string `json:"desired"` // a number, "global" or "-" when no saved state declares it
+	Running   int    `json:"running"`
+	Ready     int    `json:"ready"`
+	Total     int    `json:"containers"`
+}
+
+func lsCommand() *cobra.Command {
+	var f projectFlags
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List Services: desired against running and ready Containers",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withSession(c, func(s session) error {
+				ns := ""
+				if !all {
+					// No project to be found: every namespace.
+					if p, err := f.resolveProject(c.Context(), s.st, s.ctx); err == nil {
+						ns = deploy.Namespace(p, f.env)
+					}
+				}
+				snap, err := deploy.Observe(c.Context(), s.ent, ns, false)
+				if err != nil {
+					return err
+				}
+				decl := declared(c.Context(), s.st, s.ctx)
+				rows := map[string]*serviceRow{}
+				for n, svcs := range decl {
+					for name, sv := range svcs {
+						if ns != "" && n != ns {
+							continue
+						}
+						d := strconv.Itoa(sv.Replicas)
+						if sv.Mode == deploy.ModeGlobal {
+							d = "global"
+						}
+						rows[n+"/"+name] = &serviceRow{Namespace: n, Service: name, Desired: d}
+					}
+				}
+				for _, co := range snap.Containers(ns) {
+					if co.Labels[rpc.LabelKind] == "hook" {
+						continue
+					}
+					r := rows[co.Namespace+"/"+co.Service]
+					if r == nil {
+						r = &serviceRow{Namespace: co.Namespace, Service: co.Service, Desired: "-"}
+						rows[co.Namespace+"/"+co.Service] = r
+					}
+					r.Total++
+					if co.State == "running" {
+						r.Running++
+					}
+					if co.Ready {
+						r.Ready++
+					}
+				}
+				var out []serviceRow
+				for _, r := range rows {
+					out = append(out, *r)
+				}
+				sort.Slice(out, func(i, j int) bool {
+					return out[i].Namespace < out[j].Namespace || out[i].Namespace == out[j].Namespace && out[i].Service < out[j].Service
+				})
+				if g.json {
+					return printJSON(c.OutOrStdout(), map[string]any{"services": out, "unobserved": snap.Missing})
+				}
+				warnUnobserved(c.ErrOrStderr(), snap)
+				printRemovalMarks(c.ErrOrStderr(), s)
+				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "NAMESPACE\tSERVICE\tDESIRED\tRUNNING\tREADY\tCONTAINERS")
+				for _, r := range out {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\n", r.Namespace, r.Service, r.Desired, r.Running, r.Ready, r.Total)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "every namespace")
+	return cmd
+}
+
+func printRemovalMarks(w io.Writer, s session) {
+	marks, _ := s.st.Removals(s.ctx)
+	for _, m := range marks {
+		fmt.Fprintf(w, "note: %s has a pending removal since %s; `ployz project rm %s --env %s` retries it\n",
+			deploy.Namespace(m.Project, m.Environment), m.CreatedAt.Format("2006-01-02 15:04"), m.Project, m.Environment)
+	}
+}
+
+func psCommand() *cobra.Command {
+	var f projectFlags
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "ps [SERVICE]",
+		Short: "List Service Containers on every Machine",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withSession(c, func(s session) error {
+				ns := ""
+				if !all {
+					// No project to be found: every namespace.
+					if p, err := f.resolveProject(c.Context(), s.st, s.ctx); err == nil {
+						ns = deploy.Namespace(p, f.env)
+					}
+				}
+				snap, err := deploy.Observe(c.Context(), s.ent, ns, false)
+				if err != nil {
+					return err
+				}
+				type psRow struct {
+					Machine string `json:"machine"`
+					rpc.ContainerObservation
+				}
+				var out []psRow
+				for _, m := range snap.Machines {
+					for _, co := range m.Containers {
+						if len(args) == 1 && co.Service != args[0] {
+							continue
+						}
+						out = append(out, psRow{Machine: m.Name, ContainerObservation: co})
+					}
+				}
+				if g.json {
+					return printJSON(c.OutOrStdout(), map[string]any{"containers": out, "unobserved": snap.Missing})
+				}
+				warnUnobserved(c.ErrOrStderr(), snap)
+				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "MACHINE\tNAMESPACE\tSERVICE\tCONTAINER\tSTATE\tHEALTH\tREADY\tIP\tIMAGE")
+				for _, r := range out {
+					health := r.Health
+					if health == "" {
+						health = "-"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\n", r.Machine, r.Namespace, r.Service, r.Name, r.State, health, r.Ready, r.IP, r.Image)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "every namespace")
+	return cmd
+}
+
+// serviceContainers observes ns and returns the Service's Containers
+// (hooks excluded).
+func serviceContainers(ctx context.Context, s session, ns, service string) (deploy.Snapshot, []rpc.ContainerObservation, error) {
+	snap, err := deploy.Observe(ctx, s.ent, ns, false)
+	if err != nil {
+		return snap, nil, err
+	}
+	var out []rpc.ContainerObservation
+	for _, co := range snap.Containers(ns) {
+		if co.Service == service && co.Labels[rpc.LabelKind] != "hook" {
+			out = append(out, co)
+		}
+	}
+	return snap, out, nil
+}
+
+// machineName returns a Machine's name in the snapshot.
+func machineName(snap deploy.Snapshot, id string) string {
+	if m, ok := snap.Machine(id); ok && m.Name != "" {
+		return m.Name
+	}
+	return id
+}
+
+func errNoService(service, ns string, snap deploy.Snapshot) error {
+	if !snap.Complete() {
+		return fmt.Errorf("service %q: no Container found in %s on the observed Machines; not observed: %s", service, ns, snap.MissingNames())
+	}
+	return fmt.Errorf("service %q: no Container found in %s", service, ns)
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// inspection is `ployz service inspect`: execution and ingress status are
+// separate facts (YAOPLOY.md): Containers can be ready while ingress is
+// not configured, and the other way round.
+type inspection struct {
+	Namespace  string                     `json:"namespace"`
+	Service    string                     `json:"service"`
+	ServiceID  string                     `json:"service_id,omitempty"`
+	Declared   *declaration               `json:"declared,omitempty"`
+	Execution  executionStatus            `json:"execution"`
+	Ingress    ingressStatus              `json:"ingress"`
+	Containers []rpc.ContainerObservation `json:"containers"`
+	Unobserved []deploy.Unobserved        `json:"unobserved,omitempty"`
+}
+
+type declaration struct {
+	Mode      string `json:"mode"`
+	Replicas  int    `json:"replicas"`
+	Image     string `json:"image"`
+	Readiness string `json:"readiness"`
+}
+
+type executionStatus struct {
+	// Status is ready (every desired Container ready), degraded (some),
+	// stopped (declared with replicas 0 or nothing running), or unknown
+	// (Machines unobserved and not enough ready).
+	Status  string `json:"status"`
+	Desired int    `json:"desired"`
+	Running int    `json:"running"`
+	Ready   int    `json:"ready"`
+}
+
+type ingressStatus struct {
+	Status string                `json:"status"` // not configured
+	Routes []deploy.IngressRoute `json:"routes,omitempty"`
+	Reason string                `json:"reason"`
+}
+
+func serviceInspect() *cobra.Command {
+	var f projectFlags
+	cmd := &cobra.Command{
+		Use:   "inspect SERVICE",
+		Short: "Show a Service's execution status and ingress status",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withSession(c, func(s session) error {
+				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
+				if err != nil {
+					return err
+				}
+				ns := deploy.Namespace(p, f.env)
+				snap, cs, err := serviceContainers(c.Context(), s, ns, args[0])
+				if err != nil {
+					return err
+				}
+				in := inspection{Namespace: ns, Service: args[0], Containers: cs, Unobserved: snap.Missing,
+					Ingress: ingressStatus{Status: "not configured", Reason: "ingress is not available in this release"}}
+				if sv, ok := declared(c.Context(), s.st, s.ctx)[ns][args[0]]; ok {
+					in.Declared = &declaration{Mode: sv.Mode, Replicas: sv.Replicas, Image: sv.Spec.Image, Readiness: sv.Spec.Readiness}
+					in.Execution.Desired = sv.Replicas
+					in.Ingress.Routes = sv.Ingress
+				} else if len(cs) == 0 {
+					return errNoService(args[0], ns, snap)
+				}
+				for _, co := range cs {
+					in.ServiceID = co.ServiceID
+					if co.State == "running" {
+						in.Execution.Running++
+					}
+					if co.Ready {
+						in.Execution.Ready++
+					}
+				}
+				if in.Declared != nil && in.Declared.Mode == deploy.ModeGlobal {
+					in.Execution.Desired = len(cs)
+				}
+				in.Execution.Status = execStatus(in.Execution, snap.Complete())
+				if g.json {
+					return printJSON(c.OutOrStdout(), in)
+				}
+				warnUnobserved(c.ErrOrStderr(), snap)
+				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintf(w, "service\t%s\nnamespace\t%s\nservice id\t%s\n", in.Service, in.Namespace, in.ServiceID)
+				if d := in.Declared; d != nil {
+					fmt.Fprintf(w, "declared\t%s, replicas %d, image %s, readiness %s\n", d.Mode, d.Replicas, d.Image, d.Readiness)
+				}
+				e := in.Execution
+				fmt.Fprintf(w, "execution\t%s (desired %d, running %d, ready %d)\n", e.Status, e.Desired, e.Running, e.Ready)
+				fmt.Fprintf(w, "ingress\t%s (%s)\n", in.Ingress.Status, in.Ingress.Reason)
+				for _, r := range in.Ingress.Routes {
+					fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Hostname, r.ContainerPort)
+				}
+				for _, co := range cs {
+					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s\n", co.Name, machineName(snap, co.MachineID), co.State, co.Ready, co.IP)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func execStatus(e executionStatus, complete bool) string {
+	switch {
+	case e.Desired == 0 && e.Running == 0:
+		return "stopped"
+	case e.Ready >= e.Desired && e.Desired > 0:
+		return "ready"
+	case !complete:
+		return "unknown"
+	case e.Ready > 0:
+		return "degraded"
+	default:
+		return "not ready"
+	}
+}
+
+func logsCommand() *cobra.Command {
+	var f projectFlags
+	var tail int
+	cmd := &cobra.Command{
+		Use:   "logs SERVICE",
+		Short: "Print a Service's Container logs from every Machine, merged by time",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withSession(c, func(s session) error {
+				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
+				if err != nil {
+					return err
+				}
+				ns := deploy.Namespace(p, f.env)
+				snap, cs, err := serviceContainers(c.Context(), s, ns, args[0])
+				if err != nil {
+					return err
+				}
+				if len(cs) == 0 {
+					return errNoService(args[0], ns, snap)
+				}
+				type line struct {
+					rpc.LogLine
+					Machine   string `json:"machine"`
+					Container string `json:"container"`
+				}
+				var lines []line
+				failed := 0
+				for _, co := range cs {
+					var logs rpc.ContainerLogs
+					err := s.ent.Call(c.Context(), rpc.Target{One: co.MachineID}, rpc.CmdContainerLogs, rpc.ContainerLogsRequest{ID: co.ID, Tail: tail}, &logs)
+					if err != nil {
+						failed++
+						fmt.Fprintf(c.ErrOrStderr(), "warning: logs of %s on %s: %v\n", co.Name, machineName(snap, co.MachineID), err)
+						continue
+					}
+					for _, l := range logs.Lines {
+						lines = append(lines, line{LogLine: l, Machine: machineName(snap, co.MachineID), Container: co.Name})
+					}
+				}
+				sort.SliceStable(lines, func(i, j int) bool { return lines[i].Time < lines[j].Time })
+				if g.json {
+					if err := printJSON(c.OutOrStdout(), map[string]any{"lines": lines, "unobserved": snap.Missing}); err != nil {
+						return err
+					}
+				} else {
+					warnUnobserved(c.ErrOrStderr(), snap)
+					for _, l := range lines {
+						fmt.Fprintf(c.OutOrStdout(), "%s %s | %s\n", l.Machine, l.Container, l.Text)
+					}
+				}
+				if failed > 0 || !snap.Complete() {
+					return &exitError{code: 3, err: fmt.Errorf("logs are partial: %d Container(s) unreadable, unobserved: %s", failed, snap.MissingNames())}
+				}
+				return nil
+			})
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().IntVar(&tail, "tail", 100, "lines per Container")
+	return cmd
+}
+
+// latestDeploy runs a deploy of the latest Saved State changed by edit.
+func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte) ([]byte, error)) error {
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	oc, err := contextName(st)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	p, err := f.resolveProject(c.Context(), st, oc)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	latest, err := st.LatestState(oc, p, f.env)
+	st.Close()
+	if err != nil {
+		return fmt.Errorf("%w; deploy it first with `ployz deploy`", err)
+	}
+	b, err := edit(latest.Compose)
+	if err != nil {
+		return err
+	}
+	df := deployFlags{projectFlags: projectFlags{file: "compose.yaml", project: p, env: f.env}, timeout: defaultReadyTimeout}
+	return runDeploy(c, b, df, fmt.Sprintf("%s (from revision %d)", why, latest.Revision))
+}
+
+// contextName is the operator context a command uses, without dialing.
+func contextName(st *operator.Store) (string, error) {
+	if g.context != "" || g.connect != "" {
+		return g.context, nil
+	}
+	oc, err := st.Current()
+	return oc.Name, err
+}
+
+// defaultReadyTimeout bounds each wait_ready of scale, rm, start.
+const defaultReadyTimeout = 120 * time.Second
+
+func scaleCommand() *cobra.Command {
+	var f projectFlags
+	cmd := &cobra.Command{
+		Use:   "scale SERVICE REPLICAS",
+		Short: "Deploy the latest Saved State with SERVICE's replicas changed (a new revision)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 0 {
+				return fmt.Errorf("REPLICAS %q: want a number >= 0", args[1])
+			}
+			return latestDeploy(c, f, fmt.Sprintf("scale %s to %d", args[0], n), func(b []byte) ([]byte, error) {
+				return deploy.SetReplicas(b, args[0], n)
+			})
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func rmCommand() *cobra.Command {
+	var f projectFlags
+	cmd := &cobra.Command{
+		Use:   "rm SERVICE",
+		Short: "Deploy the latest Saved State without SERVICE (a new revision); its Containers are pruned",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return latestDeploy(c, f, "remove service "+args[0], func(b []byte) ([]byte, error) {
+				return deploy.RemoveService(b, args[0])
+			})
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+// startStopCommand starts or stops a Service's existing Containers. It
+// does not change the Saved State: the next deploy starts stopped
+// up-to-date Containers again (use scale SERVICE 0 to keep them stopped).
+func startStopCommand(verb string) *cobra.Command {
+	var f projectFlags
+	cmd := &cobra.Command{
+		Use:   verb + " SERVICE",
+		Short: verb + " a Service's existing Containers on every Machine",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withSession(c, func(s session) error {
+				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
+				if err != nil {
+					return err
+				}
+				ns := deploy.Namespace(p, f.env)
+				snap, cs, err := serviceContainers(c.Context(), s, ns, args[0])
+				if err != nil {
+					return err
+				}
+				if len(cs) == 0 {
+					return errNoService(args[0], ns, snap)
+				}
+				plan := deploy.Plan{Namespace: ns, DeploymentID: "(" + verb + ")"}
+				for _, co := range cs {
+					r := deploy.Row{MachineID: co.MachineID, Machine: machineName(snap, co.MachineID), Service: co.Service, OldID: co.ID, OldName: co.Name}
+					switch {
+					case verb == "stop" && (co.State == "running" || co.State == "restarting"):
+						r.Op, r.Reason = deploy.OpStop, "requested stop"
+					case verb == "start" && co.State != "running":
+						r.Op, r.Reason = deploy.OpStart, "requested start"
+					default:
+						r.Op, r.Reason = deploy.OpUnchanged, "already "+co.State
+					}
+					plan.Rows = append(plan.Rows, r)
+				}
+				return runRows(c, s, plan, snap)
+			})
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+// runRows previews, confirms and executes hand-made rows (start, stop,
+// project removal), exiting 3 when partial or when Machines were unseen.
+func runRows(c *cobra.Command, s session, plan deploy.Plan, snap deploy.Snapshot) error {
+	errw := c.ErrOrStderr()
+	if !g.json {
+		printPlan(errw, plan, "")
+		warnUnobserved(errw, snap)
+	}
+	var out deploy.Outcome
+	if plan.Changes() > 0 {
+		if err := confirm(c, fmt.Sprintf("Apply %d change(s) to %s?", plan.Changes(), plan.Namespace)); err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		out = (&deploy.Executor{C: s.ent, Progress: progressPrinter(errw), ReadyTimeout: defaultReadyTimeout}).Run(ctx, plan)
+	} else {
+		out.Status = "completed"
+	}
+	if g.json {
+		if err := printJSON(c.OutOrStdout(), map[string]any{"plan": plan, "outcome": out, "unobserved": snap.Missing}); err != nil {
+			return err
+		}
+	} else if plan.Changes() > 0 {
+		printOutcome(errw, plan, out)
+	}
+	switch {
+	case out.Partial():
+		return &exitError{code: 3, err: fmt.Errorf("%s: %d step(s) failed, %d never attempted", out.Status, out.Count(deploy.StepFailed), out.Count(deploy.StepNeverAttempted)), silent: g.json}
+	case !snap.Complete():
+		return &exitError{code: 3, err: fmt.Errorf("Machines not observed, their Containers untouched: %s", snap.MissingNames()), silent: g.json}
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Readiness modes of a Service Container (rpc.ContainerSpec.Readiness).
+const (
+	readinessHealthcheck = "healthcheck"
+	readinessNotify      = "notify"
+	readinessNone        = "none"
+)
+
+// redacted replaces environment values in the ployz.spec label.
+const redacted = "<redacted>"
+
+var containerNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+// validateSpec refuses malformed fields of a create request, naming the
+// field, and returns the spec with defaults resolved (readiness, kind,
+// restart). It checks the request alone; admission checks local facts.
+func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
+	s := req.Spec
+	if !containerNameRE.MatchString(req.Name) {
+		return s, rpc.InvalidField("name", "%q is not a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)", req.Name)
+	}
+	for f, v := range map[string]string{"spec.namespace": s.Namespace, "spec.service": s.Service, "spec.image": s.Image} {
+		if strings.TrimSpace(v) == "" {
+			return s, rpc.InvalidField(f, "is empty")
+		}
+	}
+	switch s.Kind {
+	case "":
+		s.Kind = "service"
+	case "service", "hook":
+	default:
+		return s, rpc.InvalidField("spec.kind", "%q is not service or hook", s.Kind)
+	}
+	switch s.Readiness {
+	case "":
+		s.Readiness = readinessNone
+		if s.Healthcheck != nil {
+			s.Readiness = readinessHealthcheck
+		}
+	case readinessHealthcheck, readinessNotify, readinessNone:
+	default:
+		return s, rpc.InvalidField("spec.readiness", "%q is not healthcheck, notify or none", s.Readiness)
+	}
+	if s.Restart == "" {
+		s.Restart = string(container.RestartPolicyUnlessStopped)
+		if s.Kind == "hook" {
+			s.Restart = string(container.RestartPolicyDisabled)
+		}
+	}
+	if _, err := restartPolicy(s.Restart); err != nil {
+		return s, rpc.InvalidField("spec.restart", "%v", err)
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return s, rpc.InvalidField("spec.env", "%q is not an environment variable name", k)
+		}
+		if k == "NOTIFY_SOCKET" && s.Readiness == readinessNotify {
+			return s, rpc.InvalidField("spec.env", "NOTIFY_SOCKET is set by the daemon for readiness notify")
+		}
+	}
+	for k := range s.Labels {
+		if k == "" || strings.HasPrefix(k, "ployz.") {
+			return s, rpc.InvalidField("spec.labels", "%q: label keys must be non-empty and outside ployz.*", k)
+		}
+	}
+	if s.CPUs < 0 {
+		return s, rpc.InvalidField("spec.cpus", "%v is negative", s.CPUs)
+	}
+	if s.MemoryBytes < 0 {
+		return s, rpc.InvalidField("spec.memory_bytes", "%d is negative", s.MemoryBytes)
+	}
+	if err := validatePorts(s.Ports); err != nil {
+		return s, err
+	}
+	if err := validateMounts(s.Mounts); err != nil {
+		return s, err
+	}
+	if err := validateHealthcheck(s.Healthcheck); err != nil {
+		return s, err
+	}
+	for i, c := range s.Constraints {
+		if c.Label == "" {
+			return s, rpc.InvalidField(fmt.Sprintf("spec.constraints[%d].label", i), "is empty")
+		}
+		if c.Op != "==" && c.Op != "!=" {
+			return s, rpc.InvalidField(fmt.Sprintf("spec.constraints[%d].op", i), "%q is not == or !=", c.Op)
+		}
+	}
+	return s, nil
+}
+
+func validatePorts(ports []rpc.PortSpec) error {
+	for i, p := range ports {
+		f := fmt.Sprintf("spec.ports[%d]", i)
+		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
+			return rpc.InvalidField(f+".container_port", "%d is not a port (1-65535)", p.ContainerPort)
+		}
+		if p.HostPort < 0 || p.HostPort > 65535 {
+			return rpc.InvalidField(f+".host_port", "%d is not a port (0-65535)", p.HostPort)
+		}
+		if p.Protocol != "" && p.Protocol != "tcp" && p.Protocol != "udp" {
+			return rpc.InvalidField(f+".protocol", "%q is not tcp or udp", p.Protocol)
+		}
+	}
+	return nil
+}
+
+func validateMounts(mounts []rpc.MountSpec) error {
+	for i, m := range mounts {
+		f := fmt.Sprintf("spec.mounts[%d]", i)
+		if !path.IsAbs(m.Target) {
+			return rpc.InvalidField(f+".target", "%q is not an absolute path", m.Target)
+		}
+		switch m.Type {
+		case "volume":
+			if !containerNameRE.MatchString(m.Source) {
+				return rpc.InvalidField(f+".source", "%q is not a volume name", m.Source)
+			}
+		case "bind":
+			if !path.IsAbs(m.Source) {
+				return rpc.InvalidField(f+".source", "%q is not an absolute host path", m.Source)
+			}
+		case "tmpfs":
+		default:
+			return rpc.InvalidField(f+".type", "%q is not volume, bind or tmpfs", m.Type)
+		}
+	}
+	return nil
+}
+
+func validateHealthcheck(h *rpc.Healthcheck) error {
+	if h == nil {
+		return nil
+	}
+	if len(h.Test) == 0 || (h.Test[0] != "CMD" && h.Test[0] != "CMD-SHELL" && h.Test[0] != "NONE") {
+		return rpc.InvalidField("spec.healthcheck.test", "must start with CMD, CMD-SHELL or NONE")
+	}
+	if h.Test[0] != "NONE" && len(h.Test) < 2 {
+		return rpc.InvalidField("spec.healthcheck.test", "%s needs a command", h.Test[0])
+	}
+	for f, v := range map[string]int64{"interval_ms": h.IntervalMS, "timeout_ms": h.TimeoutMS, "start_period_ms": h.StartPeriodMS, "retries": int64(h.Retries)} {
+		if v < 0 {
+			return rpc.InvalidField("spec.healthcheck."+f, "%d is negative", v)
+		}
+	}
+	return nil
+}
+
+func restartPolicy(s string) (container.RestartPolicy, error) {
+	name, count, hasCount := strings.Cut(s, ":")
+	p := container.RestartPolicy{Name: container.RestartPolicyMode(name)}
+	switch p.Name {
+	case container.RestartPolicyDisabled, container.RestartPolicyAlways, container.RestartPolicyUnlessStopped:
+		if hasCount {
+			return p, fmt.Errorf("%q: only on-failure takes a retry count", s)
+		}
+	case container.RestartPolicyOnFailure:
+		if hasCount {
+			n, err := strconv.Atoi(count)
+			if err != nil || n < 0 {
+				return p, fmt.Errorf("%q: retry count is not a non-negative integer", s)
+			}
+			p.MaximumRetryCount = n
+		}
+	default:
+		return p, fmt.Errorf("%q is not no, always, unless-stopped or on-failure[:N]", s)
+	}
+	return p, nil
+}
+
+// specLabel is the ployz.spec label: the spec as JSON, env values redacted.
+func specLabel(s rpc.ContainerSpec) string {
+	if len(s.Env) > 0 {
+		env := make(map[string]string, len(s.Env))
+		for k := range s.Env {
+			env[k] = redacted
+		}
+		s.Env = env
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// dockerCreate is everything ContainerCreate takes for one Container.
+type dockerCreate struct {
+	config  *container.Config
+	host    *container.HostConfig
+	network *network.NetworkingConfig
+}
+
+// buildCreate turns a validated spec into Docker's create request on
+// networkName, with dns as the resolver when valid. notify, when set, is
+// the host directory holding the readiness socket.
+func buildCreate(s rpc.ContainerSpec, networkName, dns, notifyDir string) dockerCreate {
+	labels := maps.Clone(s.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, map[string]string{
+		rpc.LabelNamespace: s.Namespace, rpc.LabelService: s.Service, rpc.LabelServiceID: s.ServiceID,
+		rpc.LabelDeployment: s.DeploymentID, rpc.LabelSpecHash: s.SpecHash, rpc.LabelReadiness: s.Readiness,
+		rpc.LabelKind: s.Kind, rpc.LabelSpec: specLabel(s),
+	})
+	cfg := &container.Config{Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Command, WorkingDir: s.WorkingDir,
+		User: s.User, Labels: labels, ExposedPorts: nat.PortSet{}}
+	for k, v := range s.Env {
+		cfg.Env = append(cfg.Env, k+"="+v)
+	}
+	policy, _ := restartPolicy(s.Restart)
+	host := &container.HostConfig{NetworkMode: container.NetworkMode(networkName), RestartPolicy: policy,
+		PortBindings: nat.PortMap{}, Resources: container.Resources{NanoCPUs: int64(s.CPUs * 1e9), Memory: s.MemoryBytes}}
+	if dns != "" {
+		host.DNS = []string{dns}
+	}
+	for _, p := range s.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		port := nat.Port(fmt.Sprintf("%d/%s", p.ContainerPort, proto))
+		cfg.ExposedPorts[port] = struct{}{}
+		if p.HostPort > 0 {
+			host.PortBindings[port] = append(host.PortBindings[port], nat.PortBinding{HostPort: strconv.Itoa(p.HostPort)})
+		}
+	}
+	for _, m := range s.Mounts {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.Type(m.Type), Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if notifyDir != "" {
+		// A legacy bind, which Docker creates when missing: after a reboot
+		// (the directory lives on /run) the Container still starts, and
+		// the daemon binds a fresh socket there when it comes up.
+		host.Binds = append(host.Binds, notifyDir+":"+notifyMountTarget)
+		cfg.Env = append(cfg.Env, "NOTIFY_SOCKET="+notifyMountTarget+"/"+notifySocketName)
+	}
+	if h := s.Healthcheck; h != nil {
+		cfg.Healthcheck = &container.HealthConfig{Test: h.Test, Interval: ms(h.IntervalMS), Timeout: ms(h.TimeoutMS),
+			StartPeriod: ms(h.StartPeriodMS), Retries: h.Retries}
+	}
+	return dockerCreate{config: cfg, host: host,
+		network: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{networkName: {}}}}
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// admit checks a validated spec against this Machine's own fresh facts:
+// phase and placement constraints (DESIGN.md, Machine-local admission).
+func admit(s rpc.ContainerSpec, f localFacts) error {
+	if f.Phase != machine.Participating {
+		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s is %s: only a participating Machine admits new Containers", f.Name, f.Phase).
+			With("phase", string(f.Phase))
+	}
+	for i, c := range s.Constraints {
+		v, ok := f.Labels[c.Label]
+		if (c.Op == "==") != (ok && v == c.Value) {
+			have := "unset"
+			if ok {
+				have = fmt.Sprintf("%q", v)
+			}
+			return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s does not satisfy constraint %s %s %q (its label %s is %s)",
+				f.Name, c.Label, c.Op, c.Value, c.Label, have).
+				With("constraint", fmt.Sprintf("%s%s%s", c.Label, c.Op, c.Value)).With("field", fmt.Sprintf("spec.constraints[%d]", i))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Readiness wait bounds and the log tail a failed wait carries.
+const (
+	waitReadyDefault = 60 * time.Second
+	waitReadyMax     = 10 * time.Minute
+	waitReadyPoll    = 150 * time.Millisecond
+	failureLogTail   = 30
+	// noneSettle is how long a readiness-none Container must have run
+	// before wait_ready calls it ready, so a crash on start is caught.
+	noneSettle = time.Second
+)
+
+// wait_ready outcomes.
+const (
+	outcomeReady      = "ready"
+	outcomeExited     = "exited"
+	outcomeRestarting = "restarting"
+	outcomeUnhealthy  = "unhealthy"
+	outcomeTimeout    = "timeout"
+)
+
+func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.WaitReadyRequest
+	if err := rpc.Decode(rpc.CmdWaitReady, raw, &req); err != nil {
+		return nil, err
+	}
+	if req.TimeoutSeconds < 0 {
+		return nil, rpc.InvalidField("timeout_seconds", "%d is negative", req.TimeoutSeconds)
+	}
+	timeout := min(time.Duration(req.TimeoutSeconds)*time.Second, waitReadyMax)
+	if timeout == 0 {
+		timeout = waitReadyDefault
+	}
+	o.restore(ctx)
+	if req.ID == "" {
+		return nil, rpc.InvalidField("id", "is empty")
+	}
+	// Die events carry the exit code Docker resets when it restarts a
+	// Container, and wake the wait at once. Subscribed before the baseline
+	// inspection so no death after it is missed.
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs, errs := o.docker.Events(ectx, events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("container", req.ID), filters.Arg("event", string(events.ActionDie)))})
+	first, err := o.inspect(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	id, restarts := first.ID, first.RestartCount
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(waitReadyPoll)
+	defer tick.Stop()
+	lastExit := -1
+	exitOf := func(m events.Message) {
+		if n, err := strconv.Atoi(m.Actor.Attributes["exitCode"]); err == nil {
+			lastExit = n
+		}
+	}
+	for {
+		c, err := o.inspect(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if res, done := o.judge(c, restarts); done {
+			if res.Outcome == outcomeReady {
+				return res, nil
+			}
+			if res.ExitCode == 0 && res.Outcome == outcomeRestarting && lastExit < 0 {
+				// Docker already restarted it: its die event tells the code.
+				select {
+				case m := <-msgs:
+					exitOf(m)
+				case <-time.After(time.Second):
+				}
+			}
+			if res.ExitCode == 0 && lastExit > 0 {
+				res.ExitCode = lastExit
+			}
+			if res.Outcome == outcomeRestarting {
+				res.Message += fmt.Sprintf(", last exit code %d", res.ExitCode)
+			}
+			res.LogTail = o.logTail(ctx, id)
+			return res, nil
+		}
+		select {
+		case m := <-msgs:
+			exitOf(m)
+		case <-errs:
+			errs = nil // polling alone still decides
+		case <-ctx.Done():
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "wait_ready for %s: %v", req.ID, ctx.Err())
+		case <-deadline.C:
+			res := rpc.WaitReadyResult{Outcome: outcomeTimeout, LogTail: o.logTail(ctx, id),
+				Message: fmt.Sprintf("not ready after %s (state %s%s)", timeout, c.State.Status, healthSuffix(c))}
+			return res, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// judge decides a readiness wait from one inspection: done is false while
+// the Container may still become ready.
+func (o *containerOps) judge(c container.InspectResponse, restarts int) (rpc.WaitReadyResult, bool) {
+	st := c.State
+	switch {
+	case st == nil:
+		return rpc.WaitReadyResult{}, false
+	case o.ready.verdict(c) && settled(c) && !isHook(c):
+		return rpc.WaitReadyResult{Outcome: outcomeReady}, true
+	case st.Restarting || c.RestartCount > restarts:
+		return rpc.WaitReadyResult{Outcome: outcomeRestarting, ExitCode: st.ExitCode,
+			Message: fmt.Sprintf("restarting (restart count %d)", c.RestartCount)}, true
+	case st.Status == "exited" || st.Status == "dead":
+		return rpc.WaitReadyResult{Outcome: outcomeExited, ExitCode: st.ExitCode,
+			Message: fmt.Sprintf("exited with code %d%s", st.ExitCode, errSuffix(st.Error))}, true
+	case st.Health != nil && st.Health.Status == container.Unhealthy:
+		return rpc.WaitReadyResult{Outcome: outcomeUnhealthy, Message: "healthcheck reports unhealthy" + lastProbe(st.Health)}, true
+	}
+	return rpc.WaitReadyResult{}, false
+}
+
+// isHook reports whether c is a one-shot hook, whose wait ends only when
+// it exits (outcome exited; exit code 0 is success).
+func isHook(c container.InspectResponse) bool {
+	return c.Config != nil && c.Config.Labels[rpc.LabelKind] == "hook"
+}
+
+// settled reports whether a ready Container has run long enough for
+// wait_ready: readiness none counts only after noneSettle of running.
+func settled(c container.InspectResponse) bool {
+	if c.Config == nil || c.Config.Labels[rpc.LabelReadiness] != readinessNone {
+		return true
+	}
+	t, err := time.Parse(time.RFC3339Nano, c.State.StartedAt)
+	return err != nil || time.Since(t) >= noneSettle
+}
+
+func healthSuffix(c container.InspectResponse) string {
+	if c.State.Health != nil {
+		return ", health " + c.State.Health.Status
+	}
+	return ""
+}
+
+func errSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+func lastProbe(h *container.Health) string {
+	if len(h.Log) == 0 {
+		return ""
+	}
+	return ": " + strings.TrimSpace(h.Log[len(h.Log)-1].Output)
+}
+
+// logTail is the last lines of a Container's output as text, best effort.
+func (o *containerOps) logTail(ctx context.Context, id string) []string {
+	lines, err := o.logs(ctx, id, failureLogTail, 0)
+	if err != nil {
+		return []string{"(logs unavailable: " + err.Error() + ")"}
+	}
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, l.Text)
+	}
+	return out
+}
+
+func (o *containerOps) containerLogs(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ContainerLogsRequest
+	if err := rpc.Decode(rpc.CmdContainerLogs, raw, &req); err != nil {
+		return nil, err
+	}
+	if req.Tail < 0 {
+		return nil, rpc.InvalidField("tail", "%d is negative", req.Tail)
+	}
+	tail := req.Tail
+	if tail == 0 {
+		tail = 100
+	}
+	lines, err := o.logs(ctx, req.ID, tail, req.Since)
+	if err != nil {
+		return nil, err
+	}
+	return rpc.ContainerLogs{Lines: lines}, nil
+}
+
+// logs reads the last tail lines of stdout and stderr since a unix time.
+func (o *containerOps) logs(ctx context.Context, id string, tail int, since int64) ([]rpc.LogLine, error) {
+	c, err := o.inspect(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Tail: strconv.Itoa(tail)}
+	if since > 0 {
+		opts.Since = strconv.FormatInt(since, 10)
+	}
+	rc, err := o.docker.ContainerLogs(ctx, c.ID, opts)
+	if err != nil {
+		return nil, dockerErr(err, "logs of container %s", id)
+	}
+	defer rc.Close()
+	tty := c.Config != nil && c.Config.Tty
+	lines, err := parseLogs(rc, tty)
+	if err != nil {
+		return nil, fmt.Errorf("read logs of container %s: %w", id, err)
+	}
+	return lines, nil
+}
+
+// parseLogs demultiplexes Docker's log stream (8-byte frame headers unless
+// the Container has a TTY) into timestamped lines.
+func parseLogs(r io.Reader, tty bool) ([]rpc.LogLine, error) {
+	lines := []rpc.LogLine{}
+	if tty {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			lines = append(lines, logLine("stdout", sc.Text()))
+		}
+		return lines, sc.Err()
+	}
+	partial := map[string]*bytes.Buffer{"stdout": {}, "stderr": {}}
+	hdr := make([]byte, 8)
+	for {
+		if _, err := io.ReadFull(r, hdr); err == io.EOF {
+			break
+		} else if err != nil {
+			return lines, err
+		}
+		stream := "stdout"
+		if hdr[0] == 2 {
+			stream = "stderr"
+		}
+		size := binary.BigEndian.Uint32(hdr[4:])
+		buf := partial[stream]
+		if _, err := io.CopyN(buf, r, int64(size)); err != nil {
+			return lines, err
+		}
+		for {
+			i := bytes.IndexByte(buf.Bytes(), '\n')
+			if i < 0 {
+				break
+			}
+			lines = append(lines, logLine(stream, string(buf.Next(i + 1)[:i])))
+		}
+	}
+	for _, s := range []string{"stdout", "stderr"} {
+		if b := partial[s]; b.Len() > 0 {
+			lines = append(lines, logLine(s, b.String()))
+		}
+	}
+	return lines, nil
+}
+
+// logLine splits Docker's RFC 3339 timestamp prefix from the text.
+func logLine(stream, s string) rpc.LogLine {
+	l := rpc.LogLine{Stream: stream, Text: strings.TrimSuffix(s, "\r")}
+	if ts, text, ok := strings.Cut(s, " "); ok {
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			l.Time, l.Text = t.UnixNano(), strings.TrimSuffix(text, "\r")
+		}
+	}
+	return l
+}

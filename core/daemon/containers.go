@@ -1,0 +1,414 @@
+package daemon
+
+// Service Container commands (core/rpc/containers.go): the daemon admits
+// each creation against its own fresh facts and otherwise does only what
+// it is told. Docker is the only source of truth for what exists.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh/dockernet"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// localFacts are the Machine facts admission and observation read, fresh
+// on every call.
+type localFacts struct {
+	MachineID string
+	Name      string
+	Phase     machine.Phase
+	Labels    map[string]string
+	// DNS is the resolver Containers get (the Machine gateway), or empty.
+	DNS string
+}
+
+// containerOps serves the Service Container commands against one Docker.
+type containerOps struct {
+	log     hclog.Logger
+	docker  client.APIClient
+	network string // Docker network Containers join (default "ployz")
+	facts   func() localFacts
+	ready   *readiness
+
+	restoreMu   sync.Mutex
+	restoreDone bool
+}
+
+// containerConfig configures containerOps.
+type containerConfig struct {
+	Docker    client.APIClient
+	Network   string // default dockernet.DefaultName
+	NotifyDir string // default /run/ployz/notify
+	StatePath string // readiness verdicts; empty: not persisted
+	Facts     func() localFacts
+	Logger    hclog.Logger
+}
+
+func newContainerOps(c containerConfig) *containerOps {
+	if c.Network == "" {
+		c.Network = dockernet.DefaultName
+	}
+	if c.NotifyDir == "" {
+		c.NotifyDir = "/run/ployz/notify"
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts}
+	o.ready = newReadiness(c.Logger.Named("notify"), c.NotifyDir, c.StatePath, o.runningSince)
+	return o
+}
+
+// newContainers builds the daemon's containerOps from its config and record.
+func (d *Daemon) newContainers() *containerOps {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		d.log.Error("containers: docker client", "error", err)
+	}
+	var api client.APIClient
+	if cli != nil {
+		api = cli
+	}
+	return newContainerOps(containerConfig{Docker: api, NotifyDir: filepath.Join(d.cfg.RunDir, "notify"),
+		StatePath: filepath.Join(d.cfg.DataDir, "readiness.json"), Logger: d.log.Named("containers"),
+		Facts: func() localFacts {
+			rec := d.record()
+			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels}
+			if rec.Subnet.IsValid() {
+				f.DNS = rec.Subnet.Masked().Addr().Next().String()
+			}
+			return f
+		}})
+}
+
+// routes lists the Service Container routes.
+func (o *containerOps) routes() []rpc.Route {
+	avail := func() bool { return o.docker != nil }
+	return []rpc.Route{
+		{Command: rpc.CmdListContainers, Capability: rpc.CapListContainers, Handler: o.listContainers, Available: avail},
+		{Command: rpc.CmdCreateContainer, Capability: rpc.CapCreateContainer, Handler: o.createContainer, Available: avail},
+		{Command: rpc.CmdStartContainer, Capability: rpc.CapStartContainer, Handler: o.startContainer, Available: avail},
+		{Command: rpc.CmdWaitReady, Capability: rpc.CapWaitReady, Handler: o.waitReady, Available: avail},
+		{Command: rpc.CmdStopContainer, Capability: rpc.CapStopContainer, Handler: o.stopContainer, Available: avail},
+		{Command: rpc.CmdRemoveContainer, Capability: rpc.CapRemoveContainer, Handler: o.removeContainer, Available: avail},
+		{Command: rpc.CmdContainerLogs, Capability: rpc.CapContainerLogs, Handler: o.containerLogs, Available: avail},
+		{Command: rpc.CmdListImages, Capability: rpc.CapListImages, Handler: o.listImages, Available: avail},
+	}
+}
+
+// restore re-binds notify sockets of existing Containers, once per daemon
+// (retried by the next caller when Docker did not answer).
+func (o *containerOps) restore(ctx context.Context) {
+	o.restoreMu.Lock()
+	defer o.restoreMu.Unlock()
+	if o.restoreDone {
+		return
+	}
+	list, err := o.docker.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", rpc.LabelReadiness+"="+readinessNotify))})
+	if err != nil {
+		o.log.Warn("notify: restore: list containers", "error", err)
+		return
+	}
+	dirs, started := map[string]string{}, map[string]string{}
+	for _, c := range list {
+		for _, m := range c.Mounts {
+			if m.Destination == notifyMountTarget {
+				dirs[c.ID] = m.Source
+			}
+		}
+		if run, ok := o.runningSince(ctx, c.ID); ok {
+			started[c.ID] = run.StartedAt
+		}
+	}
+	o.ready.restore(dirs, started)
+	o.restoreDone = true
+}
+
+// runningSince describes Container id's current run when it is running.
+func (o *containerOps) runningSince(ctx context.Context, id string) (runInfo, bool) {
+	c, err := o.docker.ContainerInspect(ctx, id)
+	if err != nil || c.State == nil || !c.State.Running {
+		return runInfo{}, false
+	}
+	return runInfo{StartedAt: c.State.StartedAt, Pid: c.State.Pid}, true
+}
+
+// dockerErr maps a Docker error to an rpc error naming what failed.
+func dockerErr(err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return rpc.Errorf(rpc.CodeNotFound, "%s: %v", msg, err)
+	case cerrdefs.IsConflict(err):
+		return rpc.Errorf(rpc.CodeConflict, "%s: %v", msg, err)
+	case cerrdefs.IsInvalidArgument(err):
+		return rpc.Errorf(rpc.CodeInvalidArgument, "%s: %v", msg, err)
+	case client.IsErrConnectionFailed(err):
+		return rpc.Errorf(rpc.CodeUnavailable, "%s: docker: %v", msg, err)
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+// inspect finds a Container by ID or name, refusing an empty reference.
+func (o *containerOps) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	if id == "" {
+		return container.InspectResponse{}, rpc.InvalidField("id", "is empty")
+	}
+	c, err := o.docker.ContainerInspect(ctx, id)
+	if err != nil {
+		return c, dockerErr(err, "container %s", id)
+	}
+	return c, nil
+}
+
+// observe is a Container as this Machine sees it now.
+func (o *containerOps) observe(c container.InspectResponse, machineID string) rpc.ContainerObservation {
+	ob := rpc.ContainerObservation{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), MachineID: machineID, ImageID: c.Image,
+		Ready: o.ready.verdict(c), Health: "none"}
+	if c.Config != nil {
+		l := c.Config.Labels
+		ob.Namespace, ob.Service, ob.ServiceID = l[rpc.LabelNamespace], l[rpc.LabelService], l[rpc.LabelServiceID]
+		ob.Deployment, ob.SpecHash, ob.Image = l[rpc.LabelDeployment], l[rpc.LabelSpecHash], c.Config.Image
+		if s := l[rpc.LabelSpec]; s != "" {
+			var spec rpc.ContainerSpec
+			if json.Unmarshal([]byte(s), &spec) == nil {
+				ob.Spec = &spec
+			}
+		}
+		ob.Labels = maps.Clone(l)
+		delete(ob.Labels, rpc.LabelSpec)
+	}
+	if st := c.State; st != nil {
+		ob.State, ob.ExitCode = st.Status, st.ExitCode
+		if st.Health != nil && st.Health.Status != "" {
+			ob.Health = st.Health.Status
+		}
+	}
+	if c.NetworkSettings != nil {
+		if n := c.NetworkSettings.Networks[o.network]; n != nil {
+			ob.IP = n.IPAddress
+		}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
+		ob.CreatedAt = t.Unix()
+	}
+	return ob
+}
+
+func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ListContainersRequest
+	if err := rpc.Decode(rpc.CmdListContainers, raw, &req); err != nil {
+		return nil, err
+	}
+	o.restore(ctx)
+	f := o.facts()
+	label := rpc.LabelNamespace
+	if req.Namespace != "" {
+		label += "=" + req.Namespace
+	}
+	list, err := o.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label))})
+	if err != nil {
+		return nil, dockerErr(err, "list containers")
+	}
+	out := rpc.ContainerList{MachineID: f.MachineID, Containers: []rpc.ContainerObservation{}, Volumes: []string{}, Labels: f.Labels}
+	exist := map[string]bool{}
+	for _, s := range list {
+		exist[s.ID] = true
+		c, err := o.docker.ContainerInspect(ctx, s.ID)
+		if cerrdefs.IsNotFound(err) {
+			continue // removed since the listing
+		}
+		if err != nil {
+			return nil, dockerErr(err, "inspect container %s", short(s.ID))
+		}
+		out.Containers = append(out.Containers, o.observe(c, f.MachineID))
+	}
+	if req.Namespace == "" {
+		o.ready.prune(exist)
+	}
+	vols, err := o.docker.VolumeList(ctx, volume.ListOptions{})
+	if err != nil {
+		return nil, dockerErr(err, "list volumes")
+	}
+	for _, v := range vols.Volumes {
+		out.Volumes = append(out.Volumes, v.Name)
+	}
+	return out, nil
+}
+
+func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.CreateContainerRequest
+	if err := rpc.Decode(rpc.CmdCreateContainer, raw, &req); err != nil {
+		return nil, err
+	}
+	spec, err := validateSpec(req)
+	if err != nil {
+		return nil, err
+	}
+	o.restore(ctx)
+	f := o.facts()
+	if err := admit(spec, f); err != nil {
+		return nil, err
+	}
+	img, err := o.docker.ImageInspect(ctx, spec.Image)
+	if cerrdefs.IsNotFound(err) {
+		return nil, rpc.Errorf(rpc.CodeNotFound, "image %s is not on machine %s (push it with `ployz image push`)", spec.Image, f.Name).
+			With("image", spec.Image)
+	}
+	if err != nil {
+		return nil, dockerErr(err, "inspect image %s", spec.Image)
+	}
+	if spec.Readiness == readinessHealthcheck && spec.Healthcheck == nil &&
+		(img.Config == nil || img.Config.Healthcheck == nil || len(img.Config.Healthcheck.Test) == 0 || img.Config.Healthcheck.Test[0] == "NONE") {
+		return nil, rpc.InvalidField("spec.healthcheck", "readiness healthcheck needs a healthcheck, and image %s has none", spec.Image)
+	}
+	if err := o.ensureVolumes(ctx, spec); err != nil {
+		return nil, err
+	}
+	var ns *notifySock
+	notifyDir := ""
+	if spec.Readiness == readinessNotify {
+		if ns, err = o.ready.open(); err != nil {
+			return nil, err
+		}
+		notifyDir = ns.dir
+	}
+	dc := buildCreate(spec, o.network, f.DNS, notifyDir)
+	res, err := o.docker.ContainerCreate(ctx, dc.config, dc.host, dc.network, nil, req.Name)
+	if err != nil {
+		if ns != nil {
+			ns.close()
+		}
+		return nil, dockerErr(err, "create container %s", req.Name)
+	}
+	if ns != nil {
+		o.ready.attach(ns, res.ID)
+	}
+	for _, w := range res.Warnings {
+		o.log.Warn("create container", "name", req.Name, "warning", w)
+	}
+	o.log.Info("container created", "name", req.Name, "id", short(res.ID), "namespace", spec.Namespace, "service", spec.Service)
+	c, err := o.inspect(ctx, res.ID)
+	if err != nil {
+		return nil, err
+	}
+	return o.observe(c, f.MachineID), nil
+}
+
+// ensureVolumes creates the spec's named volumes missing on this Machine.
+func (o *containerOps) ensureVolumes(ctx context.Context, spec rpc.ContainerSpec) error {
+	for _, m := range spec.Mounts {
+		if m.Type != "volume" {
+			continue
+		}
+		_, err := o.docker.VolumeInspect(ctx, m.Source)
+		if err == nil {
+			continue
+		}
+		if !cerrdefs.IsNotFound(err) {
+			return dockerErr(err, "inspect volume %s", m.Source)
+		}
+		if _, err := o.docker.VolumeCreate(ctx, volume.CreateOptions{Name: m.Source,
+			Labels: map[string]string{rpc.LabelNamespace: spec.Namespace}}); err != nil {
+			return dockerErr(err, "create volume %s", m.Source)
+		}
+		o.log.Info("volume created", "volume", m.Source, "namespace", spec.Namespace)
+	}
+	return nil
+}
+
+func (o *containerOps) startContainer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ContainerRef
+	if err := rpc.Decode(rpc.CmdStartContainer, raw, &req); err != nil {
+		return nil, err
+	}
+	o.restore(ctx)
+	c, err := o.inspect(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.docker.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return nil, dockerErr(err, "start container %s", req.ID)
+	}
+	return o.observeID(ctx, c.ID)
+}
+
+func (o *containerOps) stopContainer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.StopContainerRequest
+	if err := rpc.Decode(rpc.CmdStopContainer, raw, &req); err != nil {
+		return nil, err
+	}
+	if req.GracePeriodSeconds < 0 {
+		return nil, rpc.InvalidField("grace_period_seconds", "%d is negative", req.GracePeriodSeconds)
+	}
+	c, err := o.inspect(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	opts := container.StopOptions{}
+	if req.GracePeriodSeconds > 0 {
+		opts.Timeout = &req.GracePeriodSeconds
+	}
+	if err := o.docker.ContainerStop(ctx, c.ID, opts); err != nil {
+		return nil, dockerErr(err, "stop container %s", req.ID)
+	}
+	return o.observeID(ctx, c.ID)
+}
+
+func (o *containerOps) removeContainer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.RemoveContainerRequest
+	if err := rpc.Decode(rpc.CmdRemoveContainer, raw, &req); err != nil {
+		return nil, err
+	}
+	c, err := o.inspect(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: req.Force}); err != nil {
+		return nil, dockerErr(err, "remove container %s", req.ID)
+	}
+	o.ready.forget(c.ID)
+	o.log.Info("container removed", "name", strings.TrimPrefix(c.Name, "/"), "id", short(c.ID))
+	return map[string]string{"removed": c.ID}, nil
+}
+
+func (o *containerOps) observeID(ctx context.Context, id string) (rpc.ContainerObservation, error) {
+	c, err := o.inspect(ctx, id)
+	if err != nil {
+		return rpc.ContainerObservation{}, err
+	}
+	return o.observe(c, o.facts().MachineID), nil
+}
+
+func (o *containerOps) listImages(ctx context.Context, _ json.RawMessage) (any, error) {
+	list, err := o.docker.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, dockerErr(err, "list images")
+	}
+	out := rpc.ImageList{Images: []rpc.ImageInfo{}}
+	for _, i := range list {
+		tags := i.RepoTags
+		if tags == nil {
+			tags = []string{}
+		}
+		out.Images = append(out.Images, rpc.ImageInfo{ID: i.ID, Tags: tags, Size: i.Size})
+	}
+	return out, nil
+}

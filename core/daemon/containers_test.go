@@ -1,0 +1,306 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+func TestContainerLifecycleReadinessNone(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	spec := to.spec("web", map[string]string{"MESSAGE": "secret-value"})
+	spec.Ports = []rpc.PortSpec{{ContainerPort: 8080}}
+	spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: to.namespace + "-data", Target: "/data"}}
+	spec.Labels = map[string]string{"team": "a"}
+	id := to.createStart(t, "web", spec)
+
+	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	if res.Outcome != outcomeReady {
+		t.Fatalf("wait_ready: %+v", res)
+	}
+	list := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	if len(list.Containers) != 1 {
+		t.Fatalf("list: %d containers, want 1", len(list.Containers))
+	}
+	ob := list.Containers[0]
+	if !ob.Ready || ob.State != "running" || ob.IP == "" || ob.Service != "web" || ob.ServiceID != "sid-web" ||
+		ob.Deployment != "dep1" || ob.SpecHash != "hash1" || ob.MachineID != "m-test" || ob.Labels["team"] != "a" {
+		t.Fatalf("observation: %+v", ob)
+	}
+	if ob.Spec == nil || ob.Spec.Env["MESSAGE"] != redacted || ob.Spec.Readiness != readinessNone {
+		t.Fatalf("spec label: %+v (env values must be redacted)", ob.Spec)
+	}
+	if !slices.Contains(list.Volumes, to.namespace+"-data") || list.Labels["zone"] != "a" {
+		t.Fatalf("list volumes %v labels %v", list.Volumes, list.Labels)
+	}
+	in, err := to.cli.ContainerInspect(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(in.HostConfig.RestartPolicy.Name) != "unless-stopped" || !slices.Equal(in.HostConfig.DNS, []string{to.facts.DNS}) {
+		t.Fatalf("restart %q dns %v", in.HostConfig.RestartPolicy.Name, in.HostConfig.DNS)
+	}
+	// The published row carries names only.
+	body := serviceContainerBody(ob, in)
+	if !body.Ready || body.Namespace != to.namespace || !slices.Contains(body.EnvNames, "MESSAGE") {
+		t.Fatalf("row: %+v", body)
+	}
+
+	st := must[rpc.ContainerObservation](t, to.stopContainer, rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	if st.State != "exited" || st.Ready {
+		t.Fatalf("after stop: %+v", st)
+	}
+	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: id, Force: true})
+	list = must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	if len(list.Containers) != 0 {
+		t.Fatalf("after remove: %+v", list.Containers)
+	}
+	if _, err := call[rpc.ContainerObservation](t, to.startContainer, rpc.ContainerRef{ID: id}); rpcCode(err) != rpc.CodeNotFound {
+		t.Fatalf("start of a removed container: %v, want not_found", err)
+	}
+}
+
+func TestReadinessHealthcheck(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	spec := to.spec("hc", map[string]string{"READY_DELAY": "2s"})
+	spec.Healthcheck = &rpc.Healthcheck{Test: []string{"CMD", "/testapp", "healthcheck"}, IntervalMS: 300, TimeoutMS: 2000, Retries: 20}
+	start := time.Now()
+	id := to.createStart(t, "hc", spec)
+	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 20})
+	if res.Outcome != outcomeReady {
+		t.Fatalf("wait_ready: %+v", res)
+	}
+	if el := time.Since(start); el < 2*time.Second {
+		t.Fatalf("ready after %s, before READY_DELAY", el)
+	}
+	ob := must[rpc.ContainerObservation](t, to.stopContainer, rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	if ob.Ready {
+		t.Fatal("a stopped Container is ready")
+	}
+}
+
+func TestReadinessNotify(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	spec := to.spec("nt", map[string]string{"READY_DELAY": "3s"})
+	spec.Readiness = readinessNotify
+	id := to.createStart(t, "nt", spec)
+	in, _ := to.cli.ContainerInspect(context.Background(), id)
+	var dir string
+	for _, m := range in.Mounts {
+		if m.Destination == notifyMountTarget {
+			dir = m.Source
+		}
+	}
+	if dir == "" || filepath.Dir(dir) != to.cfg.NotifyDir {
+		t.Fatalf("notify mount %q not under %s", dir, to.cfg.NotifyDir)
+	}
+	// A process outside the Container (this test) cannot make it ready.
+	if err := sendNotify(t, &notifySock{dir: dir}, "READY=1"); err != nil {
+		t.Fatalf("send from outside: %v", err)
+	}
+
+	// Not ready before its delay.
+	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 1})
+	if res.Outcome != outcomeTimeout {
+		t.Fatalf("wait_ready before READY_DELAY: %+v, want timeout", res)
+	}
+	res = must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
+	if res.Outcome != outcomeReady {
+		t.Fatalf("wait_ready: %+v", res)
+	}
+
+	// A restarted daemon re-binds the socket and keeps the verdict of the same run.
+	again := newContainerOps(to.cfg)
+	again.restore(context.Background())
+	ob, err := again.observeID(context.Background(), id)
+	if err != nil || !ob.Ready {
+		t.Fatalf("after daemon restart: ready=%v err=%v", ob.Ready, err)
+	}
+
+	// Stop withdraws readiness; the next run must notify again.
+	must[rpc.ContainerObservation](t, again.stopContainer, rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	must[rpc.ContainerObservation](t, again.startContainer, rpc.ContainerRef{ID: id})
+	if ob, _ := again.observeID(context.Background(), id); ob.Ready {
+		t.Fatal("ready at once after a restart, before the new run notified")
+	}
+	res = must[rpc.WaitReadyResult](t, again.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
+	if res.Outcome != outcomeReady {
+		t.Fatalf("wait_ready after restart: %+v", res)
+	}
+
+	// Remove closes the socket and removes its directory.
+	must[map[string]string](t, again.removeContainer, rpc.RemoveContainerRequest{ID: id, Force: true})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("notify dir %s after remove: %v", dir, err)
+	}
+}
+
+func TestWaitReadyCrash(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	env := map[string]string{"CRASH_ON_START": "1", "EXIT_CODE": "3"}
+	spec := to.spec("crash", env)
+	spec.Restart = "no"
+	id := to.createStart(t, "crash", spec)
+	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	if res.Outcome != outcomeExited || res.ExitCode != 3 || !strings.Contains(strings.Join(res.LogTail, "\n"), "crashing on start") {
+		t.Fatalf("crash: %+v", res)
+	}
+
+	// With the default restart policy the crash shows as a restart loop.
+	id = to.createStart(t, "loop", to.spec("loop", env))
+	res = must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	if res.Outcome != outcomeRestarting || res.ExitCode != 3 || len(res.LogTail) == 0 {
+		t.Fatalf("restart loop: %+v", res)
+	}
+}
+
+func TestWaitReadyHook(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	spec := to.spec("hook", map[string]string{"EXIT_AFTER": "1500ms", "EXIT_CODE": "0"})
+	spec.Kind = "hook"
+	id := to.createStart(t, "hook", spec)
+	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	if res.Outcome != outcomeExited || res.ExitCode != 0 {
+		t.Fatalf("hook: %+v, want exited 0", res)
+	}
+	in, err := to.cli.ContainerInspect(context.Background(), id)
+	if err != nil || in.HostConfig.RestartPolicy.Name != "no" {
+		t.Fatalf("hook restart policy %q (%v), want no", in.HostConfig.RestartPolicy.Name, err)
+	}
+}
+
+func TestAdmissionRefusals(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	vol := to.namespace + "-refused"
+	withVol := func(s rpc.ContainerSpec) rpc.ContainerSpec {
+		s.Mounts = []rpc.MountSpec{{Type: "volume", Source: vol, Target: "/data"}}
+		return s
+	}
+	s := withVol(to.spec("a", nil))
+	s.Constraints = []rpc.Constraint{{Label: "zone", Op: "==", Value: "b"}}
+	_, err := call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("a"), Spec: s})
+	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "constraint") != "zone==b" {
+		t.Fatalf("constraint: %v", err)
+	}
+	s = withVol(to.spec("b", nil))
+	s.Image = "ployz-no-such-image:" + to.namespace
+	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("b"), Spec: s})
+	if rpcCode(err) != rpc.CodeNotFound || rpcDetail(err, "image") != s.Image {
+		t.Fatalf("missing image: %v", err)
+	}
+	to.facts.Phase = machine.Joining
+	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("c"), Spec: withVol(to.spec("c", nil))})
+	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "phase") != "joining" {
+		t.Fatalf("phase: %v", err)
+	}
+	list := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	if len(list.Containers) != 0 || slices.Contains(list.Volumes, vol) {
+		t.Fatalf("a refusal created something: %+v volumes %v", list.Containers, list.Volumes)
+	}
+	entries, _ := os.ReadDir(to.cfg.NotifyDir)
+	if len(entries) != 0 {
+		t.Fatalf("a refusal left notify dirs: %v", entries)
+	}
+}
+
+func TestCreateRefusesBadFields(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	cases := []struct {
+		field string
+		edit  func(*rpc.CreateContainerRequest)
+	}{
+		{"name", func(r *rpc.CreateContainerRequest) { r.Name = "bad name" }},
+		{"spec.image", func(r *rpc.CreateContainerRequest) { r.Spec.Image = "" }},
+		{"spec.ports[0].container_port", func(r *rpc.CreateContainerRequest) { r.Spec.Ports = []rpc.PortSpec{{ContainerPort: 0}} }},
+		{"spec.ports[1].protocol", func(r *rpc.CreateContainerRequest) {
+			r.Spec.Ports = []rpc.PortSpec{{ContainerPort: 80}, {ContainerPort: 81, Protocol: "sctp"}}
+		}},
+		{"spec.mounts[0].target", func(r *rpc.CreateContainerRequest) { r.Spec.Mounts = []rpc.MountSpec{{Type: "tmpfs", Target: "rel"}} }},
+		{"spec.mounts[0].type", func(r *rpc.CreateContainerRequest) { r.Spec.Mounts = []rpc.MountSpec{{Type: "nfs", Target: "/x"}} }},
+		{"spec.readiness", func(r *rpc.CreateContainerRequest) { r.Spec.Readiness = "eventually" }},
+		{"spec.restart", func(r *rpc.CreateContainerRequest) { r.Spec.Restart = "sometimes" }},
+		{"spec.healthcheck.test", func(r *rpc.CreateContainerRequest) { r.Spec.Healthcheck = &rpc.Healthcheck{Test: []string{"curl"}} }},
+		{"spec.healthcheck", func(r *rpc.CreateContainerRequest) { r.Spec.Readiness = readinessHealthcheck }},
+		{"spec.constraints[0].op", func(r *rpc.CreateContainerRequest) { r.Spec.Constraints = []rpc.Constraint{{Label: "a", Op: "~"}} }},
+		{"spec.labels", func(r *rpc.CreateContainerRequest) { r.Spec.Labels = map[string]string{rpc.LabelService: "x"} }},
+		{"spec.memory_bytes", func(r *rpc.CreateContainerRequest) { r.Spec.MemoryBytes = -1 }},
+	}
+	for _, c := range cases {
+		req := rpc.CreateContainerRequest{Name: to.name("bad"), Spec: to.spec("bad", nil)}
+		c.edit(&req)
+		_, err := call[rpc.ContainerObservation](t, to.createContainer, req)
+		if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != c.field {
+			t.Errorf("%s: got %v (field %v)", c.field, err, rpcDetail(err, "field"))
+		}
+	}
+	if _, err := call[rpc.ContainerObservation](t, to.createContainer, json.RawMessage(`{"spec":{"ports":"x"}}`)); rpcCode(err) != rpc.CodeInvalidArgument {
+		t.Errorf("malformed payload: %v", err)
+	}
+	list := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	if len(list.Containers) != 0 {
+		t.Fatalf("a refused spec created %d containers", len(list.Containers))
+	}
+}
+
+func TestContainerLogsAndImages(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	spec := to.spec("logs", map[string]string{"READY_DELAY": "100ms"})
+	id := to.createStart(t, "logs", spec)
+	deadline := time.Now().Add(10 * time.Second)
+	var logs rpc.ContainerLogs
+	for time.Now().Before(deadline) {
+		logs = must[rpc.ContainerLogs](t, to.containerLogs, rpc.ContainerLogsRequest{ID: id})
+		if len(logs.Lines) >= 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(logs.Lines) < 2 || !strings.HasPrefix(logs.Lines[0].Text, "testapp: listening") ||
+		logs.Lines[0].Stream != "stdout" || logs.Lines[0].Time == 0 || logs.Lines[1].Text != "testapp: ready" {
+		t.Fatalf("logs: %+v", logs.Lines)
+	}
+	tail := must[rpc.ContainerLogs](t, to.containerLogs, rpc.ContainerLogsRequest{ID: id, Tail: 1})
+	if len(tail.Lines) != 1 || tail.Lines[0].Text != "testapp: ready" {
+		t.Fatalf("tail 1: %+v", tail.Lines)
+	}
+	imgs := must[rpc.ImageList](t, to.listImages, nil)
+	if !slices.ContainsFunc(imgs.Images, func(i rpc.ImageInfo) bool { return slices.Contains(i.Tags, to.image) }) {
+		t.Fatalf("list_images lacks %s", to.image)
+	}
+}
+
+func TestRoutesServeContainerCommands(t *testing.T) {
+	d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: t.TempDir()}, log: hclog.NewNullLogger()}
+	d.rec = machine.Record{ID: "m1", Phase: machine.Participating, Subnet: netip.MustParsePrefix("10.210.3.0/24")}
+	d.rpc = rpc.NewServer(rpc.Options{})
+	d.routes()
+	caps := d.rpc.Capabilities()
+	for _, c := range []string{rpc.CapListContainers, rpc.CapCreateContainer, rpc.CapStartContainer, rpc.CapWaitReady,
+		rpc.CapStopContainer, rpc.CapRemoveContainer, rpc.CapContainerLogs, rpc.CapListImages} {
+		if !slices.Contains(caps, c) {
+			t.Errorf("capability %s not served", c)
+		}
+	}
+	if f := d.ctrs.facts(); f.DNS != "10.210.3.1" || f.Phase != machine.Participating || d.ctrs.network != "ployz" {
+		t.Errorf("facts %+v network %s", f, d.ctrs.network)
+	}
+}

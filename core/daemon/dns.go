@@ -1,0 +1,202 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ployz/ployz/core/dns"
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh"
+)
+
+// Internal DNS runs under a runtime unit the daemon writes; the daemon is
+// the only writer of the unit and of its spec, and never stops it outside
+// a reset (DESIGN.md, "Serving outlives the daemon").
+const (
+	DNSUnit       = "ployz-dns.service"
+	DNSUnitPath   = "/run/systemd/system/" + DNSUnit
+	DNSBinary     = "/usr/local/bin/ployz-dns"
+	resolvConf    = "/etc/resolv.conf"
+	dnsSpecName   = "dns.json"
+	dnsRetryEvery = 5 * time.Second
+)
+
+func (d *Daemon) dnsSpecPath() string { return filepath.Join(d.cfg.RunDir, dnsSpecName) }
+
+// dnsLoop publishes the DNS spec and unit once this Machine participates
+// (a joining Machine waits), retrying until both are in place.
+func (d *Daemon) dnsLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		if d.record().Phase == machine.Participating {
+			err := d.ensureDNS(ctx)
+			if err == nil {
+				return
+			}
+			d.log.Warn("internal dns not converged; retrying", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(dnsRetryEvery):
+		}
+	}
+}
+
+// ensureDNS writes dns.json and the unit when they differ from what this
+// Machine's record derives, reloads systemd after a unit change, and starts
+// the unit (restarting it when the unit changed, e.g. onto a new binary).
+// It runs after the store answered, so DNS moves to new software only once
+// its store is ready.
+func (d *Daemon) ensureDNS(ctx context.Context) error {
+	spec, err := d.dnsSpec()
+	if err != nil {
+		return err
+	}
+	if _, err := dns.ParseSpec(spec); err != nil {
+		return fmt.Errorf("derived %w", err) // never publish what the plugin would refuse
+	}
+	if _, err := writeIfChanged(d.dnsSpecPath(), spec); err != nil {
+		return fmt.Errorf("write %s: %w", d.dnsSpecPath(), err)
+	}
+	unitChanged, err := writeIfChanged(DNSUnitPath, []byte(dnsUnitFile(d.dnsSpecPath(), binaryDigest(DNSBinary))))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", DNSUnitPath, err)
+	}
+	if unitChanged {
+		if err := d.cfg.Units.Reload(ctx); err != nil {
+			return err
+		}
+		d.log.Info("internal dns unit written; restarting it", "unit", DNSUnit)
+		return d.cfg.Units.Restart(ctx, DNSUnit)
+	}
+	return d.cfg.Units.Start(ctx, DNSUnit)
+}
+
+// stopDNS is the reset path: stop the unit, remove it and the spec.
+func (d *Daemon) stopDNS(ctx context.Context) {
+	if err := d.cfg.Units.Stop(ctx, DNSUnit); err != nil {
+		d.log.Warn("reset: stop internal dns", "error", err)
+	}
+	for _, p := range []string{d.dnsSpecPath(), DNSUnitPath} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("reset: remove", "path", p, "error", err)
+		}
+	}
+	if err := d.cfg.Units.Reload(ctx); err != nil {
+		d.log.Warn("reset: systemd reload", "error", err)
+	}
+}
+
+// dnsSpec derives dns.json from the Machine record and /etc/resolv.conf.
+func (d *Daemon) dnsSpec() ([]byte, error) {
+	rec := d.record()
+	gw, err := mesh.Gateway(rec.Subnet)
+	if err != nil {
+		return nil, fmt.Errorf("dns spec: field \"listen\": %w", err)
+	}
+	ups, err := readUpstreams(resolvConf)
+	if err != nil {
+		d.log.Warn("no upstream resolvers; only internal names will resolve", "error", err)
+	}
+	spec := dns.Spec{
+		Machine:        rec.ID,
+		Listen:         netip.AddrPortFrom(gw, 53).String(),
+		Subnet:         rec.Subnet.Masked().String(),
+		Upstreams:      ups,
+		StoreAPI:       "127.0.0.1:" + strconv.Itoa(StoreAPIPort),
+		StoreTokenFile: filepath.Join(d.cfg.DataDir, "store", "token"),
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	return append(b, '\n'), err
+}
+
+// readUpstreams returns resolv.conf's nameservers as ip:53, leaving out
+// loopback stub resolvers (127.0.0.53, Docker's 127.0.0.11) unless they are
+// all there is.
+func readUpstreams(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseResolvConf(f), nil
+}
+
+func parseResolvConf(r io.Reader) []string {
+	var all, remote []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(strings.SplitN(f[1], "%", 2)[0])
+		if err != nil {
+			continue
+		}
+		s := netip.AddrPortFrom(a, 53).String()
+		all = append(all, s)
+		if !a.IsLoopback() {
+			remote = append(remote, s)
+		}
+	}
+	if len(remote) > 0 {
+		return remote
+	}
+	return all
+}
+
+// dnsUnitFile is the runtime unit. The binary's digest is part of it, so a
+// new binary changes the unit and the daemon restarts DNS onto it.
+func dnsUnitFile(specPath, digest string) string {
+	return `# Written by ployzd; do not edit. Internal DNS outlives ployzd; only a reset stops it.
+[Unit]
+Description=Ployz Internal DNS
+After=network-online.target docker.service
+StartLimitIntervalSec=0
+
+[Service]
+Type=notify
+NotifyAccess=main
+Environment=PLOYZ_DNS_BINARY_SHA256=` + digest + `
+ExecStart=` + DNSBinary + ` serve-dns --spec ` + specPath + `
+Restart=always
+RestartSec=500ms
+RestartPreventExitStatus=78
+FileDescriptorStoreMax=4
+TimeoutStopSec=10s
+`
+}
+
+func binaryDigest(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "missing"
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "unreadable"
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// writeIfChanged writes b atomically unless path already holds it.
+func writeIfChanged(path string, b []byte) (bool, error) {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+		return false, nil
+	}
+	return true, machine.WriteFileAtomic(path, b, 0o644)
+}

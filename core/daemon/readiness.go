@@ -1,0 +1,370 @@
+package daemon
+
+// Readiness notification (readiness "notify"), after sd_notify(3).
+//
+// Each notify Container gets its own unix datagram socket, created by the
+// daemon before the Container exists, in a fresh directory
+// <notifyDir>/<random>/notify.sock that is bind-mounted into the Container
+// at /run/ployz-notify; NOTIFY_SOCKET points there. The socket IS the
+// Container's identity: a datagram on it can only be about that Container,
+// and the socket is closed and its directory removed with the Container, so
+// an older or removed Container can never mark anything ready.
+//
+// A Container is ready for one run: the first datagram holding a line
+// READY=1 while the Container is running records that run's StartedAt.
+// Repeats in the same run are ignored. Ready holds only while the Container
+// is running with that same StartedAt, so an exit or a Docker restart
+// withdraws readiness, and the restarted process must notify again.
+//
+// Restart of the daemon: the verdicts are written atomically to
+// <DataDir>/readiness.json on every change. On start the daemon re-binds a
+// fresh socket in every notify Container's directory (found from its bind
+// mount) and keeps a saved verdict only when the Container still runs with
+// the recorded StartedAt. A notification sent while no daemon was running
+// is lost: that run stays not ready until the Container restarts and
+// notifies again.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Where the notify socket appears inside a Container.
+const (
+	notifyMountTarget = "/run/ployz-notify"
+	notifySocketName  = "notify.sock"
+)
+
+// readiness holds the notify sockets and the notify verdicts of this
+// Machine's Containers. Verdicts for healthcheck and none come from Docker.
+type readiness struct {
+	log       hclog.Logger
+	dir       string // host directory of the per-Container socket directories
+	statePath string
+	// running describes a Container's current run when it is running.
+	running func(ctx context.Context, id string) (runInfo, bool)
+	changed chan struct{}
+
+	mu    sync.Mutex
+	socks map[string]*notifySock // by Container ID
+	ready map[string]string      // Container ID -> StartedAt of the ready run
+}
+
+// notifySock is one Container's socket.
+type notifySock struct {
+	dir  string
+	conn *net.UnixConn
+	mu   sync.Mutex
+	id   string // the Container it belongs to; empty until created
+}
+
+func (n *notifySock) owner() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.id
+}
+
+func (n *notifySock) close() {
+	n.conn.Close()
+	os.RemoveAll(n.dir) //nolint:errcheck // best effort: restore removes orphans
+}
+
+// runInfo identifies one run of a Container.
+type runInfo struct {
+	StartedAt string
+	Pid       int // main process, in Docker's pid namespace
+}
+
+func newReadiness(log hclog.Logger, dir, statePath string, running func(context.Context, string) (runInfo, bool)) *readiness {
+	return &readiness{log: log, dir: dir, statePath: statePath, running: running, changed: make(chan struct{}, 1),
+		socks: map[string]*notifySock{}, ready: map[string]string{}}
+}
+
+// open binds a socket in a fresh directory for a Container about to be
+// created and starts reading it.
+func (r *readiness) open() (*notifySock, error) {
+	b := make([]byte, 8)
+	rand.Read(b) //nolint:errcheck // never fails
+	return r.bind(filepath.Join(r.dir, hex.EncodeToString(b)))
+}
+
+func (r *readiness) bind(dir string) (*notifySock, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("notify socket directory: %w", err)
+	}
+	path := filepath.Join(dir, notifySocketName)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("notify socket: %w", err)
+	}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("notify socket %s: %w", path, err)
+	}
+	// Any user inside the Container may notify.
+	if err := os.Chmod(path, 0o666); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("notify socket: %w", err)
+	}
+	if raw, err := conn.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) { //nolint:errcheck // credentials are diagnostic only
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1) //nolint:errcheck // diagnostic
+		})
+	}
+	n := &notifySock{dir: dir, conn: conn}
+	go r.read(n)
+	return n, nil
+}
+
+// attach makes n the socket of Container id.
+func (r *readiness) attach(n *notifySock, id string) {
+	n.mu.Lock()
+	n.id = id
+	n.mu.Unlock()
+	r.mu.Lock()
+	old := r.socks[id]
+	r.socks[id] = n
+	r.mu.Unlock()
+	if old != nil && old != n {
+		old.conn.Close()
+	}
+}
+
+func (r *readiness) read(n *notifySock) {
+	buf := make([]byte, 4096)
+	oob := make([]byte, 128)
+	for {
+		nb, no, _, _, err := n.conn.ReadMsgUnix(buf, oob)
+		if err != nil {
+			return // closed with its Container
+		}
+		if !hasReady(buf[:nb]) {
+			continue
+		}
+		id := n.owner()
+		if id == "" {
+			r.log.Warn("notify: READY=1 before its Container exists; ignored", "dir", n.dir)
+			continue
+		}
+		r.notified(n, id, senderPID(oob[:no]))
+	}
+}
+
+// hasReady reports whether a datagram holds a line READY=1.
+func hasReady(b []byte) bool {
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) == "READY=1" {
+			return true
+		}
+	}
+	return false
+}
+
+func senderPID(oob []byte) int32 {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if c, err := syscall.ParseUnixCredentials(&m); err == nil {
+			return c.Pid
+		}
+	}
+	return 0
+}
+
+// notified records READY=1 from Container id's own socket n: the first one
+// of a running run counts, anything else is ignored.
+func (r *readiness) notified(n *notifySock, id string, pid int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	run, ok := r.running(ctx, id)
+	started := run.StartedAt
+	if ok && foreignSender(pid, run.Pid, id) {
+		r.log.Warn("notify: READY=1 from a process outside its Container; ignored", "container", short(id), "pid", pid)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.socks[id] != n:
+		r.log.Warn("notify: READY=1 on a socket no longer serving its Container; ignored", "container", short(id), "pid", pid)
+		return
+	case !ok:
+		r.log.Info("notify: READY=1 from a Container that is not running; ignored", "container", short(id), "pid", pid)
+		return
+	case r.ready[id] == started:
+		r.log.Debug("notify: repeated READY=1 ignored", "container", short(id), "pid", pid)
+		return
+	}
+	r.ready[id] = started
+	r.log.Info("notify: Container ready", "container", short(id), "pid", pid)
+	r.saveLocked()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// foreignSender reports whether pid is positively outside Container id:
+// its cgroups do not name the Container while the Container's main
+// process's do. When either cannot be read (another pid namespace, a
+// sender already gone), the per-Container socket is the identity.
+func foreignSender(pid int32, mainPid int, id string) bool {
+	if pid <= 0 || mainPid <= 0 || id == "" {
+		return false
+	}
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", mainPid))
+	if err != nil || !strings.Contains(string(own), id) {
+		return false
+	}
+	snd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return err == nil && !strings.Contains(string(snd), id)
+}
+
+// isReady reports whether Container id notified during the run that
+// started at startedAt.
+func (r *readiness) isReady(id, startedAt string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.ready[id]
+	return ok && s == startedAt
+}
+
+// forget closes Container id's socket and drops its verdict.
+func (r *readiness) forget(id string) {
+	r.mu.Lock()
+	n := r.socks[id]
+	delete(r.socks, id)
+	_, had := r.ready[id]
+	delete(r.ready, id)
+	if had {
+		r.saveLocked()
+	}
+	r.mu.Unlock()
+	if n != nil {
+		n.close()
+	}
+}
+
+// prune forgets every Container not in exist.
+func (r *readiness) prune(exist map[string]bool) {
+	r.mu.Lock()
+	var gone []string
+	for id := range r.socks {
+		if !exist[id] {
+			gone = append(gone, id)
+		}
+	}
+	for id := range r.ready {
+		if !exist[id] {
+			gone = append(gone, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range gone {
+		r.forget(id)
+	}
+}
+
+type readinessState struct {
+	// Ready maps a Container ID to the StartedAt of its ready run.
+	Ready map[string]string `json:"ready"`
+}
+
+func (r *readiness) saveLocked() {
+	if r.statePath == "" {
+		return
+	}
+	b, _ := json.Marshal(readinessState{Ready: r.ready})
+	if err := machine.WriteFileAtomic(r.statePath, b, 0o600); err != nil {
+		r.log.Warn("notify: save readiness state", "error", err)
+	}
+}
+
+// restore re-binds the sockets of existing notify Containers (dirs maps a
+// Container ID to its socket directory; started to its StartedAt when
+// running) and keeps saved verdicts still valid. Directories under the
+// notify dir that no Container uses are removed.
+func (r *readiness) restore(dirs, started map[string]string) {
+	var saved readinessState
+	if b, err := os.ReadFile(r.statePath); err == nil {
+		if err := json.Unmarshal(b, &saved); err != nil {
+			r.log.Warn("notify: readiness state unreadable; starting empty", "error", err)
+		}
+	}
+	for id, dir := range dirs {
+		if filepath.Dir(dir) != filepath.Clean(r.dir) {
+			r.log.Warn("notify: socket directory outside the notify dir; not served", "container", short(id), "dir", dir)
+			continue
+		}
+		n, err := r.bind(dir)
+		if err != nil {
+			r.log.Warn("notify: rebind", "container", short(id), "error", err)
+			continue
+		}
+		r.attach(n, id)
+	}
+	r.mu.Lock()
+	for id, s := range saved.Ready {
+		if st, ok := started[id]; ok && st == s {
+			r.ready[id] = s
+		}
+	}
+	r.saveLocked()
+	r.mu.Unlock()
+	used := map[string]bool{}
+	for _, d := range dirs {
+		used[filepath.Base(d)] = true
+	}
+	entries, _ := os.ReadDir(r.dir)
+	for _, e := range entries {
+		if e.IsDir() && !used[e.Name()] && len(e.Name()) == 16 {
+			os.RemoveAll(filepath.Join(r.dir, e.Name())) //nolint:errcheck // best effort
+		}
+	}
+}
+
+// verdict is the Ready verdict for an inspected Container: running and
+// past its readiness gate.
+func (r *readiness) verdict(c container.InspectResponse) bool {
+	st := c.State
+	if st == nil || !st.Running || st.Restarting || st.Paused {
+		return false
+	}
+	mode := ""
+	if c.Config != nil {
+		mode = c.Config.Labels[rpc.LabelReadiness]
+	}
+	switch mode {
+	case readinessNotify:
+		return r.isReady(c.ID, st.StartedAt)
+	case readinessNone:
+		return true
+	default:
+		return st.Health == nil || st.Health.Status == container.Healthy
+	}
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

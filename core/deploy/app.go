@@ -1,0 +1,119 @@
+// Package deploy is the client-side Deploy engine (DESIGN.md bets 3, 4,
+// 8, 10): it turns a compose.yaml into a Deploy Intent, observes every
+// Machine's Service Containers into a Snapshot, plans rows against that
+// Snapshot and executes the confirmed rows one daemon call at a time,
+// reporting completed, failed and never-attempted steps.
+//
+// Nothing here runs after its command returns; a rerun plans again from
+// what the Machines show.
+package deploy
+
+import (
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// App is a Deploy Intent: the complete declaration of one project in one
+// environment, derived from one Saved State revision. A field left out of
+// the compose file is a choice removed.
+type App struct {
+	Project     string    `json:"project"`
+	Environment string    `json:"environment"`
+	Services    []Service `json:"services"` // dependency order, then name
+	// Warnings name unsupported compose keys and other things ignored.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Namespace is <project>-<environment>, the ployz.namespace label value.
+func (a App) Namespace() string { return Namespace(a.Project, a.Environment) }
+
+// Namespace joins a project and environment into a namespace.
+func Namespace(project, environment string) string { return project + "-" + environment }
+
+// Service modes.
+const (
+	ModeReplicated = "replicated"
+	ModeGlobal     = "global"
+)
+
+// Service is one declared Service.
+type Service struct {
+	Name string `json:"name"`
+	// Mode is replicated (Replicas Containers spread over eligible
+	// Machines) or global (one per eligible Machine).
+	Mode     string `json:"mode"`
+	Replicas int    `json:"replicas"`
+	// Spec is the Container template: Namespace, Service, Image and the
+	// rest are set; ServiceID, DeploymentID and SpecHash are per deploy.
+	Spec          rpc.ContainerSpec `json:"spec"`
+	Constraints   []rpc.Constraint  `json:"constraints,omitempty"`
+	MaxPerMachine int               `json:"max_per_machine,omitempty"` // 0: no limit
+	// Volumes are the Docker names of the named volumes it mounts; they
+	// pin the Service to the Machine that holds them.
+	Volumes   []string       `json:"volumes,omitempty"`
+	HostPorts []int          `json:"host_ports,omitempty"`
+	Hooks     []Hook         `json:"pre_deploy,omitempty"`
+	Ingress   []IngressRoute `json:"ingress,omitempty"`
+	DependsOn []string       `json:"depends_on,omitempty"`
+	// StopGraceSeconds is compose's stop_grace_period (0: the daemon's default).
+	StopGraceSeconds int `json:"stop_grace_seconds,omitempty"`
+}
+
+// Hook is one x-pre_deploy command, run once in a Container of the
+// Service's new spec before the Service's Containers are replaced.
+type Hook struct {
+	Command        []string `json:"command"`
+	TimeoutSeconds int      `json:"timeout_seconds,omitempty"`
+	// Environment is merged over the Service's environment.
+	Environment map[string]string `json:"environment,omitempty"`
+}
+
+// IngressRoute is one x-ports hostname route. Ingress is not wired yet:
+// routes are recorded and reported as "not configured".
+type IngressRoute struct {
+	Hostname      string `json:"hostname"`
+	ContainerPort int    `json:"container_port"`
+}
+
+// The Ployz compose extensions on a service.
+//
+//	x-ports:                      # ingress hostnames and host ports
+//	  - hostname: app.example.com # HTTP ingress route (needs container_port)
+//	    container_port: 8080
+//	  - host_port: 8443           # publish on every Machine running it
+//	    container_port: 8443
+//	    protocol: tcp             # tcp (default) or udp
+//	x-placement:
+//	  constraints: ["region==eu", "disk!=hdd"]  # Machine labels
+//	  mode: replicated            # or global (default: deploy.mode, else replicated)
+//	  max_per_machine: 1          # 0 or absent: no limit
+//	x-pre_deploy:                 # run once before the Service is replaced
+//	  - command: ["/testapp", "migrate"]
+//	    timeout_seconds: 120      # default 300
+//	    environment: {MODE: migrate}  # merged over the service's environment
+//	x-readiness: healthcheck      # healthcheck | notify | none
+//	                              # default: healthcheck when one is declared, else none
+type xPort struct {
+	Hostname      string `json:"hostname"`
+	HostPort      int    `json:"host_port"`
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol"`
+}
+
+type xPlacement struct {
+	Constraints   []string `json:"constraints"`
+	Mode          string   `json:"mode"`
+	MaxPerMachine int      `json:"max_per_machine"`
+}
+
+type xHook struct {
+	Command        []string          `json:"command"`
+	TimeoutSeconds int               `json:"timeout_seconds"`
+	Environment    map[string]string `json:"environment"`
+}
+
+// Readiness gates.
+const (
+	ReadyHealthcheck = "healthcheck"
+	ReadyNotify      = "notify"
+	ReadyNone        = "none"
+)

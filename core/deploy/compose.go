@@ -1,0 +1,283 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Source is one compose file to load.
+type Source struct {
+	Compose     []byte
+	Filename    string // for messages and relative paths; default compose.yaml
+	WorkingDir  string // default "."
+	ProjectName string // overrides the file's name:
+	Environment string // default "production"
+	// Env is the interpolation environment (${VAR}); nil: none.
+	Env map[string]string
+}
+
+// DefaultEnvironment is the environment a deploy targets without --env.
+const DefaultEnvironment = "production"
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// Load parses a compose file with its Ployz extensions into an App. Bad
+// input is an error naming the service and field; nothing is contacted.
+func Load(ctx context.Context, src Source) (App, error) {
+	if src.Filename == "" {
+		src.Filename = "compose.yaml"
+	}
+	if src.WorkingDir == "" {
+		src.WorkingDir = "."
+	}
+	env := src.Environment
+	if env == "" {
+		env = DefaultEnvironment
+	}
+	if !nameRE.MatchString(env) {
+		return App{}, fmt.Errorf("environment %q: want lowercase letters, digits, - and _", env)
+	}
+	details := types.ConfigDetails{
+		WorkingDir:  src.WorkingDir,
+		ConfigFiles: []types.ConfigFile{{Filename: src.Filename, Content: src.Compose}},
+		Environment: types.Mapping(src.Env),
+	}
+	opts := func(o *loader.Options) {
+		if src.ProjectName != "" {
+			o.SetProjectName(src.ProjectName, true)
+		}
+		o.SkipInclude = true
+		o.ResolvePaths = false
+	}
+	raw, err := loader.LoadModelWithContext(ctx, details, opts, func(o *loader.Options) {
+		o.SkipNormalization, o.SkipDefaultValues, o.SkipConsistencyCheck, o.SkipValidation = true, true, true, true
+	})
+	if err != nil {
+		return App{}, fmt.Errorf("%s: %w", src.Filename, err)
+	}
+	proj, err := loader.LoadWithContext(ctx, details, opts)
+	if err != nil {
+		return App{}, fmt.Errorf("%s: %w", src.Filename, err)
+	}
+	name := src.ProjectName
+	if name == "" {
+		name = proj.Name
+	}
+	if name == "" {
+		return App{}, errors.New("project name: set `name:` in the compose file or pass --project-name")
+	}
+	if !nameRE.MatchString(name) {
+		return App{}, fmt.Errorf("project name %q: want lowercase letters, digits, - and _", name)
+	}
+	app := App{Project: name, Environment: env, Warnings: unsupportedKeys(raw)}
+	for _, s := range proj.Services {
+		svc, warns, err := buildService(app.Namespace(), s)
+		if err != nil {
+			return App{}, fmt.Errorf("service %q: %w", s.Name, err)
+		}
+		app.Warnings = append(app.Warnings, warns...)
+		app.Services = append(app.Services, svc)
+	}
+	if len(app.Services) == 0 {
+		return App{}, fmt.Errorf("%s: no services declared", src.Filename)
+	}
+	if app.Services, err = dependencyOrder(app.Services); err != nil {
+		return App{}, err
+	}
+	sort.Strings(app.Warnings)
+	return app, nil
+}
+
+func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
+	var warns []string
+	if !nameRE.MatchString(s.Name) {
+		return Service{}, nil, fmt.Errorf("name: want lowercase letters, digits, - and _")
+	}
+	if s.Image == "" {
+		return Service{}, nil, errors.New("image: required (ployz does not build images)")
+	}
+	svc := Service{Name: s.Name, Mode: ModeReplicated, Replicas: 1}
+	spec := rpc.ContainerSpec{
+		Namespace: ns, Service: s.Name, Kind: "service", Image: s.Image,
+		Entrypoint: s.Entrypoint, Command: s.Command,
+		WorkingDir: s.WorkingDir, User: s.User, Restart: "unless-stopped",
+	}
+	if len(s.Environment) > 0 {
+		spec.Env = map[string]string{}
+		for k, v := range s.Environment {
+			if v == nil {
+				return Service{}, nil, fmt.Errorf("environment.%s: no value (set it or remove it)", k)
+			}
+			spec.Env[k] = *v
+		}
+	}
+	if len(s.Labels) > 0 {
+		spec.Labels = map[string]string{}
+		for k, v := range s.Labels {
+			if strings.HasPrefix(k, "ployz.") {
+				return Service{}, nil, fmt.Errorf("labels.%s: the ployz. prefix is reserved", k)
+			}
+			spec.Labels[k] = v
+		}
+	}
+	switch s.Restart {
+	case "", "unless-stopped":
+	case "always", "on-failure", "no":
+		spec.Restart = s.Restart
+	default:
+		return Service{}, nil, fmt.Errorf("restart: %q is not one of no, always, on-failure, unless-stopped", s.Restart)
+	}
+	if s.StopGracePeriod != nil {
+		svc.StopGraceSeconds = int(time.Duration(*s.StopGracePeriod).Seconds())
+	}
+	if s.Deploy != nil {
+		if s.Deploy.Mode != "" {
+			svc.Mode = s.Deploy.Mode
+		}
+		if s.Deploy.Replicas != nil {
+			svc.Replicas = *s.Deploy.Replicas
+		}
+		if l := s.Deploy.Resources.Limits; l != nil {
+			spec.CPUs = float64(l.NanoCPUs)
+			spec.MemoryBytes = int64(l.MemoryBytes)
+		}
+	}
+	if s.Scale != nil {
+		svc.Replicas = *s.Scale
+	}
+	if s.MemLimit > 0 && spec.MemoryBytes == 0 {
+		spec.MemoryBytes = int64(s.MemLimit)
+	}
+	if err := applyPorts(&svc, &spec, s.Ports); err != nil {
+		return Service{}, nil, err
+	}
+	if err := applyVolumes(ns, &svc, &spec, s.Volumes); err != nil {
+		return Service{}, nil, err
+	}
+	hasHC := false
+	if hc := s.HealthCheck; hc != nil && !hc.Disable && len(hc.Test) > 0 && hc.Test[0] != "NONE" {
+		hasHC = true
+		spec.Healthcheck = &rpc.Healthcheck{Test: hc.Test, IntervalMS: durMS(hc.Interval), TimeoutMS: durMS(hc.Timeout), StartPeriodMS: durMS(hc.StartPeriod)}
+		if hc.Retries != nil {
+			spec.Healthcheck.Retries = int(*hc.Retries)
+		}
+	}
+	for dep := range s.DependsOn {
+		svc.DependsOn = append(svc.DependsOn, dep)
+	}
+	sort.Strings(svc.DependsOn)
+	xw, err := applyExtensions(&svc, &spec, s.Extensions, hasHC)
+	if err != nil {
+		return Service{}, nil, err
+	}
+	warns = append(warns, xw...)
+	switch svc.Mode {
+	case ModeReplicated, ModeGlobal:
+	default:
+		return Service{}, nil, fmt.Errorf("mode: %q is not replicated or global", svc.Mode)
+	}
+	if svc.Replicas < 0 {
+		return Service{}, nil, fmt.Errorf("replicas: %d is negative", svc.Replicas)
+	}
+	if svc.Mode == ModeGlobal && len(svc.Volumes) > 0 {
+		warns = append(warns, fmt.Sprintf("service %q: global with named volumes: each Machine keeps its own copy", s.Name))
+	}
+	svc.Spec = spec
+	return svc, warns, nil
+}
+
+func durMS(d *types.Duration) int64 {
+	if d == nil {
+		return 0
+	}
+	return time.Duration(*d).Milliseconds()
+}
+
+func applyPorts(svc *Service, spec *rpc.ContainerSpec, ports []types.ServicePortConfig) error {
+	for i, p := range ports {
+		ps := rpc.PortSpec{ContainerPort: int(p.Target), Protocol: p.Protocol}
+		if ps.Protocol == "" {
+			ps.Protocol = "tcp"
+		}
+		if p.Published != "" {
+			var hp int
+			if _, err := fmt.Sscanf(p.Published, "%d", &hp); err != nil || fmt.Sprint(hp) != p.Published {
+				return fmt.Errorf("ports[%d].published: %q is not one port (ranges are not supported)", i, p.Published)
+			}
+			ps.HostPort = hp
+			svc.HostPorts = append(svc.HostPorts, hp)
+		}
+		spec.Ports = append(spec.Ports, ps)
+	}
+	return nil
+}
+
+func applyVolumes(ns string, svc *Service, spec *rpc.ContainerSpec, vols []types.ServiceVolumeConfig) error {
+	for i, v := range vols {
+		m := rpc.MountSpec{Type: v.Type, Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly}
+		switch v.Type {
+		case types.VolumeTypeVolume:
+			if v.Source == "" {
+				return fmt.Errorf("volumes[%d]: anonymous volumes are not supported; name it", i)
+			}
+			m.Source = ns + "-" + v.Source
+			svc.Volumes = append(svc.Volumes, m.Source)
+		case types.VolumeTypeBind, types.VolumeTypeTmpfs:
+		default:
+			return fmt.Errorf("volumes[%d].type: %q is not volume, bind or tmpfs", i, v.Type)
+		}
+		spec.Mounts = append(spec.Mounts, m)
+	}
+	return nil
+}
+
+// dependencyOrder sorts services so each comes after what it depends on.
+func dependencyOrder(svcs []Service) ([]Service, error) {
+	byName := map[string]Service{}
+	var names []string
+	for _, s := range svcs {
+		byName[s.Name] = s
+		names = append(names, s.Name)
+	}
+	sort.Strings(names)
+	var out []Service
+	state := map[string]int{} // 1 visiting, 2 done
+	var visit func(n, from string) error
+	visit = func(n, from string) error {
+		s, ok := byName[n]
+		if !ok {
+			return fmt.Errorf("service %q: depends_on: %q is not declared", from, n)
+		}
+		switch state[n] {
+		case 1:
+			return fmt.Errorf("service %q: depends_on: cycle through %q", from, n)
+		case 2:
+			return nil
+		}
+		state[n] = 1
+		for _, d := range s.DependsOn {
+			if err := visit(d, n); err != nil {
+				return err
+			}
+		}
+		state[n] = 2
+		out = append(out, s)
+		return nil
+	}
+	for _, n := range names {
+		if err := visit(n, n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

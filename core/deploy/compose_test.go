@@ -1,0 +1,155 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func load(t *testing.T, yaml string, env string) (App, error) {
+	t.Helper()
+	return Load(context.Background(), Source{Compose: []byte(yaml), Environment: env})
+}
+
+func TestLoadExample(t *testing.T) {
+	b, err := os.ReadFile("../../examples/hello/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := Load(context.Background(), Source{Compose: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Namespace() != "hello-production" {
+		t.Fatalf("namespace = %q", app.Namespace())
+	}
+	if len(app.Warnings) != 0 {
+		t.Errorf("warnings on the example: %v", app.Warnings)
+	}
+	var order []string
+	by := map[string]Service{}
+	for _, s := range app.Services {
+		order = append(order, s.Name)
+		by[s.Name] = s
+	}
+	if strings.Join(order, ",") != "api,store,web" {
+		t.Errorf("dependency order = %v, want api before web", order)
+	}
+	web, api, store := by["web"], by["api"], by["store"]
+	if web.Replicas != 2 || web.MaxPerMachine != 1 || web.Spec.Readiness != ReadyHealthcheck || web.Spec.Healthcheck == nil || web.Spec.Healthcheck.IntervalMS != 2000 {
+		t.Errorf("web = %+v", web)
+	}
+	if len(web.Ingress) != 1 || web.Ingress[0].Hostname != "hello.example.test" || len(web.Spec.Ports) != 0 {
+		t.Errorf("web ingress = %+v ports %+v", web.Ingress, web.Spec.Ports)
+	}
+	if api.Spec.Readiness != ReadyNotify || len(api.Hooks) != 1 || api.Hooks[0].Environment["EXIT_CODE"] != "0" {
+		t.Errorf("api = %+v", api)
+	}
+	if len(store.Volumes) != 1 || store.Volumes[0] != "hello-production-data" || len(store.HostPorts) != 1 || store.HostPorts[0] != 18082 {
+		t.Errorf("store = %+v", store)
+	}
+	if store.Spec.Env["MESSAGE"] != "hello from store" || store.Spec.Namespace != "hello-production" {
+		t.Errorf("store spec = %+v", store.Spec)
+	}
+}
+
+func TestLoadEnvironmentAndProjectName(t *testing.T) {
+	app, err := Load(context.Background(), Source{Compose: []byte("services:\n  a:\n    image: x\n"), ProjectName: "shop", Environment: "staging"})
+	if err != nil || app.Namespace() != "shop-staging" {
+		t.Fatalf("app = %+v, %v", app, err)
+	}
+	if _, err := load(t, "services:\n  a:\n    image: x\n", "Bad Env"); err == nil || !strings.Contains(err.Error(), "environment") {
+		t.Fatalf("bad environment accepted: %v", err)
+	}
+}
+
+func TestLoadInvalid(t *testing.T) {
+	cases := map[string]struct{ yaml, want string }{
+		"no image":         {"name: p\nservices:\n  web: {}\n", `service "web" has neither an image`},
+		"bad readiness":    {"name: p\nservices:\n  web:\n    image: x\n    x-readiness: maybe\n", `service "web": x-readiness`},
+		"readiness w/o hc": {"name: p\nservices:\n  web:\n    image: x\n    x-readiness: healthcheck\n", `needs a healthcheck`},
+		"bad constraint":   {"name: p\nservices:\n  web:\n    image: x\n    x-placement:\n      constraints: [region]\n", `service "web": x-placement.constraints[0]`},
+		"unknown x field":  {"name: p\nservices:\n  web:\n    image: x\n    x-placement:\n      zone: eu\n", `unknown field "zone"`},
+		"x-ports w/o port": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - hostname: a.b\n", `x-ports[0]: container_port`},
+		"bad mode":         {"name: p\nservices:\n  web:\n    image: x\n    x-placement:\n      mode: daemonset\n", `service "web": mode`},
+		"negative":         {"name: p\nservices:\n  web:\n    image: x\n    deploy:\n      replicas: -1\n", `replicas`},
+		"not yaml":         {"name: p\nservices: [\n", `compose.yaml`},
+		"bad depends":      {"name: p\nservices:\n  web:\n    image: x\n    depends_on: [db]\n", `db`},
+		"hook w/o command": {"name: p\nservices:\n  web:\n    image: x\n    x-pre_deploy:\n      - timeout_seconds: 3\n", `x-pre_deploy[0].command`},
+		"bad x-port proto": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - {host_port: 80, container_port: 80, protocol: sctp}\n", `x-ports[0]: protocol`},
+		"no name":          {"services:\n  web:\n    image: x\n", `project name`},
+	}
+	for name, c := range cases {
+		_, err := load(t, c.yaml, "")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", name, err, c.want)
+		}
+	}
+}
+
+func TestLoadWarnsUnsupportedAndUnknownExtensions(t *testing.T) {
+	app, err := load(t, `name: p
+networks:
+  front: {}
+services:
+  web:
+    image: x
+    privileged: true
+    x-colour: blue
+    deploy:
+      replicas: 0
+      update_config: {parallelism: 2}
+`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(app.Warnings, "\n")
+	for _, want := range []string{`top-level key "networks"`, `key "privileged"`, `unknown extension x-colour`, `"deploy.update_config"`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("warnings lack %q:\n%s", want, all)
+		}
+	}
+	if app.Services[0].Replicas != 0 {
+		t.Errorf("replicas: 0 lost: %d", app.Services[0].Replicas)
+	}
+}
+
+func TestSetReplicasAndRemoveService(t *testing.T) {
+	b, err := os.ReadFile("../../examples/hello/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled, err := SetReplicas(b, "store", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled, err = SetReplicas(scaled, "web", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := Load(context.Background(), Source{Compose: scaled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, s := range app.Services {
+		got[s.Name] = s.Replicas
+	}
+	if got["store"] != 0 || got["web"] != 5 || got["api"] != 2 {
+		t.Fatalf("replicas = %v", got)
+	}
+	if !strings.Contains(string(scaled), "# ingress route") {
+		t.Error("comments lost")
+	}
+	less, err := RemoveService(scaled, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(context.Background(), Source{Compose: less}); err == nil || !strings.Contains(err.Error(), "api") {
+		t.Fatalf("web depends on api; removing api should be refused by the loader: %v", err)
+	}
+	if _, err := SetReplicas(b, "nope", 1); err == nil || !strings.Contains(err.Error(), `"nope" is not declared`) {
+		t.Fatalf("unknown service: %v", err)
+	}
+}

@@ -1,0 +1,380 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Step statuses.
+const (
+	StepCompleted      = "completed"
+	StepFailed         = "failed"
+	StepNeverAttempted = "never_attempted"
+)
+
+// Step is one daemon call of an executed plan.
+type Step struct {
+	Row       int    `json:"row"` // index into Plan.Rows
+	MachineID string `json:"machine_id"`
+	Machine   string `json:"machine"`
+	Service   string `json:"service"`
+	// Action is the daemon command, e.g. create_container.
+	Action string `json:"action"`
+	// Container is the Container's name (or id when the name is unknown).
+	Container string `json:"container"`
+	// Compensation marks a step run because another step failed.
+	Compensation bool     `json:"compensation,omitempty"`
+	Status       string   `json:"status"`
+	Error        string   `json:"error,omitempty"`
+	LogTail      []string `json:"log_tail,omitempty"`
+	StartedAt    string   `json:"started_at,omitempty"`
+	DurationMS   int64    `json:"duration_ms,omitempty"`
+}
+
+// Outcome is what an execution did: every step completed, failed or never
+// attempted, in plan order (bet 8). Nothing is rolled back beyond the
+// narrow compensation of a failed replacement.
+type Outcome struct {
+	DeploymentID string `json:"deployment_id"`
+	// Status is completed, partial or cancelled.
+	Status string `json:"status"`
+	Steps  []Step `json:"steps"`
+}
+
+// Partial reports whether any step failed or never ran.
+func (o Outcome) Partial() bool { return o.Status != "completed" }
+
+// Count returns how many steps have status s.
+func (o Outcome) Count(s string) int {
+	n := 0
+	for _, st := range o.Steps {
+		if st.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// Event reports a step starting (Done false) or ending (Done true).
+type Event struct {
+	Step Step
+	Done bool
+}
+
+// Executor runs a confirmed plan's rows in order, one daemon call per
+// step, against the Caller (the entry routes each call to its Machine).
+type Executor struct {
+	C Caller
+	// Progress, when set, hears every step start and end.
+	Progress func(Event)
+	// ReadyTimeout bounds each wait_ready (default 120s).
+	ReadyTimeout time.Duration
+}
+
+// actions lists the daemon calls a row makes, in order. "new" is the
+// Container the row creates, "old" the one it acts on.
+func actions(r Row) []action {
+	switch r.Op {
+	case OpCreate:
+		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}}
+	case OpStart:
+		return []action{{rpc.CmdStartContainer, "old"}, {rpc.CmdWaitReady, "old"}}
+	case OpStop:
+		return []action{{rpc.CmdStopContainer, "old"}}
+	case OpRemove:
+		return []action{{rpc.CmdStopContainer, "old"}, {rpc.CmdRemoveContainer, "old"}}
+	case OpHook:
+		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}, {rpc.CmdRemoveContainer, "new"}}
+	case OpReplace:
+		if r.Strategy == StopFirst {
+			return []action{{rpc.CmdStopContainer, "old"}, {rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}, {rpc.CmdRemoveContainer, "old"}}
+		}
+		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}, {rpc.CmdStopContainer, "old"}, {rpc.CmdRemoveContainer, "old"}}
+	}
+	return nil
+}
+
+type action struct {
+	cmd   string
+	which string // new or old
+}
+
+// Run executes the plan's rows as shown. It never re-plans: a failed row
+// skips the rest of its Service and of the Services that depend on it;
+// cancellation of ctx stops between steps. Every step appears in the
+// Outcome.
+func (e *Executor) Run(ctx context.Context, p Plan) Outcome {
+	out := Outcome{DeploymentID: p.DeploymentID, Status: "completed"}
+	failed := map[string]string{} // service -> why its later rows are skipped
+	for i, r := range p.Rows {
+		acts := actions(r)
+		if len(acts) == 0 {
+			continue
+		}
+		skip := ""
+		if err := ctx.Err(); err != nil {
+			skip = "cancelled before it ran"
+			out.Status = "cancelled"
+		} else if why, ok := failed[r.Service]; ok {
+			skip = why
+		} else if dep := failedDependency(p, r.Service, failed); dep != "" {
+			skip = fmt.Sprintf("skipped: service %q it depends on failed", dep)
+		}
+		if skip != "" {
+			for _, a := range acts {
+				out.Steps = append(out.Steps, e.step(i, r, a, Step{Status: StepNeverAttempted, Error: skip}))
+			}
+			continue
+		}
+		steps, ok := e.runRow(ctx, i, r, acts)
+		out.Steps = append(out.Steps, steps...)
+		if !ok {
+			if out.Status == "completed" {
+				out.Status = "partial"
+			}
+			failed[r.Service] = fmt.Sprintf("skipped: an earlier step of service %q failed on %s", r.Service, r.Machine)
+		}
+	}
+	if out.Status == "completed" && out.Count(StepCompleted) != countNonCompensation(out) {
+		out.Status = "partial"
+	}
+	return out
+}
+
+func countNonCompensation(o Outcome) int {
+	n := 0
+	for _, s := range o.Steps {
+		if !s.Compensation {
+			n++
+		}
+	}
+	return n
+}
+
+func failedDependency(p Plan, svc string, failed map[string]string) string {
+	deps := map[string][]string{}
+	for _, s := range p.Services {
+		deps[s.Name] = s.DependsOn
+	}
+	seen := map[string]bool{}
+	var walk func(string) string
+	walk = func(s string) string {
+		for _, d := range deps[s] {
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			if _, ok := failed[d]; ok {
+				return d
+			}
+			if f := walk(d); f != "" {
+				return f
+			}
+		}
+		return ""
+	}
+	return walk(svc)
+}
+
+func (e *Executor) step(i int, r Row, a action, s Step) Step {
+	s.Row, s.MachineID, s.Machine, s.Service, s.Action = i, r.MachineID, r.Machine, r.Service, a.cmd
+	s.Container = r.OldName
+	if s.Container == "" {
+		s.Container = r.OldID
+	}
+	if a.which == "new" {
+		s.Container = r.NewName
+	}
+	return s
+}
+
+// runRow runs one row's actions; on a failure it compensates and marks
+// the rest never attempted.
+func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]Step, bool) {
+	var steps []Step
+	newID := ""
+	created := false
+	for k, a := range acts {
+		if ctx.Err() != nil {
+			for _, rest := range acts[k:] {
+				steps = append(steps, e.step(i, r, rest, Step{Status: StepNeverAttempted, Error: "cancelled before it ran"}))
+			}
+			steps = append(steps, e.compensate(i, r, a, newID, created)...)
+			return steps, false
+		}
+		s := e.step(i, r, a, Step{})
+		id := r.OldID
+		if a.which == "new" {
+			id = newID
+		}
+		e.emit(s, false)
+		start := time.Now()
+		s.StartedAt = start.UTC().Format(time.RFC3339)
+		tail, err := e.call(ctx, r, a, id, &newID)
+		s.DurationMS = time.Since(start).Milliseconds()
+		if a.cmd == rpc.CmdCreateContainer && err == nil {
+			created = true
+		}
+		if err != nil {
+			s.Status, s.Error, s.LogTail = StepFailed, err.Error(), tail
+			if len(tail) == 0 && created && a.which == "new" {
+				s.LogTail = e.logTail(r, newID)
+			}
+			e.emit(s, true)
+			steps = append(steps, s)
+			for _, rest := range acts[k+1:] {
+				steps = append(steps, e.step(i, r, rest, Step{Status: StepNeverAttempted, Error: "an earlier step of this row failed"}))
+			}
+			steps = append(steps, e.compensate(i, r, a, newID, created)...)
+			return steps, false
+		}
+		s.Status = StepCompleted
+		e.emit(s, true)
+		steps = append(steps, s)
+	}
+	return steps, true
+}
+
+func (e *Executor) emit(s Step, done bool) {
+	if e.Progress != nil {
+		e.Progress(Event{Step: s, Done: done})
+	}
+}
+
+// compensate is the narrow compensation of a failed row: a new Container
+// that failed is stopped and kept for its logs; the old Container of a
+// stop-first replacement is started again when it was running. It runs
+// on a fresh context so a Ctrl-C still leaves the old Container serving.
+func (e *Executor) compensate(i int, r Row, failedAt action, newID string, created bool) []Step {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []Step
+	run := func(a action, id string) {
+		s := e.step(i, r, a, Step{Compensation: true})
+		e.emit(s, false)
+		err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, a.cmd, refPayload(a.cmd, id, 0), nil)
+		s.Status = StepCompleted
+		if err != nil {
+			s.Status, s.Error = StepFailed, err.Error()
+		}
+		e.emit(s, true)
+		out = append(out, s)
+	}
+	// Only a failure before the new Container was ready is compensated;
+	// after that the new one serves and the row's tail is reported.
+	if failedAt.which != "new" || failedAt.cmd == rpc.CmdRemoveContainer {
+		return nil
+	}
+	if created && newID != "" {
+		run(action{rpc.CmdStopContainer, "new"}, newID)
+	}
+	if r.Op == OpReplace && r.Strategy == StopFirst && r.OldRunning {
+		run(action{rpc.CmdStartContainer, "old"}, r.OldID)
+	}
+	return out
+}
+
+func refPayload(cmd, id string, grace int) any {
+	switch cmd {
+	case rpc.CmdStopContainer:
+		return rpc.StopContainerRequest{ID: id, GracePeriodSeconds: grace}
+	case rpc.CmdRemoveContainer:
+		return rpc.RemoveContainerRequest{ID: id}
+	}
+	return rpc.ContainerRef{ID: id}
+}
+
+// call makes one daemon call; it returns the log tail of a failed wait.
+func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *string) ([]string, error) {
+	t := rpc.Target{One: r.MachineID}
+	switch a.cmd {
+	case rpc.CmdCreateContainer:
+		var ref rpc.ContainerRef
+		if err := e.C.Call(ctx, t, a.cmd, rpc.CreateContainerRequest{Name: r.NewName, Spec: *r.Spec}, &ref); err != nil {
+			return nil, err
+		}
+		*newID = ref.ID
+		if *newID == "" {
+			*newID = r.NewName // Docker accepts the name wherever an id goes
+		}
+		return nil, nil
+	case rpc.CmdWaitReady:
+		return e.wait(ctx, r, id)
+	case rpc.CmdStopContainer:
+		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, r.StopGraceSeconds), nil)
+	default:
+		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, 0), nil)
+	}
+}
+
+// wait runs wait_ready. A service Container must end "ready"; a hook
+// must end "exited" with code 0 — while it still runs, the daemon may
+// answer "ready" (running is ready for readiness none), so a hook is
+// waited on again until it exits or its timeout passes.
+func (e *Executor) wait(ctx context.Context, r Row, id string) ([]string, error) {
+	timeout := e.ReadyTimeout
+	if timeout == 0 {
+		timeout = 120 * time.Second
+	}
+	if r.Op == OpHook {
+		timeout = time.Duration(r.HookTimeoutSeconds) * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := int(time.Until(deadline).Seconds())
+		if left < 1 {
+			return nil, fmt.Errorf("wait_ready: still running after %s", timeout)
+		}
+		var res rpc.WaitReadyResult
+		if err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, rpc.CmdWaitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: left}, &res); err != nil {
+			return nil, err
+		}
+		if r.Op != OpHook {
+			if res.Outcome == "ready" {
+				return nil, nil
+			}
+			return res.LogTail, readyErr(res)
+		}
+		switch {
+		case res.Outcome == "exited" && res.ExitCode == 0:
+			return nil, nil
+		case res.Outcome == "ready":
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Second):
+			}
+		default:
+			return res.LogTail, fmt.Errorf("pre-deploy hook: %w", readyErr(res))
+		}
+	}
+}
+
+func readyErr(res rpc.WaitReadyResult) error {
+	msg := "not ready: " + res.Outcome
+	if res.Outcome == "exited" || res.ExitCode != 0 {
+		msg += fmt.Sprintf(" (exit code %d)", res.ExitCode)
+	}
+	if res.Message != "" {
+		msg += ": " + res.Message
+	}
+	return errors.New(msg)
+}
+
+func (e *Executor) logTail(r Row, id string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var logs rpc.ContainerLogs
+	if err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, rpc.CmdContainerLogs, rpc.ContainerLogsRequest{ID: id, Tail: 20}, &logs); err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range logs.Lines {
+		out = append(out, l.Text)
+	}
+	return out
+}

@@ -1,0 +1,205 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// recorder is a test double of OUR OWN contract (core/rpc/containers.go),
+// not of the daemon: it records each call the executor makes and answers
+// from a script. It exists because the daemon side is being written
+// concurrently; lab tests against real Machines cover the real thing.
+type recorder struct {
+	calls []string
+	// fail maps "command target-id" to the error that call returns.
+	fail map[string]error
+	// wait maps a container id to the wait_ready answers in order.
+	wait   map[string][]rpc.WaitReadyResult
+	onCall func(call string)
+}
+
+func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload, out any) error {
+	id := ""
+	switch p := payload.(type) {
+	case rpc.CreateContainerRequest:
+		id = p.Name
+	case rpc.ContainerRef:
+		id = p.ID
+	case rpc.StopContainerRequest:
+		id = p.ID
+	case rpc.RemoveContainerRequest:
+		id = p.ID
+	case rpc.WaitReadyRequest:
+		id = p.ID
+	case rpc.ContainerLogsRequest:
+		id = p.ID
+	}
+	call := fmt.Sprintf("%s %s %s", t.One, command, id)
+	r.calls = append(r.calls, call)
+	if r.onCall != nil {
+		r.onCall(call)
+	}
+	if err := r.fail[command+" "+id]; err != nil {
+		return err
+	}
+	var answer any
+	switch command {
+	case rpc.CmdCreateContainer:
+		answer = rpc.ContainerRef{ID: "id-" + id}
+	case rpc.CmdWaitReady:
+		answer = rpc.WaitReadyResult{Outcome: "ready"}
+		if q := r.wait[id]; len(q) > 0 {
+			answer, r.wait[id] = q[0], q[1:]
+		}
+	case rpc.CmdContainerLogs:
+		answer = rpc.ContainerLogs{Lines: []rpc.LogLine{{Text: "log of " + id}}}
+	}
+	if out != nil && answer != nil {
+		b, _ := json.Marshal(answer)
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func (r *recorder) Fanout(context.Context, rpc.Target, string, any) (rpc.FanoutResult, error) {
+	return rpc.FanoutResult{}, errors.New("recorder: no fan-out in execution")
+}
+
+func spec() *rpc.ContainerSpec { return &rpc.ContainerSpec{Image: "x"} }
+
+func steps(o Outcome) string {
+	var s []string
+	for _, st := range o.Steps {
+		c := ""
+		if st.Compensation {
+			c = " (compensation)"
+		}
+		s = append(s, fmt.Sprintf("%s %s %s %s%s", st.Machine, st.Action, st.Container, st.Status, c))
+	}
+	return strings.Join(s, "\n")
+}
+
+func TestExecuteStartFirstReplace(t *testing.T) {
+	rec := &recorder{}
+	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "web", Op: OpReplace, Strategy: StartFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true}}}
+	var events []Event
+	o := (&Executor{C: rec, Progress: func(e Event) { events = append(events, e) }}).Run(context.Background(), p)
+	want := "m1 create_container new\nm1 start_container id-new\nm1 wait_ready id-new\nm1 stop_container old\nm1 remove_container old"
+	if got := strings.Join(rec.calls, "\n"); got != want {
+		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
+	}
+	if o.Status != "completed" || o.Partial() || len(events) != 10 {
+		t.Fatalf("outcome %+v, %d events", o, len(events))
+	}
+}
+
+func TestExecuteFailedStartFirstLeavesOldUntouched(t *testing.T) {
+	rec := &recorder{wait: map[string][]rpc.WaitReadyResult{"id-new": {{Outcome: "unhealthy", LogTail: []string{"boom"}}}}}
+	p := Plan{Services: []ServiceSummary{{Name: "web"}, {Name: "front", DependsOn: []string{"web"}}}, Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpReplace, Strategy: StartFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true},
+		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpCreate, NewName: "new2", Spec: spec()},
+		{MachineID: "m2", Machine: "m2", Service: "front", Op: OpCreate, NewName: "f", Spec: spec()},
+		{MachineID: "m3", Machine: "m3", Service: "other", Op: OpRemove, OldID: "o", OldName: "o"},
+	}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	want := strings.Join([]string{
+		"m1 create_container new completed",
+		"m1 start_container new completed",
+		"m1 wait_ready new failed",
+		"m1 stop_container old never_attempted",
+		"m1 remove_container old never_attempted",
+		"m1 stop_container new completed (compensation)",
+		"m2 create_container new2 never_attempted",
+		"m2 start_container new2 never_attempted",
+		"m2 wait_ready new2 never_attempted",
+		"m2 create_container f never_attempted",
+		"m2 start_container f never_attempted",
+		"m2 wait_ready f never_attempted",
+		"m3 stop_container o completed",
+		"m3 remove_container o completed",
+	}, "\n")
+	if got := steps(o); got != want {
+		t.Fatalf("steps:\n%s\nwant:\n%s", got, want)
+	}
+	if o.Status != "partial" || o.Steps[2].LogTail[0] != "boom" || !strings.Contains(o.Steps[9].Error, `"web" it depends on failed`) {
+		t.Fatalf("outcome = %+v", o)
+	}
+	for _, c := range rec.calls {
+		if strings.Contains(c, " old") {
+			t.Fatalf("old Container touched: %s", c)
+		}
+	}
+}
+
+func TestExecuteFailedStopFirstStartsOldAgain(t *testing.T) {
+	rec := &recorder{fail: map[string]error{"start_container id-new": errors.New("port is already allocated")}}
+	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true}}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	want := strings.Join([]string{
+		"m1 stop_container old completed",
+		"m1 create_container new completed",
+		"m1 start_container new failed",
+		"m1 wait_ready new never_attempted",
+		"m1 remove_container old never_attempted",
+		"m1 stop_container new completed (compensation)",
+		"m1 start_container old completed (compensation)",
+	}, "\n")
+	if got := steps(o); got != want {
+		t.Fatalf("steps:\n%s\nwant:\n%s", got, want)
+	}
+	if got := o.Steps[2].LogTail; len(got) != 1 || got[0] != "log of id-new" {
+		t.Fatalf("log tail of the failed Container = %v", got)
+	}
+}
+
+func TestExecuteCancelBetweenSteps(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := &recorder{onCall: func(c string) {
+		if strings.Contains(c, "wait_ready id-a") {
+			cancel()
+		}
+	}}
+	p := Plan{Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpCreate, NewName: "a", Spec: spec()},
+		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpCreate, NewName: "b", Spec: spec()},
+	}}
+	o := (&Executor{C: rec}).Run(ctx, p)
+	if o.Status != "cancelled" || !o.Partial() {
+		t.Fatalf("status = %s", o.Status)
+	}
+	if o.Steps[2].Status != StepCompleted || o.Steps[3].Status != StepNeverAttempted || !strings.Contains(o.Steps[3].Error, "cancelled") {
+		t.Fatalf("steps:\n%s", steps(o))
+	}
+	for _, c := range rec.calls {
+		if strings.HasPrefix(c, "m2") {
+			t.Fatalf("a step ran after cancellation: %s", c)
+		}
+	}
+}
+
+func TestExecuteHookWaitsForExit(t *testing.T) {
+	rec := &recorder{wait: map[string][]rpc.WaitReadyResult{"id-h": {{Outcome: "ready"}, {Outcome: "exited", ExitCode: 0}}}}
+	p := Plan{Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "api", Op: OpHook, NewName: "h", Spec: spec(), HookTimeoutSeconds: 30},
+		{MachineID: "m1", Machine: "m1", Service: "api", Op: OpCreate, NewName: "a", Spec: spec()},
+	}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	if o.Status != "completed" {
+		t.Fatalf("steps:\n%s", steps(o))
+	}
+	want := "m1 create_container h\nm1 start_container id-h\nm1 wait_ready id-h\nm1 wait_ready id-h\nm1 remove_container id-h\nm1 create_container a\nm1 start_container id-a\nm1 wait_ready id-a"
+	if got := strings.Join(rec.calls, "\n"); got != want {
+		t.Fatalf("calls:\n%s", got)
+	}
+	rec = &recorder{wait: map[string][]rpc.WaitReadyResult{"id-h": {{Outcome: "exited", ExitCode: 3, LogTail: []string{"migration failed"}}}}}
+	o = (&Executor{C: rec}).Run(context.Background(), p)
+	if o.Status != "partial" || o.Steps[2].Status != StepFailed || o.Steps[5].Status != StepNeverAttempted || !strings.Contains(o.Steps[2].Error, "exit code 3") {
+		t.Fatalf("failed hook:\n%s", steps(o))
+	}
+}

@@ -1,0 +1,187 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// decodeX decodes one extension value strictly: an unknown field inside
+// a Ployz extension is an error naming it.
+func decodeX(name string, v any, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, hasHC bool) ([]string, error) {
+	var warns []string
+	spec.Readiness = ReadyNone
+	if hasHC {
+		spec.Readiness = ReadyHealthcheck
+	}
+	keys := make([]string, 0, len(ext))
+	for k := range ext {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := ext[k]
+		switch k {
+		case "x-ports":
+			var ps []xPort
+			if err := decodeX(k, v, &ps); err != nil {
+				return nil, err
+			}
+			for i, p := range ps {
+				if err := applyXPort(svc, spec, p); err != nil {
+					return nil, fmt.Errorf("x-ports[%d]: %w", i, err)
+				}
+			}
+		case "x-placement":
+			var p xPlacement
+			if err := decodeX(k, v, &p); err != nil {
+				return nil, err
+			}
+			for i, c := range p.Constraints {
+				pc, err := ParseConstraint(c)
+				if err != nil {
+					return nil, fmt.Errorf("x-placement.constraints[%d]: %w", i, err)
+				}
+				svc.Constraints = append(svc.Constraints, pc)
+			}
+			if p.Mode != "" {
+				svc.Mode = p.Mode
+			}
+			if p.MaxPerMachine < 0 {
+				return nil, fmt.Errorf("x-placement.max_per_machine: %d is negative", p.MaxPerMachine)
+			}
+			svc.MaxPerMachine = p.MaxPerMachine
+		case "x-pre_deploy":
+			var hs []xHook
+			if err := decodeX(k, v, &hs); err != nil {
+				return nil, err
+			}
+			for i, h := range hs {
+				if len(h.Command) == 0 {
+					return nil, fmt.Errorf("x-pre_deploy[%d].command: required", i)
+				}
+				svc.Hooks = append(svc.Hooks, Hook(h))
+			}
+		case "x-readiness":
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("x-readiness: want healthcheck, notify or none")
+			}
+			switch s {
+			case ReadyHealthcheck:
+				if !hasHC {
+					return nil, fmt.Errorf("x-readiness: healthcheck needs a healthcheck: declared")
+				}
+			case ReadyNotify, ReadyNone:
+			default:
+				return nil, fmt.Errorf("x-readiness: %q is not healthcheck, notify or none", s)
+			}
+			spec.Readiness = s
+		default:
+			warns = append(warns, fmt.Sprintf("service %q: unknown extension %s ignored", svc.Name, k))
+		}
+	}
+	spec.Constraints = svc.Constraints
+	return warns, nil
+}
+
+func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
+	if p.ContainerPort <= 0 || p.ContainerPort > 65535 {
+		return fmt.Errorf("container_port: required, 1-65535")
+	}
+	switch p.Protocol {
+	case "", "tcp", "udp":
+	default:
+		return fmt.Errorf("protocol: %q is not tcp or udp", p.Protocol)
+	}
+	switch {
+	case p.Hostname != "" && p.HostPort != 0:
+		return fmt.Errorf("hostname and host_port: one route per entry")
+	case p.Hostname != "":
+		svc.Ingress = append(svc.Ingress, IngressRoute{Hostname: p.Hostname, ContainerPort: p.ContainerPort})
+	case p.HostPort > 0 && p.HostPort <= 65535:
+		proto := p.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		spec.Ports = append(spec.Ports, rpc.PortSpec{ContainerPort: p.ContainerPort, HostPort: p.HostPort, Protocol: proto})
+		svc.HostPorts = append(svc.HostPorts, p.HostPort)
+	default:
+		return fmt.Errorf("want hostname or host_port (1-65535)")
+	}
+	return nil
+}
+
+// ParseConstraint parses "label==value" or "label!=value".
+func ParseConstraint(s string) (rpc.Constraint, error) {
+	for _, op := range []string{"==", "!="} {
+		if l, v, ok := strings.Cut(s, op); ok {
+			l, v = strings.TrimSpace(l), strings.TrimSpace(v)
+			if l == "" {
+				return rpc.Constraint{}, fmt.Errorf("%q: empty label", s)
+			}
+			return rpc.Constraint{Label: l, Op: op, Value: v}, nil
+		}
+	}
+	return rpc.Constraint{}, fmt.Errorf("%q: want label==value or label!=value", s)
+}
+
+// ConstraintString renders a constraint as written.
+func ConstraintString(c rpc.Constraint) string { return c.Label + c.Op + c.Value }
+
+var supportedService = map[string]bool{
+	"image": true, "command": true, "entrypoint": true, "environment": true, "env_file": true,
+	"working_dir": true, "user": true, "ports": true, "volumes": true, "healthcheck": true,
+	"deploy": true, "scale": true, "restart": true, "labels": true, "depends_on": true,
+	"stop_grace_period": true, "mem_limit": true,
+}
+
+var supportedDeploy = map[string]bool{"mode": true, "replicas": true, "resources": true}
+
+var supportedTop = map[string]bool{"name": true, "services": true, "volumes": true}
+
+// unsupportedKeys names every compose key Ployz ignores.
+func unsupportedKeys(raw map[string]any) []string {
+	var out []string
+	for k := range raw {
+		if !supportedTop[k] && !strings.HasPrefix(k, "x-") {
+			out = append(out, fmt.Sprintf("top-level key %q is not supported and is ignored", k))
+		}
+	}
+	svcs, _ := raw["services"].(map[string]any)
+	for name, v := range svcs {
+		m, _ := v.(map[string]any)
+		for k, kv := range m {
+			switch {
+			case strings.HasPrefix(k, "x-"):
+			case !supportedService[k]:
+				out = append(out, fmt.Sprintf("service %q: key %q is not supported and is ignored", name, k))
+			case k == "deploy":
+				dm, _ := kv.(map[string]any)
+				for dk := range dm {
+					if !supportedDeploy[dk] && !strings.HasPrefix(dk, "x-") {
+						out = append(out, fmt.Sprintf("service %q: key \"deploy.%s\" is not supported and is ignored", name, dk))
+					}
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,365 @@
+package deploy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// planService plans one declared Service against the Snapshot.
+func planService(ns string, svc Service, snap Snapshot, depID string, load map[string]int) ([]Row, ServiceSummary, []string, error) {
+	var existing, hooks []rpc.ContainerObservation
+	for _, m := range snap.Machines {
+		for _, c := range m.Containers {
+			if c.Namespace != ns || c.Service != svc.Name {
+				continue
+			}
+			if kind(c) == "hook" {
+				hooks = append(hooks, c)
+			} else {
+				existing = append(existing, c)
+			}
+		}
+	}
+	// Oldest first: the kept Containers are the longest serving ones.
+	sort.SliceStable(existing, func(i, j int) bool {
+		return existing[i].CreatedAt < existing[j].CreatedAt || existing[i].CreatedAt == existing[j].CreatedAt && existing[i].Name < existing[j].Name
+	})
+	serviceID := ""
+	for i := len(existing) - 1; i >= 0 && serviceID == ""; i-- {
+		serviceID = existing[i].ServiceID
+	}
+	if serviceID == "" {
+		serviceID = NewID(6)
+	}
+	spec := svc.Spec
+	spec.Namespace, spec.Service, spec.ServiceID, spec.DeploymentID = ns, svc.Name, serviceID, depID
+	spec.SpecHash = SpecHash(spec)
+	pl := &placer{svc: svc, snap: snap, spec: spec, machines: map[string]MachineState{}, load: load}
+	for _, c := range existing {
+		pl.specLive = pl.specLive || c.SpecHash == spec.SpecHash && running(c)
+	}
+	for _, m := range snap.Machines {
+		pl.machines[m.ID] = m
+	}
+	sum := ServiceSummary{Name: svc.Name, ServiceID: serviceID, Mode: svc.Mode, Desired: svc.Replicas, DependsOn: svc.DependsOn, Ingress: svc.Ingress}
+	if svc.Mode == ModeReplicated && svc.Replicas == 0 {
+		return pl.stopAll(existing, hooks), sum, nil, nil
+	}
+	elig, warns, err := eligible(svc, snap)
+	if err != nil {
+		return nil, sum, nil, err
+	}
+	sortByName(elig)
+	if svc.Mode == ModeGlobal {
+		sum.Desired = len(elig)
+		err = pl.global(elig, existing)
+	} else {
+		err = pl.replicated(elig, existing)
+	}
+	if err != nil {
+		return nil, sum, nil, err
+	}
+	iw, err := pl.checkImage()
+	if err != nil {
+		return nil, sum, nil, err
+	}
+	warns = append(warns, iw...)
+	rows := append(pl.hookRows(), pl.rows...)
+	for _, h := range hooks {
+		rows = append(rows, pl.row(h, OpRemove, "leftover pre-deploy hook Container"))
+	}
+	return rows, sum, warns, nil
+}
+
+type placer struct {
+	svc      Service
+	snap     Snapshot
+	spec     rpc.ContainerSpec
+	machines map[string]MachineState
+	// load is Containers per Machine, including the plan's earlier
+	// creates and removals, for "fewest containers first".
+	load map[string]int
+	// specLive: a Container of this exact spec already runs, so the
+	// pre-deploy hooks ran for it and a scale-up does not run them again.
+	specLive bool
+	rows     []Row
+	creates  []Row
+	removes  []Row
+}
+
+func (pl *placer) name() string { return pl.spec.Namespace + "-" + pl.svc.Name + "-" + NewID(2) }
+
+func (pl *placer) row(c rpc.ContainerObservation, op, reason string) Row {
+	m := pl.machines[c.MachineID]
+	name := m.Name
+	if name == "" {
+		name = c.MachineID
+	}
+	r := Row{MachineID: c.MachineID, Machine: name, Service: pl.svc.Name, Op: op, Reason: reason,
+		OldID: c.ID, OldName: c.Name, StopGraceSeconds: pl.svc.StopGraceSeconds}
+	if op == OpReplace {
+		r.NewName, r.Strategy = pl.name(), StartFirst
+		spec := pl.spec
+		r.Spec = &spec
+		r.OldRunning = running(c)
+		switch {
+		case len(pl.svc.HostPorts) > 0:
+			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: host port "+joinInts(pl.svc.HostPorts)+" would clash"
+		case (pl.desired() == 1 || pl.svc.Mode == ModeGlobal) && len(pl.svc.Volumes) > 0:
+			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: single Container on volume "+strings.Join(pl.svc.Volumes, ", ")
+		}
+	}
+	return r
+}
+
+func (pl *placer) createRow(m MachineState, reason string) Row {
+	spec := pl.spec
+	return Row{MachineID: m.ID, Machine: m.Name, Service: pl.svc.Name, Op: OpCreate, Reason: reason, NewName: pl.name(), Spec: &spec}
+}
+
+func (pl *placer) desired() int {
+	if pl.svc.Mode == ModeGlobal {
+		return 0
+	}
+	return pl.svc.Replicas
+}
+
+// stopAll is replicas: 0 — the Service stays declared, its Containers stop.
+func (pl *placer) stopAll(existing, hooks []rpc.ContainerObservation) []Row {
+	var rows []Row
+	for _, c := range existing {
+		if running(c) {
+			rows = append(rows, pl.row(c, OpStop, "replicas: 0"))
+		} else {
+			rows = append(rows, pl.row(c, OpUnchanged, "replicas: 0; already "+c.State))
+		}
+	}
+	for _, h := range hooks {
+		rows = append(rows, pl.row(h, OpRemove, "leftover pre-deploy hook Container"))
+	}
+	return rows
+}
+
+// keep decides what to do with a Container that stays in its slot.
+func (pl *placer) keep(c rpc.ContainerObservation) {
+	switch {
+	case c.SpecHash != pl.spec.SpecHash:
+		reason := "spec changed"
+		if c.SpecHash == "" {
+			reason = "no spec hash on the existing Container"
+		}
+		pl.rows = append(pl.rows, pl.row(c, OpReplace, reason))
+	case !running(c):
+		pl.rows = append(pl.rows, pl.row(c, OpStart, "up to date but "+c.State))
+	default:
+		pl.rows = append(pl.rows, pl.row(c, OpUnchanged, "up to date"))
+	}
+}
+
+// score ranks a Container for keeping: lower is better. A running one
+// serves now, so it beats a stopped one even when outdated (a failed new
+// Container kept for its logs must not displace a serving old one).
+func (pl *placer) score(c rpc.ContainerObservation) int {
+	s := 0
+	if !running(c) {
+		s += 2
+	}
+	if c.SpecHash != pl.spec.SpecHash {
+		s++
+	}
+	return s
+}
+
+func better(s1, n1, s2, n2 int) bool { return s1 < s2 || s1 == s2 && n1 < n2 }
+
+// preferred orders a Machine's Containers, best to keep first.
+func (pl *placer) preferred(cs []rpc.ContainerObservation) {
+	sort.SliceStable(cs, func(i, j int) bool { return pl.score(cs[i]) < pl.score(cs[j]) })
+}
+
+func (pl *placer) global(elig []MachineState, existing []rpc.ContainerObservation) error {
+	on := map[string][]rpc.ContainerObservation{}
+	for _, c := range existing {
+		on[c.MachineID] = append(on[c.MachineID], c)
+	}
+	isElig := map[string]bool{}
+	for _, m := range elig {
+		isElig[m.ID] = true
+		cs := on[m.ID]
+		if len(cs) == 0 {
+			pl.creates = append(pl.creates, pl.createRow(m, "global: one per eligible Machine"))
+			continue
+		}
+		pl.preferred(cs)
+		pl.keep(cs[0])
+		for _, c := range cs[1:] {
+			pl.removes = append(pl.removes, pl.row(c, OpRemove, "global: surplus on this Machine"))
+		}
+	}
+	for _, c := range existing {
+		if !isElig[c.MachineID] {
+			pl.removeIneligible(c)
+		}
+	}
+	pl.rows = append(append(pl.rows, pl.creates...), pl.removes...)
+	return nil
+}
+
+func (pl *placer) removeIneligible(c rpc.ContainerObservation) {
+	m, ok := pl.machines[c.MachineID]
+	if ok && !m.Observed {
+		return // unobserved: nothing is known, nothing is touched
+	}
+	pl.removes = append(pl.removes, pl.row(c, OpRemove, "Machine no longer eligible"))
+}
+
+func (pl *placer) replicated(elig []MachineState, existing []rpc.ContainerObservation) error {
+	limit := pl.svc.MaxPerMachine
+	isElig := map[string]bool{}
+	for _, m := range elig {
+		isElig[m.ID] = true
+	}
+	var cands []rpc.ContainerObservation
+	for _, c := range existing {
+		if isElig[c.MachineID] {
+			cands = append(cands, c)
+		} else {
+			pl.removeIneligible(c)
+		}
+	}
+	// Greedy: each slot keeps the best Container left — running before
+	// stopped, up to date before outdated, then the Machine with the
+	// fewest kept so far (spread), then the oldest.
+	count := map[string]int{}
+	kept := 0
+	for kept < pl.svc.Replicas && len(cands) > 0 {
+		best := -1
+		for i, c := range cands {
+			if limit > 0 && count[c.MachineID] >= limit {
+				continue
+			}
+			if best < 0 || better(pl.score(c), count[c.MachineID], pl.score(cands[best]), count[cands[best].MachineID]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		c := cands[best]
+		cands = append(cands[:best], cands[best+1:]...)
+		pl.keep(c)
+		count[c.MachineID]++
+		kept++
+	}
+	for _, c := range cands {
+		reason := fmt.Sprintf("surplus: replicas %d", pl.svc.Replicas)
+		if kept < pl.svc.Replicas {
+			reason = fmt.Sprintf("max_per_machine %d", limit)
+		}
+		pl.removes = append(pl.removes, pl.row(c, OpRemove, reason))
+	}
+	total := pl.load
+	for ; kept < pl.svc.Replicas; kept++ {
+		best := -1
+		for i, m := range elig {
+			if limit > 0 && count[m.ID] >= limit {
+				continue
+			}
+			if best < 0 || count[m.ID] < count[elig[best].ID] || count[m.ID] == count[elig[best].ID] && total[m.ID] < total[elig[best].ID] {
+				best = i
+			}
+		}
+		if best < 0 {
+			return fmt.Errorf("replicas %d: max_per_machine %d allows only %d on the eligible Machines (%s)", pl.svc.Replicas, limit, limit*len(elig), names(elig))
+		}
+		m := elig[best]
+		count[m.ID]++
+		total[m.ID]++
+		pl.creates = append(pl.creates, pl.createRow(m, fmt.Sprintf("replica %d of %d", kept+1, pl.svc.Replicas)))
+	}
+	pl.rows = append(append(pl.rows, pl.creates...), pl.removes...)
+	return nil
+}
+
+// hookRows are the x-pre_deploy hooks, run on the first Machine that gets
+// a new Container, only when the Service gets Containers of a spec that
+// runs nowhere yet.
+func (pl *placer) hookRows() []Row {
+	if len(pl.svc.Hooks) == 0 || pl.specLive {
+		return nil
+	}
+	for _, r := range pl.rows {
+		if r.Op != OpCreate && r.Op != OpReplace {
+			continue
+		}
+		var out []Row
+		for i, h := range pl.svc.Hooks {
+			spec := pl.spec
+			spec.Kind = "hook"
+			spec.Entrypoint, spec.Command = h.Command[:1], h.Command[1:]
+			spec.Ports, spec.Healthcheck, spec.Readiness, spec.Restart = nil, nil, ReadyNone, "no"
+			if len(h.Environment) > 0 {
+				env := map[string]string{}
+				for k, v := range pl.spec.Env {
+					env[k] = v
+				}
+				for k, v := range h.Environment {
+					env[k] = v
+				}
+				spec.Env = env
+			}
+			spec.SpecHash = SpecHash(spec)
+			t := h.TimeoutSeconds
+			if t == 0 {
+				t = 300
+			}
+			out = append(out, Row{MachineID: r.MachineID, Machine: r.Machine, Service: pl.svc.Name, Op: OpHook,
+				Reason: fmt.Sprintf("x-pre_deploy[%d]: %s", i, strings.Join(h.Command, " ")), NewName: pl.spec.Namespace + "-" + pl.svc.Name + "-hook-" + NewID(2),
+				Spec: &spec, HookTimeoutSeconds: t})
+		}
+		return out
+	}
+	return nil
+}
+
+// checkImage refuses a plan whose image is missing on every Machine that
+// would create a Container from it, and warns about the others.
+func (pl *placer) checkImage() ([]string, error) {
+	var targets, missing []string
+	allKnownMissing := true
+	seen := map[string]bool{}
+	for _, r := range pl.rows {
+		if r.Spec == nil || seen[r.MachineID] {
+			continue
+		}
+		seen[r.MachineID] = true
+		targets = append(targets, r.Machine)
+		m := pl.machines[r.MachineID]
+		switch {
+		case !m.ImagesKnown:
+			allKnownMissing = false
+		case HasImage(m.Images, pl.spec.Image):
+			allKnownMissing = false
+		default:
+			missing = append(missing, r.Machine)
+		}
+	}
+	if len(targets) == 0 || len(missing) == 0 {
+		return nil, nil
+	}
+	if allKnownMissing {
+		return nil, fmt.Errorf("image %s is missing on every target Machine (%s); push it first (ployz image push)", pl.spec.Image, strings.Join(targets, ", "))
+	}
+	return []string{fmt.Sprintf("service %q: image %s is missing on %s; creating there will fail", pl.svc.Name, pl.spec.Image, strings.Join(missing, ", "))}, nil
+}
+
+func joinInts(xs []int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, fmt.Sprint(x))
+	}
+	return strings.Join(s, ", ")
+}

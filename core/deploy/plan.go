@@ -1,0 +1,236 @@
+package deploy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Row operations.
+const (
+	OpCreate    = "create"
+	OpReplace   = "replace"
+	OpRemove    = "remove"
+	OpUnchanged = "unchanged"
+	OpStop      = "stop"
+	OpStart     = "start"
+	OpHook      = "hook"
+)
+
+// Replacement strategies.
+const (
+	StartFirst = "start-first"
+	StopFirst  = "stop-first"
+)
+
+// Row is one line of a plan: one Container operation on one Machine.
+type Row struct {
+	MachineID string `json:"machine_id"`
+	Machine   string `json:"machine"`
+	Service   string `json:"service"`
+	Op        string `json:"operation"`
+	Reason    string `json:"reason"`
+	Strategy  string `json:"strategy,omitempty"` // replace only
+	// Old is the existing Container the row acts on (replace, remove,
+	// stop, start, unchanged).
+	OldID   string `json:"old_id,omitempty"`
+	OldName string `json:"old_name,omitempty"`
+	// OldRunning says whether the old Container was running, so a failed
+	// stop-first replacement starts it again only if it was.
+	OldRunning bool `json:"old_running,omitempty"`
+	// New is the Container a create, replace or hook makes.
+	NewName string             `json:"new_name,omitempty"`
+	Spec    *rpc.ContainerSpec `json:"spec,omitempty"`
+	// StopGraceSeconds bounds stops of the old Container.
+	StopGraceSeconds int `json:"stop_grace_seconds,omitempty"`
+	// HookTimeoutSeconds bounds a hook's run.
+	HookTimeoutSeconds int `json:"hook_timeout_seconds,omitempty"`
+}
+
+// Plan is what a deploy will do, computed once against one Snapshot and
+// executed as shown.
+type Plan struct {
+	Project      string   `json:"project"`
+	Environment  string   `json:"environment"`
+	Namespace    string   `json:"namespace"`
+	Revision     int      `json:"revision,omitempty"`
+	DeploymentID string   `json:"deployment_id"`
+	Rows         []Row    `json:"rows"`
+	Warnings     []string `json:"warnings,omitempty"`
+	// PruneRefused says why undeclared Services were not removed.
+	PruneRefused string `json:"prune_refused,omitempty"`
+	// Services are the declared Services (for dependency skipping).
+	Services []ServiceSummary `json:"services"`
+}
+
+// ServiceSummary is a declared Service in a plan.
+type ServiceSummary struct {
+	Name      string         `json:"name"`
+	ServiceID string         `json:"service_id"`
+	Mode      string         `json:"mode"`
+	Desired   int            `json:"desired"`
+	DependsOn []string       `json:"depends_on,omitempty"`
+	Ingress   []IngressRoute `json:"ingress,omitempty"`
+}
+
+// Changes counts the rows that do something.
+func (p Plan) Changes() int {
+	n := 0
+	for _, r := range p.Rows {
+		if r.Op != OpUnchanged {
+			n++
+		}
+	}
+	return n
+}
+
+// PlanOptions tune a plan.
+type PlanOptions struct {
+	DeploymentID string // default: a new one
+	Revision     int
+	// NoPrune keeps undeclared Services in the namespace.
+	NoPrune bool
+}
+
+// MakePlan plans app against snap. Errors (an empty eligible set, an
+// image missing everywhere, too few Machines) name the service and the
+// cause; nothing has changed when one is returned.
+func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
+	ns := app.Namespace()
+	p := Plan{Project: app.Project, Environment: app.Environment, Namespace: ns, Revision: o.Revision, DeploymentID: o.DeploymentID}
+	if p.DeploymentID == "" {
+		p.DeploymentID = NewID(6)
+	}
+	p.Warnings = append(p.Warnings, app.Warnings...)
+	if !snap.Complete() {
+		p.Warnings = append(p.Warnings, "not every Machine was observed: "+snap.MissingNames()+"; nothing is placed there")
+	}
+	declared := map[string]bool{}
+	load := map[string]int{}
+	for _, m := range snap.Machines {
+		load[m.ID] = len(m.Containers)
+	}
+	for _, svc := range app.Services {
+		declared[svc.Name] = true
+		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load)
+		if err != nil {
+			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
+		}
+		p.Rows = append(p.Rows, rows...)
+		p.Services = append(p.Services, sum)
+		p.Warnings = append(p.Warnings, warns...)
+	}
+	prune := pruneRows(ns, snap, declared)
+	switch {
+	case len(prune) == 0 || o.NoPrune:
+	case !snap.Complete():
+		p.PruneRefused = "not pruning undeclared Services: Machines not observed: " + snap.MissingNames()
+		p.Warnings = append(p.Warnings, p.PruneRefused)
+	default:
+		p.Rows = append(p.Rows, prune...)
+	}
+	return p, nil
+}
+
+func pruneRows(ns string, snap Snapshot, declared map[string]bool) []Row {
+	var out []Row
+	for _, m := range snap.Machines {
+		for _, c := range m.Containers {
+			if c.Namespace != ns || declared[c.Service] {
+				continue
+			}
+			reason := "Service no longer declared"
+			if kind(c) == "hook" {
+				reason = "leftover pre-deploy hook of an undeclared Service"
+			}
+			out = append(out, Row{MachineID: m.ID, Machine: m.Name, Service: c.Service, Op: OpRemove, Reason: reason, OldID: c.ID, OldName: c.Name})
+		}
+	}
+	return out
+}
+
+// eligible filters the observed Machines by the Service's constraints and
+// volume locality; an empty result names what emptied it.
+func eligible(svc Service, snap Snapshot) ([]MachineState, []string, error) {
+	var ms []MachineState
+	for _, m := range snap.Machines {
+		if m.Observed {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		return nil, nil, fmt.Errorf("no Machine was observed (%s)", snap.MissingNames())
+	}
+	for _, c := range svc.Constraints {
+		var keep []MachineState
+		known := false
+		for _, m := range ms {
+			v, has := m.Labels[c.Label]
+			known = known || has
+			if c.Op == "==" && has && v == c.Value || c.Op == "!=" && v != c.Value {
+				keep = append(keep, m)
+			}
+		}
+		if len(keep) == 0 {
+			if !known && c.Op == "==" {
+				return nil, nil, fmt.Errorf("x-placement constraint %s: no observed Machine has label %q", ConstraintString(c), c.Label)
+			}
+			return nil, nil, fmt.Errorf("x-placement constraint %s leaves no eligible Machine (of %s)", ConstraintString(c), names(ms))
+		}
+		ms = keep
+	}
+	var warns []string
+	if len(svc.Volumes) > 0 {
+		var holders []MachineState
+		for _, m := range snap.Machines {
+			if holdsAny(m.Volumes, svc.Volumes) {
+				holders = append(holders, m)
+			}
+		}
+		if len(holders) > 0 {
+			var keep []MachineState
+			for _, m := range ms {
+				if holdsAny(m.Volumes, svc.Volumes) {
+					keep = append(keep, m)
+				}
+			}
+			if len(keep) == 0 {
+				return nil, nil, fmt.Errorf("volume locality: volume %s is on %s, which the placement constraints exclude", strings.Join(svc.Volumes, ", "), names(holders))
+			}
+			ms = keep
+		} else if !snap.Complete() {
+			warns = append(warns, fmt.Sprintf("service %q: volume %s not seen on any observed Machine; it may be on an unobserved one (%s)", svc.Name, strings.Join(svc.Volumes, ", "), snap.MissingNames()))
+		}
+	}
+	return ms, warns, nil
+}
+
+func holdsAny(have, want []string) bool {
+	for _, w := range want {
+		for _, h := range have {
+			if h == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func names(ms []MachineState) string {
+	var n []string
+	for _, m := range ms {
+		n = append(n, m.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// running reports whether a Container counts as serving now.
+func running(c rpc.ContainerObservation) bool {
+	return c.State == "running" || c.State == "restarting"
+}
+
+func sortByName(ms []MachineState) {
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name || ms[i].Name == ms[j].Name && ms[i].ID < ms[j].ID })
+}

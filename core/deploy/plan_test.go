@@ -1,0 +1,287 @@
+package deploy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+const ns = "hello-production"
+
+func svc(name string, replicas int, mut ...func(*Service)) Service {
+	s := Service{Name: name, Mode: ModeReplicated, Replicas: replicas,
+		Spec: rpc.ContainerSpec{Namespace: ns, Service: name, Kind: "service", Image: "ployz-testapp:latest", Readiness: ReadyNone, Restart: "unless-stopped"}}
+	for _, m := range mut {
+		m(&s)
+	}
+	return s
+}
+
+// hashOf is the spec hash a plan stamps on s's Containers.
+func hashOf(s Service) string {
+	spec := s.Spec
+	spec.Namespace, spec.Service = ns, s.Name
+	return SpecHash(spec)
+}
+
+func machine(name string, labels map[string]string, cs ...rpc.ContainerObservation) MachineState {
+	m := MachineState{ID: "id-" + name, Name: name, Labels: labels, Observed: true, ImagesKnown: true, Images: []string{"ployz-testapp:latest"}}
+	for i, c := range cs {
+		c.MachineID = m.ID
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("%s-c%d", name, i)
+			c.Name = c.ID
+		}
+		m.Containers = append(m.Containers, c)
+	}
+	return m
+}
+
+func ctr(service, hash, state string) rpc.ContainerObservation {
+	return rpc.ContainerObservation{Namespace: ns, Service: service, ServiceID: "sid-" + service, SpecHash: hash, State: state}
+}
+
+func snapOf(ms ...MachineState) Snapshot { return Snapshot{Machines: ms} }
+
+func app(svcs ...Service) App {
+	return App{Project: "hello", Environment: "production", Services: svcs}
+}
+
+// summary renders rows as "machine service op" lines, sorted.
+func summary(p Plan) string {
+	var out []string
+	for _, r := range p.Rows {
+		s := r.Machine + " " + r.Service + " " + r.Op
+		if r.Strategy != "" {
+			s += " " + r.Strategy
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func lines(ls ...string) string { sort.Strings(ls); return strings.Join(ls, "\n") }
+
+func TestPlan(t *testing.T) {
+	web := svc("web", 3)
+	eu := func(s *Service) { s.Constraints = []rpc.Constraint{{Label: "region", Op: "==", Value: "eu"}} }
+	vol := func(s *Service) {
+		s.Volumes = []string{ns + "-data"}
+		s.Spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: ns + "-data", Target: "/data"}}
+	}
+	three := func(cs1, cs2, cs3 []rpc.ContainerObservation) Snapshot {
+		return snapOf(machine("m1", map[string]string{"region": "eu"}, cs1...), machine("m2", map[string]string{"region": "us"}, cs2...), machine("m3", map[string]string{"region": "eu"}, cs3...))
+	}
+	none := []rpc.ContainerObservation(nil)
+	cases := []struct {
+		name string
+		app  App
+		snap Snapshot
+		want string
+	}{
+		{"spread over empty Machines", app(web), three(none, none, none),
+			lines("m1 web create", "m2 web create", "m3 web create")},
+		{"spread fills the emptiest first", app(svc("web", 2), svc("api", 1)),
+			three([]rpc.ContainerObservation{ctr("api", hashOf(svc("api", 1)), "running")}, none, none),
+			lines("m1 api unchanged", "m2 web create", "m3 web create")},
+		{"global one per eligible Machine", app(svc("agent", 0, func(s *Service) { s.Mode = ModeGlobal }, eu)), three(none, none, none),
+			lines("m1 agent create", "m3 agent create")},
+		{"constraint", app(svc("web", 2, eu)), three(none, none, none),
+			lines("m1 web create", "m3 web create")},
+		{"max_per_machine", app(svc("web", 2, eu, func(s *Service) { s.MaxPerMachine = 1 })),
+			three([]rpc.ContainerObservation{ctr("web", hashOf(svc("web", 2, eu)), "running")}, none, none),
+			lines("m1 web unchanged", "m3 web create")},
+		{"unchanged by spec hash", app(web),
+			three([]rpc.ContainerObservation{ctr("web", hashOf(web), "running")}, []rpc.ContainerObservation{ctr("web", hashOf(web), "running")}, []rpc.ContainerObservation{ctr("web", hashOf(web), "running")}),
+			lines("m1 web unchanged", "m2 web unchanged", "m3 web unchanged")},
+		{"changed spec replaces start-first", app(svc("web", 2)),
+			three([]rpc.ContainerObservation{ctr("web", "old", "running")}, []rpc.ContainerObservation{ctr("web", hashOf(svc("web", 2)), "running")}, none),
+			lines("m1 web replace start-first", "m2 web unchanged")},
+		{"host port means stop-first", app(svc("web", 1, func(s *Service) { s.HostPorts = []int{80} })),
+			three([]rpc.ContainerObservation{ctr("web", "old", "running")}, none, none),
+			"m1 web replace stop-first"},
+		{"single replica with volume means stop-first and stays put", app(svc("db", 1, vol)),
+			snapOf(machine("m1", nil), machine("m2", nil, ctr("db", "old", "running")), machine("m3", nil)),
+			"m2 db replace stop-first"},
+		{"volume locality for a new Container", app(svc("db", 1, vol)),
+			func() Snapshot {
+				s := snapOf(machine("m1", nil), machine("m2", nil), machine("m3", nil))
+				s.Machines[2].Volumes = []string{ns + "-data"}
+				return s
+			}(),
+			"m3 db create"},
+		{"up to date but stopped is started", app(svc("web", 1)),
+			three([]rpc.ContainerObservation{ctr("web", hashOf(svc("web", 1)), "exited")}, none, none),
+			"m1 web start"},
+		{"replicas 0 stops and keeps", app(svc("web", 0)),
+			three([]rpc.ContainerObservation{ctr("web", "x", "running")}, []rpc.ContainerObservation{ctr("web", "x", "exited")}, none),
+			lines("m1 web stop", "m2 web unchanged")},
+		{"scale down removes surplus", app(svc("web", 1)),
+			three([]rpc.ContainerObservation{ctr("web", hashOf(svc("web", 1)), "running")}, []rpc.ContainerObservation{ctr("web", hashOf(svc("web", 1)), "running")}, none),
+			lines("m1 web unchanged", "m2 web remove")},
+		{"ineligible Machine's Container moves", app(svc("web", 1, eu)),
+			three(none, []rpc.ContainerObservation{ctr("web", hashOf(svc("web", 1, eu)), "running")}, none),
+			lines("m1 web create", "m2 web remove")},
+		{"rerun after a failed replacement: serving old ones are replaced again, the failed new one removed", app(svc("web", 2)),
+			three([]rpc.ContainerObservation{ctr("web", "old", "running"), ctr("web", hashOf(svc("web", 2)), "exited")}, []rpc.ContainerObservation{ctr("web", "old", "running")}, none),
+			lines("m1 web replace start-first", "m2 web replace start-first", "m1 web remove")},
+		{"keeping spreads: surplus goes from the busiest Machine", app(svc("web", 2)),
+			three([]rpc.ContainerObservation{ctr("web", hashOf(svc("web", 2)), "running"), ctr("web", hashOf(svc("web", 2)), "running")}, []rpc.ContainerObservation{ctr("web", hashOf(svc("web", 2)), "running")}, none),
+			lines("m1 web unchanged", "m1 web remove", "m2 web unchanged")},
+		{"creates of earlier services count for spread", app(svc("a", 1), svc("b", 1)),
+			snapOf(machine("m1", nil), machine("m2", nil)),
+			lines("m1 a create", "m2 b create")},
+		{"global with a volume replaces stop-first", app(svc("agent", 0, func(s *Service) { s.Mode = ModeGlobal }, vol)),
+			snapOf(machine("m1", nil, ctr("agent", "old", "running"))),
+			"m1 agent replace stop-first"},
+		{"prune with a complete snapshot", app(svc("web", 1)),
+			three([]rpc.ContainerObservation{ctr("web", hashOf(svc("web", 1)), "running"), ctr("old", "x", "running")}, none, none),
+			lines("m1 web unchanged", "m1 old remove")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := MakePlan(c.app, c.snap, PlanOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summary(p); got != c.want {
+				t.Fatalf("rows:\n%s\nwant:\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	snap := snapOf(machine("m1", map[string]string{"region": "eu"}), machine("m2", map[string]string{"region": "us"}))
+	cases := []struct {
+		name string
+		s    Service
+		snap Snapshot
+		want string
+	}{
+		{"unknown label", svc("web", 1, func(s *Service) { s.Constraints = []rpc.Constraint{{Label: "gpu", Op: "==", Value: "yes"}} }), snap,
+			`service "web": x-placement constraint gpu==yes: no observed Machine has label "gpu"`},
+		{"the constraint that emptied the set", svc("web", 1, func(s *Service) {
+			s.Constraints = []rpc.Constraint{{Label: "region", Op: "!=", Value: "us"}, {Label: "region", Op: "==", Value: "us"}}
+		}), snap, `x-placement constraint region==us leaves no eligible Machine (of m1)`},
+		{"max_per_machine too small", svc("web", 3, func(s *Service) { s.MaxPerMachine = 1 }), snap,
+			`replicas 3: max_per_machine 1 allows only 2`},
+		{"image missing everywhere", svc("web", 2, func(s *Service) { s.Spec.Image = "nope:1" }), snap,
+			`image nope:1 is missing on every target Machine (m1, m2)`},
+		{"volume held where constraints exclude", svc("db", 1, func(s *Service) {
+			s.Volumes = []string{"v"}
+			s.Constraints = []rpc.Constraint{{Label: "region", Op: "==", Value: "eu"}}
+		}), func() Snapshot {
+			s := snapOf(snap.Machines...)
+			s.Machines = append([]MachineState{}, snap.Machines...)
+			s.Machines[1].Volumes = []string{"v"}
+			return s
+		}(),
+			`volume locality: volume v is on m2`},
+	}
+	for _, c := range cases {
+		_, err := MakePlan(app(c.s), c.snap, PlanOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestPlanImageMissingOnSomeWarns(t *testing.T) {
+	s := snapOf(machine("m1", nil), machine("m2", nil))
+	s.Machines[1].Images = nil
+	p, err := MakePlan(app(svc("web", 2)), s, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(p.Warnings, "\n"), "missing on m2") {
+		t.Fatalf("warnings = %v", p.Warnings)
+	}
+}
+
+func TestPlanPruneRefusedOnIncompleteSnapshot(t *testing.T) {
+	s := snapOf(machine("m1", nil, ctr("old", "x", "running")), machine("m2", nil))
+	s.Machines[1].Observed = false
+	s.Missing = []Unobserved{{MachineID: "id-m2", Name: "m2", Reason: "timeout"}}
+	p, err := MakePlan(app(svc("web", 2)), s, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != lines("m1 web create", "m1 web create") {
+		t.Fatalf("rows:\n%s", got)
+	}
+	if p.PruneRefused == "" || !strings.Contains(p.PruneRefused, "m2 (timeout)") {
+		t.Fatalf("prune refusal = %q", p.PruneRefused)
+	}
+}
+
+func TestPlanUnobservedMachineContainersUntouched(t *testing.T) {
+	s := snapOf(machine("m1", nil), machine("m2", nil, ctr("web", "x", "running")))
+	s.Machines[1].Observed = false
+	s.Missing = []Unobserved{{MachineID: "id-m2", Name: "m2", Reason: "down"}}
+	p, err := MakePlan(app(svc("web", 1)), s, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != "m1 web create" {
+		t.Fatalf("rows:\n%s", got)
+	}
+}
+
+func TestPlanHooksComeFirstAndOnlyOnChange(t *testing.T) {
+	hook := func(s *Service) {
+		s.Hooks = []Hook{{Command: []string{"/app", "migrate"}, Environment: map[string]string{"X": "1"}}}
+	}
+	p, err := MakePlan(app(svc("api", 2, hook)), snapOf(machine("m1", nil), machine("m2", nil)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rows[0].Op != OpHook || p.Rows[1].Op != OpCreate || p.Rows[0].MachineID != p.Rows[1].MachineID {
+		t.Fatalf("rows = %+v", p.Rows)
+	}
+	h := p.Rows[0].Spec
+	if h.Kind != "hook" || h.Entrypoint[0] != "/app" || h.Command[0] != "migrate" || h.Env["X"] != "1" || h.Restart != "no" || p.Rows[0].HookTimeoutSeconds != 300 {
+		t.Fatalf("hook spec = %+v", h)
+	}
+	up := svc("api", 2, hook)
+	p, err = MakePlan(app(up), snapOf(machine("m1", nil, ctr("api", hashOf(up), "running")), machine("m2", nil)), PlanOptions{})
+	if err != nil || summary(p) != "m1 api unchanged\nm2 api create" {
+		t.Fatalf("a scale-up of a running spec ran a hook: %v\n%s", err, summary(p))
+	}
+}
+
+func TestPlanKeepsServiceIDAndStampsSpec(t *testing.T) {
+	s := svc("web", 2)
+	p, err := MakePlan(app(s), snapOf(machine("m1", nil, ctr("web", "old", "running")), machine("m2", nil)), PlanOptions{DeploymentID: "dep1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range p.Rows {
+		if r.Spec.ServiceID != "sid-web" || r.Spec.DeploymentID != "dep1" || r.Spec.SpecHash != hashOf(s) {
+			t.Fatalf("row spec = %+v", r.Spec)
+		}
+		if !strings.HasPrefix(r.NewName, ns+"-web-") || len(r.NewName) != len(ns+"-web-")+4 {
+			t.Fatalf("name = %q", r.NewName)
+		}
+	}
+	if p.Services[0].ServiceID != "sid-web" {
+		t.Fatalf("summary = %+v", p.Services)
+	}
+}
+
+func TestSpecHashIgnoresDeploymentFields(t *testing.T) {
+	a := rpc.ContainerSpec{Image: "x", Env: map[string]string{"A": "1", "B": "2"}}
+	b := a
+	b.DeploymentID, b.ServiceID, b.SpecHash = "d", "s", "h"
+	if SpecHash(a) != SpecHash(b) {
+		t.Fatal("hash depends on per-deploy fields")
+	}
+	b.Env = map[string]string{"A": "1"}
+	if SpecHash(a) == SpecHash(b) {
+		t.Fatal("hash ignores env")
+	}
+}

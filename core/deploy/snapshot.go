@@ -1,0 +1,254 @@
+package deploy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Caller is the part of *rpc.Client the engine uses: one call to one
+// Machine, or a fan-out to every Machine the entry observes.
+type Caller interface {
+	Call(ctx context.Context, t rpc.Target, command string, payload, out any) error
+	Fanout(ctx context.Context, t rpc.Target, command string, payload any) (rpc.FanoutResult, error)
+}
+
+// SpecHash is the hash of a ContainerSpec without its per-deploy fields
+// (service id, deployment id, the hash itself): equal hashes mean an
+// up-to-date Container.
+func SpecHash(s rpc.ContainerSpec) string {
+	s.ServiceID, s.DeploymentID, s.SpecHash = "", "", ""
+	b, _ := json.Marshal(s) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// NewID returns n random bytes as hex, for deployment ids, service ids
+// and Container name suffixes.
+func NewID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) //nolint:errcheck // crypto/rand never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+// MachineState is one Machine as the Snapshot saw it.
+type MachineState struct {
+	ID         string                     `json:"id"`
+	Name       string                     `json:"name"`
+	Labels     map[string]string          `json:"labels,omitempty"`
+	Membership string                     `json:"membership,omitempty"`
+	Observed   bool                       `json:"observed"` // list_containers answered
+	Containers []rpc.ContainerObservation `json:"containers,omitempty"`
+	Volumes    []string                   `json:"volumes,omitempty"`
+	// Images are the tags its Docker holds; ImagesKnown is false when
+	// list_images did not answer.
+	Images      []string `json:"images,omitempty"`
+	ImagesKnown bool     `json:"images_known"`
+}
+
+// Unobserved names a Machine whose Containers the Snapshot lacks.
+type Unobserved struct {
+	MachineID string `json:"machine_id"`
+	Name      string `json:"name,omitempty"`
+	Reason    string `json:"reason"`
+}
+
+// Snapshot is one observer's live view of every Machine's Service
+// Containers at one time (bet 1): never a complete Cluster truth, and it
+// says which Machines it could not see.
+type Snapshot struct {
+	ObservedAt time.Time      `json:"observed_at"`
+	Observer   string         `json:"observer"`
+	Machines   []MachineState `json:"machines"`
+	Missing    []Unobserved   `json:"unobserved,omitempty"`
+}
+
+// Complete reports whether every Machine the entry knows was observed.
+func (s Snapshot) Complete() bool { return len(s.Missing) == 0 }
+
+// MissingNames lists the unobserved Machines with their reasons.
+func (s Snapshot) MissingNames() string {
+	var parts []string
+	for _, m := range s.Missing {
+		n := m.Name
+		if n == "" {
+			n = m.MachineID
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", n, m.Reason))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Machine returns the state of the Machine with this id.
+func (s Snapshot) Machine(id string) (MachineState, bool) {
+	for _, m := range s.Machines {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return MachineState{}, false
+}
+
+// Containers returns every observed Container in namespace ns ("" = all).
+func (s Snapshot) Containers(ns string) []rpc.ContainerObservation {
+	var out []rpc.ContainerObservation
+	for _, m := range s.Machines {
+		for _, c := range m.Containers {
+			if ns == "" || c.Namespace == ns {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// Observe takes a Snapshot: list_machines on the entry, then
+// list_containers and list_images fanned out to every Machine. Per-target
+// failures and omissions are recorded, not fatal; only a failed
+// list_machines or fan-out call as a whole is an error.
+func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapshot, error) {
+	var list rpc.MachineList
+	if err := c.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+		return Snapshot{}, fmt.Errorf("observe Machines: %w", err)
+	}
+	snap := Snapshot{ObservedAt: time.Now().UTC(), Observer: list.ObserverName}
+	idx := map[string]int{}
+	for _, m := range list.Machines {
+		idx[m.ID] = len(snap.Machines)
+		snap.Machines = append(snap.Machines, MachineState{ID: m.ID, Name: m.Name, Labels: m.Labels, Membership: m.Membership})
+	}
+	fr, err := c.Fanout(ctx, rpc.Target{All: true}, rpc.CmdListContainers, rpc.ListContainersRequest{Namespace: ns})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("observe Containers: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, r := range fr.Results {
+		i, ok := idx[r.MachineID]
+		if !ok {
+			i = len(snap.Machines)
+			idx[r.MachineID] = i
+			snap.Machines = append(snap.Machines, MachineState{ID: r.MachineID, Name: r.MachineName})
+		}
+		ms := &snap.Machines[i]
+		if r.Error != nil {
+			snap.Missing = append(snap.Missing, Unobserved{MachineID: r.MachineID, Name: ms.Name, Reason: r.Error.Error()})
+			seen[r.MachineID] = true
+			continue
+		}
+		var cl rpc.ContainerList
+		if err := json.Unmarshal(r.Payload, &cl); err != nil {
+			snap.Missing = append(snap.Missing, Unobserved{MachineID: r.MachineID, Name: ms.Name, Reason: "malformed list_containers answer: " + err.Error()})
+			seen[r.MachineID] = true
+			continue
+		}
+		ms.Observed, ms.Volumes = true, cl.Volumes
+		if len(cl.Labels) > 0 {
+			ms.Labels = cl.Labels
+		}
+		for _, co := range cl.Containers {
+			if co.MachineID == "" {
+				co.MachineID = ms.ID
+			}
+			fillFromLabels(&co)
+			if ns == "" || co.Namespace == ns {
+				ms.Containers = append(ms.Containers, co)
+			}
+		}
+		seen[r.MachineID] = true
+	}
+	for _, o := range fr.Omitted {
+		seen[o.MachineID] = true
+		snap.Missing = append(snap.Missing, Unobserved{MachineID: o.MachineID, Name: o.MachineName, Reason: o.Reason})
+	}
+	for _, m := range snap.Machines {
+		if !seen[m.ID] {
+			snap.Missing = append(snap.Missing, Unobserved{MachineID: m.ID, Name: m.Name, Reason: "no answer in the fan-out"})
+		}
+	}
+	if withImages {
+		observeImages(ctx, c, &snap, idx)
+	}
+	sort.Slice(snap.Machines, func(i, j int) bool { return snap.Machines[i].Name < snap.Machines[j].Name })
+	return snap, nil
+}
+
+func observeImages(ctx context.Context, c Caller, snap *Snapshot, idx map[string]int) {
+	fr, err := c.Fanout(ctx, rpc.Target{All: true}, rpc.CmdListImages, nil)
+	if err != nil {
+		return // images stay unknown: the planner warns instead of refusing
+	}
+	for _, r := range fr.Results {
+		i, ok := idx[r.MachineID]
+		if !ok || r.Error != nil {
+			continue
+		}
+		var il rpc.ImageList
+		if json.Unmarshal(r.Payload, &il) != nil {
+			continue
+		}
+		ms := &snap.Machines[i]
+		ms.ImagesKnown = true
+		for _, im := range il.Images {
+			ms.Images = append(ms.Images, im.Tags...)
+			ms.Images = append(ms.Images, im.ID)
+		}
+	}
+}
+
+// fillFromLabels completes an observation from its ployz labels when the
+// daemon left the typed fields empty.
+func fillFromLabels(c *rpc.ContainerObservation) {
+	l := c.Labels
+	if l == nil {
+		return
+	}
+	set := func(f *string, key string) {
+		if *f == "" {
+			*f = l[key]
+		}
+	}
+	set(&c.Namespace, rpc.LabelNamespace)
+	set(&c.Service, rpc.LabelService)
+	set(&c.ServiceID, rpc.LabelServiceID)
+	set(&c.Deployment, rpc.LabelDeployment)
+	set(&c.SpecHash, rpc.LabelSpecHash)
+}
+
+// kind is a Container's ployz.kind: service unless labelled hook.
+func kind(c rpc.ContainerObservation) string {
+	if c.Labels[rpc.LabelKind] == "hook" || c.Spec != nil && c.Spec.Kind == "hook" {
+		return "hook"
+	}
+	return "service"
+}
+
+// HasImage reports whether ref (with :latest implied) is among tags.
+func HasImage(tags []string, ref string) bool {
+	want := normalizeRef(ref)
+	for _, t := range tags {
+		if t == ref || normalizeRef(t) == want {
+			return true
+		}
+	}
+	return false
+}
+
+func normalizeRef(r string) string {
+	r = strings.TrimPrefix(r, "docker.io/")
+	r = strings.TrimPrefix(r, "library/")
+	if strings.Contains(r, "@") {
+		return r
+	}
+	if i := strings.LastIndex(r, ":"); i < 0 || strings.Contains(r[i:], "/") {
+		r += ":latest"
+	}
+	return r
+}

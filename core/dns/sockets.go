@@ -1,0 +1,150 @@
+package dns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// Names of the port-53 sockets in systemd's fd store.
+const (
+	FDNameUDP = "ployz-dns-udp"
+	FDNameTCP = "ployz-dns-tcp"
+)
+
+// Sockets are the UDP and TCP sockets queries arrive on.
+type Sockets struct {
+	UDP net.PacketConn
+	TCP net.Listener
+}
+
+// TakeSockets returns sockets for listen: first those systemd passed in
+// LISTEN_FDS (from its fd store), else freshly bound ones, which it parks
+// in the fd store so the next process takes them over and queries queue in
+// the kernel across restarts. Stored sockets bound elsewhere are dropped.
+func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
+	s := &Sockets{}
+	for _, f := range activation.Files(true) {
+		name := f.Name()
+		switch {
+		case name == FDNameUDP && s.UDP == nil:
+			if pc, err := net.FilePacketConn(f); err == nil && sameAddr(pc.LocalAddr(), listen) {
+				s.UDP = pc
+				log.Info("took UDP socket from the fd store", "addr", pc.LocalAddr())
+			} else if err == nil {
+				pc.Close()
+			}
+		case name == FDNameTCP && s.TCP == nil:
+			if l, err := net.FileListener(f); err == nil && sameAddr(l.Addr(), listen) {
+				s.TCP = l
+				log.Info("took TCP socket from the fd store", "addr", l.Addr())
+			} else if err == nil {
+				l.Close()
+			}
+		}
+		f.Close()
+	}
+	lc := net.ListenConfig{Control: freebind}
+	var park []*os.File
+	var parkNames []string
+	if s.UDP == nil {
+		forget(FDNameUDP)
+		pc, err := lc.ListenPacket(context.Background(), "udp4", listen.String())
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("listen udp %s: %w", listen, err)
+		}
+		s.UDP = pc
+		if f, err := pc.(*net.UDPConn).File(); err == nil {
+			park, parkNames = append(park, f), append(parkNames, FDNameUDP)
+		}
+	}
+	if s.TCP == nil {
+		forget(FDNameTCP)
+		l, err := lc.Listen(context.Background(), "tcp4", listen.String())
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("listen tcp %s: %w", listen, err)
+		}
+		s.TCP = l
+		if f, err := l.(*net.TCPListener).File(); err == nil {
+			park, parkNames = append(park, f), append(parkNames, FDNameTCP)
+		}
+	}
+	for i, f := range park {
+		if err := notifyFDs("FDSTORE=1\nFDNAME="+parkNames[i], f); err != nil {
+			log.Warn("could not park socket in the fd store; restarts will refuse queries briefly", "name", parkNames[i], "error", err)
+		}
+		f.Close()
+	}
+	return s, nil
+}
+
+// Close closes this process's copies of the sockets (systemd keeps its own).
+func (s *Sockets) Close() {
+	if s.UDP != nil {
+		s.UDP.Close()
+	}
+	if s.TCP != nil {
+		s.TCP.Close()
+	}
+}
+
+// Release removes the sockets from systemd's fd store, handing port 53
+// back once this process exits.
+func Release() {
+	forget(FDNameUDP)
+	forget(FDNameTCP)
+}
+
+func forget(name string) { _ = notifyFDs("FDSTOREREMOVE=1\nFDNAME=" + name) }
+
+func sameAddr(a net.Addr, want netip.AddrPort) bool {
+	ap, err := netip.ParseAddrPort(a.String())
+	return err == nil && ap.Addr().Unmap() == want.Addr() && ap.Port() == want.Port()
+}
+
+// freebind lets the socket bind the gateway address before the Docker
+// bridge that carries it exists (e.g. at boot).
+func freebind(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+	})
+	return errors.Join(err, serr)
+}
+
+// notifyFDs sends state (and files) to $NOTIFY_SOCKET; without one it is a
+// no-op, as outside systemd.
+func notifyFDs(state string, files ...*os.File) error {
+	path := os.Getenv("NOTIFY_SOCKET")
+	if path == "" {
+		return nil
+	}
+	if path[0] == '@' {
+		path = "\x00" + path[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return fmt.Errorf("notify socket: %w", err)
+	}
+	defer conn.Close()
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err = conn.WriteMsgUnix([]byte(state), oob, nil)
+	return err
+}

@@ -1,0 +1,134 @@
+// Package images delivers locally built images to Machines without a
+// registry: the operator's Docker saves the image, the CLI streams it
+// through the Entry Machine, and each target loads it into its Docker.
+// Only Machines that miss the image receive it.
+package images
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/docker/docker/client"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// chunk is the size of one data frame.
+const chunk = 256 << 10
+
+// Result is one target's outcome.
+type Result struct {
+	MachineID   string `json:"machine_id"`
+	MachineName string `json:"machine_name"`
+	// Outcome is pushed, present (already had it) or failed.
+	Outcome string `json:"outcome"`
+	Bytes   int64  `json:"bytes,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Progress is told how many bytes of one upload went out so far.
+type Progress func(machine string, sent, total int64)
+
+// Push delivers image to the named Machines (all the entry observes when
+// names is empty) and reports each target. It fails before sending
+// anything when the image is not in the operator's Docker.
+func Push(ctx context.Context, entry *rpc.Client, image string, names []string, progress Progress) ([]Result, error) {
+	docker, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("local docker: %w", err)
+	}
+	defer docker.Close()
+	info, err := docker.ImageInspect(ctx, image)
+	if err != nil {
+		return nil, fmt.Errorf("image %s is not in this computer's Docker: %w", image, err)
+	}
+	t := rpc.Target{All: len(names) == 0, Set: names}
+	fan, err := entry.Fanout(ctx, t, rpc.CmdListImages, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, o := range fan.Omitted {
+		out = append(out, Result{MachineID: o.MachineID, MachineName: o.MachineName, Outcome: "failed", Error: o.Reason})
+	}
+	for _, r := range fan.Results {
+		res := Result{MachineID: r.MachineID, MachineName: r.MachineName}
+		if r.Error != nil {
+			res.Outcome, res.Error = "failed", r.Error.Error()
+			out = append(out, res)
+			continue
+		}
+		var list rpc.ImageList
+		if err := json.Unmarshal(r.Payload, &list); err != nil {
+			res.Outcome, res.Error = "failed", err.Error()
+			out = append(out, res)
+			continue
+		}
+		if slices.ContainsFunc(list.Images, func(i rpc.ImageInfo) bool { return i.ID == info.ID && slices.Contains(i.Tags, image) }) {
+			res.Outcome = "present"
+			out = append(out, res)
+			continue
+		}
+		n, err := upload(ctx, entry, docker, image, info.Size, r.MachineID, func(sent int64) {
+			if progress != nil {
+				progress(r.MachineName, sent, info.Size)
+			}
+		})
+		res.Bytes = n
+		if err != nil {
+			res.Outcome, res.Error = "failed", err.Error()
+		} else {
+			res.Outcome = "pushed"
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// upload streams one `docker save` of image to one Machine.
+func upload(ctx context.Context, entry *rpc.Client, docker *client.Client, image string, _ int64, machineID string, sent func(int64)) (int64, error) {
+	rd, err := docker.ImageSave(ctx, []string{image})
+	if err != nil {
+		return 0, fmt.Errorf("docker save %s: %w", image, err)
+	}
+	defer rd.Close()
+	st, err := entry.OpenStream(ctx, rpc.Target{One: machineID}, rpc.CmdImageLoad, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	buf := make([]byte, chunk)
+	var n int64
+	for {
+		k, err := rd.Read(buf)
+		if k > 0 {
+			if err := st.Send(rpc.StreamFrame{Data: buf[:k]}); err != nil {
+				return n, fmt.Errorf("upload: %w", err)
+			}
+			n += int64(k)
+			sent(n)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return n, fmt.Errorf("docker save %s: %w", image, err)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		return n, err
+	}
+	for {
+		f, err := st.Recv()
+		if err != nil {
+			return n, err
+		}
+		if f.Done {
+			return n, nil
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package rpc
+
+// Service Container commands. The CLI plans a Deploy and sends these to
+// each target Machine in turn; the daemon admits every creation against
+// its own fresh facts (DESIGN.md bet 10) and otherwise only does what it
+// is told. Payloads follow the Stable promise: additive, tolerant readers.
+const (
+	// CmdListContainers is a live observation of this Machine's Service
+	// Containers straight from Docker (not the replicated store), for a
+	// Deploy Snapshot.
+	CmdListContainers = "list_containers"
+	CapListContainers = "ployz.container.list.v1"
+
+	// CmdCreateContainer admits and creates (not starts) one Container.
+	CmdCreateContainer = "create_container"
+	CapCreateContainer = "ployz.container.create.v1"
+
+	CmdStartContainer = "start_container"
+	CapStartContainer = "ployz.container.start.v1"
+
+	// CmdWaitReady waits (bounded by the request) until a started
+	// Container is ready, crashed, restarted or unhealthy, and says which.
+	CmdWaitReady = "wait_ready"
+	CapWaitReady = "ployz.container.wait_ready.v1"
+
+	CmdStopContainer = "stop_container"
+	CapStopContainer = "ployz.container.stop.v1"
+
+	CmdRemoveContainer = "remove_container"
+	CapRemoveContainer = "ployz.container.remove.v1"
+
+	// CmdContainerLogs returns a Container's log tail.
+	CmdContainerLogs = "container_logs"
+	CapContainerLogs = "ployz.container.logs.v1"
+
+	// CmdListImages lists the images this Machine's Docker holds.
+	CmdListImages = "list_images"
+	CapListImages = "ployz.image.list.v1"
+)
+
+// Labels every Service Container carries; they make a Container's identity
+// and let any observer group Containers into Services without a registry.
+const (
+	LabelNamespace  = "ployz.namespace"  // <project>-<environment>
+	LabelService    = "ployz.service"    // Service name within the namespace
+	LabelServiceID  = "ployz.service_id" // opaque id kept across updates
+	LabelDeployment = "ployz.deployment" // deployment id that created it
+	LabelSpecHash   = "ployz.spec_hash"  // hash of the resolved spec: up-to-date detection
+	LabelReadiness  = "ployz.readiness"  // healthcheck, notify or none
+	LabelKind       = "ployz.kind"       // service or hook
+	LabelSpec       = "ployz.spec"       // the resolved spec as JSON (secrets redacted)
+)
+
+// ContainerSpec is the Resolved Service Spec of one Container: everything
+// the daemon needs to create it, stamped on it at creation.
+type ContainerSpec struct {
+	Namespace    string            `json:"namespace"`
+	Service      string            `json:"service"`
+	ServiceID    string            `json:"service_id"`
+	DeploymentID string            `json:"deployment_id"`
+	SpecHash     string            `json:"spec_hash"`
+	Kind         string            `json:"kind,omitempty"` // service (default) or hook
+	Image        string            `json:"image"`
+	Entrypoint   []string          `json:"entrypoint,omitempty"`
+	Command      []string          `json:"command,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	WorkingDir   string            `json:"working_dir,omitempty"`
+	User         string            `json:"user,omitempty"`
+	Ports        []PortSpec        `json:"ports,omitempty"`
+	Mounts       []MountSpec       `json:"mounts,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Healthcheck  *Healthcheck      `json:"healthcheck,omitempty"`
+	// Readiness is how the daemon decides the Container is ready:
+	// "healthcheck" (Docker health), "notify" (one READY=1 on the
+	// NOTIFY_SOCKET the daemon mounts) or "none" (running is ready).
+	Readiness string `json:"readiness,omitempty"`
+	// Restart is Docker's restart policy (default unless-stopped).
+	Restart     string  `json:"restart,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	// Constraints are re-checked by the target daemon against its own
+	// labels before it creates anything (Machine-local admission).
+	Constraints []Constraint `json:"constraints,omitempty"`
+}
+
+// PortSpec publishes a container port.
+type PortSpec struct {
+	ContainerPort int    `json:"container_port"`
+	HostPort      int    `json:"host_port,omitempty"` // 0: not published on the host
+	Protocol      string `json:"protocol,omitempty"`  // tcp (default) or udp
+}
+
+// MountSpec is one volume, bind or tmpfs mount.
+type MountSpec struct {
+	Type     string `json:"type"`             // volume, bind or tmpfs
+	Source   string `json:"source,omitempty"` // volume name or host path
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Healthcheck is a Docker healthcheck.
+type Healthcheck struct {
+	Test          []string `json:"test"` // e.g. ["CMD", "/app", "healthcheck"]
+	IntervalMS    int64    `json:"interval_ms,omitempty"`
+	TimeoutMS     int64    `json:"timeout_ms,omitempty"`
+	StartPeriodMS int64    `json:"start_period_ms,omitempty"`
+	Retries       int      `json:"retries,omitempty"`
+}
+
+// Constraint is one placement constraint on Machine labels:
+// label <op> value, op "==" or "!=".
+type Constraint struct {
+	Label string `json:"label"`
+	Op    string `json:"op"`
+	Value string `json:"value"`
+}
+
+// CreateContainerRequest asks for one Container.
+type CreateContainerRequest struct {
+	Name string        `json:"name"` // Docker name, e.g. <namespace>-<service>-<4 hex>
+	Spec ContainerSpec `json:"spec"`
+}
+
+// ContainerRef names one Container on the target Machine.
+type ContainerRef struct {
+	ID string `json:"id"`
+}
+
+// StopContainerRequest stops a Container.
+type StopContainerRequest struct {
+	ID                 string `json:"id"`
+	GracePeriodSeconds int    `json:"grace_period_seconds,omitempty"`
+}
+
+// RemoveContainerRequest removes a Container.
+type RemoveContainerRequest struct {
+	ID    string `json:"id"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// WaitReadyRequest bounds a readiness wait.
+type WaitReadyRequest struct {
+	ID             string `json:"id"`
+	TimeoutSeconds int    `json:"timeout_seconds"`
+}
+
+// WaitReadyResult says how a readiness wait ended.
+type WaitReadyResult struct {
+	// Outcome is ready, exited, restarting, unhealthy or timeout.
+	Outcome  string `json:"outcome"`
+	ExitCode int    `json:"exit_code,omitempty"`
+	// LogTail holds the last lines of output when the outcome is not ready.
+	LogTail []string `json:"log_tail,omitempty"`
+	Message string   `json:"message,omitempty"`
+}
+
+// ListContainersRequest filters a live listing.
+type ListContainersRequest struct {
+	Namespace string `json:"namespace,omitempty"` // empty: every Service Container
+}
+
+// ContainerObservation is one Container as its Machine sees it now.
+type ContainerObservation struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	MachineID  string            `json:"machine_id"`
+	Namespace  string            `json:"namespace"`
+	Service    string            `json:"service"`
+	ServiceID  string            `json:"service_id,omitempty"`
+	Deployment string            `json:"deployment,omitempty"`
+	SpecHash   string            `json:"spec_hash,omitempty"`
+	Image      string            `json:"image"`
+	ImageID    string            `json:"image_id,omitempty"`
+	State      string            `json:"state"`            // created, running, restarting, exited, ...
+	Health     string            `json:"health,omitempty"` // healthy, unhealthy, starting, none
+	ExitCode   int               `json:"exit_code,omitempty"`
+	Ready      bool              `json:"ready"`
+	IP         string            `json:"ip,omitempty"`
+	CreatedAt  int64             `json:"created_at"` // unix seconds
+	Spec       *ContainerSpec    `json:"spec,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+}
+
+// ContainerList is list_containers' payload.
+type ContainerList struct {
+	MachineID  string                 `json:"machine_id"`
+	Containers []ContainerObservation `json:"containers"`
+	// Volumes are this Machine's Docker volume names, for volume locality.
+	Volumes []string `json:"volumes"`
+	// Labels are this Machine's placement labels.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ContainerLogsRequest asks for a log tail.
+type ContainerLogsRequest struct {
+	ID    string `json:"id"`
+	Tail  int    `json:"tail,omitempty"`  // default 100
+	Since int64  `json:"since,omitempty"` // unix seconds
+}
+
+// LogLine is one line of Container output.
+type LogLine struct {
+	Time   int64  `json:"time_unix_nano"`
+	Stream string `json:"stream"` // stdout or stderr
+	Text   string `json:"text"`
+}
+
+// ContainerLogs is container_logs' payload.
+type ContainerLogs struct {
+	Lines []LogLine `json:"lines"`
+}
+
+// ImageList is list_images' payload.
+type ImageList struct {
+	Images []ImageInfo `json:"images"`
+}
+
+// ImageInfo is one local image.
+type ImageInfo struct {
+	ID   string   `json:"id"`
+	Tags []string `json:"tags"`
+	Size int64    `json:"size"`
+}
+
+// CmdImageLoad is a streaming command: the client sends an image archive
+// (`docker save` format) as data frames, the Machine loads it into its
+// Docker and answers one ImageLoadResult event.
+const (
+	CmdImageLoad = "image_load"
+	CapImageLoad = "ployz.image.load.v1"
+)
+
+// ImageLoadResult is image_load's event.
+type ImageLoadResult struct {
+	Bytes  int64    `json:"bytes"`
+	Loaded []string `json:"loaded"` // what Docker reported, e.g. "Loaded image: x:y"
+}

@@ -1,0 +1,85 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+	"time"
+)
+
+// TestStreamForwarded uploads data through an entry to another Machine
+// and reads its events back, then checks a stream error arrives as *Error.
+func TestStreamForwarded(t *testing.T) {
+	ms := cluster(t, "m1", "m2")
+	for _, m := range ms {
+		m.srv.HandleStream(StreamRoute{Command: "count", Capability: "ployz.test.count.v1",
+			Handler: func(ctx context.Context, payload json.RawMessage, s StreamConn) error {
+				var req struct{ Fail bool }
+				json.Unmarshal(payload, &req)
+				if req.Fail {
+					return Errorf(CodeInvalidArgument, "asked to fail").With("field", "fail")
+				}
+				n := 0
+				for {
+					f, err := s.Recv()
+					if err != nil {
+						return err
+					}
+					if f.EOF {
+						break
+					}
+					n += len(f.Data)
+				}
+				ev, _ := json.Marshal(map[string]any{"bytes": n, "machine": m.name})
+				return s.Send(StreamFrame{Event: ev})
+			}})
+	}
+	c := client(t, ms[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	st, err := c.OpenStream(ctx, Target{One: "m2"}, "count", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for range 10 {
+		if err := st.Send(StreamFrame{Data: make([]byte, 1000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Bytes   int
+		Machine string
+	}
+	json.Unmarshal(f.Event, &ev)
+	if ev.Bytes != 10000 || ev.Machine != "m2" {
+		t.Fatalf("event = %+v", ev)
+	}
+	if f, err := st.Recv(); err != nil || !f.Done {
+		t.Fatalf("want done, got %+v %v", f, err)
+	}
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("want EOF after done, got %v", err)
+	}
+
+	st2, err := c.OpenStream(ctx, Target{}, "count", map[string]bool{"Fail": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	_, err = st2.Recv()
+	var e *Error
+	if !errors.As(err, &e) || e.Details["field"] != "fail" {
+		t.Fatalf("stream refusal = %v", err)
+	}
+}

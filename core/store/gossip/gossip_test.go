@@ -1,0 +1,75 @@
+package gossip
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFaultsVerdict(t *testing.T) {
+	f := NewFaults(1)
+	if drop, _ := f.verdict("a", "b"); drop {
+		t.Fatal("zero faults dropped a message")
+	}
+	f.Partition([]string{"a"}, []string{"b", "c"})
+	if drop, _ := f.verdict("a", "b"); !drop {
+		t.Fatal("partition let a reach b")
+	}
+	if drop, _ := f.verdict("b", "c"); drop {
+		t.Fatal("partition cut b from c in the same group")
+	}
+	f.Heal()
+	f.SetLoss(1, 0)
+	if drop, _ := f.verdict("b", "c"); !drop {
+		t.Fatal("loss 1.0 delivered a message")
+	}
+	f.SetLoss(0, 10*time.Millisecond)
+	if drop, d := f.verdict("b", "c"); drop || d >= 10*time.Millisecond {
+		t.Fatalf("delay verdict drop=%v d=%v", drop, d)
+	}
+}
+
+// TestPartitionMarksDownAndHealRejoins runs two real members on loopback.
+func TestPartitionMarksDownAndHealRejoins(t *testing.T) {
+	f := NewFaults(2)
+	a, err := Start(Config{Name: "a", Bind: "127.0.0.1:0", Fast: true, Faults: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	b, err := Start(Config{Name: "b", Bind: "127.0.0.1:0", Fast: true, Faults: f, Bootstrap: []string{a.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	state := func(g *Gossip) string {
+		for _, s := range g.States() {
+			return s.State
+		}
+		return "none"
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (a sees %s, b sees %s)", what, state(a), state(b))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait("join", func() bool { return state(a) == "up" && state(b) == "up" })
+	f.Partition([]string{a.Addr()}, []string{b.Addr()})
+	wait("down on both sides", func() bool { return state(a) == "down" && state(b) == "down" })
+	// Stay partitioned past GossipToTheDeadTime so SWIM alone would never
+	// reconnect the two; Reconnect (run by the store's rejoin loop) must.
+	time.Sleep(2500 * time.Millisecond)
+	f.Heal()
+	time.Sleep(500 * time.Millisecond)
+	if state(a) != "down" {
+		t.Fatalf("SWIM reconnected on its own; the test no longer proves Reconnect is needed")
+	}
+	if n := b.Reconnect(nil); n != 1 {
+		t.Fatalf("Reconnect reached %d members, want 1", n)
+	}
+	wait("rejoin", func() bool { return state(a) == "up" && state(b) == "up" })
+}
