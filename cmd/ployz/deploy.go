@@ -202,13 +202,18 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	return pruneRefused(plan)
 }
 
-// pruneRefused makes a refused prune a partial outcome (exit 3): the
-// declaration is not fully applied while undeclared Services still run.
+// pruneRefused makes a refused prune or a held placement a partial
+// outcome (exit 3): the declaration is not fully applied.
 func pruneRefused(p deploy.Plan) error {
-	if p.PruneRefused == "" {
+	var why []string
+	if p.PruneRefused != "" {
+		why = append(why, p.PruneRefused)
+	}
+	why = append(why, p.Unplaced()...)
+	if len(why) == 0 {
 		return nil
 	}
-	return &exitError{code: 3, err: fmt.Errorf("%s: %s; rerun when they are reachable", p.Namespace, p.PruneRefused), silent: g.json}
+	return &exitError{code: 3, err: fmt.Errorf("%s is incompletely applied: %s; rerun when every Machine is reachable", p.Namespace, strings.Join(why, "; ")), silent: g.json}
 }
 
 func environ() map[string]string {

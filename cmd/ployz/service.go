@@ -88,7 +88,7 @@ func warnUnobserved(w io.Writer, snap deploy.Snapshot) {
 type serviceRow struct {
 	Namespace string `json:"namespace"`
 	Service   string `json:"service"`
-	Desired   string `json:"desired"` // a number, "global" or "-" when no saved state declares it
+	Desired   string `json:"desired"` // a number, "global", "removing", or "-" when no saved state declares it
 	Running   int    `json:"running"`
 	Ready     int    `json:"ready"`
 	Total     int    `json:"containers"`
@@ -115,6 +115,11 @@ func lsCommand() *cobra.Command {
 					return err
 				}
 				decl := declared(c.Context(), s.st, s.ctx)
+				marks, _ := s.st.Removals(s.ctx)
+				removing := map[string]bool{}
+				for _, m := range marks {
+					removing[deploy.Namespace(m.Project, m.Environment)] = true
+				}
 				rows := map[string]*serviceRow{}
 				for n, svcs := range decl {
 					for name, sv := range svcs {
@@ -124,6 +129,9 @@ func lsCommand() *cobra.Command {
 						d := strconv.Itoa(sv.Replicas)
 						if sv.Mode == deploy.ModeGlobal {
 							d = "global"
+						}
+						if removing[n] {
+							d = "removing"
 						}
 						rows[n+"/"+name] = &serviceRow{Namespace: n, Service: name, Desired: d}
 					}

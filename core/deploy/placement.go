@@ -67,6 +67,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 		return nil, sum, nil, err
 	}
 	warns = append(warns, iw...)
+	sum.Unplaced = pl.unplaced
 	rows := append(pl.hookRows(), pl.rows...)
 	for _, h := range hooks {
 		rows = append(rows, pl.row(h, OpRemove, "leftover pre-deploy hook Container"))
@@ -85,6 +86,7 @@ type placer struct {
 	// specLive: a Container of this exact spec already runs, so the
 	// pre-deploy hooks ran for it and a scale-up does not run them again.
 	specLive bool
+	unplaced []string
 	rows     []Row
 	creates  []Row
 	removes  []Row
@@ -271,6 +273,13 @@ func (pl *placer) replicated(elig []MachineState, existing []rpc.ContainerObserv
 			if best < 0 || count[m.ID] < count[elig[best].ID] || count[m.ID] == count[elig[best].ID] && total[m.ID] < total[elig[best].ID] {
 				best = i
 			}
+		}
+		if best < 0 && !pl.snap.Complete() {
+			// Unknown safe hold (bet 10): the missing replicas may run on
+			// Machines this snapshot could not see.
+			pl.unplaced = append(pl.unplaced, fmt.Sprintf("service %q: %d of %d replicas not placed: max_per_machine %d and only %s observed eligible; not observed: %s",
+				pl.svc.Name, pl.svc.Replicas-kept, pl.svc.Replicas, limit, names(elig), pl.snap.MissingNames()))
+			break
 		}
 		if best < 0 {
 			return fmt.Errorf("replicas %d: max_per_machine %d allows only %d on the eligible Machines (%s)", pl.svc.Replicas, limit, limit*len(elig), names(elig))

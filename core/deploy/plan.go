@@ -73,6 +73,18 @@ type ServiceSummary struct {
 	Desired   int            `json:"desired"`
 	DependsOn []string       `json:"depends_on,omitempty"`
 	Ingress   []IngressRoute `json:"ingress,omitempty"`
+	// Unplaced says which replicas were held because Machines were not
+	// observed (the plan is then an incomplete placement).
+	Unplaced []string `json:"unplaced,omitempty"`
+}
+
+// Unplaced lists every held replica of the plan.
+func (p Plan) Unplaced() []string {
+	var out []string
+	for _, s := range p.Services {
+		out = append(out, s.Unplaced...)
+	}
+	return out
 }
 
 // Changes counts the rows that do something.
@@ -121,6 +133,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 		p.Rows = append(p.Rows, rows...)
 		p.Services = append(p.Services, sum)
 		p.Warnings = append(p.Warnings, warns...)
+		p.Warnings = append(p.Warnings, sum.Unplaced...)
 	}
 	prune := pruneRows(ns, snap, declared)
 	switch {

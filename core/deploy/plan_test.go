@@ -285,3 +285,17 @@ func TestSpecHashIgnoresDeploymentFields(t *testing.T) {
 		t.Fatal("hash ignores env")
 	}
 }
+
+func TestPlanHoldsReplicasThatMayRunOnUnobservedMachines(t *testing.T) {
+	web := svc("web", 2, func(s *Service) { s.MaxPerMachine = 1 })
+	s := snapOf(machine("m1", nil, ctr("web", hashOf(web), "running")), machine("m2", nil))
+	s.Machines[1].Observed = false
+	s.Missing = []Unobserved{{MachineID: "id-m2", Name: "m2", Reason: "partitioned"}}
+	p, err := MakePlan(app(web), s, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary(p) != "m1 web unchanged" || len(p.Unplaced()) != 1 || !strings.Contains(p.Unplaced()[0], "m2 (partitioned)") {
+		t.Fatalf("rows:\n%s\nunplaced %v", summary(p), p.Unplaced())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ployz/ployz/core/store/crdt"
@@ -21,6 +22,9 @@ const maxAdminFrame = 1 << 20
 // length then a JSON value. Each command is answered with zero or more
 // {"Json": ...} frames and then "Success" or {"Error":{"msg":...}}.
 func (n *Node) startAdmin(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create admin socket directory: %w", err)
+	}
 	_ = os.Remove(path) // a stale socket from a previous run blocks Listen
 	ln, err := net.Listen("unix", path)
 	if err != nil {
