@@ -274,8 +274,13 @@ func printPlan(w io.Writer, p deploy.Plan, why string) {
 	}
 }
 
-// progressPrinter prints one plain line per step start and end.
+// progressPrinter prints one plain line per step start and end; on a
+// terminal the start line is a live row that its end overwrites.
 func progressPrinter(w io.Writer) func(deploy.Event) {
+	live := false
+	if f, ok := w.(*os.File); ok {
+		live = term.IsTerminal(int(f.Fd()))
+	}
 	return func(e deploy.Event) {
 		s := e.Step
 		tag := ""
@@ -283,8 +288,15 @@ func progressPrinter(w io.Writer) func(deploy.Event) {
 			tag = " [compensation]"
 		}
 		if !e.Done {
+			if live {
+				fmt.Fprintf(w, "  ... %s %s %s %s%s", s.Machine, s.Service, s.Action, s.Container, tag)
+				return
+			}
 			fmt.Fprintf(w, "  ... %s %s %s %s%s\n", s.Machine, s.Service, s.Action, s.Container, tag)
 			return
+		}
+		if live {
+			fmt.Fprint(w, "\r\033[K")
 		}
 		mark := "ok "
 		if s.Status == deploy.StepFailed {
@@ -299,7 +311,11 @@ func progressPrinter(w io.Writer) func(deploy.Event) {
 }
 
 func printOutcome(w io.Writer, p deploy.Plan, o deploy.Outcome) {
-	fmt.Fprintf(w, "\noutcome of %s revision %d: %s\n", p.Namespace, p.Revision, o.Status)
+	if p.Revision > 0 {
+		fmt.Fprintf(w, "\noutcome of %s revision %d: %s\n", p.Namespace, p.Revision, o.Status)
+	} else {
+		fmt.Fprintf(w, "\noutcome in %s: %s\n", p.Namespace, o.Status)
+	}
 	byMachine := map[string][]deploy.Step{}
 	var order []string
 	for _, s := range o.Steps {

@@ -58,7 +58,10 @@ func finishRemovals(ctx context.Context, c deploy.Caller, st *operator.Store, ct
 		}
 		if len(reasons) == 0 {
 			rep.Status = "done"
-			if err := st.ClearRemoval(ctxName, m.Project, m.Environment); err != nil {
+			// An empty revision records that nothing is declared any more.
+			if _, err := st.SaveState(ctxName, m.Project, m.Environment, nil); err != nil {
+				rep.Status, rep.Reason = "stalled", err.Error()
+			} else if err := st.ClearRemoval(ctxName, m.Project, m.Environment); err != nil {
 				rep.Status, rep.Reason = "stalled", err.Error()
 			}
 		} else {

@@ -63,8 +63,8 @@ func declared(ctx context.Context, st *operator.Store, ctxName string) map[strin
 		}
 		done[ns] = true
 		latest, err := st.LatestState(ctxName, s.Project, s.Environment)
-		if err != nil {
-			continue
+		if err != nil || len(latest.Compose) == 0 {
+			continue // an empty revision: the project was removed
 		}
 		app, err := deploy.Load(ctx, deploy.Source{Compose: latest.Compose, ProjectName: s.Project, Environment: s.Environment})
 		if err != nil {

@@ -39,9 +39,9 @@ type declaration struct {
 }
 
 type executionStatus struct {
-	// Status is ready (every desired Container ready), degraded (some),
-	// stopped (declared with replicas 0 or nothing running), or unknown
-	// (Machines unobserved and not enough ready).
+	// Status is ready (every desired Container ready), degraded (some
+	// ready), not ready (running, none ready), stopped (nothing running),
+	// or unknown (Machines unobserved and not enough ready).
 	Status  string `json:"status"`
 	Desired int    `json:"desired"`
 	Running int    `json:"running"`
@@ -121,7 +121,7 @@ func serviceInspect() *cobra.Command {
 
 func execStatus(e executionStatus, complete bool) string {
 	switch {
-	case e.Desired == 0 && e.Running == 0:
+	case e.Running == 0 && complete:
 		return "stopped"
 	case e.Ready >= e.Desired && e.Desired > 0:
 		return "ready"
@@ -217,6 +217,9 @@ func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte
 	st.Close()
 	if err != nil {
 		return fmt.Errorf("%w; deploy it first with `ployz deploy`", err)
+	}
+	if len(latest.Compose) == 0 {
+		return fmt.Errorf("%s was removed (revision %d); deploy it again with `ployz deploy`", deploy.Namespace(p, f.env), latest.Revision)
 	}
 	b, err := edit(latest.Compose)
 	if err != nil {

@@ -289,8 +289,19 @@ func refPayload(cmd, id string, grace int) any {
 }
 
 // call makes one daemon call; it returns the log tail of a failed wait.
+// A mutating call is never interrupted by cancellation (Ctrl-C takes
+// effect between steps, so Docker is never left mid-change by us); only
+// a readiness wait, which changes nothing, is cut short.
 func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *string) ([]string, error) {
 	t := rpc.Target{One: r.MachineID}
+	if a.cmd == rpc.CmdWaitReady {
+		tail, err := e.wait(ctx, r, id)
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("cancelled while waiting for readiness: %w", err)
+		}
+		return tail, err
+	}
+	ctx = context.WithoutCancel(ctx)
 	switch a.cmd {
 	case rpc.CmdCreateContainer:
 		var ref rpc.ContainerRef
@@ -302,8 +313,6 @@ func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *
 			*newID = r.NewName // Docker accepts the name wherever an id goes
 		}
 		return nil, nil
-	case rpc.CmdWaitReady:
-		return e.wait(ctx, r, id)
 	case rpc.CmdStopContainer:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, r.StopGraceSeconds), nil)
 	default:

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -49,6 +50,13 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 		return pl.stopAll(existing, hooks), sum, nil, nil
 	}
 	elig, warns, err := eligible(svc, snap)
+	if errors.Is(err, errVolumeUnseen) {
+		// Unknown safe hold: creating it here would start on an empty
+		// volume while the real one may sit on an unobserved Machine.
+		sum.Unplaced = []string{fmt.Sprintf("service %q held: volume %s is on no observed Machine and may be on one not observed: %s",
+			svc.Name, strings.Join(svc.Volumes, ", "), snap.MissingNames())}
+		return nil, sum, nil, nil
+	}
 	if err != nil {
 		return nil, sum, nil, err
 	}

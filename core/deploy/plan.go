@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -164,6 +165,10 @@ func pruneRows(ns string, snap Snapshot, declared map[string]bool) []Row {
 	return out
 }
 
+// errVolumeUnseen: the Service's volume is on no observed Machine while
+// some Machines were not observed, so it may be on one of them.
+var errVolumeUnseen = errors.New("volume not seen on any observed Machine")
+
 // eligible filters the observed Machines by the Service's constraints and
 // volume locality; an empty result names what emptied it.
 func eligible(svc Service, snap Snapshot) ([]MachineState, []string, error) {
@@ -214,7 +219,7 @@ func eligible(svc Service, snap Snapshot) ([]MachineState, []string, error) {
 			}
 			ms = keep
 		} else if !snap.Complete() {
-			warns = append(warns, fmt.Sprintf("service %q: volume %s not seen on any observed Machine; it may be on an unobserved one (%s)", svc.Name, strings.Join(svc.Volumes, ", "), snap.MissingNames()))
+			return nil, nil, errVolumeUnseen
 		}
 	}
 	return ms, warns, nil

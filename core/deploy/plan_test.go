@@ -299,3 +299,17 @@ func TestPlanHoldsReplicasThatMayRunOnUnobservedMachines(t *testing.T) {
 		t.Fatalf("rows:\n%s\nunplaced %v", summary(p), p.Unplaced())
 	}
 }
+
+func TestPlanHoldsVolumeServiceWhenItsVolumeMayBeUnobserved(t *testing.T) {
+	db := svc("db", 1, func(s *Service) { s.Volumes = []string{ns + "-data"} })
+	s := snapOf(machine("m1", nil), machine("m2", nil))
+	s.Machines[1].Observed = false
+	s.Missing = []Unobserved{{MachineID: "id-m2", Name: "m2", Reason: "down"}}
+	p, err := MakePlan(app(db), s, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rows) != 0 || len(p.Unplaced()) != 1 || !strings.Contains(p.Unplaced()[0], "held") {
+		t.Fatalf("rows %+v unplaced %v", p.Rows, p.Unplaced())
+	}
+}

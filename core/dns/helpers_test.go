@@ -45,13 +45,19 @@ func demoRows() []store.Row[store.ContainerBody] {
 // serve starts h on a loopback UDP and TCP port and returns the address.
 func serve(t testing.TB, h miekg.Handler) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp4", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
+	var pc net.PacketConn
+	var ln net.Listener
+	for try := 0; ln == nil; try++ { // the same port for UDP and TCP
+		var err error
+		if pc, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp4", pc.LocalAddr().String()); err != nil {
+			pc.Close()
+			if try > 20 {
+				t.Fatal(err)
+			}
+		}
 	}
 	u := &miekg.Server{PacketConn: pc, Handler: h}
 	tc := &miekg.Server{Listener: ln, Handler: h}

@@ -24,11 +24,11 @@ func TestParseSpecIgnoresUnknownFields(t *testing.T) {
 
 func TestParseSpecMalformedNamesTheField(t *testing.T) {
 	cases := map[string]string{
-		`{"machine":"","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"127.0.0.1:7571"}`:      `"machine"`,
-		`{"machine":"m1","listen":"10.210.1.1","subnet":"10.210.1.0/24","store_api":"127.0.0.1:7571"}`:       `"listen"`,
-		`{"machine":"m1","listen":"10.210.9.1:53","subnet":"10.210.1.0/24","store_api":"127.0.0.1:7571"}`:    `"listen"`,
-		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"fd00::/64","store_api":"127.0.0.1:7571"}`:        `"subnet"`,
-		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"nope"}`:              `"store_api"`,
+		`{"machine":"","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"127.0.0.1:7571"}`:                                     `"machine"`,
+		`{"machine":"m1","listen":"10.210.1.1","subnet":"10.210.1.0/24","store_api":"127.0.0.1:7571"}`:                                      `"listen"`,
+		`{"machine":"m1","listen":"10.210.9.1:53","subnet":"10.210.1.0/24","store_api":"127.0.0.1:7571"}`:                                   `"listen"`,
+		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"fd00::/64","store_api":"127.0.0.1:7571"}`:                                       `"subnet"`,
+		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"nope"}`:                                             `"store_api"`,
 		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"127.0.0.1:1","upstreams":["8.8.8.8","dns.google"]}`: `"upstreams[1]"`,
 		`{"machine":"m1","listen":53}`: `listen`,
 		`not json`:                     `dns spec`,

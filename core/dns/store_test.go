@@ -67,13 +67,17 @@ func (s *testStore) put(rows ...store.Row[store.ContainerBody]) {
 
 func freeAddr(t testing.TB, network string) string {
 	t.Helper()
-	if network == "udp4" {
+	for network == "udp4" { // a port free for both UDP and TCP
 		pc, err := net.ListenPacket(network, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer pc.Close()
-		return pc.LocalAddr().String()
+		l, err := net.Listen("tcp4", pc.LocalAddr().String())
+		pc.Close()
+		if err == nil {
+			l.Close()
+			return pc.LocalAddr().String()
+		}
 	}
 	l, err := net.Listen(network, "127.0.0.1:0")
 	if err != nil {
@@ -134,14 +138,25 @@ func TestServeFromStore(t *testing.T) {
 		done <- Serve(ctx, Options{SpecPath: spec, Interval: 50 * time.Millisecond, Log: logger(t),
 			OnServing: func(*Handler) { close(served) }})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not stop")
+		}
+	})
 
 	time.Sleep(300 * time.Millisecond)
 	if r, err := query(t, listen, "api.demo-prod.internal", miekg.TypeA); err == nil {
 		t.Fatalf("answered before the first load from the store: %v", r)
 	}
 	st.start()
-	<-served
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first load after the store came up")
+	}
 	r, err := query(t, listen, "api.demo-prod.internal", miekg.TypeA)
 	if err != nil || len(r.Answer) != 3 {
 		t.Fatalf("after load: %v %v", r, err)

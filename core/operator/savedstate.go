@@ -59,7 +59,8 @@ func (s *Store) ensureSaved() error {
 }
 
 // SaveState stores compose as the next revision of context/project/env
-// and returns it. The revision number is assigned in one transaction.
+// and returns it. The revision number is assigned in one transaction. An
+// empty compose is the revision a finished project removal saves.
 func (s *Store) SaveState(context, project, env string, compose []byte) (SavedState, error) {
 	if err := s.ensureSaved(); err != nil {
 		return SavedState{}, err
@@ -76,7 +77,7 @@ func (s *Store) SaveState(context, project, env string, compose []byte) (SavedSt
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	if _, err := tx.Exec(`INSERT INTO saved_states(context, project, environment, revision, compose, created_at) VALUES(?, ?, ?, ?, ?, ?)`,
-		context, project, env, rev, compose, now.Format(time.RFC3339)); err != nil {
+		context, project, env, rev, append([]byte{}, compose...), now.Format(time.RFC3339)); err != nil {
 		return SavedState{}, fmt.Errorf("save revision %d of %s/%s: %w", rev, project, env, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -32,8 +32,14 @@ func TestSavedStateRevisionsIncrementAndAreDurable(t *testing.T) {
 	if st, _ := s2.SaveState("lab", "hello", "production", []byte("d")); st.Revision != 4 {
 		t.Fatalf("revision after reopen = %d", st.Revision)
 	}
+	if st, err := s2.SaveState("lab", "hello", "production", nil); err != nil || st.Revision != 5 {
+		t.Fatalf("empty (removal) revision: %+v, %v", st, err)
+	}
+	if st, err := s2.LatestState("lab", "hello", "production"); err != nil || len(st.Compose) != 0 || st.Revision != 5 {
+		t.Fatalf("latest after removal revision: %+v, %v", st, err)
+	}
 	all, err := s2.States("lab")
-	if err != nil || len(all) != 5 {
+	if err != nil || len(all) != 6 {
 		t.Fatalf("states = %+v, %v", all, err)
 	}
 }

@@ -120,7 +120,7 @@ func keyOf(pk string) string {
 func TestConvergenceUnderFaults(t *testing.T) {
 	for _, tc := range []struct{ nodes, ops int }{{3, 3000}, {7, 3500}} {
 		t.Run(fmt.Sprintf("%dnodes", tc.nodes), func(t *testing.T) {
-			ops, dur := tc.ops, 6*time.Second
+			ops, dur := tc.ops, 4*time.Second
 			if testing.Short() {
 				ops, dur = ops/5, 2*time.Second
 			}

@@ -58,6 +58,7 @@ type Node struct {
 	adminLn net.Listener
 
 	updates updateHub
+	out     senders
 
 	hookMu sync.Mutex
 	hooks  []func(crdt.Commit)
@@ -101,6 +102,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		outCh:   make(chan crdt.Changeset, 4096),
 		stop:    make(chan struct{}),
 	}
+	n.out.n = n
 	if n.subs, err = openSubs(ctx, cfg.SubsPath, eng, cfg.Log.Named("subs")); err != nil {
 		eng.Close()
 		return nil, err
@@ -123,7 +125,9 @@ func (n *Node) startNet(cfg Config) error {
 	meta, _ := json.Marshal(nodeMeta{API: n.APIAddr()})
 	if cfg.GossipAddr != "" {
 		n.gsp, err = gossip.Start(gossip.Config{
-			Name: n.eng.Site(), Bind: cfg.GossipAddr, Advertise: cfg.GossipExtAddr, Bootstrap: cfg.Bootstrap,
+			// Bootstrap peers are joined by rejoinLoop, so an unreachable
+			// peer (each costs up to the TCP timeout) never delays startup.
+			Name: n.eng.Site(), Bind: cfg.GossipAddr, Advertise: cfg.GossipExtAddr,
 			Label: cfg.Label, Meta: meta, Fast: cfg.Fast, Faults: cfg.Faults, Log: cfg.Log.Named("gossip"),
 			OnMessage: n.onMessage,
 		})
@@ -134,7 +138,8 @@ func (n *Node) startNet(cfg Config) error {
 		go n.broadcastLoop()
 		go n.applyLoop()
 		go n.syncLoop()
-		n.wg.Add(1)
+		// Not in wg: a Join in flight may take the TCP timeout per address
+		// and must not hold up Close; it fails fast once gossip shuts down.
 		go n.rejoinLoop()
 	}
 	if n.apiLn != nil {
@@ -157,7 +162,7 @@ func (n *Node) startNet(cfg Config) error {
 // so a node started before its peers finds them and the two sides of a
 // healed partition merge again however long it lasted.
 func (n *Node) rejoinLoop() {
-	defer n.wg.Done()
+	n.gsp.Join(n.cfg.Bootstrap)
 	t := time.NewTicker(5 * n.cfg.SyncInterval)
 	defer t.Stop()
 	for {

@@ -62,9 +62,7 @@ func (n *Node) broadcastLoop() {
 			continue
 		}
 		for _, m := range n.gsp.Alive() {
-			if err := n.gsp.Send(m, msg, len(msg) > udpLimit); err != nil {
-				n.log.Debug("push changes", "peer", m.Name, "error", err)
-			}
+			n.out.send(m, msg, len(msg) > udpLimit)
 		}
 	}
 }
@@ -127,9 +125,7 @@ func (n *Node) requestSync() {
 		return
 	}
 	for _, p := range peers {
-		if err := n.gsp.Send(p, msg, true); err != nil {
-			n.log.Debug("sync request", "peer", p.Name, "error", err)
-		}
+		n.out.send(p, msg, true)
 	}
 }
 
@@ -157,10 +153,7 @@ func (n *Node) answerSync(req envelope) {
 					n.log.Error("encode sync answer", "error", err)
 					return
 				}
-				if err := n.gsp.Send(peer, msg, true); err != nil {
-					n.log.Debug("sync answer", "peer", peer.Name, "error", err)
-					return
-				}
+				n.out.send(peer, msg, true)
 			}
 		}
 	}
