@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -126,6 +127,25 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	}
 	defer ent.Close()
 	errw := c.ErrOrStderr()
+	if !f.dryRun {
+		var imgs []string
+		for _, s := range app.Services {
+			imgs = append(imgs, s.Spec.Image)
+		}
+		// Images reach Machines without a registry: push what they miss.
+		pushed, err := images.Deliver(ctx, ent, imgs, nil)
+		if err != nil {
+			return err
+		}
+		for _, r := range pushed {
+			switch r.Outcome {
+			case "pushed":
+				fmt.Fprintf(errw, "image delivered to %s (%d bytes)\n", r.MachineName, r.Bytes)
+			case "failed":
+				fmt.Fprintf(errw, "warning: image delivery to %s failed: %s\n", r.MachineName, r.Error)
+			}
+		}
+	}
 	snap, err := deploy.Observe(ctx, ent, "", true)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	miekg "github.com/miekg/dns"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,6 +33,7 @@ const Capability = "ployz.dns.serve.v1"
 //	ployz-dns serve-dns [--spec PATH] [--socket PATH]   serve the spec (the runtime unit runs this)
 //	ployz-dns --probe [--spec PATH]                     exit 0 only when this binary can serve
 //	ployz-dns query-loop --server ADDR --name NAME      debug: a resolver-like query loop, JSON result
+//	ployz-dns lookup --server ADDR NAME                 debug: print the rcode and A answers in order
 //	ployz-dns info | serve | --version                  the SDK's plugin modes
 func Main(version string, args []string, stdout, stderr io.Writer) int {
 	p := Plugin(version, nil)
@@ -57,14 +59,16 @@ func Main(version string, args []string, stdout, stderr io.Writer) int {
 		return serveDNS(version, args[1:], stderr)
 	case "query-loop":
 		return queryLoop(args[1:], stdout, stderr)
+	case "lookup":
+		return lookup(args[1:], stdout, stderr)
 	case "info":
-		p.Capabilities = []string{Capability} // what this binary serves under serve-dns
+		p = Plugin(version, &Status{}) // what this binary serves under serve-dns
 	}
 	sdk.Main(p)
 	return 0
 }
 
-// Plugin describes ployz-dns to the SDK; a non-nil h serves the DNS kind
+// Plugin describes ployz-dns to the SDK; a non-nil s serves the DNS kind
 // service's Status from that handler and advertises Capability.
 func Plugin(version string, s *Status) *sdk.Plugin {
 	p := &sdk.Plugin{
@@ -99,7 +103,7 @@ func (s *Status) ApplySpec(context.Context, *dnsv1.ApplySpecRequest) (*dnsv1.App
 func (s *Status) Status(context.Context, *dnsv1.StatusRequest) (*dnsv1.StatusResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &dnsv1.StatusResponse{Serving: s.H.Loaded(), SpecSha256: s.Digest, ListenAddrs: []string{s.Listen}}, nil
+	return &dnsv1.StatusResponse{Serving: s.H != nil && s.H.Loaded(), SpecSha256: s.Digest, ListenAddrs: []string{s.Listen}}, nil
 }
 
 func serveDNS(version string, args []string, stderr io.Writer) int {
@@ -168,6 +172,30 @@ func queryLoop(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, string(b))
 	if res.Failed > 0 || res.Queries < *count {
 		return 1
+	}
+	return 0
+}
+
+func lookup(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", "", "resolver ip:port")
+	if err := fs.Parse(args); err != nil || *server == "" || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: ployz-dns lookup --server ADDR NAME")
+		return 2
+	}
+	m := new(miekg.Msg)
+	m.SetQuestion(miekg.Fqdn(fs.Arg(0)), miekg.TypeA)
+	r, _, err := (&miekg.Client{Timeout: 2 * time.Second}).Exchange(m, *server)
+	if err != nil {
+		fmt.Fprintln(stderr, "lookup:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, miekg.RcodeToString[r.Rcode])
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*miekg.A); ok {
+			fmt.Fprintln(stdout, a.A.String())
+		}
 	}
 	return 0
 }

@@ -132,3 +132,35 @@ func upload(ctx context.Context, entry *rpc.Client, docker *client.Client, image
 		}
 	}
 }
+
+// Deliver pushes each image that this computer's Docker holds to every
+// Machine that misses it, before a Deploy plans: deploy's own delivery. An
+// image this computer does not hold is left to the planner, which refuses
+// a Service whose image no Machine has. Failures are returned per target.
+func Deliver(ctx context.Context, entry *rpc.Client, images []string, progress Progress) ([]Result, error) {
+	docker, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, nil // no local Docker: nothing to deliver from
+	}
+	defer docker.Close()
+	if _, err := docker.Ping(ctx); err != nil {
+		return nil, nil
+	}
+	var out []Result
+	seen := map[string]bool{}
+	for _, img := range images {
+		if seen[img] {
+			continue
+		}
+		seen[img] = true
+		if _, err := docker.ImageInspect(ctx, img); err != nil {
+			continue
+		}
+		res, err := Push(ctx, entry, img, nil, progress)
+		if err != nil {
+			return out, fmt.Errorf("deliver %s: %w", img, err)
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}

@@ -221,7 +221,7 @@ func runConvergence(t *testing.T, nodes, ops int, dur time.Duration, seed int64)
 	c.capMu.Unlock()
 	want := m.dump()
 	healed := time.Now()
-	deadline := healed.Add(30 * time.Second)
+	deadline := healed.Add(45 * time.Second)
 	for {
 		var bad []string
 		for i := 0; i < nodes; i++ {
@@ -233,7 +233,7 @@ func runConvergence(t *testing.T, nodes, ops int, dur time.Duration, seed int64)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no convergence 30s after healing (seed %d); model:\n  want %s\n%s", seed, want, strings.Join(bad, "\n"))
+			t.Fatalf("no convergence 45s after healing (seed %d); model:\n  want %s\n%s", seed, want, strings.Join(bad, "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

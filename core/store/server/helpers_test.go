@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -117,20 +116,12 @@ func (c *testCluster) restart(i int) {
 	c.locks[i].Lock()
 	defer c.locks[i].Unlock()
 	t0 := time.Now()
-	if os.Getenv("STORE_TEST_TIMING") != "" {
-		tm := time.AfterFunc(time.Second, func() {
-			f, _ := os.Create("/tmp/slowclose.txt")
-			pprof.Lookup("goroutine").WriteTo(f, 1)
-			f.Close()
-		})
-		defer tm.Stop()
-	}
 	if err := c.node(i).Close(); err != nil {
 		c.t.Errorf("close node %d: %v", i, err)
 	}
 	t1 := time.Now()
 	c.start(i)
-	if os.Getenv("STORE_TEST_TIMING") != "" {
+	if os.Getenv("STORE_TEST_TIMING") != "" { // how long crash-restarts take
 		c.t.Logf("restart node %d: close %v start %v", i, t1.Sub(t0), time.Since(t1))
 	}
 }

@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// deployDoc is `ployz deploy --json`.
+type deployDoc struct {
+	Plan    deploy.Plan     `json:"plan"`
+	Outcome *deploy.Outcome `json:"outcome"`
+}
+
+type psDoc struct {
+	Containers []struct {
+		Machine string `json:"machine"`
+		rpc.ContainerObservation
+	} `json:"containers"`
+}
+
+// formCluster enrolls every lab Machine with the CLI: m1 founds, the rest join.
+func formCluster(t *testing.T, l *lab.Lab, op *operator) {
+	t.Helper()
+	var in rpc.Inspection
+	op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", l.Machines[0].Name)
+	for _, m := range l.Machines[1:] {
+		op.json(t, &in, "machine", "add", "root@"+m.IP.String(), "--name", m.Name)
+	}
+}
+
+// deployFile writes compose to a file and deploys it with --json -y.
+func deployFile(t *testing.T, op *operator, compose string, extra ...string) (deployDoc, string, int) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "compose.yaml")
+	if err := os.WriteFile(f, []byte(compose), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := op.run(t, append([]string{"deploy", "-f", f, "-y", "--json"}, extra...)...)
+	var doc deployDoc
+	if code == 0 || code == 3 {
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("deploy output %q: %v\n%s", out, err, errs)
+		}
+	}
+	return doc, errs, code
+}
+
+func ps(t *testing.T, op *operator, project string) psDoc {
+	t.Helper()
+	var doc psDoc
+	op.json(t, &doc, "ps", "-p", project)
+	return doc
+}
+
+// count returns how many Containers of service are running and ready, and
+// on how many distinct Machines.
+func count(doc psDoc, service string) (ready, machines int) {
+	seen := map[string]bool{}
+	for _, c := range doc.Containers {
+		if c.Service == service && c.State == "running" && c.Ready {
+			ready++
+			seen[c.Machine] = true
+		}
+	}
+	return ready, len(seen)
+}
+
+func ops(plan deploy.Plan, service string) map[string]int {
+	out := map[string]int{}
+	for _, r := range plan.Rows {
+		if r.Service == service {
+			out[r.Op]++
+		}
+	}
+	return out
+}
+
+const helloBase = `name: hello
+services:
+  web:
+    image: ployz-testapp:latest
+    environment: {MESSAGE: "%s"}
+    healthcheck:
+      test: ["CMD", "/testapp", "healthcheck"]
+      interval: 1s
+      timeout: 2s
+      retries: 3
+    deploy: {replicas: 2}
+    x-placement: {max_per_machine: 1}
+  api:
+    image: ployz-testapp:latest
+    environment: {READY_DELAY: "3s"}
+    x-readiness: notify
+    deploy: {replicas: %d}
+%s`
+
+const storeService = `  store:
+    image: ployz-testapp:latest
+    volumes: ["data:/data"]
+    deploy: {replicas: %d}
+volumes:
+  data:
+`
+
+// TestDeploy drives deploys of a three-Service app across three real
+// Machines: first deploy, a change to one Service, scaling, replicas 0,
+// pruning, a failing redeploy with compensation, a partition mid-deploy,
+// readiness notification timing and refusals of bad input (issue 6).
+func TestDeploy(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	formCluster(t, l, op)
+
+	t.Run("first-deploy", func(t *testing.T) {
+		doc, errs, code := deployFile(t, op, fmt.Sprintf(helloBase, "v1", 2, fmt.Sprintf(storeService, 1)))
+		if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+		}
+		p := ps(t, op, "hello")
+		for svc, want := range map[string]int{"web": 2, "api": 2, "store": 1} {
+			if n, _ := count(p, svc); n != want {
+				t.Errorf("%s: %d ready, want %d", svc, n, want)
+			}
+		}
+		if _, m := count(p, "web"); m != 2 {
+			t.Errorf("web spread over %d Machines, want 2 (max_per_machine 1)", m)
+		}
+		// Readiness notification: api notifies 3 s after start, and its
+		// wait_ready steps could not end before that.
+		for _, s := range doc.Outcome.Steps {
+			if s.Service == "api" && s.Action == rpc.CmdWaitReady && s.DurationMS < 2900 {
+				t.Errorf("api counted ready after %d ms, before its 3 s notification", s.DurationMS)
+			}
+		}
+	})
+
+	t.Run("change-one-service", func(t *testing.T) {
+		doc, errs, code := deployFile(t, op, fmt.Sprintf(helloBase, "v2", 2, fmt.Sprintf(storeService, 1)))
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errs)
+		}
+		if o := ops(doc.Plan, "web"); o["replace"] != 2 {
+			t.Errorf("web rows %v, want 2 replace", o)
+		}
+		for _, svc := range []string{"api", "store"} {
+			if o := ops(doc.Plan, svc); o["unchanged"] == 0 || len(o) != 1 {
+				t.Errorf("%s rows %v, want only unchanged", svc, o)
+			}
+		}
+	})
+
+	t.Run("scale", func(t *testing.T) {
+		op.must(t, "scale", "api", "3", "-p", "hello", "-y")
+		if n, m := count(ps(t, op, "hello"), "api"); n != 3 || m != 3 {
+			t.Errorf("after scale 3: %d ready on %d Machines", n, m)
+		}
+		op.must(t, "scale", "api", "1", "-p", "hello", "-y")
+		if n, _ := count(ps(t, op, "hello"), "api"); n != 1 {
+			t.Errorf("after scale 1: %d ready", n)
+		}
+	})
+
+	t.Run("replicas-zero-and-prune", func(t *testing.T) {
+		_, errs, code := deployFile(t, op, fmt.Sprintf(helloBase, "v2", 1, fmt.Sprintf(storeService, 0)))
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errs)
+		}
+		if n, _ := count(ps(t, op, "hello"), "store"); n != 0 {
+			t.Errorf("store still has %d ready Containers at replicas 0", n)
+		}
+		var ls struct {
+			Services []map[string]any `json:"services"`
+		}
+		op.json(t, &ls, "ls", "-p", "hello")
+		declared := false
+		for _, s := range ls.Services {
+			if s["service"] == "store" && s["desired"] == "0" {
+				declared = true
+			}
+		}
+		if !declared {
+			t.Errorf("store at replicas 0 should stay declared: %v", ls)
+		}
+		// Remove store from the file: pruned.
+		_, errs, code = deployFile(t, op, fmt.Sprintf(helloBase, "v2", 1, ""))
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errs)
+		}
+		for _, c := range ps(t, op, "hello").Containers {
+			if c.Service == "store" {
+				t.Errorf("store Container %s left after it was removed from the file", c.Name)
+			}
+		}
+	})
+
+	t.Run("failing-redeploy-compensates", func(t *testing.T) {
+		before := ps(t, op, "hello")
+		bad := strings.Replace(fmt.Sprintf(helloBase, "v3", 1, ""), `{MESSAGE: "v3"}`, `{MESSAGE: "v3", READY_DELAY: "1h"}`, 1)
+		doc, errs, code := deployFile(t, op, bad, "--ready-timeout", "15s")
+		if code != 3 || doc.Outcome == nil {
+			t.Fatalf("exit %d, want 3 (partial)\n%s", code, errs)
+		}
+		failed := false
+		for _, s := range doc.Outcome.Steps {
+			if s.Service == "web" && s.Status == deploy.StepFailed {
+				failed = true
+			}
+		}
+		if !failed {
+			t.Errorf("outcome should name web's failed step: %+v", doc.Outcome.Steps)
+		}
+		// The old web Containers still serve.
+		after := ps(t, op, "hello")
+		n, _ := count(after, "web")
+		if n < 2 {
+			t.Errorf("%d web Containers ready after the failed redeploy, want the 2 old ones", n)
+		}
+		for _, c := range before.Containers {
+			if c.Service != "web" {
+				continue
+			}
+			out, err := l.Exec(ctx, c.Machine, "curl", "-fsS", "--max-time", "3", "http://"+c.IP+":8080/")
+			if err != nil || !strings.Contains(out, "v2") {
+				t.Errorf("old web %s on %s: %q %v", c.Name, c.Machine, out, err)
+			}
+		}
+	})
+
+	t.Run("partition-mid-deploy", func(t *testing.T) {
+		slow := fmt.Sprintf(helloBase, "v2", 3, "")
+		slow = strings.Replace(slow, `READY_DELAY: "3s"`, `READY_DELAY: "4s", MESSAGE: "p"`, 1)
+		var doc deployDoc
+		var errs string
+		var code int
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); doc, errs, code = deployFile(t, op, slow, "--ready-timeout", "20s") }()
+		time.Sleep(3 * time.Second)
+		if err := l.Partition(ctx, "m2"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if err := l.Heal(ctx, "m2"); err != nil {
+			t.Fatal(err)
+		}
+		if code != 3 || doc.Outcome == nil {
+			t.Fatalf("exit %d, want 3 (partial)\n%s", code, errs)
+		}
+		named := false
+		for _, s := range doc.Outcome.Steps {
+			if s.Machine == "m2" && (s.Status == deploy.StepFailed || s.Status == deploy.StepNeverAttempted) {
+				named = true
+			}
+		}
+		if !named {
+			t.Errorf("outcome should name m2's steps as failed or never attempted: %+v", doc.Outcome.Steps)
+		}
+		eventually(t, 60*time.Second, "rerun after heal completes", func() error {
+			doc, errs, code := deployFile(t, op, slow, "--ready-timeout", "30s")
+			if code != 0 || doc.Outcome != nil && doc.Outcome.Status != "completed" {
+				return fmt.Errorf("exit %d: %s", code, errs)
+			}
+			return nil
+		})
+		if n, m := count(ps(t, op, "hello"), "api"); n != 3 || m != 3 {
+			t.Errorf("api after the rerun: %d ready on %d Machines", n, m)
+		}
+	})
+
+	t.Run("bad-input", func(t *testing.T) {
+		before := len(ps(t, op, "hello").Containers)
+		for name, c := range map[string]struct{ compose, want string }{
+			"invalid":       {"name: hello\nservices:\n  web: [not, a, service]\n", "web"},
+			"unknown-label": {strings.Replace(fmt.Sprintf(helloBase, "v2", 3, ""), "{max_per_machine: 1}", `{max_per_machine: 1, constraints: ["zone==mars"]}`, 1), "zone"},
+			"no-image":      {strings.Replace(fmt.Sprintf(helloBase, "v2", 3, ""), "image: ployz-testapp:latest", "image: ployz-nope:1", 1), "ployz-nope:1"},
+		} {
+			_, errs, code := deployFile(t, op, c.compose)
+			if code == 0 || !strings.Contains(errs, c.want) {
+				t.Errorf("%s: exit %d, error should name %q:\n%s", name, code, c.want, errs)
+			}
+		}
+		if after := len(ps(t, op, "hello").Containers); after != before {
+			t.Errorf("bad input changed the Cluster: %d Containers, were %d", after, before)
+		}
+	})
+}

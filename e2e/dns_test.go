@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// lookupFrom resolves name against server from Machine m with the
+// installed ployz-dns binary: the rcode, then the A answers in order.
+func lookupFrom(ctx context.Context, l *lab.Lab, m, server, name string) (string, []string, error) {
+	out, err := l.Exec(ctx, m, "ployz-dns", "lookup", "--server", server, name)
+	if err != nil {
+		return "", nil, err
+	}
+	lines := strings.Fields(out)
+	if len(lines) == 0 {
+		return "", nil, fmt.Errorf("lookup %s: no output", name)
+	}
+	return lines[0], lines[1:], nil
+}
+
+func TestInternalDNS(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	ids, gws := map[string]string{}, map[string]string{}
+	var in rpc.Inspection
+	op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", "m1")
+	record := func(name string) {
+		ids[name] = in.ID
+		p, err := netip.ParsePrefix(in.Subnet)
+		if err != nil {
+			t.Fatalf("%s subnet %q: %v", name, in.Subnet, err)
+		}
+		gws[name] = p.Masked().Addr().Next().String()
+	}
+	record("m1")
+	for _, m := range l.Machines[1:] {
+		op.json(t, &in, "machine", "add", "root@"+m.IP.String(), "--name", m.Name)
+		record(m.Name)
+	}
+	server := gws["m1"] + ":53"
+
+	for _, m := range l.Machines {
+		eventually(t, 60*time.Second, m.Name+" DNS unit active", func() error {
+			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-dns.service")
+			if err != nil || out != "active" {
+				return fmt.Errorf("ployz-dns.service %q: %v", out, err)
+			}
+			return nil
+		})
+	}
+	spec, err := l.Exec(ctx, "m1", "cat", "/run/ployz/dns.json")
+	if err != nil || !strings.Contains(spec, `"listen": "`+server+`"`) || !strings.Contains(spec, ids["m1"]) {
+		t.Fatalf("dns.json on m1: %v\n%s", err, spec)
+	}
+
+	run := func(m, name string) string {
+		t.Helper()
+		if _, err := l.Exec(ctx, m, "docker", "run", "-d", "--name", name, "--network", "ployz",
+			"--label", "ployz.namespace=demo-prod", "--label", "ployz.service=api", "--label", "ployz.readiness=none",
+			"-e", "MESSAGE=from-"+m, lab.TestAppImage); err != nil {
+			t.Fatal(err)
+		}
+		ip, err := l.Exec(ctx, m, "docker", "inspect", "-f", "{{.NetworkSettings.Networks.ployz.IPAddress}}", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ip
+	}
+	ip2, ip3 := run("m2", "api-m2"), run("m3", "api-m3")
+	want := []string{ip2, ip3}
+	slices.Sort(want)
+	answers := func(name string, wantIPs []string) func() error {
+		return func() error {
+			rc, got, err := lookupFrom(ctx, l, "m1", server, name)
+			if err != nil {
+				return err
+			}
+			slices.Sort(got)
+			if rc != "NOERROR" || !slices.Equal(got, wantIPs) {
+				return fmt.Errorf("%s: %s %v, want %v", name, rc, got, wantIPs)
+			}
+			return nil
+		}
+	}
+
+	t.Run("resolve-and-reach", func(t *testing.T) {
+		eventually(t, 60*time.Second, "api.demo-prod.internal on m1", answers("api.demo-prod.internal", want))
+		// From a Container on m1, by full name and by the search domain.
+		for _, url := range []string{"http://api.demo-prod.internal:8080/", "http://api:8080/"} {
+			eventually(t, 30*time.Second, "a Container on m1 reaches "+url, func() error {
+				out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "--network", "ployz", "--dns", gws["m1"],
+					"--dns-search", "demo-prod.internal", "--entrypoint", "/testapp", lab.TestAppImage, "get", url)
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(out, "from-m2") && !strings.Contains(out, "from-m3") {
+					return fmt.Errorf("answer %q", out)
+				}
+				return nil
+			})
+		}
+		eventually(t, 10*time.Second, "machine name", answers("api.demo-prod."+ids["m3"]+".machine.internal", []string{ip3}))
+		rc, _, err := lookupFrom(ctx, l, "m1", server, "nope.demo-prod.internal")
+		if err != nil || rc != "NXDOMAIN" {
+			t.Fatalf("unknown name: %s %v", rc, err)
+		}
+	})
+
+	t.Run("nearest-local-first", func(t *testing.T) {
+		ip1 := run("m1", "api-m1")
+		all := []string{ip1, ip2, ip3}
+		slices.Sort(all)
+		eventually(t, 60*time.Second, "m1's Container appears", answers("api.demo-prod.internal", all))
+		for range 5 {
+			rc, got, err := lookupFrom(ctx, l, "m1", server, "api.demo-prod.nearest.internal")
+			if err != nil || rc != "NOERROR" || len(got) != 3 || got[0] != ip1 {
+				t.Fatalf("nearest from m1: %s %v %v, want %s first", rc, got, err, ip1)
+			}
+		}
+		rc, got, err := lookupFrom(ctx, l, "m3", gws["m3"]+":53", "api.demo-prod.nearest.internal")
+		if err != nil || rc != "NOERROR" || len(got) != 3 || got[0] != ip3 {
+			t.Fatalf("nearest from m3: %s %v %v, want %s first", rc, got, err, ip3)
+		}
+		if _, err := l.Exec(ctx, "m1", "docker", "rm", "-f", "api-m1"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "m1's Container leaves", answers("api.demo-prod.internal", want))
+	})
+
+	t.Run("stopped-container-leaves", func(t *testing.T) {
+		if _, err := l.Exec(ctx, "m3", "docker", "stop", "-t", "1", "api-m3"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "api-m3 leaves the answers", answers("api.demo-prod.internal", []string{ip2}))
+		if _, err := l.Exec(ctx, "m3", "docker", "start", "api-m3"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "api-m3 comes back", answers("api.demo-prod.internal", want))
+	})
+
+	t.Run("restarts-lose-no-query", func(t *testing.T) {
+		type loopResult struct {
+			Queries, Failed, Retried int
+			P99                      time.Duration `json:"p99_ns"`
+			LastFail                 string        `json:"last_fail"`
+		}
+		done := make(chan string, 1)
+		go func() {
+			out, err := l.Exec(ctx, "m1", "ployz-dns", "query-loop", "--server", server, "--name", "api.demo-prod.internal",
+				"--count", "6000", "--interval", "2ms")
+			if err != nil {
+				out += " error: " + err.Error()
+			}
+			done <- out
+		}()
+		time.Sleep(2 * time.Second)
+		for i := range 3 {
+			if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz-dns.service"); err != nil {
+				t.Errorf("restart %d: %v", i, err)
+			}
+			time.Sleep(1500 * time.Millisecond)
+		}
+		if _, err := l.Exec(ctx, "m1", "systemctl", "kill", "-s", "KILL", "--kill-whom=main", "ployz.service"); err != nil {
+			t.Errorf("kill ployzd: %v", err)
+		}
+		time.Sleep(3 * time.Second)
+		if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz.service"); err != nil {
+			t.Errorf("restart ployzd: %v", err)
+		}
+		out := <-done
+		var res loopResult
+		if err := json.Unmarshal([]byte(out[max(strings.LastIndex(out, "{"), 0):]), &res); err != nil {
+			t.Fatalf("query loop: %q: %v", out, err)
+		}
+		t.Logf("query loop across 3 DNS restarts and a ployzd kill+restart: %+v", res)
+		if res.Failed != 0 || res.Queries != 6000 {
+			t.Fatalf("%d of %d queries failed (last: %s)", res.Failed, res.Queries, res.LastFail)
+		}
+		pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "NRestarts,MainPID", "ployz-dns.service")
+		t.Logf("ployz-dns.service after the loop: %s", strings.ReplaceAll(pid, "\n", " "))
+	})
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	miekg "github.com/miekg/dns"
+
+	"github.com/ployz/ployz/core/dns"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/server"
+	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
+	"github.com/ployz/ployz/sdk/plugintest"
+)
+
+// TestBinaryServesAndAdvertises builds ployz-dns and runs `serve-dns` on a
+// loopback spec with a real store: it answers, then advertises its
+// capability on the plugin socket; --probe and info work.
+func TestBinaryServesAndAdvertises(t *testing.T) {
+	bin := plugintest.Build(t, "github.com/ployz/ployz/plugins/dns")
+	if out, err := exec.Command(bin, "--probe").CombinedOutput(); err != nil {
+		t.Fatalf("--probe: %v %s", err, out)
+	}
+	if out, _ := exec.Command(bin, "info").Output(); !strings.Contains(string(out), dns.Capability) {
+		t.Fatalf("info: %s", out)
+	}
+
+	dir := t.TempDir()
+	api := freePort(t)
+	node, err := server.Start(context.Background(), server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: api, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	st := store.New(api, store.WithToken("tok"))
+	if _, err := st.Containers().Put(context.Background(), store.Row[store.ContainerBody]{Key: "c1", Owner: "m1",
+		Body: store.ContainerBody{Service: "api", Namespace: "demo", IP: "10.210.1.5", Ready: true}}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "token"), []byte("tok\n"), 0o600)
+	listen := freePort(t)
+	spec, _ := json.Marshal(map[string]any{"machine": "m1", "listen": listen, "subnet": "127.0.0.0/8",
+		"store_api": api, "store_token_file": filepath.Join(dir, "token")})
+	os.WriteFile(filepath.Join(dir, "dns.json"), spec, 0o644)
+	if out, err := exec.Command(bin, "--probe", "--spec", filepath.Join(dir, "dns.json")).CombinedOutput(); err != nil {
+		t.Fatalf("--probe --spec: %v %s", err, out)
+	}
+
+	socket := filepath.Join(dir, "dns.sock")
+	cmd := exec.Command(bin, "serve-dns", "--spec", filepath.Join(dir, "dns.json"), "--socket", socket)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+
+	m := new(miekg.Msg)
+	m.SetQuestion("api.demo.internal.", miekg.TypeA)
+	var r *miekg.Msg
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+		if r, _, err = (&miekg.Client{Timeout: 300 * time.Millisecond}).Exchange(m, listen); err == nil {
+			break
+		}
+	}
+	if err != nil || len(r.Answer) != 1 || r.Answer[0].(*miekg.A).A.String() != "10.210.1.5" {
+		t.Fatalf("query: %v %v", r, err)
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(socket); err == nil {
+			break
+		}
+	}
+	p := plugintest.Attach(t, socket)
+	if caps := p.Info.GetCapabilities(); len(caps) != 1 || caps[0] != dns.Capability {
+		t.Fatalf("capabilities %v", caps)
+	}
+	s, err := dnsv1.NewDNSClient(p.Conn).Status(context.Background(), &dnsv1.StatusRequest{})
+	if err != nil || !s.GetServing() || s.GetListenAddrs()[0] != listen {
+		t.Fatalf("Status = %v %v", s, err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	for {
+		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp4", pc.LocalAddr().String())
+		pc.Close()
+		if err == nil {
+			l.Close()
+			return pc.LocalAddr().String()
+		}
+	}
+}
