@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func lookupFrom(ctx context.Context, l *lab.Lab, m, server, name string) (string
 
 func TestInternalDNS(t *testing.T) {
 	needLab(t)
-	l := lab.ForTest(t, 3)
+	l := privateLab(t)
 	op := newOperator(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -188,9 +189,26 @@ func TestInternalDNS(t *testing.T) {
 		}
 		t.Logf("query loop across 3 DNS restarts and a ployzd kill+restart: %+v", res)
 		if res.Failed != 0 || res.Queries != 6000 {
+			journal, _ := l.Exec(ctx, "m1", "journalctl", "-u", "ployz-dns.service", "--no-pager", "-n", "60")
+			status, _ := l.Exec(ctx, "m1", "systemctl", "status", "--no-pager", "ployz-dns.service")
+			t.Logf("ployz-dns on m1:\n%s\n%s", status, journal)
 			t.Fatalf("%d of %d queries failed (last: %s)", res.Failed, res.Queries, res.LastFail)
 		}
 		pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "NRestarts,MainPID", "ployz-dns.service")
 		t.Logf("ployz-dns.service after the loop: %s", strings.ReplaceAll(pid, "\n", " "))
 	})
+}
+
+func privateLab(t *testing.T) *lab.Lab {
+	name := fmt.Sprintf("dnsonly%d", os.Getpid())
+	t.Cleanup(func() { lab.Remove(context.Background(), name) })
+	ctx := context.Background()
+	l, err := lab.Up(ctx, lab.Options{Name: name, Machines: 3, BinDir: os.Getenv(lab.EnvBinDir), StateDir: t.TempDir(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.LoadImage(ctx, lab.TestAppImage); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -176,7 +176,7 @@ Restart=always
 RestartSec=500ms
 RestartPreventExitStatus=78
 FileDescriptorStoreMax=4
-TimeoutStopSec=10s
+TimeoutStopSec=15s
 `
 }
 

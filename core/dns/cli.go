@@ -123,7 +123,7 @@ func serveDNS(version string, args []string, stderr io.Writer) int {
 		bin = os.Args[0] // the path the unit runs, which an upgrade replaces
 	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer waitAtMost(&wg, 2*time.Second) // DNS has stopped; the plugin socket only drains
 	err := Serve(ctx, Options{SpecPath: *spec, Binary: bin, Log: log, OnServing: func(h *Handler) {
 		if *socket == "" {
 			return
@@ -198,4 +198,14 @@ func lookup(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// waitAtMost waits for wg, but no longer than d.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }

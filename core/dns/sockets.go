@@ -129,14 +129,11 @@ func notifyFDs(state string, files ...*os.File) error {
 	if path == "" {
 		return nil
 	}
-	if path[0] == '@' {
-		path = "\x00" + path[1:]
-	}
-	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("notify socket: %w", err)
 	}
-	defer conn.Close()
+	defer unix.Close(fd)
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -145,6 +142,9 @@ func notifyFDs(state string, files ...*os.File) error {
 		}
 		oob = unix.UnixRights(fds...)
 	}
-	_, _, err = conn.WriteMsgUnix([]byte(state), oob, nil)
-	return err
+	// x/sys/unix maps a leading '@' to the abstract namespace.
+	if err := unix.Sendmsg(fd, []byte(state), oob, &unix.SockaddrUnix{Name: path}, 0); err != nil {
+		return fmt.Errorf("notify %s: %w", path, err)
+	}
+	return nil
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/ployz/ployz/core/dns"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/server"
-	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 	"github.com/ployz/ployz/sdk/plugintest"
+	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 )
 
 // TestBinaryServesAndAdvertises builds ployz-dns and runs `serve-dns` on a
