@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -27,16 +28,23 @@ func newOperator(t testing.TB, l *lab.Lab) *operator {
 // run runs bin/ployz with args and returns stdout, stderr and the exit code.
 func (o *operator) run(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
+	return o.runCtx(context.Background(), t, args...)
+}
+
+// runCtx is run that ends (like Ctrl-C) when ctx does.
+func (o *operator) runCtx(ctx context.Context, t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	err := cmd.Run()
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
-	} else if err != nil {
+	} else if err != nil && ctx.Err() == nil {
 		t.Fatalf("ployz %s: %v", strings.Join(args, " "), err)
 	}
 	return out.String(), errb.String(), code

@@ -257,4 +257,33 @@ func TestCluster(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("rm", func(t *testing.T) {
+		// m3 holds a volume: -y is not enough, the name must be typed.
+		if _, err := l.Exec(ctx, "m3", "docker", "volume", "create", "keep"); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code := op.run(t, "machine", "rm", ids["m3"], "-y")
+		if code == 0 || !strings.Contains(errs, "--confirm twin") {
+			t.Fatalf("rm of a Machine holding data without --confirm: exit %d: %s", code, errs)
+		}
+		op.must(t, "machine", "rm", ids["m3"], "--confirm", "twin")
+		eventually(t, 60*time.Second, "m3 gone from m1's observation and reset", func() error {
+			list, err := lsFrom(ctx, l, "m1")
+			if err != nil {
+				return err
+			}
+			if membership(list, ids["m3"]) != "absent" {
+				return fmt.Errorf("m3 still listed")
+			}
+			in, err := inspectLocal(ctx, l, "m3")
+			if err != nil {
+				return err
+			}
+			if in.Phase != "uninitialized" {
+				return fmt.Errorf("m3 is %s", in.Phase)
+			}
+			return nil
+		})
+	})
 }

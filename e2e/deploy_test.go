@@ -148,6 +148,30 @@ func TestDeploy(t *testing.T) {
 		}
 	})
 
+	t.Run("logs", func(t *testing.T) {
+		out := op.must(t, "logs", "web", "-p", "hello", "--tail", "5")
+		if strings.Count(out, "testapp: listening") != 2 {
+			t.Errorf("logs of web's two Containers, merged:\n%s", out)
+		}
+		fctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		out, errs, _ := op.runCtx(fctx, t, "logs", "web", "-p", "hello", "--tail", "5", "-f")
+		if strings.Count(out, "testapp: listening") != 2 {
+			t.Errorf("logs -f of web's two Containers:\n%s\n%s", out, errs)
+		}
+	})
+
+	t.Run("exec", func(t *testing.T) {
+		out := op.must(t, "exec", "web", "-p", "hello", "--", "/testapp", "get", "http://127.0.0.1:8080/env")
+		if !strings.Contains(out, `"MESSAGE":"v1"`) {
+			t.Errorf("exec output %q", out)
+		}
+		_, _, code := op.run(t, "exec", "web", "-p", "hello", "--", "/testapp", "get", "http://127.0.0.1:1/")
+		if code != 1 {
+			t.Errorf("exec of a failing command: exit %d, want the process's 1", code)
+		}
+	})
+
 	t.Run("change-one-service", func(t *testing.T) {
 		doc, errs, code := deployFile(t, op, fmt.Sprintf(helloBase, "v2", 2, fmt.Sprintf(storeService, 1)))
 		if code != 0 {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -31,7 +30,7 @@ func lookupFrom(ctx context.Context, l *lab.Lab, m, server, name string) (string
 
 func TestInternalDNS(t *testing.T) {
 	needLab(t)
-	l := privateLab(t)
+	l := lab.ForTest(t, 3)
 	op := newOperator(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -197,18 +196,4 @@ func TestInternalDNS(t *testing.T) {
 		pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "NRestarts,MainPID", "ployz-dns.service")
 		t.Logf("ployz-dns.service after the loop: %s", strings.ReplaceAll(pid, "\n", " "))
 	})
-}
-
-func privateLab(t *testing.T) *lab.Lab {
-	name := fmt.Sprintf("dnsonly%d", os.Getpid())
-	t.Cleanup(func() { lab.Remove(context.Background(), name) })
-	ctx := context.Background()
-	l, err := lab.Up(ctx, lab.Options{Name: name, Machines: 3, BinDir: os.Getenv(lab.EnvBinDir), StateDir: t.TempDir(), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.LoadImage(ctx, lab.TestAppImage); err != nil {
-		t.Fatal(err)
-	}
-	return l
 }

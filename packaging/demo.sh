@@ -25,8 +25,16 @@ $ployz --ssh-key "$key" --context "$ctx" machine ls
 if $ployz deploy --help >/dev/null 2>&1; then
   echo
   echo "== deploying examples/hello =="
-  $ployz --ssh-key "$key" --context "$ctx" deploy -f examples/hello/compose.yaml -y
-  $ployz --ssh-key "$key" --context "$ctx" ps
+  $ployz --context "$ctx" deploy -f examples/hello/compose.yaml -y
+  $ployz --context "$ctx" ps -p hello
+  for ip in "${ips[@]}"; do
+    if curl -fsS --max-time 2 "http://$ip:18082/" >/dev/null 2>&1; then
+      echo
+      echo "hello's store answers on its host port: curl http://$ip:18082/"
+    fi
+  done
+  echo "web and api answer inside the Cluster on their mesh addresses (ployz ps shows them);"
+  echo "try: bin/ployz lab exec m1 -- curl -s http://<web IP>:8080/"
 fi
 
 cat <<TXT
@@ -34,6 +42,7 @@ cat <<TXT
 The lab is up and formed into a Cluster (context "$ctx").
   bin/ployz lab ls                          Machines and their lab addresses
   bin/ployz lab ssh m1                      root shell on m1 (the lab's key)
-  bin/ployz --ssh-key $key machine ls       the Cluster as m1 observes it
+  bin/ployz machine ls                      the Cluster as m1 observes it (context $ctx)
+  bin/ployz ps -p hello                     the example's Containers
   bin/ployz lab down                        remove everything
 TXT

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/ployz/ployz/core/enroll"
 	"github.com/ployz/ployz/core/operator"
@@ -329,26 +330,43 @@ func machineRm() *cobra.Command {
 				if p.ID == list.ObserverID {
 					return fmt.Errorf("machine %s is the Entry Machine of this connection; remove it through another Machine (--connect)", p.Name)
 				}
-				var vols struct {
-					Volumes []string `json:"volumes"`
-				}
-				_ = vols
-				if !g.yes && confirm == "" {
+				// Data loss needs the name typed; -y never covers it.
+				var held rpc.ContainerList
+				lerr := ent.Call(c.Context(), rpc.Target{One: p.ID}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &held)
+				if lerr != nil || len(held.Volumes) > 0 || len(held.Containers) > 0 {
+					what := fmt.Sprintf("%d Service Containers and %d volumes", len(held.Containers), len(held.Volumes))
+					if lerr != nil {
+						what = "data this computer could not list (" + lerr.Error() + ")"
+					}
+					if confirm == "" && term.IsTerminal(int(os.Stdin.Fd())) {
+						fmt.Fprintf(c.ErrOrStderr(), "Machine %s holds %s. Type its name to remove it: ", p.Name, what)
+						line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+						confirm = strings.TrimSpace(line)
+					}
+					if confirm != p.Name {
+						return fmt.Errorf("machine %s holds %s; removing it loses them: pass --confirm %s", p.Name, what, p.Name)
+					}
+				} else if !g.yes && confirm == "" {
 					if !ask(c, fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it? [y/N] ", p.Name, short(p.ID))) {
 						return fmt.Errorf("not confirmed")
+					}
+				}
+				// Reset first, so the Machine cannot publish its row again
+				// after the entry forgets it; an unreachable one is only forgotten.
+				var resetErr error
+				if !noReset {
+					resetErr = ent.Call(c.Context(), rpc.Target{One: p.ID}, rpc.CmdReset, nil, nil)
+					if resetErr == nil {
+						fmt.Fprintf(c.ErrOrStderr(), "reset %s\n", p.Name)
 					}
 				}
 				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdForgetMachine, rpc.ForgetMachineRequest{ID: p.ID}, nil); err != nil {
 					return err
 				}
-				fmt.Fprintf(c.ErrOrStderr(), "removed %s (%s) from this Machine's store\n", p.Name, short(p.ID))
-				if noReset {
-					return nil
+				fmt.Fprintf(c.ErrOrStderr(), "removed %s (%s) from the Cluster\n", p.Name, short(p.ID))
+				if resetErr != nil {
+					return &exitError{code: 3, err: fmt.Errorf("removed from the Cluster, but resetting %s failed: %w (it keeps its old state until reset)", p.Name, resetErr)}
 				}
-				if err := ent.Call(c.Context(), rpc.Target{One: p.ID}, rpc.CmdReset, nil, nil); err != nil {
-					return &exitError{code: 3, err: fmt.Errorf("removed from the Cluster, but resetting %s failed: %w (reset it later with `ployz machine rm` from it)", p.Name, err)}
-				}
-				fmt.Fprintf(c.ErrOrStderr(), "reset %s\n", p.Name)
 				return nil
 			})
 		},

@@ -230,7 +230,10 @@ func buildCreate(s rpc.ContainerSpec, networkName, dns, notifyDir string) docker
 	host := &container.HostConfig{NetworkMode: container.NetworkMode(networkName), RestartPolicy: policy,
 		PortBindings: nat.PortMap{}, Resources: container.Resources{NanoCPUs: int64(s.CPUs * 1e9), Memory: s.MemoryBytes}}
 	if dns != "" {
+		// Internal DNS on the Machine gateway; the Container's own
+		// namespace is its search domain, so a plain <service> resolves.
 		host.DNS = []string{dns}
+		host.DNSSearch = []string{s.Namespace + ".internal"}
 	}
 	for _, p := range s.Ports {
 		proto := p.Protocol

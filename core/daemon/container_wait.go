@@ -236,13 +236,22 @@ func (o *containerOps) logs(ctx context.Context, id string, tail int, since int6
 // the Container has a TTY) into timestamped lines.
 func parseLogs(r io.Reader, tty bool) ([]rpc.LogLine, error) {
 	lines := []rpc.LogLine{}
+	err := scanLogs(r, tty, func(l rpc.LogLine) error { lines = append(lines, l); return nil })
+	return lines, err
+}
+
+// scanLogs is parseLogs handing each line to emit as soon as it is whole,
+// for followed logs; an error from emit stops the scan.
+func scanLogs(r io.Reader, tty bool, emit func(rpc.LogLine) error) error {
 	if tty {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64*1024), 1<<20)
 		for sc.Scan() {
-			lines = append(lines, logLine("stdout", sc.Text()))
+			if err := emit(logLine("stdout", sc.Text())); err != nil {
+				return err
+			}
 		}
-		return lines, sc.Err()
+		return sc.Err()
 	}
 	partial := map[string]*bytes.Buffer{"stdout": {}, "stderr": {}}
 	hdr := make([]byte, 8)
@@ -250,7 +259,7 @@ func parseLogs(r io.Reader, tty bool) ([]rpc.LogLine, error) {
 		if _, err := io.ReadFull(r, hdr); err == io.EOF {
 			break
 		} else if err != nil {
-			return lines, err
+			return err
 		}
 		stream := "stdout"
 		if hdr[0] == 2 {
@@ -259,22 +268,60 @@ func parseLogs(r io.Reader, tty bool) ([]rpc.LogLine, error) {
 		size := binary.BigEndian.Uint32(hdr[4:])
 		buf := partial[stream]
 		if _, err := io.CopyN(buf, r, int64(size)); err != nil {
-			return lines, err
+			return err
 		}
 		for {
 			i := bytes.IndexByte(buf.Bytes(), '\n')
 			if i < 0 {
 				break
 			}
-			lines = append(lines, logLine(stream, string(buf.Next(i + 1)[:i])))
+			if err := emit(logLine(stream, string(buf.Next(i + 1)[:i]))); err != nil {
+				return err
+			}
 		}
 	}
 	for _, s := range []string{"stdout", "stderr"} {
 		if b := partial[s]; b.Len() > 0 {
-			lines = append(lines, logLine(s, b.String()))
+			if err := emit(logLine(s, b.String())); err != nil {
+				return err
+			}
 		}
 	}
-	return lines, nil
+	return nil
+}
+
+// followLogs streams a Container's log tail, then new lines as they come,
+// until the client goes away or the Container's log ends.
+func (o *containerOps) followLogs(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+	var req rpc.ContainerLogsRequest
+	if err := rpc.Decode(rpc.CmdFollowLogs, raw, &req); err != nil {
+		return err
+	}
+	if req.Tail < 0 {
+		return rpc.InvalidField("tail", "%d is negative", req.Tail)
+	}
+	c, err := o.inspect(ctx, req.ID)
+	if err != nil {
+		return err
+	}
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: true, Tail: strconv.Itoa(req.Tail)}
+	if req.Since > 0 {
+		opts.Since = strconv.FormatInt(req.Since, 10)
+	}
+	rc, err := o.docker.ContainerLogs(ctx, c.ID, opts)
+	if err != nil {
+		return dockerErr(err, "logs of container %s", req.ID)
+	}
+	defer rc.Close()
+	tty := c.Config != nil && c.Config.Tty
+	err = scanLogs(rc, tty, func(l rpc.LogLine) error {
+		ev, _ := json.Marshal(l)
+		return s.Send(rpc.StreamFrame{Event: ev})
+	})
+	if ctx.Err() != nil {
+		return nil // the client stopped following
+	}
+	return err
 }
 
 // logLine splits Docker's RFC 3339 timestamp prefix from the text.

@@ -41,6 +41,18 @@ func (d *Daemon) routes() {
 		d.rpc.Handle(r)
 	}
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdFollowLogs, Capability: rpc.CapFollowLogs, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+		if d.ctrs == nil || d.ctrs.docker == nil {
+			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
+		}
+		return d.ctrs.followLogs(ctx, raw, s)
+	}})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: rpc.CapExec, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+		if d.ctrs == nil || d.ctrs.docker == nil {
+			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
+		}
+		return d.ctrs.exec(ctx, raw, s)
+	}})
 }
 
 func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
@@ -338,11 +350,18 @@ func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
 	if err := d.setRecord(rec); err != nil {
 		return nil, err
 	}
-	d.deactivate()
-	if err := d.finishReset(ctx); err != nil {
-		return nil, err
-	}
-	return d.inspect(ctx, nil)
+	in, err := d.inspect(ctx, nil)
+	// The teardown stops the mesh this answer may be travelling over, so
+	// it runs after the answer is on its way; the saved phase makes it
+	// durable either way.
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		d.deactivate()
+		if err := d.finishReset(context.Background()); err != nil {
+			d.log.Error("reset", "error", err)
+		}
+	}()
+	return in, err
 }
 
 func (d *Daemon) finishReset(ctx context.Context) error {

@@ -123,7 +123,7 @@ func serveDNS(version string, args []string, stderr io.Writer) int {
 		bin = os.Args[0] // the path the unit runs, which an upgrade replaces
 	}
 	var wg sync.WaitGroup
-	defer waitAtMost(&wg, 2*time.Second) // DNS has stopped; the plugin socket only drains
+	defer waitAtMost(&wg, time.Second) // DNS has stopped; the plugin socket only drains
 	err := Serve(ctx, Options{SpecPath: *spec, Binary: bin, Log: log, OnServing: func(h *Handler) {
 		if *socket == "" {
 			return

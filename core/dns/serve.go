@@ -70,7 +70,7 @@ func Serve(ctx context.Context, o Options) error {
 		_ = udp.ShutdownContext(sctx)
 		_ = tcp.ShutdownContext(sctx)
 	}()
-	_ = notifyFDs("READY=1\nSTATUS=waiting for the first load from the store")
+	_ = notify("READY=1\nSTATUS=waiting for the first load from the store")
 	log.Info("listening", "addr", cfg.ListenAddr, "machine", cfg.Machine, "upstreams", cfg.Spec.Upstreams)
 
 	src := o.Source
@@ -80,7 +80,7 @@ func Serve(ctx context.Context, o Options) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go Load(lctx, h, src, o.Interval, log.Named("load"), func() {
-		_ = notifyFDs("STATUS=serving")
+		_ = notify("STATUS=serving")
 		if o.OnServing != nil {
 			o.OnServing(h)
 		}

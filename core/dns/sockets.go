@@ -53,7 +53,7 @@ func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
 		f.Close()
 	}
 	lc := net.ListenConfig{Control: freebind}
-	var park []*os.File
+	var park []syscall.Conn
 	var parkNames []string
 	if s.UDP == nil {
 		forget(FDNameUDP)
@@ -63,9 +63,7 @@ func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
 			return nil, fmt.Errorf("listen udp %s: %w", listen, err)
 		}
 		s.UDP = pc
-		if f, err := pc.(*net.UDPConn).File(); err == nil {
-			park, parkNames = append(park, f), append(parkNames, FDNameUDP)
-		}
+		park, parkNames = append(park, pc.(syscall.Conn)), append(parkNames, FDNameUDP)
 	}
 	if s.TCP == nil {
 		forget(FDNameTCP)
@@ -75,15 +73,12 @@ func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
 			return nil, fmt.Errorf("listen tcp %s: %w", listen, err)
 		}
 		s.TCP = l
-		if f, err := l.(*net.TCPListener).File(); err == nil {
-			park, parkNames = append(park, f), append(parkNames, FDNameTCP)
-		}
+		park, parkNames = append(park, l.(syscall.Conn)), append(parkNames, FDNameTCP)
 	}
-	for i, f := range park {
-		if err := notifyFDs("FDSTORE=1\nFDNAME="+parkNames[i], f); err != nil {
+	for i, c := range park {
+		if err := parkConn(parkNames[i], c); err != nil {
 			log.Warn("could not park socket in the fd store; restarts will refuse queries briefly", "name", parkNames[i], "error", err)
 		}
-		f.Close()
 	}
 	return s, nil
 }
@@ -105,7 +100,7 @@ func Release() {
 	forget(FDNameTCP)
 }
 
-func forget(name string) { _ = notifyFDs("FDSTOREREMOVE=1\nFDNAME=" + name) }
+func forget(name string) { _ = notify("FDSTOREREMOVE=1\nFDNAME=" + name) }
 
 func sameAddr(a net.Addr, want netip.AddrPort) bool {
 	ap, err := netip.ParseAddrPort(a.String())
@@ -122,9 +117,24 @@ func freebind(_, _ string, c syscall.RawConn) error {
 	return errors.Join(err, serr)
 }
 
-// notifyFDs sends state (and files) to $NOTIFY_SOCKET; without one it is a
+// parkConn sends c's socket to systemd's fd store under name. It passes
+// the descriptor itself (never os.File.Fd, which would switch the shared
+// socket to blocking mode and make reads ignore deadlines).
+func parkConn(name string, c syscall.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = notify("FDSTORE=1\nFDNAME="+name, int(fd)) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// notify sends state (and fds) to $NOTIFY_SOCKET; without one it is a
 // no-op, as outside systemd.
-func notifyFDs(state string, files ...*os.File) error {
+func notify(state string, fds ...int) error {
 	path := os.Getenv("NOTIFY_SOCKET")
 	if path == "" {
 		return nil
@@ -135,11 +145,7 @@ func notifyFDs(state string, files ...*os.File) error {
 	}
 	defer unix.Close(fd)
 	var oob []byte
-	if len(files) > 0 {
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = int(f.Fd())
-		}
+	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
 	// x/sys/unix maps a leading '@' to the abstract namespace.

@@ -235,3 +235,39 @@ type ImageLoadResult struct {
 	Bytes  int64    `json:"bytes"`
 	Loaded []string `json:"loaded"` // what Docker reported, e.g. "Loaded image: x:y"
 }
+
+// CmdFollowLogs is a streaming command: a Container's log tail (Tail lines,
+// 0 for none) then every new line, one LogLine event each, until the
+// client closes the stream.
+const (
+	CmdFollowLogs = "follow_logs"
+	CapFollowLogs = "ployz.container.follow_logs.v1"
+)
+
+// CmdExec is a streaming command: run a process inside a Container.
+// Client data frames are its stdin (EOF closes it); server data frames are
+// its output, each followed by no event for stdout or an ExecOutput event
+// naming stderr; the last event before Done is an ExecExit.
+const (
+	CmdExec = "exec"
+	CapExec = "ployz.container.exec.v1"
+)
+
+// ExecRequest starts a process in a Container.
+type ExecRequest struct {
+	ID    string   `json:"id"`
+	Cmd   []string `json:"cmd"`
+	TTY   bool     `json:"tty,omitempty"`
+	Stdin bool     `json:"stdin,omitempty"`
+	Env   []string `json:"env,omitempty"`
+}
+
+// ExecOutput marks which stream a data frame belongs to.
+type ExecOutput struct {
+	Stream string `json:"stream"` // stdout or stderr
+}
+
+// ExecExit is the process's exit code.
+type ExecExit struct {
+	ExitCode int `json:"exit_code"`
+}

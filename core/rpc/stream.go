@@ -16,7 +16,8 @@ import (
 )
 
 // StreamFrame is every frame after a stream's request envelope, in both
-// directions. Exactly one of its fields is set, except Done with Event.
+// directions: data, an event, or both (an event describing its data, such
+// as which output stream it came from), or the end of the stream.
 type StreamFrame struct {
 	Data  []byte          `json:"data,omitempty"`  // raw bytes (base64 in JSON)
 	Event json.RawMessage `json:"event,omitempty"` // one command-defined JSON event
