@@ -29,18 +29,24 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	}
 }
 
-// lsFrom returns Machine name's own observation, through its local socket.
-func lsFrom(ctx context.Context, l *lab.Lab, name string) (rpc.MachineList, error) {
-	var list rpc.MachineList
-	out, err := l.Exec(ctx, name, "ployz", "--connect", "local", "machine", "ls", "--json")
+// localJSON runs `ployz --connect local ARGS --json` inside Machine name
+// and decodes its answer into v.
+func localJSON(ctx context.Context, l *lab.Lab, name string, v any, args ...string) error {
+	out, err := l.Exec(ctx, name, append(append([]string{"ployz", "--connect", "local"}, args...), "--json")...)
 	if err != nil {
-		return list, err
+		return err
 	}
 	// Progress lines go to stderr, merged by Exec: decode from the JSON start.
 	if i := strings.Index(out, "{"); i > 0 {
 		out = out[i:]
 	}
-	return list, json.Unmarshal([]byte(out), &list)
+	return json.Unmarshal([]byte(out), v)
+}
+
+// lsFrom returns Machine name's own observation, through its local socket.
+func lsFrom(ctx context.Context, l *lab.Lab, name string) (rpc.MachineList, error) {
+	var list rpc.MachineList
+	return list, localJSON(ctx, l, name, &list, "machine", "ls")
 }
 
 func membership(list rpc.MachineList, id string) string {

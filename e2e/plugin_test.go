@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,14 +17,7 @@ import (
 // inspectLocal returns Machine name's own inspection through its socket.
 func inspectLocal(ctx context.Context, l *lab.Lab, name string) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	out, err := l.Exec(ctx, name, "ployz", "--connect", "local", "machine", "inspect", "--json")
-	if err != nil {
-		return in, err
-	}
-	if i := strings.Index(out, "{"); i > 0 {
-		out = out[i:]
-	}
-	return in, json.Unmarshal([]byte(out), &in)
+	return in, localJSON(ctx, l, name, &in, "machine", "inspect")
 }
 
 func pluginView(in rpc.Inspection, name string) (rpc.PluginView, bool) {

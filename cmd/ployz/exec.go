@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -24,12 +23,7 @@ func execCommand() *cobra.Command {
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withSession(c, func(s session) error {
-				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
-				if err != nil {
-					return err
-				}
-				ns := deploy.Namespace(p, f.env)
-				snap, cs, err := serviceContainers(c.Context(), s, ns, args[0])
+				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
 				if err != nil {
 					return err
 				}

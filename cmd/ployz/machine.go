@@ -190,17 +190,7 @@ func printInspection(c *cobra.Command, in rpc.Inspection) error {
 
 // withEntry runs f with an Entry Machine client.
 func withEntry(c *cobra.Command, f func(*rpc.Client, *operator.Store) error) error {
-	st, err := openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ent, _, err := entry(c.Context(), st)
-	if err != nil {
-		return err
-	}
-	defer ent.Close()
-	return f(ent, st)
+	return withSession(c, func(s session) error { return f(s.ent, s.st) })
 }
 
 func machineLs() *cobra.Command {

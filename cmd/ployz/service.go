@@ -244,6 +244,18 @@ func psCommand() *cobra.Command {
 
 // serviceContainers observes ns and returns the Service's Containers
 // (hooks excluded).
+// observeService resolves the project from f, then observes the
+// Containers of service in its namespace.
+func (f projectFlags) observeService(ctx context.Context, s session, service string) (string, deploy.Snapshot, []rpc.ContainerObservation, error) {
+	p, err := f.resolveProject(ctx, s.st, s.ctx)
+	if err != nil {
+		return "", deploy.Snapshot{}, nil, err
+	}
+	ns := deploy.Namespace(p, f.env)
+	snap, cs, err := serviceContainers(ctx, s, ns, service)
+	return ns, snap, cs, err
+}
+
 func serviceContainers(ctx context.Context, s session, ns, service string) (deploy.Snapshot, []rpc.ContainerObservation, error) {
 	snap, err := deploy.Observe(ctx, s.ent, ns, false)
 	if err != nil {

@@ -64,12 +64,7 @@ func serviceInspect() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withSession(c, func(s session) error {
-				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
-				if err != nil {
-					return err
-				}
-				ns := deploy.Namespace(p, f.env)
-				snap, cs, err := serviceContainers(c.Context(), s, ns, args[0])
+				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
 				if err != nil {
 					return err
 				}
@@ -146,12 +141,7 @@ func logsCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withSession(c, func(s session) error {
-				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
-				if err != nil {
-					return err
-				}
-				ns := deploy.Namespace(p, f.env)
-				snap, cs, err := serviceContainers(c.Context(), s, ns, args[0])
+				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
 				if err != nil {
 					return err
 				}
@@ -348,12 +338,7 @@ func startStopCommand(verb string) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withSession(c, func(s session) error {
-				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
-				if err != nil {
-					return err
-				}
-				ns := deploy.Namespace(p, f.env)
-				snap, cs, err := serviceContainers(c.Context(), s, ns, args[0])
+				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
 				if err != nil {
 					return err
 				}

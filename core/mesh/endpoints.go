@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/ployz/ployz/core/machine"
 )
 
 // endpointFile is the on-disk shape of the endpoint memory. Unknown fields are
@@ -48,7 +50,7 @@ func (m EndpointMemory) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("endpoint memory %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, append(b, '\n'), 0o600); err != nil {
+	if err := machine.WriteFileAtomic(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("endpoint memory %s: %w", path, err)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/ployz/ployz/core/machine"
 )
 
 // LoadOrCreateKey reads the base64 WireGuard private key stored at path, or
@@ -35,39 +37,12 @@ func LoadOrCreateKey(path string) (wgtypes.Key, error) {
 	if err != nil {
 		return wgtypes.Key{}, fmt.Errorf("generate key for %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, []byte(k.String()+"\n"), 0o600); err != nil {
+	// Private key material: its directory is not listable by others.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return wgtypes.Key{}, fmt.Errorf("key file %s: %w", path, err)
+	}
+	if err := machine.WriteFileAtomic(path, []byte(k.String()+"\n"), 0o600); err != nil {
 		return wgtypes.Key{}, fmt.Errorf("key file %s: %w", path, err)
 	}
 	return k, nil
-}
-
-// writeFileAtomic writes via a temp file and rename so a crash never leaves a
-// half-written key or endpoint file behind.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
