@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strconv"
 	"strings"
@@ -73,4 +74,61 @@ func BenchmarkMeshVsLabNetwork(b *testing.B) {
 	b.ReportMetric(labRTT/n, "lab-rtt-ms")
 	b.ReportMetric(meshRTT/labRTT, "latency-ratio")
 	b.Logf("mesh %.0f MB/s vs lab network %.0f MB/s (%.2f); rtt %.3f ms vs %.3f ms (%.2fx)", meshMB/n, labMB/n, meshMB/labMB, meshRTT/n, labRTT/n, meshRTT/labRTT)
+}
+
+// BenchmarkDNSOnLabMachine measures Internal DNS on a lab Machine: a
+// stub-resolver-like client pinned to one core sends A queries one after
+// another to the Machine's gateway :53 and reports queries/s and p99
+// (issue 7). The client is latency-bound, so queries/s is not peak load.
+func BenchmarkDNSOnLabMachine(b *testing.B) {
+	if !labEnabled() {
+		b.Skip("lab benchmark: run with `make bench`")
+	}
+	l := lab.ForTest(b, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	op := newOperator(b, l)
+	var in rpc.Inspection
+	op.json(b, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", "m1")
+	gw := strings.TrimSuffix(in.Subnet, "0/24") + "1"
+	if _, err := l.Exec(ctx, "m1", "docker", "run", "-d", "--network", "ployz", "--label", "ployz.namespace=bench-prod",
+		"--label", "ployz.service=api", "--label", "ployz.readiness=none", lab.TestAppImage); err != nil {
+		b.Fatal(err)
+	}
+	name := "api.bench-prod.internal"
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := l.Exec(ctx, "m1", "ployz-dns", "query-loop", "--server", gw+":53", "--name", name, "--count", "1"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s never resolved on m1", name)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	const count = 20000
+	b.ResetTimer()
+	var qps, p99 float64
+	for range b.N {
+		out, err := l.Exec(ctx, "m1", "taskset", "-c", "0", "ployz-dns", "query-loop", "--server", gw+":53", "--name", name,
+			"--count", strconv.Itoa(count), "--attempts", "1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var res struct {
+			Queries int   `json:"queries"`
+			Failed  int   `json:"failed"`
+			P99     int64 `json:"p99_ns"`
+			Elapsed int64 `json:"elapsed_ns"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil || res.Failed > 0 {
+			b.Fatalf("query loop: %q %v", out, err)
+		}
+		qps += float64(res.Queries) / (float64(res.Elapsed) / 1e9)
+		p99 += float64(res.P99) / 1e6
+	}
+	n := float64(b.N)
+	b.ReportMetric(qps/n, "queries/s")
+	b.ReportMetric(p99/n, "p99-ms")
+	b.Logf("internal DNS on a lab Machine, one client core: %.0f queries/s, p99 %.3f ms", qps/n, p99/n)
 }
