@@ -67,6 +67,12 @@ func (d *Daemon) activate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mesh: %w", err)
 	}
+	started := false
+	defer func() {
+		if !started {
+			m.Close() // a retry adopts the device again
+		}
+	}()
 	if len(rec.JoinPeers) > 0 {
 		if err := m.SetPeers(meshPeers(rec.JoinPeers)); err != nil {
 			d.log.Warn("join peers", "error", err)
@@ -104,6 +110,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 	d.mu.Lock()
 	d.active = a
 	d.mu.Unlock()
+	started = true
 
 	go func() {
 		defer close(a.done)

@@ -145,10 +145,22 @@ func Run(ctx context.Context, cfg Config) error {
 	defer g.Stop()
 
 	if rec.Phase == machine.Joining || rec.Phase == machine.Participating {
-		if err := d.activate(ctx); err != nil {
-			// Keep serving RPC so the operator can inspect and retry.
-			d.log.Error("cluster parts did not start", "error", err)
-		}
+		// Keep serving RPC while the Cluster parts come up; at boot Docker
+		// or the store may not answer yet, so a failed start is retried.
+		go func() {
+			for attempt := 1; ; attempt++ {
+				err := d.activate(ctx)
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				d.log.Error("cluster parts did not start; retrying", "attempt", attempt, "error", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}()
 	}
 	<-ctx.Done()
 	d.deactivate()
