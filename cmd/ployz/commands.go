@@ -13,7 +13,7 @@ import (
 func subcommands() []*cobra.Command {
 	return []*cobra.Command{labCommand(), ctxCommand(), machineCommand(), imageCommand(),
 		deployCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(),
-		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand()}
+		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), ingressCommand()}
 }
 
 // exitError carries a process exit code through cobra (3 = partial

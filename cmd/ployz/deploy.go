@@ -286,7 +286,7 @@ func printPlan(w io.Writer, p deploy.Plan, why string) {
 	tw.Flush()
 	for _, s := range p.Services {
 		for _, in := range s.Ingress {
-			fmt.Fprintf(w, "note: %s ingress %s -> :%d is not configured (ingress is not available yet)\n", s.Name, in.Hostname, in.ContainerPort)
+			fmt.Fprintf(w, "ingress: http://%s -> %s:%d on every Machine's :80 (HTTP only; `ployz service inspect %s` shows it)\n", in.Hostname, s.Name, in.ContainerPort, s.Name)
 		}
 	}
 	for _, warn := range p.Warnings {

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -50,10 +51,15 @@ type executionStatus struct {
 	Ready   int    `json:"ready"`
 }
 
+// ingressStatus is the Service's ingress half: published (every Machine's
+// proxy routes every hostname to this Service's ready Containers), pending,
+// conflict, unknown (a Machine did not answer) or not configured (no
+// hostname routes), with each Machine's view.
 type ingressStatus struct {
-	Status string                `json:"status"` // not configured
-	Routes []deploy.IngressRoute `json:"routes,omitempty"`
-	Reason string                `json:"reason"`
+	Status   string                `json:"status"`
+	Routes   []deploy.IngressRoute `json:"routes,omitempty"`
+	Reason   string                `json:"reason,omitempty"`
+	Machines []machineRoutes       `json:"machines,omitempty"`
 }
 
 func serviceInspect() *cobra.Command {
@@ -68,8 +74,7 @@ func serviceInspect() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				in := inspection{Namespace: ns, Service: args[0], Containers: cs, Unobserved: snap.Missing,
-					Ingress: ingressStatus{Status: "not configured", Reason: "ingress is not available in this release"}}
+				in := inspection{Namespace: ns, Service: args[0], Containers: cs, Unobserved: snap.Missing}
 				if sv, ok := declared(c.Context(), s.st, s.ctx)[ns][args[0]]; ok {
 					in.Declared = &declaration{Mode: sv.Mode, Replicas: sv.Replicas, Image: sv.Spec.Image, Readiness: sv.Spec.Readiness}
 					in.Execution.Desired = sv.Replicas
@@ -90,6 +95,30 @@ func serviceInspect() *cobra.Command {
 					in.Execution.Desired = len(cs)
 				}
 				in.Execution.Status = execStatus(in.Execution, snap.Complete())
+				if in.Ingress.Routes == nil {
+					for _, co := range cs {
+						if co.Spec != nil && len(co.Spec.Ingress) > 0 {
+							for _, r := range co.Spec.Ingress {
+								in.Ingress.Routes = append(in.Ingress.Routes, deploy.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort})
+							}
+							break
+						}
+					}
+				}
+				if len(in.Ingress.Routes) == 0 {
+					in.Ingress.Status, in.Ingress.Reason = "not configured", "the Service declares no x-ports hostname"
+				} else {
+					var hosts []string
+					for _, r := range in.Ingress.Routes {
+						hosts = append(hosts, r.Hostname)
+					}
+					ms, err := ingressFanout(c.Context(), s.ent)
+					if err != nil {
+						in.Ingress.Status, in.Ingress.Reason = "unknown", err.Error()
+					} else {
+						in.Ingress.Status, in.Ingress.Machines = serviceIngress(strings.ToLower(ns+"/"+args[0]), hosts, ms)
+					}
+				}
 				if g.json {
 					return printJSON(c.OutOrStdout(), in)
 				}
@@ -101,9 +130,25 @@ func serviceInspect() *cobra.Command {
 				}
 				e := in.Execution
 				fmt.Fprintf(w, "execution\t%s (desired %d, running %d, ready %d)\n", e.Status, e.Desired, e.Running, e.Ready)
-				fmt.Fprintf(w, "ingress\t%s (%s)\n", in.Ingress.Status, in.Ingress.Reason)
+				if in.Ingress.Reason != "" {
+					fmt.Fprintf(w, "ingress\t%s (%s)\n", in.Ingress.Status, in.Ingress.Reason)
+				} else {
+					fmt.Fprintf(w, "ingress\t%s\n", in.Ingress.Status)
+				}
 				for _, r := range in.Ingress.Routes {
 					fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Hostname, r.ContainerPort)
+				}
+				for _, m := range in.Ingress.Machines {
+					if m.Error != "" {
+						fmt.Fprintf(w, "  on %s\tunknown: %s\n", m.Machine, m.Error)
+					}
+					for _, r := range m.Routes {
+						detail := r.Detail
+						if len(r.Upstreams) > 0 {
+							detail = strings.TrimSpace("-> " + strings.Join(r.Upstreams, ",") + " " + detail)
+						}
+						fmt.Fprintf(w, "  on %s\t%s %s %s\n", m.Machine, r.Hostname, r.State, detail)
+					}
 				}
 				for _, co := range cs {
 					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s\n", co.Name, machineName(snap, co.MachineID), co.State, co.Ready, co.IP)

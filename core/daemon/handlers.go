@@ -31,6 +31,7 @@ func (d *Daemon) routes() {
 		{Command: rpc.CmdForgetMachine, Capability: rpc.CapForgetMachine, Handler: d.forgetMachine},
 		{Command: rpc.CmdReset, Capability: rpc.CapReset, Handler: d.reset},
 		{Command: rpc.CmdMembership, Capability: rpc.CapMembership, Handler: d.membership},
+		{Command: rpc.CmdIngressStatus, Capability: rpc.CapIngressStatus, Handler: d.ingressStatus},
 	} {
 		d.rpc.Handle(r)
 	}
@@ -366,6 +367,7 @@ func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
 
 func (d *Daemon) finishReset(ctx context.Context) error {
 	d.stopDNS(ctx)
+	d.stopIngress(ctx)
 	if err := d.cfg.Units.Stop(ctx, StoreUnit); err != nil {
 		d.log.Warn("reset: stop store", "error", err)
 	}

@@ -195,6 +195,11 @@ func serviceContainerBody(o rpc.ContainerObservation, in container.InspectRespon
 	b := store.ContainerBody{Service: o.Service, Deployment: o.Deployment, Image: o.Image, State: o.State, IP: o.IP,
 		Name: o.Name, Namespace: o.Namespace, ServiceID: o.ServiceID, SpecHash: o.SpecHash, ImageID: o.ImageID,
 		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt}
+	if o.Spec != nil {
+		for _, r := range o.Spec.Ingress {
+			b.Ingress = append(b.Ingress, store.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort})
+		}
+	}
 	if in.Config != nil {
 		for _, kv := range in.Config.Env {
 			k, _, _ := strings.Cut(kv, "=")

@@ -67,8 +67,9 @@ type Hook struct {
 	Environment map[string]string `json:"environment,omitempty"`
 }
 
-// IngressRoute is one x-ports hostname route. Ingress is not wired yet:
-// routes are recorded and reported as "not configured".
+// IngressRoute is one x-ports hostname route. It is also stamped on every
+// Container's spec (rpc.ContainerSpec.Ingress), from which the Ingress
+// Proxies route.
 type IngressRoute struct {
 	Hostname      string `json:"hostname"`
 	ContainerPort int    `json:"container_port"`

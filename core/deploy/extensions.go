@@ -115,7 +115,12 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 	case p.Hostname != "" && p.HostPort != 0:
 		return fmt.Errorf("hostname and host_port: one route per entry")
 	case p.Hostname != "":
-		svc.Ingress = append(svc.Ingress, IngressRoute{Hostname: p.Hostname, ContainerPort: p.ContainerPort})
+		h := strings.ToLower(strings.TrimSuffix(p.Hostname, "."))
+		if err := rpc.ValidHostname(h); err != nil {
+			return fmt.Errorf("hostname: %w", err)
+		}
+		svc.Ingress = append(svc.Ingress, IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
+		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
 	case p.HostPort > 0 && p.HostPort <= 65535:
 		proto := p.Protocol
 		if proto == "" {

@@ -51,6 +51,13 @@ const (
 	LabelSpec       = "ployz.spec"       // the resolved spec as JSON (secrets redacted)
 )
 
+// IngressRoute is one HTTP ingress route: requests for Hostname reach
+// the Container's ContainerPort.
+type IngressRoute struct {
+	Hostname      string `json:"hostname"`
+	ContainerPort int    `json:"container_port"`
+}
+
 // ContainerSpec is the Resolved Service Spec of one Container: everything
 // the daemon needs to create it, stamped on it at creation.
 type ContainerSpec struct {
@@ -75,9 +82,13 @@ type ContainerSpec struct {
 	// NOTIFY_SOCKET the daemon mounts) or "none" (running is ready).
 	Readiness string `json:"readiness,omitempty"`
 	// Restart is Docker's restart policy (default unless-stopped).
-	Restart     string  `json:"restart,omitempty"`
-	CPUs        float64 `json:"cpus,omitempty"`
-	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	Restart string `json:"restart,omitempty"`
+	// Ingress are the Service's hostname routes (x-ports hostname), the
+	// same on every Container of the Service; they are part of SpecHash,
+	// so a route change replaces the Containers.
+	Ingress     []IngressRoute `json:"ingress,omitempty"`
+	CPUs        float64        `json:"cpus,omitempty"`
+	MemoryBytes int64          `json:"memory_bytes,omitempty"`
 	// Constraints are re-checked by the target daemon against its own
 	// labels before it creates anything (Machine-local admission).
 	Constraints []Constraint `json:"constraints,omitempty"`

@@ -55,6 +55,15 @@ type ContainerBody struct {
 	CreatedAt int64 `json:"created_at,omitempty"` // unix seconds
 	// EnvNames lists the environment variable names; values stay local.
 	EnvNames []string `json:"env_names,omitempty"`
+	// Ingress are the hostname routes of the Container's spec; Ingress
+	// Proxies route each hostname to the ready Containers claiming it.
+	Ingress []IngressRoute `json:"ingress,omitempty"`
+}
+
+// IngressRoute is one hostname route of a Container.
+type IngressRoute struct {
+	Hostname      string `json:"hostname"`
+	ContainerPort int    `json:"container_port"`
 }
 
 // VolumeBody is one Volume copy on its Machine.

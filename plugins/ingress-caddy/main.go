@@ -1,8 +1,14 @@
-// Command ployz-ingress-caddy is the Ployz ingress-caddy plugin. It is not implemented yet: it
-// builds, answers --version and the SDK's Info call, and serves no
-// capability (empty capability list) until its own issue lands.
+// Command ployz-ingress-caddy is Ployz's Ingress Proxy plugin: `serve-ingress`
+// runs an embedded Caddy on /run/ployz/ingress.json under the runtime unit
+// the daemon writes (see packages core/ingress and core/ingress/proxy);
+// `status` prints what it loaded; the SDK's plugin modes answer Info.
 package main
 
-import "github.com/ployz/ployz/plugins/internal/placeholder"
+import (
+	"os"
 
-func main() { placeholder.Main("ingress-caddy") }
+	"github.com/ployz/ployz/core/ingress/proxy"
+	"github.com/ployz/ployz/core/version"
+)
+
+func main() { os.Exit(proxy.Main(version.Version, os.Args[1:], os.Stdout, os.Stderr)) }

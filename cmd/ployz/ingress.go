@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// machineIngress is one Machine's ingress_status answer, or why there is
+// none.
+type machineIngress struct {
+	MachineID string             `json:"machine_id"`
+	Machine   string             `json:"machine"`
+	Status    *rpc.IngressStatus `json:"status,omitempty"`
+	Error     string             `json:"error,omitempty"`
+}
+
+// ingressFanout asks every Machine for its loaded ingress routes.
+func ingressFanout(ctx context.Context, ent *rpc.Client) ([]machineIngress, error) {
+	fr, err := ent.Fanout(ctx, rpc.Target{All: true}, rpc.CmdIngressStatus, rpc.IngressStatusRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("ingress status: %w", err)
+	}
+	var out []machineIngress
+	for _, r := range fr.Results {
+		mi := machineIngress{MachineID: r.MachineID, Machine: r.MachineName}
+		if r.Error != nil {
+			mi.Error = r.Error.Error()
+		} else {
+			var st rpc.IngressStatus
+			if err := json.Unmarshal(r.Payload, &st); err != nil {
+				mi.Error = "malformed ingress_status answer: " + err.Error()
+			} else {
+				mi.Status = &st
+			}
+		}
+		out = append(out, mi)
+	}
+	for _, o := range fr.Omitted {
+		out = append(out, machineIngress{MachineID: o.MachineID, Machine: o.MachineName, Error: o.Reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Machine+out[i].MachineID < out[j].Machine+out[j].MachineID })
+	return out, nil
+}
+
+// machineRoutes is one Machine's view of a Service's hostnames.
+type machineRoutes struct {
+	MachineID string             `json:"machine_id"`
+	Machine   string             `json:"machine"`
+	Routes    []rpc.IngressState `json:"routes,omitempty"`
+	Error     string             `json:"error,omitempty"`
+}
+
+// serviceIngress reduces every Machine's loaded routes to the Service's
+// hostnames. A hostname a Machine has not loaded is pending there; one
+// another Service owns is a conflict. The overall status is conflict when
+// any Machine reports one, published when every Machine publishes every
+// hostname for this Service, unknown when a Machine did not answer, else
+// pending.
+func serviceIngress(owner string, hostnames []string, ms []machineIngress) (string, []machineRoutes) {
+	overall := rpc.RoutePublished
+	worse := func(s string) {
+		rank := map[string]int{rpc.RoutePublished: 0, rpc.RoutePending: 1, "unknown": 2, rpc.RouteConflict: 3}
+		if rank[s] > rank[overall] {
+			overall = s
+		}
+	}
+	var out []machineRoutes
+	for _, m := range ms {
+		mr := machineRoutes{MachineID: m.MachineID, Machine: m.Machine, Error: m.Error}
+		if m.Status == nil {
+			worse("unknown")
+			out = append(out, mr)
+			continue
+		}
+		loaded := map[string]rpc.IngressState{}
+		for _, r := range m.Status.Routes {
+			loaded[r.Hostname] = r
+		}
+		for _, h := range hostnames {
+			r, ok := loaded[h]
+			switch {
+			case !m.Status.Running:
+				r = rpc.IngressState{Hostname: h, State: rpc.RoutePending, Detail: strings.TrimSuffix("the Ingress Proxy has loaded nothing on this Machine; "+m.Status.LoadError, "; ")}
+			case m.Status.Stale:
+				r.State, r.Detail = "unknown", "the Ingress Proxy has not reported for over 30 s (is ployz-ingress.service running?)"
+			case !ok:
+				r = rpc.IngressState{Hostname: h, State: rpc.RoutePending, Detail: "not in the loaded config yet"}
+			case r.Owner != owner:
+				r.State, r.Detail = rpc.RouteConflict, "owned by "+r.Owner+"; "+r.Detail
+			}
+			worse(r.State)
+			mr.Routes = append(mr.Routes, r)
+		}
+		out = append(out, mr)
+	}
+	return overall, out
+}
+
+func ingressCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "ingress", Short: "Inspect the Ingress Proxies"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "config",
+		Short: "Show each Machine's loaded ingress routes",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withSession(c, func(s session) error {
+				ms, err := ingressFanout(c.Context(), s.ent)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return printJSON(c.OutOrStdout(), ms)
+				}
+				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+				for _, m := range ms {
+					fmt.Fprintf(w, "machine %s (%s)\n", m.Machine, m.MachineID)
+					switch {
+					case m.Error != "":
+						fmt.Fprintf(w, "  error\t%s\n", m.Error)
+						continue
+					case !m.Status.Running && m.Status.LoadError != "":
+						fmt.Fprintf(w, "  proxy\tnothing loaded: caddy refused the config: %s\n", m.Status.LoadError)
+						continue
+					case !m.Status.Running:
+						fmt.Fprintf(w, "  proxy\tnot running (nothing loaded)\n")
+						continue
+					}
+					st := m.Status
+					fmt.Fprintf(w, "  loaded\t%s, config %s, listen %s\n", time.Unix(st.Loaded, 0).UTC().Format(time.RFC3339), st.ConfigHash, st.Listen)
+					if st.Stale {
+						fmt.Fprintf(w, "  stale\tthe proxy has not reported for over 30 s; routes below are its last report\n")
+					}
+					if st.StoreError != "" {
+						fmt.Fprintf(w, "  store\tunreachable, keeping the loaded config: %s\n", st.StoreError)
+					}
+					if st.LoadError != "" {
+						fmt.Fprintf(w, "  caddy\trefused the newest config: %s\n", st.LoadError)
+					}
+					if len(st.Routes) == 0 {
+						fmt.Fprintf(w, "  routes\tnone\n")
+					}
+					for _, r := range st.Routes {
+						ups := strings.Join(r.Upstreams, ",")
+						if ups == "" {
+							ups = "-"
+						}
+						fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", r.Hostname, r.Owner, r.State, ups, r.Detail)
+					}
+					for _, sk := range st.Skipped {
+						fmt.Fprintf(w, "  skipped\t%s: %s\n", sk.Container, sk.Reason)
+					}
+				}
+				return w.Flush()
+			})
+		},
+	})
+	return cmd
+}

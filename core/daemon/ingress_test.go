@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/ingress"
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+func TestIngressSpecUnitAndStatus(t *testing.T) {
+	run := t.TempDir()
+	d := &Daemon{cfg: Config{DataDir: "/var/lib/ployz", RunDir: run}, log: hclog.NewNullLogger(),
+		rec: machine.Record{ID: "abc", Phase: machine.Participating}}
+	b, err := d.ingressSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ingress.ParseSpec(b)
+	if err != nil {
+		t.Fatalf("the daemon's spec does not parse: %v\n%s", err, b)
+	}
+	if s.Machine != "abc" || s.Listen != ":80" || s.StoreAPI != "127.0.0.1:7571" || s.StoreTokenFile != "/var/lib/ployz/store/token" ||
+		s.StatusFile != filepath.Join(run, "ingress-status.json") || s.StateDir != "/var/lib/ployz/ingress" {
+		t.Fatalf("%+v", s)
+	}
+	u := ingressUnitFile(d.ingressSpecPath(), "feed")
+	for _, want := range []string{"ExecStart=/usr/local/bin/ployz-ingress-caddy serve-ingress --spec " + filepath.Join(run, "ingress.json"),
+		"PLOYZ_INGRESS_BINARY_SHA256=feed", "Restart=always"} {
+		if !strings.Contains(u, want) {
+			t.Errorf("unit lacks %q", want)
+		}
+	}
+
+	// No status file: not running, but an answer.
+	got, err := d.ingressStatus(context.Background(), nil)
+	if st := got.(rpc.IngressStatus); err != nil || st.Running || st.MachineID != "abc" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	want := rpc.IngressStatus{MachineID: "abc", Running: true, Routes: []rpc.IngressState{{Hostname: "a.b", Owner: "x/y", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.1:80"}}}}
+	raw, _ := json.Marshal(want)
+	os.WriteFile(d.ingressStatusPath(), raw, 0o644)
+	got, err = d.ingressStatus(context.Background(), nil)
+	if st := got.(rpc.IngressStatus); err != nil || !st.Running || len(st.Routes) != 1 || st.Routes[0].Upstreams[0] != "10.0.0.1:80" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if got.(rpc.IngressStatus).Stale {
+		t.Fatal("fresh status reported stale")
+	}
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(d.ingressStatusPath(), old, old)
+	if got, _ = d.ingressStatus(context.Background(), nil); !got.(rpc.IngressStatus).Stale {
+		t.Fatal("a status file a minute old is not stale")
+	}
+	os.WriteFile(d.ingressStatusPath(), []byte("{"), 0o644)
+	if _, err := d.ingressStatus(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "ingress-status.json") {
+		t.Fatalf("malformed status file: %v", err)
+	}
+}
+
+func TestContainerRowCarriesIngressRoutes(t *testing.T) {
+	ob := rpc.ContainerObservation{Namespace: "demo", Service: "web", Ready: true,
+		Spec: &rpc.ContainerSpec{Ingress: []rpc.IngressRoute{{Hostname: "hello.example.test", ContainerPort: 8080}}}}
+	b := serviceContainerBody(ob, container.InspectResponse{})
+	if len(b.Ingress) != 1 || b.Ingress[0].Hostname != "hello.example.test" || b.Ingress[0].ContainerPort != 8080 {
+		t.Fatalf("row %+v", b)
+	}
+	raw, _ := json.Marshal(b)
+	if !strings.Contains(string(raw), `"ingress":[{"hostname":"hello.example.test","container_port":8080}]`) {
+		t.Fatalf("row JSON %s", raw)
+	}
+}

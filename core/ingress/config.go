@@ -1,0 +1,67 @@
+package ingress
+
+import (
+	"encoding/json"
+	"path/filepath"
+)
+
+// VerifyPath answers this Machine's id on every hostname, so a client can
+// tell which Machine's proxy answered.
+const VerifyPath = "/.ployz-verify"
+
+type obj = map[string]any
+
+// CaddyConfig is the Caddy JSON config for routes: HTTP only on listen
+// (automatic HTTPS off), no admin endpoint and no autosave. VerifyPath
+// answers machine on any host; a published or conflicting route proxies to
+// its upstreams in order (the first available one, local Containers
+// listed first); a pending route answers 502; an unknown host 404.
+// stateDir holds Caddy's storage. The output is deterministic for equal
+// input, so comparing bytes tells whether a reload is needed.
+func CaddyConfig(listen, machine, stateDir string, routes []Route) ([]byte, error) {
+	hr := []any{obj{
+		"match":    []any{obj{"path": []string{VerifyPath}}},
+		"handle":   []any{obj{"handler": "static_response", "status_code": 200, "body": machine + "\n"}},
+		"terminal": true,
+	}}
+	for _, rt := range routes {
+		var h obj
+		if len(rt.Upstreams) == 0 {
+			h = obj{"handler": "static_response", "status_code": 502,
+				"headers": obj{"Content-Type": []string{"text/plain; charset=utf-8"}},
+				"body":    "ployz: no ready Container for " + rt.Hostname + "\n"}
+		} else {
+			ups := make([]any, 0, len(rt.Upstreams))
+			for _, u := range rt.Upstreams {
+				ups = append(ups, obj{"dial": u})
+			}
+			h = obj{"handler": "reverse_proxy", "upstreams": ups,
+				"load_balancing": obj{
+					"selection_policy": obj{"policy": "first"},
+					// A refused dial (a Container that just went away) moves
+					// on to the next upstream instead of failing the request.
+					"try_duration": "2s",
+				},
+				"health_checks": obj{"passive": obj{"fail_duration": "10s", "max_fails": 1}},
+			}
+		}
+		hr = append(hr, obj{
+			"match":    []any{obj{"host": []string{rt.Hostname}}},
+			"handle":   []any{h},
+			"terminal": true,
+		})
+	}
+	hr = append(hr, obj{"handle": []any{obj{"handler": "static_response", "status_code": 404,
+		"body": "ployz: no route for this host\n"}}})
+	cfg := obj{
+		"admin":   obj{"disabled": true, "config": obj{"persist": false}},
+		"logging": obj{"logs": obj{"default": obj{"level": "WARN"}}},
+		"storage": obj{"module": "file_system", "root": filepath.Clean(stateDir)},
+		"apps": obj{"http": obj{"servers": obj{"ingress": obj{
+			"listen":          []string{listen},
+			"automatic_https": obj{"disable": true},
+			"routes":          hr,
+		}}}},
+	}
+	return json.Marshal(cfg)
+}

@@ -1,0 +1,212 @@
+// Package proxy runs Ployz's Ingress Proxy: an embedded Caddy loaded
+// with the routes package ingress computes from the store.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp"              // the http app
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // reverse_proxy, first
+	_ "github.com/caddyserver/caddy/v2/modules/filestorage"            // file_system storage
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/ingress"
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// Loader timing: a successful read repeats every PollInterval; failures
+// back off from 250 ms to 2 s while the loaded config keeps serving. The
+// status file is rewritten on every change and at least every
+// statusRefresh.
+const (
+	PollInterval  = 500 * time.Millisecond
+	minBackoff    = 250 * time.Millisecond
+	maxBackoff    = 2 * time.Second
+	statusRefresh = 5 * time.Second
+)
+
+// ErrSpecChanged ends Serve when the spec file changed: exit 0 and let
+// systemd start a process on the new spec.
+var ErrSpecChanged = errors.New("ingress spec changed; restarting onto it")
+
+// ContainerSource lists the Containers table.
+type ContainerSource interface {
+	List(ctx context.Context) ([]store.Row[store.ContainerBody], error)
+}
+
+// StoreSource reads the Containers table from the spec's store API,
+// re-reading the token file whenever a request fails.
+type StoreSource struct {
+	addr, tokenFile string
+	c               *store.Client
+}
+
+// NewStoreSource returns a source for s's store_api and store_token_file.
+func NewStoreSource(s ingress.Spec) *StoreSource {
+	return &StoreSource{addr: s.StoreAPI, tokenFile: s.StoreTokenFile}
+}
+
+// List implements ContainerSource.
+func (s *StoreSource) List(ctx context.Context) ([]store.Row[store.ContainerBody], error) {
+	if s.c == nil {
+		var opts []store.Option
+		if s.tokenFile != "" {
+			b, err := os.ReadFile(s.tokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("store_token_file: %w", err)
+			}
+			opts = append(opts, store.WithToken(strings.TrimSpace(string(b))))
+		}
+		s.c = store.New(s.addr, opts...)
+	}
+	rows, err := s.c.Containers().List(ctx)
+	if err != nil {
+		s.c = nil
+		return nil, err
+	}
+	return rows, nil
+}
+
+// Options tune Serve.
+type Options struct {
+	SpecPath string
+	// Source overrides the store (tests); nil reads the spec's store.
+	Source ContainerSource
+	// Interval is the store poll interval (default PollInterval).
+	Interval time.Duration
+	Log      hclog.Logger
+	// OnLoad runs after every successful Caddy load (tests).
+	OnLoad func(rpc.IngressStatus)
+}
+
+// Serve keeps an embedded Caddy loaded with the routes the store derives
+// until ctx ends or the spec file changes. Nothing listens before the
+// first successful store read; a failed read keeps the loaded config.
+func Serve(ctx context.Context, o Options) error {
+	log := o.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	spec, raw, err := ingress.LoadSpec(o.SpecPath)
+	if err != nil {
+		return err
+	}
+	src := o.Source
+	if src == nil {
+		src = NewStoreSource(spec)
+	}
+	interval := o.Interval
+	if interval <= 0 {
+		interval = PollInterval
+	}
+	defer func() {
+		if err := caddy.Stop(); err != nil {
+			log.Warn("stop caddy", "error", err)
+		}
+	}()
+	var (
+		loaded      []byte         // the config Caddy runs
+		cur         ingress.Routes // the routes it was computed from
+		st          = rpc.IngressStatus{MachineID: spec.Machine, Listen: spec.Listen}
+		written     rpc.IngressStatus
+		writtenAt   time.Time
+		backoff     = minBackoff
+		failing     bool
+		lastLoadErr string
+	)
+	writeStatus := func() {
+		cmp := st
+		cmp.Checked = written.Checked
+		if reflect.DeepEqual(cmp, written) && time.Since(writtenAt) < statusRefresh {
+			return
+		}
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := machine.WriteFileAtomic(spec.StatusFile, append(b, '\n'), 0o644); err != nil {
+			log.Warn("write status", "path", spec.StatusFile, "error", err)
+			return
+		}
+		written, writtenAt = st, time.Now()
+	}
+	log.Info("waiting for the first load from the store", "machine", spec.Machine, "listen", spec.Listen)
+	for ctx.Err() == nil {
+		if now, err := os.ReadFile(o.SpecPath); err == nil && !bytes.Equal(now, raw) {
+			return ErrSpecChanged
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rows, err := src.List(lctx)
+		cancel()
+		wait := interval
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if !failing {
+				log.Warn("store unreachable; keeping the loaded config", "loaded", loaded != nil, "error", err)
+			}
+			failing = true
+			st.StoreError = err.Error()
+			wait, backoff = backoff, min(backoff*2, maxBackoff)
+		} else {
+			if failing {
+				log.Info("store reachable again")
+			}
+			failing, backoff = false, minBackoff
+			st.StoreError = ""
+			st.Checked = time.Now().Unix()
+			next := ingress.Compute(rows, spec.Machine, cur.Owners())
+			cfg, err := ingress.CaddyConfig(spec.Listen, spec.Machine, spec.StateDir, next.Routes)
+			if err != nil {
+				return fmt.Errorf("generate caddy config: %w", err)
+			}
+			if !bytes.Equal(cfg, loaded) {
+				if err := caddy.Load(cfg, false); err != nil {
+					if err.Error() != lastLoadErr {
+						log.Error("caddy refused the config; keeping the loaded one", "error", err)
+					}
+					lastLoadErr = err.Error()
+					st.LoadError = err.Error()
+					wait = max(wait, time.Second)
+				} else {
+					first := loaded == nil
+					loaded, cur, lastLoadErr = cfg, next, ""
+					sum := sha256.Sum256(cfg)
+					st.LoadError, st.ConfigHash, st.Loaded = "", hex.EncodeToString(sum[:8]), time.Now().Unix()
+					st.Routes = next.Routes
+					log.Info("caddy config loaded", "first", first, "routes", len(next.Routes), "hash", st.ConfigHash)
+				}
+			} else {
+				cur = next // same config: owners and states may still differ
+				st.Routes = next.Routes
+			}
+			st.Skipped = next.Skipped
+			// Caddy may refuse even the first config (e.g. the port is
+			// taken): the status file says so, with Running false.
+			st.Running = loaded != nil
+			writeStatus()
+			if loaded != nil && o.OnLoad != nil && st.LoadError == "" {
+				o.OnLoad(st)
+			}
+		}
+		if failing && loaded != nil {
+			writeStatus()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package ingress
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+func row(key, machine, ns, svc, ip string, ready bool, routes ...store.IngressRoute) store.Row[store.ContainerBody] {
+	return store.Row[store.ContainerBody]{Key: key, Owner: machine, Body: store.ContainerBody{
+		Namespace: ns, Service: svc, IP: ip, Ready: ready, State: "running", Ingress: routes}}
+}
+
+func hello(port int) store.IngressRoute {
+	return store.IngressRoute{Hostname: "hello.example.test", ContainerPort: port}
+}
+
+func TestComputeLocalFirstOnlyReady(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		row("a", "m2", "demo", "web", "10.210.2.5", true, hello(8080)),
+		row("b", "m1", "demo", "web", "10.210.1.9", true, hello(8080)),
+		row("c", "m3", "demo", "web", "10.210.3.2", true, hello(8080)),
+		row("d", "m1", "demo", "web", "10.210.1.3", false, hello(8080)), // not ready
+		row("e", "m1", "demo", "web", "", true, hello(8080)),            // no IP
+		row("f", "m1", "demo", "api", "10.210.1.4", true),               // no routes
+	}
+	got := Compute(rows, "m1", nil)
+	if len(got.Routes) != 1 || len(got.Skipped) != 0 {
+		t.Fatalf("got %+v", got)
+	}
+	r := got.Routes[0]
+	want := []string{"10.210.1.9:8080", "10.210.2.5:8080", "10.210.3.2:8080"}
+	if r.Owner != "demo/web" || r.State != rpc.RoutePublished || !slices.Equal(r.Upstreams, want) {
+		t.Fatalf("route %+v, want upstreams %v", r, want)
+	}
+	// From m3's point of view its own Container comes first.
+	if r := Compute(rows, "m3", nil).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" {
+		t.Fatalf("m3 upstreams %v", r.Upstreams)
+	}
+}
+
+func TestComputePendingWithoutReadyBackend(t *testing.T) {
+	got := Compute([]store.Row[store.ContainerBody]{row("a", "m1", "demo", "web", "10.210.1.2", false, hello(8080))}, "m1", nil)
+	if r := got.Routes[0]; r.State != rpc.RoutePending || len(r.Upstreams) != 0 || r.Owner != "demo/web" {
+		t.Fatalf("route %+v", r)
+	}
+}
+
+func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
+	web := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	rival := row("b", "m1", "alpha", "site", "10.210.1.3", true, hello(80))
+	first := Compute([]store.Row[store.ContainerBody]{web}, "m1", nil)
+	if first.Routes[0].State != rpc.RoutePublished {
+		t.Fatalf("first %+v", first.Routes)
+	}
+	// alpha/site sorts lower, but demo/web was published first: it stays.
+	got := Compute([]store.Row[store.ContainerBody]{web, rival}, "m1", first.Owners())
+	r := got.Routes[0]
+	if r.State != rpc.RouteConflict || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
+		t.Fatalf("conflict route %+v", r)
+	}
+	if !slices.Equal(r.Claimants, []string{"alpha/site", "demo/web"}) || !strings.Contains(r.Detail, "alpha/site") {
+		t.Fatalf("claimants %v detail %q", r.Claimants, r.Detail)
+	}
+	// With no previous owner the lowest claimant owns it, still a conflict.
+	r = Compute([]store.Row[store.ContainerBody]{web, rival}, "m1", nil).Routes[0]
+	if r.State != rpc.RouteConflict || r.Owner != "alpha/site" || r.Upstreams[0] != "10.210.1.3:80" {
+		t.Fatalf("fresh conflict %+v", r)
+	}
+	// The rival leaves: published again.
+	if r := Compute([]store.Row[store.ContainerBody]{web}, "m1", map[string]string{"hello.example.test": "demo/web"}).Routes[0]; r.State != rpc.RoutePublished {
+		t.Fatalf("after conflict %+v", r)
+	}
+}
+
+func TestComputeSkipsInvalidRoutes(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		row("bad-host", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "bad_host!.example", ContainerPort: 80}),
+		row("bad-port", "m1", "demo", "web", "10.210.1.2", true, hello(70000)),
+		row("single", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "localhost", ContainerPort: 80}),
+		row("anon", "m1", "", "", "10.210.1.2", true, hello(80)),
+		row("ok", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "Hello.Example.Test.", ContainerPort: 8080}),
+	}
+	got := Compute(rows, "m1", nil)
+	if len(got.Routes) != 1 || got.Routes[0].Hostname != "hello.example.test" {
+		t.Fatalf("routes %+v", got.Routes)
+	}
+	want := map[string]string{
+		"bad-host": `field "ingress[0].hostname"`,
+		"bad-port": `field "ingress[0].container_port" is 70000`,
+		"single":   `field "ingress[0].hostname" "localhost" needs at least two labels`,
+		"anon":     `field "namespace"/"service" is empty`,
+	}
+	if len(got.Skipped) != len(want) {
+		t.Fatalf("skipped %+v", got.Skipped)
+	}
+	for _, s := range got.Skipped {
+		if !strings.Contains(s.Reason, want[s.Container]) {
+			t.Errorf("%s: reason %q lacks %q", s.Container, s.Reason, want[s.Container])
+		}
+	}
+}
+
+func TestValidHostname(t *testing.T) {
+	for _, h := range []string{"a.b", "hello.example.test", "x-1.y2.z"} {
+		if err := rpc.ValidHostname(h); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
+	}
+	for _, h := range []string{"", "localhost", "*.example.com", "a..b", "-a.b", "a.b:80", "A.b", strings.Repeat("a", 64) + ".b"} {
+		if err := rpc.ValidHostname(h); err == nil {
+			t.Errorf("%q accepted", h)
+		}
+	}
+}
+
+func TestCaddyConfigDeterministic(t *testing.T) {
+	routes := []Route{
+		{Hostname: "a.example.test", Owner: "demo/a", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.2:80", "10.0.0.1:80"}},
+		{Hostname: "b.example.test", Owner: "demo/b", State: rpc.RoutePending},
+	}
+	c1, err := CaddyConfig(":80", "m1", "/tmp/x", routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := CaddyConfig(":80", "m1", "/tmp/x", routes)
+	if string(c1) != string(c2) {
+		t.Fatal("config not deterministic")
+	}
+	s := string(c1)
+	for _, want := range []string{`"automatic_https":{"disable":true}`, `"dial":"10.0.0.2:80"},{"dial":"10.0.0.1:80"}`,
+		`"policy":"first"`, `"status_code":502`, `"/.ployz-verify"`, `"persist":false`, `"disabled":true`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("config lacks %s:\n%s", want, s)
+		}
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	s, err := ParseSpec([]byte(`{"machine":"m1","listen":":80","store_api":"127.0.0.1:7571","extra":1}`))
+	if err != nil || s.StatusFile != DefaultStatusPath || s.StateDir != DefaultStateDir {
+		t.Fatalf("%+v %v", s, err)
+	}
+	for in, field := range map[string]string{
+		`{"listen":":80","store_api":"127.0.0.1:1"}`:              `"machine"`,
+		`{"machine":"m","listen":"80","store_api":"127.0.0.1:1"}`: `"listen"`,
+		`{"machine":"m","listen":":80","store_api":"nowhere"}`:    `"store_api"`,
+	} {
+		if _, err := ParseSpec([]byte(in)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want field %s", in, err, field)
+		}
+	}
+}

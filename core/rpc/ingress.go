@@ -1,0 +1,106 @@
+package rpc
+
+import (
+	"fmt"
+	"strings"
+)
+
+// CmdIngressStatus returns this Machine's ingress status: the routes its
+// Ingress Proxy has loaded, as the proxy last wrote them. It is the
+// ingress half of a Service's status, kept apart from execution status
+// (a Container can be ready while its route is pending or in conflict).
+const (
+	CmdIngressStatus = "ingress_status"
+	CapIngressStatus = "ployz.ingress.status.v1"
+)
+
+// Ingress route states.
+const (
+	RoutePublished = "published" // the owner has ready upstreams in the loaded config
+	RoutePending   = "pending"   // the owner has no ready upstream: the route answers 502
+	RouteConflict  = "conflict"  // more than one Service claims the hostname
+)
+
+// StaleAfterSeconds is how old a status file may be before it is Stale.
+const StaleAfterSeconds = 30
+
+// IngressStatusRequest has no fields yet.
+type IngressStatusRequest struct{}
+
+// IngressStatus is the ingress_status answer and the plugin's status
+// file (/run/ployz/ingress-status.json), a frozen format: fields are only
+// added.
+type IngressStatus struct {
+	MachineID string `json:"machine_id"`
+	// Running is false when no status file exists: the Ingress Proxy has
+	// not loaded anything from the store on this Machine.
+	Running bool `json:"running"`
+	// Stale is set by the daemon when the proxy has not rewritten the
+	// file for StaleAfter (it rewrites it at least every 5 s while
+	// running): the routes are what it last reported, not a live view.
+	Stale  bool   `json:"stale,omitempty"`
+	Listen string `json:"listen,omitempty"`
+	// Loaded is when the proxy last loaded a config (unix seconds);
+	// Checked is when it last read the store successfully.
+	Loaded     int64  `json:"loaded,omitempty"`
+	Checked    int64  `json:"checked,omitempty"`
+	ConfigHash string `json:"config_hash,omitempty"`
+	// StoreError is set while the store is unreachable and the last
+	// config keeps serving.
+	StoreError string `json:"store_error,omitempty"`
+	// LoadError is Caddy's refusal of the newest config; the previously
+	// loaded one keeps serving.
+	LoadError string         `json:"load_error,omitempty"`
+	Routes    []IngressState `json:"routes,omitempty"`
+	// Skipped are Container rows whose routes were not used, each with
+	// the reason naming the offending field.
+	Skipped []SkippedRoute `json:"skipped,omitempty"`
+}
+
+// IngressState is one hostname in the loaded config.
+type IngressState struct {
+	Hostname string `json:"hostname"`
+	// Owner is "namespace/service"; Claimants lists every Service that
+	// claims the hostname when State is conflict.
+	Owner     string   `json:"owner"`
+	State     string   `json:"state"`
+	Upstreams []string `json:"upstreams,omitempty"` // ip:port, local ones first
+	Claimants []string `json:"claimants,omitempty"`
+	Detail    string   `json:"detail,omitempty"`
+}
+
+// SkippedRoute is one route of one Container row that was not used.
+type SkippedRoute struct {
+	Container string `json:"container"` // row key
+	Reason    string `json:"reason"`
+}
+
+// ValidHostname checks an ingress hostname: lowercase DNS labels of
+// letters, digits and '-', at least two labels, no wildcard, no port, no
+// trailing dot, at most 253 characters.
+func ValidHostname(h string) error {
+	if h == "" {
+		return fmt.Errorf("is empty")
+	}
+	if len(h) > 253 {
+		return fmt.Errorf("%q is longer than 253 characters", h)
+	}
+	labels := strings.Split(h, ".")
+	if len(labels) < 2 {
+		return fmt.Errorf("%q needs at least two labels (e.g. app.example.com)", h)
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 {
+			return fmt.Errorf("%q has an empty or over-long label", h)
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' {
+			return fmt.Errorf("%q has a label starting or ending with '-'", h)
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				return fmt.Errorf("%q contains %q (want lowercase letters, digits, '-' and '.')", h, r)
+			}
+		}
+	}
+	return nil
+}

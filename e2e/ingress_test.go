@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+const ingressCompose = `name: hello
+services:
+  web:
+    image: ployz-testapp:latest
+    environment: {MESSAGE: "through-ingress"}
+    healthcheck:
+      test: ["CMD", "/testapp", "healthcheck"]
+      interval: 1s
+      timeout: 2s
+      retries: 3
+    deploy: {replicas: 2}
+    x-placement: {max_per_machine: 1}
+    x-ports:
+      - hostname: hello.example.test
+        container_port: 8080
+`
+
+// hostGet sends GET path with Host host to ip:80 from the test host.
+func hostGet(ip, host, path string) (int, string, error) {
+	req, err := http.NewRequest("GET", "http://"+ip+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// TestIngressHTTP deploys a Service with an x-ports hostname on three
+// Machines (two run it) and reaches it by hostname through every
+// Machine's :80, including the Machine without a web Container (the
+// request crosses the mesh); /.ployz-verify names each Machine, and
+// `service inspect` reports ingress published on every Machine apart from
+// execution status.
+func TestIngressHTTP(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+
+	ids := map[string]string{} // lab IP -> Machine id
+	var in rpc.Inspection
+	op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", l.Machines[0].Name)
+	ids[l.Machines[0].IP.String()] = in.ID
+	for _, m := range l.Machines[1:] {
+		op.json(t, &in, "machine", "add", "root@"+m.IP.String(), "--name", m.Name)
+		ids[m.IP.String()] = in.ID
+	}
+	for _, m := range l.Machines {
+		eventually(t, 60*time.Second, m.Name+" ingress unit active", func() error {
+			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-ingress.service")
+			if err != nil || out != "active" {
+				return fmt.Errorf("ployz-ingress.service %q: %v", out, err)
+			}
+			return nil
+		})
+	}
+
+	start := time.Now()
+	doc, errs, code := deployFile(t, op, ingressCompose)
+	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+	}
+	webOn := map[string]string{} // Machine name -> its web Container's hostname (short id)
+	for _, c := range ps(t, op, "hello").Containers {
+		if c.Service == "web" && c.Ready {
+			webOn[c.Machine] = c.ID[:12]
+		}
+	}
+	if len(webOn) != 2 {
+		t.Fatalf("web ready on %v, want 2 Machines", webOn)
+	}
+
+	var insp struct {
+		Execution struct {
+			Status string `json:"status"`
+		} `json:"execution"`
+		Ingress struct {
+			Status   string `json:"status"`
+			Machines []struct {
+				Machine string             `json:"machine"`
+				Routes  []rpc.IngressState `json:"routes"`
+				Error   string             `json:"error"`
+			} `json:"machines"`
+		} `json:"ingress"`
+	}
+	eventually(t, 30*time.Second, "service inspect reports ingress published", func() error {
+		out := op.must(t, "service", "inspect", "web", "-p", "hello", "--json")
+		if err := json.Unmarshal([]byte(out), &insp); err != nil {
+			return err
+		}
+		if insp.Ingress.Status != rpc.RoutePublished || insp.Execution.Status != "ready" || len(insp.Ingress.Machines) != 3 {
+			return fmt.Errorf("execution %s, ingress %s: %s", insp.Execution.Status, insp.Ingress.Status, out)
+		}
+		// Execution is ready from live Docker; each proxy routes from the
+		// store's rows, which follow each Machine's observation.
+		for _, m := range insp.Ingress.Machines {
+			if len(m.Routes) != 1 || len(m.Routes[0].Upstreams) != 2 {
+				return fmt.Errorf("%s has not loaded both web Containers yet: %+v", m.Machine, m.Routes)
+			}
+		}
+		return nil
+	})
+	t.Logf("every proxy routes to both web Containers %s after the deploy started", time.Since(start).Round(100*time.Millisecond))
+	for _, m := range insp.Ingress.Machines {
+		if len(m.Routes) != 1 || m.Routes[0].State != rpc.RoutePublished || len(m.Routes[0].Upstreams) != 2 || m.Routes[0].Owner != "hello-prod/web" && !strings.HasSuffix(m.Routes[0].Owner, "/web") {
+			t.Errorf("%s routes %+v", m.Machine, m.Routes)
+		}
+	}
+
+	for _, m := range l.Machines {
+		ip := m.IP.String()
+		eventually(t, 60*time.Second, "hello.example.test through "+m.Name, func() error {
+			code, body, err := hostGet(ip, "hello.example.test", "/")
+			if err != nil {
+				return err
+			}
+			if code != 200 || !strings.Contains(body, `"message":"through-ingress"`) {
+				return fmt.Errorf("%d %s", code, body)
+			}
+			return nil
+		})
+		t.Logf("%s (web here: %t): 200 from web, %s after the deploy started", m.Name, webOn[m.Name] != "", time.Since(start).Round(100*time.Millisecond))
+		// Local Containers first: a Machine running web answers from its own.
+		if local := webOn[m.Name]; local != "" {
+			for i := 0; i < 5; i++ {
+				if _, body, err := hostGet(ip, "hello.example.test", "/"); err != nil || !strings.Contains(body, `"hostname":"`+local+`"`) {
+					t.Errorf("%s: answered by %s %v, want its local Container %s", m.Name, body, err, local)
+				}
+			}
+		}
+		code, body, err := hostGet(ip, "anything.example", "/.ployz-verify")
+		if err != nil || code != 200 || strings.TrimSpace(body) != ids[ip] {
+			t.Errorf("%s /.ployz-verify: %d %q %v, want %s", m.Name, code, body, err, ids[ip])
+		}
+		if code, _, _ := hostGet(ip, "unknown.example.test", "/"); code != 404 {
+			t.Errorf("%s unknown host: %d, want 404", m.Name, code)
+		}
+	}
+
+	out := op.must(t, "ingress", "config")
+	if strings.Count(out, "hello.example.test") != 3 || strings.Count(out, "published") != 3 {
+		t.Errorf("ingress config:\n%s", out)
+	}
+	t.Logf("ingress config:\n%s", out)
+	text := op.must(t, "service", "inspect", "web", "-p", "hello")
+	if !strings.Contains(text, "execution") || !strings.Contains(text, "ingress  published") && !strings.Contains(text, "published") {
+		t.Errorf("service inspect:\n%s", text)
+	}
+	t.Logf("service inspect:\n%s", text)
+
+	// The proxy outlives the daemon: with ployzd stopped on m3 (no store
+	// API there either way) m3 keeps routing, and ployzd's return does not
+	// restart the proxy.
+	m3 := l.Machines[2]
+	pid := func() string {
+		out, err := l.Exec(ctx, m3.Name, "systemctl", "show", "-p", "MainPID", "--value", "ployz-ingress.service")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := pid()
+	if _, err := l.Exec(ctx, m3.Name, "systemctl", "stop", "ployz.service"); err != nil {
+		t.Fatal(err)
+	}
+	ok, failed := 0, 0
+	for i := 0; i < 20; i++ {
+		if code, _, err := hostGet(m3.IP.String(), "hello.example.test", "/"); err == nil && code == 200 {
+			ok++
+		} else {
+			failed++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := l.Exec(ctx, m3.Name, "systemctl", "start", "ployz.service"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("through m3 with ployzd stopped: %d ok, %d failed", ok, failed)
+	if failed != 0 {
+		t.Errorf("ingress on m3 failed %d of 20 requests while ployzd was stopped", failed)
+	}
+	eventually(t, 30*time.Second, "m3 answers after ployzd's return", func() error {
+		if code, _, err := hostGet(m3.IP.String(), "hello.example.test", "/"); err != nil || code != 200 {
+			return fmt.Errorf("%d %v", code, err)
+		}
+		return nil
+	})
+	if after := pid(); after != before {
+		t.Errorf("ployz-ingress.service restarted with ployzd: pid %s -> %s", before, after)
+	}
+}

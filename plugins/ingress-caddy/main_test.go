@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/plugintest"
+)
+
+// TestBinaryServesFromStore builds ployz-ingress-caddy and runs
+// `serve-ingress` on a loopback spec against a real store: a Container row
+// with a hostname route is reached through the proxy, `status` prints the
+// loaded route, and Info names the plugin.
+func TestBinaryServesFromStore(t *testing.T) {
+	bin := plugintest.Build(t, "github.com/ployz/ployz/plugins/ingress-caddy")
+	p := plugintest.Start(t, bin)
+	if p.Info.GetName() != "ingress-caddy" || p.Info.GetKind() != "ingress" {
+		t.Fatalf("Info = %v", p.Info)
+	}
+
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from upstream") }))
+	defer up.Close()
+	_, upPort, _ := net.SplitHostPort(up.Listener.Addr().String())
+	port, _ := strconv.Atoi(upPort)
+
+	dir := t.TempDir()
+	api := freePort(t)
+	node, err := server.Start(context.Background(), server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: api, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	st := store.New(api, store.WithToken("tok"))
+	if _, err := st.Containers().Put(context.Background(), store.Row[store.ContainerBody]{Key: "c1", Owner: "m1",
+		Body: store.ContainerBody{Service: "web", Namespace: "demo", IP: "127.0.0.1", Ready: true,
+			Ingress: []store.IngressRoute{{Hostname: "web.example.test", ContainerPort: port}}}}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "token"), []byte("tok\n"), 0o600)
+	listen := freePort(t)
+	status := filepath.Join(dir, "status.json")
+	spec, _ := json.Marshal(map[string]any{"machine": "m1", "listen": listen, "store_api": api,
+		"store_token_file": filepath.Join(dir, "token"), "status_file": status, "state_dir": filepath.Join(dir, "state")})
+	os.WriteFile(filepath.Join(dir, "ingress.json"), spec, 0o644)
+
+	cmd := exec.Command(bin, "serve-ingress", "--spec", filepath.Join(dir, "ingress.json"))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+
+	var body string
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", "http://"+listen+"/", nil)
+		req.Host = "web.example.test"
+		resp, err := (&http.Client{Timeout: time.Second}).Do(req)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if body = string(b); resp.StatusCode == 200 {
+			break
+		}
+	}
+	if body != "hello from upstream" {
+		t.Fatalf("through the proxy: %q", body)
+	}
+	out, err := exec.Command(bin, "status", "--file", status).Output()
+	var s rpc.IngressStatus
+	if err != nil || json.Unmarshal(out, &s) != nil || len(s.Routes) != 1 || s.Routes[0].State != rpc.RoutePublished || s.MachineID != "m1" {
+		t.Fatalf("status: %v %s", err, out)
+	}
+	if out, err := exec.Command(bin, "status", "--file", filepath.Join(dir, "none.json")).CombinedOutput(); err == nil || !strings.Contains(string(out), "none.json") {
+		t.Fatalf("status of a missing file: %v %s", err, out)
+	}
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
