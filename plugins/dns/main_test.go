@@ -72,10 +72,9 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 	if err != nil || len(r.Answer) != 1 || r.Answer[0].(*miekg.A).A.String() != "10.210.1.5" {
 		t.Fatalf("query: %v %v", r, err)
 	}
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(socket); err == nil {
-			break
-		}
+	// The reattach record is written after the socket starts listening.
+	if err := plugintest.WaitReattach(socket, cmd.Process.Pid, 10*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	p := plugintest.Attach(t, socket)
 	if caps := p.Info.GetCapabilities(); len(caps) != 1 || caps[0] != dns.Capability {
