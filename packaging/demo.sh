@@ -33,8 +33,15 @@ if $ployz deploy --help >/dev/null 2>&1; then
       echo "hello's store answers on its host port: curl http://$ip:18082/"
     fi
   done
-  echo "web and api answer inside the Cluster on their mesh addresses (ployz ps shows them);"
-  echo "try: bin/ployz lab exec m1 -- curl -s http://<web IP>:8080/"
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    curl -fsS --max-time 2 -H 'Host: hello.example.test' "http://${ips[0]}/" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  echo
+  echo "hello's web answers through the ingress of every Machine, by hostname:"
+  for ip in "${ips[@]}"; do
+    echo "  curl -H 'Host: hello.example.test' http://$ip/"
+  done
 fi
 
 cat <<TXT
