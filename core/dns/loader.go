@@ -2,9 +2,6 @@ package dns
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -21,41 +18,12 @@ const (
 )
 
 // ContainerSource lists the Containers table.
-type ContainerSource interface {
-	List(ctx context.Context) ([]store.Row[store.ContainerBody], error)
-}
+type ContainerSource = store.ContainerLister
 
-// StoreSource reads the Containers table from the store API named by a
-// spec, re-reading the token file whenever a request fails.
-type StoreSource struct {
-	addr, tokenFile string
-	c               *store.Client
-}
-
-// NewStoreSource returns a source for cfg's store_api and store_token_file.
-func NewStoreSource(cfg Config) *StoreSource {
-	return &StoreSource{addr: cfg.StoreAPI, tokenFile: cfg.StoreTokenFile}
-}
-
-// List implements ContainerSource.
-func (s *StoreSource) List(ctx context.Context) ([]store.Row[store.ContainerBody], error) {
-	if s.c == nil {
-		var opts []store.Option
-		if s.tokenFile != "" {
-			b, err := os.ReadFile(s.tokenFile)
-			if err != nil {
-				return nil, fmt.Errorf("store_token_file: %w", err)
-			}
-			opts = append(opts, store.WithToken(strings.TrimSpace(string(b))))
-		}
-		s.c = store.New(s.addr, opts...)
-	}
-	rows, err := s.c.Containers().List(ctx)
-	if err != nil {
-		s.c = nil
-		return nil, err
-	}
-	return rows, nil
+// NewStoreSource reads the Containers table from the spec's store_api,
+// with the token from its store_token_file.
+func NewStoreSource(cfg Config) *store.TokenFileContainers {
+	return store.NewTokenFileContainers(cfg.StoreAPI, cfg.StoreTokenFile)
 }
 
 // Load keeps h's Table current from src until ctx ends. The first

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -43,41 +42,12 @@ const (
 var ErrSpecChanged = errors.New("ingress spec changed; restarting onto it")
 
 // ContainerSource lists the Containers table.
-type ContainerSource interface {
-	List(ctx context.Context) ([]store.Row[store.ContainerBody], error)
-}
+type ContainerSource = store.ContainerLister
 
-// StoreSource reads the Containers table from the spec's store API,
-// re-reading the token file whenever a request fails.
-type StoreSource struct {
-	addr, tokenFile string
-	c               *store.Client
-}
-
-// NewStoreSource returns a source for s's store_api and store_token_file.
-func NewStoreSource(s ingress.Spec) *StoreSource {
-	return &StoreSource{addr: s.StoreAPI, tokenFile: s.StoreTokenFile}
-}
-
-// List implements ContainerSource.
-func (s *StoreSource) List(ctx context.Context) ([]store.Row[store.ContainerBody], error) {
-	if s.c == nil {
-		var opts []store.Option
-		if s.tokenFile != "" {
-			b, err := os.ReadFile(s.tokenFile)
-			if err != nil {
-				return nil, fmt.Errorf("store_token_file: %w", err)
-			}
-			opts = append(opts, store.WithToken(strings.TrimSpace(string(b))))
-		}
-		s.c = store.New(s.addr, opts...)
-	}
-	rows, err := s.c.Containers().List(ctx)
-	if err != nil {
-		s.c = nil
-		return nil, err
-	}
-	return rows, nil
+// NewStoreSource reads the Containers table from the spec's store_api,
+// with the token from its store_token_file.
+func NewStoreSource(s ingress.Spec) *store.TokenFileContainers {
+	return store.NewTokenFileContainers(s.StoreAPI, s.StoreTokenFile)
 }
 
 // Options tune Serve.
