@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ployz/ployz/core/dns"
 	"github.com/ployz/ployz/core/machine"
@@ -26,78 +24,25 @@ import (
 // the only writer of the unit and of its spec, and never stops it outside
 // a reset (DESIGN.md, "Serving outlives the daemon").
 const (
-	DNSUnit       = "ployz-dns.service"
-	DNSUnitPath   = "/run/systemd/system/" + DNSUnit
-	DNSBinary     = "/usr/local/bin/ployz-dns"
-	resolvConf    = "/etc/resolv.conf"
-	dnsSpecName   = "dns.json"
-	dnsRetryEvery = 5 * time.Second
+	DNSUnit     = "ployz-dns.service"
+	DNSUnitPath = "/run/systemd/system/" + DNSUnit
+	DNSBinary   = "/usr/local/bin/ployz-dns"
+	resolvConf  = "/etc/resolv.conf"
+	dnsSpecName = "dns.json"
 )
 
 func (d *Daemon) dnsSpecPath() string { return filepath.Join(d.cfg.RunDir, dnsSpecName) }
 
-// dnsLoop publishes the DNS spec and unit once this Machine participates
-// (a joining Machine waits), retrying until both are in place.
-func (d *Daemon) dnsLoop(ctx context.Context) {
-	for ctx.Err() == nil {
-		if d.record().Phase == machine.Participating {
-			err := d.ensureDNS(ctx)
-			if err == nil {
-				return
-			}
-			d.log.Warn("internal dns not converged; retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(dnsRetryEvery):
-		}
-	}
+// dnsUnit describes Internal DNS as a serving unit.
+func (d *Daemon) dnsUnit() servingUnit {
+	return servingUnit{what: "internal dns", unit: DNSUnit, unitPath: DNSUnitPath, specPath: d.dnsSpecPath(),
+		spec:     d.dnsSpec,
+		check:    func(b []byte) error { _, err := dns.ParseSpec(b); return err },
+		unitFile: func() string { return dnsUnitFile(d.dnsSpecPath(), binaryDigest(DNSBinary)) }}
 }
 
-// ensureDNS writes dns.json and the unit when they differ from what this
-// Machine's record derives, reloads systemd after a unit change, and starts
-// the unit (restarting it when the unit changed, e.g. onto a new binary).
-// It runs after the store answered, so DNS moves to new software only once
-// its store is ready.
-func (d *Daemon) ensureDNS(ctx context.Context) error {
-	spec, err := d.dnsSpec()
-	if err != nil {
-		return err
-	}
-	if _, err := dns.ParseSpec(spec); err != nil {
-		return fmt.Errorf("derived %w", err) // never publish what the plugin would refuse
-	}
-	if _, err := writeIfChanged(d.dnsSpecPath(), spec); err != nil {
-		return fmt.Errorf("write %s: %w", d.dnsSpecPath(), err)
-	}
-	unitChanged, err := writeIfChanged(DNSUnitPath, []byte(dnsUnitFile(d.dnsSpecPath(), binaryDigest(DNSBinary))))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", DNSUnitPath, err)
-	}
-	if unitChanged {
-		if err := d.cfg.Units.Reload(ctx); err != nil {
-			return err
-		}
-		d.log.Info("internal dns unit written; restarting it", "unit", DNSUnit)
-		return d.cfg.Units.Restart(ctx, DNSUnit)
-	}
-	return d.cfg.Units.Start(ctx, DNSUnit)
-}
-
-// stopDNS is the reset path: stop the unit, remove it and the spec.
-func (d *Daemon) stopDNS(ctx context.Context) {
-	if err := d.cfg.Units.Stop(ctx, DNSUnit); err != nil {
-		d.log.Warn("reset: stop internal dns", "error", err)
-	}
-	for _, p := range []string{d.dnsSpecPath(), DNSUnitPath} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("reset: remove", "path", p, "error", err)
-		}
-	}
-	if err := d.cfg.Units.Reload(ctx); err != nil {
-		d.log.Warn("reset: systemd reload", "error", err)
-	}
-}
+func (d *Daemon) dnsLoop(ctx context.Context) { d.keepServing(ctx, d.dnsUnit()) }
+func (d *Daemon) stopDNS(ctx context.Context) { d.stopServing(ctx, d.dnsUnit()) }
 
 // dnsSpec derives dns.json from the Machine record and /etc/resolv.conf.
 func (d *Daemon) dnsSpec() ([]byte, error) {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/ployz/ployz/core/ingress"
-	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -31,68 +29,19 @@ const (
 func (d *Daemon) ingressSpecPath() string   { return filepath.Join(d.cfg.RunDir, ingressSpecName) }
 func (d *Daemon) ingressStatusPath() string { return filepath.Join(d.cfg.RunDir, ingressStatusName) }
 
-// ingressLoop publishes the ingress spec and unit once this Machine
-// participates, retrying until both are in place.
-func (d *Daemon) ingressLoop(ctx context.Context) {
-	for ctx.Err() == nil {
-		if d.record().Phase == machine.Participating {
-			err := d.ensureIngress(ctx)
-			if err == nil {
-				return
-			}
-			d.log.Warn("ingress not converged; retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(dnsRetryEvery):
-		}
-	}
+// ingressUnit describes the Ingress Proxy as a serving unit.
+func (d *Daemon) ingressUnit() servingUnit {
+	return servingUnit{what: "ingress", unit: IngressUnit, unitPath: IngressUnitPath, specPath: d.ingressSpecPath(),
+		spec:     d.ingressSpec,
+		check:    func(b []byte) error { _, err := ingress.ParseSpec(b); return err },
+		unitFile: func() string { return ingressUnitFile(d.ingressSpecPath(), binaryDigest(IngressBinary)) },
+		extra:    []string{d.ingressStatusPath()}}
 }
 
-// ensureIngress writes ingress.json and the unit when they differ, reloads
-// systemd after a unit change and (re)starts the unit, restarting it onto
-// a new binary.
-func (d *Daemon) ensureIngress(ctx context.Context) error {
-	spec, err := d.ingressSpec()
-	if err != nil {
-		return err
-	}
-	if _, err := ingress.ParseSpec(spec); err != nil {
-		return fmt.Errorf("derived %w", err)
-	}
-	if _, err := writeIfChanged(d.ingressSpecPath(), spec); err != nil {
-		return fmt.Errorf("write %s: %w", d.ingressSpecPath(), err)
-	}
-	unitChanged, err := writeIfChanged(IngressUnitPath, []byte(ingressUnitFile(d.ingressSpecPath(), binaryDigest(IngressBinary))))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", IngressUnitPath, err)
-	}
-	if unitChanged {
-		if err := d.cfg.Units.Reload(ctx); err != nil {
-			return err
-		}
-		d.log.Info("ingress unit written; restarting it", "unit", IngressUnit)
-		return d.cfg.Units.Restart(ctx, IngressUnit)
-	}
-	return d.cfg.Units.Start(ctx, IngressUnit)
-}
+func (d *Daemon) ingressLoop(ctx context.Context) { d.keepServing(ctx, d.ingressUnit()) }
+func (d *Daemon) stopIngress(ctx context.Context) { d.stopServing(ctx, d.ingressUnit()) }
 
-// stopIngress is the reset path: stop the unit, remove it, its spec and
-// its status file.
-func (d *Daemon) stopIngress(ctx context.Context) {
-	if err := d.cfg.Units.Stop(ctx, IngressUnit); err != nil {
-		d.log.Warn("reset: stop ingress", "error", err)
-	}
-	for _, p := range []string{d.ingressSpecPath(), d.ingressStatusPath(), IngressUnitPath} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("reset: remove", "path", p, "error", err)
-		}
-	}
-	if err := d.cfg.Units.Reload(ctx); err != nil {
-		d.log.Warn("reset: systemd reload", "error", err)
-	}
-}
-
+// ingressSpec derives ingress.json from the Machine record.
 func (d *Daemon) ingressSpec() ([]byte, error) {
 	rec := d.record()
 	spec := ingress.Spec{
