@@ -211,4 +211,9 @@ func TestIngressHTTP(t *testing.T) {
 	if after := pid(); after != before {
 		t.Errorf("ployz-ingress.service restarted with ployzd: pid %s -> %s", before, after)
 	}
+
+	// Plain TCP ingress routes (x-ports ingress_port): ingress_tcp_test.go.
+	t.Run("tcp-route", func(t *testing.T) { ingressTCP(t, ctx, l, op) })
+
+	ingressZeroGap(t, ctx, l, op)
 }

@@ -286,6 +286,10 @@ func printPlan(w io.Writer, p deploy.Plan, why string) {
 	tw.Flush()
 	for _, s := range p.Services {
 		for _, in := range s.Ingress {
+			if in.Protocol == "tcp" {
+				fmt.Fprintf(w, "ingress: tcp/%d -> %s:%d on every Machine's :%d (`ployz service inspect %s` shows it)\n", in.Port, s.Name, in.ContainerPort, in.Port, s.Name)
+				continue
+			}
 			fmt.Fprintf(w, "ingress: http://%s -> %s:%d on every Machine's :80 (HTTP only; `ployz service inspect %s` shows it)\n", in.Hostname, s.Name, in.ContainerPort, s.Name)
 		}
 	}

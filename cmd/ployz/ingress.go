@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,12 +60,23 @@ type machineRoutes struct {
 	Error     string             `json:"error,omitempty"`
 }
 
+// routeOfKey is the identity of the route a key names: "tcp/PORT" or a
+// hostname (rpc.IngressState.Key).
+func routeOfKey(k string) rpc.IngressState {
+	if p, ok := strings.CutPrefix(k, "tcp/"); ok {
+		if n, err := strconv.Atoi(p); err == nil {
+			return rpc.IngressState{Protocol: "tcp", Port: n}
+		}
+	}
+	return rpc.IngressState{Hostname: k}
+}
+
 // serviceIngress reduces every Machine's loaded routes to the Service's
-// hostnames. A hostname a Machine has not loaded is pending there; one
-// another Service owns is a conflict. The overall status is conflict when
-// any Machine reports one, published when every Machine publishes every
-// hostname for this Service, unknown when a Machine did not answer, else
-// pending.
+// route keys (hostnames and "tcp/PORT"). A route a Machine has not loaded
+// is pending there; one another Service owns is a conflict. The overall
+// status is conflict when any Machine reports one, published when every
+// Machine publishes every route for this Service, unknown when a Machine
+// did not answer, else pending.
 func serviceIngress(owner string, hostnames []string, ms []machineIngress) (string, []machineRoutes) {
 	overall := rpc.RoutePublished
 	worse := func(s string) {
@@ -83,17 +95,21 @@ func serviceIngress(owner string, hostnames []string, ms []machineIngress) (stri
 		}
 		loaded := map[string]rpc.IngressState{}
 		for _, r := range m.Status.Routes {
-			loaded[r.Hostname] = r
+			loaded[r.Key()] = r
 		}
 		for _, h := range hostnames {
 			r, ok := loaded[h]
 			switch {
 			case !m.Status.Running:
-				r = rpc.IngressState{Hostname: h, State: rpc.RoutePending, Detail: strings.TrimSuffix("the Ingress Proxy has loaded nothing on this Machine; "+m.Status.LoadError, "; ")}
+				r = routeOfKey(h)
+				r.State, r.Detail = rpc.RoutePending, strings.TrimSuffix("the Ingress Proxy has loaded nothing on this Machine; "+m.Status.LoadError, "; ")
 			case m.Status.Stale:
 				r.State, r.Detail = "unknown", "the Ingress Proxy has not reported for over 30 s (is ployz-ingress.service running?)"
 			case !ok:
-				r = rpc.IngressState{Hostname: h, State: rpc.RoutePending, Detail: "not in the loaded config yet"}
+				r = routeOfKey(h)
+				r.State, r.Detail = rpc.RoutePending, "not in the loaded config yet"
+			case r.Owner == "":
+				// A conflict without a previous owner: nothing published.
 			case r.Owner != owner:
 				r.State, r.Detail = rpc.RouteConflict, "owned by "+r.Owner+"; "+r.Detail
 			}
@@ -135,7 +151,11 @@ func ingressCommand() *cobra.Command {
 						continue
 					}
 					st := m.Status
-					fmt.Fprintf(w, "  loaded\t%s, config %s, listen %s\n", time.Unix(st.Loaded, 0).UTC().Format(time.RFC3339), st.ConfigHash, st.Listen)
+					tlsOn := ""
+					if st.ListenTLS != "" {
+						tlsOn = ", https " + st.ListenTLS
+					}
+					fmt.Fprintf(w, "  loaded\t%s, config %s, listen %s%s\n", time.Unix(st.Loaded, 0).UTC().Format(time.RFC3339), st.ConfigHash, st.Listen, tlsOn)
 					if st.Stale {
 						fmt.Fprintf(w, "  stale\tthe proxy has not reported for over 30 s; routes below are its last report\n")
 					}
@@ -153,10 +173,17 @@ func ingressCommand() *cobra.Command {
 						if ups == "" {
 							ups = "-"
 						}
-						fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", r.Hostname, r.Owner, r.State, ups, r.Detail)
+						ptr := ""
+						if r.Pointer != "" {
+							ptr = " [serving pointer " + r.Pointer + "]"
+						}
+						fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), r.Owner, r.State, ups, r.Detail, ptr, certLine(st, r.Hostname))
 					}
 					for _, sk := range st.Skipped {
 						fmt.Fprintf(w, "  skipped\t%s: %s\n", sk.Container, sk.Reason)
+					}
+					for _, sk := range st.SkippedCertificates {
+						fmt.Fprintf(w, "  skipped certificate\t%s: %s\n", sk.Name, sk.Reason)
 					}
 				}
 				return w.Flush()
@@ -164,4 +191,36 @@ func ingressCommand() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// certLine is a route's HTTPS state for `ingress config`: the
+// certificate's state (issued, pending, failed), expiry, issuer and last
+// error; empty when HTTPS is off or the route has no hostname.
+func certLine(st *rpc.IngressStatus, hostname string) string {
+	if hostname == "" || st.ListenTLS == "" {
+		return ""
+	}
+	for _, c := range st.Certificates {
+		if c.Hostname != hostname {
+			continue
+		}
+		out := "\thttps " + c.State
+		if c.NotAfter > 0 {
+			out += " until " + time.Unix(c.NotAfter, 0).UTC().Format(time.RFC3339)
+		}
+		if c.Issuer != "" {
+			out += " by " + c.Issuer
+		}
+		if c.Error != "" {
+			out += "; last attempt failed: " + c.Error
+			if c.NextAttemptAt > 0 {
+				out += "; next " + time.Unix(c.NextAttemptAt, 0).UTC().Format(time.RFC3339)
+			}
+		}
+		if c.Detail != "" {
+			out += "; " + c.Detail
+		}
+		return out
+	}
+	return "\thttps " + rpc.CertPending
 }

@@ -24,12 +24,15 @@ import (
 // separate facts (YAOPLOY.md): Containers can be ready while ingress is
 // not configured, and the other way round.
 type inspection struct {
-	Namespace  string                     `json:"namespace"`
-	Service    string                     `json:"service"`
-	ServiceID  string                     `json:"service_id,omitempty"`
-	Declared   *declaration               `json:"declared,omitempty"`
-	Execution  executionStatus            `json:"execution"`
-	Ingress    ingressStatus              `json:"ingress"`
+	Namespace string          `json:"namespace"`
+	Service   string          `json:"service"`
+	ServiceID string          `json:"service_id,omitempty"`
+	Declared  *declaration    `json:"declared,omitempty"`
+	Execution executionStatus `json:"execution"`
+	Ingress   ingressStatus   `json:"ingress"`
+	// Serving is the Service's Serving Pointer and each Machine's ack of
+	// it, as the entry's store has them (absent: no pointer yet).
+	Serving    *rpc.ServiceServing        `json:"serving,omitempty"`
 	Containers []rpc.ContainerObservation `json:"containers"`
 	Unobserved []deploy.Unobserved        `json:"unobserved,omitempty"`
 }
@@ -99,18 +102,19 @@ func serviceInspect() *cobra.Command {
 					for _, co := range cs {
 						if co.Spec != nil && len(co.Spec.Ingress) > 0 {
 							for _, r := range co.Spec.Ingress {
-								in.Ingress.Routes = append(in.Ingress.Routes, deploy.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort})
+								in.Ingress.Routes = append(in.Ingress.Routes, deploy.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort,
+									Protocol: r.Protocol, Port: r.Port})
 							}
 							break
 						}
 					}
 				}
 				if len(in.Ingress.Routes) == 0 {
-					in.Ingress.Status, in.Ingress.Reason = "not configured", "the Service declares no x-ports hostname"
+					in.Ingress.Status, in.Ingress.Reason = "not configured", "the Service declares no x-ports hostname or ingress_port"
 				} else {
 					var hosts []string
 					for _, r := range in.Ingress.Routes {
-						hosts = append(hosts, r.Hostname)
+						hosts = append(hosts, r.Key())
 					}
 					ms, err := ingressFanout(c.Context(), s.ent)
 					if err != nil {
@@ -118,6 +122,10 @@ func serviceInspect() *cobra.Command {
 					} else {
 						in.Ingress.Status, in.Ingress.Machines = serviceIngress(strings.ToLower(ns+"/"+args[0]), hosts, ms)
 					}
+				}
+				var sst rpc.ServingStatus
+				if err := s.ent.Call(c.Context(), rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{strings.ToLower(ns + "/" + args[0])}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
+					in.Serving = &sst.Services[0]
 				}
 				if g.json {
 					return printJSON(c.OutOrStdout(), in)
@@ -136,7 +144,7 @@ func serviceInspect() *cobra.Command {
 					fmt.Fprintf(w, "ingress\t%s\n", in.Ingress.Status)
 				}
 				for _, r := range in.Ingress.Routes {
-					fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Hostname, r.ContainerPort)
+					fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Key(), r.ContainerPort)
 				}
 				for _, m := range in.Ingress.Machines {
 					if m.Error != "" {
@@ -147,8 +155,21 @@ func serviceInspect() *cobra.Command {
 						if len(r.Upstreams) > 0 {
 							detail = strings.TrimSpace("-> " + strings.Join(r.Upstreams, ",") + " " + detail)
 						}
-						fmt.Fprintf(w, "  on %s\t%s %s %s\n", m.Machine, r.Hostname, r.State, detail)
+						fmt.Fprintf(w, "  on %s\t%s %s %s\n", m.Machine, r.Key(), r.State, detail)
 					}
+				}
+				if sv := in.Serving; sv != nil {
+					acked := 0
+					for _, a := range sv.Acks {
+						if a.Current(sv.Pointer) {
+							acked++
+						}
+					}
+					fmt.Fprintf(w, "serving pointer\t%s (deployment %s, %d Container(s)), acked by %d of %d Machines", sv.Pointer, sv.Deployment, len(sv.Containers), acked, len(sv.Acks))
+					if p := sv.Pending(); len(p) > 0 {
+						fmt.Fprintf(w, "; waiting for %s", strings.Join(p, ", "))
+					}
+					fmt.Fprintln(w)
 				}
 				for _, co := range cs {
 					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s\n", co.Name, machineName(snap, co.MachineID), co.State, co.Ready, co.IP)

@@ -35,6 +35,9 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
+	for _, r := range d.servingRoutes() {
+		d.rpc.Handle(r)
+	}
 	if d.ctrs == nil {
 		d.ctrs = d.newContainers()
 	}
@@ -335,6 +338,7 @@ func (d *Daemon) forgetMachine(ctx context.Context, raw json.RawMessage) (any, e
 		store.Stmt(`DELETE FROM machines WHERE id = ?`, req.ID),
 		store.Stmt(`DELETE FROM containers WHERE owner = ?`, req.ID),
 		store.Stmt(`DELETE FROM volumes WHERE owner = ?`, req.ID),
+		store.Stmt(`DELETE FROM serving_acks WHERE id = ?`, req.ID),
 	}
 	if _, err := st.Exec(ctx, stmts...); err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ const (
 	IngressUnitPath   = "/run/systemd/system/" + IngressUnit
 	IngressBinary     = "/usr/local/bin/ployz-ingress-caddy"
 	IngressListen     = ":80"
+	IngressListenTLS  = ":443"
 	ingressSpecName   = "ingress.json"
 	ingressStatusName = "ingress-status.json"
 )
@@ -51,6 +52,16 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 		StoreTokenFile: filepath.Join(d.cfg.DataDir, "store", "token"),
 		StatusFile:     d.ingressStatusPath(),
 		StateDir:       filepath.Join(d.cfg.DataDir, "ingress"),
+	}
+	// HTTPS from the daemon's environment (ployz.service's
+	// EnvironmentFile): PLOYZ_ACME_DIRECTORY unset is Let's Encrypt,
+	// empty is off. ParseSpec checks the values.
+	acme, err := ingress.ACMEFromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if acme != nil {
+		spec.ACME, spec.ListenTLS = acme, IngressListenTLS
 	}
 	b, err := json.MarshalIndent(spec, "", "  ")
 	return append(b, '\n'), err
@@ -87,6 +98,9 @@ StartLimitIntervalSec=0
 
 [Service]
 Type=simple
+# The HTTP socket waits in the fd store across restarts (connections queue).
+NotifyAccess=main
+FileDescriptorStoreMax=2
 Environment=PLOYZ_INGRESS_BINARY_SHA256=` + digest + `
 ExecStart=` + IngressBinary + ` serve-ingress --spec ` + specPath + `
 Restart=always

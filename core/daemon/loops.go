@@ -172,6 +172,7 @@ func (d *Daemon) selfBody() store.MachineBody {
 		Labels:       rec.Labels,
 		Version:      version.Version,
 		Capabilities: d.rpc.Capabilities(),
+		Session:      session(),
 	}
 	if k, err := d.publicKey(); err == nil {
 		b.PublicKey = k.String()

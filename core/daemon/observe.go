@@ -187,7 +187,9 @@ func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c cont
 	if err != nil {
 		return b, fmt.Errorf("inspect container %s: %w", short(c.ID), err)
 	}
-	return serviceContainerBody(d.ctrs.observe(in, ""), in), nil
+	b = serviceContainerBody(d.ctrs.observe(in, ""), in)
+	b.Session = session()
+	return b, nil
 }
 
 // serviceContainerBody is a Service Container's row from its observation.
@@ -197,7 +199,7 @@ func serviceContainerBody(o rpc.ContainerObservation, in container.InspectRespon
 		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt}
 	if o.Spec != nil {
 		for _, r := range o.Spec.Ingress {
-			b.Ingress = append(b.Ingress, store.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort})
+			b.Ingress = append(b.Ingress, store.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort, Protocol: r.Protocol, Port: r.Port})
 		}
 	}
 	if in.Config != nil {

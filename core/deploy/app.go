@@ -67,19 +67,34 @@ type Hook struct {
 	Environment map[string]string `json:"environment,omitempty"`
 }
 
-// IngressRoute is one x-ports hostname route. It is also stamped on every
-// Container's spec (rpc.ContainerSpec.Ingress), from which the Ingress
-// Proxies route.
+// IngressRoute is one x-ports ingress route: a hostname (HTTP), or with
+// Protocol "tcp" a Port every ingress Machine listens on (x-ports
+// ingress_port). It is also stamped on every Container's spec
+// (rpc.ContainerSpec.Ingress), from which the Ingress Proxies route.
 type IngressRoute struct {
 	Hostname      string `json:"hostname"`
 	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol,omitempty"` // "" is http; tcp
+	Port          int    `json:"port,omitempty"`     // tcp only
+}
+
+// Key names the route as the Ingress Proxies report it: its hostname, or
+// "tcp/PORT".
+func (r IngressRoute) Key() string {
+	if r.Protocol == "tcp" {
+		return rpc.IngressState{Protocol: r.Protocol, Port: r.Port}.Key()
+	}
+	return r.Hostname
 }
 
 // The Ployz compose extensions on a service.
 //
-//	x-ports:                      # ingress hostnames and host ports
+//	x-ports:                      # ingress hostnames, ingress TCP ports and host ports
 //	  - hostname: app.example.com # HTTP ingress route (needs container_port)
 //	    container_port: 8080
+//	  - ingress_port: 5432        # TCP ingress route: port 5432 of every
+//	    container_port: 5432      # Machine's Ingress Proxy (protocol tcp only;
+//	    protocol: tcp             # not 53, 80, 443, 7569-7571 or 51820)
 //	  - host_port: 8443           # publish on every Machine running it
 //	    container_port: 8443
 //	    protocol: tcp             # tcp (default) or udp
@@ -96,6 +111,7 @@ type IngressRoute struct {
 type xPort struct {
 	Hostname      string `json:"hostname"`
 	HostPort      int    `json:"host_port"`
+	IngressPort   int    `json:"ingress_port"`
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol"`
 }

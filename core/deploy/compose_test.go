@@ -71,13 +71,13 @@ func TestLoadInvalid(t *testing.T) {
 		"readiness w/o hc": {"name: p\nservices:\n  web:\n    image: x\n    x-readiness: healthcheck\n", `needs a healthcheck`},
 		"bad constraint":   {"name: p\nservices:\n  web:\n    image: x\n    x-placement:\n      constraints: [region]\n", `service "web": x-placement.constraints[0]`},
 		"unknown x field":  {"name: p\nservices:\n  web:\n    image: x\n    x-placement:\n      zone: eu\n", `unknown field "zone"`},
-		"x-ports w/o port": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - hostname: a.b\n", `x-ports[0]: container_port`},
+		"x-ports w/o port": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - hostname: a.b\n", `x-ports[0].container_port`},
 		"bad mode":         {"name: p\nservices:\n  web:\n    image: x\n    x-placement:\n      mode: daemonset\n", `service "web": mode`},
 		"negative":         {"name: p\nservices:\n  web:\n    image: x\n    deploy:\n      replicas: -1\n", `replicas`},
 		"not yaml":         {"name: p\nservices: [\n", `compose.yaml`},
 		"bad depends":      {"name: p\nservices:\n  web:\n    image: x\n    depends_on: [db]\n", `db`},
 		"hook w/o command": {"name: p\nservices:\n  web:\n    image: x\n    x-pre_deploy:\n      - timeout_seconds: 3\n", `x-pre_deploy[0].command`},
-		"bad x-port proto": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - {host_port: 80, container_port: 80, protocol: sctp}\n", `x-ports[0]: protocol`},
+		"bad x-port proto": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - {host_port: 80, container_port: 80, protocol: sctp}\n", `x-ports[0].protocol`},
 		"no name":          {"services:\n  web:\n    image: x\n", `project name`},
 	}
 	for name, c := range cases {

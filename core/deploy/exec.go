@@ -73,6 +73,38 @@ type Executor struct {
 	Progress func(Event)
 	// ReadyTimeout bounds each wait_ready (default 120s).
 	ReadyTimeout time.Duration
+	// AckTimeout bounds each wait for Serving Pointer acks
+	// (default DefaultAckTimeout).
+	AckTimeout time.Duration
+}
+
+// upActions are the calls a row makes before its Service's Serving
+// Pointer moves (bringing Containers up), downActions those after it
+// (stopping and removing what the pointer no longer names).
+func upActions(r Row) []action {
+	switch r.Op {
+	case OpStop, OpRemove:
+		return nil
+	case OpReplace:
+		if r.Strategy == StopFirst {
+			return []action{{rpc.CmdStopContainer, "old"}, {rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}}
+		}
+		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}}
+	}
+	return actions(r)
+}
+
+func downActions(r Row) []action {
+	switch r.Op {
+	case OpStop, OpRemove:
+		return actions(r)
+	case OpReplace:
+		if r.Strategy == StopFirst {
+			return []action{{rpc.CmdRemoveContainer, "old"}}
+		}
+		return []action{{rpc.CmdStopContainer, "old"}, {rpc.CmdRemoveContainer, "old"}}
+	}
+	return nil
 }
 
 // actions lists the daemon calls a row makes, in order. "new" is the
@@ -107,42 +139,64 @@ type action struct {
 // skips the rest of its Service and of the Services that depend on it;
 // cancellation of ctx stops between steps. Every step appears in the
 // Outcome.
+//
+// Rows run Service by Service in plan order. Within a Service, the rows
+// that bring Containers up run first; then the Service's Serving Pointer
+// moves to the Containers that remain and the executor waits until every
+// Machine that is not Down acks it (so no Ingress Proxy routes to a
+// Container about to stop); only then do the rows that stop or remove
+// Containers run (see serving.go).
 func (e *Executor) Run(ctx context.Context, p Plan) Outcome {
 	out := Outcome{DeploymentID: p.DeploymentID, Status: "completed"}
 	failed := map[string]string{} // service -> why its later rows are skipped
-	for i, r := range p.Rows {
-		acts := actions(r)
-		if len(acts) == 0 {
-			continue
-		}
-		skip := ""
-		if err := ctx.Err(); err != nil {
-			skip = "cancelled before it ran"
-			out.Status = "cancelled"
-		} else if why, ok := failed[r.Service]; ok {
-			skip = why
-		} else if dep := failedDependency(p, r.Service, failed); dep != "" {
-			skip = fmt.Sprintf("skipped: service %q it depends on failed", dep)
-		}
-		if skip != "" {
-			for _, a := range acts {
-				out.Steps = append(out.Steps, e.step(i, r, a, Step{Status: StepNeverAttempted, Error: skip}))
-			}
-			continue
-		}
-		steps, ok := e.runRow(ctx, i, r, acts)
-		out.Steps = append(out.Steps, steps...)
-		if !ok {
-			if out.Status == "completed" {
-				out.Status = "partial"
-			}
-			failed[r.Service] = fmt.Sprintf("skipped: an earlier step of service %q failed on %s", r.Service, r.Machine)
-		}
+	for _, g := range serviceGroups(p.Rows) {
+		e.runService(ctx, p, g, &out, failed)
 	}
 	if out.Status == "completed" && out.Count(StepCompleted) != countNonCompensation(out) {
 		out.Status = "partial"
 	}
 	return out
+}
+
+// skipReason says why row r cannot run now, or "".
+func skipReason(ctx context.Context, p Plan, r Row, failed map[string]string, out *Outcome) string {
+	if err := ctx.Err(); err != nil {
+		out.Status = "cancelled"
+		return "cancelled before it ran"
+	}
+	if why, ok := failed[r.Service]; ok {
+		return why
+	}
+	if dep := failedDependency(p, r.Service, failed); dep != "" {
+		return fmt.Sprintf("skipped: service %q it depends on failed", dep)
+	}
+	return ""
+}
+
+// runActs runs acts of row i unless skip is set, recording the steps;
+// it returns the new Container's id and whether every action completed.
+func (e *Executor) runActs(ctx context.Context, i int, r Row, acts []action, skip string, out *Outcome) (string, bool) {
+	if len(acts) == 0 {
+		return "", skip == ""
+	}
+	if skip != "" {
+		for _, a := range acts {
+			out.Steps = append(out.Steps, e.step(i, r, a, Step{Status: StepNeverAttempted, Error: skip}))
+		}
+		return "", false
+	}
+	steps, newID, ok := e.runRow(ctx, i, r, acts)
+	out.Steps = append(out.Steps, steps...)
+	return newID, ok
+}
+
+func (o *Outcome) fail(failed map[string]string, r Row) {
+	if o.Status == "completed" {
+		o.Status = "partial"
+	}
+	if _, ok := failed[r.Service]; !ok {
+		failed[r.Service] = fmt.Sprintf("skipped: an earlier step of service %q failed on %s", r.Service, r.Machine)
+	}
 }
 
 func countNonCompensation(o Outcome) int {
@@ -194,7 +248,7 @@ func (e *Executor) step(i int, r Row, a action, s Step) Step {
 
 // runRow runs one row's actions; on a failure it compensates and marks
 // the rest never attempted.
-func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]Step, bool) {
+func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]Step, string, bool) {
 	var steps []Step
 	newID := ""
 	created := false
@@ -204,7 +258,7 @@ func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]S
 				steps = append(steps, e.step(i, r, rest, Step{Status: StepNeverAttempted, Error: "cancelled before it ran"}))
 			}
 			steps = append(steps, e.compensate(i, r, a, newID, created)...)
-			return steps, false
+			return steps, newID, false
 		}
 		s := e.step(i, r, a, Step{})
 		id := r.OldID
@@ -230,13 +284,13 @@ func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]S
 				steps = append(steps, e.step(i, r, rest, Step{Status: StepNeverAttempted, Error: "an earlier step of this row failed"}))
 			}
 			steps = append(steps, e.compensate(i, r, a, newID, created)...)
-			return steps, false
+			return steps, newID, false
 		}
 		s.Status = StepCompleted
 		e.emit(s, true)
 		steps = append(steps, s)
 	}
-	return steps, true
+	return steps, newID, true
 }
 
 func (e *Executor) emit(s Step, done bool) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -22,6 +23,40 @@ type recorder struct {
 	// wait maps a container id to the wait_ready answers in order.
 	wait   map[string][]rpc.WaitReadyResult
 	onCall func(call string)
+	// serving answers the Serving Pointer commands like an entry whose
+	// single Machine m1 acks every pointer at once (unless noAck); when
+	// false they are unsupported, like an older daemon.
+	serving bool
+	noAck   bool
+	pointer string
+	set     []rpc.ServingContainer
+}
+
+func (r *recorder) servingCall(command string, payload, out any) (string, any, error) {
+	if !r.serving {
+		return "", nil, rpc.Errorf(rpc.CodeUnsupported, "unknown command %s", command)
+	}
+	switch p := payload.(type) {
+	case rpc.MoveServingPointerRequest:
+		var ids []string
+		for _, c := range p.Containers {
+			ids = append(ids, c.ID)
+		}
+		r.pointer, r.set = fmt.Sprintf("p%d", len(r.calls)), p.Containers
+		if p.Delete {
+			r.pointer, r.set = "", nil
+			return "delete", nil, nil
+		}
+		return strings.Join(ids, ","), rpc.ServingPointerMoved{ID: r.pointer, Containers: p.Containers}, nil
+	case rpc.ServingStatusRequest:
+		ack := r.pointer
+		if r.noAck {
+			ack = ""
+		}
+		return "", rpc.ServingStatus{Services: []rpc.ServiceServing{{Service: p.Services[0], Pointer: r.pointer, Containers: r.set,
+			Acks: []rpc.ServingAck{{MachineID: "m1", Machine: "m1", Membership: "up", Acked: ack}}}}}, nil
+	}
+	return "", nil, fmt.Errorf("recorder: %s payload %T", command, payload)
 }
 
 func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload, out any) error {
@@ -39,6 +74,22 @@ func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload
 		id = p.ID
 	case rpc.ContainerLogsRequest:
 		id = p.ID
+	}
+	if command == rpc.CmdServingStatus || command == rpc.CmdMoveServingPointer {
+		id, answer, err := r.servingCall(command, payload, out)
+		if err != nil || command == rpc.CmdServingStatus {
+			if err == nil && out != nil {
+				b, _ := json.Marshal(answer)
+				return json.Unmarshal(b, out)
+			}
+			return err
+		}
+		r.calls = append(r.calls, "entry "+command+" "+id)
+		if out != nil && answer != nil {
+			b, _ := json.Marshal(answer)
+			return json.Unmarshal(b, out)
+		}
+		return nil
 	}
 	call := fmt.Sprintf("%s %s %s", t.One, command, id)
 	r.calls = append(r.calls, call)
@@ -112,12 +163,12 @@ func TestExecuteFailedStartFirstLeavesOldUntouched(t *testing.T) {
 		"m1 create_container new completed",
 		"m1 start_container new completed",
 		"m1 wait_ready new failed",
-		"m1 stop_container old never_attempted",
-		"m1 remove_container old never_attempted",
 		"m1 stop_container new completed (compensation)",
 		"m2 create_container new2 never_attempted",
 		"m2 start_container new2 never_attempted",
 		"m2 wait_ready new2 never_attempted",
+		"m1 stop_container old never_attempted",
+		"m1 remove_container old never_attempted",
 		"m2 create_container f never_attempted",
 		"m2 start_container f never_attempted",
 		"m2 wait_ready f never_attempted",
@@ -146,9 +197,9 @@ func TestExecuteFailedStopFirstStartsOldAgain(t *testing.T) {
 		"m1 create_container new completed",
 		"m1 start_container new failed",
 		"m1 wait_ready new never_attempted",
-		"m1 remove_container old never_attempted",
 		"m1 stop_container new completed (compensation)",
 		"m1 start_container old completed (compensation)",
+		"m1 remove_container old never_attempted",
 	}, "\n")
 	if got := steps(o); got != want {
 		t.Fatalf("steps:\n%s\nwant:\n%s", got, want)
@@ -201,5 +252,68 @@ func TestExecuteHookWaitsForExit(t *testing.T) {
 	o = (&Executor{C: rec}).Run(context.Background(), p)
 	if o.Status != "partial" || o.Steps[2].Status != StepFailed || o.Steps[5].Status != StepNeverAttempted || !strings.Contains(o.Steps[2].Error, "exit code 3") {
 		t.Fatalf("failed hook:\n%s", steps(o))
+	}
+}
+
+func TestExecuteMovesServingPointerBeforeStopping(t *testing.T) {
+	rec := &recorder{serving: true, pointer: "p0", set: []rpc.ServingContainer{{ID: "old", MachineID: "m1"}, {ID: "gone", MachineID: "m2"}}}
+	p := Plan{DeploymentID: "d2", Namespace: "demo", Services: []ServiceSummary{{Name: "web", Ingress: []IngressRoute{{Hostname: "a.example.test", ContainerPort: 80}}}}, Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpReplace, Strategy: StartFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true},
+		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpRemove, OldID: "gone", OldName: "gone"},
+	}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	want := strings.Join([]string{
+		"m1 create_container new",
+		"m1 start_container id-new",
+		"m1 wait_ready id-new",
+		// The pointer names the new Container only, and is acked, before
+		// anything the move left out stops.
+		"entry move_serving_pointer id-new",
+		"m1 stop_container old",
+		"m1 remove_container old",
+		"m2 stop_container gone",
+		"m2 remove_container gone",
+	}, "\n")
+	if got := strings.Join(rec.calls, "\n"); got != want {
+		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
+	}
+	if o.Status != "completed" || !strings.Contains(steps(o), "(cluster) wait_serving_acks "+rec.pointer+" completed") {
+		t.Fatalf("outcome %s:\n%s", o.Status, steps(o))
+	}
+	if rec.set[0].Deployment != "d2" || rec.set[0].MachineID != "m1" {
+		t.Fatalf("pointer set %+v", rec.set)
+	}
+}
+
+func TestExecuteStopFirstLeavesPointerFirst(t *testing.T) {
+	rec := &recorder{serving: true, pointer: "p0", set: []rpc.ServingContainer{{ID: "a", MachineID: "m1"}, {ID: "b", MachineID: "m2"}}}
+	p := Plan{Namespace: "demo", Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "a", OldName: "a", NewName: "a2", Spec: spec(), OldRunning: true},
+		{MachineID: "m2", Machine: "m2", Service: "db", Op: OpUnchanged, OldID: "b", OldName: "b"},
+	}}
+	(&Executor{C: rec}).Run(context.Background(), p)
+	want := "entry move_serving_pointer b\nm1 stop_container a\nm1 create_container a2\nm1 start_container id-a2\nm1 wait_ready id-a2\nentry move_serving_pointer id-a2,b\nm1 remove_container a"
+	if got := strings.Join(rec.calls, "\n"); got != want {
+		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestExecuteUnackedPointerIsReported(t *testing.T) {
+	rec := &recorder{serving: true, noAck: true}
+	p := Plan{Namespace: "demo", Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "web", Op: OpCreate, NewName: "a", Spec: spec()}}}
+	o := (&Executor{C: rec, AckTimeout: 300 * time.Millisecond}).Run(context.Background(), p)
+	last := o.Steps[len(o.Steps)-1]
+	if o.Status != "partial" || last.Action != ActionWaitAcks || last.Status != StepFailed || !strings.Contains(last.Error, "m1 (up)") {
+		t.Fatalf("outcome %s, last step %+v", o.Status, last)
+	}
+}
+
+func TestExecuteRemovalDeletesPointer(t *testing.T) {
+	rec := &recorder{serving: true, pointer: "p0", set: []rpc.ServingContainer{{ID: "a", MachineID: "m1"}}}
+	p := Plan{Namespace: "demo", Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "web", Op: OpRemove, OldID: "a", OldName: "a"}}}
+	(&Executor{C: rec}).Run(context.Background(), p)
+	want := "entry move_serving_pointer \nm1 stop_container a\nm1 remove_container a\nentry move_serving_pointer delete"
+	if got := strings.Join(rec.calls, "\n"); got != want {
+		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
 	}
 }

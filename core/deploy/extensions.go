@@ -3,10 +3,12 @@ package deploy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -44,8 +46,17 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 			if err := decodeX(k, v, &ps); err != nil {
 				return nil, err
 			}
+			tcp := map[int]int{} // ingress_port -> entry
 			for i, p := range ps {
+				if j, dup := tcp[p.IngressPort]; dup && p.IngressPort != 0 {
+					return nil, fmt.Errorf("x-ports[%d].ingress_port: %d is already x-ports[%d]'s", i, p.IngressPort, j)
+				}
+				tcp[p.IngressPort] = i
 				if err := applyXPort(svc, spec, p); err != nil {
+					var fe fieldError
+					if errors.As(err, &fe) {
+						return nil, fmt.Errorf("x-ports[%d].%s: %s", i, fe.field, fe.msg)
+					}
 					return nil, fmt.Errorf("x-ports[%d]: %w", i, err)
 				}
 			}
@@ -102,22 +113,48 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 	return warns, nil
 }
 
+// fieldError is an x-ports entry's error in one field; the caller names
+// the entry: x-ports[i].field.
+type fieldError struct{ field, msg string }
+
+func (e fieldError) Error() string { return e.field + ": " + e.msg }
+
+func fieldErrf(field, format string, a ...any) error {
+	return fieldError{field, fmt.Sprintf(format, a...)}
+}
+
 func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 	if p.ContainerPort <= 0 || p.ContainerPort > 65535 {
-		return fmt.Errorf("container_port: required, 1-65535")
+		return fieldErrf("container_port", "required, 1-65535")
 	}
 	switch p.Protocol {
 	case "", "tcp", "udp":
 	default:
-		return fmt.Errorf("protocol: %q is not tcp or udp", p.Protocol)
+		return fieldErrf("protocol", "%q is not tcp or udp", p.Protocol)
 	}
 	switch {
+	case p.IngressPort != 0 && p.Hostname != "":
+		return fieldErrf("ingress_port", "excludes hostname: one route per entry")
+	case p.IngressPort != 0 && p.HostPort != 0:
+		return fieldErrf("ingress_port", "excludes host_port: one route per entry")
 	case p.Hostname != "" && p.HostPort != 0:
 		return fmt.Errorf("hostname and host_port: one route per entry")
+	case p.IngressPort != 0:
+		if p.IngressPort < 1 || p.IngressPort > 65535 {
+			return fieldErrf("ingress_port", "%d is not 1-65535", p.IngressPort)
+		}
+		if what, ok := ingress.ReservedPorts[p.IngressPort]; ok {
+			return fieldErrf("ingress_port", "%d is used by %s on every Machine", p.IngressPort, what)
+		}
+		if p.Protocol == "udp" {
+			return fieldErrf("protocol", "udp ingress is not supported (ingress_port is TCP only)")
+		}
+		svc.Ingress = append(svc.Ingress, IngressRoute{Protocol: "tcp", Port: p.IngressPort, ContainerPort: p.ContainerPort})
+		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Protocol: "tcp", Port: p.IngressPort, ContainerPort: p.ContainerPort})
 	case p.Hostname != "":
 		h := strings.ToLower(strings.TrimSuffix(p.Hostname, "."))
 		if err := rpc.ValidHostname(h); err != nil {
-			return fmt.Errorf("hostname: %w", err)
+			return fieldErrf("hostname", "%s", err)
 		}
 		svc.Ingress = append(svc.Ingress, IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
 		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
@@ -129,7 +166,7 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 		spec.Ports = append(spec.Ports, rpc.PortSpec{ContainerPort: p.ContainerPort, HostPort: p.HostPort, Protocol: proto})
 		svc.HostPorts = append(svc.HostPorts, p.HostPort)
 	default:
-		return fmt.Errorf("want hostname or host_port (1-65535)")
+		return fmt.Errorf("want hostname, ingress_port or host_port (1-65535)")
 	}
 	return nil
 }

@@ -136,6 +136,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 		p.Warnings = append(p.Warnings, warns...)
 		p.Warnings = append(p.Warnings, sum.Unplaced...)
 	}
+	p.Warnings = append(p.Warnings, routeConflicts(ns, app, snap)...)
 	prune := pruneRows(ns, snap, declared)
 	switch {
 	case len(prune) == 0 || o.NoPrune:
@@ -251,4 +252,42 @@ func running(c rpc.ContainerObservation) bool {
 
 func sortByName(ms []MachineState) {
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name || ms[i].Name == ms[j].Name && ms[i].ID < ms[j].ID })
+}
+
+// routeConflicts warns about ingress routes the app declares that another
+// Service's observed Containers already claim: the Ingress Proxies keep
+// serving the current owner and report a conflict until one drops it.
+func routeConflicts(ns string, app App, snap Snapshot) []string {
+	claims := map[string]map[string]bool{} // route key -> other services
+	for _, m := range snap.Machines {
+		for _, c := range m.Containers {
+			if c.Spec == nil {
+				continue
+			}
+			for _, r := range c.Spec.Ingress {
+				k := IngressRoute{Hostname: r.Hostname, Protocol: r.Protocol, Port: r.Port}.Key()
+				if claims[k] == nil {
+					claims[k] = map[string]bool{}
+				}
+				claims[k][c.Namespace+"/"+c.Service] = true
+			}
+		}
+	}
+	var out []string
+	for _, svc := range app.Services {
+		for _, r := range svc.Ingress {
+			var others []string
+			for o := range claims[r.Key()] {
+				if o != ns+"/"+svc.Name {
+					others = append(others, o)
+				}
+			}
+			if len(others) > 0 {
+				sort.Strings(others)
+				out = append(out, fmt.Sprintf("service %q: ingress route %s is already claimed by %s: the Ingress Proxies keep serving it and report a conflict until one of them drops the route",
+					svc.Name, r.Key(), strings.Join(others, ", ")))
+			}
+		}
+	}
+	return out
 }

@@ -313,3 +313,19 @@ func TestPlanHoldsVolumeServiceWhenItsVolumeMayBeUnobserved(t *testing.T) {
 		t.Fatalf("rows %+v unplaced %v", p.Rows, p.Unplaced())
 	}
 }
+
+func TestPlanWarnsOfClaimedRoutes(t *testing.T) {
+	other := rpc.ContainerObservation{Namespace: "shop-production", Service: "site", State: "running",
+		Spec: &rpc.ContainerSpec{Ingress: []rpc.IngressRoute{{Hostname: "hello.example.test", ContainerPort: 80}}}}
+	web := svc("web", 1, func(s *Service) {
+		s.Ingress = []IngressRoute{{Hostname: "hello.example.test", ContainerPort: 8080}}
+	})
+	app := App{Project: "hello", Environment: "production", Services: []Service{web}}
+	p, err := MakePlan(app, snapOf(machine("m1", nil, other)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(p.Warnings, "\n"); !strings.Contains(w, "hello.example.test is already claimed by shop-production/site") {
+		t.Fatalf("warnings: %s", w)
+	}
+}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	miekg "github.com/miekg/dns"
+
+	"github.com/ployz/ployz/core/fdstore"
 )
 
 // ExitCannotServe is the exit status after handing port 53 back because
@@ -70,7 +72,7 @@ func Serve(ctx context.Context, o Options) error {
 		_ = udp.ShutdownContext(sctx)
 		_ = tcp.ShutdownContext(sctx)
 	}()
-	_ = notify("READY=1\nSTATUS=waiting for the first load from the store")
+	_ = fdstore.Notify("READY=1\nSTATUS=waiting for the first load from the store")
 	log.Info("listening", "addr", cfg.ListenAddr, "machine", cfg.Machine, "upstreams", cfg.Spec.Upstreams)
 
 	src := o.Source
@@ -80,7 +82,7 @@ func Serve(ctx context.Context, o Options) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go Load(lctx, h, src, o.Interval, log.Named("load"), func() {
-		_ = notify("STATUS=serving")
+		_ = fdstore.Notify("STATUS=serving")
 		if o.OnServing != nil {
 			o.OnServing(h)
 		}

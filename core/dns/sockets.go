@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"syscall"
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/ployz/ployz/core/fdstore"
 )
 
 // Names of the port-53 sockets in systemd's fd store.
@@ -76,7 +77,7 @@ func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
 		park, parkNames = append(park, l.(syscall.Conn)), append(parkNames, FDNameTCP)
 	}
 	for i, c := range park {
-		if err := parkConn(parkNames[i], c); err != nil {
+		if err := fdstore.Park(parkNames[i], c); err != nil {
 			log.Warn("could not park socket in the fd store; restarts will refuse queries briefly", "name", parkNames[i], "error", err)
 		}
 	}
@@ -100,7 +101,7 @@ func Release() {
 	forget(FDNameTCP)
 }
 
-func forget(name string) { _ = notify("FDSTOREREMOVE=1\nFDNAME=" + name) }
+func forget(name string) { fdstore.Forget(name) }
 
 func sameAddr(a net.Addr, want netip.AddrPort) bool {
 	ap, err := netip.ParseAddrPort(a.String())
@@ -115,42 +116,4 @@ func freebind(_, _ string, c syscall.RawConn) error {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
 	})
 	return errors.Join(err, serr)
-}
-
-// parkConn sends c's socket to systemd's fd store under name. It passes
-// the descriptor itself (never os.File.Fd, which would switch the shared
-// socket to blocking mode and make reads ignore deadlines).
-func parkConn(name string, c syscall.Conn) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = notify("FDSTORE=1\nFDNAME="+name, int(fd)) }); err != nil {
-		return err
-	}
-	return serr
-}
-
-// notify sends state (and fds) to $NOTIFY_SOCKET; without one it is a
-// no-op, as outside systemd.
-func notify(state string, fds ...int) error {
-	path := os.Getenv("NOTIFY_SOCKET")
-	if path == "" {
-		return nil
-	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("notify socket: %w", err)
-	}
-	defer unix.Close(fd)
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	// x/sys/unix maps a leading '@' to the abstract namespace.
-	if err := unix.Sendmsg(fd, []byte(state), oob, &unix.SockaddrUnix{Name: path}, 0); err != nil {
-		return fmt.Errorf("notify %s: %w", path, err)
-	}
-	return nil
 }

@@ -25,25 +25,29 @@ func CaddyConfig(listen, machine, stateDir string, routes []Route) ([]byte, erro
 		"terminal": true,
 	}}
 	for _, rt := range routes {
+		if rt.Protocol == "tcp" {
+			continue
+		}
 		var h obj
-		if len(rt.Upstreams) == 0 {
+		switch {
+		case rt.Owner == "":
+			h = obj{"handler": "static_response", "status_code": 503,
+				"headers": obj{"Content-Type": []string{"text/plain; charset=utf-8"}},
+				"body":    "ployz: " + rt.Hostname + " is claimed by several Services; nothing is published\n"}
+		case len(rt.Upstreams) == 0:
 			h = obj{"handler": "static_response", "status_code": 502,
 				"headers": obj{"Content-Type": []string{"text/plain; charset=utf-8"}},
 				"body":    "ployz: no ready Container for " + rt.Hostname + "\n"}
-		} else {
+		default:
 			ups := make([]any, 0, len(rt.Upstreams))
 			for _, u := range rt.Upstreams {
 				ups = append(ups, obj{"dial": u})
 			}
+			// No retry or health-check tuning: a Container leaves this
+			// list (the Serving Pointer moves, every proxy acks) before
+			// it stops, so a dial never meets a Container that is gone.
 			h = obj{"handler": "reverse_proxy", "upstreams": ups,
-				"load_balancing": obj{
-					"selection_policy": obj{"policy": "first"},
-					// A refused dial (a Container that just went away) moves
-					// on to the next upstream instead of failing the request.
-					"try_duration": "2s",
-				},
-				"health_checks": obj{"passive": obj{"fail_duration": "10s", "max_fails": 1}},
-			}
+				"load_balancing": obj{"selection_policy": obj{"policy": "first"}}}
 		}
 		hr = append(hr, obj{
 			"match":    []any{obj{"host": []string{rt.Hostname}}},
@@ -62,6 +66,9 @@ func CaddyConfig(listen, machine, stateDir string, routes []Route) ([]byte, erro
 			"automatic_https": obj{"disable": true},
 			"routes":          hr,
 		}}}},
+	}
+	if l4 := layer4App(listen, routes); l4 != nil { // tcp routes: l4.go
+		cfg["apps"].(obj)["layer4"] = l4
 	}
 	return json.Marshal(cfg)
 }

@@ -27,7 +27,7 @@ func TestComputeLocalFirstOnlyReady(t *testing.T) {
 		row("e", "m1", "demo", "web", "", true, hello(8080)),            // no IP
 		row("f", "m1", "demo", "api", "10.210.1.4", true),               // no routes
 	}
-	got := Compute(rows, "m1", nil)
+	got := Compute(Input{Containers: rows, Machine: "m1", Prev: nil})
 	if len(got.Routes) != 1 || len(got.Skipped) != 0 {
 		t.Fatalf("got %+v", got)
 	}
@@ -37,13 +37,13 @@ func TestComputeLocalFirstOnlyReady(t *testing.T) {
 		t.Fatalf("route %+v, want upstreams %v", r, want)
 	}
 	// From m3's point of view its own Container comes first.
-	if r := Compute(rows, "m3", nil).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" {
+	if r := Compute(Input{Containers: rows, Machine: "m3", Prev: nil}).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" {
 		t.Fatalf("m3 upstreams %v", r.Upstreams)
 	}
 }
 
 func TestComputePendingWithoutReadyBackend(t *testing.T) {
-	got := Compute([]store.Row[store.ContainerBody]{row("a", "m1", "demo", "web", "10.210.1.2", false, hello(8080))}, "m1", nil)
+	got := Compute(Input{Containers: []store.Row[store.ContainerBody]{row("a", "m1", "demo", "web", "10.210.1.2", false, hello(8080))}, Machine: "m1", Prev: nil})
 	if r := got.Routes[0]; r.State != rpc.RoutePending || len(r.Upstreams) != 0 || r.Owner != "demo/web" {
 		t.Fatalf("route %+v", r)
 	}
@@ -52,12 +52,12 @@ func TestComputePendingWithoutReadyBackend(t *testing.T) {
 func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
 	web := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
 	rival := row("b", "m1", "alpha", "site", "10.210.1.3", true, hello(80))
-	first := Compute([]store.Row[store.ContainerBody]{web}, "m1", nil)
+	first := Compute(Input{Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: nil})
 	if first.Routes[0].State != rpc.RoutePublished {
 		t.Fatalf("first %+v", first.Routes)
 	}
 	// alpha/site sorts lower, but demo/web was published first: it stays.
-	got := Compute([]store.Row[store.ContainerBody]{web, rival}, "m1", first.Owners())
+	got := Compute(Input{Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: first.ByKey()})
 	r := got.Routes[0]
 	if r.State != rpc.RouteConflict || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
 		t.Fatalf("conflict route %+v", r)
@@ -65,13 +65,13 @@ func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
 	if !slices.Equal(r.Claimants, []string{"alpha/site", "demo/web"}) || !strings.Contains(r.Detail, "alpha/site") {
 		t.Fatalf("claimants %v detail %q", r.Claimants, r.Detail)
 	}
-	// With no previous owner the lowest claimant owns it, still a conflict.
-	r = Compute([]store.Row[store.ContainerBody]{web, rival}, "m1", nil).Routes[0]
-	if r.State != rpc.RouteConflict || r.Owner != "alpha/site" || r.Upstreams[0] != "10.210.1.3:80" {
+	// With no previous owner nothing is published: no owner, no upstream.
+	r = Compute(Input{Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: nil}).Routes[0]
+	if r.State != rpc.RouteConflict || r.Owner != "" || len(r.Upstreams) != 0 || !strings.Contains(r.Detail, "nothing published") {
 		t.Fatalf("fresh conflict %+v", r)
 	}
 	// The rival leaves: published again.
-	if r := Compute([]store.Row[store.ContainerBody]{web}, "m1", map[string]string{"hello.example.test": "demo/web"}).Routes[0]; r.State != rpc.RoutePublished {
+	if r := Compute(Input{Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: map[string]Route{"hello.example.test": {Owner: "demo/web"}}}).Routes[0]; r.State != rpc.RoutePublished {
 		t.Fatalf("after conflict %+v", r)
 	}
 }
@@ -84,7 +84,7 @@ func TestComputeSkipsInvalidRoutes(t *testing.T) {
 		row("anon", "m1", "", "", "10.210.1.2", true, hello(80)),
 		row("ok", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "Hello.Example.Test.", ContainerPort: 8080}),
 	}
-	got := Compute(rows, "m1", nil)
+	got := Compute(Input{Containers: rows, Machine: "m1", Prev: nil})
 	if len(got.Routes) != 1 || got.Routes[0].Hostname != "hello.example.test" {
 		t.Fatalf("routes %+v", got.Routes)
 	}
@@ -152,5 +152,79 @@ func TestParseSpec(t *testing.T) {
 		if _, err := ParseSpec([]byte(in)); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want field %s", in, err, field)
 		}
+	}
+}
+
+func pointer(svc, id string, cs ...store.ServingContainer) store.Row[store.ServingBody] {
+	return store.Row[store.ServingBody]{Key: svc, Body: store.ServingBody{ID: id, Containers: cs}}
+}
+
+func TestComputeFollowsServingPointer(t *testing.T) {
+	old := row("old", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	old.Body.Deployment, old.Body.ImageID = "d1", "sha256:aaa"
+	nu := row("new", "m2", "demo", "web", "10.210.2.2", true, hello(8080))
+	nu.Body.Deployment, nu.Body.ImageID = "d2", "sha256:bbb"
+	rows := []store.Row[store.ContainerBody]{old, nu}
+
+	// No pointer: every ready Container serves.
+	if r := Compute(Input{Containers: rows, Machine: "m1"}).Routes[0]; len(r.Upstreams) != 2 || r.Pointer != "" {
+		t.Fatalf("no pointer %+v", r)
+	}
+	// The pointer names the old one: the new, ready one is not adopted.
+	p1 := pointer("demo/web", "p1", store.ServingContainer{ID: "old", Machine: "m1", ImageID: "sha256:aaa", Deployment: "d1"})
+	got := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
+	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || got.Pointers["demo/web"] != "p1" {
+		t.Fatalf("pointer p1 %+v %v", r, got.Pointers)
+	}
+	// Moved to the new one.
+	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new", Machine: "m2", ImageID: "sha256:bbb", Deployment: "d2"})
+	if r := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1"}).Routes[0]; !slices.Equal(r.Upstreams, []string{"10.210.2.2:8080"}) {
+		t.Fatalf("pointer p2 %+v", r)
+	}
+	// Same id, other identity (an older deployment's Container that
+	// became ready late, or another image): not routed, pending.
+	stale := pointer("demo/web", "p3", store.ServingContainer{ID: "new", Machine: "m2", ImageID: "sha256:bbb", Deployment: "d3"})
+	r := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{stale}, Machine: "m1"}).Routes[0]
+	if len(r.Upstreams) != 0 || r.State != rpc.RoutePending || !strings.Contains(r.Detail, "Serving Pointer") {
+		t.Fatalf("stale identity %+v", r)
+	}
+}
+
+func TestComputeStaleSessionNotRouted(t *testing.T) {
+	a := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	a.Body.Session = "boot1"
+	in := Input{Containers: []store.Row[store.ContainerBody]{a}, Machine: "m1", Sessions: map[string]string{"m1": "boot2"}}
+	if r := Compute(in).Routes[0]; r.State != rpc.RoutePending {
+		t.Fatalf("stale session routed: %+v", r)
+	}
+	in.Sessions["m1"] = "boot1"
+	if r := Compute(in).Routes[0]; r.State != rpc.RoutePublished {
+		t.Fatalf("current session not routed: %+v", r)
+	}
+}
+
+func TestComputeYoungPointerHoldsPreviousUpstreams(t *testing.T) {
+	old := row("old", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	nu := row("new", "m2", "demo", "web", "10.210.2.2", false, hello(8080)) // ready row not here yet
+	p1 := pointer("demo/web", "p1", store.ServingContainer{ID: "old", Machine: "m1"})
+	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new", Machine: "m2"})
+	rows := []store.Row[store.ContainerBody]{old, nu}
+	first := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
+	in := Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1", Prev: first.ByKey(), Young: map[string]bool{"p2": true}}
+	got := Compute(in)
+	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || got.Pointers["demo/web"] != "p1" {
+		t.Fatalf("held route %+v, acks %v", r, got.Pointers)
+	}
+	// Once the new row is ready, the pointer is followed and acked.
+	rows[1].Body.Ready = true
+	got = Compute(in)
+	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"new"}) || got.Pointers["demo/web"] != "p2" {
+		t.Fatalf("followed route %+v, acks %v", r, got.Pointers)
+	}
+	// A pointer that stays unready past the hold window is followed: 502.
+	rows[1].Body.Ready = false
+	in.Young = nil
+	if got := Compute(in); got.Routes[0].State != rpc.RoutePending || got.Pointers["demo/web"] != "p2" {
+		t.Fatalf("old pointer %+v", got)
 	}
 }

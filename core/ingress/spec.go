@@ -42,6 +42,10 @@ type Spec struct {
 	// DefaultStateDir).
 	StatusFile string `json:"status_file,omitempty"`
 	StateDir   string `json:"state_dir,omitempty"`
+	// ACME turns HTTPS on (nil: off): certificates from its directory,
+	// served on ListenTLS (default DefaultListenTLS). See tls.go.
+	ACME      *ACMESpec `json:"acme,omitempty"`
+	ListenTLS string    `json:"listen_tls,omitempty"`
 }
 
 // ParseSpec decodes and validates an ingress.json document, filling
@@ -59,6 +63,9 @@ func ParseSpec(b []byte) (Spec, error) {
 	}
 	if _, _, err := net.SplitHostPort(s.StoreAPI); err != nil {
 		return Spec{}, fieldErr("store_api", fmt.Sprintf("%q is not a host:port", s.StoreAPI))
+	}
+	if err := s.checkTLS(); err != nil {
+		return Spec{}, err
 	}
 	if s.StatusFile == "" {
 		s.StatusFile = DefaultStatusPath

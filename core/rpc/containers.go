@@ -51,11 +51,14 @@ const (
 	LabelSpec       = "ployz.spec"       // the resolved spec as JSON (secrets redacted)
 )
 
-// IngressRoute is one HTTP ingress route: requests for Hostname reach
-// the Container's ContainerPort.
+// IngressRoute is one ingress route: HTTP requests for Hostname (Protocol
+// "" or "http"), or TCP connections to Port on every ingress Machine
+// (Protocol "tcp"), reach the Container's ContainerPort.
 type IngressRoute struct {
-	Hostname      string `json:"hostname"`
+	Hostname      string `json:"hostname,omitempty"`
 	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol,omitempty"`
+	Port          int    `json:"port,omitempty"`
 }
 
 // ContainerSpec is the Resolved Service Spec of one Container: everything

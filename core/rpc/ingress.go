@@ -52,21 +52,47 @@ type IngressStatus struct {
 	// loaded one keeps serving.
 	LoadError string         `json:"load_error,omitempty"`
 	Routes    []IngressState `json:"routes,omitempty"`
+	// Pointers are the Serving Pointers (Service -> pointer id) the
+	// loaded config follows: what this Machine acks.
+	Pointers map[string]string `json:"pointers,omitempty"`
 	// Skipped are Container rows whose routes were not used, each with
 	// the reason naming the offending field.
 	Skipped []SkippedRoute `json:"skipped,omitempty"`
+	// ListenTLS is the HTTPS listen address when HTTPS is on;
+	// Certificates is the state of each routed hostname's certificate
+	// and SkippedCertificates the malformed certificates rows.
+	ListenTLS           string               `json:"listen_tls,omitempty"`
+	Certificates        []CertificateState   `json:"certificates,omitempty"`
+	SkippedCertificates []SkippedCertificate `json:"skipped_certificates,omitempty"`
 }
 
-// IngressState is one hostname in the loaded config.
+// IngressState is one route in the loaded config: a hostname (HTTP) or,
+// with Protocol "tcp", a TCP Port.
 type IngressState struct {
-	Hostname string `json:"hostname"`
-	// Owner is "namespace/service"; Claimants lists every Service that
-	// claims the hostname when State is conflict.
+	Hostname string `json:"hostname,omitempty"`
+	Protocol string `json:"protocol,omitempty"` // "" is http
+	Port     int    `json:"port,omitempty"`     // tcp only
+	// Owner is "namespace/service" (empty when a conflict has no
+	// previous owner: nothing is published); Claimants lists every
+	// Service that claims the route when State is conflict.
 	Owner     string   `json:"owner"`
 	State     string   `json:"state"`
 	Upstreams []string `json:"upstreams,omitempty"` // ip:port, local ones first
+	// Containers are the upstreams' Container ids, in Upstreams' order.
+	Containers []string `json:"containers,omitempty"`
+	// Pointer is the id of the owner's Serving Pointer the upstreams
+	// follow; empty when the Service has none (every ready Container).
+	Pointer   string   `json:"pointer,omitempty"`
 	Claimants []string `json:"claimants,omitempty"`
 	Detail    string   `json:"detail,omitempty"`
+}
+
+// Key names the route: its hostname, or "tcp/PORT".
+func (s IngressState) Key() string {
+	if s.Protocol == "tcp" {
+		return fmt.Sprintf("tcp/%d", s.Port)
+	}
+	return s.Hostname
 }
 
 // SkippedRoute is one route of one Container row that was not used.

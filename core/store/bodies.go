@@ -33,6 +33,9 @@ type MachineBody struct {
 	// StoreSite is the Machine's store site id, its name in store
 	// membership, so an observer can tell which Machine a member is.
 	StoreSite string `json:"store_site,omitempty"`
+	// Session changes whenever the Machine boots: Container rows carry
+	// the session their readiness was observed in.
+	Session string `json:"session,omitempty"`
 }
 
 // ContainerBody is one Container as its Machine reports it (the row's
@@ -58,12 +61,64 @@ type ContainerBody struct {
 	// Ingress are the hostname routes of the Container's spec; Ingress
 	// Proxies route each hostname to the ready Containers claiming it.
 	Ingress []IngressRoute `json:"ingress,omitempty"`
+	// Session is the owner Machine's session (MachineBody.Session) in
+	// which Ready was observed; a verdict from an earlier session is
+	// stale and routes nothing.
+	Session string `json:"session,omitempty"`
 }
 
-// IngressRoute is one hostname route of a Container.
+// IngressRoute is one ingress route of a Container: a hostname (HTTP) or,
+// with Protocol "tcp", a TCP Port every ingress Machine listens on.
 type IngressRoute struct {
-	Hostname      string `json:"hostname"`
+	Hostname      string `json:"hostname,omitempty"`
 	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol,omitempty"`
+	Port          int    `json:"port,omitempty"`
+}
+
+// ServingBody is a Service's Serving Pointer (table serving, keyed by
+// "namespace/service"): the Containers its traffic goes to. A Deploy
+// moves it once new Containers are ready; Ingress Proxies route only to
+// the Containers it names and ack it (ServingAckBody); each Machine's
+// retire loop stops its own Containers it superseded.
+type ServingBody struct {
+	// ID is minted on every move; acks name it.
+	ID         string             `json:"id"`
+	Deployment string             `json:"deployment,omitempty"`
+	Containers []ServingContainer `json:"containers,omitempty"`
+	MovedAt    int64              `json:"moved_at,omitempty"` // unix milliseconds
+}
+
+// ServingContainer is one Container a Serving Pointer names, with the
+// identity an upstream must match: its Machine, image and deployment.
+type ServingContainer struct {
+	ID         string `json:"id"`
+	Machine    string `json:"machine,omitempty"`
+	ImageID    string `json:"image_id,omitempty"`
+	Deployment string `json:"deployment,omitempty"`
+}
+
+// Has reports whether the pointer names the Container of row key with
+// body b: same id, and the same Machine, image and deployment where the
+// pointer recorded them.
+func (p ServingBody) Has(key, owner string, b ContainerBody) bool {
+	for _, c := range p.Containers {
+		if c.ID != key {
+			continue
+		}
+		return (c.Machine == "" || c.Machine == owner) &&
+			(c.ImageID == "" || c.ImageID == b.ImageID) &&
+			(c.Deployment == "" || c.Deployment == b.Deployment)
+	}
+	return false
+}
+
+// ServingAckBody is what one Machine's Ingress Proxy has loaded (table
+// serving_acks, keyed by Machine id): per Service, the id of the Serving
+// Pointer its running config follows.
+type ServingAckBody struct {
+	Pointers map[string]string `json:"pointers,omitempty"`
+	Loaded   int64             `json:"loaded,omitempty"` // unix milliseconds
 }
 
 // VolumeBody is one Volume copy on its Machine.
@@ -73,9 +128,32 @@ type VolumeBody struct {
 	Copy   string `json:"copy,omitempty"`
 }
 
-// CertificateBody is a certificate for one name.
+// CertificateBody is a certificate for one name (the row key, a
+// hostname), shared by every Machine's Ingress Proxy: the material, the
+// HTTP-01 challenge of an issuance in progress (every Machine answers it,
+// whichever one the CA reaches) and the last attempt's outcome.
 type CertificateBody struct {
 	Domains  []string `json:"domains,omitempty"`
-	CertPEM  string   `json:"cert_pem,omitempty"`
+	CertPEM  string   `json:"cert_pem,omitempty"`  // leaf first, then the chain
 	NotAfter int64    `json:"not_after,omitempty"` // unix seconds
+	// KeyPEM is the certificate's private key.
+	KeyPEM    string `json:"key_pem,omitempty"`
+	NotBefore int64  `json:"not_before,omitempty"` // unix seconds
+	// Issuer is the Machine that wrote the material or holds the
+	// challenge of the issuance in progress.
+	Issuer string `json:"issuer,omitempty"`
+	// Challenge is set while Issuer's issuance waits on HTTP-01.
+	Challenge *CertificateChallenge `json:"challenge,omitempty"`
+	// LastError, Failures and NextAttemptAt (unix seconds) record failed
+	// attempts since the last success; the old material stays.
+	LastError     string `json:"last_error,omitempty"`
+	Failures      int    `json:"failures,omitempty"`
+	NextAttemptAt int64  `json:"next_attempt_at,omitempty"`
+}
+
+// CertificateChallenge is a pending HTTP-01 challenge: answer
+// KeyAuthorization on /.well-known/acme-challenge/<Token>.
+type CertificateChallenge struct {
+	Token            string `json:"token"`
+	KeyAuthorization string `json:"key_authorization"`
 }

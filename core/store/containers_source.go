@@ -29,21 +29,31 @@ func NewTokenFileContainers(addr, tokenFile string) *TokenFileContainers {
 
 // List implements ContainerLister.
 func (s *TokenFileContainers) List(ctx context.Context) ([]Row[ContainerBody], error) {
+	var rows []Row[ContainerBody]
+	err := s.Do(func(c *Client) (err error) {
+		rows, err = c.Containers().List(ctx)
+		return err
+	})
+	return rows, err
+}
+
+// Do runs f with a client carrying the token file's token; a failure
+// drops the client, so the next call reads the token file again.
+func (s *TokenFileContainers) Do(f func(*Client) error) error {
 	if s.c == nil {
 		var opts []Option
 		if s.tokenFile != "" {
 			b, err := os.ReadFile(s.tokenFile)
 			if err != nil {
-				return nil, fmt.Errorf("store_token_file: %w", err)
+				return fmt.Errorf("store_token_file: %w", err)
 			}
 			opts = append(opts, WithToken(strings.TrimSpace(string(b))))
 		}
 		s.c = New(s.addr, opts...)
 	}
-	rows, err := s.c.Containers().List(ctx)
-	if err != nil {
+	if err := f(s.c); err != nil {
 		s.c = nil
-		return nil, err
+		return err
 	}
-	return rows, nil
+	return nil
 }

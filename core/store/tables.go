@@ -47,6 +47,15 @@ func (c *Client) Certificates() Table[CertificateBody] {
 	return Table[CertificateBody]{c, "certificates", "name"}
 }
 
+// Serving is the Serving Pointer table, one row per Service keyed by
+// "namespace/service" (lowercase), last writer wins.
+func (c *Client) Serving() Table[ServingBody] { return Table[ServingBody]{c, "serving", "id"} }
+
+// ServingAcks is the table of Ingress Proxy acks, one row per Machine.
+func (c *Client) ServingAcks() Table[ServingAckBody] {
+	return Table[ServingAckBody]{c, "serving_acks", "id"}
+}
+
 // Name is the table's SQL name.
 func (t Table[B]) Name() string { return t.name }
 

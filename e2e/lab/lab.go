@@ -247,7 +247,7 @@ func Remove(ctx context.Context, name string) error {
 		errs = append(errs, err)
 	}
 	if ids := strings.Fields(ids); len(ids) > 0 {
-		if _, err := docker(ctx, append([]string{"rm", "-f", "-v"}, ids...)...); err != nil {
+		if _, err := docker(ctx, append([]string{"rm", "-f", "-v"}, ids...)...); err != nil && !gone(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -256,11 +256,25 @@ func Remove(ctx context.Context, name string) error {
 		errs = append(errs, err)
 	}
 	if nets := strings.Fields(nets); len(nets) > 0 {
-		if _, err := docker(ctx, append([]string{"network", "rm"}, nets...)...); err != nil {
+		if _, err := docker(ctx, append([]string{"network", "rm"}, nets...)...); err != nil && !gone(err) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// gone reports whether a removal failed only because another cleanup of
+// the same lab (its own test's, a concurrent sweep) got there first.
+func gone(err error) bool {
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l == "" || strings.Contains(l, "No such") || strings.Contains(l, "already in progress") || strings.Contains(l, "exit status 1") && !strings.Contains(l, "Error") {
+			continue
+		}
+		if !strings.Contains(l, "No such") && !strings.Contains(l, "already in progress") {
+			return false
+		}
+	}
+	return true
 }
 
 // Names lists the labs that have containers on this host.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -48,15 +49,30 @@ func ForTest(t testing.TB, n int) *Lab {
 	return l
 }
 
-// SweepTestLabs removes every lab a test run created, for TestMain to call
-// before and after the lab scenarios.
+// sweepable reports whether lab n is a test lab whose test process is
+// gone (or is this one): another run's live lab is left alone, so two lab
+// test runs can share a host.
+func sweepable(n string) bool {
+	if !strings.HasPrefix(n, testPrefix) {
+		return false
+	}
+	pid, _, _ := strings.Cut(strings.TrimPrefix(n, testPrefix), "-")
+	if pid == strconv.Itoa(os.Getpid()) {
+		return true
+	}
+	_, err := os.Stat("/proc/" + pid)
+	return err != nil
+}
+
+// SweepTestLabs removes every lab a test run created whose run has ended
+// (and this run's), for TestMain to call before and after the scenarios.
 func SweepTestLabs(ctx context.Context) error {
 	names, err := Names(ctx)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, testPrefix) {
+		if sweepable(n) {
 			if err := Remove(ctx, n); err != nil {
 				return err
 			}
@@ -68,7 +84,7 @@ func SweepTestLabs(ctx context.Context) error {
 		return err
 	}
 	for _, n := range strings.Fields(out) {
-		if strings.HasPrefix(n, testPrefix) {
+		if sweepable(n) {
 			if err := Remove(ctx, n); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"time"
@@ -19,6 +20,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // reverse_proxy, first
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage"            // file_system storage
 	"github.com/hashicorp/go-hclog"
+	_ "github.com/mholt/caddy-l4/modules/l4proxy" // the layer4 app, proxy, first (tcp routes)
 
 	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/machine"
@@ -41,20 +43,61 @@ const (
 // systemd start a process on the new spec.
 var ErrSpecChanged = errors.New("ingress spec changed; restarting onto it")
 
-// ContainerSource lists the Containers table.
-type ContainerSource = store.ContainerLister
+// Source is what the proxy reads routes from and acks Serving Pointers
+// to; StoreSource is the real one.
+type Source interface {
+	// Input reads the Containers, Serving Pointers and Machine sessions.
+	Input(ctx context.Context) (ingress.Input, error)
+	// Ack records which Serving Pointers machine's loaded config follows.
+	Ack(ctx context.Context, machine string, ack store.ServingAckBody) error
+}
 
-// NewStoreSource reads the Containers table from the spec's store_api,
-// with the token from its store_token_file.
-func NewStoreSource(s ingress.Spec) *store.TokenFileContainers {
-	return store.NewTokenFileContainers(s.StoreAPI, s.StoreTokenFile)
+// StoreSource reads the replicated store at the spec's store_api, with
+// the token from its store_token_file.
+type StoreSource struct{ tf *store.TokenFileContainers }
+
+// NewStoreSource returns the store Source of spec s.
+func NewStoreSource(s ingress.Spec) StoreSource {
+	return StoreSource{store.NewTokenFileContainers(s.StoreAPI, s.StoreTokenFile)}
+}
+
+// Input implements Source.
+func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
+	var in ingress.Input
+	err := s.tf.Do(func(c *store.Client) error {
+		var err error
+		if in.Containers, err = c.Containers().List(ctx); err != nil {
+			return err
+		}
+		if in.Pointers, err = c.Serving().List(ctx); err != nil {
+			return err
+		}
+		ms, err := c.Machines().List(ctx)
+		if err != nil {
+			return err
+		}
+		in.Sessions = map[string]string{}
+		for _, m := range ms {
+			in.Sessions[m.Key] = m.Body.Session
+		}
+		return nil
+	})
+	return in, err
+}
+
+// Ack implements Source: the Machine's serving_acks row.
+func (s StoreSource) Ack(ctx context.Context, machine string, ack store.ServingAckBody) error {
+	return s.tf.Do(func(c *store.Client) error {
+		_, err := c.ServingAcks().Put(ctx, store.Row[store.ServingAckBody]{Key: machine, Owner: machine, Body: ack})
+		return err
+	})
 }
 
 // Options tune Serve.
 type Options struct {
 	SpecPath string
 	// Source overrides the store (tests); nil reads the spec's store.
-	Source ContainerSource
+	Source Source
 	// Interval is the store poll interval (default PollInterval).
 	Interval time.Duration
 	Log      hclog.Logger
@@ -82,6 +125,11 @@ func Serve(ctx context.Context, o Options) error {
 	if interval <= 0 {
 		interval = PollInterval
 	}
+	certs, err := startCertificates(ctx, spec, nil, log) // nil: HTTPS off
+	if err != nil {
+		return err
+	}
+	defer certs.stop()
 	defer func() {
 		if err := caddy.Stop(); err != nil {
 			log.Warn("stop caddy", "error", err)
@@ -96,6 +144,8 @@ func Serve(ctx context.Context, o Options) error {
 		backoff     = minBackoff
 		failing     bool
 		lastLoadErr string
+		acked       map[string]string        // pointers in this Machine's ack row
+		firstSeen   = map[string]time.Time{} // Serving Pointer id -> first read
 	)
 	writeStatus := func() {
 		cmp := st
@@ -111,12 +161,14 @@ func Serve(ctx context.Context, o Options) error {
 		written, writtenAt = st, time.Now()
 	}
 	log.Info("waiting for the first load from the store", "machine", spec.Machine, "listen", spec.Listen)
+	caddyListen := "" // bound on the first load, which follows the first store read
+
 	for ctx.Err() == nil {
 		if now, err := os.ReadFile(o.SpecPath); err == nil && !bytes.Equal(now, raw) {
 			return ErrSpecChanged
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rows, err := src.List(lctx)
+		in, err := src.Input(lctx)
 		cancel()
 		wait := interval
 		if err != nil {
@@ -136,8 +188,19 @@ func Serve(ctx context.Context, o Options) error {
 			failing, backoff = false, minBackoff
 			st.StoreError = ""
 			st.Checked = time.Now().Unix()
-			next := ingress.Compute(rows, spec.Machine, cur.Owners())
-			cfg, err := ingress.CaddyConfig(spec.Listen, spec.Machine, spec.StateDir, next.Routes)
+			in.Machine, in.Prev, in.Young = spec.Machine, cur.ByKey(), map[string]bool{}
+			for _, p := range in.Pointers {
+				if _, ok := firstSeen[p.Body.ID]; !ok {
+					firstSeen[p.Body.ID] = time.Now()
+				}
+				in.Young[p.Body.ID] = time.Since(firstSeen[p.Body.ID]) < ingress.HoldFor
+			}
+			if caddyListen == "" {
+				caddyListen = httpListen(spec.Listen, log)
+			}
+			next := ingress.Compute(in)
+			dropBusyPorts(next.Routes, spec.Listen, cur)
+			cfg, err := ingress.CaddyConfigTLS(caddyListen, spec.Machine, spec.StateDir, next.Routes, certs.tls(next.Routes))
 			if err != nil {
 				return fmt.Errorf("generate caddy config: %w", err)
 			}
@@ -162,6 +225,21 @@ func Serve(ctx context.Context, o Options) error {
 				st.Routes = next.Routes
 			}
 			st.Skipped = next.Skipped
+			certs.status(&st)
+			if bytes.Equal(cfg, loaded) {
+				// Caddy runs exactly this computation: ack its pointers.
+				st.Pointers = next.Pointers
+				if !maps.Equal(next.Pointers, acked) {
+					actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					err := src.Ack(actx, spec.Machine, store.ServingAckBody{Pointers: next.Pointers, Loaded: time.Now().UnixMilli()})
+					cancel()
+					if err != nil {
+						log.Warn("ack serving pointers", "error", err)
+					} else {
+						acked = next.Pointers
+					}
+				}
+			}
 			// Caddy may refuse even the first config (e.g. the port is
 			// taken): the status file says so, with Running false.
 			st.Running = loaded != nil

@@ -17,14 +17,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 )
 
+// fakeSource hands Serve rows directly and records its acks.
 type fakeSource struct {
-	mu   sync.Mutex
-	rows []store.Row[store.ContainerBody]
-	err  error
+	mu       sync.Mutex
+	rows     []store.Row[store.ContainerBody]
+	pointers []store.Row[store.ServingBody]
+	err      error
+	acks     []store.ServingAckBody
+}
+
+func (f *fakeSource) setPointers(p []store.Row[store.ServingBody]) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pointers = p
+}
+
+func (f *fakeSource) lastAck() (store.ServingAckBody, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.acks) == 0 {
+		return store.ServingAckBody{}, 0
+	}
+	return f.acks[len(f.acks)-1], len(f.acks)
 }
 
 func (f *fakeSource) set(rows []store.Row[store.ContainerBody], err error) {
@@ -33,10 +52,17 @@ func (f *fakeSource) set(rows []store.Row[store.ContainerBody], err error) {
 	f.rows, f.err = rows, err
 }
 
-func (f *fakeSource) List(context.Context) ([]store.Row[store.ContainerBody], error) {
+func (f *fakeSource) Input(context.Context) (ingress.Input, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.rows, f.err
+	return ingress.Input{Containers: f.rows, Pointers: f.pointers}, f.err
+}
+
+func (f *fakeSource) Ack(_ context.Context, _ string, a store.ServingAckBody) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acks = append(f.acks, a)
+	return nil
 }
 
 func freePort(t *testing.T) string {

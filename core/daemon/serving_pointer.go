@@ -1,0 +1,224 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// pointerRowWait bounds how long move_serving_pointer waits for the rows
+// of the Containers it names to replicate to the entry.
+const pointerRowWait = 10 * time.Second
+
+var (
+	sessionOnce sync.Once
+	sessionID   string
+)
+
+// session is this Machine's session: it changes when the Machine boots
+// (the kernel's boot id, and PID 1's start time, which also tells lab
+// Machines sharing one kernel apart), not when the daemon restarts.
+func session() string {
+	sessionOnce.Do(func() {
+		boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		init, _ := os.ReadFile("/proc/1/stat")
+		if i := strings.LastIndexByte(string(init), ')'); i >= 0 {
+			if f := strings.Fields(string(init)[i+1:]); len(f) > 19 {
+				init = []byte(f[19]) // starttime
+			}
+		}
+		sum := sha256.Sum256(append(append(boot, '/'), init...))
+		sessionID = hex.EncodeToString(sum[:6])
+	})
+	return sessionID
+}
+
+func (d *Daemon) servingRoutes() []rpc.Route {
+	return []rpc.Route{
+		{Command: rpc.CmdMoveServingPointer, Capability: rpc.CapMoveServingPointer, Handler: d.moveServingPointer},
+		{Command: rpc.CmdServingStatus, Capability: rpc.CapServingStatus, Handler: d.servingStatus},
+	}
+}
+
+// moveServingPointer writes a Service's Serving Pointer to the store,
+// naming each Container with the image and deployment its row reports.
+func (d *Daemon) moveServingPointer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.MoveServingPointerRequest
+	if err := rpc.Decode(rpc.CmdMoveServingPointer, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	key := strings.ToLower(req.Service)
+	if req.Delete {
+		if _, err := st.Serving().Delete(ctx, key); err != nil {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "delete serving pointer: %v", err)
+		}
+		return rpc.ServingPointerMoved{}, nil
+	}
+	rows := map[string]store.Row[store.ContainerBody]{}
+	deadline := time.Now().Add(pointerRowWait)
+	for {
+		list, err := st.Containers().List(ctx)
+		if err != nil {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "read containers: %v", err)
+		}
+		for _, r := range list {
+			rows[r.Key] = r
+		}
+		if missing := unseen(req.Containers, rows); len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	body := store.ServingBody{ID: newPointerID(), Deployment: req.Deployment, MovedAt: time.Now().UnixMilli()}
+	out := rpc.ServingPointerMoved{ID: body.ID}
+	for _, c := range req.Containers {
+		sc := store.ServingContainer{ID: c.ID, Machine: c.MachineID, ImageID: c.ImageID, Deployment: c.Deployment}
+		if r, ok := rows[c.ID]; ok && r.Owner == c.MachineID {
+			sc.ImageID, sc.Deployment = r.Body.ImageID, r.Body.Deployment
+		} else {
+			out.Unseen = append(out.Unseen, c.ID)
+		}
+		body.Containers = append(body.Containers, sc)
+		out.Containers = append(out.Containers, rpc.ServingContainer{ID: sc.ID, MachineID: sc.Machine, ImageID: sc.ImageID, Deployment: sc.Deployment})
+	}
+	if _, err := st.Serving().Put(ctx, store.Row[store.ServingBody]{Key: key, Owner: d.record().ID, Body: body}); err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "write serving pointer: %v", err)
+	}
+	d.log.Info("serving pointer moved", "service", key, "pointer", body.ID, "containers", len(body.Containers), "unseen", len(out.Unseen))
+	return out, nil
+}
+
+// unseen lists the named Containers without a row from their Machine
+// (identity is fixed at creation, so a row that exists tells it).
+func unseen(cs []rpc.ServingContainer, rows map[string]store.Row[store.ContainerBody]) []string {
+	var out []string
+	for _, c := range cs {
+		if r, ok := rows[c.ID]; !ok || r.Owner != c.MachineID {
+			out = append(out, c.ID)
+		}
+	}
+	return out
+}
+
+func newPointerID() string {
+	b := make([]byte, 6)
+	rand.Read(b) //nolint:errcheck // crypto/rand never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+// servingView is what the store says about pointers and acks, joined with
+// this Machine's membership view.
+type servingView struct {
+	pointers map[string]store.ServingBody
+	acks     []rpc.ServingAck // one per participating Machine, Acked empty
+	acked    map[string]map[string]string
+}
+
+func (d *Daemon) readServing(ctx context.Context, st *store.Client) (servingView, error) {
+	v := servingView{pointers: map[string]store.ServingBody{}, acked: map[string]map[string]string{}}
+	ps, err := st.Serving().List(ctx)
+	if err != nil {
+		return v, err
+	}
+	for _, p := range ps {
+		v.pointers[strings.ToLower(p.Key)] = p.Body
+	}
+	as, err := st.ServingAcks().List(ctx)
+	if err != nil {
+		return v, err
+	}
+	for _, a := range as {
+		v.acked[a.Key] = a.Body.Pointers
+	}
+	ms, err := st.Machines().List(ctx)
+	if err != nil {
+		return v, err
+	}
+	members := d.members(ctx)
+	self := d.record().ID
+	for _, m := range ms {
+		if m.Body.Phase != string(machine.Participating) {
+			continue
+		}
+		state := "unknown"
+		if m.Key == self {
+			state = "up"
+		} else if mb, ok := members[m.Body.StoreSite]; ok && m.Body.StoreSite != "" {
+			state = mb.State
+		}
+		v.acks = append(v.acks, rpc.ServingAck{MachineID: m.Key, Machine: m.Body.Name, Membership: state})
+	}
+	return v, nil
+}
+
+// ackedBy reports whether every participating Machine that is not Down
+// acks pointer id of svc.
+func (v servingView) ackedBy(svc, id string) bool {
+	for _, a := range v.acks {
+		if a.Membership != "down" && v.acked[a.MachineID][svc] != id {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *Daemon) servingStatus(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ServingStatusRequest
+	if err := rpc.Decode(rpc.CmdServingStatus, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	v, err := d.readServing(ctx, st)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read serving pointers: %v", err)
+	}
+	names := req.Services
+	if len(names) == 0 {
+		for k := range v.pointers {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+	}
+	out := rpc.ServingStatus{ObserverID: d.record().ID, Services: []rpc.ServiceServing{}}
+	for _, n := range names {
+		k := strings.ToLower(n)
+		s := rpc.ServiceServing{Service: k}
+		if p, ok := v.pointers[k]; ok {
+			s.Pointer, s.Deployment = p.ID, p.Deployment
+			for _, c := range p.Containers {
+				s.Containers = append(s.Containers, rpc.ServingContainer{ID: c.ID, MachineID: c.Machine, ImageID: c.ImageID, Deployment: c.Deployment})
+			}
+		}
+		for _, a := range v.acks {
+			a.Acked = v.acked[a.MachineID][k]
+			s.Acks = append(s.Acks, a)
+		}
+		out.Services = append(out.Services, s)
+	}
+	return out, nil
+}

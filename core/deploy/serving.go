@@ -1,0 +1,290 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Serving steps: the Service's Serving Pointer moves on the entry, then
+// the executor waits for every Machine's ack.
+const (
+	ActionMovePointer = "move_serving_pointer"
+	ActionWaitAcks    = "wait_serving_acks"
+	// clusterMachine is the Machine column of serving steps: they act
+	// on the Cluster's store through the entry, not on one Machine.
+	clusterMachine = "(cluster)"
+)
+
+// DefaultAckTimeout bounds the wait for acks of a moved Serving Pointer.
+const DefaultAckTimeout = 60 * time.Second
+
+type serviceGroup struct {
+	service string
+	rows    []int
+}
+
+// serviceGroups splits rows into Services in order of first appearance.
+func serviceGroups(rows []Row) []serviceGroup {
+	var gs []serviceGroup
+	at := map[string]int{}
+	for i, r := range rows {
+		k, ok := at[r.Service]
+		if !ok {
+			k = len(gs)
+			at[r.Service] = k
+			gs = append(gs, serviceGroup{service: r.Service})
+		}
+		gs[k].rows = append(gs[k].rows, i)
+	}
+	return gs
+}
+
+// pointerState is the Service's Serving Pointer as the executor tracks it.
+type pointerState struct {
+	key     string // namespace/service
+	enabled bool   // the entry serves Serving Pointers
+	waitAck bool   // proxies may route the Service: wait for acks
+	id      string
+	set     []rpc.ServingContainer
+}
+
+func (ps pointerState) ids() []string {
+	var out []string
+	for _, c := range ps.set {
+		out = append(out, c.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// runService runs one Service's rows: bring-up rows, the pointer move and
+// ack wait, then the rows that stop or remove Containers.
+func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *Outcome, failed map[string]string) {
+	ps := e.readPointer(ctx, p, g)
+	newIDs := map[int]string{}
+	upOK := map[int]bool{}
+	skipped := map[int]bool{}
+	changed := false
+	for _, i := range g.rows {
+		if p.Rows[i].Op != OpUnchanged {
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	// Stop-first replacements stop their old Container in the bring-up
+	// phase: the pointer first leaves those out.
+	var leaving []string
+	for _, i := range g.rows {
+		if r := p.Rows[i]; r.Op == OpReplace && r.Strategy == StopFirst && r.OldRunning {
+			leaving = append(leaving, r.OldID)
+		}
+	}
+	if len(leaving) > 0 && ps.enabled && skipReason(ctx, p, p.Rows[g.rows[0]], failed, out) == "" {
+		next := e.pointerSet(p, g, ps, func(i int) []rpc.ServingContainer {
+			r := p.Rows[i]
+			if slices.Contains(leaving, r.OldID) || r.Op == OpCreate || r.Op == OpHook {
+				return nil
+			}
+			return old(r)
+		})
+		e.movePointer(ctx, p, g, &ps, next, out)
+	}
+	for _, i := range g.rows {
+		r := p.Rows[i]
+		skip := skipReason(ctx, p, r, failed, out)
+		skipped[i] = skip != ""
+		id, ok := e.runActs(ctx, i, r, upActions(r), skip, out)
+		newIDs[i], upOK[i] = id, ok
+		if !ok && skip == "" {
+			out.fail(failed, r)
+		}
+	}
+	if ps.enabled {
+		next := e.pointerSet(p, g, ps, func(i int) []rpc.ServingContainer {
+			r := p.Rows[i]
+			switch {
+			case r.Op == OpHook:
+				return nil
+			case skipped[i]:
+				return old(r) // never touched: still what it was
+			case r.Op == OpStop || r.Op == OpRemove:
+				return nil
+			case (r.Op == OpCreate || r.Op == OpReplace) && upOK[i]:
+				return []rpc.ServingContainer{{ID: newIDs[i], MachineID: r.MachineID, Deployment: p.DeploymentID}}
+			case r.Op == OpCreate:
+				return nil
+			}
+			return old(r) // unchanged, start, a failed replacement's old
+		})
+		e.movePointer(ctx, p, g, &ps, next, out)
+	}
+	removedAll := true
+	for _, i := range g.rows {
+		r := p.Rows[i]
+		skip := ""
+		if skipped[i] {
+			skip = skipReason(ctx, p, r, failed, out)
+			if skip == "" {
+				skip = "an earlier step of this row was not attempted"
+			}
+		} else if !upOK[i] {
+			skip = "an earlier step of this row failed"
+		}
+		if _, ok := e.runActs(ctx, i, r, downActions(r), skip, out); !ok && skip == "" && len(downActions(r)) > 0 {
+			out.fail(failed, r)
+		}
+		if r.Op != OpRemove || skip != "" {
+			removedAll = false
+		}
+	}
+	if removedAll && ps.enabled && ps.id != "" {
+		// The Service is gone: its pointer goes with it.
+		err := e.C.Call(context.WithoutCancel(ctx), rpc.Target{}, rpc.CmdMoveServingPointer, rpc.MoveServingPointerRequest{Service: ps.key, Delete: true}, nil)
+		if err != nil {
+			out.Steps = append(out.Steps, e.servingStep(p, g, ActionMovePointer, Step{Status: StepFailed, Error: "delete the pointer: " + err.Error()}))
+		}
+	}
+}
+
+func old(r Row) []rpc.ServingContainer {
+	if r.OldID == "" {
+		return nil
+	}
+	return []rpc.ServingContainer{{ID: r.OldID, MachineID: r.MachineID}}
+}
+
+// pointerSet is the Service's next pointer: what keep says of each row,
+// plus the current pointer's Containers on Machines the plan has no row
+// of this Service on (not observed: nothing is known to have changed).
+func (e *Executor) pointerSet(p Plan, g serviceGroup, ps pointerState, keep func(int) []rpc.ServingContainer) []rpc.ServingContainer {
+	var out []rpc.ServingContainer
+	onMachine := map[string]bool{}
+	for _, i := range g.rows {
+		onMachine[p.Rows[i].MachineID] = true
+		out = append(out, keep(i)...)
+	}
+	for _, c := range ps.set {
+		if !onMachine[c.MachineID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// readPointer asks the entry for the Service's current pointer. An entry
+// without Serving Pointers (an older daemon) disables them for this run.
+func (e *Executor) readPointer(ctx context.Context, p Plan, g serviceGroup) pointerState {
+	ps := pointerState{key: strings.ToLower(p.Namespace + "/" + g.service), waitAck: true}
+	if len(p.Services) > 0 {
+		ps.waitAck = false
+		for _, s := range p.Services {
+			if s.Name == g.service && len(s.Ingress) > 0 {
+				ps.waitAck = true
+			}
+		}
+	}
+	var st rpc.ServingStatus
+	err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ps.key}}, &st)
+	var re *rpc.Error
+	if errors.As(err, &re) && (re.Code == rpc.CodeUnsupported || re.Code == rpc.CodeUnavailable) {
+		return ps
+	}
+	ps.enabled = true
+	for _, s := range st.Services {
+		if s.Service == ps.key {
+			ps.id, ps.set = s.Pointer, s.Containers
+			if s.Pointer != "" {
+				ps.waitAck = true // proxies follow it whether or not routes remain
+			}
+		}
+	}
+	return ps
+}
+
+// movePointer moves the pointer to next (unless it already names exactly
+// that) and waits for the acks.
+func (e *Executor) movePointer(ctx context.Context, p Plan, g serviceGroup, ps *pointerState, next []rpc.ServingContainer, out *Outcome) {
+	want := pointerState{set: next}
+	if ps.id != "" && slices.Equal(ps.ids(), want.ids()) {
+		return
+	}
+	if ps.id == "" && len(next) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx) // a moved pointer is always waited for
+	s := e.servingStep(p, g, ActionMovePointer, Step{})
+	e.emit(s, false)
+	start := time.Now()
+	var moved rpc.ServingPointerMoved
+	err := e.C.Call(ctx, rpc.Target{}, rpc.CmdMoveServingPointer,
+		rpc.MoveServingPointerRequest{Service: ps.key, Deployment: p.DeploymentID, Containers: next}, &moved)
+	s.DurationMS, s.StartedAt = time.Since(start).Milliseconds(), start.UTC().Format(time.RFC3339)
+	if err != nil {
+		s.Status, s.Error = StepFailed, err.Error()
+		e.emit(s, true)
+		out.Steps = append(out.Steps, s)
+		out.Status = "partial"
+		return
+	}
+	s.Status, s.Container = StepCompleted, fmt.Sprintf("%s -> %d Container(s)", moved.ID, len(next))
+	if len(moved.Unseen) > 0 {
+		s.Error = "not yet seen by the entry (named by id only): " + strings.Join(moved.Unseen, ", ")
+	}
+	e.emit(s, true)
+	out.Steps = append(out.Steps, s)
+	ps.id, ps.set = moved.ID, next
+	if ps.waitAck {
+		e.waitAcks(ctx, p, g, ps.key, moved.ID, out)
+	}
+}
+
+// waitAcks waits until every participating Machine that is not Down acks
+// pointer id; past AckTimeout it reports the Machines that did not.
+func (e *Executor) waitAcks(ctx context.Context, p Plan, g serviceGroup, key, id string, out *Outcome) {
+	timeout := e.AckTimeout
+	if timeout == 0 {
+		timeout = DefaultAckTimeout
+	}
+	s := e.servingStep(p, g, ActionWaitAcks, Step{Container: id})
+	e.emit(s, false)
+	start := time.Now()
+	var pending []string
+	for {
+		var st rpc.ServingStatus
+		err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &st)
+		if err == nil && len(st.Services) == 1 {
+			sv := st.Services[0]
+			sv.Pointer = id
+			if pending = sv.Pending(); len(pending) == 0 {
+				break
+			}
+		} else if err != nil {
+			pending = []string{"entry: " + err.Error()}
+		}
+		if time.Since(start) > timeout {
+			s.Status, s.Error = StepFailed, fmt.Sprintf("not acked after %s by %s; continuing, so their proxies may still route to Containers that stop", timeout, strings.Join(pending, ", "))
+			s.DurationMS = time.Since(start).Milliseconds()
+			e.emit(s, true)
+			out.Steps = append(out.Steps, s)
+			out.Status = "partial"
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	s.Status, s.DurationMS = StepCompleted, time.Since(start).Milliseconds()
+	e.emit(s, true)
+	out.Steps = append(out.Steps, s)
+}
+
+func (e *Executor) servingStep(p Plan, g serviceGroup, action string, s Step) Step {
+	s.Row, s.Machine, s.Service, s.Action = g.rows[0], clusterMachine, g.service, action
+	return s
+}

@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// requestLoop sends GET / with one Host to every lab Machine's :80 in
+// turn, from a few workers, until stopped; it counts answers and keeps
+// when each (message, Container) pair was first answered.
+type requestLoop struct {
+	ok, failed int
+	samples    []string
+	first      map[string]time.Time // message + "@" + Container hostname
+	mu         sync.Mutex
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startLoop(l *lab.Lab, host string) *requestLoop {
+	r := &requestLoop{first: map[string]time.Time{}, stop: make(chan struct{})}
+	for w := 0; w < 3; w++ {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			c := &http.Client{Timeout: 5 * time.Second}
+			for i := w; ; i++ {
+				select {
+				case <-r.stop:
+					return
+				default:
+				}
+				ip := l.Machines[i%len(l.Machines)].IP.String()
+				req, _ := http.NewRequest("GET", "http://"+ip+"/", nil)
+				req.Host = host
+				resp, err := c.Do(req)
+				var body []byte
+				if err == nil {
+					body, _ = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				var doc struct{ Message, Hostname string }
+				r.mu.Lock()
+				switch {
+				case err != nil:
+					r.failed++
+					r.samples = append(r.samples, fmt.Sprintf("%s: %v", ip, err))
+				case resp.StatusCode != 200 || json.Unmarshal(body, &doc) != nil:
+					r.failed++
+					r.samples = append(r.samples, fmt.Sprintf("%s: %d %s", ip, resp.StatusCode, strings.TrimSpace(string(body))))
+				default:
+					r.ok++
+					k := doc.Message + "@" + doc.Hostname
+					if _, seen := r.first[k]; !seen {
+						r.first[k] = time.Now()
+					}
+				}
+				r.mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	return r
+}
+
+// end stops the loop and fails t if any request failed.
+func (r *requestLoop) end(t *testing.T, what string) {
+	t.Helper()
+	close(r.stop)
+	r.wg.Wait()
+	t.Logf("request loop during %s: %d ok, %d failed", what, r.ok, r.failed)
+	if r.failed > 0 || r.ok == 0 {
+		t.Errorf("%s: %d of %d requests failed; first: %v", what, r.failed, r.ok+r.failed, r.samples[:min(5, len(r.samples))])
+	}
+}
+
+const zeroGapCompose = `name: hello
+services:
+  web:
+    image: ployz-testapp:latest
+    environment: {MESSAGE: "v2", READY_DELAY: "4s"}
+    healthcheck:
+      test: ["CMD", "/testapp", "healthcheck"]
+      interval: 1s
+      timeout: 2s
+      retries: 3
+      start_period: 20s
+    deploy: {replicas: 2}
+    x-placement: {max_per_machine: 1}
+    x-ports:
+      - hostname: hello.example.test
+        container_port: 8080
+`
+
+// ingressZeroGap runs request loops against hello.example.test through
+// every Machine while the Service changes under them: a start-first
+// redeploy whose new Containers become ready late, a Container of an
+// older deployment turning ready, a scale-down finished by the retire
+// loop after its CLI died, `systemctl restart ployz` and `systemctl
+// restart ployz-ingress` on every Machine. No request may fail.
+func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator) {
+	const host = "hello.example.test"
+
+	loop := startLoop(l, host)
+	time.Sleep(time.Second)
+	doc, errs, code := deployFile(t, op, zeroGapCompose)
+	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("redeploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+	}
+	time.Sleep(2 * time.Second)
+	loop.end(t, "a start-first redeploy")
+	// Not routed before ready: each new Container answered only after
+	// READY_DELAY past its start.
+	for _, c := range ps(t, op, "hello").Containers {
+		if c.Service != "web" {
+			continue
+		}
+		started, err := l.Exec(ctx, c.Machine, "docker", "inspect", "-f", "{{.State.StartedAt}}", c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(time.RFC3339Nano, started)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, ok := loop.first["v2@"+c.ID[:12]]
+		if !ok {
+			t.Errorf("new Container %s on %s never answered", c.ID[:12], c.Machine)
+			continue
+		}
+		t.Logf("%s on %s: started %s, first answered %s later (ready after 4s)", c.ID[:12], c.Machine, at.Format(time.TimeOnly), first.Sub(at).Round(10*time.Millisecond))
+		if first.Sub(at) < 4*time.Second {
+			t.Errorf("%s answered %s after its start, before its readiness (4s)", c.ID[:12], first.Sub(at))
+		}
+	}
+
+	// A Container of an older deployment that turns ready is not
+	// published: the Serving Pointer names the current ones only.
+	var web struct {
+		ID, Machine string
+	}
+	for _, c := range ps(t, op, "hello").Containers {
+		if c.Service == "web" {
+			web.ID, web.Machine = c.ID, c.Machine
+		}
+	}
+	labelsJSON, err := l.Exec(ctx, web.Machine, "docker", "inspect", "-f", "{{json .Config.Labels}}", web.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels map[string]string
+	if err := json.Unmarshal([]byte(labelsJSON), &labels); err != nil {
+		t.Fatal(err)
+	}
+	// Ready as soon as it runs (a shell-form healthcheck cannot run in
+	// the FROM-scratch testapp).
+	labels["ployz.deployment"], labels["ployz.readiness"] = "stale0", "none"
+	args := []string{"docker", "run", "-d", "--name", "stale-web", "--network", "ployz", "-e", "MESSAGE=stale"}
+	for k, v := range labels {
+		args = append(args, "--label", k+"="+v)
+	}
+	if _, err := l.Exec(ctx, web.Machine, append(args, "ployz-testapp:latest")...); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the stale Container is ready in its row", func() error {
+		for _, c := range ps(t, op, "hello").Containers {
+			if strings.Contains(c.Name, "stale-web") && c.Ready {
+				return nil
+			}
+		}
+		return fmt.Errorf("not ready yet")
+	})
+	loop = startLoop(l, host)
+	time.Sleep(4 * time.Second)
+	loop.end(t, "an older deployment's Container turning ready")
+	for k := range loop.first {
+		if strings.HasPrefix(k, "stale@") {
+			t.Errorf("the stale Container answered: %s", k)
+		}
+	}
+	if _, err := l.Exec(ctx, web.Machine, "docker", "rm", "-f", "stale-web"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A scale-down whose CLI dies right after moving the Serving Pointer
+	// (before it could stop anything): the left-out Container's Machine
+	// retires it on its own once every Machine acked, still without a
+	// failed request.
+	before := map[string]string{} // web Container id -> Machine
+	for _, c := range ps(t, op, "hello").Containers {
+		if c.Service == "web" {
+			before[c.ID] = c.Machine
+		}
+	}
+	loop = startLoop(l, host)
+	time.Sleep(time.Second)
+	op.killAfter(t, "ok  (cluster) web move_serving_pointer", "scale", "web", "1", "-p", "hello", "-y")
+	var insp struct {
+		Serving *rpc.ServiceServing `json:"serving"`
+	}
+	op.json(t, &insp, "service", "inspect", "web", "-p", "hello")
+	if sv := insp.Serving; sv == nil || len(sv.Containers) != 1 {
+		t.Fatalf("serving pointer after the scale-down: %+v", insp.Serving)
+	}
+	delete(before, insp.Serving.Containers[0].ID)
+	if len(before) != 1 {
+		t.Fatalf("left out by the pointer: %v", before)
+	}
+	for id, m := range before {
+		eventually(t, 60*time.Second, "the retire loop stops "+id[:12]+" on "+m, func() error {
+			out, err := l.Exec(ctx, m, "docker", "inspect", "-f", "{{.State.Running}}", id)
+			if err != nil || out != "false" {
+				return fmt.Errorf("running=%s %v", out, err)
+			}
+			return nil
+		})
+	}
+	time.Sleep(time.Second)
+	loop.end(t, "a scale-down from 2 to 1 finished by the retire loop")
+	op.json(t, &insp, "service", "inspect", "web", "-p", "hello")
+	if sv := insp.Serving; sv == nil || len(sv.Pending()) != 0 || len(sv.Acks) != 3 {
+		t.Errorf("serving pointer acks: %+v", insp.Serving)
+	}
+
+	loop = startLoop(l, host)
+	for _, m := range l.Machines {
+		if _, err := l.Exec(ctx, m.Name, "systemctl", "restart", "ployz.service"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	loop.end(t, "systemctl restart ployz on every Machine")
+
+	// The proxy itself restarts (as onto a new binary): its :80 socket
+	// waits in systemd's fd store, so connections queue, none is refused.
+	loop = startLoop(l, host)
+	for _, m := range l.Machines {
+		if _, err := l.Exec(ctx, m.Name, "systemctl", "restart", "ployz-ingress.service"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	loop.end(t, "systemctl restart ployz-ingress on every Machine")
+}
+
+// killAfter runs ployz with args and kills it (SIGKILL, no clean-up) as
+// soon as its progress output contains marker; it fails t if the marker
+// never comes.
+func (o *operator) killAfter(t *testing.T, marker string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
+	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
+	errs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	sc := bufio.NewScanner(errs)
+	for sc.Scan() {
+		seen = append(seen, sc.Text())
+		if strings.Contains(sc.Text(), marker) {
+			cmd.Process.Kill() //nolint:errcheck // it may have just exited
+			cmd.Wait()         //nolint:errcheck // killed on purpose
+			t.Logf("killed ployz %s after %q", strings.Join(args, " "), sc.Text())
+			return
+		}
+	}
+	cmd.Wait() //nolint:errcheck // reported below
+	t.Fatalf("ployz %s ended without %q:\n%s", strings.Join(args, " "), marker, strings.Join(seen, "\n"))
+}
