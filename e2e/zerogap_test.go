@@ -58,10 +58,10 @@ func startLoop(l *lab.Lab, host string) *requestLoop {
 				switch {
 				case err != nil:
 					r.failed++
-					r.samples = append(r.samples, fmt.Sprintf("%s: %v", ip, err))
+					r.samples = append(r.samples, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), ip, err))
 				case resp.StatusCode != 200 || json.Unmarshal(body, &doc) != nil:
 					r.failed++
-					r.samples = append(r.samples, fmt.Sprintf("%s: %d %s", ip, resp.StatusCode, strings.TrimSpace(string(body))))
+					r.samples = append(r.samples, fmt.Sprintf("%s %s: %d %s", time.Now().Format("15:04:05.000"), ip, resp.StatusCode, strings.TrimSpace(string(body))))
 				default:
 					r.ok++
 					k := doc.Message + "@" + doc.Hostname
@@ -249,9 +249,11 @@ func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator)
 	// waits in systemd's fd store, so connections queue, none is refused.
 	loop = startLoop(l, host)
 	for _, m := range l.Machines {
+		t.Logf("%s restarting ployz-ingress on %s (%s)", time.Now().Format("15:04:05.000"), m.Name, m.IP)
 		if _, err := l.Exec(ctx, m.Name, "systemctl", "restart", "ployz-ingress.service"); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%s restarted", time.Now().Format("15:04:05.000"))
 		time.Sleep(2 * time.Second)
 	}
 	loop.end(t, "systemctl restart ployz-ingress on every Machine")

@@ -5,6 +5,10 @@ import (
 	"path/filepath"
 )
 
+// ConnWrapper is the listener wrapper counting the HTTP(S) servers'
+// connections, so a stopping proxy can wait for them to finish.
+const ConnWrapper = "ployz_conns"
+
 // VerifyPath answers this Machine's id on every hostname, so a client can
 // tell which Machine's proxy answered.
 const VerifyPath = "/.ployz-verify"
@@ -62,9 +66,12 @@ func CaddyConfig(listen, machine, stateDir string, routes []Route) ([]byte, erro
 		"logging": obj{"logs": obj{"default": obj{"level": "WARN"}}},
 		"storage": obj{"module": "file_system", "root": filepath.Clean(stateDir)},
 		"apps": obj{"http": obj{"servers": obj{"ingress": obj{
-			"listen":          []string{listen},
-			"automatic_https": obj{"disable": true},
-			"routes":          hr,
+			"listen": []string{listen},
+			// Counts connections so a stopping proxy drains them (the
+			// wrapper is registered by package proxy, which loads this).
+			"listener_wrappers": []any{obj{"wrapper": ConnWrapper}},
+			"automatic_https":   obj{"disable": true},
+			"routes":            hr,
 		}}}},
 	}
 	if l4 := layer4App(listen, routes); l4 != nil { // tcp routes: l4.go

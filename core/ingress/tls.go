@@ -180,6 +180,7 @@ func CaddyConfigTLS(listen, machine, stateDir string, routes []Route, t TLS) ([]
 	if serveTLS {
 		tlsSrv := obj{
 			"listen":                  []string{t.Listen},
+			"listener_wrappers":       []any{obj{"wrapper": ConnWrapper}},
 			"automatic_https":         obj{"disable": true},
 			"tls_connection_policies": []any{obj{}},
 			"protocols":               []string{"h1", "h2"},

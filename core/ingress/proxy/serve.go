@@ -37,6 +37,9 @@ const (
 	minBackoff    = 250 * time.Millisecond
 	maxBackoff    = 2 * time.Second
 	statusRefresh = 5 * time.Second
+	// drainTimeout bounds the wait for requests in flight at exit (the
+	// unit's TimeoutStopSec is 15 s).
+	drainTimeout = 10 * time.Second
 )
 
 // ErrSpecChanged ends Serve when the spec file changed: exit 0 and let
@@ -133,6 +136,11 @@ func Serve(ctx context.Context, o Options) error {
 	defer func() {
 		if err := caddy.Stop(); err != nil {
 			log.Warn("stop caddy", "error", err)
+		}
+		// Stop only began the graceful shutdown: let every request in
+		// flight finish before the process exits.
+		if n := waitConns(drainTimeout); n > 0 {
+			log.Warn("connections still open after the drain timeout", "open", n, "timeout", drainTimeout)
 		}
 	}()
 	var (
