@@ -216,4 +216,5 @@ func TestIngressHTTP(t *testing.T) {
 	t.Run("tcp-route", func(t *testing.T) { ingressTCP(t, ctx, l, op) })
 
 	ingressZeroGap(t, ctx, l, op)
+	ingressConflict(t, ctx, l, op)
 }

@@ -287,3 +287,52 @@ func (o *operator) killAfter(t *testing.T, marker string, args ...string) {
 	cmd.Wait() //nolint:errcheck // reported below
 	t.Fatalf("ployz %s ended without %q:\n%s", strings.Join(args, " "), marker, strings.Join(seen, "\n"))
 }
+
+const rivalCompose = `name: rival
+services:
+  site:
+    image: ployz-testapp:latest
+    environment: {MESSAGE: "rival"}
+    x-ports:
+      - hostname: hello.example.test
+        container_port: 8080
+`
+
+// ingressConflict deploys a second project claiming hello.example.test:
+// the deploy warns, every Machine reports the conflict, the existing
+// route keeps serving hello's web untouched, and removing the rival
+// publishes the route again.
+func ingressConflict(t *testing.T, ctx context.Context, l *lab.Lab, op *operator) {
+	doc, errs, code := deployFile(t, op, rivalCompose)
+	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("rival deploy: exit %d\n%s", code, errs)
+	}
+	if w := strings.Join(doc.Plan.Warnings, "\n"); !strings.Contains(w, "already claimed by hello-") {
+		t.Errorf("the rival deploy did not warn of the claimed hostname: %s", w)
+	}
+	eventually(t, 30*time.Second, "every Machine reports the conflict", func() error {
+		out := op.must(t, "ingress", "config")
+		if n := strings.Count(out, "conflict"); n < 3 {
+			return fmt.Errorf("%d Machines report it:\n%s", n, out)
+		}
+		return nil
+	})
+	loop := startLoop(l, "hello.example.test")
+	time.Sleep(3 * time.Second)
+	loop.end(t, "a conflicting claim on the hostname")
+	for k := range loop.first {
+		if strings.HasPrefix(k, "rival@") {
+			t.Errorf("the rival answered for the existing route: %s", k)
+		}
+	}
+	if _, errs, code := op.run(t, "project", "rm", "rival", "-y"); code != 0 {
+		t.Fatalf("project rm rival: exit %d\n%s", code, errs)
+	}
+	eventually(t, 60*time.Second, "the route is published again on every Machine", func() error {
+		out := op.must(t, "ingress", "config")
+		if strings.Contains(out, "conflict") || strings.Count(out, "published") < 3 {
+			return fmt.Errorf("%s", out)
+		}
+		return nil
+	})
+}

@@ -290,7 +290,7 @@ func printPlan(w io.Writer, p deploy.Plan, why string) {
 				fmt.Fprintf(w, "ingress: tcp/%d -> %s:%d on every Machine's :%d (`ployz service inspect %s` shows it)\n", in.Port, s.Name, in.ContainerPort, in.Port, s.Name)
 				continue
 			}
-			fmt.Fprintf(w, "ingress: http://%s -> %s:%d on every Machine's :80 (HTTP only; `ployz service inspect %s` shows it)\n", in.Hostname, s.Name, in.ContainerPort, s.Name)
+			fmt.Fprintf(w, "ingress: %s -> %s:%d on every Machine's :80, and :443 once its certificate is issued (`ployz service inspect %s` shows it)\n", in.Hostname, s.Name, in.ContainerPort, s.Name)
 		}
 	}
 	for _, warn := range p.Warnings {

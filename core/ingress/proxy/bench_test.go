@@ -149,7 +149,7 @@ func serveBenchProxy(b *testing.B, upstream string, t *benchTLS) (addr string, s
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := b.TempDir()
-	listen := benchFreeAddr(b)
+	listen := freePort(b)
 	spec := map[string]any{"machine": "m1", "listen": listen, "store_api": "127.0.0.1:1",
 		"status_file": filepath.Join(dir, "status.json"), "state_dir": filepath.Join(dir, "state")}
 	addr, scheme := listen, "http"
@@ -173,7 +173,7 @@ func serveBenchProxy(b *testing.B, upstream string, t *benchTLS) (addr string, s
 			cancel()
 			b.Fatal(err)
 		}
-		addr, scheme, tc = benchFreeAddr(b), "https", t.client
+		addr, scheme, tc = freePort(b), "https", t.client
 		spec["store_api"], spec["listen_tls"] = n.APIAddr(), addr
 		spec["acme"] = map[string]any{"directory": "https://acme.invalid/directory"}
 	}
@@ -356,16 +356,6 @@ func p99(lat []time.Duration) time.Duration {
 	s := slices.Clone(lat)
 	slices.Sort(s)
 	return s[(len(s)*99)/100]
-}
-
-func benchFreeAddr(b *testing.B) string {
-	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // selfSigned makes a self-signed ECDSA P-256 certificate for host and a

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -89,18 +88,7 @@ func TestServeTCPRoutes(t *testing.T) {
 		tcpRow("c2", "m1", "db", false, port, local),
 		tcpRow("c3", "m1", "cache", false, pendingPort, local),
 	}, nil)
-	loads := make(chan rpc.IngressStatus, 100)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, Options{SpecPath: specPath, Source: src, Interval: 50 * time.Millisecond,
-			OnLoad: func(st rpc.IngressStatus) {
-				select {
-				case loads <- st:
-				default:
-				}
-			}})
-	}()
+	loads, done, cancel := startServe(specPath, src)
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -202,18 +190,7 @@ func TestServeBusyTCPPortLeavesOtherRoutes(t *testing.T) {
 		tcpRow("c1", "m1", "db", true, port, up),
 		webRow("w1", "m1", "http://127.0.0.1:"+strconv.Itoa(up), true, "web.example.test"),
 	}, nil)
-	loads := make(chan rpc.IngressStatus, 100)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, Options{SpecPath: specPath, Source: src, Interval: 50 * time.Millisecond,
-			OnLoad: func(st rpc.IngressStatus) {
-				select {
-				case loads <- st:
-				default:
-				}
-			}})
-	}()
+	loads, done, cancel := startServe(specPath, src)
 	defer func() {
 		cancel()
 		<-done

@@ -203,6 +203,11 @@ func Serve(ctx context.Context, o Options) error {
 				}
 				in.Young[p.Body.ID] = time.Since(firstSeen[p.Body.ID]) < ingress.HoldFor
 			}
+			for id := range firstSeen {
+				if _, ok := in.Young[id]; !ok {
+					delete(firstSeen, id) // moved on
+				}
+			}
 			if caddyListen == "" {
 				caddyListen = httpListen(spec.Listen, log)
 			}
@@ -237,16 +242,7 @@ func Serve(ctx context.Context, o Options) error {
 			if bytes.Equal(cfg, loaded) {
 				// Caddy runs exactly this computation: ack its pointers.
 				st.Pointers = next.Pointers
-				if !maps.Equal(next.Pointers, acked) {
-					actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					err := src.Ack(actx, spec.Machine, store.ServingAckBody{Pointers: next.Pointers, Loaded: time.Now().UnixMilli()})
-					cancel()
-					if err != nil {
-						log.Warn("ack serving pointers", "error", err)
-					} else {
-						acked = next.Pointers
-					}
-				}
+				acked = ack(ctx, src, spec.Machine, next.Pointers, acked, log)
 			}
 			// Caddy may refuse even the first config (e.g. the port is
 			// taken): the status file says so, with Running false.
@@ -265,4 +261,19 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 	return nil
+}
+
+// ack writes this Machine's ack row when the pointers its loaded config
+// follows differ from those acked; it returns what is acked now.
+func ack(ctx context.Context, src Source, machine string, pointers, acked map[string]string, log hclog.Logger) map[string]string {
+	if maps.Equal(pointers, acked) {
+		return acked
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := src.Ack(ctx, machine, store.ServingAckBody{Pointers: pointers, Loaded: time.Now().UnixMilli()}); err != nil {
+		log.Warn("ack serving pointers", "error", err)
+		return acked
+	}
+	return pointers
 }

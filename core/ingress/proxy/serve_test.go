@@ -65,7 +65,26 @@ func (f *fakeSource) Ack(_ context.Context, _ string, a store.ServingAckBody) er
 	return nil
 }
 
-func freePort(t *testing.T) string {
+// startServe runs Serve on specPath with src; every successful load is
+// sent on loads (dropped when full), done delivers Serve's error once
+// cancel (or a spec change) ends it.
+func startServe(specPath string, src Source) (loads chan rpc.IngressStatus, done chan error, cancel context.CancelFunc) {
+	loads, done = make(chan rpc.IngressStatus, 100), make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		done <- Serve(ctx, Options{SpecPath: specPath, Source: src, Interval: 50 * time.Millisecond,
+			OnLoad: func(st rpc.IngressStatus) {
+				select {
+				case loads <- st:
+				default:
+				}
+			}})
+	}()
+	return loads, done, cancel
+}
+
+// freePort returns a loopback address nothing listens on.
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -120,19 +139,8 @@ func TestServeRealCaddy(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &fakeSource{err: errors.New("store away")}
-	loads := make(chan rpc.IngressStatus, 100)
-	ctx, cancel := context.WithCancel(context.Background())
+	loads, done, cancel := startServe(specPath, src)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, Options{SpecPath: specPath, Source: src, Interval: 50 * time.Millisecond,
-			OnLoad: func(st rpc.IngressStatus) {
-				select {
-				case loads <- st:
-				default:
-				}
-			}})
-	}()
 
 	// Before the first load from the store nothing answers.
 	time.Sleep(300 * time.Millisecond)
@@ -274,5 +282,54 @@ func TestServeReportsRefusedConfig(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestServeFollowsAndAcksServingPointer: the proxy routes only to the
+// Containers the Serving Pointer names and acks each pointer once its
+// loaded config follows it.
+func TestServeFollowsAndAcksServingPointer(t *testing.T) {
+	oldUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "old") }))
+	defer oldUp.Close()
+	newUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "new") }))
+	defer newUp.Close()
+	dir := t.TempDir()
+	listen := freePort(t)
+	specPath := filepath.Join(dir, "ingress.json")
+	if err := os.WriteFile(specPath, []byte(fmt.Sprintf(`{"machine":"m1","listen":%q,"store_api":"127.0.0.1:1","status_file":%q,"state_dir":%q}`,
+		listen, filepath.Join(dir, "status.json"), filepath.Join(dir, "state"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{
+		webRow("c-old", "m1", oldUp.URL, true, "web.example.test"),
+		webRow("c-new", "m1", newUp.URL, true, "web.example.test"),
+	}, nil)
+	pointTo := func(id, container string) {
+		src.setPointers([]store.Row[store.ServingBody]{{Key: "demo/web", Body: store.ServingBody{ID: id,
+			Containers: []store.ServingContainer{{ID: container, Machine: "m1"}}}}})
+	}
+	pointTo("p1", "c-old")
+	loads, done, cancel := startServe(specPath, src)
+	defer func() { cancel(); <-done }()
+	acked := func(id string) {
+		t.Helper()
+		waitLoad(t, loads, func(rpc.IngressStatus) bool { a, _ := src.lastAck(); return a.Pointers["demo/web"] == id })
+	}
+	acked("p1")
+	for i := 0; i < 3; i++ {
+		if _, body, err := get(t, listen, "web.example.test", "/"); err != nil || body != "old" {
+			t.Fatalf("pointer p1: %q %v", body, err)
+		}
+	}
+	pointTo("p2", "c-new")
+	acked("p2")
+	for i := 0; i < 3; i++ {
+		if _, body, err := get(t, listen, "web.example.test", "/"); err != nil || body != "new" {
+			t.Fatalf("pointer p2: %q %v", body, err)
+		}
+	}
+	if _, n := src.lastAck(); n != 2 {
+		t.Errorf("%d ack writes, want one per pointer", n)
 	}
 }

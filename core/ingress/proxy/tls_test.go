@@ -22,16 +22,6 @@ import (
 	"github.com/ployz/ployz/core/ingress"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // Caddy loads CaddyConfigTLS as generated: HTTPS by SNI with the loaded
 // material (same routes as HTTP), HTTP unchanged, the challenge answered
 // on HTTP for any host, and no handshake for a hostname without material.
@@ -45,7 +35,7 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	kd, _ := x509.MarshalECPrivateKey(key)
 	certPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}))
-	httpAddr, tlsAddr := freeAddr(t), freeAddr(t)
+	httpAddr, tlsAddr := freePort(t), freePort(t)
 	routes := []ingress.Route{
 		{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{backend.Listener.Addr().String()}},
 		{Hostname: "b.test", Owner: "p/web", State: "published", Upstreams: []string{backend.Listener.Addr().String()}},
