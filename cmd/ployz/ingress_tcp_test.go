@@ -53,7 +53,7 @@ func TestPrintPlanTCPIngress(t *testing.T) {
 	printPlan(&b, deploy.Plan{Namespace: "d-prod", Services: []deploy.ServiceSummary{{Name: "db", Ingress: []deploy.IngressRoute{
 		{Protocol: "tcp", Port: 5432, ContainerPort: 5433}, {Hostname: "a.example.test", ContainerPort: 80}}}}}, "")
 	out := b.String()
-	if !strings.Contains(out, "ingress: tcp/5432 -> db:5433 on every Machine's :5432") || !strings.Contains(out, "ingress: http://a.example.test -> db:80") {
+	if !strings.Contains(out, "ingress: tcp/5432 -> db:5433 on every Machine's :5432") || !strings.Contains(out, "ingress: a.example.test -> db:80") {
 		t.Errorf("plan:\n%s", out)
 	}
 }
