@@ -180,7 +180,10 @@ func (e *Executor) pointerSet(p Plan, g serviceGroup, ps pointerState, keep func
 }
 
 // readPointer asks the entry for the Service's current pointer. An entry
-// without Serving Pointers (an older daemon) disables them for this run.
+// without Serving Pointers (an older daemon) disables them for this run;
+// any other failure is retried briefly, then the run goes on without the
+// current pointer's Containers on unobserved Machines (a failed move is
+// reported as a step).
 func (e *Executor) readPointer(ctx context.Context, p Plan, g serviceGroup) pointerState {
 	ps := pointerState{key: strings.ToLower(p.Namespace + "/" + g.service), waitAck: true}
 	if len(p.Services) > 0 {
@@ -192,10 +195,16 @@ func (e *Executor) readPointer(ctx context.Context, p Plan, g serviceGroup) poin
 		}
 	}
 	var st rpc.ServingStatus
-	err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ps.key}}, &st)
-	var re *rpc.Error
-	if errors.As(err, &re) && (re.Code == rpc.CodeUnsupported || re.Code == rpc.CodeUnavailable) {
-		return ps
+	for try := 0; ; try++ {
+		err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ps.key}}, &st)
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == rpc.CodeUnsupported {
+			return ps
+		}
+		if err == nil || try == 2 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second)
 	}
 	ps.enabled = true
 	for _, s := range st.Services {
