@@ -66,10 +66,6 @@ func (ps pointerState) ids() []string {
 // runService runs one Service's rows: bring-up rows, the pointer move and
 // ack wait, then the rows that stop or remove Containers.
 func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *Outcome, failed map[string]string) {
-	ps := e.readPointer(ctx, p, g)
-	newIDs := map[int]string{}
-	upOK := map[int]bool{}
-	skipped := map[int]bool{}
 	changed := false
 	for _, i := range g.rows {
 		if p.Rows[i].Op != OpUnchanged {
@@ -79,6 +75,10 @@ func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *
 	if !changed {
 		return
 	}
+	ps := e.readPointer(ctx, p, g)
+	newIDs := map[int]string{}
+	upOK := map[int]bool{}
+	skipped := map[int]bool{}
 	// Stop-first replacements stop their old Container in the bring-up
 	// phase: the pointer first leaves those out.
 	var leaving []string
