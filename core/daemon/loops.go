@@ -152,7 +152,9 @@ func (d *Daemon) kickPublish() {
 
 func (d *Daemon) publishSelf(ctx context.Context) error {
 	a := d.act()
-	if a == nil {
+	if a == nil || d.record().Phase == machine.Resetting {
+		// A resetting Machine is being forgotten: a late write would
+		// re-insert the row the remover just deleted.
 		return nil
 	}
 	body := d.selfBody()

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
+	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -90,8 +91,8 @@ func (d *Daemon) watchEvents(ctx context.Context, cli *client.Client, trigger ch
 // writing only rows whose body changed.
 func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 	a := d.act()
-	if a == nil {
-		return nil
+	if a == nil || d.record().Phase == machine.Resetting {
+		return nil // being forgotten: never re-insert its rows
 	}
 	self := d.record().ID
 	list, err := cli.ContainerList(ctx, container.ListOptions{All: true})
