@@ -22,8 +22,8 @@ type ContainerSource = store.ContainerLister
 
 // NewStoreSource reads the Containers table from the spec's store_api,
 // with the token from its store_token_file.
-func NewStoreSource(cfg Config) *store.TokenFileContainers {
-	return store.NewTokenFileContainers(cfg.StoreAPI, cfg.StoreTokenFile)
+func NewStoreSource(cfg Config) *store.TokenFileClient {
+	return store.NewTokenFileClient(cfg.StoreAPI, cfg.StoreTokenFile)
 }
 
 // Load keeps h's Table current from src until ctx ends. The first

@@ -57,11 +57,11 @@ type Source interface {
 
 // StoreSource reads the replicated store at the spec's store_api, with
 // the token from its store_token_file.
-type StoreSource struct{ tf *store.TokenFileContainers }
+type StoreSource struct{ tf *store.TokenFileClient }
 
 // NewStoreSource returns the store Source of spec s.
 func NewStoreSource(s ingress.Spec) StoreSource {
-	return StoreSource{store.NewTokenFileContainers(s.StoreAPI, s.StoreTokenFile)}
+	return StoreSource{store.NewTokenFileClient(s.StoreAPI, s.StoreTokenFile)}
 }
 
 // Input implements Source.
