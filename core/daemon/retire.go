@@ -9,6 +9,7 @@ import (
 	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 )
 
 // Retire loop timing: superseded Containers are checked every
@@ -48,8 +49,8 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 	if err != nil {
 		return err
 	}
-	v, err := d.readServing(ctx, st)
-	if err != nil || len(v.pointers) == 0 {
+	pointers, err := readPointers(ctx, st)
+	if err != nil || len(pointers) == 0 {
 		clear(firstSeen)
 		return err
 	}
@@ -58,14 +59,18 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
+	type candidate struct {
+		id, svc string
+		p       store.ServingBody
+	}
+	var superseded []candidate
 	for _, r := range rows {
 		b := r.Body
 		if b.Namespace == "" || b.Service == "" || b.State != "running" {
 			continue
 		}
 		svc := ingress.ServiceKey(b.Namespace, b.Service)
-		p, ok := v.pointers[svc]
+		p, ok := pointers[svc]
 		if !ok || p.Has(r.Key, self, b) {
 			continue
 		}
@@ -77,18 +82,30 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 		if err != nil || created.UnixMilli() >= p.MovedAt {
 			continue // newer than the pointer: a Deploy in flight will name it
 		}
-		seen[r.Key] = true
-		if _, ok := firstSeen[r.Key]; !ok {
-			firstSeen[r.Key] = time.Now()
+		superseded = append(superseded, candidate{r.Key, svc, p})
+	}
+	seen := map[string]bool{}
+	// Acks and membership are read only when something is superseded.
+	var v servingView
+	if len(superseded) > 0 {
+		v.acked = map[string]map[string]string{}
+		if err := d.readAcks(ctx, st, &v); err != nil {
+			return err
 		}
-		acked := v.ackedBy(svc, p.ID)
-		if !acked && time.Since(firstSeen[r.Key]) < retireAfter {
+	}
+	for _, c := range superseded {
+		seen[c.id] = true
+		if _, ok := firstSeen[c.id]; !ok {
+			firstSeen[c.id] = time.Now()
+		}
+		acked := v.ackedBy(c.svc, c.p.ID)
+		if !acked && time.Since(firstSeen[c.id]) < retireAfter {
 			continue
 		}
-		d.log.Info("retire: stopping a Container its Serving Pointer superseded", "container", short(r.Key),
-			"service", svc, "pointer", p.ID, "all_acked", acked, "waited", time.Since(firstSeen[r.Key]).Round(time.Second))
-		if err := d.ctrs.docker.ContainerStop(ctx, r.Key, container.StopOptions{}); err != nil {
-			d.log.Warn("retire: stop", "container", short(r.Key), "error", err)
+		d.log.Info("retire: stopping a Container its Serving Pointer superseded", "container", short(c.id),
+			"service", c.svc, "pointer", c.p.ID, "all_acked", acked, "waited", time.Since(firstSeen[c.id]).Round(time.Second))
+		if err := d.ctrs.docker.ContainerStop(ctx, c.id, container.StopOptions{}); err != nil {
+			d.log.Warn("retire: stop", "container", short(c.id), "error", err)
 		}
 	}
 	for id := range firstSeen {

@@ -137,24 +137,40 @@ type servingView struct {
 }
 
 func (d *Daemon) readServing(ctx context.Context, st *store.Client) (servingView, error) {
-	v := servingView{pointers: map[string]store.ServingBody{}, acked: map[string]map[string]string{}}
+	v := servingView{acked: map[string]map[string]string{}}
+	var err error
+	if v.pointers, err = readPointers(ctx, st); err != nil {
+		return v, err
+	}
+	return v, d.readAcks(ctx, st, &v)
+}
+
+// readPointers reads the Serving Pointers, keyed by lowercase Service.
+func readPointers(ctx context.Context, st *store.Client) (map[string]store.ServingBody, error) {
 	ps, err := st.Serving().List(ctx)
 	if err != nil {
-		return v, err
+		return nil, err
 	}
+	out := make(map[string]store.ServingBody, len(ps))
 	for _, p := range ps {
-		v.pointers[strings.ToLower(p.Key)] = p.Body
+		out[strings.ToLower(p.Key)] = p.Body
 	}
+	return out, nil
+}
+
+// readAcks fills v's acks: every participating Machine with this
+// Machine's membership view of it, and what each acked.
+func (d *Daemon) readAcks(ctx context.Context, st *store.Client, v *servingView) error {
 	as, err := st.ServingAcks().List(ctx)
 	if err != nil {
-		return v, err
+		return err
 	}
 	for _, a := range as {
 		v.acked[a.Key] = a.Body.Pointers
 	}
 	ms, err := st.Machines().List(ctx)
 	if err != nil {
-		return v, err
+		return err
 	}
 	members := d.members(ctx)
 	self := d.record().ID
@@ -170,7 +186,7 @@ func (d *Daemon) readServing(ctx context.Context, st *store.Client) (servingView
 		}
 		v.acks = append(v.acks, rpc.ServingAck{MachineID: m.Key, Machine: m.Body.Name, Membership: state})
 	}
-	return v, nil
+	return nil
 }
 
 // ackedBy reports whether every participating Machine that is not Down
