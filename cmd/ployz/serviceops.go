@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -120,11 +121,11 @@ func serviceInspect() *cobra.Command {
 					if err != nil {
 						in.Ingress.Status, in.Ingress.Reason = "unknown", err.Error()
 					} else {
-						in.Ingress.Status, in.Ingress.Machines = serviceIngress(strings.ToLower(ns+"/"+args[0]), hosts, ms)
+						in.Ingress.Status, in.Ingress.Machines = serviceIngress(ingress.ServiceKey(ns, args[0]), hosts, ms)
 					}
 				}
 				var sst rpc.ServingStatus
-				if err := s.ent.Call(c.Context(), rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{strings.ToLower(ns + "/" + args[0])}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
+				if err := s.ent.Call(c.Context(), rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ingress.ServiceKey(ns, args[0])}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
 					in.Serving = &sst.Services[0]
 				}
 				if g.json {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -185,7 +186,7 @@ func (e *Executor) pointerSet(p Plan, g serviceGroup, ps pointerState, keep func
 // current pointer's Containers on unobserved Machines (a failed move is
 // reported as a step).
 func (e *Executor) readPointer(ctx context.Context, p Plan, g serviceGroup) pointerState {
-	ps := pointerState{key: strings.ToLower(p.Namespace + "/" + g.service), waitAck: true}
+	ps := pointerState{key: ingress.ServiceKey(p.Namespace, g.service), waitAck: true}
 	if len(p.Services) > 0 {
 		ps.waitAck = false
 		for _, s := range p.Services {
