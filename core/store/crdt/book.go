@@ -112,3 +112,22 @@ func (b Book) Vector() map[string]int64 {
 	}
 	return out
 }
+
+// Clip drops every version of site above hi.
+func (b Book) Clip(site string, hi int64) {
+	var out []Range
+	for _, r := range b[site] {
+		if r.Lo > hi {
+			break
+		}
+		if r.Hi > hi {
+			r.Hi = hi
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		delete(b, site)
+		return
+	}
+	b[site] = out
+}

@@ -40,6 +40,28 @@ type Engine struct {
 	version int64
 	hooks   []func(Commit)
 	closed  bool
+
+	mode    Sync
+	hwmMu   sync.Mutex // serialises writes of the mark file
+	hwm     *hwmFile
+	durable atomic.Int64 // highest local version that may leave this node
+}
+
+// Sync selects how a commit reaches the disk.
+type Sync int
+
+const (
+	// SyncMark runs synchronous=NORMAL and keeps a durable version mark
+	// (see durable.go): the default.
+	SyncMark Sync = iota
+	// SyncFull runs synchronous=FULL: every commit is fsynced before it
+	// returns. Kept for the durability benchmark.
+	SyncFull
+)
+
+// Options tunes Open.
+type Options struct {
+	Sync Sync
 }
 
 const metaSQL = `
@@ -53,11 +75,15 @@ CREATE TABLE IF NOT EXISTS __ployz_book(site TEXT NOT NULL, lo INTEGER NOT NULL,
   PRIMARY KEY(site, lo)) WITHOUT ROWID;
 `
 
-func dsn(path string, readOnly bool) string {
+func dsn(path string, readOnly bool, mode Sync) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
+	if mode == SyncFull {
+		q.Add("_pragma", "synchronous(FULL)")
+	} else {
+		q.Add("_pragma", "synchronous(NORMAL)")
+	}
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	}
@@ -67,10 +93,15 @@ func dsn(path string, readOnly bool) string {
 // Open opens (creating if needed) the database at path, applies the schema
 // additively and loads the site id and version book.
 func Open(ctx context.Context, path, schemaSQL string, log hclog.Logger) (*Engine, error) {
+	return OpenWith(ctx, path, schemaSQL, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path, schemaSQL string, log hclog.Logger, opts Options) (*Engine, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	wdb, err := sql.Open("sqlite", dsn(path, false))
+	wdb, err := sql.Open("sqlite", dsn(path, false, opts.Sync))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -79,13 +110,19 @@ func Open(ctx context.Context, path, schemaSQL string, log hclog.Logger) (*Engin
 		wdb.Close()
 		return nil, fmt.Errorf("open writer connection to %s: %w", path, err)
 	}
-	e := &Engine{log: log, wdb: wdb, w: w, wc: &wconn{c: w, cache: map[string]*sql.Stmt{}}, book: Book{}}
-	if err := e.init(ctx, schemaSQL); err != nil {
+	e := &Engine{log: log, wdb: wdb, w: w, wc: &wconn{c: w, cache: map[string]*sql.Stmt{}}, book: Book{}, mode: opts.Sync}
+	if err := e.init(ctx, schemaSQL); err == nil {
+		err = e.initDurability(ctx, path)
+	}
+	if err != nil {
+		if e.hwm != nil {
+			e.hwm.f.Close()
+		}
 		w.Close()
 		wdb.Close()
 		return nil, err
 	}
-	e.rdb, err = sql.Open("sqlite", dsn(path, true))
+	e.rdb, err = sql.Open("sqlite", dsn(path, true, opts.Sync))
 	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("open read pool for %s: %w", path, err)
@@ -177,6 +214,9 @@ func (e *Engine) Close() error {
 	}
 	e.wc.reset()
 	errs = append(errs, e.w.Close(), e.wdb.Close())
+	if e.hwm != nil {
+		errs = append(errs, e.hwm.f.Close())
+	}
 	return errors.Join(errs...)
 }
 

@@ -9,7 +9,10 @@ import (
 
 // Apply merges changesets received from peers in one local transaction.
 // Versions already in the book are skipped, so delivery may repeat and
-// arrive in any order. It returns how many changesets were newly applied.
+// arrive in any order. This node's own versions are accepted too when its
+// book lacks them: that is how it takes back what power loss rolled back
+// after peers had received it. It returns how many changesets were newly
+// applied.
 func (e *Engine) Apply(ctx context.Context, css []Changeset) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -33,7 +36,7 @@ func (e *Engine) Apply(ctx context.Context, css []Changeset) (int, error) {
 		if cs.LastVersion < cs.Version {
 			cs.LastVersion = cs.Version
 		}
-		if cs.Site == e.site || book.Has(cs.Site, cs.Version, cs.LastVersion) {
+		if book.Has(cs.Site, cs.Version, cs.LastVersion) {
 			continue
 		}
 		if err := e.checkKnown(cs); err != nil {

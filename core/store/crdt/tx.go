@@ -96,6 +96,9 @@ func (e *Engine) Exec(ctx context.Context, stmts []Stmt) ([]Result, *int64, erro
 	done = true
 	e.book = book
 	e.version = cs.Version
+	if e.mode == SyncFull {
+		e.durable.Store(cs.Version)
+	}
 	e.fire(Commit{Local: true, Tables: tablesOf(*cs), Changesets: []Changeset{*cs}})
 	v := cs.Version
 	return results, &v, nil

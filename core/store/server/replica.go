@@ -56,6 +56,16 @@ func (n *Node) broadcastLoop() {
 				break drain
 			}
 		}
+		var top int64
+		for _, cs := range batch {
+			top = max(top, cs.LastVersion, cs.Version)
+		}
+		// The mark must be durable before any peer can hold these
+		// versions, or power loss here could hand them out again.
+		if err := n.eng.MarkShared(top); err != nil {
+			n.log.Error("persist version mark; not broadcasting (peers pull later)", "error", err)
+			continue
+		}
 		msg, err := encodeEnvelope(envelope{Kind: msgChanges, From: n.eng.Site(), Changesets: batch})
 		if err != nil {
 			n.log.Error("encode broadcast", "error", err)
@@ -137,6 +147,9 @@ func (n *Node) answerSync(req envelope) {
 		return
 	}
 	mine := n.eng.Book()
+	// Local versions above the durable mark have not been broadcast yet;
+	// serving them now could let power loss hand them out again.
+	mine.Clip(n.eng.Site(), n.eng.Shared())
 	budget := 8 * syncChunk // versions per answer; the next round continues
 	for site := range mine {
 		for _, r := range req.Book.Missing(mine, site) {
