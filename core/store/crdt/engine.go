@@ -25,8 +25,13 @@ type Commit struct {
 // the capture triggers, and a read-only pool for queries.
 type Engine struct {
 	log hclog.Logger
-	rdb *sql.DB
+	rdb *sql.DB // engine's own reads
+	qdb *sql.DB // clients' queries, read-only authorizer
 	wdb *sql.DB
+
+	user atomic.Bool // the writer runs a client's statement
+	wden denial      // why the writer's authorizer last refused
+	qden denial
 
 	// schema is read without the write lock: subscription code asks for
 	// it from inside commit hooks, which run while the lock is held.
@@ -101,7 +106,8 @@ func OpenWith(ctx context.Context, path, schemaSQL string, log hclog.Logger, opt
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	wdb, err := sql.Open("sqlite", dsn(path, false, opts.Sync))
+	e := &Engine{log: log, book: Book{}, mode: opts.Sync}
+	wdb, err := openGuarded(dsn(path, false, opts.Sync), writePolicy(&e.user, e.Schema, &e.wden))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -110,8 +116,9 @@ func OpenWith(ctx context.Context, path, schemaSQL string, log hclog.Logger, opt
 		wdb.Close()
 		return nil, fmt.Errorf("open writer connection to %s: %w", path, err)
 	}
-	e := &Engine{log: log, wdb: wdb, w: w, wc: &wconn{c: w, cache: map[string]*sql.Stmt{}}, book: Book{}, mode: opts.Sync}
-	if err := e.init(ctx, schemaSQL); err == nil {
+	e.wdb, e.w, e.wc = wdb, w, &wconn{c: w, cache: map[string]*sql.Stmt{}}
+	err = e.init(ctx, schemaSQL)
+	if err == nil {
 		err = e.initDurability(ctx, path)
 	}
 	if err != nil {
@@ -128,6 +135,11 @@ func OpenWith(ctx context.Context, path, schemaSQL string, log hclog.Logger, opt
 		return nil, fmt.Errorf("open read pool for %s: %w", path, err)
 	}
 	e.rdb.SetMaxOpenConns(8)
+	if e.qdb, err = openGuarded(dsn(path, true, opts.Sync), readPolicy(&e.qden)); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("open query pool for %s: %w", path, err)
+	}
+	e.qdb.SetMaxOpenConns(8)
 	return e, nil
 }
 
@@ -189,8 +201,18 @@ func (e *Engine) Book() Book {
 	return e.book.Clone()
 }
 
-// ReadDB is the read-only pool used for queries and subscriptions.
+// ReadDB is the read-only pool for the store's own trusted reads.
 func (e *Engine) ReadDB() *sql.DB { return e.rdb }
+
+// Query runs one client query on a pool whose authorizer allows reading
+// only (see guard.go); a refusal is an *ErrNotAllowed.
+func (e *Engine) Query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := SingleStatement(q); err != nil {
+		return nil, err
+	}
+	rows, err := e.qdb.QueryContext(ctx, q, args...)
+	return rows, guardErr(err, &e.qden)
+}
 
 // OnCommit registers a hook run after every commit, in commit order, while
 // the write lock is held; hooks must not block.
@@ -211,6 +233,9 @@ func (e *Engine) Close() error {
 	var errs []error
 	if e.rdb != nil {
 		errs = append(errs, e.rdb.Close())
+	}
+	if e.qdb != nil {
+		errs = append(errs, e.qdb.Close())
 	}
 	e.wc.reset()
 	errs = append(errs, e.w.Close(), e.wdb.Close())

@@ -3,7 +3,6 @@ package crdt
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -30,10 +29,6 @@ func (e *StmtError) Error() string { return fmt.Sprintf("statement %d: %v", e.In
 
 // Unwrap returns the SQLite error.
 func (e *StmtError) Unwrap() error { return e.Err }
-
-// txControl matches statements that would end or nest the transaction the
-// engine wraps around a request, breaking its all-or-nothing promise.
-var txControl = regexp.MustCompile(`(?is)^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b`)
 
 type rowKey struct{ tbl, pk string }
 
@@ -63,13 +58,16 @@ func (e *Engine) Exec(ctx context.Context, stmts []Stmt) ([]Result, *int64, erro
 	}()
 	results := make([]Result, 0, len(stmts))
 	for i, s := range stmts {
-		if txControl.MatchString(s.Query) {
-			return nil, nil, &StmtError{Index: i, Err: fmt.Errorf("transaction control statements are not allowed: each request is one transaction")}
+		if err := SingleStatement(s.Query); err != nil {
+			return nil, nil, &StmtError{Index: i, Err: err}
 		}
 		start := time.Now()
+		e.wden.take()
+		e.user.Store(true)
 		res, err := e.w.ExecContext(ctx, s.Query, s.Args...)
+		e.user.Store(false)
 		if err != nil {
-			return nil, nil, &StmtError{Index: i, Err: err}
+			return nil, nil, &StmtError{Index: i, Err: guardErr(err, &e.wden)}
 		}
 		n, _ := res.RowsAffected()
 		results = append(results, Result{RowsAffected: n, Time: time.Since(start).Seconds()})

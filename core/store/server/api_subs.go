@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 )
@@ -11,6 +12,11 @@ func (n *Node) handleSubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := n.subs.subscribe(r.Context(), st)
+	var full errTooManySubs
+	if errors.As(err, &full) {
+		writeError(w, http.StatusTooManyRequests, "%v", err)
+		return
+	}
 	if err != nil {
 		writeError(w, sqlStatus(err), "%v", err)
 		return

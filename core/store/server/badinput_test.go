@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,7 +21,9 @@ func TestBadInput(t *testing.T) {
 	}
 	seed.Body.Close()
 	before := dumpKV(t, n)
+	schemaBefore := dumpSchema(t, n)
 	bookBefore := n.Engine().Book()
+	attachPath := filepath.Join(t.TempDir(), "attached.db")
 	cases := []struct {
 		name, token, method, path, body string
 		status                          int
@@ -37,10 +41,25 @@ func TestBadInput(t *testing.T) {
 		{"unknown column", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "UPDATE kv SET zz = 1"]`, 400, "no such column: zz"},
 		{"NOT NULL violated", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO kv (k, v) VALUES ('b', NULL)"]`, 400, "kv.v"},
 		{"primary key conflict", "secret", "POST", "/v1/transactions", `["DELETE FROM kv WHERE k = 'zz'", "INSERT INTO kv (k) VALUES ('a')"]`, 400, "kv.k"},
-		{"schema change", "secret", "POST", "/v1/transactions", `["CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "schema"},
+		{"schema change", "secret", "POST", "/v1/transactions", `["CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "schema change (CREATE)"},
+		{"comment before DDL", "secret", "POST", "/v1/transactions", `["/* c */ CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "schema change (CREATE)"},
+		{"line comment before DROP", "secret", "POST", "/v1/transactions", `["-- c\nDROP TABLE kv"]`, 400, "schema change (DROP)"},
+		{"DDL after DML", "secret", "POST", "/v1/transactions", `["DELETE FROM kv; CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "more than one statement"},
+		{"two DML statements", "secret", "POST", "/v1/transactions", `["DELETE FROM kv; DELETE FROM kv"]`, 400, "more than one statement"},
+		{"attach", "secret", "POST", "/v1/transactions", `["ATTACH DATABASE '` + attachPath + `' AS x"]`, 400, "ATTACH is not allowed"},
+		{"pragma write", "secret", "POST", "/v1/transactions", `["PRAGMA journal_mode=DELETE"]`, 400, "PRAGMA journal_mode is not allowed"},
+		{"trigger", "secret", "POST", "/v1/transactions", `["CREATE TRIGGER t AFTER INSERT ON kv BEGIN DELETE FROM kv; END"]`, 400, "not allowed"},
+		{"temp table", "secret", "POST", "/v1/transactions", `["INSERT INTO temp.__ployz_pending(tbl, pk, col) VALUES ('kv', 'x', 'v')"]`, 400, "not allowed"},
+		{"read metadata in write", "secret", "POST", "/v1/transactions", `["INSERT INTO kv(k, v) SELECT site, 'x' FROM __ployz_clock"]`, 400, "reading main.__ployz_clock"},
 		{"transaction control", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "COMMIT", "INSERT INTO nope VALUES (1)"]`, 400, "transaction control"},
-		{"metadata write", "secret", "POST", "/v1/transactions", `["DELETE FROM __ployz_clock"]`, 400, "metadata"},
-		{"write through query", "secret", "POST", "/v1/queries", `"DELETE FROM kv"`, 400, "readonly"},
+		{"metadata write", "secret", "POST", "/v1/transactions", `["DELETE FROM __ployz_clock"]`, 400, "DELETE on main.__ployz_clock (not a table of the schema) is not allowed"},
+		{"write through query", "secret", "POST", "/v1/queries", `"DELETE FROM kv"`, 400, "DELETE on main.kv in a query is not allowed"},
+		{"attach through query", "secret", "POST", "/v1/queries", `"ATTACH DATABASE '` + attachPath + `' AS x"`, 400, "ATTACH in a query is not allowed"},
+		{"comment DDL through query", "secret", "POST", "/v1/queries", `"/* c */ CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"`, 400, "schema change (CREATE) in a query is not allowed"},
+		{"line comment DROP through query", "secret", "POST", "/v1/queries", `"-- c\nDROP TABLE kv"`, 400, "schema change (DROP) in a query is not allowed"},
+		{"two statements through query", "secret", "POST", "/v1/queries", `"SELECT 1; DELETE FROM kv"`, 400, "more than one statement"},
+		{"pragma write through query", "secret", "POST", "/v1/queries", `"PRAGMA query_only=0"`, 400, "PRAGMA query_only is not allowed"},
+		{"begin through query", "secret", "POST", "/v1/queries", `"BEGIN"`, 400, "transaction control"},
 		{"bad query SQL", "secret", "POST", "/v1/queries", `"SELEC 1"`, 400, "syntax error"},
 		{"bad subscription SQL", "secret", "POST", "/v1/subscriptions", `"SELECT * FROM nope"`, 400, "no such table"},
 		{"bad from", "secret", "POST", "/v1/subscriptions?from=x", `"SELECT k FROM kv"`, 400, "change id"},
@@ -76,6 +95,12 @@ func TestBadInput(t *testing.T) {
 	if after := dumpKV(t, n); !bytes.Equal(before, after) {
 		t.Fatalf("database changed by rejected requests:\n before %s\n after  %s", before, after)
 	}
+	if after := dumpSchema(t, n); after != schemaBefore {
+		t.Fatalf("schema changed by rejected requests:\n before %s\n after  %s", schemaBefore, after)
+	}
+	if _, err := os.Stat(attachPath); !os.IsNotExist(err) {
+		t.Fatalf("ATTACH created %s (stat: %v)", attachPath, err)
+	}
 	if !reflect.DeepEqual(bookBefore, n.Engine().Book()) {
 		t.Fatalf("version book changed: %v -> %v", bookBefore, n.Engine().Book())
 	}
@@ -93,4 +118,14 @@ func TestH2C(t *testing.T) {
 	if resp.ProtoMajor != 2 || resp.StatusCode != 200 {
 		t.Fatalf("proto %s status %d", resp.Proto, resp.StatusCode)
 	}
+}
+
+// dumpSchema lists every schema object of the main database.
+func dumpSchema(t *testing.T, n *Node) string {
+	t.Helper()
+	var out string
+	if err := n.Engine().ReadDB().QueryRow(`SELECT group_concat(type || ' ' || name || ' ' || coalesce(sql, ''), char(10)) FROM (SELECT * FROM sqlite_master ORDER BY name)`).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -18,7 +18,7 @@ type resultRow struct {
 // are selected, otherwise the whole row (then an update shows as a delete
 // and an insert).
 func (s *sub) runQuery(ctx context.Context) ([]string, []resultRow, error) {
-	rows, err := s.m.eng.ReadDB().QueryContext(ctx, s.query, s.args...)
+	rows, err := s.m.eng.Query(ctx, s.query, s.args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscription query: %w", err)
 	}
@@ -245,6 +245,7 @@ func (s *sub) attach(ctx context.Context, from *int64, skipRows bool) ([][]byte,
 	}
 	l := &listener{ch: make(chan []byte, listenerBuffer)}
 	s.listeners[l] = true
+	s.idleSince = time.Time{}
 	return backlog, l, nil
 }
 
@@ -254,5 +255,8 @@ func (s *sub) detach(l *listener) {
 	if s.listeners[l] {
 		delete(s.listeners, l)
 		close(l.ch)
+	}
+	if len(s.listeners) == 0 {
+		s.idleSince = time.Now()
 	}
 }

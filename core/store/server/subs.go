@@ -22,6 +22,23 @@ import (
 // resuming; a client further behind gets an error and resubscribes.
 const changeRetention = 10000
 
+// Subscription limits: a client cannot grow the server without bound by
+// subscribing to ever new queries, and a subscription nobody has listened
+// to for subIdleTTL is dropped (a client resuming it later gets 404 and
+// subscribes again).
+const (
+	maxSubscriptions = 1024
+	subIdleTTL       = time.Hour
+	subGCInterval    = time.Minute
+)
+
+// errTooManySubs refuses a new subscription over the cap.
+type errTooManySubs struct{ max int }
+
+func (e errTooManySubs) Error() string {
+	return fmt.Sprintf("subscription limit reached: the server keeps at most %d distinct subscriptions; reuse an identical query or wait for idle ones to expire", e.max)
+}
+
 // listenerBuffer is how many events a slow reader may lag before it is cut off.
 const listenerBuffer = 4096
 
@@ -42,6 +59,9 @@ type subManager struct {
 	log  hclog.Logger
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	maxSubs int
+	idleTTL time.Duration
 
 	mu     sync.Mutex
 	byID   map[string]*sub
@@ -68,8 +88,10 @@ type sub struct {
 	args   []any
 	tables map[string]bool // tables the query reads; nil = unknown, recompute on any change
 	dirty  chan struct{}
+	done   chan struct{} // closed when the subscription is dropped
 
 	mu        sync.Mutex
+	idleSince time.Time // when the last listener left; zero while listened to
 	cols      []string
 	identity  []int // result columns forming row identity; nil = the whole row
 	rows      map[string]*srow
@@ -89,11 +111,14 @@ func openSubs(ctx context.Context, path string, eng *crdt.Engine, log hclog.Logg
 		db.Close()
 		return nil, fmt.Errorf("create subscription state in %s: %w", path, err)
 	}
-	m := &subManager{db: db, eng: eng, log: log, stop: make(chan struct{}), byID: map[string]*sub{}, byHash: map[string]*sub{}}
+	m := &subManager{db: db, eng: eng, log: log, stop: make(chan struct{}), byID: map[string]*sub{}, byHash: map[string]*sub{},
+		maxSubs: maxSubscriptions, idleTTL: subIdleTTL}
 	if err := m.load(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
+	m.wg.Add(1)
+	go m.gcLoop(subGCInterval)
 	return m, nil
 }
 
@@ -106,7 +131,8 @@ func (m *subManager) load(ctx context.Context) error {
 	}
 	var list []*sub
 	for rows.Next() {
-		s := &sub{m: m, rows: map[string]*srow{}, listeners: map[*listener]bool{}, dirty: make(chan struct{}, 1)}
+		s := &sub{m: m, rows: map[string]*srow{}, listeners: map[*listener]bool{}, dirty: make(chan struct{}, 1),
+			done: make(chan struct{}), idleSince: time.Now()}
 		var args string
 		if err := rows.Scan(&s.id, &s.hash, &s.query, &args, &s.last, &s.nextRow); err != nil {
 			rows.Close()
@@ -200,12 +226,18 @@ func (m *subManager) subscribe(ctx context.Context, st Statement) (*sub, error) 
 	if len(st.Named) > 0 {
 		return nil, fmt.Errorf("named parameters are not supported in subscriptions; use positional parameters")
 	}
+	m.mu.Lock()
+	full := len(m.byID) >= m.maxSubs
+	m.mu.Unlock()
+	if full {
+		return nil, errTooManySubs{m.maxSubs}
+	}
 	var idb [16]byte
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
 	id = id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
 	s := &sub{m: m, id: id, hash: hash, query: st.Query, args: st.Args(), rows: map[string]*srow{},
-		listeners: map[*listener]bool{}, dirty: make(chan struct{}, 1), tables: tables}
+		listeners: map[*listener]bool{}, dirty: make(chan struct{}, 1), done: make(chan struct{}), tables: tables, idleSince: time.Now()}
 	// The first query runs without m.mu: commit hooks take m.mu, and
 	// holding it here would stall every write behind this query.
 	if _, err := m.db.ExecContext(ctx, `INSERT INTO subs(id,hash,query,args,last_change,next_row) VALUES(?,?,?,?,0,1)`,
@@ -238,6 +270,41 @@ func (m *subManager) forget(ctx context.Context, id string) {
 	}
 }
 
+// gcLoop drops subscriptions nobody has listened to for idleTTL.
+func (m *subManager) gcLoop(every time.Duration) {
+	defer m.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.gc(time.Now())
+		}
+	}
+}
+
+func (m *subManager) gc(now time.Time) {
+	m.mu.Lock()
+	var idle []*sub
+	for id, s := range m.byID {
+		s.mu.Lock()
+		if len(s.listeners) == 0 && !s.idleSince.IsZero() && now.Sub(s.idleSince) >= m.idleTTL {
+			idle = append(idle, s)
+			delete(m.byID, id)
+			delete(m.byHash, s.hash)
+			close(s.done)
+		}
+		s.mu.Unlock()
+	}
+	m.mu.Unlock()
+	for _, s := range idle {
+		m.log.Info("dropping idle subscription", "id", s.id, "idle", now.Sub(s.idleSince))
+		m.forget(context.Background(), s.id)
+	}
+}
+
 func (m *subManager) close() {
 	close(m.stop)
 	m.wg.Wait()
@@ -259,6 +326,8 @@ func (s *sub) run() {
 	for {
 		select {
 		case <-s.m.stop:
+			return
+		case <-s.done:
 			return
 		case <-s.dirty:
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
