@@ -20,8 +20,8 @@ import (
 // ployzd.
 func storeCommand() *cobra.Command {
 	var (
-		configPath, dbPath, apiAddr, gossipAddr, gossipExt, tokenFile, adminPath, label, logLevel string
-		schemaPaths, bootstrap                                                                    []string
+		configPath, dbPath, apiAddr, gossipAddr, gossipExt, tokenFile, keyFile, adminPath, label, logLevel string
+		schemaPaths, bootstrap                                                                             []string
 	)
 	cmd := &cobra.Command{
 		Use:   "store",
@@ -65,6 +65,13 @@ Without schema paths the store uses Ployz's embedded schema.`,
 				}
 				cfg.Token = tok
 			}
+			if keyFile != "" {
+				key, err := store.ReadClusterSecretFile(keyFile)
+				if err != nil {
+					return err
+				}
+				cfg.GossipKey = key.GossipKey()
+			}
 			if len(cfg.SchemaPaths) == 0 {
 				cfg.SchemaSQL = store.SchemaSQL()
 			}
@@ -97,6 +104,7 @@ Without schema paths the store uses Ployz's embedded schema.`,
 	f.StringVar(&gossipExt, "gossip-external-addr", "", "gossip address advertised to peers (default: the bind address)")
 	f.StringSliceVar(&bootstrap, "bootstrap", nil, "peer gossip addresses to join (host:port, repeatable or comma-separated)")
 	f.StringVar(&tokenFile, "token-file", "", "file holding the API bearer token")
+	f.StringVar(&keyFile, "gossip-key-file", "", "file holding the Cluster secret that keys gossip (required with a gossip address)")
 	f.StringVar(&adminPath, "admin-socket", "/run/ployz/store-admin.sock", "admin unix socket path")
 	f.StringVar(&label, "cluster-label", "", "gossip label keeping Clusters apart")
 	f.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")

@@ -162,9 +162,14 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	}
 	// ployz-store.service fixes the db path, API address and admin socket;
 	// the Machine-specific rest comes from this env file.
+	secretPath := store.ClusterSecretPath(d.cfg.DataDir)
+	if _, err := store.ReadClusterSecretFile(secretPath); err != nil {
+		return nil, fmt.Errorf("this Machine has no usable Cluster secret (minted at init, received at join): %w", err)
+	}
 	args := []string{
 		"--gossip-addr", netip.AddrPortFrom(mgmt, GossipPort).String(),
 		"--token-file", filepath.Join(dir, "token"),
+		"--gossip-key-file", secretPath,
 	}
 	if len(bootstrap) > 0 {
 		args = append(args, "--bootstrap", strings.Join(bootstrap, ","))

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -140,6 +141,18 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	// The founding Machine mints the Cluster secret; joiners receive it.
+	secret, err := store.NewClusterSecret()
+	if err != nil {
+		return nil, err
+	}
+	secretPath := store.ClusterSecretPath(d.cfg.DataDir)
+	if err := os.Remove(secretPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove a previous Cluster's secret: %w", err)
+	}
+	if err := store.WriteClusterSecretFile(secretPath, secret); err != nil {
+		return nil, err
+	}
 	rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
 	rec.Phase = machine.Participating
 	if err := d.setRecord(rec); err != nil {
@@ -211,7 +224,13 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 		return nil, err
 	}
 	_ = res
-	return map[string]any{"store_versions": h.Vector}, nil
+	// The joiner needs the Cluster secret to reach the store's gossip; it
+	// travels back over this (operator-authorised) call, never in a row.
+	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
+	}
+	return map[string]any{"store_versions": h.Vector, "cluster_secret": secret.Hex()}, nil
 }
 
 func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -237,6 +256,17 @@ func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
 			if _, err := wgtypes.ParseKey(p.PublicKey); err != nil {
 				return nil, rpc.InvalidField(fmt.Sprintf("peers[%d].public_key", i), "not a WireGuard key")
 			}
+		}
+		secret, err := store.ParseClusterSecret(req.ClusterSecret)
+		if err != nil {
+			return nil, rpc.InvalidField("cluster_secret", "%v (the entry Machine hands it out in publish_machine)", err)
+		}
+		secretPath := store.ClusterSecretPath(d.cfg.DataDir)
+		if err := os.Remove(secretPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove a previous Cluster's secret: %w", err)
+		}
+		if err := store.WriteClusterSecretFile(secretPath, secret); err != nil {
+			return nil, err
 		}
 		rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
 		rec.JoinPeers, rec.TargetVersions = req.Peers, req.TargetVersions

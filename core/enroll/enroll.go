@@ -128,6 +128,7 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 	o.progress("publishing %s (%s) with subnet %s through %s", o.Name, short(in.ID), subnet, entryIn.Name)
 	var pub struct {
 		StoreVersions map[string]int64 `json:"store_versions"`
+		ClusterSecret string           `json:"cluster_secret"`
 	}
 	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdPublishMachine, rpc.PublishMachineRequest{
 		ID: in.ID, Name: o.Name, PublicKey: in.PublicKey, Subnet: subnet.String(), Endpoints: endpoints}, &pub); err != nil {
@@ -137,7 +138,7 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 	var out rpc.Inspection
 	err = target.Call(ctx, rpc.Target{}, rpc.CmdJoin, rpc.JoinRequest{
 		Name: o.Name, Network: network.String(), Subnet: subnet.String(), Endpoints: endpoints, Labels: o.Labels,
-		Peers: peers, TargetVersions: pub.StoreVersions}, &out)
+		Peers: peers, TargetVersions: pub.StoreVersions, ClusterSecret: pub.ClusterSecret}, &out)
 	if err != nil {
 		o.Store.SetAllocationState(o.Context, in.ID, "failed") //nolint:errcheck // the call's error is the one to report
 		return out, fmt.Errorf("join %s: %w", o.Name, err)

@@ -73,6 +73,9 @@ type JoinRequest struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	Peers          []machine.Peer    `json:"peers"`
 	TargetVersions map[string]int64  `json:"target_versions"`
+	// ClusterSecret (hex) keys the store's gossip; the entry Machine hands
+	// it out in publish_machine's answer.
+	ClusterSecret string `json:"cluster_secret,omitempty"`
 	// WaitSeconds bounds how long join waits to participate (default 60).
 	WaitSeconds int `json:"wait_seconds,omitempty"`
 }

@@ -29,7 +29,7 @@ func BenchmarkWriteThroughput(b *testing.B) {
 	if _, err := raw.Exec(SchemaSQL()); err != nil {
 		b.Fatal(err)
 	}
-	n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0"})
+	n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0", NoAuth: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func benchLatency(b *testing.B, size int) {
 	for i := 0; i < size; i++ {
 		n, err := server.Start(ctx, server.Config{
 			DBPath: filepath.Join(dir, strconv.Itoa(i)+".db"), SubsPath: filepath.Join(dir, strconv.Itoa(i)+".subs.db"),
-			SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Bootstrap: boot, Fast: true,
+			SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0", NoAuth: true, GossipAddr: "127.0.0.1:0", GossipKey: []byte("0123456789abcdef0123456789abcdef"), Bootstrap: boot, Fast: true,
 		})
 		if err != nil {
 			b.Fatal(err)

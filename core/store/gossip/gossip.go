@@ -19,10 +19,15 @@ type Config struct {
 	Advertise string   // host:port peers use; empty = Bind
 	Bootstrap []string // host:port of peers to join
 	Label     string   // keeps Clusters apart on a shared network
-	Meta      []byte   // small metadata published with the member
-	Fast      bool     // short timers for in-process tests
-	Faults    *Faults  // optional fault injector
-	Log       hclog.Logger
+	// Key is the Cluster's gossip key (16, 24 or 32 bytes, AES-GCM). With
+	// it every packet and stream is encrypted and authenticated, and any
+	// that fails is dropped: a non-member can neither inject a message
+	// nor join nor read the store. Empty runs plaintext (tests only).
+	Key    []byte
+	Meta   []byte  // small metadata published with the member
+	Fast   bool    // short timers for in-process tests
+	Faults *Faults // optional fault injector
+	Log    hclog.Logger
 	// OnMessage receives every user message; it must not block for long.
 	OnMessage func(msg []byte)
 }
@@ -78,6 +83,15 @@ func Start(cfg Config) (*Gossip, error) {
 	mc.BindAddr = host
 	mc.BindPort = port
 	mc.Label = cfg.Label
+	if len(cfg.Key) > 0 {
+		switch len(cfg.Key) {
+		case 16, 24, 32:
+		default:
+			return nil, fmt.Errorf("gossip key is %d bytes, want 16, 24 or 32", len(cfg.Key))
+		}
+		mc.SecretKey = append([]byte(nil), cfg.Key...)
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Logger = cfg.Log.Named("memberlist").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
 	if err != nil {

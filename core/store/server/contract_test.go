@@ -20,6 +20,7 @@ func startAPINode(t *testing.T, token string, tweak func(*Config)) *Node {
 		SchemaSQL: testSchemaSQL,
 		APIAddr:   "127.0.0.1:0",
 		Token:     token,
+		NoAuth:    token == "",
 		Log:       testLogger(),
 	}
 	if tweak != nil {

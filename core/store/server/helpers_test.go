@@ -21,6 +21,9 @@ CREATE TABLE kv (k TEXT PRIMARY KEY NOT NULL, v TEXT NOT NULL DEFAULT '', n INTE
 CREATE INDEX kv_v ON kv(v);
 `
 
+// testGossipKey is the Cluster key every test cluster shares.
+var testGossipKey = []byte("0123456789abcdef0123456789abcdef")
+
 func testLogger() hclog.Logger {
 	lvl := hclog.Off
 	if os.Getenv("STORE_TEST_LOG") != "" {
@@ -76,6 +79,7 @@ func (c *testCluster) config(i int) Config {
 		DBPath:       filepath.Join(c.dir, "node"+strconv.Itoa(i), "store.db"),
 		SchemaSQL:    testSchemaSQL,
 		GossipAddr:   bind,
+		GossipKey:    testGossipKey,
 		Bootstrap:    boot,
 		SyncInterval: 100 * time.Millisecond,
 		Fast:         true,

@@ -29,14 +29,21 @@ type Config struct {
 	GossipExtAddr string   // advertised host:port; default GossipAddr
 	Bootstrap     []string // peers to join
 	Label         string   // Cluster label; members with another label are ignored
-	APIAddr       string   // HTTP API listen address; empty disables the API
-	Token         string   // bearer token required by the API; empty disables auth
-	AdminPath     string   // admin unix socket; empty disables it
-	MaxBodyBytes  int64    // request body cap; default 8 MiB
-	SyncInterval  time.Duration
-	Fast          bool           // short gossip timers (tests)
-	Faults        *gossip.Faults // optional fault injector (tests)
-	Log           hclog.Logger
+	GossipKey     []byte   // Cluster gossip key; see gossip.Config.Key
+	// PlainGossip runs gossip without a key. Only tests set it: with a
+	// gossip address and neither a key nor PlainGossip, Start refuses.
+	PlainGossip bool
+	APIAddr     string // HTTP API listen address; empty disables the API
+	Token       string // bearer token required by the API
+	// NoAuth serves the API without a token. Only tests set it: without a
+	// token and without NoAuth, Start refuses to serve the API.
+	NoAuth       bool
+	AdminPath    string // admin unix socket; empty disables it
+	MaxBodyBytes int64  // request body cap; default 8 MiB
+	SyncInterval time.Duration
+	Fast         bool           // short gossip timers (tests)
+	Faults       *gossip.Faults // optional fault injector (tests)
+	Log          hclog.Logger
 }
 
 // Node is a running store node.
@@ -84,6 +91,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.SubsPath == "" {
 		cfg.SubsPath = filepath.Join(filepath.Dir(cfg.DBPath), "subscriptions.db")
 	}
+	if cfg.APIAddr != "" && cfg.Token == "" && !cfg.NoAuth {
+		return nil, fmt.Errorf("store API on %s has no bearer token: refusing to serve it unauthenticated (set a token file)", cfg.APIAddr)
+	}
+	if cfg.APIAddr != "" && cfg.Token != "" && cfg.NoAuth {
+		return nil, fmt.Errorf("store config sets both a bearer token and NoAuth")
+	}
+	if cfg.GossipAddr != "" && len(cfg.GossipKey) == 0 && !cfg.PlainGossip {
+		return nil, fmt.Errorf("gossip on %s has no Cluster key: refusing to replicate unauthenticated (set a gossip key file)", cfg.GossipAddr)
+	}
+	if err := secureFiles(cfg.DBPath, cfg.SubsPath); err != nil {
+		return nil, err
+	}
 	schema := cfg.SchemaSQL
 	if schema == "" {
 		var err error
@@ -128,7 +147,7 @@ func (n *Node) startNet(cfg Config) error {
 			// Bootstrap peers are joined by rejoinLoop, so an unreachable
 			// peer (each costs up to the TCP timeout) never delays startup.
 			Name: n.eng.Site(), Bind: cfg.GossipAddr, Advertise: cfg.GossipExtAddr,
-			Label: cfg.Label, Meta: meta, Fast: cfg.Fast, Faults: cfg.Faults, Log: cfg.Log.Named("gossip"),
+			Label: cfg.Label, Key: cfg.GossipKey, Meta: meta, Fast: cfg.Fast, Faults: cfg.Faults, Log: cfg.Log.Named("gossip"),
 			OnMessage: n.onMessage,
 		})
 		if err != nil {

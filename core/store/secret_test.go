@@ -1,0 +1,51 @@
+package store
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestClusterSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewClusterSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ClusterSecretPath(dir)
+	if err := WriteClusterSecretFile(p, s); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file mode %v (%v), want 0600", st.Mode().Perm(), err)
+	}
+	got, err := LoadClusterSecret(dir)
+	if err != nil || got != s {
+		t.Fatalf("load: %v, equal %v", err, got == s)
+	}
+	if err := WriteClusterSecretFile(p, s); err != nil {
+		t.Fatalf("rewriting the same secret: %v", err)
+	}
+	other, _ := NewClusterSecret()
+	if err := WriteClusterSecretFile(p, other); err == nil || !strings.Contains(err.Error(), "another Cluster") {
+		t.Fatalf("replacing the secret: %v, want a refusal", err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadClusterSecret(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("world-readable secret: %v, want a refusal", err)
+	}
+	if bytes.Equal(s.Derive("gossip"), s.Derive("spec-hash")) || len(s.GossipKey()) != 32 {
+		t.Fatal("derived keys must differ per purpose and be 32 bytes")
+	}
+	if _, err := ParseClusterSecret("abcd"); err == nil {
+		t.Fatal("short secret accepted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "store", ClusterSecretFile+".tmp")); !os.IsNotExist(err) {
+		t.Fatal("temporary file left behind")
+	}
+}
