@@ -21,6 +21,11 @@ CREATE TABLE kv (k TEXT PRIMARY KEY NOT NULL, v TEXT NOT NULL DEFAULT '', n INTE
 CREATE INDEX kv_v ON kv(v);
 `
 
+// productionTimers runs the clusters with the gossip and sync timers a
+// Machine uses (STORE_TEST_PRODUCTION_TIMERS=1) instead of the short test
+// ones, so production settings are exercised outside the lab too.
+var productionTimers = os.Getenv("STORE_TEST_PRODUCTION_TIMERS") != ""
+
 // testGossipKey is the Cluster key every test cluster shares.
 var testGossipKey = []byte("0123456789abcdef0123456789abcdef")
 
@@ -85,6 +90,9 @@ func (c *testCluster) config(i int) Config {
 		Fast:         true,
 		Faults:       c.faults,
 		Log:          testLogger().Named("node" + strconv.Itoa(i)),
+	}
+	if productionTimers {
+		cfg.Fast, cfg.SyncInterval = false, 0
 	}
 	if c.extra != nil {
 		c.extra(i, &cfg)
