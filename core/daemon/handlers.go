@@ -146,11 +146,7 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	secretPath := store.ClusterSecretPath(d.cfg.DataDir)
-	if err := os.Remove(secretPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove a previous Cluster's secret: %w", err)
-	}
-	if err := store.WriteClusterSecretFile(secretPath, secret); err != nil {
+	if err := d.saveClusterSecret(secret); err != nil {
 		return nil, err
 	}
 	rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
@@ -169,6 +165,16 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 		return nil, err
 	}
 	return d.inspect(ctx, nil)
+}
+
+// saveClusterSecret replaces whatever secret a previous Cluster left (an
+// uninitialized Machine has none of its own) with this Cluster's.
+func (d *Daemon) saveClusterSecret(s store.ClusterSecret) error {
+	path := store.ClusterSecretPath(d.cfg.DataDir)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove a previous Cluster's secret: %w", err)
+	}
+	return store.WriteClusterSecretFile(path, s)
 }
 
 func parseEnrollment(name, network, subnet string, endpoints []string) (netip.Prefix, netip.Prefix, []netip.AddrPort, error) {
@@ -261,11 +267,7 @@ func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, rpc.InvalidField("cluster_secret", "%v (the entry Machine hands it out in publish_machine)", err)
 		}
-		secretPath := store.ClusterSecretPath(d.cfg.DataDir)
-		if err := os.Remove(secretPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("remove a previous Cluster's secret: %w", err)
-		}
-		if err := store.WriteClusterSecretFile(secretPath, secret); err != nil {
+		if err := d.saveClusterSecret(secret); err != nil {
 			return nil, err
 		}
 		rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
