@@ -30,6 +30,8 @@ func newAPIServer(n *Node) *http.Server {
 	return &http.Server{
 		Handler:           h2c.NewHandler(n.auth(mux), &http2.Server{}),
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       2 * time.Minute,
 	}
 }
 

@@ -147,8 +147,14 @@ func (n *Node) answerSync(req envelope) {
 		return
 	}
 	mine := n.eng.Book()
-	// Local versions above the durable mark have not been broadcast yet;
-	// serving them now could let power loss hand them out again.
+	// Local versions leave only below the durable mark: raise it first
+	// (a broadcast may have been dropped), and serve none above it if
+	// that fails, or power loss could hand them out again.
+	if top := mine.Max(n.eng.Site()); top > n.eng.Shared() {
+		if err := n.eng.MarkShared(top); err != nil {
+			n.log.Error("persist version mark before a sync answer", "error", err)
+		}
+	}
 	mine.Clip(n.eng.Site(), n.eng.Shared())
 	budget := 8 * syncChunk // versions per answer; the next round continues
 	for site := range mine {
