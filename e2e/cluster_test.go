@@ -113,6 +113,25 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("store-file-modes", func(t *testing.T) {
+		// Every store file is owner-only on a Machine after init and add.
+		for _, m := range l.Machines {
+			files := []string{"/var/lib/ployz/store", "/var/lib/ployz/store/store.db", "/var/lib/ployz/store/store.db-wal",
+				"/var/lib/ployz/store/store.db-shm", "/var/lib/ployz/store/store.db-version", "/var/lib/ployz/store/subscriptions.db",
+				"/var/lib/ployz/store/cluster-secret", "/var/lib/ployz/store/token"}
+			out, err := l.Exec(ctx, m.Name, append([]string{"stat", "-c", "%a %n"}, files...)...)
+			if err != nil {
+				t.Fatalf("%s: stat store files: %v: %s", m.Name, err, out)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				mode, name, _ := strings.Cut(line, " ")
+				if want := map[bool]string{true: "700", false: "600"}[name == "/var/lib/ployz/store"]; mode != want {
+					t.Errorf("%s: %s has mode %s, want %s", m.Name, name, mode, want)
+				}
+			}
+		}
+	})
+
 	t.Run("containers-across-mesh", func(t *testing.T) {
 		if _, err := l.Exec(ctx, "m3", "docker", "run", "-d", "--name", "far", "--network", "ployz", "-e", "MESSAGE=from-m3", lab.TestAppImage); err != nil {
 			t.Fatal(err)
