@@ -8,11 +8,11 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit lab-test bench proto prereq clean
+.PHONY: build demo test unit cross lab-test bench proto prereq clean
 
-## build: static binaries into ./bin (ployz, ployzd, one per plugin, testapp)
+## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/ployz ./cmd/ployzd
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/ployz ./cmd/ployzd ./cmd/ployz-lab
 	@for p in $(PLUGINS); do \
 	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ployz-$$p ./plugins/$$p || exit 1; \
 	done
@@ -29,9 +29,17 @@ demo: prereq build
 ## test: everything — unit tests first, then the lab scenarios
 test: prereq build unit lab-test
 
-unit:
+unit: cross
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+
+## cross: the CLI builds for the operator's computer (macOS, Linux arm64)
+CROSS := darwin/arm64 darwin/amd64 linux/arm64
+cross:
+	@for t in $(CROSS); do \
+	  echo "GOOS=$${t%/*} GOARCH=$${t#*/} go build ./cmd/ployz"; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build -o /dev/null ./cmd/ployz || exit 1; \
+	done
 
 lab-test:
 	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v ./e2e/

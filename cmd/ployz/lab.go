@@ -1,165 +1,60 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-
-	"github.com/ployz/ployz/e2e/lab"
 )
 
-// labCommand wires `ployz lab` to the e2e/lab library: a local lab of
-// Machines as containers, for trying Ployz and for its tests.
+// labBinary is the lab's own binary. The lab drives Docker and the e2e/lab
+// library, which the CLI must not link (it cross-builds for macOS), so
+// `ployz lab ARGS` runs `ployz-lab ARGS` from beside this executable, or
+// from PATH.
+const labBinary = "ployz-lab"
+
+// labCommand hands `ployz lab ...` to ployz-lab unchanged.
 func labCommand() *cobra.Command {
-	var name string
-	cmd := &cobra.Command{
-		Use:   "lab",
-		Short: "Run a local lab of Machines as containers on this host",
-	}
-	cmd.PersistentFlags().StringVar(&name, "name", lab.DefaultName, "lab name")
-	open := func(ctx context.Context) (*lab.Lab, error) { return lab.Open(ctx, name) }
-
-	var n int
-	var binDir string
-	up := &cobra.Command{
-		Use:   "up",
-		Short: "Build the Machine image if needed and start N Machines",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if binDir == "" {
-				binDir = executableDir()
-			}
-			logf := func(f string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), f+"\n", a...) }
-			l, err := lab.Up(c.Context(), lab.Options{Name: name, Machines: n, BinDir: binDir, Logf: logf})
-			if err != nil {
-				return err
-			}
-			if _, err := os.Stat(filepath.Join(binDir, "testapp")); err == nil {
-				if err := lab.BuildTestApp(c.Context(), binDir); err != nil {
-					return err
-				}
-				if err := l.LoadImage(c.Context(), lab.TestAppImage); err != nil {
-					return err
-				}
-				logf("lab: loaded %s into every Machine", lab.TestAppImage)
-			}
-			return printMachines(c, l, false)
-		},
-	}
-	up.Flags().IntVarP(&n, "machines", "n", 3, "number of Machines")
-	up.Flags().StringVar(&binDir, "bin-dir", "", "directory of built binaries (default: this executable's directory)")
-
-	var asJSON bool
-	ls := &cobra.Command{
-		Use:   "ls",
-		Short: "List the lab's Machines and their addresses",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := open(c.Context())
-			if err != nil {
-				return err
-			}
-			return printMachines(c, l, asJSON)
-		},
-	}
-	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-
-	ssh := &cobra.Command{
-		Use:   "ssh NAME [COMMAND...]",
-		Short: "SSH into a Machine as root with the lab's key",
-		Args:  cobra.MinimumNArgs(1),
+	return &cobra.Command{
+		Use:                "lab",
+		Short:              "Run a local lab of Machines as containers on this host (Linux)",
+		DisableFlagParsing: true,
 		RunE: func(c *cobra.Command, args []string) error {
-			l, err := open(c.Context())
+			bin, err := findLabBinary()
 			if err != nil {
 				return err
 			}
-			argv, err := l.SSHArgs(args[0])
-			if err != nil {
-				return err
-			}
-			bin, err := exec.LookPath("ssh")
-			if err != nil {
-				return fmt.Errorf("ssh client not found (apt-get install openssh-client): %w", err)
-			}
-			return syscall.Exec(bin, append(argv, args[1:]...), os.Environ())
-		},
-	}
-
-	execCmd := &cobra.Command{
-		Use:   "exec NAME -- COMMAND...",
-		Short: "Run a command inside a Machine",
-		Args:  cobra.MinimumNArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			l, err := open(c.Context())
-			if err != nil {
-				return err
-			}
-			err = l.ExecInteractive(c.Context(), args[0], os.Stdin, os.Stdout, os.Stderr, args[1:]...)
-			if ee, ok := err.(*exec.ExitError); ok {
+			cmd := exec.CommandContext(c.Context(), bin, args...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+			err = cmd.Run()
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				return &exitError{code: ee.ExitCode(), err: err, silent: true}
 			}
 			return err
 		},
 	}
-
-	machineOp := func(use, short string, op func(*lab.Lab, context.Context, string) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " NAME",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(c *cobra.Command, args []string) error {
-				l, err := open(c.Context())
-				if err != nil {
-					return err
-				}
-				return op(l, c.Context(), args[0])
-			},
-		}
-	}
-
-	down := &cobra.Command{
-		Use:   "down",
-		Short: "Remove the lab's Machines, their volumes and network",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			return lab.Remove(c.Context(), name)
-		},
-	}
-
-	cmd.AddCommand(up, ls, ssh, execCmd,
-		machineOp("partition", "Cut a Machine off the lab network (it keeps running)", (*lab.Lab).Partition),
-		machineOp("heal", "Reconnect a partitioned Machine", (*lab.Lab).Heal),
-		machineOp("stop", "Stop a Machine, as a power-off would", (*lab.Lab).Stop),
-		machineOp("start", "Start a stopped Machine and wait until it has booted", (*lab.Lab).Start),
-		down)
-	return cmd
 }
 
-func printMachines(c *cobra.Command, l *lab.Lab, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(c.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(l)
+func findLabBinary() (string, error) {
+	if p := filepath.Join(executableDir(), labBinary); fileExists(p) {
+		return p, nil
 	}
-	w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tADDRESS\tSTATE\tCONTAINER")
-	for _, m := range l.Machines {
-		state := m.State
-		if state == "" {
-			state = "running"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.IP, state, m.Container)
+	p, err := exec.LookPath(labBinary)
+	if err != nil {
+		return "", fmt.Errorf("ployz lab needs %s beside ployz or on PATH (Linux only; make build puts it in bin/): %w", labBinary, err)
 	}
-	return w.Flush()
+	return p, nil
 }
 
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// executableDir is where this binary lives: make build puts every binary
+// in bin/, so siblings (ployz-lab, and the binaries enroll installs) are
+// found there.
 func executableDir() string {
 	exe, err := os.Executable()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ployz/ployz/core/meshaddr"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
@@ -83,7 +84,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 	} else {
 		network := rec.Network
 		if !network.IsValid() {
-			network = mesh.DefaultNetwork
+			network = meshaddr.DefaultNetwork
 		}
 		if _, err := dockernet.EnsureNetwork(ctx, cli, dockernet.Config{Subnet: rec.Subnet, ClusterNetwork: network, Logger: d.log.Named("dockernet")}); err != nil {
 			d.log.Error("docker network ployz", "error", err)
@@ -181,8 +182,8 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 		if err := machine.WriteFileAtomic(envPath, []byte(env), 0o600); err != nil {
 			return nil, err
 		}
-		// Arguments changed: replace the running store (DESIGN.md: replaced
-		// only when what it was created from changes).
+		// Arguments changed: replace the running store (docs/architecture.md,
+		// "Serving outlives the daemon": replaced only when what it was created from changes).
 		if err := d.cfg.Units.Restart(ctx, StoreUnit); err != nil {
 			return nil, err
 		}
@@ -205,7 +206,7 @@ func gossipAddr(publicKey string) string {
 	if err != nil {
 		return ""
 	}
-	return netip.AddrPortFrom(mesh.ManagementIP(k), GossipPort).String()
+	return netip.AddrPortFrom(meshaddr.ManagementIP(k), GossipPort).String()
 }
 
 func loadOrCreateToken(path string) (string, error) {

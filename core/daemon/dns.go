@@ -17,7 +17,7 @@ import (
 
 	"github.com/ployz/ployz/core/dns"
 	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/meshaddr"
 )
 
 // Internal DNS runs under a runtime unit the daemon writes; the daemon is
@@ -47,7 +47,7 @@ func (d *Daemon) stopDNS(ctx context.Context) { d.stopServing(ctx, d.dnsUnit()) 
 // dnsSpec derives dns.json from the Machine record and /etc/resolv.conf.
 func (d *Daemon) dnsSpec() ([]byte, error) {
 	rec := d.record()
-	gw, err := mesh.Gateway(rec.Subnet)
+	gw, err := meshaddr.Gateway(rec.Subnet)
 	if err != nil {
 		return nil, fmt.Errorf("dns spec: field \"listen\": %w", err)
 	}

@@ -12,10 +12,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ployz/ployz/core/meshaddr"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/version"
@@ -67,7 +67,7 @@ func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
 		return nil, err
 	}
 	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(),
-		ManagementIP: mesh.ManagementIP(k).String(), Labels: rec.Labels,
+		ManagementIP: meshaddr.ManagementIP(k).String(), Labels: rec.Labels,
 		DaemonVersion: version.Version, Capabilities: d.rpc.Capabilities(), Endpoints: []string{}}
 	in.Hostname, _ = os.Hostname()
 	for _, p := range d.plugins.Status() {
@@ -220,7 +220,7 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 		return nil, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
 	}
 	body := store.MachineBody{Name: req.Name, PublicKey: req.PublicKey, Subnet: req.Subnet, Endpoints: req.Endpoints,
-		ManagementIP: mesh.ManagementIP(k).String(), Phase: string(machine.Joining)}
+		ManagementIP: meshaddr.ManagementIP(k).String(), Phase: string(machine.Joining)}
 	res, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: req.ID, Owner: req.ID, Body: body})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ployz/ployz/core/meshaddr"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
@@ -178,7 +179,7 @@ func (d *Daemon) selfBody() store.MachineBody {
 	}
 	if k, err := d.publicKey(); err == nil {
 		b.PublicKey = k.String()
-		b.ManagementIP = mesh.ManagementIP(k).String()
+		b.ManagementIP = meshaddr.ManagementIP(k).String()
 	}
 	for _, e := range rec.Endpoints {
 		b.Endpoints = append(b.Endpoints, e.String())

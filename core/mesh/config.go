@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/ployz/ployz/core/meshaddr"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -91,7 +92,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PrivateKey == (wgtypes.Key{}) {
 		return c, fmt.Errorf("config private key: missing")
 	}
-	if _, err := Gateway(c.Subnet); err != nil {
+	if _, err := meshaddr.Gateway(c.Subnet); err != nil {
 		return c, fmt.Errorf("config subnet: %w", err)
 	}
 	c.Subnet = c.Subnet.Masked()

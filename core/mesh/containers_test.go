@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/vishvananda/netns"
 )
 
@@ -22,7 +23,7 @@ func (l *lab) container(t *testing.T, machineNS, tag string, subnet netip.Prefix
 	t.Helper()
 	ns := "pzm-c" + tag + "-" + l.id
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	gw, _ := Gateway(subnet)
+	gw, _ := meshaddr.Gateway(subnet)
 	addr := gw.Next()
 	br, vh := "pzbr"+tag+l.id, "pzvh"+tag+l.id
 	l.ip("netns", "add", ns)

@@ -15,7 +15,7 @@
 // then be set again with SetPeers; remembered endpoints make the first
 // handshake go to the last endpoint that worked.
 //
-// The package is Machine-local (DESIGN bet 6): it configures only this
+// The package is Machine-local (docs/architecture.md bet 6): it configures only this
 // Machine's interface from the peer list it is given and never decides
 // anything about another Machine.
 package mesh

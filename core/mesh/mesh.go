@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/wgctrl"
@@ -65,10 +66,10 @@ func Up(ctx context.Context, cfg Config) (*Mesh, error) {
 	m := &Mesh{
 		cfg:   cfg,
 		log:   cfg.Logger.Named("mesh"),
-		mgmt:  ManagementIP(cfg.PrivateKey.PublicKey()),
+		mgmt:  meshaddr.ManagementIP(cfg.PrivateKey.PublicKey()),
 		peers: map[wgtypes.Key]*peerState{},
 	}
-	m.gw, _ = Gateway(cfg.Subnet)
+	m.gw, _ = meshaddr.Gateway(cfg.Subnet)
 	if cfg.EndpointStatePath != "" {
 		if m.memory, err = LoadEndpointMemory(cfg.EndpointStatePath); err != nil {
 			m.log.Warn("ignoring unreadable endpoint memory", "error", err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/core/meshaddr"
 )
 
 var (
@@ -60,7 +62,7 @@ func TestMeshLab(t *testing.T) {
 	if a.hello.Kind != KindUserspace || a.hello.Gateway != netip.MustParseAddr("10.210.1.1") {
 		t.Fatalf("A hello = %+v", a.hello)
 	}
-	if a.hello.Mgmt != ManagementIP(a.hello.PublicKey) {
+	if a.hello.Mgmt != meshaddr.ManagementIP(a.hello.PublicKey) {
 		t.Fatalf("A mgmt %v != derived", a.hello.Mgmt)
 	}
 	good := netip.AddrPortFrom(l.vethB, portB)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
@@ -53,7 +54,7 @@ func (m *Mesh) SetPeers(peers []Peer) error {
 		if _, dup := next[p.PublicKey]; dup {
 			return fmt.Errorf("peer %s: listed twice", p.PublicKey)
 		}
-		if _, err := Gateway(p.Subnet); err != nil {
+		if _, err := meshaddr.Gateway(p.Subnet); err != nil {
 			return fmt.Errorf("peer %s subnet: %w", p.PublicKey, err)
 		}
 		p.Subnet = p.Subnet.Masked()
@@ -61,7 +62,7 @@ func (m *Mesh) SetPeers(peers []Peer) error {
 			return fmt.Errorf("peer %s subnet %s: overlaps this Machine's %s", p.PublicKey, p.Subnet, m.cfg.Subnet)
 		}
 		if !p.ManagementIP.IsValid() {
-			p.ManagementIP = ManagementIP(p.PublicKey)
+			p.ManagementIP = meshaddr.ManagementIP(p.PublicKey)
 		}
 		next[p.PublicKey] = &peerState{peer: p}
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/meshaddr"
 )
 
 // Allocation is one subnet the operator gave a Machine.
@@ -32,7 +32,7 @@ func (s *Store) Allocate(context, machineID, machineName string, network netip.P
 		}
 		used = append(used, a.Subnet)
 	}
-	subnet, err := mesh.NextFreeSubnetIn(network, used)
+	subnet, err := meshaddr.NextFreeSubnetIn(network, used)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("allocate a subnet for %s: %w", machineName, err)
 	}

@@ -1,4 +1,4 @@
-package mesh
+package meshaddr
 
 import (
 	"net/netip"

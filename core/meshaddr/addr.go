@@ -1,4 +1,4 @@
-package mesh
+package meshaddr
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ func SubnetAt(network netip.Prefix, i int) (netip.Prefix, error) {
 // NextFreeSubnet returns the lowest /24 of DefaultNetwork that overlaps none
 // of used. It is the operator's allocator helper: the caller passes its
 // allocation history plus whatever it observed, and records the answer before
-// using it (DESIGN bet 6: allocation is optimistic).
+// using it (docs/architecture.md bet 6: allocation is optimistic).
 func NextFreeSubnet(used []netip.Prefix) (netip.Prefix, error) {
 	return NextFreeSubnetIn(DefaultNetwork, used)
 }

@@ -1,0 +1,25 @@
+//go:build linux
+
+// Command ployz-lab is `ployz lab`: a local lab of Machines as containers on
+// a Linux host. It is its own binary so that the ployz CLI links nothing
+// from e2e/ and cross-builds for macOS; `ployz lab ARGS` runs it.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/ployz/ployz/core/version"
+)
+
+func main() {
+	root := labCommand()
+	root.Use = "ployz lab"
+	root.Version = version.Version
+	root.SilenceUsage = true
+	root.SilenceErrors = true
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "ployz lab:", err)
+		os.Exit(1)
+	}
+}
