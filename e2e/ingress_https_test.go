@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/ingress"
-	"github.com/ployz/ployz/core/ingress/acme/acmetest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // TestIngressHTTPS runs a real ACME CA (Pebble, with challtestsrv as its

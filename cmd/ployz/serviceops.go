@@ -16,13 +16,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/deploy"
-	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // inspection is `ployz service inspect`: execution and ingress status are
-// separate facts (YAOPLOY.md): Containers can be ready while ingress is
+// separate facts (docs/architecture.md): Containers can be ready while ingress is
 // not configured, and the other way round.
 type inspection struct {
 	Namespace string          `json:"namespace"`

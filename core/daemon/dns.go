@@ -15,14 +15,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ployz/ployz/core/dns"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/meshaddr"
+	"github.com/ployz/ployz/sdk/dns"
 )
 
 // Internal DNS runs under a runtime unit the daemon writes; the daemon is
 // the only writer of the unit and of its spec, and never stops it outside
-// a reset (DESIGN.md, "Serving outlives the daemon").
+// a reset (docs/architecture.md, "Serving outlives the daemon").
 const (
 	DNSUnit     = "ployz-dns.service"
 	DNSUnitPath = "/run/systemd/system/" + DNSUnit

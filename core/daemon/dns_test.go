@@ -8,8 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/dns"
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/sdk/dns"
 )
 
 func TestParseResolvConfSkipsLoopbackStubs(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // The Ingress Proxy runs under a runtime unit the daemon writes, like

@@ -12,10 +12,10 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 func TestIngressSpecUnitAndStatus(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // PLOYZ_ACME_DIRECTORY in the daemon's environment reaches the spec:

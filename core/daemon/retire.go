@@ -6,10 +6,10 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // Retire loop timing: superseded Containers are checked every
@@ -23,7 +23,7 @@ const (
 
 // retireLoop stops this Machine's own running Service Containers that a
 // Serving Pointer superseded: created before the pointer moved, and not
-// named by it (DESIGN.md bet 3). It re-derives everything from rows and
+// named by it (docs/architecture.md bet 3). It re-derives everything from rows and
 // Docker each round; it never starts, places, moves or removes anything.
 func (d *Daemon) retireLoop(ctx context.Context) {
 	firstSeen := map[string]time.Time{}

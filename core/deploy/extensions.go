@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // decodeX decodes one extension value strictly: an unknown field inside

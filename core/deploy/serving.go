@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ployz/ployz/core/ingress"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // Serving steps: the Service's Serving Pointer moves on the entry, then

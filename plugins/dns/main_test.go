@@ -13,9 +13,9 @@ import (
 
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/dns"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/plugins/dns/internal/dns"
 	"github.com/ployz/ployz/sdk/plugintest"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 )

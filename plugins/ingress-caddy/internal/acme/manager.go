@@ -1,0 +1,217 @@
+package acme
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Defaults of Config's timing fields.
+const (
+	DefaultInterval       = time.Second
+	DefaultChallengeGrace = 3 * time.Second
+	DefaultChallengeTTL   = 2 * time.Minute
+	DefaultMinBackoff     = 60 * time.Second
+	DefaultMaxBackoff     = time.Hour
+	DefaultIssueTimeout   = 3 * time.Minute
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Machine is this Machine's id: its rank, and the issuer it writes.
+	Machine string
+	// Directory is the ACME directory URL; CAFile optional PEM roots to
+	// trust for it; Email the account contact (optional).
+	Directory, CAFile, Email string
+	// ListenTLS is copied into Snapshot.TLS.Listen.
+	ListenTLS string
+	// StateDir keeps the ACME account key (empty: a key per process).
+	StateDir string
+	// RankDelay spaces the Machines' turns: rank k waits k × RankDelay.
+	RankDelay time.Duration
+	// Store is the replicated store (certificates and machines tables).
+	Store Store
+	// Log receives issuance events (default: discarded).
+	Log hclog.Logger
+	// Interval is the store poll interval (DefaultInterval).
+	Interval time.Duration
+	// ChallengeGrace is how long the issuer waits after writing the
+	// challenge before asking the CA to validate, so every Machine's
+	// proxy has loaded it (DefaultChallengeGrace).
+	ChallengeGrace time.Duration
+	// ChallengeTTL: another Machine's challenge younger than this means
+	// its issuance is in progress (DefaultChallengeTTL).
+	ChallengeTTL time.Duration
+	// MinBackoff doubles per failed attempt up to MaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+	// IssueTimeout bounds one issuance (DefaultIssueTimeout).
+	IssueTimeout time.Duration
+	// Verify checks that hostname reaches this Cluster before ordering;
+	// nil uses VerifyHostname. machines are the participating ids.
+	Verify func(ctx context.Context, hostname string, machines []string) error
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// Snapshot is what the proxy loads and reports: the TLS input of the
+// Caddy config, the state of every wanted hostname and the skipped rows.
+type Snapshot struct {
+	TLS     caddyconfig.TLS
+	States  []rpc.CertificateState
+	Skipped []rpc.SkippedCertificate
+}
+
+// Manager keeps the certificates of the hostnames the proxy routes. Want
+// and Snapshot are safe to call from any goroutine while Run runs.
+type Manager struct {
+	cfg  Config
+	log  hclog.Logger
+	kick chan struct{}
+
+	mu        sync.Mutex
+	want      []string
+	snap      Snapshot
+	firstSeen map[string]time.Time
+	local     map[string]localWait // verdict failures: this Machine's own evidence
+	issuing   string
+	storeErr  string
+
+	acct *account // guarded by the single issuing goroutine
+}
+
+type localWait struct {
+	until    time.Time
+	failures int
+	err      string
+}
+
+// New returns a Manager; Run starts it.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Machine == "" {
+		return nil, errors.New("acme: machine is empty")
+	}
+	if cfg.Directory == "" {
+		return nil, errors.New("acme: directory is empty")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("acme: no store")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Interval, DefaultInterval)
+	def(&cfg.ChallengeGrace, DefaultChallengeGrace)
+	def(&cfg.ChallengeTTL, DefaultChallengeTTL)
+	def(&cfg.MinBackoff, DefaultMinBackoff)
+	def(&cfg.MaxBackoff, DefaultMaxBackoff)
+	def(&cfg.IssueTimeout, DefaultIssueTimeout)
+	if cfg.RankDelay < 0 {
+		cfg.RankDelay = 0
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Verify == nil {
+		cfg.Verify = VerifyHostname
+	}
+	return &Manager{cfg: cfg, log: cfg.Log, kick: make(chan struct{}, 1),
+		firstSeen: map[string]time.Time{}, local: map[string]localWait{},
+		snap: Snapshot{TLS: caddyconfig.TLS{Listen: cfg.ListenTLS}}}, nil
+}
+
+// Want sets the hostnames that need certificates (those the proxy routes).
+func (m *Manager) Want(hostnames []string) {
+	hs := make([]string, 0, len(hostnames))
+	for _, h := range hostnames {
+		hs = append(hs, strings.ToLower(strings.TrimSuffix(h, ".")))
+	}
+	slices.Sort(hs)
+	hs = slices.Compact(hs)
+	m.mu.Lock()
+	changed := !slices.Equal(hs, m.want)
+	m.want = hs
+	m.mu.Unlock()
+	if changed {
+		m.poke()
+	}
+}
+
+// Snapshot returns the latest evaluation of the store.
+func (m *Manager) Snapshot() Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.snap
+	s.TLS.Certificates = slices.Clone(s.TLS.Certificates)
+	s.TLS.Challenges = slices.Clone(s.TLS.Challenges)
+	s.States = slices.Clone(s.States)
+	s.Skipped = slices.Clone(s.Skipped)
+	return s
+}
+
+func (m *Manager) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run reads the store every Interval (and when Want changes), refreshes
+// the snapshot and starts an issuance when this Machine's turn came,
+// until ctx ends. A failed read keeps the last snapshot.
+func (m *Manager) Run(ctx context.Context) error {
+	var lastErr string
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rows, err := m.cfg.Store.Certificates(rctx)
+		var ms []string
+		if err == nil {
+			ms, err = participating(rctx, m.cfg.Store)
+		}
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if err.Error() != lastErr {
+				m.log.Warn("certificates: store unreachable; keeping the loaded material", "error", err)
+			}
+			lastErr = err.Error()
+			m.mu.Lock()
+			m.storeErr = err.Error()
+			m.mu.Unlock()
+		} else {
+			lastErr = ""
+			if due, prev := m.evaluate(rows, ms); due != "" {
+				go m.issue(ctx, due, prev, ms)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-m.kick:
+		case <-time.After(m.cfg.Interval):
+		}
+	}
+	return nil
+}
+
+// backoff is the wait after the n-th consecutive failure (n ≥ 1).
+func (m *Manager) backoff(n int) time.Duration {
+	d := m.cfg.MinBackoff
+	for i := 1; i < n && d < m.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, m.cfg.MaxBackoff)
+}

@@ -1,0 +1,84 @@
+package caddyconfig
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
+func TestCaddyConfigDeterministic(t *testing.T) {
+	routes := []ingress.Route{
+		{Hostname: "a.example.test", Owner: "demo/a", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.2:80", "10.0.0.1:80"}},
+		{Hostname: "b.example.test", Owner: "demo/b", State: rpc.RoutePending},
+	}
+	c1, err := CaddyConfig(":80", "m1", "/tmp/x", routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := CaddyConfig(":80", "m1", "/tmp/x", routes)
+	if string(c1) != string(c2) {
+		t.Fatal("config not deterministic")
+	}
+	s := string(c1)
+	for _, want := range []string{`"automatic_https":{"disable":true}`, `"dial":"10.0.0.2:80"},{"dial":"10.0.0.1:80"}`,
+		`"policy":"first"`, `"status_code":502`, `"/.ployz-verify"`, `"persist":false`, `"disabled":true`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("config lacks %s:\n%s", want, s)
+		}
+	}
+}
+
+func TestCaddyConfigTLS(t *testing.T) {
+	routes := []ingress.Route{{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{"10.0.0.1:8080"}}}
+	plain, _ := CaddyConfig(":80", "m1", "/tmp/s", routes)
+	for _, empty := range []TLS{{}, {Listen: ":443"}} {
+		same, err := CaddyConfigTLS(":80", "m1", "/tmp/s", routes, empty)
+		if err != nil || string(same) != string(plain) {
+			t.Fatalf("TLS without material or challenges changed the config: %v", err)
+		}
+	}
+	in := TLS{Listen: ":443", Certificates: []Certificate{{CertPEM: "C", KeyPEM: "K"}},
+		Challenges: []Challenge{{Token: "tok", KeyAuthorization: "tok.x"}}}
+	b, err := CaddyConfigTLS(":80", "m1", "/tmp/s", routes, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := CaddyConfigTLS(":80", "m1", "/tmp/s", routes, in)
+	if string(again) != string(b) {
+		t.Fatal("not deterministic")
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen      []string          `json:"listen"`
+					AutoHTTPS   map[string]bool   `json:"automatic_https"`
+					TLSPolicies []json.RawMessage `json:"tls_connection_policies"`
+					Routes      []json.RawMessage `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+			TLS struct {
+				Certificates struct {
+					LoadPEM []struct{ Certificate, Key string } `json:"load_pem"`
+				} `json:"certificates"`
+				Automation json.RawMessage `json:"automation"`
+			} `json:"tls"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	h, s := cfg.Apps.HTTP.Servers["ingress"], cfg.Apps.HTTP.Servers["ingress_tls"]
+	if len(h.Routes) != 4 || !strings.Contains(string(h.Routes[0]), ingress.ChallengePathPrefix+"tok") || !strings.Contains(string(h.Routes[0]), "tok.x") {
+		t.Fatalf("http routes: %s", h.Routes)
+	}
+	if s.Listen[0] != ":443" || !s.AutoHTTPS["disable"] || len(s.TLSPolicies) != 1 || len(s.Routes) != 3 {
+		t.Fatalf("https server: %+v", s)
+	}
+	if lp := cfg.Apps.TLS.Certificates.LoadPEM; len(lp) != 1 || lp[0].Certificate != "C" || lp[0].Key != "K" || cfg.Apps.TLS.Automation != nil {
+		t.Fatalf("tls app: %+v", cfg.Apps.TLS)
+	}
+}

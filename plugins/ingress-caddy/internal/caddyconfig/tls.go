@@ -1,0 +1,111 @@
+package caddyconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
+// TLS is the HTTPS input of the config generator (CaddyConfigTLS).
+type TLS struct {
+	// Listen is the HTTPS listen address, e.g. ":443"; empty serves no
+	// HTTPS (challenges are still answered on HTTP).
+	Listen string
+	// Certificates are loaded as they are (Caddy never issues); a
+	// hostname is served on Listen when one of them covers it.
+	Certificates []Certificate
+	// Challenges are answered on HTTP for every host.
+	Challenges []Challenge
+}
+
+// Certificate is PEM material: the leaf first, then its chain, and the
+// private key.
+type Certificate struct {
+	CertPEM string
+	KeyPEM  string
+}
+
+// Challenge is one HTTP-01 answer.
+type Challenge struct {
+	Token            string
+	KeyAuthorization string
+}
+
+// httpServer is CaddyConfig's HTTP server; httpsServer the one added
+// for HTTPS.
+const (
+	httpServer  = "ingress"
+	httpsServer = "ingress_tls"
+)
+
+// CaddyConfigTLS is CaddyConfig plus HTTPS: the challenges answered first
+// on HTTP, and, when t.Listen is set and there is material, the
+// certificates loaded into Caddy's tls app (load_pem, no automation:
+// automatic HTTPS stays off) and a second server on t.Listen with the
+// same routes as HTTP, which completes a handshake only for a hostname
+// some certificate covers (by SNI). Without material nothing listens on
+// t.Listen, so a Machine whose port 443 is taken keeps serving HTTP until
+// it has a certificate. HTTP keeps serving every route; it does not
+// redirect. A t without material or challenges gives CaddyConfig's bytes.
+// Output is deterministic for equal input.
+func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t TLS) ([]byte, error) {
+	base, err := CaddyConfig(listen, machine, stateDir, routes)
+	serveTLS := t.Listen != "" && len(t.Certificates) > 0
+	if err != nil || (!serveTLS && len(t.Challenges) == 0) {
+		return base, err
+	}
+	var cfg obj
+	dec := json.NewDecoder(bytes.NewReader(base))
+	dec.UseNumber()
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("caddy config: %w", err)
+	}
+	apps, _ := cfg["apps"].(obj)
+	httpApp, _ := apps["http"].(obj)
+	servers, _ := httpApp["servers"].(obj)
+	srv, ok := servers[httpServer].(obj)
+	if !ok {
+		return nil, fmt.Errorf("caddy config: no http server %q", httpServer)
+	}
+	routesJSON, _ := srv["routes"].([]any)
+	if serveTLS {
+		tlsSrv := obj{
+			"listen":                  []string{t.Listen},
+			"listener_wrappers":       []any{obj{"wrapper": ConnWrapper}},
+			"automatic_https":         obj{"disable": true},
+			"tls_connection_policies": []any{obj{}},
+			"protocols":               []string{"h1", "h2"},
+			"routes":                  routesJSON,
+		}
+		servers[httpsServer] = tlsSrv
+		pems := make([]any, 0, len(t.Certificates))
+		for _, c := range t.Certificates {
+			pems = append(pems, obj{"certificate": c.CertPEM, "key": c.KeyPEM})
+		}
+		apps["tls"] = obj{"certificates": obj{"load_pem": pems}, "disable_ocsp_stapling": true}
+	}
+	if len(t.Challenges) > 0 {
+		ch := make([]any, 0, len(t.Challenges)+len(routesJSON))
+		for _, c := range t.Challenges {
+			ch = append(ch, obj{
+				"match": []any{obj{"path": []string{ingress.ChallengePathPrefix + c.Token}}},
+				"handle": []any{obj{"handler": "static_response", "status_code": 200,
+					"headers": obj{"Content-Type": []string{"text/plain"}},
+					"body":    c.KeyAuthorization}},
+				"terminal": true,
+			})
+		}
+		srv["routes"] = append(ch, routesJSON...)
+	}
+	return json.Marshal(cfg)
+}
+
+// HTTPSConfig is CaddyConfigTLS with one certificate (PEM leaf+chain and
+// key) served on listenTLS: the HTTPS config for callers holding their own
+// material, such as benchmarks.
+func HTTPSConfig(listen, listenTLS, machine, stateDir string, routes []ingress.Route, certPEM, keyPEM string) ([]byte, error) {
+	return CaddyConfigTLS(listen, machine, stateDir, routes, TLS{Listen: listenTLS,
+		Certificates: []Certificate{{CertPEM: certPEM, KeyPEM: keyPEM}}})
+}

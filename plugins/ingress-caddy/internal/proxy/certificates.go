@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/acme"
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
+// certificates is the proxy's side of HTTPS: nil when the spec has no
+// acme field (HTTPS off), else an ACME manager running for Serve's life.
+type certificates struct {
+	m      *acme.Manager
+	cancel context.CancelFunc
+}
+
+// stop ends the manager (Serve returns).
+func (c *certificates) stop() {
+	if c != nil {
+		c.cancel()
+	}
+}
+
+// startCertificates starts the ACME manager the spec asks for; store
+// overrides the spec's store (tests). A nil result serves HTTP only.
+func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, log hclog.Logger) (*certificates, error) {
+	if spec.ACME == nil {
+		return nil, nil
+	}
+	if st == nil {
+		st = acme.NewTokenFileStore(spec.StoreAPI, spec.StoreTokenFile)
+	}
+	m, err := acme.New(acme.Config{
+		Machine: spec.Machine, Directory: spec.ACME.Directory, CAFile: spec.ACME.CAFile, Email: spec.ACME.Email,
+		ListenTLS: spec.ListenTLS, StateDir: filepath.Join(spec.StateDir, "ployz"),
+		RankDelay: time.Duration(spec.ACME.RankDelaySeconds) * time.Second,
+		Store:     st, Log: log.Named("acme"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	go m.Run(ctx) //nolint:errcheck // it ends with ctx
+	log.Info("https on", "listen_tls", spec.ListenTLS, "directory", spec.ACME.Directory)
+	return &certificates{m: m, cancel: cancel}, nil
+}
+
+// tls hands the routed hostnames (published or pending) to the manager
+// and returns the TLS input of the Caddy config.
+func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
+	if c == nil {
+		return caddyconfig.TLS{}
+	}
+	var hs []string
+	for _, r := range routes {
+		if r.Hostname != "" && r.Protocol == "" && (r.State == rpc.RoutePublished || r.State == rpc.RoutePending) {
+			hs = append(hs, r.Hostname)
+		}
+	}
+	c.m.Want(hs)
+	return c.m.Snapshot().TLS
+}
+
+// status fills the status file's HTTPS fields.
+func (c *certificates) status(st *rpc.IngressStatus) {
+	if c == nil {
+		return
+	}
+	s := c.m.Snapshot()
+	st.ListenTLS = s.TLS.Listen
+	st.Certificates, st.SkippedCertificates = s.States, s.Skipped
+}

@@ -1,0 +1,280 @@
+// Package proxy runs Ployz's Ingress Proxy: an embedded Caddy loaded
+// with the routes package ingress computes from the store.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp"              // the http app
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // reverse_proxy, first
+	_ "github.com/caddyserver/caddy/v2/modules/filestorage"            // file_system storage
+	"github.com/hashicorp/go-hclog"
+	_ "github.com/mholt/caddy-l4/modules/l4proxy" // the layer4 app, proxy, first (tcp routes)
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
+// Loader timing: a successful read repeats every PollInterval; failures
+// back off from 250 ms to 2 s while the loaded config keeps serving. The
+// status file is rewritten on every change and at least every
+// statusRefresh.
+const (
+	PollInterval  = 500 * time.Millisecond
+	minBackoff    = 250 * time.Millisecond
+	maxBackoff    = 2 * time.Second
+	statusRefresh = 5 * time.Second
+	// drainTimeout bounds the wait for requests in flight at exit (the
+	// unit's TimeoutStopSec is 15 s).
+	drainTimeout = 10 * time.Second
+)
+
+// ErrSpecChanged ends Serve when the spec file changed: exit 0 and let
+// systemd start a process on the new spec.
+var ErrSpecChanged = errors.New("ingress spec changed; restarting onto it")
+
+// Source is what the proxy reads routes from and acks Serving Pointers
+// to; StoreSource is the real one.
+type Source interface {
+	// Input reads the Containers, Serving Pointers and Machine sessions.
+	Input(ctx context.Context) (ingress.Input, error)
+	// Ack records which Serving Pointers machine's loaded config follows.
+	Ack(ctx context.Context, machine string, ack store.ServingAckBody) error
+}
+
+// StoreSource reads the replicated store at the spec's store_api, with
+// the token from its store_token_file.
+type StoreSource struct{ tf *store.TokenFileClient }
+
+// NewStoreSource returns the store Source of spec s.
+func NewStoreSource(s ingress.Spec) StoreSource {
+	return StoreSource{store.NewTokenFileClient(s.StoreAPI, s.StoreTokenFile)}
+}
+
+// Input implements Source.
+func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
+	var in ingress.Input
+	err := s.tf.Do(func(c *store.Client) error {
+		var err error
+		if in.Containers, err = c.Containers().List(ctx); err != nil {
+			return err
+		}
+		if in.Pointers, err = c.Serving().List(ctx); err != nil {
+			return err
+		}
+		ms, err := c.Machines().List(ctx)
+		if err != nil {
+			return err
+		}
+		in.Sessions = map[string]string{}
+		for _, m := range ms {
+			in.Sessions[m.Key] = m.Body.Session
+		}
+		return nil
+	})
+	return in, err
+}
+
+// Ack implements Source: the Machine's serving_acks row.
+func (s StoreSource) Ack(ctx context.Context, machine string, ack store.ServingAckBody) error {
+	return s.tf.Do(func(c *store.Client) error {
+		_, err := c.ServingAcks().Put(ctx, store.Row[store.ServingAckBody]{Key: machine, Owner: machine, Body: ack})
+		return err
+	})
+}
+
+// Options tune Serve.
+type Options struct {
+	SpecPath string
+	// Source overrides the store (tests); nil reads the spec's store.
+	Source Source
+	// Interval is the store poll interval (default PollInterval).
+	Interval time.Duration
+	Log      hclog.Logger
+	// OnLoad runs after every successful Caddy load (tests).
+	OnLoad func(rpc.IngressStatus)
+}
+
+// Serve keeps an embedded Caddy loaded with the routes the store derives
+// until ctx ends or the spec file changes. Nothing listens before the
+// first successful store read; a failed read keeps the loaded config.
+func Serve(ctx context.Context, o Options) error {
+	log := o.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	spec, raw, err := ingress.LoadSpec(o.SpecPath)
+	if err != nil {
+		return err
+	}
+	src := o.Source
+	if src == nil {
+		src = NewStoreSource(spec)
+	}
+	interval := o.Interval
+	if interval <= 0 {
+		interval = PollInterval
+	}
+	certs, err := startCertificates(ctx, spec, nil, log) // nil: HTTPS off
+	if err != nil {
+		return err
+	}
+	defer certs.stop()
+	defer func() {
+		if err := caddy.Stop(); err != nil {
+			log.Warn("stop caddy", "error", err)
+		}
+		// Stop only began the graceful shutdown: let every request in
+		// flight finish before the process exits.
+		if n := waitConns(drainTimeout); n > 0 {
+			log.Warn("connections still open after the drain timeout", "open", n, "timeout", drainTimeout)
+		}
+	}()
+	var (
+		loaded      []byte         // the config Caddy runs
+		cur         ingress.Routes // the routes it was computed from
+		st          = rpc.IngressStatus{MachineID: spec.Machine, Listen: spec.Listen}
+		written     rpc.IngressStatus
+		writtenAt   time.Time
+		backoff     = minBackoff
+		failing     bool
+		lastLoadErr string
+		acked       map[string]string        // pointers in this Machine's ack row
+		firstSeen   = map[string]time.Time{} // Serving Pointer id -> first read
+	)
+	writeStatus := func() {
+		cmp := st
+		cmp.Checked = written.Checked
+		if reflect.DeepEqual(cmp, written) && time.Since(writtenAt) < statusRefresh {
+			return
+		}
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := machine.WriteFileAtomic(spec.StatusFile, append(b, '\n'), 0o644); err != nil {
+			log.Warn("write status", "path", spec.StatusFile, "error", err)
+			return
+		}
+		written, writtenAt = st, time.Now()
+	}
+	log.Info("waiting for the first load from the store", "machine", spec.Machine, "listen", spec.Listen)
+	caddyListen := "" // bound on the first load, which follows the first store read
+
+	for ctx.Err() == nil {
+		if now, err := os.ReadFile(o.SpecPath); err == nil && !bytes.Equal(now, raw) {
+			return ErrSpecChanged
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		in, err := src.Input(lctx)
+		cancel()
+		wait := interval
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if !failing {
+				log.Warn("store unreachable; keeping the loaded config", "loaded", loaded != nil, "error", err)
+			}
+			failing = true
+			st.StoreError = err.Error()
+			wait, backoff = backoff, min(backoff*2, maxBackoff)
+		} else {
+			if failing {
+				log.Info("store reachable again")
+			}
+			failing, backoff = false, minBackoff
+			st.StoreError = ""
+			st.Checked = time.Now().Unix()
+			in.Machine, in.Prev, in.Young = spec.Machine, cur.ByKey(), map[string]bool{}
+			for _, p := range in.Pointers {
+				if _, ok := firstSeen[p.Body.ID]; !ok {
+					firstSeen[p.Body.ID] = time.Now()
+				}
+				in.Young[p.Body.ID] = time.Since(firstSeen[p.Body.ID]) < ingress.HoldFor
+			}
+			for id := range firstSeen {
+				if _, ok := in.Young[id]; !ok {
+					delete(firstSeen, id) // moved on
+				}
+			}
+			if caddyListen == "" {
+				caddyListen = httpListen(spec.Listen, log)
+			}
+			next := ingress.Compute(in)
+			dropBusyPorts(next.Routes, spec.Listen, cur)
+			cfg, err := caddyconfig.CaddyConfigTLS(caddyListen, spec.Machine, spec.StateDir, next.Routes, certs.tls(next.Routes))
+			if err != nil {
+				return fmt.Errorf("generate caddy config: %w", err)
+			}
+			if !bytes.Equal(cfg, loaded) {
+				if err := caddy.Load(cfg, false); err != nil {
+					if err.Error() != lastLoadErr {
+						log.Error("caddy refused the config; keeping the loaded one", "error", err)
+					}
+					lastLoadErr = err.Error()
+					st.LoadError = err.Error()
+					wait = max(wait, time.Second)
+				} else {
+					first := loaded == nil
+					loaded, cur, lastLoadErr = cfg, next, ""
+					sum := sha256.Sum256(cfg)
+					st.LoadError, st.ConfigHash, st.Loaded = "", hex.EncodeToString(sum[:8]), time.Now().Unix()
+					st.Routes = next.Routes
+					log.Info("caddy config loaded", "first", first, "routes", len(next.Routes), "hash", st.ConfigHash)
+				}
+			} else {
+				cur = next // same config: owners and states may still differ
+				st.Routes = next.Routes
+			}
+			st.Skipped = next.Skipped
+			certs.status(&st)
+			if bytes.Equal(cfg, loaded) {
+				// Caddy runs exactly this computation: ack its pointers.
+				st.Pointers = next.Pointers
+				acked = ack(ctx, src, spec.Machine, next.Pointers, acked, log)
+			}
+			// Caddy may refuse even the first config (e.g. the port is
+			// taken): the status file says so, with Running false.
+			st.Running = loaded != nil
+			writeStatus()
+			if loaded != nil && o.OnLoad != nil && st.LoadError == "" {
+				o.OnLoad(st)
+			}
+		}
+		if failing && loaded != nil {
+			writeStatus()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// ack writes this Machine's ack row when the pointers its loaded config
+// follows differ from those acked; it returns what is acked now.
+func ack(ctx context.Context, src Source, machine string, pointers, acked map[string]string, log hclog.Logger) map[string]string {
+	if maps.Equal(pointers, acked) {
+		return acked
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := src.Ack(ctx, machine, store.ServingAckBody{Pointers: pointers, Loaded: time.Now().UnixMilli()}); err != nil {
+		log.Warn("ack serving pointers", "error", err)
+		return acked
+	}
+	return pointers
+}

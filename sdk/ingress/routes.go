@@ -1,0 +1,260 @@
+package ingress
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// Route is one route as this Machine's Ingress Proxy serves it.
+type Route = rpc.IngressState
+
+// Routes is one computation from the store: the routes sorted by key, the
+// row routes that were skipped and the Serving Pointers followed.
+type Routes struct {
+	Routes  []Route
+	Skipped []rpc.SkippedRoute
+	// Pointers maps every Service with a Serving Pointer to the pointer's
+	// id: the config computed here follows exactly these.
+	Pointers map[string]string
+}
+
+// ByKey maps each route key to its route: the Prev of the next Compute.
+func (r Routes) ByKey() map[string]Route {
+	m := make(map[string]Route, len(r.Routes))
+	for _, rt := range r.Routes {
+		m[rt.Key()] = rt
+	}
+	return m
+}
+
+// Input is what Compute derives routes from.
+type Input struct {
+	Containers []store.Row[store.ContainerBody]
+	// Pointers are the Serving Pointer rows, keyed "namespace/service".
+	Pointers []store.Row[store.ServingBody]
+	// Sessions maps a Machine id to its current session (machines
+	// table); a row observed in another session is stale.
+	Sessions map[string]string
+	// Machine is this Machine's id: its Containers come first.
+	Machine string
+	// Prev maps route keys to the previous computation's routes: a
+	// conflict keeps the previous owner, and a young pointer holds them.
+	Prev map[string]Route
+	// Young are the Serving Pointer ids first seen less than HoldFor ago.
+	Young map[string]bool
+}
+
+// HoldFor bounds how long a moved Serving Pointer whose Containers are not
+// yet seen ready (their rows replicate apart from the pointer's) keeps the
+// previous upstreams serving instead of answering 502.
+const HoldFor = 30 * time.Second
+
+type upstream struct {
+	addr  netip.AddrPort
+	id    string
+	local bool
+}
+
+type claim struct {
+	route    Route                 // identity fields only
+	services map[string]bool       // claimants
+	ups      map[string][]upstream // service -> eligible upstreams
+	waiting  map[string]int        // service -> ready Containers the pointer does not name
+}
+
+// ServiceKey is the "namespace/service" key of Services in routes,
+// Serving Pointers and acks.
+func ServiceKey(namespace, service string) string {
+	return strings.ToLower(namespace) + "/" + strings.ToLower(service)
+}
+
+// Compute derives the routes.
+//
+// Every Service whose rows carry a route claims it (whether or not its
+// Containers are ready). One Service owns a route: with one claimant that
+// one. Several claimants are a conflict, reported as such, which never
+// publishes a new owner: the previous owner keeps the route untouched
+// while it still claims it, otherwise nothing is published. Upstreams
+// are the owner's Containers that are Ready with an IPv4 address in their
+// Machine's current session and, when the Service has a Serving Pointer,
+// named by it with the same Machine, image and deployment; this
+// Machine's come first, then by address. An owner without one is pending.
+// Rows whose routes are invalid are skipped and reported with the field.
+func Compute(in Input) Routes {
+	out := Routes{Pointers: map[string]string{}}
+	pointers := map[string]store.ServingBody{}
+	for _, p := range in.Pointers {
+		k := strings.ToLower(p.Key)
+		pointers[k] = p.Body
+		out.Pointers[k] = p.Body.ID
+	}
+	claims := map[string]*claim{}
+	held := map[string]string{} // service -> the pointer its held routes follow
+	machine := strings.ToLower(in.Machine)
+	for _, r := range in.Containers {
+		b := r.Body
+		if len(b.Ingress) == 0 {
+			continue
+		}
+		if b.Namespace == "" || b.Service == "" {
+			out.Skipped = append(out.Skipped, rpc.SkippedRoute{Container: r.Key,
+				Reason: `field "namespace"/"service" is empty: routes need the Service's identity`})
+			continue
+		}
+		svc := ServiceKey(b.Namespace, b.Service)
+		var ip netip.Addr
+		if b.Ready {
+			if a, err := netip.ParseAddr(b.IP); err == nil && a.Unmap().Is4() {
+				ip = a.Unmap()
+			}
+		}
+		if s := in.Sessions[r.Owner]; s != "" && b.Session != "" && b.Session != s {
+			ip = netip.Addr{} // readiness from an earlier session of its Machine
+		}
+		p, hasPointer := pointers[svc]
+		named := !hasPointer || p.Has(r.Key, r.Owner, b)
+		for i, rt := range b.Ingress {
+			id, err := routeIdentity(rt)
+			if err != nil {
+				out.Skipped = append(out.Skipped, rpc.SkippedRoute{Container: r.Key,
+					Reason: fmt.Sprintf("field \"ingress[%d].%s", i, err)})
+				continue
+			}
+			k := id.Key()
+			c := claims[k]
+			if c == nil {
+				c = &claim{route: id, services: map[string]bool{}, ups: map[string][]upstream{}, waiting: map[string]int{}}
+				claims[k] = c
+			}
+			c.services[svc] = true
+			switch {
+			case !ip.IsValid():
+			case !named:
+				c.waiting[svc]++
+			default:
+				c.ups[svc] = append(c.ups[svc], upstream{addr: netip.AddrPortFrom(ip, uint16(rt.ContainerPort)),
+					id: r.Key, local: strings.EqualFold(r.Owner, machine)})
+			}
+		}
+	}
+	for k, c := range claims {
+		claimants := make([]string, 0, len(c.services))
+		for s := range c.services {
+			claimants = append(claimants, s)
+		}
+		slices.Sort(claimants)
+		rt := c.route
+		prev := in.Prev[k]
+		switch p := prev.Owner; {
+		case len(claimants) == 1:
+			rt.Owner = claimants[0]
+		case p != "" && c.services[p]:
+			rt.Owner = p
+		}
+		if rt.Owner != "" {
+			rt.Pointer = out.Pointers[rt.Owner]
+			us := c.ups[rt.Owner]
+			slices.SortFunc(us, func(a, b upstream) int {
+				if a.local != b.local {
+					if a.local {
+						return -1
+					}
+					return 1
+				}
+				return a.addr.Compare(b.addr)
+			})
+			us = slices.CompactFunc(us, func(a, b upstream) bool { return a.addr == b.addr })
+			for _, u := range us {
+				rt.Upstreams = append(rt.Upstreams, u.addr.String())
+				rt.Containers = append(rt.Containers, u.id)
+			}
+			if len(us) == 0 && rt.Pointer != "" && in.Young[rt.Pointer] && prev.Owner == rt.Owner && len(prev.Upstreams) > 0 {
+				// The pointer arrived before its Containers' ready rows:
+				// keep serving what was loaded, and do not ack it yet.
+				rt.Upstreams, rt.Containers, rt.Pointer = prev.Upstreams, prev.Containers, prev.Pointer
+				held[rt.Owner] = prev.Pointer
+			}
+		}
+		switch {
+		case len(claimants) > 1 && rt.Owner == "":
+			rt.State, rt.Claimants = rpc.RouteConflict, claimants
+			rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; nothing published until one remains"
+		case len(claimants) > 1:
+			rt.State, rt.Claimants = rpc.RouteConflict, claimants
+			rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; " + rt.Owner + " keeps it"
+		case len(rt.Upstreams) == 0 && c.waiting[rt.Owner] > 0:
+			rt.State = rpc.RoutePending
+			rt.Detail = fmt.Sprintf("no ready Container the Serving Pointer names (%d ready, not adopted): %s", c.waiting[rt.Owner], pendingAnswer(rt))
+		case len(rt.Upstreams) == 0:
+			rt.State, rt.Detail = rpc.RoutePending, "no ready Container: "+pendingAnswer(rt)
+		case held[rt.Owner] != "" || rt.Pointer != out.Pointers[rt.Owner]:
+			rt.State, rt.Detail = rpc.RoutePublished, "holding the previous upstreams until the Serving Pointer's Containers are seen ready"
+		default:
+			rt.State = rpc.RoutePublished
+		}
+		out.Routes = append(out.Routes, rt)
+	}
+	for svc, p := range held {
+		if p == "" {
+			delete(out.Pointers, svc)
+		} else {
+			out.Pointers[svc] = p
+		}
+	}
+	slices.SortFunc(out.Routes, func(a, b Route) int { return strings.Compare(a.Key(), b.Key()) })
+	return out
+}
+
+// routeIdentity validates one row route and returns the route it claims;
+// errors start with the offending field's name.
+func routeIdentity(rt store.IngressRoute) (Route, error) {
+	if rt.ContainerPort < 1 || rt.ContainerPort > 65535 {
+		return Route{}, fmt.Errorf("container_port\" is %d, want 1-65535", rt.ContainerPort)
+	}
+	switch rt.Protocol {
+	case "", "http":
+		h := strings.ToLower(strings.TrimSuffix(rt.Hostname, "."))
+		if err := rpc.ValidHostname(h); err != nil {
+			return Route{}, fmt.Errorf("hostname\" %s", err)
+		}
+		return Route{Hostname: h}, nil
+	case "tcp":
+		if rt.Port < 1 || rt.Port > 65535 {
+			return Route{}, fmt.Errorf("port\" is %d, want 1-65535", rt.Port)
+		}
+		if what, ok := ReservedPorts[rt.Port]; ok {
+			return Route{}, fmt.Errorf("port\" is %d, used by %s on every Machine", rt.Port, what)
+		}
+		return Route{Protocol: "tcp", Port: rt.Port}, nil
+	default:
+		return Route{}, fmt.Errorf("protocol\" is %q, want http or tcp", rt.Protocol)
+	}
+}
+
+// ReservedPorts are the ports Ployz itself uses on every Machine: a tcp
+// route may not take them (x-ports ingress_port refuses them, Compute
+// skips a row claiming one), since Caddy would refuse the whole config
+// when a layer4 listener collides with another.
+var ReservedPorts = map[int]string{
+	53:    "Internal DNS",
+	80:    "HTTP ingress",
+	443:   "HTTPS ingress",
+	7569:  "Machine RPC",
+	7570:  "the store's gossip",
+	7571:  "the store API",
+	51820: "the WireGuard mesh",
+}
+
+// pendingAnswer is what a pending route does, for its Detail.
+func pendingAnswer(rt Route) string {
+	if rt.Protocol == "tcp" {
+		return "no listener (connections refused)"
+	}
+	return "answering 502"
+}

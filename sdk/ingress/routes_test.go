@@ -1,0 +1,238 @@
+package ingress
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+func row(key, machine, ns, svc, ip string, ready bool, routes ...store.IngressRoute) store.Row[store.ContainerBody] {
+	return store.Row[store.ContainerBody]{Key: key, Owner: machine, Body: store.ContainerBody{
+		Namespace: ns, Service: svc, IP: ip, Ready: ready, State: "running", Ingress: routes}}
+}
+
+func hello(port int) store.IngressRoute {
+	return store.IngressRoute{Hostname: "hello.example.test", ContainerPort: port}
+}
+
+func TestComputeLocalFirstOnlyReady(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		row("a", "m2", "demo", "web", "10.210.2.5", true, hello(8080)),
+		row("b", "m1", "demo", "web", "10.210.1.9", true, hello(8080)),
+		row("c", "m3", "demo", "web", "10.210.3.2", true, hello(8080)),
+		row("d", "m1", "demo", "web", "10.210.1.3", false, hello(8080)), // not ready
+		row("e", "m1", "demo", "web", "", true, hello(8080)),            // no IP
+		row("f", "m1", "demo", "api", "10.210.1.4", true),               // no routes
+	}
+	got := Compute(Input{Containers: rows, Machine: "m1", Prev: nil})
+	if len(got.Routes) != 1 || len(got.Skipped) != 0 {
+		t.Fatalf("got %+v", got)
+	}
+	r := got.Routes[0]
+	want := []string{"10.210.1.9:8080", "10.210.2.5:8080", "10.210.3.2:8080"}
+	if r.Owner != "demo/web" || r.State != rpc.RoutePublished || !slices.Equal(r.Upstreams, want) {
+		t.Fatalf("route %+v, want upstreams %v", r, want)
+	}
+	// From m3's point of view its own Container comes first.
+	if r := Compute(Input{Containers: rows, Machine: "m3", Prev: nil}).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" {
+		t.Fatalf("m3 upstreams %v", r.Upstreams)
+	}
+}
+
+func TestComputePendingWithoutReadyBackend(t *testing.T) {
+	got := Compute(Input{Containers: []store.Row[store.ContainerBody]{row("a", "m1", "demo", "web", "10.210.1.2", false, hello(8080))}, Machine: "m1", Prev: nil})
+	if r := got.Routes[0]; r.State != rpc.RoutePending || len(r.Upstreams) != 0 || r.Owner != "demo/web" {
+		t.Fatalf("route %+v", r)
+	}
+}
+
+func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
+	web := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	rival := row("b", "m1", "alpha", "site", "10.210.1.3", true, hello(80))
+	first := Compute(Input{Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: nil})
+	if first.Routes[0].State != rpc.RoutePublished {
+		t.Fatalf("first %+v", first.Routes)
+	}
+	// alpha/site sorts lower, but demo/web was published first: it stays.
+	got := Compute(Input{Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: first.ByKey()})
+	r := got.Routes[0]
+	if r.State != rpc.RouteConflict || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
+		t.Fatalf("conflict route %+v", r)
+	}
+	if !slices.Equal(r.Claimants, []string{"alpha/site", "demo/web"}) || !strings.Contains(r.Detail, "alpha/site") {
+		t.Fatalf("claimants %v detail %q", r.Claimants, r.Detail)
+	}
+	// With no previous owner nothing is published: no owner, no upstream.
+	r = Compute(Input{Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: nil}).Routes[0]
+	if r.State != rpc.RouteConflict || r.Owner != "" || len(r.Upstreams) != 0 || !strings.Contains(r.Detail, "nothing published") {
+		t.Fatalf("fresh conflict %+v", r)
+	}
+	// The rival leaves: published again.
+	if r := Compute(Input{Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: map[string]Route{"hello.example.test": {Owner: "demo/web"}}}).Routes[0]; r.State != rpc.RoutePublished {
+		t.Fatalf("after conflict %+v", r)
+	}
+}
+
+func TestComputeSkipsInvalidRoutes(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		row("bad-host", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "bad_host!.example", ContainerPort: 80}),
+		row("bad-port", "m1", "demo", "web", "10.210.1.2", true, hello(70000)),
+		row("single", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "localhost", ContainerPort: 80}),
+		row("anon", "m1", "", "", "10.210.1.2", true, hello(80)),
+		row("ok", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "Hello.Example.Test.", ContainerPort: 8080}),
+	}
+	got := Compute(Input{Containers: rows, Machine: "m1", Prev: nil})
+	if len(got.Routes) != 1 || got.Routes[0].Hostname != "hello.example.test" {
+		t.Fatalf("routes %+v", got.Routes)
+	}
+	want := map[string]string{
+		"bad-host": `field "ingress[0].hostname"`,
+		"bad-port": `field "ingress[0].container_port" is 70000`,
+		"single":   `field "ingress[0].hostname" "localhost" needs at least two labels`,
+		"anon":     `field "namespace"/"service" is empty`,
+	}
+	if len(got.Skipped) != len(want) {
+		t.Fatalf("skipped %+v", got.Skipped)
+	}
+	for _, s := range got.Skipped {
+		if !strings.Contains(s.Reason, want[s.Container]) {
+			t.Errorf("%s: reason %q lacks %q", s.Container, s.Reason, want[s.Container])
+		}
+	}
+}
+
+func TestValidHostname(t *testing.T) {
+	for _, h := range []string{"a.b", "hello.example.test", "x-1.y2.z"} {
+		if err := rpc.ValidHostname(h); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
+	}
+	for _, h := range []string{"", "localhost", "*.example.com", "a..b", "-a.b", "a.b:80", "A.b", strings.Repeat("a", 64) + ".b"} {
+		if err := rpc.ValidHostname(h); err == nil {
+			t.Errorf("%q accepted", h)
+		}
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	s, err := ParseSpec([]byte(`{"machine":"m1","listen":":80","store_api":"127.0.0.1:7571","extra":1}`))
+	if err != nil || s.StatusFile != DefaultStatusPath || s.StateDir != DefaultStateDir {
+		t.Fatalf("%+v %v", s, err)
+	}
+	for in, field := range map[string]string{
+		`{"listen":":80","store_api":"127.0.0.1:1"}`:              `"machine"`,
+		`{"machine":"m","listen":"80","store_api":"127.0.0.1:1"}`: `"listen"`,
+		`{"machine":"m","listen":":80","store_api":"nowhere"}`:    `"store_api"`,
+	} {
+		if _, err := ParseSpec([]byte(in)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want field %s", in, err, field)
+		}
+	}
+}
+
+func pointer(svc, id string, cs ...store.ServingContainer) store.Row[store.ServingBody] {
+	return store.Row[store.ServingBody]{Key: svc, Body: store.ServingBody{ID: id, Containers: cs}}
+}
+
+func TestComputeFollowsServingPointer(t *testing.T) {
+	old := row("old", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	old.Body.Deployment, old.Body.ImageID = "d1", "sha256:aaa"
+	nu := row("new", "m2", "demo", "web", "10.210.2.2", true, hello(8080))
+	nu.Body.Deployment, nu.Body.ImageID = "d2", "sha256:bbb"
+	rows := []store.Row[store.ContainerBody]{old, nu}
+
+	// No pointer: every ready Container serves.
+	if r := Compute(Input{Containers: rows, Machine: "m1"}).Routes[0]; len(r.Upstreams) != 2 || r.Pointer != "" {
+		t.Fatalf("no pointer %+v", r)
+	}
+	// The pointer names the old one: the new, ready one is not adopted.
+	p1 := pointer("demo/web", "p1", store.ServingContainer{ID: "old", Machine: "m1", ImageID: "sha256:aaa", Deployment: "d1"})
+	got := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
+	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || got.Pointers["demo/web"] != "p1" {
+		t.Fatalf("pointer p1 %+v %v", r, got.Pointers)
+	}
+	// Moved to the new one.
+	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new", Machine: "m2", ImageID: "sha256:bbb", Deployment: "d2"})
+	if r := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1"}).Routes[0]; !slices.Equal(r.Upstreams, []string{"10.210.2.2:8080"}) {
+		t.Fatalf("pointer p2 %+v", r)
+	}
+	// Same id, other identity (an older deployment's Container that
+	// became ready late, or another image): not routed, pending.
+	stale := pointer("demo/web", "p3", store.ServingContainer{ID: "new", Machine: "m2", ImageID: "sha256:bbb", Deployment: "d3"})
+	r := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{stale}, Machine: "m1"}).Routes[0]
+	if len(r.Upstreams) != 0 || r.State != rpc.RoutePending || !strings.Contains(r.Detail, "Serving Pointer") {
+		t.Fatalf("stale identity %+v", r)
+	}
+}
+
+func TestComputeStaleSessionNotRouted(t *testing.T) {
+	a := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	a.Body.Session = "boot1"
+	in := Input{Containers: []store.Row[store.ContainerBody]{a}, Machine: "m1", Sessions: map[string]string{"m1": "boot2"}}
+	if r := Compute(in).Routes[0]; r.State != rpc.RoutePending {
+		t.Fatalf("stale session routed: %+v", r)
+	}
+	in.Sessions["m1"] = "boot1"
+	if r := Compute(in).Routes[0]; r.State != rpc.RoutePublished {
+		t.Fatalf("current session not routed: %+v", r)
+	}
+}
+
+func TestComputeYoungPointerHoldsPreviousUpstreams(t *testing.T) {
+	old := row("old", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
+	nu := row("new", "m2", "demo", "web", "10.210.2.2", false, hello(8080)) // ready row not here yet
+	p1 := pointer("demo/web", "p1", store.ServingContainer{ID: "old", Machine: "m1"})
+	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new", Machine: "m2"})
+	rows := []store.Row[store.ContainerBody]{old, nu}
+	first := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
+	in := Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1", Prev: first.ByKey(), Young: map[string]bool{"p2": true}}
+	got := Compute(in)
+	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || got.Pointers["demo/web"] != "p1" {
+		t.Fatalf("held route %+v, acks %v", r, got.Pointers)
+	}
+	// Once the new row is ready, the pointer is followed and acked.
+	rows[1].Body.Ready = true
+	got = Compute(in)
+	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"new"}) || got.Pointers["demo/web"] != "p2" {
+		t.Fatalf("followed route %+v, acks %v", r, got.Pointers)
+	}
+	// A pointer that stays unready past the hold window is followed: 502.
+	rows[1].Body.Ready = false
+	in.Young = nil
+	if got := Compute(in); got.Routes[0].State != rpc.RoutePending || got.Pointers["demo/web"] != "p2" {
+		t.Fatalf("old pointer %+v", got)
+	}
+}
+
+// TestComputeTCPRoutes: tcp rows become "tcp/PORT" routes whose
+// upstreams are ip:container_port, local first; a pending one says it has
+// no listener; a row claiming a port Ployz uses is skipped with the field.
+func TestComputeTCPRoutes(t *testing.T) {
+	db := store.IngressRoute{Protocol: "tcp", Port: 8081, ContainerPort: 5432}
+	rows := []store.Row[store.ContainerBody]{
+		row("a", "m2", "demo", "db", "10.210.2.5", true, db),
+		row("b", "m1", "demo", "db", "10.210.1.9", true, db, hello(8080)),
+		row("c", "m1", "demo", "cache", "10.210.1.7", false, store.IngressRoute{Protocol: "tcp", Port: 6379, ContainerPort: 6379}),
+		row("d", "m1", "demo", "evil", "10.210.1.8", true, store.IngressRoute{Protocol: "tcp", Port: 443, ContainerPort: 443}),
+	}
+	got := Compute(Input{Containers: rows, Machine: "m1"})
+	keys := []string{}
+	for _, r := range got.Routes {
+		keys = append(keys, r.Key())
+	}
+	if strings.Join(keys, " ") != "hello.example.test tcp/6379 tcp/8081" {
+		t.Fatalf("routes %v", keys)
+	}
+	if r := got.Routes[2]; r.Owner != "demo/db" || r.State != rpc.RoutePublished || strings.Join(r.Upstreams, ",") != "10.210.1.9:5432,10.210.2.5:5432" {
+		t.Errorf("tcp/8081 %+v", r)
+	}
+	if r := got.Routes[1]; r.State != rpc.RoutePending || !strings.Contains(r.Detail, "no listener") {
+		t.Errorf("tcp/6379 %+v", r)
+	}
+	if len(got.Skipped) != 1 || got.Skipped[0].Container != "d" || !strings.Contains(got.Skipped[0].Reason, `field "ingress[0].port" is 443, used by HTTPS ingress`) {
+		t.Errorf("skipped %+v", got.Skipped)
+	}
+}

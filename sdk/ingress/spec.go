@@ -1,0 +1,100 @@
+// Package ingress is the contract of a Ployz ingress plugin: the spec the
+// daemon hands it (Spec, /run/ployz/ingress.json, a frozen format: fields
+// are only added, readers ignore unknown ones), the route states it
+// reports, and Compute, the route computation from the replicated store
+// that every ingress must honour: a hostname or TCP port routes only to
+// the ready Containers its Service's Serving Pointer names, local ones
+// first (docs/architecture.md bet 9; docs/plugins.md).
+//
+// An ingress loads nothing before its first read of the store, keeps its
+// loaded config while the store is unreachable, and writes what it loaded
+// to a status file the daemon serves as ingress_status, apart from
+// execution status (docs/architecture.md, "Execution and ingress status").
+// Ployz's own ingress, an embedded Caddy, lives in plugins/ingress-caddy.
+package ingress
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+)
+
+// VerifyPath answers this Machine's id on every hostname, so a client can
+// tell which Machine's proxy answered.
+const VerifyPath = "/.ployz-verify"
+
+// Default paths.
+const (
+	DefaultSpecPath   = "/run/ployz/ingress.json"
+	DefaultStatusPath = "/run/ployz/ingress-status.json"
+	DefaultStateDir   = "/var/lib/ployz/ingress"
+)
+
+// Spec is the ingress.json document. Field names are frozen.
+type Spec struct {
+	// Machine is this Machine's id: answered on /.ployz-verify, and its
+	// Containers come first among a route's upstreams.
+	Machine string `json:"machine"`
+	// Listen is the HTTP listen address, e.g. ":80".
+	Listen string `json:"listen"`
+	// StoreAPI is the replicated store's API address, e.g. "127.0.0.1:7571".
+	StoreAPI string `json:"store_api"`
+	// StoreTokenFile holds the store API's bearer token; empty sends none.
+	StoreTokenFile string `json:"store_token_file,omitempty"`
+	// StatusFile is where the proxy writes its status (default
+	// DefaultStatusPath); StateDir holds Caddy's storage (default
+	// DefaultStateDir).
+	StatusFile string `json:"status_file,omitempty"`
+	StateDir   string `json:"state_dir,omitempty"`
+	// ACME turns HTTPS on (nil: off): certificates from its directory,
+	// served on ListenTLS (default DefaultListenTLS). See tls.go.
+	ACME      *ACMESpec `json:"acme,omitempty"`
+	ListenTLS string    `json:"listen_tls,omitempty"`
+}
+
+// ParseSpec decodes and validates an ingress.json document, filling
+// defaults. Errors name the offending field.
+func ParseSpec(b []byte) (Spec, error) {
+	var s Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Spec{}, fmt.Errorf("ingress spec: %w", err)
+	}
+	if strings.TrimSpace(s.Machine) == "" {
+		return Spec{}, fieldErr("machine", "is empty")
+	}
+	if _, p, err := net.SplitHostPort(s.Listen); err != nil || p == "" || p == "0" {
+		return Spec{}, fieldErr("listen", fmt.Sprintf("%q is not a [host]:port", s.Listen))
+	}
+	if _, _, err := net.SplitHostPort(s.StoreAPI); err != nil {
+		return Spec{}, fieldErr("store_api", fmt.Sprintf("%q is not a host:port", s.StoreAPI))
+	}
+	if err := s.checkTLS(); err != nil {
+		return Spec{}, err
+	}
+	if s.StatusFile == "" {
+		s.StatusFile = DefaultStatusPath
+	}
+	if s.StateDir == "" {
+		s.StateDir = DefaultStateDir
+	}
+	return s, nil
+}
+
+// LoadSpec reads and parses the spec at path.
+func LoadSpec(path string) (Spec, []byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, nil, fmt.Errorf("ingress spec: %w", err)
+	}
+	s, err := ParseSpec(b)
+	if err != nil {
+		return Spec{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, b, nil
+}
+
+func fieldErr(field, msg string) error {
+	return fmt.Errorf("ingress spec: field %q %s", field, msg)
+}
