@@ -267,7 +267,7 @@ func buildCreate(s rpc.ContainerSpec, networkName, dns, notifyDir string) docker
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // admit checks a validated spec against this Machine's own fresh facts:
-// phase and placement constraints (DESIGN.md, Machine-local admission).
+// phase and placement constraints (docs/architecture.md, Machine-local admission).
 func admit(s rpc.ContainerSpec, f localFacts) error {
 	if f.Phase != machine.Participating {
 		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s is %s: only a participating Machine admits new Containers", f.Name, f.Phase).

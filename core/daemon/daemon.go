@@ -1,7 +1,7 @@
 // Package daemon is ployzd's Machine daemon: it owns the local Machine
 // record and phase, brings up the mesh, keeps the store's own systemd unit
 // running, publishes this Machine's observations and serves Machine RPC.
-// It decides only from this Machine's own facts (DESIGN.md bet 6); every
+// It decides only from this Machine's own facts (docs/architecture.md bet 6); every
 // multi-Machine sequence is driven by the CLI.
 package daemon
 
@@ -25,7 +25,7 @@ import (
 	"github.com/ployz/ployz/core/store"
 )
 
-// Ports from ARCHITECTURE.md ("Network").
+// Ports from docs/architecture.md ("Network").
 const (
 	RPCPort      = 7569
 	GossipPort   = 7570

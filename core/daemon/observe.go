@@ -29,7 +29,7 @@ const (
 )
 
 // observeLoop publishes this Machine's own containers and volumes rows
-// from Docker, and nothing about other Machines (DESIGN.md bet 6).
+// from Docker, and nothing about other Machines (docs/architecture.md bet 6).
 func (d *Daemon) observeLoop(ctx context.Context) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {

@@ -16,7 +16,7 @@ const servingRetryEvery = 5 * time.Second
 // servingUnit is a serving process the daemon derives from the Machine
 // record and runs under a runtime unit it writes itself: Internal DNS and
 // the Ingress Proxy. The daemon is the only writer of the unit and of its
-// spec, and stops it only on a reset (DESIGN.md, "Serving outlives the
+// spec, and stops it only on a reset (docs/architecture.md, "Serving outlives the
 // daemon").
 type servingUnit struct {
 	what     string // for logs, e.g. "internal dns"

@@ -8,7 +8,7 @@ import (
 )
 
 // Units starts and stops the systemd units the daemon owns but does not
-// host (DESIGN.md, "Serving outlives the daemon").
+// host (docs/architecture.md, "Serving outlives the daemon").
 type Units interface {
 	// Start starts name unless it is already running.
 	Start(ctx context.Context, name string) error

@@ -1,4 +1,4 @@
-// Package deploy is the client-side Deploy engine (DESIGN.md bets 3, 4,
+// Package deploy is the client-side Deploy engine (docs/architecture.md bets 3, 4,
 // 8, 10): it turns a compose.yaml into a Deploy Intent, observes every
 // Machine's Service Containers into a Snapshot, plans rows against that
 // Snapshot and executes the confirmed rows one daemon call at a time,

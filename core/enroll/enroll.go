@@ -56,7 +56,7 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 	if !o.Network.IsValid() {
 		o.Network = netip.MustParsePrefix("10.210.0.0/16")
 	}
-	// Saved before the target publishes it (DESIGN.md bet 6).
+	// Saved before the target publishes it (docs/architecture.md bet 6).
 	subnet, err := o.Store.Allocate(o.Context, in.ID, o.Name, o.Network, nil)
 	if err != nil {
 		return in, err

@@ -1,7 +1,7 @@
 // Package enroll is the operator side of forming a Cluster: it installs
 // Ployz on a Machine over SSH when missing, allocates the Machine's subnet
 // from the operator's history, and drives initialize or publish + join.
-// Every step is planned here, on the operator's computer (DESIGN.md bet 10).
+// Every step is planned here, on the operator's computer (docs/architecture.md bet 10).
 package enroll
 
 import (

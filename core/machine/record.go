@@ -1,6 +1,6 @@
 // Package machine holds the local Machine record: this Machine's identity,
 // its phase in the Cluster and what it needs to rejoin after a restart.
-// It is Machine-local state (DESIGN.md bet 6), persisted atomically under
+// It is Machine-local state (docs/architecture.md bet 6), persisted atomically under
 // /var/lib/ployz, and part of the Stable promise: fields are only added,
 // and readers ignore fields they do not know.
 package machine
@@ -42,7 +42,7 @@ func (p Phase) Valid() bool {
 // Record is the local Machine record.
 type Record struct {
 	// ID is minted by this Machine when the record is first created and
-	// never changes until a reset (DESIGN.md bet 5).
+	// never changes until a reset (docs/architecture.md bet 5).
 	ID    string `json:"id"`
 	Name  string `json:"name,omitempty"`
 	Phase Phase  `json:"phase"`

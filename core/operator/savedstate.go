@@ -19,7 +19,7 @@ type SavedState struct {
 	CreatedAt   time.Time `json:"created_at"`
 }
 
-// Removal is a project removal mark: the one persisted intent (DESIGN.md
+// Removal is a project removal mark: the one persisted intent (docs/architecture.md
 // bet 3). Commands that meet it finish what they can reach; it is never
 // retried on a timer.
 type Removal struct {

@@ -1,7 +1,7 @@
 // Package operator is the operator's store: the CLI's own SQLite file
 // holding contexts (how to reach a Cluster) and allocation history (which
 // subnet the operator gave which Machine). It is the operator's
-// bookkeeping, never runtime truth (DESIGN.md bet 6): the history is saved
+// bookkeeping, never runtime truth (docs/architecture.md bet 6): the history is saved
 // before a subnet is published or joined and kept after failures, so a
 // retried enrollment resumes with the same subnet.
 package operator

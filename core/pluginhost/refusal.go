@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Refusal detail conventions (DESIGN.md Machine RPC rule 7): a refused
+// Refusal detail conventions (docs/architecture.md Machine RPC rule 7): a refused
 // catalogued call carries a google.rpc.ErrorInfo whose metadata key
 // "capability" names what is missing.
 const (

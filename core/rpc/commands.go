@@ -2,7 +2,7 @@ package rpc
 
 // Command names and the capabilities that name them. A new feature is a
 // new row here with a new capability; a name never changes meaning
-// (DESIGN.md, Machine RPC rule 1).
+// (docs/architecture.md, Machine RPC rule 1).
 const (
 	CmdDescribeContract = "describe_contract"
 	CapDescribeContract = "ployz.machine.describe_contract.v1"

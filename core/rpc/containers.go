@@ -2,7 +2,7 @@ package rpc
 
 // Service Container commands. The CLI plans a Deploy and sends these to
 // each target Machine in turn; the daemon admits every creation against
-// its own fresh facts (DESIGN.md bet 10) and otherwise only does what it
+// its own fresh facts (docs/architecture.md bet 10) and otherwise only does what it
 // is told. Payloads follow the Stable promise: additive, tolerant readers.
 const (
 	// CmdListContainers is a live observation of this Machine's Service

@@ -8,7 +8,7 @@ import (
 // Serving Pointer commands. A Deploy moves a Service's Serving Pointer
 // through its entry Machine once the new Containers are ready, then
 // waits (serving_status) until every Machine that is not Down acks it,
-// before it stops the Containers the move left out (DESIGN.md bet 3, 9).
+// before it stops the Containers the move left out (docs/architecture.md bet 3, 9).
 const (
 	CmdMoveServingPointer = "move_serving_pointer"
 	CapMoveServingPointer = "ployz.serving.move.v1"

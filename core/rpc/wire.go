@@ -7,7 +7,7 @@
 // {"error":{"code","message","details"}} instead. Every command has a
 // capability name (ployz.<area>.<verb>.v1) listed by DescribeContract; a
 // refusal of a catalogued command names it in details.capability
-// (DESIGN.md, Machine RPC rule 7). Readers ignore unknown fields.
+// (docs/architecture.md, Machine RPC rule 7). Readers ignore unknown fields.
 package rpc
 
 import (

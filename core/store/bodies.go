@@ -1,6 +1,6 @@
 package store
 
-// The bodies below are frozen formats (DESIGN.md, Stable promise): fields
+// The bodies below are frozen formats (docs/formats.md, "Stable promise"): fields
 // are only ever added, each optional with a default; nothing is renamed or
 // repurposed. Readers ignore unknown fields (encoding/json's default), so
 // never decode these with DisallowUnknownFields.

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestBodyFixtures pins the replicated bodies' JSON (DESIGN.md, Stable
-// promise): each fixture decodes, re-encodes byte-identically, and still
+// TestBodyFixtures pins the replicated bodies' JSON (docs/formats.md, "Stable
+// promise"): each fixture decodes, re-encodes byte-identically, and still
 // decodes with a field a newer writer added.
 func TestBodyFixtures(t *testing.T) {
 	raw, err := os.ReadFile("testdata/bodies.json")

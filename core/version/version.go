@@ -7,5 +7,5 @@ var Version = "0.0.0-dev"
 
 // ProtocolMajor is the Machine RPC major version this build speaks.
 // A change that cannot be expressed additively waits for the next major
-// (DESIGN.md, "Stable promise").
+// (docs/formats.md, "Stable promise").
 const ProtocolMajor = 1

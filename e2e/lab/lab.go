@@ -161,7 +161,7 @@ func runMachine(ctx context.Context, l *Lab, m *Machine, image, pubKeyPath strin
 		"--name", m.Container, "--hostname", m.Name,
 		"--label", labelLab+"="+l.Name, "--label", labelMachine+"="+m.Name,
 		"--network", l.Network, "--ip", m.IP.String(),
-		// The flags ARCHITECTURE.md ("The lab") lists for systemd + dockerd
+		// The flags docs/architecture.md ("The lab") lists for systemd + dockerd
 		// inside a container on these hosts; --privileged is refused here.
 		"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
 		"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",

@@ -30,7 +30,7 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // Ingress loads routes and reports what it has loaded, so a client can wait
-// until a stopping Container has left every proxy (DESIGN.md bet 9).
+// until a stopping Container has left every proxy (docs/architecture.md bet 9).
 type IngressClient interface {
 	// ApplyRoutes replaces the whole route table and answers once loaded.
 	ApplyRoutes(ctx context.Context, in *ApplyRoutesRequest, opts ...grpc.CallOption) (*ApplyRoutesResponse, error)
@@ -71,7 +71,7 @@ func (c *ingressClient) LoadedRoutes(ctx context.Context, in *LoadedRoutesReques
 // for forward compatibility.
 //
 // Ingress loads routes and reports what it has loaded, so a client can wait
-// until a stopping Container has left every proxy (DESIGN.md bet 9).
+// until a stopping Container has left every proxy (docs/architecture.md bet 9).
 type IngressServer interface {
 	// ApplyRoutes replaces the whole route table and answers once loaded.
 	ApplyRoutes(context.Context, *ApplyRoutesRequest) (*ApplyRoutesResponse, error)
