@@ -55,21 +55,45 @@ func (r Reattach) Config() *plugin.ReattachConfig {
 	}
 }
 
-// WriteReattach writes r to path atomically (write, then rename), so a host
-// never reads half a record.
+// WriteReattach writes r to path atomically and durably (write, fsync,
+// rename, fsync the directory), so a host never reads half a record.
 func WriteReattach(path string, r Reattach) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode reattach record: %w", err)
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := writeSynced(tmp, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write reattach record: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("install reattach record: %w", err)
 	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("install reattach record: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("install reattach record: %w", err)
+	}
 	return nil
+}
+
+func writeSynced(path string, b []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // ReadReattach reads a record written by WriteReattach.

@@ -67,13 +67,18 @@ func copyBlob(src, dst string) error {
 		tmp.Close()
 		return fmt.Errorf("chmod blob: %w", err)
 	}
+	// The manifest will name this digest: the blob must be on disk first.
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync blob: %w", err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close blob: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return fmt.Errorf("store blob: %w", err)
 	}
-	return nil
+	return syncDir(filepath.Dir(dst))
 }
 
 // relink atomically points link at target (symlink beside it, then rename).
@@ -92,6 +97,19 @@ func relink(link, target string) error {
 	}
 	if err := os.Rename(tmp, link); err != nil {
 		return fmt.Errorf("switch %s: %w", link, err)
+	}
+	return syncDir(filepath.Dir(link))
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/sdk"
 )
 
@@ -145,13 +146,11 @@ func (m *Manifest) Set(e Entry) {
 	m.Plugins = append(m.Plugins, e)
 }
 
+// writeAtomic writes b to path durably: a power loss leaves the old or the
+// new manifest, never an empty one (file and directory are fsynced).
 func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("install %s: %w", path, err)
+	if err := machine.WriteFileAtomic(path, b, mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
