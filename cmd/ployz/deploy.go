@@ -72,6 +72,9 @@ type deployFlags struct {
 	dryRun  bool
 	noPrune bool
 	timeout time.Duration
+	// pull is --pull: always, missing or never ("" lets each Service's
+	// pull_policy decide).
+	pull string
 }
 
 func deployCommand() *cobra.Command {
@@ -92,6 +95,7 @@ func deployCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and stop")
 	cmd.Flags().BoolVar(&f.noPrune, "no-prune", false, "keep Services in the namespace that the file no longer declares")
 	cmd.Flags().DurationVar(&f.timeout, "ready-timeout", 120*time.Second, "how long each Container may take to become ready")
+	cmd.Flags().StringVar(&f.pull, "pull", "", "pull images from their registry: always, missing (default; Machines that lack one pull it) or never")
 	return cmd
 }
 
@@ -111,6 +115,9 @@ type deployResult struct {
 // names the command for a scale or rm ("" for deploy).
 func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) error {
 	ctx := c.Context()
+	if _, err := deploy.ParsePullPolicy(f.pull); err != nil {
+		return err
+	}
 	app, err := deploy.Load(ctx, deploy.Source{Compose: compose, Filename: filepath.Base(f.file), WorkingDir: filepath.Dir(f.file),
 		ProjectName: f.project, Environment: f.env, Env: environ()})
 	if err != nil {
@@ -152,7 +159,7 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	}
 	var res deployResult
 	res.Snapshot.Complete, res.Snapshot.Unobserved = snap.Complete(), snap.Missing
-	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune})
+	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune, Pull: f.pull})
 	if err != nil {
 		return err
 	}
@@ -200,7 +207,11 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	}
 	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ex := &deploy.Executor{C: ent, ReadyTimeout: f.timeout, Progress: progressPrinter(errw)}
+	auth, err := registryAuth(plan)
+	if err != nil {
+		return err
+	}
+	ex := &deploy.Executor{C: ent, ReadyTimeout: f.timeout, Progress: progressPrinter(errw), RegistryAuth: auth}
 	out := ex.Run(runCtx, plan)
 	res.Outcome = &out
 	if runCtx.Err() == nil {
@@ -274,6 +285,9 @@ func printPlan(w io.Writer, p deploy.Plan, why string) {
 		if r.Strategy != "" {
 			op += " (" + r.Strategy + ")"
 		}
+		if r.Pull {
+			op = "pull+" + op
+		}
 		name := r.OldName
 		if r.NewName != "" {
 			name = r.NewName
@@ -284,6 +298,7 @@ func printPlan(w io.Writer, p deploy.Plan, why string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Service, op, name, r.Reason)
 	}
 	tw.Flush()
+	printPulls(w, p)
 	for _, s := range p.Services {
 		for _, in := range s.Ingress {
 			if in.Protocol == "tcp" {
@@ -368,3 +383,53 @@ func printOutcome(w io.Writer, p deploy.Plan, o deploy.Outcome) {
 
 // ensure *rpc.Client satisfies the engine's interface.
 var _ deploy.Caller = (*rpc.Client)(nil)
+
+// printPulls says which Machines pull which image before their row.
+func printPulls(w io.Writer, p deploy.Plan) {
+	var order []string
+	on := map[string][]string{}
+	for _, r := range p.Rows {
+		if !r.Pull {
+			continue
+		}
+		if _, ok := on[r.Spec.Image]; !ok {
+			order = append(order, r.Spec.Image)
+		}
+		on[r.Spec.Image] = append(on[r.Spec.Image], r.Machine)
+	}
+	for _, img := range order {
+		fmt.Fprintf(w, "pull: %s on %s, from its registry\n", img, strings.Join(on[img], ", "))
+	}
+}
+
+// registryAuth reads the operator's Docker credentials for the images the
+// plan pulls, once, before anything runs: a pull sends its registry's
+// credential and nothing keeps it.
+func registryAuth(p deploy.Plan) (func(string) string, error) {
+	need := false
+	for _, r := range p.Rows {
+		need = need || r.Pull
+	}
+	if !need {
+		return nil, nil
+	}
+	creds, err := images.LoadCredentials()
+	if err != nil {
+		return nil, err
+	}
+	enc := map[string]string{}
+	for _, r := range p.Rows {
+		if !r.Pull {
+			continue
+		}
+		if _, ok := enc[r.Spec.Image]; ok {
+			continue
+		}
+		a, err := creds.For(r.Spec.Image)
+		if err != nil {
+			return nil, fmt.Errorf("credentials for %s: %w", r.Spec.Image, err)
+		}
+		enc[r.Spec.Image] = a
+	}
+	return func(image string) string { return enc[image] }, nil
+}

@@ -109,6 +109,7 @@ func (o *containerOps) routes() []rpc.Route {
 		{Command: rpc.CmdRemoveContainer, Capability: rpc.CapRemoveContainer, Handler: o.removeContainer, Available: avail},
 		{Command: rpc.CmdContainerLogs, Capability: rpc.CapContainerLogs, Handler: o.containerLogs, Available: avail},
 		{Command: rpc.CmdListImages, Capability: rpc.CapListImages, Handler: o.listImages, Available: avail},
+		{Command: rpc.CmdPullImage, Capability: rpc.CapPullImage, Handler: o.pullImage, Available: avail},
 	}
 }
 
@@ -269,7 +270,7 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 	}
 	img, err := o.docker.ImageInspect(ctx, spec.Image)
 	if cerrdefs.IsNotFound(err) {
-		return nil, rpc.Errorf(rpc.CodeNotFound, "image %s is not on machine %s (push it with `ployz image push`)", spec.Image, f.Name).
+		return nil, rpc.Errorf(rpc.CodeNotFound, "image %s is not on machine %s (deploy pulls it from its registry, or push it with `ployz image push`)", spec.Image, f.Name).
 			With("image", spec.Image)
 	}
 	if err != nil {

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/distribution/reference"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -67,4 +70,68 @@ func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamC
 	res.Bytes = n
 	ev, _ := json.Marshal(res)
 	return s.Send(rpc.StreamFrame{Event: ev})
+}
+
+// pullImage pulls one image from its registry with the credentials the
+// request carries, used for this pull only: they are never logged nor
+// kept. The answer names the image and this Machine on failure.
+func (o *containerOps) pullImage(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.PullImageRequest
+	if err := rpc.Decode(rpc.CmdPullImage, raw, &req); err != nil {
+		return nil, err
+	}
+	ref, err := reference.ParseNormalizedNamed(req.Image)
+	if err != nil {
+		return nil, rpc.InvalidField("image", "%q is not an image reference: %v", req.Image, err)
+	}
+	if len(req.RegistryAuth) > 64<<10 {
+		return nil, rpc.InvalidField("registry_auth", "longer than 64 KiB")
+	}
+	f := o.facts()
+	name := reference.TagNameOnly(ref).String()
+	rd, err := o.docker.ImagePull(ctx, name, image.PullOptions{RegistryAuth: req.RegistryAuth})
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
+	}
+	defer rd.Close()
+	status, err := pullStatus(rd)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
+	}
+	img, err := o.docker.ImageInspect(ctx, req.Image)
+	if err != nil {
+		return nil, dockerErr(err, "inspect pulled image %s", req.Image)
+	}
+	o.log.Info("image pulled", "image", req.Image, "id", short(img.ID))
+	return rpc.PullImageResult{Image: req.Image, ID: img.ID, Status: status}, nil
+}
+
+// pullStatus reads Docker's pull progress stream to its end and returns
+// the last status line, or the error the stream reports.
+func pullStatus(r io.Reader) (string, error) {
+	dec := json.NewDecoder(r)
+	last := ""
+	for {
+		var m struct {
+			Status      string `json:"status"`
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return last, nil
+		} else if err != nil {
+			return last, fmt.Errorf("read pull progress: %w", err)
+		}
+		if m.Error != "" || m.ErrorDetail.Message != "" {
+			if m.ErrorDetail.Message != "" {
+				return last, errors.New(m.ErrorDetail.Message)
+			}
+			return last, errors.New(m.Error)
+		}
+		if m.Status != "" {
+			last = m.Status
+		}
+	}
 }

@@ -56,6 +56,9 @@ type Service struct {
 	DependsOn []string       `json:"depends_on,omitempty"`
 	// StopGraceSeconds is compose's stop_grace_period (0: the daemon's default).
 	StopGraceSeconds int `json:"stop_grace_seconds,omitempty"`
+	// PullPolicy is compose's pull_policy (always, missing or never; ""
+	// is missing).
+	PullPolicy string `json:"pull_policy,omitempty"`
 }
 
 // Hook is one x-pre_deploy command, run once in a Container of the

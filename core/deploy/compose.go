@@ -137,6 +137,13 @@ func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
 	default:
 		return Service{}, nil, fmt.Errorf("restart: %q is not one of no, always, on-failure, unless-stopped", s.Restart)
 	}
+	switch s.PullPolicy {
+	case "", types.PullPolicyMissing, types.PullPolicyIfNotPresent:
+	case types.PullPolicyAlways, types.PullPolicyNever:
+		svc.PullPolicy = s.PullPolicy
+	default:
+		return Service{}, nil, fmt.Errorf("pull_policy: %q is not always, missing or never", s.PullPolicy)
+	}
 	if s.StopGracePeriod != nil {
 		svc.StopGraceSeconds = int(time.Duration(*s.StopGracePeriod).Seconds())
 	}

@@ -76,12 +76,28 @@ type Executor struct {
 	// AckTimeout bounds each wait for Serving Pointer acks
 	// (default DefaultAckTimeout).
 	AckTimeout time.Duration
+	// RegistryAuth, when set, returns the encoded registry credential a
+	// pull of image sends ("" for none). It stays on this side: the plan
+	// and the outcome never hold it.
+	RegistryAuth func(image string) string
 }
 
 // upActions are the calls a row makes before its Service's Serving
 // Pointer moves (bringing Containers up), downActions those after it
 // (stopping and removing what the pointer no longer names).
 func upActions(r Row) []action {
+	return withPull(r, upOnly(r))
+}
+
+// withPull puts a row's image pull first, before anything changes.
+func withPull(r Row, acts []action) []action {
+	if !r.Pull || len(acts) == 0 {
+		return acts
+	}
+	return append([]action{{rpc.CmdPullImage, "image"}}, acts...)
+}
+
+func upOnly(r Row) []action {
 	switch r.Op {
 	case OpStop, OpRemove:
 		return nil
@@ -91,13 +107,13 @@ func upActions(r Row) []action {
 		}
 		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}}
 	}
-	return actions(r)
+	return plainActions(r)
 }
 
 func downActions(r Row) []action {
 	switch r.Op {
 	case OpStop, OpRemove:
-		return actions(r)
+		return plainActions(r)
 	case OpReplace:
 		if r.Strategy == StopFirst {
 			return []action{{rpc.CmdRemoveContainer, "old"}}
@@ -108,8 +124,11 @@ func downActions(r Row) []action {
 }
 
 // actions lists the daemon calls a row makes, in order. "new" is the
-// Container the row creates, "old" the one it acts on.
-func actions(r Row) []action {
+// Container the row creates, "old" the one it acts on, "image" the row's
+// image (a pull).
+func actions(r Row) []action { return withPull(r, plainActions(r)) }
+
+func plainActions(r Row) []action {
 	switch r.Op {
 	case OpCreate:
 		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}}
@@ -132,7 +151,7 @@ func actions(r Row) []action {
 
 type action struct {
 	cmd   string
-	which string // new or old
+	which string // new, old or image
 }
 
 // Run executes the plan's rows as shown. It never re-plans: a failed row
@@ -240,8 +259,11 @@ func (e *Executor) step(i int, r Row, a action, s Step) Step {
 	if s.Container == "" {
 		s.Container = r.OldID
 	}
-	if a.which == "new" {
+	switch a.which {
+	case "new":
 		s.Container = r.NewName
+	case "image":
+		s.Container = r.Spec.Image
 	}
 	return s
 }
@@ -369,6 +391,12 @@ func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *
 		return nil, nil
 	case rpc.CmdStopContainer:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, r.StopGraceSeconds), nil)
+	case rpc.CmdPullImage:
+		req := rpc.PullImageRequest{Image: r.Spec.Image}
+		if e.RegistryAuth != nil {
+			req.RegistryAuth = e.RegistryAuth(r.Spec.Image)
+		}
+		return nil, e.C.Call(ctx, t, a.cmd, req, nil)
 	default:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, 0), nil)
 	}

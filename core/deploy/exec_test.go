@@ -30,6 +30,8 @@ type recorder struct {
 	noAck   bool
 	pointer string
 	set     []rpc.ServingContainer
+	// auths are the registry credentials pull_image calls carried.
+	auths []string
 }
 
 func (r *recorder) servingCall(command string, payload, out any) (string, any, error) {
@@ -74,6 +76,9 @@ func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload
 		id = p.ID
 	case rpc.ContainerLogsRequest:
 		id = p.ID
+	case rpc.PullImageRequest:
+		id = p.Image
+		r.auths = append(r.auths, p.RegistryAuth)
 	}
 	if command == rpc.CmdServingStatus || command == rpc.CmdMoveServingPointer {
 		id, answer, err := r.servingCall(command, payload, out)

@@ -10,7 +10,7 @@ import (
 )
 
 // planService plans one declared Service against the Snapshot.
-func planService(ns string, svc Service, snap Snapshot, depID string, load map[string]int) ([]Row, ServiceSummary, []string, error) {
+func planService(ns string, svc Service, snap Snapshot, depID string, load map[string]int, pull string) ([]Row, ServiceSummary, []string, error) {
 	var existing, hooks []rpc.ContainerObservation
 	for _, m := range snap.Machines {
 		for _, c := range m.Containers {
@@ -70,7 +70,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	if err != nil {
 		return nil, sum, nil, err
 	}
-	iw, err := pl.checkImage()
+	iw, err := pl.checkImage(pull)
 	if err != nil {
 		return nil, sum, nil, err
 	}
@@ -342,9 +342,13 @@ func (pl *placer) hookRows() []Row {
 	return nil
 }
 
-// checkImage refuses a plan whose image is missing on every Machine that
-// would create a Container from it, and warns about the others.
-func (pl *placer) checkImage() ([]string, error) {
+// checkImage, under pull policy never, refuses a plan whose image is
+// missing on every Machine that would create a Container from it, and
+// warns about the others; otherwise those Machines pull it (markPulls).
+func (pl *placer) checkImage(pull string) ([]string, error) {
+	if pull != PullNever {
+		return nil, nil
+	}
 	var targets, missing []string
 	allKnownMissing := true
 	seen := map[string]bool{}
@@ -368,7 +372,7 @@ func (pl *placer) checkImage() ([]string, error) {
 		return nil, nil
 	}
 	if allKnownMissing {
-		return nil, fmt.Errorf("image %s is missing on every target Machine (%s); push it first (ployz image push)", pl.spec.Image, strings.Join(targets, ", "))
+		return nil, fmt.Errorf("image %s is missing on every target Machine (%s); push it first (ployz image push) or let Machines pull it (--pull missing)", pl.spec.Image, strings.Join(targets, ", "))
 	}
 	return []string{fmt.Sprintf("service %q: image %s is missing on %s; creating there will fail", pl.svc.Name, pl.spec.Image, strings.Join(missing, ", "))}, nil
 }

@@ -48,6 +48,9 @@ type Row struct {
 	StopGraceSeconds int `json:"stop_grace_seconds,omitempty"`
 	// HookTimeoutSeconds bounds a hook's run.
 	HookTimeoutSeconds int `json:"hook_timeout_seconds,omitempty"`
+	// Pull: the row first pulls Spec.Image from its registry on its
+	// Machine (the Machine lacks it, or the pull policy is always).
+	Pull bool `json:"pull,omitempty"`
 }
 
 // Plan is what a deploy will do, computed once against one Snapshot and
@@ -105,6 +108,10 @@ type PlanOptions struct {
 	Revision     int
 	// NoPrune keeps undeclared Services in the namespace.
 	NoPrune bool
+	// Pull is the pull policy for every Service (PullMissing, PullAlways
+	// or PullNever); "" lets each Service's pull_policy decide, else
+	// PullMissing.
+	Pull string
 }
 
 // MakePlan plans app against snap. Errors (an empty eligible set, an
@@ -127,7 +134,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	}
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
-		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load)
+		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc.PullPolicy))
 		if err != nil {
 			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
 		}
@@ -136,6 +143,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 		p.Warnings = append(p.Warnings, warns...)
 		p.Warnings = append(p.Warnings, sum.Unplaced...)
 	}
+	markPulls(p.Rows, snap, o.Pull, app)
 	p.Warnings = append(p.Warnings, routeConflicts(ns, app, snap)...)
 	prune := pruneRows(ns, snap, declared)
 	switch {

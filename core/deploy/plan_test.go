@@ -170,7 +170,7 @@ func TestPlanErrors(t *testing.T) {
 		}), snap, `x-placement constraint region==us leaves no eligible Machine (of m1)`},
 		{"max_per_machine too small", svc("web", 3, func(s *Service) { s.MaxPerMachine = 1 }), snap,
 			`replicas 3: max_per_machine 1 allows only 2`},
-		{"image missing everywhere", svc("web", 2, func(s *Service) { s.Spec.Image = "nope:1" }), snap,
+		{"image missing everywhere, pull never", svc("web", 2, func(s *Service) { s.Spec.Image = "nope:1"; s.PullPolicy = PullNever }), snap,
 			`image nope:1 is missing on every target Machine (m1, m2)`},
 		{"volume held where constraints exclude", svc("db", 1, func(s *Service) {
 			s.Volumes = []string{"v"}
@@ -194,7 +194,7 @@ func TestPlanErrors(t *testing.T) {
 func TestPlanImageMissingOnSomeWarns(t *testing.T) {
 	s := snapOf(machine("m1", nil), machine("m2", nil))
 	s.Machines[1].Images = nil
-	p, err := MakePlan(app(svc("web", 2)), s, PlanOptions{})
+	p, err := MakePlan(app(svc("web", 2)), s, PlanOptions{Pull: PullNever})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,138 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// pulls lists "machine service image" for every row that pulls.
+func pulls(p Plan) string {
+	var out []string
+	for _, r := range p.Rows {
+		if r.Pull {
+			out = append(out, r.Machine+" "+r.Service+" "+r.Op+" "+r.Spec.Image)
+		}
+	}
+	return lines(out...)
+}
+
+func TestPlanPullsWhatAMachineLacks(t *testing.T) {
+	pg := svc("db", 2, func(s *Service) { s.Spec.Image = "postgres:17" })
+	web := svc("web", 2)
+	m1, m2 := machine("m1", nil), machine("m2", nil)
+	m2.Images = append(m2.Images, "postgres:17")
+	unknown := machine("m3", nil)
+	unknown.ImagesKnown, unknown.Images = false, nil
+
+	p, err := MakePlan(app(pg, web), snapOf(m1, m2), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pulls(p), "m1 db create postgres:17"; got != want {
+		t.Fatalf("pulls (missing):\n%s\nwant:\n%s", got, want)
+	}
+	// Every Machine lacks it: a registry can provide it, so no refusal.
+	p, err = MakePlan(app(svc("db", 3, func(s *Service) { s.Spec.Image = "postgres:17"; s.MaxPerMachine = 0 })), snapOf(m1), PlanOptions{})
+	if err != nil {
+		t.Fatalf("plan refused an image a registry can provide: %v", err)
+	}
+	if got, want := pulls(p), "m1 db create postgres:17"; got != want {
+		t.Fatalf("one pull per Machine and image:\n%s\nwant:\n%s", got, want)
+	}
+	p, err = MakePlan(app(web), snapOf(m1, m2), PlanOptions{Pull: PullAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pulls(p), lines("m1 web create ployz-testapp:latest", "m2 web create ployz-testapp:latest"); got != want {
+		t.Fatalf("pulls (always):\n%s\nwant:\n%s", got, want)
+	}
+	_, err = MakePlan(app(svc("db", 1, func(s *Service) { s.Spec.Image = "postgres:17" })), snapOf(m1), PlanOptions{Pull: PullNever})
+	if err == nil || !strings.Contains(err.Error(), "postgres:17 is missing on every target Machine") {
+		t.Fatalf("pull never: %v", err)
+	}
+	// A service's own pull_policy counts unless --pull overrides it.
+	never := svc("db", 1, func(s *Service) { s.Spec.Image = "postgres:17"; s.PullPolicy = PullNever })
+	if _, err = MakePlan(app(never), snapOf(m1), PlanOptions{}); err == nil {
+		t.Fatal("pull_policy never was ignored")
+	}
+	if _, err = MakePlan(app(never), snapOf(m1), PlanOptions{Pull: PullMissing}); err != nil {
+		t.Fatalf("--pull missing over pull_policy never: %v", err)
+	}
+	// Images not observed: no pull is guessed, create says what is there.
+	p, err = MakePlan(app(pg), snapOf(unknown), PlanOptions{})
+	if err != nil || pulls(p) != "" {
+		t.Fatalf("unknown images: pulls %q err %v", pulls(p), err)
+	}
+}
+
+func TestPlanPullPrecedesHook(t *testing.T) {
+	s := svc("web", 1, func(s *Service) {
+		s.Spec.Image = "app:2"
+		s.Hooks = []Hook{{Command: []string{"/app", "migrate"}}}
+	})
+	p, err := MakePlan(app(s), snapOf(machine("m1", nil)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pulls(p); got != "m1 web hook app:2" {
+		t.Fatalf("pulls: %q (the hook runs first, so it pulls)", got)
+	}
+}
+
+func TestExecutePullStepFirstAndNamed(t *testing.T) {
+	rec := &recorder{}
+	sp := &rpc.ContainerSpec{Image: "reg.example:5000/app:1"}
+	p := Plan{Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "old", OldName: "old", NewName: "new", Spec: sp, OldRunning: true, Pull: true},
+		{MachineID: "m2", Machine: "m2", Service: "db", Op: OpCreate, NewName: "new2", Spec: sp, Pull: true},
+	}}
+	rec.fail = map[string]error{}
+	ex := &Executor{C: rec, RegistryAuth: func(image string) string { return "cred-for-" + image }}
+	o := ex.Run(context.Background(), p)
+	want := strings.Join([]string{
+		"m1 pull_image reg.example:5000/app:1 completed",
+		"m1 stop_container old completed",
+		"m1 create_container new completed",
+		"m1 start_container new completed",
+		"m1 wait_ready new completed",
+		"m2 pull_image reg.example:5000/app:1 completed",
+		"m2 create_container new2 completed",
+		"m2 start_container new2 completed",
+		"m2 wait_ready new2 completed",
+		"m1 remove_container old completed",
+	}, "\n")
+	if got := steps(o); got != want {
+		t.Fatalf("steps:\n%s\nwant:\n%s", got, want)
+	}
+	if len(rec.auths) != 2 || rec.auths[0] != "cred-for-reg.example:5000/app:1" {
+		t.Fatalf("auths sent: %q", rec.auths)
+	}
+	b, _ := json.Marshal(struct {
+		P Plan
+		O Outcome
+	}{p, o})
+	if strings.Contains(string(b), "cred-for") {
+		t.Fatal("a credential reached the plan or outcome")
+	}
+}
+
+func TestExecuteFailedPullChangesNothing(t *testing.T) {
+	rec := &recorder{fail: map[string]error{"pull_image app:9": errors.New("machine m1: pull app:9: unauthorized")}}
+	sp := &rpc.ContainerSpec{Image: "app:9"}
+	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "old", OldName: "old", NewName: "new", Spec: sp, OldRunning: true, Pull: true}}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	if o.Status != "partial" || o.Steps[0].Action != rpc.CmdPullImage || o.Steps[0].Status != StepFailed ||
+		o.Steps[0].Machine != "m1" || !strings.Contains(o.Steps[0].Error, "unauthorized") {
+		t.Fatalf("outcome: %+v", o)
+	}
+	for _, c := range rec.calls {
+		if !strings.Contains(c, "pull_image") {
+			t.Fatalf("a failed pull was followed by %s", c)
+		}
+	}
+}
