@@ -19,6 +19,8 @@ import (
 type operator struct {
 	store string
 	key   string
+	// env is added to the CLI's environment (e.g. DOCKER_CONFIG).
+	env []string
 }
 
 func newOperator(t testing.TB, l *lab.Lab) *operator {
@@ -35,7 +37,7 @@ func (o *operator) run(t testing.TB, args ...string) (string, string, int) {
 func (o *operator) runCtx(ctx context.Context, t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
-	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
+	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

@@ -211,7 +211,7 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	if err != nil {
 		return err
 	}
-	ex := &deploy.Executor{C: ent, ReadyTimeout: f.timeout, Progress: progressPrinter(errw), RegistryAuth: auth}
+	ex := &deploy.Executor{C: ent, ReadyTimeout: f.timeout, Progress: progressPrinter(errw), RegistryAuth: auth, Files: app.Files}
 	out := ex.Run(runCtx, plan)
 	res.Outcome = &out
 	if runCtx.Err() == nil {

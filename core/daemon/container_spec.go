@@ -98,6 +98,9 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 	if err := validateHealthcheck(s.Healthcheck); err != nil {
 		return s, err
 	}
+	if err := validateFiles(s.Files, req.Files); err != nil {
+		return s, err
+	}
 	for i, c := range s.Constraints {
 		if c.Label == "" {
 			return s, rpc.InvalidField(fmt.Sprintf("spec.constraints[%d].label", i), "is empty")

@@ -43,8 +43,10 @@ type containerOps struct {
 	log     hclog.Logger
 	docker  client.APIClient
 	network string // Docker network Containers join (default "ployz")
-	facts   func() localFacts
-	ready   *readiness
+	// filesDir keeps files shipped with deploys, by digest.
+	filesDir string
+	facts    func() localFacts
+	ready    *readiness
 
 	restoreMu   sync.Mutex
 	restoreDone bool
@@ -56,6 +58,7 @@ type containerConfig struct {
 	Network   string // default dockernet.DefaultName
 	NotifyDir string // default /run/ployz/notify
 	StatePath string // readiness verdicts; empty: not persisted
+	FilesDir  string // shipped files; empty: refused
 	Facts     func() localFacts
 	Logger    hclog.Logger
 }
@@ -70,7 +73,7 @@ func newContainerOps(c containerConfig) *containerOps {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts}
+	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts, filesDir: c.FilesDir}
 	o.ready = newReadiness(c.Logger.Named("notify"), c.NotifyDir, c.StatePath, o.runningSince)
 	return o
 }
@@ -87,6 +90,7 @@ func (d *Daemon) newContainers() *containerOps {
 	}
 	return newContainerOps(containerConfig{Docker: api, NotifyDir: filepath.Join(d.cfg.RunDir, "notify"),
 		StatePath: filepath.Join(d.cfg.DataDir, "readiness.json"), Logger: d.log.Named("containers"),
+		FilesDir: filepath.Join(d.cfg.DataDir, "files"),
 		Facts: func() localFacts {
 			rec := d.record()
 			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels}
@@ -283,6 +287,10 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 	if err := o.ensureVolumes(ctx, spec); err != nil {
 		return nil, err
 	}
+	shipped, err := materialize(o.filesDir, spec.Files, req.Files)
+	if err != nil {
+		return nil, err
+	}
 	var ns *notifySock
 	notifyDir := ""
 	if spec.Readiness == readinessNotify {
@@ -292,6 +300,7 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 		notifyDir = ns.dir
 	}
 	dc := buildCreate(spec, o.network, f.DNS, notifyDir)
+	dc.host.Mounts = append(dc.host.Mounts, shipped...)
 	res, err := o.docker.ContainerCreate(ctx, dc.config, dc.host, dc.network, nil, req.Name)
 	if err != nil {
 		if ns != nil {

@@ -143,7 +143,7 @@ func newTestOps(t *testing.T) *testOps {
 	to := &testOps{cli: cli, image: img, namespace: ns,
 		facts: localFacts{MachineID: "m-test", Name: "test", Phase: machine.Participating, Labels: map[string]string{"zone": "a"}, DNS: dns}}
 	to.cfg = containerConfig{Docker: cli, Network: netName, NotifyDir: notifyDir,
-		StatePath: filepath.Join(t.TempDir(), "readiness.json"), Facts: func() localFacts { return to.facts },
+		StatePath: filepath.Join(t.TempDir(), "readiness.json"), FilesDir: filepath.Join(t.TempDir(), "files"), Facts: func() localFacts { return to.facts },
 		Logger: testLogger(t)}
 	to.containerOps = newContainerOps(to.cfg)
 	t.Cleanup(func() { to.cleanup() })

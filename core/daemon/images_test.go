@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -20,5 +22,58 @@ func TestPullImageRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1/app:1") || !strings.Contains(err.Error(), to.facts.Name) ||
 		strings.Contains(err.Error(), "c2VjcmV0LWNyZWQ") {
 		t.Fatalf("failed pull: %v", err)
+	}
+}
+
+func TestCreateMountsShippedFiles(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	conf, secret := []byte("server {}"), []byte("hunter2")
+	spec := to.spec("proxy", nil)
+	spec.Files = []rpc.FileSpec{
+		{Target: "/etc/nginx/default.conf", Digest: digestOf(conf), Kind: "file", Source: "config:c"},
+		{Target: "/run/secrets/pw", Digest: digestOf(secret), Kind: "file", Mode: 0o400, Source: "secret:pw"},
+	}
+	req := rpc.CreateContainerRequest{Name: to.name("proxy"), Spec: spec,
+		Files: map[string][]byte{digestOf(conf): conf, digestOf(secret): secret}}
+	ob := must[rpc.ContainerObservation](t, to.createContainer, req)
+	in, err := to.cli.ContainerInspect(context.Background(), ob.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range in.Mounts {
+		if m.RW {
+			t.Errorf("%s is mounted writable", m.Destination)
+		}
+		b, err := os.ReadFile(m.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[m.Destination] = string(b)
+		st, _ := os.Stat(m.Source)
+		if m.Destination == "/run/secrets/pw" && st.Mode().Perm() != 0o400 {
+			t.Errorf("secret mode %o, want 400", st.Mode().Perm())
+		}
+	}
+	if got["/etc/nginx/default.conf"] != "server {}" || got["/run/secrets/pw"] != "hunter2" {
+		t.Fatalf("mounts: %v", got)
+	}
+	if strings.Contains(in.Config.Labels[rpc.LabelSpec], "hunter2") {
+		t.Fatal("secret content in the spec label")
+	}
+	// A second Container of the same spec needs no content: the Machine
+	// keeps it by digest.
+	req.Name, req.Files = to.name("proxy2"), nil
+	must[rpc.ContainerObservation](t, to.createContainer, req)
+	// Content that does not match its digest is refused, naming the field.
+	bad := rpc.CreateContainerRequest{Name: to.name("bad"), Spec: to.spec("bad", nil), Files: map[string][]byte{digestOf(conf): []byte("other")}}
+	if _, err := call[rpc.ContainerObservation](t, to.createContainer, bad); rpcDetail(err, "field") != "files" {
+		t.Fatalf("mismatched content: %v", err)
+	}
+	missing := rpc.CreateContainerRequest{Name: to.name("miss"), Spec: to.spec("miss", nil)}
+	missing.Spec.Files = []rpc.FileSpec{{Target: "/x", Digest: digestOf([]byte("never sent")), Kind: "file"}}
+	if _, err := call[rpc.ContainerObservation](t, to.createContainer, missing); rpcDetail(err, "field") != "spec.files[0]" {
+		t.Fatalf("missing content: %v", err)
 	}
 }

@@ -21,6 +21,10 @@ type App struct {
 	Services    []Service `json:"services"` // dependency order, then name
 	// Warnings name unsupported compose keys and other things ignored.
 	Warnings []string `json:"warnings,omitempty"`
+	// Files holds the content of every shipped file by digest (the
+	// Services' Spec.Files name them). Never serialized: secrets stay in
+	// this process until the create request that mounts them.
+	Files map[string][]byte `json:"-"`
 }
 
 // Namespace is <project>-<environment>, the ployz.namespace label value.

@@ -79,13 +79,19 @@ func Load(ctx context.Context, src Source) (App, error) {
 	if !nameRE.MatchString(name) {
 		return App{}, fmt.Errorf("project name %q: want lowercase letters, digits, - and _", name)
 	}
-	app := App{Project: name, Environment: env, Warnings: unsupportedKeys(raw)}
+	app := App{Project: name, Environment: env, Warnings: unsupportedKeys(raw), Files: map[string][]byte{}}
+	sh := &shipper{dir: src.WorkingDir, proj: proj, env: src.Env, files: app.Files}
 	for _, s := range proj.Services {
 		svc, warns, err := buildService(app.Namespace(), s)
+		if err == nil {
+			err = sh.service(&svc, s)
+		}
 		if err != nil {
 			return App{}, fmt.Errorf("service %q: %w", s.Name, err)
 		}
 		app.Warnings = append(app.Warnings, warns...)
+		app.Warnings = append(app.Warnings, sh.warns...)
+		sh.warns = nil
 		app.Services = append(app.Services, svc)
 	}
 	if len(app.Services) == 0 {
@@ -239,7 +245,11 @@ func applyVolumes(ns string, svc *Service, spec *rpc.ContainerSpec, vols []types
 			}
 			m.Source = ns + "-" + v.Source
 			svc.Volumes = append(svc.Volumes, m.Source)
-		case types.VolumeTypeBind, types.VolumeTypeTmpfs:
+		case types.VolumeTypeBind:
+			if isLocalPath(v.Source) {
+				continue // shipped from the operator's computer (shipper)
+			}
+		case types.VolumeTypeTmpfs:
 		default:
 			return fmt.Errorf("volumes[%d].type: %q is not volume, bind or tmpfs", i, v.Type)
 		}

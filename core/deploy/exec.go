@@ -76,6 +76,10 @@ type Executor struct {
 	// AckTimeout bounds each wait for Serving Pointer acks
 	// (default DefaultAckTimeout).
 	AckTimeout time.Duration
+	// Files holds shipped file content by digest (App.Files); a create
+	// sends the content its spec names. Like RegistryAuth it never
+	// enters the plan or the outcome.
+	Files map[string][]byte
 	// RegistryAuth, when set, returns the encoded registry credential a
 	// pull of image sends ("" for none). It stays on this side: the plan
 	// and the outcome never hold it.
@@ -381,7 +385,7 @@ func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *
 	switch a.cmd {
 	case rpc.CmdCreateContainer:
 		var ref rpc.ContainerRef
-		if err := e.C.Call(ctx, t, a.cmd, rpc.CreateContainerRequest{Name: r.NewName, Spec: *r.Spec}, &ref); err != nil {
+		if err := e.C.Call(ctx, t, a.cmd, e.createRequest(r), &ref); err != nil {
 			return nil, err
 		}
 		*newID = ref.ID
@@ -468,4 +472,19 @@ func (e *Executor) logTail(r Row, id string) []string {
 		out = append(out, l.Text)
 	}
 	return out
+}
+
+// createRequest is a row's create_container payload, with the content of
+// every file its spec mounts.
+func (e *Executor) createRequest(r Row) rpc.CreateContainerRequest {
+	req := rpc.CreateContainerRequest{Name: r.NewName, Spec: *r.Spec}
+	for _, f := range r.Spec.Files {
+		if b, ok := e.Files[f.Digest]; ok {
+			if req.Files == nil {
+				req.Files = map[string][]byte{}
+			}
+			req.Files[f.Digest] = b
+		}
+	}
+	return req
 }

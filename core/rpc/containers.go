@@ -95,6 +95,24 @@ type ContainerSpec struct {
 	// Constraints are re-checked by the target daemon against its own
 	// labels before it creates anything (Machine-local admission).
 	Constraints []Constraint `json:"constraints,omitempty"`
+	// Files come from the operator's computer (compose configs, secrets
+	// and relative bind mounts) and are mounted read-only. The spec
+	// names each by digest, so a changed file changes SpecHash; the
+	// content travels in CreateContainerRequest.Files.
+	Files []FileSpec `json:"files,omitempty"`
+}
+
+// FileSpec is one file or small directory shipped with a deploy.
+type FileSpec struct {
+	Target string `json:"target"`
+	// Digest is "sha256:<hex>" of the content (a directory's content is
+	// a tar archive of it).
+	Digest string `json:"digest"`
+	Kind   string `json:"kind"`           // file or dir
+	Mode   uint32 `json:"mode,omitempty"` // a file's permission bits; 0 is 0444
+	// Source names what the compose file declared: config:<name>,
+	// secret:<name> or a relative path.
+	Source string `json:"source,omitempty"`
 }
 
 // PortSpec publishes a container port.
@@ -133,6 +151,9 @@ type Constraint struct {
 type CreateContainerRequest struct {
 	Name string        `json:"name"` // Docker name, e.g. <namespace>-<service>-<4 hex>
 	Spec ContainerSpec `json:"spec"`
+	// Files holds the content of Spec.Files by digest. The Machine keeps
+	// it in its own state directory only, never in replicated rows.
+	Files map[string][]byte `json:"files,omitempty"`
 }
 
 // ContainerRef names one Container on the target Machine.

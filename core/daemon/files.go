@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Files shipped with a deploy (compose configs, secrets, relative bind
+// mounts) live in the Machine's state directory by digest and are bound
+// read-only into the Containers that name them. They never enter the
+// replicated store.
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+const maxFileContent = 1 << 20
+
+func validateFiles(files []rpc.FileSpec, content map[string][]byte) error {
+	for i, f := range files {
+		field := fmt.Sprintf("spec.files[%d]", i)
+		if !path.IsAbs(f.Target) || path.Clean(f.Target) == "/" {
+			return rpc.InvalidField(field+".target", "%q is not an absolute path below /", f.Target)
+		}
+		if !digestRE.MatchString(f.Digest) {
+			return rpc.InvalidField(field+".digest", "%q is not sha256:<64 hex>", f.Digest)
+		}
+		if f.Kind != "file" && f.Kind != "dir" {
+			return rpc.InvalidField(field+".kind", "%q is not file or dir", f.Kind)
+		}
+		if f.Mode > 0o777 {
+			return rpc.InvalidField(field+".mode", "%o is not a permission mode", f.Mode)
+		}
+	}
+	for d, b := range content {
+		if digestOf(b) != d {
+			return rpc.InvalidField("files", "content of %s does not match its digest", short(d))
+		}
+		if len(b) > maxFileContent {
+			return rpc.InvalidField("files", "%s is larger than %d bytes", short(d), maxFileContent)
+		}
+	}
+	return nil
+}
+
+func digestOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// materialize writes each shipped file this Machine does not hold yet and
+// returns the read-only bind mounts for them.
+func materialize(dir string, files []rpc.FileSpec, content map[string][]byte) ([]mount.Mount, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	if dir == "" {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "this Machine has no directory for shipped files")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("shipped files: %w", err)
+	}
+	var out []mount.Mount
+	for i, f := range files {
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o444
+		}
+		// One copy per digest and mode: the mode is the file's own.
+		p := filepath.Join(dir, fmt.Sprintf("%s-%s-%o", f.Kind, strings.TrimPrefix(f.Digest, "sha256:"), mode))
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			b, ok := content[f.Digest]
+			if !ok {
+				return nil, rpc.InvalidField(fmt.Sprintf("spec.files[%d]", i), "content of %s (%s) was not sent and is not on this Machine", f.Source, short(f.Digest))
+			}
+			if err := writeShipped(p, f.Kind, mode, b); err != nil {
+				return nil, fmt.Errorf("shipped file %s: %w", f.Source, err)
+			}
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: p, Target: f.Target, ReadOnly: true})
+	}
+	return out, nil
+}
+
+// writeShipped writes a file, or unpacks a directory archive, at p
+// atomically (a temporary name renamed into place).
+func writeShipped(p, kind string, mode os.FileMode, b []byte) error {
+	tmp := p + ".tmp"
+	os.RemoveAll(tmp) //nolint:errcheck // a leftover of an interrupted write
+	if kind == "file" {
+		if err := os.WriteFile(tmp, b, mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(tmp, mode); err != nil { // past the umask
+			return err
+		}
+		return os.Rename(tmp, p)
+	}
+	if err := untar(tmp, b); err != nil {
+		os.RemoveAll(tmp) //nolint:errcheck
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// untar unpacks a shipped directory: regular files and directories only,
+// every name inside root.
+func untar(root string, b []byte) error {
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return err
+	}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := path.Clean(h.Name)
+		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("archive entry %q leaves the directory", h.Name)
+		}
+		dst := filepath.Join(root, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			data, err := io.ReadAll(io.LimitReader(tr, maxFileContent))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, data, os.FileMode(h.Mode).Perm()|0o444); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("archive entry %q: only files and directories are shipped", h.Name)
+		}
+	}
+}

@@ -1,0 +1,248 @@
+package deploy
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Limits on what a deploy ships from the operator's computer: these are
+// configuration files, carried inside one create request.
+const (
+	maxShippedFile  = 1 << 20 // one file, or one directory's archive
+	maxShippedTotal = 2 << 20 // per Service
+)
+
+// shipper turns compose configs, secrets and relative bind mounts into
+// Spec.Files: each is read on the operator's computer, named in the spec by
+// digest (so a changed file changes the spec hash and redeploys only the
+// Services that mount it) and kept by digest in files for the executor.
+type shipper struct {
+	dir   string
+	proj  *types.Project
+	env   map[string]string
+	files map[string][]byte
+	warns []string
+}
+
+func (sh *shipper) service(svc *Service, s types.ServiceConfig) error {
+	total := 0
+	add := func(f rpc.FileSpec, b []byte) error {
+		total += len(b)
+		if total > maxShippedTotal {
+			return fmt.Errorf("%s: the files shipped with this Service exceed %d bytes; use an image or a volume", f.Source, maxShippedTotal)
+		}
+		sh.files[f.Digest] = b
+		svc.Spec.Files = append(svc.Spec.Files, f)
+		return nil
+	}
+	for i, c := range s.Configs {
+		def, ok := sh.proj.Configs[c.Source]
+		if !ok {
+			return fmt.Errorf("configs[%d].source: config %q is not declared at the top level", i, c.Source)
+		}
+		target := c.Target
+		if target == "" {
+			target = "/" + c.Source
+		}
+		f, b, err := sh.object(fmt.Sprintf("configs[%d]", i), "config:"+c.Source, types.FileObjectConfig(def), target, c.Mode)
+		if err != nil {
+			return err
+		}
+		if err := add(f, b); err != nil {
+			return err
+		}
+	}
+	for i, c := range s.Secrets {
+		def, ok := sh.proj.Secrets[c.Source]
+		if !ok {
+			return fmt.Errorf("secrets[%d].source: secret %q is not declared at the top level", i, c.Source)
+		}
+		target := c.Target
+		if target == "" {
+			target = c.Source
+		}
+		if !path.IsAbs(target) {
+			target = "/run/secrets/" + target
+		}
+		f, b, err := sh.object(fmt.Sprintf("secrets[%d]", i), "secret:"+c.Source, types.FileObjectConfig(def), target, c.Mode)
+		if err != nil {
+			return err
+		}
+		if err := add(f, b); err != nil {
+			return err
+		}
+	}
+	for i, v := range s.Volumes {
+		if v.Type != types.VolumeTypeBind || !isLocalPath(v.Source) {
+			continue
+		}
+		f, b, err := sh.local(fmt.Sprintf("volumes[%d]", i), v.Source, v.Target)
+		if err != nil {
+			return err
+		}
+		if !v.ReadOnly {
+			sh.warns = append(sh.warns, fmt.Sprintf("service %q: bind mount %s is shipped from this computer and mounted read-only", s.Name, v.Source))
+		}
+		if err := add(f, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// object reads one config or secret definition: a file next to the
+// compose file, inline content, or an environment variable's value.
+func (sh *shipper) object(field, source string, def types.FileObjectConfig, target string, mode *types.FileMode) (rpc.FileSpec, []byte, error) {
+	var b []byte
+	switch {
+	case bool(def.External):
+		return rpc.FileSpec{}, nil, fmt.Errorf("%s: %s is external, which ployz does not support; declare file, content or environment", field, source)
+	case def.File != "":
+		f, b, err := sh.local(field, def.File, target)
+		if err != nil {
+			return f, b, err
+		}
+		if f.Kind != "file" {
+			return f, nil, fmt.Errorf("%s: %s is a directory; a %s is one file", field, def.File, strings.SplitN(source, ":", 2)[0])
+		}
+		f.Source = source
+		f.Mode = fileMode(mode)
+		return f, b, nil
+	case def.Content != "":
+		b = []byte(def.Content)
+	case def.Environment != "":
+		v, ok := sh.env[def.Environment]
+		if !ok {
+			return rpc.FileSpec{}, nil, fmt.Errorf("%s: %s reads environment variable %s, which is not set", field, source, def.Environment)
+		}
+		b = []byte(v)
+	default:
+		return rpc.FileSpec{}, nil, fmt.Errorf("%s: %s declares no file, content or environment", field, source)
+	}
+	if len(b) > maxShippedFile {
+		return rpc.FileSpec{}, nil, fmt.Errorf("%s: %s is larger than %d bytes", field, source, maxShippedFile)
+	}
+	return rpc.FileSpec{Target: target, Digest: digest(b), Kind: "file", Mode: fileMode(mode), Source: source}, b, nil
+}
+
+func fileMode(m *types.FileMode) uint32 {
+	if m == nil {
+		return 0
+	}
+	return uint32(*m) & 0o777
+}
+
+// local reads a file or small directory relative to the compose file.
+func (sh *shipper) local(field, rel, target string) (rpc.FileSpec, []byte, error) {
+	p := rel
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(sh.dir, rel)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return rpc.FileSpec{}, nil, fmt.Errorf("%s: %s: %w", field, rel, err)
+	}
+	f := rpc.FileSpec{Target: target, Kind: "file", Source: rel}
+	var b []byte
+	if st.IsDir() {
+		f.Kind = "dir"
+		b, err = tarDir(p)
+	} else {
+		if st.Size() > maxShippedFile {
+			return f, nil, fmt.Errorf("%s: %s is larger than %d bytes; ship it in an image or a volume", field, rel, maxShippedFile)
+		}
+		b, err = os.ReadFile(p)
+		f.Mode = uint32(st.Mode().Perm()) | 0o444
+	}
+	if err != nil {
+		return f, nil, fmt.Errorf("%s: %s: %w", field, rel, err)
+	}
+	if len(b) > maxShippedFile {
+		return f, nil, fmt.Errorf("%s: %s is larger than %d bytes; ship it in an image or a volume", field, rel, maxShippedFile)
+	}
+	f.Digest = digest(b)
+	return f, b, nil
+}
+
+// tarDir archives a directory's regular files and subdirectories with
+// names, modes and content only, in name order, so the same tree always
+// has the same digest.
+func tarDir(root string) ([]byte, error) {
+	var names []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return fmt.Errorf("%s: only regular files and directories are shipped", p)
+		}
+		names = append(names, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, p := range names {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		rel, _ := filepath.Rel(root, p)
+		h := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(st.Mode().Perm()), Format: tar.FormatPAX}
+		if st.IsDir() {
+			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+			if err := tw.WriteHeader(h); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		h.Typeflag, h.Size = tar.TypeReg, int64(len(b))
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(b); err != nil {
+			return nil, err
+		}
+		if buf.Len() > maxShippedFile {
+			return nil, fmt.Errorf("directory is larger than %d bytes", maxShippedFile)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// isLocalPath reports whether a bind mount source names a path next to
+// the compose file rather than one on the Machine.
+func isLocalPath(src string) bool {
+	return src == "." || src == ".." || strings.HasPrefix(src, "./") || strings.HasPrefix(src, "../")
+}

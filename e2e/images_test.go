@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// registryVersion is the distribution release the lab registry is built
+// from, through the Go module proxy (no image comes from the internet).
+const registryVersion = "v3.1.2"
+
+// buildRegistry builds distribution's registry as a static binary once per
+// host (cached in the temp dir) and returns its path.
+func buildRegistry(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "ployz-e2e-registry-"+registryVersion)
+	bin := filepath.Join(dir, "registry")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mod := "module registrybuild\n\ngo 1.24\n\nrequire github.com/distribution/distribution/v3 " + registryVersion + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-o", bin+".tmp", "github.com/distribution/distribution/v3/cmd/registry")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build registry %s: %v\n%s", registryVersion, err, out)
+	}
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// labRegistry is a registry with htpasswd auth and a self-signed
+// certificate, running inside one lab Machine on its lab address; every
+// Machine's Docker trusts the certificate (certs.d).
+type labRegistry struct {
+	host, user, pass string
+}
+
+func startRegistry(ctx context.Context, t *testing.T, l *lab.Lab, on string) labRegistry {
+	t.Helper()
+	bin := buildRegistry(ctx, t)
+	m, err := l.Machine(on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := labRegistry{host: m.IP.String() + ":5000", user: "labuser", pass: "pw-" + deploy.NewID(8)}
+	dir := t.TempDir()
+	certPEM, keyPEM := selfSigned(t, m.IP.String())
+	hash, err := bcrypt.GenerateFromPassword([]byte(r.pass), bcrypt.DefaultCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("version: 0.1\nlog: {level: info}\nstorage: {filesystem: {rootdirectory: /var/lib/lab-registry}}\n"+
+		"http: {addr: \"%s\", tls: {certificate: /etc/lab-registry/cert.pem, key: /etc/lab-registry/key.pem}}\n"+
+		"auth: {htpasswd: {realm: lab, path: /etc/lab-registry/htpasswd}}\n", r.host)
+	for name, b := range map[string][]byte{"cert.pem": certPEM, "key.pem": keyPEM, "htpasswd": []byte(r.user + ":" + string(hash) + "\n"), "config.yml": []byte(cfg)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := lab.Docker(ctx, "cp", dir+"/.", m.Container+":/etc/lab-registry"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Docker(ctx, "cp", bin, m.Container+":/usr/local/bin/lab-registry"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.Docker(ctx, "exec", "-d", m.Container, "sh", "-c", "/usr/local/bin/lab-registry serve /etc/lab-registry/config.yml >/var/log/lab-registry.log 2>&1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range l.Machines {
+		if _, err := l.Exec(ctx, mm.Name, "mkdir", "-p", "/etc/docker/certs.d/"+r.host); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lab.Docker(ctx, "cp", filepath.Join(dir, "cert.pem"), mm.Container+":/etc/docker/certs.d/"+r.host+"/ca.crt"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := l.Exec(ctx, on, "sh", "-c", "cat /var/log/lab-registry.log")
+		if err == nil && strings.Contains(out, "listening on") {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab registry did not start: %v\n%s", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// push tags a Machine's image into the registry and pushes it with the
+// registry's credentials; the Machine then forgets the tag and the login.
+func (r labRegistry) push(ctx context.Context, t *testing.T, l *lab.Lab, on, image, as string) string {
+	t.Helper()
+	ref := r.host + "/" + as
+	script := fmt.Sprintf("set -e; echo %q | docker login -u %s --password-stdin %s; docker tag %s %s; docker push -q %s; docker rmi %s; docker logout %s",
+		r.pass, r.user, r.host, image, ref, ref, ref, r.host)
+	if out, err := l.Exec(ctx, on, "sh", "-c", script); err != nil {
+		t.Fatalf("push %s: %v\n%s", ref, err, out)
+	}
+	return ref
+}
+
+// dockerConfig writes an operator Docker config holding the registry's
+// credentials (or none) and returns its directory.
+func (r labRegistry) dockerConfig(t *testing.T, withCreds bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := `{"auths":{}}`
+	if withCreds {
+		cfg = fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, r.host, base64.StdEncoding.EncodeToString([]byte(r.user+":"+r.pass)))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func selfSigned(t *testing.T, ip string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lab registry"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	tmpl.IPAddresses = []net.IP{net.ParseIP(ip)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// TestImagePull: a Service naming an image in a private registry deploys
+// with the operator's Docker credentials (each Machine pulls it), and
+// fails clearly, naming each Machine's pull, without them.
+func TestImagePull(t *testing.T) {
+	needLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	l := lab.ForTest(t, 2)
+	op := newOperator(t, l)
+	formCluster(t, l, op)
+	reg := startRegistry(ctx, t, l, "m1")
+	if err := l.LoadImage(ctx, lab.TestAppImage, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.push(ctx, t, l, "m1", lab.TestAppImage, "team/app:1")
+	compose := fmt.Sprintf("name: pulled\nservices:\n  app:\n    image: %s\n    deploy: {mode: global}\n", ref)
+
+	t.Run("without-credentials", func(t *testing.T) {
+		op.env = []string{"DOCKER_CONFIG=" + reg.dockerConfig(t, false)}
+		doc, errs, code := deployFile(t, op, compose)
+		if code != 3 || doc.Outcome == nil {
+			t.Fatalf("deploy without credentials: exit %d, want 3\n%s", code, errs)
+		}
+		failed := map[string]string{}
+		for _, s := range doc.Outcome.Steps {
+			if s.Action == rpc.CmdPullImage && s.Status == deploy.StepFailed {
+				failed[s.Machine] = s.Error
+			}
+			if s.Action == rpc.CmdCreateContainer && s.Status != deploy.StepNeverAttempted {
+				t.Errorf("%s: create ran after a failed pull: %+v", s.Machine, s)
+			}
+		}
+		for _, m := range l.Machines {
+			if e := failed[m.Name]; !strings.Contains(e, ref) || !strings.Contains(e, m.Name) {
+				t.Errorf("%s: failed pull step %q should name the image and Machine", m.Name, e)
+			}
+		}
+	})
+
+	t.Run("with-credentials", func(t *testing.T) {
+		op.env = []string{"DOCKER_CONFIG=" + reg.dockerConfig(t, true)}
+		doc, errs, code := deployFile(t, op, compose)
+		if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("deploy with credentials: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+		}
+		pulled := map[string]bool{}
+		for _, s := range doc.Outcome.Steps {
+			if s.Action == rpc.CmdPullImage && s.Status == deploy.StepCompleted {
+				pulled[s.Machine] = true
+			}
+		}
+		if len(pulled) != len(l.Machines) {
+			t.Errorf("pulled on %v, want every Machine", pulled)
+		}
+		if n, _ := count(ps(t, op, "pulled"), "app"); n != len(l.Machines) {
+			t.Errorf("app: %d ready, want %d", n, len(l.Machines))
+		}
+		// The credential was used for the pulls and kept nowhere.
+		for _, m := range l.Machines {
+			out, _ := l.Exec(ctx, m.Name, "sh", "-c", fmt.Sprintf("journalctl --no-pager -o cat | grep -c %q; grep -rlsF %q /var/lib/ployz /root/.docker || true", reg.pass, reg.pass))
+			if strings.TrimSpace(out) != "0" {
+				t.Errorf("%s: the registry password appears in logs or state:\n%s", m.Name, out)
+			}
+		}
+	})
+}
