@@ -147,10 +147,10 @@ func TestShippedFileChangeRedeploysOnlyItsService(t *testing.T) {
 func TestShippedFileErrors(t *testing.T) {
 	dir := writeTree(t, map[string]string{"big": strings.Repeat("x", maxShippedFile+1)})
 	for yaml, want := range map[string]string{
-		"name: a\nservices:\n  s:\n    image: x\n    volumes: [\"./nope.conf:/etc/x\"]\n":                           "volumes[0]: ./nope.conf",
-		"name: a\nservices:\n  s:\n    image: x\n    volumes: [\"./big:/etc/x\"]\n":                               "larger than",
+		"name: a\nservices:\n  s:\n    image: x\n    volumes: [\"./nope.conf:/etc/x\"]\n":                     "volumes[0]: ./nope.conf",
+		"name: a\nservices:\n  s:\n    image: x\n    volumes: [\"./big:/etc/x\"]\n":                           "larger than",
 		"name: a\nsecrets:\n  k: {environment: UNSET_VAR}\nservices:\n  s:\n    image: x\n    secrets: [k]\n": "UNSET_VAR, which is not set",
-		"name: a\nconfigs:\n  c: {external: true}\nservices:\n  s:\n    image: x\n    configs: [c]\n":        "external",
+		"name: a\nconfigs:\n  c: {external: true}\nservices:\n  s:\n    image: x\n    configs: [c]\n":         "external",
 	} {
 		_, err := Load(context.Background(), Source{Compose: []byte(yaml), WorkingDir: dir})
 		if err == nil || !strings.Contains(err.Error(), want) {
