@@ -59,13 +59,19 @@ func Load(ctx context.Context, src Source) (App, error) {
 		o.SkipInclude = true
 		o.ResolvePaths = false
 	}
-	raw, err := loader.LoadModelWithContext(ctx, details, opts, func(o *loader.Options) {
-		o.SkipNormalization, o.SkipDefaultValues, o.SkipConsistencyCheck, o.SkipValidation = true, true, true, true
+	var raw map[string]any
+	var proj *types.Project
+	loadWarns, err := captureComposeWarnings(func() error {
+		var err error
+		raw, err = loader.LoadModelWithContext(ctx, details, opts, func(o *loader.Options) {
+			o.SkipNormalization, o.SkipDefaultValues, o.SkipConsistencyCheck, o.SkipValidation = true, true, true, true
+		})
+		if err != nil {
+			return err
+		}
+		proj, err = loader.LoadWithContext(ctx, details, opts)
+		return err
 	})
-	if err != nil {
-		return App{}, fmt.Errorf("%s: %w", src.Filename, err)
-	}
-	proj, err := loader.LoadWithContext(ctx, details, opts)
 	if err != nil {
 		return App{}, fmt.Errorf("%s: %w", src.Filename, err)
 	}
@@ -79,7 +85,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 	if !nameRE.MatchString(name) {
 		return App{}, fmt.Errorf("project name %q: want lowercase letters, digits, - and _", name)
 	}
-	app := App{Project: name, Environment: env, Warnings: unsupportedKeys(raw), Files: map[string][]byte{}}
+	app := App{Project: name, Environment: env, Warnings: append(loadWarns, unsupportedKeys(raw)...), Files: map[string][]byte{}}
 	sh := &shipper{dir: src.WorkingDir, proj: proj, env: src.Env, files: app.Files}
 	for _, s := range proj.Services {
 		svc, warns, err := buildService(app.Namespace(), s)

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 )
 
 func load(t *testing.T, yaml string, env string) (App, error) {
@@ -151,5 +153,28 @@ func TestSetReplicasAndRemoveService(t *testing.T) {
 	}
 	if _, err := SetReplicas(b, "nope", 1); err == nil || !strings.Contains(err.Error(), `"nope" is not declared`) {
 		t.Fatalf("unknown service: %v", err)
+	}
+}
+
+func TestComposeWarningsAreTidy(t *testing.T) {
+	yaml := "version: \"3\"\nname: w\nservices:\n  s:\n    image: x\n    environment: {A: \"${TZ}\", B: \"${TZ}-${LANG_X}\", C: \"${ZED}\"}\n"
+	var logged strings.Builder
+	logrus.SetOutput(&logged)
+	defer logrus.SetOutput(os.Stderr)
+	app, err := Load(context.Background(), Source{Compose: []byte(yaml), Env: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logged.Len() != 0 {
+		t.Fatalf("compose-go logged raw lines: %q", logged.String())
+	}
+	all := strings.Join(app.Warnings, "\n")
+	if strings.Count(all, "variables not set, used as blank strings: LANG_X, TZ, ZED") != 1 || strings.Count(all, "version") != 1 {
+		t.Fatalf("warnings:\n%s", all)
+	}
+	for _, w := range app.Warnings {
+		if strings.Contains(w, "level=") || strings.Contains(w, "time=") {
+			t.Fatalf("raw log line in warnings: %q", w)
+		}
 	}
 }

@@ -197,7 +197,7 @@ var supportedService = map[string]bool{
 
 var supportedDeploy = map[string]bool{"mode": true, "replicas": true, "resources": true}
 
-var supportedTop = map[string]bool{"name": true, "services": true, "volumes": true, "configs": true, "secrets": true}
+var supportedTop = map[string]bool{"version": true, "name": true, "services": true, "volumes": true, "configs": true, "secrets": true}
 
 // unsupportedKeys names every compose key Ployz ignores.
 func unsupportedKeys(raw map[string]any) []string {
