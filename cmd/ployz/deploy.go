@@ -75,6 +75,9 @@ type deployFlags struct {
 	// pull is --pull: always, missing or never ("" lets each Service's
 	// pull_policy decide).
 	pull string
+	// noBuild deploys each build: Service's last local build.
+	noBuild   bool
+	buildArgs []string
 }
 
 func deployCommand() *cobra.Command {
@@ -96,6 +99,8 @@ func deployCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&f.noPrune, "no-prune", false, "keep Services in the namespace that the file no longer declares")
 	cmd.Flags().DurationVar(&f.timeout, "ready-timeout", 120*time.Second, "how long each Container may take to become ready")
 	cmd.Flags().StringVar(&f.pull, "pull", "", "pull images from their registry: always, missing (default; Machines that lack one pull it) or never")
+	cmd.Flags().BoolVar(&f.noBuild, "no-build", false, "deploy the last local build of each build: Service instead of building")
+	cmd.Flags().StringArrayVar(&f.buildArgs, "build-arg", nil, "KEY=VALUE build argument for every build: Service (repeatable)")
 	return cmd
 }
 
@@ -121,6 +126,9 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	app, err := deploy.Load(ctx, deploy.Source{Compose: compose, Filename: filepath.Base(f.file), WorkingDir: filepath.Dir(f.file),
 		ProjectName: f.project, Environment: f.env, Env: environ()})
 	if err != nil {
+		return err
+	}
+	if err := buildApp(ctx, &app, nil, f.noBuild, f.buildArgs, c.ErrOrStderr()); err != nil {
 		return err
 	}
 	st, err := openStore()

@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -67,4 +74,102 @@ func imageCommand() *cobra.Command {
 	push.Flags().StringSliceVarP(&machines, "machine", "m", nil, "target Machine (repeatable; default: every Machine)")
 	cmd.AddCommand(push)
 	return cmd
+}
+
+// buildCommand is `ployz build [SERVICE…]`: build the compose file's
+// build: Services with this computer's Docker, tagged by content.
+func buildCommand() *cobra.Command {
+	var f projectFlags
+	var args []string
+	cmd := &cobra.Command{
+		Use:   "build [SERVICE...]",
+		Short: "Build the compose file's build: Services with this computer's Docker",
+		RunE: func(c *cobra.Command, names []string) error {
+			b, err := os.ReadFile(f.file)
+			if err != nil {
+				return fmt.Errorf("compose file: %w", err)
+			}
+			app, err := deploy.Load(c.Context(), deploy.Source{Compose: b, Filename: filepath.Base(f.file), WorkingDir: filepath.Dir(f.file),
+				ProjectName: f.project, Environment: f.env, Env: environ()})
+			if err != nil {
+				return err
+			}
+			if err := buildApp(c.Context(), &app, names, false, args, c.ErrOrStderr()); err != nil {
+				return err
+			}
+			built := map[string]string{}
+			for _, s := range app.Services {
+				if s.Build != nil && (len(names) == 0 || slices.Contains(names, s.Name)) {
+					built[s.Name] = s.Spec.Image
+					if !g.json {
+						fmt.Fprintf(c.OutOrStdout(), "%s\t%s\n", s.Name, s.Spec.Image)
+					}
+				}
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), built)
+			}
+			return nil
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringArrayVar(&args, "build-arg", nil, "KEY=VALUE build argument for every build: Service (repeatable)")
+	return cmd
+}
+
+// buildApp builds each build: Service of app (only those named, when
+// names is set) and points its spec at the content tag; with reuse it
+// takes each Service's last local build instead. A failed build is an
+// error before anything reaches the Cluster.
+func buildApp(ctx context.Context, app *deploy.App, names []string, reuse bool, extra []string, log io.Writer) error {
+	over := map[string]string{}
+	for _, kv := range extra {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--build-arg %q: want KEY=VALUE", kv)
+		}
+		over[k] = v
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(app.Services, func(s deploy.Service) bool { return s.Name == n && s.Build != nil }) {
+			return fmt.Errorf("service %q: not declared with build:", n)
+		}
+	}
+	for i := range app.Services {
+		s := &app.Services[i]
+		if s.Build == nil || len(names) > 0 && !slices.Contains(names, s.Name) {
+			continue
+		}
+		if reuse {
+			tag, err := images.LastBuilt(ctx, s.Build.Repo)
+			if err != nil {
+				return fmt.Errorf("service %q: %w", s.Name, err)
+			}
+			s.Spec.Image = tag
+			continue
+		}
+		args := maps.Clone(s.Build.Args)
+		if args == nil {
+			args = map[string]string{}
+		}
+		maps.Copy(args, over)
+		fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context)
+		tag, err := images.Build(ctx, images.BuildRequest{Repo: s.Build.Repo, Context: s.Build.Context,
+			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args}, buildLog(log))
+		if err != nil {
+			return fmt.Errorf("service %q: build failed, nothing was deployed: %w", s.Name, err)
+		}
+		fmt.Fprintf(log, "built %s as %s\n", s.Name, tag)
+		s.Spec.Image = tag
+	}
+	return nil
+}
+
+// buildLog is where build output goes: the terminal, unless --json
+// (a failure carries Docker's error either way).
+func buildLog(w io.Writer) io.Writer {
+	if g.json {
+		return nil
+	}
+	return w
 }

@@ -342,7 +342,7 @@ func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte
 	if err != nil {
 		return err
 	}
-	df := deployFlags{projectFlags: projectFlags{file: "compose.yaml", project: p, env: f.env}, timeout: defaultReadyTimeout}
+	df := deployFlags{projectFlags: projectFlags{file: "compose.yaml", project: p, env: f.env}, timeout: defaultReadyTimeout, noBuild: true}
 	return runDeploy(c, b, df, fmt.Sprintf("%s (from revision %d)", why, latest.Revision))
 }
 

@@ -63,6 +63,19 @@ type Service struct {
 	// PullPolicy is compose's pull_policy (always, missing or never; ""
 	// is missing).
 	PullPolicy string `json:"pull_policy,omitempty"`
+	// Build is compose's build: the image is built on the operator's
+	// computer and pushed to the Machines that lack it, never pulled.
+	Build *Build `json:"build,omitempty"`
+}
+
+// Build is one Service's build: section, its context an absolute path.
+type Build struct {
+	// Repo names the built image; builds tag it Repo:<content id>.
+	Repo       string            `json:"repo"`
+	Context    string            `json:"context"`
+	Dockerfile string            `json:"dockerfile,omitempty"`
+	Target     string            `json:"target,omitempty"`
+	Args       map[string]string `json:"args,omitempty"`
 }
 
 // Hook is one x-pre_deploy command, run once in a Container of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/distribution/reference"
 
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -92,6 +94,11 @@ func Load(ctx context.Context, src Source) (App, error) {
 		if err == nil {
 			err = sh.service(&svc, s)
 		}
+		if err == nil && s.Build != nil {
+			if svc.Build, err = buildOf(src.WorkingDir, app.Namespace(), s); err == nil {
+				svc.Spec.Image = svc.Build.Repo
+			}
+		}
 		if err != nil {
 			return App{}, fmt.Errorf("service %q: %w", s.Name, err)
 		}
@@ -115,8 +122,8 @@ func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
 	if !nameRE.MatchString(s.Name) {
 		return Service{}, nil, fmt.Errorf("name: want lowercase letters, digits, - and _")
 	}
-	if s.Image == "" {
-		return Service{}, nil, errors.New("image: required (ployz does not build images)")
+	if s.Image == "" && s.Build == nil {
+		return Service{}, nil, errors.New("image: required, or build:")
 	}
 	svc := Service{Name: s.Name, Mode: ModeReplicated, Replicas: 1}
 	spec := rpc.ContainerSpec{
@@ -301,6 +308,49 @@ func dependencyOrder(svcs []Service) ([]Service, error) {
 		if err := visit(n, n); err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// buildOf resolves a service's build: section against the compose file's
+// directory. The image is named after the service's image: (without its
+// tag), else <namespace>-<service>.
+func buildOf(dir, ns string, s types.ServiceConfig) (*Build, error) {
+	b := s.Build
+	if b.DockerfileInline != "" {
+		return nil, errors.New("build.dockerfile_inline: not supported; put the Dockerfile in the context")
+	}
+	if strings.Contains(b.Context, "://") || strings.HasPrefix(b.Context, "git@") {
+		return nil, fmt.Errorf("build.context: %q: only a local directory is supported", b.Context)
+	}
+	ctx := b.Context
+	if ctx == "" {
+		ctx = "."
+	}
+	if !filepath.IsAbs(ctx) {
+		abs, err := filepath.Abs(filepath.Join(dir, ctx))
+		if err != nil {
+			return nil, fmt.Errorf("build.context: %w", err)
+		}
+		ctx = abs
+	}
+	repo := ns + "-" + s.Name
+	if s.Image != "" {
+		ref, err := reference.ParseNormalizedNamed(s.Image)
+		if err != nil {
+			return nil, fmt.Errorf("image: %q: %w", s.Image, err)
+		}
+		repo = reference.FamiliarName(ref)
+	}
+	out := &Build{Repo: repo, Context: ctx, Dockerfile: b.Dockerfile, Target: b.Target}
+	for k, v := range b.Args {
+		if v == nil {
+			continue // an argument without a value: left to the Dockerfile's default
+		}
+		if out.Args == nil {
+			out.Args = map[string]string{}
+		}
+		out.Args[k] = *v
 	}
 	return out, nil
 }

@@ -178,3 +178,45 @@ func TestComposeWarningsAreTidy(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadBuild(t *testing.T) {
+	yaml := `name: shop
+services:
+  web:
+    build: {context: ./app, dockerfile: Dockerfile.prod, target: final, args: {VERSION: "1.2", EMPTY: null}}
+  named:
+    image: registry.example/team/named:v3
+    build: ./named
+  plain:
+    image: nginx:1
+`
+	app, err := Load(context.Background(), Source{Compose: []byte(yaml), WorkingDir: "/src/shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := byName(app)
+	web, named := by["web"], by["named"]
+	if b := web.Build; b == nil || b.Context != "/src/shop/app" || b.Dockerfile != "Dockerfile.prod" || b.Target != "final" ||
+		b.Args["VERSION"] != "1.2" || len(b.Args) != 1 || b.Repo != "shop-production-web" || web.Spec.Image != "shop-production-web" {
+		t.Fatalf("web build: %+v image %q", web.Build, web.Spec.Image)
+	}
+	if named.Build == nil || named.Build.Repo != "registry.example/team/named" || named.Build.Context != "/src/shop/named" {
+		t.Fatalf("named build: %+v", named.Build)
+	}
+	if by["plain"].Build != nil {
+		t.Fatal("plain has a build")
+	}
+	// Built images reach Machines by push: never pulled, whatever --pull says.
+	if pullPolicy(PullAlways, web) != PullNever || pullPolicy(PullAlways, by["plain"]) != PullAlways {
+		t.Fatal("pull policy of a built image")
+	}
+	for y, want := range map[string]string{
+		"name: a\nservices:\n  s:\n    build: {context: \"https://github.com/x/y.git\"}\n": "build.context",
+		"name: a\nservices:\n  s:\n    build: {dockerfile_inline: \"FROM scratch\"}\n":     "dockerfile_inline",
+		"name: a\nservices:\n  s:\n    command: [x]\n":                                     "neither an image nor a build context",
+	} {
+		if _, err := Load(context.Background(), Source{Compose: []byte(y)}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want %q", y, err, want)
+		}
+	}
+}

@@ -192,7 +192,7 @@ var supportedService = map[string]bool{
 	"image": true, "command": true, "entrypoint": true, "environment": true, "env_file": true,
 	"working_dir": true, "user": true, "ports": true, "volumes": true, "healthcheck": true,
 	"deploy": true, "scale": true, "restart": true, "labels": true, "depends_on": true,
-	"stop_grace_period": true, "mem_limit": true, "pull_policy": true, "configs": true, "secrets": true,
+	"stop_grace_period": true, "mem_limit": true, "pull_policy": true, "configs": true, "secrets": true, "build": true,
 }
 
 var supportedDeploy = map[string]bool{"mode": true, "replicas": true, "resources": true}

@@ -1,20 +1,17 @@
 package deploy
 
 import (
-	"archive/tar"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -159,7 +156,7 @@ func (sh *shipper) local(field, rel, target string) (rpc.FileSpec, []byte, error
 	var b []byte
 	if st.IsDir() {
 		f.Kind = "dir"
-		b, err = tarDir(p)
+		b, err = images.TarDir(p, maxShippedFile, false, nil)
 	} else {
 		if st.Size() > maxShippedFile {
 			return f, nil, fmt.Errorf("%s: %s is larger than %d bytes; ship it in an image or a volume", field, rel, maxShippedFile)
@@ -175,65 +172,6 @@ func (sh *shipper) local(field, rel, target string) (rpc.FileSpec, []byte, error
 	}
 	f.Digest = digest(b)
 	return f, b, nil
-}
-
-// tarDir archives a directory's regular files and subdirectories with
-// names, modes and content only, in name order, so the same tree always
-// has the same digest.
-func tarDir(root string) ([]byte, error) {
-	var names []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return fmt.Errorf("%s: only regular files and directories are shipped", p)
-		}
-		names = append(names, p)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, p := range names {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		rel, _ := filepath.Rel(root, p)
-		h := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(st.Mode().Perm()), Format: tar.FormatPAX}
-		if st.IsDir() {
-			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-			if err := tw.WriteHeader(h); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		h.Typeflag, h.Size = tar.TypeReg, int64(len(b))
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(b); err != nil {
-			return nil, err
-		}
-		if buf.Len() > maxShippedFile {
-			return nil, fmt.Errorf("directory is larger than %d bytes", maxShippedFile)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 func digest(b []byte) string {

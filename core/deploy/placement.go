@@ -346,8 +346,8 @@ func (pl *placer) hookRows() []Row {
 // missing on every Machine that would create a Container from it, and
 // warns about the others; otherwise those Machines pull it (markPulls).
 func (pl *placer) checkImage(pull string) ([]string, error) {
-	if pull != PullNever {
-		return nil, nil
+	if pull != PullNever || pl.svc.Build != nil {
+		return nil, nil // pulled, or built here and pushed before the plan runs
 	}
 	var targets, missing []string
 	allKnownMissing := true

@@ -134,7 +134,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	}
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
-		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc.PullPolicy))
+		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc))
 		if err != nil {
 			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
 		}

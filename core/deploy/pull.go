@@ -24,10 +24,14 @@ func ParsePullPolicy(s string) (string, error) {
 	return "", fmt.Errorf("--pull: %q is not always, missing or never", s)
 }
 
-// pullPolicy is the policy for one Service: the deploy's, else the
-// Service's own, else PullMissing.
-func pullPolicy(deploy, service string) string {
-	for _, p := range []string{deploy, service} {
+// pullPolicy is the policy for one Service: never for a built image
+// (it reaches Machines by push), else the deploy's, else the Service's
+// own, else PullMissing.
+func pullPolicy(deploy string, s Service) string {
+	if s.Build != nil {
+		return PullNever
+	}
+	for _, p := range []string{deploy, s.PullPolicy} {
 		if p != "" {
 			return p
 		}
@@ -42,7 +46,7 @@ func pullPolicy(deploy, service string) string {
 func markPulls(rows []Row, snap Snapshot, deployPolicy string, app App) {
 	policy := map[string]string{}
 	for _, s := range app.Services {
-		policy[s.Name] = pullPolicy(deployPolicy, s.PullPolicy)
+		policy[s.Name] = pullPolicy(deployPolicy, s)
 	}
 	machines := map[string]MachineState{}
 	for _, m := range snap.Machines {
