@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
@@ -33,10 +34,13 @@ func imageCommand() *cobra.Command {
 			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
 				bars := map[string]*progressbar.ProgressBar{}
 				tty := term.IsTerminal(int(os.Stderr.Fd())) && !g.json
+				var mu sync.Mutex // uploads to Machines run in parallel
 				progress := func(machine string, sent, total int64) {
 					if !tty {
 						return
 					}
+					mu.Lock()
+					defer mu.Unlock()
 					b, ok := bars[machine]
 					if !ok {
 						b = progressbar.DefaultBytes(total, "pushing to "+machine)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/docker/docker/client"
 
@@ -55,42 +56,46 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 	for _, o := range fan.Omitted {
 		out = append(out, Result{MachineID: o.MachineID, MachineName: o.MachineName, Outcome: "failed", Error: o.Reason})
 	}
+	var send []int // indexes into out of the Machines that miss the image
 	for _, r := range fan.Results {
 		res := Result{MachineID: r.MachineID, MachineName: r.MachineName}
-		if r.Error != nil {
-			res.Outcome, res.Error = "failed", r.Error.Error()
-			out = append(out, res)
-			continue
-		}
 		var list rpc.ImageList
-		if err := json.Unmarshal(r.Payload, &list); err != nil {
-			res.Outcome, res.Error = "failed", err.Error()
-			out = append(out, res)
-			continue
-		}
-		if slices.ContainsFunc(list.Images, func(i rpc.ImageInfo) bool { return i.ID == info.ID && slices.Contains(i.Tags, image) }) {
+		switch {
+		case r.Error != nil:
+			res.Outcome, res.Error = "failed", r.Error.Error()
+		case json.Unmarshal(r.Payload, &list) != nil:
+			res.Outcome, res.Error = "failed", "list_images: malformed answer"
+		case slices.ContainsFunc(list.Images, func(i rpc.ImageInfo) bool { return i.ID == info.ID && slices.Contains(i.Tags, image) }):
 			res.Outcome = "present"
-			out = append(out, res)
-			continue
-		}
-		n, err := upload(ctx, entry, docker, image, info.Size, r.MachineID, func(sent int64) {
-			if progress != nil {
-				progress(r.MachineName, sent, info.Size)
-			}
-		})
-		res.Bytes = n
-		if err != nil {
-			res.Outcome, res.Error = "failed", err.Error()
-		} else {
-			res.Outcome = "pushed"
+		default:
+			send = append(send, len(out))
 		}
 		out = append(out, res)
 	}
+	// Every Machine that misses the image gets its own stream at once:
+	// delivery takes as long as the slowest Machine, not their sum.
+	var wg sync.WaitGroup
+	for _, i := range send {
+		wg.Add(1)
+		go func(res *Result) {
+			defer wg.Done()
+			n, err := upload(ctx, entry, docker, image, res.MachineID, func(sent int64) {
+				if progress != nil {
+					progress(res.MachineName, sent, info.Size)
+				}
+			})
+			res.Bytes, res.Outcome = n, "pushed"
+			if err != nil {
+				res.Outcome, res.Error = "failed", err.Error()
+			}
+		}(&out[i])
+	}
+	wg.Wait()
 	return out, nil
 }
 
 // upload streams one `docker save` of image to one Machine.
-func upload(ctx context.Context, entry *rpc.Client, docker *client.Client, image string, _ int64, machineID string, sent func(int64)) (int64, error) {
+func upload(ctx context.Context, entry *rpc.Client, docker *client.Client, image, machineID string, sent func(int64)) (int64, error) {
 	rd, err := docker.ImageSave(ctx, []string{image})
 	if err != nil {
 		return 0, fmt.Errorf("docker save %s: %w", image, err)
