@@ -8,10 +8,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,4 +233,125 @@ func TestImagePull(t *testing.T) {
 			}
 		}
 	})
+}
+
+const builtCompose = `name: built
+services:
+  web:
+    build: {context: ./web, args: {GREETING: from-build}}
+    environment: {MESSAGE: built-web}
+  proxy:
+    image: ployz-testapp:latest
+    environment: {PROXY_CONFIG: /etc/proxy/upstream.conf}
+    volumes: ["./proxy/upstream.conf:/etc/proxy/upstream.conf:ro"]
+    depends_on: [web]
+    x-ports:
+      - hostname: built.example.test
+        container_port: 8080
+`
+
+// proxyGet is hostGet that also returns the X-Proxy-Name header.
+func proxyGet(ip, host string) (string, string, error) {
+	req, err := http.NewRequest("GET", "http://"+ip+"/", nil)
+	if err != nil {
+		return "", "", err
+	}
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", "", fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	return resp.Header.Get("X-Proxy-Name"), string(b), nil
+}
+
+// TestBuildAndShippedConfig: a compose file whose web Service is built
+// from a local context (FROM scratch + the static testapp binary) and
+// whose proxy mounts a config file next to the compose file deploys with
+// no manual image step and answers through the ingress; editing the
+// config file and redeploying replaces only the proxy.
+func TestBuildAndShippedConfig(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 2)
+	op := newOperator(t, l)
+	formCluster(t, l, op)
+
+	dir := t.TempDir()
+	bin, err := os.ReadFile(filepath.Join(os.Getenv(lab.EnvBinDir), "testapp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string][]byte{
+		"web/testapp":         bin,
+		"web/Dockerfile":      []byte("FROM scratch\nARG GREETING\nLABEL greeting=$GREETING\nCOPY testapp /testapp\nENTRYPOINT [\"/testapp\"]\n"),
+		"proxy/upstream.conf": []byte("upstream http://web:8080\nname v1\n"),
+		"compose.yaml":        []byte(builtCompose),
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { exec.Command("docker", "rmi", "built-production-web:latest").Run() }) //nolint:errcheck // best effort
+	deployDir := func(t *testing.T) deployDoc {
+		t.Helper()
+		out, errs, code := op.run(t, "deploy", "-f", filepath.Join(dir, "compose.yaml"), "-y", "--json")
+		var doc deployDoc
+		if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("deploy: exit %d\n%s\n%s", code, out, errs)
+		}
+		return doc
+	}
+	answer := func(t *testing.T, want string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			name, body, err := proxyGet(l.Machines[0].IP.String(), "built.example.test")
+			if err == nil && name == want && strings.Contains(body, "built-web") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ingress: proxy %q body %q err %v, want proxy %q in front of built-web", name, body, err, want)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+
+	t.Run("first-deploy", func(t *testing.T) {
+		doc := deployDir(t)
+		if img := serviceImage(doc.Plan, "web"); !strings.HasPrefix(img, "built-production-web:") {
+			t.Errorf("web image %q is not content-tagged", img)
+		}
+		answer(t, "v1")
+	})
+	t.Run("edit-config-replaces-only-proxy", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(dir, "proxy/upstream.conf"), []byte("upstream http://web:8080\nname v2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc := deployDir(t)
+		if o := ops(doc.Plan, "web"); o[deploy.OpUnchanged] != 1 || len(o) != 1 {
+			t.Errorf("web rows %v, want unchanged only (same build, same tag)", o)
+		}
+		if o := ops(doc.Plan, "proxy"); o[deploy.OpReplace] != 1 {
+			t.Errorf("proxy rows %v, want one replace", o)
+		}
+		answer(t, "v2")
+	})
+}
+
+// serviceImage is the image a plan's rows give a Service.
+func serviceImage(p deploy.Plan, service string) string {
+	for _, r := range p.Rows {
+		if r.Service == service && r.Spec != nil {
+			return r.Spec.Image
+		}
+	}
+	return ""
 }

@@ -9,6 +9,9 @@
 //	EXIT_CODE=N          the exit code of the two modes above
 //	MESSAGE=text         returned by /
 //	NOTIFY_SOCKET=path   send READY=1 there once ready (sd_notify protocol)
+//	PROXY_CONFIG=path    act as a reverse proxy configured by that file:
+//	                     "upstream URL" and "name TEXT" lines; / is proxied
+//	                     with an X-Proxy-Name: TEXT response header
 //
 // Endpoints: / (JSON: hostname, message, ready), /healthz, /env, and
 // /bytes?n=N (N zero bytes, for throughput measurements).
@@ -23,6 +26,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -69,6 +74,9 @@ func main() {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"hostname": host, "message": os.Getenv("MESSAGE"), "ready": ready.Load(), "path": r.URL.Path})
 	})
+	if p := os.Getenv("PROXY_CONFIG"); p != "" {
+		mux.Handle("/", proxy(p))
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
@@ -183,4 +191,34 @@ func envOr(k, def string) string {
 func fatal(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "testapp: "+format+"\n", args...)
 	os.Exit(2)
+}
+
+// proxy is the reverse proxy PROXY_CONFIG describes, read once at start.
+func proxy(path string) http.Handler {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fatal("proxy config: %v", err)
+	}
+	var upstream *url.URL
+	name := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch k {
+		case "upstream":
+			if upstream, err = url.Parse(strings.TrimSpace(v)); err != nil {
+				fatal("proxy config: upstream: %v", err)
+			}
+		case "name":
+			name = strings.TrimSpace(v)
+		}
+	}
+	if upstream == nil {
+		fatal("proxy config %s: no upstream line", path)
+	}
+	rp := httputil.NewSingleHostReverseProxy(upstream)
+	rp.ModifyResponse = func(r *http.Response) error {
+		r.Header.Set("X-Proxy-Name", name)
+		return nil
+	}
+	return rp
 }
