@@ -45,7 +45,7 @@ func (f *projectFlags) resolveProject(ctx context.Context, st *operator.Store, c
 		return f.project, nil
 	}
 	if b, err := os.ReadFile("compose.yaml"); err == nil {
-		if app, err := deploy.Load(ctx, deploy.Source{Compose: b, Environment: f.env}); err == nil {
+		if app, err := deploy.Load(ctx, deploy.Source{Compose: b, Environment: f.env, DeclarationsOnly: true}); err == nil {
 			return app.Project, nil
 		}
 	}

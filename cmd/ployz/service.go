@@ -66,7 +66,7 @@ func declared(ctx context.Context, st *operator.Store, ctxName string) map[strin
 		if err != nil || len(latest.Compose) == 0 {
 			continue // an empty revision: the project was removed
 		}
-		app, err := deploy.Load(ctx, deploy.Source{Compose: latest.Compose, ProjectName: s.Project, Environment: s.Environment})
+		app, err := deploy.Load(ctx, deploy.Source{Compose: latest.Compose, ProjectName: s.Project, Environment: s.Environment, DeclarationsOnly: true})
 		if err != nil {
 			continue
 		}

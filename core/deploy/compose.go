@@ -26,6 +26,10 @@ type Source struct {
 	Environment string // default "production"
 	// Env is the interpolation environment (${VAR}); nil: none.
 	Env map[string]string
+	// DeclarationsOnly skips reading shipped files (configs, secrets,
+	// relative bind mounts): for commands that only read what a saved
+	// compose file declares, wherever they run.
+	DeclarationsOnly bool
 }
 
 // DefaultEnvironment is the environment a deploy targets without --env.
@@ -91,7 +95,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 	sh := &shipper{dir: src.WorkingDir, proj: proj, env: src.Env, files: app.Files}
 	for _, s := range proj.Services {
 		svc, warns, err := buildService(app.Namespace(), s)
-		if err == nil {
+		if err == nil && !src.DeclarationsOnly {
 			err = sh.service(&svc, s)
 		}
 		if err == nil && s.Build != nil {

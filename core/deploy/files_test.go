@@ -158,3 +158,14 @@ func TestShippedFileErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestDeclarationsOnlyReadsNoFiles(t *testing.T) {
+	app, err := Load(context.Background(), Source{Compose: []byte(filesCompose), WorkingDir: t.TempDir(), DeclarationsOnly: true,
+		Env: map[string]string{"API_KEY": "k"}})
+	if err != nil {
+		t.Fatalf("declarations of a compose file whose files are elsewhere: %v", err)
+	}
+	if len(app.Services) != 2 || len(app.Files) != 0 {
+		t.Fatalf("services %d files %d", len(app.Services), len(app.Files))
+	}
+}
