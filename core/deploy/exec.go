@@ -371,7 +371,8 @@ func refPayload(cmd, id string, grace int) any {
 // call makes one daemon call; it returns the log tail of a failed wait.
 // A mutating call is never interrupted by cancellation (Ctrl-C takes
 // effect between steps, so Docker is never left mid-change by us); only
-// a readiness wait, which changes nothing, is cut short.
+// a readiness wait or an image pull, which change no Container, is cut
+// short.
 func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *string) ([]string, error) {
 	t := rpc.Target{One: r.MachineID}
 	if a.cmd == rpc.CmdWaitReady {
@@ -380,6 +381,14 @@ func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *
 			err = fmt.Errorf("cancelled while waiting for readiness: %w", err)
 		}
 		return tail, err
+	}
+	if a.cmd == rpc.CmdPullImage {
+		// A pull changes no Container, so Ctrl-C may cut it short.
+		req := rpc.PullImageRequest{Image: r.Spec.Image}
+		if e.RegistryAuth != nil {
+			req.RegistryAuth = e.RegistryAuth(r.Spec.Image)
+		}
+		return nil, e.C.Call(ctx, t, a.cmd, req, nil)
 	}
 	ctx = context.WithoutCancel(ctx)
 	switch a.cmd {
@@ -395,12 +404,6 @@ func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *
 		return nil, nil
 	case rpc.CmdStopContainer:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, r.StopGraceSeconds), nil)
-	case rpc.CmdPullImage:
-		req := rpc.PullImageRequest{Image: r.Spec.Image}
-		if e.RegistryAuth != nil {
-			req.RegistryAuth = e.RegistryAuth(r.Spec.Image)
-		}
-		return nil, e.C.Call(ctx, t, a.cmd, req, nil)
 	default:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, 0), nil)
 	}
