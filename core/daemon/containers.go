@@ -407,7 +407,11 @@ func (o *containerOps) observeID(ctx context.Context, id string) (rpc.ContainerO
 	return o.observe(c, o.facts().MachineID), nil
 }
 
-func (o *containerOps) listImages(ctx context.Context, _ json.RawMessage) (any, error) {
+func (o *containerOps) listImages(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ListImagesRequest
+	if err := rpc.Decode(rpc.CmdListImages, raw, &req); err != nil {
+		return nil, err
+	}
 	list, err := o.docker.ImageList(ctx, image.ListOptions{})
 	if err != nil {
 		return nil, dockerErr(err, "list images")
@@ -418,7 +422,13 @@ func (o *containerOps) listImages(ctx context.Context, _ json.RawMessage) (any, 
 		if tags == nil {
 			tags = []string{}
 		}
-		out.Images = append(out.Images, rpc.ImageInfo{ID: i.ID, Tags: tags, Size: i.Size})
+		info := rpc.ImageInfo{ID: i.ID, Tags: tags, Size: i.Size}
+		if req.Layers {
+			if in, err := o.docker.ImageInspect(ctx, i.ID); err == nil {
+				info.Layers = in.RootFS.Layers
+			}
+		}
+		out.Images = append(out.Images, info)
 	}
 	return out, nil
 }

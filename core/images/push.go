@@ -28,7 +28,9 @@ type Result struct {
 	// Outcome is pushed, present (already had it) or failed.
 	Outcome string `json:"outcome"`
 	Bytes   int64  `json:"bytes,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// SkippedLayers counts the layers left out because the Machine held them.
+	SkippedLayers int    `json:"skipped_layers,omitempty"`
+	Error         string `json:"error,omitempty"`
 }
 
 // Progress is told how many bytes of one upload went out so far.
@@ -48,7 +50,7 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 		return nil, fmt.Errorf("image %s is not in this computer's Docker: %w", image, err)
 	}
 	t := rpc.Target{All: len(names) == 0, Set: names}
-	fan, err := entry.Fanout(ctx, t, rpc.CmdListImages, nil)
+	fan, err := entry.Fanout(ctx, t, rpc.CmdListImages, rpc.ListImagesRequest{Layers: true})
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +59,7 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 		out = append(out, Result{MachineID: o.MachineID, MachineName: o.MachineName, Outcome: "failed", Error: o.Reason})
 	}
 	var send []int // indexes into out of the Machines that miss the image
+	held := map[int]map[string]bool{}
 	for _, r := range fan.Results {
 		res := Result{MachineID: r.MachineID, MachineName: r.MachineName}
 		var list rpc.ImageList
@@ -68,39 +71,57 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 		case slices.ContainsFunc(list.Images, func(i rpc.ImageInfo) bool { return i.ID == info.ID && slices.Contains(i.Tags, image) }):
 			res.Outcome = "present"
 		default:
+			held[len(out)] = heldChains(list)
 			send = append(send, len(out))
 		}
 		out = append(out, res)
 	}
+	if len(send) == 0 {
+		return out, nil
+	}
+	saved, err := saveImage(ctx, docker, image, info.RootFS.Layers)
+	if err != nil {
+		return nil, err
+	}
+	defer saved.remove()
 	// Every Machine that misses the image gets its own stream at once:
 	// delivery takes as long as the slowest Machine, not their sum.
 	var wg sync.WaitGroup
 	for _, i := range send {
 		wg.Add(1)
-		go func(res *Result) {
+		go func(res *Result, skip map[string]bool) {
 			defer wg.Done()
-			n, err := upload(ctx, entry, docker, image, res.MachineID, func(sent int64) {
+			sent := func(n int64) {
 				if progress != nil {
-					progress(res.MachineName, sent, info.Size)
+					progress(res.MachineName, n, saved.size)
 				}
-			})
+			}
+			n, err := upload(ctx, entry, saved, skip, res.MachineID, sent)
+			res.SkippedLayers = len(skip)
+			if err != nil && len(skip) > 0 {
+				res.SkippedLayers = 0
+				// A Docker that cannot load without every layer gets them all.
+				var m int64
+				m, err = upload(ctx, entry, saved, nil, res.MachineID, sent)
+				n += m
+			}
 			res.Bytes, res.Outcome = n, "pushed"
 			if err != nil {
 				res.Outcome, res.Error = "failed", err.Error()
 			}
-		}(&out[i])
+		}(&out[i], saved.skip(held[i]))
 	}
 	wg.Wait()
 	return out, nil
 }
 
-// upload streams one `docker save` of image to one Machine.
-func upload(ctx context.Context, entry *rpc.Client, docker *client.Client, image, machineID string, sent func(int64)) (int64, error) {
-	rd, err := docker.ImageSave(ctx, []string{image})
-	if err != nil {
-		return 0, fmt.Errorf("docker save %s: %w", image, err)
-	}
-	defer rd.Close()
+// upload streams the saved archive, without the skipped layers, to one
+// Machine and returns the bytes sent.
+func upload(ctx context.Context, entry *rpc.Client, saved *savedImage, skip map[string]bool, machineID string, sent func(int64)) (int64, error) {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(saved.stream(pw, skip)) }()
+	defer pr.Close()
+	rd := pr
 	st, err := entry.OpenStream(ctx, rpc.Target{One: machineID}, rpc.CmdImageLoad, nil)
 	if err != nil {
 		return 0, err
@@ -121,7 +142,7 @@ func upload(ctx context.Context, entry *rpc.Client, docker *client.Client, image
 			break
 		}
 		if err != nil {
-			return n, fmt.Errorf("docker save %s: %w", image, err)
+			return n, fmt.Errorf("read saved image: %w", err)
 		}
 	}
 	if err := st.CloseSend(); err != nil {

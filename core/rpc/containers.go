@@ -255,6 +255,16 @@ type ImageInfo struct {
 	ID   string   `json:"id"`
 	Tags []string `json:"tags"`
 	Size int64    `json:"size"`
+	// Layers are the image's layer diff ids in order, only when the
+	// request asked for them (ListImagesRequest.Layers).
+	Layers []string `json:"layers,omitempty"`
+}
+
+// ListImagesRequest is list_images' optional payload.
+type ListImagesRequest struct {
+	// Layers asks for every image's layer diff ids, so an image push can
+	// leave out the layers a Machine already holds.
+	Layers bool `json:"layers,omitempty"`
 }
 
 // CmdImageLoad is a streaming command: the client sends an image archive
