@@ -62,9 +62,9 @@ func imageCommand() *cobra.Command {
 					}
 				} else {
 					w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-					fmt.Fprintln(w, "MACHINE\tOUTCOME\tBYTES\tERROR")
+					fmt.Fprintln(w, "MACHINE\tOUTCOME\tBYTES\tLAYERS HELD\tERROR")
 					for _, r := range res {
-						fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", r.MachineName, r.Outcome, r.Bytes, r.Error)
+						fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.MachineName, r.Outcome, r.Bytes, r.SkippedLayers, r.Error)
 					}
 					w.Flush()
 				}

@@ -45,42 +45,51 @@ func (sh *shipper) service(svc *Service, s types.ServiceConfig) error {
 		svc.Spec.Files = append(svc.Spec.Files, f)
 		return nil
 	}
-	for i, c := range s.Configs {
-		def, ok := sh.proj.Configs[c.Source]
-		if !ok {
-			return fmt.Errorf("configs[%d].source: config %q is not declared at the top level", i, c.Source)
+	// Configs mount at /<name>, secrets below /run/secrets, unless the
+	// service names a target.
+	refs := func(kind string, list []types.FileReferenceConfig, defs map[string]types.FileObjectConfig, base string) error {
+		for i, c := range list {
+			field := fmt.Sprintf("%ss[%d]", kind, i)
+			def, ok := defs[c.Source]
+			if !ok {
+				return fmt.Errorf("%s.source: %s %q is not declared at the top level", field, kind, c.Source)
+			}
+			target := c.Target
+			if target == "" {
+				target = c.Source
+			}
+			if !path.IsAbs(target) {
+				target = base + target
+			}
+			f, b, err := sh.object(field, kind+":"+c.Source, def, target, c.Mode)
+			if err == nil {
+				err = add(f, b)
+			}
+			if err != nil {
+				return err
+			}
 		}
-		target := c.Target
-		if target == "" {
-			target = "/" + c.Source
-		}
-		f, b, err := sh.object(fmt.Sprintf("configs[%d]", i), "config:"+c.Source, types.FileObjectConfig(def), target, c.Mode)
-		if err != nil {
-			return err
-		}
-		if err := add(f, b); err != nil {
-			return err
-		}
+		return nil
 	}
-	for i, c := range s.Secrets {
-		def, ok := sh.proj.Secrets[c.Source]
-		if !ok {
-			return fmt.Errorf("secrets[%d].source: secret %q is not declared at the top level", i, c.Source)
-		}
-		target := c.Target
-		if target == "" {
-			target = c.Source
-		}
-		if !path.IsAbs(target) {
-			target = "/run/secrets/" + target
-		}
-		f, b, err := sh.object(fmt.Sprintf("secrets[%d]", i), "secret:"+c.Source, types.FileObjectConfig(def), target, c.Mode)
-		if err != nil {
-			return err
-		}
-		if err := add(f, b); err != nil {
-			return err
-		}
+	configs, secrets := map[string]types.FileObjectConfig{}, map[string]types.FileObjectConfig{}
+	for k, v := range sh.proj.Configs {
+		configs[k] = types.FileObjectConfig(v)
+	}
+	for k, v := range sh.proj.Secrets {
+		secrets[k] = types.FileObjectConfig(v)
+	}
+	var cfgRefs, secRefs []types.FileReferenceConfig
+	for _, c := range s.Configs {
+		cfgRefs = append(cfgRefs, types.FileReferenceConfig(c))
+	}
+	for _, c := range s.Secrets {
+		secRefs = append(secRefs, types.FileReferenceConfig(c))
+	}
+	if err := refs("config", cfgRefs, configs, "/"); err != nil {
+		return err
+	}
+	if err := refs("secret", secRefs, secrets, "/run/secrets/"); err != nil {
+		return err
 	}
 	for i, v := range s.Volumes {
 		if v.Type != types.VolumeTypeBind || !isLocalPath(v.Source) {
