@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/e2e/lab"
 )
 
@@ -97,4 +99,33 @@ func TestImageDeliveryBench(t *testing.T) {
 		len(l.Machines), ployz.Seconds(), manual.Seconds(), ployz.Seconds()/manual.Seconds())
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
+
+	// A new image that adds one small layer over the delivered one: only
+	// that layer should move.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+benchImage+"\nCOPY small.txt /\n"), 0o644) //nolint:errcheck
+	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("one small change\n"), 0o644)                       //nolint:errcheck
+	tag, err := images.Build(ctx, images.BuildRequest{Repo: "ployz-bench-delivery-v2", Context: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rmi", tag, "ployz-bench-delivery-v2:latest").Run() }) //nolint:errcheck // best effort
+	var res []images.Result
+	start = time.Now()
+	op.json(t, &res, "image", "push", tag)
+	second := time.Since(start)
+	var moved int64
+	for _, r := range res {
+		if r.Outcome != "pushed" || r.SkippedLayers != 1 {
+			t.Errorf("second push to %s: %+v, want pushed with the 200 MB layer held", r.MachineName, r)
+		}
+		moved += r.Bytes
+	}
+	line = fmt.Sprintf("second push, one small layer changed: %.1fs, %d bytes moved to %d Machines (%d per Machine)",
+		second.Seconds(), moved, len(res), moved/int64(max(len(res), 1)))
+	t.Log(line)
+	fmt.Fprintln(os.Stderr, line)
+	if moved/int64(max(len(res), 1)) > 1<<20 {
+		t.Errorf("second push moved %d bytes per Machine, want about the small layer", moved/int64(len(res)))
+	}
 }
