@@ -71,11 +71,12 @@ func main() {
 	})
 	host, _ := os.Hostname()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"hostname": host, "message": os.Getenv("MESSAGE"), "ready": ready.Load(), "path": r.URL.Path})
-	})
 	if p := os.Getenv("PROXY_CONFIG"); p != "" {
 		mux.Handle("/", proxy(p))
+	} else {
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]any{"hostname": host, "message": os.Getenv("MESSAGE"), "ready": ready.Load(), "path": r.URL.Path})
+		})
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !ready.Load() {

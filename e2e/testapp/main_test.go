@@ -139,3 +139,37 @@ func TestCrashAndExitModes(t *testing.T) {
 		t.Errorf("bad READY_DELAY exit code %d, want 2", code)
 	}
 }
+
+func TestProxyMode(t *testing.T) {
+	bin := build(t)
+	up, front := freePort(t), freePort(t)
+	upstream := exec.Command(bin)
+	upstream.Env = append(os.Environ(), "PORT="+up, "MESSAGE=behind")
+	if err := upstream.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Process.Kill()
+	conf := filepath.Join(t.TempDir(), "proxy.conf")
+	os.WriteFile(conf, []byte("upstream http://127.0.0.1:"+up+"\nname edge\n"), 0o644) //nolint:errcheck
+	proxy := exec.Command(bin)
+	proxy.Env = append(os.Environ(), "PORT="+front, "PROXY_CONFIG="+conf)
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := (&http.Client{Timeout: time.Second}).Get("http://127.0.0.1:" + front + "/")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && resp.Header.Get("X-Proxy-Name") == "edge" && strings.Contains(string(b), `"message":"behind"`) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy never answered through to the upstream: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
