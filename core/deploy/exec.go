@@ -89,19 +89,8 @@ type Executor struct {
 // upActions are the calls a row makes before its Service's Serving
 // Pointer moves (bringing Containers up), downActions those after it
 // (stopping and removing what the pointer no longer names).
+// A row's image pull runs earlier, in its Service's pull phase.
 func upActions(r Row) []action {
-	return withPull(r, upOnly(r))
-}
-
-// withPull puts a row's image pull first, before anything changes.
-func withPull(r Row, acts []action) []action {
-	if !r.Pull || len(acts) == 0 {
-		return acts
-	}
-	return append([]action{{rpc.CmdPullImage, "image"}}, acts...)
-}
-
-func upOnly(r Row) []action {
 	switch r.Op {
 	case OpStop, OpRemove:
 		return nil
@@ -111,13 +100,13 @@ func upOnly(r Row) []action {
 		}
 		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}}
 	}
-	return plainActions(r)
+	return actions(r)
 }
 
 func downActions(r Row) []action {
 	switch r.Op {
 	case OpStop, OpRemove:
-		return plainActions(r)
+		return actions(r)
 	case OpReplace:
 		if r.Strategy == StopFirst {
 			return []action{{rpc.CmdRemoveContainer, "old"}}
@@ -128,11 +117,9 @@ func downActions(r Row) []action {
 }
 
 // actions lists the daemon calls a row makes, in order. "new" is the
-// Container the row creates, "old" the one it acts on, "image" the row's
-// image (a pull).
-func actions(r Row) []action { return withPull(r, plainActions(r)) }
-
-func plainActions(r Row) []action {
+// Container the row creates, "old" the one it acts on ("image", the row's
+// image, is the pull phase's).
+func actions(r Row) []action {
 	switch r.Op {
 	case OpCreate:
 		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}}

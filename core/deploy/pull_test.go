@@ -96,11 +96,11 @@ func TestExecutePullStepFirstAndNamed(t *testing.T) {
 	o := ex.Run(context.Background(), p)
 	want := strings.Join([]string{
 		"m1 pull_image reg.example:5000/app:1 completed",
+		"m2 pull_image reg.example:5000/app:1 completed",
 		"m1 stop_container old completed",
 		"m1 create_container new completed",
 		"m1 start_container new completed",
 		"m1 wait_ready new completed",
-		"m2 pull_image reg.example:5000/app:1 completed",
 		"m2 create_container new2 completed",
 		"m2 start_container new2 completed",
 		"m2 wait_ready new2 completed",
@@ -122,13 +122,28 @@ func TestExecutePullStepFirstAndNamed(t *testing.T) {
 }
 
 func TestExecuteFailedPullChangesNothing(t *testing.T) {
-	rec := &recorder{fail: map[string]error{"pull_image app:9": errors.New("machine m1: pull app:9: unauthorized")}}
+	rec := &recorder{fail: map[string]error{"pull_image app:9": errors.New("pull app:9: unauthorized")}}
 	sp := &rpc.ContainerSpec{Image: "app:9"}
-	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "old", OldName: "old", NewName: "new", Spec: sp, OldRunning: true, Pull: true}}}
+	p := Plan{Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "old", OldName: "old", NewName: "new", Spec: sp, OldRunning: true, Pull: true},
+		{MachineID: "m2", Machine: "m2", Service: "db", Op: OpCreate, NewName: "new2", Spec: sp, Pull: true},
+	}}
 	o := (&Executor{C: rec}).Run(context.Background(), p)
-	if o.Status != "partial" || o.Steps[0].Action != rpc.CmdPullImage || o.Steps[0].Status != StepFailed ||
-		o.Steps[0].Machine != "m1" || !strings.Contains(o.Steps[0].Error, "unauthorized") {
-		t.Fatalf("outcome: %+v", o)
+	// Every Machine's pull is tried and named; nothing else runs.
+	want := strings.Join([]string{
+		"m1 pull_image app:9 failed",
+		"m2 pull_image app:9 failed",
+		"m1 stop_container old never_attempted",
+		"m1 create_container new never_attempted",
+		"m1 start_container new never_attempted",
+		"m1 wait_ready new never_attempted",
+		"m2 create_container new2 never_attempted",
+		"m2 start_container new2 never_attempted",
+		"m2 wait_ready new2 never_attempted",
+		"m1 remove_container old never_attempted",
+	}, "\n")
+	if got := steps(o); o.Status != "partial" || got != want || !strings.Contains(o.Steps[1].Error, "unauthorized") {
+		t.Fatalf("status %s, steps:\n%s\nwant:\n%s", o.Status, got, want)
 	}
 	for _, c := range rec.calls {
 		if !strings.Contains(c, "pull_image") {

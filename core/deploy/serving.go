@@ -76,6 +76,7 @@ func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *
 	if !changed {
 		return
 	}
+	e.pullPhase(ctx, p, g, out, failed)
 	ps := e.readPointer(ctx, p, g)
 	newIDs := map[int]string{}
 	upOK := map[int]bool{}
@@ -297,4 +298,25 @@ func (e *Executor) waitAcks(ctx context.Context, p Plan, g serviceGroup, key, id
 func (e *Executor) servingStep(p Plan, g serviceGroup, action string, s Step) Step {
 	s.Row, s.Machine, s.Service, s.Action = g.rows[0], clusterMachine, g.service, action
 	return s
+}
+
+// pullPhase runs every pull of a Service's rows before anything of the
+// Service changes, on each Machine even when another Machine's pull
+// failed, so the outcome names every Machine whose pull failed; one
+// failure then skips the Service's other rows.
+func (e *Executor) pullPhase(ctx context.Context, p Plan, g serviceGroup, out *Outcome, failed map[string]string) {
+	var bad []Row
+	for _, i := range g.rows {
+		r := p.Rows[i]
+		if !r.Pull || r.Spec == nil {
+			continue
+		}
+		skip := skipReason(ctx, p, r, failed, out)
+		if _, ok := e.runActs(ctx, i, r, []action{{rpc.CmdPullImage, "image"}}, skip, out); !ok && skip == "" {
+			bad = append(bad, r)
+		}
+	}
+	for _, r := range bad {
+		out.fail(failed, r)
+	}
 }
