@@ -30,7 +30,7 @@ type psDoc struct {
 }
 
 // formCluster enrolls every lab Machine with the CLI: m1 founds, the rest join.
-func formCluster(t *testing.T, l *lab.Lab, op *operator) {
+func formCluster(t testing.TB, l *lab.Lab, op *operator) {
 	t.Helper()
 	var in rpc.Inspection
 	op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", l.Machines[0].Name)

@@ -20,7 +20,7 @@ import (
 // benchImage is a ~200 MB FROM-scratch image of incompressible bytes.
 const benchImage = "ployz-bench-delivery:200mb"
 
-func importBenchImage(ctx context.Context, t *testing.T, size int64) {
+func importBenchImage(ctx context.Context, t testing.TB, size int64) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	go func() {
@@ -42,11 +42,15 @@ func importBenchImage(ctx context.Context, t *testing.T, size int64) {
 	t.Cleanup(func() { exec.Command("docker", "rmi", benchImage).Run() }) //nolint:errcheck // best effort
 }
 
-// TestImageDeliveryBench measures `ployz image push` of a 200 MB image to 3
+// BenchmarkImageDelivery measures `ployz image push` of a 200 MB image to 3
 // Machines against `docker save | docker load` into the same Machines in
 // parallel, in the same run, and prints the ratio (lower is better).
-func TestImageDeliveryBench(t *testing.T) {
-	needLab(t)
+// It is a benchmark (run by `make bench`), never a gate on `make test`.
+func BenchmarkImageDelivery(b *testing.B) {
+	if !labEnabled() {
+		b.Skip("lab benchmark: run with `make bench`")
+	}
+	var t testing.TB = b
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	l := lab.ForTest(t, 3)
