@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -59,6 +61,8 @@ func TestReadyDelayAndNotify(t *testing.T) {
 
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "PORT="+port, "READY_DELAY=1500ms", "MESSAGE=hi", "NOTIFY_SOCKET="+sock)
+	var stdout syncBuffer
+	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +111,12 @@ func TestReadyDelayAndNotify(t *testing.T) {
 	if err := exec.Command(bin, "get", "http://127.0.0.1:1/").Run(); err == nil {
 		t.Error("get of an unreachable URL exited 0")
 	}
+	if code, body := httpGet(base + "/log?line=follow-me-42"); code != 200 || !strings.Contains(stdout.String(), "follow-me-42\n") {
+		t.Errorf("/log = %d %s; stdout %q", code, body, stdout.String())
+	}
+	if code, _ := httpGet(base + "/log?line=a%0Ab"); code != 400 {
+		t.Errorf("/log of two lines = %d, want 400", code)
+	}
 	hc := exec.Command(bin, "healthcheck")
 	hc.Env = append(os.Environ(), "PORT="+port)
 	if err := hc.Run(); err != nil {
@@ -138,4 +148,22 @@ func TestCrashAndExitModes(t *testing.T) {
 	if code, _ := run("READY_DELAY=soon"); code != 2 {
 		t.Errorf("bad READY_DELAY exit code %d, want 2", code)
 	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
