@@ -111,8 +111,15 @@ func TestReadyDelayAndNotify(t *testing.T) {
 	if err := exec.Command(bin, "get", "http://127.0.0.1:1/").Run(); err == nil {
 		t.Error("get of an unreachable URL exited 0")
 	}
-	if code, body := httpGet(base + "/log?line=follow-me-42"); code != 200 || !strings.Contains(stdout.String(), "follow-me-42\n") {
-		t.Errorf("/log = %d %s; stdout %q", code, body, stdout.String())
+	if code, body := httpGet(base + "/log?line=follow-me-42"); code != 200 {
+		t.Errorf("/log = %d %s", code, body)
+	}
+	// The process's stdout reaches the buffer through a pipe, a moment
+	// after the answer.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stdout.String(), "follow-me-42\n"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("/log did not print its line; stdout %q", stdout.String())
+		}
 	}
 	if code, _ := httpGet(base + "/log?line=a%0Ab"); code != 400 {
 		t.Errorf("/log of two lines = %d, want 400", code)
