@@ -8,7 +8,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit cross lab-test bench proto prereq clean
+.PHONY: build demo test unit cross lab-test bench fuzz proto prereq clean
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -48,6 +48,18 @@ lab-test:
 bench: prereq build
 	$(GO) test -run '^$$' -bench . $$($(GO) list ./... | grep -v /e2e)
 	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/
+
+## fuzz: every fuzz target for FUZZTIME each (default 60s). `make test`
+## runs their seeds; an input that fails here is written to the package's
+## testdata/fuzz/<target>/ and becomes a seed once the bug is fixed.
+FUZZTIME ?= 60s
+fuzz:
+	@for d in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$d/*_test.go); do \
+	    echo "== $$d $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d || exit 1; \
+	  done; \
+	done
 
 ## proto: regenerate the gRPC code of the plugin SDK and of Machine RPC
 proto:

@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ployz/ployz/e2e/lab"
 )
@@ -69,4 +72,84 @@ func (o *operator) json(t testing.TB, v any, args ...string) {
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		t.Fatalf("ployz %s: decode %q: %v", strings.Join(args, " "), out, err)
 	}
+}
+
+// streamed is a ployz process whose output a test reads line by line
+// while it runs.
+type streamed struct {
+	Stdout, Stderr <-chan string // closed when the stream ends
+	cmd            *exec.Cmd
+	outText        *strings.Builder
+	errText        *strings.Builder
+}
+
+// stream starts ployz with args; ctx ending interrupts it (like Ctrl-C).
+func (o *operator) stream(ctx context.Context, t testing.TB, args ...string) *streamed {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
+	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("ployz %s: %v", strings.Join(args, " "), err)
+	}
+	s := &streamed{cmd: cmd, outText: &strings.Builder{}, errText: &strings.Builder{}}
+	pump := func(r io.Reader, text *strings.Builder) <-chan string {
+		ch := make(chan string, 1024)
+		go func() {
+			defer close(ch)
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				text.WriteString(sc.Text() + "\n")
+				select {
+				case ch <- sc.Text():
+				default: // nobody reads this stream: keep only the text
+				}
+			}
+		}()
+		return ch
+	}
+	s.Stdout, s.Stderr = pump(outp, s.outText), pump(errp, s.errText)
+	return s
+}
+
+// until reads lines from ch until one contains marker, within timeout.
+func until(ch <-chan string, marker string, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				return false
+			}
+			if strings.Contains(l, marker) {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// wait waits for the process and returns its whole stdout, stderr and
+// exit code (-1 when it ended by a signal).
+func (s *streamed) wait() (string, string, int) {
+	for range s.Stdout {
+	}
+	for range s.Stderr {
+	}
+	err := s.cmd.Wait()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	}
+	return s.outText.String(), s.errText.String(), code
 }

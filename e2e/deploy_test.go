@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -141,10 +140,17 @@ func TestDeploy(t *testing.T) {
 		}
 		// Readiness notification: api notifies 3 s after start, and its
 		// wait_ready steps could not end before that.
+		waits := 0
 		for _, s := range doc.Outcome.Steps {
-			if s.Service == "api" && s.Action == rpc.CmdWaitReady && s.DurationMS < 2900 {
-				t.Errorf("api counted ready after %d ms, before its 3 s notification", s.DurationMS)
+			if s.Service == "api" && s.Action == rpc.CmdWaitReady {
+				waits++
+				if s.DurationMS < 2900 {
+					t.Errorf("api counted ready after %d ms, before its 3 s notification", s.DurationMS)
+				}
 			}
+		}
+		if waits != 2 {
+			t.Errorf("%d wait_ready steps for api's 2 Containers: %+v", waits, doc.Outcome.Steps)
 		}
 	})
 
@@ -153,11 +159,30 @@ func TestDeploy(t *testing.T) {
 		if strings.Count(out, "testapp: listening") != 2 {
 			t.Errorf("logs of web's two Containers, merged:\n%s", out)
 		}
-		fctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		// -f shows the tail of both, then follows: a line one Container
+		// logs afterwards arrives while the command runs.
+		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		out, errs, _ := op.runCtx(fctx, t, "logs", "web", "-p", "hello", "--tail", "5", "-f")
-		if strings.Count(out, "testapp: listening") != 2 {
-			t.Errorf("logs -f of web's two Containers:\n%s\n%s", out, errs)
+		f := op.stream(fctx, t, "logs", "web", "-p", "hello", "--tail", "5", "-f")
+		tail := until(f.Stdout, "testapp: listening", 30*time.Second) && until(f.Stdout, "testapp: listening", 30*time.Second)
+		var web psDoc
+		for _, c := range ps(t, op, "hello").Containers {
+			if c.Service == "web" {
+				web.Containers = append(web.Containers, c)
+			}
+		}
+		marker := fmt.Sprintf("followed-%d", time.Now().UnixNano())
+		if len(web.Containers) > 0 {
+			c := web.Containers[0]
+			if _, err := l.Exec(ctx, c.Machine, "docker", "exec", c.ID, "/testapp", "get", "http://127.0.0.1:8080/log?line="+marker); err != nil {
+				t.Fatal(err)
+			}
+		}
+		followed := until(f.Stdout, marker, 30*time.Second)
+		cancel()
+		out, errs, _ := f.wait()
+		if !tail || !followed {
+			t.Errorf("logs -f of web's two Containers: tail %t, followed the new line %t:\n%s\n%s", tail, followed, out, errs)
 		}
 	})
 
@@ -247,8 +272,19 @@ func TestDeploy(t *testing.T) {
 		if !failed {
 			t.Errorf("outcome should name web's failed step: %+v", doc.Outcome.Steps)
 		}
+		// Compensation stopped what the failed deploy started: no web
+		// Container other than the old ones runs.
+		old := map[string]bool{}
+		for _, c := range before.Containers {
+			old[c.ID] = true
+		}
 		// The old web Containers still serve.
 		after := ps(t, op, "hello")
+		for _, c := range after.Containers {
+			if c.Service == "web" && !old[c.ID] && c.State == "running" {
+				t.Errorf("web Container %s on %s of the failed deploy still runs after compensation", c.Name, c.Machine)
+			}
+		}
 		n, _ := count(after, "web")
 		if n < 2 {
 			t.Errorf("%d web Containers ready after the failed redeploy, want the 2 old ones", n)
@@ -267,21 +303,26 @@ func TestDeploy(t *testing.T) {
 	t.Run("partition-mid-deploy", func(t *testing.T) {
 		slow := fmt.Sprintf(helloBase, "v2", 3, "")
 		slow = strings.Replace(slow, `READY_DELAY: "3s"`, `READY_DELAY: "4s", MESSAGE: "p"`, 1)
-		var doc deployDoc
-		var errs string
-		var code int
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); doc, errs, code = deployFile(t, op, slow, "--ready-timeout", "20s") }()
-		time.Sleep(3 * time.Second)
+		// Partition m2 once the deploy waits on m2's new api Container:
+		// mid-deploy by the deploy's own progress, not by a timer.
+		f := filepath.Join(t.TempDir(), "compose.yaml")
+		if err := os.WriteFile(f, []byte(slow), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d := op.stream(ctx, t, "deploy", "-f", f, "-y", "--json", "--ready-timeout", "20s")
+		mid := until(d.Stderr, "... m2 api "+rpc.CmdWaitReady, 3*time.Minute)
 		if err := l.Partition(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}
-		wg.Wait()
+		out, errs, code := d.wait()
 		if err := l.Heal(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}
-		if code != 3 || doc.Outcome == nil {
+		if !mid {
+			t.Fatalf("the deploy never waited on m2's api Container:\n%s", errs)
+		}
+		var doc deployDoc
+		if code != 3 || json.Unmarshal([]byte(out), &doc) != nil || doc.Outcome == nil {
 			t.Fatalf("exit %d, want 3 (partial)\n%s", code, errs)
 		}
 		named := false

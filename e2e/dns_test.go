@@ -155,13 +155,15 @@ func TestInternalDNS(t *testing.T) {
 	t.Run("restarts-lose-no-query", func(t *testing.T) {
 		type loopResult struct {
 			Queries, Failed, Retried int
+			P50                      time.Duration `json:"p50_ns"`
 			P99                      time.Duration `json:"p99_ns"`
+			Max                      time.Duration `json:"max_ns"`
 			LastFail                 string        `json:"last_fail"`
 		}
 		done := make(chan string, 1)
 		go func() {
 			out, err := l.Exec(ctx, "m1", "ployz-dns", "query-loop", "--server", server, "--name", "api.demo-prod.internal",
-				"--count", "6000", "--interval", "2ms")
+				"--count", "6000", "--interval", "2ms", "--attempts", "1", "--timeout", "1s")
 			if err != nil {
 				out += " error: " + err.Error()
 			}
@@ -193,7 +195,22 @@ func TestInternalDNS(t *testing.T) {
 			t.Logf("ployz-dns on m1:\n%s\n%s", status, journal)
 			t.Fatalf("%d of %d queries failed (last: %s)", res.Failed, res.Queries, res.LastFail)
 		}
+		// One attempt per query, as a stub resolver's first try: a restart
+		// may delay a query (its socket waits in the fd store) but never
+		// needs a second try, and the queries waiting stay under 1%.
+		if res.Retried != 0 {
+			t.Errorf("%d queries were retried with one attempt allowed", res.Retried)
+		}
+		if res.P99 > dnsRestartP99 {
+			t.Errorf("p99 %s across the restarts, want at most %s (p50 %s, max %s)", res.P99, dnsRestartP99, res.P50, res.Max)
+		}
 		pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "NRestarts,MainPID", "ployz-dns.service")
 		t.Logf("ployz-dns.service after the loop: %s", strings.ReplaceAll(pid, "\n", " "))
 	})
 }
+
+// dnsRestartP99 bounds the 99th percentile of query latency while
+// Internal DNS and ployzd restart under a sequential query loop: only the
+// few queries that arrive during a restart wait, so p99 stays a normal
+// answer's latency with room for a loaded lab host.
+const dnsRestartP99 = 100 * time.Millisecond

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,8 +110,8 @@ func TestLabMachines(t *testing.T) {
 		if err := l.Stop(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}
-		if ok, _ := l.Reachable(ctx, "m1", "m2"); ok {
-			t.Error("m1 still reaches m2 after stop")
+		if ok, err := l.Reachable(ctx, "m1", "m2"); err != nil || ok {
+			t.Errorf("m1 reaches m2 after stop: %v, %v", ok, err)
 		}
 		start := time.Now()
 		if err := l.Start(ctx, "m2"); err != nil {
@@ -171,7 +170,7 @@ func TestLabCleansUpAfterFailure(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "failing on purpose") {
 		t.Fatalf("child scenario should have failed on purpose; err=%v\n%s", err, out)
 	}
-	prefix := "t-" + strconv.Itoa(cmd.Process.Pid) + "-"
+	prefix := lab.TestLabPrefix(cmd.Process.Pid)
 	names, err := lab.Names(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,9 +18,11 @@ import (
 	"github.com/ployz/ployz/e2e/lab"
 )
 
-// requestLoop sends GET / with one Host to every lab Machine's :80 in
-// turn, from a few workers, until stopped; it counts answers and keeps
-// when each (message, Container) pair was first answered.
+// requestLoop sends requests with one Host to every lab Machine's :80 in
+// turn, from a few workers and without pausing, until stopped; it counts
+// answers and keeps when each (message, Container) pair was first
+// answered. Every request goes through oneShot, so a dropped connection
+// is a counted failure, never a silent retry.
 type requestLoop struct {
 	ok, failed int
 	samples    []string
@@ -37,7 +38,8 @@ func startLoop(l *lab.Lab, host string) *requestLoop {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			c := &http.Client{Timeout: 5 * time.Second}
+			c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+			defer c.CloseIdleConnections()
 			for i := w; ; i++ {
 				select {
 				case <-r.stop:
@@ -45,23 +47,16 @@ func startLoop(l *lab.Lab, host string) *requestLoop {
 				default:
 				}
 				ip := l.Machines[i%len(l.Machines)].IP.String()
-				req, _ := http.NewRequest("GET", "http://"+ip+"/", nil)
-				req.Host = host
-				resp, err := c.Do(req)
-				var body []byte
-				if err == nil {
-					body, _ = io.ReadAll(resp.Body)
-					resp.Body.Close()
-				}
+				code, body, err := oneShot(c, ip, host, "/")
 				var doc struct{ Message, Hostname string }
 				r.mu.Lock()
 				switch {
 				case err != nil:
 					r.failed++
 					r.samples = append(r.samples, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), ip, err))
-				case resp.StatusCode != 200 || json.Unmarshal(body, &doc) != nil:
+				case code != 200 || json.Unmarshal([]byte(body), &doc) != nil:
 					r.failed++
-					r.samples = append(r.samples, fmt.Sprintf("%s %s: %d %s", time.Now().Format("15:04:05.000"), ip, resp.StatusCode, strings.TrimSpace(string(body))))
+					r.samples = append(r.samples, fmt.Sprintf("%s %s: %d %s", time.Now().Format("15:04:05.000"), ip, code, strings.TrimSpace(body)))
 				default:
 					r.ok++
 					k := doc.Message + "@" + doc.Hostname
@@ -70,7 +65,6 @@ func startLoop(l *lab.Lab, host string) *requestLoop {
 					}
 				}
 				r.mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
 			}
 		}()
 	}

@@ -240,12 +240,22 @@ func parseLogs(r io.Reader, tty bool) ([]rpc.LogLine, error) {
 	return lines, err
 }
 
+// maxLogLine bounds one line of Container output held in memory: a
+// longer line is handed on in pieces of this size (a TTY Container's
+// longer line ends the scan, as bufio.Scanner does).
+const maxLogLine = 1 << 20
+
 // scanLogs is parseLogs handing each line to emit as soon as it is whole,
-// for followed logs; an error from emit stops the scan.
+// for followed logs; an error from emit stops the scan. Without a TTY the
+// stream is Docker's multiplexed form: an 8-byte header (stream byte,
+// three zero bytes, big-endian payload size) before each payload. A
+// header naming a stream other than stdout or stderr, or a payload larger
+// than maxLogLine, is a corrupt stream and an error; Docker's system-error
+// stream (3) carries the daemon's own error text.
 func scanLogs(r io.Reader, tty bool, emit func(rpc.LogLine) error) error {
 	if tty {
 		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		sc.Buffer(make([]byte, 64*1024), maxLogLine)
 		for sc.Scan() {
 			if err := emit(logLine("stdout", sc.Text())); err != nil {
 				return err
@@ -259,21 +269,39 @@ func scanLogs(r io.Reader, tty bool, emit func(rpc.LogLine) error) error {
 		if _, err := io.ReadFull(r, hdr); err == io.EOF {
 			break
 		} else if err != nil {
-			return err
-		}
-		stream := "stdout"
-		if hdr[0] == 2 {
-			stream = "stderr"
+			return fmt.Errorf("log frame header: %w", err)
 		}
 		size := binary.BigEndian.Uint32(hdr[4:])
+		if size > maxLogLine {
+			return fmt.Errorf("log frame of %d bytes exceeds %d: not a Docker log stream", size, maxLogLine)
+		}
+		var stream string
+		switch hdr[0] {
+		case 1:
+			stream = "stdout"
+		case 2:
+			stream = "stderr"
+		case 3:
+			msg, _ := io.ReadAll(io.LimitReader(r, int64(size)))
+			return fmt.Errorf("docker: %s", strings.TrimSpace(string(msg)))
+		default:
+			return fmt.Errorf("log frame names stream %d, not stdout (1) or stderr (2)", hdr[0])
+		}
 		buf := partial[stream]
 		if _, err := io.CopyN(buf, r, int64(size)); err != nil {
-			return err
+			return fmt.Errorf("log frame of %d bytes: %w", size, noEOF(err))
 		}
 		for {
 			i := bytes.IndexByte(buf.Bytes(), '\n')
 			if i < 0 {
-				break
+				if buf.Len() < maxLogLine {
+					break
+				}
+				i = maxLogLine // a line without end: hand on what is held
+				if err := emit(logLine(stream, string(buf.Next(i)))); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := emit(logLine(stream, string(buf.Next(i + 1)[:i]))); err != nil {
 				return err
@@ -288,6 +316,14 @@ func scanLogs(r io.Reader, tty bool, emit func(rpc.LogLine) error) error {
 		}
 	}
 	return nil
+}
+
+// noEOF turns a payload cut short into io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // followLogs streams a Container's log tail, then new lines as they come,

@@ -27,6 +27,8 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // dockerForTest returns a Docker client, skipping the test when no Docker
@@ -35,13 +37,13 @@ func dockerForTest(t *testing.T) *client.Client {
 	t.Helper()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		t.Skipf("no Docker client: %v", err)
+		prereq.Missing(t, "a Docker client", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if _, err := cli.Ping(ctx); err != nil {
 		cli.Close()
-		t.Skipf("no Docker daemon answers (%v): Service Container tests need one", err)
+		prereq.Missing(t, "a Docker daemon for Service Containers", err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli

@@ -28,9 +28,15 @@ func TestIngressRoutesInSpec(t *testing.T) {
 		a.Ingress[0].Hostname != "hello.example.test" {
 		t.Fatalf("spec ingress %+v, service ingress %+v", a.Spec.Ingress, a.Ingress)
 	}
-	b, _ := load("hello.example.test", 9090)
-	c, _ := load("other.example.test", 8080)
-	same, _ := load("hello.example.test", 8080)
+	must := func(host string, port int) Service {
+		t.Helper()
+		s, err := load(host, port)
+		if err != nil {
+			t.Fatalf("%s:%d: %v", host, port, err)
+		}
+		return s
+	}
+	b, c, same := must("hello.example.test", 9090), must("other.example.test", 8080), must("hello.example.test", 8080)
 	if SpecHash(a.Spec) == SpecHash(b.Spec) || SpecHash(a.Spec) == SpecHash(c.Spec) || SpecHash(a.Spec) != SpecHash(same.Spec) {
 		t.Fatal("the spec hash does not follow the ingress routes")
 	}
@@ -78,8 +84,11 @@ func TestTCPIngressRoutes(t *testing.T) {
 	if k := s.Ingress[2].Key(); k != "db.example.test" {
 		t.Errorf("key %q", k)
 	}
-	a, _ := load("{ingress_port: 8081, container_port: 8080}")
-	b, _ := load("{ingress_port: 8082, container_port: 8080}")
+	a, errA := load("{ingress_port: 8081, container_port: 8080}")
+	b, errB := load("{ingress_port: 8082, container_port: 8080}")
+	if errA != nil || errB != nil {
+		t.Fatalf("load: %v, %v", errA, errB)
+	}
 	if SpecHash(a.Spec) == SpecHash(b.Spec) {
 		t.Error("the spec hash does not follow the ingress port")
 	}

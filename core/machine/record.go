@@ -15,6 +15,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+
+	"github.com/ployz/ployz/core/fieldpath"
 )
 
 // Phase is the local Machine's lifecycle stage.
@@ -94,6 +96,9 @@ func Load(path string) (Record, error) {
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
+		if f := fieldpath.Locate(b, &r); f != "" {
+			return Record{}, fmt.Errorf("machine record %s: field %s: %w", path, f, err)
+		}
 		return Record{}, fmt.Errorf("machine record %s: %w", path, err)
 	}
 	if r.ID == "" {

@@ -29,6 +29,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/vishvananda/netns"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 const childEnv = "PLOYZ_MESH_CHILD"
@@ -43,15 +45,9 @@ const (
 // labSkip skips unless the host can build the lab.
 func labSkip(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("mesh lab needs root (network namespaces, TUN)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		tb.Skip("mesh lab needs /dev/net/tun: ", err)
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		tb.Skip("mesh lab needs iproute2 `ip`: ", err)
-	}
+	prereq.Root(tb, "the mesh lab's network namespaces and TUN")
+	prereq.File(tb, "/dev/net/tun")
+	prereq.Command(tb, "ip")
 }
 
 // lab is two namespaces A (10.99.0.1) and B (10.99.0.2) on one veth.

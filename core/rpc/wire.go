@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/ployz/ployz/core/fieldpath"
 )
 
 // Request is the envelope of one call.
@@ -91,10 +93,20 @@ func Decode(command string, payload json.RawMessage, v any) error {
 	}
 	if err := json.Unmarshal(payload, v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return InvalidField(te.Field, "want %s, got JSON %s", te.Type, te.Value)
+		isType := errors.As(err, &te) && te.Field != ""
+		// The path with indexes (peers[1].subnet), also for a value
+		// whose own parser failed, which encoding/json leaves unnamed.
+		field := fieldpath.Locate(payload, v)
+		switch {
+		case isType && field == "":
+			field = te.Field
+		case field == "":
+			return Errorf(CodeInvalidArgument, "%s payload: %v", command, err)
 		}
-		return Errorf(CodeInvalidArgument, "%s payload: %v", command, err)
+		if isType {
+			return InvalidField(field, "want %s, got JSON %s", te.Type, te.Value)
+		}
+		return InvalidField(field, "%v", err)
 	}
 	return nil
 }

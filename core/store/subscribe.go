@@ -80,7 +80,15 @@ type SubscribeOptions struct {
 	// MaxRetry bounds how long reconnect attempts may keep failing before
 	// the subscription ends with an error; default 60 s.
 	MaxRetry time.Duration
+	// Strict ends the subscription with an error when the server repeats
+	// a change id already delivered or sends an event kind this client
+	// does not know, instead of skipping it. Readers are tolerant in
+	// production; tests are strict so "no duplicate" can fail.
+	Strict bool
 }
+
+// strictEvents makes every subscription Strict; this package's tests set it.
+var strictEvents = false
 
 // Subscription is a live subscription that reconnects on its own and
 // resumes after the last change id it delivered, so no change is missed or
@@ -106,6 +114,7 @@ func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOpti
 	if opts.MaxRetry == 0 {
 		opts.MaxRetry = time.Minute
 	}
+	opts.Strict = opts.Strict || strictEvents
 	path := "/v1/subscriptions"
 	if opts.SkipRows {
 		path += "?skip_rows=true"
@@ -250,13 +259,20 @@ func (s *Subscription) read(ctx context.Context, dec *json.Decoder) error {
 			}
 			s.mu.Lock()
 			if out.ChangeID <= s.last { // already delivered before a reconnect
+				last := s.last
 				s.mu.Unlock()
+				if s.opts.Strict {
+					return &fatalError{msg: fmt.Sprintf("subscription %s: change %d repeated (last delivered %d)", s.ID, out.ChangeID, last)}
+				}
 				continue
 			}
 			s.last = out.ChangeID
 			s.mu.Unlock()
 		default:
-			continue
+			if s.opts.Strict {
+				return &fatalError{msg: "subscription " + s.ID + ": unknown event"}
+			}
+			continue // a newer server's event kind
 		}
 		select {
 		case s.events <- out:

@@ -2,9 +2,12 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"os/exec"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -104,12 +107,31 @@ func (l *Lab) Start(ctx context.Context, name string) error {
 }
 
 // Reachable reports whether Machine from reaches to's lab address with
-// one ping answered within a second.
+// one ping answered within a second. Only ping's own verdict "no answer"
+// (exit 1 after its summary line) means unreachable; any other failure,
+// such as from not running or ping missing, is an error.
 func (l *Lab) Reachable(ctx context.Context, from, to string) (bool, error) {
 	dst, err := l.Machine(to)
 	if err != nil {
 		return false, err
 	}
-	_, err = l.Exec(ctx, from, "ping", "-c", "1", "-W", "1", dst.IP.String())
-	return err == nil, nil
+	out, err := l.Exec(ctx, from, "ping", "-c", "1", "-W", "1", dst.IP.String())
+	return pingVerdict(out, err)
+}
+
+// noReply is ping's summary of a request that got no answer (iputils and
+// busybox wording).
+var noReply = regexp.MustCompile(`1 packets transmitted, 0 (packets )?received`)
+
+// pingVerdict reads one `ping -c 1` run: answered, not answered, or
+// failed to ask.
+func pingVerdict(out string, err error) (bool, error) {
+	if err == nil {
+		return true, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 && noReply.MatchString(out) {
+		return false, nil
+	}
+	return false, fmt.Errorf("ping: %w", err)
 }

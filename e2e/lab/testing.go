@@ -29,7 +29,7 @@ func ForTest(t testing.TB, n int) *Lab {
 	if binDir == "" {
 		t.Fatalf("lab: %s is not set; run lab tests through `make test`", EnvBinDir)
 	}
-	name := fmt.Sprintf("%s%d-%d", testPrefix, os.Getpid(), testSeq.Add(1))
+	name := fmt.Sprintf("%s%d", TestLabPrefix(os.Getpid()), testSeq.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
@@ -48,6 +48,10 @@ func ForTest(t testing.TB, n int) *Lab {
 	}
 	return l
 }
+
+// TestLabPrefix starts the name of every lab that the test process pid
+// creates.
+func TestLabPrefix(pid int) string { return fmt.Sprintf("%s%d-", testPrefix, pid) }
 
 // sweepable reports whether lab n is a test lab whose test process is
 // gone (or is this one): another run's live lab is left alone, so two lab

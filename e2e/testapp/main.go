@@ -101,6 +101,17 @@ func main() {
 			n -= k
 		}
 	})
+	// /log?line=TEXT prints TEXT on stdout, so a test can make a running
+	// Container log a line it knows and watch for it (logs -f).
+	mux.HandleFunc("/log", func(w http.ResponseWriter, r *http.Request) {
+		line := r.URL.Query().Get("line")
+		if line == "" || strings.ContainsAny(line, "\r\n") {
+			http.Error(w, "line: want one line of text", http.StatusBadRequest)
+			return
+		}
+		fmt.Println(line)
+		fmt.Fprintln(w, "logged")
+	})
 	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
 		env := map[string]string{}
 		for _, kv := range os.Environ() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -59,6 +61,8 @@ func TestReadyDelayAndNotify(t *testing.T) {
 
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "PORT="+port, "READY_DELAY=1500ms", "MESSAGE=hi", "NOTIFY_SOCKET="+sock)
+	var stdout syncBuffer
+	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +110,19 @@ func TestReadyDelayAndNotify(t *testing.T) {
 	}
 	if err := exec.Command(bin, "get", "http://127.0.0.1:1/").Run(); err == nil {
 		t.Error("get of an unreachable URL exited 0")
+	}
+	if code, body := httpGet(base + "/log?line=follow-me-42"); code != 200 {
+		t.Errorf("/log = %d %s", code, body)
+	}
+	// The process's stdout reaches the buffer through a pipe, a moment
+	// after the answer.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stdout.String(), "follow-me-42\n"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("/log did not print its line; stdout %q", stdout.String())
+		}
+	}
+	if code, _ := httpGet(base + "/log?line=a%0Ab"); code != 400 {
+		t.Errorf("/log of two lines = %d, want 400", code)
 	}
 	hc := exec.Command(bin, "healthcheck")
 	hc.Env = append(os.Environ(), "PORT="+port)
@@ -172,4 +189,22 @@ func TestProxyMode(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

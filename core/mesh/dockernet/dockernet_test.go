@@ -8,31 +8,28 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // TestEnsure runs against the host's dockerd and iptables with names and a
 // chain prefix of its own, and removes everything it made.
 func TestEnsure(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for iptables and interfaces")
-	}
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Skip("needs iptables: ", err)
-	}
+	prereq.Root(t, "iptables and interfaces")
+	prereq.Command(t, "iptables")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cli, err := NewClient()
 	if err != nil {
-		t.Skip("no docker: ", err)
+		prereq.Missing(t, "a Docker client", err)
 	}
 	defer cli.Close()
 	if _, err := cli.Ping(ctx); err != nil {
-		t.Skip("no docker daemon: ", err)
+		prereq.Missing(t, "a Docker daemon", err)
 	}
 	b := make([]byte, 3)
 	rand.Read(b)

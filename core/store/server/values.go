@@ -28,11 +28,14 @@ func (s *Statement) UnmarshalJSON(b []byte) error {
 	trimmed := strings.TrimSpace(string(b))
 	switch {
 	case strings.HasPrefix(trimmed, `"`):
-		return json.Unmarshal(b, &s.Query)
+		if err := json.Unmarshal(b, &s.Query); err != nil {
+			return fmt.Errorf("statement query: %w", err)
+		}
+		return nil
 	case strings.HasPrefix(trimmed, `[`):
 		var parts []json.RawMessage
 		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
+			return fmt.Errorf("statement: %w", err)
 		}
 		if len(parts) != 2 {
 			return fmt.Errorf("statement array must be [query, params], got %d elements", len(parts))
@@ -42,9 +45,15 @@ func (s *Statement) UnmarshalJSON(b []byte) error {
 		}
 		p := strings.TrimSpace(string(parts[1]))
 		if strings.HasPrefix(p, "{") {
-			return dec(parts[1], &s.Named)
+			if err := dec(parts[1], &s.Named); err != nil {
+				return fmt.Errorf("statement named params: %w", err)
+			}
+			return nil
 		}
-		return dec(parts[1], &s.Params)
+		if err := dec(parts[1], &s.Params); err != nil {
+			return fmt.Errorf("statement params: %w", err)
+		}
+		return nil
 	case strings.HasPrefix(trimmed, `{`):
 		var v struct {
 			Query  *string        `json:"query"`
@@ -52,7 +61,7 @@ func (s *Statement) UnmarshalJSON(b []byte) error {
 			Named  map[string]any `json:"named_params"`
 		}
 		if err := dec(b, &v); err != nil {
-			return err
+			return fmt.Errorf("statement object: %w", err)
 		}
 		if v.Query == nil {
 			return fmt.Errorf(`statement object needs a "query" field`)

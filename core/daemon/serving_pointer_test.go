@@ -1,0 +1,238 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/server"
+)
+
+// storeDaemon is a participating Daemon on a real store node of its own
+// (no mesh, no plugins): what the Serving Pointer handlers and the retire
+// loop read and write.
+func storeDaemon(t *testing.T, self string) (*Daemon, *store.Client) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	n, err := server.Start(context.Background(), server.Config{
+		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: addr, Token: "tok",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	st := store.New(addr, store.WithToken("tok"))
+	d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: t.TempDir()}, log: hclog.NewNullLogger(),
+		rec: machine.Record{ID: self, Name: "self", Phase: machine.Participating}, active: &active{store: st}}
+	return d, st
+}
+
+func hcall(t *testing.T, h Handler, req any) (any, error) {
+	t.Helper()
+	raw, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h(context.Background(), raw)
+}
+
+// Handler is a Machine RPC handler as the daemon registers it.
+type Handler = func(context.Context, json.RawMessage) (any, error)
+
+func putMachine(t *testing.T, st *store.Client, id, name string, phase machine.Phase) {
+	t.Helper()
+	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: id, Owner: id,
+		Body: store.MachineBody{Name: name, Phase: string(phase)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func putAck(t *testing.T, st *store.Client, machineID, svc, pointer string) {
+	t.Helper()
+	if _, err := st.ServingAcks().Put(context.Background(), store.Row[store.ServingAckBody]{Key: machineID, Owner: machineID,
+		Body: store.ServingAckBody{Pointers: map[string]string{svc: pointer}, Loaded: time.Now().UnixMilli()}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMoveServingPointerAndStatus moves a pointer through the handler:
+// each Container is named with the image and deployment its owner's row
+// reports (not what the caller claims), a Container without a row from
+// its Machine is reported unseen, serving_status joins the pointer with
+// every participating Machine's ack, and a delete removes it.
+func TestMoveServingPointerAndStatus(t *testing.T) {
+	ctx := context.Background()
+	d, st := storeDaemon(t, "m-self")
+	putMachine(t, st, "m-self", "self", machine.Participating)
+	putMachine(t, st, "m-two", "two", machine.Participating)
+	putMachine(t, st, "m-new", "new", machine.Joining) // not participating: owes no ack
+	if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: "c1", Owner: "m-two",
+		Body: store.ContainerBody{Service: "web", Namespace: "hello-prod", ImageID: "sha256:row", Deployment: "d-row", State: "running"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	out, err := hcall(t, d.moveServingPointer, rpc.MoveServingPointerRequest{Service: "Hello-Prod/Web", Deployment: "d2", Containers: []rpc.ServingContainer{
+		{ID: "c1", MachineID: "m-two", ImageID: "sha256:claimed", Deployment: "d-claimed"},
+		{ID: "c9", MachineID: "m-two", ImageID: "sha256:nine"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := out.(rpc.ServingPointerMoved)
+	if moved.ID == "" || !slices.Equal(moved.Unseen, []string{"c9"}) || len(moved.Containers) != 2 {
+		t.Fatalf("moved %+v", moved)
+	}
+	if c := moved.Containers[0]; c.ImageID != "sha256:row" || c.Deployment != "d-row" {
+		t.Errorf("c1 named as %+v, want the row's image and deployment", c)
+	}
+	if waited := time.Since(start); waited < pointerRowWait {
+		t.Errorf("gave up on c9's row after %s, before %s", waited, pointerRowWait)
+	}
+	row, ok, err := st.Serving().Get(ctx, "hello-prod/web")
+	if err != nil || !ok || row.Body.ID != moved.ID || row.Owner != "m-self" || row.Body.Deployment != "d2" {
+		t.Fatalf("pointer row %+v %v %v", row, ok, err)
+	}
+
+	putAck(t, st, "m-two", "hello-prod/web", moved.ID)
+	putAck(t, st, "m-self", "hello-prod/web", "an-older-pointer")
+	sout, err := hcall(t, d.servingStatus, rpc.ServingStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := sout.(rpc.ServingStatus)
+	if status.ObserverID != "m-self" || len(status.Services) != 1 {
+		t.Fatalf("status %+v", status)
+	}
+	s := status.Services[0]
+	if s.Service != "hello-prod/web" || s.Pointer != moved.ID || s.Deployment != "d2" || len(s.Containers) != 2 {
+		t.Fatalf("service status %+v", s)
+	}
+	acks := map[string]rpc.ServingAck{}
+	for _, a := range s.Acks {
+		acks[a.MachineID] = a
+	}
+	if len(acks) != 2 || acks["m-two"].Acked != moved.ID || acks["m-self"].Acked != "an-older-pointer" ||
+		acks["m-self"].Membership != "up" || acks["m-two"].Membership != "unknown" {
+		t.Fatalf("acks %+v, want m-self (up, older pointer) and m-two (unknown membership, current)", s.Acks)
+	}
+	if p := s.Pending(); !slices.Equal(p, []string{"self (up)"}) {
+		t.Errorf("pending %v, want only self", p)
+	}
+
+	if _, err := hcall(t, d.moveServingPointer, rpc.MoveServingPointerRequest{Service: "hello-prod/web", Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.Serving().Get(ctx, "hello-prod/web"); ok || err != nil {
+		t.Fatalf("pointer left after delete: %v %v", ok, err)
+	}
+}
+
+// TestServingHandlersRefuse: bad requests are refused with the field
+// named, and a Machine without a store says so instead of guessing.
+func TestServingHandlersRefuse(t *testing.T) {
+	d, _ := storeDaemon(t, "m-self")
+	for name, tc := range map[string]struct {
+		raw, field string
+	}{
+		"service type": {`{"service":7}`, "service"},
+		"no namespace": {`{"service":"web"}`, `"service"`},
+		"empty id":     {`{"service":"a/b","containers":[{"machine_id":"m"}]}`, "containers[0].id"},
+		"delete names": {`{"service":"a/b","delete":true,"containers":[{"id":"c","machine_id":"m"}]}`, `"delete"`},
+	} {
+		_, err := d.moveServingPointer(context.Background(), json.RawMessage(tc.raw))
+		var e *rpc.Error
+		if !errors.As(err, &e) || e.Code != rpc.CodeInvalidArgument || !strings.Contains(e.Message, tc.field) {
+			t.Errorf("%s: %v, want invalid_argument naming %s", name, err, tc.field)
+		}
+	}
+	bare := &Daemon{log: hclog.NewNullLogger(), rec: machine.Record{ID: "x", Phase: machine.Uninitialized}}
+	if _, err := bare.servingStatus(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "no store") {
+		t.Errorf("status without a store: %v", err)
+	}
+}
+
+// TestRetireRound runs the retire loop's round against real Docker and a
+// real store: a running Container the Service's pointer left out is
+// stopped once every participating Machine that is not Down acked that
+// pointer, and not before; the Container the pointer names keeps running.
+func TestRetireRound(t *testing.T) {
+	ctx := context.Background()
+	ops := newTestOps(t)
+	d, st := storeDaemon(t, "m-self")
+	d.ctrs = ops.containerOps
+	svc := ops.namespace + "/web"
+	run := func(name string) string {
+		t.Helper()
+		c, err := ops.cli.ContainerCreate(ctx, &container.Config{Image: ops.image, Labels: map[string]string{
+			rpc.LabelNamespace: ops.namespace, rpc.LabelService: "web", rpc.LabelKind: "service"}}, nil, nil, nil, ops.namespace+"-"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ops.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) }) //nolint:errcheck // best effort
+		if err := ops.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: c.ID, Owner: "m-self",
+			Body: store.ContainerBody{Namespace: ops.namespace, Service: "web", State: "running", Deployment: "d1"}}); err != nil {
+			t.Fatal(err)
+		}
+		return c.ID
+	}
+	running := func(id string) bool {
+		in, err := ops.cli.ContainerInspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.State.Running
+	}
+	oldC, newC := run("old"), run("new")
+	time.Sleep(10 * time.Millisecond) // the pointer moves after both were created
+	putMachine(t, st, "m-self", "self", machine.Participating)
+	putMachine(t, st, "m-two", "two", machine.Participating)
+	pointer := store.ServingBody{ID: "p2", Deployment: "d1", MovedAt: time.Now().UnixMilli(),
+		Containers: []store.ServingContainer{{ID: newC, Machine: "m-self", Deployment: "d1"}}}
+	if _, err := st.Serving().Put(ctx, store.Row[store.ServingBody]{Key: svc, Owner: "m-self", Body: pointer}); err != nil {
+		t.Fatal(err)
+	}
+	putAck(t, st, "m-self", svc, "p2")
+
+	firstSeen := map[string]time.Time{}
+	if err := d.retireRound(ctx, firstSeen); err != nil {
+		t.Fatal(err)
+	}
+	if !running(oldC) || !running(newC) {
+		t.Fatal("a Container stopped before m-two acked the pointer that left it out")
+	}
+	if _, ok := firstSeen[oldC]; !ok || len(firstSeen) != 1 {
+		t.Fatalf("first seen %v, want only the superseded Container", firstSeen)
+	}
+
+	putAck(t, st, "m-two", svc, "p2")
+	if err := d.retireRound(ctx, firstSeen); err != nil {
+		t.Fatal(err)
+	}
+	if running(oldC) {
+		t.Error("the superseded Container still runs after every Machine acked")
+	}
+	if !running(newC) {
+		t.Error("the Container the pointer names was stopped")
+	}
+}

@@ -1,0 +1,157 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc/machinepb"
+	"github.com/ployz/ployz/core/version"
+)
+
+// payloadTypes is every request payload a Machine decodes from a caller,
+// by command: what an attacker on the RPC port controls.
+var payloadTypes = map[string]func() any{
+	CmdInitialize:         func() any { return &InitializeRequest{} },
+	CmdJoin:               func() any { return &JoinRequest{} },
+	CmdPublishMachine:     func() any { return &PublishMachineRequest{} },
+	CmdUpdateMachine:      func() any { return &UpdateMachineRequest{} },
+	CmdForgetMachine:      func() any { return &ForgetMachineRequest{} },
+	CmdCreateContainer:    func() any { return &CreateContainerRequest{} },
+	CmdStopContainer:      func() any { return &StopContainerRequest{} },
+	CmdRemoveContainer:    func() any { return &RemoveContainerRequest{} },
+	CmdWaitReady:          func() any { return &WaitReadyRequest{} },
+	CmdListContainers:     func() any { return &ListContainersRequest{} },
+	CmdContainerLogs:      func() any { return &ContainerLogsRequest{} },
+	CmdExec:               func() any { return &ExecRequest{} },
+	CmdMoveServingPointer: func() any { return &MoveServingPointerRequest{} },
+	CmdServingStatus:      func() any { return &ServingStatusRequest{} },
+}
+
+// payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.
+var payloadCommands = slices.Sorted(maps.Keys(payloadTypes))
+
+func seed(command string) uint8 { return uint8(slices.Index(payloadCommands, command)) }
+
+// jsonNames lists the JSON keys a struct type decodes, through embedded
+// structs and pointers.
+func jsonNames(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	out := map[string]bool{}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		out[strings.ToLower(name)] = true
+	}
+	return out
+}
+
+// FuzzDecodePayload decodes arbitrary bytes as each command's payload.
+// Properties: no panic; a refusal is an invalid_argument *Error, and when
+// it names a field (details.field) the field's first segment is a key of
+// that payload type and the message starts with it; an accepted payload
+// re-encodes to JSON that decodes to the same encoding (the reader keeps
+// what it understood and the round trip is stable).
+func FuzzDecodePayload(f *testing.F) {
+	f.Add(seed(CmdJoin), []byte(`{"name":"m2","network":"10.210.0.0/16","subnet":"10.210.2.0/24","peers":[{"id":"a","public_key":"k","subnet":"10.210.1.0/24","endpoints":["192.0.2.1:51820"]}],"target_versions":{"s":3},"wait_seconds":30}`))
+	f.Add(seed(CmdJoin), []byte(`{"peers":[{"id":"a","subnet":"10.210.1.0/33"}]}`))
+	f.Add(seed(CmdUpdateMachine), []byte(`{"name":"x","labels_add":{"zone":"a"},"labels_remove":["b"],"future":1}`))
+	f.Add(seed(CmdCreateContainer), []byte(`{"name":"hello-prod-web-1a2b","spec":{"image":"app:1","env":{"A":"b"},"ports":[{"container_port":80}]}}`))
+	f.Add(seed(CmdMoveServingPointer), []byte(`{"service":"hello-prod/web","containers":[{"id":"c1"}]}`))
+	f.Add(seed(CmdContainerLogs), []byte(`{"id":"c","tail":"x"}`))
+	f.Add(seed(CmdExec), []byte(``))
+	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
+		command := payloadCommands[int(which)%len(payloadCommands)]
+		mk := payloadTypes[command]
+		v := mk()
+		err := Decode(command, payload, v)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeInvalidArgument || e.Message == "" {
+				t.Fatalf("refusal %#v is not an invalid_argument *Error", err)
+			}
+			if field, ok := e.Details["field"].(string); ok {
+				top := strings.ToLower(strings.FieldsFunc(field, func(r rune) bool { return r == '.' || r == '[' })[0])
+				if !jsonNames(reflect.TypeOf(v))[top] {
+					t.Fatalf("refusal names field %q, not a key of %T: %v", field, v, err)
+				}
+				if !strings.HasPrefix(e.Message, field+": ") {
+					t.Fatalf("message %q does not start with its field %q", e.Message, field)
+				}
+			}
+			return
+		}
+		first, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot encode it: %v", payload, err)
+		}
+		again := mk()
+		if err := Decode(command, first, again); err != nil {
+			t.Fatalf("own encoding %s refused: %v", first, err)
+		}
+		second, err := json.Marshal(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Fatalf("round trip not stable:\n %s\n %s", first, second)
+		}
+	})
+}
+
+// FuzzCall sends arbitrary request frames to a Server with a decoding
+// route, as any peer on the RPC port can. Properties: no panic; every
+// answer is a Response envelope with this protocol_major and exactly one
+// of payload or error; errors carry a code.
+func FuzzCall(f *testing.F) {
+	f.Add([]byte(`{"protocol_major":1,"command":"update_machine","payload":{"name":"x"}}`))
+	f.Add([]byte(`{"protocol_major":1,"command":"update_machine","payload":{"name":7}}`))
+	f.Add([]byte(`{"protocol_major":2,"command":"describe_contract"}`))
+	f.Add([]byte(`{"protocol_major":1,"command":"describe_contract","payload":[]}`))
+	f.Add([]byte(`{"protocol_major":1,"command":"nope"}`))
+	f.Add([]byte(`not json`))
+	s := NewServer(Options{Local: func() (string, string) { return "0123456789abcdef", "m1" }})
+	s.Handle(Route{Command: CmdUpdateMachine, Capability: "ployz.machine.update.v1", Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
+		var req UpdateMachineRequest
+		if err := Decode(CmdUpdateMachine, raw, &req); err != nil {
+			return nil, err
+		}
+		return req, nil
+	}})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		out, err := s.Call(context.Background(), &machinepb.Frame{Json: frame})
+		if err != nil {
+			t.Fatalf("Call returned a transport error: %v", err)
+		}
+		var resp struct {
+			ProtocolMajor *int             `json:"protocol_major"`
+			Payload       *json.RawMessage `json:"payload"`
+			Error         *Error           `json:"error"`
+		}
+		if err := json.Unmarshal(out.GetJson(), &resp); err != nil {
+			t.Fatalf("answer %q is not JSON: %v", out.GetJson(), err)
+		}
+		if resp.ProtocolMajor == nil || *resp.ProtocolMajor != version.ProtocolMajor {
+			t.Fatalf("answer %s: protocol_major", out.GetJson())
+		}
+		if (resp.Payload == nil) == (resp.Error == nil) {
+			t.Fatalf("answer %s: want exactly one of payload and error", out.GetJson())
+		}
+		if resp.Error != nil && (resp.Error.Code == "" || resp.Error.Message == "") {
+			t.Fatalf("answer %s: an error without code or message", out.GetJson())
+		}
+	})
+}
