@@ -105,7 +105,11 @@ func (d *Daemon) activate(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("machine rpc on the mesh: %w", err)
 	}
-	a.tcp = d.rpc.GRPCServer()
+	if d.identity == nil {
+		cancel()
+		return fmt.Errorf("machine rpc on the mesh: no RPC identity")
+	}
+	a.tcp = d.rpc.MeshServer(d.identity)
 	go a.tcp.Serve(lis) //nolint:errcheck // ends with Stop
 
 	d.mu.Lock()
