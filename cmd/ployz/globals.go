@@ -23,8 +23,8 @@ type globals struct {
 	sshKey  string
 	// acceptNewHostKey replaces a changed, pinned SSH host key.
 	acceptNewHostKey bool
-	json    bool
-	yes     bool
+	json             bool
+	yes              bool
 }
 
 var g globals
