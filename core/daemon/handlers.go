@@ -16,6 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/version"
@@ -414,6 +415,9 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 	}
 	if err := d.cfg.Units.Stop(ctx, WireGuardUnit); err != nil {
 		d.log.Warn("reset: stop wireguard", "error", err)
+	}
+	if err := dockernet.RemoveInput(dockernet.Config{}); err != nil {
+		d.log.Warn("reset: remove input filter", "error", err)
 	}
 	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath()} {
 		if err := os.RemoveAll(p); err != nil {
