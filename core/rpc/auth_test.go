@@ -61,7 +61,7 @@ func newMeshCluster(t *testing.T, n int) *meshCluster {
 	return c
 }
 
-func testIdentity(t *testing.T) *Identity {
+func testIdentity(t testing.TB) *Identity {
 	t.Helper()
 	id, err := LoadOrCreateIdentity(filepath.Join(t.TempDir(), IdentityFile))
 	if err != nil {
