@@ -32,7 +32,7 @@ var g globals
 func addGlobalFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
 	f.StringVarP(&g.context, "context", "c", "", "operator context (default: the current one)")
-	f.StringVar(&g.connect, "connect", os.Getenv("PLOYZ_CONNECT"), "connect to this Entry Machine instead (ssh://user@host, unix:///path, tcp://host:port)")
+	f.StringVar(&g.connect, "connect", os.Getenv("PLOYZ_CONNECT"), "connect to this Entry Machine instead (ssh://user@host, unix:///path; tcp://host:port reaches only plaintext test listeners: the mesh listener admits Machines alone)")
 	f.StringVar(&g.sshKey, "ssh-key", "", "SSH private key for ssh:// connections")
 	f.BoolVar(&g.acceptNewHostKey, "accept-new-host-key", false, "replace a Machine's pinned SSH host key that changed (after re-installing it)")
 	f.BoolVar(&g.json, "json", false, "print one JSON document on stdout")
