@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -216,7 +217,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("init of an initialized Machine: exit %d: %s", code, errs)
 		}
 		u, _ := url.Parse("ssh://root@" + l.Machines[0].IP.String())
-		tun, err := rpc.NewSSHTunnel(u, lab.KeyPath(l.StateDir))
+		tun, err := rpc.NewSSHTunnel(u, rpc.SSHOptions{KeyFile: lab.KeyPath(l.StateDir), HostKeys: rpc.HostKeys{Path: filepath.Join(t.TempDir(), "known_hosts")}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,8 +21,10 @@ type globals struct {
 	context string // operator context; default the current one
 	connect string // a connection URL that overrides the context
 	sshKey  string
-	json    bool
-	yes     bool
+	// acceptNewHostKey replaces a changed, pinned SSH host key.
+	acceptNewHostKey bool
+	json             bool
+	yes              bool
 }
 
 var g globals
@@ -30,10 +32,15 @@ var g globals
 func addGlobalFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
 	f.StringVarP(&g.context, "context", "c", "", "operator context (default: the current one)")
-	f.StringVar(&g.connect, "connect", os.Getenv("PLOYZ_CONNECT"), "connect to this Entry Machine instead (ssh://user@host, unix:///path, tcp://host:port)")
+	f.StringVar(&g.connect, "connect", os.Getenv("PLOYZ_CONNECT"), "connect to this Entry Machine instead (ssh://user@host, unix:///path; tcp://host:port reaches only plaintext test listeners: the mesh listener admits Machines alone)")
 	f.StringVar(&g.sshKey, "ssh-key", "", "SSH private key for ssh:// connections")
+	f.BoolVar(&g.acceptNewHostKey, "accept-new-host-key", false, "replace a Machine's pinned SSH host key that changed (after re-installing it)")
 	f.BoolVar(&g.json, "json", false, "print one JSON document on stdout")
 	f.BoolVarP(&g.yes, "yes", "y", os.Getenv("PLOYZ_AUTO_CONFIRM") == "1", "skip confirmations (never data-loss confirmations)")
+}
+
+func (g globals) dialOptions() operator.DialOptions {
+	return operator.DialOptions{AcceptNewHostKey: g.acceptNewHostKey}
 }
 
 func openStore() (*operator.Store, error) {
@@ -44,7 +51,7 @@ func openStore() (*operator.Store, error) {
 // connections in order.
 func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Context, error) {
 	if g.connect != "" {
-		c, err := operator.Dial(ctx, operator.Connection{URL: normalizeDest(g.connect), SSHKey: g.sshKey})
+		c, err := operator.Dial(ctx, operator.Connection{URL: normalizeDest(g.connect), SSHKey: g.sshKey}, g.dialOptions())
 		return c, operator.Context{Name: g.context}, err
 	}
 	var oc operator.Context
@@ -57,7 +64,7 @@ func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Conte
 	if err != nil {
 		return nil, oc, err
 	}
-	c, _, err := operator.Connect(ctx, oc)
+	c, _, err := operator.Connect(ctx, oc, g.dialOptions())
 	return c, oc, err
 }
 
@@ -85,7 +92,7 @@ func dialTarget(ctx context.Context, dest string, progress enroll.Progress) (*rp
 		return nil, raw, fmt.Errorf("destination %q: %w", dest, err)
 	}
 	if u.Scheme == "ssh" {
-		t, err := rpc.NewSSHTunnel(u, g.sshKey)
+		t, err := rpc.NewSSHTunnel(u, g.dialOptions().SSH(g.sshKey))
 		if err != nil {
 			return nil, raw, err
 		}
@@ -99,7 +106,7 @@ func dialTarget(ctx context.Context, dest string, progress enroll.Progress) (*rp
 		}
 		t.Close()
 	}
-	c, err := operator.Dial(ctx, operator.Connection{URL: raw, SSHKey: g.sshKey})
+	c, err := operator.Dial(ctx, operator.Connection{URL: raw, SSHKey: g.sshKey}, g.dialOptions())
 	return c, raw, err
 }
 

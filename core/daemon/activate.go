@@ -79,6 +79,12 @@ func (d *Daemon) activate(ctx context.Context) error {
 			d.log.Warn("join peers", "error", err)
 		}
 	}
+	// Only the mesh reaches Machine RPC and gossip; only the bridge and
+	// the mesh reach the Internal DNS (docs/security.md).
+	if err := dockernet.EnsureInput(dockernet.Config{Subnet: rec.Subnet, Logger: d.log},
+		dockernet.Input{MeshTCP: []int{d.cfg.RPCPort, GossipPort}, MeshUDP: []int{GossipPort}, DNS: 53}); err != nil {
+		return fmt.Errorf("input filter: %w", err)
+	}
 	if cli, err := dockernet.NewClient(); err != nil {
 		d.log.Error("docker", "error", err)
 	} else {
@@ -105,7 +111,11 @@ func (d *Daemon) activate(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("machine rpc on the mesh: %w", err)
 	}
-	a.tcp = d.rpc.GRPCServer()
+	if d.identity == nil {
+		cancel()
+		return fmt.Errorf("machine rpc on the mesh: no RPC identity")
+	}
+	a.tcp = d.rpc.MeshServer(d.identity)
 	go a.tcp.Serve(lis) //nolint:errcheck // ends with Stop
 
 	d.mu.Lock()

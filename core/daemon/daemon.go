@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -76,6 +79,8 @@ type Daemon struct {
 	cfg Config
 	log hclog.Logger
 	rpc *rpc.Server
+	// identity is this Machine's RPC identity; nil only in tests.
+	identity *rpc.Identity
 
 	plugins *pluginhost.Host
 	// ctrs serves the Service Container commands (containers.go).
@@ -134,7 +139,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 
-	d.rpc = rpc.NewServer(rpc.Options{Logger: d.log.Named("rpc"), Local: d.local, Peers: d.peers, ExtraCapabilities: d.plugins.Capabilities})
+	// The RPC identity is this Machine's key on the mesh listener
+	// (docs/security.md); it is made before any Cluster part starts.
+	d.identity, err = rpc.LoadOrCreateIdentity(filepath.Join(cfg.DataDir, rpc.IdentityFile))
+	if err != nil {
+		return err
+	}
+	d.rpc = rpc.NewServer(rpc.Options{Logger: d.log.Named("rpc"), Local: d.local, Peers: d.peers,
+		ExtraCapabilities: d.plugins.Capabilities, Dial: d.dialPeer})
 	d.routes()
 	g := d.rpc.GRPCServer()
 	lis, err := listenUnix(cfg.Socket)
@@ -173,6 +185,24 @@ func (d *Daemon) local() (string, string) {
 	return d.rec.ID, d.rec.Name
 }
 
+// rpcKey is this Machine's published rpc_key, empty without an identity.
+func (d *Daemon) rpcKey() string {
+	if d.identity == nil {
+		return ""
+	}
+	return d.identity.PublicKey()
+}
+
+// dialPeer calls a peer on the mesh as this Machine: from its management
+// address, presenting its RPC identity.
+func (d *Daemon) dialPeer(ctx context.Context, p rpc.Peer) (*rpc.Client, error) {
+	k, err := d.publicKey()
+	if err != nil {
+		return nil, err
+	}
+	return rpc.MeshDialer{Identity: d.identity, Source: meshaddr.ManagementIP(k)}.Dial(ctx, p)
+}
+
 func (d *Daemon) record() machine.Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -206,11 +236,50 @@ func listenUnix(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	l, err := net.Listen("unix", path)
+	// Bound inside a private directory, given its mode, then renamed into
+	// place: there is no moment at which another user could connect.
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".sock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	l, err := net.Listen("unix", filepath.Join(tmp, "s"))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	return l, os.Chmod(path, 0o660)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	err = os.Chmod(filepath.Join(tmp, "s"), 0o600)
+	if err == nil {
+		err = shareSocket(filepath.Join(tmp, "s"), SocketGroup)
+	}
+	if err == nil {
+		err = os.Rename(filepath.Join(tmp, "s"), path)
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// SocketGroup, when it exists, may use the RPC socket (mode 0660): the
+// socket is the operator's full control of the Machine, so membership is
+// equivalent to root. Without the group the socket is root-only (0600).
+const SocketGroup = "ployz"
+
+func shareSocket(path, group string) error {
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return nil // no such group: stay root-only
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return nil
+	}
+	if err := os.Chown(path, -1, gid); err != nil {
+		return fmt.Errorf("socket %s: group %s: %w", path, group, err)
+	}
+	return os.Chmod(path, 0o660)
 }
 
 // wait polls cond every interval until it holds or ctx ends.

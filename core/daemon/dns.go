@@ -63,6 +63,9 @@ func (d *Daemon) dnsSpec() ([]byte, error) {
 		StoreAPI:       "127.0.0.1:" + strconv.Itoa(StoreAPIPort),
 		StoreTokenFile: filepath.Join(d.cfg.DataDir, "store", "token"),
 	}
+	if rec.Network.IsValid() {
+		spec.Network = rec.Network.Masked().String()
+	}
 	b, err := json.MarshalIndent(spec, "", "  ")
 	return append(b, '\n'), err
 }

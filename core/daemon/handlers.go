@@ -16,6 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/version"
@@ -66,7 +67,7 @@ func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(),
+	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(), RPCKey: d.rpcKey(),
 		ManagementIP: meshaddr.ManagementIP(k).String(), Labels: rec.Labels,
 		DaemonVersion: version.Version, Capabilities: d.rpc.Capabilities(), Endpoints: []string{}}
 	in.Hostname, _ = os.Hostname()
@@ -220,7 +221,12 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 		return nil, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
 	}
 	body := store.MachineBody{Name: req.Name, PublicKey: req.PublicKey, Subnet: req.Subnet, Endpoints: req.Endpoints,
-		ManagementIP: meshaddr.ManagementIP(k).String(), Phase: string(machine.Joining)}
+		ManagementIP: meshaddr.ManagementIP(k).String(), Phase: string(machine.Joining), RPCKey: req.RPCKey}
+	if req.RPCKey != "" {
+		if _, err := rpc.ParseRPCKey(req.RPCKey); err != nil {
+			return nil, rpc.InvalidField("rpc_key", "%v", err)
+		}
+	}
 	res, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: req.ID, Owner: req.ID, Body: body})
 	if err != nil {
 		return nil, err
@@ -410,6 +416,9 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 	if err := d.cfg.Units.Stop(ctx, WireGuardUnit); err != nil {
 		d.log.Warn("reset: stop wireguard", "error", err)
 	}
+	if err := dockernet.RemoveInput(dockernet.Config{}); err != nil {
+		d.log.Warn("reset: remove input filter", "error", err)
+	}
 	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath()} {
 		if err := os.RemoveAll(p); err != nil {
 			return err
@@ -435,7 +444,7 @@ func (d *Daemon) peers(ctx context.Context) ([]rpc.Peer, error) {
 		if ip, err := netip.ParseAddr(r.Body.ManagementIP); err == nil {
 			addr = netip.AddrPortFrom(ip, uint16(d.cfg.RPCPort)).String()
 		}
-		out = append(out, rpc.Peer{ID: r.Key, Name: r.Body.Name, Address: addr})
+		out = append(out, rpc.Peer{ID: r.Key, Name: r.Body.Name, Address: addr, RPCKey: r.Body.RPCKey, Phase: r.Body.Phase})
 	}
 	if !slices.ContainsFunc(out, func(p rpc.Peer) bool { return p.ID == d.record().ID }) {
 		rec := d.record()

@@ -176,6 +176,7 @@ func (d *Daemon) selfBody() store.MachineBody {
 		Version:      version.Version,
 		Capabilities: d.rpc.Capabilities(),
 		Session:      session(),
+		RPCKey:       d.rpcKey(),
 	}
 	if k, err := d.publicKey(); err == nil {
 		b.PublicKey = k.String()

@@ -131,7 +131,7 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 		ClusterSecret string           `json:"cluster_secret"`
 	}
 	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdPublishMachine, rpc.PublishMachineRequest{
-		ID: in.ID, Name: o.Name, PublicKey: in.PublicKey, Subnet: subnet.String(), Endpoints: endpoints}, &pub); err != nil {
+		ID: in.ID, Name: o.Name, PublicKey: in.PublicKey, Subnet: subnet.String(), Endpoints: endpoints, RPCKey: in.RPCKey}, &pub); err != nil {
 		return in, fmt.Errorf("publish %s: %w", o.Name, err)
 	}
 	o.progress("joining %s to %d Machines; waiting for its store to catch up", o.Name, len(peers))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -11,13 +12,13 @@ import (
 
 // Connect returns a client for the first of the context's connections
 // whose Entry Machine answers describe_contract, trying them in order.
-func Connect(ctx context.Context, c Context) (*rpc.Client, Connection, error) {
+func Connect(ctx context.Context, c Context, o DialOptions) (*rpc.Client, Connection, error) {
 	if len(c.Connections) == 0 {
 		return nil, Connection{}, fmt.Errorf("context %q has no connections", c.Name)
 	}
 	var errs []error
 	for _, conn := range c.Connections {
-		cl, err := Dial(ctx, conn)
+		cl, err := Dial(ctx, conn, o)
 		if err == nil {
 			return cl, conn, nil
 		}
@@ -26,12 +27,27 @@ func Connect(ctx context.Context, c Context) (*rpc.Client, Connection, error) {
 	return nil, Connection{}, fmt.Errorf("context %q: no Entry Machine answered: %w", c.Name, errors.Join(errs...))
 }
 
+// DialOptions are the operator's choices for one command's connections.
+type DialOptions struct {
+	// AcceptNewHostKey replaces a pinned SSH host key that changed.
+	AcceptNewHostKey bool
+}
+
+// KnownHostsPath is the operator's pinned SSH host keys, next to the
+// operator store (so every context and enrollment share the pins).
+func KnownHostsPath() string { return filepath.Join(filepath.Dir(DefaultPath()), "known_hosts") }
+
+// SSH returns the ssh:// options for conn.
+func (o DialOptions) SSH(keyFile string) rpc.SSHOptions {
+	return rpc.SSHOptions{KeyFile: keyFile, HostKeys: rpc.HostKeys{Path: KnownHostsPath(), Replace: o.AcceptNewHostKey}}
+}
+
 // Dial opens one connection and checks that a daemon answers on it.
-func Dial(ctx context.Context, conn Connection) (*rpc.Client, error) {
+func Dial(ctx context.Context, conn Connection, o DialOptions) (*rpc.Client, error) {
 	if err := conn.Validate(); err != nil {
 		return nil, err
 	}
-	cl, err := rpc.DialURL(conn.URL, conn.SSHKey)
+	cl, err := rpc.DialURL(conn.URL, o.SSH(conn.SSHKey))
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/ployz/ployz/core/rpc/machinepb"
@@ -28,8 +30,13 @@ type Dialer func(ctx context.Context) (net.Conn, error)
 
 // NewClient returns a Client whose connections come from dial.
 func NewClient(dial Dialer) (*Client, error) {
+	return newClient(dial, insecure.NewCredentials())
+}
+
+func newClient(dial Dialer, creds credentials.TransportCredentials) (*Client, error) {
 	conn, err := grpc.NewClient("passthrough:///ployz",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx) }),
 	)
 	if err != nil {

@@ -17,6 +17,7 @@ type Inspection struct {
 	Hostname        string            `json:"hostname,omitempty"`
 	Phase           machine.Phase     `json:"phase"`
 	PublicKey       string            `json:"public_key"`
+	RPCKey          string            `json:"rpc_key,omitempty"`
 	ManagementIP    string            `json:"management_ip"`
 	Subnet          string            `json:"subnet,omitempty"`
 	Network         string            `json:"network,omitempty"`
@@ -62,6 +63,9 @@ type PublishMachineRequest struct {
 	PublicKey string   `json:"public_key"`
 	Subnet    string   `json:"subnet"`
 	Endpoints []string `json:"endpoints"`
+	// RPCKey is the joiner's rpc_key, published with its row so the
+	// Cluster can call it before it gossips its own row.
+	RPCKey string `json:"rpc_key,omitempty"`
 }
 
 // JoinRequest makes this Machine join a Cluster.

@@ -45,6 +45,11 @@ type Peer struct {
 	ID      string
 	Name    string
 	Address string // host:port of its Machine RPC over the mesh
+	// RPCKey is the Machine's published rpc_key: a mesh call to it must
+	// be answered by this key, and a mesh call from it is admitted.
+	RPCKey string
+	// Phase is the Machine's phase as its row reports it.
+	Phase string
 }
 
 // Peers lists the Machines this entry observes, itself included.
@@ -62,7 +67,7 @@ type Server struct {
 	extra func() []string
 	local func() (id, name string)
 	peers Peers
-	dial  func(ctx context.Context, addr string) (*Client, error)
+	dial  func(ctx context.Context, p Peer) (*Client, error)
 }
 
 // Options configures a Server.
@@ -74,8 +79,9 @@ type Options struct {
 	Peers Peers
 	// ExtraCapabilities lists capabilities served by plugins.
 	ExtraCapabilities func() []string
-	// Dial opens a client to a peer's address; default DialTCP.
-	Dial func(ctx context.Context, addr string) (*Client, error)
+	// Dial opens a client to a peer; the daemon passes Identity.DialPeer.
+	// The default, plain TCP to p.Address, is for tests only.
+	Dial func(ctx context.Context, p Peer) (*Client, error)
 }
 
 // NewServer returns a Server with the always-present describe_contract route.
@@ -88,7 +94,7 @@ func NewServer(o Options) *Server {
 		s.local = func() (string, string) { return "", "" }
 	}
 	if s.dial == nil {
-		s.dial = DialTCP
+		s.dial = func(ctx context.Context, p Peer) (*Client, error) { return DialTCP(ctx, p.Address) }
 	}
 	s.Handle(Route{Command: CmdDescribeContract, Capability: CapDescribeContract, Handler: s.describeContract})
 	return s
@@ -254,7 +260,7 @@ func (s *Server) relay(ctx context.Context, p Peer, f *machinepb.Frame) (*machin
 		json.Unmarshal(f.GetJson(), &req) //nolint:errcheck // validated by Call
 		return frame(s.dispatch(ctx, req)), nil
 	}
-	c, err := s.dial(ctx, p.Address)
+	c, err := s.dial(ctx, p)
 	if err != nil {
 		return nil, Errorf(CodeUnavailable, "machine %s (%s) at %s: %v", p.Name, short(p.ID), p.Address, err).With("machine_id", p.ID)
 	}

@@ -134,7 +134,7 @@ func (s *Server) forwardStream(ctx context.Context, firstFrame *machinepb.Frame,
 	if err != nil {
 		return down.Send(StreamFrame{Error: asError(err)})
 	}
-	c, err := s.dial(ctx, p.Address)
+	c, err := s.dial(ctx, p)
 	if err != nil {
 		return down.Send(StreamFrame{Error: Errorf(CodeUnavailable, "machine %s at %s: %v", p.Name, p.Address, err).With("machine_id", p.ID)})
 	}

@@ -23,9 +23,8 @@ const DefaultSocket = "/run/ployz/ployz.sock"
 //	tcp://[fdcc::...]:7569         a daemon's mesh address
 //	ssh://root@host[:22]           over SSH, through `ployzd dial-stdio`
 //
-// keyFile is the SSH private key for ssh:// URLs; empty tries
-// ~/.ssh/id_ed25519, id_ecdsa and id_rsa.
-func DialURL(raw, keyFile string) (*Client, error) {
+// o says how to authenticate ssh:// URLs and check the host's key.
+func DialURL(raw string, o SSHOptions) (*Client, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("connection %q: %w", raw, err)
@@ -36,7 +35,7 @@ func DialURL(raw, keyFile string) (*Client, error) {
 	case "tcp":
 		return DialTCP(context.Background(), u.Host)
 	case "ssh":
-		t, err := NewSSHTunnel(u, keyFile)
+		t, err := NewSSHTunnel(u, o)
 		if err != nil {
 			return nil, err
 		}
@@ -60,8 +59,17 @@ type SSHTunnel struct {
 	c    *ssh.Client
 }
 
+// SSHOptions configures ssh:// connections.
+type SSHOptions struct {
+	// KeyFile is the SSH private key; empty tries ~/.ssh/id_ed25519,
+	// id_ecdsa and id_rsa.
+	KeyFile string
+	// HostKeys pins the Machines' host keys; its Path is required.
+	HostKeys HostKeys
+}
+
 // NewSSHTunnel prepares (but does not open) an SSH tunnel to u.
-func NewSSHTunnel(u *url.URL, keyFile string) (*SSHTunnel, error) {
+func NewSSHTunnel(u *url.URL, o SSHOptions) (*SSHTunnel, error) {
 	user := u.User.Username()
 	if user == "" {
 		user = "root"
@@ -70,16 +78,15 @@ func NewSSHTunnel(u *url.URL, keyFile string) (*SSHTunnel, error) {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "22")
 	}
-	signers, err := loadSigners(keyFile)
+	signers, err := loadSigners(o.KeyFile)
 	if err != nil {
 		return nil, err
 	}
 	return &SSHTunnel{addr: host, cfg: &ssh.ClientConfig{
 		User: user,
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)},
-		// Machines are reached by address the operator typed; pinning host
-		// keys belongs to the context and is not done yet.
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+		// Pinned on first use; a changed key is refused (hostkeys.go).
+		HostKeyCallback: o.HostKeys.Callback(),
 		Timeout:         20 * time.Second,
 	}}, nil
 }

@@ -36,6 +36,10 @@ type MachineBody struct {
 	// Session changes whenever the Machine boots: Container rows carry
 	// the session their readiness was observed in.
 	Session string `json:"session,omitempty"`
+	// RPCKey is the Machine's Machine RPC identity (base64 Ed25519 public
+	// key): the mesh listener admits callers holding it, and callers
+	// accept only it from this Machine.
+	RPCKey string `json:"rpc_key,omitempty"`
 }
 
 // ContainerBody is one Container as its Machine reports it (the row's

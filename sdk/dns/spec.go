@@ -30,6 +30,11 @@ type Spec struct {
 	StoreAPI string `json:"store_api"`
 	// StoreTokenFile holds the store API's bearer token; empty sends none.
 	StoreTokenFile string `json:"store_token_file,omitempty"`
+	// Network is the Cluster network (the mesh), e.g. "10.210.0.0/16".
+	// Non-internal names are forwarded only for queries from Subnet,
+	// Network or loopback; others are refused, so the DNS is no open
+	// resolver. Empty means Subnet and loopback only.
+	Network string `json:"network,omitempty"`
 }
 
 // Config is a validated Spec in typed form.
@@ -38,6 +43,8 @@ type Config struct {
 	ListenAddr    netip.AddrPort
 	SubnetPrefix  netip.Prefix
 	UpstreamAddrs []netip.AddrPort
+	// NetworkPrefix is Network parsed; invalid when empty.
+	NetworkPrefix netip.Prefix
 }
 
 // ParseSpec decodes and validates a dns.json document. Errors name the
@@ -69,6 +76,12 @@ func ParseSpec(b []byte) (Config, error) {
 			return Config{}, fieldErr(fmt.Sprintf("upstreams[%d]", i), err.Error())
 		}
 		c.UpstreamAddrs = append(c.UpstreamAddrs, ap)
+	}
+	if s.Network != "" {
+		if c.NetworkPrefix, err = netip.ParsePrefix(s.Network); err != nil {
+			return Config{}, fieldErr("network", fmt.Sprintf("%q is not a prefix", s.Network))
+		}
+		c.NetworkPrefix = c.NetworkPrefix.Masked()
 	}
 	if _, _, err := net.SplitHostPort(s.StoreAPI); err != nil {
 		return Config{}, fieldErr("store_api", fmt.Sprintf("%q is not a host:port", s.StoreAPI))

@@ -26,6 +26,7 @@ type Handler struct {
 type view struct {
 	machine   string
 	subnet    netip.Prefix
+	network   netip.Prefix // with subnet: who may have names forwarded
 	listen    netip.AddrPort
 	upstreams []netip.AddrPort
 }
@@ -43,7 +44,7 @@ func NewHandler(cfg dnsspec.Config, log hclog.Logger) *Handler {
 
 // SetConfig swaps the spec the handler answers from.
 func (h *Handler) SetConfig(cfg dnsspec.Config) {
-	h.view.Store(&view{machine: cfg.Machine, subnet: cfg.SubnetPrefix, listen: cfg.ListenAddr, upstreams: cfg.UpstreamAddrs})
+	h.view.Store(&view{machine: cfg.Machine, subnet: cfg.SubnetPrefix, network: cfg.NetworkPrefix, listen: cfg.ListenAddr, upstreams: cfg.UpstreamAddrs})
 }
 
 // SetTable makes t the answer set; the first call starts answering.
@@ -54,6 +55,12 @@ func (h *Handler) Loaded() bool { return h.table.Load() != nil }
 
 // ServeDNS implements miekg/dns.Handler.
 func (h *Handler) ServeDNS(w miekg.ResponseWriter, req *miekg.Msg) {
+	if !h.servesSource(w.RemoteAddr()) && req != nil && len(req.Question) == 1 && ParseName(req.Question[0].Name).Kind == NameExternal {
+		resp := new(miekg.Msg)
+		resp.SetRcode(req, miekg.RcodeRefused)
+		_ = w.WriteMsg(resp)
+		return
+	}
 	resp := h.Answer(req, isTCP(w))
 	if resp == nil {
 		return // nothing loaded yet: the client retries
@@ -100,6 +107,23 @@ func (h *Handler) Answer(req *miekg.Msg, tcp bool) *miekg.Msg {
 		resp.Truncate(udpSize(req))
 	}
 	return resp
+}
+
+// servesSource reports whether a query from a may have a non-internal
+// name forwarded: it comes from this Machine's bridge subnet, the mesh
+// (Cluster network) or loopback.
+func (h *Handler) servesSource(a net.Addr) bool {
+	var ip netip.Addr
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ip = a.AddrPort().Addr().Unmap()
+	case *net.TCPAddr:
+		ip = a.AddrPort().Addr().Unmap()
+	default:
+		return false
+	}
+	v := h.view.Load()
+	return ip.IsLoopback() || v.subnet.Contains(ip) || (v.network.IsValid() && v.network.Contains(ip))
 }
 
 func isTCP(w miekg.ResponseWriter) bool {

@@ -1,0 +1,180 @@
+package dockernet
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// inNS runs fn on an OS thread inside network namespace name; processes
+// fn starts (iptables) and sockets it opens live there.
+func inNS(t *testing.T, name string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		h, err := netns.GetFromName(name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			t.Error(err)
+			return
+		}
+		fn()
+	}()
+	<-done
+}
+
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}
+
+// TestInputFilter builds a Machine namespace with a mesh link to a peer
+// and a LAN link to a stranger that routes the mesh addresses via the
+// Machine (the attack), installs the filter with the real iptables and
+// ip6tables there, and connects from both sides.
+func TestInputFilter(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for namespaces and iptables")
+	}
+	for _, b := range []string{"ip", "iptables", "ip6tables"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skip(err)
+		}
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	machine, peer, stranger := "pzm"+id, "pzp"+id, "pzs"+id
+	for _, ns := range []string{machine, peer, stranger} {
+		ip(t, "netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	cfg := Config{MeshInterface: "pzwg" + id, Bridge: "pzbr" + id, ChainPrefix: "PZT" + id, Subnet: netip.MustParsePrefix("10.99.3.0/24")}
+	lan := "pzln" + id
+	ip(t, "link", "add", cfg.MeshInterface, "netns", machine, "type", "veth", "peer", "name", "pzq"+id, "netns", peer)
+	ip(t, "link", "add", lan, "netns", machine, "type", "veth", "peer", "name", "pzo"+id, "netns", stranger)
+	for _, c := range [][]string{
+		{machine, "addr", "add", "10.99.1.1/24", "dev", cfg.MeshInterface},
+		{machine, "addr", "add", "fd99:1::1/64", "dev", cfg.MeshInterface, "nodad"},
+		{machine, "addr", "add", "10.99.2.1/24", "dev", lan},
+		{machine, "addr", "add", "fd99:2::1/64", "dev", lan, "nodad"},
+		{machine, "link", "set", cfg.MeshInterface, "up"}, {machine, "link", "set", lan, "up"}, {machine, "link", "set", "lo", "up"},
+		{peer, "addr", "add", "10.99.1.2/24", "dev", "pzq" + id},
+		{peer, "addr", "add", "fd99:1::2/64", "dev", "pzq" + id, "nodad"},
+		{peer, "link", "set", "pzq" + id, "up"},
+		{stranger, "addr", "add", "10.99.2.2/24", "dev", "pzo" + id},
+		{stranger, "addr", "add", "fd99:2::2/64", "dev", "pzo" + id, "nodad"},
+		{stranger, "link", "set", "pzo" + id, "up"},
+		{stranger, "route", "add", "10.99.1.0/24", "via", "10.99.2.1"},
+		{stranger, "-6", "route", "add", "fd99:1::/64", "via", "fd99:2::1"},
+	} {
+		ip(t, append([]string{"-n", c[0]}, c[1:]...)...)
+	}
+
+	// The Machine's listeners, on every address.
+	var lis []net.Listener
+	inNS(t, machine, func() {
+		for _, p := range []string{"7569", "53", "8080"} {
+			l, err := net.Listen("tcp", ":"+p)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			lis = append(lis, l)
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
+		}
+	})
+	defer func() {
+		for _, l := range lis {
+			l.Close()
+		}
+	}()
+	reach := func(ns, addr string) bool {
+		ok := false
+		inNS(t, ns, func() {
+			c, err := net.DialTimeout("tcp", addr, 700*time.Millisecond)
+			if err == nil {
+				c.Close()
+				ok = true
+			}
+		})
+		return ok
+	}
+	in := Input{MeshTCP: []int{7569, 7570}, MeshUDP: []int{7570}, DNS: 53}
+	attack := []string{"10.99.1.1:7569", "[fd99:1::1]:7569", "10.99.2.1:7569", "[fd99:2::1]:7569", "10.99.1.1:53"}
+	for _, a := range attack {
+		if !reach(stranger, a) {
+			t.Fatalf("before the filter the stranger cannot reach %s: the setup is wrong", a)
+		}
+	}
+
+	var err error
+	inNS(t, machine, func() { err = EnsureInput(cfg, in) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	inNS(t, machine, func() { err = EnsureInput(cfg, in) }) // idempotent
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range attack {
+		if reach(stranger, a) {
+			t.Errorf("the stranger on the LAN reaches %s through the filter", a)
+		}
+	}
+	for _, a := range []string{"10.99.1.1:7569", "[fd99:1::1]:7569", "10.99.1.1:53"} {
+		if !reach(peer, a) {
+			t.Errorf("the mesh peer cannot reach %s", a)
+		}
+	}
+	if !reach(stranger, "10.99.2.1:8080") || !reach(stranger, "[fd99:2::1]:8080") {
+		t.Error("the filter blocks a port it does not own")
+	}
+	inNS(t, machine, func() {
+		for _, bin := range []string{"iptables", "ip6tables"} {
+			out, _ := exec.Command(bin, "-S", "INPUT").Output()
+			if strings.Count(string(out), "-j "+inputChain(cfg)) != 1 || !strings.Contains(string(out), "-A INPUT -j "+inputChain(cfg)) {
+				t.Errorf("%s INPUT after two ensures:\n%s", bin, out)
+			}
+		}
+		err = RemoveInput(cfg)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inNS(t, machine, func() {
+		for _, bin := range []string{"iptables", "ip6tables"} {
+			if out, err := exec.Command(bin, "-S", inputChain(cfg)).CombinedOutput(); err == nil {
+				t.Errorf("%s chain still exists after RemoveInput:\n%s", bin, out)
+			}
+		}
+	})
+	if !reach(stranger, "10.99.1.1:7569") {
+		t.Error("after RemoveInput the port is still filtered")
+	}
+}

@@ -1,0 +1,122 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// HostKeys pins the SSH host keys of Machines in a known_hosts-format
+// file: the first key a host shows is recorded, and a different key later
+// is refused unless Replace is set (`--accept-new-host-key`).
+type HostKeys struct {
+	// Path is the known_hosts file, created 0600 on first use.
+	Path string
+	// Replace lets a changed key replace the pinned one, deliberately.
+	Replace bool
+}
+
+// HostKeyChangedError is the refusal of a host key that differs from the
+// pinned one; its message names both fingerprints.
+type HostKeyChangedError struct {
+	Host   string
+	Pinned []string // SHA256 fingerprints on file
+	Shown  string   // SHA256 fingerprint the host presented
+	Path   string
+}
+
+func (e *HostKeyChangedError) Error() string {
+	return fmt.Sprintf("ssh host key of %s changed: pinned %s, presented %s (pins in %s). "+
+		"This may be an attacker between you and the Machine; if you re-installed it, rerun with --accept-new-host-key",
+		e.Host, strings.Join(e.Pinned, ", "), e.Shown, e.Path)
+}
+
+// hostKeysMu serializes pinning within one process (fan-out dials).
+var hostKeysMu sync.Mutex
+
+// Callback is the ssh.HostKeyCallback that enforces the pins.
+func (h HostKeys) Callback() ssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		if h.Path == "" {
+			return errors.New("ssh: no known_hosts file to check host keys against")
+		}
+		hostKeysMu.Lock()
+		defer hostKeysMu.Unlock()
+		if err := ensureFile(h.Path); err != nil {
+			return err
+		}
+		check, err := knownhosts.New(h.Path)
+		if err != nil {
+			return fmt.Errorf("known hosts %s: %w", h.Path, err)
+		}
+		err = check(hostname, remote, key)
+		var ke *knownhosts.KeyError
+		if err == nil || !errors.As(err, &ke) {
+			return err
+		}
+		if len(ke.Want) > 0 && !h.Replace {
+			e := &HostKeyChangedError{Host: hostname, Shown: ssh.FingerprintSHA256(key), Path: h.Path}
+			for _, w := range ke.Want {
+				e.Pinned = append(e.Pinned, ssh.FingerprintSHA256(w.Key))
+			}
+			return e
+		}
+		return h.pin(hostname, key)
+	}
+}
+
+// pin records key for hostname, dropping any key pinned for it before.
+func (h HostKeys) pin(hostname string, key ssh.PublicKey) error {
+	host := knownhosts.Normalize(hostname)
+	old, err := os.ReadFile(h.Path)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(old))
+	for sc.Scan() {
+		line := sc.Text()
+		if f := strings.Fields(line); len(f) > 0 && containsHost(f[0], host) {
+			continue
+		}
+		out.WriteString(line + "\n")
+	}
+	out.WriteString(knownhosts.Line([]string{host}, key) + "\n")
+	tmp := h.Path + ".tmp"
+	if err := os.WriteFile(tmp, out.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("known hosts %s: %w", h.Path, err)
+	}
+	if err := os.Rename(tmp, h.Path); err != nil {
+		return fmt.Errorf("known hosts %s: %w", h.Path, err)
+	}
+	return nil
+}
+
+func containsHost(field, host string) bool {
+	for _, h := range strings.Split(field, ",") {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
+
+func ensureFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("known hosts %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("known hosts %s: %w", path, err)
+	}
+	return f.Close()
+}
