@@ -133,4 +133,32 @@ func TestSmokeDebian12(t *testing.T) {
 			})
 		}
 	})
+
+	// The DNS process parks its port-53 socket in systemd's fd store; the
+	// same socket (same inode) after a restart shows this systemd keeps it.
+	t.Run("fdstore", func(t *testing.T) {
+		ino := func() (string, error) {
+			out, err := l.Exec(ctx, "m1", "ss", "-Hlune", "src", gws["m1"]+":53")
+			if err != nil {
+				return "", err
+			}
+			for _, f := range strings.Fields(out) {
+				if strings.HasPrefix(f, "ino:") {
+					return f, nil
+				}
+			}
+			return "", fmt.Errorf("no UDP socket on %s:53: %q", gws["m1"], out)
+		}
+		before, err := ino()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz-dns.service"); err != nil {
+			t.Fatal(err)
+		}
+		after, err := ino()
+		if err != nil || after != before {
+			t.Fatalf("port-53 socket %s before the restart, %s after (%v): not kept in the fd store", before, after, err)
+		}
+	})
 }
