@@ -78,7 +78,8 @@ func sshDockerDial(c *ssh.Client) func(ctx context.Context, network, addr string
 // (docker.io on Debian and Ubuntu) and says so; a daemon older than
 // MinDockerAPI is refused with the version found and the minimum.
 func EnsureDocker(ctx context.Context, c *ssh.Client, progress Progress) error {
-	if _, err := run(c, "command -v dockerd", nil); err != nil {
+	// A root shell over SSH may lack sbin in PATH: look in both places.
+	if _, err := run(c, "command -v dockerd || test -x /usr/sbin/dockerd || test -x /usr/bin/dockerd", nil); err != nil {
 		if err := installDocker(c, progress); err != nil {
 			return err
 		}
