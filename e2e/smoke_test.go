@@ -106,8 +106,9 @@ func TestSmokeDebian12(t *testing.T) {
 	slices.Sort(ips)
 
 	t.Run("dns", func(t *testing.T) {
-		eventually(t, 60*time.Second, "web.smoke-prod.internal from m1", func() error {
-			rc, got, err := lookupFrom(ctx, l, "m1", gws["m1"]+":53", "web.smoke-prod.internal")
+		name := "web." + doc.Plan.Namespace + ".internal"
+		eventually(t, 60*time.Second, name+" from m1", func() error {
+			rc, got, err := lookupFrom(ctx, l, "m1", gws["m1"]+":53", name)
 			if err != nil {
 				return err
 			}

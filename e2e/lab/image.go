@@ -28,6 +28,14 @@ const (
 	TestAppImage = "ployz-testapp:latest"
 )
 
+// dockerDropIn configures a lab Machine's dockerd for what only a
+// container Machine lacks: /proc/sys is read-only there, so Docker 26
+// cannot turn IPv6 off on an IPv4-only Container's interface and, without
+// this, refuses to start the Container (a real server's dockerd can).
+const dockerDropIn = `[Service]
+Environment=DOCKER_ALLOW_IPV6_ON_IPV4_INTERFACE=1
+`
+
 // Binaries lists the files a Machine image carries in /usr/local/bin.
 var Binaries = []string{
 	"ployz", "ployzd",
@@ -78,6 +86,7 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 		h.Write([]byte(u))
 		h.Write(b)
 	}
+	h.Write([]byte(dockerDropIn))
 	repo := machineRepo + "-" + string(dist)
 	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
 	if imageExists(ctx, tag) {
@@ -99,6 +108,12 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 		if err := addBytes(tw, "/etc/systemd/system/"+filepath.Base(u), b, 0o644); err != nil {
 			return "", err
 		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "etc/systemd/system/docker.service.d/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+		return "", err
+	}
+	if err := addBytes(tw, "/etc/systemd/system/docker.service.d/ployz-lab.conf", []byte(dockerDropIn), 0o644); err != nil {
+		return "", err
 	}
 	if err := tw.Close(); err != nil {
 		return "", err
