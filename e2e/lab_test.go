@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,8 @@ func TestLabMachines(t *testing.T) {
 			}
 			if v, err := l.Exec(ctx, m.Name, "docker", "info", "--format", "{{.ServerVersion}}"); err != nil {
 				t.Errorf("%s: docker info: %v", m.Name, err)
+			} else if major, _, _ := strings.Cut(v, "."); atoi(major) < 26 {
+				t.Errorf("%s: dockerd %s on the default OS, want Debian 13's 26 or newer", m.Name, v)
 			} else {
 				t.Logf("%s: dockerd %s", m.Name, v)
 			}
@@ -190,4 +193,10 @@ func TestLabCleansUpAfterFailure(t *testing.T) {
 		}
 	}
 	t.Logf("the failing child (pid %d) left nothing behind", cmd.Process.Pid)
+}
+
+// atoi is strconv.Atoi with 0 for anything that is not a number.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

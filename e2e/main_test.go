@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,16 +33,22 @@ func TestMain(m *testing.M) {
 		}
 		bin := os.Getenv(lab.EnvBinDir)
 		start := time.Now()
-		img, err := lab.BuildMachineImage(ctx, bin, func(f string, a ...any) { fmt.Printf(f+"\n", a...) })
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
+		// Every OS of the support matrix: the scenarios run on the default,
+		// the smoke scenario on the oldest supported.
+		var imgs []string
+		for _, dist := range lab.OSes {
+			img, err := lab.BuildMachineImageFor(ctx, dist, bin, func(f string, a ...any) { fmt.Printf(f+"\n", a...) })
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "e2e:", err)
+				return 1
+			}
+			imgs = append(imgs, img)
 		}
 		if err := lab.BuildTestApp(ctx, bin); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
-		fmt.Printf("e2e: Machine image %s ready in %s\n", img, time.Since(start).Round(100*time.Millisecond))
+		fmt.Printf("e2e: Machine images %s ready in %s\n", strings.Join(imgs, ", "), time.Since(start).Round(100*time.Millisecond))
 		code := m.Run()
 		if err := lab.SweepTestLabs(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: sweeping test labs:", err)

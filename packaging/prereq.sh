@@ -24,6 +24,21 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The lab builds Debian 13 Machines: debootstrap needs a trixie script and
+# the keyring trixie's keys (Debian 12's current point release has both).
+if [ ! -e /usr/share/debootstrap/scripts/trixie ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "prereq: upgrading debootstrap and debian-archive-keyring for Debian 13 lab Machines"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --only-upgrade debootstrap debian-archive-keyring >/dev/null
+  fi
+  if [ ! -e /usr/share/debootstrap/scripts/trixie ]; then
+    echo "prereq: this debootstrap cannot install Debian 13 (trixie); install a newer debootstrap and debian-archive-keyring" >&2
+    exit 1
+  fi
+fi
+
 # A Docker daemon must answer. Start one when none does: through systemd
 # when it is PID 1, otherwise as a background process with its own log.
 if ! docker info >/dev/null 2>&1; then

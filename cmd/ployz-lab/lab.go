@@ -30,7 +30,7 @@ func labCommand() *cobra.Command {
 	open := func(ctx context.Context) (*lab.Lab, error) { return lab.Open(ctx, name) }
 
 	var n int
-	var binDir string
+	var binDir, osName string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Build the Machine image if needed and start N Machines",
@@ -39,8 +39,12 @@ func labCommand() *cobra.Command {
 			if binDir == "" {
 				binDir = executableDir()
 			}
+			dist, err := lab.ParseOS(osName)
+			if err != nil {
+				return err
+			}
 			logf := func(f string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), f+"\n", a...) }
-			l, err := lab.Up(c.Context(), lab.Options{Name: name, Machines: n, BinDir: binDir, Logf: logf})
+			l, err := lab.Up(c.Context(), lab.Options{Name: name, Machines: n, OS: dist, BinDir: binDir, Logf: logf})
 			if err != nil {
 				return err
 			}
@@ -57,6 +61,7 @@ func labCommand() *cobra.Command {
 		},
 	}
 	up.Flags().IntVarP(&n, "machines", "n", 3, "number of Machines")
+	up.Flags().StringVar(&osName, "os", string(lab.DefaultOS), "Machine OS: debian13 (Docker 26) or debian12 (Docker 20.10, the oldest supported)")
 	up.Flags().StringVar(&binDir, "bin-dir", "", "directory of built binaries (default: this executable's directory)")
 
 	var asJSON bool

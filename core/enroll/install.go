@@ -25,11 +25,15 @@ var Binaries = []string{"ployzd", "ployz", "ployz-dns", "ployz-ingress-caddy", "
 // Progress receives one line per step.
 type Progress func(format string, args ...any)
 
-// EnsureInstalled installs ployzd, the plugins and the systemd units on the
-// Machine behind c when ployzd is missing there, then enables and starts
+// EnsureInstalled makes sure the Machine behind c has a supported Docker
+// (EnsureDocker), installs ployzd, the plugins and the systemd units there
+// when ployzd is missing, then enables and starts
 // ployz.service and waits until its socket answers. binDir holds the
 // binaries to upload.
 func EnsureInstalled(ctx context.Context, c *ssh.Client, binDir string, progress Progress) error {
+	if err := EnsureDocker(ctx, c, progress); err != nil {
+		return err
+	}
 	if _, err := run(c, "test -x /usr/local/bin/ployzd", nil); err != nil {
 		progress("installing Ployz (binaries from %s)", binDir)
 		for _, b := range Binaries {

@@ -28,19 +28,42 @@ const (
 	TestAppImage = "ployz-testapp:latest"
 )
 
+// dockerDropIn configures a lab Machine's dockerd for what only a
+// container Machine lacks: /proc/sys is read-only there, so Docker 26
+// cannot turn IPv6 off on an IPv4-only Container's interface and, without
+// this, refuses to start the Container (a real server's dockerd can).
+const dockerDropIn = `[Service]
+Environment=DOCKER_ALLOW_IPV6_ON_IPV4_INTERFACE=1
+`
+
 // Binaries lists the files a Machine image carries in /usr/local/bin.
 var Binaries = []string{
 	"ployz", "ployzd",
 	"ployz-dns", "ployz-ingress-caddy", "ployz-logstore", "ployz-metrics", "ployz-volume-zfs",
 }
 
-// BuildMachineImage returns the tag of a Machine image holding the binaries
-// in binDir, building the Debian base first when its recipe changed.
+// BuildMachineImage returns the tag of a DefaultOS Machine image holding the
+// binaries in binDir (see BuildMachineImageFor).
 func BuildMachineImage(ctx context.Context, binDir string, logf func(string, ...any)) (string, error) {
-	base, err := buildBase(ctx, logf)
+	return BuildMachineImageFor(ctx, DefaultOS, binDir, logf)
+}
+
+// BuildMachineImageFor returns the tag of a dist Machine image holding the
+// binaries in binDir, building that OS's Debian base first when its recipe
+// changed.
+func BuildMachineImageFor(ctx context.Context, dist OS, binDir string, logf func(string, ...any)) (string, error) {
+	suite, err := dist.suite()
 	if err != nil {
 		return "", err
 	}
+	base, err := buildBase(ctx, dist, suite, logf)
+	if err != nil {
+		return "", err
+	}
+	return buildMachine(ctx, dist, base, binDir, logf)
+}
+
+func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(string, ...any)) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(base))
 	files := map[string]string{} // path in image -> path on host
@@ -63,7 +86,9 @@ func BuildMachineImage(ctx context.Context, binDir string, logf func(string, ...
 		h.Write([]byte(u))
 		h.Write(b)
 	}
-	tag := machineRepo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
+	h.Write([]byte(dockerDropIn))
+	repo := machineRepo + "-" + string(dist)
+	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
 	if imageExists(ctx, tag) {
 		return tag, nil
 	}
@@ -84,6 +109,12 @@ func BuildMachineImage(ctx context.Context, binDir string, logf func(string, ...
 			return "", err
 		}
 	}
+	if err := tw.WriteHeader(&tar.Header{Name: "etc/systemd/system/docker.service.d/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+		return "", err
+	}
+	if err := addBytes(tw, "/etc/systemd/system/docker.service.d/ployz-lab.conf", []byte(dockerDropIn), 0o644); err != nil {
+		return "", err
+	}
 	if err := tw.Close(); err != nil {
 		return "", err
 	}
@@ -98,14 +129,15 @@ func BuildMachineImage(ctx context.Context, binDir string, logf func(string, ...
 	if _, err := docker(ctx, "commit", ctr, tag); err != nil {
 		return "", err
 	}
-	pruneOld(ctx, machineRepo, tag)
+	pruneOld(ctx, repo, tag)
 	return tag, nil
 }
 
-// buildBase returns the base image tag, running the debootstrap recipe
-// only when no image carries the recipe's current hash.
-func buildBase(ctx context.Context, logf func(string, ...any)) (string, error) {
+// buildBase returns dist's base image tag, running the debootstrap recipe
+// for suite only when no image carries the hash of the recipe and suite.
+func buildBase(ctx context.Context, dist OS, suite string, logf func(string, ...any)) (string, error) {
 	h := sha256.New()
+	fmt.Fprintf(h, "suite=%s\x00", suite)
 	var paths []string
 	err := fs.WalkDir(packaging.Files, "lab", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -122,30 +154,39 @@ func buildBase(ctx context.Context, logf func(string, ...any)) (string, error) {
 		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
 		h.Write(b)
 	}
-	tag := baseRepo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
+	repo := baseRepo + "-" + string(dist)
+	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
 	if imageExists(ctx, tag) {
 		return tag, nil
 	}
-	logf("lab: building base image %s with debootstrap (minutes; cached afterwards)", tag)
+	logf("lab: building %s base image %s with debootstrap %s (minutes; cached afterwards)", dist, tag, suite)
+	if err := runRecipe(ctx, suite, tag); err != nil {
+		return "", fmt.Errorf("%s base image: %w", dist, err)
+	}
+	pruneOld(ctx, repo, tag)
+	return tag, nil
+}
+
+// runRecipe unpacks the embedded recipe and runs base.sh for suite.
+func runRecipe(ctx context.Context, suite, tag string) error {
 	dir, err := os.MkdirTemp("", "ployz-lab-recipe")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	if err := os.CopyFS(dir, packaging.Files); err != nil {
-		return "", fmt.Errorf("base image: unpack recipe: %w", err)
+		return fmt.Errorf("unpack recipe: %w", err)
 	}
 	if err := os.Chmod(filepath.Join(dir, "lab", "base.sh"), 0o755); err != nil {
-		return "", err
+		return err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "lab", "base.sh"), tag)
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "lab", "base.sh"), suite, tag)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("base image: %w\n%s", err, out.String())
+		return fmt.Errorf("%w\n%s", err, out.String())
 	}
-	pruneOld(ctx, baseRepo, tag)
-	return tag, nil
+	return nil
 }
 
 // BuildTestApp imports the static testapp binary from binDir as a

@@ -1,8 +1,8 @@
 // Package lab runs several real Machines on one host for tests and demos.
 //
 // A lab is a private Docker network plus N containers built from the lab
-// Machine image (Debian bookworm with systemd as PID 1, its own dockerd and
-// sshd, and the project's binaries). Everything a lab creates carries the
+// Machine image (Debian 13 by default, or Debian 12 — see OS — with systemd
+// as PID 1, its own dockerd and sshd, and the project's binaries). Everything a lab creates carries the
 // Docker label ployz.lab=<name>, which is the lab's only state besides its
 // SSH key: Open finds a lab again from Docker alone, and Down removes
 // exactly what the label names.
@@ -48,6 +48,8 @@ type Options struct {
 	Name     string // lab name; default "ployz-lab"
 	Machines int    // number of Machines; default 3
 	BinDir   string // directory holding freshly built binaries (make build)
+	// OS is the Machines' Debian release; default DefaultOS.
+	OS OS
 	// StateDir holds the lab's SSH key; default $XDG_STATE_HOME/ployz/lab/<name>.
 	StateDir string
 	// Logf receives progress lines; default discards them.
@@ -69,6 +71,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Machines < 1 || o.Machines > 50 {
 		return fmt.Errorf("machines: %d is outside 1..50", o.Machines)
+	}
+	if o.OS == "" {
+		o.OS = DefaultOS
+	}
+	if _, err := o.OS.suite(); err != nil {
+		return err
 	}
 	if o.BinDir == "" {
 		return errors.New("bin dir: not set (the directory `make build` writes, usually ./bin)")
@@ -117,7 +125,7 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if existing, _ := Open(ctx, o.Name); existing != nil {
 		return nil, fmt.Errorf("lab %q already exists with %d Machines; run `ployz lab down --name %s` first", o.Name, len(existing.Machines), o.Name)
 	}
-	image, err := BuildMachineImage(ctx, o.BinDir, o.Logf)
+	image, err := BuildMachineImageFor(ctx, o.OS, o.BinDir, o.Logf)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +143,7 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if err != nil {
 		return l, err
 	}
-	o.Logf("lab: starting %d Machines on %s (%s)", o.Machines, l.Network, subnet)
+	o.Logf("lab: starting %d %s Machines on %s (%s)", o.Machines, o.OS, l.Network, subnet)
 	for i := 1; i <= o.Machines; i++ {
 		m := &Machine{
 			Name:      "m" + strconv.Itoa(i),

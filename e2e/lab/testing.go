@@ -21,9 +21,16 @@ const testPrefix = "t-"
 
 var testSeq atomic.Int32
 
-// ForTest starts a lab of n Machines for t, with the testapp image loaded
-// into each, and removes it when t ends — passed, failed or panicked.
+// ForTest starts a lab of n DefaultOS Machines for t, with the testapp
+// image loaded into each, and removes it when t ends — passed, failed or
+// panicked.
 func ForTest(t testing.TB, n int) *Lab {
+	t.Helper()
+	return ForTestOS(t, n, DefaultOS)
+}
+
+// ForTestOS is ForTest with Machines running dist.
+func ForTestOS(t testing.TB, n int, dist OS) *Lab {
 	t.Helper()
 	binDir := os.Getenv(EnvBinDir)
 	if binDir == "" {
@@ -38,11 +45,11 @@ func ForTest(t testing.TB, n int) *Lab {
 		}
 	})
 	start := time.Now()
-	l, err := Up(ctx, Options{Name: name, Machines: n, BinDir: binDir, StateDir: t.TempDir(), Logf: t.Logf})
+	l, err := Up(ctx, Options{Name: name, Machines: n, OS: dist, BinDir: binDir, StateDir: t.TempDir(), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("lab up: %v", err)
 	}
-	t.Logf("lab %s: %d Machines booted in %s", name, n, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("lab %s: %d %s Machines booted in %s", name, n, dist, time.Since(start).Round(100*time.Millisecond))
 	if err := l.LoadImage(ctx, TestAppImage); err != nil {
 		t.Fatalf("lab: %v", err)
 	}

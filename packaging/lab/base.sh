@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
-# Builds the lab Machine base image: Debian bookworm from debootstrap with
-# Docker, systemd and SSH, imported with `docker import`. The lab library
-# tags the result with the hash of this recipe, so it reruns only when the
-# recipe changes.
+# Builds a lab Machine base image: Debian SUITE (trixie or bookworm) from
+# debootstrap with that release's own Docker (docker.io), systemd and SSH,
+# imported with `docker import`. The lab library tags the result with the
+# hash of this recipe and the suite, so it reruns only when either changes.
 #
-# usage: base.sh IMAGE_TAG
+# The suite's packages come from the Debian mirror named by
+# PLOYZ_DEBIAN_MIRROR (default deb.debian.org); only the new root's own
+# sources.list names the suite, the host's apt sources are never touched.
+#
+# usage: base.sh SUITE IMAGE_TAG
 set -euo pipefail
-tag=${1:?usage: base.sh IMAGE_TAG}
+suite=${1:?usage: base.sh SUITE IMAGE_TAG}
+tag=${2:?usage: base.sh SUITE IMAGE_TAG}
 here=$(cd "$(dirname "$0")" && pwd)
 mirror=${PLOYZ_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-packages=$(grep -v '^#' "$here/packages.txt" | xargs | tr ' ' ',')
+if [ ! -e "/usr/share/debootstrap/scripts/$suite" ]; then
+  echo "lab: this host's debootstrap does not know Debian $suite; install a newer debootstrap and debian-archive-keyring" >&2
+  exit 1
+fi
+
+# Common packages, then the suite's own additions (package splits differ
+# between releases).
+lists=("$here/packages.txt")
+[ -f "$here/packages-$suite.txt" ] && lists+=("$here/packages-$suite.txt")
+packages=$(cat "${lists[@]}" | grep -v '^#' | xargs | tr ' ' ',')
 root=$(mktemp -d /var/tmp/ployz-lab-rootfs.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 
-echo "lab: debootstrap bookworm into $root (a few minutes, once per recipe change)"
-debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirror" >"$root.log" 2>&1 || {
+echo "lab: debootstrap $suite into $root (a few minutes, once per recipe change)"
+debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" >"$root.log" 2>&1 || {
   tail -n 30 "$root.log" >&2; rm -f "$root.log"; exit 1; }
 rm -f "$root.log"
 
@@ -46,4 +60,5 @@ echo "lab: importing $tag"
 tar -C "$root" --numeric-owner -c . | docker import \
   -c 'ENTRYPOINT ["/lib/systemd/systemd"]' \
   -c 'ENV container=docker' \
+  -c "LABEL ployz.lab.suite=$suite" \
   - "$tag" >/dev/null

@@ -144,9 +144,10 @@ func jumpFirst(table, parent, chain string) error {
 	return nil
 }
 
-// iptables runs iptables with the xtables lock wait, returning stdout.
+// iptables runs the iptables variant Docker uses (iptablesCommand) with the
+// xtables lock wait, returning stdout.
 func iptables(args ...string) (string, error) {
-	cmd := exec.Command("iptables", append([]string{"-w", "5"}, args...)...)
+	cmd := exec.Command(iptablesCommand(), append([]string{"-w", "5"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
