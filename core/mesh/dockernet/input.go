@@ -109,14 +109,12 @@ func RemoveInput(cfg Config) error {
 // xt is one family's iptables binary.
 type xt struct{ bin string }
 
-func xtFamilies() []xt { return []xt{{IPTables}, {IP6Tables}} }
-
-// The binaries the input filter drives; variables so a host with only
-// the legacy or only the nft variant can be pointed at it.
-var (
-	IPTables  = "iptables"
-	IP6Tables = "ip6tables"
-)
+// xtFamilies are the IPv4 and IPv6 binaries of the backend Docker uses
+// (iptables.go), so the input filter never lands in the other ruleset.
+func xtFamilies() []xt {
+	v4 := iptablesCommand()
+	return []xt{{v4}, {strings.Replace(v4, "iptables", "ip6tables", 1)}}
+}
 
 func (x xt) run(args ...string) (string, error) {
 	cmd := exec.Command(x.bin, append([]string{"-w", "5"}, args...)...)
