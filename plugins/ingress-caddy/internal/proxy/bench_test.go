@@ -155,7 +155,7 @@ func serveBenchProxy(b *testing.B, upstream string, t *benchTLS) (addr string, s
 	addr, scheme := listen, "http"
 	var tc *tls.Config
 	if t != nil {
-		n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: "127.0.0.1:0"})
+		n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: "127.0.0.1:0", NoAuth: true})
 		if err != nil {
 			cancel()
 			b.Fatal(err)
