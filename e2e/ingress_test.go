@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"regexp"
 	"strings"
 	"testing"
@@ -39,7 +41,12 @@ services:
 // could replay). Keep-alive stays on: connections that outlive a proxy
 // restart are part of what the loops test.
 func oneShot(c *http.Client, ip, host, path string) (int, string, error) {
-	req, err := http.NewRequest("POST", "http://"+ip+path, strings.NewReader("one shot"))
+	var reused, answered bool
+	trace := &httptrace.ClientTrace{
+		GotConn:              func(i httptrace.GotConnInfo) { reused = i.Reused },
+		GotFirstResponseByte: func() { answered = true },
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "POST", "http://"+ip+path, strings.NewReader("one shot"))
 	if err != nil {
 		return 0, "", err
 	}
@@ -47,6 +54,9 @@ func oneShot(c *http.Client, ip, host, path string) (int, string, error) {
 	req.Host = host
 	resp, err := c.Do(req)
 	if err != nil {
+		if reused && !answered {
+			err = fmt.Errorf("%w: %w", errIdleClosed, err)
+		}
 		return 0, "", err
 	}
 	defer resp.Body.Close()
@@ -56,6 +66,12 @@ func oneShot(c *http.Client, ip, host, path string) (int, string, error) {
 	}
 	return resp.StatusCode, string(b), nil
 }
+
+// errIdleClosed marks a request sent on a reused keep-alive connection
+// that the proxy closed without answering a byte: the request was never
+// processed (the case net/http itself retries for idempotent requests).
+// Ingress config reloads close idle connections this way (issue #15).
+var errIdleClosed = errors.New("keep-alive connection closed before any answer")
 
 // hostGet sends GET path with Host host to ip:80 from the test host.
 func hostGet(ip, host, path string) (int, string, error) {
