@@ -3,8 +3,6 @@ package dockernet
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"slices"
 	"strings"
 )
 
@@ -98,64 +96,20 @@ func RemoveForwarding(cfg Config) error {
 	return nil
 }
 
-// writeChain creates chain if needed and replaces its rules with rules.
+// writeChain, jumpFirst and iptables drive the IPv4 binary of the backend
+// Docker uses; input.go's xt does the work for both families.
 func writeChain(table, chain string, rules [][]string) error {
-	if _, err := iptables("-t", table, "-S", chain); err != nil {
-		if _, err := iptables("-t", table, "-N", chain); err != nil {
-			return fmt.Errorf("iptables %s %s: create: %w", table, chain, err)
-		}
-	}
-	if _, err := iptables("-t", table, "-F", chain); err != nil {
-		return fmt.Errorf("iptables %s %s: flush: %w", table, chain, err)
-	}
-	for _, r := range rules {
-		if _, err := iptables(slices.Concat([]string{"-t", table, "-A", chain}, r)...); err != nil {
-			return fmt.Errorf("iptables %s %s: add %v: %w", table, chain, r, err)
-		}
-	}
-	return nil
+	return ipv4().writeChain(table, chain, rules)
 }
 
 // jumpFirst makes "-j chain" the first rule of parent, exactly once.
-func jumpFirst(table, parent, chain string) error {
-	out, err := iptables("-t", table, "-S", parent)
-	if err != nil {
-		return fmt.Errorf("iptables %s %s: list: %w", table, parent, err)
-	}
-	jump := "-A " + parent + " -j " + chain
-	var rules []string
-	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "-A ") {
-			rules = append(rules, strings.TrimSpace(l))
-		}
-	}
-	if len(rules) > 0 && rules[0] == jump && slices.Index(rules[1:], jump) < 0 {
-		return nil
-	}
-	// Misplaced or duplicated: delete every copy, then insert one in front.
-	for slices.Contains(rules, jump) {
-		if _, err := iptables("-t", table, "-D", parent, "-j", chain); err != nil {
-			break
-		}
-	}
-	if _, err := iptables("-t", table, "-I", parent, "1", "-j", chain); err != nil {
-		return fmt.Errorf("iptables %s %s: insert jump to %s: %w", table, parent, chain, err)
-	}
-	return nil
-}
+func jumpFirst(table, parent, chain string) error { return ipv4().jumpFirst(table, parent, chain) }
 
-// iptables runs the iptables variant Docker uses (iptablesCommand) with the
-// xtables lock wait, returning stdout.
-func iptables(args ...string) (string, error) {
-	cmd := exec.Command(iptablesCommand(), append([]string{"-w", "5"}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return string(out), nil
-}
+// iptables runs the iptables variant Docker uses with the xtables lock
+// wait, returning stdout.
+func iptables(args ...string) (string, error) { return ipv4().run(args...) }
+
+func ipv4() xt { return xt{iptablesCommand()} }
 
 // enableSysctl writes want to a sysctl file unless it already holds it, so a
 // host whose /proc/sys is read-only but already set up (a container Machine)

@@ -116,6 +116,7 @@ func xtFamilies() []xt {
 	return []xt{{v4}, {strings.Replace(v4, "iptables", "ip6tables", 1)}}
 }
 
+// run runs x with the xtables lock wait, returning stdout.
 func (x xt) run(args ...string) (string, error) {
 	cmd := exec.Command(x.bin, append([]string{"-w", "5"}, args...)...)
 	var stderr strings.Builder
@@ -127,6 +128,7 @@ func (x xt) run(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// writeChain creates chain if needed and replaces its rules with rules.
 func (x xt) writeChain(table, chain string, rules [][]string) error {
 	if _, err := x.run("-t", table, "-S", chain); err != nil {
 		if _, err := x.run("-t", table, "-N", chain); err != nil {
@@ -144,6 +146,8 @@ func (x xt) writeChain(table, chain string, rules [][]string) error {
 	return nil
 }
 
+// jumpFirst makes "-j chain" the first rule of parent, exactly once;
+// a misplaced or duplicated jump is deleted and one inserted in front.
 func (x xt) jumpFirst(table, parent, chain string) error {
 	out, err := x.run("-t", table, "-S", parent)
 	if err != nil {
