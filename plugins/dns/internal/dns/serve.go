@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -62,19 +63,10 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	defer socks.Close()
 	h := NewHandler(cfg, log.Named("query"))
-	udp := &miekg.Server{PacketConn: socks.UDP, Handler: h, UDPSize: 4096}
-	tcp := &miekg.Server{Listener: socks.TCP, Handler: h, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- udp.ActivateAndServe() }()
-	go func() { errc <- tcp.ActivateAndServe() }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = udp.ShutdownContext(sctx)
-		_ = tcp.ShutdownContext(sctx)
-	}()
+	qs := newQueryServers(socks, h)
+	defer qs.stop()
 	_ = fdstore.Notify("READY=1\nSTATUS=waiting for the first load from the store")
-	log.Info("listening", "addr", cfg.ListenAddr, "machine", cfg.Machine, "upstreams", cfg.Spec.Upstreams)
+	log.Info("bound; answering after the first load", "addr", cfg.ListenAddr, "machine", cfg.Machine, "upstreams", cfg.Spec.Upstreams)
 
 	src := o.Source
 	if src == nil {
@@ -83,6 +75,7 @@ func Serve(ctx context.Context, o Options) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go Load(lctx, h, src, o.Interval, log.Named("load"), func() {
+		qs.start()
 		_ = fdstore.Notify("STATUS=serving")
 		if o.OnServing != nil {
 			o.OnServing(h)
@@ -98,7 +91,7 @@ func Serve(ctx context.Context, o Options) error {
 		case <-ctx.Done():
 			log.Info("stopping")
 			return nil
-		case err := <-errc:
+		case err := <-qs.errc:
 			return fmt.Errorf("dns server on %s: %w", cfg.ListenAddr, err)
 		case <-tick.C:
 		}
@@ -152,4 +145,74 @@ func runProbe(ctx context.Context, bin, spec string) error {
 		return fmt.Errorf("%s --probe: %w: %s", bin, err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// queryServers read the sockets only from the first load on. A query that
+// arrives earlier waits in the socket (which the fd store keeps across
+// restarts) instead of being read and left unanswered: a restart delays
+// queries, it never loses one.
+type queryServers struct {
+	servers  []*miekg.Server
+	up       []chan struct{} // closed once that server reads its socket
+	done     []chan struct{} // closed once that server's loop returned
+	errc     chan error
+	once     sync.Once
+	mu       sync.Mutex
+	launched bool
+	stopped  bool
+}
+
+func newQueryServers(socks *Sockets, h *Handler) *queryServers {
+	qs := &queryServers{errc: make(chan error, 2), servers: []*miekg.Server{
+		{PacketConn: socks.UDP, Handler: h, UDPSize: 4096},
+		{Listener: socks.TCP, Handler: h, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second},
+	}}
+	for _, srv := range qs.servers {
+		up := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(up) }
+		qs.up = append(qs.up, up)
+		qs.done = append(qs.done, make(chan struct{}))
+	}
+	return qs
+}
+
+// start begins answering, once; never after stop.
+func (qs *queryServers) start() {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if qs.stopped {
+		return
+	}
+	qs.once.Do(func() {
+		qs.launched = true
+		for i, srv := range qs.servers {
+			go func() {
+				err := srv.ActivateAndServe()
+				close(qs.done[i])
+				qs.errc <- err
+			}()
+		}
+	})
+}
+
+// stop shuts down the servers that started, letting queries already read
+// be answered (bounded at 5 s).
+func (qs *queryServers) stop() {
+	qs.mu.Lock()
+	qs.stopped = true
+	launched := qs.launched
+	qs.mu.Unlock()
+	if !launched {
+		return // nothing ever read the sockets
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i, srv := range qs.servers {
+		select {
+		case <-qs.up[i]:
+			_ = srv.ShutdownContext(ctx)
+		case <-qs.done[i]: // failed to start: nothing reads its socket
+		case <-ctx.Done():
+		}
+	}
 }

@@ -151,11 +151,32 @@ func TestServeFromStore(t *testing.T) {
 	if r, err := query(t, listen, "api.demo-prod.internal", miekg.TypeA); err == nil {
 		t.Fatalf("answered before the first load from the store: %v", r)
 	}
+	// A query that arrives before the first load waits in the socket and is
+	// answered once the load is in: unanswered, never dropped.
+	early, err := net.Dial("udp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	eq := new(miekg.Msg)
+	eq.SetQuestion("api.demo-prod.internal.", miekg.TypeA)
+	eb, _ := eq.Pack()
+	if _, err := early.Write(eb); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
 	st.start()
 	select {
 	case <-served:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no first load after the store came up")
+	}
+	early.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck
+	buf := make([]byte, 4096)
+	n, err := early.Read(buf)
+	ea := new(miekg.Msg)
+	if err != nil || ea.Unpack(buf[:n]) != nil || ea.Id != eq.Id || len(ea.Answer) != 3 {
+		t.Fatalf("the query sent before the first load was not answered after it: %v %v", ea, err)
 	}
 	r, err := query(t, listen, "api.demo-prod.internal", miekg.TypeA)
 	if err != nil || len(r.Answer) != 3 {
