@@ -191,18 +191,15 @@ func TestInternalDNS(t *testing.T) {
 			t.Fatalf("query loop: %q: %v", out, err)
 		}
 		t.Logf("query loop across 3 DNS restarts and a ployzd kill+restart: %+v", res)
-		// A restart parks the socket in the fd store: queries wait, none is
-		// lost. A query answered after its 1 s try is "late"; the restart gap
-		// behind it is issue #15's to shrink, so it is reported, and a query
-		// never answered at all fails the test.
-		if res.Lost != 0 || res.Failed != res.Late || res.Queries != 6000 {
+		// A restart parks the socket in the fd store and the new process reads
+		// it only after its first load: queries wait, none is lost, and the
+		// wait stays well under a stub resolver's 1 s try. The loop tells a
+		// lost query (never answered) from a late one (answered after 1 s).
+		if res.Failed != 0 || res.Queries != 6000 {
 			journal, _ := l.Exec(ctx, "m1", "journalctl", "-u", "ployz-dns.service", "--no-pager", "-n", "60")
 			status, _ := l.Exec(ctx, "m1", "systemctl", "status", "--no-pager", "ployz-dns.service")
 			t.Logf("ployz-dns on m1:\n%s\n%s", status, journal)
-			t.Fatalf("%d of %d queries lost, %d failed, %d answered late (last: %s)", res.Lost, res.Queries, res.Failed, res.Late, res.LastFail)
-		}
-		if res.Late > 0 {
-			t.Logf("%d queries answered after their 1 s try (latest %s after it was sent): the restart gap exceeded the timeout", res.Late, res.MaxLate)
+			t.Fatalf("%d of %d queries failed: %d lost, %d answered after their 1 s try (latest %s) (last: %s)", res.Failed, res.Queries, res.Lost, res.Late, res.MaxLate, res.LastFail)
 		}
 		// One attempt per query, as a stub resolver's first try: a restart
 		// may delay a query (its socket waits in the fd store) but never
