@@ -27,7 +27,7 @@ func readStream(t *testing.T, data []byte, strict bool) ([]Event, error) {
 		}
 		got <- evs
 	}()
-	err := s.read(context.Background(), json.NewDecoder(bytes.NewReader(data)))
+	err := s.read(context.Background(), json.NewDecoder(bytes.NewReader(data)), false)
 	close(s.events)
 	return <-got, err
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,7 +78,12 @@ type Event struct {
 
 // SubscribeOptions tunes a subscription.
 type SubscribeOptions struct {
-	SkipRows bool // no initial rows, only eoq and changes
+	// SkipRows asks for no snapshot at all (Corrosion's skip_rows): no
+	// columns, rows or eoq, only changes from now on; Columns stays nil.
+	// Until its first change such a subscription cannot resume exactly
+	// (Corrosion resumes ?from=0 at the current change), so changes made
+	// while it is reconnecting before then may be missed.
+	SkipRows bool
 	// MaxRetry bounds how long reconnect attempts may keep failing before
 	// the subscription ends with an error; default 60 s.
 	MaxRetry time.Duration
@@ -107,6 +114,12 @@ type Subscription struct {
 	err    error
 	last   int64
 	done   chan struct{}
+
+	// snap holds the snapshot rows (row id -> values) while no change has
+	// arrived: a resume at change 0 gets a fresh snapshot (Corrosion treats
+	// ?from=0 as "from the start"), which is turned into the changes that
+	// lead from this one to it.
+	snap map[int64][]any
 }
 
 // Subscribe starts a subscription on st.
@@ -135,13 +148,18 @@ func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOpti
 		return nil, fmt.Errorf("subscription answer has no corro-query-id header")
 	}
 	dec := json.NewDecoder(resp.Body)
-	var first rawEvent
-	if err := dec.Decode(&first); err != nil || first.Columns == nil {
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("subscription %s: first event is not columns: %v", s.ID, err)
+	if !opts.SkipRows {
+		// With skip_rows Corrosion sends no columns line: the stream
+		// starts with the first change, whenever that comes.
+		var first rawEvent
+		if err := dec.Decode(&first); err != nil || first.Columns == nil {
+			resp.Body.Close()
+			cancel()
+			return nil, fmt.Errorf("subscription %s: first event is not columns: %v", s.ID, err)
+		}
+		s.Columns = first.Columns
+		s.snap = map[int64][]any{}
 	}
-	s.Columns = first.Columns
 	go s.run(ctx, resp, dec)
 	return s, nil
 }
@@ -171,8 +189,8 @@ func (s *Subscription) run(ctx context.Context, resp *http.Response, dec *json.D
 	defer close(s.events)
 	var failingSince time.Time
 	backoff := 50 * time.Millisecond
-	for {
-		err := s.read(ctx, dec)
+	for resumed := false; ; resumed = true {
+		err := s.read(ctx, dec, resumed)
 		resp.Body.Close()
 		if ctx.Err() != nil {
 			return
@@ -193,6 +211,9 @@ func (s *Subscription) run(ctx context.Context, resp *http.Response, dec *json.D
 			case <-time.After(backoff):
 			}
 			path := "/v1/subscriptions/" + s.ID + "?from=" + strconv.FormatInt(s.LastChangeID(), 10)
+			if s.opts.SkipRows {
+				path += "&skip_rows=true"
+			}
 			resp, err = s.c.do(ctx, "GET", path, nil)
 			if err == nil {
 				dec = json.NewDecoder(resp.Body)
@@ -225,61 +246,118 @@ func (s *Subscription) setErr(err error) {
 }
 
 // read delivers events until the stream ends; a transport error returns a
-// plain error (reconnect), an error event returns *fatalError.
-func (s *Subscription) read(ctx context.Context, dec *json.Decoder) error {
+// plain error (reconnect), an error event returns *fatalError. After a
+// resume, a snapshot (the server's answer to ?from=0) is folded into
+// change events against the snapshot already delivered.
+func (s *Subscription) read(ctx context.Context, dec *json.Decoder, resumed bool) error {
+	var again map[int64][]any // rows of a snapshot re-sent on resume
 	for {
 		var ev rawEvent
 		if err := dec.Decode(&ev); err != nil {
 			return fmt.Errorf("subscription %s stream: %w", s.ID, err)
 		}
-		var out Event
+		var out []Event
 		switch {
 		case ev.Error != nil:
 			return &fatalError{msg: "subscription " + s.ID + ": " + *ev.Error}
 		case ev.Columns != nil:
-			continue // repeated on every resume
+			if resumed {
+				again = map[int64][]any{}
+			}
+			continue
 		case ev.Row != nil:
 			id, vals, err := decodeRow(ev.Row)
 			if err != nil {
 				return &fatalError{msg: err.Error()}
 			}
-			out = Event{Kind: EventRow, RowID: id, Values: vals}
-		case ev.EOQ != nil:
-			out = Event{Kind: EventEOQ}
-			if ev.EOQ.ChangeID != nil {
-				out.ChangeID = *ev.EOQ.ChangeID
-				s.mu.Lock()
-				s.last = out.ChangeID
-				s.mu.Unlock()
+			if again != nil {
+				again[id] = vals
+				continue
 			}
+			if s.snap != nil {
+				s.snap[id] = vals
+			}
+			out = []Event{{Kind: EventRow, RowID: id, Values: vals}}
+		case ev.EOQ != nil:
+			var changeID int64
+			if ev.EOQ.ChangeID != nil {
+				changeID = *ev.EOQ.ChangeID
+			}
+			if again != nil {
+				out = s.snapshotChanges(again, changeID)
+				again = nil
+			} else {
+				out = []Event{{Kind: EventEOQ, ChangeID: changeID}}
+			}
+			s.mu.Lock()
+			s.last = changeID
+			if changeID > 0 {
+				s.snap = nil
+			}
+			s.mu.Unlock()
 		case ev.Change != nil:
-			var err error
-			if out, err = decodeChange(ev.Change); err != nil {
+			ch, err := decodeChange(ev.Change)
+			if err != nil {
 				return &fatalError{msg: err.Error()}
 			}
 			s.mu.Lock()
-			if out.ChangeID <= s.last { // already delivered before a reconnect
+			if ch.ChangeID <= s.last { // already delivered before a reconnect
 				last := s.last
 				s.mu.Unlock()
 				if s.opts.Strict {
-					return &fatalError{msg: fmt.Sprintf("subscription %s: change %d repeated (last delivered %d)", s.ID, out.ChangeID, last)}
+					return &fatalError{msg: fmt.Sprintf("subscription %s: change %d repeated (last delivered %d)", s.ID, ch.ChangeID, last)}
 				}
 				continue
 			}
-			s.last = out.ChangeID
+			s.last = ch.ChangeID
+			s.snap = nil
 			s.mu.Unlock()
+			out = []Event{ch}
 		default:
 			if s.opts.Strict {
 				return &fatalError{msg: "subscription " + s.ID + ": unknown event"}
 			}
 			continue // a newer server's event kind
 		}
-		select {
-		case s.events <- out:
-		case <-ctx.Done():
-			return ctx.Err()
+		for _, e := range out {
+			select {
+			case s.events <- e:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
+}
+
+// snapshotChanges turns a snapshot re-sent on resume into the changes from
+// the delivered snapshot to it, all carrying the snapshot's change id.
+func (s *Subscription) snapshotChanges(now map[int64][]any, changeID int64) []Event {
+	var out []Event
+	for _, id := range sortedIDs(s.snap) {
+		if _, ok := now[id]; !ok {
+			out = append(out, Event{Kind: EventChange, ChangeKind: "delete", RowID: id, Values: s.snap[id], ChangeID: changeID})
+		}
+	}
+	for _, id := range sortedIDs(now) {
+		old, ok := s.snap[id]
+		switch {
+		case !ok:
+			out = append(out, Event{Kind: EventChange, ChangeKind: "insert", RowID: id, Values: now[id], ChangeID: changeID})
+		case !reflect.DeepEqual(old, now[id]):
+			out = append(out, Event{Kind: EventChange, ChangeKind: "update", RowID: id, Values: now[id], ChangeID: changeID})
+		}
+	}
+	s.snap = now
+	return out
+}
+
+func sortedIDs(m map[int64][]any) []int64 {
+	ids := make([]int64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func decodeChange(raw []json.RawMessage) (Event, error) {

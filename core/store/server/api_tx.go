@@ -122,5 +122,5 @@ func (n *Node) handleQueries(w http.ResponseWriter, r *http.Request) {
 		_ = enc.Encode(map[string]string{"error": err.Error()})
 		return
 	}
-	_ = enc.Encode(map[string]any{"eoq": map[string]any{"time": time.Since(start).Seconds()}})
+	_, _ = w.Write(append(eoqLine(time.Since(start), nil), '\n'))
 }

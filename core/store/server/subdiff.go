@@ -201,33 +201,35 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 }
 
 // attach registers a listener and returns the events to send before live
-// ones: the current rows (unless skipRows) and eoq, or, with from, every
-// retained change after that change id.
+// ones, as Corrosion does: without from (or from=0) the snapshot —
+// columns, rows and eoq with the last change id — unless skipRows, which
+// sends nothing before live changes; with from > 0 only the retained
+// change events after it. A from older than the retained log is an error.
 func (s *sub) attach(ctx context.Context, from *int64, skipRows bool) ([][]byte, *listener, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var backlog [][]byte
-	cols, _ := json.Marshal(map[string]any{"columns": s.cols})
-	backlog = append(backlog, cols)
-	if from == nil {
+	switch {
+	case (from == nil || *from == 0) && skipRows:
+	case from == nil || *from == 0:
 		start := time.Now()
-		if !skipRows {
-			for _, key := range s.order {
-				r := s.rows[key]
-				line, _ := json.Marshal(map[string]any{"row": []any{r.id, r.vals}})
-				backlog = append(backlog, line)
-			}
+		cols, _ := json.Marshal(map[string]any{"columns": s.cols})
+		backlog = append(backlog, cols)
+		for _, key := range s.order {
+			r := s.rows[key]
+			line, _ := json.Marshal(map[string]any{"row": []any{r.id, r.vals}})
+			backlog = append(backlog, line)
 		}
-		eoq, _ := json.Marshal(map[string]any{"eoq": map[string]any{"time": time.Since(start).Seconds(), "change_id": s.last}})
-		backlog = append(backlog, eoq)
-	} else if *from < s.last {
+		last := s.last
+		backlog = append(backlog, eoqLine(time.Since(start), &last))
+	case *from < s.last:
 		var oldest int64
 		err := s.m.db.QueryRowContext(ctx, `SELECT coalesce(min(change_id),0) FROM sub_changes WHERE sub=?`, s.id).Scan(&oldest)
 		if err != nil {
 			return nil, nil, fmt.Errorf("subscription %s: read change log: %w", s.id, err)
 		}
-		if *from < oldest-1 {
-			return nil, nil, fmt.Errorf("change id %d is older than the retained change log (oldest %d); subscribe again", *from, oldest)
+		if *from+1 < oldest {
+			return nil, nil, fmt.Errorf("subscription already deleted older changes, min change id: %d", oldest)
 		}
 		rows, err := s.m.db.QueryContext(ctx, `SELECT line FROM sub_changes WHERE sub=? AND change_id>? ORDER BY change_id`, s.id, *from)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -28,7 +29,7 @@ const changeRetention = 10000
 // subscribes again).
 const (
 	maxSubscriptions = 1024
-	subIdleTTL       = time.Hour
+	subIdleTTL       = 10 * time.Minute // Corrosion's MAX_UNSUB_TIME
 	subGCInterval    = time.Minute
 )
 
@@ -37,6 +38,31 @@ type errTooManySubs struct{ max int }
 
 func (e errTooManySubs) Error() string {
 	return fmt.Sprintf("subscription limit reached: the server keeps at most %d distinct subscriptions; reuse an identical query or wait for idle ones to expire", e.max)
+}
+
+// errFromWithoutSub refuses ?from= on a query nobody subscribed to yet.
+var errFromWithoutSub = errors.New("a `from` query param was supplied, but no existing subscription found")
+
+// errorLine is Corrosion's error event.
+func errorLine(err error) []byte {
+	line, _ := json.Marshal(map[string]string{"error": err.Error()})
+	return line
+}
+
+// eoqEvent is Corrosion's end-of-query event, fields in its order;
+// queries carry no change id.
+type eoqEvent struct {
+	EOQ struct {
+		Time     float64 `json:"time"`
+		ChangeID *int64  `json:"change_id,omitempty"`
+	} `json:"eoq"`
+}
+
+func eoqLine(elapsed time.Duration, changeID *int64) []byte {
+	var e eoqEvent
+	e.EOQ.Time, e.EOQ.ChangeID = elapsed.Seconds(), changeID
+	line, _ := json.Marshal(e)
+	return line
 }
 
 // listenerBuffer is how many events a slow reader may lag before it is cut off.
@@ -210,8 +236,9 @@ func (m *subManager) get(id string) *sub {
 }
 
 // subscribe returns the subscription for st, creating it when no identical
-// (normalised SQL and parameters) subscription exists.
-func (m *subManager) subscribe(ctx context.Context, st Statement) (*sub, error) {
+// (normalised SQL and parameters) subscription exists; with create unset
+// an absent subscription is errFromWithoutSub.
+func (m *subManager) subscribe(ctx context.Context, st Statement, create bool) (*sub, error) {
 	params, _ := json.Marshal(st.Params)
 	norm := strings.Join(strings.Fields(st.Query), " ")
 	sum := sha256.Sum256([]byte(norm + "\x00" + string(params)))
@@ -222,6 +249,9 @@ func (m *subManager) subscribe(ctx context.Context, st Statement) (*sub, error) 
 	m.mu.Unlock()
 	if existing != nil {
 		return existing, nil
+	}
+	if !create {
+		return nil, errFromWithoutSub
 	}
 	if len(st.Named) > 0 {
 		return nil, fmt.Errorf("named parameters are not supported in subscriptions; use positional parameters")
@@ -342,7 +372,7 @@ func (s *sub) run() {
 
 // fail sends a fatal error event to every listener and drops them.
 func (s *sub) fail(err error) {
-	line, _ := json.Marshal(map[string]string{"error": err.Error()})
+	line := errorLine(err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for l := range s.listeners {
