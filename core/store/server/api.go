@@ -106,39 +106,66 @@ func sqlStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (n *Node) handleHealth(w http.ResponseWriter, r *http.Request) {
+// healthResponse is Corrosion's HealthResponse::Response, in its field
+// order, plus this store's actor id and version vector.
+type healthResponse struct {
+	Gaps      int64            `json:"gaps"`
+	Members   int64            `json:"members"`
+	P99Lag    float64          `json:"p99_lag"`
+	QueueSize uint64           `json:"queue_size"`
+	ActorID   string           `json:"actor_id"`
+	Vector    map[string]int64 `json:"vector"`
+}
+
+// healthQuery is Corrosion's HealthQuery; an unparsable value is ignored,
+// as an absent one.
+type healthQuery struct {
+	gaps, maxQueue, queueSize *int64
+	p99Lag                    *float64
+	failureStatus             int
+}
+
+func parseHealthQuery(r *http.Request) healthQuery {
 	q := r.URL.Query()
+	h := healthQuery{failureStatus: http.StatusServiceUnavailable}
+	intOf := func(name string) *int64 {
+		if v, err := strconv.ParseInt(q.Get(name), 10, 64); err == nil {
+			return &v
+		}
+		return nil
+	}
+	h.gaps, h.maxQueue, h.queueSize = intOf("gaps"), intOf("max_queue"), intOf("queue_size")
+	if v, err := strconv.ParseFloat(q.Get("p99_lag"), 64); err == nil {
+		h.p99Lag = &v
+	}
+	if v, err := strconv.Atoi(q.Get("failure_status")); err == nil && v >= 100 && v < 1000 {
+		h.failureStatus = v
+	}
+	return h
+}
+
+// unhealthy applies Corrosion's rule: too many gaps, or a queue over
+// max_queue, or a p99 lag over p99_lag unless the queue is within
+// queue_size (queue_size only qualifies the lag threshold).
+func (h healthQuery) unhealthy(gaps, queue int64, lag float64) bool {
+	over := func(limit *int64, v int64) bool { return limit != nil && v > *limit }
+	return over(h.gaps, gaps) || over(h.maxQueue, queue) ||
+		(h.p99Lag != nil && lag > *h.p99Lag && (h.queueSize == nil || queue > *h.queueSize))
+}
+
+func (n *Node) handleHealth(w http.ResponseWriter, r *http.Request) {
 	book := n.eng.Book()
-	members := 0
+	var members int64
 	for _, m := range n.Members() {
 		if m.State == "up" || m.State == "suspect" {
 			members++
 		}
 	}
-	resp := map[string]any{
-		"gaps":       book.Gaps(),
-		"members":    members,
-		"p99_lag":    0.0,
-		"queue_size": len(n.applyCh),
-		"actor_id":   n.eng.Site(),
-		"vector":     book.Vector(),
-	}
+	resp := healthResponse{Gaps: book.Gaps(), Members: members, QueueSize: uint64(len(n.applyCh)),
+		ActorID: n.eng.Site(), Vector: book.Vector()}
 	status := http.StatusOK
-	fail := http.StatusServiceUnavailable
-	if fs := q.Get("failure_status"); fs != "" {
-		if v, err := strconv.Atoi(fs); err == nil && v >= 100 && v < 600 {
-			fail = v
-		}
-	}
-	if g := q.Get("gaps"); g != "" {
-		if v, err := strconv.ParseInt(g, 10, 64); err == nil && book.Gaps() > v {
-			status = fail
-		}
-	}
-	if qs := q.Get("queue_size"); qs != "" {
-		if v, err := strconv.Atoi(qs); err == nil && len(n.applyCh) > v {
-			status = fail
-		}
+	if h := parseHealthQuery(r); h.unhealthy(resp.Gaps, int64(resp.QueueSize), resp.P99Lag) {
+		status = h.failureStatus
 	}
 	writeJSON(w, status, map[string]any{"response": resp})
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/ployz/ployz/core/store/crdt"
 )
 
+// execResult is Corrosion's untagged ExecResult: {"rows_affected","time"}
+// or {"error"}.
 type execResult struct {
-	RowsAffected *int64  `json:"rows_affected,omitempty"`
-	Time         float64 `json:"time"`
-	Error        string  `json:"error,omitempty"`
+	RowsAffected *int64   `json:"rows_affected,omitempty"`
+	Time         *float64 `json:"time,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }
 
 type execResponse struct {
@@ -29,12 +31,12 @@ func (n *Node) handleTransactions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(stmts) == 0 {
-		writeError(w, http.StatusBadRequest, "transaction has no statements")
+		n.execFailed(w, http.StatusBadRequest, "at least 1 statement is required")
 		return
 	}
 	ctx, cancel, err := withTimeout(r, time.Minute)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+		n.execFailed(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	defer cancel()
@@ -46,25 +48,28 @@ func (n *Node) handleTransactions(w http.ResponseWriter, r *http.Request) {
 	}
 	results, version, err := n.eng.Exec(ctx, args)
 	if err != nil {
-		status := http.StatusInternalServerError
+		// Corrosion answers every failed transaction, a refused or
+		// malformed statement included, 500 with an ExecResponse; the
+		// message is the SQLite (or authorizer) error itself.
 		var se *crdt.StmtError
 		if errors.As(err, &se) {
-			status = sqlStatus(se.Err)
+			err = se.Err
 		}
-		fail(w, status, start, "%v", err)
+		n.execFailed(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	resp := execResponse{Time: time.Since(start).Seconds(), Version: version, ActorID: n.eng.Site()}
 	for _, res := range results {
-		ra := res.RowsAffected
-		resp.Results = append(resp.Results, execResult{RowsAffected: &ra, Time: res.Time})
+		ra, t := res.RowsAffected, res.Time
+		resp.Results = append(resp.Results, execResult{RowsAffected: &ra, Time: &t})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func fail(w http.ResponseWriter, status int, start time.Time, format string, a ...any) {
-	msg := sprintf(format, a...)
-	writeJSON(w, status, execResponse{Results: []execResult{{Error: msg}}, Time: time.Since(start).Seconds()})
+// execFailed answers Corrosion's failed ExecResponse: one error result,
+// time 0, no version, this node's actor id.
+func (n *Node) execFailed(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, execResponse{Results: []execResult{{Error: msg}}, ActorID: n.eng.Site()})
 }
 
 func (n *Node) handleQueries(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,8 @@ import (
 
 // TestBadInput sends malformed or forbidden requests and checks each gets
 // a clear error with the right status while the database stays unchanged.
+// A transaction whose statement fails or is refused answers 500 with an
+// ExecResponse, as Corrosion does; a body that does not parse answers 400.
 func TestBadInput(t *testing.T) {
 	n := startAPINode(t, "secret", func(c *Config) { c.MaxBodyBytes = 4096 })
 	seed := doRequest(t, n, "secret", "POST", "/v1/transactions", []byte(`["INSERT INTO kv (k, v) VALUES ('a', 'one')"]`))
@@ -35,24 +37,24 @@ func TestBadInput(t *testing.T) {
 		{"malformed JSON", "secret", "POST", "/v1/transactions", `["DELETE FROM kv"`, 400, "malformed JSON"},
 		{"not a statement", "secret", "POST", "/v1/transactions", `[42]`, 400, "statement must be"},
 		{"object without query", "secret", "POST", "/v1/transactions", `[{"params":[]}]`, 400, `"query"`},
-		{"empty transaction", "secret", "POST", "/v1/transactions", `[]`, 400, "no statements"},
-		{"bad SQL", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "DELET FROM kv"]`, 400, "statement 1"},
-		{"unknown table", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO nope VALUES (1)"]`, 400, "no such table: nope"},
-		{"unknown column", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "UPDATE kv SET zz = 1"]`, 400, "no such column: zz"},
-		{"NOT NULL violated", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO kv (k, v) VALUES ('b', NULL)"]`, 400, "kv.v"},
-		{"primary key conflict", "secret", "POST", "/v1/transactions", `["DELETE FROM kv WHERE k = 'zz'", "INSERT INTO kv (k) VALUES ('a')"]`, 400, "kv.k"},
-		{"schema change", "secret", "POST", "/v1/transactions", `["CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "schema change (CREATE)"},
-		{"comment before DDL", "secret", "POST", "/v1/transactions", `["/* c */ CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "schema change (CREATE)"},
-		{"line comment before DROP", "secret", "POST", "/v1/transactions", `["-- c\nDROP TABLE kv"]`, 400, "schema change (DROP)"},
-		{"DDL after DML", "secret", "POST", "/v1/transactions", `["DELETE FROM kv; CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 400, "more than one statement"},
-		{"two DML statements", "secret", "POST", "/v1/transactions", `["DELETE FROM kv; DELETE FROM kv"]`, 400, "more than one statement"},
-		{"attach", "secret", "POST", "/v1/transactions", `["ATTACH DATABASE '` + attachPath + `' AS x"]`, 400, "ATTACH is not allowed"},
-		{"pragma write", "secret", "POST", "/v1/transactions", `["PRAGMA journal_mode=DELETE"]`, 400, "PRAGMA journal_mode is not allowed"},
-		{"trigger", "secret", "POST", "/v1/transactions", `["CREATE TRIGGER t AFTER INSERT ON kv BEGIN DELETE FROM kv; END"]`, 400, "not allowed"},
-		{"temp table", "secret", "POST", "/v1/transactions", `["INSERT INTO temp.__ployz_pending(tbl, pk, col) VALUES ('kv', 'x', 'v')"]`, 400, "not allowed"},
-		{"read metadata in write", "secret", "POST", "/v1/transactions", `["INSERT INTO kv(k, v) SELECT site, 'x' FROM __ployz_clock"]`, 400, "reading main.__ployz_clock"},
-		{"transaction control", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "COMMIT", "INSERT INTO nope VALUES (1)"]`, 400, "transaction control"},
-		{"metadata write", "secret", "POST", "/v1/transactions", `["DELETE FROM __ployz_clock"]`, 400, "DELETE on main.__ployz_clock (not a table of the schema) is not allowed"},
+		{"empty transaction", "secret", "POST", "/v1/transactions", `[]`, 400, "at least 1 statement is required"},
+		{"bad SQL", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "DELET FROM kv"]`, 500, "syntax error"},
+		{"unknown table", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO nope VALUES (1)"]`, 500, "no such table: nope"},
+		{"unknown column", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "UPDATE kv SET zz = 1"]`, 500, "no such column: zz"},
+		{"NOT NULL violated", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "INSERT INTO kv (k, v) VALUES ('b', NULL)"]`, 500, "kv.v"},
+		{"primary key conflict", "secret", "POST", "/v1/transactions", `["DELETE FROM kv WHERE k = 'zz'", "INSERT INTO kv (k) VALUES ('a')"]`, 500, "kv.k"},
+		{"schema change", "secret", "POST", "/v1/transactions", `["CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 500, "schema change (CREATE)"},
+		{"comment before DDL", "secret", "POST", "/v1/transactions", `["/* c */ CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 500, "schema change (CREATE)"},
+		{"line comment before DROP", "secret", "POST", "/v1/transactions", `["-- c\nDROP TABLE kv"]`, 500, "schema change (DROP)"},
+		{"DDL after DML", "secret", "POST", "/v1/transactions", `["DELETE FROM kv; CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"]`, 500, "more than one statement"},
+		{"two DML statements", "secret", "POST", "/v1/transactions", `["DELETE FROM kv; DELETE FROM kv"]`, 500, "more than one statement"},
+		{"attach", "secret", "POST", "/v1/transactions", `["ATTACH DATABASE '` + attachPath + `' AS x"]`, 500, "ATTACH is not allowed"},
+		{"pragma write", "secret", "POST", "/v1/transactions", `["PRAGMA journal_mode=DELETE"]`, 500, "PRAGMA journal_mode is not allowed"},
+		{"trigger", "secret", "POST", "/v1/transactions", `["CREATE TRIGGER t AFTER INSERT ON kv BEGIN DELETE FROM kv; END"]`, 500, "not allowed"},
+		{"temp table", "secret", "POST", "/v1/transactions", `["INSERT INTO temp.__ployz_pending(tbl, pk, col) VALUES ('kv', 'x', 'v')"]`, 500, "not allowed"},
+		{"read metadata in write", "secret", "POST", "/v1/transactions", `["INSERT INTO kv(k, v) SELECT site, 'x' FROM __ployz_clock"]`, 500, "reading main.__ployz_clock"},
+		{"transaction control", "secret", "POST", "/v1/transactions", `["DELETE FROM kv", "COMMIT", "INSERT INTO nope VALUES (1)"]`, 500, "transaction control"},
+		{"metadata write", "secret", "POST", "/v1/transactions", `["DELETE FROM __ployz_clock"]`, 500, "DELETE on main.__ployz_clock (not a table of the schema) is not allowed"},
 		{"write through query", "secret", "POST", "/v1/queries", `"DELETE FROM kv"`, 400, "DELETE on main.kv in a query is not allowed"},
 		{"attach through query", "secret", "POST", "/v1/queries", `"ATTACH DATABASE '` + attachPath + `' AS x"`, 400, "ATTACH in a query is not allowed"},
 		{"comment DDL through query", "secret", "POST", "/v1/queries", `"/* c */ CREATE TABLE t2 (id TEXT PRIMARY KEY NOT NULL)"`, 400, "schema change (CREATE) in a query is not allowed"},

@@ -227,3 +227,71 @@ func TestCorrosionResumeAfterRestart(t *testing.T) {
 	all := openStream(t, n, "GET", "/v1/subscriptions/"+id+"?from=0", "")
 	all.expect(t, `{"columns":["k","v"]}`, `{"row":[1,["a","10"]]}`, `{"row":[3,["c","3"]]}`, `{"eoq":{"time":0,"change_id":5}}`)
 }
+
+// TestCorrosionExecResponses pins the bodies of failed and empty
+// transactions: Corrosion's ExecResponse, with the error as the only field
+// of its result, time 0, no version and the actor id.
+func TestCorrosionExecResponses(t *testing.T) {
+	n := startAPINode(t, "secret", nil)
+	actor := n.Engine().Site()
+	cases := []struct {
+		body   string
+		status int
+		want   string
+	}{
+		{`[]`, 400, `{"results":[{"error":"at least 1 statement is required"}],"time":0,"version":null,"actor_id":"` + actor + `"}`},
+		{`["INSERT INTO kv (k, v) VALUES ('a', 'x')", "INSERT INTO nope VALUES (1)"]`, 500,
+			`{"results":[{"error":"SQL logic error: no such table: nope (1)"}],"time":0,"version":null,"actor_id":"` + actor + `"}`},
+		{`["DROP TABLE kv"]`, 500,
+			`{"results":[{"error":"schema change (DROP) is not allowed through the store API"}],"time":0,"version":null,"actor_id":"` + actor + `"}`},
+	}
+	for _, c := range cases {
+		r := doRequest(t, n, "secret", "POST", "/v1/transactions", []byte(c.body))
+		if got := bodyOf(t, r); r.StatusCode != c.status || got != c.want+"\n" {
+			t.Errorf("%s:\n got  %d %s\n want %d %s", c.body, r.StatusCode, got, c.status, c.want)
+		}
+	}
+	r := doRequest(t, n, "secret", "POST", "/v1/transactions", []byte(`["INSERT INTO kv (k, v) VALUES ('a', 'x')"]`))
+	if got := timeRe.ReplaceAllString(bodyOf(t, r), `"time":0`); got != `{"results":[{"rows_affected":1,"time":0}],"time":0,"version":1,"actor_id":"`+actor+`"}`+"\n" {
+		t.Errorf("success body %s", got)
+	}
+	r = doRequest(t, n, "secret", "GET", "/v1/health", nil)
+	if got := bodyOf(t, r); got != `{"response":{"gaps":0,"members":0,"p99_lag":0,"queue_size":0,"actor_id":"`+actor+`","vector":{"`+actor+`":1}}}`+"\n" {
+		t.Errorf("health body %s", got)
+	}
+}
+
+// TestCorrosionHealthThresholds checks Corrosion's rule: gaps and
+// max_queue are thresholds of their own; queue_size only qualifies p99_lag.
+func TestCorrosionHealthThresholds(t *testing.T) {
+	cases := []struct {
+		query        string
+		gaps, queue  int64
+		lag          float64
+		wantUnhealty bool
+	}{
+		{"", 5, 100, 9, false},
+		{"gaps=4", 5, 0, 0, true},
+		{"gaps=5", 5, 0, 0, false},
+		{"max_queue=10", 0, 11, 0, true},
+		{"max_queue=10", 0, 10, 0, false},
+		{"queue_size=10", 0, 1000, 0, false}, // not a threshold on its own
+		{"p99_lag=1", 0, 0, 2, true},
+		{"p99_lag=1&queue_size=10", 0, 5, 2, false},
+		{"p99_lag=1&queue_size=10", 0, 11, 2, true},
+		{"p99_lag=1&queue_size=10", 0, 11, 0.5, false},
+		{"gaps=x", 5, 0, 0, false},
+	}
+	for _, c := range cases {
+		r, _ := http.NewRequest("GET", "/v1/health?"+c.query, nil)
+		if got := parseHealthQuery(r).unhealthy(c.gaps, c.queue, c.lag); got != c.wantUnhealty {
+			t.Errorf("%q gaps=%d queue=%d lag=%v: unhealthy %v, want %v", c.query, c.gaps, c.queue, c.lag, got, c.wantUnhealty)
+		}
+	}
+	n := startAPINode(t, "secret", nil)
+	r := doRequest(t, n, "secret", "GET", "/v1/health?gaps=-1&failure_status=418", nil)
+	r.Body.Close()
+	if r.StatusCode != 418 {
+		t.Fatalf("failure_status: %d, want 418", r.StatusCode)
+	}
+}
