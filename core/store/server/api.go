@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -38,7 +39,21 @@ func newAPIServer(n *Node) *http.Server {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(wireJSON(v), '\n'))
+}
+
+// wireJSON encodes an API answer the way Corrosion's serde_json does:
+// '<', '>' and '&' stay as they are (encoding/json would escape them,
+// changing JSON text a client stored).
+func wireJSON(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		out, _ := json.Marshal(map[string]string{"error": "encode answer: " + err.Error()})
+		return out
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
 }
 
 func writeError(w http.ResponseWriter, status int, format string, a ...any) {

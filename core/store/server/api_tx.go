@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -104,8 +103,8 @@ func (n *Node) handleQueries(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(map[string]any{"columns": cols})
+	line := func(v any) { _, _ = w.Write(append(wireJSON(v), '\n')) }
+	line(map[string]any{"columns": cols})
 	var i int64
 	for ; has; has = rows.Next() {
 		i++
@@ -115,16 +114,16 @@ func (n *Node) handleQueries(w http.ResponseWriter, r *http.Request) {
 			ptrs[j] = &dest[j]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			_ = enc.Encode(map[string]string{"error": err.Error()})
+			line(map[string]string{"error": err.Error()})
 			return
 		}
 		for j := range dest {
 			dest[j] = renderValue(dest[j])
 		}
-		_ = enc.Encode(map[string]any{"row": []any{i, dest}})
+		line(map[string]any{"row": []any{i, dest}})
 	}
 	if err := rows.Err(); err != nil {
-		_ = enc.Encode(map[string]string{"error": err.Error()})
+		line(map[string]string{"error": err.Error()})
 		return
 	}
 	_, _ = w.Write(append(eoqLine(time.Since(start), nil), '\n'))

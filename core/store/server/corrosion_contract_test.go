@@ -295,3 +295,35 @@ func TestCorrosionHealthThresholds(t *testing.T) {
 		t.Fatalf("failure_status: %d, want 418", r.StatusCode)
 	}
 }
+
+// TestCorrosionParamsAndValues pins how parameters bind and values come
+// back: a JSON object or a non-byte array binds as the exact text sent,
+// an array of bytes (the empty one too) as a BLOB, and results keep
+// '<>&' unescaped and REALs as reals.
+func TestCorrosionParamsAndValues(t *testing.T) {
+	n := startAPINode(t, "secret", nil)
+	cases := []struct{ param, row string }{
+		{`{"b": 1, "a": "<&>"}`, `["{\"b\": 1, \"a\": \"<&>\"}","text"]`},
+		{`[]`, `[[],"blob"]`},
+		{`[1,2,255]`, `[[1,2,255],"blob"]`},
+		{`[1, 256]`, `["[1, 256]","text"]`},
+		{`["12"]`, `["[\"12\"]","text"]`},
+		{`true`, `[1,"integer"]`},
+		{`9223372036854775807`, `[9223372036854775807,"integer"]`},
+		{`9223372036854775808`, `[9.223372036854776e18,"real"]`},
+		{`2.0`, `[2.0,"real"]`},
+		{`0.000001`, `[1e-6,"real"]`},
+		{`1.5`, `[1.5,"real"]`},
+		{`null`, `[null,"null"]`},
+		{`"<a&b>"`, `["<a&b>","text"]`},
+	}
+	for _, c := range cases {
+		s := openStream(t, n, "POST", "/v1/queries", `["SELECT ?1 AS v, typeof(?1) AS t", [`+c.param+`]]`)
+		s.status(t, 200)
+		s.expect(t, `{"columns":["v","t"]}`, `{"row":[1,`+c.row+`]}`, `{"eoq":{"time":0}}`)
+	}
+	// Written and read back through a subscription: the same text.
+	exec(t, n, `[["INSERT INTO kv (k, v) VALUES ('j', ?)", [{"z": [1, 2], "a": "<&>"}]]]`)
+	s := openStream(t, n, "POST", "/v1/subscriptions", `["SELECT v FROM kv WHERE k = ?", ["j"]]`)
+	s.expect(t, `{"columns":["v"]}`, `{"row":[1,["{\"z\": [1, 2], \"a\": \"<&>\"}"]]}`, `{"eoq":{"time":0,"change_id":0}}`)
+}

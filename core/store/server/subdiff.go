@@ -46,14 +46,14 @@ func (s *sub) runQuery(ctx context.Context) ([]string, []resultRow, error) {
 		for i := range dest {
 			dest[i] = renderValue(dest[i])
 		}
-		vals, _ := json.Marshal(dest)
+		vals := wireJSON(dest)
 		key := string(vals)
 		if s.identity != nil {
 			ids := make([]any, len(s.identity))
 			for i, c := range s.identity {
 				ids[i] = dest[c]
 			}
-			k, _ := json.Marshal(ids)
+			k := wireJSON(ids)
 			key = string(k)
 		}
 		if n := seen[key]; n > 0 {
@@ -148,7 +148,7 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 	for _, c := range changes {
 		if !initial {
 			last++
-			line, _ := json.Marshal(map[string]any{"change": []any{c.kind, c.row.id, c.row.vals, last}})
+			line := wireJSON(map[string]any{"change": []any{c.kind, c.row.id, c.row.vals, last}})
 			lines = append(lines, line)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO sub_changes(sub,change_id,line) VALUES(?,?,?)`, s.id, last, string(line)); err != nil {
 				return fmt.Errorf("subscription %s: persist change: %w", s.id, err)
@@ -213,11 +213,11 @@ func (s *sub) attach(ctx context.Context, from *int64, skipRows bool) ([][]byte,
 	case (from == nil || *from == 0) && skipRows:
 	case from == nil || *from == 0:
 		start := time.Now()
-		cols, _ := json.Marshal(map[string]any{"columns": s.cols})
+		cols := wireJSON(map[string]any{"columns": s.cols})
 		backlog = append(backlog, cols)
 		for _, key := range s.order {
 			r := s.rows[key]
-			line, _ := json.Marshal(map[string]any{"row": []any{r.id, r.vals}})
+			line := wireJSON(map[string]any{"row": []any{r.id, r.vals}})
 			backlog = append(backlog, line)
 		}
 		last := s.last

@@ -45,7 +45,7 @@ var errFromWithoutSub = errors.New("a `from` query param was supplied, but no ex
 
 // errorLine is Corrosion's error event.
 func errorLine(err error) []byte {
-	line, _ := json.Marshal(map[string]string{"error": err.Error()})
+	line := wireJSON(map[string]string{"error": err.Error()})
 	return line
 }
 
@@ -61,7 +61,7 @@ type eoqEvent struct {
 func eoqLine(elapsed time.Duration, changeID *int64) []byte {
 	var e eoqEvent
 	e.EOQ.Time, e.EOQ.ChangeID = elapsed.Seconds(), changeID
-	line, _ := json.Marshal(e)
+	line := wireJSON(e)
 	return line
 }
 
@@ -239,7 +239,7 @@ func (m *subManager) get(id string) *sub {
 // (normalised SQL and parameters) subscription exists; with create unset
 // an absent subscription is errFromWithoutSub.
 func (m *subManager) subscribe(ctx context.Context, st Statement, create bool) (*sub, error) {
-	params, _ := json.Marshal(st.Params)
+	params := st.paramsJSON()
 	norm := strings.Join(strings.Fields(st.Query), " ")
 	sum := sha256.Sum256([]byte(norm + "\x00" + string(params)))
 	hash := hex.EncodeToString(sum[:16])

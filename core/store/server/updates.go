@@ -37,7 +37,7 @@ func (h *updateHub) publish(c crdt.Commit) {
 			if ch.CL%2 == 0 {
 				kind = "delete"
 			}
-			line, _ := json.Marshal(map[string]any{"notify": []any{kind, json.RawMessage(ch.PK)}})
+			line := wireJSON(map[string]any{"notify": []any{kind, json.RawMessage(ch.PK)}})
 			for l := range ls {
 				select {
 				case l <- line:
