@@ -210,8 +210,7 @@ func (e *Engine) Query(ctx context.Context, q string, args ...any) (*sql.Rows, e
 	if err := SingleStatement(q); err != nil {
 		return nil, err
 	}
-	rows, err := e.qdb.QueryContext(ctx, q, args...)
-	return rows, guardErr(err, &e.qden)
+	return e.queryRaw(ctx, q, args...)
 }
 
 // OnCommit registers a hook run after every commit, in commit order, while

@@ -327,3 +327,33 @@ func TestCorrosionParamsAndValues(t *testing.T) {
 	s := openStream(t, n, "POST", "/v1/subscriptions", `["SELECT v FROM kv WHERE k = ?", ["j"]]`)
 	s.expect(t, `{"columns":["v"]}`, `{"row":[1,["{\"z\": [1, 2], \"a\": \"<&>\"}"]]}`, `{"eoq":{"time":0,"change_id":0}}`)
 }
+
+// TestCorrosionDateColumnsRaw checks values in columns declared DATE,
+// DATETIME or TIMESTAMP come back exactly as stored, in queries and in
+// subscriptions, whatever the statement's shape.
+func TestCorrosionDateColumnsRaw(t *testing.T) {
+	n := startAPINode(t, "secret", func(c *Config) {
+		c.SchemaSQL = testSchemaSQL + `CREATE TABLE ev (id INTEGER PRIMARY KEY NOT NULL, at TIMESTAMP, d DATE, dt DATETIME);`
+	})
+	exec(t, n, `["INSERT INTO ev (id, at, d, dt) VALUES (1, '2024-01-02 03:04:05', '2024-01-02', '2024-01-02T03:04:05.123Z')",
+		"INSERT INTO ev (id, at, d, dt) VALUES (2, 1700000000, 'not a date', 1.5)"]`)
+	rows := []string{`{"row":[1,[1,"2024-01-02 03:04:05","2024-01-02","2024-01-02T03:04:05.123Z"]]}`,
+		`{"row":[2,[2,1700000000,"not a date",1.5]]}`}
+	for _, q := range []string{
+		`"SELECT id, at, d, dt FROM ev ORDER BY id"`,
+		`"SELECT id, at, d, dt FROM ev ORDER BY id;"`,
+		`"SELECT id, at, d, dt FROM ev ORDER BY id -- trailing comment"`,
+		`["SELECT id, at, d, dt FROM ev WHERE id > ? ORDER BY id", [0]]`,
+		`"WITH e AS (SELECT * FROM ev) SELECT id, at, d, dt FROM e ORDER BY id"`,
+	} {
+		s := openStream(t, n, "POST", "/v1/queries", q)
+		s.status(t, 200)
+		s.expect(t, `{"columns":["id","at","d","dt"]}`, rows[0], rows[1], `{"eoq":{"time":0}}`)
+	}
+	s := openStream(t, n, "POST", "/v1/queries", `"SELECT e.at AS \"when\", x.at FROM ev e JOIN ev x ON x.id = e.id WHERE e.id = 1"`)
+	s.expect(t, `{"columns":["when","at"]}`, `{"row":[1,["2024-01-02 03:04:05","2024-01-02 03:04:05"]]}`, `{"eoq":{"time":0}}`)
+	sub := openStream(t, n, "POST", "/v1/subscriptions", `"SELECT id, at FROM ev ORDER BY id"`)
+	sub.expect(t, `{"columns":["id","at"]}`, `{"row":[1,[1,"2024-01-02 03:04:05"]]}`, `{"row":[2,[2,1700000000]]}`, `{"eoq":{"time":0,"change_id":0}}`)
+	exec(t, n, `["UPDATE ev SET at = '2025-06-07 08:09:10+02:00' WHERE id = 2"]`)
+	sub.expect(t, `{"change":["update",2,[2,"2025-06-07 08:09:10+02:00"],1]}`)
+}
