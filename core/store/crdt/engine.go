@@ -80,6 +80,23 @@ CREATE TABLE IF NOT EXISTS __ployz_book(site TEXT NOT NULL, lo INTEGER NOT NULL,
   PRIMARY KEY(site, lo)) WITHOUT ROWID;
 `
 
+// corroViewsSQL gives clients written for Corrosion the two bookkeeping
+// tables they read to wait for sync, as read-only views of the version
+// book: crsql_db_versions (site_id BLOB, db_version: the highest version
+// applied per site) and __corro_bookkeeping_gaps (actor_id BLOB, start,
+// end: each run of versions missing below a site's highest). They are
+// recreated on every open so a changed definition takes effect.
+const corroViewsSQL = `
+DROP VIEW IF EXISTS crsql_db_versions;
+CREATE VIEW crsql_db_versions(site_id, db_version) AS
+  SELECT unhex(site), max(hi) FROM __ployz_book GROUP BY site;
+DROP VIEW IF EXISTS __corro_bookkeeping_gaps;
+CREATE VIEW __corro_bookkeeping_gaps(actor_id, start, "end") AS
+  SELECT unhex(site), s, e FROM (
+    SELECT site, coalesce(lag(hi) OVER (PARTITION BY site ORDER BY lo), 0) + 1 AS s, lo - 1 AS e FROM __ployz_book)
+  WHERE s <= e;
+`
+
 func dsn(path string, readOnly bool, mode Sync) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -146,6 +163,9 @@ func OpenWith(ctx context.Context, path, schemaSQL string, log hclog.Logger, opt
 func (e *Engine) init(ctx context.Context, schemaSQL string) error {
 	if _, err := e.w.ExecContext(ctx, metaSQL); err != nil {
 		return fmt.Errorf("create metadata tables: %w", err)
+	}
+	if _, err := e.w.ExecContext(ctx, corroViewsSQL); err != nil {
+		return fmt.Errorf("create Corrosion bookkeeping views: %w", err)
 	}
 	err := e.w.QueryRowContext(ctx, `SELECT id FROM __ployz_site`).Scan(&e.site)
 	if errors.Is(err, sql.ErrNoRows) {
