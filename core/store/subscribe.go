@@ -14,6 +14,12 @@ import (
 	"time"
 )
 
+// ErrSubscriptionGone is wrapped by Subscription.Err when the server no
+// longer has the subscription (dropped after 10 minutes without a
+// listener, as Corrosion does): subscribe again and rebuild from its
+// snapshot.
+var ErrSubscriptionGone = errors.New("subscription gone from the server")
+
 // rawEvent is one NDJSON line of a query or subscription stream.
 type rawEvent struct {
 	Columns []string          `json:"columns"`
@@ -221,6 +227,10 @@ func (s *Subscription) run(ctx context.Context, resp *http.Response, dec *json.D
 				break
 			}
 			var apiErr *APIError
+			if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+				s.setErr(fmt.Errorf("resume subscription %s: %w: %w", s.ID, ErrSubscriptionGone, err))
+				return
+			}
 			if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
 				s.setErr(fmt.Errorf("resume subscription %s: %w", s.ID, err))
 				return

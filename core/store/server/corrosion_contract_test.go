@@ -357,3 +357,24 @@ func TestCorrosionDateColumnsRaw(t *testing.T) {
 	exec(t, n, `["UPDATE ev SET at = '2025-06-07 08:09:10+02:00' WHERE id = 2"]`)
 	sub.expect(t, `{"change":["update",2,[2,"2025-06-07 08:09:10+02:00"],1]}`)
 }
+
+// TestCorrosionJoinIdentity checks a row of a JOIN subscription keeps its
+// row id when a joined row changes (an update, as in Corrosion), and that
+// a row's key need not be selected.
+func TestCorrosionJoinIdentity(t *testing.T) {
+	n := startAPINode(t, "secret", func(c *Config) {
+		c.SchemaSQL = testSchemaSQL + `CREATE TABLE owners (id TEXT PRIMARY KEY NOT NULL, name TEXT);`
+	})
+	exec(t, n, `["INSERT INTO owners (id, name) VALUES ('o1', 'ann')", "INSERT INTO kv (k, v) VALUES ('a', 'o1')"]`)
+	s := openStream(t, n, "POST", "/v1/subscriptions", `"SELECT kv.v, o.name FROM kv JOIN owners o ON o.id = kv.v"`)
+	s.expect(t, `{"columns":["v","name"]}`, `{"row":[1,["o1","ann"]]}`, `{"eoq":{"time":0,"change_id":0}}`)
+	exec(t, n, `["UPDATE owners SET name = 'bob' WHERE id = 'o1'"]`)
+	s.expect(t, `{"change":["update",1,["o1","bob"],1]}`)
+	exec(t, n, `["INSERT INTO owners (id, name) VALUES ('o2', 'cy')", "UPDATE kv SET v = 'o2' WHERE k = 'a'"]`)
+	s.expect(t, `{"change":["delete",1,["o1","bob"],2]}`, `{"change":["insert",2,["o2","cy"],3]}`)
+
+	single := openStream(t, n, "POST", "/v1/subscriptions", `"SELECT v FROM kv"`)
+	single.expect(t, `{"columns":["v"]}`, `{"row":[1,["o2"]]}`, `{"eoq":{"time":0,"change_id":0}}`)
+	exec(t, n, `["UPDATE kv SET v = 'o1' WHERE k = 'a'"]`)
+	single.expect(t, `{"change":["update",1,["o1"],1]}`)
+}

@@ -14,11 +14,12 @@ type resultRow struct {
 }
 
 // runQuery executes the subscription's query and keys each row by its
-// identity: the primary key columns of the one table it reads when they
-// are selected, otherwise the whole row (then an update shows as a delete
-// and an insert).
+// identity: the primary keys of the tables it reads (the hidden leading
+// columns, see identityQuery); failing that, the key columns of the one
+// table it reads when they are selected; otherwise the whole row (then an
+// update shows as a delete and an insert).
 func (s *sub) runQuery(ctx context.Context) ([]string, []resultRow, error) {
-	rows, err := s.m.eng.Query(ctx, s.query, s.args...)
+	rows, err := s.m.eng.Query(ctx, s.runSQL, s.args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscription query: %w", err)
 	}
@@ -27,7 +28,15 @@ func (s *sub) runQuery(ctx context.Context) ([]string, []resultRow, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscription query columns: %w", err)
 	}
-	if s.identity == nil && len(s.tables) == 1 {
+	if s.hidden > 0 {
+		if len(cols) < s.hidden {
+			return nil, nil, fmt.Errorf("subscription query returned %d columns, fewer than its %d key columns", len(cols), s.hidden)
+		}
+		s.identity = make([]int, s.hidden)
+		for i := range s.identity {
+			s.identity[i] = i
+		}
+	} else if s.identity == nil && len(s.tables) == 1 {
 		for name := range s.tables {
 			s.identity = identityColumns(cols, s.m.eng.Schema().Tables[name].PK)
 		}
@@ -46,7 +55,7 @@ func (s *sub) runQuery(ctx context.Context) ([]string, []resultRow, error) {
 		for i := range dest {
 			dest[i] = renderValue(dest[i])
 		}
-		vals := wireJSON(dest)
+		vals := wireJSON(dest[s.hidden:])
 		key := string(vals)
 		if s.identity != nil {
 			ids := make([]any, len(s.identity))
@@ -64,7 +73,7 @@ func (s *sub) runQuery(ctx context.Context) ([]string, []resultRow, error) {
 		}
 		out = append(out, resultRow{key: key, vals: vals})
 	}
-	return cols, out, rows.Err()
+	return cols[s.hidden:], out, rows.Err()
 }
 
 func identityColumns(cols, pk []string) []int {

@@ -113,6 +113,8 @@ type sub struct {
 	query  string
 	args   []any
 	tables map[string]bool // tables the query reads; nil = unknown, recompute on any change
+	runSQL string          // query as run: with the hidden identity columns when hidden > 0
+	hidden int             // leading result columns that are row identity, not shown
 	dirty  chan struct{}
 	done   chan struct{} // closed when the subscription is dropped
 
@@ -189,6 +191,7 @@ func (m *subManager) load(ctx context.Context) error {
 		}
 		r.Close()
 		s.tables = m.tablesOf(s.query)
+		s.setIdentity()
 		if err := s.recompute(ctx); err != nil {
 			m.log.Warn("subscription query fails after restart", "id", s.id, "error", err)
 		}
@@ -197,6 +200,15 @@ func (m *subManager) load(ctx context.Context) error {
 		go s.run()
 	}
 	return nil
+}
+
+// setIdentity picks how rows are identified: by the tables' primary keys
+// when the query can carry them (identityQuery), else by the whole row.
+func (s *sub) setIdentity() {
+	s.runSQL, s.hidden = s.query, 0
+	if q, n, ok := identityQuery(s.query, s.m.eng.Schema()); ok {
+		s.runSQL, s.hidden = q, n
+	}
 }
 
 func (m *subManager) tablesOf(query string) map[string]bool {
@@ -268,6 +280,7 @@ func (m *subManager) subscribe(ctx context.Context, st Statement, create bool) (
 	id = id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
 	s := &sub{m: m, id: id, hash: hash, query: st.Query, args: st.Args(), rows: map[string]*srow{},
 		listeners: map[*listener]bool{}, dirty: make(chan struct{}, 1), done: make(chan struct{}), tables: tables, idleSince: time.Now()}
+	s.setIdentity()
 	// The first query runs without m.mu: commit hooks take m.mu, and
 	// holding it here would stall every write behind this query.
 	if _, err := m.db.ExecContext(ctx, `INSERT INTO subs(id,hash,query,args,last_change,next_row) VALUES(?,?,?,?,0,1)`,
