@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -14,17 +15,23 @@ import (
 	"github.com/ployz/ployz/core/store/server"
 )
 
-// BenchmarkWriteThroughput compares one-row write transactions through the
-// store (engine alone and through the HTTP API) with raw SQLite inserts on
-// the same disk and pragmas, measured in the same run.
-func BenchmarkWriteThroughput(b *testing.B) {
+// benchPair is a store node and a raw SQLite database with the same schema
+// and pragmas on the same disk, so one loop can time both.
+type benchPair struct {
+	raw *sql.DB
+	n   *server.Node
+	c   *Client
+}
+
+func newBenchPair(b *testing.B) *benchPair {
+	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
 	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "raw.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer raw.Close()
+	b.Cleanup(func() { raw.Close() })
 	raw.SetMaxOpenConns(1)
 	if _, err := raw.Exec(SchemaSQL()); err != nil {
 		b.Fatal(err)
@@ -33,32 +40,99 @@ func BenchmarkWriteThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer n.Close()
-	c := New(n.APIAddr())
+	b.Cleanup(func() { n.Close() })
+	return &benchPair{raw: raw, n: n, c: New(n.APIAddr())}
+}
+
+// timings accumulates per-path durations over one interleaved loop.
+type timings map[string]time.Duration
+
+func (t timings) run(name string, f func() error) error {
+	start := time.Now()
+	err := f()
+	t[name] += time.Since(start)
+	return err
+}
+
+// report prints each path's mean and its throughput relative to raw.
+func (t timings) report(b *testing.B, unit string) {
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+	for name, d := range t {
+		b.ReportMetric(per(d), name+"-ns/"+unit)
+		if name != "raw" {
+			b.ReportMetric(per(t["raw"])/per(d), name+"/raw")
+		}
+	}
+}
+
+// BenchmarkWriteThroughput compares sequential one-row write transactions
+// through the store (engine alone, and a client through the HTTP API)
+// with raw SQLite inserts in-process on the same disk and pragmas,
+// interleaved in one loop so load on the machine hits all alike.
+// "http-floor" is a GET /v1/health round trip: what any API call costs.
+func BenchmarkWriteThroughput(b *testing.B) {
+	ctx := context.Background()
+	p := newBenchPair(b)
 	const q = `INSERT INTO containers (id, owner, body, updated_at) VALUES (?, 'm1', '{"state":"running"}', 1)`
-	var rawD, engD, apiD time.Duration
+	t := timings{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		if _, err := raw.Exec(q, "r"+strconv.Itoa(i)); err != nil {
+		id := strconv.Itoa(i)
+		err := errors.Join(
+			t.run("raw", func() error { _, err := p.raw.Exec(q, "r"+id); return err }),
+			t.run("engine", func() error {
+				_, _, err := p.n.Engine().Exec(ctx, []crdt.Stmt{{Query: q, Args: []any{"e" + id}}})
+				return err
+			}),
+			t.run("api", func() error { _, err := p.c.Exec(ctx, Stmt(q, "a"+id)); return err }),
+			t.run("http-floor", func() error { _, err := p.c.Health(ctx); return err }),
+		)
+		if err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		if _, _, err := n.Engine().Exec(ctx, []crdt.Stmt{{Query: q, Args: []any{"e" + strconv.Itoa(i)}}}); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		if _, err := c.Exec(ctx, Stmt(q, "a"+strconv.Itoa(i))); err != nil {
-			b.Fatal(err)
-		}
-		rawD, engD, apiD = rawD+t1.Sub(t0), engD+t2.Sub(t1), apiD+time.Since(t2)
 	}
-	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
-	b.ReportMetric(per(rawD), "raw-ns/insert")
-	b.ReportMetric(per(engD), "engine-ns/insert")
-	b.ReportMetric(per(apiD), "api-ns/insert")
-	b.ReportMetric(per(rawD)/per(engD), "engine/raw-throughput")
-	b.ReportMetric(per(rawD)/per(apiD), "api/raw-throughput")
+	t.report(b, "write")
+}
+
+// BenchmarkPointQuery compares reading one row by primary key through the
+// HTTP API with the same query on raw SQLite in-process, interleaved.
+func BenchmarkPointQuery(b *testing.B) {
+	ctx := context.Background()
+	p := newBenchPair(b)
+	const rows = 1000
+	const ins = `INSERT INTO containers (id, owner, body, updated_at) VALUES (?, 'm1', '{"state":"running"}', 1)`
+	for i := 0; i < rows; i++ {
+		if _, err := p.raw.Exec(ins, "c"+strconv.Itoa(i)); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := p.n.Engine().Exec(ctx, []crdt.Stmt{{Query: ins, Args: []any{"c" + strconv.Itoa(i)}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const q = `SELECT id, owner, body FROM containers WHERE id = ?`
+	t := timings{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := "c" + strconv.Itoa(i%rows)
+		err := errors.Join(
+			t.run("raw", func() error {
+				var a, o, bd string
+				return p.raw.QueryRow(q, id).Scan(&a, &o, &bd)
+			}),
+			t.run("api", func() error {
+				r, err := p.c.Query(ctx, Stmt(q, id))
+				if err == nil && len(r.Rows) != 1 {
+					err = fmt.Errorf("point query for %s: %d rows", id, len(r.Rows))
+				}
+				return err
+			}),
+			t.run("http-floor", func() error { _, err := p.c.Health(ctx); return err }),
+		)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	t.report(b, "query")
 }
 
 // BenchmarkReplicationLatency measures the time from a write on one node
@@ -104,8 +178,7 @@ func benchLatency(b *testing.B, size int) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		subs[i] = s
-		<-s.Events // eoq
+		subs[i] = s // skip_rows: no snapshot, no eoq; changes only
 	}
 	if _, err := clients[0].Exec(ctx, Stmt(`INSERT INTO cluster (id, body) VALUES ('bench', '0')`)); err != nil {
 		b.Fatal(err)

@@ -103,7 +103,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*http.R
 		return nil, fmt.Errorf("store API %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
+		defer closeBody(resp.Body)
 		return nil, readAPIError(resp)
 	}
 	return resp, nil
@@ -131,4 +131,12 @@ func readAPIError(resp *http.Response) error {
 		}
 	}
 	return &APIError{Status: resp.StatusCode, Msg: msg}
+}
+
+// closeBody reads what is left of a small answer (the newline after the
+// last JSON value, typically) before closing it: a body closed before EOF
+// makes net/http drop the connection, so every request would dial anew.
+func closeBody(b io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(b, 64<<10))
+	_ = b.Close()
 }

@@ -30,7 +30,7 @@ func (c *Client) Exec(ctx context.Context, stmts ...Statement) (*ExecResult, err
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp.Body)
 	var out ExecResult
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decode transaction result: %w", err)
@@ -55,7 +55,7 @@ func (c *Client) Query(ctx context.Context, st Statement) (*Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp.Body)
 	dec := json.NewDecoder(resp.Body)
 	dec.UseNumber()
 	out := &Rows{}
@@ -96,7 +96,7 @@ func (c *Client) Health(ctx context.Context) (*Health, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp.Body)
 	var v struct {
 		Response Health `json:"response"`
 	}

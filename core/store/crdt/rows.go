@@ -48,6 +48,29 @@ func putClock(ctx context.Context, tx execer, tbl, pk, col string, c clock) erro
 	return nil
 }
 
+// putClocks stores several clocks of one row in one statement.
+func putClocks(ctx context.Context, tx execer, tbl, pk string, cols []string, cs []clock) error {
+	if len(cols) == 0 {
+		return nil
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO __ployz_clock(tbl,pk,col,ver,site,dbv,seq) VALUES`)
+	args := make([]any, 0, 7*len(cols))
+	for i, col := range cols {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?,?,?,?,?,?,?)`)
+		c := cs[i]
+		args = append(args, tbl, pk, col, c.ver, c.site, c.dbv, c.seq)
+	}
+	q.WriteString(` ON CONFLICT(tbl,pk,col) DO UPDATE SET ver=excluded.ver, site=excluded.site, dbv=excluded.dbv, seq=excluded.seq`)
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("table %s row %s: store clocks of %v: %w", tbl, pk, cols, err)
+	}
+	return nil
+}
+
 func dropColumnClocks(ctx context.Context, tx execer, tbl, pk string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM __ployz_clock WHERE tbl=? AND pk=? AND col<>?`, tbl, pk, SentinelCol); err != nil {
 		return fmt.Errorf("table %s row %s: drop clocks: %w", tbl, pk, err)
