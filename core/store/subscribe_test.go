@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -120,5 +123,45 @@ func TestSubscriptionExactChangesAndResume(t *testing.T) {
 	want := []string{"insert", "update", "insert"}
 	if !reflect.DeepEqual(replay, want) {
 		t.Fatalf("replay after change 4: %v want %v", replay, want)
+	}
+}
+
+// TestSubscriptionGone checks a resume the server answers 404 (the
+// subscription was dropped while nobody listened) ends the subscription
+// with ErrSubscriptionGone, and that SkipRows returns at once with no
+// columns, then delivers only changes.
+func TestSubscriptionGone(t *testing.T) {
+	ctx := context.Background()
+	srv := startServer(t)
+	c := srv.client()
+	skip, err := c.Subscribe(ctx, Stmt(`SELECT id FROM volumes`), SubscribeOptions{SkipRows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip.Columns != nil {
+		t.Fatalf("skip_rows subscription has columns %v", skip.Columns)
+	}
+	if _, err := c.Exec(ctx, Stmt(`INSERT INTO volumes (id) VALUES ('v1')`)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, skip); ev.Kind != EventChange || ev.ChangeKind != "insert" || ev.ChangeID != 1 {
+		t.Fatalf("first skip_rows event %+v, want insert 1", ev)
+	}
+	srv.node.Close()
+	// The subscription state is gone, as after the idle drop.
+	if err := os.Remove(filepath.Join(filepath.Dir(srv.cfg.DBPath), "subscriptions.db")); err != nil {
+		t.Fatal(err)
+	}
+	srv.start()
+	select {
+	case _, ok := <-skip.Events:
+		if ok {
+			t.Fatal("event after the subscription was dropped")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscription did not end")
+	}
+	if err := skip.Err(); !errors.Is(err, ErrSubscriptionGone) {
+		t.Fatalf("Err() = %v, want ErrSubscriptionGone", err)
 	}
 }
