@@ -178,7 +178,8 @@ func benchLatency(b *testing.B, size int) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		subs[i] = s // skip_rows: no snapshot, no eoq; changes only
+		subs[i] = s
+		<-s.Events // eoq
 	}
 	if _, err := clients[0].Exec(ctx, Stmt(`INSERT INTO cluster (id, body) VALUES ('bench', '0')`)); err != nil {
 		b.Fatal(err)

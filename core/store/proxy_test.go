@@ -74,8 +74,9 @@ func TestSubscriptionResumesAfterNetworkDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	// skip_rows sends nothing before the first change (no columns, no
-	// eoq); once a change is delivered, resumes are exact.
+	if ev := next(t, sub); ev.Kind != EventEOQ {
+		t.Fatalf("want eoq, got %+v", ev)
+	}
 	insert := func(i int) {
 		t.Helper()
 		if _, err := direct.Exec(ctx, Stmt(`INSERT INTO volumes (id, body) VALUES (?, '{}')`, "v"+string(rune('a'+i%26))+string(rune('0'+i/26)))); err != nil {
@@ -86,6 +87,7 @@ func TestSubscriptionResumesAfterNetworkDrop(t *testing.T) {
 	if ev := next(t, sub); ev.Kind != EventChange || ev.ChangeID != 1 {
 		t.Fatalf("want change 1, got %+v", ev)
 	}
+	// (A cut before the first change is TestSubscriptionResumeBeforeFirstChange.)
 	for i := 2; i <= 30; i++ {
 		insert(i)
 		if i%7 == 0 {

@@ -84,11 +84,10 @@ type Event struct {
 
 // SubscribeOptions tunes a subscription.
 type SubscribeOptions struct {
-	// SkipRows asks for no snapshot at all (Corrosion's skip_rows): no
-	// columns, rows or eoq, only changes from now on; Columns stays nil.
-	// Until its first change such a subscription cannot resume exactly
-	// (Corrosion resumes ?from=0 at the current change), so changes made
-	// while it is reconnecting before then may be missed.
+	// SkipRows delivers no initial rows: eoq (with its change id), then
+	// changes. The client still reads the snapshot and drops the rows
+	// itself rather than asking for Corrosion's skip_rows, which sends no
+	// columns and no eoq and cannot resume exactly before a first change.
 	SkipRows bool
 	// MaxRetry bounds how long reconnect attempts may keep failing before
 	// the subscription ends with an error; default 60 s.
@@ -135,9 +134,6 @@ func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOpti
 	}
 	opts.Strict = opts.Strict || strictEvents
 	path := "/v1/subscriptions"
-	if opts.SkipRows {
-		path += "?skip_rows=true"
-	}
 	// The stream lives until Close, so it gets its own cancelable context.
 	ctx, cancel := context.WithCancel(ctx)
 	resp, err := c.do(ctx, "POST", path, st)
@@ -154,18 +150,14 @@ func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOpti
 		return nil, fmt.Errorf("subscription answer has no corro-query-id header")
 	}
 	dec := json.NewDecoder(resp.Body)
-	if !opts.SkipRows {
-		// With skip_rows Corrosion sends no columns line: the stream
-		// starts with the first change, whenever that comes.
-		var first rawEvent
-		if err := dec.Decode(&first); err != nil || first.Columns == nil {
-			resp.Body.Close()
-			cancel()
-			return nil, fmt.Errorf("subscription %s: first event is not columns: %v", s.ID, err)
-		}
-		s.Columns = first.Columns
-		s.snap = map[int64][]any{}
+	var first rawEvent
+	if err := dec.Decode(&first); err != nil || first.Columns == nil {
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("subscription %s: first event is not columns: %v", s.ID, err)
 	}
+	s.Columns = first.Columns
+	s.snap = map[int64][]any{}
 	go s.run(ctx, resp, dec)
 	return s, nil
 }
@@ -217,9 +209,6 @@ func (s *Subscription) run(ctx context.Context, resp *http.Response, dec *json.D
 			case <-time.After(backoff):
 			}
 			path := "/v1/subscriptions/" + s.ID + "?from=" + strconv.FormatInt(s.LastChangeID(), 10)
-			if s.opts.SkipRows {
-				path += "&skip_rows=true"
-			}
 			resp, err = s.c.do(ctx, "GET", path, nil)
 			if err == nil {
 				dec = json.NewDecoder(resp.Body)
@@ -286,6 +275,9 @@ func (s *Subscription) read(ctx context.Context, dec *json.Decoder, resumed bool
 			}
 			if s.snap != nil {
 				s.snap[id] = vals
+			}
+			if s.opts.SkipRows {
+				continue
 			}
 			out = []Event{{Kind: EventRow, RowID: id, Values: vals}}
 		case ev.EOQ != nil:

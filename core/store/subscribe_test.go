@@ -128,24 +128,30 @@ func TestSubscriptionExactChangesAndResume(t *testing.T) {
 
 // TestSubscriptionGone checks a resume the server answers 404 (the
 // subscription was dropped while nobody listened) ends the subscription
-// with ErrSubscriptionGone, and that SkipRows returns at once with no
-// columns, then delivers only changes.
+// with ErrSubscriptionGone, and that SkipRows delivers columns and eoq
+// but no rows, then changes.
 func TestSubscriptionGone(t *testing.T) {
 	ctx := context.Background()
 	srv := startServer(t)
 	c := srv.client()
+	if _, err := c.Exec(ctx, Stmt(`INSERT INTO volumes (id) VALUES ('v0')`)); err != nil {
+		t.Fatal(err)
+	}
 	skip, err := c.Subscribe(ctx, Stmt(`SELECT id FROM volumes`), SubscribeOptions{SkipRows: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if skip.Columns != nil {
-		t.Fatalf("skip_rows subscription has columns %v", skip.Columns)
+	if !reflect.DeepEqual(skip.Columns, []string{"id"}) {
+		t.Fatalf("columns %v", skip.Columns)
+	}
+	if ev := next(t, skip); ev.Kind != EventEOQ || ev.ChangeID != 0 {
+		t.Fatalf("first SkipRows event %+v, want eoq 0 (no row)", ev)
 	}
 	if _, err := c.Exec(ctx, Stmt(`INSERT INTO volumes (id) VALUES ('v1')`)); err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(t, skip); ev.Kind != EventChange || ev.ChangeKind != "insert" || ev.ChangeID != 1 {
-		t.Fatalf("first skip_rows event %+v, want insert 1", ev)
+	if ev := next(t, skip); ev.Kind != EventChange || ev.ChangeKind != "insert" || ev.ChangeID != 1 || ev.Values[0] != "v1" {
+		t.Fatalf("SkipRows event %+v, want insert 1 of v1", ev)
 	}
 	srv.node.Close()
 	// The subscription state is gone, as after the idle drop.
