@@ -35,8 +35,14 @@ func TestSubscriptionLimits(t *testing.T) {
 	r1.Body.Close()
 	r2.Body.Close()
 	r4.Body.Close()
+	// Corrosion drops a subscription 10 minutes after its last listener left.
+	time.Sleep(100 * time.Millisecond) // the closed streams detach
+	n.subs.gc(time.Now().Add(9 * time.Minute))
+	if n.subs.get(id1) == nil {
+		t.Fatal("subscription dropped after 9 idle minutes, want 10")
+	}
 	waitFor(t, 10*time.Second, "idle subscriptions to be dropped", func() bool {
-		n.subs.gc(time.Now().Add(2 * subIdleTTL))
+		n.subs.gc(time.Now().Add(10*time.Minute + time.Second))
 		return n.subs.get(id1) == nil && len(n.subs.byID) == 0
 	})
 	resp := doRequest(t, n, "s", "GET", "/v1/subscriptions/"+id1, nil)
@@ -52,5 +58,18 @@ func TestSubscriptionLimits(t *testing.T) {
 	r5.Body.Close()
 	if r5.StatusCode != 200 {
 		t.Fatalf("subscription after GC freed room: status %d", r5.StatusCode)
+	}
+}
+
+// TestListenedSubscriptionKept checks a subscription with a connected
+// listener is never collected, however long it has been quiet.
+func TestListenedSubscriptionKept(t *testing.T) {
+	n := startAPINode(t, "s", nil)
+	resp := doRequest(t, n, "s", "POST", "/v1/subscriptions", []byte(`"SELECT k FROM kv"`))
+	defer resp.Body.Close()
+	id := resp.Header.Get("corro-query-id")
+	n.subs.gc(time.Now().Add(24 * time.Hour))
+	if n.subs.get(id) == nil {
+		t.Fatal("a subscription with a listener was collected")
 	}
 }
