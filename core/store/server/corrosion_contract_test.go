@@ -221,7 +221,7 @@ func TestCorrosionResumeAfterRestart(t *testing.T) {
 	defer n.Close()
 	r := openStream(t, n, "GET", "/v1/subscriptions/"+id+"?from=2", "")
 	r.status(t, 200)
-	r.expect(t, `{"change":["delete",2,["b","2"],3]}`, `{"change":["update",1,["a","10"],4]}`)
+	r.expect(t, `{"change":["update",1,["a","10"],3]}`, `{"change":["delete",2,["b","2"],4]}`)
 	exec(t, n, `["INSERT INTO kv (k, v) VALUES ('c', '3')"]`)
 	r.expect(t, `{"change":["insert",3,["c","3"],5]}`)
 	all := openStream(t, n, "GET", "/v1/subscriptions/"+id+"?from=0", "")
@@ -371,7 +371,7 @@ func TestCorrosionJoinIdentity(t *testing.T) {
 	exec(t, n, `["UPDATE owners SET name = 'bob' WHERE id = 'o1'"]`)
 	s.expect(t, `{"change":["update",1,["o1","bob"],1]}`)
 	exec(t, n, `["INSERT INTO owners (id, name) VALUES ('o2', 'cy')", "UPDATE kv SET v = 'o2' WHERE k = 'a'"]`)
-	s.expect(t, `{"change":["delete",1,["o1","bob"],2]}`, `{"change":["insert",2,["o2","cy"],3]}`)
+	s.expect(t, `{"change":["insert",2,["o2","cy"],2]}`, `{"change":["delete",1,["o1","bob"],3]}`)
 
 	single := openStream(t, n, "POST", "/v1/subscriptions", `"SELECT v FROM kv"`)
 	single.expect(t, `{"columns":["v"]}`, `{"row":[1,["o2"]]}`, `{"eoq":{"time":0,"change_id":0}}`)

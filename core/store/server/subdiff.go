@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 )
@@ -114,22 +115,23 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 		key  string
 		row  *srow
 	}
-	var changes []change
+	var changes, deletes []change
 	now := map[string]bool{}
 	for _, r := range result {
 		now[r.key] = true
 	}
 	for _, key := range s.order {
 		if r := s.rows[key]; r != nil && !now[key] {
-			changes = append(changes, change{"delete", key, r})
+			deletes = append(deletes, change{"delete", key, r})
 		}
 	}
 	if s.order == nil { // first run after restart: order was not persisted
 		for key, r := range s.rows {
 			if !now[key] {
-				changes = append(changes, change{"delete", key, r})
+				deletes = append(deletes, change{"delete", key, r})
 			}
 		}
+		sort.Slice(deletes, func(i, j int) bool { return deletes[i].row.id < deletes[j].row.id })
 	}
 	order := make([]string, 0, len(result))
 	for _, r := range result {
@@ -143,6 +145,9 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 			changes = append(changes, change{"update", r.key, &srow{id: old.id, vals: r.vals}})
 		}
 	}
+	// Inserts and updates first, then deletes, as Corrosion lists the
+	// changes of one commit.
+	changes = append(changes, deletes...)
 	s.order = order
 	if len(changes) == 0 {
 		return nil
