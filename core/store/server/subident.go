@@ -136,7 +136,7 @@ func identityQuery(q string, schema *crdt.Schema) (string, int, bool) {
 			from = i
 		}
 	}
-	if from < 0 {
+	if from < 0 || orderByPosition(toks) {
 		return "", 0, false
 	}
 	var hidden []string
@@ -188,6 +188,26 @@ func identityQuery(q string, schema *crdt.Schema) (string, int, bool) {
 		at = toks[2].pos
 	}
 	return q[:at] + strings.Join(hidden, ", ") + ", " + q[at:], len(hidden), true
+}
+
+// orderByPosition reports a top-level ORDER BY naming a result column by
+// its position, which the hidden columns would shift.
+func orderByPosition(toks []sqlToken) bool {
+	in := false
+	for i, t := range toks {
+		if t.depth != 0 {
+			continue
+		}
+		switch {
+		case t.word == "ORDER":
+			in = true
+		case t.word == "LIMIT":
+			in = false
+		case in && t.word != "" && t.word[0] >= '0' && t.word[0] <= '9' && (toks[i-1].word == "BY" || toks[i-1].text == ","):
+			return true
+		}
+	}
+	return false
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

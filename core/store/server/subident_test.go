@@ -31,6 +31,8 @@ func TestIdentityQuery(t *testing.T) {
 		{`SELECT value FROM json_each('[1]')`, ``},
 		{`WITH x AS (SELECT * FROM kv) SELECT v FROM x`, ``},
 		{`SELECT 1`, ``},
+		{`SELECT k, v FROM kv ORDER BY 2 DESC, 1`, ``},
+		{`SELECT k, v FROM kv ORDER BY v, k LIMIT 10`, `SELECT "kv"."k" AS "__ployz_id_0", k, v FROM kv ORDER BY v, k LIMIT 10`},
 	}
 	for _, c := range cases {
 		got, _, ok := identityQuery(c.in, eng.Schema())
