@@ -194,6 +194,4 @@ func (r sqlReal) MarshalJSON() ([]byte, error) {
 	return []byte(mant + "e" + exp), nil
 }
 
-func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
-
 func namedArg(name string, v any) any { return sql.Named(name, v) }
