@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +54,9 @@ func wireJSON(v any) []byte {
 		out, _ := json.Marshal(map[string]string{"error": "encode answer: " + err.Error()})
 		return out
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+	// Clipped: one line goes to many listeners, each appending its own
+	// newline, and an append into shared spare capacity would be a race.
+	return slices.Clip(bytes.TrimSuffix(b.Bytes(), []byte{'\n'}))
 }
 
 func writeError(w http.ResponseWriter, status int, format string, a ...any) {
