@@ -9,7 +9,7 @@ import (
 )
 
 // resumeRaw reads the change kinds replayed after change id from, stopping
-// once the stream goes quiet.
+// once the stream goes quiet; any line that is not a change is an error.
 func (c *Client) resumeRaw(ctx context.Context, id string, from int64) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
@@ -25,16 +25,19 @@ func (c *Client) resumeRaw(ctx context.Context, id string, from int64) ([]string
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return nil, err
 		}
-		if ev.Change != nil {
-			ch, err := decodeChange(ev.Change)
-			if err != nil {
-				return nil, err
-			}
-			if ch.ChangeID != from+int64(len(kinds))+1 {
-				return nil, fmt.Errorf("gap or duplicate: change id %d after %d", ch.ChangeID, from+int64(len(kinds)))
-			}
-			kinds = append(kinds, ch.ChangeKind)
+		// A resume with from > 0 carries change events only: a Corrosion
+		// client treats any other line as an error, so this reader does too.
+		if ev.Change == nil {
+			return nil, fmt.Errorf("resume from %d sent a non-change line: %s", from, sc.Bytes())
 		}
+		ch, err := decodeChange(ev.Change)
+		if err != nil {
+			return nil, err
+		}
+		if ch.ChangeID != from+int64(len(kinds))+1 {
+			return nil, fmt.Errorf("gap or duplicate: change id %d after %d", ch.ChangeID, from+int64(len(kinds)))
+		}
+		kinds = append(kinds, ch.ChangeKind)
 	}
 	return kinds, nil
 }
