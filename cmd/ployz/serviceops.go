@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,10 @@ type executionStatus struct {
 	Desired int    `json:"desired"`
 	Running int    `json:"running"`
 	Ready   int    `json:"ready"`
+	// Restarts sums Docker's restarts of the Containers; NotReadyOn names
+	// the Machines holding a Container that is not ready.
+	Restarts   int      `json:"restarts"`
+	NotReadyOn []string `json:"not_ready_on,omitempty"`
 }
 
 // ingressStatus is the Service's ingress half: published (every Machine's
@@ -93,8 +98,13 @@ func serviceInspect() *cobra.Command {
 					}
 					if co.Ready {
 						in.Execution.Ready++
+					} else {
+						in.Execution.NotReadyOn = append(in.Execution.NotReadyOn, machineName(snap, co.MachineID))
 					}
+					in.Execution.Restarts += co.RestartCount
 				}
+				sort.Strings(in.Execution.NotReadyOn)
+				in.Execution.NotReadyOn = slices.Compact(in.Execution.NotReadyOn)
 				if in.Declared != nil && in.Declared.Mode == deploy.ModeGlobal {
 					in.Execution.Desired = len(cs)
 				}
@@ -138,7 +148,10 @@ func serviceInspect() *cobra.Command {
 					fmt.Fprintf(w, "declared\t%s, replicas %d, image %s, readiness %s\n", d.Mode, d.Replicas, d.Image, d.Readiness)
 				}
 				e := in.Execution
-				fmt.Fprintf(w, "execution\t%s (desired %d, running %d, ready %d)\n", e.Status, e.Desired, e.Running, e.Ready)
+				fmt.Fprintf(w, "execution\t%s (desired %d, running %d, ready %d, restarts %d)\n", e.Status, e.Desired, e.Running, e.Ready, e.Restarts)
+				if len(e.NotReadyOn) > 0 {
+					fmt.Fprintf(w, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
+				}
 				if in.Ingress.Reason != "" {
 					fmt.Fprintf(w, "ingress\t%s (%s)\n", in.Ingress.Status, in.Ingress.Reason)
 				} else {
@@ -173,7 +186,8 @@ func serviceInspect() *cobra.Command {
 					fmt.Fprintln(w)
 				}
 				for _, co := range cs {
-					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s\n", co.Name, machineName(snap, co.MachineID), co.State, co.Ready, co.IP)
+					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s, restarts %d, last exit %s\n", co.Name, machineName(snap, co.MachineID),
+						co.State, co.Ready, co.IP, co.RestartCount, lastExit(co, time.Now()))
 				}
 				return w.Flush()
 			})
