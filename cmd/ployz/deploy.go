@@ -78,6 +78,8 @@ type deployFlags struct {
 	// noBuild deploys each build: Service's last local build.
 	noBuild   bool
 	buildArgs []string
+	// restart names Services replaced even when up to date.
+	restart []string
 }
 
 func deployCommand() *cobra.Command {
@@ -167,7 +169,7 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	}
 	var res deployResult
 	res.Snapshot.Complete, res.Snapshot.Unobserved = snap.Complete(), snap.Missing
-	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune, Pull: f.pull})
+	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune, Pull: f.pull, Restart: f.restart})
 	if err != nil {
 		return err
 	}

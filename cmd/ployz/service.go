@@ -22,7 +22,7 @@ import (
 // serviceCommand is `ployz service`.
 func serviceCommand() *cobra.Command {
 	svc := &cobra.Command{Use: "service", Short: "Inspect Services"}
-	svc.AddCommand(serviceInspect())
+	svc.AddCommand(serviceInspect(), restartCommand())
 	return svc
 }
 

@@ -329,7 +329,7 @@ func followLogs(c *cobra.Command, s session, snap deploy.Snapshot, cs []rpc.Cont
 }
 
 // latestDeploy runs a deploy of the latest Saved State changed by edit.
-func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte) ([]byte, error)) error {
+func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte) ([]byte, error), restart ...string) error {
 	st, err := openStore()
 	if err != nil {
 		return err
@@ -356,7 +356,7 @@ func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte
 	if err != nil {
 		return err
 	}
-	df := deployFlags{projectFlags: projectFlags{file: "compose.yaml", project: p, env: f.env}, timeout: defaultReadyTimeout, noBuild: true}
+	df := deployFlags{projectFlags: projectFlags{file: "compose.yaml", project: p, env: f.env}, timeout: defaultReadyTimeout, noBuild: true, restart: restart}
 	return runDeploy(c, b, df, fmt.Sprintf("%s (from revision %d)", why, latest.Revision))
 }
 
@@ -371,6 +371,25 @@ func contextName(st *operator.Store) (string, error) {
 
 // defaultReadyTimeout bounds each wait_ready of scale, rm, start.
 const defaultReadyTimeout = 120 * time.Second
+
+// restartCommand replaces every running Container of a Service with a
+// fresh one of the same spec, start-first through the Serving Pointer, so
+// clients see no gap (a new revision of the same compose file).
+func restartCommand() *cobra.Command {
+	var f projectFlags
+	cmd := &cobra.Command{
+		Use:   "restart SERVICE",
+		Short: "Replace a Service's running Containers with fresh ones, start-first (no gap for clients)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return latestDeploy(c, f, "restart "+args[0], func(b []byte) ([]byte, error) {
+				return b, deploy.CheckService(b, args[0])
+			}, args[0])
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
 
 func scaleCommand() *cobra.Command {
 	var f projectFlags

@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -112,6 +113,10 @@ type PlanOptions struct {
 	// or PullNever); "" lets each Service's pull_policy decide, else
 	// PullMissing.
 	Pull string
+	// Restart names Services whose up-to-date running Containers are
+	// replaced anyway (`ployz service restart`), start-first unless a
+	// host port or a single Container's volume forbids it.
+	Restart []string
 }
 
 // MakePlan plans app against snap. Errors (an empty eligible set, an
@@ -134,7 +139,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	}
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
-		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc))
+		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc), slices.Contains(o.Restart, svc.Name))
 		if err != nil {
 			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
 		}

@@ -329,3 +329,35 @@ func TestPlanWarnsOfClaimedRoutes(t *testing.T) {
 		t.Fatalf("warnings: %s", w)
 	}
 }
+
+func TestPlanRestartReplacesUpToDateContainers(t *testing.T) {
+	web, db := svc("web", 2), svc("db", 1, func(s *Service) {
+		s.Volumes = []string{ns + "-data"}
+		s.Spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: ns + "-data", Target: "/data"}}
+	})
+	snap := snapOf(
+		machine("m1", nil, ctr("web", hashOf(web), "running"), ctr("db", hashOf(db), "running")),
+		machine("m2", nil, ctr("web", hashOf(web), "exited")))
+	p, err := MakePlan(app(web, db), snap, PlanOptions{Restart: []string{"web", "db"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The running ones are replaced (the single db Container on its volume
+	// stop-first); the exited one is started as any deploy would.
+	want := lines("m1 web replace start-first", "m2 web start", "m1 db replace stop-first")
+	if got := summary(p); got != want {
+		t.Fatalf("rows:\n%s\nwant:\n%s", got, want)
+	}
+	for _, r := range p.Rows {
+		if r.Op == OpReplace && !strings.Contains(r.Reason, "requested restart") {
+			t.Errorf("%s %s: reason %q", r.Machine, r.Service, r.Reason)
+		}
+	}
+	p, err = MakePlan(app(web, db), snap, PlanOptions{Restart: []string{"web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != lines("m1 web replace start-first", "m2 web start", "m1 db unchanged") {
+		t.Fatalf("restart of web alone:\n%s", got)
+	}
+}
