@@ -49,7 +49,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	if svc.Mode == ModeReplicated && svc.Replicas == 0 {
 		return pl.stopAll(existing, hooks), sum, nil, nil
 	}
-	elig, warns, err := eligible(svc, snap)
+	elig, warns, err := eligible(ns, svc, snap)
 	if errors.Is(err, errVolumeUnseen) {
 		// Unknown safe hold: creating it here would start on an empty
 		// volume while the real one may sit on an unobserved Machine.
