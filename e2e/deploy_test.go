@@ -348,8 +348,16 @@ func TestDeploy(t *testing.T) {
 			}
 			return nil
 		})
-		if n, m := count(ps(t, op, "hello"), "api"); n != 3 || m != 3 {
-			t.Errorf("api after the rerun: %d ready on %d Machines", n, m)
+		if p := ps(t, op, "hello"); true {
+			if n, m := count(p, "api"); n != 3 || m != 3 {
+				var seen []string
+				for _, c := range p.Containers {
+					if c.Service == "api" {
+						seen = append(seen, fmt.Sprintf("%s %s %s ready=%t", c.Machine, c.Name, c.State, c.Ready))
+					}
+				}
+				t.Errorf("api after the rerun: %d ready on %d Machines: %v", n, m, seen)
+			}
 		}
 	})
 

@@ -56,7 +56,7 @@ type MachineState struct {
 
 // LabelDrained marks a drained Machine (`ployz machine drain`): no new
 // Container is placed there, and deploys move its Containers elsewhere.
-const LabelDrained = "ployz.drained"
+const LabelDrained = rpc.MachineLabelDrained
 
 // Drained reports whether the Machine is drained.
 func (m MachineState) Drained() bool {

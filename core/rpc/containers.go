@@ -139,6 +139,10 @@ type Healthcheck struct {
 	Retries       int      `json:"retries,omitempty"`
 }
 
+// MachineLabelDrained is the Machine label `ployz machine drain` sets: the
+// Machine admits no new Container until it is removed (undrain).
+const MachineLabelDrained = "ployz.drained"
+
 // Constraint is one placement constraint on Machine labels:
 // label <op> value, op "==" or "!=".
 type Constraint struct {
