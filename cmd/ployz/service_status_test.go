@@ -1,9 +1,11 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -35,5 +37,27 @@ func TestLastExit(t *testing.T) {
 		if got := lastExit(c.co, now); got != c.want {
 			t.Errorf("lastExit(%+v) = %q, want %q", c.co, got, c.want)
 		}
+	}
+}
+
+func TestProgressLiveRows(t *testing.T) {
+	var b strings.Builder
+	p := &progress{w: &b, live: true}
+	a := deploy.Step{Row: 0, Machine: "m1", Service: "web", Action: "create_container", Container: "w1"}
+	c := deploy.Step{Row: 1, Machine: "m2", Service: "web", Action: "create_container", Container: "w2"}
+	p.event(deploy.Event{Step: a})
+	p.event(deploy.Event{Step: c})
+	a.Status, a.DurationMS = deploy.StepCompleted, 12
+	p.event(deploy.Event{Step: a, Done: true})
+	out := b.String()
+	// Two rows in flight, then both erased, the finished one printed for
+	// good and the one still running drawn again.
+	for _, want := range []string{"  ... m1 web create_container w1", "\033[2A\033[J  ok  m1 web create_container w1 (12ms)\n  ... m2 web create_container w2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output %q lacks %q", out, want)
+		}
+	}
+	if p.drawn != 1 {
+		t.Fatalf("%d live rows drawn, want 1", p.drawn)
 	}
 }
