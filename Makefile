@@ -8,7 +8,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit cross lab-test bench fuzz proto prereq clean
+.PHONY: build demo test unit cross lab-test bench fuzz cover proto prereq clean
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -60,6 +60,18 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d || exit 1; \
 	  done; \
 	done
+
+## cover: per-package coverage of the unit tests, then the coverage of the
+## plugin processes the plugin tests start (built with -cover, writing to
+## GOCOVERDIR: `go test -cover` would keep that for itself, hence two passes).
+COVERDIR ?= $(CURDIR)/.cover
+PLUGIN_TESTS := ./core/pluginhost/... ./sdk/... ./plugins/...
+cover:
+	rm -rf $(COVERDIR) && mkdir -p $(COVERDIR)/procs
+	$(GO) test -count=1 -cover ./... | tee $(COVERDIR)/unit.txt
+	@echo "== plugin processes started by the tests"
+	PLOYZ_COVER_PLUGINS=1 GOCOVERDIR=$(COVERDIR)/procs $(GO) test -count=1 $(PLUGIN_TESTS) >/dev/null
+	$(GO) tool covdata percent -i=$(COVERDIR)/procs | tee $(COVERDIR)/procs.txt
 
 ## proto: regenerate the gRPC code of the plugin SDK and of Machine RPC
 proto:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -78,6 +79,8 @@ type deployFlags struct {
 	// noBuild deploys each build: Service's last local build.
 	noBuild   bool
 	buildArgs []string
+	// restart names Services replaced even when up to date.
+	restart []string
 }
 
 func deployCommand() *cobra.Command {
@@ -167,7 +170,7 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	}
 	var res deployResult
 	res.Snapshot.Complete, res.Snapshot.Unobserved = snap.Complete(), snap.Missing
-	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune, Pull: f.pull})
+	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune, Pull: f.pull, Restart: f.restart})
 	if err != nil {
 		return err
 	}
@@ -328,33 +331,79 @@ func progressPrinter(w io.Writer) func(deploy.Event) {
 	if f, ok := w.(*os.File); ok {
 		live = term.IsTerminal(int(f.Fd()))
 	}
-	return func(e deploy.Event) {
-		s := e.Step
-		tag := ""
-		if s.Compensation {
-			tag = " [compensation]"
-		}
+	p := &progress{w: w, live: live}
+	return p.event
+}
+
+// progress prints deploy steps: on a terminal, one live row per step in
+// flight (steps on different Machines run at once) under the finished
+// steps; otherwise a plain line per start and per end.
+type progress struct {
+	w        io.Writer
+	live     bool
+	inflight []inflightStep
+	drawn    int // live rows currently on screen
+}
+
+type inflightStep struct {
+	key, text string
+	since     time.Time
+}
+
+func stepKey(s deploy.Step) string {
+	return fmt.Sprintf("%d/%s/%s/%t", s.Row, s.Action, s.Container, s.Compensation)
+}
+
+func stepText(s deploy.Step) string {
+	tag := ""
+	if s.Compensation {
+		tag = " [compensation]"
+	}
+	return fmt.Sprintf("%s %s %s %s%s", s.Machine, s.Service, s.Action, s.Container, tag)
+}
+
+func (p *progress) event(e deploy.Event) {
+	s := e.Step
+	if !p.live {
 		if !e.Done {
-			if live {
-				fmt.Fprintf(w, "  ... %s %s %s %s%s", s.Machine, s.Service, s.Action, s.Container, tag)
-				return
-			}
-			fmt.Fprintf(w, "  ... %s %s %s %s%s\n", s.Machine, s.Service, s.Action, s.Container, tag)
+			fmt.Fprintf(p.w, "  ... %s\n", stepText(s))
 			return
 		}
-		if live {
-			fmt.Fprint(w, "\r\033[K")
-		}
-		mark := "ok "
-		if s.Status == deploy.StepFailed {
-			mark = "ERR"
-		}
-		line := fmt.Sprintf("  %s %s %s %s %s%s (%dms)", mark, s.Machine, s.Service, s.Action, s.Container, tag, s.DurationMS)
-		if s.Error != "" {
-			line += ": " + s.Error
-		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(p.w, doneLine(s))
+		return
 	}
+	p.erase()
+	key := stepKey(s)
+	if e.Done {
+		p.inflight = slices.DeleteFunc(p.inflight, func(f inflightStep) bool { return f.key == key })
+		fmt.Fprintln(p.w, doneLine(s))
+	} else {
+		p.inflight = append(p.inflight, inflightStep{key: key, text: stepText(s), since: time.Now()})
+	}
+	for _, f := range p.inflight {
+		fmt.Fprintf(p.w, "  ... %s (%s)\n", f.text, time.Since(f.since).Round(time.Second))
+	}
+	p.drawn = len(p.inflight)
+}
+
+// erase removes the live rows drawn last time.
+func (p *progress) erase() {
+	if p.drawn > 0 {
+		fmt.Fprintf(p.w, "\033[%dA\033[J", p.drawn)
+	}
+	p.drawn = 0
+}
+
+func doneLine(s deploy.Step) string {
+	mark := "ok "
+	if s.Status == deploy.StepFailed {
+		mark = "ERR"
+	}
+	line := fmt.Sprintf("  %s %s (%dms)", mark, stepText(s), s.DurationMS)
+	if s.Error != "" {
+		line += ": " + s.Error
+	}
+	return line
 }
 
 func printOutcome(w io.Writer, p deploy.Plan, o deploy.Outcome) {

@@ -20,7 +20,8 @@ import (
 // machineCommand is `ployz machine`: form a Cluster and manage its Machines.
 func machineCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "machine", Aliases: []string{"m"}, Short: "Form a Cluster and manage its Machines"}
-	cmd.AddCommand(machineInit(), machineAdd(), machineLs(), machineInspect(), machineRename(), machineUpdate(), machineRm(), machineRtt())
+	cmd.AddCommand(machineInit(), machineAdd(), machineLs(), machineInspect(), machineRename(), machineUpdate(), machineRm(), machineRtt(),
+		machineDrain(), machineUndrain())
 	return cmd
 }
 
@@ -116,44 +117,59 @@ func machineInit() *cobra.Command {
 
 func machineAdd() *cobra.Command {
 	var f enrollFlags
+	var noCatchUp bool
 	cmd := &cobra.Command{
 		Use:   "add DEST",
-		Short: "Add the Machine at DEST to the current Cluster",
+		Short: "Add the Machine at DEST to the current Cluster (and start Global Services there)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := openStore()
-			if err != nil {
+			in, err := addMachine(c, f, args[0])
+			if err != nil || noCatchUp {
 				return err
 			}
-			defer st.Close()
-			ent, oc, err := entry(c.Context(), st)
-			if err != nil {
-				return err
-			}
-			defer ent.Close()
-			o, err := f.options(st, oc.Name, c)
-			if err != nil {
-				return err
-			}
-			target, url, err := dialTarget(c.Context(), args[0], o.Progress)
-			if err != nil {
-				return err
-			}
-			defer target.Close()
-			in, err := enroll.Add(c.Context(), ent, target, o)
-			if err != nil {
-				return err
-			}
-			if oc.Name != "" {
-				if err := st.AddConnection(oc.Name, operator.Connection{URL: url, SSHKey: g.sshKey}); err != nil {
-					return err
-				}
-			}
-			return printInspection(c, in)
+			return globalCatchUp(c, in.Name)
 		},
 	}
 	f.add(cmd, false)
+	cmd.Flags().BoolVar(&noCatchUp, "no-catch-up", false, "do not start the saved projects' Global Services on the new Machine")
 	return cmd
+}
+
+// addMachine enrolls the Machine at dest and prints its inspection.
+func addMachine(c *cobra.Command, f enrollFlags, dest string) (rpc.Inspection, error) {
+	var in rpc.Inspection
+	err := func() error {
+		st, err := openStore()
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		ent, oc, err := entry(c.Context(), st)
+		if err != nil {
+			return err
+		}
+		defer ent.Close()
+		o, err := f.options(st, oc.Name, c)
+		if err != nil {
+			return err
+		}
+		target, url, err := dialTarget(c.Context(), dest, o.Progress)
+		if err != nil {
+			return err
+		}
+		defer target.Close()
+		in, err = enroll.Add(c.Context(), ent, target, o)
+		if err != nil {
+			return err
+		}
+		if oc.Name != "" {
+			if err := st.AddConnection(oc.Name, operator.Connection{URL: url, SSHKey: g.sshKey}); err != nil {
+				return err
+			}
+		}
+		return printInspection(c, in)
+	}()
+	return in, err
 }
 
 func printInspection(c *cobra.Command, in rpc.Inspection) error {

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+	"time"
 
+	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/deploy"
@@ -18,7 +22,7 @@ import (
 // serviceCommand is `ployz service`.
 func serviceCommand() *cobra.Command {
 	svc := &cobra.Command{Use: "service", Short: "Inspect Services"}
-	svc.AddCommand(serviceInspect())
+	svc.AddCommand(serviceInspect(), restartCommand())
 	return svc
 }
 
@@ -92,6 +96,31 @@ type serviceRow struct {
 	Running   int    `json:"running"`
 	Ready     int    `json:"ready"`
 	Total     int    `json:"containers"`
+	// Restarts sums Docker's restarts of the Service's Containers.
+	Restarts int `json:"restarts"`
+	// Below says the Service has fewer ready Containers than it declares;
+	// NotReadyOn names the Machines holding a Container that is not ready.
+	Below      bool     `json:"below_replicas,omitempty"`
+	NotReadyOn []string `json:"not_ready_on,omitempty"`
+}
+
+// judge sets Below from the declared replica count.
+func (r *serviceRow) judge() {
+	want, err := strconv.Atoi(r.Desired)
+	r.Below = err == nil && r.Ready < want
+	sort.Strings(r.NotReadyOn)
+	r.NotReadyOn = slices.Compact(r.NotReadyOn)
+}
+
+// note is the human column for a Service below its replicas.
+func (r serviceRow) note() string {
+	if !r.Below {
+		return ""
+	}
+	if len(r.NotReadyOn) == 0 {
+		return "below replicas"
+	}
+	return "below replicas; not ready on " + strings.Join(r.NotReadyOn, ", ")
 }
 
 func lsCommand() *cobra.Command {
@@ -151,10 +180,14 @@ func lsCommand() *cobra.Command {
 					}
 					if co.Ready {
 						r.Ready++
+					} else {
+						r.NotReadyOn = append(r.NotReadyOn, machineName(snap, co.MachineID))
 					}
+					r.Restarts += co.RestartCount
 				}
 				var out []serviceRow
 				for _, r := range rows {
+					r.judge()
 					out = append(out, *r)
 				}
 				sort.Slice(out, func(i, j int) bool {
@@ -166,9 +199,9 @@ func lsCommand() *cobra.Command {
 				warnUnobserved(c.ErrOrStderr(), snap)
 				printRemovalMarks(c.ErrOrStderr(), s)
 				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NAMESPACE\tSERVICE\tDESIRED\tRUNNING\tREADY\tCONTAINERS")
+				fmt.Fprintln(w, "NAMESPACE\tSERVICE\tDESIRED\tRUNNING\tREADY\tCONTAINERS\tRESTARTS\tNOTE")
 				for _, r := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\n", r.Namespace, r.Service, r.Desired, r.Running, r.Ready, r.Total)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.Namespace, r.Service, r.Desired, r.Running, r.Ready, r.Total, r.Restarts, r.note())
 				}
 				return w.Flush()
 			})
@@ -225,13 +258,15 @@ func psCommand() *cobra.Command {
 				}
 				warnUnobserved(c.ErrOrStderr(), snap)
 				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "MACHINE\tNAMESPACE\tSERVICE\tCONTAINER\tSTATE\tHEALTH\tREADY\tIP\tIMAGE")
+				fmt.Fprintln(w, "MACHINE\tNAMESPACE\tSERVICE\tCONTAINER\tSTATE\tHEALTH\tREADY\tRESTARTS\tLAST EXIT\tIP\tIMAGE")
+				now := time.Now()
 				for _, r := range out {
 					health := r.Health
 					if health == "" {
 						health = "-"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\n", r.Machine, r.Namespace, r.Service, r.Name, r.State, health, r.Ready, r.IP, r.Image)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%d\t%s\t%s\t%s\n", r.Machine, r.Namespace, r.Service, r.Name, r.State, health, r.Ready,
+						r.RestartCount, lastExit(r.ContainerObservation, now), r.IP, r.Image)
 				}
 				return w.Flush()
 			})
@@ -283,4 +318,18 @@ func errNoService(service, ns string, snap deploy.Snapshot) error {
 		return fmt.Errorf("service %q: no Container found in %s on the observed Machines; not observed: %s", service, ns, snap.MissingNames())
 	}
 	return fmt.Errorf("service %q: no Container found in %s", service, ns)
+}
+
+// lastExit describes a Container's last exit for people: its code, an OOM
+// kill, and how long ago; "-" when it never exited.
+func lastExit(co rpc.ContainerObservation, now time.Time) string {
+	at, err := time.Parse(time.RFC3339, co.FinishedAt)
+	if err != nil {
+		return "-"
+	}
+	s := strconv.Itoa(co.ExitCode)
+	if co.OOMKilled {
+		s += " OOM-killed"
+	}
+	return s + " (" + units.HumanDuration(now.Sub(at)) + " ago)"
 }

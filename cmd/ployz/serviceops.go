@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,10 @@ type executionStatus struct {
 	Desired int    `json:"desired"`
 	Running int    `json:"running"`
 	Ready   int    `json:"ready"`
+	// Restarts sums Docker's restarts of the Containers; NotReadyOn names
+	// the Machines holding a Container that is not ready.
+	Restarts   int      `json:"restarts"`
+	NotReadyOn []string `json:"not_ready_on,omitempty"`
 }
 
 // ingressStatus is the Service's ingress half: published (every Machine's
@@ -93,8 +98,13 @@ func serviceInspect() *cobra.Command {
 					}
 					if co.Ready {
 						in.Execution.Ready++
+					} else {
+						in.Execution.NotReadyOn = append(in.Execution.NotReadyOn, machineName(snap, co.MachineID))
 					}
+					in.Execution.Restarts += co.RestartCount
 				}
+				sort.Strings(in.Execution.NotReadyOn)
+				in.Execution.NotReadyOn = slices.Compact(in.Execution.NotReadyOn)
 				if in.Declared != nil && in.Declared.Mode == deploy.ModeGlobal {
 					in.Execution.Desired = len(cs)
 				}
@@ -138,7 +148,10 @@ func serviceInspect() *cobra.Command {
 					fmt.Fprintf(w, "declared\t%s, replicas %d, image %s, readiness %s\n", d.Mode, d.Replicas, d.Image, d.Readiness)
 				}
 				e := in.Execution
-				fmt.Fprintf(w, "execution\t%s (desired %d, running %d, ready %d)\n", e.Status, e.Desired, e.Running, e.Ready)
+				fmt.Fprintf(w, "execution\t%s (desired %d, running %d, ready %d, restarts %d)\n", e.Status, e.Desired, e.Running, e.Ready, e.Restarts)
+				if len(e.NotReadyOn) > 0 {
+					fmt.Fprintf(w, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
+				}
 				if in.Ingress.Reason != "" {
 					fmt.Fprintf(w, "ingress\t%s (%s)\n", in.Ingress.Status, in.Ingress.Reason)
 				} else {
@@ -173,7 +186,8 @@ func serviceInspect() *cobra.Command {
 					fmt.Fprintln(w)
 				}
 				for _, co := range cs {
-					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s\n", co.Name, machineName(snap, co.MachineID), co.State, co.Ready, co.IP)
+					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s, restarts %d, last exit %s\n", co.Name, machineName(snap, co.MachineID),
+						co.State, co.Ready, co.IP, co.RestartCount, lastExit(co, time.Now()))
 				}
 				return w.Flush()
 			})
@@ -315,7 +329,7 @@ func followLogs(c *cobra.Command, s session, snap deploy.Snapshot, cs []rpc.Cont
 }
 
 // latestDeploy runs a deploy of the latest Saved State changed by edit.
-func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte) ([]byte, error)) error {
+func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte) ([]byte, error), restart ...string) error {
 	st, err := openStore()
 	if err != nil {
 		return err
@@ -342,7 +356,7 @@ func latestDeploy(c *cobra.Command, f projectFlags, why string, edit func([]byte
 	if err != nil {
 		return err
 	}
-	df := deployFlags{projectFlags: projectFlags{file: "compose.yaml", project: p, env: f.env}, timeout: defaultReadyTimeout, noBuild: true}
+	df := deployFlags{projectFlags: projectFlags{file: "compose.yaml", project: p, env: f.env}, timeout: defaultReadyTimeout, noBuild: true, restart: restart}
 	return runDeploy(c, b, df, fmt.Sprintf("%s (from revision %d)", why, latest.Revision))
 }
 
@@ -357,6 +371,25 @@ func contextName(st *operator.Store) (string, error) {
 
 // defaultReadyTimeout bounds each wait_ready of scale, rm, start.
 const defaultReadyTimeout = 120 * time.Second
+
+// restartCommand replaces every running Container of a Service with a
+// fresh one of the same spec, start-first through the Serving Pointer, so
+// clients see no gap (a new revision of the same compose file).
+func restartCommand() *cobra.Command {
+	var f projectFlags
+	cmd := &cobra.Command{
+		Use:   "restart SERVICE",
+		Short: "Replace a Service's running Containers with fresh ones, start-first (no gap for clients)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return latestDeploy(c, f, "restart "+args[0], func(b []byte) ([]byte, error) {
+				return b, deploy.CheckService(b, args[0])
+			}, args[0])
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
 
 func scaleCommand() *cobra.Command {
 	var f projectFlags

@@ -276,6 +276,10 @@ func admit(s rpc.ContainerSpec, f localFacts) error {
 		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s is %s: only a participating Machine admits new Containers", f.Name, f.Phase).
 			With("phase", string(f.Phase))
 	}
+	if since, ok := f.Labels[rpc.MachineLabelDrained]; ok {
+		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s is drained (since %s): it admits no new Container; `ployz machine undrain %s` makes it eligible again",
+			f.Name, since, f.Name).With("drained", since)
+	}
 	for i, c := range s.Constraints {
 		v, ok := f.Labels[c.Label]
 		if (c.Op == "==") != (ok && v == c.Value) {

@@ -47,6 +47,7 @@ type containerOps struct {
 	filesDir string
 	facts    func() localFacts
 	ready    *readiness
+	exits    *exitLog
 
 	restoreMu   sync.Mutex
 	restoreDone bool
@@ -73,7 +74,8 @@ func newContainerOps(c containerConfig) *containerOps {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts, filesDir: c.FilesDir}
+	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts, filesDir: c.FilesDir,
+		exits: newExitLog()}
 	o.ready = newReadiness(c.Logger.Named("notify"), c.NotifyDir, c.StatePath, o.runningSince)
 	return o
 }
@@ -200,12 +202,15 @@ func (o *containerOps) observe(c container.InspectResponse, machineID string) rp
 		ob.Labels = maps.Clone(l)
 		delete(ob.Labels, rpc.LabelSpec)
 	}
+	ob.RestartCount = c.RestartCount
 	if st := c.State; st != nil {
-		ob.State, ob.ExitCode = st.Status, st.ExitCode
+		ob.State, ob.ExitCode, ob.OOMKilled = st.Status, st.ExitCode, st.OOMKilled
+		ob.StartedAt, ob.FinishedAt = dockerTime(st.StartedAt), dockerTime(st.FinishedAt)
 		if st.Health != nil && st.Health.Status != "" {
 			ob.Health = st.Health.Status
 		}
 	}
+	o.exits.fill(&ob)
 	if c.NetworkSettings != nil {
 		if n := c.NetworkSettings.Networks[o.network]; n != nil {
 			ob.IP = n.IPAddress
@@ -431,4 +436,14 @@ func (o *containerOps) listImages(ctx context.Context, raw json.RawMessage) (any
 		out.Images = append(out.Images, info)
 	}
 	return out, nil
+}
+
+// dockerTime is a Docker state timestamp, empty for Docker's zero time
+// (a Container never started or never exited).
+func dockerTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() <= 1 {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }

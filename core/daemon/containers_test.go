@@ -205,6 +205,11 @@ func TestAdmissionRefusals(t *testing.T) {
 	if rpcCode(err) != rpc.CodeNotFound || rpcDetail(err, "image") != s.Image {
 		t.Fatalf("missing image: %v", err)
 	}
+	to.facts.Labels = map[string]string{"zone": "a", rpc.MachineLabelDrained: "2026-12-01T00:00:00Z"}
+	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("d"), Spec: withVol(to.spec("d", nil))})
+	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "drained") != "2026-12-01T00:00:00Z" {
+		t.Fatalf("drained: %v", err)
+	}
 	to.facts.Phase = machine.Joining
 	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("c"), Spec: withVol(to.spec("c", nil))})
 	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "phase") != "joining" {

@@ -70,7 +70,8 @@ func (d *Daemon) watchEvents(ctx context.Context, cli *client.Client, trigger ch
 			select {
 			case <-ctx.Done():
 				return
-			case <-msgs:
+			case m := <-msgs:
+				d.containerEvent(ctx, cli, m)
 				select {
 				case trigger <- struct{}{}:
 				default:
@@ -85,6 +86,55 @@ func (d *Daemon) watchEvents(ctx context.Context, cli *client.Client, trigger ch
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// containerEvent acts on an event that may end a Container's readiness
+// before the debounced rescan: the Container's own row is rewritten at
+// once, so every proxy following the store stops routing to it within
+// milliseconds (a crashed replica is routed around, not waited out).
+func (d *Daemon) containerEvent(ctx context.Context, cli client.APIClient, m events.Message) {
+	if m.Type != events.ContainerEventType || d.ctrs == nil {
+		return
+	}
+	d.ctrs.exits.event(m)
+	if !withdraws(m.Action) {
+		return
+	}
+	if _, ok := m.Actor.Attributes[rpc.LabelNamespace]; !ok {
+		return // not a Service Container: nothing routes to it
+	}
+	if err := d.publishContainer(ctx, cli, m.Actor.ID); err != nil && ctx.Err() == nil {
+		d.log.Warn("observe: publish after "+string(m.Action), "container", short(m.Actor.ID), "error", err)
+	}
+}
+
+// withdraws reports whether a container event can end readiness (or, for
+// a start or a healthy verdict, bring it back).
+func withdraws(a events.Action) bool {
+	switch a {
+	case events.ActionDie, events.ActionOOM, events.ActionKill, events.ActionStop, events.ActionPause, events.ActionStart:
+		return true
+	}
+	return strings.HasPrefix(string(a), string(events.ActionHealthStatus))
+}
+
+// publishContainer rewrites one Service Container's row from Docker now.
+func (d *Daemon) publishContainer(ctx context.Context, cli client.APIClient, id string) error {
+	a := d.act()
+	if a == nil || d.record().Phase == machine.Resetting {
+		return nil
+	}
+	in, err := cli.ContainerInspect(ctx, id)
+	if cerrdefs.IsNotFound(err) {
+		return nil // removed: the rescan deletes its row
+	}
+	if err != nil {
+		return fmt.Errorf("inspect container %s: %w", short(id), err)
+	}
+	b := serviceContainerBody(d.ctrs.observe(in, ""), in)
+	b.Session = session()
+	_, err = a.store.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: b})
+	return err
 }
 
 // rescan makes this Machine's containers and volumes rows match Docker,
@@ -197,7 +247,8 @@ func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c cont
 func serviceContainerBody(o rpc.ContainerObservation, in container.InspectResponse) store.ContainerBody {
 	b := store.ContainerBody{Service: o.Service, Deployment: o.Deployment, Image: o.Image, State: o.State, IP: o.IP,
 		Name: o.Name, Namespace: o.Namespace, ServiceID: o.ServiceID, SpecHash: o.SpecHash, ImageID: o.ImageID,
-		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt}
+		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt,
+		RestartCount: o.RestartCount, ExitCode: o.ExitCode, OOMKilled: o.OOMKilled, FinishedAt: o.FinishedAt}
 	if o.Spec != nil {
 		for _, r := range o.Spec.Ingress {
 			b.Ingress = append(b.Ingress, store.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort, Protocol: r.Protocol, Port: r.Port})

@@ -220,3 +220,13 @@ services:
 		}
 	}
 }
+
+func TestCheckService(t *testing.T) {
+	compose := []byte("services:\n  web:\n    image: x\n")
+	if err := CheckService(compose, "web"); err != nil {
+		t.Fatalf("declared service refused: %v", err)
+	}
+	if err := CheckService(compose, "api"); err == nil || !strings.Contains(err.Error(), `"api"`) {
+		t.Fatalf("undeclared service: %v", err)
+	}
+}

@@ -97,3 +97,9 @@ func deleteKey(m *yaml.Node, key string) {
 		}
 	}
 }
+
+// CheckService returns an error unless compose declares service.
+func CheckService(compose []byte, service string) error {
+	_, err := editService(compose, service, func(_, _ *yaml.Node) error { return nil })
+	return err
+}

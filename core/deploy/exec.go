@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -84,6 +85,11 @@ type Executor struct {
 	// pull of image sends ("" for none). It stays on this side: the plan
 	// and the outcome never hold it.
 	RegistryAuth func(image string) string
+	// Parallelism bounds how many Machines a phase of one Service acts on
+	// at once (default DefaultParallelism).
+	Parallelism int
+
+	emitMu sync.Mutex // Progress hears one event at a time
 }
 
 // upActions are the calls a row makes before its Service's Serving
@@ -150,63 +156,40 @@ type action struct {
 // cancellation of ctx stops between steps. Every step appears in the
 // Outcome.
 //
-// Rows run Service by Service in plan order. Within a Service, the rows
+// Services run as soon as the Services they depend on have finished, so
+// independent ones run at once; a Service's rows on different Machines
+// run at once, and the rows of one Machine one after the other in plan
+// order. The Outcome lists steps in plan order. Within a Service, the rows
 // that bring Containers up run first; then the Service's Serving Pointer
 // moves to the Containers that remain and the executor waits until every
 // Machine that is not Down acks it (so no Ingress Proxy routes to a
 // Container about to stop); only then do the rows that stop or remove
 // Containers run (see serving.go).
 func (e *Executor) Run(ctx context.Context, p Plan) Outcome {
-	out := Outcome{DeploymentID: p.DeploymentID, Status: "completed"}
-	failed := map[string]string{} // service -> why its later rows are skipped
-	for _, g := range serviceGroups(p.Rows) {
-		e.runService(ctx, p, g, &out, failed)
-	}
+	rs := newRunState()
+	out := Outcome{DeploymentID: p.DeploymentID}
+	out.Steps = e.runServices(ctx, p, rs)
+	out.Status = rs.status
 	if out.Status == "completed" && out.Count(StepCompleted) != countNonCompensation(out) {
 		out.Status = "partial"
 	}
 	return out
 }
 
-// skipReason says why row r cannot run now, or "".
-func skipReason(ctx context.Context, p Plan, r Row, failed map[string]string, out *Outcome) string {
-	if err := ctx.Err(); err != nil {
-		out.Status = "cancelled"
-		return "cancelled before it ran"
-	}
-	if why, ok := failed[r.Service]; ok {
-		return why
-	}
-	if dep := failedDependency(p, r.Service, failed); dep != "" {
-		return fmt.Sprintf("skipped: service %q it depends on failed", dep)
-	}
-	return ""
-}
-
-// runActs runs acts of row i unless skip is set, recording the steps;
-// it returns the new Container's id and whether every action completed.
-func (e *Executor) runActs(ctx context.Context, i int, r Row, acts []action, skip string, out *Outcome) (string, bool) {
+// runActs runs acts of row i unless skip is set; it returns the row's
+// steps, the new Container's id and whether every action completed.
+func (e *Executor) runActs(ctx context.Context, i int, r Row, acts []action, skip string) ([]Step, string, bool) {
 	if len(acts) == 0 {
-		return "", skip == ""
+		return nil, "", skip == ""
 	}
 	if skip != "" {
+		var steps []Step
 		for _, a := range acts {
-			out.Steps = append(out.Steps, e.step(i, r, a, Step{Status: StepNeverAttempted, Error: skip}))
+			steps = append(steps, e.step(i, r, a, Step{Status: StepNeverAttempted, Error: skip}))
 		}
-		return "", false
+		return steps, "", false
 	}
-	steps, newID, ok := e.runRow(ctx, i, r, acts)
-	out.Steps = append(out.Steps, steps...)
-	return newID, ok
-}
-
-func (o *Outcome) fail(failed map[string]string, r Row) {
-	if o.Status == "completed" {
-		o.Status = "partial"
-	}
-	if _, ok := failed[r.Service]; !ok {
-		failed[r.Service] = fmt.Sprintf("skipped: an earlier step of service %q failed on %s", r.Service, r.Machine)
-	}
+	return e.runRow(ctx, i, r, acts)
 }
 
 func countNonCompensation(o Outcome) int {
@@ -308,6 +291,8 @@ func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]S
 
 func (e *Executor) emit(s Step, done bool) {
 	if e.Progress != nil {
+		e.emitMu.Lock()
+		defer e.emitMu.Unlock()
 		e.Progress(Event{Step: s, Done: done})
 	}
 }

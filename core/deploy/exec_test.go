@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 // from a script. It exists because the daemon side is being written
 // concurrently; lab tests against real Machines cover the real thing.
 type recorder struct {
+	mu    sync.Mutex // the executor calls different Machines at once
 	calls []string
 	// fail maps "command target-id" to the error that call returns.
 	fail map[string]error
@@ -62,6 +65,8 @@ func (r *recorder) servingCall(command string, payload, out any) (string, any, e
 }
 
 func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload, out any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	id := ""
 	switch p := payload.(type) {
 	case rpc.CreateContainerRequest:
@@ -99,7 +104,10 @@ func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload
 	call := fmt.Sprintf("%s %s %s", t.One, command, id)
 	r.calls = append(r.calls, call)
 	if r.onCall != nil {
+		// onCall may block to prove that calls overlap.
+		r.mu.Unlock()
 		r.onCall(call)
+		r.mu.Lock()
 	}
 	if err := r.fail[command+" "+id]; err != nil {
 		return err
@@ -159,7 +167,7 @@ func TestExecuteFailedStartFirstLeavesOldUntouched(t *testing.T) {
 	rec := &recorder{wait: map[string][]rpc.WaitReadyResult{"id-new": {{Outcome: "unhealthy", LogTail: []string{"boom"}}}}}
 	p := Plan{Services: []ServiceSummary{{Name: "web"}, {Name: "front", DependsOn: []string{"web"}}}, Rows: []Row{
 		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpReplace, Strategy: StartFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true},
-		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpCreate, NewName: "new2", Spec: spec()},
+		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpCreate, NewName: "new2", Spec: spec()},
 		{MachineID: "m2", Machine: "m2", Service: "front", Op: OpCreate, NewName: "f", Spec: spec()},
 		{MachineID: "m3", Machine: "m3", Service: "other", Op: OpRemove, OldID: "o", OldName: "o"},
 	}}
@@ -169,9 +177,9 @@ func TestExecuteFailedStartFirstLeavesOldUntouched(t *testing.T) {
 		"m1 start_container new completed",
 		"m1 wait_ready new failed",
 		"m1 stop_container new completed (compensation)",
-		"m2 create_container new2 never_attempted",
-		"m2 start_container new2 never_attempted",
-		"m2 wait_ready new2 never_attempted",
+		"m1 create_container new2 never_attempted",
+		"m1 start_container new2 never_attempted",
+		"m1 wait_ready new2 never_attempted",
 		"m1 stop_container old never_attempted",
 		"m1 remove_container old never_attempted",
 		"m2 create_container f never_attempted",
@@ -223,8 +231,10 @@ func TestExecuteCancelBetweenSteps(t *testing.T) {
 	}}
 	p := Plan{Rows: []Row{
 		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpCreate, NewName: "a", Spec: spec()},
-		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpCreate, NewName: "b", Spec: spec()},
+		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpCreate, NewName: "b", Spec: spec()},
+		{MachineID: "m1", Machine: "m1", Service: "api", Op: OpCreate, NewName: "c", Spec: spec()},
 	}}
+	p.Services = []ServiceSummary{{Name: "web"}, {Name: "api", DependsOn: []string{"web"}}}
 	o := (&Executor{C: rec}).Run(ctx, p)
 	if o.Status != "cancelled" || !o.Partial() {
 		t.Fatalf("status = %s", o.Status)
@@ -233,7 +243,7 @@ func TestExecuteCancelBetweenSteps(t *testing.T) {
 		t.Fatalf("steps:\n%s", steps(o))
 	}
 	for _, c := range rec.calls {
-		if strings.HasPrefix(c, "m2") {
+		if strings.HasSuffix(c, " b") || strings.HasSuffix(c, " c") || strings.HasSuffix(c, "-b") || strings.HasSuffix(c, "-c") {
 			t.Fatalf("a step ran after cancellation: %s", c)
 		}
 	}
@@ -267,20 +277,20 @@ func TestExecuteMovesServingPointerBeforeStopping(t *testing.T) {
 		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpRemove, OldID: "gone", OldName: "gone"},
 	}}
 	o := (&Executor{C: rec}).Run(context.Background(), p)
+	// The pointer names the new Container only, and is acked, before
+	// anything the move left out stops; m1 and m2 then stop at once.
 	want := strings.Join([]string{
 		"m1 create_container new",
 		"m1 start_container id-new",
 		"m1 wait_ready id-new",
-		// The pointer names the new Container only, and is acked, before
-		// anything the move left out stops.
 		"entry move_serving_pointer id-new",
 		"m1 stop_container old",
 		"m1 remove_container old",
 		"m2 stop_container gone",
 		"m2 remove_container gone",
 	}, "\n")
-	if got := strings.Join(rec.calls, "\n"); got != want {
-		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
+	if got := strings.Join(inMachineOrder(rec.calls[:4], rec.calls[4:]), "\n"); got != want {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(rec.calls, "\n"), want)
 	}
 	if o.Status != "completed" || !strings.Contains(steps(o), "(cluster) wait_serving_acks "+rec.pointer+" completed") {
 		t.Fatalf("outcome %s:\n%s", o.Status, steps(o))
@@ -320,5 +330,81 @@ func TestExecuteRemovalDeletesPointer(t *testing.T) {
 	want := "entry move_serving_pointer \nm1 stop_container a\nm1 remove_container a\nentry move_serving_pointer delete"
 	if got := strings.Join(rec.calls, "\n"); got != want {
 		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// inMachineOrder is head followed by tail's calls grouped by Machine (in
+// order of first appearance), each Machine's calls in the order made:
+// calls to different Machines may interleave in any order.
+func inMachineOrder(head, tail []string) []string {
+	by := map[string][]string{}
+	var machines []string
+	for _, c := range tail {
+		m, _, _ := strings.Cut(c, " ")
+		if _, ok := by[m]; !ok {
+			machines = append(machines, m)
+		}
+		by[m] = append(by[m], c)
+	}
+	sort.Strings(machines)
+	out := append([]string(nil), head...)
+	for _, m := range machines {
+		out = append(out, by[m]...)
+	}
+	return out
+}
+
+// TestExecuteRunsMachinesAndServicesAtOnce proves the overlap: each
+// Machine's first create blocks until every independent create has
+// started, which only happens if they run at once; the dependent Service
+// starts only after the Service it depends on finished.
+func TestExecuteRunsMachinesAndServicesAtOnce(t *testing.T) {
+	var mu sync.Mutex
+	started := map[string]bool{}
+	all := make(chan struct{})
+	var order []string
+	rec := &recorder{onCall: func(c string) {
+		mu.Lock()
+		order = append(order, c)
+		if strings.Contains(c, "create_container") {
+			started[c] = true
+			if len(started) == 3 {
+				close(all)
+			}
+		}
+		mu.Unlock()
+		if strings.Contains(c, "create_container") && !strings.Contains(c, " api") {
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+				t.Errorf("%s: the other creates never started alongside it", c)
+			}
+		}
+	}}
+	p := Plan{Services: []ServiceSummary{{Name: "web"}, {Name: "db"}, {Name: "api", DependsOn: []string{"db"}}}, Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpCreate, NewName: "w1", Spec: spec()},
+		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpCreate, NewName: "w2", Spec: spec()},
+		{MachineID: "m1", Machine: "m1", Service: "db", Op: OpCreate, NewName: "d1", Spec: spec()},
+		{MachineID: "m2", Machine: "m2", Service: "api", Op: OpCreate, NewName: "api", Spec: spec()},
+	}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	if o.Status != "completed" {
+		t.Fatalf("outcome %s:\n%s", o.Status, steps(o))
+	}
+	// Steps stay in plan order whatever order the calls finished in.
+	if o.Steps[0].Container != "w1" || o.Steps[3].Container != "w2" || o.Steps[6].Container != "d1" || o.Steps[9].Container != "api" {
+		t.Fatalf("steps out of plan order:\n%s", steps(o))
+	}
+	dbReady, apiCreate := -1, -1
+	for k, c := range order {
+		if c == "m1 wait_ready id-d1" {
+			dbReady = k
+		}
+		if c == "m2 create_container api" {
+			apiCreate = k
+		}
+	}
+	if dbReady < 0 || apiCreate < dbReady {
+		t.Fatalf("api created before db was ready:\n%s", strings.Join(order, "\n"))
 	}
 }

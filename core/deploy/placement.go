@@ -10,7 +10,7 @@ import (
 )
 
 // planService plans one declared Service against the Snapshot.
-func planService(ns string, svc Service, snap Snapshot, depID string, load map[string]int, pull string) ([]Row, ServiceSummary, []string, error) {
+func planService(ns string, svc Service, snap Snapshot, depID string, load map[string]int, pull string, restart bool) ([]Row, ServiceSummary, []string, error) {
 	var existing, hooks []rpc.ContainerObservation
 	for _, m := range snap.Machines {
 		for _, c := range m.Containers {
@@ -38,7 +38,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	spec := svc.Spec
 	spec.Namespace, spec.Service, spec.ServiceID, spec.DeploymentID = ns, svc.Name, serviceID, depID
 	spec.SpecHash = SpecHash(spec)
-	pl := &placer{svc: svc, snap: snap, spec: spec, machines: map[string]MachineState{}, load: load}
+	pl := &placer{svc: svc, snap: snap, spec: spec, machines: map[string]MachineState{}, load: load, restart: restart}
 	for _, c := range existing {
 		pl.specLive = pl.specLive || c.SpecHash == spec.SpecHash && running(c)
 	}
@@ -49,7 +49,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	if svc.Mode == ModeReplicated && svc.Replicas == 0 {
 		return pl.stopAll(existing, hooks), sum, nil, nil
 	}
-	elig, warns, err := eligible(svc, snap)
+	elig, warns, err := eligible(ns, svc, snap)
 	if errors.Is(err, errVolumeUnseen) {
 		// Unknown safe hold: creating it here would start on an empty
 		// volume while the real one may sit on an unobserved Machine.
@@ -94,6 +94,8 @@ type placer struct {
 	// specLive: a Container of this exact spec already runs, so the
 	// pre-deploy hooks ran for it and a scale-up does not run them again.
 	specLive bool
+	// restart replaces up-to-date running Containers too.
+	restart  bool
 	unplaced []string
 	rows     []Row
 	creates  []Row
@@ -164,6 +166,8 @@ func (pl *placer) keep(c rpc.ContainerObservation) {
 		pl.rows = append(pl.rows, pl.row(c, OpReplace, reason))
 	case !running(c):
 		pl.rows = append(pl.rows, pl.row(c, OpStart, "up to date but "+c.State))
+	case pl.restart:
+		pl.rows = append(pl.rows, pl.row(c, OpReplace, "requested restart"))
 	default:
 		pl.rows = append(pl.rows, pl.row(c, OpUnchanged, "up to date"))
 	}

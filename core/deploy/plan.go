@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -112,6 +113,10 @@ type PlanOptions struct {
 	// or PullNever); "" lets each Service's pull_policy decide, else
 	// PullMissing.
 	Pull string
+	// Restart names Services whose up-to-date running Containers are
+	// replaced anyway (`ployz service restart`), start-first unless a
+	// host port or a single Container's volume forbids it.
+	Restart []string
 }
 
 // MakePlan plans app against snap. Errors (an empty eligible set, an
@@ -134,7 +139,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	}
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
-		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc))
+		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc), slices.Contains(o.Restart, svc.Name))
 		if err != nil {
 			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
 		}
@@ -180,15 +185,57 @@ var errVolumeUnseen = errors.New("volume not seen on any observed Machine")
 
 // eligible filters the observed Machines by the Service's constraints and
 // volume locality; an empty result names what emptied it.
-func eligible(svc Service, snap Snapshot) ([]MachineState, []string, error) {
-	var ms []MachineState
+func eligible(ns string, svc Service, snap Snapshot) ([]MachineState, []string, error) {
+	var ms, drained []MachineState
 	for _, m := range snap.Machines {
-		if m.Observed {
+		switch {
+		case !m.Observed:
+		case m.Drained():
+			drained = append(drained, m)
+		default:
 			ms = append(ms, m)
 		}
 	}
-	if len(ms) == 0 {
+	if len(ms) == 0 && len(drained) == 0 {
 		return nil, nil, fmt.Errorf("no Machine was observed (%s)", snap.MissingNames())
+	}
+	ms, warns, err := admit(svc, snap, ms)
+	if err == nil || len(drained) == 0 {
+		return ms, warns, err
+	}
+	// Nowhere else to go: the Service stays on the drained Machines it
+	// runs on rather than lose its Containers.
+	var stay []MachineState
+	for _, m := range drained {
+		if holdsService(m, ns, svc.Name) {
+			stay = append(stay, m)
+		}
+	}
+	if len(stay) == 0 {
+		return nil, nil, fmt.Errorf("%w (drained: %s)", err, names(drained))
+	}
+	why := "no other eligible Machine: " + err.Error()
+	if len(svc.Volumes) > 0 {
+		why = "volume " + strings.Join(svc.Volumes, ", ") + " is local to it (volumes cannot move yet)"
+	}
+	return stay, append(warns, fmt.Sprintf("service %q stays on drained %s: %s", svc.Name, names(stay), why)), nil
+}
+
+// holdsService reports whether m runs a Container of service.
+func holdsService(m MachineState, ns, service string) bool {
+	for _, c := range m.Containers {
+		if c.Namespace == ns && c.Service == service {
+			return true
+		}
+	}
+	return false
+}
+
+// admit narrows ms, the observed Machines that take new Containers, to
+// those svc's constraints and volume locality allow.
+func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, []string, error) {
+	if len(ms) == 0 {
+		return nil, nil, errors.New("every observed Machine is drained")
 	}
 	for _, c := range svc.Constraints {
 		var keep []MachineState

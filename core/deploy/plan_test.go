@@ -329,3 +329,67 @@ func TestPlanWarnsOfClaimedRoutes(t *testing.T) {
 		t.Fatalf("warnings: %s", w)
 	}
 }
+
+func TestPlanRestartReplacesUpToDateContainers(t *testing.T) {
+	web, db := svc("web", 2), svc("db", 1, func(s *Service) {
+		s.Volumes = []string{ns + "-data"}
+		s.Spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: ns + "-data", Target: "/data"}}
+	})
+	snap := snapOf(
+		machine("m1", nil, ctr("web", hashOf(web), "running"), ctr("db", hashOf(db), "running")),
+		machine("m2", nil, ctr("web", hashOf(web), "exited")))
+	p, err := MakePlan(app(web, db), snap, PlanOptions{Restart: []string{"web", "db"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The running ones are replaced (the single db Container on its volume
+	// stop-first); the exited one is started as any deploy would.
+	want := lines("m1 web replace start-first", "m2 web start", "m1 db replace stop-first")
+	if got := summary(p); got != want {
+		t.Fatalf("rows:\n%s\nwant:\n%s", got, want)
+	}
+	for _, r := range p.Rows {
+		if r.Op == OpReplace && !strings.Contains(r.Reason, "requested restart") {
+			t.Errorf("%s %s: reason %q", r.Machine, r.Service, r.Reason)
+		}
+	}
+	p, err = MakePlan(app(web, db), snap, PlanOptions{Restart: []string{"web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != lines("m1 web replace start-first", "m2 web start", "m1 db unchanged") {
+		t.Fatalf("restart of web alone:\n%s", got)
+	}
+}
+
+func TestPlanDrainedMachine(t *testing.T) {
+	web := svc("web", 2)
+	db := svc("db", 1, func(s *Service) {
+		s.Volumes = []string{ns + "-data"}
+		s.Spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: ns + "-data", Target: "/data"}}
+	})
+	agent := svc("agent", 0, func(s *Service) { s.Mode = ModeGlobal })
+	drained := map[string]string{LabelDrained: "2026-12-01T00:00:00Z"}
+	m2 := machine("m2", drained, ctr("web", hashOf(web), "running"), ctr("db", hashOf(db), "running"), ctr("agent", hashOf(agent), "running"))
+	m2.Volumes = []string{ns + "-data"}
+	snap := snapOf(machine("m1", nil, ctr("web", hashOf(web), "running"), ctr("agent", hashOf(agent), "running")), m2, machine("m3", nil))
+	p, err := MakePlan(app(web, db, agent), snap, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// web and agent leave m2 (web's replacement goes to m3); db, whose
+	// volume is local to m2, stays and says so; nothing new lands on m2.
+	want := lines("m1 web unchanged", "m3 web create", "m2 web remove", "m2 db unchanged",
+		"m1 agent unchanged", "m3 agent create", "m2 agent remove")
+	if got := summary(p); got != want {
+		t.Fatalf("rows:\n%s\nwant:\n%s", got, want)
+	}
+	if !strings.Contains(strings.Join(p.Warnings, "\n"), `service "db" stays on drained m2: volume `+ns+"-data is local to it") {
+		t.Fatalf("warnings: %q", p.Warnings)
+	}
+	// Every Machine drained and nothing running: a clear refusal.
+	all := snapOf(machine("m1", drained), machine("m2", drained))
+	if _, err := MakePlan(app(svc("web", 1)), all, PlanOptions{}); err == nil || !strings.Contains(err.Error(), "drained") {
+		t.Fatalf("all drained: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -64,9 +65,10 @@ func (ps pointerState) ids() []string {
 	return out
 }
 
-// runService runs one Service's rows: bring-up rows, the pointer move and
-// ack wait, then the rows that stop or remove Containers.
-func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *Outcome, failed map[string]string) {
+// run runs one Service's rows: bring-up rows, the pointer move and ack
+// wait, then the rows that stop or remove Containers.
+func (sr *serviceRun) run(ctx context.Context) {
+	e, p, g := sr.e, sr.p, sr.g
 	changed := false
 	for _, i := range g.rows {
 		if p.Rows[i].Op != OpUnchanged {
@@ -76,8 +78,9 @@ func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *
 	if !changed {
 		return
 	}
-	e.pullPhase(ctx, p, g, out, failed)
+	sr.pullPhase(ctx)
 	ps := e.readPointer(ctx, p, g)
+	var mu sync.Mutex
 	newIDs := map[int]string{}
 	upOK := map[int]bool{}
 	skipped := map[int]bool{}
@@ -89,7 +92,7 @@ func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *
 			leaving = append(leaving, r.OldID)
 		}
 	}
-	if len(leaving) > 0 && ps.enabled && skipReason(ctx, p, p.Rows[g.rows[0]], failed, out) == "" {
+	if len(leaving) > 0 && ps.enabled && sr.rs.skipReason(ctx, p, p.Rows[g.rows[0]]) == "" {
 		next := e.pointerSet(p, g, ps, func(i int) []rpc.ServingContainer {
 			r := p.Rows[i]
 			if slices.Contains(leaving, r.OldID) || r.Op == OpCreate || r.Op == OpHook {
@@ -97,18 +100,20 @@ func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *
 			}
 			return old(r)
 		})
-		e.movePointer(ctx, p, g, &ps, next, out)
+		sr.movePointer(ctx, &ps, next)
 	}
-	for _, i := range g.rows {
+	sr.forRows(g.rows, func(i int) []Step {
 		r := p.Rows[i]
-		skip := skipReason(ctx, p, r, failed, out)
-		skipped[i] = skip != ""
-		id, ok := e.runActs(ctx, i, r, upActions(r), skip, out)
-		newIDs[i], upOK[i] = id, ok
+		skip := sr.rs.skipReason(ctx, p, r)
+		steps, id, ok := e.runActs(ctx, i, r, upActions(r), skip)
+		mu.Lock()
+		skipped[i], newIDs[i], upOK[i] = skip != "", id, ok
+		mu.Unlock()
 		if !ok && skip == "" {
-			out.fail(failed, r)
+			sr.rs.fail(r)
 		}
-	}
+		return steps
+	})
 	if ps.enabled {
 		next := e.pointerSet(p, g, ps, func(i int) []rpc.ServingContainer {
 			r := p.Rows[i]
@@ -126,32 +131,36 @@ func (e *Executor) runService(ctx context.Context, p Plan, g serviceGroup, out *
 			}
 			return old(r) // unchanged, start, a failed replacement's old
 		})
-		e.movePointer(ctx, p, g, &ps, next, out)
+		sr.movePointer(ctx, &ps, next)
 	}
 	removedAll := true
-	for _, i := range g.rows {
+	sr.forRows(g.rows, func(i int) []Step {
 		r := p.Rows[i]
 		skip := ""
 		if skipped[i] {
-			skip = skipReason(ctx, p, r, failed, out)
+			skip = sr.rs.skipReason(ctx, p, r)
 			if skip == "" {
 				skip = "an earlier step of this row was not attempted"
 			}
 		} else if !upOK[i] {
 			skip = "an earlier step of this row failed"
 		}
-		if _, ok := e.runActs(ctx, i, r, downActions(r), skip, out); !ok && skip == "" && len(downActions(r)) > 0 {
-			out.fail(failed, r)
+		steps, _, ok := e.runActs(ctx, i, r, downActions(r), skip)
+		if !ok && skip == "" && len(downActions(r)) > 0 {
+			sr.rs.fail(r)
 		}
 		if r.Op != OpRemove || skip != "" {
+			mu.Lock()
 			removedAll = false
+			mu.Unlock()
 		}
-	}
+		return steps
+	})
 	if removedAll && ps.enabled && ps.id != "" {
 		// The Service is gone: its pointer goes with it.
 		err := e.C.Call(context.WithoutCancel(ctx), rpc.Target{}, rpc.CmdMoveServingPointer, rpc.MoveServingPointerRequest{Service: ps.key, Delete: true}, nil)
 		if err != nil {
-			out.Steps = append(out.Steps, e.servingStep(p, g, ActionMovePointer, Step{Status: StepFailed, Error: "delete the pointer: " + err.Error()}))
+			sr.add(e.servingStep(p, g, ActionMovePointer, Step{Status: StepFailed, Error: "delete the pointer: " + err.Error()}))
 		}
 	}
 }
@@ -222,7 +231,8 @@ func (e *Executor) readPointer(ctx context.Context, p Plan, g serviceGroup) poin
 
 // movePointer moves the pointer to next (unless it already names exactly
 // that) and waits for the acks.
-func (e *Executor) movePointer(ctx context.Context, p Plan, g serviceGroup, ps *pointerState, next []rpc.ServingContainer, out *Outcome) {
+func (sr *serviceRun) movePointer(ctx context.Context, ps *pointerState, next []rpc.ServingContainer) {
+	e, p, g := sr.e, sr.p, sr.g
 	want := pointerState{set: next}
 	if ps.id != "" && slices.Equal(ps.ids(), want.ids()) {
 		return
@@ -241,8 +251,8 @@ func (e *Executor) movePointer(ctx context.Context, p Plan, g serviceGroup, ps *
 	if err != nil {
 		s.Status, s.Error = StepFailed, err.Error()
 		e.emit(s, true)
-		out.Steps = append(out.Steps, s)
-		out.Status = "partial"
+		sr.add(s)
+		sr.rs.partial()
 		return
 	}
 	s.Status, s.Container = StepCompleted, fmt.Sprintf("%s -> %d Container(s)", moved.ID, len(next))
@@ -250,16 +260,17 @@ func (e *Executor) movePointer(ctx context.Context, p Plan, g serviceGroup, ps *
 		s.Error = "not yet seen by the entry (named by id only): " + strings.Join(moved.Unseen, ", ")
 	}
 	e.emit(s, true)
-	out.Steps = append(out.Steps, s)
+	sr.add(s)
 	ps.id, ps.set = moved.ID, next
 	if ps.waitAck {
-		e.waitAcks(ctx, p, g, ps.key, moved.ID, out)
+		sr.waitAcks(ctx, ps.key, moved.ID)
 	}
 }
 
 // waitAcks waits until every participating Machine that is not Down acks
 // pointer id; past AckTimeout it reports the Machines that did not.
-func (e *Executor) waitAcks(ctx context.Context, p Plan, g serviceGroup, key, id string, out *Outcome) {
+func (sr *serviceRun) waitAcks(ctx context.Context, key, id string) {
+	e, p, g := sr.e, sr.p, sr.g
 	timeout := e.AckTimeout
 	if timeout == 0 {
 		timeout = DefaultAckTimeout
@@ -284,15 +295,15 @@ func (e *Executor) waitAcks(ctx context.Context, p Plan, g serviceGroup, key, id
 			s.Status, s.Error = StepFailed, fmt.Sprintf("not acked after %s by %s; continuing, so their proxies may still route to Containers that stop", timeout, strings.Join(pending, ", "))
 			s.DurationMS = time.Since(start).Milliseconds()
 			e.emit(s, true)
-			out.Steps = append(out.Steps, s)
-			out.Status = "partial"
+			sr.add(s)
+			sr.rs.partial()
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	s.Status, s.DurationMS = StepCompleted, time.Since(start).Milliseconds()
 	e.emit(s, true)
-	out.Steps = append(out.Steps, s)
+	sr.add(s)
 }
 
 func (e *Executor) servingStep(p Plan, g serviceGroup, action string, s Step) Step {
@@ -304,19 +315,27 @@ func (e *Executor) servingStep(p Plan, g serviceGroup, action string, s Step) St
 // Service changes, on each Machine even when another Machine's pull
 // failed, so the outcome names every Machine whose pull failed; one
 // failure then skips the Service's other rows.
-func (e *Executor) pullPhase(ctx context.Context, p Plan, g serviceGroup, out *Outcome, failed map[string]string) {
-	var bad []Row
-	for _, i := range g.rows {
-		r := p.Rows[i]
-		if !r.Pull || r.Spec == nil {
-			continue
-		}
-		skip := skipReason(ctx, p, r, failed, out)
-		if _, ok := e.runActs(ctx, i, r, []action{{rpc.CmdPullImage, "image"}}, skip, out); !ok && skip == "" {
-			bad = append(bad, r)
+func (sr *serviceRun) pullPhase(ctx context.Context) {
+	var pulls []int
+	for _, i := range sr.g.rows {
+		if r := sr.p.Rows[i]; r.Pull && r.Spec != nil {
+			pulls = append(pulls, i)
 		}
 	}
+	var mu sync.Mutex
+	var bad []Row
+	sr.forRows(pulls, func(i int) []Step {
+		r := sr.p.Rows[i]
+		skip := sr.rs.skipReason(ctx, sr.p, r)
+		steps, _, ok := sr.e.runActs(ctx, i, r, []action{{rpc.CmdPullImage, "image"}}, skip)
+		if !ok && skip == "" {
+			mu.Lock()
+			bad = append(bad, r)
+			mu.Unlock()
+		}
+		return steps
+	})
 	for _, r := range bad {
-		out.fail(failed, r)
+		sr.rs.fail(r)
 	}
 }

@@ -54,6 +54,16 @@ type MachineState struct {
 	ImagesKnown bool     `json:"images_known"`
 }
 
+// LabelDrained marks a drained Machine (`ployz machine drain`): no new
+// Container is placed there, and deploys move its Containers elsewhere.
+const LabelDrained = rpc.MachineLabelDrained
+
+// Drained reports whether the Machine is drained.
+func (m MachineState) Drained() bool {
+	_, ok := m.Labels[LabelDrained]
+	return ok
+}
+
 // Unobserved names a Machine whose Containers the Snapshot lacks.
 type Unobserved struct {
 	MachineID string `json:"machine_id"`

@@ -139,6 +139,10 @@ type Healthcheck struct {
 	Retries       int      `json:"retries,omitempty"`
 }
 
+// MachineLabelDrained is the Machine label `ployz machine drain` sets: the
+// Machine admits no new Container until it is removed (undrain).
+const MachineLabelDrained = "ployz.drained"
+
 // Constraint is one placement constraint on Machine labels:
 // label <op> value, op "==" or "!=".
 type Constraint struct {
@@ -196,19 +200,27 @@ type ListContainersRequest struct {
 
 // ContainerObservation is one Container as its Machine sees it now.
 type ContainerObservation struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
-	MachineID  string            `json:"machine_id"`
-	Namespace  string            `json:"namespace"`
-	Service    string            `json:"service"`
-	ServiceID  string            `json:"service_id,omitempty"`
-	Deployment string            `json:"deployment,omitempty"`
-	SpecHash   string            `json:"spec_hash,omitempty"`
-	Image      string            `json:"image"`
-	ImageID    string            `json:"image_id,omitempty"`
-	State      string            `json:"state"`            // created, running, restarting, exited, ...
-	Health     string            `json:"health,omitempty"` // healthy, unhealthy, starting, none
-	ExitCode   int               `json:"exit_code,omitempty"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	MachineID  string `json:"machine_id"`
+	Namespace  string `json:"namespace"`
+	Service    string `json:"service"`
+	ServiceID  string `json:"service_id,omitempty"`
+	Deployment string `json:"deployment,omitempty"`
+	SpecHash   string `json:"spec_hash,omitempty"`
+	Image      string `json:"image"`
+	ImageID    string `json:"image_id,omitempty"`
+	State      string `json:"state"`            // created, running, restarting, exited, ...
+	Health     string `json:"health,omitempty"` // healthy, unhealthy, starting, none
+	ExitCode   int    `json:"exit_code,omitempty"`
+	// RestartCount counts Docker's restarts of this Container (restart
+	// policy); OOMKilled says its last run was killed by the OOM killer.
+	RestartCount int  `json:"restart_count,omitempty"`
+	OOMKilled    bool `json:"oom_killed,omitempty"`
+	// StartedAt and FinishedAt are the last run's start and exit (RFC
+	// 3339), empty when there was none.
+	StartedAt  string            `json:"started_at,omitempty"`
+	FinishedAt string            `json:"finished_at,omitempty"`
 	Ready      bool              `json:"ready"`
 	IP         string            `json:"ip,omitempty"`
 	CreatedAt  int64             `json:"created_at"` // unix seconds

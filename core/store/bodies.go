@@ -69,6 +69,13 @@ type ContainerBody struct {
 	// which Ready was observed; a verdict from an earlier session is
 	// stale and routes nothing.
 	Session string `json:"session,omitempty"`
+	// RestartCount, ExitCode, OOMKilled and FinishedAt describe the
+	// Container's restarts and last exit, so any Machine can tell an
+	// operator that a replica crashes.
+	RestartCount int    `json:"restart_count,omitempty"`
+	ExitCode     int    `json:"exit_code,omitempty"`
+	OOMKilled    bool   `json:"oom_killed,omitempty"`
+	FinishedAt   string `json:"finished_at,omitempty"` // RFC 3339
 }
 
 // IngressRoute is one ingress route of a Container: a hostname (HTTP) or,

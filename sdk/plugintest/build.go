@@ -33,6 +33,10 @@ func BuildTo(dir, pkg string, ldflags ...string) (string, error) {
 		out = filepath.Join(dir, fmt.Sprintf("%s-%d", path.Base(pkg), i))
 	}
 	args := []string{"build", "-o", out}
+	if os.Getenv("PLOYZ_COVER_PLUGINS") == "1" {
+		// `make cover`: each plugin process writes its coverage to GOCOVERDIR.
+		args = append(args, "-cover")
+	}
 	if len(ldflags) > 0 {
 		args = append(args, "-ldflags", strings.Join(ldflags, " "))
 	}

@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+func TestExitLogKeepsTheExitDockerClears(t *testing.T) {
+	l := newExitLog()
+	now := time.Now()
+	ev := func(a events.Action, at time.Time, attrs map[string]string) events.Message {
+		return events.Message{Type: events.ContainerEventType, Action: a, TimeNano: at.UnixNano(), Actor: events.Actor{ID: "c1", Attributes: attrs}}
+	}
+	l.event(ev(events.ActionOOM, now, nil))
+	l.event(ev(events.ActionDie, now.Add(10*time.Millisecond), map[string]string{"exitCode": "137"}))
+
+	running := rpc.ContainerObservation{ID: "c1", State: "running"}
+	l.fill(&running)
+	if running.ExitCode != 137 || !running.OOMKilled || running.FinishedAt == "" {
+		t.Fatalf("running after an OOM kill: %+v", running)
+	}
+	// An exited Container's exit is Docker's own: left alone.
+	exited := rpc.ContainerObservation{ID: "c1", State: "exited", ExitCode: 1, FinishedAt: "x"}
+	l.fill(&exited)
+	if exited.ExitCode != 1 || exited.OOMKilled || exited.FinishedAt != "x" {
+		t.Fatalf("exited Container rewritten: %+v", exited)
+	}
+	// A later plain crash is not an OOM kill.
+	l.event(ev(events.ActionDie, now.Add(time.Minute), map[string]string{"exitCode": "2"}))
+	again := rpc.ContainerObservation{ID: "c1", State: "running"}
+	l.fill(&again)
+	if again.ExitCode != 2 || again.OOMKilled {
+		t.Fatalf("second crash: %+v", again)
+	}
+	l.event(ev(events.ActionDestroy, now.Add(2*time.Minute), nil))
+	gone := rpc.ContainerObservation{ID: "c1", State: "running"}
+	l.fill(&gone)
+	if gone.ExitCode != 0 || gone.FinishedAt != "" {
+		t.Fatalf("destroyed Container still remembered: %+v", gone)
+	}
+}
+
+func TestWithdrawingEvents(t *testing.T) {
+	for a, want := range map[events.Action]bool{
+		events.ActionDie: true, events.ActionOOM: true, events.ActionKill: true, events.ActionHealthStatusUnhealthy: true,
+		events.ActionHealthStatusHealthy: true, events.ActionStart: true, events.ActionAttach: false, events.ActionExecStart: false,
+	} {
+		if withdraws(a) != want {
+			t.Errorf("withdraws(%q) = %t, want %t", a, !want, want)
+		}
+	}
+}
+
+// TestCrashWithdrawsReadinessAtOnce kills a Service Container's process
+// the way a crash would and expects its row to say not ready well within
+// a second, then ready again with the restart and the exit recorded.
+func TestCrashWithdrawsReadinessAtOnce(t *testing.T) {
+	to := newTestOps(t)
+	d, st := storeDaemon(t, "m-test")
+	d.log = testLogger(t)
+	d.ctrs = to.containerOps
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	trigger := make(chan struct{}, 1)
+	go d.watchEvents(ctx, to.cli, trigger)
+
+	spec := to.spec("web", nil)
+	spec.Readiness = readinessNone
+	id := to.createStart(t, "web", spec)
+	row := func() store.ContainerBody {
+		r, ok, err := st.Containers().Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return store.ContainerBody{}
+		}
+		return r.Body
+	}
+	waitUntil(t, 10*time.Second, "the started Container's row to be ready", func() bool { return row().Ready })
+
+	in, err := to.cli.ContainerInspect(ctx, id)
+	if err != nil || in.State == nil || in.State.Pid == 0 {
+		t.Fatalf("inspect: %v", err)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(in.State.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the Container's process: %v", err)
+	}
+	// Docker restarts it within a second or so; the row must have said
+	// "not ready" first, or say it still.
+	sawDown := false
+	for time.Since(killed) < time.Second {
+		b := row()
+		if !b.Ready || b.RestartCount > 0 {
+			sawDown = true
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !sawDown {
+		t.Fatal("the row still said ready 1 s after the Container's process was killed")
+	}
+	t.Logf("row withdrawn %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	defer func() {
+		if t.Failed() {
+			in, _ := to.cli.ContainerInspect(ctx, id)
+			t.Logf("row %+v; docker state %+v", row(), in.State)
+		}
+	}()
+	waitUntil(t, 20*time.Second, "the restarted Container to be ready with its restart recorded", func() bool {
+		b := row()
+		return b.Ready && b.RestartCount >= 1 && b.ExitCode == 137 && b.FinishedAt != ""
+	})
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
