@@ -13,67 +13,83 @@ const ConnWrapper = "ployz_conns"
 
 type obj = map[string]any
 
+// Module names the proxy registers (package proxy) and the config names.
+const (
+	// RouteHandler looks each request's hostname up in the proxy's
+	// routing table and answers unknown, pending and conflicting
+	// hostnames itself.
+	RouteHandler = "ployz_route"
+	// UpstreamSource gives reverse_proxy the upstreams of the route
+	// RouteHandler found.
+	UpstreamSource = "ployz"
+	// Transport is Caddy's HTTP transport plus passive health.
+	Transport = "ployz"
+	// TCPHandler proxies a layer4 connection to its port's upstreams.
+	TCPHandler = "ployz_tcp"
+)
+
+// Proxying policy. A dial failure is retried at once on the next
+// upstream (any method: nothing was sent); a GET, HEAD or OPTIONS that
+// fails before a response is retried too; retries bounds both. The
+// failed upstream is ejected (tried last) for a while by the transport.
+const (
+	retries     = 2
+	dialTimeout = "1s"
+)
+
 // CaddyConfig is the Caddy JSON config for routes: HTTP only on listen
-// (automatic HTTPS off), no admin endpoint and no autosave. ingress.VerifyPath
-// answers machine on any host; a published or conflicting route proxies to
-// its upstreams in order (the first available one, local Containers
-// listed first); a pending route answers 502; an unknown host 404.
-// stateDir holds Caddy's storage. The output is deterministic for equal
-// input, so comparing bytes tells whether a reload is needed.
+// (automatic HTTPS off), no admin endpoint and no autosave. It names
+// listeners, not routes: every request goes through RouteHandler, which
+// looks its hostname up in the proxy's routing table, and reverse_proxy
+// takes the upstreams from UpstreamSource, so routing changes never
+// change the config. ingress.VerifyPath answers machine on any host. Each
+// tcp route with upstreams gets a layer4 listener on its port (l4.go):
+// only the set of those ports changes the config. stateDir holds Caddy's
+// storage. The output is deterministic for equal input, so comparing
+// bytes tells whether a reload is needed.
 func CaddyConfig(listen, machine, stateDir string, routes []ingress.Route) ([]byte, error) {
-	hr := []any{obj{
-		"match":    []any{obj{"path": []string{ingress.VerifyPath}}},
-		"handle":   []any{obj{"handler": "static_response", "status_code": 200, "body": machine + "\n"}},
-		"terminal": true,
-	}}
-	for _, rt := range routes {
-		if rt.Protocol == "tcp" {
-			continue
-		}
-		var h obj
-		switch {
-		case rt.Owner == "":
-			h = obj{"handler": "static_response", "status_code": 503,
-				"headers": obj{"Content-Type": []string{"text/plain; charset=utf-8"}},
-				"body":    "ployz: " + rt.Hostname + " is claimed by several Services; nothing is published\n"}
-		case len(rt.Upstreams) == 0:
-			h = obj{"handler": "static_response", "status_code": 502,
-				"headers": obj{"Content-Type": []string{"text/plain; charset=utf-8"}},
-				"body":    "ployz: no ready Container for " + rt.Hostname + "\n"}
-		default:
-			ups := make([]any, 0, len(rt.Upstreams))
-			for _, u := range rt.Upstreams {
-				ups = append(ups, obj{"dial": u})
-			}
-			// No retry or health-check tuning: a Container leaves this
-			// list (the Serving Pointer moves, every proxy acks) before
-			// it stops, so a dial never meets a Container that is gone.
-			h = obj{"handler": "reverse_proxy", "upstreams": ups,
-				"load_balancing": obj{"selection_policy": obj{"policy": "first"}}}
-		}
-		hr = append(hr, obj{
-			"match":    []any{obj{"host": []string{rt.Hostname}}},
-			"handle":   []any{h},
-			"terminal": true,
-		})
-	}
-	hr = append(hr, obj{"handle": []any{obj{"handler": "static_response", "status_code": 404,
-		"body": "ployz: no route for this host\n"}}})
 	cfg := obj{
 		"admin":   obj{"disabled": true, "config": obj{"persist": false}},
 		"logging": obj{"logs": obj{"default": obj{"level": "WARN"}}},
 		"storage": obj{"module": "file_system", "root": filepath.Clean(stateDir)},
-		"apps": obj{"http": obj{"servers": obj{"ingress": obj{
+		"apps": obj{"http": obj{"servers": obj{httpServer: obj{
 			"listen": []string{listen},
 			// Counts connections so a stopping proxy drains them (the
 			// wrapper is registered by package proxy, which loads this).
 			"listener_wrappers": []any{obj{"wrapper": ConnWrapper}},
 			"automatic_https":   obj{"disable": true},
-			"routes":            hr,
+			"routes":            serverRoutes(machine, true),
 		}}}},
 	}
 	if l4 := layer4App(listen, routes); l4 != nil { // tcp routes: l4.go
 		cfg["apps"].(obj)["layer4"] = l4
 	}
 	return json.Marshal(cfg)
+}
+
+// serverRoutes are an HTTP server's routes: the verify path, then every
+// request through RouteHandler (answering HTTP-01 challenges when
+// challenges) to reverse_proxy.
+func serverRoutes(machine string, challenges bool) []any {
+	route := obj{"handler": RouteHandler}
+	if challenges {
+		route["challenges"] = true
+	}
+	return []any{
+		obj{
+			"match":    []any{obj{"path": []string{ingress.VerifyPath}}},
+			"handle":   []any{obj{"handler": "static_response", "status_code": 200, "body": machine + "\n"}},
+			"terminal": true,
+		},
+		obj{"handle": []any{route, obj{
+			"handler":           "reverse_proxy",
+			"dynamic_upstreams": obj{"source": UpstreamSource},
+			"transport":         obj{"protocol": Transport, "dial_timeout": dialTimeout},
+			"load_balancing": obj{
+				"selection_policy": obj{"policy": "first"},
+				"retries":          retries,
+				"retry_match":      []any{obj{"method": []string{"GET", "HEAD", "OPTIONS"}}},
+			},
+		}}},
+	}
 }

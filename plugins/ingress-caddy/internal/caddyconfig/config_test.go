@@ -23,18 +23,28 @@ func TestCaddyConfigDeterministic(t *testing.T) {
 		t.Fatal("config not deterministic")
 	}
 	s := string(c1)
-	for _, want := range []string{`"automatic_https":{"disable":true}`, `"dial":"10.0.0.2:80"},{"dial":"10.0.0.1:80"}`,
-		`"policy":"first"`, `"status_code":502`, `"/.ployz-verify"`, `"persist":false`, `"disabled":true`} {
+	for _, want := range []string{`"automatic_https":{"disable":true}`, `"dynamic_upstreams":{"source":"ployz"}`,
+		`"policy":"first"`, `"retries":2`, `"method":["GET","HEAD","OPTIONS"]`, `"protocol":"ployz"`,
+		`{"challenges":true,"handler":"ployz_route"}`, `"/.ployz-verify"`, `"persist":false`, `"disabled":true`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("config lacks %s:\n%s", want, s)
 		}
+	}
+	// Routing changes (hostnames, owners, upstreams, states) leave the
+	// config as it is: they never reload Caddy.
+	other := []ingress.Route{{Hostname: "c.example.test", Owner: "demo/c", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.9:80"}}}
+	if c3, _ := CaddyConfig(":80", "m1", "/tmp/x", other); string(c3) != s {
+		t.Errorf("an HTTP routing change changed the config:\n%s\n%s", c3, s)
+	}
+	if strings.Contains(s, "10.0.0.") || strings.Contains(s, "a.example.test") {
+		t.Errorf("the config names routes: %s", s)
 	}
 }
 
 func TestCaddyConfigTLS(t *testing.T) {
 	routes := []ingress.Route{{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{"10.0.0.1:8080"}}}
 	plain, _ := CaddyConfig(":80", "m1", "/tmp/s", routes)
-	for _, empty := range []TLS{{}, {Listen: ":443"}} {
+	for _, empty := range []TLS{{}, {Listen: ":443"}, {Challenges: []Challenge{{Token: "t", KeyAuthorization: "t.k"}}}} {
 		same, err := CaddyConfigTLS(":80", "m1", "/tmp/s", routes, empty)
 		if err != nil || string(same) != string(plain) {
 			t.Fatalf("TLS without material or challenges changed the config: %v", err)
@@ -72,10 +82,11 @@ func TestCaddyConfigTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, s := cfg.Apps.HTTP.Servers["ingress"], cfg.Apps.HTTP.Servers["ingress_tls"]
-	if len(h.Routes) != 4 || !strings.Contains(string(h.Routes[0]), ingress.ChallengePathPrefix+"tok") || !strings.Contains(string(h.Routes[0]), "tok.x") {
+	// Challenges are answered from the proxy's table, not the config.
+	if len(h.Routes) != 2 || strings.Contains(string(b), "tok.x") || !strings.Contains(string(h.Routes[1]), `"challenges":true`) {
 		t.Fatalf("http routes: %s", h.Routes)
 	}
-	if s.Listen[0] != ":443" || !s.AutoHTTPS["disable"] || len(s.TLSPolicies) != 1 || len(s.Routes) != 3 {
+	if s.Listen[0] != ":443" || !s.AutoHTTPS["disable"] || len(s.TLSPolicies) != 1 || len(s.Routes) != 2 || strings.Contains(string(s.Routes[1]), "challenges") {
 		t.Fatalf("https server: %+v", s)
 	}
 	if lp := cfg.Apps.TLS.Certificates.LoadPEM; len(lp) != 1 || lp[0].Certificate != "C" || lp[0].Key != "K" || cfg.Apps.TLS.Automation != nil {

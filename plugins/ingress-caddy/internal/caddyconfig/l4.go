@@ -9,11 +9,12 @@ import (
 
 // layer4App is the Caddy layer4 app (github.com/mholt/caddy-l4) serving
 // the tcp routes: one server per routed port, listening on that port with
-// listen's host part, proxying each connection to the route's upstreams
-// in order (the first available one: local Containers first, as ingress.Compute
-// orders them). A pending route (no upstream) and a conflict without an
-// owner get no listener: connections to their port are refused. nil when
-// no tcp route has a listener.
+// listen's host part, handing each connection to TCPHandler, which picks
+// the upstream from the proxy's routing table (the first that answers:
+// local Containers first, as ingress.Compute orders them). A pending
+// route (no upstream) and a conflict without an owner get no listener:
+// connections to their port are refused. nil when no tcp route has a
+// listener.
 func layer4App(listen string, routes []ingress.Route) obj {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
@@ -24,20 +25,10 @@ func layer4App(listen string, routes []ingress.Route) obj {
 		if rt.Protocol != "tcp" || rt.Owner == "" || len(rt.Upstreams) == 0 || rt.Port < 1 || rt.Port > 65535 {
 			continue
 		}
-		// One upstream per address: an l4 upstream dials all of its
-		// addresses at once (a tee), not one of them.
-		ups := make([]any, 0, len(rt.Upstreams))
-		for _, u := range rt.Upstreams {
-			ups = append(ups, obj{"dial": []string{u}})
-		}
 		port := strconv.Itoa(rt.Port)
 		servers["tcp_"+port] = obj{
 			"listen": []string{net.JoinHostPort(host, port)},
-			"routes": []any{obj{"handle": []any{obj{
-				"handler":        "proxy",
-				"upstreams":      ups,
-				"load_balancing": obj{"selection": obj{"policy": "first"}},
-			}}}},
+			"routes": []any{obj{"handle": []any{obj{"handler": TCPHandler, "port": rt.Port}}}},
 		}
 	}
 	if len(servers) == 0 {

@@ -40,20 +40,20 @@ const (
 	httpsServer = "ingress_tls"
 )
 
-// CaddyConfigTLS is CaddyConfig plus HTTPS: the challenges answered first
-// on HTTP, and, when t.Listen is set and there is material, the
-// certificates loaded into Caddy's tls app (load_pem, no automation:
-// automatic HTTPS stays off) and a second server on t.Listen with the
-// same routes as HTTP, which completes a handshake only for a hostname
-// some certificate covers (by SNI). Without material nothing listens on
-// t.Listen, so a Machine whose port 443 is taken keeps serving HTTP until
-// it has a certificate. HTTP keeps serving every route; it does not
-// redirect. A t without material or challenges gives CaddyConfig's bytes.
-// Output is deterministic for equal input.
+// CaddyConfigTLS is CaddyConfig plus HTTPS: when t.Listen is set and
+// there is material, the certificates loaded into Caddy's tls app
+// (load_pem, no automation: automatic HTTPS stays off) and a second
+// server on t.Listen with the same routes as HTTP, which completes a
+// handshake only for a hostname some certificate covers (by SNI). Without
+// material nothing listens on t.Listen, so a Machine whose port 443 is
+// taken keeps serving HTTP until it has a certificate. HTTP keeps serving
+// every route; it does not redirect. t.Challenges are not part of the
+// config: the proxy's routing table answers them on HTTP, so a new
+// challenge reloads nothing. A t without material gives CaddyConfig's
+// bytes. Output is deterministic for equal input.
 func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t TLS) ([]byte, error) {
 	base, err := CaddyConfig(listen, machine, stateDir, routes)
-	serveTLS := t.Listen != "" && len(t.Certificates) > 0
-	if err != nil || (!serveTLS && len(t.Challenges) == 0) {
+	if err != nil || t.Listen == "" || len(t.Certificates) == 0 {
 		return base, err
 	}
 	var cfg obj
@@ -65,40 +65,22 @@ func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t 
 	apps, _ := cfg["apps"].(obj)
 	httpApp, _ := apps["http"].(obj)
 	servers, _ := httpApp["servers"].(obj)
-	srv, ok := servers[httpServer].(obj)
-	if !ok {
+	if _, ok := servers[httpServer].(obj); !ok {
 		return nil, fmt.Errorf("caddy config: no http server %q", httpServer)
 	}
-	routesJSON, _ := srv["routes"].([]any)
-	if serveTLS {
-		tlsSrv := obj{
-			"listen":                  []string{t.Listen},
-			"listener_wrappers":       []any{obj{"wrapper": ConnWrapper}},
-			"automatic_https":         obj{"disable": true},
-			"tls_connection_policies": []any{obj{}},
-			"protocols":               []string{"h1", "h2"},
-			"routes":                  routesJSON,
-		}
-		servers[httpsServer] = tlsSrv
-		pems := make([]any, 0, len(t.Certificates))
-		for _, c := range t.Certificates {
-			pems = append(pems, obj{"certificate": c.CertPEM, "key": c.KeyPEM})
-		}
-		apps["tls"] = obj{"certificates": obj{"load_pem": pems}, "disable_ocsp_stapling": true}
+	servers[httpsServer] = obj{
+		"listen":                  []string{t.Listen},
+		"listener_wrappers":       []any{obj{"wrapper": ConnWrapper}},
+		"automatic_https":         obj{"disable": true},
+		"tls_connection_policies": []any{obj{}},
+		"protocols":               []string{"h1", "h2"},
+		"routes":                  serverRoutes(machine, false),
 	}
-	if len(t.Challenges) > 0 {
-		ch := make([]any, 0, len(t.Challenges)+len(routesJSON))
-		for _, c := range t.Challenges {
-			ch = append(ch, obj{
-				"match": []any{obj{"path": []string{ingress.ChallengePathPrefix + c.Token}}},
-				"handle": []any{obj{"handler": "static_response", "status_code": 200,
-					"headers": obj{"Content-Type": []string{"text/plain"}},
-					"body":    c.KeyAuthorization}},
-				"terminal": true,
-			})
-		}
-		srv["routes"] = append(ch, routesJSON...)
+	pems := make([]any, 0, len(t.Certificates))
+	for _, c := range t.Certificates {
+		pems = append(pems, obj{"certificate": c.CertPEM, "key": c.KeyPEM})
 	}
+	apps["tls"] = obj{"certificates": obj{"load_pem": pems}, "disable_ocsp_stapling": true}
 	return json.Marshal(cfg)
 }
 

@@ -13,6 +13,8 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"sync/atomic"
+
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -42,6 +44,10 @@ const (
 	// unit's TimeoutStopSec is 15 s).
 	drainTimeout = 10 * time.Second
 )
+
+// caddyLoads counts successful Caddy loads in this process (tests: a
+// routing change must not add one).
+var caddyLoads atomic.Int64
 
 // ErrSpecChanged ends Serve when the spec file changed: exit 0 and let
 // systemd start a process on the new spec.
@@ -155,6 +161,7 @@ func Serve(ctx context.Context, o Options) error {
 		lastLoadErr string
 		acked       map[string]string        // pointers in this Machine's ack row
 		firstSeen   = map[string]time.Time{} // Serving Pointer id -> first read
+		reloads     int                      // Caddy loads after the first
 	)
 	writeStatus := func() {
 		cmp := st
@@ -214,7 +221,11 @@ func Serve(ctx context.Context, o Options) error {
 			}
 			next := ingress.Compute(in)
 			dropBusyPorts(next.Routes, spec.Listen, cur)
-			cfg, err := caddyconfig.CaddyConfigTLS(caddyListen, spec.Machine, spec.StateDir, next.Routes, certs.tls(next.Routes))
+			tlsIn := certs.tls(next.Routes)
+			// Routing changes swap the table in place; only listeners
+			// and certificates change Caddy's config.
+			publish(buildTable(next.Routes, tlsIn.Challenges))
+			cfg, err := caddyconfig.CaddyConfigTLS(caddyListen, spec.Machine, spec.StateDir, next.Routes, tlsIn)
 			if err != nil {
 				return fmt.Errorf("generate caddy config: %w", err)
 			}
@@ -227,16 +238,22 @@ func Serve(ctx context.Context, o Options) error {
 					st.LoadError = err.Error()
 					wait = max(wait, time.Second)
 				} else {
-					first := loaded == nil
-					loaded, cur, lastLoadErr = cfg, next, ""
-					sum := sha256.Sum256(cfg)
-					st.LoadError, st.ConfigHash, st.Loaded = "", hex.EncodeToString(sum[:8]), time.Now().Unix()
-					st.Routes = next.Routes
-					log.Info("caddy config loaded", "first", first, "routes", len(next.Routes), "hash", st.ConfigHash)
+					if loaded != nil {
+						reloads++
+					}
+					caddyLoads.Add(1)
+					log.Info("caddy config loaded", "first", loaded == nil, "reloads", reloads)
+					loaded, lastLoadErr = cfg, ""
+					st.LoadError = ""
 				}
-			} else {
-				cur = next // same config: owners and states may still differ
+			}
+			if bytes.Equal(cfg, loaded) {
+				cur = next
 				st.Routes = next.Routes
+				if h := appliedHash(cfg, next.Routes, tlsIn.Challenges); h != st.ConfigHash {
+					st.ConfigHash, st.Loaded = h, time.Now().Unix()
+					log.Debug("routes applied", "routes", len(next.Routes), "hash", h)
+				}
 			}
 			st.Skipped = next.Skipped
 			certs.status(&st)
@@ -277,4 +294,17 @@ func ack(ctx context.Context, src Source, machine string, pointers, acked map[st
 		return acked
 	}
 	return pointers
+}
+
+// appliedHash identifies what the proxy serves: Caddy's config and the
+// routing table's input.
+func appliedHash(cfg []byte, routes []ingress.Route, challenges []caddyconfig.Challenge) string {
+	h := sha256.New()
+	h.Write(cfg)
+	b, _ := json.Marshal(struct {
+		R []ingress.Route
+		C []caddyconfig.Challenge
+	}{routes, challenges})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }

@@ -41,9 +41,12 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 		{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{backend.Listener.Addr().String()}},
 		{Hostname: "b.test", Owner: "p/web", State: "published", Upstreams: []string{backend.Listener.Addr().String()}},
 	}
-	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, caddyconfig.TLS{Listen: tlsAddr,
+	in := caddyconfig.TLS{Listen: tlsAddr,
 		Certificates: []caddyconfig.Certificate{{CertPEM: certPEM, KeyPEM: keyPEM}},
-		Challenges:   []caddyconfig.Challenge{{Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}})
+		Challenges:   []caddyconfig.Challenge{{Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}}
+	publish(buildTable(routes, in.Challenges))
+	defer publish(nil)
+	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +89,13 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	}
 	if code, body := get("anything.test", "/.well-known/acme-challenge/tok_1"); code != 200 || body != "tok_1.thumb" {
 		t.Fatalf("challenge: %d %q", code, body)
+	}
+	// HTTPS answers no challenge: an unknown host stays unknown there.
+	req, _ := http.NewRequest("GET", "https://a.test/.well-known/acme-challenge/tok_1", nil)
+	if resp, err := hc.Do(req); err != nil {
+		t.Fatal(err)
+	} else if b, _ := io.ReadAll(resp.Body); resp.Body.Close() == nil && string(b) == "tok_1.thumb" {
+		t.Fatalf("https answered a challenge")
 	}
 }
 

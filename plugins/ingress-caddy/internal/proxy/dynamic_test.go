@@ -1,0 +1,304 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// writeSpec writes a minimal HTTP-only spec and returns its path.
+func writeSpec(t *testing.T, listen string) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "ingress.json")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(`{"machine":"m1","listen":%q,"store_api":"127.0.0.1:1","status_file":%q,"state_dir":%q}`,
+		listen, filepath.Join(dir, "status.json"), filepath.Join(dir, "state"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func namedBackend(t *testing.T, name string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, name)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestRoutingChangesKeepClientConnections: a keep-alive client sending
+// POSTs without pause (net/http never retries them) through the proxy
+// while the route's upstreams move back and forth, a second hostname
+// comes and goes and the first goes pending and back: no request fails,
+// the client keeps its one connection, Caddy is never reloaded, and
+// every answer comes from an upstream the table routed to at the time.
+func TestRoutingChangesKeepClientConnections(t *testing.T) {
+	a, b := namedBackend(t, "a"), namedBackend(t, "b")
+	listen := freePort(t)
+	src := &fakeSource{}
+	rowsA := []store.Row[store.ContainerBody]{webRow("c1", "m1", a.URL, true, "web.example.test")}
+	src.set(rowsA, nil)
+	loads, done, cancel := startServe(writeSpec(t, listen), src)
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	before := caddyLoads.Load()
+
+	var conns atomic.Int64
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if !i.Reused {
+			conns.Add(1)
+		}
+	}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	stop := make(chan struct{})
+	var (
+		wg             sync.WaitGroup
+		n, fails, pend int
+		firstErr       error
+		seenA, seenB   int
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req, _ := http.NewRequest("POST", "http://"+listen+"/", bytes.NewReader([]byte("x")))
+			req.Host = "web.example.test"
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+			resp, err := client.Do(req)
+			n++
+			if err != nil {
+				fails++
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case resp.StatusCode == 502 && strings.Contains(string(body), "no ready Container"):
+				pend++
+			case resp.StatusCode != 200:
+				fails++
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%d %q", resp.StatusCode, body)
+				}
+			case string(body) == "a":
+				seenA++
+			case string(body) == "b":
+				seenB++
+			}
+		}
+	}()
+	other := webRow("o1", "m1", b.URL, true, "other.example.test")
+	steps := [][]store.Row[store.ContainerBody]{
+		{webRow("c2", "m1", b.URL, true, "web.example.test")},
+		{webRow("c1", "m1", a.URL, true, "web.example.test"), other},
+		{webRow("c1", "m1", a.URL, false, "web.example.test"), other},
+		{webRow("c2", "m1", b.URL, true, "web.example.test")},
+		rowsA,
+	}
+	for i := 0; i < 3; i++ {
+		for _, rows := range steps {
+			src.set(rows, nil)
+			time.Sleep(150 * time.Millisecond)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d POSTs: %d failed, %d answered 502 while pending, %d from a, %d from b, %d connections", n, fails, pend, seenA, seenB, conns.Load())
+	if fails > 0 {
+		t.Fatalf("%d of %d POSTs failed; first: %v", fails, n, firstErr)
+	}
+	if seenA == 0 || seenB == 0 || pend == 0 || n < 100 {
+		t.Fatalf("the routing changes were not followed: %d requests, a %d, b %d, pending %d", n, seenA, seenB, pend)
+	}
+	if c := conns.Load(); c != 1 {
+		t.Fatalf("the client opened %d connections, want its one kept", c)
+	}
+	if got := caddyLoads.Load() - before; got != 0 {
+		t.Fatalf("routing changes reloaded Caddy %d times", got)
+	}
+}
+
+// TestFailoverInsideTheProxy: the first upstream (this Machine's) refuses
+// connections: GETs and POSTs are served by the other one at once, and
+// the refusing one is ejected (tried last) so later requests go straight
+// to the live one. An upstream that accepts and dies before answering
+// costs a GET nothing (retried elsewhere) while a POST, which may have
+// been processed, fails. When the ejected address comes back in the
+// table after a withdrawal, it is tried first again.
+func TestFailoverInsideTheProxy(t *testing.T) {
+	live := namedBackend(t, "live")
+	dead := "http://" + freePort(t) // nothing listens: refused
+	var hits atomic.Int64
+	dying, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dying.Close()
+	go func() {
+		for {
+			c, err := dying.Accept()
+			if err != nil {
+				return
+			}
+			hits.Add(1)
+			go func() { // read the request, then die without a response
+				bufio.NewReader(c).ReadString('\n')
+				c.Close()
+			}()
+		}
+	}()
+	listen := freePort(t)
+	src := &fakeSource{}
+	// Local (m1) first: the dead upstream leads.
+	src.set([]store.Row[store.ContainerBody]{
+		webRow("c1", "m1", dead, true, "web.example.test"),
+		webRow("c2", "m2", live.URL, true, "web.example.test"),
+	}, nil)
+	loads, done, cancel := startServe(writeSpec(t, listen), src)
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
+	deadAddr := strings.TrimPrefix(dead, "http://")
+
+	do := func(method string) (int, string, error) {
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader("x")
+		}
+		req, _ := http.NewRequest(method, "http://"+listen+"/", body)
+		req.Host = "web.example.test"
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	for _, m := range []string{"POST", "GET", "POST", "HEAD"} {
+		if code, body, err := do(m); err != nil || code != 200 || (m != "HEAD" && body != "live") {
+			t.Fatalf("%s past a refusing upstream: %d %q %v", m, code, body, err)
+		}
+	}
+	if !isEjected(deadAddr, time.Now()) {
+		t.Fatal("the refusing upstream is not ejected")
+	}
+	if got := ordered([]string{deadAddr, "x"}); got[0] != "x" {
+		t.Fatalf("ejected upstream not last: %v", got)
+	}
+	// Withdrawn, then ready again: tried first at once.
+	src.set([]store.Row[store.ContainerBody]{webRow("c2", "m2", live.URL, true, "web.example.test")}, nil)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 })
+	src.set([]store.Row[store.ContainerBody]{
+		webRow("c1", "m1", dead, true, "web.example.test"),
+		webRow("c2", "m2", live.URL, true, "web.example.test"),
+	}, nil)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
+	if isEjected(deadAddr, time.Now()) {
+		t.Fatal("an upstream ready again is still ejected")
+	}
+
+	// An upstream that dies mid-request.
+	src.set([]store.Row[store.ContainerBody]{
+		webRow("c1", "m1", "http://"+dying.Addr().String(), true, "web.example.test"),
+		webRow("c2", "m2", live.URL, true, "web.example.test"),
+	}, nil)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
+		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 && st.Routes[0].Upstreams[0] == dying.Addr().String()
+	})
+	if code, body, err := do("GET"); err != nil || code != 200 || body != "live" {
+		t.Fatalf("GET past an upstream dying mid-request: %d %q %v", code, body, err)
+	}
+	if hits.Load() != 1 {
+		t.Fatalf("the dying upstream saw %d requests, want 1", hits.Load())
+	}
+	unEject(dying.Addr().String())
+	if code, _, err := do("POST"); err == nil && code == 200 {
+		t.Fatalf("a POST the dying upstream received was retried elsewhere (%d)", code)
+	}
+}
+
+// TestTCPDrainOnRetire: a TCP connection to an upstream the table stops
+// routing to keeps working for the drain window, then is closed; new
+// connections go to the new upstream at once; no reload happens.
+func TestTCPDrainOnRetire(t *testing.T) {
+	drainFor = 500 * time.Millisecond
+	defer func() { drainFor = L4Drain }()
+	oldUp, newUp := echoServer(t, "old"), echoServer(t, "new")
+	_, pp, _ := net.SplitHostPort(freePort(t))
+	port, _ := strconv.Atoi(pp)
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{tcpRow("c1", "m1", "db", true, port, oldUp)}, nil)
+	loads, done, cancel := startServe(writeSpec(t, freePort(t)), src)
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 })
+	before := caddyLoads.Load()
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+pp, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if got, err := exchange(c, r, "hi"); err != nil || got != "old: hi" {
+		t.Fatalf("%q %v", got, err)
+	}
+	src.set([]store.Row[store.ContainerBody]{tcpRow("c1", "m1", "db", false, port, oldUp), tcpRow("c2", "m1", "db", true, port, newUp)}, nil)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
+		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 && st.Routes[0].Upstreams[0] == "127.0.0.1:"+strconv.Itoa(newUp)
+	})
+	retired := time.Now()
+	if got, err := exchange(c, r, "still"); err != nil || got != "old: still" {
+		t.Fatalf("within the drain window: %q %v", got, err)
+	}
+	c2, err := net.DialTimeout("tcp", "127.0.0.1:"+pp, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got, err := exchange(c2, bufio.NewReader(c2), "new?"); err != nil || got != "new: new?" {
+		t.Fatalf("new connection: %q %v", got, err)
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Fatal("the retired connection answered after its drain")
+	}
+	if d := time.Since(retired); d < drainFor-100*time.Millisecond || d > drainFor+time.Second {
+		t.Fatalf("closed after %v, want about %v", d, drainFor)
+	}
+	if got := caddyLoads.Load() - before; got != 0 {
+		t.Fatalf("an upstream change reloaded Caddy %d times", got)
+	}
+}

@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
+// The routing table: which hostname and TCP port goes where. Caddy's
+// config only names the listeners and certificates; every request and
+// TCP connection looks its route up here, so a deploy, a scale, a
+// retirement or a Serving Pointer move swaps this table in place and
+// never reloads Caddy (a reload closes idle keep-alive connections under
+// clients about to reuse them).
+
+// table is the routing table in force; nil before the first store read.
+var table atomic.Pointer[routeTable]
+
+type routeTable struct {
+	http       map[string]*httpRoute // lowercase hostname
+	tcp        map[int]*tcpRoute     // port
+	challenges map[string]string     // HTTP-01 token -> key authorization
+}
+
+// httpRoute is one hostname: an answer of its own (status != 0: pending
+// or ownerless conflict) or the upstreams to proxy to, in order.
+type httpRoute struct {
+	status int
+	body   string
+	dials  []string
+}
+
+type tcpRoute struct{ dials []string }
+
+// buildTable turns routes into a routing table.
+func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *routeTable {
+	t := &routeTable{http: map[string]*httpRoute{}, tcp: map[int]*tcpRoute{}, challenges: map[string]string{}}
+	for _, c := range challenges {
+		t.challenges[c.Token] = c.KeyAuthorization
+	}
+	for _, rt := range routes {
+		if rt.Protocol == "tcp" {
+			if rt.Owner != "" && len(rt.Upstreams) > 0 {
+				t.tcp[rt.Port] = &tcpRoute{dials: rt.Upstreams}
+			}
+			continue
+		}
+		switch {
+		case rt.Owner == "":
+			t.http[rt.Hostname] = &httpRoute{status: http.StatusServiceUnavailable,
+				body: "ployz: " + rt.Hostname + " is claimed by several Services; nothing is published\n"}
+		case len(rt.Upstreams) == 0:
+			t.http[rt.Hostname] = &httpRoute{status: http.StatusBadGateway,
+				body: "ployz: no ready Container for " + rt.Hostname + "\n"}
+		default:
+			t.http[rt.Hostname] = &httpRoute{dials: rt.Upstreams}
+		}
+	}
+	return t
+}
+
+// addrs is every upstream address the table routes to.
+func (t *routeTable) addrs() map[string]bool {
+	m := map[string]bool{}
+	if t == nil {
+		return m
+	}
+	for _, r := range t.http {
+		for _, d := range r.dials {
+			m[d] = true
+		}
+	}
+	for _, r := range t.tcp {
+		for _, d := range r.dials {
+			m[d] = true
+		}
+	}
+	return m
+}
+
+// publish makes next the routing table in force. An address that was
+// not routed before (its Container became ready again) loses any
+// ejection at once; TCP connections to addresses no longer routed start
+// their drain window.
+func publish(next *routeTable) {
+	prev := table.Swap(next)
+	was, now := prev.addrs(), next.addrs()
+	for a := range now {
+		if !was[a] {
+			unEject(a)
+		}
+	}
+	retireTCP(prev, next)
+}
+
+// Passive health: an upstream whose dial or round trip failed is tried
+// last for ejectFor; ordering, not removal, so a route whose upstreams
+// all failed still tries them.
+const ejectFor = 5 * time.Second
+
+var ejected sync.Map // address -> time.Time (until)
+
+func eject(addr string)   { ejected.Store(addr, time.Now().Add(ejectFor)) }
+func unEject(addr string) { ejected.Delete(addr) }
+
+func isEjected(addr string, now time.Time) bool {
+	v, ok := ejected.Load(addr)
+	if !ok {
+		return false
+	}
+	if now.Before(v.(time.Time)) {
+		return true
+	}
+	ejected.CompareAndDelete(addr, v)
+	return false
+}
+
+// ordered returns dials with the ejected ones moved last, keeping order
+// otherwise; dials itself when none is ejected (no allocation).
+func ordered(dials []string) []string {
+	now := time.Now()
+	n := 0
+	for _, d := range dials {
+		if isEjected(d, now) {
+			n++
+		}
+	}
+	if n == 0 {
+		return dials
+	}
+	out := make([]string, 0, len(dials))
+	var late []string
+	for _, d := range dials {
+		if isEjected(d, now) {
+			late = append(late, d)
+		} else {
+			out = append(out, d)
+		}
+	}
+	return append(out, late...)
+}
+
+// hostKey is r.Host as a table key: lowercase, without port or final dot.
+func hostKey(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
+}
+
+const routeVar = "ployz.route"
+
+func init() {
+	caddy.RegisterModule(routeHandler{})
+	caddy.RegisterModule(upstreamSource{})
+	caddy.RegisterModule(transport{})
+}
+
+// routeHandler is the HTTP handler "ployz_route" (caddyconfig.RouteHandler):
+// it answers HTTP-01 challenges (when Challenges), unknown
+// hosts, pending and conflicting routes itself and hands the rest to the
+// next handler, reverse_proxy, whose upstreams come from upstreamSource.
+type routeHandler struct {
+	Challenges bool `json:"challenges,omitempty"`
+}
+
+// CaddyModule implements caddy.Module.
+func (routeHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers." + caddyconfig.RouteHandler, New: func() caddy.Module { return new(routeHandler) }}
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	t := table.Load()
+	if t == nil {
+		return plain(w, http.StatusBadGateway, "ployz: no routes loaded yet\n")
+	}
+	if h.Challenges && strings.HasPrefix(r.URL.Path, ingress.ChallengePathPrefix) {
+		if ka, ok := t.challenges[strings.TrimPrefix(r.URL.Path, ingress.ChallengePathPrefix)]; ok {
+			w.Header().Set("Content-Type", "text/plain")
+			return plainBody(w, http.StatusOK, ka)
+		}
+	}
+	rt := t.http[hostKey(r.Host)]
+	if rt == nil {
+		return plain(w, http.StatusNotFound, "ployz: no route for this host\n")
+	}
+	if rt.status != 0 {
+		return plain(w, rt.status, rt.body)
+	}
+	caddyhttp.SetVar(r.Context(), routeVar, rt)
+	return next.ServeHTTP(w, r)
+}
+
+func plain(w http.ResponseWriter, status int, body string) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	return plainBody(w, status, body)
+}
+
+func plainBody(w http.ResponseWriter, status int, body string) error {
+	w.WriteHeader(status)
+	_, err := w.Write([]byte(body))
+	return err
+}
+
+// upstreamSource is the dynamic upstream source "ployz"
+// (caddyconfig.UpstreamSource): the route routeHandler found, ejected
+// upstreams last. Each request gets its own Upstream values (Caddy fills
+// them in while proxying).
+type upstreamSource struct{}
+
+// CaddyModule implements caddy.Module.
+func (upstreamSource) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.reverse_proxy.upstreams." + caddyconfig.UpstreamSource, New: func() caddy.Module { return new(upstreamSource) }}
+}
+
+var errNoRoute = errors.New("no ployz route for this request")
+
+// GetUpstreams implements reverseproxy.UpstreamSource.
+func (upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
+	rt, _ := caddyhttp.GetVar(r.Context(), routeVar).(*httpRoute)
+	if rt == nil {
+		return nil, errNoRoute
+	}
+	dials := ordered(rt.dials)
+	ups := make([]reverseproxy.Upstream, len(dials))
+	out := make([]*reverseproxy.Upstream, len(dials))
+	for i, d := range dials {
+		ups[i].Dial = d
+		out[i] = &ups[i]
+	}
+	return out, nil
+}
+
+// transport is Caddy's HTTP transport plus passive health: a round trip
+// that fails (other than by the client going away) ejects its upstream,
+// so the retry and the next requests try another one first.
+type transport struct {
+	*reverseproxy.HTTPTransport
+}
+
+// CaddyModule implements caddy.Module.
+func (transport) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.reverse_proxy.transport." + caddyconfig.Transport,
+		New: func() caddy.Module { return &transport{HTTPTransport: new(reverseproxy.HTTPTransport)} }}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.HTTPTransport.RoundTrip(req)
+	if err != nil && !errors.Is(err, context.Canceled) && req.Context().Err() == nil {
+		if di, ok := reverseproxy.GetDialInfo(req.Context()); ok {
+			eject(di.Address)
+		}
+	}
+	return res, err
+}
+
+var (
+	_ caddyhttp.MiddlewareHandler = routeHandler{}
+	_ reverseproxy.UpstreamSource = upstreamSource{}
+	_ http.RoundTripper           = (*transport)(nil)
+	_ caddy.Provisioner           = (*transport)(nil)
+	_ reverseproxy.TLSTransport   = (*transport)(nil)
+)
