@@ -302,3 +302,98 @@ func TestTCPDrainOnRetire(t *testing.T) {
 		t.Fatalf("an upstream change reloaded Caddy %d times", got)
 	}
 }
+
+// TestReloadUnderKeepAliveClients measures what a real Caddy reload
+// still costs: the config changes when a TCP port starts or stops
+// listening (or certificates change), and Caddy then replaces its
+// servers, closing idle keep-alive connections. Four keep-alive clients
+// send POSTs without pause (never retried by net/http) across six
+// reloads; the failures are printed, not gated: Go's HTTP server refuses
+// to answer a request read once it is shutting down, so an idle
+// connection cannot be kept across a reload from outside it.
+func TestReloadUnderKeepAliveClients(t *testing.T) {
+	a := namedBackend(t, "a")
+	echo := echoServer(t, "db")
+	_, pp, _ := net.SplitHostPort(freePort(t))
+	port, _ := strconv.Atoi(pp)
+	listen := freePort(t)
+	src := &fakeSource{}
+	web := webRow("c1", "m1", a.URL, true, "web.example.test")
+	src.set([]store.Row[store.ContainerBody]{web}, nil)
+	loads, done, cancel := startServe(writeSpec(t, listen), src)
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	before := caddyLoads.Load()
+
+	var (
+		mu              sync.Mutex
+		n, fails, conns int
+		firstErr        error
+		wg              sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+				if !i.Reused {
+					mu.Lock()
+					conns++
+					mu.Unlock()
+				}
+			}}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest("POST", "http://"+listen+"/", strings.NewReader("x"))
+				req.GetBody = nil
+				req.Host = "web.example.test"
+				req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				mu.Lock()
+				n++
+				if err != nil {
+					fails++
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		time.Sleep(300 * time.Millisecond)
+		src.set([]store.Row[store.ContainerBody]{web, tcpRow("d1", "m1", "db", true, port, echo)}, nil)
+		waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 2 })
+		time.Sleep(300 * time.Millisecond)
+		src.set([]store.Row[store.ContainerBody]{web}, nil)
+		waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	reloads := caddyLoads.Load() - before
+	t.Logf("%d reloads under 4 keep-alive POST loops: %d requests, %d failed, %d connections opened", reloads, n, fails, conns)
+	if reloads < 6 {
+		t.Fatalf("only %d reloads", reloads)
+	}
+	if fails > 0 {
+		t.Logf("%d of %d POSTs failed across %d reloads (not gated); first: %v", fails, n, reloads, firstErr)
+	}
+}

@@ -123,6 +123,7 @@ func Serve(ctx context.Context, o Options) error {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	healthLog.Store(&log)
 	spec, raw, err := ingress.LoadSpec(o.SpecPath)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -111,7 +112,20 @@ const ejectFor = 5 * time.Second
 
 var ejected sync.Map // address -> time.Time (until)
 
-func eject(addr string)   { ejected.Store(addr, time.Now().Add(ejectFor)) }
+// healthLog logs ejections (Serve sets it).
+var healthLog atomic.Pointer[hclog.Logger]
+
+// eject makes addr tried last for ejectFor; why is the failure.
+func eject(addr string, why error) {
+	now := time.Now()
+	if !isEjected(addr, now) {
+		if l := healthLog.Load(); l != nil {
+			(*l).Info("upstream ejected", "upstream", addr, "for", ejectFor, "error", why)
+		}
+	}
+	ejected.Store(addr, now.Add(ejectFor))
+}
+
 func unEject(addr string) { ejected.Delete(addr) }
 
 func isEjected(addr string, now time.Time) bool {
@@ -267,7 +281,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.HTTPTransport.RoundTrip(req)
 	if err != nil && !errors.Is(err, context.Canceled) && req.Context().Err() == nil {
 		if di, ok := reverseproxy.GetDialInfo(req.Context()); ok {
-			eject(di.Address)
+			eject(di.Address, err)
 		}
 	}
 	return res, err

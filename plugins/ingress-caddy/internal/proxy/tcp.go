@@ -56,7 +56,7 @@ func (h tcpHandler) Handle(cx *layer4.Connection, _ layer4.Handler) error {
 	for _, d := range ordered(rt.dials) {
 		c, err := net.DialTimeout("tcp", d, tcpDialTimeout)
 		if err != nil {
-			eject(d)
+			eject(d, err)
 			lastErr = err
 			continue
 		}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// ingressFailover kills (SIGKILL) the process of the web replica on one
+// Machine while keep-alive clients send GETs, and POSTs, without pause
+// through that Machine's :80. The proxy prefers the local replica: a GET
+// must never fail (a refused or failed dial is retried on the other
+// replica, the failed one is ejected); POSTs caught in flight on the
+// killed replica are counted and printed apart. Printed, never gated:
+// how long after the kill the proxy last routed a request to the dead
+// replica (its last "upstream ejected" log line: each failed attempt
+// past an ejection logs one), and when it answered again after Docker
+// restarted it.
+func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, host string) {
+	var id, machine, ip string
+	for _, c := range ps(t, op, "hello").Containers {
+		if c.Service == "web" && c.Ready {
+			id, machine = c.ID, c.Machine
+			break
+		}
+	}
+	for _, m := range l.Machines {
+		if m.Name == machine {
+			ip = m.IP.String()
+		}
+	}
+	if id == "" || ip == "" {
+		t.Fatalf("no ready web replica to kill")
+	}
+	cip, err := l.Exec(ctx, machine, "docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu                               sync.Mutex
+		gets, getFails, posts, postFails int
+		samples                          []string
+		backAt, killedAt                 time.Time
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		method := "GET"
+		if w == 3 {
+			method = "POST"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+			defer c.CloseIdleConnections()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code, body, err := sendOnce(c, method, ip, host)
+				var doc struct{ Hostname string }
+				ok := err == nil && code == 200 && json.Unmarshal([]byte(body), &doc) == nil
+				now := time.Now()
+				mu.Lock()
+				if method == "GET" {
+					gets++
+				} else {
+					posts++
+				}
+				if !ok {
+					if method == "GET" {
+						getFails++
+					} else {
+						postFails++
+					}
+					samples = append(samples, fmt.Sprintf("%s %s: %d %v %s", now.Format("15:04:05.000"), method, code, err, strings.TrimSpace(body)))
+				}
+				if ok && strings.HasPrefix(id, doc.Hostname) && !killedAt.IsZero() && backAt.IsZero() && now.Sub(killedAt) > 200*time.Millisecond {
+					backAt = now
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	mu.Lock()
+	killedAt = time.Now()
+	mu.Unlock()
+	if _, err := l.Exec(ctx, machine, "sh", "-c", "kill -9 $(docker inspect -f '{{.State.Pid}}' "+id+")"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(8 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("SIGKILL of web %s on %s through its :80: %d GETs, %d failed; %d POSTs, %d failed (in flight on the killed replica, not gated)",
+		id[:12], machine, gets, getFails, posts, postFails)
+	if !backAt.IsZero() {
+		t.Logf("benchmark: the killed replica answered again %s after the kill", backAt.Sub(killedAt).Round(time.Millisecond))
+	}
+	journal, _ := l.Exec(ctx, machine, "journalctl", "-u", "ployz-ingress.service", "-o", "short-unix", "--no-pager",
+		"--since", "@"+fmt.Sprint(killedAt.Unix()-1))
+	var last time.Time
+	for _, line := range strings.Split(journal, "\n") {
+		if !strings.Contains(line, "upstream ejected") || !strings.Contains(line, cip+":") {
+			continue
+		}
+		var sec float64
+		if _, err := fmt.Sscan(strings.Fields(line)[0], &sec); err == nil {
+			last = time.Unix(0, int64(sec*1e9))
+		}
+	}
+	if last.IsZero() {
+		t.Logf("benchmark: no ejection of %s logged after the kill", cip)
+	} else {
+		t.Logf("benchmark: SIGKILL to the last request routed to the dead replica (%s): %s", cip, last.Sub(killedAt).Round(time.Millisecond))
+	}
+	if getFails > 0 || gets == 0 {
+		t.Errorf("SIGKILL of one replica: %d of %d GETs failed: %v", getFails, gets, samples[:min(5, len(samples))])
+	}
+}
+
+// sendOnce sends one request (a POST carries a body net/http cannot
+// replay) and reads the answer.
+func sendOnce(c *http.Client, method, ip, host string) (int, string, error) {
+	var body io.Reader
+	if method == "POST" {
+		body = strings.NewReader("one shot")
+	}
+	req, err := http.NewRequest(method, "http://"+ip+"/", body)
+	if err != nil {
+		return 0, "", err
+	}
+	req.GetBody = nil
+	req.Host = host
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
