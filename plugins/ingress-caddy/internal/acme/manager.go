@@ -72,9 +72,10 @@ type Snapshot struct {
 // Manager keeps the certificates of the hostnames the proxy routes. Want
 // and Snapshot are safe to call from any goroutine while Run runs.
 type Manager struct {
-	cfg  Config
-	log  hclog.Logger
-	kick chan struct{}
+	cfg     Config
+	log     hclog.Logger
+	kick    chan struct{}
+	changed chan struct{} // Changed
 
 	mu        sync.Mutex
 	want      []string
@@ -127,7 +128,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Verify == nil {
 		cfg.Verify = VerifyHostname
 	}
-	return &Manager{cfg: cfg, log: cfg.Log, kick: make(chan struct{}, 1),
+	return &Manager{cfg: cfg, log: cfg.Log, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1),
 		firstSeen: map[string]time.Time{}, local: map[string]localWait{},
 		snap: Snapshot{TLS: caddyconfig.TLS{Listen: cfg.ListenTLS}}}, nil
 }
@@ -148,6 +149,10 @@ func (m *Manager) Want(hostnames []string) {
 		m.poke()
 	}
 }
+
+// Changed receives (coalesced) when the snapshot's TLS input changed:
+// new material or challenges for the proxy to load.
+func (m *Manager) Changed() <-chan struct{} { return m.changed }
 
 // Snapshot returns the latest evaluation of the store.
 func (m *Manager) Snapshot() Snapshot {

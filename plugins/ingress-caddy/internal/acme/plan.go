@@ -3,6 +3,7 @@ package acme
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -144,6 +145,12 @@ func (m *Manager) evaluate(rows []store.Row[store.CertificateBody], ms []string)
 	}
 	if due != "" {
 		m.issuing = due
+	}
+	if !reflect.DeepEqual(m.snap.TLS, snap.TLS) {
+		select { // the proxy loads the new material or challenges now
+		case m.changed <- struct{}{}:
+		default:
+		}
 	}
 	m.snap = snap
 	return due, prev

@@ -67,6 +67,15 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	return c.m.Snapshot().TLS
 }
 
+// changed receives when the manager has new TLS input; nil (never) when
+// HTTPS is off.
+func (c *certificates) changed() <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.m.Changed()
+}
+
 // status fills the status file's HTTPS fields.
 func (c *certificates) status(st *rpc.IngressStatus) {
 	if c == nil {

@@ -31,12 +31,15 @@ import (
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
-// Loader timing: a successful read repeats every PollInterval; failures
-// back off from 250 ms to 2 s while the loaded config keeps serving. The
+// Loader timing: a Source that is a Watcher (the store) is read when it
+// reports a change and at least every SafetyPoll; another is read every
+// PollInterval. Failures back off from 250 ms to 2 s while the loaded
+// config keeps serving. The spec file is checked every specCheck. The
 // status file is rewritten on every change and at least every
 // statusRefresh.
 const (
 	PollInterval  = 500 * time.Millisecond
+	specCheck     = time.Second
 	minBackoff    = 250 * time.Millisecond
 	maxBackoff    = 2 * time.Second
 	statusRefresh = 5 * time.Second
@@ -108,7 +111,8 @@ type Options struct {
 	SpecPath string
 	// Source overrides the store (tests); nil reads the spec's store.
 	Source Source
-	// Interval is the store poll interval (default PollInterval).
+	// Interval is the store poll interval (default SafetyPoll for a
+	// Watcher, else PollInterval).
 	Interval time.Duration
 	Log      hclog.Logger
 	// OnLoad runs after every successful Caddy load (tests).
@@ -133,9 +137,18 @@ func Serve(ctx context.Context, o Options) error {
 		src = NewStoreSource(spec)
 	}
 	interval := o.Interval
+	var changed <-chan struct{}
+	if w, ok := src.(Watcher); ok {
+		changed = w.Watch(ctx, log)
+		if interval <= 0 {
+			interval = SafetyPoll
+		}
+	}
 	if interval <= 0 {
 		interval = PollInterval
 	}
+	specTick := time.NewTicker(specCheck)
+	defer specTick.Stop()
 	certs, err := startCertificates(ctx, spec, nil, log) // nil: HTTPS off
 	if err != nil {
 		return err
@@ -274,12 +287,50 @@ func Serve(ctx context.Context, o Options) error {
 		if failing && loaded != nil {
 			writeStatus()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
+		if hold := holdEnds(firstSeen); hold > 0 && !failing {
+			wait = min(wait, hold) // a held pointer is let go on time
+		}
+		if err := waitChange(ctx, wait, changed, certs.changed(), specTick.C, o.SpecPath, raw); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// waitChange waits for wait, a change (changed, certs) or ctx's end;
+// every spec tick it checks the spec file and returns ErrSpecChanged
+// when it changed from raw.
+func waitChange(ctx context.Context, wait time.Duration, changed, certs <-chan struct{}, spec <-chan time.Time, path string, raw []byte) error {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			return nil
+		case <-changed:
+			return nil
+		case <-certs:
+			return nil
+		case <-spec:
+			if now, err := os.ReadFile(path); err == nil && !bytes.Equal(now, raw) {
+				return ErrSpecChanged
+			}
+		}
+	}
+}
+
+// holdEnds is how long until the first young Serving Pointer stops
+// being young (ingress.HoldFor after it was first seen); 0 when none is.
+func holdEnds(firstSeen map[string]time.Time) time.Duration {
+	var next time.Duration
+	for _, at := range firstSeen {
+		if d := time.Until(at.Add(ingress.HoldFor)); d > 0 && (next == 0 || d < next) {
+			next = d + 10*time.Millisecond
+		}
+	}
+	return next
 }
 
 // ack writes this Machine's ack row when the pointers its loaded config
