@@ -34,6 +34,17 @@ func writeSpec(t *testing.T, listen string) string {
 	return p
 }
 
+// serveSpec runs Serve on an HTTP-only spec listening on listen until
+// the test ends, and returns its loads (see startServe).
+func serveSpec(t *testing.T, listen string, src Source) chan rpc.IngressStatus {
+	loads, done, cancel := startServe(writeSpec(t, listen), src)
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return loads
+}
+
 func namedBackend(t *testing.T, name string) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -55,11 +66,7 @@ func TestRoutingChangesKeepClientConnections(t *testing.T) {
 	src := &fakeSource{}
 	rowsA := []store.Row[store.ContainerBody]{webRow("c1", "m1", a.URL, true, "web.example.test")}
 	src.set(rowsA, nil)
-	loads, done, cancel := startServe(writeSpec(t, listen), src)
-	defer func() {
-		cancel()
-		<-done
-	}()
+	loads := serveSpec(t, listen, src)
 	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
 	before := caddyLoads.Load()
 
@@ -182,11 +189,7 @@ func TestFailoverInsideTheProxy(t *testing.T) {
 		webRow("c1", "m1", dead, true, "web.example.test"),
 		webRow("c2", "m2", live.URL, true, "web.example.test"),
 	}, nil)
-	loads, done, cancel := startServe(writeSpec(t, listen), src)
-	defer func() {
-		cancel()
-		<-done
-	}()
+	loads := serveSpec(t, listen, src)
 	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
 	deadAddr := strings.TrimPrefix(dead, "http://")
 
@@ -259,11 +262,7 @@ func TestTCPDrainOnRetire(t *testing.T) {
 	port, _ := strconv.Atoi(pp)
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{tcpRow("c1", "m1", "db", true, port, oldUp)}, nil)
-	loads, done, cancel := startServe(writeSpec(t, freePort(t)), src)
-	defer func() {
-		cancel()
-		<-done
-	}()
+	loads := serveSpec(t, freePort(t), src)
 	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 })
 	before := caddyLoads.Load()
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+pp, 3*time.Second)
@@ -320,11 +319,7 @@ func TestReloadUnderKeepAliveClients(t *testing.T) {
 	src := &fakeSource{}
 	web := webRow("c1", "m1", a.URL, true, "web.example.test")
 	src.set([]store.Row[store.ContainerBody]{web}, nil)
-	loads, done, cancel := startServe(writeSpec(t, listen), src)
-	defer func() {
-		cancel()
-		<-done
-	}()
+	loads := serveSpec(t, listen, src)
 	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
 	before := caddyLoads.Load()
 
