@@ -139,7 +139,9 @@ func Serve(ctx context.Context, o Options) error {
 	interval := o.Interval
 	var changed <-chan struct{}
 	if w, ok := src.(Watcher); ok {
-		changed = w.Watch(ctx, log)
+		wctx, stopWatch := context.WithCancel(ctx) // Serve may end before ctx
+		defer stopWatch()
+		changed = w.Watch(wctx, log)
 		if interval <= 0 {
 			interval = SafetyPoll
 		}
