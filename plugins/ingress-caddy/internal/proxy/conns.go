@@ -25,19 +25,47 @@ func (connTracker) CaddyModule() caddy.ModuleInfo {
 }
 
 // WrapListener implements caddy.ListenerWrapper.
-func (connTracker) WrapListener(l net.Listener) net.Listener { return trackedListener{l} }
+func (connTracker) WrapListener(l net.Listener) net.Listener {
+	return &trackedListener{Listener: l, closed: make(chan struct{})}
+}
 
 var openConns atomic.Int64
 
-type trackedListener struct{ net.Listener }
+// Lame duck: a stopping proxy first stops accepting (new connections
+// wait in the kernel's queue of the socket parked in systemd's fd store,
+// for the next process) and answers every request with "Connection:
+// close" for lameDuck, so each client in the middle of using a keep-alive
+// connection learns from an answer that it must reconnect. Only then do
+// the servers shut down, which closes idle connections: by then only
+// clients idle for the whole lameDuck can meet a closed connection. Go's
+// server never answers a request that arrives once it shuts down, so
+// without this, any client sending at that moment fails.
+const lameDuck = time.Second
 
-func (l trackedListener) Accept() (net.Conn, error) {
+var draining atomic.Bool
+
+type trackedListener struct {
+	net.Listener
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *trackedListener) Accept() (net.Conn, error) {
+	if draining.Load() {
+		<-l.closed // leave new connections queued for the next process
+		return nil, net.ErrClosed
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
 	openConns.Add(1)
 	return &trackedConn{Conn: c}, nil
+}
+
+func (l *trackedListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 type trackedConn struct {
@@ -62,5 +90,6 @@ func waitConns(d time.Duration) int64 {
 
 var (
 	_ caddy.ListenerWrapper = connTracker{}
+	_ net.Listener          = (*trackedListener)(nil)
 	_ caddy.Module          = connTracker{}
 )

@@ -392,3 +392,92 @@ func TestReloadUnderKeepAliveClients(t *testing.T) {
 		t.Logf("%d of %d POSTs failed across %d reloads (not gated); first: %v", fails, n, reloads, firstErr)
 	}
 }
+
+// TestStopAnswersEveryKeepAliveRequest: the proxy stops (SIGTERM, a
+// restart) under four keep-alive clients sending POSTs without pause. No
+// request sent on a reused keep-alive connection goes unanswered: the
+// lame duck answers each with "Connection: close" and accepts nothing
+// new. (Here nothing takes the socket over, so a new connection waiting
+// in its queue is reset when it closes, and later ones are refused: those
+// are counted apart; under systemd the socket stays in the fd store and
+// the next process accepts them, which the lab's restart loops test.)
+func TestStopAnswersEveryKeepAliveRequest(t *testing.T) {
+	a := namedBackend(t, "a")
+	listen := freePort(t)
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{webRow("c1", "m1", a.URL, true, "web.example.test")}, nil)
+	loads, done, cancel := startServe(writeSpec(t, listen), src)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+
+	var (
+		mu                     sync.Mutex
+		n, lost, refused, shut int
+		firstErr               error
+		wg                     sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var reused bool
+				trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+				req, _ := http.NewRequest("POST", "http://"+listen+"/", strings.NewReader("x"))
+				req.GetBody = nil
+				req.Host = "web.example.test"
+				req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+					if resp.Close {
+						mu.Lock()
+						shut++
+						mu.Unlock()
+					}
+				}
+				mu.Lock()
+				n++
+				switch {
+				case err == nil:
+				case !reused:
+					refused++ // a new connection: queued, never accepted
+				default:
+					lost++
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+				mu.Unlock()
+				if err != nil && !reused {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("stop under 4 keep-alive POST loops: %d requests, %d unanswered on a reused connection, %d answered with Connection: close, %d failed on a new connection after the lame duck", n, lost, shut, refused)
+	if lost > 0 {
+		t.Fatalf("%d POSTs sent on a reused connection went unanswered; first: %v", lost, firstErr)
+	}
+	if shut == 0 {
+		t.Fatal("no answer said Connection: close during the lame duck")
+	}
+}

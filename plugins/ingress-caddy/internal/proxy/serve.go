@@ -156,7 +156,13 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	defer certs.stop()
+	running := false // Caddy serves (a config was loaded)
 	defer func() {
+		if running {
+			draining.Store(true)
+			time.Sleep(lameDuck)
+		}
+		defer draining.Store(false)
 		if err := caddy.Stop(); err != nil {
 			log.Warn("stop caddy", "error", err)
 		}
@@ -258,6 +264,7 @@ func Serve(ctx context.Context, o Options) error {
 						reloads++
 					}
 					caddyLoads.Add(1)
+					running = true
 					log.Info("caddy config loaded", "first", loaded == nil, "reloads", reloads)
 					loaded, lastLoadErr = cfg, ""
 					st.LoadError = ""

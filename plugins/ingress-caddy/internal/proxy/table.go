@@ -202,6 +202,9 @@ func (routeHandler) CaddyModule() caddy.ModuleInfo {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if draining.Load() {
+		w.Header().Set("Connection", "close") // lame duck (conns.go)
+	}
 	t := table.Load()
 	if t == nil {
 		return plain(w, http.StatusBadGateway, "ployz: no routes loaded yet\n")
