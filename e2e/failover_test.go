@@ -86,7 +86,7 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 					}
 					samples = append(samples, fmt.Sprintf("%s %s: %d %v %s", now.Format("15:04:05.000"), method, code, err, strings.TrimSpace(body)))
 				}
-				if ok && strings.HasPrefix(id, doc.Hostname) && !killedAt.IsZero() && backAt.IsZero() {
+				if ok && strings.HasPrefix(id, doc.Hostname) && !killedAt.IsZero() && now.After(killedAt) && backAt.IsZero() {
 					backAt = now
 				}
 				mu.Unlock()
