@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -182,5 +183,54 @@ func TestIngressHTTPS(t *testing.T) {
 		t.Errorf("ingress config:\n%s", out)
 	}
 	t.Logf("ingress config:\n%s", out)
+	ingressZeroGapHTTPS(t, ctx, l, op, host, roots)
 	t.Logf("TestIngressHTTPS took %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// ingressZeroGapHTTPS runs keep-alive POST loops through every Machine's
+// :80 and :443 (verified TLS) across a redeploy, a scale-down, and
+// `systemctl restart` of the ingress and of ployzd on every Machine: no
+// request may fail.
+func ingressZeroGapHTTPS(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, host string, roots *x509.CertPool) {
+	targets := httpTargets(l)
+	for _, m := range l.Machines {
+		ip := m.IP.String()
+		targets = append(targets, loopTarget{name: ip + ":443", url: "https://" + host + "/", client: func() *http.Client {
+			return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: roots},
+				DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, network, ip+":443")
+				}}}
+		}})
+	}
+	restart := func(unit string) func() {
+		return func() {
+			for _, m := range l.Machines {
+				if _, err := l.Exec(ctx, m.Name, "systemctl", "restart", unit); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2 * time.Second)
+			}
+		}
+	}
+	for _, step := range []struct {
+		what string
+		do   func()
+	}{
+		{"a redeploy", func() {
+			doc, errs, code := deployFile(t, op, strings.Replace(ingressCompose, "through-ingress", "through-ingress-v2", 1))
+			if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+				t.Fatalf("redeploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+			}
+		}},
+		{"a scale-down from 2 to 1", func() { op.must(t, "scale", "web", "1", "-p", "hello", "-y") }},
+		{"systemctl restart ployz-ingress on every Machine", restart("ployz-ingress.service")},
+		{"systemctl restart ployz on every Machine", restart("ployz.service")},
+	} {
+		loop := startLoopOn(host, targets)
+		time.Sleep(time.Second)
+		step.do()
+		time.Sleep(2 * time.Second)
+		loop.end(t, step.what+" (every Machine's :80 and :443)")
+	}
 }

@@ -41,12 +41,17 @@ services:
 // could replay). Keep-alive stays on: connections that outlive a proxy
 // restart are part of what the loops test.
 func oneShot(c *http.Client, ip, host, path string) (int, string, error) {
+	return oneShotURL(c, "http://"+ip+path, host)
+}
+
+// oneShotURL is oneShot for any URL (an https one too).
+func oneShotURL(c *http.Client, url, host string) (int, string, error) {
 	var reused, answered bool
 	trace := &httptrace.ClientTrace{
 		GotConn:              func(i httptrace.GotConnInfo) { reused = i.Reused },
 		GotFirstResponseByte: func() { answered = true },
 	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "POST", "http://"+ip+path, strings.NewReader("one shot"))
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "POST", url, strings.NewReader("one shot"))
 	if err != nil {
 		return 0, "", err
 	}

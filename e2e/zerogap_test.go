@@ -19,11 +19,12 @@ import (
 	"github.com/ployz/ployz/e2e/lab"
 )
 
-// requestLoop sends requests with one Host to every lab Machine's :80 in
-// turn, from a few workers and without pausing, until stopped; it counts
-// answers and keeps when each (message, Container) pair was first
-// answered. Every request goes through oneShot, so a dropped connection
-// is a counted failure, never a silent retry.
+// requestLoop sends requests with one Host to every target in turn
+// (each lab Machine's :80, and :443 where HTTPS is on), from a few workers
+// and without pausing, until stopped; it counts answers and keeps when
+// each (message, Container) pair was first answered. Every request goes
+// through oneShotURL, so a dropped connection is a counted failure, never
+// a silent retry.
 type requestLoop struct {
 	ok, failed int
 	// idleClosed counts the failures that were requests on a reused
@@ -38,22 +39,44 @@ type requestLoop struct {
 	wg         sync.WaitGroup
 }
 
-func startLoop(l *lab.Lab, host string) *requestLoop {
+// loopTarget is one address a requestLoop sends to: url is requested
+// (with the loop's Host), through a keep-alive client from client.
+type loopTarget struct {
+	name, url string
+	client    func() *http.Client
+}
+
+// httpTargets are every lab Machine's :80.
+func httpTargets(l *lab.Lab) []loopTarget {
+	var ts []loopTarget
+	for _, m := range l.Machines {
+		ts = append(ts, loopTarget{name: m.IP.String() + ":80", url: "http://" + m.IP.String() + "/",
+			client: func() *http.Client { return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}} }})
+	}
+	return ts
+}
+
+func startLoop(l *lab.Lab, host string) *requestLoop { return startLoopOn(host, httpTargets(l)) }
+
+func startLoopOn(host string, targets []loopTarget) *requestLoop {
 	r := &requestLoop{first: map[string]time.Time{}, stop: make(chan struct{})}
 	for w := 0; w < 3; w++ {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
-			defer c.CloseIdleConnections()
+			clients := make([]*http.Client, len(targets))
+			for i, tg := range targets {
+				clients[i] = tg.client()
+				defer clients[i].CloseIdleConnections()
+			}
 			for i := w; ; i++ {
 				select {
 				case <-r.stop:
 					return
 				default:
 				}
-				ip := l.Machines[i%len(l.Machines)].IP.String()
-				code, body, err := oneShot(c, ip, host, "/")
+				tg := targets[i%len(targets)]
+				code, body, err := oneShotURL(clients[i%len(targets)], tg.url, host)
 				var doc struct{ Message, Hostname string }
 				r.mu.Lock()
 				switch {
@@ -62,10 +85,10 @@ func startLoop(l *lab.Lab, host string) *requestLoop {
 						r.idleClosed++
 					}
 					r.failed++
-					r.samples = append(r.samples, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), ip, err))
+					r.samples = append(r.samples, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), tg.name, err))
 				case code != 200 || json.Unmarshal([]byte(body), &doc) != nil:
 					r.failed++
-					r.samples = append(r.samples, fmt.Sprintf("%s %s: %d %s", time.Now().Format("15:04:05.000"), ip, code, strings.TrimSpace(body)))
+					r.samples = append(r.samples, fmt.Sprintf("%s %s: %d %s", time.Now().Format("15:04:05.000"), tg.name, code, strings.TrimSpace(body)))
 				default:
 					r.ok++
 					k := doc.Message + "@" + doc.Hostname

@@ -84,6 +84,7 @@ type Manager struct {
 	local     map[string]localWait // verdict failures: this Machine's own evidence
 	issuing   string
 	storeErr  string
+	lastErr   string // the last store error logged
 
 	acct *account // guarded by the single issuing goroutine
 }
@@ -177,32 +178,8 @@ func (m *Manager) poke() {
 // the snapshot and starts an issuance when this Machine's turn came,
 // until ctx ends. A failed read keeps the last snapshot.
 func (m *Manager) Run(ctx context.Context) error {
-	var lastErr string
 	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rows, err := m.cfg.Store.Certificates(rctx)
-		var ms []string
-		if err == nil {
-			ms, err = participating(rctx, m.cfg.Store)
-		}
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if err.Error() != lastErr {
-				m.log.Warn("certificates: store unreachable; keeping the loaded material", "error", err)
-			}
-			lastErr = err.Error()
-			m.mu.Lock()
-			m.storeErr = err.Error()
-			m.mu.Unlock()
-		} else {
-			lastErr = ""
-			if due, prev := m.evaluate(rows, ms); due != "" {
-				go m.issue(ctx, due, prev, ms)
-			}
-		}
+		m.Refresh(ctx)
 		select {
 		case <-ctx.Done():
 		case <-m.kick:
@@ -210,6 +187,42 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Refresh reads the store once, refreshes the snapshot and starts an
+// issuance when this Machine's turn came; Run calls it in a loop. The
+// proxy calls it once itself after its first Want, so a restarted proxy's
+// first load already serves the certificates the store holds.
+func (m *Manager) Refresh(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rows, err := m.cfg.Store.Certificates(rctx)
+	var ms []string
+	if err == nil {
+		ms, err = participating(rctx, m.cfg.Store)
+	}
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			m.storeFailed(err)
+		}
+		return
+	}
+	m.mu.Lock()
+	m.lastErr = ""
+	m.mu.Unlock()
+	if due, prev := m.evaluate(rows, ms); due != "" {
+		go m.issue(ctx, due, prev, ms)
+	}
+}
+
+// storeFailed records a failed store read, logging it when it is new.
+func (m *Manager) storeFailed(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err.Error() != m.lastErr {
+		m.log.Warn("certificates: store unreachable; keeping the loaded material", "error", err)
+	}
+	m.lastErr, m.storeErr = err.Error(), err.Error()
 }
 
 // backoff is the wait after the n-th consecutive failure (n ≥ 1).

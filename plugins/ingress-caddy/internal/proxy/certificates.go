@@ -67,6 +67,14 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	return c.m.Snapshot().TLS
 }
 
+// refresh has the manager read the store now (the first load waits for
+// it, so a restarted proxy serves HTTPS at once).
+func (c *certificates) refresh(ctx context.Context) {
+	if c != nil {
+		c.m.Refresh(ctx)
+	}
+}
+
 // changed receives when the manager has new TLS input; nil (never) when
 // HTTPS is off.
 func (c *certificates) changed() <-chan struct{} {

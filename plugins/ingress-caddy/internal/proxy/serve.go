@@ -200,6 +200,7 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	log.Info("waiting for the first load from the store", "machine", spec.Machine, "listen", spec.Listen)
 	caddyListen := "" // bound on the first load, which follows the first store read
+	tlsListen := ""   // the HTTPS socket, bound when HTTPS is first served
 
 	for ctx.Err() == nil {
 		if now, err := os.ReadFile(o.SpecPath); err == nil && !bytes.Equal(now, raw) {
@@ -244,6 +245,16 @@ func Serve(ctx context.Context, o Options) error {
 			next := ingress.Compute(in)
 			dropBusyPorts(next.Routes, spec.Listen, cur)
 			tlsIn := certs.tls(next.Routes)
+			if loaded == nil && certs != nil {
+				certs.refresh(ctx) // the hostnames are wanted now: load their certificates first
+				tlsIn = certs.tls(next.Routes)
+			}
+			if tlsIn.Listen != "" && len(tlsIn.Certificates) > 0 {
+				if tlsListen == "" { // bound (and parked) once HTTPS is served
+					tlsListen = parkedListen(FDNameHTTPS, tlsIn.Listen, log)
+				}
+				tlsIn.Listen = tlsListen
+			}
 			// Routing changes swap the table in place; only listeners
 			// and certificates change Caddy's config.
 			publish(buildTable(next.Routes, tlsIn.Challenges))
@@ -264,6 +275,9 @@ func Serve(ctx context.Context, o Options) error {
 						reloads++
 					}
 					caddyLoads.Add(1)
+					if loaded == nil && tlsListen == "" {
+						dropInherited(FDNameHTTPS) // parked by a process that served HTTPS
+					}
 					running = true
 					log.Info("caddy config loaded", "first", loaded == nil, "reloads", reloads)
 					loaded, lastLoadErr = cfg, ""

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/hashicorp/go-hclog"
@@ -11,33 +12,75 @@ import (
 	"github.com/ployz/ployz/core/fdstore"
 )
 
-// FDNameHTTP names the HTTP listening socket in systemd's fd store.
-const FDNameHTTP = "ployz-ingress-http"
+// FDNameHTTP and FDNameHTTPS name the HTTP and HTTPS listening sockets
+// in systemd's fd store.
+const (
+	FDNameHTTP  = "ployz-ingress-http"
+	FDNameHTTPS = "ployz-ingress-https"
+)
 
 // kept holds the socket files Caddy listens on by number: a collected
 // os.File would close its descriptor under Caddy.
 var kept []*os.File
 
-// httpListen returns the address Caddy should listen on for listen. Under
-// systemd it is "fd/N": the socket systemd passed back from its fd store,
-// else one bound now and parked there, so restarting the proxy (a new
-// binary, a new spec) queues connections in the kernel instead of
-// refusing them. Outside systemd, or when binding fails (Caddy then
-// reports the error itself), it is listen unchanged.
+// inherited are the sockets systemd passed back from its fd store, by
+// name, until claimed (activation.Files works once: it clears the env).
+var (
+	inheritOnce sync.Once
+	inherited   map[string]*os.File
+)
+
+func inheritedFile(name string) *os.File {
+	inheritOnce.Do(func() {
+		inherited = map[string]*os.File{}
+		for _, f := range activation.Files(true) {
+			if f.Name() == FDNameHTTP || f.Name() == FDNameHTTPS {
+				inherited[f.Name()] = f
+			} else {
+				f.Close()
+			}
+		}
+	})
+	f := inherited[name]
+	delete(inherited, name)
+	return f
+}
+
+// dropInherited closes the socket named name if systemd passed it back
+// and nothing claimed it (HTTPS is no longer served): connections must
+// be refused, not queued for nobody.
+func dropInherited(name string) {
+	if !fdstore.Available() {
+		return
+	}
+	if f := inheritedFile(name); f != nil {
+		f.Close()
+		fdstore.Forget(name)
+	}
+}
+
+// httpListen returns the address Caddy should listen on for listen (see
+// parkedListen).
 func httpListen(listen string, log hclog.Logger) string {
+	return parkedListen(FDNameHTTP, listen, log)
+}
+
+// parkedListen returns the address Caddy should listen on for listen.
+// Under systemd it is "fd/N": the socket named name that systemd passed
+// back from its fd store, else one bound now and parked there, so
+// restarting the proxy (a new binary, a new spec) queues connections in
+// the kernel instead of refusing them. Outside systemd, or when binding
+// fails (Caddy then reports the error itself), it is listen unchanged.
+func parkedListen(name, listen string, log hclog.Logger) string {
 	if !fdstore.Available() {
 		return listen
 	}
-	for _, f := range activation.Files(true) {
-		if f.Name() != FDNameHTTP {
-			f.Close()
-			continue
-		}
+	if f := inheritedFile(name); f != nil {
 		l, err := net.FileListener(f) // a duplicate, to check the address
 		if err == nil && sameListen(l.Addr(), listen) {
 			l.Close()
 			kept = append(kept, f)
-			log.Info("took the HTTP socket from the fd store", "listen", listen)
+			log.Info("took the socket from the fd store", "name", name, "listen", listen)
 			return "fd/" + strconv.Itoa(int(f.Fd()))
 		}
 		if err == nil {
@@ -45,16 +88,16 @@ func httpListen(listen string, log hclog.Logger) string {
 		}
 		f.Close()
 	}
-	fdstore.Forget(FDNameHTTP)
+	fdstore.Forget(name)
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
-		log.Warn("could not bind the HTTP socket ahead of Caddy", "listen", listen, "error", err)
+		log.Warn("could not bind the socket ahead of Caddy", "name", name, "listen", listen, "error", err)
 		return listen
 	}
 	defer l.Close()
 	tl := l.(*net.TCPListener)
-	if err := fdstore.Park(FDNameHTTP, tl); err != nil {
-		log.Warn("could not park the HTTP socket; restarts will refuse connections briefly", "error", err)
+	if err := fdstore.Park(name, tl); err != nil {
+		log.Warn("could not park the socket; restarts will refuse connections briefly", "name", name, "error", err)
 		return listen
 	}
 	f, err := tl.File()
