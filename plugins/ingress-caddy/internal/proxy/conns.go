@@ -44,6 +44,17 @@ const lameDuck = time.Second
 
 var draining atomic.Bool
 
+// lameDuckPause is the lame duck before a reload: the running servers
+// tell their clients to reconnect and accept nothing new, then (draining
+// off again, so the new servers accept and answer normally) Caddy may
+// replace them; connections that came meanwhile wait in the socket's
+// queue for the new servers.
+func lameDuckPause() {
+	draining.Store(true)
+	time.Sleep(lameDuck)
+	draining.Store(false)
+}
+
 type trackedListener struct {
 	net.Listener
 	closed chan struct{}

@@ -263,6 +263,9 @@ func Serve(ctx context.Context, o Options) error {
 				return fmt.Errorf("generate caddy config: %w", err)
 			}
 			if !bytes.Equal(cfg, loaded) {
+				if loaded != nil {
+					lameDuckPause() // the old servers close their idle connections
+				}
 				if err := caddy.Load(cfg, false); err != nil {
 					if err.Error() != lastLoadErr {
 						log.Error("caddy refused the config; keeping the loaded one", "error", err)
