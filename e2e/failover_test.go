@@ -15,8 +15,9 @@ import (
 )
 
 // ingressFailover kills (SIGKILL) the process of the web replica on one
-// Machine while keep-alive clients send GETs, and POSTs, without pause
-// through that Machine's :80. The proxy prefers the local replica: a GET
+// Machine, kills times a second apart (more than once: a crash loop),
+// while keep-alive clients send GETs, and POSTs, without pause through
+// that Machine's :80. The proxy prefers the local replica: a GET
 // must never fail (a refused or failed dial is retried on the other
 // replica, the failed one is ejected); POSTs caught in flight on the
 // killed replica are counted and printed apart. Printed, never gated:
@@ -24,7 +25,7 @@ import (
 // replica (its last "upstream ejected" log line: each failed attempt
 // past an ejection logs one), and when it answered again after Docker
 // restarted it.
-func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, host string) {
+func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, host string, kills int) {
 	var id, machine, ip string
 	for _, c := range ps(t, op, "hello").Containers {
 		if c.Service == "web" && c.Ready {
@@ -98,19 +99,24 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	// Machine): killedAt is when Exec returned, so an answer from the
 	// Container after it comes from the restarted process, and the times
 	// below are measured from a moment a little after the kill.
-	if _, err := l.Exec(ctx, machine, "sh", "-c", "kill -9 $(docker inspect -f '{{.State.Pid}}' "+id+")"); err != nil {
-		t.Fatal(err)
+	for k := 0; k < kills; k++ {
+		if k > 0 { // a crash loop: kill it again as soon as Docker restarted it
+			time.Sleep(time.Second)
+		}
+		if _, err := l.Exec(ctx, machine, "sh", "-c", "kill -9 $(docker inspect -f '{{.State.Pid}}' "+id+") 2>/dev/null || true"); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		killedAt, backAt = time.Now(), time.Time{}
+		mu.Unlock()
 	}
-	mu.Lock()
-	killedAt = time.Now()
-	mu.Unlock()
 	time.Sleep(8 * time.Second)
 	close(stop)
 	wg.Wait()
-	t.Logf("SIGKILL of web %s on %s through its :80: %d GETs, %d failed; %d POSTs, %d failed (in flight on the killed replica, not gated)",
-		id[:12], machine, gets, getFails, posts, postFails)
+	t.Logf("%d SIGKILL(s) of web %s on %s through its :80: %d GETs, %d failed; %d POSTs, %d failed (in flight on the killed replica, not gated)",
+		kills, id[:12], machine, gets, getFails, posts, postFails)
 	if !backAt.IsZero() {
-		t.Logf("benchmark: the killed replica answered again %s after the kill", backAt.Sub(killedAt).Round(time.Millisecond))
+		t.Logf("benchmark: the killed replica answered again %s after the last kill", backAt.Sub(killedAt).Round(time.Millisecond))
 	}
 	journal, _ := l.Exec(ctx, machine, "journalctl", "-u", "ployz-ingress.service", "-o", "short-unix", "--no-pager",
 		"--since", "@"+fmt.Sprint(killedAt.Unix()-1))
@@ -127,10 +133,10 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	if last.IsZero() {
 		t.Logf("benchmark: no ejection of %s logged after the kill", cip)
 	} else {
-		t.Logf("benchmark: SIGKILL to the last request routed to the dead replica (%s): %s", cip, last.Sub(killedAt).Round(time.Millisecond))
+		t.Logf("benchmark: last SIGKILL to the last request routed to the dead replica (%s): %s", cip, last.Sub(killedAt).Round(time.Millisecond))
 	}
 	if getFails > 0 || gets == 0 {
-		t.Errorf("SIGKILL of one replica: %d of %d GETs failed: %v", getFails, gets, samples[:min(5, len(samples))])
+		t.Errorf("%d SIGKILL(s) of one replica: %d of %d GETs failed: %v", kills, getFails, gets, samples[:min(5, len(samples))])
 	}
 }
 

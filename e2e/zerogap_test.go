@@ -174,8 +174,10 @@ func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator)
 		}
 	}
 
-	// A replica killed under keep-alive clients costs no GET.
-	ingressFailover(t, ctx, l, op, host)
+	// A replica killed under keep-alive clients costs no GET, nor does
+	// one crash-looping while the other serves.
+	ingressFailover(t, ctx, l, op, host, 1)
+	ingressFailover(t, ctx, l, op, host, 5)
 
 	// A Container of an older deployment that turns ready is not
 	// published: the Serving Pointer names the current ones only.
