@@ -103,7 +103,7 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 		if k > 0 { // a crash loop: kill it again as soon as Docker restarted it
 			time.Sleep(time.Second)
 		}
-		if _, err := l.Exec(ctx, machine, "sh", "-c", "kill -9 $(docker inspect -f '{{.State.Pid}}' "+id+") 2>/dev/null || true"); err != nil {
+		if _, err := l.Exec(ctx, machine, "sh", "-c", "p=$(docker inspect -f '{{.State.Pid}}' "+id+"); if [ \"$p\" -gt 0 ]; then kill -9 $p; fi"); err != nil {
 			t.Fatal(err)
 		}
 		mu.Lock()
