@@ -26,7 +26,7 @@ func (connTracker) CaddyModule() caddy.ModuleInfo {
 
 // WrapListener implements caddy.ListenerWrapper.
 func (connTracker) WrapListener(l net.Listener) net.Listener {
-	return &trackedListener{Listener: l, closed: make(chan struct{})}
+	return &trackedListener{Listener: l, closed: make(chan struct{}), seq: listenerSeq.Add(1)}
 }
 
 var openConns atomic.Int64
@@ -39,32 +39,55 @@ var openConns atomic.Int64
 // the servers shut down, which closes idle connections: by then only
 // clients idle for the whole lameDuck can meet a closed connection. Go's
 // server never answers a request that arrives once it shuts down, so
-// without this, any client sending at that moment fails.
+// without this, any client sending at that moment fails. A reload does
+// the same before Caddy replaces its servers; the new servers accept the
+// connections that waited.
 const lameDuck = time.Second
 
+// draining makes routeHandler answer "Connection: close".
 var draining atomic.Bool
 
-// lameDuckPause is the lame duck before a reload: the running servers
-// tell their clients to reconnect and accept nothing new, then (draining
-// off again, so the new servers accept and answer normally) Caddy may
-// replace them; connections that came meanwhile wait in the socket's
-// queue for the new servers.
-func lameDuckPause() {
+// gate holds back the Accept of every listener wrapped before it was
+// set (the servers being replaced or stopped) until the listener closes
+// or the gate opens (a reload Caddy refused: the old servers go on).
+type gate struct {
+	before uint64
+	open   chan struct{}
+}
+
+var (
+	listenerSeq atomic.Uint64
+	acceptGate  atomic.Pointer[gate]
+)
+
+// lameDuckPause runs the lame duck and returns the function that opens
+// the gate again, to call once Caddy has replaced (or kept) its servers.
+func lameDuckPause() (reopen func()) {
+	g := &gate{before: listenerSeq.Load() + 1, open: make(chan struct{})}
+	acceptGate.Store(g)
 	draining.Store(true)
 	time.Sleep(lameDuck)
 	draining.Store(false)
+	return func() {
+		acceptGate.CompareAndSwap(g, nil)
+		close(g.open)
+	}
 }
 
 type trackedListener struct {
 	net.Listener
+	seq    uint64
 	closed chan struct{}
 	once   sync.Once
 }
 
 func (l *trackedListener) Accept() (net.Conn, error) {
-	if draining.Load() {
-		<-l.closed // leave new connections queued for the next process
-		return nil, net.ErrClosed
+	if g := acceptGate.Load(); g != nil && l.seq < g.before {
+		select {
+		case <-l.closed:
+			return nil, net.ErrClosed
+		case <-g.open:
+		}
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {

@@ -518,3 +518,60 @@ func fakeFDStore(t *testing.T) {
 		}
 	})
 }
+
+// TestLameDuckGate: during the lame duck, listeners wrapped before it
+// accept nothing (connections wait in the socket's queue) while one
+// wrapped after it (the new servers) accepts at once; when the gate
+// opens again (Caddy refused the new config: the old servers go on), the
+// old listener accepts what waited.
+func TestLameDuckGate(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	old := connTracker{}.WrapListener(raw)
+	accepted := make(chan net.Conn, 1)
+	var reopen func()
+	paused := make(chan struct{})
+	go func() {
+		reopen = lameDuckPause()
+		close(paused)
+	}()
+	time.Sleep(50 * time.Millisecond) // the gate is set
+	go func() {
+		if c, err := old.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case <-accepted:
+		t.Fatal("an old listener accepted during the lame duck")
+	case <-time.After(300 * time.Millisecond):
+	}
+	raw2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw2.Close()
+	fresh := connTracker{}.WrapListener(raw2)
+	go net.Dial("tcp", raw2.Addr().String()) //nolint:errcheck
+	if c2, err := fresh.Accept(); err != nil {
+		t.Fatalf("a listener wrapped after the gate: %v", err)
+	} else {
+		c2.Close()
+	}
+	<-paused
+	reopen()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(2 * time.Second):
+		t.Fatal("the old listener never accepted after the gate opened")
+	}
+}

@@ -159,10 +159,8 @@ func Serve(ctx context.Context, o Options) error {
 	running := false // Caddy serves (a config was loaded)
 	defer func() {
 		if running {
-			draining.Store(true)
-			time.Sleep(lameDuck)
+			defer lameDuckPause()() // reopened for a next Serve in this process (tests)
 		}
-		defer draining.Store(false)
 		if err := caddy.Stop(); err != nil {
 			log.Warn("stop caddy", "error", err)
 		}
@@ -263,10 +261,13 @@ func Serve(ctx context.Context, o Options) error {
 				return fmt.Errorf("generate caddy config: %w", err)
 			}
 			if !bytes.Equal(cfg, loaded) {
+				reopen := func() {}
 				if loaded != nil {
-					lameDuckPause() // the old servers close their idle connections
+					reopen = lameDuckPause() // the old servers close their idle connections
 				}
-				if err := caddy.Load(cfg, false); err != nil {
+				err := caddy.Load(cfg, false)
+				reopen()
+				if err != nil {
 					if err.Error() != lastLoadErr {
 						log.Error("caddy refused the config; keeping the loaded one", "error", err)
 					}
