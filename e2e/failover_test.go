@@ -49,7 +49,7 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 		mu                               sync.Mutex // guards the counters and times below
 		gets, getFails, posts, postFails int
 		samples                          []string
-		backAt, killedAt                 time.Time
+		backAt, killedAt, killSent       time.Time
 	)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -103,11 +103,15 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 		if k > 0 { // a crash loop: kill it again as soon as Docker restarted it
 			time.Sleep(time.Second)
 		}
-		if _, err := l.Exec(ctx, machine, "sh", "-c", "p=$(docker inspect -f '{{.State.Pid}}' "+id+"); if [ \"$p\" -gt 0 ]; then kill -9 $p; fi"); err != nil {
+		out, err := l.Exec(ctx, machine, "sh", "-c", "p=$(docker inspect -f '{{.State.Pid}}' "+id+"); date +%s.%N; if [ \"$p\" -gt 0 ]; then kill -9 $p; fi")
+		if err != nil {
 			t.Fatal(err)
 		}
+		var sec float64
+		fmt.Sscan(strings.TrimSpace(out), &sec)
 		mu.Lock()
 		killedAt, backAt = time.Now(), time.Time{}
+		killSent = time.Unix(0, int64(sec*1e9)) // on the lab Machine, which shares this host's clock
 		mu.Unlock()
 	}
 	time.Sleep(8 * time.Second)
@@ -116,10 +120,10 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	t.Logf("%d SIGKILL(s) of web %s on %s through its :80: %d GETs, %d failed; %d POSTs, %d failed (in flight on the killed replica, not gated)",
 		kills, id[:12], machine, gets, getFails, posts, postFails)
 	if !backAt.IsZero() {
-		t.Logf("benchmark: the killed replica answered again %s after the last kill", backAt.Sub(killedAt).Round(time.Millisecond))
+		t.Logf("benchmark: the killed replica answered again %s after the last kill", backAt.Sub(killSent).Round(time.Millisecond))
 	}
 	journal, _ := l.Exec(ctx, machine, "journalctl", "-u", "ployz-ingress.service", "-o", "short-unix", "--no-pager",
-		"--since", "@"+fmt.Sprint(killedAt.Unix()-1))
+		"--since", "@"+fmt.Sprint(killSent.Unix()-1))
 	var last time.Time
 	for _, line := range strings.Split(journal, "\n") {
 		if !strings.Contains(line, "upstream ejected") || !strings.Contains(line, cip+":") {
@@ -133,7 +137,7 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	if last.IsZero() {
 		t.Logf("benchmark: no ejection of %s logged after the kill", cip)
 	} else {
-		t.Logf("benchmark: last SIGKILL to the last request routed to the dead replica (%s): %s", cip, last.Sub(killedAt).Round(time.Millisecond))
+		t.Logf("benchmark: last SIGKILL to the last request routed to the dead replica (%s): %s", cip, last.Sub(killSent).Round(time.Millisecond))
 	}
 	if getFails > 0 || gets == 0 {
 		t.Errorf("%d SIGKILL(s) of one replica: %d of %d GETs failed: %v", kills, getFails, gets, samples[:min(5, len(samples))])
