@@ -269,4 +269,40 @@ func TestIngressHTTP(t *testing.T) {
 
 	ingressZeroGap(t, ctx, l, op)
 	ingressConflict(t, ctx, l, op)
+	idleIngressCPU(t, ctx, l)
+}
+
+// idleIngressCPU prints (never gates) the CPU the ingress process of
+// each Machine spends over 30 s with nothing changing: it follows the
+// store by subscription instead of reading it every 500 ms.
+func idleIngressCPU(t *testing.T, ctx context.Context, l *lab.Lab) {
+	ticks := func(m string) (int64, error) {
+		out, err := l.Exec(ctx, m, "sh", "-c", "cut -d' ' -f14,15 /proc/$(systemctl show -p MainPID --value ployz-ingress.service)/stat")
+		if err != nil {
+			return 0, err
+		}
+		var u, s int64
+		if _, err := fmt.Sscan(out, &u, &s); err != nil {
+			return 0, fmt.Errorf("%q: %w", out, err)
+		}
+		return u + s, nil
+	}
+	before := map[string]int64{}
+	for _, m := range l.Machines {
+		n, err := ticks(m.Name)
+		if err != nil {
+			t.Logf("idle CPU of %s: %v", m.Name, err)
+			return
+		}
+		before[m.Name] = n
+	}
+	const window = 30 * time.Second
+	time.Sleep(window)
+	for _, m := range l.Machines {
+		if n, err := ticks(m.Name); err == nil {
+			// /proc counts in clock ticks of 10 ms.
+			used := time.Duration(n-before[m.Name]) * 10 * time.Millisecond
+			t.Logf("idle CPU of ployz-ingress on %s over %s: %s (%.2f%% of a core)", m.Name, window, used, 100*used.Seconds()/window.Seconds())
+		}
+	}
 }
