@@ -13,6 +13,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/caddyserver/caddy/v2"
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"io"
 	"math/big"
 	"net"
@@ -58,6 +60,50 @@ var benchBody = bytes.Repeat([]byte("ployz-ingress-bench\n"), 13) // 260 bytes
 func BenchmarkIngress(b *testing.B) {
 	b.Run("HTTP", benchIngressHTTP)
 	b.Run("HTTPS", benchIngressHTTPS)
+}
+
+// BenchmarkIngressVsStockCaddy compares the ingress's config (every
+// request through the routing-table handler and the dynamic upstream
+// source) with stock Caddy proxying the same hostname to the same
+// upstream from a static config (a host matcher and reverse_proxy), both
+// servers in one Caddy at once, same clients, same run. Ratios are
+// ployz ÷ stock. It never gates CI.
+//
+//	go test -run XXX -bench IngressVsStock -benchtime 3x ./plugins/ingress-caddy/internal/proxy/
+func BenchmarkIngressVsStockCaddy(b *testing.B) {
+	quietCaddy(b)
+	up := httptest.NewServer(benchHandler())
+	defer up.Close()
+	ours, stock := freePort(b), freePort(b)
+	routes := []ingress.Route{{Hostname: benchHost, Owner: "bench/web", State: "published", Upstreams: []string{up.Listener.Addr().String()}}}
+	base, err := caddyconfig.CaddyConfig(ours, "m1", b.TempDir(), routes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(base, &cfg); err != nil {
+		b.Fatal(err)
+	}
+	servers := cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)
+	servers["stock"] = map[string]any{
+		"listen":          []string{stock},
+		"automatic_https": map[string]any{"disable": true},
+		"routes": []any{map[string]any{
+			"match": []any{map[string]any{"host": []string{benchHost}}},
+			"handle": []any{map[string]any{"handler": "reverse_proxy",
+				"upstreams":      []any{map[string]any{"dial": up.Listener.Addr().String()}},
+				"load_balancing": map[string]any{"selection_policy": map[string]any{"policy": "first"}}}},
+			"terminal": true,
+		}},
+	}
+	both, _ := json.Marshal(cfg)
+	publish(buildTable(routes, nil))
+	defer publish(nil)
+	if err := caddy.Load(both, false); err != nil {
+		b.Fatal(err)
+	}
+	defer caddy.Stop()
+	runPairBench(b, "HTTP", "http", "stock", stock, "ployz", ours, nil)
 }
 
 func benchIngressHTTP(b *testing.B) {
@@ -218,6 +264,13 @@ func serveBenchProxy(b *testing.B, upstream string, t *benchTLS) (addr string, s
 }
 
 func runIngressBench(b *testing.B, mode, scheme, direct, through string, tc *tls.Config) {
+	runPairBench(b, mode, scheme, "direct", direct, "through", through, tc)
+}
+
+// runPairBench compares base (named baseName) with addr (named name), in
+// rounds of four windows (base, addr, addr, base): req/s and p99 of each
+// and the ratios addr ÷ base.
+func runPairBench(b *testing.B, mode, scheme, baseName, direct, name, through string, tc *tls.Config) {
 	clients := make([]*http.Client, benchClients)
 	for i := range clients {
 		clients[i] = benchClient(tc)
@@ -260,14 +313,14 @@ func runIngressBench(b *testing.B, mode, scheme, direct, through string, tc *tls
 	dP99, tP99 := p99(dLat), p99(tLat)
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	b.ReportMetric(0, "ns/op") // an iteration is a fixed-length round
-	b.ReportMetric(dRPS, "direct-req/s")
-	b.ReportMetric(tRPS, "through-req/s")
+	b.ReportMetric(dRPS, baseName+"-req/s")
+	b.ReportMetric(tRPS, name+"-req/s")
 	b.ReportMetric(tRPS/dRPS, "req/s-ratio")
-	b.ReportMetric(us(dP99), "direct-p99-µs")
-	b.ReportMetric(us(tP99), "through-p99-µs")
+	b.ReportMetric(us(dP99), baseName+"-p99-µs")
+	b.ReportMetric(us(tP99), name+"-p99-µs")
 	b.ReportMetric(us(tP99)/us(dP99), "p99-ratio")
-	b.Logf("%s: %d clients: through %.0f req/s vs direct %.0f req/s (%.2f); p99 through %.0f µs vs direct %.0f µs (%.2fx); %d+%d requests, %d new connections",
-		mode, benchClients, tRPS, dRPS, tRPS/dRPS, us(tP99), us(dP99), us(tP99)/us(dP99), len(tLat), len(dLat), dials)
+	b.Logf("%s: %d clients: %s %.0f req/s vs %s %.0f req/s (%.2f); p99 %s %.0f µs vs %s %.0f µs (%.2fx); %d+%d requests, %d new connections",
+		mode, benchClients, name, tRPS, baseName, dRPS, tRPS/dRPS, name, us(tP99), baseName, us(dP99), us(tP99)/us(dP99), len(tLat), len(dLat), dials)
 }
 
 // loadWindow runs every client in its own goroutine, one request after
