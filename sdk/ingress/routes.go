@@ -5,10 +5,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // Route is one route as this Machine's Ingress Proxy serves it.
@@ -52,8 +52,9 @@ type Input struct {
 
 // HoldFor bounds how long a moved Serving Pointer whose Containers are not
 // yet seen ready (their rows replicate apart from the pointer's) keeps the
-// previous upstreams serving instead of answering 502.
-const HoldFor = 30 * time.Second
+// previous upstreams serving instead of answering 502 (serving.HoldFor,
+// shared with Internal DNS).
+const HoldFor = serving.HoldFor
 
 type upstream struct {
 	addr  netip.AddrPort
@@ -70,9 +71,7 @@ type claim struct {
 
 // ServiceKey is the "namespace/service" key of Services in routes,
 // Serving Pointers and acks.
-func ServiceKey(namespace, service string) string {
-	return strings.ToLower(namespace) + "/" + strings.ToLower(service)
-}
+func ServiceKey(namespace, service string) string { return serving.ServiceKey(namespace, service) }
 
 // Compute derives the routes.
 //
@@ -88,11 +87,9 @@ func ServiceKey(namespace, service string) string {
 // Rows whose routes are invalid are skipped and reported with the field.
 func Compute(in Input) Routes {
 	out := Routes{Pointers: map[string]string{}}
-	pointers := map[string]store.ServingBody{}
-	for _, p := range in.Pointers {
-		k := strings.ToLower(p.Key)
-		pointers[k] = p.Body
-		out.Pointers[k] = p.Body.ID
+	pointers := serving.PointerMap(in.Pointers)
+	for k, p := range pointers {
+		out.Pointers[k] = p.ID
 	}
 	claims := map[string]*claim{}
 	held := map[string]string{} // service -> the pointer its held routes follow
@@ -108,17 +105,8 @@ func Compute(in Input) Routes {
 			continue
 		}
 		svc := ServiceKey(b.Namespace, b.Service)
-		var ip netip.Addr
-		if b.Ready {
-			if a, err := netip.ParseAddr(b.IP); err == nil && a.Unmap().Is4() {
-				ip = a.Unmap()
-			}
-		}
-		if s := in.Sessions[r.Owner]; s != "" && b.Session != "" && b.Session != s {
-			ip = netip.Addr{} // readiness from an earlier session of its Machine
-		}
-		p, hasPointer := pointers[svc]
-		named := !hasPointer || p.Has(r.Key, r.Owner, b)
+		// The same verdict Internal DNS follows (package serving).
+		ip, verdict := serving.Judge(r, pointers, in.Sessions)
 		for i, rt := range b.Ingress {
 			id, err := routeIdentity(rt)
 			if err != nil {
@@ -133,11 +121,11 @@ func Compute(in Input) Routes {
 				claims[k] = c
 			}
 			c.services[svc] = true
-			switch {
-			case !ip.IsValid():
-			case !named:
+			switch verdict {
+			case serving.NotReady:
+			case serving.Waiting:
 				c.waiting[svc]++
-			default:
+			case serving.Serves:
 				c.ups[svc] = append(c.ups[svc], upstream{addr: netip.AddrPortFrom(ip, uint16(rt.ContainerPort)),
 					id: r.Key, local: strings.EqualFold(r.Owner, machine)})
 			}

@@ -1,0 +1,170 @@
+package serving
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ployz/ployz/core/store"
+)
+
+// HoldFor bounds how long a moved Serving Pointer whose Containers are not
+// yet seen ready (their rows replicate apart from the pointer's) keeps the
+// previous set serving.
+const HoldFor = 30 * time.Second
+
+// ServiceKey is the "namespace/service" key of Services in Serving
+// Pointers, routes and acks.
+func ServiceKey(namespace, service string) string {
+	return strings.ToLower(namespace) + "/" + strings.ToLower(service)
+}
+
+// Verdict is what one Container row is to its Service's traffic.
+type Verdict int
+
+// Verdicts.
+const (
+	NotReady Verdict = iota // not ready, no IPv4 address, or a stale session
+	Waiting                 // ready, but the Service's Serving Pointer does not name it
+	Serves                  // receives the Service's traffic
+)
+
+// ReadyAddr is the row's IPv4 address when the row says Ready in its
+// Machine's current session (sessions maps Machine id to session; a
+// Machine or row without one is not checked); otherwise invalid.
+func ReadyAddr(r store.Row[store.ContainerBody], sessions map[string]string) netip.Addr {
+	b := r.Body
+	if !b.Ready {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(b.IP)
+	if err != nil || !a.Unmap().Is4() {
+		return netip.Addr{}
+	}
+	if s := sessions[r.Owner]; s != "" && b.Session != "" && b.Session != s {
+		return netip.Addr{} // readiness from an earlier session of its Machine
+	}
+	return a.Unmap()
+}
+
+// Judge classifies one row; pointers maps ServiceKey to the Service's
+// Serving Pointer (absent: every ready Container serves).
+func Judge(r store.Row[store.ContainerBody], pointers map[string]store.ServingBody, sessions map[string]string) (netip.Addr, Verdict) {
+	ip := ReadyAddr(r, sessions)
+	if !ip.IsValid() {
+		return ip, NotReady
+	}
+	if p, ok := pointers[ServiceKey(r.Body.Namespace, r.Body.Service)]; ok && !p.Has(r.Key, r.Owner, r.Body) {
+		return ip, Waiting
+	}
+	return ip, Serves
+}
+
+// PointerMap indexes Serving Pointer rows by their lowercase key.
+func PointerMap(rows []store.Row[store.ServingBody]) map[string]store.ServingBody {
+	m := make(map[string]store.ServingBody, len(rows))
+	for _, p := range rows {
+		m[strings.ToLower(p.Key)] = p.Body
+	}
+	return m
+}
+
+// Member is one Container serving its Service.
+type Member struct {
+	Key   string // the Container's row key
+	Owner string // the Machine it runs on (lowercase)
+	IP    netip.Addr
+	Body  store.ContainerBody
+}
+
+// Set is the serving Containers of one Service.
+type Set struct {
+	// Pointer is the id of the Serving Pointer the set follows ("" when the
+	// Service has none).
+	Pointer string
+	// Members are sorted by address, one per address.
+	Members []Member
+	// Waiting counts ready Containers the pointer does not name.
+	Waiting int
+	// Held: the pointer is young and none of its Containers is seen ready
+	// yet, so Members are the previous set's.
+	Held bool
+}
+
+// Input is what Compute derives serving sets from.
+type Input struct {
+	Containers []store.Row[store.ContainerBody]
+	Pointers   []store.Row[store.ServingBody]
+	// Sessions maps a Machine id to its current session (machines table).
+	Sessions map[string]string
+	// Young are the Serving Pointer ids first seen less than HoldFor ago
+	// (Ages tracks them).
+	Young map[string]bool
+	// Prev is the previous Compute's result, for held sets.
+	Prev map[string]Set
+}
+
+// Compute returns every Service's serving set, keyed by ServiceKey. Rows
+// without a namespace or service name are not part of any Service.
+func Compute(in Input) map[string]Set {
+	pointers := PointerMap(in.Pointers)
+	out := map[string]Set{}
+	for _, r := range in.Containers {
+		b := r.Body
+		if b.Namespace == "" || b.Service == "" {
+			continue
+		}
+		k := ServiceKey(b.Namespace, b.Service)
+		s := out[k]
+		ip, v := Judge(r, pointers, in.Sessions)
+		switch v {
+		case Waiting:
+			s.Waiting++
+		case Serves:
+			s.Members = append(s.Members, Member{Key: r.Key, Owner: strings.ToLower(r.Owner), IP: ip, Body: b})
+		}
+		out[k] = s
+	}
+	for k, s := range out {
+		if p, ok := pointers[k]; ok {
+			s.Pointer = p.ID
+		}
+		slices.SortFunc(s.Members, func(a, b Member) int { return a.IP.Compare(b.IP) })
+		s.Members = slices.CompactFunc(s.Members, func(a, b Member) bool { return a.IP == b.IP })
+		if prev := in.Prev[k]; len(s.Members) == 0 && s.Pointer != "" && in.Young[s.Pointer] && len(prev.Members) > 0 {
+			// The pointer arrived before its Containers' ready rows: keep
+			// the previous set until they do (or HoldFor passes).
+			s.Members, s.Held = prev.Members, true
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// Ages remembers when each Serving Pointer id was first seen, to tell a
+// young pointer (HoldFor) from an old one. Not safe for concurrent use.
+type Ages struct{ first map[string]time.Time }
+
+// Young records the pointers' ids and returns those first seen less than
+// HoldFor before now; ids no longer present are forgotten.
+func (a *Ages) Young(pointers []store.Row[store.ServingBody], now time.Time) map[string]bool {
+	if a.first == nil {
+		a.first = map[string]time.Time{}
+	}
+	young := make(map[string]bool, len(pointers))
+	for _, p := range pointers {
+		t, ok := a.first[p.Body.ID]
+		if !ok {
+			t = now
+			a.first[p.Body.ID] = t
+		}
+		young[p.Body.ID] = now.Sub(t) < HoldFor
+	}
+	for id := range a.first {
+		if _, ok := young[id]; !ok {
+			delete(a.first, id)
+		}
+	}
+	return young
+}

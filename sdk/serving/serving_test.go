@@ -1,0 +1,107 @@
+package serving
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/store"
+)
+
+func crow(key, owner, ns, svc, ip, dep string, ready bool) store.Row[store.ContainerBody] {
+	return store.Row[store.ContainerBody]{Key: key, Owner: owner, Body: store.ContainerBody{
+		Namespace: ns, Service: svc, IP: ip, Ready: ready, Deployment: dep, Session: "s1"}}
+}
+
+func pointer(svc, id string, cs ...store.ServingContainer) store.Row[store.ServingBody] {
+	return store.Row[store.ServingBody]{Key: svc, Body: store.ServingBody{ID: id, Containers: cs}}
+}
+
+func keys(s Set) []string {
+	var out []string
+	for _, m := range s.Members {
+		out = append(out, m.Key)
+	}
+	return out
+}
+
+func TestComputeFollowsThePointer(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		crow("old1", "m1", "demo", "web", "10.210.1.2", "d1", true),
+		crow("old2", "m2", "demo", "web", "10.210.2.2", "d1", true),
+		crow("new1", "m1", "demo", "web", "10.210.1.3", "d2", true),
+		crow("new2", "m2", "demo", "web", "10.210.2.3", "d2", false),
+		crow("api", "m2", "demo", "api", "10.210.2.9", "d1", true),
+	}
+	// No pointer: every ready Container serves.
+	got := Compute(Input{Containers: rows})
+	if k := keys(got["demo/web"]); len(k) != 3 || got["demo/web"].Pointer != "" {
+		t.Fatalf("no pointer: %v", got["demo/web"])
+	}
+	// The pointer names the old deployment: the new ready one waits.
+	p1 := pointer("Demo/Web", "p1", store.ServingContainer{ID: "old1", Machine: "m1", Deployment: "d1"},
+		store.ServingContainer{ID: "old2", Machine: "m2", Deployment: "d1"})
+	got = Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}})
+	w := got["demo/web"]
+	if k := keys(w); len(k) != 2 || k[0] != "old1" || k[1] != "old2" || w.Waiting != 1 || w.Pointer != "p1" {
+		t.Fatalf("pointer p1: %+v", w)
+	}
+	if k := keys(got["demo/api"]); len(k) != 1 {
+		t.Fatalf("api has no pointer and serves: %+v", got["demo/api"])
+	}
+	// The pointer moves: only new1 (ready) serves; old ones drop out.
+	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new1", Machine: "m1", Deployment: "d2"},
+		store.ServingContainer{ID: "new2", Machine: "m2", Deployment: "d2"})
+	got = Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Prev: got, Young: map[string]bool{"p2": true}})
+	if k := keys(got["demo/web"]); len(k) != 1 || k[0] != "new1" || got["demo/web"].Held {
+		t.Fatalf("pointer p2: %+v", got["demo/web"])
+	}
+	// A pointer naming another deployment than the row's: not named.
+	bad := pointer("demo/web", "p3", store.ServingContainer{ID: "new1", Machine: "m1", Deployment: "d9"})
+	if k := keys(Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{bad}})["demo/web"]); len(k) != 0 {
+		t.Fatalf("deployment mismatch served: %v", k)
+	}
+}
+
+func TestComputeHoldsForAYoungPointer(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		crow("old1", "m1", "demo", "web", "10.210.1.2", "d1", true),
+		crow("new1", "m1", "demo", "web", "10.210.1.3", "d2", false),
+	}
+	prev := Compute(Input{Containers: rows})
+	p := pointer("demo/web", "p2", store.ServingContainer{ID: "new1"})
+	ps := []store.Row[store.ServingBody]{p}
+	held := Compute(Input{Containers: rows, Pointers: ps, Prev: prev, Young: map[string]bool{"p2": true}})
+	if k := keys(held["demo/web"]); len(k) != 1 || k[0] != "old1" || !held["demo/web"].Held {
+		t.Fatalf("young pointer without ready Containers: %+v", held["demo/web"])
+	}
+	// Past HoldFor: nothing serves rather than the superseded Container.
+	if s := Compute(Input{Containers: rows, Pointers: ps, Prev: held, Young: map[string]bool{"p2": false}})["demo/web"]; len(s.Members) != 0 || s.Held {
+		t.Fatalf("old pointer: %+v", s)
+	}
+}
+
+func TestComputeIgnoresStaleSessions(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{crow("a", "m1", "demo", "web", "10.210.1.2", "d1", true)}
+	if s := Compute(Input{Containers: rows, Sessions: map[string]string{"m1": "s2"}})["demo/web"]; len(s.Members) != 0 {
+		t.Fatalf("a verdict from an earlier session served: %+v", s)
+	}
+	if s := Compute(Input{Containers: rows, Sessions: map[string]string{"m1": "s1"}})["demo/web"]; len(s.Members) != 1 {
+		t.Fatalf("current session: %+v", s)
+	}
+}
+
+func TestAges(t *testing.T) {
+	var a Ages
+	t0 := time.Unix(1000, 0)
+	ps := []store.Row[store.ServingBody]{pointer("demo/web", "p1")}
+	if y := a.Young(ps, t0); !y["p1"] {
+		t.Fatalf("new pointer not young: %v", y)
+	}
+	if y := a.Young(ps, t0.Add(HoldFor)); y["p1"] {
+		t.Fatalf("pointer still young after HoldFor: %v", y)
+	}
+	a.Young(nil, t0) // p1 gone: forgotten
+	if y := a.Young(ps, t0.Add(2*HoldFor)); !y["p1"] {
+		t.Fatalf("a pointer seen again is young again: %v", y)
+	}
+}
