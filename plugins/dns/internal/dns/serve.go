@@ -40,8 +40,9 @@ type Options struct {
 	// OnServing runs once, after the first load from the store.
 	OnServing func(*Handler)
 	// Source overrides the store (tests); nil reads the spec's store.
-	Source ContainerSource
-	// Interval is the store poll interval (default PollInterval).
+	Source Source
+	// Interval is the store poll interval while no subscription is live
+	// (default PollInterval).
 	Interval time.Duration
 	Log      hclog.Logger
 }

@@ -2,10 +2,10 @@ package dns
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // Target is one serving Container's address and the Machine it runs on.
@@ -19,83 +19,133 @@ type Target struct {
 type Table struct {
 	services map[string][]Target // "<service>.<namespace>"
 	ids      map[string][]Target // service id
+	// hosts maps every Container address to its Service, for PTR
+	// answers and for the caller's namespace of <service>.internal.
+	hosts map[netip.Addr]host
+	sets  map[string]serving.Set
 }
 
-// NewTable indexes the Containers whose row says Ready and that have an
-// IPv4 address. The row's owner is the Machine the Container runs on.
+// host is the Container holding an address.
+type host struct {
+	ptr       string // "<service>.<namespace>.internal."
+	namespace string
+	rank      int // which row wins an address several rows claim
+}
+
+// NewTable indexes Containers with no Serving Pointers (tests, --probe).
 func NewTable(rows []store.Row[store.ContainerBody]) *Table {
-	t := &Table{services: map[string][]Target{}, ids: map[string][]Target{}}
-	for _, r := range rows {
-		b := r.Body
-		if !b.Ready {
-			continue
-		}
-		ip, err := netip.ParseAddr(b.IP)
-		if err != nil || !ip.Unmap().Is4() {
-			continue
-		}
-		tg := Target{IP: ip.Unmap(), Machine: strings.ToLower(r.Owner)}
-		if b.Service != "" && b.Namespace != "" {
-			k := strings.ToLower(b.Service) + "." + strings.ToLower(b.Namespace)
+	return Build(serving.Input{Containers: rows})
+}
+
+// Build indexes the serving sets the sdk's Serving Pointer computation
+// gives for in (the same one every ingress follows): a Service answers
+// only its ready Containers the pointer names, local ones first for
+// nearest names.
+func Build(in serving.Input) *Table {
+	sets := serving.Compute(in)
+	t := &Table{services: map[string][]Target{}, ids: map[string][]Target{}, hosts: map[netip.Addr]host{}, sets: sets}
+	for _, s := range sets {
+		for _, m := range s.Members {
+			tg := Target{IP: m.IP, Machine: m.Owner}
+			k := strings.ToLower(m.Body.Service) + "." + strings.ToLower(m.Body.Namespace)
 			t.services[k] = append(t.services[k], tg)
-		}
-		if b.ServiceID != "" {
-			k := strings.ToLower(b.ServiceID)
-			t.ids[k] = append(t.ids[k], tg)
+			if m.Body.ServiceID != "" {
+				id := strings.ToLower(m.Body.ServiceID)
+				t.ids[id] = append(t.ids[id], tg)
+			}
 		}
 	}
-	for _, m := range []map[string][]Target{t.services, t.ids} {
-		for k, v := range m {
-			slices.SortFunc(v, func(a, b Target) int { return a.IP.Compare(b.IP) })
-			m[k] = slices.CompactFunc(v, func(a, b Target) bool { return a.IP == b.IP })
+	for _, r := range in.Containers {
+		b := r.Body
+		ip, err := netip.ParseAddr(b.IP)
+		if err != nil || !ip.Unmap().Is4() || b.Service == "" || b.Namespace == "" {
+			continue
+		}
+		h := host{ptr: strings.ToLower(b.Service) + "." + strings.ToLower(b.Namespace) + "." + Zone,
+			namespace: strings.ToLower(b.Namespace), rank: hostRank(b)}
+		if old, ok := t.hosts[ip.Unmap()]; !ok || h.rank > old.rank {
+			t.hosts[ip.Unmap()] = h
 		}
 	}
 	return t
 }
 
+// hostRank prefers, among rows claiming one address, a ready Container,
+// then a running one, then the newest: an address Docker handed on from
+// a stopped Container names its new holder.
+func hostRank(b store.ContainerBody) int {
+	r := int(min(max(b.CreatedAt, 0), 1<<40))
+	if b.State == "running" {
+		r += 1 << 41
+	}
+	if b.Ready {
+		r += 1 << 42
+	}
+	return r
+}
+
+// Sets is the serving computation the Table indexes: the Prev of the next
+// Build.
+func (t *Table) Sets() map[string]serving.Set { return t.sets }
+
 // Len is the number of indexed service names.
 func (t *Table) Len() int { return len(t.services) }
 
-// Lookup returns the addresses for n, local Machine's first for nearest
-// names, rotated by rot. found is false when the name has no serving
-// Container (NXDOMAIN).
+// Host returns the PTR target of a Container address and the namespace of
+// the Container holding it.
+func (t *Table) Host(a netip.Addr) (ptr, namespace string, ok bool) {
+	h, ok := t.hosts[a.Unmap()]
+	return h.ptr, h.namespace, ok
+}
+
+// Lookup appends to dst the addresses for n, local Machine's first for
+// nearest names, rotated by rot. found is false when the name has no
+// serving Container (NXDOMAIN). A NameShort must be resolved to a
+// NameService by the caller (Handler does, by the query's source).
 func (t *Table) Lookup(n Name, local string, subnet netip.Prefix, rot uint64) (ips []netip.Addr, found bool) {
+	return t.AppendLookup(nil, n, local, subnet, rot)
+}
+
+// AppendLookup is Lookup appending to dst; it allocates nothing when dst
+// has room.
+func (t *Table) AppendLookup(dst []netip.Addr, n Name, local string, subnet netip.Prefix, rot uint64) (ips []netip.Addr, found bool) {
 	var set []Target
 	switch n.Kind {
-	case NameService, NameNearest:
-		set = t.services[n.Service+"."+n.Namespace]
-	case NameMachine:
-		for _, tg := range t.services[n.Service+"."+n.Namespace] {
-			if tg.Machine == n.Machine {
-				set = append(set, tg)
-			}
-		}
+	case NameService, NameNearest, NameMachine:
+		set = t.services[n.Key]
 	case NameID:
 		set = t.ids[n.ServiceID]
 	}
 	if len(set) == 0 {
-		return nil, false
+		return dst, false
 	}
-	if n.Kind != NameNearest {
-		return rotate(set, rot, nil), true
-	}
-	local = strings.ToLower(local)
-	var near, far []Target
-	for _, tg := range set {
-		if tg.Machine == local || (subnet.IsValid() && subnet.Contains(tg.IP)) {
-			near = append(near, tg)
-		} else {
-			far = append(far, tg)
+	switch n.Kind {
+	case NameMachine:
+		start := len(dst)
+		for _, tg := range set {
+			if tg.Machine == n.Machine {
+				dst = append(dst, tg.IP)
+			}
 		}
+		return dst, len(dst) > start
+	case NameNearest:
+		local = lower(local)
+		near := func(tg Target) bool { return tg.Machine == local || (subnet.IsValid() && subnet.Contains(tg.IP)) }
+		dst = rotate(dst, set, rot, near, true)
+		return rotate(dst, set, rot, near, false), true
 	}
-	return rotate(far, rot, rotate(near, rot, nil)), true
+	return rotate(dst, set, rot, nil, true), true
 }
 
-// rotate appends set to out starting at index rot mod len(set).
-func rotate(set []Target, rot uint64, out []netip.Addr) []netip.Addr {
+// rotate appends the Targets of set for which keep says want (all when
+// keep is nil), starting at index rot mod len(set).
+func rotate(dst []netip.Addr, set []Target, rot uint64, keep func(Target) bool, want bool) []netip.Addr {
 	n := uint64(len(set))
 	for i := range n {
-		out = append(out, set[(rot+i)%n].IP)
+		tg := set[(rot+i)%n]
+		if keep == nil || keep(tg) == want {
+			dst = append(dst, tg.IP)
+		}
 	}
-	return out
+	return dst
 }
