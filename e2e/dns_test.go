@@ -152,6 +152,10 @@ func TestInternalDNS(t *testing.T) {
 		eventually(t, 60*time.Second, "api-m3 comes back", answers("api.demo-prod.internal", want))
 	})
 
+	t.Run("redeploy-follows-serving-pointer", func(t *testing.T) {
+		dnsRedeployFollowsPointer(t, ctx, l, op, server)
+	})
+
 	t.Run("restarts-lose-no-query", func(t *testing.T) {
 		type loopResult struct {
 			Queries, Failed, Retried int
@@ -220,3 +224,120 @@ func TestInternalDNS(t *testing.T) {
 // few queries that arrive during a restart wait, so p99 stays a normal
 // answer's latency with room for a loaded lab host.
 const dnsRestartP99 = 100 * time.Millisecond
+
+// dnsPointerCompose is a Service whose new Containers turn ready 4 s
+// after they start, so a redeploy has a window where they run but the
+// Serving Pointer does not name them yet.
+func dnsPointerCompose(message string) string {
+	return `name: dnsptr
+services:
+  web:
+    image: ployz-testapp:latest
+    environment: {MESSAGE: "` + message + `", READY_DELAY: "4s"}
+    healthcheck:
+      test: ["CMD", "/testapp", "healthcheck"]
+      interval: 1s
+      timeout: 2s
+      retries: 3
+      start_period: 20s
+    deploy: {replicas: 2}
+    x-placement: {max_per_machine: 1}
+`
+}
+
+// servingIPs are the addresses of the ready web Containers of dnsptr.
+func servingIPs(t *testing.T, op *operator) []string {
+	var out []string
+	for _, c := range ps(t, op, "dnsptr").Containers {
+		if c.Service == "web" && c.Ready && c.State == "running" && c.IP != "" {
+			out = append(out, c.IP)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dnsRedeployFollowsPointer redeploys a Service while m1 resolves it
+// without pause: every answer is a non-empty subset of the old
+// deployment's Containers or of the new one's (the Serving Pointer moves
+// at once; a new Container ready before the move is not answered), the
+// old ones never come back after the first new answer, and after the
+// deploy only the new Containers answer.
+func dnsRedeployFollowsPointer(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, server string) {
+	if doc, errs, code := deployFile(t, op, dnsPointerCompose("v1")); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy v1: exit %d\n%s", code, errs)
+	}
+	old := servingIPs(t, op)
+	if len(old) != 2 {
+		t.Fatalf("v1 serving %v, want 2 Containers", old)
+	}
+	const name = "web.dnsptr-production.internal"
+	eventually(t, 30*time.Second, "v1 answers", func() error {
+		rc, got, err := lookupFrom(ctx, l, "m1", server, name)
+		slices.Sort(got)
+		if err != nil || rc != "NOERROR" || !slices.Equal(got, old) {
+			return fmt.Errorf("%s %v %v, want %v", rc, got, err, old)
+		}
+		return nil
+	})
+
+	type answer struct {
+		at  time.Time
+		rc  string
+		ips []string
+		err error
+	}
+	stop := make(chan struct{})
+	seen := make(chan []answer, 1)
+	go func() {
+		var as []answer
+		for {
+			select {
+			case <-stop:
+				seen <- as
+				return
+			default:
+			}
+			rc, got, err := lookupFrom(ctx, l, "m1", server, name)
+			slices.Sort(got)
+			as = append(as, answer{time.Now(), rc, got, err})
+		}
+	}()
+	doc, errs, code := deployFile(t, op, dnsPointerCompose("v2"))
+	time.Sleep(2 * time.Second)
+	close(stop)
+	as := <-seen
+	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("redeploy: exit %d\n%s", code, errs)
+	}
+	cur := servingIPs(t, op)
+	if len(cur) != 2 || slices.Equal(cur, old) {
+		t.Fatalf("v2 serving %v (v1 was %v)", cur, old)
+	}
+	subset := func(a, of []string) bool {
+		for _, x := range a {
+			if !slices.Contains(of, x) {
+				return false
+			}
+		}
+		return len(a) > 0
+	}
+	moved := false
+	for i, a := range as {
+		switch {
+		case a.err != nil || a.rc != "NOERROR":
+			t.Errorf("answer %d at %s: %s %v", i, a.at.Format(time.TimeOnly), a.rc, a.err)
+		case subset(a.ips, cur):
+			moved = true
+		case subset(a.ips, old) && !moved:
+		case subset(a.ips, old):
+			t.Errorf("answer %d at %s: the old Containers %v came back after the move (old %v, new %v)", i, a.at.Format(time.TimeOnly), a.ips, old, cur)
+		default:
+			t.Errorf("answer %d at %s: %v mixes deployments or names a Container the pointer does not (old %v, new %v)", i, a.at.Format(time.TimeOnly), a.ips, old, cur)
+		}
+	}
+	if !moved || !slices.Equal(as[len(as)-1].ips, cur) {
+		t.Errorf("after the redeploy m1 answers %v, want only the new Containers %v", as[len(as)-1].ips, cur)
+	}
+	t.Logf("%d answers across the redeploy: only pointer-named Containers, old %v until the move, then new %v", len(as), old, cur)
+}
