@@ -153,7 +153,7 @@ func runProbe(ctx context.Context, bin, spec string) error {
 // restarts) instead of being read and left unanswered: a restart delays
 // queries, it never loses one.
 type queryServers struct {
-	servers  []*miekg.Server
+	servers  []queryServer
 	up       []chan struct{} // closed once that server reads its socket
 	done     []chan struct{} // closed once that server's loop returned
 	errc     chan error
@@ -163,14 +163,29 @@ type queryServers struct {
 	stopped  bool
 }
 
+// queryServer is a miekg server (TCP) or the hot-path udpServer.
+type queryServer interface {
+	ActivateAndServe() error
+	ShutdownContext(context.Context) error
+}
+
 func newQueryServers(socks *Sockets, h *Handler) *queryServers {
-	qs := &queryServers{errc: make(chan error, 2), servers: []*miekg.Server{
-		{PacketConn: socks.UDP, Handler: h, UDPSize: 4096},
-		{Listener: socks.TCP, Handler: h, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second},
-	}}
-	for _, srv := range qs.servers {
+	tcp := &miekg.Server{Listener: socks.TCP, Handler: h, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	qs := &queryServers{errc: make(chan error, 2)}
+	notify := []func(func()){func(f func()) { tcp.NotifyStartedFunc = f }}
+	if udp, err := newUDPServer(socks.UDP, h); err == nil {
+		qs.servers = append(qs.servers, udp)
+		notify = append(notify, func(f func()) { udp.notify = f })
+	} else { // not a UDP socket (never from TakeSockets): miekg reads it
+		srv := &miekg.Server{PacketConn: socks.UDP, Handler: h, UDPSize: 4096}
+		qs.servers = append(qs.servers, srv)
+		notify = append(notify, func(f func()) { srv.NotifyStartedFunc = f })
+	}
+	qs.servers = append(qs.servers, tcp)
+	notify = append(notify[1:], notify[0])
+	for i := range qs.servers {
 		up := make(chan struct{})
-		srv.NotifyStartedFunc = func() { close(up) }
+		notify[i](func() { close(up) })
 		qs.up = append(qs.up, up)
 		qs.done = append(qs.done, make(chan struct{}))
 	}

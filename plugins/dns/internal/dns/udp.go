@@ -1,0 +1,148 @@
+package dns
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	miekg "github.com/miekg/dns"
+)
+
+// udpServer reads queries from one UDP socket with a worker per CPU.
+// Internal names are answered on the wire hot path (answerWire); the
+// rest is unpacked and answered by Handler.AnswerFrom in a goroutine of
+// its own, so a slow upstream never holds a worker.
+type udpServer struct {
+	pc      *net.UDPConn
+	h       *Handler
+	workers int
+	notify  func()
+
+	mu      sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup // workers and general-path answers in flight
+}
+
+func newUDPServer(pc net.PacketConn, h *Handler) (*udpServer, error) {
+	uc, ok := pc.(*net.UDPConn)
+	if !ok {
+		return nil, errors.New("dns: the UDP socket is not a *net.UDPConn")
+	}
+	return &udpServer{pc: uc, h: h, workers: max(1, runtime.GOMAXPROCS(0))}, nil
+}
+
+// ActivateAndServe answers queries until ShutdownContext; it returns nil
+// after a shutdown and the read error otherwise.
+func (u *udpServer) ActivateAndServe() error {
+	errc := make(chan error, u.workers)
+	u.mu.Lock()
+	if u.stopped {
+		u.mu.Unlock()
+		return nil
+	}
+	u.wg.Add(u.workers)
+	u.mu.Unlock()
+	for range u.workers {
+		go func() {
+			defer u.wg.Done()
+			errc <- u.work()
+		}()
+	}
+	if u.notify != nil {
+		u.notify()
+	}
+	err := <-errc
+	u.mu.Lock()
+	stopped := u.stopped
+	u.mu.Unlock()
+	if stopped {
+		return nil
+	}
+	_ = u.pc.SetReadDeadline(time.Unix(1, 0)) // stop the other workers too
+	return err
+}
+
+func (u *udpServer) work() error {
+	buf := make([]byte, 65535)
+	s := &wireScratch{out: make([]byte, 0, 4096)}
+	for {
+		n, from, err := u.pc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				u.mu.Lock()
+				stopped := u.stopped
+				u.mu.Unlock()
+				if stopped {
+					return nil
+				}
+			}
+			return err
+		}
+		src := from.Addr().Unmap()
+		if resp, ok := u.h.answerWire(buf[:n], src, s); ok {
+			_, _ = u.pc.WriteToUDPAddrPort(resp, from)
+			continue
+		}
+		u.general(append([]byte(nil), buf[:n]...), from)
+	}
+}
+
+// general answers a query the hot path does not, the way a miekg server
+// would: unpack, ServeDNS's rules, pack. Malformed queries go unanswered
+// (as miekg's server leaves them).
+func (u *udpServer) general(q []byte, from netip.AddrPort) {
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		req := new(miekg.Msg)
+		if err := req.Unpack(q); err != nil {
+			return
+		}
+		w := &udpWriter{pc: u.pc, to: from}
+		u.h.ServeDNS(w, req)
+	}()
+}
+
+// ShutdownContext stops reading and waits for the answers in flight.
+func (u *udpServer) ShutdownContext(ctx context.Context) error {
+	u.mu.Lock()
+	u.stopped = true
+	u.mu.Unlock()
+	_ = u.pc.SetReadDeadline(time.Unix(1, 0))
+	done := make(chan struct{})
+	go func() { u.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// udpWriter is the miekg.ResponseWriter of one general-path query.
+type udpWriter struct {
+	pc *net.UDPConn
+	to netip.AddrPort
+}
+
+func (w *udpWriter) LocalAddr() net.Addr  { return w.pc.LocalAddr() }
+func (w *udpWriter) RemoteAddr() net.Addr { return net.UDPAddrFromAddrPort(w.to) }
+func (w *udpWriter) WriteMsg(m *miekg.Msg) error {
+	b, err := m.Pack()
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+func (w *udpWriter) Write(b []byte) (int, error) { return w.pc.WriteToUDPAddrPort(b, w.to) }
+func (w *udpWriter) Close() error                { return nil }
+func (w *udpWriter) TsigStatus() error           { return nil }
+func (w *udpWriter) TsigTimersOnly(bool)         {}
+func (w *udpWriter) Hijack()                     {}
+func (w *udpWriter) Network() string             { return "udp" }
