@@ -157,15 +157,6 @@ func TestInternalDNS(t *testing.T) {
 	})
 
 	t.Run("restarts-lose-no-query", func(t *testing.T) {
-		type loopResult struct {
-			Queries, Failed, Retried int
-			Late, Lost               int
-			MaxLate                  time.Duration `json:"max_late_ns"`
-			P50                      time.Duration `json:"p50_ns"`
-			P99                      time.Duration `json:"p99_ns"`
-			Max                      time.Duration `json:"max_ns"`
-			LastFail                 string        `json:"last_fail"`
-		}
 		done := make(chan string, 1)
 		go func() {
 			out, err := l.Exec(ctx, "m1", "ployz-dns", "query-loop", "--server", server, "--name", "api.demo-prod.internal",
@@ -217,6 +208,29 @@ func TestInternalDNS(t *testing.T) {
 		pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "NRestarts,MainPID", "ployz-dns.service")
 		t.Logf("ployz-dns.service after the loop: %s", strings.ReplaceAll(pid, "\n", " "))
 	})
+}
+
+// loopResult is `ployz-dns query-loop`'s JSON.
+type loopResult struct {
+	Queries, Failed, Retried int
+	Late, Lost               int
+	MaxLate                  time.Duration `json:"max_late_ns"`
+	P50                      time.Duration `json:"p50_ns"`
+	P99                      time.Duration `json:"p99_ns"`
+	Max                      time.Duration `json:"max_ns"`
+	LastFail                 string        `json:"last_fail"`
+}
+
+// queryLoop runs a non-retrying query loop (one attempt, 1 s timeout) on
+// Machine m and returns its result.
+func queryLoop(ctx context.Context, l *lab.Lab, m, server, name string, count int) (loopResult, error) {
+	out, err := l.Exec(ctx, m, "ployz-dns", "query-loop", "--server", server, "--name", name,
+		"--count", fmt.Sprint(count), "--interval", "2ms", "--attempts", "1", "--timeout", "1s")
+	var res loopResult
+	if jerr := json.Unmarshal([]byte(out[max(strings.LastIndex(out, "{"), 0):]), &res); jerr != nil {
+		return res, fmt.Errorf("query loop: %q: %v (%v)", out, jerr, err)
+	}
+	return res, nil
 }
 
 // dnsRestartP99 bounds the 99th percentile of query latency while
@@ -291,6 +305,15 @@ func dnsRedeployFollowsPointer(t *testing.T, ctx context.Context, l *lab.Lab, op
 	const stopFile = "/tmp/dnsptr-stop"
 	loop := `rm -f ` + stopFile + `; while [ ! -e ` + stopFile + ` ]; do echo "@$(date +%T.%N)"; ployz-dns lookup --server ` + server + ` ` + name + ` 2>&1; done`
 	seen := make(chan []answer, 1)
+	// And a stub resolver's view: one attempt per query, no retry.
+	looped := make(chan loopResult, 1)
+	go func() {
+		res, err := queryLoop(ctx, l, "m1", server, name, 12000)
+		if err != nil {
+			res.LastFail, res.Failed = err.Error(), -1
+		}
+		looped <- res
+	}()
 	go func() {
 		out, err := l.Exec(ctx, "m1", "sh", "-c", loop)
 		var as []answer
@@ -354,4 +377,10 @@ func dnsRedeployFollowsPointer(t *testing.T, ctx context.Context, l *lab.Lab, op
 		t.Errorf("after the redeploy m1 answers %v, want only the new Containers %v", as[len(as)-1].ips, cur)
 	}
 	t.Logf("%d answers across the redeploy: only pointer-named Containers, old %v until the move, then new %v", len(as), old, cur)
+	res := <-looped
+	t.Logf("non-retrying query loop across the redeploy: %+v", res)
+	if res.Failed != 0 || res.Retried != 0 || res.P99 > dnsRestartP99 {
+		t.Errorf("query loop across the redeploy: %d of %d failed (%d lost, %d late), p99 %s (want 0 failed, p99 at most %s); last: %s",
+			res.Failed, res.Queries, res.Lost, res.Late, res.P99, dnsRestartP99, res.LastFail)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	miekg "github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 )
 
 // udpServer reads queries from one UDP socket with a worker per CPU.
@@ -32,7 +33,29 @@ func newUDPServer(pc net.PacketConn, h *Handler) (*udpServer, error) {
 	if !ok {
 		return nil, errors.New("dns: the UDP socket is not a *net.UDPConn")
 	}
+	growReadBuffer(uc)
 	return &udpServer{pc: uc, h: h, workers: max(1, runtime.GOMAXPROCS(0))}, nil
+}
+
+// readBuffer is the UDP receive buffer asked for: ~4 MiB holds some
+// thousands of queries while the process is off CPU (a burst on a busy
+// Machine, a restart), where the kernel default (~208 KiB, a few hundred
+// queries) would drop them.
+const readBuffer = 4 << 20
+
+// growReadBuffer raises the socket's receive buffer past the
+// net.core.rmem_max cap when the process may (root, CAP_NET_ADMIN),
+// else as far as the cap allows. Best effort: a small buffer still works.
+func growReadBuffer(uc *net.UDPConn) {
+	if rc, err := uc.SyscallConn(); err == nil {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, readBuffer)
+		}); err == nil && serr == nil {
+			return
+		}
+	}
+	_ = uc.SetReadBuffer(readBuffer)
 }
 
 // ActivateAndServe answers queries until ShutdownContext; it returns nil
