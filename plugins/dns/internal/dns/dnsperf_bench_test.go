@@ -29,8 +29,9 @@ import (
 // skipped without them.
 
 // benchServeEnv makes the test binary a DNS server for the benchmark:
-// "<mode> <addr>", mode "hot" (the production servers) or "miekg" (a
-// plain miekg server over the same Handler, the path before the hot one).
+// "<mode> <addr>", mode "hot" (the production servers), "single" (the
+// same, one query per system call) or "miekg" (a plain miekg server over
+// the same Handler, the path before the hot one).
 const benchServeEnv = "PLOYZ_DNS_BENCH_SERVE"
 
 func TestBenchServeHelper(t *testing.T) {
@@ -49,10 +50,15 @@ func TestBenchServeHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mode == "miekg" {
+	switch mode {
+	case "miekg":
 		srv := &miekg.Server{PacketConn: pc, Handler: h, UDPSize: 4096}
 		go srv.ActivateAndServe() //nolint:errcheck
-	} else {
+	case "single":
+		qs := newQueryServers(&Sockets{UDP: pc, TCP: ln}, h)
+		qs.servers[0].(*udpServer).batch = 1
+		qs.start()
+	default:
 		newQueryServers(&Sockets{UDP: pc, TCP: ln}, h).start()
 	}
 	fmt.Println("serving")
@@ -66,8 +72,12 @@ type perfResult struct {
 	avg, p99 time.Duration
 }
 
-func (r perfResult) String() string {
-	return fmt.Sprintf("%8.0f qps  avg %6s  p99 %6s  lost %d of %d", r.qps, r.avg.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.lost, r.sent)
+func (r perfResult) load() string {
+	return fmt.Sprintf("%6.0f qps, avg %s, lost %d of %d", r.qps, r.avg.Round(time.Microsecond), r.lost, r.sent)
+}
+
+func (r perfResult) latency() string {
+	return fmt.Sprintf("avg %s, p99 %s, lost %d of %d", r.avg.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.lost, r.sent)
 }
 
 var (
@@ -171,7 +181,10 @@ func BenchmarkDNSVsDnsmasq(b *testing.B) {
 		{"ployz-dns", freeAddr(b, "udp4"), func(addr string) {
 			pinned(b, addr, self, []string{"-test.run=^TestBenchServeHelper$"}, benchServeEnv+"=hot "+addr)
 		}},
-		{"ployz-dns (miekg path, before)", freeAddr(b, "udp4"), func(addr string) {
+		{"ployz-dns, one query per call", freeAddr(b, "udp4"), func(addr string) {
+			pinned(b, addr, self, []string{"-test.run=^TestBenchServeHelper$"}, benchServeEnv+"=single "+addr)
+		}},
+		{"ployz-dns, miekg path (before)", freeAddr(b, "udp4"), func(addr string) {
 			pinned(b, addr, self, []string{"-test.run=^TestBenchServeHelper$"}, benchServeEnv+"=miekg "+addr)
 		}},
 		{"dnsmasq", freeAddr(b, "udp4"), func(addr string) {
@@ -195,7 +208,7 @@ func BenchmarkDNSVsDnsmasq(b *testing.B) {
 	dm := res["dnsmasq"]
 	for _, s := range servers {
 		r := res[s.name]
-		fmt.Printf("  %-32s throughput %s | at 10k qps: %s | %.2fx dnsmasq qps, p99 %.2fx\n", s.name, r[0], r[1],
+		fmt.Printf("  %-30s full load: %s | at 10k qps: %s | %.2fx dnsmasq's qps, %.2fx its p99\n", s.name, r[0].load(), r[1].latency(),
 			r[0].qps/dm[0].qps, float64(r[1].p99)/float64(max(dm[1].p99, 1)))
 	}
 	me := res["ployz-dns"]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	miekg "github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,6 +22,7 @@ type udpServer struct {
 	pc      *net.UDPConn
 	h       *Handler
 	workers int
+	batch   int // queries per system call at most (default batch)
 	notify  func()
 
 	mu      sync.Mutex
@@ -89,11 +91,27 @@ func (u *udpServer) ActivateAndServe() error {
 	return err
 }
 
+// batch is how many queries one worker reads (recvmmsg) and answers
+// (sendmmsg) per system call when that many are queued: most of a
+// query's cost is its two system calls.
+const batch = 32
+
 func (u *udpServer) work() error {
-	buf := make([]byte, 65535)
-	s := &wireScratch{out: make([]byte, 0, 4096)}
+	pc := ipv4.NewPacketConn(u.pc)
+	size := u.batch
+	if size <= 0 {
+		size = batch
+	}
+	in := make([]ipv4.Message, size)
+	out := make([]ipv4.Message, 0, size)
+	resp := make([][]byte, size)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, 4096)} // as the miekg server read before
+		resp[i] = make([]byte, 0, 1232)
+	}
+	s := &wireScratch{}
 	for {
-		n, from, err := u.pc.ReadFromUDPAddrPort(buf)
+		n, err := pc.ReadBatch(in, 0)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -106,12 +124,29 @@ func (u *udpServer) work() error {
 			}
 			return err
 		}
-		src := from.Addr().Unmap()
-		if resp, ok := u.h.answerWire(buf[:n], src, s); ok {
-			_, _ = u.pc.WriteToUDPAddrPort(resp, from)
-			continue
+		out = out[:0]
+		for i := range n {
+			m := &in[i]
+			from, ok := m.Addr.(*net.UDPAddr)
+			if !ok {
+				continue
+			}
+			q := m.Buffers[0][:m.N]
+			s.out = resp[i][:0]
+			if r, ok := u.h.answerWire(q, from.AddrPort().Addr().Unmap(), s); ok {
+				resp[i] = r
+				out = append(out, ipv4.Message{Buffers: [][]byte{r}, Addr: from})
+				continue
+			}
+			u.general(append([]byte(nil), q...), from.AddrPort())
 		}
-		u.general(append([]byte(nil), buf[:n]...), from)
+		for len(out) > 0 {
+			k, err := pc.WriteBatch(out, 0)
+			if err != nil {
+				k = 1 // the first answer could not go (its client's problem): skip it alone
+			}
+			out = out[k:]
+		}
 	}
 }
 
