@@ -1,0 +1,91 @@
+package dns
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	miekg "github.com/miekg/dns"
+)
+
+// TestUDPBatchesAnswerEveryClient: many clients each send a burst of
+// queries without waiting, mixed with junk and with queries for the
+// general path; every query gets its own answer, at its own client,
+// nothing is lost, and junk is never answered.
+func TestUDPBatchesAnswerEveryClient(t *testing.T) {
+	up, _ := upstream(t)
+	h := NewHandler(testCfg(t, up), nil)
+	h.SetTable(NewTable(benchRows()))
+	addr := serve(t, h)
+	const clients, per = 8, 300
+	var wg sync.WaitGroup
+	errs := make(chan string, clients)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.Dial("udp4", addr)
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer conn.Close()
+			// A burst of answers must not overflow the client's own buffer.
+			growReadBuffer(conn.(*net.UDPConn))
+			want := map[uint16]string{}
+			for i := range per {
+				m := new(miekg.Msg)
+				name := "svc" + itoa3(i%200) + ".demo-prod.internal."
+				if i%50 == 7 {
+					name = "example.com." // forwarded: the general path
+				}
+				m.SetQuestion(name, miekg.TypeA)
+				m.Id = uint16(c*1000 + i)
+				want[m.Id] = name
+				b, _ := m.Pack()
+				conn.Write(b) //nolint:errcheck
+				if i%100 == 3 {
+					conn.Write([]byte{1, 2, 3, 4, 5}) //nolint:errcheck // junk, never answered
+				}
+			}
+			buf := make([]byte, 4096)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck
+			for len(want) > 0 {
+				n, err := conn.Read(buf)
+				if err != nil {
+					errs <- fmt.Sprint("client ", c, ": ", len(want), " queries unanswered: ", err, want)
+					return
+				}
+				r := new(miekg.Msg)
+				if err := r.Unpack(buf[:n]); err != nil {
+					errs <- "unpackable answer: " + err.Error()
+					return
+				}
+				name, ok := want[r.Id]
+				if !ok || r.Question[0].Name != name {
+					errs <- "an answer for another query or client: " + r.Question[0].Name
+					return
+				}
+				if got := len(r.Answer); (name == "example.com." && got != 1) || (name != "example.com." && got != 3) {
+					errs <- name + ": wrong answer " + r.String()
+					return
+				}
+				delete(want, r.Id)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func itoa3(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa3(i/10) + string(rune('0'+i%10))
+}
