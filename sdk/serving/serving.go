@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"context"
 	"net/netip"
 	"slices"
 	"strings"
@@ -167,4 +168,26 @@ func (a *Ages) Young(pointers []store.Row[store.ServingBody], now time.Time) map
 		}
 	}
 	return young
+}
+
+// Read reads what Compute takes from the store: the containers, serving
+// and machines tables (Containers, Pointers, Sessions).
+func Read(ctx context.Context, c *store.Client) (Input, error) {
+	var in Input
+	var err error
+	if in.Containers, err = c.Containers().List(ctx); err != nil {
+		return in, err
+	}
+	if in.Pointers, err = c.Serving().List(ctx); err != nil {
+		return in, err
+	}
+	ms, err := c.Machines().List(ctx)
+	if err != nil {
+		return in, err
+	}
+	in.Sessions = make(map[string]string, len(ms))
+	for _, m := range ms {
+		in.Sessions[m.Key] = m.Body.Session
+	}
+	return in, nil
 }

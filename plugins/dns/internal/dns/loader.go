@@ -54,25 +54,10 @@ var watched = []string{
 }
 
 // Read implements Source.
-func (s StoreSource) Read(ctx context.Context) (serving.Input, error) {
-	var in serving.Input
-	err := s.tf.Do(func(c *store.Client) error {
-		var err error
-		if in.Containers, err = c.Containers().List(ctx); err != nil {
-			return err
-		}
-		if in.Pointers, err = c.Serving().List(ctx); err != nil {
-			return err
-		}
-		ms, err := c.Machines().List(ctx)
-		if err != nil {
-			return err
-		}
-		in.Sessions = make(map[string]string, len(ms))
-		for _, m := range ms {
-			in.Sessions[m.Key] = m.Body.Session
-		}
-		return nil
+func (s StoreSource) Read(ctx context.Context) (in serving.Input, err error) {
+	err = s.tf.Do(func(c *store.Client) error {
+		in, err = serving.Read(ctx, c)
+		return err
 	})
 	return in, err
 }
