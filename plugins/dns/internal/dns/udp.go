@@ -28,7 +28,14 @@ type udpServer struct {
 	mu      sync.Mutex
 	stopped bool
 	wg      sync.WaitGroup // workers and general-path answers in flight
+	// slots bounds the general-path answers in flight (a forward may wait
+	// on its upstreams for seconds): a flood of outside names cannot grow
+	// goroutines without end. Beyond it a query gets SERVFAIL at once.
+	slots chan struct{}
 }
+
+// generalSlots is how many general-path answers may be in flight.
+const generalSlots = 4096
 
 func newUDPServer(pc net.PacketConn, h *Handler) (*udpServer, error) {
 	uc, ok := pc.(*net.UDPConn)
@@ -36,7 +43,7 @@ func newUDPServer(pc net.PacketConn, h *Handler) (*udpServer, error) {
 		return nil, errors.New("dns: the UDP socket is not a *net.UDPConn")
 	}
 	growReadBuffer(uc)
-	return &udpServer{pc: uc, h: h, workers: max(1, runtime.GOMAXPROCS(0))}, nil
+	return &udpServer{pc: uc, h: h, workers: max(1, runtime.GOMAXPROCS(0)), slots: make(chan struct{}, generalSlots)}, nil
 }
 
 // readBuffer is the UDP receive buffer asked for: ~4 MiB holds some
@@ -151,17 +158,27 @@ func (u *udpServer) work() error {
 }
 
 // general answers a query the hot path does not, the way a miekg server
-// would: unpack, ServeDNS's rules, pack. Malformed queries go unanswered
-// (as miekg's server leaves them).
+// would: unpack, ServeDNS's rules (in a goroutine, within slots), pack.
+// Malformed queries go unanswered (as miekg's server leaves them).
 func (u *udpServer) general(q []byte, from netip.AddrPort) {
+	req := new(miekg.Msg)
+	if err := req.Unpack(q); err != nil {
+		return
+	}
+	w := &udpWriter{pc: u.pc, to: from}
+	select {
+	case u.slots <- struct{}{}:
+	default:
+		if !req.Response && len(req.Question) == 1 {
+			fail := new(miekg.Msg)
+			fail.SetRcode(req, miekg.RcodeServerFailure)
+			_ = w.WriteMsg(withOPT(fail, req))
+		}
+		return
+	}
 	u.wg.Add(1)
 	go func() {
-		defer u.wg.Done()
-		req := new(miekg.Msg)
-		if err := req.Unpack(q); err != nil {
-			return
-		}
-		w := &udpWriter{pc: u.pc, to: from}
+		defer func() { <-u.slots; u.wg.Done() }()
 		u.h.ServeDNS(w, req)
 	}()
 }

@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sync"
@@ -88,4 +89,40 @@ func itoa3(i int) string {
 		return string(rune('0' + i))
 	}
 	return itoa3(i/10) + string(rune('0'+i%10))
+}
+
+// TestGeneralPathIsBounded: with every general-path slot taken (say, by
+// upstreams that do not answer), a forwarded query gets SERVFAIL at once
+// instead of another goroutine, while internal names are still answered;
+// once a slot frees, forwarding works again.
+func TestGeneralPathIsBounded(t *testing.T) {
+	up, _ := upstream(t)
+	h := NewHandler(testCfg(t, up), nil)
+	h.SetTable(NewTable(demoRows()))
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := newUDPServer(pc, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.slots = make(chan struct{}, 1)
+	u.slots <- struct{}{}                                                     // the one slot is busy
+	go u.ActivateAndServe()                                                   //nolint:errcheck
+	t.Cleanup(func() { u.ShutdownContext(context.Background()); pc.Close() }) //nolint:errcheck
+	m := new(miekg.Msg)
+	m.SetQuestion("example.com.", miekg.TypeA)
+	m.SetEdns0(1232, false)
+	r, _, err := (&miekg.Client{Timeout: time.Second}).Exchange(m, pc.LocalAddr().String())
+	if err != nil || r.Rcode != miekg.RcodeServerFailure || r.IsEdns0() == nil {
+		t.Fatalf("forward with no slot: %v %v", r, err)
+	}
+	if r, err := query(t, pc.LocalAddr().String(), "api.demo-prod.internal", miekg.TypeA); err != nil || len(r.Answer) != 3 {
+		t.Fatalf("internal name with no slot: %v %v", r, err)
+	}
+	<-u.slots
+	if r, err := query(t, pc.LocalAddr().String(), "example.com", miekg.TypeA); err != nil || r.Rcode != miekg.RcodeSuccess || len(r.Answer) != 1 {
+		t.Fatalf("forward with a free slot: %v %v", r, err)
+	}
 }
