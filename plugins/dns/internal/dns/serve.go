@@ -170,9 +170,8 @@ type queryServer interface {
 }
 
 func newQueryServers(socks *Sockets, h *Handler) *queryServers {
-	tcp := &miekg.Server{Listener: socks.TCP, Handler: h, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 	qs := &queryServers{errc: make(chan error, 2)}
-	notify := []func(func()){func(f func()) { tcp.NotifyStartedFunc = f }}
+	var notify []func(func()) // sets each server's started callback
 	if udp, err := newUDPServer(socks.UDP, h); err == nil {
 		qs.servers = append(qs.servers, udp)
 		notify = append(notify, func(f func()) { udp.notify = f })
@@ -181,8 +180,9 @@ func newQueryServers(socks *Sockets, h *Handler) *queryServers {
 		qs.servers = append(qs.servers, srv)
 		notify = append(notify, func(f func()) { srv.NotifyStartedFunc = f })
 	}
+	tcp := &miekg.Server{Listener: socks.TCP, Handler: h, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 	qs.servers = append(qs.servers, tcp)
-	notify = append(notify[1:], notify[0])
+	notify = append(notify, func(f func()) { tcp.NotifyStartedFunc = f })
 	for i := range qs.servers {
 		up := make(chan struct{})
 		notify[i](func() { close(up) })
