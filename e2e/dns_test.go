@@ -114,6 +114,30 @@ func TestInternalDNS(t *testing.T) {
 			})
 		}
 		eventually(t, 10*time.Second, "machine name", answers("api.demo-prod."+ids["m3"]+".machine.internal", []string{ip3}))
+		// <service>.internal resolves in the namespace of the Container
+		// asking: a demo-prod Container on m1 reaches api.internal.
+		if _, err := l.Exec(ctx, "m1", "docker", "run", "-d", "--name", "client-m1", "--network", "ployz", "--dns", gws["m1"],
+			"--label", "ployz.namespace=demo-prod", "--label", "ployz.service=client", "--label", "ployz.readiness=none",
+			lab.TestAppImage); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "a demo-prod Container on m1 reaches http://api.internal:8080/", func() error {
+			out, err := l.Exec(ctx, "m1", "docker", "exec", "client-m1", "/testapp", "get", "http://api.internal:8080/")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "from-m2") && !strings.Contains(out, "from-m3") {
+				return fmt.Errorf("answer %q", out)
+			}
+			return nil
+		})
+		// From the host, which is no Container, the short name does not exist.
+		if rc, _, err := lookupFrom(ctx, l, "m1", server, "api.internal"); err != nil || rc != "NXDOMAIN" {
+			t.Fatalf("api.internal from the host: %s %v", rc, err)
+		}
+		if _, err := l.Exec(ctx, "m1", "docker", "rm", "-f", "client-m1"); err != nil {
+			t.Fatal(err)
+		}
 		rc, _, err := lookupFrom(ctx, l, "m1", server, "nope.demo-prod.internal")
 		if err != nil || rc != "NXDOMAIN" {
 			t.Fatalf("unknown name: %s %v", rc, err)
