@@ -53,6 +53,9 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 		StatusFile:     d.ingressStatusPath(),
 		StateDir:       filepath.Join(d.cfg.DataDir, "ingress"),
 	}
+	// Certificate private keys are sealed with the Cluster key
+	// (store.ClusterSecretPath).
+	spec.ClusterSecretFile = filepath.Join(d.cfg.DataDir, "store", "cluster-secret")
 	// HTTPS from the daemon's environment (ployz.service's
 	// EnvironmentFile): PLOYZ_ACME_DIRECTORY unset is Let's Encrypt,
 	// empty is off. ParseSpec checks the values.

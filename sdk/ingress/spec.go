@@ -43,6 +43,9 @@ type Spec struct {
 	StoreAPI string `json:"store_api"`
 	// StoreTokenFile holds the store API's bearer token; empty sends none.
 	StoreTokenFile string `json:"store_token_file,omitempty"`
+	// ClusterSecretFile is the Cluster secret (0600) certificate private
+	// keys are sealed with in the store; empty leaves them in plain text.
+	ClusterSecretFile string `json:"cluster_secret_file,omitempty"`
 	// StatusFile is where the proxy writes its status (default
 	// DefaultStatusPath); StateDir holds Caddy's storage (default
 	// DefaultStateDir).

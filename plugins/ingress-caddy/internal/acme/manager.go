@@ -59,6 +59,9 @@ type Config struct {
 	Verify func(ctx context.Context, hostname string, machines []string) error
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Keys seals certificate private keys in the store (LoadSealer); nil
+	// writes them in plain text.
+	Keys *Sealer
 }
 
 // Snapshot is what the proxy loads and reports: the TLS input of the
@@ -105,6 +108,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Store == nil {
 		return nil, errors.New("acme: no store")
+	}
+	if cfg.Keys != nil {
+		cfg.Store = sealingStore{Store: cfg.Store, keys: cfg.Keys, log: logOrNull(cfg.Log).Named("keys")}
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {

@@ -111,8 +111,10 @@ func TestIssuesOnceForTheCluster(t *testing.T) {
 	port := startResponder(t, r)
 	p := startPebble(t, port, 0)
 	st := newMemStore("m-a", "m-b")
-	a := newManager(t, p, st, "m-a", nil)
-	b := newManager(t, p, st, "m-b", nil)
+	keys := testSealer(t, 1)
+	sealed := func(c *Config) { c.Keys = keys }
+	a := newManager(t, p, st, "m-a", sealed)
+	b := newManager(t, p, st, "m-b", sealed)
 	r.managers = []*Manager{a, b}
 	const h = "app.example.test"
 	start := time.Now()
@@ -154,6 +156,12 @@ func TestIssuesOnceForTheCluster(t *testing.T) {
 		if put.Owner != "m-a" {
 			t.Fatalf("m-b wrote the row: %+v", put.Body)
 		}
+		if put.Body.KeyPEM != "" && !strings.HasPrefix(put.Body.KeyPEM, SealedPrefix) {
+			t.Fatalf("a private key reached the store in plain text: %.40q", put.Body.KeyPEM)
+		}
+	}
+	if key, _, err := keys.Open(h, row.Body.KeyPEM); err != nil || key != sa.TLS.Certificates[0].KeyPEM {
+		t.Fatalf("the row's sealed key does not open to the served one: %v", err)
 	}
 }
 

@@ -37,6 +37,10 @@ func parseMaterial(hostname string, b store.CertificateBody) (*material, error) 
 	if strings.TrimSpace(b.KeyPEM) == "" {
 		return nil, fmt.Errorf(`field "key_pem" is empty`)
 	}
+	if strings.HasPrefix(b.KeyPEM, "enc:") {
+		return nil, fmt.Errorf(`row %q: field "key_pem" is sealed and this Machine did not open it `+
+			`(sealed by another Cluster, tampered with, or no cluster_secret_file in the ingress spec; see the log)`, hostname)
+	}
 	blk, _ := pem.Decode([]byte(b.CertPEM))
 	if blk == nil || blk.Type != "CERTIFICATE" {
 		return nil, fmt.Errorf(`field "cert_pem" holds no PEM CERTIFICATE block`)

@@ -36,11 +36,15 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 	if st == nil {
 		st = acme.NewTokenFileStore(spec.StoreAPI, spec.StoreTokenFile)
 	}
+	keys, err := acme.LoadSealer(spec.ClusterSecretFile)
+	if err != nil {
+		return nil, err
+	}
 	m, err := acme.New(acme.Config{
 		Machine: spec.Machine, Directory: spec.ACME.Directory, CAFile: spec.ACME.CAFile, Email: spec.ACME.Email,
 		ListenTLS: spec.ListenTLS, StateDir: filepath.Join(spec.StateDir, "ployz"),
 		RankDelay: time.Duration(spec.ACME.RankDelaySeconds) * time.Second,
-		Store:     st, Log: log.Named("acme"),
+		Store:     st, Log: log.Named("acme"), Keys: keys,
 	})
 	if err != nil {
 		return nil, err
