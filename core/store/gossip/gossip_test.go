@@ -1,9 +1,25 @@
 package gossip
 
 import (
+	"os"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
+
+// fast is false under STORE_TEST_PRODUCTION_TIMERS=1 (make unit runs the
+// store's replication tests once so): members then use the timers a
+// Machine uses, and waits stretch to match.
+var fast = os.Getenv("STORE_TEST_PRODUCTION_TIMERS") == ""
+
+// timers returns the fast-timer duration, or prod under production timers.
+func timers(fastD, prod time.Duration) time.Duration {
+	if fast {
+		return fastD
+	}
+	return prod
+}
 
 func TestFaultsVerdict(t *testing.T) {
 	f := NewFaults(1)
@@ -31,12 +47,12 @@ func TestFaultsVerdict(t *testing.T) {
 // TestPartitionMarksDownAndHealRejoins runs two real members on loopback.
 func TestPartitionMarksDownAndHealRejoins(t *testing.T) {
 	f := NewFaults(2)
-	a, err := Start(Config{Name: "a", Bind: "127.0.0.1:0", Fast: true, Faults: f})
+	a, err := Start(Config{Name: "a", Bind: "127.0.0.1:0", Fast: fast, Faults: f})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Shutdown()
-	b, err := Start(Config{Name: "b", Bind: "127.0.0.1:0", Fast: true, Faults: f, Bootstrap: []string{a.Addr()}})
+	b, err := Start(Config{Name: "b", Bind: "127.0.0.1:0", Fast: fast, Faults: f, Bootstrap: []string{a.Addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +65,9 @@ func TestPartitionMarksDownAndHealRejoins(t *testing.T) {
 	}
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
+		// Production SWIM suspects after 4 × log10(n) probe intervals of
+		// 1s (memberlist.DefaultLANConfig), so "down" takes seconds.
+		deadline := time.Now().Add(timers(10*time.Second, 60*time.Second))
 		for !cond() {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s (a sees %s, b sees %s)", what, state(a), state(b))
@@ -62,7 +80,7 @@ func TestPartitionMarksDownAndHealRejoins(t *testing.T) {
 	wait("down on both sides", func() bool { return state(a) == "down" && state(b) == "down" })
 	// Stay partitioned past GossipToTheDeadTime so SWIM alone would never
 	// reconnect the two; Reconnect (run by the store's rejoin loop) must.
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(timers(2500*time.Millisecond, memberlist.DefaultLANConfig().GossipToTheDeadTime+500*time.Millisecond))
 	f.Heal()
 	time.Sleep(500 * time.Millisecond)
 	if state(a) != "down" {

@@ -68,12 +68,12 @@ func TestAdminSocketMembership(t *testing.T) {
 		return out
 	}
 	peer := c.node(2).Engine().Site()
-	waitFor(t, 10*time.Second, "both peers up with an RTT", func() bool {
+	waitFor(t, detectWait(10*time.Second), "both peers up with an RTT", func() bool {
 		s, r := states("MembershipStates"), states("Rtts")
 		return len(s) == 2 && s[peer].Json.State == "up" && r[peer].Json.RTT > 0
 	})
 	c.node(2).Close()
-	waitFor(t, 15*time.Second, "crashed peer marked down", func() bool {
+	waitFor(t, detectWait(15*time.Second), "crashed peer marked down", func() bool {
 		return states("MembershipStates")[peer].Json.State == "down"
 	})
 	if got := adminCall(t, sock, "Nope"); len(got) != 1 || string(got[0][:8]) != `{"Error"` {
