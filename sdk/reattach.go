@@ -1,14 +1,21 @@
 package sdk
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
 )
 
 // DefaultSocketDir is where long-lived plugins listen by convention.
@@ -42,17 +49,84 @@ func ReattachPath(socket string) string {
 	return strings.TrimSuffix(socket, ".sock") + ".reattach.json"
 }
 
-// Config converts the record to a go-plugin ReattachConfig. It sets Test,
-// which in go-plugin means "this process owns its own lifetime": the host's
-// Client.Kill then never signals it, which is what a long-lived plugin needs.
+// Config converts the record to a go-plugin ReattachConfig. It attaches
+// through ReattachFunc with a runner that watches the process but never
+// signals it: a long-lived plugin belongs to its systemd unit, so a host's
+// Client.Kill (or a host crash) must leave it serving. go-plugin's Test flag
+// would do the same but is documented as test-only, so it stays unset.
 func (r Reattach) Config() *plugin.ReattachConfig {
+	addr := &net.UnixAddr{Net: r.Network, Name: r.Addr}
 	return &plugin.ReattachConfig{
 		Protocol:        plugin.Protocol(r.Protocol),
 		ProtocolVersion: r.ProtocolVersion,
-		Addr:            &net.UnixAddr{Net: r.Network, Name: r.Addr},
+		Addr:            addr,
 		Pid:             r.Pid,
-		Test:            true,
+		ReattachFunc:    attachFunc(r.Pid, addr),
 	}
+}
+
+// attachFunc checks that the socket answers and returns an attachedProcess.
+func attachFunc(pid int, addr net.Addr) runner.ReattachFunc {
+	return func() (runner.AttachedRunner, error) {
+		c, err := net.DialTimeout(addr.Network(), addr.String(), 2*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("long-lived plugin pid %d does not answer on %s: %w", pid, addr, err)
+		}
+		_ = c.Close()
+		return &attachedProcess{pid: pid, detached: make(chan struct{})}, nil
+	}
+}
+
+// attachedProcess is a long-lived plugin as a host sees it: Wait returns
+// when the process is gone or the host detached; Kill only detaches.
+type attachedProcess struct {
+	pid      int
+	once     sync.Once
+	detached chan struct{}
+}
+
+// processPollInterval paces Wait's liveness check of a process that is not
+// the host's child (it cannot be waited for).
+const processPollInterval = 250 * time.Millisecond
+
+// Wait polls until the process no longer exists, the host detached or ctx
+// ends.
+func (a *attachedProcess) Wait(ctx context.Context) error {
+	t := time.NewTicker(processPollInterval)
+	defer t.Stop()
+	for processAlive(a.pid) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.detached:
+			return nil
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Kill leaves the process alone (only its systemd unit stops it) and ends
+// Wait, so go-plugin's Client.Kill returns instead of waiting for a process
+// that is not going to exit.
+func (a *attachedProcess) Kill(context.Context) error {
+	a.once.Do(func() { close(a.detached) })
+	return nil
+}
+
+// ID is the pid.
+func (a *attachedProcess) ID() string { return strconv.Itoa(a.pid) }
+
+// PluginToHost keeps addresses as they are (same host, same namespace).
+func (a *attachedProcess) PluginToHost(n, addr string) (string, string, error) { return n, addr, nil }
+
+// HostToPlugin keeps addresses as they are.
+func (a *attachedProcess) HostToPlugin(n, addr string) (string, string, error) { return n, addr, nil }
+
+// processAlive reports whether pid exists (EPERM: it exists, not ours).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // WriteReattach writes r to path atomically and durably (write, fsync,

@@ -86,7 +86,7 @@ func TestReattachRoundTrip(t *testing.T) {
 		t.Fatalf("ReadReattach = %+v, %v", got, err)
 	}
 	cfg := got.Config()
-	if !cfg.Test || cfg.Pid != 42 || cfg.Addr.String() != socket || cfg.Addr.Network() != "unix" {
+	if cfg.Test || cfg.ReattachFunc == nil || cfg.Pid != 42 || cfg.Addr.String() != socket || cfg.Addr.Network() != "unix" {
 		t.Fatalf("Config = %+v", cfg)
 	}
 	if err := WriteReattach(ReattachPath(socket), Reattach{Name: "dns"}); err != nil {

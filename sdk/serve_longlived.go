@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ServeLongLived serves p on the unix socket path until ctx ends or a host
@@ -50,6 +52,7 @@ func ServeLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.
 	srv := &plugin.GRPCServer{
 		Plugins: PluginSet(p),
 		Server: func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, grpc.ChainUnaryInterceptor(refuseHostShutdown))
 			gs = grpc.NewServer(append(opts, d.options()...)...)
 			return gs
 		},
@@ -90,10 +93,22 @@ func ServeLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.
 		d.stop(gs, StopTimeout)
 		<-srv.DoneCh
 	case <-srv.DoneCh:
-		// A host called the go-plugin controller's Shutdown: an explicit stop.
-		logger.Info("stopped by host request")
+		logger.Info("plugin server stopped")
 	}
 	return nil
+}
+
+// controllerShutdown is go-plugin's "stop the plugin" call, which its
+// Client.Close and Client.Kill send.
+const controllerShutdown = "/plugin.GRPCController/Shutdown"
+
+// refuseHostShutdown keeps a long-lived plugin serving when a host closes
+// its go-plugin client: only the plugin's systemd unit stops it.
+func refuseHostShutdown(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if info.FullMethod == controllerShutdown {
+		return nil, status.Error(codes.PermissionDenied, "a long-lived plugin is stopped by its systemd unit, not by a host")
+	}
+	return h(ctx, req)
 }
 
 // listenSocket binds path, first making sure no live process serves it and
