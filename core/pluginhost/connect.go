@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,34 +111,40 @@ func isHandshakeMismatch(err error) bool {
 }
 
 // attachLongLived attaches to the process serving a long-lived plugin's
-// socket; with LaunchLongLived it starts one when none answers.
+// socket. When none answers it verifies the installed binary and only then
+// starts one: through Units (ployz-plugin@<name>.service, whose
+// ExecStartPre verifies again) or, with LaunchLongLived, as its own session.
+// Attaching to a process that already serves starts nothing, so it needs no
+// verification; a running binary that differs from the installed one is
+// handled by the supervisor (switchLongLived).
 func (h *Host) attachLongLived(ctx context.Context, e Entry) (*instance, error) {
+	socket := h.socketFor(e)
+	inst, err := h.reattach(ctx, e, socket)
+	var refused *RefusedError
+	if err == nil || errors.As(err, &refused) {
+		return inst, err
+	}
+	if h.cfg.Units == nil && !h.cfg.LaunchLongLived {
+		return nil, fmt.Errorf("plugin %q: no long-lived process answers on %s (start %s): %w", e.Name, socket, UnitName(e.Name), err)
+	}
 	path := BlobPath(h.cfg.Dir, e.SHA256)
 	if err := VerifyBinary(e.Name, path, e.SHA256); err != nil {
 		return nil, &RefusedError{Plugin: e.Name, Err: err}
 	}
-	socket := h.socketFor(e)
-	inst, err := h.reattach(ctx, e, socket)
-	if err == nil || !h.cfg.LaunchLongLived {
-		if err != nil {
-			var refused *RefusedError
-			if !errors.As(err, &refused) {
-				err = fmt.Errorf("plugin %q: no long-lived process answers on %s (start ployz-plugin@%s.service): %w", e.Name, socket, e.Name, err)
-			}
+	pid := 0
+	if h.cfg.Units != nil {
+		h.log.Info("no long-lived process answers; starting its unit", "plugin", e.Name, "unit", UnitName(e.Name), "reason", err)
+		if err := h.cfg.Units.Start(ctx, UnitName(e.Name)); err != nil {
+			return nil, fmt.Errorf("plugin %q: %w", e.Name, err)
 		}
-		return inst, err
-	}
-	var refused *RefusedError
-	if errors.As(err, &refused) {
-		return nil, err
-	}
-	h.log.Info("no long-lived process answers; launching one", "plugin", e.Name, "socket", socket, "reason", err)
-	pid, lerr := h.launch(e, path, socket)
-	if lerr != nil {
-		return nil, lerr
+	} else {
+		h.log.Info("no long-lived process answers; launching one", "plugin", e.Name, "socket", socket, "reason", err)
+		if pid, err = h.launch(e, path, socket); err != nil {
+			return nil, err
+		}
 	}
 	if err := waitReattach(ctx, socket, pid, 20*time.Second); err != nil {
-		return nil, fmt.Errorf("plugin %q: launched pid %d: %w", e.Name, pid, err)
+		return nil, fmt.Errorf("plugin %q: started, but: %w", e.Name, err)
 	}
 	inst, err = h.reattach(ctx, e, socket)
 	if err != nil {
@@ -176,10 +183,6 @@ func (h *Host) reattach(ctx context.Context, e Entry, socket string) (*instance,
 	}
 	if d, err := FileDigest(filepath.Join("/proc", fmt.Sprint(inst.pid), "exe")); err == nil {
 		inst.running = d
-		if d != e.SHA256 {
-			h.log.Warn("running binary differs from the installed one; restart its unit to switch",
-				"plugin", e.Name, "running_sha256", d, "installed_sha256", e.SHA256)
-		}
 	}
 	return inst, nil
 }
@@ -209,7 +212,7 @@ func (h *Host) handshake(ctx context.Context, e Entry, inst *instance) error {
 			info.GetApiVersions(), h.cfg.APIVersions)
 	}
 	inst.api = v
-	if _, err := base.Configure(cctx, &pluginv1.ConfigureRequest{ApiVersion: v, Config: e.Config}); err != nil {
+	if _, err := base.Configure(cctx, &pluginv1.ConfigureRequest{ApiVersion: v, Config: h.configFor(e)}); err != nil {
 		return refuse(e.Name, "Configure (plugin-API v%d): %w", v, err)
 	}
 	return nil
@@ -238,12 +241,13 @@ func (h *Host) launch(e Entry, path, socket string) (int, error) {
 	return cmd.Process.Pid, nil
 }
 
-// waitReattach waits until the record beside socket names pid.
+// waitReattach waits until the record beside socket names pid (any
+// process whose socket answers, for pid 0).
 func waitReattach(ctx context.Context, socket string, pid int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		r, err := sdk.ReadReattach(sdk.ReattachPath(socket))
-		if err == nil && r.Pid == pid {
+		if err == nil && (r.Pid == pid || pid == 0 && answers(socket)) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -255,6 +259,15 @@ func waitReattach(ctx context.Context, socket string, pid int, timeout time.Dura
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
+}
+
+func answers(socket string) bool {
+	c, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 // capabilities returns the instance's capabilities, sorted.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -45,7 +46,24 @@ type Config struct {
 	// catalog change (for the Machine record and the RPC catalog). It must
 	// not block.
 	OnChange func(capabilities []string)
+	// Units, when set, lets the host start ployz-plugin@<name>.service for
+	// a long-lived plugin no process serves, and restart it onto a newly
+	// installed binary once that binary verifies. Nil only attaches (and
+	// `ployzd plugins ls` runs that way).
+	Units Units
 }
+
+// Units starts and restarts systemd units; ployzd passes its own.
+type Units interface {
+	// Start starts the unit unless it runs.
+	Start(ctx context.Context, unit string) error
+	// Restart restarts the unit.
+	Restart(ctx context.Context, unit string) error
+}
+
+// UnitName is the systemd unit that runs long-lived plugin name
+// (packaging/systemd/ployz-plugin@.service).
+func UnitName(name string) string { return "ployz-plugin@" + name + ".service" }
 
 func (c *Config) setDefaults() error {
 	if c.Dir == "" {
@@ -80,6 +98,7 @@ type Host struct {
 
 	mu      sync.Mutex
 	sups    []*supervisor
+	configs map[string][]byte // SetConfig overrides, by plugin name
 	started bool
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -90,7 +109,7 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, log: cfg.Logger.Named("pluginhost"), catalog: NewCatalog()}, nil
+	return &Host{cfg: cfg, log: cfg.Logger.Named("pluginhost"), catalog: NewCatalog(), configs: map[string][]byte{}}, nil
 }
 
 // Start reads the manifest and runs every plugin in it. It returns once
@@ -111,15 +130,14 @@ func (h *Host) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	for _, e := range m.Plugins {
-		s := newSupervisor(h, e)
-		h.sups = append(h.sups, s)
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			s.run(runCtx)
-		}()
+		h.addLocked(runCtx, e)
 	}
 	sups := slices.Clone(h.sups)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.watchManifest(runCtx)
+	}()
 	h.mu.Unlock()
 	h.log.Info("plugin host started", "dir", h.cfg.Dir, "plugins", len(sups), "api_versions", h.cfg.APIVersions)
 	for _, s := range sups {
@@ -130,6 +148,86 @@ func (h *Host) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// addLocked starts supervising e; h.mu is held.
+func (h *Host) addLocked(ctx context.Context, e Entry) {
+	s := newSupervisor(h, e)
+	h.sups = append(h.sups, s)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		s.run(ctx)
+	}()
+}
+
+// watchManifest re-reads the manifest every HealthInterval, so a plugin
+// installed or swapped (`ployzd plugins install`) while the host runs is
+// picked up: a new entry is supervised, a changed digest is verified and
+// switched to. Removing an entry takes a host restart.
+func (h *Host) watchManifest(ctx context.Context) {
+	path := ManifestPath(h.cfg.Dir)
+	var last time.Time
+	for sleep(ctx, h.cfg.HealthInterval) {
+		st, err := os.Stat(path)
+		if err != nil || st.ModTime().Equal(last) {
+			continue
+		}
+		m, err := LoadManifest(path)
+		if err != nil {
+			h.log.Error("plugin manifest unreadable; keeping the plugins as they are", "error", err)
+			continue
+		}
+		last = st.ModTime()
+		h.mu.Lock()
+		for _, e := range m.Plugins {
+			var found *supervisor
+			for _, s := range h.sups {
+				if s.entry().Name == e.Name {
+					found = s
+				}
+			}
+			switch {
+			case found == nil:
+				h.log.Info("plugin installed", "plugin", e.Name, "sha256", e.SHA256)
+				h.addLocked(ctx, e)
+			case !found.entry().equal(e):
+				h.log.Info("plugin entry changed", "plugin", e.Name, "sha256", e.SHA256)
+				found.setEntry(e)
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// SetConfig replaces the configuration the host hands plugin name through
+// Configure (instead of its manifest config) and sends it now when the
+// plugin is connected; every later attach sends it too. ployzd uses it for
+// what a plugin needs from the daemon (docs/plugins.md).
+func (h *Host) SetConfig(ctx context.Context, name string, config []byte) error {
+	h.mu.Lock()
+	h.configs[name] = slices.Clone(config)
+	var sup *supervisor
+	for _, s := range h.sups {
+		if s.entry().Name == name {
+			sup = s
+		}
+	}
+	h.mu.Unlock()
+	if sup == nil {
+		return fmt.Errorf("plugin %q is not installed", name)
+	}
+	return sup.reconfigure(ctx)
+}
+
+// configFor returns what Configure carries for e.
+func (h *Host) configFor(e Entry) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.configs[e.Name]; ok {
+		return c
+	}
+	return e.Config
 }
 
 // Close stops managed plugins and detaches from long-lived ones, which keep

@@ -14,11 +14,17 @@ import (
 // digest. A running long-lived plugin keeps its old binary until its unit
 // restarts.
 func Install(dir, src, name string, lifecycle Lifecycle, config json.RawMessage) (Entry, error) {
+	return install(dir, src, Entry{Name: name, Lifecycle: lifecycle, Config: config})
+}
+
+// install stores src and records e with src's digest.
+func install(dir, src string, e Entry) (Entry, error) {
+	name := e.Name
 	digest, err := FileDigest(src)
 	if err != nil {
 		return Entry{}, err
 	}
-	e := Entry{Name: name, SHA256: digest, Lifecycle: lifecycle, Config: config}
+	e.SHA256 = digest
 	m, err := LoadManifest(ManifestPath(dir))
 	if err != nil {
 		return Entry{}, err
@@ -41,6 +47,43 @@ func Install(dir, src, name string, lifecycle Lifecycle, config json.RawMessage)
 		return Entry{}, err
 	}
 	return e, nil
+}
+
+// Bundled names the plugins shipped with ployzd, as binaries ployz-<name>
+// beside it; each runs long-lived under ployz-plugin@<name>.service.
+var Bundled = []string{"dns", "ingress-caddy", "logstore", "metrics", "volume-zfs"}
+
+// InstallBundled installs each shipped binary binDir/ployz-<name> into dir
+// by digest as a long-lived plugin, unless the manifest already holds that
+// digest or an operator installed the plugin themselves (their entry is not
+// Bundled). A missing binary is skipped. It returns the entries it wrote; a
+// running plugin switches to its new binary through the host
+// (Host.watchManifest), after verification.
+func InstallBundled(dir, binDir string, names []string) ([]Entry, error) {
+	m, err := LoadManifest(ManifestPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	var done []Entry
+	for _, name := range names {
+		src := filepath.Join(binDir, "ployz-"+name)
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		digest, err := FileDigest(src)
+		if err != nil {
+			return done, err
+		}
+		if old, ok := m.Get(name); ok && (!old.Bundled || old.SHA256 == digest) {
+			continue
+		}
+		e, err := install(dir, src, Entry{Name: name, Lifecycle: LifecycleLongLived, Bundled: true})
+		if err != nil {
+			return done, err
+		}
+		done = append(done, e)
+	}
+	return done, nil
 }
 
 // copyBlob writes src to dst via a temporary file, so a reader never sees a

@@ -21,6 +21,7 @@
 package pluginhost
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -57,8 +58,19 @@ type Entry struct {
 	Lifecycle Lifecycle `json:"lifecycle"`
 	// Socket overrides a long-lived plugin's socket path.
 	Socket string `json:"socket,omitempty"`
-	// Config is handed to the plugin's Configure as is.
+	// Config is handed to the plugin's Configure as is (unless ployzd
+	// supplies the configuration itself, see Host.SetConfig).
 	Config json.RawMessage `json:"config,omitempty"`
+	// Bundled marks a plugin ployzd installed from the binaries shipped
+	// beside it (InstallBundled); an operator's own install clears it, and
+	// ployzd then leaves the entry alone.
+	Bundled bool `json:"bundled,omitempty"`
+}
+
+// equal reports whether two entries describe the same installation.
+func (e Entry) equal(o Entry) bool {
+	return e.Name == o.Name && e.SHA256 == o.SHA256 && e.Lifecycle == o.Lifecycle &&
+		e.Socket == o.Socket && e.Bundled == o.Bundled && bytes.Equal(e.Config, o.Config)
 }
 
 // Manifest lists the installed plugins. It lives at <dir>/manifest.json.
@@ -133,6 +145,16 @@ func (m *Manifest) Write(path string) error {
 		return fmt.Errorf("create plugin directory: %w", err)
 	}
 	return writeAtomic(path, append(b, '\n'), 0o644)
+}
+
+// Get returns the entry named name.
+func (m *Manifest) Get(name string) (Entry, bool) {
+	for _, e := range m.Plugins {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
 }
 
 // Set adds e, replacing an entry with the same name.

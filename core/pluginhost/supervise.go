@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/health/grpc_health_v1"
+
+	pluginv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/v1"
 )
 
 // healthService is the service name go-plugin's health server reports.
@@ -16,21 +18,51 @@ const healthService = "plugin"
 // supervisor keeps one plugin connected: connect, publish, watch, withdraw,
 // retry.
 type supervisor struct {
-	h     *Host
-	entry Entry
+	h *Host
 
 	mu        sync.Mutex
+	e         Entry
 	st        PluginStatus
+	inst      *instance // connected now, nil otherwise
+	switching string    // "running→installed" digests a switch was tried for
+	switchErr string    // why that switch was refused, kept across re-attaches
+	changed   chan struct{}
 	firstDone chan struct{}
 	firstOnce sync.Once
 }
 
 func newSupervisor(h *Host, e Entry) *supervisor {
-	st := PluginStatus{Name: e.Name, Lifecycle: e.Lifecycle, Health: HealthStarting, SHA256: e.SHA256, Capabilities: []string{}}
+	s := &supervisor{h: h, changed: make(chan struct{}, 1), firstDone: make(chan struct{})}
+	s.e = e
+	s.st = PluginStatus{Name: e.Name, Health: HealthStarting, Capabilities: []string{}}
+	s.setStatusEntry(e)
+	return s
+}
+
+func (s *supervisor) setStatusEntry(e Entry) {
+	s.st.Lifecycle, s.st.SHA256 = e.Lifecycle, e.SHA256
+	s.st.Socket = ""
 	if e.Lifecycle == LifecycleLongLived {
-		st.Socket = h.socketFor(e)
+		s.st.Socket = s.h.socketFor(e)
 	}
-	return &supervisor{h: h, entry: e, st: st, firstDone: make(chan struct{})}
+}
+
+func (s *supervisor) entry() Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.e
+}
+
+// setEntry switches to a changed manifest entry and wakes the supervisor.
+func (s *supervisor) setEntry(e Entry) {
+	s.mu.Lock()
+	s.e = e
+	s.setStatusEntry(e)
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
 }
 
 func (s *supervisor) status() PluginStatus {
@@ -49,7 +81,7 @@ func (s *supervisor) update(f func(*PluginStatus)) {
 
 func (s *supervisor) first() { s.firstOnce.Do(func() { close(s.firstDone) }) }
 
-// run loops until ctx ends or the plugin is refused.
+// run loops until ctx ends.
 func (s *supervisor) run(ctx context.Context) {
 	defer s.first()
 	defer s.update(func(st *PluginStatus) {
@@ -57,10 +89,11 @@ func (s *supervisor) run(ctx context.Context) {
 			st.Health = HealthStopped
 		}
 	})
-	log := s.h.log.With("plugin", s.entry.Name, "lifecycle", s.entry.Lifecycle)
 	delay := s.h.cfg.RestartDelay
 	for {
-		inst, err := s.connect(ctx)
+		e := s.entry()
+		log := s.h.log.With("plugin", e.Name, "lifecycle", e.Lifecycle)
+		inst, err := s.connect(ctx, e)
 		if ctx.Err() != nil {
 			if inst != nil {
 				inst.release()
@@ -70,10 +103,16 @@ func (s *supervisor) run(ctx context.Context) {
 		if err != nil {
 			var refused *RefusedError
 			if errors.As(err, &refused) {
+				// Retrying cannot help until the manifest entry changes.
 				log.Error("plugin refused; the host keeps running the others", "error", err)
 				s.update(func(st *PluginStatus) { st.Health, st.Error = HealthRefused, err.Error() })
 				s.first()
-				return
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.changed:
+					continue
+				}
 			}
 			log.Warn("plugin unavailable; retrying", "error", err, "retry_in", delay)
 			s.update(func(st *PluginStatus) { st.Health, st.Error = HealthDown, err.Error() })
@@ -85,13 +124,16 @@ func (s *supervisor) run(ctx context.Context) {
 			continue
 		}
 		delay = s.h.cfg.RestartDelay
-		s.publish(inst)
+		s.publish(e, inst)
 		log.Info("plugin healthy", "pid", inst.pid, "version", inst.info.GetPluginVersion(),
 			"api_version", inst.api, "capabilities", inst.capabilities(), "launched", inst.launched)
 		s.first()
 
 		reason := s.watch(ctx, inst)
-		gone := s.h.catalog.withdraw(s.entry.Name)
+		s.mu.Lock()
+		s.inst = nil
+		s.mu.Unlock()
+		gone := s.h.catalog.withdraw(e.Name)
 		s.h.changed()
 		inst.release()
 		if ctx.Err() != nil {
@@ -102,29 +144,32 @@ func (s *supervisor) run(ctx context.Context) {
 			st.Health, st.Error, st.Capabilities = HealthDown, reason, []string{}
 			st.Restarts++
 		})
-		if !sleep(ctx, delay) {
+		if !sleep(ctx, s.h.cfg.RestartDelay) {
 			return
 		}
 	}
 }
 
-func (s *supervisor) connect(ctx context.Context) (*instance, error) {
-	if s.entry.Lifecycle == LifecycleLongLived {
-		return s.h.attachLongLived(ctx, s.entry)
+func (s *supervisor) connect(ctx context.Context, e Entry) (*instance, error) {
+	if e.Lifecycle == LifecycleLongLived {
+		return s.h.attachLongLived(ctx, e)
 	}
-	return s.h.startManaged(ctx, s.entry)
+	return s.h.startManaged(ctx, e)
 }
 
 // publish records the instance and adds its capabilities to the catalog.
-func (s *supervisor) publish(inst *instance) {
+func (s *supervisor) publish(e Entry, inst *instance) {
 	caps := inst.capabilities()
-	conflicts := s.h.catalog.publish(s.entry.Name, inst.api, caps, inst.conn)
+	conflicts := s.h.catalog.publish(e.Name, inst.api, caps, inst.conn)
 	served := make([]string, 0, len(caps))
 	for _, c := range caps {
-		if p, err := s.h.catalog.Lookup(c); err == nil && p.Plugin == s.entry.Name {
+		if p, err := s.h.catalog.Lookup(c); err == nil && p.Plugin == e.Name {
 			served = append(served, c)
 		}
 	}
+	s.mu.Lock()
+	s.inst = inst
+	s.mu.Unlock()
 	s.update(func(st *PluginStatus) {
 		st.Health, st.Error = HealthHealthy, ""
 		if len(conflicts) > 0 {
@@ -134,26 +179,53 @@ func (s *supervisor) publish(inst *instance) {
 		st.APIVersions, st.APIVersion = inst.info.GetApiVersions(), inst.api
 		st.Capabilities, st.Pid, st.Launched = served, inst.pid, inst.launched
 		st.RunningSHA256 = ""
-		if inst.running != "" && inst.running != s.entry.SHA256 {
+		if inst.running != "" && inst.running != e.SHA256 {
 			st.RunningSHA256 = inst.running
 		}
 	})
 	s.h.changed()
 }
 
+// reconfigure sends the current configuration to the connected plugin.
+func (s *supervisor) reconfigure(ctx context.Context) error {
+	s.mu.Lock()
+	inst, e := s.inst, s.e
+	s.mu.Unlock()
+	if inst == nil {
+		return nil // sent at the next attach
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_, err := pluginv1.NewPluginClient(inst.conn).Configure(cctx,
+		&pluginv1.ConfigureRequest{ApiVersion: inst.api, Config: s.h.configFor(e)})
+	if err != nil {
+		return fmt.Errorf("plugin %q: Configure: %w", e.Name, err)
+	}
+	return nil
+}
+
 // watch returns why the plugin stopped being healthy, or when ctx ends.
 // Process death counts at once; health checks must fail twice in a row so
-// one slow answer does not restart a busy plugin.
+// one slow answer does not restart a busy plugin. A changed manifest entry
+// ends a managed plugin (it restarts on the new binary) and makes a
+// long-lived one switch (switchLongLived).
 func (s *supervisor) watch(ctx context.Context, inst *instance) string {
 	hc := grpc_health_v1.NewHealthClient(inst.conn)
 	interval := s.h.cfg.HealthInterval
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failures := 0
+	s.switchLongLived(ctx, inst)
 	for {
 		select {
 		case <-ctx.Done():
 			return "host stopping"
+		case <-s.changed:
+			if !inst.longLived {
+				return "manifest entry changed"
+			}
+			s.switchLongLived(ctx, inst)
+			continue
 		case <-t.C:
 		}
 		if inst.client.Exited() {
@@ -176,6 +248,54 @@ func (s *supervisor) watch(ctx context.Context, inst *instance) string {
 		default:
 			failures = 0
 		}
+	}
+}
+
+// switchLongLived moves a long-lived plugin whose process runs another
+// binary than the manifest installed onto the installed one: the installed
+// blob is verified first, and only then is its unit restarted (the socket
+// parked in the fd store queues traffic meanwhile). A blob that does not
+// verify is refused, naming both digests, and the running process keeps
+// serving. Without Units the difference is only reported.
+func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
+	e := s.entry()
+	if !inst.longLived || inst.running == "" || inst.running == e.SHA256 {
+		s.update(func(st *PluginStatus) { st.RunningSHA256 = "" })
+		return
+	}
+	s.update(func(st *PluginStatus) { st.RunningSHA256 = inst.running })
+	key := inst.running + "→" + e.SHA256
+	s.mu.Lock()
+	tried, msg := s.switching == key, s.switchErr
+	if !tried {
+		s.switching, s.switchErr = key, ""
+	}
+	s.mu.Unlock()
+	if tried {
+		if msg != "" {
+			s.update(func(st *PluginStatus) { st.Error = msg })
+		}
+		return
+	}
+	if s.h.cfg.Units == nil {
+		return
+	}
+	log := s.h.log.With("plugin", e.Name, "running_sha256", inst.running, "installed_sha256", e.SHA256)
+	if err := VerifyBinary(e.Name, BlobPath(s.h.cfg.Dir, e.SHA256), e.SHA256); err != nil {
+		msg := fmt.Sprintf("upgrade refused: %v; the running binary (sha256 %s) keeps serving", err, inst.running)
+		log.Error("installed binary does not verify; not restarting onto it", "error", err)
+		s.mu.Lock()
+		s.switchErr = msg
+		s.mu.Unlock()
+		s.update(func(st *PluginStatus) { st.Error = msg })
+		return
+	}
+	log.Info("restarting the plugin's unit onto the installed binary", "unit", UnitName(e.Name))
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := s.h.cfg.Units.Restart(rctx, UnitName(e.Name)); err != nil {
+		log.Error("restart onto the installed binary failed", "error", err)
+		s.update(func(st *PluginStatus) { st.Error = fmt.Sprintf("restart onto sha256 %s: %v", e.SHA256, err) })
 	}
 }
 

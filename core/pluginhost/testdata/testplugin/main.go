@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -51,5 +52,12 @@ func main() {
 		APIVersions:  versions,
 		Capabilities: []string{Capability},
 		Register:     func(s *grpc.Server) { dnsv1.RegisterDNSServer(s, server{}) },
+		// A config saying "reject" is refused, so tests see Configure arrive.
+		Configure: func(_ context.Context, _ uint32, config []byte) error {
+			if strings.Contains(string(config), "reject") {
+				return errors.New("config asks to be rejected")
+			}
+			return nil
+		},
 	})
 }
