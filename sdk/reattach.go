@@ -143,12 +143,7 @@ func WriteReattach(path string, r Reattach) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("install reattach record: %w", err)
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("install reattach record: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("install reattach record: %w", err)
 	}
 	return nil

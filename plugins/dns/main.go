@@ -1,7 +1,9 @@
-// Command ployz-dns is Ployz's Internal DNS plugin: `ployz-dns serve-dns`
-// serves /run/ployz/dns.json under the runtime unit the daemon writes (see
-// packages sdk/dns and internal/dns), `--probe` exits 0 only when the binary can serve, and
-// the SDK's plugin modes answer Info.
+// Command ployz-dns is Ployz's Internal DNS plugin. ployzd installs it into
+// the plugin store by digest and runs it long-lived under
+// ployz-plugin@dns.service (`ployz-dns serve`): it takes its spec through
+// the SDK's Configure (contract: package sdk/dns), keeps it so a restart
+// serves without ployzd, and parks its port-53 sockets in systemd's fd
+// store. `--probe` exits 0 only when the binary can serve.
 package main
 
 import (

@@ -18,11 +18,14 @@ import (
 	"github.com/ployz/ployz/plugins/dns/internal/dns"
 	"github.com/ployz/ployz/sdk/plugintest"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
+	pluginv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/v1"
 )
 
-// TestBinaryServesAndAdvertises builds ployz-dns and runs `serve-dns` on a
-// loopback spec with a real store: it answers, then advertises its
-// capability on the plugin socket; --probe and info work.
+// TestBinaryServesAndAdvertises builds ployz-dns and runs it the way
+// ployz-plugin@dns.service does (`serve --socket`) with no spec yet: the
+// plugin socket answers at once, the spec arrives through Configure, DNS
+// answers from a real store; a restarted process serves the kept spec
+// without being configured again. --probe and info work.
 func TestBinaryServesAndAdvertises(t *testing.T) {
 	bin := plugintest.Build(t, "github.com/ployz/ployz/plugins/dns")
 	if out, err := exec.Command(bin, "--probe").CombinedOutput(); err != nil {
@@ -48,45 +51,72 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 	listen := freePort(t)
 	spec, _ := json.Marshal(map[string]any{"machine": "m1", "listen": listen, "subnet": "127.0.0.0/8",
 		"store_api": api, "store_token_file": filepath.Join(dir, "token")})
-	os.WriteFile(filepath.Join(dir, "dns.json"), spec, 0o644)
+	os.WriteFile(filepath.Join(dir, "dns.json"), spec, 0o644) // for --probe only
 	if out, err := exec.Command(bin, "--probe", "--spec", filepath.Join(dir, "dns.json")).CombinedOutput(); err != nil {
 		t.Fatalf("--probe --spec: %v %s", err, out)
 	}
 
 	socket := filepath.Join(dir, "dns.sock")
-	cmd := exec.Command(bin, "serve-dns", "--spec", filepath.Join(dir, "dns.json"), "--socket", socket)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	specPath := filepath.Join(dir, "kept", "dns.json")
+	serve := func() *exec.Cmd {
+		cmd := exec.Command(bin, "serve", "--socket", socket, "--spec", specPath)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+		if err := plugintest.WaitReattach(socket, cmd.Process.Pid, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
 	}
-	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-
-	m := new(miekg.Msg)
-	m.SetQuestion("api.demo.internal.", miekg.TypeA)
-	var r *miekg.Msg
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		// Until serve-dns binds, a client socket may get the listen port
-		// as its own ephemeral port and read its own query back: only a
-		// response counts.
-		if r, _, err = (&miekg.Client{Timeout: 300 * time.Millisecond}).Exchange(m, listen); err == nil && r.Response {
-			break
+	query := func() {
+		t.Helper()
+		m := new(miekg.Msg)
+		m.SetQuestion("api.demo.internal.", miekg.TypeA)
+		var r *miekg.Msg
+		var err error
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			// Until DNS binds, a client socket may get the listen port as
+			// its own ephemeral port and read its own query back: only a
+			// response counts.
+			if r, _, err = (&miekg.Client{Timeout: 300 * time.Millisecond}).Exchange(m, listen); err == nil && r.Response {
+				break
+			}
+		}
+		if err != nil || len(r.Answer) != 1 || r.Answer[0].(*miekg.A).A.String() != "10.210.1.5" {
+			t.Fatalf("query: %v %v", r, err)
 		}
 	}
-	if err != nil || len(r.Answer) != 1 || r.Answer[0].(*miekg.A).A.String() != "10.210.1.5" {
-		t.Fatalf("query: %v %v", r, err)
-	}
-	// The reattach record is written after the socket starts listening.
-	if err := plugintest.WaitReattach(socket, cmd.Process.Pid, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+
+	first := serve()
 	p := plugintest.Attach(t, socket)
 	if caps := p.Info.GetCapabilities(); len(caps) != 1 || caps[0] != dns.Capability {
 		t.Fatalf("capabilities %v", caps)
 	}
+	if s, err := dnsv1.NewDNSClient(p.Conn).Status(context.Background(), &dnsv1.StatusRequest{}); err != nil || s.GetServing() {
+		t.Fatalf("Status before any spec = %v %v", s, err)
+	}
+	p.Configure(t, nil) // a host with nothing to say changes nothing
+	if _, err := os.Stat(specPath); !os.IsNotExist(err) {
+		t.Fatalf("an empty Configure kept a spec: %v", err)
+	}
+	if _, err := p.Base.Configure(context.Background(), &pluginv1.ConfigureRequest{ApiVersion: 1, Config: []byte(`{"listen":"nonsense"}`)}); err == nil ||
+		!strings.Contains(err.Error(), `field "machine"`) {
+		t.Fatalf("a bad spec must be refused naming the field: %v", err)
+	}
+	p.Configure(t, spec)
+	query()
 	s, err := dnsv1.NewDNSClient(p.Conn).Status(context.Background(), &dnsv1.StatusRequest{})
-	if err != nil || !s.GetServing() || s.GetListenAddrs()[0] != listen {
+	if err != nil || !s.GetServing() || s.GetListenAddrs()[0] != listen || s.GetSpecSha256() == "" {
 		t.Fatalf("Status = %v %v", s, err)
 	}
+
+	// A restart serves the kept spec with no host configuring it.
+	first.Process.Signal(os.Interrupt)
+	first.Wait()
+	serve()
+	query()
 }
 
 func freePort(t *testing.T) string {

@@ -1,7 +1,9 @@
-// Command ployz-ingress-caddy is Ployz's Ingress Proxy plugin: `serve-ingress`
-// runs an embedded Caddy on /run/ployz/ingress.json under the runtime unit
-// the daemon writes (see packages sdk/ingress and internal/proxy);
-// `status` prints what it loaded; the SDK's plugin modes answer Info.
+// Command ployz-ingress-caddy is Ployz's Ingress Proxy plugin, an embedded
+// Caddy. ployzd installs it into the plugin store by digest and runs it
+// long-lived under ployz-plugin@ingress-caddy.service (`serve`): it takes
+// its spec through the SDK's Configure (contract: package sdk/ingress),
+// keeps it so a restart serves without ployzd, and parks its listening
+// sockets in systemd's fd store. `status` prints what it loaded.
 package main
 
 import (

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,13 +20,16 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/plugintest"
 )
 
-// TestBinaryServesFromStore builds ployz-ingress-caddy and runs
-// `serve-ingress` on a loopback spec against a real store: a Container row
-// with a hostname route is reached through the proxy, `status` prints the
-// loaded route, and Info names the plugin.
+// TestBinaryServesFromStore builds ployz-ingress-caddy and runs it the way
+// ployz-plugin@ingress-caddy.service does (`serve --socket`) with no spec:
+// it advertises HTTP and TCP, takes its spec through Configure and restarts
+// onto it; restarted (as systemd would), it serves the kept spec against a
+// real store: a Container row with a hostname route is reached through the
+// proxy, `status` prints the loaded route, and Info names the plugin.
 func TestBinaryServesFromStore(t *testing.T) {
 	bin := plugintest.Build(t, "github.com/ployz/ployz/plugins/ingress-caddy")
 	p := plugintest.Start(t, bin)
@@ -56,14 +60,40 @@ func TestBinaryServesFromStore(t *testing.T) {
 	status := filepath.Join(dir, "status.json")
 	spec, _ := json.Marshal(map[string]any{"machine": "m1", "listen": listen, "store_api": api,
 		"store_token_file": filepath.Join(dir, "token"), "status_file": status, "state_dir": filepath.Join(dir, "state")})
-	os.WriteFile(filepath.Join(dir, "ingress.json"), spec, 0o644)
-
-	cmd := exec.Command(bin, "serve-ingress", "--spec", filepath.Join(dir, "ingress.json"))
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	socket := filepath.Join(dir, "ingress.sock")
+	kept := filepath.Join(dir, "kept", "ingress.json")
+	serve := func() *exec.Cmd {
+		cmd := exec.Command(bin, "serve", "--socket", socket, "--spec", kept)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+		if err := plugintest.WaitReattach(socket, cmd.Process.Pid, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
 	}
-	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	first := serve()
+	lp := plugintest.Attach(t, socket)
+	if caps := lp.Info.GetCapabilities(); !slices.Equal(caps, []string{ingress.CapHTTP, ingress.CapTCP}) {
+		t.Fatalf("capabilities before any spec: %v", caps)
+	}
+	lp.Configure(t, spec)
+	exited := make(chan error, 1)
+	go func() { exited <- first.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("first configuration must restart the process cleanly: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process did not restart onto its first spec")
+	}
+	serve()
+	if caps := plugintest.Attach(t, socket).Info.GetCapabilities(); !slices.Equal(caps, []string{ingress.CapHTTP, ingress.CapTCP}) {
+		t.Fatalf("capabilities with HTTPS off: %v", caps)
+	}
 
 	var body string
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {

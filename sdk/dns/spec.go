@@ -9,8 +9,13 @@ import (
 	"strings"
 )
 
-// DefaultSpecPath is where the daemon publishes the spec.
+// DefaultSpecPath is where a DNS plugin keeps the spec it was configured
+// with (sdk.KeepConfig), so a restart serves it without waiting for ployzd.
 const DefaultSpecPath = "/run/ployz/dns.json"
+
+// CapServe is the capability a DNS plugin advertises: it answers Internal
+// DNS names on the spec's listen address.
+const CapServe = "ployz.dns.serve.v1"
 
 // Spec is the dns.json document. Field names are frozen; new fields are
 // optional with a default, and unknown fields are ignored.

@@ -101,3 +101,25 @@ func LoadSpec(path string) (Spec, []byte, error) {
 func fieldErr(field, msg string) error {
 	return fmt.Errorf("ingress spec: field %q %s", field, msg)
 }
+
+// Capabilities an ingress plugin advertises in Info, and Machine RPCs that
+// need one are refused without it (details.capability).
+const (
+	// CapHTTP: HTTP hostnames routed to ready Containers.
+	CapHTTP = "ployz.ingress.http.v1"
+	// CapTLS: HTTPS with certificates from an ACME directory.
+	CapTLS = "ployz.ingress.tls.v1"
+	// CapTCP: TCP ports routed to ready Containers.
+	CapTCP = "ployz.ingress.tcp.v1"
+)
+
+// Capabilities returns what an ingress serving s offers: HTTP and TCP
+// always, TLS when s turns HTTPS on. A nil s (not configured yet) offers
+// HTTP and TCP, which it will serve once configured.
+func Capabilities(s *Spec) []string {
+	caps := []string{CapHTTP, CapTCP}
+	if s != nil && s.ACME != nil {
+		caps = append(caps, CapTLS)
+	}
+	return caps
+}

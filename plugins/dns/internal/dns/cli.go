@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,20 +27,19 @@ import (
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 )
 
-// Capability is advertised in Info once a process really serves DNS.
-const Capability = "ployz.dns.serve.v1"
+// Capability is advertised in Info by a process that serves DNS (`serve`).
+const Capability = dnsspec.CapServe
 
 // Main is the ployz-dns command line; it returns the exit status.
 //
-//	ployz-dns serve-dns [--spec PATH] [--socket PATH]   serve the spec (the runtime unit runs this)
-//	ployz-dns --probe [--spec PATH]                     exit 0 only when this binary can serve
-//	ployz-dns query-loop --server ADDR --name NAME      debug: a resolver-like query loop, JSON result
-//	ployz-dns lookup --server ADDR NAME                 debug: print the rcode and A answers in order
-//	ployz-dns info | serve | --version                  the SDK's plugin modes
+//	ployz-dns serve [--socket PATH] [--spec PATH]   long-lived plugin: ployz-plugin@dns.service runs this
+//	ployz-dns --probe [--spec PATH]                 exit 0 only when this binary can serve
+//	ployz-dns query-loop --server ADDR --name NAME  debug: a resolver-like query loop, JSON result
+//	ployz-dns lookup --server ADDR NAME             debug: print the rcode and A answers in order
+//	ployz-dns info | --version                      the SDK's plugin modes
 func Main(version string, args []string, stdout, stderr io.Writer) int {
-	p := Plugin(version, nil)
 	if len(args) == 0 {
-		sdk.Main(p) // managed mode: Info and Configure only, no DNS served
+		sdk.Main(Plugin(version, nil)) // managed mode: Info and Configure only, no DNS served
 		return 0
 	}
 	switch args[0] {
@@ -56,21 +56,20 @@ func Main(version string, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
-	case "serve-dns":
-		return serveDNS(version, args[1:], stderr)
+	case "serve":
+		return serveLongLived(version, args[1:], stderr)
 	case "query-loop":
 		return queryLoop(args[1:], stdout, stderr)
 	case "lookup":
 		return lookup(args[1:], stdout, stderr)
-	case "info":
-		p = Plugin(version, &Status{}) // what this binary serves under serve-dns
 	}
-	sdk.Main(p)
+	sdk.Main(Plugin(version, &Status{})) // info, --version: what `serve` advertises
 	return 0
 }
 
 // Plugin describes ployz-dns to the SDK; a non-nil s serves the DNS kind
-// service's Status from that handler and advertises Capability.
+// service from that process, advertises Capability and takes its spec
+// through Configure (the bytes of a dnsspec.Spec; empty keeps the last one).
 func Plugin(version string, s *Status) *sdk.Plugin {
 	p := &sdk.Plugin{
 		Name:        "dns",
@@ -81,37 +80,90 @@ func Plugin(version string, s *Status) *sdk.Plugin {
 	if s != nil {
 		p.Capabilities = []string{Capability}
 		p.Register = func(g *grpc.Server) { dnsv1.RegisterDNSServer(g, s) }
+		p.Configure = func(_ context.Context, _ uint32, config []byte) error {
+			_, err := s.apply(config)
+			return err
+		}
 	}
 	return p
 }
 
-// Status serves the DNS kind service for a serving process. The spec comes
-// from dns.json only, so ApplySpec is refused.
+// Status serves the DNS kind service of a serving process.
 type Status struct {
 	dnsv1.UnimplementedDNSServer
-	H      *Handler
-	Listen string
+	// SpecPath is where an applied spec is kept (dnsspec.DefaultSpecPath):
+	// the DNS loop reloads from it, and a restart serves it at once.
+	SpecPath string
+
 	mu     sync.Mutex
-	Digest string
+	h      *Handler
+	listen string
 }
 
-// ApplySpec implements dnsv1.DNSServer.
-func (s *Status) ApplySpec(context.Context, *dnsv1.ApplySpecRequest) (*dnsv1.ApplySpecResponse, error) {
-	return nil, status.Error(codes.FailedPrecondition, "ployz-dns serves /run/ployz/dns.json, which only the daemon writes")
+// apply validates spec and keeps it at SpecPath unless it is empty or
+// unchanged; it returns the spec's sha256.
+func (s *Status) apply(spec []byte) (string, error) {
+	if len(bytes.TrimSpace(spec)) == 0 || string(bytes.TrimSpace(spec)) == "null" {
+		return "", nil // a host with nothing to say (e.g. `ployzd plugins ls`)
+	}
+	if s.SpecPath == "" {
+		return "", errors.New("this process serves no spec")
+	}
+	if _, err := dnsspec.ParseSpec(spec); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(spec)
+	if _, err := sdk.KeepConfig(s.SpecPath, spec); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// ApplySpec implements dnsv1.DNSServer: the same as Configure.
+func (s *Status) ApplySpec(_ context.Context, req *dnsv1.ApplySpecRequest) (*dnsv1.ApplySpecResponse, error) {
+	sum, err := s.apply(req.GetSpec())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &dnsv1.ApplySpecResponse{SpecSha256: sum}, nil
 }
 
 // Status implements dnsv1.DNSServer.
 func (s *Status) Status(context.Context, *dnsv1.StatusRequest) (*dnsv1.StatusResponse, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return &dnsv1.StatusResponse{Serving: s.H != nil && s.H.Loaded(), SpecSha256: s.Digest, ListenAddrs: []string{s.Listen}}, nil
+	h, listen := s.h, s.listen
+	s.mu.Unlock()
+	resp := &dnsv1.StatusResponse{Serving: h != nil && h.Loaded()}
+	if listen != "" {
+		resp.ListenAddrs = []string{listen}
+	}
+	if raw, err := os.ReadFile(s.SpecPath); err == nil {
+		sum := sha256.Sum256(raw)
+		resp.SpecSha256 = hex.EncodeToString(sum[:])
+	}
+	return resp, nil
 }
 
-func serveDNS(version string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve-dns", flag.ContinueOnError)
+func (s *Status) serving(h *Handler, listen string) {
+	s.mu.Lock()
+	s.h, s.listen = h, listen
+	s.mu.Unlock()
+}
+
+// serveLongLived is `ployz-dns serve`: the plugin socket answers at once
+// (so ployzd can attach and Configure it), and DNS serves the kept spec as
+// soon as there is one; a restart finds the spec kept by the last process
+// and its port-53 sockets in systemd's fd store, and answers without
+// waiting for ployzd.
+func serveLongLived(version string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	spec := fs.String("spec", dnsspec.DefaultSpecPath, "the dns.json spec the daemon publishes")
-	socket := fs.String("socket", sdk.DefaultSocket("dns"), "plugin socket served once DNS answers; empty for none")
+	defSocket := os.Getenv("PLOYZ_PLUGIN_SOCKET")
+	if defSocket == "" {
+		defSocket = sdk.DefaultSocket("dns")
+	}
+	socket := fs.String("socket", defSocket, "plugin socket; the reattach record is written beside it")
+	spec := fs.String("spec", dnsspec.DefaultSpecPath, "where the applied spec is kept")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -119,27 +171,28 @@ func serveDNS(version string, args []string, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	st := &Status{SpecPath: *spec}
+	pctx, cancelPlugin := context.WithCancel(ctx)
+	plugin := make(chan error, 1)
+	go func() { plugin <- sdk.ServeLongLived(pctx, Plugin(version, st), *socket, log.Named("plugin")) }()
+	defer func() {
+		cancelPlugin()
+		select { // the plugin socket only drains; DNS has stopped
+		case <-plugin:
+		case <-time.After(time.Second):
+		}
+	}()
+
+	if !sdk.WaitForFile(ctx, *spec, plugin, log) {
+		return 0
+	}
 	bin, _ := os.Executable()
 	if len(os.Args) > 0 && filepath.IsAbs(os.Args[0]) {
-		bin = os.Args[0] // the path the unit runs, which an upgrade replaces
+		bin = os.Args[0] // the path the unit runs, which an upgrade re-points
 	}
-	var wg sync.WaitGroup
-	defer waitAtMost(&wg, time.Second) // DNS has stopped; the plugin socket only drains
 	err := Serve(ctx, Options{SpecPath: *spec, Binary: bin, Log: log, OnServing: func(h *Handler) {
-		if *socket == "" {
-			return
-		}
-		raw, _ := os.ReadFile(*spec)
-		sum := sha256.Sum256(raw)
-		cfg, _ := dnsspec.ParseSpec(raw)
-		st := &Status{H: h, Listen: cfg.Listen, Digest: hex.EncodeToString(sum[:])}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := sdk.ServeLongLived(ctx, Plugin(version, st), *socket, log.Named("plugin")); err != nil {
-				log.Warn("plugin socket not served; DNS keeps answering", "socket", *socket, "error", err)
-			}
-		}()
+		cfg, _, _ := dnsspec.LoadSpec(*spec)
+		st.serving(h, cfg.Listen)
 	}})
 	switch {
 	case err == nil:
@@ -199,14 +252,4 @@ func lookup(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
-}
-
-// waitAtMost waits for wg, but no longer than d.
-func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-	}
 }

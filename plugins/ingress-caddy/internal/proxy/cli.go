@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -16,43 +20,17 @@ import (
 
 // Main is the ployz-ingress-caddy command line; it returns the exit status.
 //
-//	ployz-ingress-caddy serve-ingress [--spec PATH]   serve the spec (the runtime unit runs this)
-//	ployz-ingress-caddy status [--file PATH]          debug: print the status file
-//	ployz-ingress-caddy info | serve | --version      the SDK's plugin modes
+//	ployz-ingress-caddy serve [--socket PATH] [--spec PATH]   long-lived plugin: ployz-plugin@ingress-caddy.service runs this
+//	ployz-ingress-caddy status [--file PATH]                  debug: print the status file
+//	ployz-ingress-caddy info | --version                      the SDK's plugin modes
 func Main(version string, args []string, stdout, stderr io.Writer) int {
-	p := &sdk.Plugin{
-		Name:        "ingress-caddy",
-		Kind:        sdk.KindIngress,
-		Version:     version,
-		Description: "Ingress Proxy: embedded Caddy routing HTTP hostnames to ready Containers from the store (serve-ingress under the daemon's runtime unit).",
-	}
 	if len(args) == 0 {
-		sdk.Main(p)
+		sdk.Main(plugin(version, "", nil))
 		return 0
 	}
 	switch args[0] {
-	case "serve-ingress":
-		fs := flag.NewFlagSet("serve-ingress", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		spec := fs.String("spec", ingress.DefaultSpecPath, "the ingress.json spec the daemon publishes")
-		if err := fs.Parse(args[1:]); err != nil {
-			return 2
-		}
-		log := sdk.NewLogger("ingress")
-		signal.Ignore(syscall.SIGPIPE)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		defer stop()
-		err := Serve(ctx, Options{SpecPath: *spec, Log: log})
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, ErrSpecChanged):
-			log.Info(err.Error())
-			return 0
-		default:
-			log.Error("ingress", "error", err)
-			return 1
-		}
+	case "serve":
+		return serveLongLived(version, args[1:], stderr)
 	case "status":
 		fs := flag.NewFlagSet("status", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -68,6 +46,96 @@ func Main(version string, args []string, stdout, stderr io.Writer) int {
 		stdout.Write(b)
 		return 0
 	}
-	sdk.Main(p)
+	sdk.Main(plugin(version, "", nil))
 	return 0
+}
+
+// plugin describes ployz-ingress-caddy to the SDK. With a spec path it
+// takes its spec through Configure (the bytes of an ingress.Spec; empty
+// keeps the last one) and advertises what kept serves.
+func plugin(version, specPath string, kept *ingress.Spec) *sdk.Plugin {
+	p := &sdk.Plugin{
+		Name:         "ingress-caddy",
+		Kind:         sdk.KindIngress,
+		Version:      version,
+		Description:  "Ingress Proxy: embedded Caddy routing HTTP hostnames and TCP ports to ready Containers from the store.",
+		Capabilities: ingress.Capabilities(kept),
+		Register:     func(*grpc.Server) {}, // the proxy is driven by its spec and the store
+	}
+	if specPath != "" {
+		p.Configure = func(_ context.Context, _ uint32, config []byte) error { return applySpec(specPath, config) }
+	}
+	return p
+}
+
+// applySpec validates spec and keeps it at path unless it is empty or
+// unchanged; the serving loop restarts onto a changed one (ErrSpecChanged).
+func applySpec(path string, spec []byte) error {
+	if t := bytes.TrimSpace(spec); len(t) == 0 || string(t) == "null" {
+		return nil // a host with nothing to say (e.g. `ployzd plugins ls`)
+	}
+	if _, err := ingress.ParseSpec(spec); err != nil {
+		return err
+	}
+	_, err := sdk.KeepConfig(path, spec)
+	return err
+}
+
+// serveLongLived is `ployz-ingress-caddy serve`: the plugin socket answers
+// at once (so ployzd can attach and Configure it), and the proxy serves the
+// kept spec as soon as there is one. A restart finds the kept spec and the
+// listening sockets in systemd's fd store and serves without ployzd.
+func serveLongLived(version string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defSocket := os.Getenv("PLOYZ_PLUGIN_SOCKET")
+	if defSocket == "" {
+		defSocket = sdk.DefaultSocket("ingress-caddy")
+	}
+	socket := fs.String("socket", defSocket, "plugin socket; the reattach record is written beside it")
+	specPath := fs.String("spec", ingress.DefaultSpecPath, "where the applied spec is kept")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := sdk.NewLogger("ingress")
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	var kept *ingress.Spec
+	if s, _, err := ingress.LoadSpec(*specPath); err == nil {
+		kept = &s
+	}
+	pctx, cancelPlugin := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- sdk.ServeLongLived(pctx, plugin(version, *specPath, kept), *socket, log.Named("plugin"))
+	}()
+	defer func() {
+		cancelPlugin()
+		select { // the plugin socket only drains; the proxy has stopped
+		case <-served:
+		case <-time.After(time.Second):
+		}
+	}()
+	if kept == nil {
+		// Configured for the first time: restart so Info advertises what
+		// the spec turns on (HTTPS), as every later start does.
+		if !sdk.WaitForFile(ctx, *specPath, served, log) {
+			return 0
+		}
+		log.Info("configured; restarting onto the spec", "spec", *specPath)
+		return 0
+	}
+	err := Serve(ctx, Options{SpecPath: *specPath, Log: log})
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrSpecChanged):
+		log.Info(err.Error())
+		return 0
+	default:
+		log.Error("ingress", "error", err)
+		return 1
+	}
 }
