@@ -123,10 +123,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	pluginDir := filepath.Join(cfg.DataDir, "plugins")
+	d.installBundled(pluginDir)
 	d.plugins, err = pluginhost.New(pluginhost.Config{
-		Dir:      filepath.Join(cfg.DataDir, "plugins"),
+		Dir:      pluginDir,
 		Logger:   d.log.Named("plugins"),
 		OnChange: func([]string) { d.kickPublish() },
+		Units:    cfg.Units,
 	})
 	if err != nil {
 		return fmt.Errorf("plugin host: %w", err)
@@ -177,6 +180,24 @@ func Run(ctx context.Context, cfg Config) error {
 	<-ctx.Done()
 	d.deactivate()
 	return nil
+}
+
+// installBundled installs the plugins shipped beside ployzd into the
+// plugin store by digest; the host then runs, verifies and switches them
+// like any other plugin. A failure leaves the installed ones as they are.
+func (d *Daemon) installBundled(dir string) {
+	exe, err := os.Executable()
+	if err != nil {
+		d.log.Warn("bundled plugins not installed", "error", err)
+		return
+	}
+	done, err := pluginhost.InstallBundled(dir, filepath.Dir(exe), pluginhost.Bundled)
+	for _, e := range done {
+		d.log.Info("bundled plugin installed", "plugin", e.Name, "sha256", e.SHA256)
+	}
+	if err != nil {
+		d.log.Error("bundled plugins not installed", "error", err)
+	}
 }
 
 func (d *Daemon) local() (string, string) {

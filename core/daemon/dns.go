@@ -2,10 +2,7 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,36 +12,28 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/sdk/dns"
 )
 
-// Internal DNS runs under a runtime unit the daemon writes; the daemon is
-// the only writer of the unit and of its spec, and never stops it outside
-// a reset (docs/architecture.md, "Serving outlives the daemon").
+// Internal DNS is the dns plugin (plugins/dns); the daemon hands it the
+// spec it derives here. Its contract is package sdk/dns.
 const (
-	DNSUnit     = "ployz-dns.service"
-	DNSUnitPath = "/run/systemd/system/" + DNSUnit
-	DNSBinary   = "/usr/local/bin/ployz-dns"
-	resolvConf  = "/etc/resolv.conf"
-	dnsSpecName = "dns.json"
+	DNSPlugin  = "dns"
+	resolvConf = "/etc/resolv.conf"
 )
 
-func (d *Daemon) dnsSpecPath() string { return filepath.Join(d.cfg.RunDir, dnsSpecName) }
-
-// dnsUnit describes Internal DNS as a serving unit.
-func (d *Daemon) dnsUnit() servingUnit {
-	return servingUnit{what: "internal dns", unit: DNSUnit, unitPath: DNSUnitPath, specPath: d.dnsSpecPath(),
-		spec:     d.dnsSpec,
-		check:    func(b []byte) error { _, err := dns.ParseSpec(b); return err },
-		unitFile: func() string { return dnsUnitFile(d.dnsSpecPath(), binaryDigest(DNSBinary)) }}
+// dnsPlugin describes Internal DNS as a serving plugin.
+func (d *Daemon) dnsPlugin() servingPlugin {
+	return servingPlugin{name: DNSPlugin, what: "internal dns", spec: d.dnsSpec,
+		check: func(b []byte) error { _, err := dns.ParseSpec(b); return err },
+		kept:  []string{dns.DefaultSpecPath}}
 }
 
-func (d *Daemon) dnsLoop(ctx context.Context) { d.keepServing(ctx, d.dnsUnit()) }
-func (d *Daemon) stopDNS(ctx context.Context) { d.stopServing(ctx, d.dnsUnit()) }
+func (d *Daemon) dnsLoop(ctx context.Context) { d.keepConfigured(ctx, d.dnsPlugin()) }
+func (d *Daemon) stopDNS(ctx context.Context) { d.stopServing(ctx, d.dnsPlugin()) }
 
-// dnsSpec derives dns.json from the Machine record and /etc/resolv.conf.
+// dnsSpec derives the DNS spec from the Machine record and /etc/resolv.conf.
 func (d *Daemon) dnsSpec() ([]byte, error) {
 	rec := d.record()
 	gw, err := meshaddr.Gateway(rec.Subnet)
@@ -104,47 +93,4 @@ func parseResolvConf(r io.Reader) []string {
 		return remote
 	}
 	return all
-}
-
-// dnsUnitFile is the runtime unit. The binary's digest is part of it, so a
-// new binary changes the unit and the daemon restarts DNS onto it.
-func dnsUnitFile(specPath, digest string) string {
-	return `# Written by ployzd; do not edit. Internal DNS outlives ployzd; only a reset stops it.
-[Unit]
-Description=Ployz Internal DNS
-After=network-online.target docker.service
-StartLimitIntervalSec=0
-
-[Service]
-Type=notify
-NotifyAccess=main
-Environment=PLOYZ_DNS_BINARY_SHA256=` + digest + `
-ExecStart=` + DNSBinary + ` serve-dns --spec ` + specPath + `
-Restart=always
-RestartSec=500ms
-RestartPreventExitStatus=78
-FileDescriptorStoreMax=4
-TimeoutStopSec=15s
-`
-}
-
-func binaryDigest(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "missing"
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "unreadable"
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// writeIfChanged writes b atomically unless path already holds it.
-func writeIfChanged(path string, b []byte) (bool, error) {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
-		return false, nil
-	}
-	return true, machine.WriteFileAtomic(path, b, 0o644)
 }

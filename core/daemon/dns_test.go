@@ -38,14 +38,4 @@ func TestDNSSpecFromRecord(t *testing.T) {
 		c.StoreAPI != "127.0.0.1:7571" || c.StoreTokenFile != "/var/lib/ployz/store/token" {
 		t.Fatalf("%+v", c.Spec)
 	}
-	if d.dnsSpecPath() != "/run/ployz/dns.json" {
-		t.Fatal(d.dnsSpecPath())
-	}
-	u := dnsUnitFile(d.dnsSpecPath(), "feed")
-	for _, want := range []string{"ExecStart=/usr/local/bin/ployz-dns serve-dns --spec /run/ployz/dns.json", "FileDescriptorStoreMax=",
-		"Type=notify", "RestartPreventExitStatus=78", "PLOYZ_DNS_BINARY_SHA256=feed", "Restart=always"} {
-		if !strings.Contains(u, want) {
-			t.Errorf("unit lacks %q", want)
-		}
-	}
 }

@@ -13,36 +13,29 @@ import (
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
-// The Ingress Proxy runs under a runtime unit the daemon writes, like
-// Internal DNS: the daemon is the only writer of the unit and its spec and
-// never stops it outside a reset, so ingress keeps serving while ployzd
-// restarts.
+// The Ingress Proxy is the ingress-caddy plugin (plugins/ingress-caddy);
+// the daemon hands it the spec it derives here. Its contract is package
+// sdk/ingress.
 const (
-	IngressUnit       = "ployz-ingress.service"
-	IngressUnitPath   = "/run/systemd/system/" + IngressUnit
-	IngressBinary     = "/usr/local/bin/ployz-ingress-caddy"
+	IngressPlugin     = "ingress-caddy"
 	IngressListen     = ":80"
 	IngressListenTLS  = ":443"
-	ingressSpecName   = "ingress.json"
 	ingressStatusName = "ingress-status.json"
 )
 
-func (d *Daemon) ingressSpecPath() string   { return filepath.Join(d.cfg.RunDir, ingressSpecName) }
 func (d *Daemon) ingressStatusPath() string { return filepath.Join(d.cfg.RunDir, ingressStatusName) }
 
-// ingressUnit describes the Ingress Proxy as a serving unit.
-func (d *Daemon) ingressUnit() servingUnit {
-	return servingUnit{what: "ingress", unit: IngressUnit, unitPath: IngressUnitPath, specPath: d.ingressSpecPath(),
-		spec:     d.ingressSpec,
-		check:    func(b []byte) error { _, err := ingress.ParseSpec(b); return err },
-		unitFile: func() string { return ingressUnitFile(d.ingressSpecPath(), binaryDigest(IngressBinary)) },
-		extra:    []string{d.ingressStatusPath()}}
+// ingressPlugin describes the Ingress Proxy as a serving plugin.
+func (d *Daemon) ingressPlugin() servingPlugin {
+	return servingPlugin{name: IngressPlugin, what: "ingress", spec: d.ingressSpec,
+		check: func(b []byte) error { _, err := ingress.ParseSpec(b); return err },
+		kept:  []string{ingress.DefaultSpecPath, d.ingressStatusPath()}}
 }
 
-func (d *Daemon) ingressLoop(ctx context.Context) { d.keepServing(ctx, d.ingressUnit()) }
-func (d *Daemon) stopIngress(ctx context.Context) { d.stopServing(ctx, d.ingressUnit()) }
+func (d *Daemon) ingressLoop(ctx context.Context) { d.keepConfigured(ctx, d.ingressPlugin()) }
+func (d *Daemon) stopIngress(ctx context.Context) { d.stopServing(ctx, d.ingressPlugin()) }
 
-// ingressSpec derives ingress.json from the Machine record.
+// ingressSpec derives the ingress spec from the Machine record.
 func (d *Daemon) ingressSpec() ([]byte, error) {
 	rec := d.record()
 	spec := ingress.Spec{
@@ -71,8 +64,13 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 }
 
 // ingressStatus answers ingress_status from the status file the proxy
-// writes; no file means the proxy has loaded nothing on this Machine.
+// writes; no file means the proxy has loaded nothing on this Machine. It
+// needs the ingress plugin: while no healthy plugin serves CapHTTP it is
+// refused naming that capability.
 func (d *Daemon) ingressStatus(context.Context, json.RawMessage) (any, error) {
+	if err := d.needCapability(ingress.CapHTTP); err != nil {
+		return nil, err
+	}
 	st := rpc.IngressStatus{MachineID: d.record().ID}
 	fi, _ := os.Stat(d.ingressStatusPath())
 	b, err := os.ReadFile(d.ingressStatusPath())
@@ -88,27 +86,4 @@ func (d *Daemon) ingressStatus(context.Context, json.RawMessage) (any, error) {
 	st.MachineID = d.record().ID
 	st.Stale = fi != nil && time.Since(fi.ModTime()) > rpc.StaleAfterSeconds*time.Second
 	return st, nil
-}
-
-// ingressUnitFile is the runtime unit; the binary's digest in it makes a
-// new binary change the unit, so the daemon restarts ingress onto it.
-func ingressUnitFile(specPath, digest string) string {
-	return `# Written by ployzd; do not edit. The Ingress Proxy outlives ployzd; only a reset stops it.
-[Unit]
-Description=Ployz Ingress Proxy (Caddy)
-After=network-online.target docker.service
-StartLimitIntervalSec=0
-
-[Service]
-Type=simple
-# The HTTP socket waits in the fd store across restarts (connections queue).
-NotifyAccess=main
-FileDescriptorStoreMax=2
-Environment=PLOYZ_INGRESS_BINARY_SHA256=` + digest + `
-ExecStart=` + IngressBinary + ` serve-ingress --spec ` + specPath + `
-Restart=always
-RestartSec=500ms
-TimeoutStopSec=15s
-LimitNOFILE=1048576
-`
 }

@@ -13,12 +13,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
-func TestIngressSpecUnitAndStatus(t *testing.T) {
+func TestIngressSpecAndStatus(t *testing.T) {
 	run := t.TempDir()
 	d := &Daemon{cfg: Config{DataDir: "/var/lib/ployz", RunDir: run}, log: hclog.NewNullLogger(),
 		rec: machine.Record{ID: "abc", Phase: machine.Participating}}
@@ -34,14 +35,6 @@ func TestIngressSpecUnitAndStatus(t *testing.T) {
 		s.StatusFile != filepath.Join(run, "ingress-status.json") || s.StateDir != "/var/lib/ployz/ingress" {
 		t.Fatalf("%+v", s)
 	}
-	u := ingressUnitFile(d.ingressSpecPath(), "feed")
-	for _, want := range []string{"ExecStart=/usr/local/bin/ployz-ingress-caddy serve-ingress --spec " + filepath.Join(run, "ingress.json"),
-		"PLOYZ_INGRESS_BINARY_SHA256=feed", "Restart=always"} {
-		if !strings.Contains(u, want) {
-			t.Errorf("unit lacks %q", want)
-		}
-	}
-
 	// No status file: not running, but an answer.
 	got, err := d.ingressStatus(context.Background(), nil)
 	if st := got.(rpc.IngressStatus); err != nil || st.Running || st.MachineID != "abc" {
@@ -80,5 +73,20 @@ func TestContainerRowCarriesIngressRoutes(t *testing.T) {
 	raw, _ := json.Marshal(b)
 	if !strings.Contains(string(raw), `"ingress":[{"hostname":"hello.example.test","container_port":8080},{"container_port":8080,"protocol":"tcp","port":8081}]`) {
 		t.Fatalf("row JSON %s", raw)
+	}
+}
+
+// TestIngressStatusNeedsIngressCapability: with no healthy ingress plugin,
+// ingress_status is refused naming the plugin capability it needs.
+func TestIngressStatusNeedsIngressCapability(t *testing.T) {
+	h, err := pluginhost.New(pluginhost.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{cfg: Config{RunDir: t.TempDir()}, log: hclog.NewNullLogger(), plugins: h,
+		rec: machine.Record{ID: "abc", Phase: machine.Participating}}
+	_, err = d.ingressStatus(context.Background(), nil)
+	if c, ok := rpc.Capability(err); !ok || c != ingress.CapHTTP {
+		t.Fatalf("ingress_status without the ingress plugin: %v (capability %q)", err, c)
 	}
 }

@@ -8,91 +8,93 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/pluginhost"
+	"github.com/ployz/ployz/core/rpc"
 )
 
-// servingRetryEvery paces retries of a serving unit that did not converge.
-const servingRetryEvery = 5 * time.Second
+// servingRetryEvery paces retries of a serving plugin's configuration, and
+// its refresh once configured (resolv.conf may change).
+const (
+	servingRetryEvery   = 5 * time.Second
+	servingRefreshEvery = 30 * time.Second
+)
 
-// servingUnit is a serving process the daemon derives from the Machine
-// record and runs under a runtime unit it writes itself: Internal DNS and
-// the Ingress Proxy. The daemon is the only writer of the unit and of its
-// spec, and stops it only on a reset (docs/architecture.md, "Serving outlives the
-// daemon").
-type servingUnit struct {
-	what     string // for logs, e.g. "internal dns"
-	unit     string // systemd unit name
-	unitPath string // where the runtime unit file goes
-	specPath string // the spec file the process reads
-	// spec derives the spec; check parses it as the process would, so
-	// nothing the process would refuse is ever published.
+// servingPlugin is a data-plane plugin whose configuration the daemon
+// derives from the Machine record: Internal DNS and the Ingress Proxy. Like
+// every plugin it runs long-lived under ployz-plugin@<name>.service, is
+// installed and verified by the plugin host, and keeps serving while ployzd
+// stops (docs/architecture.md, "Serving outlives the daemon"). The daemon
+// only hands it its spec through Configure (Host.SetConfig).
+type servingPlugin struct {
+	name string // plugin name, e.g. "dns"
+	what string // for logs, e.g. "internal dns"
+	// spec derives the spec; check parses it as the plugin would, so
+	// nothing the plugin would refuse is ever sent.
 	spec  func() ([]byte, error)
 	check func([]byte) error
-	// unitFile renders the unit; it carries the binary's digest so a new
-	// binary changes the unit and the process is restarted onto it.
-	unitFile func() string
-	// extra files the process writes, removed on reset.
-	extra []string
+	// kept are the files the plugin keeps (its spec, its status), removed
+	// on reset once its unit stopped.
+	kept []string
 }
 
-// keepServing publishes u once this Machine participates (a joining
-// Machine waits), retrying until the spec and unit are in place.
-func (d *Daemon) keepServing(ctx context.Context, u servingUnit) {
+// keepConfigured hands p its spec once this Machine participates (a
+// joining Machine waits), retrying until the host took it, then refreshing.
+func (d *Daemon) keepConfigured(ctx context.Context, p servingPlugin) {
 	for ctx.Err() == nil {
+		wait := servingRetryEvery
 		if d.record().Phase == machine.Participating {
-			err := d.ensureServing(ctx, u)
-			if err == nil {
-				return
+			if err := d.configure(ctx, p); err != nil {
+				d.log.Warn(p.what+" not configured; retrying", "plugin", p.name, "error", err)
+			} else {
+				wait = servingRefreshEvery
 			}
-			d.log.Warn(u.what+" not converged; retrying", "error", err)
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(servingRetryEvery):
+		case <-time.After(wait):
 		}
 	}
 }
 
-// ensureServing writes u's spec and unit when they differ from what the
-// record derives, reloads systemd after a unit change and starts the unit
-// (restarting it when the unit changed). It runs after the store
-// answered, so a process moves to new software only once its store is ready.
-func (d *Daemon) ensureServing(ctx context.Context, u servingUnit) error {
-	spec, err := u.spec()
+func (d *Daemon) configure(ctx context.Context, p servingPlugin) error {
+	spec, err := p.spec()
 	if err != nil {
 		return err
 	}
-	if err := u.check(spec); err != nil {
+	if err := p.check(spec); err != nil {
 		return fmt.Errorf("derived %w", err)
 	}
-	if _, err := writeIfChanged(u.specPath, spec); err != nil {
-		return fmt.Errorf("write %s: %w", u.specPath, err)
+	if d.plugins == nil {
+		return errors.New("no plugin host")
 	}
-	unitChanged, err := writeIfChanged(u.unitPath, []byte(u.unitFile()))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", u.unitPath, err)
-	}
-	if unitChanged {
-		if err := d.cfg.Units.Reload(ctx); err != nil {
-			return err
-		}
-		d.log.Info(u.what+" unit written; restarting it", "unit", u.unit)
-		return d.cfg.Units.Restart(ctx, u.unit)
-	}
-	return d.cfg.Units.Start(ctx, u.unit)
+	return d.plugins.SetConfig(ctx, p.name, spec)
 }
 
-// stopServing is the reset path: stop the unit, remove it, its spec and
-// the files it wrote.
-func (d *Daemon) stopServing(ctx context.Context, u servingUnit) {
-	if err := d.cfg.Units.Stop(ctx, u.unit); err != nil {
-		d.log.Warn("reset: stop "+u.what, "error", err)
-	}
-	for _, p := range append([]string{u.specPath, u.unitPath}, u.extra...) {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("reset: remove", "path", p, "error", err)
+// stopServing is the reset path: withdraw p's spec, stop its unit (which
+// releases its parked sockets) and remove the files it kept. The host
+// starts the unit again, and the plugin waits, unconfigured.
+func (d *Daemon) stopServing(ctx context.Context, p servingPlugin) {
+	if d.plugins != nil {
+		if err := d.plugins.SetConfig(ctx, p.name, nil); err != nil {
+			d.log.Warn("reset: withdraw spec", "plugin", p.name, "error", err)
 		}
 	}
-	if err := d.cfg.Units.Reload(ctx); err != nil {
-		d.log.Warn("reset: systemd reload", "error", err)
+	if err := d.cfg.Units.Stop(ctx, pluginhost.UnitName(p.name)); err != nil {
+		d.log.Warn("reset: stop "+p.what, "error", err)
 	}
+	for _, path := range p.kept {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("reset: remove", "path", path, "error", err)
+		}
+	}
+}
+
+// needCapability refuses a Machine RPC whose plugin capability no healthy
+// plugin serves now, naming it in details.capability.
+func (d *Daemon) needCapability(capability string) error {
+	if d.plugins == nil || d.plugins.Available(capability) {
+		return nil
+	}
+	return rpc.Errorf(rpc.CodeUnavailable, "capability %s is not served on this Machine right now (see `ployz machine inspect`)", capability).
+		With("capability", capability)
 }

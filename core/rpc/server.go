@@ -186,7 +186,8 @@ func (s *Server) dispatch(ctx context.Context, req Request) Response {
 	out, err := r.Handler(ctx, req.Payload)
 	if err != nil {
 		e := asError(err)
-		if e.Code == CodeUnsupported || e.Code == CodeUnavailable {
+		// A handler may name the plugin capability it lacks; keep that.
+		if _, named := e.Details["capability"]; !named && (e.Code == CodeUnsupported || e.Code == CodeUnavailable) {
 			e = e.With("capability", r.Capability)
 		}
 		return errResponse(e)
