@@ -55,17 +55,21 @@ func TestInternalDNS(t *testing.T) {
 
 	for _, m := range l.Machines {
 		eventually(t, 60*time.Second, m.Name+" DNS unit active", func() error {
-			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-dns.service")
+			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-plugin@dns.service")
 			if err != nil || out != "active" {
-				return fmt.Errorf("ployz-dns.service %q: %v", out, err)
+				return fmt.Errorf("ployz-plugin@dns.service %q: %v", out, err)
 			}
 			return nil
 		})
 	}
-	spec, err := l.Exec(ctx, "m1", "cat", "/run/ployz/dns.json")
-	if err != nil || !strings.Contains(spec, `"listen": "`+server+`"`) || !strings.Contains(spec, ids["m1"]) {
-		t.Fatalf("dns.json on m1: %v\n%s", err, spec)
-	}
+	// The spec reaches the plugin through Configure; it keeps it there.
+	eventually(t, 60*time.Second, "m1's DNS plugin keeps its spec", func() error {
+		spec, err := l.Exec(ctx, "m1", "cat", "/run/ployz/dns.json")
+		if err != nil || !strings.Contains(spec, `"listen": "`+server+`"`) || !strings.Contains(spec, ids["m1"]) {
+			return fmt.Errorf("dns.json on m1: %v\n%s", err, spec)
+		}
+		return nil
+	})
 
 	run := func(m, name string) string {
 		t.Helper()
@@ -210,7 +214,7 @@ func TestInternalDNS(t *testing.T) {
 		}()
 		time.Sleep(2 * time.Second)
 		for i := range 3 {
-			if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz-dns.service"); err != nil {
+			if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz-plugin@dns.service"); err != nil {
 				t.Errorf("restart %d: %v", i, err)
 			}
 			time.Sleep(1500 * time.Millisecond)
@@ -233,8 +237,8 @@ func TestInternalDNS(t *testing.T) {
 		// wait stays well under a stub resolver's 1 s try. The loop tells a
 		// lost query (never answered) from a late one (answered after 1 s).
 		if res.Failed != 0 || res.Queries != 6000 {
-			journal, _ := l.Exec(ctx, "m1", "journalctl", "-u", "ployz-dns.service", "--no-pager", "-n", "60")
-			status, _ := l.Exec(ctx, "m1", "systemctl", "status", "--no-pager", "ployz-dns.service")
+			journal, _ := l.Exec(ctx, "m1", "journalctl", "-u", "ployz-plugin@dns.service", "--no-pager", "-n", "60")
+			status, _ := l.Exec(ctx, "m1", "systemctl", "status", "--no-pager", "ployz-plugin@dns.service")
 			t.Logf("ployz-dns on m1:\n%s\n%s", status, journal)
 			t.Fatalf("%d of %d queries failed: %d lost, %d answered after their 1 s try (latest %s) (last: %s)", res.Failed, res.Queries, res.Lost, res.Late, res.MaxLate, res.LastFail)
 		}
@@ -247,8 +251,8 @@ func TestInternalDNS(t *testing.T) {
 		if res.P99 > dnsRestartP99 {
 			t.Errorf("p99 %s across the restarts, want at most %s (p50 %s, max %s)", res.P99, dnsRestartP99, res.P50, res.Max)
 		}
-		pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "NRestarts,MainPID", "ployz-dns.service")
-		t.Logf("ployz-dns.service after the loop: %s", strings.ReplaceAll(pid, "\n", " "))
+		pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "NRestarts,MainPID", "ployz-plugin@dns.service")
+		t.Logf("ployz-plugin@dns.service after the loop: %s", strings.ReplaceAll(pid, "\n", " "))
 	})
 }
 

@@ -67,9 +67,9 @@ func TestIngressHTTPS(t *testing.T) {
 	formCluster(t, l, op)
 	for _, m := range l.Machines {
 		eventually(t, 60*time.Second, m.Name+" ingress unit active", func() error {
-			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-ingress.service")
+			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-plugin@ingress-caddy.service")
 			if err != nil || out != "active" {
-				return fmt.Errorf("ployz-ingress.service %q: %v", out, err)
+				return fmt.Errorf("ployz-plugin@ingress-caddy.service %q: %v", out, err)
 			}
 			return nil
 		})

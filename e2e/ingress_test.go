@@ -117,9 +117,9 @@ func TestIngressHTTP(t *testing.T) {
 	}
 	for _, m := range l.Machines {
 		eventually(t, 60*time.Second, m.Name+" ingress unit active", func() error {
-			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-ingress.service")
+			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-plugin@ingress-caddy.service")
 			if err != nil || out != "active" {
-				return fmt.Errorf("ployz-ingress.service %q: %v", out, err)
+				return fmt.Errorf("ployz-plugin@ingress-caddy.service %q: %v", out, err)
 			}
 			return nil
 		})
@@ -224,7 +224,7 @@ func TestIngressHTTP(t *testing.T) {
 	// restart the proxy.
 	m3 := l.Machines[2]
 	pid := func() string {
-		out, err := l.Exec(ctx, m3.Name, "systemctl", "show", "-p", "MainPID", "--value", "ployz-ingress.service")
+		out, err := l.Exec(ctx, m3.Name, "systemctl", "show", "-p", "MainPID", "--value", "ployz-plugin@ingress-caddy.service")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestIngressHTTP(t *testing.T) {
 		return nil
 	})
 	if after := pid(); after != before {
-		t.Errorf("ployz-ingress.service restarted with ployzd: pid %s -> %s", before, after)
+		t.Errorf("ployz-plugin@ingress-caddy.service restarted with ployzd: pid %s -> %s", before, after)
 	}
 
 	// Plain TCP ingress routes (x-ports ingress_port): ingress_tcp_test.go.

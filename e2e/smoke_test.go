@@ -75,7 +75,7 @@ func TestSmokeDebian12(t *testing.T) {
 		gws[m.Name] = p.Masked().Addr().Next().String()
 	}
 	for _, m := range l.Machines {
-		for _, unit := range []string{"ployz-dns.service", "ployz-ingress.service"} {
+		for _, unit := range []string{"ployz-plugin@dns.service", "ployz-plugin@ingress-caddy.service"} {
 			eventually(t, 60*time.Second, m.Name+" "+unit+" active", func() error {
 				out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", unit)
 				if err != nil || out != "active" {
@@ -154,7 +154,7 @@ func TestSmokeDebian12(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz-dns.service"); err != nil {
+		if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz-plugin@dns.service"); err != nil {
 			t.Fatal(err)
 		}
 		after, err := ino()

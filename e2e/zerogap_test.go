@@ -137,7 +137,7 @@ services:
 // redeploy whose new Containers become ready late, a Container of an
 // older deployment turning ready, a scale-down finished by the retire
 // loop after its CLI died, `systemctl restart ployz` and `systemctl
-// restart ployz-ingress` on every Machine. No request may fail.
+// restart ployz-plugin@ingress-caddy` on every Machine. No request may fail.
 func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator) {
 	const host = "hello.example.test"
 
@@ -280,14 +280,14 @@ func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator)
 	// waits in systemd's fd store, so connections queue, none is refused.
 	loop = startLoop(l, host)
 	for _, m := range l.Machines {
-		t.Logf("%s restarting ployz-ingress on %s (%s)", time.Now().Format("15:04:05.000"), m.Name, m.IP)
-		if _, err := l.Exec(ctx, m.Name, "systemctl", "restart", "ployz-ingress.service"); err != nil {
+		t.Logf("%s restarting ployz-plugin@ingress-caddy on %s (%s)", time.Now().Format("15:04:05.000"), m.Name, m.IP)
+		if _, err := l.Exec(ctx, m.Name, "systemctl", "restart", "ployz-plugin@ingress-caddy.service"); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s restarted", time.Now().Format("15:04:05.000"))
 		time.Sleep(2 * time.Second)
 	}
-	loop.end(t, "systemctl restart ployz-ingress on every Machine")
+	loop.end(t, "systemctl restart ployz-plugin@ingress-caddy on every Machine")
 }
 
 // killAfter runs ployz with args and kills it (SIGKILL, no clean-up) as

@@ -104,7 +104,7 @@ func serviceIngress(owner string, hostnames []string, ms []machineIngress) (stri
 				r = routeOfKey(h)
 				r.State, r.Detail = rpc.RoutePending, strings.TrimSuffix("the Ingress Proxy has loaded nothing on this Machine; "+m.Status.LoadError, "; ")
 			case m.Status.Stale:
-				r.State, r.Detail = "unknown", "the Ingress Proxy has not reported for over 30 s (is ployz-ingress.service running?)"
+				r.State, r.Detail = "unknown", "the Ingress Proxy has not reported for over 30 s (is ployz-plugin@ingress-caddy.service running?)"
 			case !ok:
 				r = routeOfKey(h)
 				r.State, r.Detail = rpc.RoutePending, "not in the loaded config yet"
