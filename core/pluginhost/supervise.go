@@ -260,7 +260,16 @@ func (s *supervisor) watch(ctx context.Context, inst *instance) string {
 func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 	e := s.entry()
 	if !inst.longLived || inst.running == "" || inst.running == e.SHA256 {
-		s.update(func(st *PluginStatus) { st.RunningSHA256 = "" })
+		s.mu.Lock()
+		msg := s.switchErr
+		s.switching, s.switchErr = "", ""
+		s.mu.Unlock()
+		s.update(func(st *PluginStatus) {
+			st.RunningSHA256 = ""
+			if msg != "" && st.Error == msg {
+				st.Error = "" // the refused install was replaced
+			}
+		})
 		return
 	}
 	s.update(func(st *PluginStatus) { st.RunningSHA256 = inst.running })
