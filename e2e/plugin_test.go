@@ -113,4 +113,32 @@ func TestLongLivedPluginOutlivesDaemon(t *testing.T) {
 	if got := unitPid(); got != fmt.Sprint(first.Pid) {
 		t.Errorf("the plugin process changed: unit main pid %s, was %d", got, first.Pid)
 	}
+
+	// Swapped by digest, as sdk/example/README.md step 8 says: installing
+	// another digest while ployzd runs makes it verify the new blob and
+	// restart the unit onto it; the capability stays in describe_contract.
+	out, err = l.Exec(ctx, "m1", "sh", "-c", "cp /root/ployz-example /root/ployz-example-next && printf 'next' >> /root/ployz-example-next && "+
+		"ployzd plugins install /root/ployz-example-next --name example --lifecycle long-lived")
+	if err != nil {
+		t.Fatalf("install the next release: %v %s", err, out)
+	}
+	next := out[strings.LastIndex(out, " ")+1:]
+	eventually(t, 60*time.Second, "ployzd switches the plugin to the new digest", func() error {
+		in, err := inspectLocal(ctx, l, "m1")
+		if err != nil {
+			return err
+		}
+		p, _ := pluginView(in, "example")
+		if p.SHA256 != next || p.RunningSHA256 != "" || p.Health != "healthy" || p.Pid == first.Pid || p.Pid == 0 {
+			return fmt.Errorf("plugin: %+v", p)
+		}
+		return nil
+	})
+	c, err := describeContract(ctx, t, l, l.Machines[0])
+	if err != nil || !slices.Contains(c.Capabilities, capName) {
+		t.Fatalf("describe_contract after the swap: %v %v", c.Capabilities, err)
+	}
+	if got, want := unitPid(), ""; got == want || got == fmt.Sprint(first.Pid) {
+		t.Errorf("unit main pid %s after the swap, first was %d", got, first.Pid)
+	}
 }
