@@ -34,7 +34,7 @@ func Main(version string, args []string, stdout, stderr io.Writer) int {
 	case "status":
 		fs := flag.NewFlagSet("status", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		file := fs.String("file", ingress.DefaultStatusPath, "the status file serve-ingress writes")
+		file := fs.String("file", ingress.DefaultStatusPath, "the status file `serve` writes")
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}
