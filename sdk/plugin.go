@@ -46,21 +46,21 @@ type Plugin struct {
 // when the author first runs the binary rather than in a host's log.
 func (p *Plugin) Validate() error {
 	if err := ValidName(p.Name); err != nil {
-		return err
+		return fmt.Errorf("plugin field \"Name\": %w", err)
 	}
 	if p.Kind == "" {
-		return errors.New("plugin kind is empty")
+		return fmt.Errorf("plugin %q: field \"Kind\" is empty", p.Name)
 	}
 	if p.Version == "" {
-		return fmt.Errorf("plugin %q: version is empty", p.Name)
+		return fmt.Errorf("plugin %q: field \"Version\" is empty", p.Name)
 	}
-	for _, c := range p.Capabilities {
+	for i, c := range p.Capabilities {
 		if err := ValidCapability(c); err != nil {
-			return fmt.Errorf("plugin %q: %w", p.Name, err)
+			return fmt.Errorf("plugin %q: field \"Capabilities[%d]\": %w", p.Name, i, err)
 		}
 	}
 	if len(p.Capabilities) > 0 && p.Register == nil {
-		return fmt.Errorf("plugin %q advertises capabilities but registers no service", p.Name)
+		return fmt.Errorf("plugin %q: field \"Register\" is nil, but it advertises capabilities", p.Name)
 	}
 	return nil
 }

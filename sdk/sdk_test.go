@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -48,15 +49,19 @@ func TestPluginValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	noService := ok
-	noService.Capabilities = []string{"ployz.dns.serve.v1"}
-	if noService.Validate() == nil {
-		t.Error("capabilities without a registered service accepted")
-	}
-	badName := ok
-	badName.Name = "DNS plugin"
-	if badName.Validate() == nil {
-		t.Error("bad name accepted")
+	for field, mutate := range map[string]func(*Plugin){
+		"Register":        func(p *Plugin) { p.Capabilities = []string{"ployz.dns.serve.v1"} },
+		"Name":            func(p *Plugin) { p.Name = "DNS plugin" },
+		"Kind":            func(p *Plugin) { p.Kind = "" },
+		"Version":         func(p *Plugin) { p.Version = "" },
+		"Capabilities[1]": func(p *Plugin) { p.Capabilities = []string{"ployz.dns.serve.v1", "Serve DNS"} },
+	} {
+		p := ok
+		mutate(&p)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), `field "`+field+`"`) {
+			t.Errorf("%s: refusal %v does not name the field", field, err)
+		}
 	}
 }
 

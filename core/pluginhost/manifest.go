@@ -111,22 +111,24 @@ func LoadManifest(path string) (*Manifest, error) {
 	return &m, nil
 }
 
-// Validate checks names, digests and lifecycles, and that names are unique.
+// Validate checks names, digests and lifecycles, and that names are
+// unique. An error names the offending field, e.g. plugins[2].sha256.
 func (m *Manifest) Validate() error {
 	seen := map[string]bool{}
-	for _, e := range m.Plugins {
+	for i, e := range m.Plugins {
+		field := func(f string) string { return fmt.Sprintf("field \"plugins[%d].%s\"", i, f) }
 		if err := sdk.ValidName(e.Name); err != nil {
-			return err
+			return fmt.Errorf("%s: %w", field("name"), err)
 		}
 		if seen[e.Name] {
-			return fmt.Errorf("plugin %q is listed twice", e.Name)
+			return fmt.Errorf("%s: plugin %q is listed twice", field("name"), e.Name)
 		}
 		seen[e.Name] = true
 		if b, err := hex.DecodeString(e.SHA256); err != nil || len(b) != 32 {
-			return fmt.Errorf("plugin %q: sha256 %q is not 64 hex digits", e.Name, e.SHA256)
+			return fmt.Errorf("%s: plugin %q: %q is not 64 hex digits", field("sha256"), e.Name, e.SHA256)
 		}
 		if e.Lifecycle != LifecycleManaged && e.Lifecycle != LifecycleLongLived {
-			return fmt.Errorf("plugin %q: lifecycle %q is neither %q nor %q", e.Name, e.Lifecycle, LifecycleManaged, LifecycleLongLived)
+			return fmt.Errorf("%s: plugin %q: %q is neither %q nor %q", field("lifecycle"), e.Name, e.Lifecycle, LifecycleManaged, LifecycleLongLived)
 		}
 	}
 	return nil

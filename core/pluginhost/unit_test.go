@@ -52,15 +52,20 @@ func TestCatalogLookup(t *testing.T) {
 
 func TestManifestValidate(t *testing.T) {
 	d := strings.Repeat("ab", 32)
-	for name, m := range map[string]Manifest{
-		"duplicate": {Plugins: []Entry{{Name: "a", SHA256: d, Lifecycle: LifecycleManaged}, {Name: "a", SHA256: d, Lifecycle: LifecycleManaged}}},
-		"digest":    {Plugins: []Entry{{Name: "a", SHA256: "abc", Lifecycle: LifecycleManaged}}},
-		"lifecycle": {Plugins: []Entry{{Name: "a", SHA256: d, Lifecycle: "forever"}}},
-		"name":      {Plugins: []Entry{{Name: "A B", SHA256: d, Lifecycle: LifecycleManaged}}},
+	ok := Entry{Name: "a", SHA256: d, Lifecycle: LifecycleManaged}
+	for field, m := range map[string]Manifest{
+		"plugins[1].name":      {Plugins: []Entry{ok, ok}},
+		"plugins[0].sha256":    {Plugins: []Entry{{Name: "a", SHA256: "abc", Lifecycle: LifecycleManaged}}},
+		"plugins[1].lifecycle": {Plugins: []Entry{ok, {Name: "b", SHA256: d, Lifecycle: "forever"}}},
+		"plugins[0].name":      {Plugins: []Entry{{Name: "A B", SHA256: d, Lifecycle: LifecycleManaged}}},
 	} {
-		if m.Validate() == nil {
-			t.Errorf("%s: invalid manifest accepted", name)
+		err := m.Validate()
+		if err == nil || !strings.Contains(err.Error(), `field "`+field+`"`) {
+			t.Errorf("%s: refusal %v does not name the field", field, err)
 		}
+	}
+	if err := (&Manifest{Plugins: []Entry{ok}}).Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 
