@@ -71,7 +71,7 @@ func TestPluginsHostedOneWay(t *testing.T) {
 
 	want := map[string][]string{
 		"dns":           {sdkdns.CapServe},
-		"ingress-caddy": ingress.Capabilities(nil), // the lab runs without HTTPS
+		"ingress-caddy": {ingress.CapHTTP, ingress.CapTCP}, // and ingress.CapTLS when HTTPS is on
 		"logstore":      {}, "metrics": {}, "volume-zfs": {},
 	}
 	eventually(t, 120*time.Second, "ployzd plugins ls shows all five plugins healthy", func() error {
@@ -86,6 +86,9 @@ func TestPluginsHostedOneWay(t *testing.T) {
 				continue
 			}
 			seen[s.Name] = true
+			if s.Name == "ingress-caddy" && slices.Contains(s.Capabilities, ingress.CapTLS) {
+				caps = ingress.Capabilities(&ingress.Spec{ACME: &ingress.ACMESpec{}})
+			}
 			if s.Health != pluginhost.HealthHealthy || s.Version == "" || len(s.SHA256) != 64 || s.Lifecycle != pluginhost.LifecycleLongLived ||
 				!slices.Equal(s.Capabilities, caps) || s.Pid == 0 {
 				return fmt.Errorf("%s: %+v", s.Name, s)
