@@ -70,18 +70,25 @@ func (d *Daemon) configure(ctx context.Context, p servingPlugin) error {
 	return d.plugins.SetConfig(ctx, p.name, spec)
 }
 
-// stopServing is the reset path: withdraw p's spec, stop its unit (which
-// releases its parked sockets) and remove the files it kept. The host
-// starts the unit again, and the plugin waits, unconfigured.
+// stopServing is the reset path: withdraw p's spec, remove the files it
+// kept, then stop its unit (which releases its parked sockets). The files
+// go first so that the process the host starts again finds no spec and
+// waits, unconfigured; they are removed once more after the stop in case
+// the old process rewrote one (its status) meanwhile.
 func (d *Daemon) stopServing(ctx context.Context, p servingPlugin) {
 	if d.plugins != nil {
 		if err := d.plugins.SetConfig(ctx, p.name, nil); err != nil {
 			d.log.Warn("reset: withdraw spec", "plugin", p.name, "error", err)
 		}
 	}
+	d.removeKept(p)
 	if err := d.cfg.Units.Stop(ctx, pluginhost.UnitName(p.name)); err != nil {
 		d.log.Warn("reset: stop "+p.what, "error", err)
 	}
+	d.removeKept(p)
+}
+
+func (d *Daemon) removeKept(p servingPlugin) {
 	for _, path := range p.kept {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("reset: remove", "path", path, "error", err)
