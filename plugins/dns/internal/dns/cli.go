@@ -11,12 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	miekg "github.com/miekg/dns"
 	dnsspec "github.com/ployz/ployz/sdk/dns"
 	"google.golang.org/grpc"
@@ -156,56 +155,40 @@ func (s *Status) serving(h *Handler, listen string) {
 // and its port-53 sockets in systemd's fd store, and answers without
 // waiting for ployzd.
 func serveLongLived(version string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	defSocket := os.Getenv("PLOYZ_PLUGIN_SOCKET")
-	if defSocket == "" {
-		defSocket = sdk.DefaultSocket("dns")
-	}
-	socket := fs.String("socket", defSocket, "plugin socket; the reattach record is written beside it")
-	spec := fs.String("spec", dnsspec.DefaultSpecPath, "where the applied spec is kept")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	log := sdk.NewLogger("dns")
-	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	st := &Status{SpecPath: *spec}
-	pctx, cancelPlugin := context.WithCancel(ctx)
-	plugin := make(chan error, 1)
-	go func() { plugin <- sdk.ServeLongLived(pctx, Plugin(version, st), *socket, log.Named("plugin")) }()
-	defer func() {
-		cancelPlugin()
-		select { // the plugin socket only drains; DNS has stopped
-		case <-plugin:
-		case <-time.After(time.Second):
-		}
-	}()
-
-	if !sdk.WaitForFile(ctx, *spec, plugin, log) {
-		return 0
-	}
-	bin, _ := os.Executable()
-	if len(os.Args) > 0 && filepath.IsAbs(os.Args[0]) {
-		bin = os.Args[0] // the path the unit runs, which an upgrade re-points
-	}
-	err := Serve(ctx, Options{SpecPath: *spec, Binary: bin, Log: log, OnServing: func(h *Handler) {
-		cfg, _, _ := dnsspec.LoadSpec(*spec)
-		st.serving(h, cfg.Listen)
-	}})
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, ErrSpecChanged):
-		log.Info(err.Error())
-		return 0
-	case errors.Is(err, ErrCannotServe):
-		return ExitCannotServe
-	default:
-		log.Error("dns", "error", err)
-		return 1
-	}
+	var st *Status
+	return sdk.ServeDataPlane(sdk.DataPlane{
+		Name:     "dns",
+		SpecPath: dnsspec.DefaultSpecPath,
+		Plugin: func(spec string) *sdk.Plugin {
+			st = &Status{SpecPath: spec}
+			return Plugin(version, st)
+		},
+		Serve: func(ctx context.Context, spec string, served <-chan error, log hclog.Logger) int {
+			if !sdk.WaitForFile(ctx, spec, served, log) {
+				return 0
+			}
+			bin, _ := os.Executable()
+			if len(os.Args) > 0 && filepath.IsAbs(os.Args[0]) {
+				bin = os.Args[0] // the path the unit runs, which an upgrade re-points
+			}
+			err := Serve(ctx, Options{SpecPath: spec, Binary: bin, Log: log, OnServing: func(h *Handler) {
+				cfg, _, _ := dnsspec.LoadSpec(spec)
+				st.serving(h, cfg.Listen)
+			}})
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, ErrSpecChanged):
+				log.Info(err.Error())
+				return 0
+			case errors.Is(err, ErrCannotServe):
+				return ExitCannotServe
+			default:
+				log.Error("dns", "error", err)
+				return 1
+			}
+		},
+	}, args, stderr)
 }
 
 func queryLoop(args []string, stdout, stderr io.Writer) int {

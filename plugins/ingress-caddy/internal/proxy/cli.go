@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
 	"github.com/ployz/ployz/sdk"
@@ -86,56 +84,36 @@ func applySpec(path string, spec []byte) error {
 // kept spec as soon as there is one. A restart finds the kept spec and the
 // listening sockets in systemd's fd store and serves without ployzd.
 func serveLongLived(version string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	defSocket := os.Getenv("PLOYZ_PLUGIN_SOCKET")
-	if defSocket == "" {
-		defSocket = sdk.DefaultSocket("ingress-caddy")
-	}
-	socket := fs.String("socket", defSocket, "plugin socket; the reattach record is written beside it")
-	specPath := fs.String("spec", ingress.DefaultSpecPath, "where the applied spec is kept")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	log := sdk.NewLogger("ingress")
-	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
 	var kept *ingress.Spec
-	if s, _, err := ingress.LoadSpec(*specPath); err == nil {
-		kept = &s
-	}
-	pctx, cancelPlugin := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() {
-		served <- sdk.ServeLongLived(pctx, plugin(version, *specPath, kept), *socket, log.Named("plugin"))
-	}()
-	defer func() {
-		cancelPlugin()
-		select { // the plugin socket only drains; the proxy has stopped
-		case <-served:
-		case <-time.After(time.Second):
-		}
-	}()
-	if kept == nil {
-		// Configured for the first time: restart so Info advertises what
-		// the spec turns on (HTTPS), as every later start does.
-		if !sdk.WaitForFile(ctx, *specPath, served, log) {
-			return 0
-		}
-		log.Info("configured; restarting onto the spec", "spec", *specPath)
-		return 0
-	}
-	err := Serve(ctx, Options{SpecPath: *specPath, Log: log})
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, ErrSpecChanged):
-		log.Info(err.Error())
-		return 0
-	default:
-		log.Error("ingress", "error", err)
-		return 1
-	}
+	return sdk.ServeDataPlane(sdk.DataPlane{
+		Name:     "ingress-caddy",
+		SpecPath: ingress.DefaultSpecPath,
+		Plugin: func(spec string) *sdk.Plugin {
+			if s, _, err := ingress.LoadSpec(spec); err == nil {
+				kept = &s
+			}
+			return plugin(version, spec, kept)
+		},
+		Serve: func(ctx context.Context, spec string, served <-chan error, log hclog.Logger) int {
+			if kept == nil {
+				// Configured for the first time: restart so Info advertises
+				// what the spec turns on (HTTPS), as every later start does.
+				if sdk.WaitForFile(ctx, spec, served, log) {
+					log.Info("configured; restarting onto the spec", "spec", spec)
+				}
+				return 0
+			}
+			err := Serve(ctx, Options{SpecPath: spec, Log: log})
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, ErrSpecChanged):
+				log.Info(err.Error())
+				return 0
+			default:
+				log.Error("ingress", "error", err)
+				return 1
+			}
+		},
+	}, args, stderr)
 }
