@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -37,5 +40,45 @@ func TestDNSSpecFromRecord(t *testing.T) {
 	if c.Machine != "abc" || c.Listen != "10.210.7.1:53" || c.Subnet != "10.210.7.0/24" ||
 		c.StoreAPI != "127.0.0.1:7571" || c.StoreTokenFile != "/var/lib/ployz/store/token" {
 		t.Fatalf("%+v", c.Spec)
+	}
+}
+
+type recordedUnits struct{ calls []string }
+
+func (r *recordedUnits) Start(_ context.Context, u string) error {
+	r.calls = append(r.calls, "start "+u)
+	return nil
+}
+func (r *recordedUnits) Restart(_ context.Context, u string) error {
+	r.calls = append(r.calls, "restart "+u)
+	return nil
+}
+func (r *recordedUnits) Stop(_ context.Context, u string) error {
+	r.calls = append(r.calls, "stop "+u)
+	return nil
+}
+func (r *recordedUnits) Reload(context.Context) error {
+	r.calls = append(r.calls, "reload")
+	return nil
+}
+
+// TestRetireOldServingUnits: an upgrade from a ployzd that ran DNS under
+// its own runtime unit stops and removes that unit before the plugin's
+// takes the port; without one, nothing is touched.
+func TestRetireOldServingUnits(t *testing.T) {
+	dir := t.TempDir()
+	u := &recordedUnits{}
+	d := &Daemon{cfg: Config{Units: u}, log: hclog.NewNullLogger()}
+	d.retireOldServingUnits(context.Background(), dir)
+	if len(u.calls) != 0 {
+		t.Fatalf("calls without old units: %v", u.calls)
+	}
+	os.WriteFile(filepath.Join(dir, "ployz-dns.service"), []byte("[Service]\n"), 0o644)
+	d.retireOldServingUnits(context.Background(), dir)
+	if !slices.Equal(u.calls, []string{"stop ployz-dns.service", "reload"}) {
+		t.Fatalf("calls = %v", u.calls)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ployz-dns.service")); !os.IsNotExist(err) {
+		t.Fatalf("old unit left: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ployz/ployz/core/machine"
@@ -104,4 +105,34 @@ func (d *Daemon) needCapability(capability string) error {
 	}
 	return rpc.Errorf(rpc.CodeUnavailable, "capability %s is not served on this Machine right now (see `ployz machine inspect`)", capability).
 		With("capability", capability)
+}
+
+// oldServingUnits are the runtime units earlier ployzd versions wrote for
+// DNS and ingress themselves, before both became plugins.
+var oldServingUnits = []string{"ployz-dns.service", "ployz-ingress.service"}
+
+// retireOldServingUnits stops and removes those units when an upgrade
+// finds them, before the plugin host starts ployz-plugin@dns and
+// @ingress-caddy, which bind the same ports and read the same spec files.
+func (d *Daemon) retireOldServingUnits(ctx context.Context, unitDir string) {
+	removed := false
+	for _, u := range oldServingUnits {
+		path := filepath.Join(unitDir, u)
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		d.log.Info("retiring the runtime unit of an earlier ployzd; its plugin takes over", "unit", u)
+		if err := d.cfg.Units.Stop(ctx, u); err != nil {
+			d.log.Warn("stop old unit", "unit", u, "error", err)
+		}
+		if err := os.Remove(path); err != nil {
+			d.log.Warn("remove old unit", "path", path, "error", err)
+		}
+		removed = true
+	}
+	if removed {
+		if err := d.cfg.Units.Reload(ctx); err != nil {
+			d.log.Warn("systemd reload", "error", err)
+		}
+	}
 }
