@@ -208,7 +208,10 @@ func TestPluginsHostedOneWay(t *testing.T) {
 			t.Fatalf("query loop: %q: %v", out, err)
 		}
 		t.Logf("query loop across kill -9 of ployz-plugin@dns: %s", out)
-		if res.Failed != 0 || res.Queries != 2500 {
+		// A killed process answers nothing until systemd restarted it, so a
+		// query may be late (answered after its 1 s try, from the socket
+		// parked in the fd store); none may be lost.
+		if res.Lost != 0 || res.Queries != 2500 || res.Failed != res.Late {
 			t.Errorf("%d of %d queries failed across the kill (%d lost, %d late)", res.Failed, res.Queries, res.Lost, res.Late)
 		}
 	})
