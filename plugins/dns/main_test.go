@@ -107,7 +107,13 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 	}
 	p.Configure(t, spec)
 	query()
-	s, err := dnsv1.NewDNSClient(p.Conn).Status(context.Background(), &dnsv1.StatusRequest{})
+	// Status reports serving right after the first load starts answering.
+	var s *dnsv1.StatusResponse
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if s, err = dnsv1.NewDNSClient(p.Conn).Status(context.Background(), &dnsv1.StatusRequest{}); err == nil && s.GetServing() {
+			break
+		}
+	}
 	if err != nil || !s.GetServing() || s.GetListenAddrs()[0] != listen || s.GetSpecSha256() == "" {
 		t.Fatalf("Status = %v %v", s, err)
 	}
