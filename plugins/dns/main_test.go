@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,18 +59,7 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 
 	socket := filepath.Join(dir, "dns.sock")
 	specPath := filepath.Join(dir, "kept", "dns.json")
-	serve := func() *exec.Cmd {
-		cmd := exec.Command(bin, "serve", "--socket", socket, "--spec", specPath)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-		if err := plugintest.WaitReattach(socket, cmd.Process.Pid, 10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	serve := func() *exec.Cmd { return plugintest.ServeLongLived(t, bin, socket, "--spec", specPath) }
 	query := func() {
 		t.Helper()
 		m := new(miekg.Msg)
@@ -120,7 +110,7 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 
 	// A restart serves the kept spec with no host configuring it.
 	first.Process.Signal(os.Interrupt)
-	first.Wait()
+	waitExit(t, first.Process.Pid)
 	serve()
 	query()
 }
@@ -138,4 +128,15 @@ func freePort(t *testing.T) string {
 			return pc.LocalAddr().String()
 		}
 	}
+}
+
+// waitExit waits until pid, a child plugintest reaps, has exited.
+func waitExit(t *testing.T, pid int) {
+	t.Helper()
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+	}
+	t.Fatalf("pid %d did not exit", pid)
 }

@@ -102,11 +102,12 @@ func (p *Plugin) Configure(t testing.TB, config []byte) uint32 {
 }
 
 // ServeLongLived runs binary in long-lived mode on socket as its own process
-// (the way a systemd unit would) and waits until its reattach record names
-// it. The process is stopped with SIGTERM when the test ends.
-func ServeLongLived(t testing.TB, binary, socket string) *exec.Cmd {
+// (the way a systemd unit would), with any extra arguments after
+// `serve --socket SOCKET`, and waits until its reattach record names it.
+// The process is stopped with SIGTERM when the test ends.
+func ServeLongLived(t testing.TB, binary, socket string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--socket", socket)
+	cmd := exec.Command(binary, append([]string{"serve", "--socket", socket}, extra...)...)
 	cmd.Stderr = os.Stderr
 	// Its own session, as under systemd: no signal aimed at the test's
 	// process group reaches it.
