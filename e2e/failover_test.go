@@ -122,7 +122,7 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	if !backAt.IsZero() {
 		t.Logf("benchmark: the killed replica answered again %s after the last kill", backAt.Sub(killSent).Round(time.Millisecond))
 	}
-	journal, _ := l.Exec(ctx, machine, "journalctl", "-u", "ployz-ingress.service", "-o", "short-unix", "--no-pager",
+	journal, _ := l.Exec(ctx, machine, "journalctl", "-u", "ployz-plugin@ingress-caddy.service", "-o", "short-unix", "--no-pager",
 		"--since", "@"+fmt.Sprint(killSent.Unix()-1))
 	var last time.Time
 	for _, line := range strings.Split(journal, "\n") {

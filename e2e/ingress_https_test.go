@@ -224,7 +224,7 @@ func ingressZeroGapHTTPS(t *testing.T, ctx context.Context, l *lab.Lab, op *oper
 			}
 		}},
 		{"a scale-down from 2 to 1", func() { op.must(t, "scale", "web", "1", "-p", "hello", "-y") }},
-		{"systemctl restart ployz-ingress on every Machine", restart("ployz-ingress.service")},
+		{"systemctl restart ployz-plugin@ingress-caddy on every Machine", restart("ployz-plugin@ingress-caddy.service")},
 		{"systemctl restart ployz on every Machine", restart("ployz.service")},
 	} {
 		loop := startLoopOn(host, targets)

@@ -277,7 +277,7 @@ func TestIngressHTTP(t *testing.T) {
 // store by subscription instead of reading it every 500 ms.
 func idleIngressCPU(t *testing.T, ctx context.Context, l *lab.Lab) {
 	ticks := func(m string) (int64, error) {
-		out, err := l.Exec(ctx, m, "sh", "-c", "cut -d' ' -f14,15 /proc/$(systemctl show -p MainPID --value ployz-ingress.service)/stat")
+		out, err := l.Exec(ctx, m, "sh", "-c", "cut -d' ' -f14,15 /proc/$(systemctl show -p MainPID --value ployz-plugin@ingress-caddy.service)/stat")
 		if err != nil {
 			return 0, err
 		}
