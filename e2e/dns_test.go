@@ -192,7 +192,7 @@ func TestInternalDNS(t *testing.T) {
 	t.Run("idle-cpu", func(t *testing.T) {
 		// Following the store by subscription, an idle Internal DNS costs
 		// next to nothing (it polled twice a second before).
-		pct, err := processCPU(ctx, l, "m1", "ployz-dns.service", 30*time.Second)
+		pct, err := processCPU(ctx, l, "m1", "ployz-plugin@dns.service", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
