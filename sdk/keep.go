@@ -5,10 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/internal/fsutil"
 )
 
 // KeepConfig stores the configuration a long-lived plugin was given at
@@ -22,29 +23,10 @@ func KeepConfig(path string, b []byte) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
 		return false, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
 		return false, fmt.Errorf("keep config: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := writeSynced(tmp, b, 0o644); err != nil {
-		return false, fmt.Errorf("keep config: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return false, fmt.Errorf("keep config: %w", err)
-	}
-	return true, syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return true, nil
 }
 
 // WaitForFile waits until path exists: a long-lived plugin started before

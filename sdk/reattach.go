@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
+
+	"github.com/ployz/ployz/internal/fsutil"
 )
 
 // DefaultSocketDir is where long-lived plugins listen by convention.
@@ -136,33 +138,10 @@ func WriteReattach(path string, r Reattach) error {
 	if err != nil {
 		return fmt.Errorf("encode reattach record: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := writeSynced(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write reattach record: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("install reattach record: %w", err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("install reattach record: %w", err)
-	}
 	return nil
-}
-
-func writeSynced(path string, b []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // ReadReattach reads a record written by WriteReattach.

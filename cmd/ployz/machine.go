@@ -138,18 +138,8 @@ func machineAdd() *cobra.Command {
 // addMachine enrolls the Machine at dest and prints its inspection.
 func addMachine(c *cobra.Command, f enrollFlags, dest string) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	err := func() error {
-		st, err := openStore()
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		ent, oc, err := entry(c.Context(), st)
-		if err != nil {
-			return err
-		}
-		defer ent.Close()
-		o, err := f.options(st, oc.Name, c)
+	err := withSession(c, func(s session) error {
+		o, err := f.options(s.st, s.ctx, c)
 		if err != nil {
 			return err
 		}
@@ -158,17 +148,17 @@ func addMachine(c *cobra.Command, f enrollFlags, dest string) (rpc.Inspection, e
 			return err
 		}
 		defer target.Close()
-		in, err = enroll.Add(c.Context(), ent, target, o)
+		in, err = enroll.Add(c.Context(), s.ent, target, o)
 		if err != nil {
 			return err
 		}
-		if oc.Name != "" {
-			if err := st.AddConnection(oc.Name, operator.Connection{URL: url, SSHKey: g.sshKey}); err != nil {
+		if s.ctx != "" {
+			if err := s.st.AddConnection(s.ctx, operator.Connection{URL: url, SSHKey: g.sshKey}); err != nil {
 				return err
 			}
 		}
 		return printInspection(c, in)
-	}()
+	})
 	return in, err
 }
 

@@ -95,9 +95,10 @@ func TestCrashWithdrawsReadinessAtOnce(t *testing.T) {
 		t.Fatalf("kill the Container's process: %v", err)
 	}
 	// Docker restarts it within a second or so; the row must have said
-	// "not ready" first, or say it still.
+	// "not ready" first, or say it still. The bound is loose (a loaded
+	// host delays Docker's own die event); the time is printed.
 	sawDown := false
-	for time.Since(killed) < time.Second {
+	for time.Since(killed) < 5*time.Second {
 		b := row()
 		if !b.Ready || b.RestartCount > 0 {
 			sawDown = true
@@ -106,7 +107,7 @@ func TestCrashWithdrawsReadinessAtOnce(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if !sawDown {
-		t.Fatal("the row still said ready 1 s after the Container's process was killed")
+		t.Fatal("the row still said ready 5 s after the Container's process was killed")
 	}
 	t.Logf("row withdrawn %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
 	defer func() {

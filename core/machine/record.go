@@ -14,9 +14,10 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
-	"path/filepath"
 
 	"github.com/ployz/ployz/core/fieldpath"
+
+	"github.com/ployz/ployz/internal/fsutil"
 )
 
 // Phase is the local Machine's lifecycle stage.
@@ -123,41 +124,7 @@ func Save(path string, r Record) error {
 	return WriteFileAtomic(path, append(b, '\n'), 0o600)
 }
 
-// WriteFileAtomic writes data to a temporary file beside path, syncs it
-// and renames it over path, then syncs the directory.
+// WriteFileAtomic is fsutil.WriteFileAtomic, kept for its callers.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsutil.WriteFileAtomic(path, data, perm)
 }

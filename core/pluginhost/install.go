@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/ployz/ployz/internal/fsutil"
 )
 
 // Install copies the binary at src into dir under its sha256, points
@@ -121,7 +123,7 @@ func copyBlob(src, dst string) error {
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return fmt.Errorf("store blob: %w", err)
 	}
-	return syncDir(filepath.Dir(dst))
+	return fsutil.SyncDir(filepath.Dir(dst))
 }
 
 // relink atomically points link at target (symlink beside it, then rename).
@@ -141,18 +143,5 @@ func relink(link, target string) error {
 	if err := os.Rename(tmp, link); err != nil {
 		return fmt.Errorf("switch %s: %w", link, err)
 	}
-	return syncDir(filepath.Dir(link))
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return fsutil.SyncDir(filepath.Dir(link))
 }
