@@ -281,7 +281,8 @@ func idlePloyzCPU(t *testing.T, ctx context.Context, l *lab.Lab) {
 	// One line per unit: its name and its main process's utime + stime
 	// in clock ticks (10 ms).
 	const script = `for u in $(systemctl list-units --type=service --state=running --no-legend --plain 'ployz*' | cut -d' ' -f1); do
-  p=$(systemctl show -p MainPID --value "$u"); [ "$p" -gt 0 ] && echo "$u $(cut -d' ' -f14,15 /proc/$p/stat)"
+  p=$(systemctl show -p MainPID --value "$u")
+  if [ "$p" -gt 0 ]; then echo "$u $(cut -d' ' -f14,15 /proc/$p/stat)"; fi
 done`
 	ticks := func(m string) (map[string]int64, error) {
 		out, err := l.Exec(ctx, m, "sh", "-c", script)
