@@ -112,38 +112,24 @@ func reconcileSaved(c *cobra.Command, why string, want func(app deploy.App) bool
 		st.Close()
 		return rep, err
 	}
-	states, err := st.States(oc)
+	states, err := latestSaved(st, oc)
 	if err != nil {
 		st.Close()
 		return rep, err
 	}
-	type target struct {
-		project, env string
-		compose      []byte
-	}
-	var targets []target
-	seen := map[string]bool{}
+	var targets []operator.SavedState
 	for _, s := range states {
-		ns := deploy.Namespace(s.Project, s.Environment)
-		if seen[ns] {
-			continue
-		}
-		seen[ns] = true
-		latest, err := st.LatestState(oc, s.Project, s.Environment)
-		if err != nil || len(latest.Compose) == 0 {
-			continue // removed project
-		}
 		if want != nil {
-			app, err := deploy.Load(c.Context(), deploy.Source{Compose: latest.Compose, ProjectName: s.Project, Environment: s.Environment, DeclarationsOnly: true})
+			app, err := loadDeclarations(c.Context(), s)
 			if err != nil || !want(app) {
 				continue
 			}
 		}
-		targets = append(targets, target{s.Project, s.Environment, latest.Compose})
+		targets = append(targets, s)
 	}
 	st.Close()
 	for _, t := range targets {
-		rep.Namespaces = append(rep.Namespaces, redeployOne(c, why, t.project, t.env, t.compose))
+		rep.Namespaces = append(rep.Namespaces, redeployOne(c, why, t.Project, t.Environment, t.Compose))
 	}
 	return rep, nil
 }

@@ -54,11 +54,15 @@ func withSession(c *cobra.Command, f func(s session) error) error {
 	return f(session{st: st, ent: ent, ctx: oc.Name})
 }
 
-// declared returns namespace -> service -> the declaration from the
-// latest Saved State of every project in the context.
-func declared(ctx context.Context, st *operator.Store, ctxName string) map[string]map[string]deploy.Service {
-	out := map[string]map[string]deploy.Service{}
-	states, _ := st.States(ctxName)
+// latestSaved returns the latest Saved State of every project of the
+// context that still declares something (a removed project's latest
+// revision is empty), one per namespace.
+func latestSaved(st *operator.Store, ctxName string) ([]operator.SavedState, error) {
+	states, err := st.States(ctxName)
+	if err != nil {
+		return nil, err
+	}
+	var out []operator.SavedState
 	done := map[string]bool{}
 	for _, s := range states {
 		ns := deploy.Namespace(s.Project, s.Environment)
@@ -70,10 +74,27 @@ func declared(ctx context.Context, st *operator.Store, ctxName string) map[strin
 		if err != nil || len(latest.Compose) == 0 {
 			continue // an empty revision: the project was removed
 		}
-		app, err := deploy.Load(ctx, deploy.Source{Compose: latest.Compose, ProjectName: s.Project, Environment: s.Environment, DeclarationsOnly: true})
+		out = append(out, latest)
+	}
+	return out, nil
+}
+
+// loadDeclarations loads a Saved State's declarations (no files read).
+func loadDeclarations(ctx context.Context, s operator.SavedState) (deploy.App, error) {
+	return deploy.Load(ctx, deploy.Source{Compose: s.Compose, ProjectName: s.Project, Environment: s.Environment, DeclarationsOnly: true})
+}
+
+// declared returns namespace -> service -> the declaration from the
+// latest Saved State of every project in the context.
+func declared(ctx context.Context, st *operator.Store, ctxName string) map[string]map[string]deploy.Service {
+	out := map[string]map[string]deploy.Service{}
+	states, _ := latestSaved(st, ctxName)
+	for _, s := range states {
+		app, err := loadDeclarations(ctx, s)
 		if err != nil {
 			continue
 		}
+		ns := deploy.Namespace(s.Project, s.Environment)
 		out[ns] = map[string]deploy.Service{}
 		for _, sv := range app.Services {
 			out[ns][sv.Name] = sv
