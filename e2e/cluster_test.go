@@ -108,6 +108,9 @@ func TestCluster(t *testing.T) {
 					if v.Membership != "self" && v.Membership != "up" {
 						return fmt.Errorf("%s membership %s", v.Name, v.Membership)
 					}
+					if v.Trust != "signed" {
+						return fmt.Errorf("%s's row is %q %s", v.Name, v.Trust, v.TrustReason)
+					}
 				}
 				return nil
 			})
@@ -131,6 +134,10 @@ func TestCluster(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	t.Run("forged-machines-row", func(t *testing.T) {
+		forgedMachinesRow(ctx, t, l, ids)
 	})
 
 	t.Run("containers-across-mesh", func(t *testing.T) {
@@ -312,4 +319,66 @@ func TestCluster(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// forgedMachinesRow: m2, a member, rewrites m1's row through its own store
+// API, moving m1's WireGuard endpoint to an address m1 does not own (the
+// row's signature no longer matches). Every Machine refuses the row, logs
+// it by name, and keeps m1's real endpoint; m1 writes its row again.
+func forgedMachinesRow(ctx context.Context, t *testing.T, l *lab.Lab, ids map[string]string) {
+	const forged = "203.0.113.66:51820"
+	m1 := ids["m1"]
+	token, err := l.Exec(ctx, "m2", "cat", "/var/lib/ployz/store/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmt := fmt.Sprintf(`UPDATE machines SET body = json_set(body, '$.endpoints', json_array('%s')) WHERE id = '%s'`, forged, m1)
+	req, _ := json.Marshal([]string{stmt})
+	out, err := l.Exec(ctx, "m2", "curl", "-sS", "-H", "Authorization: Bearer "+strings.TrimSpace(token),
+		"-H", "Content-Type: application/json", "-d", string(req), "http://127.0.0.1:7571/v1/transactions")
+	if err != nil || !strings.Contains(out, `"rows_affected":1`) {
+		t.Fatalf("forge m1's row through m2's store: %v: %s", err, out)
+	}
+	seen := map[string]bool{}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, name := range []string{"m2", "m3"} {
+			wg, err := l.Exec(ctx, name, "wg", "show", "ployz-wg", "endpoints")
+			if err != nil {
+				t.Fatalf("%s: wg show: %v: %s", name, err, wg)
+			}
+			if strings.Contains(wg, forged) {
+				t.Fatalf("%s made the forged endpoint a WireGuard peer's:\n%s", name, wg)
+			}
+			if strings.Count(strings.TrimSpace(wg), "\n") != 1 {
+				t.Fatalf("%s: want 2 WireGuard peers:\n%s", name, wg)
+			}
+			logs, _ := l.Exec(ctx, name, "sh", "-c", "journalctl -u ployz --no-pager -o cat | grep 'refused machines row'")
+			if strings.Contains(logs, m1) {
+				seen[name] = true
+			}
+		}
+		if seen["m2"] && seen["m3"] {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if !seen["m2"] || !seen["m3"] {
+		t.Fatalf("the forged row was not logged as refused by both m2 and m3 (%v)", seen)
+	}
+	// m1 notices its own row is not one it signed and writes it again.
+	for _, name := range []string{"m2", "m3"} {
+		eventually(t, 30*time.Second, name+" accepts m1's row again", func() error {
+			list, err := lsFrom(ctx, l, name)
+			if err != nil {
+				return err
+			}
+			for _, v := range list.Machines {
+				if v.ID == m1 && (v.Trust != "signed" || strings.Contains(strings.Join(v.Endpoints, ","), forged)) {
+					return fmt.Errorf("m1's row is %q %s, endpoints %v", v.Trust, v.TrustReason, v.Endpoints)
+				}
+			}
+			return nil
+		})
+	}
 }

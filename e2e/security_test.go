@@ -39,9 +39,11 @@ func TestSecurity(t *testing.T) {
 
 	t.Run("file-modes", func(t *testing.T) {
 		for path, want := range map[string]string{
-			"/var/lib/ployz/rpc.key":       "600 root",
-			"/var/lib/ployz/wireguard.key": "600 root",
-			"/run/ployz/ployz.sock":        "600 root",
+			"/var/lib/ployz/rpc.key":           "600 root",
+			"/var/lib/ployz/wireguard.key":     "600 root",
+			"/run/ployz/ployz.sock":            "600 root",
+			"/var/lib/ployz":                   "700 root",
+			"/var/lib/ployz/machine-pins.json": "600 root",
 		} {
 			out, err := l.Exec(ctx, m1.Name, "stat", "-c", "%a %U", path)
 			if err != nil || strings.TrimSpace(out) != want {

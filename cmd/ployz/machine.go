@@ -219,15 +219,30 @@ func machineLs() *cobra.Command {
 					return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
 				})
 				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tMEMBERSHIP\tRTT")
+				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tMEMBERSHIP\tRTT\tROW")
+				var refused []rpc.MachineView
 				for _, m := range list.Machines {
 					rtt := "-"
 					if m.RTTMillis > 0 {
 						rtt = fmt.Sprintf("%.1fms", m.RTTMillis)
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, m.Membership, rtt)
+					row := m.Trust
+					if row == "" {
+						row = "-"
+					}
+					if m.Trust == "refused" {
+						refused = append(refused, m)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, m.Membership, rtt, row)
 				}
-				return w.Flush()
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				for _, m := range refused {
+					fmt.Fprintf(c.ErrOrStderr(), "machines row of %s (%s) refused by %s: %s; it acts on the last row it accepted, if any\n",
+						m.Name, short(m.ID), list.ObserverName, m.TrustReason)
+				}
+				return nil
 			})
 		},
 	}

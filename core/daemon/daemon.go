@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
@@ -81,6 +82,9 @@ type Daemon struct {
 	rpc *rpc.Server
 	// identity is this Machine's RPC identity; nil only in tests.
 	identity *rpc.Identity
+	// trust decides which machines rows this Machine acts on
+	// (machinetrust.go); nil only in tests without an identity.
+	trust *trust.Verifier
 
 	plugins *pluginhost.Host
 	// ctrs serves the Service Container commands (containers.go).
@@ -108,6 +112,9 @@ func (d *Daemon) recordPath() string { return filepath.Join(d.cfg.DataDir, "mach
 func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	d := &Daemon{cfg: cfg, log: cfg.Logger}
+	if err := ensureDataDir(cfg.DataDir); err != nil {
+		return err
+	}
 	rec, err := machine.Load(d.recordPath())
 	if err != nil {
 		return err
@@ -147,6 +154,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// (docs/security.md); it is made before any Cluster part starts.
 	d.identity, err = rpc.LoadOrCreateIdentity(filepath.Join(cfg.DataDir, rpc.IdentityFile))
 	if err != nil {
+		return err
+	}
+	if d.trust, err = trust.Open(filepath.Join(cfg.DataDir, trust.PinsFile), d.identity.PublicKey(), d.log.Named("trust")); err != nil {
 		return err
 	}
 	d.rpc = rpc.NewServer(rpc.Options{Logger: d.log.Named("rpc"), Local: d.local, Peers: d.peers,

@@ -16,6 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -150,6 +151,12 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 	if err := d.saveClusterSecret(secret); err != nil {
 		return nil, err
 	}
+	if d.trust != nil {
+		// A new Cluster: every row is signed from the start.
+		if err := d.trust.Replace(trust.Pins{Strict: true}); err != nil {
+			return nil, err
+		}
+	}
 	rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
 	rec.Phase = machine.Participating
 	if err := d.setRecord(rec); err != nil {
@@ -226,6 +233,13 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 		if _, err := rpc.ParseRPCKey(req.RPCKey); err != nil {
 			return nil, rpc.InvalidField("rpc_key", "%v", err)
 		}
+		// The entry vouches for the joiner's keys and signs its first
+		// row; the joiner repeats the endorsement in its own rows.
+		if d.trust != nil {
+			if err := trust.SignEnrollment(d.identity, d.record().ID, req.ID, &body, time.Now()); err != nil {
+				return nil, rpc.InvalidField("rpc_key", "%v", err)
+			}
+		}
 	}
 	res, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: req.ID, Owner: req.ID, Body: body})
 	if err != nil {
@@ -242,7 +256,13 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
 	}
-	return map[string]any{"store_versions": h.Vector, "cluster_secret": secret.Hex()}, nil
+	out := map[string]any{"store_versions": h.Vector, "cluster_secret": secret.Hex()}
+	if d.trust != nil {
+		// What this Machine trusts becomes the joiner's starting pins.
+		out["trusted_machines"] = d.trust.Export(d.record().ID, d.publicKeyString())
+		out["endorsement"] = body.Endorsement
+	}
+	return out, nil
 }
 
 func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -276,6 +296,9 @@ func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
 		if err := d.saveClusterSecret(secret); err != nil {
 			return nil, err
 		}
+		if err := d.importTrust(rec.ID, req.TrustedMachines, req.Endorsement); err != nil {
+			return nil, err
+		}
 		rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
 		rec.JoinPeers, rec.TargetVersions = req.Peers, req.TargetVersions
 		rec.Phase = machine.Joining
@@ -305,15 +328,19 @@ func (d *Daemon) listMachines(ctx context.Context, _ json.RawMessage) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.Machines().List(ctx)
+	vs, err := d.machineVerdicts(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	members := d.members(ctx)
 	rec := d.record()
 	out := rpc.MachineList{ObserverID: rec.ID, ObserverName: rec.Name, ObservedAt: time.Now().UTC(), Machines: []rpc.MachineView{}}
-	for _, r := range rows {
-		v := rpc.MachineView{ID: r.Key, Name: r.Body.Name, Phase: r.Body.Phase, Subnet: r.Body.Subnet, ManagementIP: r.Body.ManagementIP,
+	for _, vd := range vs {
+		// A refused row is shown as the store holds it, flagged: this
+		// Machine acts on its last accepted row instead.
+		r := vd.Row
+		v := rpc.MachineView{Trust: string(vd.Status), TrustReason: vd.Reason,
+			ID: r.Key, Name: r.Body.Name, Phase: r.Body.Phase, Subnet: r.Body.Subnet, ManagementIP: r.Body.ManagementIP,
 			PublicKey: r.Body.PublicKey, Endpoints: r.Body.Endpoints, Labels: r.Body.Labels, Version: r.Body.Version,
 			Capabilities: r.Body.Capabilities, Membership: "unknown", UpdatedAt: r.UpdatedAt}
 		if m, ok := members[r.Body.StoreSite]; ok && r.Body.StoreSite != "" {
@@ -419,8 +446,14 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 	if err := dockernet.RemoveInput(dockernet.Config{}); err != nil {
 		d.log.Warn("reset: remove input filter", "error", err)
 	}
-	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath()} {
+	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath(),
+		filepath.Join(d.cfg.DataDir, trust.PinsFile)} {
 		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	if d.trust != nil {
+		if err := d.trust.Forget(); err != nil {
 			return err
 		}
 	}
@@ -434,7 +467,7 @@ func (d *Daemon) peers(ctx context.Context) ([]rpc.Peer, error) {
 		rec := d.record()
 		return []rpc.Peer{{ID: rec.ID, Name: rec.Name}}, nil
 	}
-	rows, err := st.Machines().List(ctx)
+	rows, err := d.trustedMachines(ctx, st)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/version"
@@ -39,9 +40,12 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		rec := d.record()
-		rows, err := a.store.Machines().List(ctx)
+		vs, err := d.machineVerdicts(ctx, a.store)
 		if err == nil {
-			peers := peersFromRows(rows, rec.ID)
+			if d.selfRowStale(vs) {
+				d.kickPublish()
+			}
+			peers := peersFromRows(trust.Accepted(vs), rec.ID)
 			if rec.Phase == machine.Joining {
 				peers = mergePeers(peers, meshPeers(rec.JoinPeers))
 			}
@@ -161,6 +165,9 @@ func (d *Daemon) publishSelf(ctx context.Context) error {
 	body := d.selfBody()
 	if h, err := a.store.Health(ctx); err == nil {
 		body.StoreSite = h.ActorID
+	}
+	if err := d.signSelf(&body); err != nil {
+		return err
 	}
 	_, err := a.store.Machines().Put(ctx, store.Row[store.MachineBody]{Key: d.record().ID, Owner: d.record().ID, Body: body})
 	return err

@@ -7,8 +7,10 @@ import (
 	"slices"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 )
 
 // Options describes the Machine being enrolled.
@@ -129,6 +131,10 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 	var pub struct {
 		StoreVersions map[string]int64 `json:"store_versions"`
 		ClusterSecret string           `json:"cluster_secret"`
+		// The entry's pins and its endorsement of the joiner
+		// (core/machine/trust), forwarded as they are.
+		TrustedMachines *trust.Pins        `json:"trusted_machines"`
+		Endorsement     *store.Endorsement `json:"endorsement"`
 	}
 	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdPublishMachine, rpc.PublishMachineRequest{
 		ID: in.ID, Name: o.Name, PublicKey: in.PublicKey, Subnet: subnet.String(), Endpoints: endpoints, RPCKey: in.RPCKey}, &pub); err != nil {
@@ -138,7 +144,8 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 	var out rpc.Inspection
 	err = target.Call(ctx, rpc.Target{}, rpc.CmdJoin, rpc.JoinRequest{
 		Name: o.Name, Network: network.String(), Subnet: subnet.String(), Endpoints: endpoints, Labels: o.Labels,
-		Peers: peers, TargetVersions: pub.StoreVersions, ClusterSecret: pub.ClusterSecret}, &out)
+		Peers: peers, TargetVersions: pub.StoreVersions, ClusterSecret: pub.ClusterSecret,
+		TrustedMachines: pub.TrustedMachines, Endorsement: pub.Endorsement}, &out)
 	if err != nil {
 		o.Store.SetAllocationState(o.Context, in.ID, "failed") //nolint:errcheck // the call's error is the one to report
 		return out, fmt.Errorf("join %s: %w", o.Name, err)

@@ -152,3 +152,7 @@ func certKey(der []byte) (ed25519.PublicKey, error) {
 	}
 	return k, nil
 }
+
+// Sign signs msg with the identity key (machines rows and endorsements,
+// core/machine/trust).
+func (id *Identity) Sign(msg []byte) []byte { return ed25519.Sign(id.key, msg) }

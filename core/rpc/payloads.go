@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/machine/trust"
+	"github.com/ployz/ployz/core/store"
 )
 
 // The payloads of the Machine commands. They are part of the Stable
@@ -80,6 +82,12 @@ type JoinRequest struct {
 	// ClusterSecret (hex) keys the store's gossip; the entry Machine hands
 	// it out in publish_machine's answer.
 	ClusterSecret string `json:"cluster_secret,omitempty"`
+	// TrustedMachines are the entry's pins (the keys it trusts), the
+	// joiner's starting point for verifying machines rows; Endorsement is
+	// the entry's signature over the joiner's own keys. Both come back
+	// in publish_machine's answer; absent from an older entry.
+	TrustedMachines *trust.Pins        `json:"trusted_machines,omitempty"`
+	Endorsement     *store.Endorsement `json:"endorsement,omitempty"`
 	// WaitSeconds bounds how long join waits to participate (default 60).
 	WaitSeconds int `json:"wait_seconds,omitempty"`
 }
@@ -102,6 +110,11 @@ type MachineView struct {
 	Membership string  `json:"membership"`
 	RTTMillis  float64 `json:"rtt_ms,omitempty"`
 	UpdatedAt  int64   `json:"updated_at"`
+	// Trust is the row's standing with the observer (signed, enrolled,
+	// unsigned or refused; core/machine/trust) and TrustReason why it
+	// was refused. Empty from an observer that does not verify rows.
+	Trust       string `json:"trust,omitempty"`
+	TrustReason string `json:"trust_reason,omitempty"`
 }
 
 // MachineList is list_machines' payload: one Machine's observation.

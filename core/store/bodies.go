@@ -40,6 +40,27 @@ type MachineBody struct {
 	// key): the mesh listener admits callers holding it, and callers
 	// accept only it from this Machine.
 	RPCKey string `json:"rpc_key,omitempty"`
+	// SignedAt (unix ms), SignedBy, Endorsement and Sig make the row
+	// verifiable (core/machine/trust): Sig is an Ed25519 signature over
+	// the row's id and its body without "sig", by the rpc_key of the
+	// Machine named in SignedBy (empty: the row's own Machine). Readers
+	// that do not verify ignore them.
+	SignedAt int64  `json:"signed_at,omitempty"`
+	SignedBy string `json:"signed_by,omitempty"`
+	// Endorsement is the entry Machine's signature binding this Machine's
+	// id to its rpc_key and WireGuard key, made when it enrolled; the
+	// Machine repeats it in every row it writes.
+	Endorsement *Endorsement `json:"endorsement,omitempty"`
+	Sig         string       `json:"sig,omitempty"`
+}
+
+// Endorsement is one Machine vouching for another's keys at enrollment.
+type Endorsement struct {
+	// By is the endorsing (entry) Machine's id.
+	By string `json:"by"`
+	// Sig is By's Ed25519 signature (standard base64) over the endorsed
+	// Machine's id, rpc_key and public_key.
+	Sig string `json:"sig"`
 }
 
 // ContainerBody is one Container as its Machine reports it (the row's

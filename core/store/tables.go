@@ -14,6 +14,9 @@ type Row[B any] struct {
 	Owner     string
 	Body      B
 	UpdatedAt int64
+	// Raw is the body exactly as stored (set when read), for readers
+	// that verify a signature over it; writers leave it empty.
+	Raw string
 }
 
 // Table gives typed access to one replicated table. Bodies are read
@@ -137,6 +140,7 @@ func DecodeRow[B any](table string, vals []any) (Row[B], error) {
 	r.Owner, _ = vals[1].(string)
 	r.UpdatedAt, _ = vals[3].(int64)
 	body, _ := vals[2].(string)
+	r.Raw = body
 	if body == "" {
 		body = "{}"
 	}
