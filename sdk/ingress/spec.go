@@ -111,15 +111,23 @@ const (
 	CapTLS = "ployz.ingress.tls.v1"
 	// CapTCP: TCP ports routed to ready Containers.
 	CapTCP = "ployz.ingress.tcp.v1"
+	// CapSealedKeys: reads certificate private keys sealed with the
+	// Cluster key (docs/security.md). Keys are sealed in the store only
+	// once every participating Machine running an ingress advertises it.
+	CapSealedKeys = "ployz.ingress.sealed_keys.v1"
 )
 
 // Capabilities returns what an ingress serving s offers: HTTP and TCP
-// always, TLS when s turns HTTPS on. A nil s (not configured yet) offers
+// always, TLS when s turns HTTPS on, sealed keys when s names the Cluster
+// secret that opens them. A nil s (not configured yet) offers
 // HTTP and TCP, which it will serve once configured.
 func Capabilities(s *Spec) []string {
 	caps := []string{CapHTTP, CapTCP}
 	if s != nil && s.ACME != nil {
 		caps = append(caps, CapTLS)
+	}
+	if s != nil && s.ClusterSecretFile != "" {
+		caps = append(caps, CapSealedKeys)
 	}
 	return caps
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // memStore is one replicated store every test Machine shares.
@@ -34,7 +35,8 @@ type memStore struct {
 func newMemStore(machines ...string) *memStore {
 	s := &memStore{certs: map[string]store.Row[store.CertificateBody]{}}
 	for _, id := range machines {
-		s.machines = append(s.machines, store.Row[store.MachineBody]{Key: id, Owner: id, Body: store.MachineBody{Phase: "participating"}})
+		s.machines = append(s.machines, store.Row[store.MachineBody]{Key: id, Owner: id, Body: store.MachineBody{Phase: "participating",
+			Capabilities: []string{ingress.CapHTTP, ingress.CapSealedKeys}}})
 	}
 	return s
 }

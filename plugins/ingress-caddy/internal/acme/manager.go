@@ -110,7 +110,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("acme: no store")
 	}
 	if cfg.Keys != nil {
-		cfg.Store = sealingStore{Store: cfg.Store, keys: cfg.Keys, log: logOrNull(cfg.Log).Named("keys")}
+		cfg.Store = newSealingStore(cfg.Store, cfg.Keys, logOrNull(cfg.Log).Named("keys"))
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {

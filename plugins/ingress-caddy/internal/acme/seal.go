@@ -6,12 +6,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // SealedPrefix starts a certificates row's key_pem that is sealed: the
@@ -109,10 +112,70 @@ func (s *Sealer) Open(row, stored string) (keyPEM string, plain bool, err error)
 // cannot open keeps its sealed key_pem, which parseMaterial refuses
 // (never served); a valid plain row, as written before sealing, is
 // rewritten sealed.
+//
+// It seals only while every participating Machine that runs an ingress
+// advertises ingress.CapSealedKeys (sealingAllowed): a Machine on an older
+// version cannot open a sealed key, would order the certificate again and
+// write it plain, and the two versions would take turns re-ordering.
+// Until then keys are written plain, as the older version does.
 type sealingStore struct {
 	Store
 	keys *Sealer
 	log  hclog.Logger
+	gate *sealGate
+}
+
+func newSealingStore(st Store, keys *Sealer, log hclog.Logger) sealingStore {
+	return sealingStore{Store: st, keys: keys, log: logOrNull(log), gate: &sealGate{}}
+}
+
+// sealGate remembers the last decision, to log when it changes.
+type sealGate struct {
+	mu      sync.Mutex
+	decided bool
+	open    bool
+}
+
+// sealingAllowed reports whether every participating Machine running an
+// ingress can open sealed keys; if not, it names one that cannot. A row
+// with no capabilities at all is a version older than capabilities, and
+// older than sealing.
+func sealingAllowed(rows []store.Row[store.MachineBody]) (bool, string) {
+	for _, r := range rows {
+		if r.Body.Phase != "participating" {
+			continue
+		}
+		caps := r.Body.Capabilities
+		if len(caps) == 0 || (slices.Contains(caps, ingress.CapHTTP) && !slices.Contains(caps, ingress.CapSealedKeys)) {
+			name := r.Body.Name
+			if name == "" {
+				name = r.Key
+			}
+			return false, fmt.Sprintf("machine %s (version %q) does not advertise %s", name, r.Body.Version, ingress.CapSealedKeys)
+		}
+	}
+	return true, ""
+}
+
+// sealing decides, from the machines table now, whether to seal. A store
+// error keeps the last decision (plain before the first).
+func (s sealingStore) sealing(ctx context.Context) bool {
+	rows, err := s.Store.Machines(ctx)
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	if err != nil {
+		return s.gate.open
+	}
+	open, why := sealingAllowed(rows)
+	if !s.gate.decided || open != s.gate.open {
+		if open {
+			s.log.Info("certificate: every ingress Machine reads sealed keys; sealing private keys")
+		} else {
+			s.log.Warn("certificate: writing private keys in plain text until every ingress Machine reads sealed keys", "because", why)
+		}
+	}
+	s.gate.decided, s.gate.open = true, open
+	return open
 }
 
 // Certificates implements Store.
@@ -131,7 +194,7 @@ func (s sealingStore) Certificates(ctx context.Context) ([]store.Row[store.Certi
 			continue
 		}
 		rows[i].Body.KeyPEM = key
-		if plain && r.Body.Challenge == nil { // an issuance in progress rewrites the row itself
+		if plain && r.Body.Challenge == nil && s.sealing(ctx) { // an issuance in progress rewrites the row itself
 			if _, err := parseMaterial(strings.ToLower(r.Key), r.Body); err == nil {
 				if err := s.PutCertificate(ctx, r); err != nil {
 					s.log.Warn("certificate: seal a plain-text private key", "row", r.Key, "error", err)
@@ -146,7 +209,7 @@ func (s sealingStore) Certificates(ctx context.Context) ([]store.Row[store.Certi
 
 // PutCertificate implements Store, sealing a plain key_pem.
 func (s sealingStore) PutCertificate(ctx context.Context, r store.Row[store.CertificateBody]) error {
-	if r.Body.KeyPEM != "" && !strings.HasPrefix(r.Body.KeyPEM, "enc:") {
+	if r.Body.KeyPEM != "" && !strings.HasPrefix(r.Body.KeyPEM, "enc:") && s.sealing(ctx) {
 		k, err := s.keys.Seal(r.Key, r.Body.KeyPEM)
 		if err != nil {
 			return err

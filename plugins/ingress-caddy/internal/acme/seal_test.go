@@ -8,6 +8,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // testSealer derives a sealer from a Cluster secret of 32 bytes b.
@@ -116,7 +117,7 @@ func TestManagerSealsOldRowsAndRefusesBrokenOnes(t *testing.T) {
 	st.PutCertificate(t.Context(), store.Row[store.CertificateBody]{Key: "old.example.test", Owner: "m-x",
 		Body: store.CertificateBody{CertPEM: cert, KeyPEM: key, Issuer: "m-x"}})
 	m := planManager(t, "m-a", &now, st)
-	m.cfg.Store = sealingStore{Store: st, keys: testSealer(t, 1), log: logOrNull(nil)}
+	m.cfg.Store = newSealingStore(st, testSealer(t, 1), nil)
 	m.Want([]string{"old.example.test"})
 	eval := func() Snapshot {
 		rows, err := m.cfg.Store.Certificates(t.Context())
@@ -159,5 +160,70 @@ func TestManagerSealsOldRowsAndRefusesBrokenOnes(t *testing.T) {
 		if got, _ := st.row("old.example.test"); got.Body.KeyPEM != bad {
 			t.Fatalf("%s row was rewritten by a reader", name)
 		}
+	}
+}
+
+// Keys are sealed only once every participating Machine running an
+// ingress advertises sealed keys; before that they are written plain, as
+// an older Machine writes them, and plain rows are left plain (no
+// re-ordering loop between versions). Sealed rows open either way.
+func TestSealingWaitsForEveryIngressMachine(t *testing.T) {
+	now := time.Now()
+	ctx := t.Context()
+	st := newMemStore("m-a")
+	old := store.Row[store.MachineBody]{Key: "m-b", Owner: "m-b", Body: store.MachineBody{Name: "m-b", Phase: "participating",
+		Version: "0.9.0", Capabilities: []string{ingress.CapHTTP, ingress.CapTCP}}}
+	noIngress := store.Row[store.MachineBody]{Key: "m-c", Owner: "m-c", Body: store.MachineBody{Phase: "participating",
+		Capabilities: []string{"ployz.machine.publish.v1"}}}
+	joining := store.Row[store.MachineBody]{Key: "m-d", Owner: "m-d", Body: store.MachineBody{Phase: "joining"}}
+	st.machines = append(st.machines, old, noIngress, joining)
+	ss := newSealingStore(st, testSealer(t, 1), nil)
+	cert, key := selfSigned(t, now.Add(-time.Hour), now.Add(24*time.Hour), "a.example.test")
+	row := store.Row[store.CertificateBody]{Key: "a.example.test", Owner: "m-a", Body: store.CertificateBody{CertPEM: cert, KeyPEM: key}}
+
+	if ok, why := sealingAllowed(st.machines); ok || !strings.Contains(why, "m-b") || !strings.Contains(why, ingress.CapSealedKeys) {
+		t.Fatalf("sealingAllowed with an old ingress Machine: %v %q", ok, why)
+	}
+	if err := ss.PutCertificate(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.row("a.example.test"); got.Body.KeyPEM != key {
+		t.Fatalf("written sealed while m-b cannot open it: %.40q", got.Body.KeyPEM)
+	}
+	puts := len(st.puts)
+	rows, err := ss.Certificates(ctx)
+	if err != nil || len(rows) != 1 || rows[0].Body.KeyPEM != key || len(st.puts) != puts {
+		t.Fatalf("plain row read: %d rows, %d rewrites, %v", len(rows), len(st.puts)-puts, err)
+	}
+
+	// m-b upgrades: the plain row is rewritten sealed on the next read,
+	// and new writes are sealed. The Machines without an ingress, or not
+	// yet participating, never held sealing back.
+	st.mu.Lock()
+	st.machines[1].Body.Capabilities = append(st.machines[1].Body.Capabilities, ingress.CapSealedKeys)
+	st.mu.Unlock()
+	if rows, err = ss.Certificates(ctx); err != nil || rows[0].Body.KeyPEM != key {
+		t.Fatalf("read after upgrade: %v", err)
+	}
+	sealed, _ := st.row("a.example.test")
+	if !strings.HasPrefix(sealed.Body.KeyPEM, SealedPrefix) {
+		t.Fatalf("not sealed once every ingress Machine reads sealed keys: %.40q", sealed.Body.KeyPEM)
+	}
+
+	// A Machine older than capabilities joins: writes go plain again, and
+	// the sealed row still opens here.
+	st.mu.Lock()
+	st.machines = append(st.machines, store.Row[store.MachineBody]{Key: "m-e", Owner: "m-e", Body: store.MachineBody{Phase: "participating"}})
+	st.mu.Unlock()
+	if rows, err = ss.Certificates(ctx); err != nil || len(rows) != 1 || rows[0].Body.KeyPEM != key {
+		t.Fatalf("sealed row with the gate closed: %v", err)
+	}
+	row2 := row
+	row2.Key = "b.example.test"
+	if err := ss.PutCertificate(ctx, row2); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.row("b.example.test"); got.Body.KeyPEM != key {
+		t.Fatalf("sealed although m-e advertises nothing: %.40q", got.Body.KeyPEM)
 	}
 }
