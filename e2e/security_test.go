@@ -1,18 +1,25 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	miekg "github.com/miekg/dns"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store/crdt"
 	"github.com/ployz/ployz/e2e/lab"
 )
 
@@ -95,6 +102,10 @@ func TestSecurity(t *testing.T) {
 		}
 	})
 
+	t.Run("non-member-gossip", func(t *testing.T) {
+		nonMemberGossip(ctx, t, l, m1, in.ManagementIP)
+	})
+
 	after, err := lsFrom(ctx, l, m1.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -111,4 +122,162 @@ func rows(l rpc.MachineList) []string {
 		out = append(out, m.ID+"/"+m.Name+"/"+m.Phase+"/"+m.Subnet)
 	}
 	return out
+}
+
+// gossipEnvelope has the fields of the store's peer message (gob matches
+// fields by name), so a forged changeset is exactly what a member sends.
+type gossipEnvelope struct {
+	Kind       uint8
+	From       string
+	Changesets []crdt.Changeset
+}
+
+const forgedSite = "00000000000000000000000000000bad"
+
+// forgedGossip is a changeset from a made-up site inserting cluster row
+// 'forged': what a non-member would inject if gossip took anyone's word.
+func forgedGossip(t *testing.T) []byte {
+	t.Helper()
+	pk := `["forged"]`
+	cs := crdt.Changeset{Site: forgedSite, Version: 1, LastVersion: 1, Changes: []crdt.Change{
+		{Table: "cluster", PK: pk, Col: crdt.SentinelCol, CL: 1, ColVersion: 1},
+		{Table: "cluster", PK: pk, Col: "body", Val: crdt.Value{K: crdt.KindText, S: `{"name":"pwned"}`}, ColVersion: 1, CL: 1, Seq: 1},
+	}}
+	var buf bytes.Buffer
+	buf.WriteByte('P')
+	if err := gob.NewEncoder(&buf).Encode(gossipEnvelope{Kind: 1, From: forgedSite, Changesets: []crdt.Changeset{cs}}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// storeState is what a refused gossip attempt must leave unchanged on
+// Machine name: the store's sites, the cluster table and the members.
+func storeState(ctx context.Context, t *testing.T, l *lab.Lab, name string) string {
+	t.Helper()
+	api := func(path, body string) string {
+		args := []string{"sh", "-c", `curl -sS -H "Authorization: Bearer $(cat /var/lib/ployz/store/token)" ` +
+			`-H 'Content-Type: application/json' "$@"`, "curl"}
+		if body != "" {
+			args = append(args, "-d", body)
+		}
+		out, err := l.Exec(ctx, name, append(args, "http://127.0.0.1:7571"+path)...)
+		if err != nil {
+			t.Fatalf("store API %s on %s: %v: %s", path, name, err, out)
+		}
+		return out
+	}
+	var h struct {
+		Vector map[string]int64 `json:"vector"`
+	}
+	if err := json.Unmarshal([]byte(api("/v1/health", "")), &h); err != nil {
+		t.Fatalf("health: %v", err)
+	}
+	var sites []string
+	for s := range h.Vector {
+		sites = append(sites, s)
+	}
+	slices.Sort(sites)
+	var ms rpc.Membership
+	if err := localJSON(ctx, l, name, &ms, "machine", "rtt"); err != nil {
+		t.Fatalf("membership on %s: %v", name, err)
+	}
+	var members []string
+	for _, m := range ms.Members {
+		members = append(members, m.ID+"@"+m.Addr)
+	}
+	slices.Sort(members)
+	rows := api("/v1/queries", `{"query":"SELECT id, owner, body FROM cluster ORDER BY id"}`)
+	// The answer's eoq line carries a timing: keep the rows only.
+	var kept []string
+	for _, line := range strings.Split(rows, "\n") {
+		if strings.HasPrefix(line, `{"row"`) {
+			kept = append(kept, line)
+		}
+	}
+	return fmt.Sprintf("sites %v\nmembers %v\ncluster rows %v", sites, members, kept)
+}
+
+// nonMemberGossip attacks store gossip from this host, which is on the lab
+// network but not in the Cluster: it gets an IPv6 route to the Machine's
+// management address over the lab network (as a LAN neighbour could),
+// then sends a forged changeset datagram and tries a memberlist join —
+// first against the INPUT filter, then with the filter opened for it, so
+// memberlist's own key check is what refuses. Nothing may change.
+func nonMemberGossip(ctx context.Context, t *testing.T, l *lab.Lab, m *lab.Machine, mgmt string) {
+	const hostIP, machineIP = "fd99:1ab::1", "fd99:1ab::2"
+	id, err := exec.Command("docker", "network", "inspect", "-f", "{{.Id}}", l.Network).Output()
+	if err != nil || len(strings.TrimSpace(string(id))) < 12 {
+		t.Fatalf("lab network id: %v", err)
+	}
+	br := "br-" + strings.TrimSpace(string(id))[:12]
+	host := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Skipf("%v: %v: %s (needs root on the lab host)", args, err, out)
+		}
+	}
+	host("sysctl", "-qw", "net.ipv6.conf."+br+".disable_ipv6=0")
+	host("ip", "-6", "addr", "add", hostIP+"/64", "dev", br, "nodad")
+	defer exec.Command("ip", "-6", "addr", "del", hostIP+"/64", "dev", br).Run()
+	for _, cmd := range [][]string{
+		{"sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0"},
+		{"ip", "-6", "addr", "add", machineIP + "/64", "dev", "eth0", "nodad"},
+	} {
+		if out, err := l.Exec(ctx, m.Name, cmd...); err != nil {
+			t.Fatalf("%s: %v: %v: %s", m.Name, cmd, err, out)
+		}
+	}
+	defer l.Exec(ctx, m.Name, "ip", "-6", "addr", "del", machineIP+"/64", "dev", "eth0")
+	host("ip", "-6", "route", "add", mgmt+"/128", "via", machineIP)
+	defer exec.Command("ip", "-6", "route", "del", mgmt+"/128", "via", machineIP).Run()
+	if _, err := exec.LookPath("ping"); err == nil {
+		eventually(t, 15*time.Second, "the management address answers ping over the lab network", func() error {
+			return exec.Command("ping", "-6", "-c1", "-W1", mgmt).Run()
+		})
+	}
+
+	target := net.JoinHostPort(mgmt, "7570")
+	before := storeState(ctx, t, l, m.Name)
+	attempt := func(phase string) {
+		mc := memberlist.DefaultLANConfig()
+		mc.Name = "intruder-" + strings.ReplaceAll(phase, " ", "-")
+		mc.BindAddr, mc.BindPort, mc.AdvertisePort = hostIP, 0, 0
+		mc.TCPTimeout = 2 * time.Second
+		mc.LogOutput = io.Discard
+		ml, err := memberlist.Create(mc)
+		if err != nil {
+			t.Fatalf("%s: attacker memberlist: %v", phase, err)
+		}
+		defer ml.Shutdown()
+		to := &memberlist.Node{Name: "target", Addr: net.ParseIP(mgmt), Port: 7570}
+		if err := ml.SendBestEffort(to, forgedGossip(t)); err != nil {
+			t.Fatalf("%s: send the forged datagram: %v", phase, err)
+		}
+		if n, err := ml.Join([]string{target}); err == nil || n != 0 {
+			t.Errorf("%s: memberlist join answered: joined %d, err %v", phase, n, err)
+		}
+		if got := len(ml.Members()); got != 1 {
+			t.Errorf("%s: the intruder sees %d members, want only itself", phase, got)
+		}
+		t.Logf("%s: datagram sent, join refused", phase)
+	}
+	attempt("filtered")
+	// Open the INPUT filter for this host only: now memberlist's key is
+	// the only thing in the way.
+	rule := []string{"PLOYZ-INPUT", "-s", hostIP, "-p", "all", "-j", "ACCEPT"}
+	if out, err := l.Exec(ctx, m.Name, append([]string{"ip6tables", "-I"}, rule...)...); err != nil {
+		t.Fatalf("open the filter: %v: %s", err, out)
+	}
+	defer l.Exec(ctx, m.Name, append([]string{"ip6tables", "-D"}, rule...)...)
+	c, err := net.DialTimeout("tcp", target, 3*time.Second)
+	if err != nil {
+		t.Fatalf("control: gossip %s unreachable with the filter open: %v", target, err)
+	}
+	c.Close()
+	attempt("past the filter")
+	time.Sleep(2 * time.Second) // anything accepted would be applied by now
+	if after := storeState(ctx, t, l, m.Name); after != before {
+		t.Fatalf("store changed after refused gossip:\nbefore %s\nafter  %s", before, after)
+	}
 }
