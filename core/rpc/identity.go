@@ -3,7 +3,6 @@ package rpc
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -15,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/ployz/ployz/core/machine/trust"
 )
 
 // IdentityFile is where a Machine keeps its RPC identity key, next to its
@@ -125,20 +126,11 @@ func (id *Identity) PublicKey() string {
 // EncodeRPCKey is the rpc_key text form: standard base64 of the 32 raw bytes.
 func EncodeRPCKey(k ed25519.PublicKey) string { return base64.StdEncoding.EncodeToString(k) }
 
-// ParseRPCKey parses an rpc_key.
-func ParseRPCKey(s string) (ed25519.PublicKey, error) {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(b) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("rpc_key %q is not a base64 Ed25519 public key", s)
-	}
-	return ed25519.PublicKey(b), nil
-}
+// ParseRPCKey parses an rpc_key (trust.ParseKey).
+func ParseRPCKey(s string) (ed25519.PublicKey, error) { return trust.ParseKey(s) }
 
 // KeyFingerprint is SHA256:<base64> of a public key, the form errors show.
-func KeyFingerprint(k ed25519.PublicKey) string {
-	h := sha256.Sum256(k)
-	return "SHA256:" + base64.RawStdEncoding.EncodeToString(h[:])
-}
+func KeyFingerprint(k ed25519.PublicKey) string { return trust.Fingerprint(k) }
 
 // certKey returns the Ed25519 key of a peer's leaf certificate.
 func certKey(der []byte) (ed25519.PublicKey, error) {

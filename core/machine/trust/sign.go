@@ -91,7 +91,8 @@ func verify(key ed25519.PublicKey, msg []byte, sig string) bool {
 	return err == nil && len(b) == ed25519.SignatureSize && ed25519.Verify(key, msg, b)
 }
 
-func parseKey(s string) (ed25519.PublicKey, error) {
+// ParseKey parses an rpc_key: standard base64 of a 32-byte Ed25519 key.
+func ParseKey(s string) (ed25519.PublicKey, error) {
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil || len(b) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("rpc_key %q is not a base64 Ed25519 public key", s)
@@ -99,7 +100,8 @@ func parseKey(s string) (ed25519.PublicKey, error) {
 	return ed25519.PublicKey(b), nil
 }
 
-func keyFingerprint(k ed25519.PublicKey) string {
+// Fingerprint is SHA256:<base64> of a public key, the form errors show.
+func Fingerprint(k ed25519.PublicKey) string {
 	h := sha256.Sum256(k)
 	return "SHA256:" + base64.RawStdEncoding.EncodeToString(h[:])
 }
@@ -116,7 +118,7 @@ func (v *Verifier) SignOwn(s Signer, self string, body *store.MachineBody, now t
 // SignEnrollment is the entry's part of enrolling Machine id: it endorses
 // the joiner's keys and signs the joiner's first row.
 func SignEnrollment(s Signer, entryID, id string, body *store.MachineBody, now time.Time) error {
-	if _, err := parseKey(body.RPCKey); err != nil {
+	if _, err := ParseKey(body.RPCKey); err != nil {
 		return err
 	}
 	body.SignedAt = now.UnixMilli()

@@ -426,7 +426,7 @@ func TestRowMessageCoversNewerFields(t *testing.T) {
 	}
 	tampered := strings.Replace(signed, `"b":1`, `"b":2`, 1)
 	m2, _ := RowMessage("m1", tampered)
-	if k, _ := parseKey(s.PublicKey()); verify(k, m2, sig) {
+	if k, _ := ParseKey(s.PublicKey()); verify(k, m2, sig) {
 		t.Fatal("a change in an unknown field kept the signature valid")
 	}
 	if m3, _ := RowMessage("m2", signed); string(m3) == string(msg) {

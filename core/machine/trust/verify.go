@@ -274,7 +274,7 @@ func (v *Verifier) decide(self string, r store.Row[store.MachineBody]) (Verdict,
 		}
 		return accept(Unsigned, Pin{RPCKey: b.RPCKey, PublicKey: b.PublicKey})
 	}
-	if _, err := parseKey(b.RPCKey); err != nil {
+	if _, err := ParseKey(b.RPCKey); err != nil {
 		return refused("signed, but %v", err)
 	}
 	xKey, known := v.trusted(self, id)
@@ -294,7 +294,7 @@ func (v *Verifier) decide(self string, r store.Row[store.MachineBody]) (Verdict,
 		if !ok {
 			return false, false
 		}
-		k, _ := parseKey(eKey)
+		k, _ := ParseKey(eKey)
 		return verify(k, EndorsementMessage(id, b.RPCKey, b.PublicKey), e.Sig), true
 	}
 	if !known {
@@ -335,7 +335,7 @@ func (v *Verifier) decide(self string, r store.Row[store.MachineBody]) (Verdict,
 		signerKey, _ = v.trusted(self, b.SignedBy)
 		status = Enrolled
 	}
-	k, _ := parseKey(signerKey)
+	k, _ := ParseKey(signerKey)
 	if !verify(k, msg, b.Sig) {
 		return refused("signature does not verify with the rpc_key of %s (%s)", signerOf(b, id), fingerprint(signerKey))
 	}
@@ -358,9 +358,9 @@ func signerOf(b store.MachineBody, id string) string {
 }
 
 func fingerprint(rpcKey string) string {
-	k, err := parseKey(rpcKey)
+	k, err := ParseKey(rpcKey)
 	if err != nil {
 		return rpcKey
 	}
-	return keyFingerprint(k)
+	return Fingerprint(k)
 }
