@@ -220,15 +220,19 @@ func nonMemberGossip(ctx context.Context, t *testing.T, l *lab.Lab, m *lab.Machi
 	host("sysctl", "-qw", "net.ipv6.conf."+br+".disable_ipv6=0")
 	host("ip", "-6", "addr", "add", hostIP+"/64", "dev", br, "nodad")
 	defer exec.Command("ip", "-6", "addr", "del", hostIP+"/64", "dev", br).Run()
-	for _, cmd := range [][]string{
-		{"sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0"},
-		{"ip", "-6", "addr", "add", machineIP + "/64", "dev", "eth0", "nodad"},
-	} {
-		if out, err := l.Exec(ctx, m.Name, cmd...); err != nil {
-			t.Fatalf("%s: %v: %v: %s", m.Name, cmd, err, out)
-		}
+	// The Machine's /proc/sys is read-only inside its container: its
+	// lab interface is given IPv6 from this host, in its network namespace.
+	pid, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", m.Container).Output()
+	if err != nil {
+		t.Fatalf("%s: pid: %v", m.Name, err)
 	}
-	defer l.Exec(ctx, m.Name, "ip", "-6", "addr", "del", machineIP+"/64", "dev", "eth0")
+	inNS := func(args ...string) []string {
+		return append([]string{"nsenter", "-t", strings.TrimSpace(string(pid)), "-n"}, args...)
+	}
+	host(inNS("sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0")...)
+	host(inNS("ip", "-6", "addr", "add", machineIP+"/64", "dev", "eth0", "nodad")...)
+	del := inNS("ip", "-6", "addr", "del", machineIP+"/64", "dev", "eth0")
+	defer exec.Command(del[0], del[1:]...).Run()
 	host("ip", "-6", "route", "add", mgmt+"/128", "via", machineIP)
 	defer exec.Command("ip", "-6", "route", "del", mgmt+"/128", "via", machineIP).Run()
 	if _, err := exec.LookPath("ping"); err == nil {
