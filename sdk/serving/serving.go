@@ -170,6 +170,19 @@ func (a *Ages) Young(pointers []store.Row[store.ServingBody], now time.Time) map
 	return young
 }
 
+// HoldEnds is how long from now until the first pointer Young last found
+// young stops being young (a held set is let go on time, not on a
+// change); 0 when none is young.
+func (a *Ages) HoldEnds(now time.Time) time.Duration {
+	var next time.Duration
+	for _, t := range a.first {
+		if d := t.Add(HoldFor).Sub(now); d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	return next
+}
+
 // Read reads what Compute takes from the store: the containers, serving
 // and machines tables (Containers, Pointers, Sessions).
 func Read(ctx context.Context, c *store.Client) (Input, error) {

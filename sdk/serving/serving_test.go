@@ -97,8 +97,14 @@ func TestAges(t *testing.T) {
 	if y := a.Young(ps, t0); !y["p1"] {
 		t.Fatalf("new pointer not young: %v", y)
 	}
+	if d := a.HoldEnds(t0.Add(time.Second)); d != HoldFor-time.Second {
+		t.Fatalf("HoldEnds one second after first sight = %v, want %v", d, HoldFor-time.Second)
+	}
 	if y := a.Young(ps, t0.Add(HoldFor)); y["p1"] {
 		t.Fatalf("pointer still young after HoldFor: %v", y)
+	}
+	if d := a.HoldEnds(t0.Add(HoldFor)); d != 0 {
+		t.Fatalf("HoldEnds after HoldFor = %v, want 0", d)
 	}
 	a.Young(nil, t0) // p1 gone: forgotten
 	if y := a.Young(ps, t0.Add(2*HoldFor)); !y["p1"] {

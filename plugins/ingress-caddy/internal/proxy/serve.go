@@ -29,6 +29,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // Loader timing: a Source that is a Watcher (the store) is read when it
@@ -78,22 +79,9 @@ func NewStoreSource(s ingress.Spec) StoreSource {
 func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
 	var in ingress.Input
 	err := s.tf.Do(func(c *store.Client) error {
-		var err error
-		if in.Containers, err = c.Containers().List(ctx); err != nil {
-			return err
-		}
-		if in.Pointers, err = c.Serving().List(ctx); err != nil {
-			return err
-		}
-		ms, err := c.Machines().List(ctx)
-		if err != nil {
-			return err
-		}
-		in.Sessions = map[string]string{}
-		for _, m := range ms {
-			in.Sessions[m.Key] = m.Body.Session
-		}
-		return nil
+		r, err := serving.Read(ctx, c)
+		in.Containers, in.Pointers, in.Sessions = r.Containers, r.Pointers, r.Sessions
+		return err
 	})
 	return in, err
 }
@@ -123,205 +111,264 @@ type Options struct {
 // until ctx ends or the spec file changes. Nothing listens before the
 // first successful store read; a failed read keeps the loaded config.
 func Serve(ctx context.Context, o Options) error {
-	log := o.Log
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	healthLog.Store(&log)
-	spec, raw, err := ingress.LoadSpec(o.SpecPath)
+	l, err := newLoader(ctx, o)
 	if err != nil {
 		return err
 	}
-	src := o.Source
-	if src == nil {
-		src = NewStoreSource(spec)
-	}
-	interval := o.Interval
-	var changed <-chan struct{}
-	if w, ok := src.(Watcher); ok {
-		wctx, stopWatch := context.WithCancel(ctx) // Serve may end before ctx
-		defer stopWatch()
-		changed = w.Watch(wctx, log)
-		if interval <= 0 {
-			interval = SafetyPoll
-		}
-	}
-	if interval <= 0 {
-		interval = PollInterval
-	}
-	specTick := time.NewTicker(specCheck)
-	defer specTick.Stop()
-	certs, err := startCertificates(ctx, spec, nil, log) // nil: HTTPS off
-	if err != nil {
-		return err
-	}
-	defer certs.stop()
-	running := false // Caddy serves (a config was loaded)
-	defer func() {
-		if running {
-			defer lameDuckPause()() // reopened for a next Serve in this process (tests)
-		}
-		if err := caddy.Stop(); err != nil {
-			log.Warn("stop caddy", "error", err)
-		}
-		// Stop only began the graceful shutdown: let every request in
-		// flight finish before the process exits.
-		if n := waitConns(drainTimeout); n > 0 {
-			log.Warn("connections still open after the drain timeout", "open", n, "timeout", drainTimeout)
-		}
-	}()
-	var (
-		loaded      []byte         // the config Caddy runs
-		cur         ingress.Routes // the routes it was computed from
-		st          = rpc.IngressStatus{MachineID: spec.Machine, Listen: spec.Listen}
-		written     rpc.IngressStatus
-		writtenAt   time.Time
-		backoff     = minBackoff
-		failing     bool
-		lastLoadErr string
-		acked       map[string]string        // pointers in this Machine's ack row
-		firstSeen   = map[string]time.Time{} // Serving Pointer id -> first read
-		reloads     int                      // Caddy loads after the first
-	)
-	writeStatus := func() {
-		cmp := st
-		cmp.Checked = written.Checked
-		if reflect.DeepEqual(cmp, written) && time.Since(writtenAt) < statusRefresh {
-			return
-		}
-		b, _ := json.MarshalIndent(st, "", "  ")
-		if err := machine.WriteFileAtomic(spec.StatusFile, append(b, '\n'), 0o644); err != nil {
-			log.Warn("write status", "path", spec.StatusFile, "error", err)
-			return
-		}
-		written, writtenAt = st, time.Now()
-	}
-	log.Info("waiting for the first load from the store", "machine", spec.Machine, "listen", spec.Listen)
-	caddyListen := "" // bound on the first load, which follows the first store read
-	tlsListen := ""   // the HTTPS socket, bound when HTTPS is first served
-
+	defer l.stop()
+	l.log.Info("waiting for the first load from the store", "machine", l.spec.Machine, "listen", l.spec.Listen)
 	for ctx.Err() == nil {
-		if now, err := os.ReadFile(o.SpecPath); err == nil && !bytes.Equal(now, raw) {
+		if now, err := os.ReadFile(o.SpecPath); err == nil && !bytes.Equal(now, l.raw) {
 			return ErrSpecChanged
 		}
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		in, err := src.Input(lctx)
-		cancel()
-		wait := interval
+		wait, err := l.round(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if !failing {
-				log.Warn("store unreachable; keeping the loaded config", "loaded", loaded != nil, "error", err)
-			}
-			failing = true
-			st.StoreError = err.Error()
-			wait, backoff = backoff, min(backoff*2, maxBackoff)
-		} else {
-			if failing {
-				log.Info("store reachable again")
-			}
-			failing, backoff = false, minBackoff
-			st.StoreError = ""
-			st.Checked = time.Now().Unix()
-			in.Machine, in.Prev, in.Young = spec.Machine, cur.ByKey(), map[string]bool{}
-			for _, p := range in.Pointers {
-				if _, ok := firstSeen[p.Body.ID]; !ok {
-					firstSeen[p.Body.ID] = time.Now()
-				}
-				in.Young[p.Body.ID] = time.Since(firstSeen[p.Body.ID]) < ingress.HoldFor
-			}
-			for id := range firstSeen {
-				if _, ok := in.Young[id]; !ok {
-					delete(firstSeen, id) // moved on
-				}
-			}
-			if caddyListen == "" {
-				caddyListen = httpListen(spec.Listen, log)
-			}
-			next := ingress.Compute(in)
-			dropBusyPorts(next.Routes, spec.Listen, cur)
-			tlsIn := certs.tls(next.Routes)
-			if loaded == nil && certs != nil {
-				certs.refresh(ctx) // the hostnames are wanted now: load their certificates first
-				tlsIn = certs.tls(next.Routes)
-			}
-			if tlsIn.Listen != "" && len(tlsIn.Certificates) > 0 {
-				if tlsListen == "" { // bound (and parked) once HTTPS is served
-					tlsListen = parkedListen(FDNameHTTPS, tlsIn.Listen, log)
-				}
-				tlsIn.Listen = tlsListen
-			}
-			// Routing changes swap the table in place; only listeners
-			// and certificates change Caddy's config.
-			publish(buildTable(next.Routes, tlsIn.Challenges))
-			cfg, err := caddyconfig.CaddyConfigTLS(caddyListen, spec.Machine, spec.StateDir, next.Routes, tlsIn)
-			if err != nil {
-				return fmt.Errorf("generate caddy config: %w", err)
-			}
-			if !bytes.Equal(cfg, loaded) {
-				reopen := func() {}
-				if loaded != nil {
-					reopen = lameDuckPause() // the old servers close their idle connections
-				}
-				err := caddy.Load(cfg, false)
-				reopen()
-				if err != nil {
-					if err.Error() != lastLoadErr {
-						log.Error("caddy refused the config; keeping the loaded one", "error", err)
-					}
-					lastLoadErr = err.Error()
-					st.LoadError = err.Error()
-					wait = max(wait, time.Second)
-				} else {
-					if loaded != nil {
-						reloads++
-					}
-					caddyLoads.Add(1)
-					if loaded == nil && tlsListen == "" {
-						dropInherited(FDNameHTTPS) // parked by a process that served HTTPS
-					}
-					running = true
-					log.Info("caddy config loaded", "first", loaded == nil, "reloads", reloads)
-					loaded, lastLoadErr = cfg, ""
-					st.LoadError = ""
-				}
-			}
-			if bytes.Equal(cfg, loaded) {
-				cur = next
-				st.Routes = next.Routes
-				if h := appliedHash(cfg, next.Routes, tlsIn.Challenges); h != st.ConfigHash {
-					st.ConfigHash, st.Loaded = h, time.Now().Unix()
-					log.Debug("routes applied", "routes", len(next.Routes), "hash", h)
-				}
-			}
-			st.Skipped = next.Skipped
-			certs.status(&st)
-			if bytes.Equal(cfg, loaded) {
-				// Caddy runs exactly this computation: ack its pointers.
-				st.Pointers = next.Pointers
-				acked = ack(ctx, src, spec.Machine, next.Pointers, acked, log)
-			}
-			// Caddy may refuse even the first config (e.g. the port is
-			// taken): the status file says so, with Running false.
-			st.Running = loaded != nil
-			writeStatus()
-			if loaded != nil && o.OnLoad != nil && st.LoadError == "" {
-				o.OnLoad(st)
-			}
+			return err
 		}
-		if failing && loaded != nil {
-			writeStatus()
+		if ctx.Err() != nil {
+			break
 		}
-		if hold := holdEnds(firstSeen); hold > 0 && !failing {
-			wait = min(wait, hold) // a held pointer is let go on time
-		}
-		if err := waitChange(ctx, wait, changed, certs.changed(), specTick.C, o.SpecPath, raw); err != nil {
+		if err := waitChange(ctx, wait, l.changed, l.certs.changed(), l.specTick.C, o.SpecPath, l.raw); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// loader is one Serve: what Caddy runs, the routes it was computed from,
+// and the status file that reports both.
+type loader struct {
+	o         Options
+	log       hclog.Logger
+	spec      ingress.Spec
+	raw       []byte // the spec file Serve started on
+	src       Source
+	interval  time.Duration
+	changed   <-chan struct{} // the store's change notifications (nil: poll)
+	specTick  *time.Ticker
+	certs     *certificates
+	stopWatch context.CancelFunc
+
+	running     bool           // Caddy serves (a config was loaded)
+	loaded      []byte         // the config Caddy runs
+	cur         ingress.Routes // the routes it was computed from
+	st          rpc.IngressStatus
+	written     rpc.IngressStatus
+	writtenAt   time.Time
+	backoff     time.Duration
+	failing     bool
+	lastLoadErr string
+	acked       map[string]string // pointers in this Machine's ack row
+	ages        serving.Ages
+	reloads     int    // Caddy loads after the first
+	caddyListen string // bound on the first load, which follows the first store read
+	tlsListen   string // the HTTPS socket, bound when HTTPS is first served
+}
+
+func newLoader(ctx context.Context, o Options) (*loader, error) {
+	l := &loader{o: o, log: o.Log, src: o.Source, interval: o.Interval, backoff: minBackoff, stopWatch: func() {}}
+	if l.log == nil {
+		l.log = hclog.NewNullLogger()
+	}
+	healthLog.Store(&l.log)
+	var err error
+	if l.spec, l.raw, err = ingress.LoadSpec(o.SpecPath); err != nil {
+		return nil, err
+	}
+	l.st = rpc.IngressStatus{MachineID: l.spec.Machine, Listen: l.spec.Listen}
+	if l.src == nil {
+		l.src = NewStoreSource(l.spec)
+	}
+	if w, ok := l.src.(Watcher); ok {
+		var wctx context.Context
+		wctx, l.stopWatch = context.WithCancel(ctx) // Serve may end before ctx
+		l.changed = w.Watch(wctx, l.log)
+		if l.interval <= 0 {
+			l.interval = SafetyPoll
+		}
+	}
+	if l.interval <= 0 {
+		l.interval = PollInterval
+	}
+	if l.certs, err = startCertificates(ctx, l.spec, nil, l.log); err != nil { // nil: HTTPS off
+		l.stopWatch()
+		return nil, err
+	}
+	l.specTick = time.NewTicker(specCheck)
+	return l, nil
+}
+
+// stop stops Caddy and waits for the requests in flight.
+func (l *loader) stop() {
+	defer l.stopWatch()
+	defer l.specTick.Stop()
+	defer l.certs.stop()
+	if l.running {
+		defer lameDuckPause()() // reopened for a next Serve in this process (tests)
+	}
+	if err := caddy.Stop(); err != nil {
+		l.log.Warn("stop caddy", "error", err)
+	}
+	// Stop only began the graceful shutdown: let every request in
+	// flight finish before the process exits.
+	if n := waitConns(drainTimeout); n > 0 {
+		l.log.Warn("connections still open after the drain timeout", "open", n, "timeout", drainTimeout)
+	}
+}
+
+// round reads the store once and applies what it says; it returns how
+// long to wait for a change before the next round.
+func (l *loader) round(ctx context.Context) (time.Duration, error) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	in, err := l.src.Input(lctx)
+	cancel()
+	wait := l.interval
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil
+		}
+		wait = l.readFailed(err)
+	} else if wait, err = l.apply(ctx, in, wait); err != nil {
+		return 0, err
+	}
+	if l.failing && l.loaded != nil {
+		l.writeStatus()
+	}
+	if hold := l.ages.HoldEnds(time.Now()); hold > 0 && !l.failing {
+		wait = min(wait, hold+10*time.Millisecond) // a held pointer is let go on time
+	}
+	return wait, nil
+}
+
+// readFailed keeps the loaded config and backs off.
+func (l *loader) readFailed(err error) time.Duration {
+	if !l.failing {
+		l.log.Warn("store unreachable; keeping the loaded config", "loaded", l.loaded != nil, "error", err)
+	}
+	l.failing = true
+	l.st.StoreError = err.Error()
+	wait := l.backoff
+	l.backoff = min(l.backoff*2, maxBackoff)
+	return wait
+}
+
+// apply computes the routes of in, swaps the routing table, loads Caddy
+// when its listeners or certificates changed, acks the pointers Caddy
+// follows and writes the status file.
+func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration) (time.Duration, error) {
+	if l.failing {
+		l.log.Info("store reachable again")
+	}
+	l.failing, l.backoff = false, minBackoff
+	l.st.StoreError = ""
+	l.st.Checked = time.Now().Unix()
+	in.Machine, in.Prev = l.spec.Machine, l.cur.ByKey()
+	in.Young = l.ages.Young(in.Pointers, time.Now())
+	if l.caddyListen == "" {
+		l.caddyListen = httpListen(l.spec.Listen, l.log)
+	}
+	next := ingress.Compute(in)
+	dropBusyPorts(next.Routes, l.spec.Listen, l.cur)
+	tlsIn := l.tls(ctx, next.Routes)
+	// Routing changes swap the table in place; only listeners and
+	// certificates change Caddy's config.
+	publish(buildTable(next.Routes, tlsIn.Challenges))
+	cfg, err := caddyconfig.CaddyConfigTLS(l.caddyListen, l.spec.Machine, l.spec.StateDir, next.Routes, tlsIn)
+	if err != nil {
+		return 0, fmt.Errorf("generate caddy config: %w", err)
+	}
+	if !bytes.Equal(cfg, l.loaded) && !l.load(cfg) {
+		wait = max(wait, time.Second)
+	}
+	applied := bytes.Equal(cfg, l.loaded)
+	if applied {
+		l.cur = next
+		l.st.Routes = next.Routes
+		if h := appliedHash(cfg, next.Routes, tlsIn.Challenges); h != l.st.ConfigHash {
+			l.st.ConfigHash, l.st.Loaded = h, time.Now().Unix()
+			l.log.Debug("routes applied", "routes", len(next.Routes), "hash", h)
+		}
+	}
+	l.st.Skipped = next.Skipped
+	l.certs.status(&l.st)
+	if applied {
+		// Caddy runs exactly this computation: ack its pointers.
+		l.st.Pointers = next.Pointers
+		l.acked = ack(ctx, l.src, l.spec.Machine, next.Pointers, l.acked, l.log)
+	}
+	// Caddy may refuse even the first config (e.g. the port is taken):
+	// the status file says so, with Running false.
+	l.st.Running = l.loaded != nil
+	l.writeStatus()
+	if l.loaded != nil && l.o.OnLoad != nil && l.st.LoadError == "" {
+		l.o.OnLoad(l.st)
+	}
+	return wait, nil
+}
+
+// tls is the TLS input for routes: certificates loaded first on the
+// first load, and the HTTPS socket bound (and parked) once HTTPS is
+// served.
+func (l *loader) tls(ctx context.Context, routes []ingress.Route) caddyconfig.TLS {
+	tlsIn := l.certs.tls(routes)
+	if l.loaded == nil && l.certs != nil {
+		l.certs.refresh(ctx) // the hostnames are wanted now: load their certificates first
+		tlsIn = l.certs.tls(routes)
+	}
+	if tlsIn.Listen != "" && len(tlsIn.Certificates) > 0 {
+		if l.tlsListen == "" {
+			l.tlsListen = parkedListen(FDNameHTTPS, tlsIn.Listen, l.log)
+		}
+		tlsIn.Listen = l.tlsListen
+	}
+	return tlsIn
+}
+
+// load hands cfg to Caddy (after a lame duck pause when servers run);
+// false when Caddy refused it and keeps the loaded one.
+func (l *loader) load(cfg []byte) bool {
+	reopen := func() {}
+	if l.loaded != nil {
+		reopen = lameDuckPause() // the old servers close their idle connections
+	}
+	err := caddy.Load(cfg, false)
+	reopen()
+	if err != nil {
+		if err.Error() != l.lastLoadErr {
+			l.log.Error("caddy refused the config; keeping the loaded one", "error", err)
+		}
+		l.lastLoadErr = err.Error()
+		l.st.LoadError = err.Error()
+		return false
+	}
+	if l.loaded != nil {
+		l.reloads++
+	}
+	caddyLoads.Add(1)
+	if l.loaded == nil && l.tlsListen == "" {
+		dropInherited(FDNameHTTPS) // parked by a process that served HTTPS
+	}
+	l.running = true
+	l.log.Info("caddy config loaded", "first", l.loaded == nil, "reloads", l.reloads)
+	l.loaded, l.lastLoadErr = cfg, ""
+	l.st.LoadError = ""
+	return true
+}
+
+// writeStatus rewrites the status file when the status changed, and at
+// least every statusRefresh.
+func (l *loader) writeStatus() {
+	cmp := l.st
+	cmp.Checked = l.written.Checked
+	if reflect.DeepEqual(cmp, l.written) && time.Since(l.writtenAt) < statusRefresh {
+		return
+	}
+	b, _ := json.MarshalIndent(l.st, "", "  ")
+	if err := machine.WriteFileAtomic(l.spec.StatusFile, append(b, '\n'), 0o644); err != nil {
+		l.log.Warn("write status", "path", l.spec.StatusFile, "error", err)
+		return
+	}
+	l.written, l.writtenAt = l.st, time.Now()
 }
 
 // waitChange waits for wait, a change (changed, certs) or ctx's end;
@@ -346,18 +393,6 @@ func waitChange(ctx context.Context, wait time.Duration, changed, certs <-chan s
 			}
 		}
 	}
-}
-
-// holdEnds is how long until the first young Serving Pointer stops
-// being young (ingress.HoldFor after it was first seen); 0 when none is.
-func holdEnds(firstSeen map[string]time.Time) time.Duration {
-	var next time.Duration
-	for _, at := range firstSeen {
-		if d := time.Until(at.Add(ingress.HoldFor)); d > 0 && (next == 0 || d < next) {
-			next = d + 10*time.Millisecond
-		}
-	}
-	return next
 }
 
 // ack writes this Machine's ack row when the pointers its loaded config
