@@ -14,7 +14,26 @@ import (
 	"github.com/ployz/ployz/e2e/lab"
 )
 
-// ingressFailover kills (SIGKILL) the process of the web replica on one
+// A replicaKill ends the web replica's process: SIGKILL, or SIGUSR1, on
+// which testapp allocates until the OOM killer ends it (the Service has a
+// mem_limit).
+type replicaKill string
+
+const (
+	sigkill replicaKill = "SIGKILL"
+	oomKill replicaKill = "OOM kill"
+)
+
+// command is the shell command that kills Container id on its Machine,
+// after printing the time.
+func (k replicaKill) command(id string) string {
+	if k == oomKill {
+		return "date +%s.%N; docker kill -s USR1 " + id + " >/dev/null"
+	}
+	return "p=$(docker inspect -f '{{.State.Pid}}' " + id + "); date +%s.%N; if [ \"$p\" -gt 0 ]; then kill -9 $p; fi"
+}
+
+// ingressFailover kills (how) the process of the web replica on one
 // Machine, kills times a second apart (more than once: a crash loop),
 // while keep-alive clients send GETs, and POSTs, without pause through
 // that Machine's :80. The proxy prefers the local replica: a GET
@@ -25,7 +44,7 @@ import (
 // replica (its last "upstream ejected" log line: each failed attempt
 // past an ejection logs one), and when it answered again after Docker
 // restarted it.
-func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, host string, kills int) {
+func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, host string, how replicaKill, kills int) {
 	var id, machine, ip string
 	for _, c := range ps(t, op, "hello").Containers {
 		if c.Service == "web" && c.Ready {
@@ -103,7 +122,7 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 		if k > 0 { // a crash loop: kill it again as soon as Docker restarted it
 			time.Sleep(time.Second)
 		}
-		out, err := l.Exec(ctx, machine, "sh", "-c", "p=$(docker inspect -f '{{.State.Pid}}' "+id+"); date +%s.%N; if [ \"$p\" -gt 0 ]; then kill -9 $p; fi")
+		out, err := l.Exec(ctx, machine, "sh", "-c", how.command(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,8 +136,11 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	time.Sleep(8 * time.Second)
 	close(stop)
 	wg.Wait()
-	t.Logf("%d SIGKILL(s) of web %s on %s through its :80: %d GETs, %d failed; %d POSTs, %d failed (in flight on the killed replica, not gated)",
-		kills, id[:12], machine, gets, getFails, posts, postFails)
+	t.Logf("%d %s(s) of web %s on %s through its :80: %d GETs, %d failed; %d POSTs, %d failed (in flight on the killed replica, not gated)",
+		kills, how, id[:12], machine, gets, getFails, posts, postFails)
+	if how == oomKill {
+		lastExitOOM(t, op, id)
+	}
 	if !backAt.IsZero() {
 		t.Logf("benchmark: the killed replica answered again %s after the last kill", backAt.Sub(killSent).Round(time.Millisecond))
 	}
@@ -137,11 +159,30 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	if last.IsZero() {
 		t.Logf("benchmark: no ejection of %s logged after the kill", cip)
 	} else {
-		t.Logf("benchmark: last SIGKILL to the last request routed to the dead replica (%s): %s", cip, last.Sub(killSent).Round(time.Millisecond))
+		t.Logf("benchmark: last %s to the last request routed to the dead replica (%s): %s", how, cip, last.Sub(killSent).Round(time.Millisecond))
 	}
 	if getFails > 0 || gets == 0 {
-		t.Errorf("%d SIGKILL(s) of one replica: %d of %d GETs failed: %v", kills, getFails, gets, samples[:min(5, len(samples))])
+		t.Errorf("%d %s(s) of one replica: %d of %d GETs failed: %v", kills, how, getFails, gets, samples[:min(5, len(samples))])
 	}
+}
+
+// lastExitOOM checks what `ployz ps` says of Container id's last exit
+// after an OOM kill: exit code 137 and a restart, with OOMKilled when
+// Docker reported the kill (Docker on cgroup v1 does not always: the
+// kernel's memcg OOM is then seen only as a SIGKILL).
+func lastExitOOM(t *testing.T, op *operator, id string) {
+	t.Helper()
+	for _, c := range ps(t, op, "hello").Containers {
+		if c.ID != id {
+			continue
+		}
+		t.Logf("after the OOM kill ps says of %s: restarts %d, exit code %d, oom_killed %v, finished %s", id[:12], c.RestartCount, c.ExitCode, c.OOMKilled, c.FinishedAt)
+		if c.ExitCode != 137 || c.RestartCount == 0 {
+			t.Errorf("after an OOM kill %s shows exit code %d and %d restarts; want 137 and at least 1", id[:12], c.ExitCode, c.RestartCount)
+		}
+		return
+	}
+	t.Errorf("Container %s (OOM-killed, restarted) is gone from ps", id[:12])
 }
 
 // sendOnce sends one request (a POST carries a body net/http cannot

@@ -126,6 +126,7 @@ services:
       retries: 3
       start_period: 20s
     deploy: {replicas: 2}
+    mem_limit: 64m
     x-placement: {max_per_machine: 1}
     x-ports:
       - hostname: hello.example.test
@@ -176,8 +177,9 @@ func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator)
 
 	// A replica killed under keep-alive clients costs no GET, nor does
 	// one crash-looping while the other serves.
-	ingressFailover(t, ctx, l, op, host, 1)
-	ingressFailover(t, ctx, l, op, host, 5)
+	ingressFailover(t, ctx, l, op, host, sigkill, 1)
+	ingressFailover(t, ctx, l, op, host, sigkill, 5)
+	ingressFailover(t, ctx, l, op, host, oomKill, 1)
 
 	// A Container of an older deployment that turns ready is not
 	// published: the Serving Pointer names the current ones only.

@@ -29,9 +29,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -63,6 +65,7 @@ func main() {
 		})
 	}
 
+	oomOnSignal()
 	var ready atomic.Bool
 	time.AfterFunc(delay, func() {
 		ready.Store(true)
@@ -124,6 +127,26 @@ func main() {
 	if err := http.ListenAndServe(":"+port, mux); err != nil {
 		fatal("listen: %v", err)
 	}
+}
+
+// oomOnSignal grows the heap by 4 MiB steps, touching every page, from
+// the first SIGUSR1 on: with a memory limit the kernel's OOM killer ends
+// the process.
+func oomOnSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		<-ch
+		fmt.Fprintln(os.Stderr, "testapp: SIGUSR1: allocating until the OOM killer ends this process")
+		var hog [][]byte
+		for {
+			b := make([]byte, 4<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			hog = append(hog, b)
+		}
+	}()
 }
 
 // notify sends READY=1 once to $NOTIFY_SOCKET, as sd_notify(3) does.
