@@ -191,7 +191,7 @@ type benchTLS struct {
 // certificate is valid for a year, so the manager never contacts the
 // (unreachable) ACME directory: Serve loads it with
 // caddyconfig.CaddyConfigTLS as in production.
-func serveBenchProxy(b *testing.B, upstream string, t *benchTLS) (addr string, stop func()) {
+func serveBenchProxy(b testing.TB, upstream string, t *benchTLS) (addr string, stop func()) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := b.TempDir()
@@ -443,7 +443,7 @@ func selfSigned(b *testing.B, host string) (certPEM, keyPEM []byte, pool *x509.C
 	return certPEM, keyPEM, certPool(b, certPEM)
 }
 
-func certPool(b *testing.B, certPEM []byte) *x509.CertPool {
+func certPool(b testing.TB, certPEM []byte) *x509.CertPool {
 	b.Helper()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(certPEM) {
