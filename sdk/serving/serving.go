@@ -183,6 +183,15 @@ func (a *Ages) HoldEnds(now time.Time) time.Duration {
 	return next
 }
 
+// WatchQueries are the store subscriptions that follow what Read reads:
+// exactly the columns Compute uses, so a Machine's other fields (its
+// heartbeat, labels) wake nothing.
+var WatchQueries = []string{
+	`SELECT id, owner, body FROM containers`,
+	`SELECT id, body FROM serving`,
+	`SELECT id, json_extract(body, '$.session') FROM machines`,
+}
+
 // Read reads what Compute takes from the store: the containers, serving
 // and machines tables (Containers, Pointers, Sessions).
 func Read(ctx context.Context, c *store.Client) (Input, error) {

@@ -2,7 +2,6 @@ package dns
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -12,18 +11,17 @@ import (
 	"github.com/ployz/ployz/core/store"
 )
 
-// Loader timing. With a live subscription the Table is rebuilt on every
+// Loader timing. With live subscriptions the Table is rebuilt on every
 // change of the tables it reads, and re-read every SafetyInterval in case
-// a change was missed; without one (the store refused or dropped it) the
-// loader polls every PollInterval and subscribes again after
-// resubscribeAfter. Failed reads back off from 250 ms to 2 s while the
-// last Table keeps answering.
+// a change was missed; while one is not open (the store refused or
+// dropped it; it is opened again on its own) the loader polls every
+// PollInterval. Failed reads back off from 250 ms to 2 s while the last
+// Table keeps answering.
 const (
-	PollInterval     = 500 * time.Millisecond
-	SafetyInterval   = 10 * time.Second
-	resubscribeAfter = 5 * time.Second
-	minBackoff       = 250 * time.Millisecond
-	maxBackoff       = 2 * time.Second
+	PollInterval   = 500 * time.Millisecond
+	SafetyInterval = 10 * time.Second
+	minBackoff     = 250 * time.Millisecond
+	maxBackoff     = 2 * time.Second
 )
 
 // Source is what Internal DNS reads: the containers, serving and machines
@@ -32,9 +30,8 @@ type Source interface {
 	// Read returns the tables' rows as the Serving Pointer computation
 	// takes them (Containers, Pointers, Sessions).
 	Read(ctx context.Context) (serving.Input, error)
-	// Watch returns a channel that receives after any change to those
-	// tables. It is closed when the watch fails; ctx ends it.
-	Watch(ctx context.Context) (<-chan struct{}, error)
+	// Watch follows those tables until ctx ends.
+	Watch(ctx context.Context, log hclog.Logger) *store.Watch
 }
 
 // StoreSource reads the replicated store at the spec's store_api, with
@@ -46,13 +43,6 @@ func NewStoreSource(cfg dnsspec.Config) StoreSource {
 	return StoreSource{store.NewTokenFileClient(cfg.StoreAPI, cfg.StoreTokenFile)}
 }
 
-// watched are the tables Read reads, as subscription statements.
-var watched = []string{
-	"SELECT id, owner, body, updated_at FROM containers",
-	"SELECT id, owner, body, updated_at FROM serving",
-	"SELECT id, owner, body, updated_at FROM machines",
-}
-
 // Read implements Source.
 func (s StoreSource) Read(ctx context.Context) (in serving.Input, err error) {
 	err = s.tf.Do(func(c *store.Client) error {
@@ -62,51 +52,10 @@ func (s StoreSource) Read(ctx context.Context) (in serving.Input, err error) {
 	return in, err
 }
 
-// Watch implements Source with one subscription per table (changes
-// only). The subscriptions resume on their own across store restarts;
-// when one gives up, the channel closes.
-func (s StoreSource) Watch(ctx context.Context) (<-chan struct{}, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var subs []*store.Subscription
-	for _, q := range watched {
-		var sub *store.Subscription
-		err := s.tf.Do(func(c *store.Client) (err error) {
-			sub, err = c.Subscribe(ctx, store.Stmt(q), store.SubscribeOptions{SkipRows: true})
-			return err
-		})
-		if err != nil {
-			cancel()
-			for _, s := range subs {
-				s.Close()
-			}
-			return nil, err
-		}
-		subs = append(subs, sub)
-	}
-	ch := make(chan struct{}, 1)
-	ended := make(chan struct{}, len(subs))
-	for _, sub := range subs {
-		go func() {
-			defer func() { ended <- struct{}{} }()
-			for ev := range sub.Events {
-				if ev.Kind == store.EventChange {
-					select {
-					case ch <- struct{}{}:
-					default: // a reload is pending already
-					}
-				}
-			}
-		}()
-	}
-	go func() {
-		<-ended // the first to end ends the watch
-		cancel()
-		for _, s := range subs {
-			s.Close()
-		}
-		close(ch)
-	}()
-	return ch, nil
+// Watch implements Source: a store.Watch of what Read reads
+// (serving.WatchQueries).
+func (s StoreSource) Watch(ctx context.Context, log hclog.Logger) *store.Watch {
+	return store.NewWatch(ctx, s.tf.Do, serving.WatchQueries, log)
 }
 
 // Load keeps h's Table current from src until ctx ends. The first
@@ -118,39 +67,18 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 		poll = PollInterval
 	}
 	var (
-		ages      serving.Ages
-		backoff   = minBackoff
-		failing   bool
-		changes   <-chan struct{}
-		nextWatch time.Time
-		watchErr  string
+		ages    serving.Ages
+		backoff = minBackoff
+		failing bool
 	)
+	// Subscribe before reading, so no change falls between the two.
+	w := src.Watch(ctx, log)
 	for ctx.Err() == nil {
-		// Subscribe before reading, so no change falls between the two.
-		if changes == nil && !time.Now().Before(nextWatch) {
-			ch, err := src.Watch(ctx)
-			switch {
-			case err == nil:
-				changes = ch
-				if watchErr != "" {
-					log.Info("following the store by subscription again")
-				}
-				watchErr = ""
-			case ctx.Err() != nil:
-				return
-			default:
-				if err.Error() != watchErr && !errors.Is(err, context.Canceled) {
-					log.Warn("cannot subscribe to the store; polling", "interval", poll, "error", err)
-				}
-				watchErr = err.Error()
-				nextWatch = time.Now().Add(resubscribeAfter)
-			}
-		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		in, err := src.Read(lctx)
 		cancel()
 		wait := poll
-		if changes != nil {
+		if w.Live() {
 			wait = SafetyInterval
 		}
 		if err != nil {
@@ -171,7 +99,7 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 			t := Build(in)
 			h.SetTable(t)
 			if failing || first {
-				log.Info("loaded from the store", "containers", len(in.Containers), "pointers", len(in.Pointers), "names", t.Len(), "subscribed", changes != nil)
+				log.Info("loaded from the store", "containers", len(in.Containers), "pointers", len(in.Pointers), "names", t.Len(), "subscribed", w.Live())
 			}
 			failing, backoff = false, minBackoff
 			if first && onFirst != nil {
@@ -185,12 +113,7 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
-		case _, ok := <-changes:
-			if !ok {
-				changes = nil // the watch ended: poll until it is back
-				log.Warn("store subscription ended; polling until it is back", "interval", poll)
-				nextWatch = time.Now().Add(minBackoff)
-			}
+		case <-w.C:
 		}
 		timer.Stop()
 	}
