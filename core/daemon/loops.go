@@ -36,8 +36,10 @@ func (d *Daemon) act() *active {
 func (d *Daemon) peerLoop(ctx context.Context) {
 	a := d.act()
 	var last string
-	tick := time.NewTicker(peerPeriod)
-	defer tick.Stop()
+	// Woken by a change of the machines table (a body changes only when
+	// a Machine's key, endpoints or membership does), polled while the
+	// subscription is not open.
+	w := d.watchStore(ctx, `SELECT id, body FROM machines`)
 	for {
 		rec := d.record()
 		vs, err := d.machineVerdicts(ctx, a.store)
@@ -58,10 +60,14 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 				}
 			}
 		}
+		t := time.NewTimer(waitPeriod(w, peerPeriod, rec.Phase == machine.Joining))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-tick.C:
+		case <-t.C:
+		case <-w.C:
+			t.Stop()
 		}
 	}
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
-// Retire loop timing: superseded Containers are checked every
-// retirePeriod and stopped once every Machine that is not Down acked the
-// pointer that left them out, or retireAfter after this loop first saw
-// them superseded.
+// Retire loop timing: superseded Containers are looked for on every
+// change of the serving tables (and every retirePeriod while some wait),
+// and stopped once every Machine that is not Down acked the pointer that
+// left them out, or retireAfter after this loop first saw them
+// superseded.
 const (
 	retirePeriod = 2 * time.Second
 	retireAfter  = 300 * time.Second
@@ -27,13 +28,19 @@ const (
 // Docker each round; it never starts, places, moves or removes anything.
 func (d *Daemon) retireLoop(ctx context.Context) {
 	firstSeen := map[string]time.Time{}
-	t := time.NewTicker(retirePeriod)
-	defer t.Stop()
+	// A Container is superseded only when a pointer moves, and stopped
+	// once acks arrive: woken by those tables, and every retirePeriod
+	// while superseded Containers wait (for acks or retireAfter).
+	w := d.watchStore(ctx, `SELECT id, body FROM serving`, `SELECT id, body FROM serving_acks`)
 	for {
+		t := time.NewTimer(waitPeriod(w, retirePeriod, len(firstSeen) > 0))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
+		case <-w.C:
+			t.Stop()
 		}
 		if d.record().Phase != machine.Participating || d.ctrs == nil || d.ctrs.docker == nil {
 			continue
