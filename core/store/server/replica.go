@@ -134,8 +134,11 @@ func (n *Node) requestSync() {
 		n.log.Error("encode sync request", "error", err)
 		return
 	}
+	// A request that fits one packet goes best-effort: one is sent every
+	// SyncInterval anyway, and a TCP connection per peer per round was
+	// most of what an idle store spent.
 	for _, p := range peers {
-		n.out.send(p, msg, true)
+		n.out.send(p, msg, len(msg) > udpLimit)
 	}
 }
 
