@@ -58,6 +58,32 @@ func TestWithdrawingEvents(t *testing.T) {
 	}
 }
 
+// TestRescanIgnoresExecs: a healthcheck's exec every second (and other
+// events that change no row) must not make the daemon rescan Docker.
+func TestRescanIgnoresExecs(t *testing.T) {
+	for _, c := range []struct {
+		typ    events.Type
+		action events.Action
+		want   bool
+	}{
+		{events.ContainerEventType, events.ActionExecCreate + ": /testapp healthcheck", false},
+		{events.ContainerEventType, events.ActionExecStart + ": /testapp healthcheck", false},
+		{events.ContainerEventType, events.ActionExecDie, false},
+		{events.ContainerEventType, events.ActionAttach, false},
+		{events.ContainerEventType, events.ActionResize, false},
+		{events.ContainerEventType, events.ActionHealthStatusHealthy, true},
+		{events.ContainerEventType, events.ActionDie, true},
+		{events.ContainerEventType, events.ActionCreate, true},
+		{events.ContainerEventType, events.ActionDestroy, true},
+		{events.ContainerEventType, events.ActionRename, true},
+		{events.VolumeEventType, events.ActionMount, true},
+	} {
+		if got := changesRows(events.Message{Type: c.typ, Action: c.action}); got != c.want {
+			t.Errorf("changesRows(%s %q) = %t, want %t", c.typ, c.action, got, c.want)
+		}
+	}
+}
+
 // TestCrashWithdrawsReadinessAtOnce kills a Service Container's process
 // the way a crash would and expects its row to say not ready well within
 // a second, then ready again with the restart and the exit recorded.

@@ -71,6 +71,9 @@ func (d *Daemon) watchEvents(ctx context.Context, cli *client.Client, trigger ch
 			case <-ctx.Done():
 				return
 			case m := <-msgs:
+				if !changesRows(m) {
+					continue // a healthcheck's exec every second, an attach…: nothing to rescan
+				}
 				d.containerEvent(ctx, cli, m)
 				select {
 				case trigger <- struct{}{}:
@@ -86,6 +89,22 @@ func (d *Daemon) watchEvents(ctx context.Context, cli *client.Client, trigger ch
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// changesRows reports whether a Docker event can change what rescan
+// records: a Container's lifecycle or health, or a volume's. Execs
+// (every healthcheck runs one), attaches, resizes and copies cannot.
+func changesRows(m events.Message) bool {
+	if m.Type != events.ContainerEventType {
+		return true
+	}
+	switch m.Action {
+	case events.ActionCreate, events.ActionStart, events.ActionRestart, events.ActionDie, events.ActionKill,
+		events.ActionOOM, events.ActionStop, events.ActionPause, events.ActionUnPause, events.ActionDestroy,
+		events.ActionRename, events.ActionUpdate:
+		return true
+	}
+	return strings.HasPrefix(string(m.Action), string(events.ActionHealthStatus))
 }
 
 // containerEvent acts on an event that may end a Container's readiness
