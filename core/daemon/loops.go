@@ -36,9 +36,9 @@ func (d *Daemon) act() *active {
 func (d *Daemon) peerLoop(ctx context.Context) {
 	a := d.act()
 	var last string
-	// Woken by a change of the machines table (a body changes only when
-	// a Machine's key, endpoints or membership does), polled while the
-	// subscription is not open.
+	// Woken by a change of the machines table (a Machine's key,
+	// endpoints, membership, or its row signed again when it publishes),
+	// polled every peerPeriod while the subscription is not open.
 	w := d.watchStore(ctx, `SELECT id, body FROM machines`)
 	for {
 		rec := d.record()
