@@ -81,7 +81,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 	}
 	// Only the mesh reaches Machine RPC and gossip; only the bridge and
 	// the mesh reach the Internal DNS (docs/security.md).
-	if err := dockernet.EnsureInput(dockernet.Config{Subnet: rec.Subnet, Logger: d.log},
+	if err := dockernet.EnsureInput(dockernet.Config{Subnet: rec.Subnet, ChainPrefix: inputChainPrefix, Logger: d.log},
 		dockernet.Input{MeshTCP: []int{d.cfg.RPCPort, GossipPort}, MeshUDP: []int{GossipPort}, DNS: 53}); err != nil {
 		return fmt.Errorf("input filter: %w", err)
 	}

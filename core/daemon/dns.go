@@ -27,7 +27,7 @@ const (
 func (d *Daemon) dnsPlugin() servingPlugin {
 	return servingPlugin{name: DNSPlugin, what: "internal dns", spec: d.dnsSpec,
 		check: func(b []byte) error { _, err := dns.ParseSpec(b); return err },
-		kept:  []string{dns.DefaultSpecPath}}
+		kept:  []string{dnsSpecFile}}
 }
 
 func (d *Daemon) dnsLoop(ctx context.Context) { d.keepConfigured(ctx, d.dnsPlugin()) }

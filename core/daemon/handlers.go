@@ -443,7 +443,7 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 	if err := d.cfg.Units.Stop(ctx, WireGuardUnit); err != nil {
 		d.log.Warn("reset: stop wireguard", "error", err)
 	}
-	if err := dockernet.RemoveInput(dockernet.Config{}); err != nil {
+	if err := dockernet.RemoveInput(dockernet.Config{ChainPrefix: inputChainPrefix}); err != nil {
 		d.log.Warn("reset: remove input filter", "error", err)
 	}
 	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath(),

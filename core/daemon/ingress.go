@@ -29,7 +29,7 @@ func (d *Daemon) ingressStatusPath() string { return filepath.Join(d.cfg.RunDir,
 func (d *Daemon) ingressPlugin() servingPlugin {
 	return servingPlugin{name: IngressPlugin, what: "ingress", spec: d.ingressSpec,
 		check: func(b []byte) error { _, err := ingress.ParseSpec(b); return err },
-		kept:  []string{ingress.DefaultSpecPath, d.ingressStatusPath()}}
+		kept:  []string{ingressSpecFile, d.ingressStatusPath()}}
 }
 
 func (d *Daemon) ingressLoop(ctx context.Context) { d.keepConfigured(ctx, d.ingressPlugin()) }

@@ -11,6 +11,8 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/dns"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // servingRetryEvery paces retries of a serving plugin's configuration, and
@@ -18,6 +20,14 @@ import (
 const (
 	servingRetryEvery   = 5 * time.Second
 	servingRefreshEvery = 30 * time.Second
+)
+
+// Host-wide things the reset path removes, variables so that a test aims
+// them at its own files and iptables chain, never at this host's.
+var (
+	dnsSpecFile      = dns.DefaultSpecPath
+	ingressSpecFile  = ingress.DefaultSpecPath
+	inputChainPrefix = "" // dockernet's default, PLOYZ
 )
 
 // servingPlugin is a data-plane plugin whose configuration the daemon
