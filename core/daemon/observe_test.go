@@ -1,0 +1,224 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// observedDaemon is a participating Daemon on a real store node whose
+// Service Container commands run on real Docker (testOps).
+func observedDaemon(t *testing.T) (*Daemon, *store.Client, *testOps) {
+	t.Helper()
+	to := newTestOps(t)
+	d, st := storeDaemon(t, to.facts.MachineID)
+	d.ctrs = to.containerOps
+	return d, st, to
+}
+
+// storeVersion is the store's own head version: it moves on every write.
+func storeVersion(t *testing.T, st *store.Client) int64 {
+	t.Helper()
+	h, err := st.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Vector[h.ActorID]
+}
+
+// TestSyncOwned makes an owner's rows exactly what it wants: new rows
+// written, changed rows rewritten, gone rows deleted, unchanged rows not
+// written at all, and another owner's rows never touched.
+func TestSyncOwned(t *testing.T) {
+	_, st := storeDaemon(t, "me")
+	ctx := context.Background()
+	vols := st.Volumes()
+	if _, err := vols.Put(ctx, store.Row[store.VolumeBody]{Key: "other/x", Owner: "other", Body: store.VolumeBody{Name: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]store.VolumeBody{"me/a": {Name: "a", Driver: "local"}, "me/b": {Name: "b", Driver: "local"}}
+	if err := syncOwned(ctx, vols, "me", want); err != nil {
+		t.Fatal(err)
+	}
+	v := storeVersion(t, st)
+	if err := syncOwned(ctx, vols, "me", want); err != nil {
+		t.Fatal(err)
+	}
+	if got := storeVersion(t, st); got != v {
+		t.Fatalf("an unchanged sync wrote: version %d -> %d", v, got)
+	}
+	want = map[string]store.VolumeBody{"me/a": {Name: "a", Driver: "zfs"}}
+	if err := syncOwned(ctx, vols, "me", want); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := vols.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.VolumeBody{}
+	for _, r := range rows {
+		got[r.Key] = r.Body
+	}
+	if len(got) != 2 || got["me/a"].Driver != "zfs" || got["other/x"].Name != "x" {
+		t.Fatalf("rows after sync %+v", got)
+	}
+}
+
+// TestRescan publishes this Machine's containers and volumes from real
+// Docker: a Service Container's row carries its identity and only the
+// names of its environment, a removed Container's row goes, and a
+// resetting Machine writes nothing.
+func TestRescan(t *testing.T) {
+	d, st, to := observedDaemon(t)
+	ctx := context.Background()
+	const secret = "hunter2-never-leaves"
+	spec := to.spec("web", map[string]string{"API_TOKEN": secret, "MODE": "x"})
+	spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: to.namespace + "-data", Target: "/data"}}
+	id := to.createStart(t, "web", spec)
+	if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: "someone-elses", Owner: "other", Body: store.ContainerBody{State: "running"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: "long-gone", Owner: d.record().ID, Body: store.ContainerBody{State: "running"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := d.rescan(ctx, to.cli); err != nil {
+		t.Fatal(err)
+	}
+	row, ok, err := st.Containers().Get(ctx, id)
+	if err != nil || !ok {
+		t.Fatalf("row of %s: ok=%v err=%v", short(id), ok, err)
+	}
+	b := row.Body
+	if row.Owner != d.record().ID || b.Namespace != to.namespace || b.Service != "web" || b.ServiceID != "sid-web" || b.SpecHash != "hash1" ||
+		b.State != "running" || b.Name != to.name("web") || b.Session == "" || !slices.Contains(b.EnvNames, "API_TOKEN") || !slices.Contains(b.EnvNames, "MODE") {
+		t.Fatalf("row %+v owner %s", b, row.Owner)
+	}
+	raw, _ := json.Marshal(b)
+	if strings.Contains(string(raw), secret) {
+		t.Fatalf("an environment value left the Machine: %s", raw)
+	}
+	if _, ok, _ := st.Containers().Get(ctx, "long-gone"); ok {
+		t.Fatal("the row of a Container Docker no longer has survived the rescan")
+	}
+	if _, ok, _ := st.Containers().Get(ctx, "someone-elses"); !ok {
+		t.Fatal("the rescan deleted another Machine's row")
+	}
+	vol := d.record().ID + "/" + to.namespace + "-data"
+	if r, ok, _ := st.Volumes().Get(ctx, vol); !ok || r.Body.Name != to.namespace+"-data" || r.Body.Driver != "local" {
+		t.Fatalf("volume row %s: %+v ok=%v", vol, r.Body, ok)
+	}
+
+	// Resetting: the remover just deleted this Machine's rows; a rescan
+	// must not put them back.
+	if err := to.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec := d.record()
+	rec.Phase = machine.Resetting
+	d.rec = rec
+	if err := d.rescan(ctx, to.cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.Containers().Get(ctx, id); !ok {
+		t.Fatal("a resetting Machine's rescan wrote (deleted a row)")
+	}
+	rec.Phase = machine.Participating
+	d.rec = rec
+	if err := d.rescan(ctx, to.cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.Containers().Get(ctx, id); ok {
+		t.Fatal("the row of a removed Container survived the rescan")
+	}
+	if err := to.cli.VolumeRemove(ctx, to.namespace+"-data", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.rescan(ctx, to.cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.Volumes().Get(ctx, vol); ok {
+		t.Fatal("the row of a removed volume survived the rescan")
+	}
+}
+
+// TestObserveLoopFollowsEvents runs the observe loop against Docker's
+// event stream: a started Container's row appears without waiting for
+// the periodic rescan, and a kill is published within a second.
+func TestObserveLoopFollowsEvents(t *testing.T) {
+	d, st, to := observedDaemon(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.observeLoop(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(300 * time.Millisecond) // the first rescan and the event stream are up
+
+	id := to.createStart(t, "api", to.spec("api", nil))
+	waitRow(t, st, id, 5*time.Second, func(b store.ContainerBody) bool { return b.State == "running" })
+	if err := to.cli.ContainerKill(context.Background(), id, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitRow(t, st, id, 5*time.Second, func(b store.ContainerBody) bool { return b.State == "exited" && !b.Ready })
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a killed Container's row changed after %v; the event path should take milliseconds", took)
+	}
+	if err := to.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, st, id, 5*time.Second)
+
+	// A volume event triggers a rescan too.
+	name := to.namespace + "-v"
+	if _, err := to.cli.VolumeCreate(context.Background(), volume.CreateOptions{Name: name, Labels: map[string]string{rpc.LabelNamespace: to.namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok, _ := st.Volumes().Get(context.Background(), d.record().ID+"/"+name); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a created volume was not published")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitRow(t *testing.T, st *store.Client, id string, within time.Duration, cond func(store.ContainerBody) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last store.ContainerBody
+	for time.Now().Before(deadline) {
+		r, ok, err := st.Containers().Get(context.Background(), id)
+		if err == nil && ok {
+			if last = r.Body; cond(last) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("row of %s never matched; last %+v", short(id), last)
+}
+
+func waitGone(t *testing.T, st *store.Client, id string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if _, ok, err := st.Containers().Get(context.Background(), id); err == nil && !ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("row of %s was not deleted", short(id))
+}
