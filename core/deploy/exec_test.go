@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // recorder is a test double of OUR OWN contract (core/rpc/containers.go),
 // not of the daemon: it records each call the executor makes and answers
-// from a script. It exists because the daemon side is being written
-// concurrently; lab tests against real Machines cover the real thing.
+// from a script, which is how these tests inject a failure at any step.
+// Its Serving Pointer answers are the simplest a daemon may give (one
+// Machine, m1, acking every pointer at once); the daemon's real pointer,
+// ack and membership logic drives the executor in core/daemon's
+// TestExecutorAgainstTheDaemon (real store, real Docker).
 type recorder struct {
 	mu    sync.Mutex // the executor calls different Machines at once
 	calls []string
@@ -26,40 +30,69 @@ type recorder struct {
 	// wait maps a container id to the wait_ready answers in order.
 	wait   map[string][]rpc.WaitReadyResult
 	onCall func(call string)
-	// serving answers the Serving Pointer commands like an entry whose
-	// single Machine m1 acks every pointer at once (unless noAck); when
-	// false they are unsupported, like an older daemon.
-	serving bool
-	noAck   bool
-	pointer string
-	set     []rpc.ServingContainer
+	// The Serving Pointer commands are answered like an entry whose
+	// single Machine m1 acks every pointer at once (unless noAck); with
+	// legacy they are unsupported, like a daemon older than pointers.
+	legacy bool
+	noAck  bool
+	// pointers are the Serving Pointers by Service key, each its own
+	// like the daemon's rows (a test may set the starting ones).
+	pointers map[string]*pointer
 	// auths are the registry credentials pull_image calls carried.
 	auths []string
 }
 
+// pointer is one Service's Serving Pointer as the recorder keeps it.
+type pointer struct {
+	id  string
+	set []rpc.ServingContainer
+}
+
+// pointer returns key's pointer, empty when it has none.
+func (r *recorder) pointer(key string) pointer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.pointers[key]; p != nil {
+		return *p
+	}
+	return pointer{}
+}
+
 func (r *recorder) servingCall(command string, payload, out any) (string, any, error) {
-	if !r.serving {
+	if r.legacy {
 		return "", nil, rpc.Errorf(rpc.CodeUnsupported, "unknown command %s", command)
+	}
+	if r.pointers == nil {
+		r.pointers = map[string]*pointer{}
 	}
 	switch p := payload.(type) {
 	case rpc.MoveServingPointerRequest:
+		if p.Delete {
+			delete(r.pointers, p.Service)
+			return "delete", nil, nil
+		}
 		var ids []string
 		for _, c := range p.Containers {
 			ids = append(ids, c.ID)
 		}
-		r.pointer, r.set = fmt.Sprintf("p%d", len(r.calls)), p.Containers
-		if p.Delete {
-			r.pointer, r.set = "", nil
-			return "delete", nil, nil
-		}
-		return strings.Join(ids, ","), rpc.ServingPointerMoved{ID: r.pointer, Containers: p.Containers}, nil
+		np := &pointer{id: fmt.Sprintf("p%d", len(r.calls)), set: p.Containers}
+		r.pointers[p.Service] = np
+		return strings.Join(ids, ","), rpc.ServingPointerMoved{ID: np.id, Containers: p.Containers}, nil
 	case rpc.ServingStatusRequest:
-		ack := r.pointer
-		if r.noAck {
-			ack = ""
+		var st rpc.ServingStatus
+		for _, key := range p.Services {
+			sv := rpc.ServiceServing{Service: key}
+			if cur := r.pointers[key]; cur != nil {
+				sv.Pointer, sv.Containers = cur.id, cur.set
+			}
+			ack := sv.Pointer
+			if r.noAck {
+				ack = ""
+			}
+			sv.Acks = []rpc.ServingAck{{MachineID: "m1", Machine: "m1", Membership: "up", Acked: ack}}
+			st.Services = append(st.Services, sv)
 		}
-		return "", rpc.ServingStatus{Services: []rpc.ServiceServing{{Service: p.Services[0], Pointer: r.pointer, Containers: r.set,
-			Acks: []rpc.ServingAck{{MachineID: "m1", Machine: "m1", Membership: "up", Acked: ack}}}}}, nil
+		return "", st, nil
 	}
 	return "", nil, fmt.Errorf("recorder: %s payload %T", command, payload)
 }
@@ -154,12 +187,15 @@ func TestExecuteStartFirstReplace(t *testing.T) {
 	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "web", Op: OpReplace, Strategy: StartFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true}}}
 	var events []Event
 	o := (&Executor{C: rec, Progress: func(e Event) { events = append(events, e) }}).Run(context.Background(), p)
-	want := "m1 create_container new\nm1 start_container id-new\nm1 wait_ready id-new\nm1 stop_container old\nm1 remove_container old"
+	want := "m1 create_container new\nm1 start_container id-new\nm1 wait_ready id-new\nentry move_serving_pointer id-new\nm1 stop_container old\nm1 remove_container old"
 	if got := strings.Join(rec.calls, "\n"); got != want {
 		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
 	}
-	if o.Status != "completed" || o.Partial() || len(events) != 10 {
+	if o.Status != "completed" || o.Partial() || len(events) != 14 {
 		t.Fatalf("outcome %+v, %d events", o, len(events))
+	}
+	if set := rec.pointer(ingress.ServiceKey("", "web")).set; len(set) != 1 || set[0].ID != "id-new" {
+		t.Fatalf("pointer names %+v, want the new Container only", set)
 	}
 }
 
@@ -180,6 +216,7 @@ func TestExecuteFailedStartFirstLeavesOldUntouched(t *testing.T) {
 		"m1 create_container new2 never_attempted",
 		"m1 start_container new2 never_attempted",
 		"m1 wait_ready new2 never_attempted",
+		"(cluster) move_serving_pointer p6 -> 1 Container(s) completed",
 		"m1 stop_container old never_attempted",
 		"m1 remove_container old never_attempted",
 		"m2 create_container f never_attempted",
@@ -191,13 +228,20 @@ func TestExecuteFailedStartFirstLeavesOldUntouched(t *testing.T) {
 	if got := steps(o); got != want {
 		t.Fatalf("steps:\n%s\nwant:\n%s", got, want)
 	}
-	if o.Status != "partial" || o.Steps[2].LogTail[0] != "boom" || !strings.Contains(o.Steps[9].Error, `"web" it depends on failed`) {
+	if o.Status != "partial" || o.Steps[2].LogTail[0] != "boom" || !strings.Contains(o.Steps[11].Error, `"web" it depends on failed`) {
 		t.Fatalf("outcome = %+v", o)
 	}
 	for _, c := range rec.calls {
-		if strings.Contains(c, " old") {
+		if strings.Contains(c, " old") && !strings.HasPrefix(c, "entry ") {
 			t.Fatalf("old Container touched: %s", c)
 		}
+	}
+	// The failed replacement's old Container is what stays served.
+	if set := rec.pointer(ingress.ServiceKey("", "web")).set; len(set) != 1 || set[0].ID != "old" {
+		t.Fatalf("pointer names %+v, want the old Container only", set)
+	}
+	if p := rec.pointer(ingress.ServiceKey("", "front")); p.id != "" {
+		t.Fatalf("a Service none of whose rows ran got a pointer: %+v", p)
 	}
 }
 
@@ -212,6 +256,8 @@ func TestExecuteFailedStopFirstStartsOldAgain(t *testing.T) {
 		"m1 wait_ready new never_attempted",
 		"m1 stop_container new completed (compensation)",
 		"m1 start_container old completed (compensation)",
+		"(cluster) move_serving_pointer p6 -> 1 Container(s) completed",
+		"(cluster) wait_serving_acks p6 completed",
 		"m1 remove_container old never_attempted",
 	}, "\n")
 	if got := steps(o); got != want {
@@ -219,6 +265,9 @@ func TestExecuteFailedStopFirstStartsOldAgain(t *testing.T) {
 	}
 	if got := o.Steps[2].LogTail; len(got) != 1 || got[0] != "log of id-new" {
 		t.Fatalf("log tail of the failed Container = %v", got)
+	}
+	if set := rec.pointer(ingress.ServiceKey("", "db")).set; len(set) != 1 || set[0].ID != "old" {
+		t.Fatalf("pointer names %+v, want the restarted old Container", set)
 	}
 }
 
@@ -259,7 +308,7 @@ func TestExecuteHookWaitsForExit(t *testing.T) {
 	if o.Status != "completed" {
 		t.Fatalf("steps:\n%s", steps(o))
 	}
-	want := "m1 create_container h\nm1 start_container id-h\nm1 wait_ready id-h\nm1 wait_ready id-h\nm1 remove_container id-h\nm1 create_container a\nm1 start_container id-a\nm1 wait_ready id-a"
+	want := "m1 create_container h\nm1 start_container id-h\nm1 wait_ready id-h\nm1 wait_ready id-h\nm1 remove_container id-h\nm1 create_container a\nm1 start_container id-a\nm1 wait_ready id-a\nentry move_serving_pointer id-a"
 	if got := strings.Join(rec.calls, "\n"); got != want {
 		t.Fatalf("calls:\n%s", got)
 	}
@@ -271,7 +320,7 @@ func TestExecuteHookWaitsForExit(t *testing.T) {
 }
 
 func TestExecuteMovesServingPointerBeforeStopping(t *testing.T) {
-	rec := &recorder{serving: true, pointer: "p0", set: []rpc.ServingContainer{{ID: "old", MachineID: "m1"}, {ID: "gone", MachineID: "m2"}}}
+	rec := &recorder{pointers: map[string]*pointer{"demo/web": {id: "p0", set: []rpc.ServingContainer{{ID: "old", MachineID: "m1"}, {ID: "gone", MachineID: "m2"}}}}}
 	p := Plan{DeploymentID: "d2", Namespace: "demo", Services: []ServiceSummary{{Name: "web", Ingress: []IngressRoute{{Hostname: "a.example.test", ContainerPort: 80}}}}, Rows: []Row{
 		{MachineID: "m1", Machine: "m1", Service: "web", Op: OpReplace, Strategy: StartFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true},
 		{MachineID: "m2", Machine: "m2", Service: "web", Op: OpRemove, OldID: "gone", OldName: "gone"},
@@ -292,16 +341,17 @@ func TestExecuteMovesServingPointerBeforeStopping(t *testing.T) {
 	if got := strings.Join(inMachineOrder(rec.calls[:4], rec.calls[4:]), "\n"); got != want {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(rec.calls, "\n"), want)
 	}
-	if o.Status != "completed" || !strings.Contains(steps(o), "(cluster) wait_serving_acks "+rec.pointer+" completed") {
+	now := rec.pointer("demo/web")
+	if o.Status != "completed" || !strings.Contains(steps(o), "(cluster) wait_serving_acks "+now.id+" completed") {
 		t.Fatalf("outcome %s:\n%s", o.Status, steps(o))
 	}
-	if rec.set[0].Deployment != "d2" || rec.set[0].MachineID != "m1" {
-		t.Fatalf("pointer set %+v", rec.set)
+	if len(now.set) != 1 || now.set[0].ID != "id-new" || now.set[0].Deployment != "d2" || now.set[0].MachineID != "m1" {
+		t.Fatalf("pointer set %+v", now.set)
 	}
 }
 
 func TestExecuteStopFirstLeavesPointerFirst(t *testing.T) {
-	rec := &recorder{serving: true, pointer: "p0", set: []rpc.ServingContainer{{ID: "a", MachineID: "m1"}, {ID: "b", MachineID: "m2"}}}
+	rec := &recorder{pointers: map[string]*pointer{"demo/db": {id: "p0", set: []rpc.ServingContainer{{ID: "a", MachineID: "m1"}, {ID: "b", MachineID: "m2"}}}}}
 	p := Plan{Namespace: "demo", Rows: []Row{
 		{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "a", OldName: "a", NewName: "a2", Spec: spec(), OldRunning: true},
 		{MachineID: "m2", Machine: "m2", Service: "db", Op: OpUnchanged, OldID: "b", OldName: "b"},
@@ -314,7 +364,7 @@ func TestExecuteStopFirstLeavesPointerFirst(t *testing.T) {
 }
 
 func TestExecuteUnackedPointerIsReported(t *testing.T) {
-	rec := &recorder{serving: true, noAck: true}
+	rec := &recorder{noAck: true}
 	p := Plan{Namespace: "demo", Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "web", Op: OpCreate, NewName: "a", Spec: spec()}}}
 	o := (&Executor{C: rec, AckTimeout: 300 * time.Millisecond}).Run(context.Background(), p)
 	last := o.Steps[len(o.Steps)-1]
@@ -324,12 +374,15 @@ func TestExecuteUnackedPointerIsReported(t *testing.T) {
 }
 
 func TestExecuteRemovalDeletesPointer(t *testing.T) {
-	rec := &recorder{serving: true, pointer: "p0", set: []rpc.ServingContainer{{ID: "a", MachineID: "m1"}}}
+	rec := &recorder{pointers: map[string]*pointer{"demo/web": {id: "p0", set: []rpc.ServingContainer{{ID: "a", MachineID: "m1"}}}}}
 	p := Plan{Namespace: "demo", Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "web", Op: OpRemove, OldID: "a", OldName: "a"}}}
 	(&Executor{C: rec}).Run(context.Background(), p)
 	want := "entry move_serving_pointer \nm1 stop_container a\nm1 remove_container a\nentry move_serving_pointer delete"
 	if got := strings.Join(rec.calls, "\n"); got != want {
 		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
+	}
+	if p := rec.pointer("demo/web"); p.id != "" {
+		t.Fatalf("a removed Service kept its pointer %+v", p)
 	}
 }
 
@@ -392,7 +445,7 @@ func TestExecuteRunsMachinesAndServicesAtOnce(t *testing.T) {
 		t.Fatalf("outcome %s:\n%s", o.Status, steps(o))
 	}
 	// Steps stay in plan order whatever order the calls finished in.
-	if o.Steps[0].Container != "w1" || o.Steps[3].Container != "w2" || o.Steps[6].Container != "d1" || o.Steps[9].Container != "api" {
+	if o.Steps[0].Container != "w1" || o.Steps[3].Container != "w2" || o.Steps[7].Container != "d1" || o.Steps[11].Container != "api" {
 		t.Fatalf("steps out of plan order:\n%s", steps(o))
 	}
 	dbReady, apiCreate := -1, -1
@@ -406,5 +459,28 @@ func TestExecuteRunsMachinesAndServicesAtOnce(t *testing.T) {
 	}
 	if dbReady < 0 || apiCreate < dbReady {
 		t.Fatalf("api created before db was ready:\n%s", strings.Join(order, "\n"))
+	}
+	// Each Service's pointer names its own Containers and no other's.
+	for svc, want := range map[string]string{"web": "id-w1,id-w2", "db": "id-d1", "api": "id-api"} {
+		var ids []string
+		for _, c := range rec.pointer(ingress.ServiceKey("", svc)).set {
+			ids = append(ids, c.ID)
+		}
+		sort.Strings(ids)
+		if got := strings.Join(ids, ","); got != want {
+			t.Errorf("pointer of %s names %s, want %s", svc, got, want)
+		}
+	}
+}
+
+// TestExecuteWithoutServingPointers: against a daemon older than Serving
+// Pointers the executor replaces as before, with no pointer steps.
+func TestExecuteWithoutServingPointers(t *testing.T) {
+	rec := &recorder{legacy: true}
+	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "web", Op: OpReplace, Strategy: StartFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true}}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	want := "m1 create_container new\nm1 start_container id-new\nm1 wait_ready id-new\nm1 stop_container old\nm1 remove_container old"
+	if got := strings.Join(rec.calls, "\n"); got != want || o.Status != "completed" || strings.Contains(steps(o), "serving") {
+		t.Fatalf("calls:\n%s\nwant:\n%s\nsteps:\n%s", got, want, steps(o))
 	}
 }

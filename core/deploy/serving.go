@@ -114,7 +114,13 @@ func (sr *serviceRun) run(ctx context.Context) {
 		}
 		return steps
 	})
-	if ps.enabled {
+	// A Service none of whose rows was attempted (a failed pull, a failed
+	// dependency) is left exactly as it was: its pointer does not move.
+	attempted := false
+	for _, i := range g.rows {
+		attempted = attempted || !skipped[i]
+	}
+	if ps.enabled && attempted {
 		next := e.pointerSet(p, g, ps, func(i int) []rpc.ServingContainer {
 			r := p.Rows[i]
 			switch {
