@@ -58,13 +58,17 @@ bench: prereq build
 ## runs their seeds; an input that fails here is written to the package's
 ## testdata/fuzz/<target>/ and becomes a seed once the bug is fixed.
 FUZZTIME ?= 60s
+# Every target runs even after one fails; the failures are listed at the end.
 fuzz:
-	@for d in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	@failed=""; n=0; \
+	for d in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 	  for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$d/*_test.go); do \
-	    echo "== $$d $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d || exit 1; \
+	    n=$$((n+1)); echo "== $$d $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d || failed="$$failed $$d:$$f"; \
 	  done; \
-	done
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed"; exit 1; fi; \
+	echo "fuzz: all $$n targets ran $(FUZZTIME) with no failure"
 
 ## cover: per-package coverage of the unit tests, then the coverage of the
 ## plugin processes the plugin tests start (built with -cover, writing to
