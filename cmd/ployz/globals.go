@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -51,7 +50,7 @@ func openStore() (*operator.Store, error) {
 // connections in order.
 func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Context, error) {
 	if g.connect != "" {
-		c, err := operator.Dial(ctx, operator.Connection{URL: normalizeDest(g.connect), SSHKey: g.sshKey}, g.dialOptions())
+		c, err := operator.Dial(ctx, operator.Connection{URL: operator.NormalizeDest(g.connect), SSHKey: g.sshKey}, g.dialOptions())
 		return c, operator.Context{Name: g.context}, err
 	}
 	var oc operator.Context
@@ -68,25 +67,10 @@ func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Conte
 	return c, oc, err
 }
 
-// normalizeDest turns "user@host" or "host" into an ssh:// URL and
-// "local" into the local daemon socket.
-func normalizeDest(dest string) string {
-	switch {
-	case dest == "local":
-		return "unix://" + rpc.DefaultSocket
-	case strings.Contains(dest, "://"):
-		return dest
-	case strings.Contains(dest, "@"):
-		return "ssh://" + dest
-	default:
-		return "ssh://root@" + dest
-	}
-}
-
 // dialTarget connects to a Machine being enrolled; over SSH it first
 // installs and starts Ployz there when missing.
 func dialTarget(ctx context.Context, dest string, progress enroll.Progress) (*rpc.Client, string, error) {
-	raw := normalizeDest(dest)
+	raw := operator.NormalizeDest(dest)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, raw, fmt.Errorf("destination %q: %w", dest, err)

@@ -50,24 +50,9 @@ func (f *enrollFlags) options(st *operator.Store, ctxName string, c *cobra.Comma
 		}
 		o.Network = n
 	}
-	labels, err := parseLabels(f.labels)
+	labels, err := operator.ParseLabels(f.labels)
 	o.Labels = labels
 	return o, err
-}
-
-func parseLabels(kvs []string) (map[string]string, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	out := map[string]string{}
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--label %q: want key=value", kv)
-		}
-		out[k] = v
-	}
-	return out, nil
 }
 
 func machineInit() *cobra.Command {
@@ -294,7 +279,7 @@ func machineUpdate() *cobra.Command {
 		Short: "Change a Machine's name or labels (never evicts its Containers)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			labels, err := parseLabels(add)
+			labels, err := operator.ParseLabels(add)
 			if err != nil {
 				return err
 			}

@@ -46,7 +46,7 @@ func finishRemovals(ctx context.Context, c deploy.Caller, st *operator.Store, ct
 				Op: deploy.OpRemove, Reason: "project removal", OldID: co.ID, OldName: co.Name})
 		}
 		o := (&deploy.Executor{C: c, Progress: progressPrinter(w)}).Run(ctx, plan)
-		rep.Removed = len(plan.Rows) - distinctFailedRows(o)
+		rep.Removed = len(plan.Rows) - o.FailedRows()
 		var reasons []string
 		if !snap.Complete() {
 			reasons = append(reasons, "Machines not observed: "+snap.MissingNames())
@@ -75,16 +75,6 @@ func finishRemovals(ctx context.Context, c deploy.Caller, st *operator.Store, ct
 		out = append(out, rep)
 	}
 	return out
-}
-
-func distinctFailedRows(o deploy.Outcome) int {
-	rows := map[int]bool{}
-	for _, s := range o.Steps {
-		if s.Status != deploy.StepCompleted {
-			rows[s.Row] = true
-		}
-	}
-	return len(rows)
 }
 
 func projectRm() *cobra.Command {

@@ -108,7 +108,7 @@ func serviceInspect() *cobra.Command {
 				if in.Declared != nil && in.Declared.Mode == deploy.ModeGlobal {
 					in.Execution.Desired = len(cs)
 				}
-				in.Execution.Status = execStatus(in.Execution, snap.Complete())
+				in.Execution.Status = deploy.ExecutionStatus(in.Execution.Desired, in.Execution.Running, in.Execution.Ready, snap.Complete())
 				if in.Ingress.Routes == nil {
 					for _, co := range cs {
 						if co.Spec != nil && len(co.Spec.Ingress) > 0 {
@@ -195,21 +195,6 @@ func serviceInspect() *cobra.Command {
 	}
 	f.add(cmd, false)
 	return cmd
-}
-
-func execStatus(e executionStatus, complete bool) string {
-	switch {
-	case e.Running == 0 && complete:
-		return "stopped"
-	case e.Ready >= e.Desired && e.Desired > 0:
-		return "ready"
-	case !complete:
-		return "unknown"
-	case e.Ready > 0:
-		return "degraded"
-	default:
-		return "not ready"
-	}
 }
 
 func logsCommand() *cobra.Command {
