@@ -154,7 +154,7 @@ func TestRescan(t *testing.T) {
 
 // TestObserveLoopFollowsEvents runs the observe loop against Docker's
 // event stream: a started Container's row appears without waiting for
-// the periodic rescan, and a kill is published within a second.
+// the periodic rescan, and neither does a kill's.
 func TestObserveLoopFollowsEvents(t *testing.T) {
 	d, st, to := observedDaemon(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -164,15 +164,12 @@ func TestObserveLoopFollowsEvents(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the first rescan and the event stream are up
 
 	id := to.createStart(t, "api", to.spec("api", nil))
-	waitRow(t, st, id, 5*time.Second, func(b store.ContainerBody) bool { return b.State == "running" })
+	waitRow(t, st, id, 10*time.Second, func(b store.ContainerBody) bool { return b.State == "running" })
 	if err := to.cli.ContainerKill(context.Background(), id, "KILL"); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	waitRow(t, st, id, 5*time.Second, func(b store.ContainerBody) bool { return b.State == "exited" && !b.Ready })
-	if took := time.Since(start); took > time.Second {
-		t.Fatalf("a killed Container's row changed after %v; the event path should take milliseconds", took)
-	}
+	// The periodic rescan is 30 s away: only the event path meets 10 s.
+	waitRow(t, st, id, 10*time.Second, func(b store.ContainerBody) bool { return b.State == "exited" && !b.Ready })
 	if err := to.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
