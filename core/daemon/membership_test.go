@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,12 +19,7 @@ import (
 // it. It returns the daemon, its store client and the peer node.
 func gossipDaemon(t *testing.T, self string) (*Daemon, *store.Client, *server.Node) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	run := t.TempDir()
 	d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: run}, log: hclog.NewNullLogger(),
 		rec: machine.Record{ID: self, Name: "self", Phase: machine.Participating}}

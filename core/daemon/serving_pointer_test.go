@@ -25,12 +25,7 @@ import (
 // loop read and write.
 func storeDaemon(t *testing.T, self string) (*Daemon, *store.Client) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	n, err := server.Start(context.Background(), server.Config{
 		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: addr, Token: "tok",
 	})
@@ -51,6 +46,17 @@ func hcall(t *testing.T, h Handler, req any) (any, error) {
 		t.Fatal(err)
 	}
 	return h(context.Background(), raw)
+}
+
+// freeAddr is a loopback TCP address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // Handler is a Machine RPC handler as the daemon registers it.

@@ -1,13 +1,8 @@
 package acme
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"os"
 	"strconv"
 	"strings"
@@ -17,31 +12,12 @@ import (
 	"github.com/ployz/ployz/core/store"
 )
 
-// fuzzCert is material for a.example and *.b.example, made once per run
-// (the corpus files in testdata/fuzz carry a fixed one).
-func fuzzCert(f *testing.F) (certPEM, keyPEM string) {
-	f.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		f.Fatal(err)
-	}
-	tpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "a.example"},
-		DNSNames: []string{"a.example", "*.b.example"}, NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<32, 0)}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
-	if err != nil {
-		f.Fatal(err)
-	}
-	kd, _ := x509.MarshalECPrivateKey(key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}))
-}
-
 // FuzzParseMaterial: a certificates row's PEM is untrusted input (any
 // store writer). parseMaterial never panics, refuses naming the field,
 // and what it accepts is a leaf that covers the hostname with its
 // matching key, the row's bytes kept as they were.
 func FuzzParseMaterial(f *testing.F) {
-	cert, key := fuzzCert(f)
+	cert, key := selfSigned(f, time.Unix(0, 0), time.Unix(1<<32, 0), "a.example", "*.b.example")
 	f.Add("a.example", cert, key)
 	f.Add("x.b.example", cert, key)
 	f.Add("c.example", cert, key)

@@ -127,7 +127,7 @@ func startResponder(t *testing.T, r *responder) int {
 }
 
 // selfSigned returns PEM material for names valid from nb to na.
-func selfSigned(t *testing.T, nb, na time.Time, names ...string) (certPEM, keyPEM string) {
+func selfSigned(t testing.TB, nb, na time.Time, names ...string) (certPEM, keyPEM string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
