@@ -132,7 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	pluginDir := filepath.Join(cfg.DataDir, "plugins")
 	d.installBundled(pluginDir)
-	d.retireOldServingUnits(ctx, "/run/systemd/system")
+	d.retireOldServingUnits(ctx, runtimeUnitDir)
 	d.plugins, err = pluginhost.New(pluginhost.Config{
 		Dir:      pluginDir,
 		Logger:   d.log.Named("plugins"),

@@ -28,6 +28,9 @@ func runDaemon(t *testing.T, dataDir string) (*rpc.Client, Config, func() error)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(run) })
+	prevUnits := runtimeUnitDir
+	runtimeUnitDir = t.TempDir() // Run retires old units there
+	t.Cleanup(func() { runtimeUnitDir = prevUnits })
 	cfg := Config{DataDir: dataDir, RunDir: run, Socket: filepath.Join(run, "ployz.sock"), Units: &units{}, Logger: hclog.NewNullLogger()}
 	if os.Getenv("PLOYZ_TEST_LOG") != "" {
 		cfg.Logger = testLogger(t)

@@ -22,12 +22,15 @@ const (
 	servingRefreshEvery = 30 * time.Second
 )
 
-// Host-wide things the reset path removes, variables so that a test aims
-// them at its own files and iptables chain, never at this host's.
+// Host-wide things the reset and upgrade paths remove, variables so that
+// a test aims them at its own files and iptables chain, never at this host's.
 var (
 	dnsSpecFile      = dns.DefaultSpecPath
 	ingressSpecFile  = ingress.DefaultSpecPath
 	inputChainPrefix = "" // dockernet's default, PLOYZ
+	// runtimeUnitDir is where earlier ployzd versions wrote their units
+	// (retireOldServingUnits).
+	runtimeUnitDir = "/run/systemd/system"
 )
 
 // servingPlugin is a data-plane plugin whose configuration the daemon
