@@ -13,6 +13,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/distribution/reference"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -52,6 +53,9 @@ func Load(ctx context.Context, src Source) (App, error) {
 	}
 	if !nameRE.MatchString(env) {
 		return App{}, fmt.Errorf("environment %q: want lowercase letters, digits, - and _", env)
+	}
+	if err := refusePortRanges(src.Compose); err != nil {
+		return App{}, err
 	}
 	details := types.ConfigDetails{
 		WorkingDir:  src.WorkingDir,
@@ -357,4 +361,33 @@ func buildOf(dir, ns string, s types.ServiceConfig) (*Build, error) {
 		out.Args[k] = *v
 	}
 	return out, nil
+}
+
+// refusePortRanges refuses a port range in a Service's short-syntax ports
+// before the compose loader expands it into one entry per port: ranges
+// are not supported, and "1-65535:1-65535" alone took the loader seconds
+// of CPU and was then accepted as 65,535 ports. A file that does not
+// parse is left for the loader to report.
+func refusePortRanges(compose []byte) error {
+	var doc struct {
+		Services map[string]struct {
+			Ports []any `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	if yaml.Unmarshal(compose, &doc) != nil {
+		return nil
+	}
+	names := make([]string, 0, len(doc.Services))
+	for n := range doc.Services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for i, p := range doc.Services[n].Ports {
+			if s, ok := p.(string); ok && strings.Contains(s, "-") {
+				return fmt.Errorf("service %q: ports[%d]: %q: port ranges are not supported; list each port", n, i, s)
+			}
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 )
@@ -228,5 +229,24 @@ func TestCheckService(t *testing.T) {
 	}
 	if err := CheckService(compose, "api"); err == nil || !strings.Contains(err.Error(), `"api"`) {
 		t.Fatalf("undeclared service: %v", err)
+	}
+}
+
+// TestLoadRefusesPortRangesQuickly: a port range is refused naming the
+// Service and entry before the loader expands it (65,535 ports took
+// seconds and were then accepted); FuzzLoad found it as a stalled worker.
+func TestLoadRefusesPortRangesQuickly(t *testing.T) {
+	for _, ports := range []string{"'1-65535:1-65535'", "'8080-8081:80'", "'80', '127.0.0.1:9000-9001:90'"} {
+		start := time.Now()
+		_, err := Load(context.Background(), Source{Compose: []byte("name: p\nservices:\n  web:\n    image: x\n    ports: [" + ports + "]\n"), WorkingDir: t.TempDir()})
+		if err == nil || !strings.HasPrefix(err.Error(), `service "web": ports[`) || !strings.Contains(err.Error(), "port ranges are not supported") {
+			t.Errorf("ports %s: %v", ports, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("ports %s: refused after %v", ports, took)
+		}
+	}
+	if _, err := Load(context.Background(), Source{Compose: []byte("name: p\nservices:\n  web:\n    image: x\n    ports: ['8080:80', {target: 90, published: '9090'}]\n"), WorkingDir: t.TempDir()}); err != nil {
+		t.Fatalf("single ports refused: %v", err)
 	}
 }
