@@ -119,7 +119,7 @@ type Contract struct {
 // Capabilities lists what this Machine serves right now.
 func (s *Server) Capabilities() []string {
 	s.mu.RLock()
-	var caps []string
+	caps := []string{CapStreamRawData}
 	for _, r := range s.routes {
 		if r.Available == nil || r.Available() {
 			caps = append(caps, r.Capability)

@@ -48,14 +48,29 @@ type grpcStream interface {
 	Recv() (*machinepb.Frame, error)
 }
 
-type frameConn struct{ s grpcStream }
+// CapStreamRawData says a Machine reads a stream frame's data from the
+// Frame's raw data field as well as from its JSON, so a sender may skip
+// base64 and JSON for bulk data (an image upload). Every Machine that
+// knows it serves it.
+const CapStreamRawData = "ployz.stream.raw_data.v1"
+
+type frameConn struct {
+	s grpcStream
+	// raw sends data in the Frame's data field; only for a receiver
+	// that serves CapStreamRawData.
+	raw bool
+}
 
 func (c frameConn) Send(f StreamFrame) error {
+	var data []byte
+	if c.raw {
+		data, f.Data = f.Data, nil
+	}
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}
-	return c.s.Send(&machinepb.Frame{Json: b})
+	return c.s.Send(&machinepb.Frame{Json: b, Data: data})
 }
 
 func (c frameConn) Recv() (StreamFrame, error) {
@@ -66,6 +81,11 @@ func (c frameConn) Recv() (StreamFrame, error) {
 	}
 	if err := json.Unmarshal(m.GetJson(), &f); err != nil {
 		return f, fmt.Errorf("malformed stream frame: %w", err)
+	}
+	if raw := m.GetData(); len(f.Data) == 0 {
+		f.Data = raw
+	} else if len(raw) > 0 {
+		f.Data = append(f.Data, raw...)
 	}
 	return f, nil
 }
@@ -86,7 +106,7 @@ func (s *Server) HandleStream(r StreamRoute) {
 // Stream implements machinepb.MachineServer.
 func (s *Server) Stream(gs machinepb.Machine_StreamServer) error {
 	ctx := gs.Context()
-	conn := frameConn{gs}
+	conn := frameConn{s: gs}
 	first, err := gs.Recv()
 	if err != nil {
 		return err
@@ -207,11 +227,15 @@ func (c *Client) OpenStream(ctx context.Context, t Target, command string, paylo
 		cancel()
 		return nil, fmt.Errorf("%s: %w", command, err)
 	}
-	return &ClientStream{conn: frameConn{cs}, cs: cs, cancel: cancel}, nil
+	return &ClientStream{conn: frameConn{s: cs}, cs: cs, cancel: cancel}, nil
 }
 
 // Send sends one frame to the server.
 func (s *ClientStream) Send(f StreamFrame) error { return s.conn.Send(f) }
+
+// SendRawData makes later frames carry their data raw rather than base64
+// in JSON; call it only when the server serves CapStreamRawData.
+func (s *ClientStream) SendRawData() { s.conn.raw = true }
 
 // CloseSend tells the server the client has no more frames.
 func (s *ClientStream) CloseSend() error {

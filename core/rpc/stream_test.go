@@ -1,10 +1,12 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 	"time"
 )
@@ -81,5 +83,58 @@ func TestStreamForwarded(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Details["field"] != "fail" {
 		t.Fatalf("stream refusal = %v", err)
+	}
+}
+
+// TestStreamRawData: a client that sends data raw (outside the JSON) is
+// read by the server exactly as base64 data is, also through a
+// forwarding entry, and every server advertises that it reads it so.
+func TestStreamRawData(t *testing.T) {
+	ms := cluster(t, "m1", "m2")
+	got := make(chan []byte, 1)
+	ms[1].srv.HandleStream(StreamRoute{Command: "collect", Capability: "ployz.test.collect.v1",
+		Handler: func(ctx context.Context, _ json.RawMessage, s StreamConn) error {
+			var all []byte
+			for {
+				f, err := s.Recv()
+				if err != nil {
+					return err
+				}
+				if f.EOF {
+					got <- all
+					return nil
+				}
+				all = append(all, f.Data...)
+			}
+		}})
+	if !slices.Contains(ms[0].srv.Capabilities(), CapStreamRawData) {
+		t.Fatalf("capabilities %v lack %s", ms[0].srv.Capabilities(), CapStreamRawData)
+	}
+	c := client(t, ms[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.OpenStream(ctx, Target{One: "m2"}, "collect", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Send(StreamFrame{Data: []byte("base64 ")}) //nolint:errcheck
+	st.SendRawData()
+	want := "base64 "
+	for i := range 5 {
+		b := bytes.Repeat([]byte{byte('a' + i)}, 70000)
+		want += string(b)
+		if err := st.Send(StreamFrame{Data: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := st.Recv(); err != nil || !f.Done {
+		t.Fatalf("want done, got %+v %v", f, err)
+	}
+	if b := <-got; string(b) != want {
+		t.Fatalf("server read %d bytes, want %d", len(b), len(want))
 	}
 }

@@ -29,10 +29,14 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Frame is one JSON document: a request or a response envelope.
+// Frame is one JSON document: a request or a response envelope. In a
+// stream, a frame may also carry its data bytes raw in data instead of
+// base64 inside the JSON, when the receiver advertises the capability
+// ployz.stream.raw_data.v1; a frame's data is the concatenation of both.
 type Frame struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Json          []byte                 `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -74,13 +78,21 @@ func (x *Frame) GetJson() []byte {
 	return nil
 }
 
+func (x *Frame) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_machine_proto protoreflect.FileDescriptor
 
 const file_machine_proto_rawDesc = "" +
 	"\n" +
-	"\rmachine.proto\x12\x10ployz.machine.v1\"\x1b\n" +
+	"\rmachine.proto\x12\x10ployz.machine.v1\"/\n" +
 	"\x05Frame\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\fR\x04json2\x83\x01\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data2\x83\x01\n" +
 	"\aMachine\x128\n" +
 	"\x04Call\x12\x17.ployz.machine.v1.Frame\x1a\x17.ployz.machine.v1.Frame\x12>\n" +
 	"\x06Stream\x12\x17.ployz.machine.v1.Frame\x1a\x17.ployz.machine.v1.Frame(\x010\x01B+Z)github.com/ployz/ployz/core/rpc/machinepbb\x06proto3"
