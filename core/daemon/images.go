@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -20,11 +21,6 @@ import (
 // images reach Machines without a registry (issue 6, "Images without a
 // registry").
 func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamConn) error {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return rpc.Errorf(rpc.CodeUnavailable, "docker: %v", err)
-	}
-	defer cli.Close()
 	pr, pw := io.Pipe()
 	var n int64
 	go func() {
@@ -44,13 +40,53 @@ func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamC
 			n += int64(len(f.Data))
 		}
 	}()
-	resp, err := cli.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
+	res, err := loadArchive(ctx, pr)
+	pr.CloseWithError(errors.New("docker load ended")) // stops the receiver
 	if err != nil {
-		pr.CloseWithError(err)
-		return rpc.Errorf(rpc.CodeInvalidArgument, "docker load: %v", err)
+		return err
+	}
+	res.Bytes = n
+	ev, _ := json.Marshal(res)
+	return s.Send(rpc.StreamFrame{Event: ev})
+}
+
+// imageRelay streams an image the operator sends once on to every target
+// Machine over the mesh (images.ServeRelay), this one included when named.
+func (d *Daemon) imageRelay(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+	id, _ := d.local()
+	return images.ServeRelay(ctx, raw, s, images.RelayEnv{Self: id, Peers: d.peers, Dial: d.dialPeer,
+		Load: func(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) {
+			c := &countReader{r: r}
+			res, err := loadArchive(ctx, c)
+			res.Bytes = c.n
+			return res, err
+		}})
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
+
+// loadArchive loads one `docker save` archive into this Machine's Docker.
+func loadArchive(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) {
+	var res rpc.ImageLoadResult
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return res, rpc.Errorf(rpc.CodeUnavailable, "docker: %v", err)
+	}
+	defer cli.Close()
+	resp, err := cli.ImageLoad(ctx, r, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return res, rpc.Errorf(rpc.CodeInvalidArgument, "docker load: %v", err)
 	}
 	defer resp.Body.Close()
-	var res rpc.ImageLoadResult
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		var m struct {
@@ -61,15 +97,13 @@ func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamC
 			continue
 		}
 		if m.Error != "" {
-			return rpc.Errorf(rpc.CodeInvalidArgument, "docker load: %s", m.Error)
+			return res, rpc.Errorf(rpc.CodeInvalidArgument, "docker load: %s", m.Error)
 		}
 		if s := strings.TrimSpace(m.Stream); s != "" {
 			res.Loaded = append(res.Loaded, s)
 		}
 	}
-	res.Bytes = n
-	ev, _ := json.Marshal(res)
-	return s.Send(rpc.StreamFrame{Event: ev})
+	return res, nil
 }
 
 // pullImage pulls one image from its registry with the credentials the

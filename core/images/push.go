@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 
@@ -84,35 +85,65 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 		return nil, err
 	}
 	defer saved.remove()
-	// Every Machine that misses the image gets its own stream at once:
-	// delivery takes as long as the slowest Machine, not their sum.
+	skips := map[int]map[string]bool{}
+	for _, i := range send {
+		skips[i] = saved.skip(held[i])
+	}
+	var ct rpc.Contract
+	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdDescribeContract, nil, &ct); err != nil {
+		return nil, err
+	}
+	if slices.Contains(ct.Capabilities, rpc.CapImageRelay) {
+		relayed(ctx, entry, saved, out, send, skips, slices.Contains(ct.Capabilities, rpc.CapStreamRawData), progress)
+	} else {
+		parallel(ctx, entry, saved, out, send, skips, progress)
+	}
+	// A Docker that cannot load without every layer gets them all.
+	var wg sync.WaitGroup
+	for _, i := range send {
+		res := &out[i]
+		if res.Outcome != "failed" || len(skips[i]) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := upload(ctx, entry, saved, nil, res.MachineID, func(n int64) {
+				if progress != nil {
+					progress(res.MachineName, n, saved.size)
+				}
+			})
+			res.Bytes += n
+			res.SkippedLayers, res.Outcome, res.Error = 0, "pushed", ""
+			if err != nil {
+				res.Outcome, res.Error = "failed", err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// parallel uploads the archive to each target through the entry, all at
+// once: for an Entry Machine that cannot relay (from before image_relay).
+func parallel(ctx context.Context, entry *rpc.Client, saved *savedImage, out []Result, send []int, skips map[int]map[string]bool, progress Progress) {
 	var wg sync.WaitGroup
 	for _, i := range send {
 		wg.Add(1)
 		go func(res *Result, skip map[string]bool) {
 			defer wg.Done()
-			sent := func(n int64) {
+			n, err := upload(ctx, entry, saved, skip, res.MachineID, func(n int64) {
 				if progress != nil {
 					progress(res.MachineName, n, saved.size)
 				}
-			}
-			n, err := upload(ctx, entry, saved, skip, res.MachineID, sent)
-			res.SkippedLayers = len(skip)
-			if err != nil && len(skip) > 0 {
-				res.SkippedLayers = 0
-				// A Docker that cannot load without every layer gets them all.
-				var m int64
-				m, err = upload(ctx, entry, saved, nil, res.MachineID, sent)
-				n += m
-			}
-			res.Bytes, res.Outcome = n, "pushed"
+			})
+			res.Bytes, res.Outcome, res.SkippedLayers = n, "pushed", len(skip)
 			if err != nil {
 				res.Outcome, res.Error = "failed", err.Error()
 			}
-		}(&out[i], saved.skip(held[i]))
+		}(&out[i], skips[i])
 	}
 	wg.Wait()
-	return out, nil
 }
 
 // upload streams the saved archive, without the skipped layers, to one
@@ -127,25 +158,8 @@ func upload(ctx context.Context, entry *rpc.Client, saved *savedImage, skip map[
 		return 0, err
 	}
 	defer st.Close()
-	buf := make([]byte, chunk)
 	var n int64
-	for {
-		k, err := rd.Read(buf)
-		if k > 0 {
-			if err := st.Send(rpc.StreamFrame{Data: buf[:k]}); err != nil {
-				return n, fmt.Errorf("upload: %w", err)
-			}
-			n += int64(k)
-			sent(n)
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return n, fmt.Errorf("read saved image: %w", err)
-		}
-	}
-	if err := st.CloseSend(); err != nil {
+	if err := sendAll(st, rd, func(k int64) { n += k; sent(n) }); err != nil {
 		return n, err
 	}
 	for {
@@ -189,4 +203,139 @@ func Deliver(ctx context.Context, entry *rpc.Client, images []string, progress P
 		out = append(out, res...)
 	}
 	return out, nil
+}
+
+// relayed sends the archive once to the Entry Machine, which streams each
+// target its copy over the mesh (image_relay): the operator's link
+// carries each byte once however many Machines receive it. The archive
+// sent leaves out what every target holds; the entry leaves out, per
+// target, what that one holds.
+func relayed(ctx context.Context, entry *rpc.Client, saved *savedImage, out []Result, send []int, skips map[int]map[string]bool, raw bool, progress Progress) {
+	fail := func(err error) {
+		for _, i := range send {
+			out[i].Outcome, out[i].Error = "failed", err.Error()
+		}
+	}
+	var common map[string]bool // what every target skips
+	req := rpc.ImageRelayRequest{}
+	byID := map[string]*Result{}
+	for k, i := range send {
+		skip := skips[i]
+		if k == 0 {
+			common = maps.Clone(skip)
+		}
+		for p := range common {
+			if !skip[p] {
+				delete(common, p)
+			}
+		}
+		req.Targets = append(req.Targets, rpc.ImageRelayTarget{MachineID: out[i].MachineID, Skip: slices.Sorted(maps.Keys(skip))})
+		out[i].SkippedLayers = len(skip)
+		byID[out[i].MachineID] = &out[i]
+	}
+	st, err := entry.OpenStream(ctx, rpc.Target{}, rpc.CmdImageRelay, req)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer st.Close()
+	if raw {
+		st.SendRawData()
+	}
+	// The entry answers Ready once it reached the targets it can.
+	if f, err := st.Recv(); err != nil {
+		fail(err)
+		return
+	} else if ev := relayEvent(f); !ev.Ready {
+		fail(errors.New("image_relay: the Entry Machine did not answer ready"))
+		return
+	}
+	size := saved.size
+	done := make(chan []rpc.ImageRelayResult, 1)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			f, err := st.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			ev := relayEvent(f)
+			for id, n := range ev.Progress {
+				if r := byID[id]; r != nil && progress != nil {
+					progress(r.MachineName, min(n, size), size)
+				}
+			}
+			if ev.Results != nil {
+				done <- ev.Results
+				return
+			}
+		}
+	}()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(saved.stream(pw, common)) }()
+	defer pr.Close()
+	if err := sendAll(st, pr, func(int64) {}); err != nil {
+		// The entry may still say which targets finished and why not.
+		select {
+		case res := <-done:
+			applyRelay(out, byID, res, progress, size)
+		case <-recvErr:
+			fail(err)
+		}
+		return
+	}
+	select {
+	case res := <-done:
+		applyRelay(out, byID, res, progress, size)
+	case err := <-recvErr:
+		fail(err)
+	}
+}
+
+func relayEvent(f rpc.StreamFrame) rpc.ImageRelayEvent {
+	var ev rpc.ImageRelayEvent
+	json.Unmarshal(f.Event, &ev) //nolint:errcheck // a tolerant reader: unknown events carry nothing
+	return ev
+}
+
+// sendAll streams r as data frames, then the end of data; sent is told
+// each frame's size.
+func sendAll(st *rpc.ClientStream, r io.Reader, sent func(int64)) error {
+	buf := make([]byte, chunk)
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			if err := st.Send(rpc.StreamFrame{Data: buf[:k]}); err != nil {
+				return fmt.Errorf("upload: %w", err)
+			}
+			sent(int64(k))
+		}
+		if errors.Is(err, io.EOF) {
+			return st.CloseSend()
+		}
+		if err != nil {
+			return fmt.Errorf("read saved image: %w", err)
+		}
+	}
+}
+
+func applyRelay(out []Result, byID map[string]*Result, res []rpc.ImageRelayResult, progress Progress, size int64) {
+	for _, r := range res {
+		o := byID[r.MachineID]
+		if o == nil {
+			continue
+		}
+		o.Bytes, o.Outcome = r.Bytes, "pushed"
+		if r.Error != nil {
+			o.Outcome, o.Error = "failed", r.Error.Error()
+		} else if progress != nil {
+			progress(o.MachineName, size, size)
+		}
+	}
+	for _, o := range byID {
+		if o.Outcome == "" {
+			o.Outcome, o.Error = "failed", "the Entry Machine reported no result"
+		}
+	}
 }

@@ -26,3 +26,54 @@ type PullImageResult struct {
 	// Status is Docker's last status line, e.g. "Downloaded newer image".
 	Status string `json:"status,omitempty"`
 }
+
+// CmdImageRelay is a streaming command served by the Entry Machine: the
+// client sends one image archive (`docker save` format) as data frames,
+// and the Machine streams it on, over the mesh, into the Docker of every
+// target (itself included when named), so the operator's link carries
+// each byte once. Each target's copy leaves out the archive entries it
+// names in Skip (the layers it already holds).
+//
+// The Machine answers, in order: one ImageRelayEvent with Ready set once
+// it has reached every target it can (the client waits for it before
+// sending data; a Machine without this command answers an unsupported
+// error instead), ImageRelayEvents with Progress while data flows, and
+// one with Results when every target has finished. One target failing
+// never stops the others.
+const (
+	CmdImageRelay = "image_relay"
+	CapImageRelay = "ployz.image.relay.v1"
+)
+
+// ImageRelayRequest is image_relay's payload.
+type ImageRelayRequest struct {
+	Targets []ImageRelayTarget `json:"targets"`
+}
+
+// ImageRelayTarget is one Machine an image_relay delivers to.
+type ImageRelayTarget struct {
+	MachineID string `json:"machine_id"`
+	// Skip lists archive entry names this Machine goes without.
+	Skip []string `json:"skip,omitempty"`
+}
+
+// ImageRelayEvent is every event of an image_relay stream; one field is
+// set per event.
+type ImageRelayEvent struct {
+	Ready bool `json:"ready,omitempty"`
+	// Progress is the bytes written towards each target so far, by
+	// Machine ID.
+	Progress map[string]int64 `json:"progress,omitempty"`
+	// Results is each target's outcome, once all have finished.
+	Results []ImageRelayResult `json:"results,omitempty"`
+}
+
+// ImageRelayResult is one target's outcome.
+type ImageRelayResult struct {
+	MachineID   string   `json:"machine_id"`
+	MachineName string   `json:"machine_name,omitempty"`
+	Bytes       int64    `json:"bytes"`
+	Loaded      []string `json:"loaded,omitempty"`
+	// Error is why this target has not got the image; nil on success.
+	Error *Error `json:"error,omitempty"`
+}
