@@ -131,9 +131,6 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	if err != nil {
 		return err
 	}
-	if err := buildApp(ctx, &app, nil, f.noBuild, f.buildArgs, c.ErrOrStderr()); err != nil {
-		return err
-	}
 	st, err := openStore()
 	if err != nil {
 		return err
@@ -144,6 +141,9 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 		return err
 	}
 	defer ent.Close()
+	if err := buildApp(ctx, ent, &app, nil, f.noBuild, f.buildArgs, c.ErrOrStderr()); err != nil {
+		return err
+	}
 	errw := c.ErrOrStderr()
 	if !f.dryRun {
 		var imgs []string

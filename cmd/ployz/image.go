@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -32,23 +33,7 @@ func imageCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				bars := map[string]*progressbar.ProgressBar{}
-				tty := term.IsTerminal(int(os.Stderr.Fd())) && !g.json
-				var mu sync.Mutex // uploads to Machines run in parallel
-				progress := func(machine string, sent, total int64) {
-					if !tty {
-						return
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					b, ok := bars[machine]
-					if !ok {
-						b = progressbar.DefaultBytes(total, "pushing to "+machine)
-						bars[machine] = b
-					}
-					b.Set64(sent) //nolint:errcheck // display only
-				}
-				res, err := images.Push(c.Context(), ent, args[0], machines, progress)
+				res, err := images.Push(c.Context(), ent, args[0], machines, pushProgress())
 				if err != nil {
 					return err
 				}
@@ -61,12 +46,7 @@ func imageCommand() *cobra.Command {
 						return err
 					}
 				} else {
-					w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-					fmt.Fprintln(w, "MACHINE\tOUTCOME\tBYTES\tLAYERS HELD\tERROR")
-					for _, r := range res {
-						fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.MachineName, r.Outcome, r.Bytes, r.SkippedLayers, r.Error)
-					}
-					w.Flush()
+					printDeliveries(c.OutOrStdout(), res)
 				}
 				if partial {
 					return &exitError{code: 3, err: fmt.Errorf("image %s did not reach every Machine", args[0]), silent: g.json}
@@ -80,11 +60,42 @@ func imageCommand() *cobra.Command {
 	return cmd
 }
 
-// buildCommand is `ployz build [SERVICE…]`: build the compose file's
-// build: Services with this computer's Docker, tagged by content.
+// pushProgress draws one byte bar per Machine on a terminal.
+func pushProgress() images.Progress {
+	if !term.IsTerminal(int(os.Stderr.Fd())) || g.json {
+		return nil
+	}
+	bars := map[string]*progressbar.ProgressBar{}
+	var mu sync.Mutex // Machines receive in parallel
+	return func(machine string, sent, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		b, ok := bars[machine]
+		if !ok || b.GetMax64() != total { // a new image
+			b = progressbar.DefaultBytes(total, "pushing to "+machine)
+			bars[machine] = b
+		}
+		b.Set64(sent) //nolint:errcheck // display only
+	}
+}
+
+// printDeliveries is the table of an image push, one row per Machine.
+func printDeliveries(out io.Writer, res []images.Result) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "MACHINE\tOUTCOME\tBYTES\tLAYERS HELD\tERROR")
+	for _, r := range res {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.MachineName, r.Outcome, r.Bytes, r.SkippedLayers, r.Error)
+	}
+	w.Flush()
+}
+
+// buildCommand is `ployz build [SERVICE…] [--push]`: build the compose
+// file's build: Services with this computer's Docker, tagged by content;
+// --push also delivers them to every Machine that lacks them.
 func buildCommand() *cobra.Command {
 	var f projectFlags
 	var args []string
+	var push bool
 	cmd := &cobra.Command{
 		Use:   "build [SERVICE...]",
 		Short: "Build the compose file's build: Services with this computer's Docker",
@@ -98,34 +109,85 @@ func buildCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := buildApp(c.Context(), &app, names, false, args, c.ErrOrStderr()); err != nil {
-				return err
-			}
-			built := map[string]string{}
-			for _, s := range app.Services {
-				if s.Build != nil && (len(names) == 0 || slices.Contains(names, s.Name)) {
-					built[s.Name] = s.Spec.Image
-					if !g.json {
-						fmt.Fprintf(c.OutOrStdout(), "%s\t%s\n", s.Name, s.Spec.Image)
-					}
+			if !push {
+				if err := buildApp(c.Context(), nil, &app, names, false, args, c.ErrOrStderr()); err != nil {
+					return err
 				}
+				return printBuilt(c, app, names, nil)
 			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), built)
-			}
-			return nil
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				if err := buildApp(c.Context(), ent, &app, names, false, args, c.ErrOrStderr()); err != nil {
+					return err
+				}
+				var tags []string
+				for _, s := range built(app, names) {
+					tags = append(tags, s.Spec.Image)
+				}
+				res, err := images.Deliver(c.Context(), ent, tags, pushProgress())
+				if err != nil {
+					return err
+				}
+				return printBuilt(c, app, names, res)
+			})
 		},
 	}
 	f.add(cmd, true)
 	cmd.Flags().StringArrayVar(&args, "build-arg", nil, "KEY=VALUE build argument for every build: Service (repeatable)")
+	cmd.Flags().BoolVar(&push, "push", false, "build for the Machines' platform and deliver to every Machine that lacks the image, without deploying")
 	return cmd
+}
+
+// built is app's build: Services, only those named when names is set.
+func built(app deploy.App, names []string) []deploy.Service {
+	var out []deploy.Service
+	for _, s := range app.Services {
+		if s.Build != nil && (len(names) == 0 || slices.Contains(names, s.Name)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// printBuilt prints each built Service's tag and, after --push, each
+// Machine's delivery; a Machine that did not get an image exits 3.
+func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.Result) error {
+	tags := map[string]string{}
+	for _, s := range built(app, names) {
+		tags[s.Name] = s.Spec.Image
+		if !g.json {
+			fmt.Fprintf(c.OutOrStdout(), "%s\t%s\n", s.Name, s.Spec.Image)
+		}
+	}
+	partial := false
+	for _, r := range res {
+		partial = partial || r.Outcome == "failed"
+	}
+	if g.json {
+		if res == nil {
+			if err := printJSON(c.OutOrStdout(), tags); err != nil {
+				return err
+			}
+		} else if err := printJSON(c.OutOrStdout(), struct {
+			Images     map[string]string `json:"images"`
+			Deliveries []images.Result   `json:"deliveries"`
+		}{tags, res}); err != nil {
+			return err
+		}
+	} else if res != nil {
+		printDeliveries(c.OutOrStdout(), res)
+	}
+	if partial {
+		return &exitError{code: 3, err: errors.New("an image did not reach every Machine"), silent: g.json}
+	}
+	return nil
 }
 
 // buildApp builds each build: Service of app (only those named, when
 // names is set) and points its spec at the content tag; with reuse it
-// takes each Service's last local build instead. A failed build is an
-// error before anything reaches the Cluster.
-func buildApp(ctx context.Context, app *deploy.App, names []string, reuse bool, extra []string, log io.Writer) error {
+// takes each Service's last local build instead. With an entry, it builds
+// for the platform the Machines run. A failed build is an error before
+// anything reaches the Cluster.
+func buildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, names []string, reuse bool, extra []string, log io.Writer) error {
 	over := map[string]string{}
 	for _, kv := range extra {
 		k, v, ok := strings.Cut(kv, "=")
@@ -137,6 +199,13 @@ func buildApp(ctx context.Context, app *deploy.App, names []string, reuse bool, 
 	for _, n := range names {
 		if !slices.ContainsFunc(app.Services, func(s deploy.Service) bool { return s.Name == n && s.Build != nil }) {
 			return fmt.Errorf("service %q: not declared with build:", n)
+		}
+	}
+	platform := ""
+	if ent != nil && !reuse && len(built(*app, names)) > 0 {
+		var err error
+		if platform, err = images.TargetPlatform(ctx, ent, nil); err != nil {
+			return err
 		}
 	}
 	for i := range app.Services {
@@ -159,7 +228,7 @@ func buildApp(ctx context.Context, app *deploy.App, names []string, reuse bool, 
 		maps.Copy(args, over)
 		fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context)
 		tag, err := images.Build(ctx, images.BuildRequest{Repo: s.Build.Repo, Context: s.Build.Context,
-			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args}, buildLog(log))
+			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args, Platform: platform}, buildLog(log))
 		if err != nil {
 			return fmt.Errorf("service %q: build failed, nothing was deployed: %w", s.Name, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -421,7 +422,8 @@ func (o *containerOps) listImages(ctx context.Context, raw json.RawMessage) (any
 	if err != nil {
 		return nil, dockerErr(err, "list images")
 	}
-	out := rpc.ImageList{Images: []rpc.ImageInfo{}}
+	// ployzd runs natively, so its own platform is its Docker's.
+	out := rpc.ImageList{Images: []rpc.ImageInfo{}, Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	for _, i := range list {
 		tags := i.RepoTags
 		if tags == nil {

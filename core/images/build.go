@@ -28,6 +28,10 @@ type BuildRequest struct {
 	Dockerfile string // relative to Context; default Dockerfile
 	Target     string
 	Args       map[string]string
+	// Platform (os/arch) is what the image must run on: the target
+	// Machines' (TargetPlatform). Empty, or the local Docker's own,
+	// builds for the local Docker's.
+	Platform string
 }
 
 // Build builds req with the operator's local Docker (its classic builder,
@@ -60,16 +64,23 @@ func Build(ctx context.Context, req BuildRequest, out io.Writer) (string, error)
 	for k, v := range req.Args {
 		args[k] = &v
 	}
-	resp, err := docker.ImageBuild(ctx, bytes.NewReader(tarball), build.ImageBuildOptions{
+	opts := build.ImageBuildOptions{
 		Dockerfile: filepath.ToSlash(req.Dockerfile), Target: req.Target, BuildArgs: args,
 		Remove: true, ForceRemove: true, Version: build.BuilderV1,
-	})
+	}
+	if req.Platform != "" && req.Platform != localPlatform(ctx, docker) {
+		opts.Platform = req.Platform
+	}
+	resp, err := docker.ImageBuild(ctx, bytes.NewReader(tarball), opts)
 	if err != nil {
 		return "", fmt.Errorf("docker build %s: %w", req.Context, err)
 	}
 	defer resp.Body.Close()
 	id, err := buildResult(resp.Body, out)
 	if err != nil {
+		if opts.Platform != "" {
+			return "", fmt.Errorf("docker build %s for %s (the Machines' platform; this computer's Docker needs emulation such as binfmt/QEMU to run other platforms' build steps): %w", req.Context, opts.Platform, err)
+		}
 		return "", fmt.Errorf("docker build %s: %w", req.Context, err)
 	}
 	tag := contentTag(req.Repo, id)

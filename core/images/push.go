@@ -50,6 +50,7 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 	if err != nil {
 		return nil, fmt.Errorf("image %s is not in this computer's Docker: %w", image, err)
 	}
+	plat := imagePlatform(info.Os, info.Architecture, info.Variant)
 	t := rpc.Target{All: len(names) == 0, Set: names}
 	fan, err := entry.Fanout(ctx, t, rpc.CmdListImages, rpc.ListImagesRequest{Layers: true})
 	if err != nil {
@@ -71,6 +72,8 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 			res.Outcome, res.Error = "failed", "list_images: malformed answer"
 		case slices.ContainsFunc(list.Images, func(i rpc.ImageInfo) bool { return i.ID == info.ID && slices.Contains(i.Tags, image) }):
 			res.Outcome = "present"
+		case list.Platform != "" && !samePlatform(list.Platform, plat):
+			res.Outcome, res.Error = "failed", fmt.Sprintf("image %s is built for %s but this Machine runs %s", image, plat, list.Platform)
 		default:
 			held[len(out)] = heldChains(list)
 			send = append(send, len(out))

@@ -260,6 +260,9 @@ type ContainerLogs struct {
 // ImageList is list_images' payload.
 type ImageList struct {
 	Images []ImageInfo `json:"images"`
+	// Platform is the os/architecture this Machine runs images for, such
+	// as linux/amd64; empty from a Machine from before it was reported.
+	Platform string `json:"platform,omitempty"`
 }
 
 // ImageInfo is one local image.
