@@ -364,6 +364,10 @@ func stepText(s deploy.Step) string {
 
 func (p *progress) event(e deploy.Event) {
 	s := e.Step
+	if e.Pull != nil {
+		p.pull(s, *e.Pull)
+		return
+	}
 	if !p.live {
 		if !e.Done {
 			fmt.Fprintf(p.w, "  ... %s\n", stepText(s))
@@ -380,6 +384,33 @@ func (p *progress) event(e deploy.Event) {
 	} else {
 		p.inflight = append(p.inflight, inflightStep{key: key, text: stepText(s), since: time.Now()})
 	}
+	p.draw()
+}
+
+// pull shows a running pull's bytes in its live row; without a live
+// display a pull prints only its start and end.
+func (p *progress) pull(s deploy.Step, pp rpc.PullProgress) {
+	if !p.live {
+		return
+	}
+	key := stepKey(s)
+	for i := range p.inflight {
+		if p.inflight[i].key == key {
+			p.inflight[i].text = fmt.Sprintf("%s %s", stepText(s), pullText(pp))
+		}
+	}
+	p.erase()
+	p.draw()
+}
+
+// pullText is a pull's progress: "12.3 MB of 45.6 MB, 2 of 5 layers".
+func pullText(pp rpc.PullProgress) string {
+	mb := func(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
+	return fmt.Sprintf("%s of %s, %d of %d layers", mb(pp.Bytes), mb(pp.Total), pp.LayersDone, pp.Layers)
+}
+
+// draw shows one live row per step in flight.
+func (p *progress) draw() {
 	for _, f := range p.inflight {
 		fmt.Fprintf(p.w, "  ... %s (%s)\n", f.text, time.Since(f.since).Round(time.Second))
 	}

@@ -49,6 +49,12 @@ func (d *Daemon) routes() {
 	}
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageRelay, Capability: rpc.CapImageRelay, Handler: d.imageRelay})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+		if d.ctrs == nil || d.ctrs.docker == nil {
+			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
+		}
+		return d.ctrs.pullImageProgress(ctx, raw, s)
+	}})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdFollowLogs, Capability: rpc.CapFollowLogs, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 		if d.ctrs == nil || d.ctrs.docker == nil {
 			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
@@ -114,40 +115,77 @@ func (o *containerOps) pullImage(ctx context.Context, raw json.RawMessage) (any,
 	if err := rpc.Decode(rpc.CmdPullImage, raw, &req); err != nil {
 		return nil, err
 	}
+	return o.pull(ctx, req, nil)
+}
+
+// pullImageProgress is pullImage that streams the pull's progress.
+func (o *containerOps) pullImageProgress(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+	var req rpc.PullImageRequest
+	if err := rpc.Decode(rpc.CmdPullImageProgress, raw, &req); err != nil {
+		return err
+	}
+	var last time.Time
+	res, err := o.pull(ctx, req, func(p rpc.PullProgress) {
+		if time.Since(last) < 300*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		s.Send(rpc.StreamFrame{Event: mustJSON(rpc.PullImageEvent{Progress: &p})}) //nolint:errcheck // a lost client ends the pull through ctx
+	})
+	if err != nil {
+		return err
+	}
+	return s.Send(rpc.StreamFrame{Event: mustJSON(rpc.PullImageEvent{Result: &res})})
+}
+
+func (o *containerOps) pull(ctx context.Context, req rpc.PullImageRequest, report func(rpc.PullProgress)) (rpc.PullImageResult, error) {
+	var none rpc.PullImageResult
 	ref, err := reference.ParseNormalizedNamed(req.Image)
 	if err != nil {
-		return nil, rpc.InvalidField("image", "%q is not an image reference: %v", req.Image, err)
+		return none, rpc.InvalidField("image", "%q is not an image reference: %v", req.Image, err)
 	}
 	if len(req.RegistryAuth) > 64<<10 {
-		return nil, rpc.InvalidField("registry_auth", "longer than 64 KiB")
+		return none, rpc.InvalidField("registry_auth", "longer than 64 KiB")
 	}
 	f := o.facts()
 	name := reference.TagNameOnly(ref).String()
 	rd, err := o.docker.ImagePull(ctx, name, image.PullOptions{RegistryAuth: req.RegistryAuth})
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
+		return none, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
 	}
 	defer rd.Close()
-	status, err := pullStatus(rd)
+	status, err := pullStatus(rd, report)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
+		return none, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
 	}
 	img, err := o.docker.ImageInspect(ctx, req.Image)
 	if err != nil {
-		return nil, dockerErr(err, "inspect pulled image %s", req.Image)
+		return none, dockerErr(err, "inspect pulled image %s", req.Image)
 	}
 	o.log.Info("image pulled", "image", req.Image, "id", short(img.ID))
 	return rpc.PullImageResult{Image: req.Image, ID: img.ID, Status: status}, nil
 }
 
 // pullStatus reads Docker's pull progress stream to its end and returns
-// the last status line, or the error the stream reports.
-func pullStatus(r io.Reader) (string, error) {
+// the last status line, or the error the stream reports. report, when
+// set, hears the progress after every message that changes it.
+func pullStatus(r io.Reader, report func(rpc.PullProgress)) (string, error) {
 	dec := json.NewDecoder(r)
 	last := ""
+	type layer struct {
+		cur, total int64
+		done       bool
+	}
+	layers := map[string]*layer{}
+	var order []string
 	for {
 		var m struct {
-			Status      string `json:"status"`
+			ID             string `json:"id"`
+			Status         string `json:"status"`
+			ProgressDetail struct {
+				Current int64 `json:"current"`
+				Total   int64 `json:"total"`
+			} `json:"progressDetail"`
 			Error       string `json:"error"`
 			ErrorDetail struct {
 				Message string `json:"message"`
@@ -167,5 +205,45 @@ func pullStatus(r io.Reader) (string, error) {
 		if m.Status != "" {
 			last = m.Status
 		}
+		// Layer messages carry the layer's short id; the image's own
+		// lines (its tag, the digest) carry none or the tag.
+		if m.ID == "" || report == nil || !isLayerStatus(m.Status) {
+			continue
+		}
+		l := layers[m.ID]
+		if l == nil {
+			l = &layer{}
+			layers[m.ID] = l
+			order = append(order, m.ID)
+		}
+		switch m.Status {
+		case "Downloading":
+			l.cur, l.total = m.ProgressDetail.Current, max(l.total, m.ProgressDetail.Total)
+		case "Download complete", "Verifying Checksum":
+			l.cur = l.total
+		case "Pull complete", "Already exists":
+			l.cur, l.done = l.total, true
+		}
+		var p rpc.PullProgress
+		for _, id := range order {
+			x := layers[id]
+			p.Layers++
+			p.Bytes += x.cur
+			p.Total += x.total
+			if x.done {
+				p.LayersDone++
+			}
+		}
+		report(p)
 	}
+}
+
+// isLayerStatus tells the per-layer lines of a pull from the image's.
+func isLayerStatus(s string) bool {
+	switch s {
+	case "Pulling fs layer", "Waiting", "Downloading", "Verifying Checksum", "Download complete",
+		"Extracting", "Pull complete", "Already exists":
+		return true
+	}
+	return false
 }

@@ -77,3 +77,48 @@ func TestCreateMountsShippedFiles(t *testing.T) {
 		t.Fatalf("missing content: %v", err)
 	}
 }
+
+// TestPullStatusProgress feeds pullStatus the lines Docker's pull
+// endpoint writes and checks the progress each one reports: bytes and
+// layers over the layers named so far, a held layer done at once.
+func TestPullStatusProgress(t *testing.T) {
+	stream := `{"status":"Pulling from library/app","id":"1"}
+{"status":"Already exists","progressDetail":{},"id":"aaa"}
+{"status":"Pulling fs layer","progressDetail":{},"id":"bbb"}
+{"status":"Downloading","progressDetail":{"current":100,"total":1000},"id":"bbb"}
+{"status":"Downloading","progressDetail":{"current":600,"total":1000},"id":"bbb"}
+{"status":"Download complete","progressDetail":{},"id":"bbb"}
+{"status":"Extracting","progressDetail":{"current":1000,"total":1000},"id":"bbb"}
+{"status":"Pull complete","progressDetail":{},"id":"bbb"}
+{"status":"Digest: sha256:abc"}
+{"status":"Status: Downloaded newer image for app:1"}
+`
+	var got []rpc.PullProgress
+	last, err := pullStatus(strings.NewReader(stream), func(p rpc.PullProgress) { got = append(got, p) })
+	if err != nil || last != "Status: Downloaded newer image for app:1" {
+		t.Fatalf("pullStatus = %q, %v", last, err)
+	}
+	want := []rpc.PullProgress{
+		{Layers: 1, LayersDone: 1},
+		{Layers: 2, LayersDone: 1},
+		{Layers: 2, LayersDone: 1, Bytes: 100, Total: 1000},
+		{Layers: 2, LayersDone: 1, Bytes: 600, Total: 1000},
+		{Layers: 2, LayersDone: 1, Bytes: 1000, Total: 1000},
+		{Layers: 2, LayersDone: 1, Bytes: 1000, Total: 1000},
+		{Layers: 2, LayersDone: 2, Bytes: 1000, Total: 1000},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("progress %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("progress[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	_, err = pullStatus(strings.NewReader(`{"status":"Pulling fs layer","id":"x"}
+{"errorDetail":{"message":"unauthorized: login"},"error":"unauthorized: login"}
+`), nil)
+	if err == nil || err.Error() != "unauthorized: login" {
+		t.Fatalf("failed pull: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -60,10 +61,12 @@ func (o Outcome) Count(s string) int {
 	return n
 }
 
-// Event reports a step starting (Done false) or ending (Done true).
+// Event reports a step starting (Done false) or ending (Done true), or,
+// with Pull set, how far a running pull_image step is.
 type Event struct {
 	Step Step
 	Done bool
+	Pull *rpc.PullProgress
 }
 
 // Executor runs a confirmed plan's rows in order, one daemon call per
@@ -264,7 +267,7 @@ func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]S
 		e.emit(s, false)
 		start := time.Now()
 		s.StartedAt = start.UTC().Format(time.RFC3339)
-		tail, err := e.call(ctx, r, a, id, &newID)
+		tail, err := e.call(ctx, s, r, a, id, &newID)
 		s.DurationMS = time.Since(start).Milliseconds()
 		if a.cmd == rpc.CmdCreateContainer && err == nil {
 			created = true
@@ -345,7 +348,7 @@ func refPayload(cmd, id string, grace int) any {
 // effect between steps, so Docker is never left mid-change by us); only
 // a readiness wait or an image pull, which change no Container, is cut
 // short.
-func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *string) ([]string, error) {
+func (e *Executor) call(ctx context.Context, s Step, r Row, a action, id string, newID *string) ([]string, error) {
 	t := rpc.Target{One: r.MachineID}
 	if a.cmd == rpc.CmdWaitReady {
 		tail, err := e.wait(ctx, r, id)
@@ -359,6 +362,14 @@ func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *
 		req := rpc.PullImageRequest{Image: r.Spec.Image}
 		if e.RegistryAuth != nil {
 			req.RegistryAuth = e.RegistryAuth(r.Spec.Image)
+		}
+		if c, ok := e.C.(streamer); ok && e.Progress != nil {
+			err := e.pullProgress(ctx, c, s, t, req)
+			var re *rpc.Error
+			if !errors.As(err, &re) || re.Code != rpc.CodeUnsupported || re.Details["command"] != rpc.CmdPullImageProgress {
+				return nil, err
+			}
+			// A Machine from before pull_image_progress: pull without it.
 		}
 		return nil, e.C.Call(ctx, t, a.cmd, req, nil)
 	}
@@ -378,6 +389,36 @@ func (e *Executor) call(ctx context.Context, r Row, a action, id string, newID *
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, r.StopGraceSeconds), nil)
 	default:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, 0), nil)
+	}
+}
+
+// streamer is a Caller that also opens streams, as *rpc.Client does.
+type streamer interface {
+	OpenStream(ctx context.Context, t rpc.Target, command string, payload any) (*rpc.ClientStream, error)
+}
+
+// pullProgress runs a pull as pull_image_progress, telling Progress how
+// far it is as the Machine reports it.
+func (e *Executor) pullProgress(ctx context.Context, c streamer, s Step, t rpc.Target, req rpc.PullImageRequest) error {
+	st, err := c.OpenStream(ctx, t, rpc.CmdPullImageProgress, req)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for {
+		f, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if f.Done {
+			return nil
+		}
+		var ev rpc.PullImageEvent
+		if json.Unmarshal(f.Event, &ev) == nil && ev.Progress != nil {
+			e.emitMu.Lock()
+			e.Progress(Event{Step: s, Pull: ev.Progress})
+			e.emitMu.Unlock()
+		}
 	}
 }
 

@@ -77,3 +77,28 @@ type ImageRelayResult struct {
 	// Error is why this target has not got the image; nil on success.
 	Error *Error `json:"error,omitempty"`
 }
+
+// CmdPullImageProgress is pull_image as a streaming command: the same
+// request, answered with PullImageEvents carrying Progress while the pull
+// runs (at most a few a second) and one carrying Result at the end. A
+// deploy uses it to show a pull's bytes; a Machine without it is asked
+// pull_image.
+const (
+	CmdPullImageProgress = "pull_image_progress"
+	CapPullImageProgress = "ployz.image.pull.progress.v1"
+)
+
+// PullImageEvent is one event of pull_image_progress; one field is set.
+type PullImageEvent struct {
+	Progress *PullProgress    `json:"progress,omitempty"`
+	Result   *PullImageResult `json:"result,omitempty"`
+}
+
+// PullProgress is how far a pull is, over the layers Docker has named
+// so far (a layer's size is known once its download starts).
+type PullProgress struct {
+	Layers     int   `json:"layers"`
+	LayersDone int   `json:"layers_done"`
+	Bytes      int64 `json:"bytes"`
+	Total      int64 `json:"total"`
+}
