@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,6 +153,92 @@ func TestExecuteFailedPullChangesNothing(t *testing.T) {
 	for _, c := range rec.calls {
 		if !strings.Contains(c, "pull_image") {
 			t.Fatalf("a failed pull was followed by %s", c)
+		}
+	}
+}
+
+// streamRecorder is a recorder whose pulls may stream: OpenStream goes to
+// a real Machine RPC server that serves pull_image_progress or not.
+type streamRecorder struct {
+	*recorder
+	c *rpc.Client
+}
+
+func (s streamRecorder) OpenStream(ctx context.Context, t rpc.Target, command string, payload any) (*rpc.ClientStream, error) {
+	return s.c.OpenStream(ctx, rpc.Target{}, command, payload)
+}
+
+func pullServer(t *testing.T, serve bool, got *[]rpc.PullImageRequest) *rpc.Client {
+	t.Helper()
+	srv := rpc.NewServer(rpc.Options{})
+	if serve {
+		srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress,
+			Handler: func(_ context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+				var req rpc.PullImageRequest
+				json.Unmarshal(raw, &req) //nolint:errcheck
+				*got = append(*got, req)
+				for _, p := range []rpc.PullProgress{{Layers: 2, Bytes: 10, Total: 100}, {Layers: 2, LayersDone: 2, Bytes: 100, Total: 100}} {
+					b, _ := json.Marshal(rpc.PullImageEvent{Progress: &p})
+					if err := s.Send(rpc.StreamFrame{Event: b}); err != nil {
+						return err
+					}
+				}
+				b, _ := json.Marshal(rpc.PullImageEvent{Result: &rpc.PullImageResult{Image: req.Image, ID: "sha256:x"}})
+				return s.Send(rpc.StreamFrame{Event: b})
+			}})
+	}
+	sock := filepath.Join(t.TempDir(), "rpc.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := srv.GRPCServer()
+	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	t.Cleanup(g.Stop)
+	c, err := rpc.DialUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestExecutePullShowsProgress: a Machine that streams its pull tells
+// Progress the bytes and layers, with the credential in the request; a
+// Machine without pull_image_progress is asked pull_image instead.
+func TestExecutePullShowsProgress(t *testing.T) {
+	sp := &rpc.ContainerSpec{Image: "reg.example:5000/app:1"}
+	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "db", Op: OpCreate, NewName: "new", Spec: sp, Pull: true}}}
+	for _, serve := range []bool{true, false} {
+		var got []rpc.PullImageRequest
+		rec := &recorder{}
+		var pulls []rpc.PullProgress
+		ex := &Executor{C: streamRecorder{rec, pullServer(t, serve, &got)}, RegistryAuth: func(string) string { return "cred" },
+			Progress: func(e Event) {
+				if e.Pull != nil {
+					if e.Step.Action != rpc.CmdPullImage || e.Step.Machine != "m1" {
+						t.Errorf("progress of step %+v", e.Step)
+					}
+					pulls = append(pulls, *e.Pull)
+				}
+			}}
+		o := ex.Run(context.Background(), p)
+		if o.Status != "completed" {
+			t.Fatalf("serve=%v: %s", serve, steps(o))
+		}
+		pulled := slices.ContainsFunc(rec.calls, func(c string) bool { return strings.Contains(c, " "+rpc.CmdPullImage+" ") })
+		if serve {
+			if len(pulls) != 2 || pulls[1].LayersDone != 2 || pulls[1].Bytes != 100 {
+				t.Errorf("progress %+v", pulls)
+			}
+			if len(got) != 1 || got[0].RegistryAuth != "cred" || got[0].Image != sp.Image {
+				t.Errorf("streamed pull requests %+v", got)
+			}
+			if pulled {
+				t.Errorf("pulled twice: %v", rec.calls)
+			}
+		} else if len(pulls) != 0 || !pulled {
+			t.Errorf("without the stream: progress %+v, calls %v", pulls, rec.calls)
 		}
 	}
 }
