@@ -133,3 +133,86 @@ func BenchmarkImageDelivery(b *testing.B) {
 		t.Errorf("second push moved %d bytes per Machine, want about the small layer", moved/int64(len(res)))
 	}
 }
+
+// buildContext writes a FROM-scratch Go web app (the lab's test app) plus
+// size bytes of fresh random data, so every call builds a new image that
+// no Machine and no build cache holds.
+func buildContext(t testing.TB, size int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := os.ReadFile(filepath.Join(os.Getenv(lab.EnvBinDir), "testapp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := make([]byte, size)
+	rand.Read(blob) //nolint:errcheck // never fails
+	for name, body := range map[string][]byte{
+		"testapp":    bin,
+		"blob":       blob,
+		"Dockerfile": []byte("FROM scratch\nCOPY testapp /testapp\nCOPY blob /blob\nENTRYPOINT [\"/testapp\"]\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// BenchmarkBuildDeploy times the first deploy of a Service whose image is
+// built locally (`ployz deploy` of a compose file with build:, 3 replicas
+// on 3 Machines, until every Container is ready) against building the
+// same kind of image with `docker build` and `docker save | docker load`
+// into the same 3 Machines in parallel by hand, in the same run.
+func BenchmarkBuildDeploy(b *testing.B) {
+	if !labEnabled() {
+		b.Skip("lab benchmark: run with `make bench`")
+	}
+	var t testing.TB = b
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	formCluster(t, l, op)
+	const size = 64 << 20
+
+	web := buildContext(t, size)
+	compose := filepath.Join(t.TempDir(), "compose.yaml")
+	os.WriteFile(compose, []byte("name: benchbuild\nservices:\n  web:\n    build: {context: "+web+"}\n    environment: {MESSAGE: built}\n    deploy: {replicas: 3, placement: {max_replicas_per_node: 1}}\n"), 0o644) //nolint:errcheck
+	t.Cleanup(func() { exec.Command("docker", "rmi", "benchbuild-production-web:latest").Run() })                                                                                                                     //nolint:errcheck // best effort
+	start := time.Now()
+	out, errs, code := op.run(t, "deploy", "-f", compose, "-y", "--json")
+	ployz := time.Since(start)
+	if code != 0 {
+		t.Fatalf("deploy: exit %d\n%s\n%s", code, out, errs)
+	}
+
+	manualCtx := buildContext(t, size)
+	start = time.Now()
+	if out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-t", "ployz-bench-manual:1", manualCtx).CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rmi", "ployz-bench-manual:1").Run() }) //nolint:errcheck // best effort
+	var wg sync.WaitGroup
+	errs2 := make([]error, len(l.Machines))
+	for i, m := range l.Machines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := exec.CommandContext(ctx, "sh", "-c", "docker save ployz-bench-manual:1 | docker exec -i "+m.Container+" docker load -q")
+			if out, err := c.CombinedOutput(); err != nil {
+				errs2[i] = fmt.Errorf("%v: %s", err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	manual := time.Since(start)
+	for i, err := range errs2 {
+		if err != nil {
+			t.Fatalf("docker save | load into %s: %v", l.Machines[i].Name, err)
+		}
+	}
+	line := fmt.Sprintf("first deploy of a locally built %d MB image, 3 replicas on %d Machines, until ready: ployz deploy %.1fs, docker build + parallel docker save|load %.1fs, ratio %.2fx",
+		size>>20, len(l.Machines), ployz.Seconds(), manual.Seconds(), ployz.Seconds()/manual.Seconds())
+	t.Log(line)
+	fmt.Fprintln(os.Stderr, line)
+}

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
 )
@@ -354,4 +355,68 @@ func serviceImage(p deploy.Plan, service string) string {
 		}
 	}
 	return ""
+}
+
+// TestImageDeliveredOnce pushes an image to 3 Machines and counts what
+// reached the Entry Machine's network interface (the operator's link
+// ends there): about the image once, not once per Machine, since the
+// entry relays it to the others over the mesh. Every Machine then holds
+// the image, and a second push finds it present everywhere.
+func TestImageDeliveredOnce(t *testing.T) {
+	if !labEnabled() {
+		t.Skip("lab scenario")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	formCluster(t, l, op)
+	const size = 48 << 20
+	importBenchImage(ctx, t, size)
+	rx := func() []int64 {
+		var out []int64
+		for _, m := range l.Machines {
+			s, err := l.Exec(ctx, m.Name, "cat", "/sys/class/net/eth0/statistics/rx_bytes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			fmt.Sscan(s, &n)
+			out = append(out, n)
+		}
+		return out
+	}
+	before := rx()
+	var res []images.Result
+	op.json(t, &res, "image", "push", benchImage)
+	after := rx()
+	for _, r := range res {
+		if r.Outcome != "pushed" {
+			t.Errorf("%s: %+v, want pushed", r.MachineName, r)
+		}
+	}
+	if len(res) != 3 {
+		t.Fatalf("results %+v, want 3 Machines", res)
+	}
+	for i, m := range l.Machines {
+		got := after[i] - before[i]
+		t.Logf("%s received %d bytes (image %d)", m.Name, got, int64(size))
+		if got < size {
+			t.Errorf("%s received %d bytes, less than the image", m.Name, got)
+		}
+		if out, err := l.Exec(ctx, m.Name, "docker", "image", "inspect", "-f", "{{.Id}}", benchImage); err != nil {
+			t.Errorf("%s lacks the image: %v %s", m.Name, err, out)
+		}
+	}
+	// The operator's link: what reached the entry, m1. Each byte once,
+	// plus framing and the small answers of the other Machines.
+	if got := after[0] - before[0]; got > size*5/4 {
+		t.Errorf("the Entry Machine received %d bytes for a %d-byte image to 3 Machines: more than once", got, int64(size))
+	}
+	op.json(t, &res, "image", "push", benchImage)
+	for _, r := range res {
+		if r.Outcome != "present" {
+			t.Errorf("second push, %s: %+v, want present", r.MachineName, r)
+		}
+	}
 }
