@@ -46,6 +46,10 @@ type containerOps struct {
 	network string // Docker network Containers join (default "ployz")
 	// filesDir keeps files shipped with deploys, by digest.
 	filesDir string
+	// filesMu keeps a sweep of filesDir (sweepFiles) from removing a
+	// file between its materialize and the create of the Container
+	// that mounts it.
+	filesMu sync.Mutex
 	facts    func() localFacts
 	ready    *readiness
 	exits    *exitLog
@@ -293,6 +297,9 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 	if err := o.ensureVolumes(ctx, spec); err != nil {
 		return nil, err
 	}
+	o.filesMu.Lock()
+	unlock := sync.OnceFunc(o.filesMu.Unlock)
+	defer unlock()
 	shipped, err := materialize(o.filesDir, spec.Files, req.Files)
 	if err != nil {
 		return nil, err
@@ -308,6 +315,7 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 	dc := buildCreate(spec, o.network, f.DNS, notifyDir)
 	dc.host.Mounts = append(dc.host.Mounts, shipped...)
 	res, err := o.docker.ContainerCreate(ctx, dc.config, dc.host, dc.network, nil, req.Name)
+	unlock()
 	if err != nil {
 		if ns != nil {
 			ns.close()
@@ -402,6 +410,9 @@ func (o *containerOps) removeContainer(ctx context.Context, raw json.RawMessage)
 	}
 	o.ready.forget(c.ID)
 	o.log.Info("container removed", "name", strings.TrimPrefix(c.Name, "/"), "id", short(c.ID))
+	if err := o.sweepFiles(ctx); err != nil {
+		o.log.Warn("remove unused shipped files", "error", err)
+	}
 	return map[string]string{"removed": c.ID}, nil
 }
 

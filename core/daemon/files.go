@@ -3,6 +3,7 @@ package daemon
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -94,6 +96,48 @@ func materialize(dir string, files []rpc.FileSpec, content map[string][]byte) ([
 		out = append(out, mount.Mount{Type: mount.TypeBind, Source: p, Target: f.Target, ReadOnly: true})
 	}
 	return out, nil
+}
+
+// shippedName is the name materialize gives a shipped file.
+var shippedName = regexp.MustCompile(`^(file|dir)-[0-9a-f]{64}-[0-7]+$`)
+
+// sweepFiles removes the shipped files no Container on this Machine
+// mounts any more (running or not), after a Container is removed.
+func (o *containerOps) sweepFiles(ctx context.Context) error {
+	if o.filesDir == "" {
+		return nil
+	}
+	o.filesMu.Lock()
+	defer o.filesMu.Unlock()
+	entries, err := os.ReadDir(o.filesDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	list, err := o.docker.ContainerList(ctx, container.ListOptions{All: true})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	used := map[string]bool{}
+	for _, c := range list {
+		for _, m := range c.Mounts {
+			if filepath.Dir(m.Source) == filepath.Clean(o.filesDir) {
+				used[filepath.Base(m.Source)] = true
+			}
+		}
+	}
+	for _, e := range entries {
+		if !shippedName.MatchString(e.Name()) || used[e.Name()] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(o.filesDir, e.Name())); err != nil {
+			return err
+		}
+		o.log.Info("shipped file removed: no Container mounts it", "name", e.Name())
+	}
+	return nil
 }
 
 // writeShipped writes a file, or unpacks a directory archive, at p

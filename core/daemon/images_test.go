@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -120,5 +122,46 @@ func TestPullStatusProgress(t *testing.T) {
 `), nil)
 	if err == nil || err.Error() != "unauthorized: login" {
 		t.Fatalf("failed pull: %v", err)
+	}
+}
+
+// TestRemovedContainerFreesShippedFiles: removing a Container removes the
+// shipped files no other Container (running or not) mounts, and keeps
+// those another still mounts.
+func TestRemovedContainerFreesShippedFiles(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	shared, own := []byte("shared config"), []byte("only the first")
+	create := func(name string, files ...[]byte) rpc.ContainerObservation {
+		spec := to.spec(name, nil)
+		content := map[string][]byte{}
+		for i, b := range files {
+			spec.Files = append(spec.Files, rpc.FileSpec{Target: fmt.Sprintf("/f%d", i), Digest: digestOf(b), Kind: "file", Source: "config:c"})
+			content[digestOf(b)] = b
+		}
+		return must[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name(name), Spec: spec, Files: content})
+	}
+	held := func() int {
+		entries, err := os.ReadDir(to.filesDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	a := create("a", shared, own)
+	b := create("b", shared)
+	if n := held(); n != 2 {
+		t.Fatalf("%d shipped files, want 2", n)
+	}
+	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: a.ID, Force: true})
+	if n := held(); n != 1 {
+		t.Fatalf("after removing a: %d shipped files, want the shared one", n)
+	}
+	if _, err := os.Stat(filepath.Join(to.filesDir, fmt.Sprintf("file-%s-444", strings.TrimPrefix(digestOf(shared), "sha256:")))); err != nil {
+		t.Fatalf("the shared file b mounts is gone: %v", err)
+	}
+	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: b.ID, Force: true})
+	if n := held(); n != 0 {
+		t.Fatalf("after removing b: %d shipped files, want none", n)
 	}
 }
