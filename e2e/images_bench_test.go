@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -42,20 +43,45 @@ func importBenchImage(ctx context.Context, t testing.TB, size int64) {
 	t.Cleanup(func() { exec.Command("docker", "rmi", benchImage).Run() }) //nolint:errcheck // best effort
 }
 
+// benchCluster is a formed lab Cluster of 3 Machines for a benchmark.
+func benchCluster(b *testing.B) (context.Context, *lab.Lab, *operator) {
+	if !labEnabled() {
+		b.Skip("lab benchmark: run with `make bench`")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	b.Cleanup(cancel)
+	l := lab.ForTest(b, 3)
+	op := newOperator(b, l)
+	formCluster(b, l, op)
+	return ctx, l, op
+}
+
+// saveLoadAll is the by-hand delivery: `docker save image | docker exec
+// -i MACHINE docker load` into every Machine at once.
+func saveLoadAll(ctx context.Context, l *lab.Lab, image string) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(l.Machines))
+	for i, m := range l.Machines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := exec.CommandContext(ctx, "sh", "-c", "docker save "+image+" | docker exec -i "+m.Container+" docker load -q")
+			if out, err := c.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("docker save | load into %s: %v: %s", m.Name, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // BenchmarkImageDelivery measures `ployz image push` of a 200 MB image to 3
 // Machines against `docker save | docker load` into the same Machines in
 // parallel, in the same run, and prints the ratio (lower is better).
 // It is a benchmark (run by `make bench`), never a gate on `make test`.
 func BenchmarkImageDelivery(b *testing.B) {
-	if !labEnabled() {
-		b.Skip("lab benchmark: run with `make bench`")
-	}
+	ctx, l, op := benchCluster(b)
 	var t testing.TB = b
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	l := lab.ForTest(t, 3)
-	op := newOperator(t, l)
-	formCluster(t, l, op)
 	importBenchImage(ctx, t, 200<<20)
 	forget := func() {
 		for _, m := range l.Machines {
@@ -69,35 +95,10 @@ func BenchmarkImageDelivery(b *testing.B) {
 	forget()
 
 	start = time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, len(l.Machines))
-	for i, m := range l.Machines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			save := exec.CommandContext(ctx, "docker", "save", benchImage)
-			load := exec.CommandContext(ctx, "docker", "exec", "-i", m.Container, "docker", "load", "-q")
-			pipe, err := save.StdoutPipe()
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			load.Stdin = pipe
-			if err = save.Start(); err == nil {
-				err = load.Run()
-				if werr := save.Wait(); err == nil {
-					err = werr
-				}
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
+	err := saveLoadAll(ctx, l, benchImage)
 	manual := time.Since(start)
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("docker save | load into %s: %v", l.Machines[i].Name, err)
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
 	line := fmt.Sprintf("image delivery, 200 MB to %d Machines: ployz image push %.1fs, parallel docker save|load %.1fs, ratio %.2fx",
 		len(l.Machines), ployz.Seconds(), manual.Seconds(), ployz.Seconds()/manual.Seconds())
@@ -164,15 +165,8 @@ func buildContext(t testing.TB, size int64) string {
 // same kind of image with `docker build` and `docker save | docker load`
 // into the same 3 Machines in parallel by hand, in the same run.
 func BenchmarkBuildDeploy(b *testing.B) {
-	if !labEnabled() {
-		b.Skip("lab benchmark: run with `make bench`")
-	}
+	ctx, l, op := benchCluster(b)
 	var t testing.TB = b
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	l := lab.ForTest(t, 3)
-	op := newOperator(t, l)
-	formCluster(t, l, op)
 	const size = 64 << 20
 
 	web := buildContext(t, size)
@@ -192,24 +186,10 @@ func BenchmarkBuildDeploy(b *testing.B) {
 		t.Fatalf("docker build: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("docker", "rmi", "ployz-bench-manual:1").Run() }) //nolint:errcheck // best effort
-	var wg sync.WaitGroup
-	errs2 := make([]error, len(l.Machines))
-	for i, m := range l.Machines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := exec.CommandContext(ctx, "sh", "-c", "docker save ployz-bench-manual:1 | docker exec -i "+m.Container+" docker load -q")
-			if out, err := c.CombinedOutput(); err != nil {
-				errs2[i] = fmt.Errorf("%v: %s", err, out)
-			}
-		}()
-	}
-	wg.Wait()
+	err := saveLoadAll(ctx, l, "ployz-bench-manual:1")
 	manual := time.Since(start)
-	for i, err := range errs2 {
-		if err != nil {
-			t.Fatalf("docker save | load into %s: %v", l.Machines[i].Name, err)
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
 	line := fmt.Sprintf("first deploy of a locally built %d MB image, 3 replicas on %d Machines, until ready: ployz deploy %.1fs, docker build + parallel docker save|load %.1fs, ratio %.2fx",
 		size>>20, len(l.Machines), ployz.Seconds(), manual.Seconds(), ployz.Seconds()/manual.Seconds())

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distribution/reference"
@@ -22,31 +23,14 @@ import (
 // images reach Machines without a registry (issue 6, "Images without a
 // registry").
 func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamConn) error {
-	pr, pw := io.Pipe()
-	var n int64
-	go func() {
-		for {
-			f, err := s.Recv()
-			if err != nil {
-				pw.CloseWithError(fmt.Errorf("upload ended early: %w", err))
-				return
-			}
-			if f.EOF {
-				pw.Close()
-				return
-			}
-			if _, err := pw.Write(f.Data); err != nil {
-				return
-			}
-			n += int64(len(f.Data))
-		}
-	}()
-	res, err := loadArchive(ctx, pr)
-	pr.CloseWithError(errors.New("docker load ended")) // stops the receiver
+	in := images.RecvData(s)
+	c := &countReader{r: in}
+	res, err := loadArchive(ctx, c)
+	in.CloseWithError(errors.New("docker load ended")) // stops the receiver
 	if err != nil {
 		return err
 	}
-	res.Bytes = n
+	res.Bytes = c.n.Load()
 	ev, _ := json.Marshal(res)
 	return s.Send(rpc.StreamFrame{Event: ev})
 }
@@ -59,19 +43,21 @@ func (d *Daemon) imageRelay(ctx context.Context, raw json.RawMessage, s rpc.Stre
 		Load: func(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) {
 			c := &countReader{r: r}
 			res, err := loadArchive(ctx, c)
-			res.Bytes = c.n
+			res.Bytes = c.n.Load()
 			return res, err
 		}})
 }
 
+// countReader counts what Docker read; atomic because Docker's client
+// reads the request body on a goroutine of its own.
 type countReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
 	k, err := c.r.Read(p)
-	c.n += int64(k)
+	c.n.Add(int64(k))
 	return k, err
 }
 

@@ -96,7 +96,7 @@ func ServeRelay(ctx context.Context, raw json.RawMessage, s rpc.StreamConn, env 
 			}
 		}
 	}()
-	in := recvData(s)
+	in := RecvData(s)
 	ferr := fanTar(in, sinks)
 	in.CloseWithError(errors.New("relay stopped reading")) // ends the receiver
 	results := make([]rpc.ImageRelayResult, len(sinks))
@@ -145,9 +145,10 @@ func mustEvent(v any) json.RawMessage {
 	return b
 }
 
-// recvData turns the client's data frames into a reader that ends at
-// the client's EOF frame.
-func recvData(s rpc.StreamConn) *io.PipeReader {
+// RecvData turns a stream's client data frames into a reader that ends
+// at the client's EOF frame (or fails when the stream breaks first).
+// Closing the reader stops the receiver.
+func RecvData(s rpc.StreamConn) *io.PipeReader {
 	pr, pw := io.Pipe()
 	go func() {
 		for {

@@ -77,7 +77,7 @@ func relayCluster(t *testing.T, ids ...string) []*relayMachine {
 		m.srv = rpc.NewServer(rpc.Options{Local: func() (string, string) { return m.id, "name-" + m.id }})
 		m.srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad,
 			Handler: func(ctx context.Context, _ json.RawMessage, s rpc.StreamConn) error {
-				res, err := m.load(ctx, recvData(s))
+				res, err := m.load(ctx, RecvData(s))
 				if err != nil {
 					return err
 				}
