@@ -50,9 +50,9 @@ type containerOps struct {
 	// file between its materialize and the create of the Container
 	// that mounts it.
 	filesMu sync.Mutex
-	facts    func() localFacts
-	ready    *readiness
-	exits    *exitLog
+	facts   func() localFacts
+	ready   *readiness
+	exits   *exitLog
 
 	restoreMu   sync.Mutex
 	restoreDone bool
