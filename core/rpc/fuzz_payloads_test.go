@@ -32,6 +32,12 @@ var payloadTypes = map[string]func() any{
 	CmdExec:               func() any { return &ExecRequest{} },
 	CmdMoveServingPointer: func() any { return &MoveServingPointerRequest{} },
 	CmdServingStatus:      func() any { return &ServingStatusRequest{} },
+	CmdStartContainer:     func() any { return &ContainerRef{} },
+	CmdFollowLogs:         func() any { return &ContainerLogsRequest{} },
+	CmdListImages:         func() any { return &ListImagesRequest{} },
+	CmdPullImage:          func() any { return &PullImageRequest{} },
+	CmdPullImageProgress:  func() any { return &PullImageRequest{} },
+	CmdImageRelay:         func() any { return &ImageRelayRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.
@@ -73,6 +79,8 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(seed(CmdMoveServingPointer), []byte(`{"service":"hello-prod/web","containers":[{"id":"c1"}]}`))
 	f.Add(seed(CmdContainerLogs), []byte(`{"id":"c","tail":"x"}`))
 	f.Add(seed(CmdExec), []byte(``))
+	f.Add(seed(CmdImageRelay), []byte(`{"targets":[{"machine_id":"m2","skip":["a/layer.tar"]},{"machine_id":""}]}`))
+	f.Add(seed(CmdPullImageProgress), []byte(`{"image":"registry.test/app:1","registry_auth":"e30"}`))
 	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
 		command := payloadCommands[int(which)%len(payloadCommands)]
 		mk := payloadTypes[command]
