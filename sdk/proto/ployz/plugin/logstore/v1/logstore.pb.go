@@ -25,11 +25,13 @@ const (
 
 // Selector narrows which Containers' logs are read; empty fields match all.
 type Selector struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Service       string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
-	Deployment    string                 `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
-	Environment   string                 `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Service     string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	Deployment  string                 `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Environment string                 `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
+	// namespace is the Service's namespace (<project>-<environment>).
+	Namespace     string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -92,14 +94,27 @@ func (x *Selector) GetEnvironment() string {
 	return ""
 }
 
+func (x *Selector) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
 // LogEntry is one line.
 type LogEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TimeUnixNanos int64                  `protobuf:"varint,1,opt,name=time_unix_nanos,json=timeUnixNanos,proto3" json:"time_unix_nanos,omitempty"`
 	ContainerId   string                 `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
 	// stream is "stdout" or "stderr".
-	Stream        string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
-	Line          []byte `protobuf:"bytes,4,opt,name=line,proto3" json:"line,omitempty"`
+	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Line   []byte `protobuf:"bytes,4,opt,name=line,proto3" json:"line,omitempty"`
+	// What the store knew of the Container when it logged the line; kept
+	// after the Container is removed.
+	Namespace     string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Service       string `protobuf:"bytes,6,opt,name=service,proto3" json:"service,omitempty"`
+	Deployment    string `protobuf:"bytes,7,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	ContainerName string `protobuf:"bytes,8,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +175,34 @@ func (x *LogEntry) GetLine() []byte {
 		return x.Line
 	}
 	return nil
+}
+
+func (x *LogEntry) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *LogEntry) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *LogEntry) GetDeployment() string {
+	if x != nil {
+		return x.Deployment
+	}
+	return ""
+}
+
+func (x *LogEntry) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
 }
 
 // Gap is a range the store could not read; never silently empty.
@@ -228,8 +271,10 @@ type TailLogsRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Selector *Selector              `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
 	// lines is how many past lines to send first.
-	Lines         uint32 `protobuf:"varint,2,opt,name=lines,proto3" json:"lines,omitempty"`
-	Follow        bool   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	Lines  uint32 `protobuf:"varint,2,opt,name=lines,proto3" json:"lines,omitempty"`
+	Follow bool   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	// grep keeps only lines matching this RE2 expression.
+	Grep          string `protobuf:"bytes,4,opt,name=grep,proto3" json:"grep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +330,13 @@ func (x *TailLogsRequest) GetFollow() bool {
 	return false
 }
 
+func (x *TailLogsRequest) GetGrep() string {
+	if x != nil {
+		return x.Grep
+	}
+	return ""
+}
+
 // LogHistoryRequest selects a range.
 type LogHistoryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -292,6 +344,10 @@ type LogHistoryRequest struct {
 	FromUnixNanos int64                  `protobuf:"varint,2,opt,name=from_unix_nanos,json=fromUnixNanos,proto3" json:"from_unix_nanos,omitempty"`
 	ToUnixNanos   int64                  `protobuf:"varint,3,opt,name=to_unix_nanos,json=toUnixNanos,proto3" json:"to_unix_nanos,omitempty"`
 	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// grep keeps only lines matching this RE2 expression.
+	Grep string `protobuf:"bytes,5,opt,name=grep,proto3" json:"grep,omitempty"`
+	// newest keeps the last limit lines of the range instead of the first.
+	Newest        bool `protobuf:"varint,6,opt,name=newest,proto3" json:"newest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,11 +410,30 @@ func (x *LogHistoryRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *LogHistoryRequest) GetGrep() string {
+	if x != nil {
+		return x.Grep
+	}
+	return ""
+}
+
+func (x *LogHistoryRequest) GetNewest() bool {
+	if x != nil {
+		return x.Newest
+	}
+	return false
+}
+
 // LogHistoryResponse holds the lines found and the gaps met.
 type LogHistoryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       []*LogEntry            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
-	Gaps          []*Gap                 `protobuf:"bytes,2,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*LogEntry            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	Gaps    []*Gap                 `protobuf:"bytes,2,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	// truncated is set when limit cut the answer.
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// corrupt_bytes counts bytes of Docker's log files the store skipped
+	// because they did not parse, since the plugin started.
+	CorruptBytes  uint64 `protobuf:"varint,4,opt,name=corrupt_bytes,json=corruptBytes,proto3" json:"corrupt_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -407,39 +482,65 @@ func (x *LogHistoryResponse) GetGaps() []*Gap {
 	return nil
 }
 
+func (x *LogHistoryResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *LogHistoryResponse) GetCorruptBytes() uint64 {
+	if x != nil {
+		return x.CorruptBytes
+	}
+	return 0
+}
+
 var File_ployz_plugin_logstore_v1_logstore_proto protoreflect.FileDescriptor
 
 const file_ployz_plugin_logstore_v1_logstore_proto_rawDesc = "" +
 	"\n" +
-	"'ployz/plugin/logstore/v1/logstore.proto\x12\x18ployz.plugin.logstore.v1\"\x89\x01\n" +
+	"'ployz/plugin/logstore/v1/logstore.proto\x12\x18ployz.plugin.logstore.v1\"\xa7\x01\n" +
 	"\bSelector\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x03 \x01(\tR\n" +
 	"deployment\x12 \n" +
-	"\venvironment\x18\x04 \x01(\tR\venvironment\"\x81\x01\n" +
+	"\venvironment\x18\x04 \x01(\tR\venvironment\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\"\x80\x02\n" +
 	"\bLogEntry\x12&\n" +
 	"\x0ftime_unix_nanos\x18\x01 \x01(\x03R\rtimeUnixNanos\x12!\n" +
 	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x16\n" +
 	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x12\n" +
-	"\x04line\x18\x04 \x01(\fR\x04line\"i\n" +
+	"\x04line\x18\x04 \x01(\fR\x04line\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12\x18\n" +
+	"\aservice\x18\x06 \x01(\tR\aservice\x12\x1e\n" +
+	"\n" +
+	"deployment\x18\a \x01(\tR\n" +
+	"deployment\x12%\n" +
+	"\x0econtainer_name\x18\b \x01(\tR\rcontainerName\"i\n" +
 	"\x03Gap\x12&\n" +
 	"\x0ffrom_unix_nanos\x18\x01 \x01(\x03R\rfromUnixNanos\x12\"\n" +
 	"\rto_unix_nanos\x18\x02 \x01(\x03R\vtoUnixNanos\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x7f\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x93\x01\n" +
 	"\x0fTailLogsRequest\x12>\n" +
 	"\bselector\x18\x01 \x01(\v2\".ployz.plugin.logstore.v1.SelectorR\bselector\x12\x14\n" +
 	"\x05lines\x18\x02 \x01(\rR\x05lines\x12\x16\n" +
-	"\x06follow\x18\x03 \x01(\bR\x06follow\"\xb5\x01\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x12\n" +
+	"\x04grep\x18\x04 \x01(\tR\x04grep\"\xe1\x01\n" +
 	"\x11LogHistoryRequest\x12>\n" +
 	"\bselector\x18\x01 \x01(\v2\".ployz.plugin.logstore.v1.SelectorR\bselector\x12&\n" +
 	"\x0ffrom_unix_nanos\x18\x02 \x01(\x03R\rfromUnixNanos\x12\"\n" +
 	"\rto_unix_nanos\x18\x03 \x01(\x03R\vtoUnixNanos\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"\x85\x01\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x12\n" +
+	"\x04grep\x18\x05 \x01(\tR\x04grep\x12\x16\n" +
+	"\x06newest\x18\x06 \x01(\bR\x06newest\"\xc8\x01\n" +
 	"\x12LogHistoryResponse\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".ployz.plugin.logstore.v1.LogEntryR\aentries\x121\n" +
-	"\x04gaps\x18\x02 \x03(\v2\x1d.ployz.plugin.logstore.v1.GapR\x04gaps2\xd0\x01\n" +
+	"\x04gaps\x18\x02 \x03(\v2\x1d.ployz.plugin.logstore.v1.GapR\x04gaps\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12#\n" +
+	"\rcorrupt_bytes\x18\x04 \x01(\x04R\fcorruptBytes2\xd0\x01\n" +
 	"\bLogStore\x12[\n" +
 	"\bTailLogs\x12).ployz.plugin.logstore.v1.TailLogsRequest\x1a\".ployz.plugin.logstore.v1.LogEntry0\x01\x12g\n" +
 	"\n" +
