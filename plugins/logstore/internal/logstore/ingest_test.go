@@ -1,0 +1,117 @@
+package logstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// testImage is a local image with a shell (the lab's base image).
+func testImage(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("no docker")
+	}
+	out, err := exec.Command("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
+	if err != nil {
+		t.Skipf("docker images: %v", err)
+	}
+	for _, l := range strings.Fields(string(out)) {
+		if strings.HasPrefix(l, "ployz-lab-base") {
+			return l
+		}
+	}
+	t.Skip("no ployz-lab-base image (make lab-images)")
+	return ""
+}
+
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func dockerRoot(t *testing.T) string {
+	root := docker(t, "info", "--format", "{{.DockerRootDir}}")
+	if _, err := os.ReadDir(root + "/containers"); err != nil {
+		t.Skipf("cannot read Docker's files: %v", err)
+	}
+	return root
+}
+
+// TestIngestRealContainerOutlivesIt runs a Container with the local log
+// driver and Ployz's labels, with a log file small enough that Docker
+// rotates it, removes it, and finds every line in the store afterwards.
+func TestIngestRealContainerOutlivesIt(t *testing.T) {
+	img := testImage(t)
+	root := dockerRoot(t)
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := NewIngester(root, s, hclog.NewNullLogger())
+	defer in.Close()
+	name := fmt.Sprintf("ployz-logstore-test-%d", time.Now().UnixNano())
+	const n = 3000
+	id := docker(t, "run", "-d", "--name", name, "--log-driver", "local", "--log-opt", "max-size=64k", "--log-opt", "max-file=10",
+		"--log-opt", "compress=false", "--label", "ployz.namespace=p-test", "--label", "ployz.service=web", "--label", "ployz.deployment=dep9",
+		"--entrypoint", "sh", img, "-c", fmt.Sprintf(`sleep 1; i=0; while [ $i -lt %d ]; do echo "line $i"; i=$((i+1)); done; echo oops >&2; printf tail-without-newline; sleep 30`, n))
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if err := in.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		if in.Lines() >= n+1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	docker(t, "rm", "-f", id)
+	if err := in.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Query(Query{Sel: Selector{Service: "web", Namespace: "p-test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout []string
+	var stderr, last string
+	for _, h := range res.Hits {
+		if h.Container.ID != id || h.Container.Name != name || h.Container.Deployment != "dep9" || h.Container.Removed == 0 {
+			t.Fatalf("hit of %+v", h.Container)
+		}
+		switch {
+		case h.Stream == streamStderr:
+			stderr = string(h.Line)
+		case string(h.Line) == "tail-without-newline":
+			last = string(h.Line)
+		default:
+			stdout = append(stdout, string(h.Line))
+		}
+	}
+	if len(stdout) != n || stdout[0] != "line 0" || stdout[n-1] != fmt.Sprintf("line %d", n-1) {
+		t.Fatalf("%d stdout lines (want %d), first %q", len(stdout), n, stdout[:1])
+	}
+	for i, l := range stdout {
+		if l != fmt.Sprintf("line %d", i) {
+			t.Fatalf("line %d = %q: lost or duplicated across rotation", i, l)
+		}
+	}
+	if stderr != "oops" || last != "tail-without-newline" {
+		t.Fatalf("stderr %q, last %q", stderr, last)
+	}
+	if in.Corrupt() != 0 {
+		t.Fatalf("%d corrupt bytes", in.Corrupt())
+	}
+}

@@ -1,0 +1,336 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
+)
+
+// FormatVersion is the on-disk format this binary writes. A store holding
+// another version is deleted and started again: the Observe Store is a
+// cache of recent history, outside the stable-format promise.
+const FormatVersion = "ployz-logstore 1"
+
+const hourLayout = "2006010215"
+
+// Store is the on-disk log store of one Machine.
+type Store struct {
+	dir string
+
+	mu         sync.Mutex
+	containers map[string]*Container
+	catDirty   bool
+	pending    map[segKey][]byte
+	retention  retentionState
+	subs       map[*Sub]struct{}
+}
+
+type segKey struct{ hour, id string }
+
+// retentionState is retention.json: lines before EvictedBefore were
+// deleted, the last time for Reason.
+type retentionState struct {
+	EvictedBefore int64  `json:"evicted_before_unix_nano,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+}
+
+// Open opens (or creates) the store in dir. A store written in another
+// format version is deleted first.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("log store: %w", err)
+	}
+	vf := filepath.Join(dir, "FORMAT")
+	switch b, err := os.ReadFile(vf); {
+	case err == nil && strings.TrimSpace(string(b)) == FormatVersion:
+	case err == nil || !os.IsNotExist(err) || !emptyDir(dir):
+		// Another version, or data without a version: start again.
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("log store: remove unknown format: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("log store: %w", err)
+		}
+		fallthrough
+	default:
+		if err := os.WriteFile(vf, []byte(FormatVersion+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("log store: %w", err)
+		}
+	}
+	s := &Store{dir: dir, containers: map[string]*Container{}, pending: map[segKey][]byte{}, subs: map[*Sub]struct{}{}}
+	var list []*Container
+	if err := loadJSON(filepath.Join(dir, "containers.json"), &list); err != nil {
+		return nil, fmt.Errorf("log store: containers.json: %w", err)
+	}
+	for _, c := range list {
+		s.containers[c.ID] = c
+	}
+	if err := loadJSON(filepath.Join(dir, "retention.json"), &s.retention); err != nil {
+		return nil, fmt.Errorf("log store: retention.json: %w", err)
+	}
+	return s, nil
+}
+
+func emptyDir(dir string) bool {
+	es, err := os.ReadDir(dir)
+	return err == nil && len(es) == 0
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Append stores lines of the Container c (its metadata refreshes what the
+// catalog holds) and hands them to followers. Lines are buffered until
+// Flush.
+func (s *Store) Append(c Container, lines []dockerlog.Line) {
+	if len(lines) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.containers[c.ID]
+	if cur == nil {
+		cur = &Container{ID: c.ID, First: lines[0].TimeNano}
+		s.containers[c.ID] = cur
+	}
+	cur.Name, cur.Namespace, cur.Service, cur.Deployment = c.Name, c.Namespace, c.Service, c.Deployment
+	s.catDirty = true
+	for _, l := range lines {
+		r := Record{TimeNano: l.TimeNano, Stream: streamByte(l.Source), Line: l.Text}
+		k := segKey{hour: hourOf(l.TimeNano), id: c.ID}
+		s.pending[k] = appendRecord(s.pending[k], r)
+		if cur.First == 0 || l.TimeNano < cur.First {
+			cur.First = l.TimeNano
+		}
+		if l.TimeNano > cur.Last {
+			cur.Last = l.TimeNano
+		}
+		if len(s.subs) > 0 {
+			s.publish(Hit{Record: r, Container: *cur})
+		}
+	}
+}
+
+// MarkRemoved records that Docker no longer has the Container.
+func (s *Store) MarkRemoved(id string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.containers[id]; c != nil && c.Removed == 0 {
+		c.Removed = at.UnixNano()
+		s.catDirty = true
+	}
+}
+
+func hourOf(t int64) string { return time.Unix(0, t).UTC().Format(hourLayout) }
+
+// Flush writes buffered lines to their segments and the catalog to disk.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushLocked()
+}
+
+func (s *Store) flushLocked() error {
+	var errs []error
+	for k, b := range s.pending {
+		if err := appendFile(filepath.Join(s.dir, "hours", k.hour), k.id+".seg", b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(s.pending, k)
+	}
+	if s.catDirty {
+		list := make([]*Container, 0, len(s.containers))
+		for _, c := range s.containers {
+			list = append(list, c)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+		if err := saveJSON(filepath.Join(s.dir, "containers.json"), list); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.catDirty = false
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func appendFile(dir, name string, b []byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Containers returns a copy of the catalog.
+func (s *Store) Containers() []Container {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Container, 0, len(s.containers))
+	for _, c := range s.containers {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Hit is one line found, with the Container that logged it.
+type Hit struct {
+	Record
+	Container Container
+}
+
+// Query selects lines in [From, To] (unix nanoseconds; To 0 is no end).
+type Query struct {
+	Sel      Selector
+	From, To int64
+	// Limit caps the lines returned (0: none); Newest keeps the last
+	// Limit lines of the range instead of the first.
+	Limit  int
+	Newest bool
+	Grep   *regexp.Regexp
+}
+
+// Gap is a part of a query's range the store cannot answer.
+type Gap struct {
+	From, To int64
+	Reason   string
+}
+
+// Result is a query's answer, lines ordered by time.
+type Result struct {
+	Hits      []Hit
+	Truncated bool
+	Gaps      []Gap
+}
+
+// Query reads the lines q selects, hour by hour, stopping once Limit is
+// reached at an hour's end.
+func (s *Store) Query(q Query) (Result, error) {
+	s.mu.Lock()
+	if err := s.flushLocked(); err != nil {
+		s.mu.Unlock()
+		return Result{}, fmt.Errorf("log store flush: %w", err)
+	}
+	cat := make(map[string]Container, len(s.containers))
+	for id, c := range s.containers {
+		if q.Sel.match(c) {
+			cat[id] = *c
+		}
+	}
+	ret := s.retention
+	s.mu.Unlock()
+
+	var res Result
+	if ret.EvictedBefore > 0 && q.From < ret.EvictedBefore {
+		to := ret.EvictedBefore
+		if q.To != 0 && q.To < to {
+			to = q.To
+		}
+		res.Gaps = append(res.Gaps, Gap{From: q.From, To: to, Reason: "deleted by retention (" + ret.Reason + ")"})
+	}
+	hours, err := s.hours()
+	if err != nil {
+		return res, err
+	}
+	if q.Newest {
+		sort.Sort(sort.Reverse(sort.StringSlice(hours)))
+	}
+	for i, h := range hours {
+		start, _ := time.ParseInLocation(hourLayout, h, time.UTC)
+		if (q.To != 0 && start.UnixNano() > q.To) || start.Add(time.Hour).UnixNano() <= q.From {
+			continue
+		}
+		hits, err := s.readHour(h, cat, q)
+		if err != nil {
+			return res, err
+		}
+		if q.Newest {
+			res.Hits = append(hits, res.Hits...)
+		} else {
+			res.Hits = append(res.Hits, hits...)
+		}
+		if q.Limit > 0 && len(res.Hits) >= q.Limit {
+			res.Truncated = len(res.Hits) > q.Limit || i < len(hours)-1
+			break
+		}
+	}
+	if q.Limit > 0 && len(res.Hits) > q.Limit {
+		if q.Newest {
+			res.Hits = res.Hits[len(res.Hits)-q.Limit:]
+		} else {
+			res.Hits = res.Hits[:q.Limit]
+		}
+	}
+	return res, nil
+}
+
+// readHour reads the segments of hour h whose Container is in cat.
+func (s *Store) readHour(h string, cat map[string]Container, q Query) ([]Hit, error) {
+	dir := filepath.Join(s.dir, "hours", h)
+	es, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil // deleted by retention meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	var hits []Hit
+	for _, e := range es {
+		id, ok := strings.CutSuffix(e.Name(), ".seg")
+		c, known := cat[id]
+		if !ok || !known {
+			continue
+		}
+		err := readSegment(filepath.Join(dir, e.Name()), func(r Record) bool {
+			if r.TimeNano < q.From || (q.To != 0 && r.TimeNano > q.To) {
+				return true
+			}
+			if q.Grep != nil && !q.Grep.Match(r.Line) {
+				return true
+			}
+			r.Line = append([]byte(nil), r.Line...)
+			hits = append(hits, Hit{Record: r, Container: c})
+			return true
+		})
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].TimeNano < hits[j].TimeNano })
+	return hits, nil
+}
+
+// hours lists the stored hours, oldest first.
+func (s *Store) hours() ([]string, error) {
+	es, err := os.ReadDir(filepath.Join(s.dir, "hours"))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range es {
+		if _, err := time.ParseInLocation(hourLayout, e.Name(), time.UTC); err == nil && e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

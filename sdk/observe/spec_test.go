@@ -1,0 +1,30 @@
+package observe
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseSpecDefaultsAndFields(t *testing.T) {
+	s, err := ParseSpec(nil)
+	if err != nil || s.DockerRoot != DefaultDockerRoot || s.StateDir != DefaultStateDir ||
+		s.Budget.MaxBytes != DefaultMaxBytes || s.Budget.MaxAge() != DefaultMaxAge || s.Budget.MinFreeBytes != DefaultMinFreeBytes {
+		t.Fatalf("default spec = %+v, %v", s, err)
+	}
+	// A newer ployzd's field is ignored; a known one is kept.
+	s, err = ParseSpec([]byte(`{"machine_id":"m1","budget":{"max_bytes":100},"new_field":1}`))
+	if err != nil || s.MachineID != "m1" || s.Budget.MaxBytes != 100 {
+		t.Fatalf("spec = %+v, %v", s, err)
+	}
+	for in, field := range map[string]string{
+		`{"state_dir":"rel"}`:               "state_dir",
+		`{"docker_root":"x"}`:               "docker_root",
+		`{"budget":{"max_bytes":-1}}`:       "budget.max_bytes",
+		`{"budget":{"max_age_seconds":-1}}`: "budget.max_age_seconds",
+		`{"budget":{"min_free_bytes":-1}}`:  "budget.min_free_bytes",
+	} {
+		if _, err := ParseSpec([]byte(in)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: error %v does not name %s", in, err, field)
+		}
+	}
+}
