@@ -1,0 +1,145 @@
+package logstore
+
+import (
+	"context"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/ployz/ployz/sdk"
+	"github.com/ployz/ployz/sdk/observe"
+	logstorev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/logstore/v1"
+)
+
+// Loop timing.
+const (
+	pollEvery    = 500 * time.Millisecond
+	enforceEvery = 30 * time.Second
+)
+
+// Main is the ployz-logstore command line; it returns the exit status.
+//
+//	ployz-logstore serve [--socket PATH] [--spec PATH]   long-lived plugin (ployz-plugin@logstore.service)
+//	ployz-logstore info | --version                      the SDK's plugin modes
+func Main(version string, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return serve(version, args[1:], stderr)
+	}
+	if len(args) == 0 {
+		sdk.Main(Plugin(version, nil, "")) // managed mode: nothing to keep across restarts, so nothing served
+		return 0
+	}
+	sdk.Main(Plugin(version, &Server{}, "")) // info, --version: what `serve` advertises
+	return 0
+}
+
+// Plugin describes ployz-logstore; a non-nil srv serves the LogStore
+// service and advertises its capabilities, and Configure keeps the spec at
+// specPath.
+func Plugin(version string, srv *Server, specPath string) *sdk.Plugin {
+	p := &sdk.Plugin{
+		Name:        "logstore",
+		Kind:        sdk.KindLogStore,
+		Version:     version,
+		Description: "Log Store: keeps this Machine's Container output (Docker's local driver files) after the Containers are removed.",
+	}
+	if srv == nil {
+		return p
+	}
+	p.Capabilities = []string{observe.CapTailLogs, observe.CapLogHistory}
+	p.Register = func(g *grpc.Server) { logstorev1.RegisterLogStoreServer(g, srv) }
+	p.Configure = func(_ context.Context, _ uint32, config []byte) error {
+		if len(config) == 0 || string(config) == "null" {
+			return nil
+		}
+		if _, err := observe.ParseSpec(config); err != nil {
+			return err
+		}
+		if specPath == "" {
+			return nil
+		}
+		_, err := sdk.KeepConfig(specPath, config)
+		return err
+	}
+	return p
+}
+
+func serve(version string, args []string, stderr io.Writer) int {
+	srv := &Server{}
+	return sdk.ServeDataPlane(sdk.DataPlane{
+		Name:     "logstore",
+		SpecPath: observe.DefaultLogSpecPath,
+		Plugin:   func(spec string) *sdk.Plugin { return Plugin(version, srv, spec) },
+		Serve: func(ctx context.Context, specPath string, _ <-chan error, log hclog.Logger) int {
+			if err := Run(ctx, specPath, srv, log); err != nil {
+				log.Error("log store", "error", err)
+				return 1
+			}
+			return 0
+		},
+	}, args, stderr)
+}
+
+// Run ingests and enforces retention until ctx ends or the kept spec
+// changes (it returns nil then, and systemd starts the plugin again on
+// the new spec).
+func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) error {
+	spec, err := observe.LoadSpec(specPath)
+	if err != nil {
+		return err
+	}
+	st, err := Open(spec.LogsDir())
+	if err != nil {
+		return err
+	}
+	in := NewIngester(spec.DockerRoot, st, log.Named("ingest"))
+	defer in.Close()
+	srv.ready(st, in)
+	log.Info("keeping Container output", "docker_root", spec.DockerRoot, "dir", st.Dir(), "max_bytes", spec.Budget.MaxBytes,
+		"max_age", spec.Budget.MaxAge(), "min_free_bytes", spec.Budget.MinFreeBytes)
+	specSt, _ := os.Stat(specPath)
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+	var lastEnforce time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return st.Flush()
+		case <-poll.C:
+		}
+		if err := in.Poll(); err != nil {
+			log.Warn("ingest", "error", err)
+		}
+		if time.Since(lastEnforce) >= enforceEvery {
+			lastEnforce = time.Now()
+			ev, err := st.Enforce(lastEnforce, spec.Budget, Usage{Others: dirSize(spec.MetricsDir()), Free: freeBytes(st.Dir())})
+			if err != nil {
+				log.Warn("retention", "error", err)
+			}
+			for _, e := range ev {
+				log.Info("retention deleted an hour of logs", "hour", e.Hour, "bytes", e.Bytes, "reason", e.Reason)
+			}
+		}
+		if fi, err := os.Stat(specPath); err == nil && (specSt == nil || !fi.ModTime().Equal(specSt.ModTime())) {
+			if ns, err := observe.LoadSpec(specPath); err == nil && ns != spec {
+				log.Info("spec changed; restarting onto it")
+				return st.Flush()
+			}
+			specSt = fi
+		}
+	}
+}
+
+// freeBytes is the space left to unprivileged writers on dir's
+// filesystem; -1 when unknown.
+func freeBytes(dir string) int64 {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return -1
+	}
+	return int64(fs.Bavail) * int64(fs.Bsize)
+}
