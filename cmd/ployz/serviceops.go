@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -9,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -195,122 +193,6 @@ func serviceInspect() *cobra.Command {
 	}
 	f.add(cmd, false)
 	return cmd
-}
-
-func logsCommand() *cobra.Command {
-	var f projectFlags
-	var tail int
-	var follow bool
-	cmd := &cobra.Command{
-		Use:   "logs SERVICE",
-		Short: "Print a Service's Container logs from every Machine, merged by time",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			return withSession(c, func(s session) error {
-				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
-				if err != nil {
-					return err
-				}
-				if len(cs) == 0 {
-					return errNoService(args[0], ns, snap)
-				}
-				type line struct {
-					rpc.LogLine
-					Machine   string `json:"machine"`
-					Container string `json:"container"`
-				}
-				if follow {
-					return followLogs(c, s, snap, cs, tail)
-				}
-				var lines []line
-				failed := 0
-				for _, co := range cs {
-					var logs rpc.ContainerLogs
-					err := s.ent.Call(c.Context(), rpc.Target{One: co.MachineID}, rpc.CmdContainerLogs, rpc.ContainerLogsRequest{ID: co.ID, Tail: tail}, &logs)
-					if err != nil {
-						failed++
-						fmt.Fprintf(c.ErrOrStderr(), "warning: logs of %s on %s: %v\n", co.Name, machineName(snap, co.MachineID), err)
-						continue
-					}
-					for _, l := range logs.Lines {
-						lines = append(lines, line{LogLine: l, Machine: machineName(snap, co.MachineID), Container: co.Name})
-					}
-				}
-				sort.SliceStable(lines, func(i, j int) bool { return lines[i].Time < lines[j].Time })
-				if g.json {
-					if err := printJSON(c.OutOrStdout(), map[string]any{"lines": lines, "unobserved": snap.Missing}); err != nil {
-						return err
-					}
-				} else {
-					warnUnobserved(c.ErrOrStderr(), snap)
-					for _, l := range lines {
-						fmt.Fprintf(c.OutOrStdout(), "%s %s | %s\n", l.Machine, l.Container, l.Text)
-					}
-				}
-				if failed > 0 || !snap.Complete() {
-					return &exitError{code: 3, err: fmt.Errorf("logs are partial: %d Container(s) unreadable, unobserved: %s", failed, snap.MissingNames())}
-				}
-				return nil
-			})
-		},
-	}
-	f.add(cmd, false)
-	cmd.Flags().IntVar(&tail, "tail", 100, "lines per Container")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until interrupted")
-	return cmd
-}
-
-// followLogs streams every Container's log through the Entry Machine and
-// prints lines as they arrive, until Ctrl-C; a stream that breaks is
-// reported and the others go on.
-func followLogs(c *cobra.Command, s session, snap deploy.Snapshot, cs []rpc.ContainerObservation, tail int) error {
-	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	broken := 0
-	for _, co := range cs {
-		machine := machineName(snap, co.MachineID)
-		st, err := s.ent.OpenStream(ctx, rpc.Target{One: co.MachineID}, rpc.CmdFollowLogs, rpc.ContainerLogsRequest{ID: co.ID, Tail: tail})
-		if err != nil {
-			fmt.Fprintf(c.ErrOrStderr(), "warning: logs of %s on %s: %v\n", co.Name, machine, err)
-			broken++
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer st.Close()
-			for {
-				f, err := st.Recv()
-				if err != nil || f.Done {
-					if err != nil && ctx.Err() == nil {
-						mu.Lock()
-						broken++
-						fmt.Fprintf(c.ErrOrStderr(), "warning: logs of %s on %s ended: %v\n", co.Name, machine, err)
-						mu.Unlock()
-					}
-					return
-				}
-				var l rpc.LogLine
-				if json.Unmarshal(f.Event, &l) != nil {
-					continue
-				}
-				mu.Lock()
-				if g.json {
-					json.NewEncoder(c.OutOrStdout()).Encode(map[string]any{"machine": machine, "container": co.Name, "time_unix_nano": l.Time, "stream": l.Stream, "text": l.Text})
-				} else {
-					fmt.Fprintf(c.OutOrStdout(), "%s %s | %s\n", machine, co.Name, l.Text)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if broken > 0 && ctx.Err() == nil {
-		return &exitError{code: 3, err: fmt.Errorf("%d log stream(s) could not be followed", broken)}
-	}
-	return nil
 }
 
 // latestDeploy runs a deploy of the latest Saved State changed by edit.

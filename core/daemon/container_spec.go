@@ -231,7 +231,10 @@ func buildCreate(s rpc.ContainerSpec, networkName, dns, notifyDir string) docker
 	}
 	policy, _ := restartPolicy(s.Restart)
 	host := &container.HostConfig{NetworkMode: container.NetworkMode(networkName), RestartPolicy: policy,
-		PortBindings: nat.PortMap{}, Resources: container.Resources{NanoCPUs: int64(s.CPUs * 1e9), Memory: s.MemoryBytes}}
+		PortBindings: nat.PortMap{}, Resources: container.Resources{NanoCPUs: int64(s.CPUs * 1e9), Memory: s.MemoryBytes},
+		// Docker's local driver: compact files the Log Store plugin reads
+		// and keeps after the Container is removed (docs/observe.md).
+		LogConfig: container.LogConfig{Type: "local"}}
 	if dns != "" {
 		// Internal DNS on the Machine gateway; the Container's own
 		// namespace is its search domain, so a plain <service> resolves.

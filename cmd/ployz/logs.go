@@ -1,0 +1,327 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// logsFlags are `ployz logs` options.
+type logsFlags struct {
+	project    projectFlags
+	since      string
+	until      string
+	machine    string
+	container  string
+	deployment string
+	grep       string
+	follow     bool
+	tail       int
+}
+
+func logsCommand() *cobra.Command {
+	var f logsFlags
+	cmd := &cobra.Command{
+		Use:   "logs SERVICE",
+		Short: "Print a Service's output from every Machine, merged by time, removed Containers included",
+		Long: `Print a Service's Container output from each Machine's Log Store, merged by
+time and prefixed with Machine and Container. Output of Containers that were
+since replaced or removed is included. A Machine that cannot answer is named
+on stderr and the command exits 3; none is skipped silently.
+
+--since and --until take a duration back from now (2h, 30m) or an RFC 3339
+time. Without --since the last --tail lines (default 100) are printed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withSession(c, func(s session) error {
+				p, err := f.project.resolveProject(c.Context(), s.st, s.ctx)
+				if err != nil {
+					return err
+				}
+				q := rpc.LogQuery{Namespace: deploy.Namespace(p, f.project.env), Service: args[0], Deployment: f.deployment,
+					Container: f.container, Grep: f.grep}
+				if f.follow {
+					return followServiceLogs(c, s, f, q)
+				}
+				return printServiceLogs(c, s, f, q)
+			})
+		},
+	}
+	f.project.add(cmd, false)
+	fl := cmd.Flags()
+	fl.StringVar(&f.since, "since", "", "only lines after this: a duration back from now (2h) or an RFC 3339 time")
+	fl.StringVar(&f.until, "until", "", "only lines before this: a duration back from now or an RFC 3339 time")
+	fl.StringVar(&f.machine, "machine", "", "only this Machine (name or id)")
+	fl.StringVar(&f.container, "container", "", "only this Container (name or id prefix)")
+	fl.StringVar(&f.deployment, "deployment", "", "only Containers of this Deployment (id or prefix)")
+	fl.StringVar(&f.grep, "grep", "", "only lines matching this regular expression (RE2)")
+	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new lines until interrupted")
+	fl.IntVar(&f.tail, "tail", -1, "print only the last N lines (default 100 without --since, all with it)")
+	return cmd
+}
+
+// parseWhen reads a --since/--until value: a duration back from now or
+// an RFC 3339 time; empty is 0.
+func parseWhen(flag, v string, now time.Time) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			return 0, fmt.Errorf("--%s %s: a duration back from now must be positive", flag, v)
+		}
+		return now.Add(-d).UnixNano(), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: neither a duration (2h) nor an RFC 3339 time", flag, v)
+	}
+	return t.UnixNano(), nil
+}
+
+// historyRequest builds log_history's request from the flags.
+func (f logsFlags) historyRequest(q rpc.LogQuery, now time.Time) (rpc.LogHistoryRequest, error) {
+	since, err := parseWhen("since", f.since, now)
+	if err != nil {
+		return rpc.LogHistoryRequest{}, err
+	}
+	until, err := parseWhen("until", f.until, now)
+	if err != nil {
+		return rpc.LogHistoryRequest{}, err
+	}
+	if until != 0 && until < since {
+		return rpc.LogHistoryRequest{}, fmt.Errorf("--until is before --since")
+	}
+	req := rpc.LogHistoryRequest{LogQuery: q, Since: since, Until: until, Limit: rpc.MaxLogLimit}
+	switch tail := f.tail; {
+	case tail > rpc.MaxLogLimit:
+		return req, fmt.Errorf("--tail %d exceeds %d", tail, rpc.MaxLogLimit)
+	case tail > 0:
+		req.Limit, req.Newest = tail, true
+	case tail < 0 && f.since == "":
+		req.Limit, req.Newest = 100, true
+	}
+	return req, nil
+}
+
+// machineLine is one line as printed: which Machine it came from.
+type machineLine struct {
+	Machine string `json:"machine"`
+	rpc.LogRecord
+}
+
+func containerLabel(r rpc.LogRecord) string {
+	if r.ContainerName != "" {
+		return r.ContainerName
+	}
+	if len(r.ContainerID) > 12 {
+		return r.ContainerID[:12]
+	}
+	return r.ContainerID
+}
+
+func printLine(w io.Writer, l machineLine, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(w).Encode(l)
+		return
+	}
+	fmt.Fprintf(w, "%s %s %s | %s\n", l.Machine, containerLabel(l.LogRecord),
+		time.Unix(0, l.Time).UTC().Format("15:04:05.000"), l.Text)
+}
+
+// machineFailure names a Machine that did not answer.
+type machineFailure struct {
+	Machine string `json:"machine"`
+	Error   string `json:"error"`
+}
+
+// printServiceLogs asks every Machine (or --machine) for its stored lines
+// and prints them merged by time.
+func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
+	req, err := f.historyRequest(q, time.Now())
+	if err != nil {
+		return err
+	}
+	t := rpc.Target{All: true}
+	if f.machine != "" {
+		t = rpc.Target{Set: []string{f.machine}}
+	}
+	fr, err := s.ent.Fanout(c.Context(), t, rpc.CmdLogHistory, req)
+	if err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	lines, failed, notes := mergeHistory(fr, req)
+	if g.json {
+		if err := printJSON(c.OutOrStdout(), map[string]any{"lines": lines, "failed": failed, "notes": notes}); err != nil {
+			return err
+		}
+	} else {
+		for _, l := range lines {
+			printLine(c.OutOrStdout(), l, false)
+		}
+		for _, n := range notes {
+			fmt.Fprintln(c.ErrOrStderr(), "note:", n)
+		}
+		for _, m := range failed {
+			fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s did not answer: %s\n", m.Machine, m.Error)
+		}
+	}
+	if len(failed) > 0 {
+		names := make([]string, len(failed))
+		for i, m := range failed {
+			names[i] = m.Machine
+		}
+		return &exitError{code: 3, err: fmt.Errorf("logs are partial: no answer from %s", strings.Join(names, ", "))}
+	}
+	return nil
+}
+
+// mergeHistory merges every Machine's answer by time (keeping the last
+// Limit lines when the request wanted the newest), and lists the Machines
+// that failed and what the answers said about gaps and truncation.
+func mergeHistory(fr rpc.FanoutResult, req rpc.LogHistoryRequest) (lines []machineLine, failed []machineFailure, notes []string) {
+	for _, r := range fr.Results {
+		name := r.MachineName
+		if name == "" {
+			name = r.MachineID
+		}
+		if r.Error != nil {
+			failed = append(failed, machineFailure{Machine: name, Error: logsRefusal(r.Error)})
+			continue
+		}
+		var h rpc.LogHistory
+		if err := json.Unmarshal(r.Payload, &h); err != nil {
+			failed = append(failed, machineFailure{Machine: name, Error: "malformed log_history answer: " + err.Error()})
+			continue
+		}
+		for _, l := range h.Lines {
+			lines = append(lines, machineLine{Machine: name, LogRecord: l})
+		}
+		for _, g := range h.Gaps {
+			notes = append(notes, fmt.Sprintf("%s: no lines from %s to %s: %s", name, fmtTime(g.From), fmtTime(g.To), g.Reason))
+		}
+		if h.Truncated && !req.Newest {
+			notes = append(notes, fmt.Sprintf("%s: more than %d lines in the range; narrow it with --since/--until", name, req.Limit))
+		}
+		if h.CorruptBytes > 0 {
+			notes = append(notes, fmt.Sprintf("%s: its Log Store skipped %d corrupt bytes of Docker's log files", name, h.CorruptBytes))
+		}
+	}
+	for _, o := range fr.Omitted {
+		name := o.MachineName
+		if name == "" {
+			name = o.MachineID
+		}
+		failed = append(failed, machineFailure{Machine: name, Error: o.Reason})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].Time < lines[j].Time })
+	if req.Newest && req.Limit > 0 && len(lines) > req.Limit {
+		lines = lines[len(lines)-req.Limit:]
+	}
+	sort.Slice(failed, func(i, j int) bool { return failed[i].Machine < failed[j].Machine })
+	return lines, failed, notes
+}
+
+// logsRefusal explains a Machine's refusal, with the way out when its
+// ployzd or its Log Store plugin cannot serve logs.
+func logsRefusal(e *rpc.Error) string {
+	switch {
+	case e.Code == rpc.CodeUnsupported && e.Details["command"] != nil:
+		return e.Error() + " (its ployzd predates the Log Store; upgrade it)"
+	case e.Details["capability"] != nil:
+		return e.Error() + " (its logstore plugin is not serving; see `ployz machine inspect`)"
+	}
+	return e.Error()
+}
+
+func fmtTime(ns int64) string {
+	if ns == 0 {
+		return "the start"
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}
+
+// followServiceLogs opens tail_logs on every Machine and prints lines as
+// they are stored, until Ctrl-C; a Machine whose stream cannot open or
+// breaks is named.
+func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
+	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var list rpc.MachineList
+	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+		return fmt.Errorf("logs: list machines: %w", err)
+	}
+	tail := f.tail
+	if tail < 0 {
+		tail = 10
+	}
+	if tail > rpc.MaxLogLimit {
+		return fmt.Errorf("--tail %d exceeds %d", tail, rpc.MaxLogLimit)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var broken []string
+	fail := func(machine string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		broken = append(broken, machine)
+		fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s: %v\n", machine, err)
+	}
+	matched := 0
+	for _, m := range list.Machines {
+		if f.machine != "" && f.machine != m.Name && f.machine != m.ID && !(len(f.machine) >= 4 && strings.HasPrefix(m.ID, f.machine)) {
+			continue
+		}
+		matched++
+		name := m.Name
+		if name == "" {
+			name = m.ID
+		}
+		st, err := s.ent.OpenStream(ctx, rpc.Target{One: m.ID}, rpc.CmdTailLogs, rpc.TailLogsRequest{LogQuery: q, Tail: tail, Follow: true})
+		if err != nil {
+			fail(name, err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer st.Close()
+			for {
+				fr, err := st.Recv()
+				if err != nil || fr.Done {
+					if err != nil && ctx.Err() == nil {
+						fail(name, fmt.Errorf("log stream ended: %w", err))
+					}
+					return
+				}
+				var r rpc.LogRecord
+				if json.Unmarshal(fr.Event, &r) != nil {
+					continue
+				}
+				mu.Lock()
+				printLine(c.OutOrStdout(), machineLine{Machine: name, LogRecord: r}, g.json)
+				mu.Unlock()
+			}
+		}()
+	}
+	if matched == 0 && f.machine != "" {
+		return fmt.Errorf("--machine %s: no such Machine", f.machine)
+	}
+	wg.Wait()
+	if len(broken) > 0 && ctx.Err() == nil {
+		return &exitError{code: 3, err: fmt.Errorf("logs could not be followed on %s", strings.Join(broken, ", "))}
+	}
+	return nil
+}
