@@ -18,6 +18,7 @@ import (
 	"github.com/ployz/ployz/e2e/lab"
 	sdkdns "github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/observe"
 )
 
 // describeContract calls describe_contract on Machine m over SSH, as a
@@ -72,7 +73,8 @@ func TestPluginsHostedOneWay(t *testing.T) {
 	want := map[string][]string{
 		"dns":           {sdkdns.CapServe},
 		"ingress-caddy": {ingress.CapHTTP, ingress.CapTCP}, // and ingress.CapTLS when HTTPS is on
-		"logstore":      {}, "metrics": {}, "volume-zfs": {},
+		"logstore":      {observe.CapTailLogs, observe.CapLogHistory},
+		"metrics":       {}, "volume-zfs": {},
 	}
 	eventually(t, 120*time.Second, "ployzd plugins ls shows all five plugins healthy", func() error {
 		st, err := pluginsLs(ctx, l, "m1")
