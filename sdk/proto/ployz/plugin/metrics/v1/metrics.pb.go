@@ -26,11 +26,14 @@ const (
 // Selector narrows the subject; empty fields match all. machine selects the
 // Machine's own series.
 type Selector struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Service       string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
-	Deployment    string                 `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
-	Machine       bool                   `protobuf:"varint,4,opt,name=machine,proto3" json:"machine,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Service     string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	Deployment  string                 `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Machine     bool                   `protobuf:"varint,4,opt,name=machine,proto3" json:"machine,omitempty"`
+	Namespace   string                 `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// container_name is set in answers (the Container's name when sampled).
+	ContainerName string `protobuf:"bytes,6,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,11 +96,29 @@ func (x *Selector) GetMachine() bool {
 	return false
 }
 
+func (x *Selector) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Selector) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
 // Point is one sample or rollup value.
 type Point struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TimeUnixNanos int64                  `protobuf:"varint,1,opt,name=time_unix_nanos,json=timeUnixNanos,proto3" json:"time_unix_nanos,omitempty"`
 	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	// A Rollup point's value is its average; min, max and last are set too.
+	Min           float64 `protobuf:"fixed64,3,opt,name=min,proto3" json:"min,omitempty"`
+	Max           float64 `protobuf:"fixed64,4,opt,name=max,proto3" json:"max,omitempty"`
+	Last          float64 `protobuf:"fixed64,5,opt,name=last,proto3" json:"last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +163,27 @@ func (x *Point) GetTimeUnixNanos() int64 {
 func (x *Point) GetValue() float64 {
 	if x != nil {
 		return x.Value
+	}
+	return 0
+}
+
+func (x *Point) GetMin() float64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *Point) GetMax() float64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *Point) GetLast() float64 {
+	if x != nil {
+		return x.Last
 	}
 	return 0
 }
@@ -214,6 +256,9 @@ type Gap struct {
 	FromUnixNanos int64                  `protobuf:"varint,2,opt,name=from_unix_nanos,json=fromUnixNanos,proto3" json:"from_unix_nanos,omitempty"`
 	ToUnixNanos   int64                  `protobuf:"varint,3,opt,name=to_unix_nanos,json=toUnixNanos,proto3" json:"to_unix_nanos,omitempty"`
 	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// subject is whose value is missing; unset for the whole Machine (e.g.
+	// the plugin was not running).
+	Subject       *Selector `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -274,6 +319,13 @@ func (x *Gap) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Gap) GetSubject() *Selector {
+	if x != nil {
+		return x.Subject
+	}
+	return nil
 }
 
 // QueryMetricsRequest selects metrics and a range.
@@ -357,11 +409,14 @@ func (x *QueryMetricsRequest) GetStepSeconds() uint32 {
 
 // QueryMetricsResponse holds series and gaps.
 type QueryMetricsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Series        []*Series              `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
-	Gaps          []*Gap                 `protobuf:"bytes,2,rep,name=gaps,proto3" json:"gaps,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Series []*Series              `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	Gaps   []*Gap                 `protobuf:"bytes,2,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	// resolution_seconds is the spacing of the points: 10 for raw Metric
+	// Samples, 300 for Rollups.
+	ResolutionSeconds uint32 `protobuf:"varint,3,opt,name=resolution_seconds,json=resolutionSeconds,proto3" json:"resolution_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *QueryMetricsResponse) Reset() {
@@ -408,39 +463,53 @@ func (x *QueryMetricsResponse) GetGaps() []*Gap {
 	return nil
 }
 
+func (x *QueryMetricsResponse) GetResolutionSeconds() uint32 {
+	if x != nil {
+		return x.ResolutionSeconds
+	}
+	return 0
+}
+
 var File_ployz_plugin_metrics_v1_metrics_proto protoreflect.FileDescriptor
 
 const file_ployz_plugin_metrics_v1_metrics_proto_rawDesc = "" +
 	"\n" +
-	"%ployz/plugin/metrics/v1/metrics.proto\x12\x17ployz.plugin.metrics.v1\"\x81\x01\n" +
+	"%ployz/plugin/metrics/v1/metrics.proto\x12\x17ployz.plugin.metrics.v1\"\xc6\x01\n" +
 	"\bSelector\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x03 \x01(\tR\n" +
 	"deployment\x12\x18\n" +
-	"\amachine\x18\x04 \x01(\bR\amachine\"E\n" +
+	"\amachine\x18\x04 \x01(\bR\amachine\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12%\n" +
+	"\x0econtainer_name\x18\x06 \x01(\tR\rcontainerName\"}\n" +
 	"\x05Point\x12&\n" +
 	"\x0ftime_unix_nanos\x18\x01 \x01(\x03R\rtimeUnixNanos\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value\"\x95\x01\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x12\x10\n" +
+	"\x03min\x18\x03 \x01(\x01R\x03min\x12\x10\n" +
+	"\x03max\x18\x04 \x01(\x01R\x03max\x12\x12\n" +
+	"\x04last\x18\x05 \x01(\x01R\x04last\"\x95\x01\n" +
 	"\x06Series\x12\x16\n" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12;\n" +
 	"\asubject\x18\x02 \x01(\v2!.ployz.plugin.metrics.v1.SelectorR\asubject\x126\n" +
-	"\x06points\x18\x03 \x03(\v2\x1e.ployz.plugin.metrics.v1.PointR\x06points\"\x81\x01\n" +
+	"\x06points\x18\x03 \x03(\v2\x1e.ployz.plugin.metrics.v1.PointR\x06points\"\xbe\x01\n" +
 	"\x03Gap\x12\x16\n" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12&\n" +
 	"\x0ffrom_unix_nanos\x18\x02 \x01(\x03R\rfromUnixNanos\x12\"\n" +
 	"\rto_unix_nanos\x18\x03 \x01(\x03R\vtoUnixNanos\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xdd\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12;\n" +
+	"\asubject\x18\x05 \x01(\v2!.ployz.plugin.metrics.v1.SelectorR\asubject\"\xdd\x01\n" +
 	"\x13QueryMetricsRequest\x12=\n" +
 	"\bselector\x18\x01 \x01(\v2!.ployz.plugin.metrics.v1.SelectorR\bselector\x12\x18\n" +
 	"\ametrics\x18\x02 \x03(\tR\ametrics\x12&\n" +
 	"\x0ffrom_unix_nanos\x18\x03 \x01(\x03R\rfromUnixNanos\x12\"\n" +
 	"\rto_unix_nanos\x18\x04 \x01(\x03R\vtoUnixNanos\x12!\n" +
-	"\fstep_seconds\x18\x05 \x01(\rR\vstepSeconds\"\x81\x01\n" +
+	"\fstep_seconds\x18\x05 \x01(\rR\vstepSeconds\"\xb0\x01\n" +
 	"\x14QueryMetricsResponse\x127\n" +
 	"\x06series\x18\x01 \x03(\v2\x1f.ployz.plugin.metrics.v1.SeriesR\x06series\x120\n" +
-	"\x04gaps\x18\x02 \x03(\v2\x1c.ployz.plugin.metrics.v1.GapR\x04gaps2v\n" +
+	"\x04gaps\x18\x02 \x03(\v2\x1c.ployz.plugin.metrics.v1.GapR\x04gaps\x12-\n" +
+	"\x12resolution_seconds\x18\x03 \x01(\rR\x11resolutionSeconds2v\n" +
 	"\aMetrics\x12k\n" +
 	"\fQueryMetrics\x12,.ployz.plugin.metrics.v1.QueryMetricsRequest\x1a-.ployz.plugin.metrics.v1.QueryMetricsResponseBDZBgithub.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1;metricsv1b\x06proto3"
 
@@ -468,16 +537,17 @@ var file_ployz_plugin_metrics_v1_metrics_proto_goTypes = []any{
 var file_ployz_plugin_metrics_v1_metrics_proto_depIdxs = []int32{
 	0, // 0: ployz.plugin.metrics.v1.Series.subject:type_name -> ployz.plugin.metrics.v1.Selector
 	1, // 1: ployz.plugin.metrics.v1.Series.points:type_name -> ployz.plugin.metrics.v1.Point
-	0, // 2: ployz.plugin.metrics.v1.QueryMetricsRequest.selector:type_name -> ployz.plugin.metrics.v1.Selector
-	2, // 3: ployz.plugin.metrics.v1.QueryMetricsResponse.series:type_name -> ployz.plugin.metrics.v1.Series
-	3, // 4: ployz.plugin.metrics.v1.QueryMetricsResponse.gaps:type_name -> ployz.plugin.metrics.v1.Gap
-	4, // 5: ployz.plugin.metrics.v1.Metrics.QueryMetrics:input_type -> ployz.plugin.metrics.v1.QueryMetricsRequest
-	5, // 6: ployz.plugin.metrics.v1.Metrics.QueryMetrics:output_type -> ployz.plugin.metrics.v1.QueryMetricsResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0, // 2: ployz.plugin.metrics.v1.Gap.subject:type_name -> ployz.plugin.metrics.v1.Selector
+	0, // 3: ployz.plugin.metrics.v1.QueryMetricsRequest.selector:type_name -> ployz.plugin.metrics.v1.Selector
+	2, // 4: ployz.plugin.metrics.v1.QueryMetricsResponse.series:type_name -> ployz.plugin.metrics.v1.Series
+	3, // 5: ployz.plugin.metrics.v1.QueryMetricsResponse.gaps:type_name -> ployz.plugin.metrics.v1.Gap
+	4, // 6: ployz.plugin.metrics.v1.Metrics.QueryMetrics:input_type -> ployz.plugin.metrics.v1.QueryMetricsRequest
+	5, // 7: ployz.plugin.metrics.v1.Metrics.QueryMetrics:output_type -> ployz.plugin.metrics.v1.QueryMetricsResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_ployz_plugin_metrics_v1_metrics_proto_init() }
