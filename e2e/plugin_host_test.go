@@ -74,7 +74,7 @@ func TestPluginsHostedOneWay(t *testing.T) {
 		"dns":           {sdkdns.CapServe},
 		"ingress-caddy": {ingress.CapHTTP, ingress.CapTCP}, // and ingress.CapTLS when HTTPS is on
 		"logstore":      {observe.CapTailLogs, observe.CapLogHistory},
-		"metrics":       {}, "volume-zfs": {},
+		"metrics":       {observe.CapQueryMetrics}, "volume-zfs": {},
 	}
 	eventually(t, 120*time.Second, "ployzd plugins ls shows all five plugins healthy", func() error {
 		st, err := pluginsLs(ctx, l, "m1")

@@ -1,8 +1,17 @@
-// Command ployz-metrics is the Ployz metrics plugin. It is not implemented yet: it
-// builds, answers --version and the SDK's Info call, and serves no
-// capability (empty capability list) until its own issue lands.
+// Command ployz-metrics is Ployz's metrics plugin. ployzd installs it into
+// the plugin store by digest and runs it long-lived under
+// ployz-plugin@metrics.service (`ployz-metrics serve`): every 10 s it reads
+// this Machine's and its Containers' counters from files, keeps samples
+// for 24 h and 5-minute Rollups for 90 days, answers QueryMetrics
+// (contract: sdk/observe), and serves Prometheus' text format when its
+// spec names an address.
 package main
 
-import "github.com/ployz/ployz/plugins/internal/placeholder"
+import (
+	"os"
 
-func main() { placeholder.Main("metrics") }
+	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/plugins/metrics/internal/metrics"
+)
+
+func main() { os.Exit(metrics.Main(version.Version, os.Args[1:], os.Stderr)) }

@@ -43,6 +43,10 @@ type Spec struct {
 	// StateDir holds the store: <StateDir>/logs and <StateDir>/metrics.
 	StateDir string `json:"state_dir,omitempty"`
 	Budget   Budget `json:"budget"`
+	// MetricsListen is the host:port the metrics plugin serves Prometheus'
+	// text format on (GET /metrics), normally the Machine's mesh address;
+	// empty serves none.
+	MetricsListen string `json:"metrics_listen,omitempty"`
 }
 
 // Budget is the disk the Observe Store may use, shared by logs and

@@ -10,7 +10,7 @@ import (
 // TestPlaceholdersServeInfoWithNoCapability builds each plugin binary and
 // checks it answers Info, names itself, advertises nothing and says so.
 func TestPlaceholdersServeInfoWithNoCapability(t *testing.T) {
-	for _, name := range []string{"volume-zfs", "metrics"} {
+	for _, name := range []string{"volume-zfs"} {
 		t.Run(name, func(t *testing.T) {
 			bin := plugintest.Build(t, "github.com/ployz/ployz/plugins/"+name)
 			p := plugintest.Start(t, bin)

@@ -1,0 +1,165 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/ployz/ployz/sdk"
+	"github.com/ployz/ployz/sdk/observe"
+	metricsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1"
+)
+
+// Main is the ployz-metrics command line; it returns the exit status.
+//
+//	ployz-metrics serve [--socket PATH] [--spec PATH]   long-lived plugin (ployz-plugin@metrics.service)
+//	ployz-metrics info | --version                      the SDK's plugin modes
+func Main(version string, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return serve(version, args[1:], stderr)
+	}
+	if len(args) == 0 {
+		sdk.Main(Plugin(version, nil, "")) // managed mode: no history to keep, nothing served
+		return 0
+	}
+	sdk.Main(Plugin(version, &Server{}, "")) // info, --version: what `serve` advertises
+	return 0
+}
+
+// Plugin describes ployz-metrics; a non-nil srv serves the Metrics service.
+func Plugin(version string, srv *Server, specPath string) *sdk.Plugin {
+	p := &sdk.Plugin{
+		Name:        "metrics",
+		Kind:        sdk.KindMetrics,
+		Version:     version,
+		Description: "Metrics: samples this Machine and its Containers every 10 s, keeps 24 h of samples and 90 days of 5-minute Rollups.",
+	}
+	if srv == nil {
+		return p
+	}
+	p.Capabilities = []string{observe.CapQueryMetrics}
+	p.Register = func(g *grpc.Server) { metricsv1.RegisterMetricsServer(g, srv) }
+	p.Configure = func(_ context.Context, _ uint32, config []byte) error {
+		if len(config) == 0 || string(config) == "null" {
+			return nil
+		}
+		if _, err := observe.ParseSpec(config); err != nil {
+			return err
+		}
+		if specPath == "" {
+			return nil
+		}
+		_, err := sdk.KeepConfig(specPath, config)
+		return err
+	}
+	return p
+}
+
+func serve(version string, args []string, stderr io.Writer) int {
+	srv := &Server{}
+	return sdk.ServeDataPlane(sdk.DataPlane{
+		Name:     "metrics",
+		SpecPath: observe.DefaultMetricsSpecPath,
+		Plugin:   func(spec string) *sdk.Plugin { return Plugin(version, srv, spec) },
+		Serve: func(ctx context.Context, specPath string, _ <-chan error, log hclog.Logger) int {
+			if err := Run(ctx, specPath, srv, log); err != nil {
+				log.Error("metrics", "error", err)
+				return 1
+			}
+			return 0
+		},
+	}, args, stderr)
+}
+
+// Run samples every Interval until ctx ends or the kept spec changes.
+func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) error {
+	spec, err := observe.LoadSpec(specPath)
+	if err != nil {
+		return err
+	}
+	st, err := Open(spec.MetricsDir())
+	if err != nil {
+		return err
+	}
+	if err := st.Started(time.Now()); err != nil {
+		log.Warn("record downtime", "error", err)
+	}
+	srv.ready(st)
+	// The Observe Store's size is a directory walk: its own slow tick.
+	var observeBytes int64
+	sizeAt := time.Time{}
+	col := &Collector{Sys: Sys{Proc: "/proc", Cgroup: "/sys/fs/cgroup", Containers: filepath.Join(spec.DockerRoot, "containers"), DiskPath: spec.DockerRoot},
+		ObserveBytes: func() int64 {
+			if time.Since(sizeAt) >= time.Minute {
+				observeBytes, sizeAt = dirSize(spec.StateDir), time.Now()
+			}
+			return observeBytes
+		}}
+	if spec.MetricsListen != "" {
+		l, err := net.Listen("tcp", spec.MetricsListen)
+		if err != nil {
+			log.Error("prometheus endpoint not served", "listen", spec.MetricsListen, "error", err)
+		} else {
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+			go func() {
+				if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("prometheus endpoint", "error", err)
+				}
+			}()
+			defer hs.Close()
+			log.Info("prometheus endpoint", "url", "http://"+spec.MetricsListen+"/metrics")
+		}
+	}
+	log.Info("sampling", "every", Interval, "dir", spec.MetricsDir())
+	specSt, _ := os.Stat(specPath)
+	tick := time.NewTicker(Interval)
+	defer tick.Stop()
+	var lastFold time.Time
+	for {
+		now := time.Now()
+		t := col.Collect(now)
+		srv.setLast(t)
+		if err := st.Write(t); err != nil {
+			log.Warn("write samples", "error", err)
+		}
+		if now.Sub(lastFold) >= time.Minute {
+			lastFold = now
+			if err := st.Fold(now); err != nil {
+				log.Warn("fold rollups", "error", err)
+			}
+		}
+		if fi, err := os.Stat(specPath); err == nil && (specSt == nil || !fi.ModTime().Equal(specSt.ModTime())) {
+			if ns, err := observe.LoadSpec(specPath); err == nil && ns != spec {
+				log.Info("spec changed; restarting onto it")
+				return nil
+			}
+			specSt = fi
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func dirSize(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
