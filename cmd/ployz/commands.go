@@ -13,7 +13,8 @@ import (
 func subcommands() []*cobra.Command {
 	return []*cobra.Command{labCommand(), ctxCommand(), machineCommand(), imageCommand(), buildCommand(),
 		deployCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(), restartCommand(),
-		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), ingressCommand()}
+		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), ingressCommand(),
+		metricsCommand(), topCommand()}
 }
 
 // exitError carries a process exit code through cobra (3 = partial

@@ -151,5 +151,5 @@ func pluginErr(err error, capability string) error {
 	case codes.ResourceExhausted:
 		return rpc.Errorf(rpc.CodeUnavailable, "%s", st.Message()).With("capability", capability)
 	}
-	return rpc.Errorf(rpc.CodeUnavailable, "log store: %s", st.Message()).With("capability", capability)
+	return rpc.Errorf(rpc.CodeUnavailable, "%s: %s", capability, st.Message()).With("capability", capability)
 }

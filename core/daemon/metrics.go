@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+
+	"google.golang.org/grpc"
+
+	"github.com/ployz/ployz/core/meshaddr"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/observe"
+	metricsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1"
+)
+
+// MetricsPlugin is the metrics plugin's name; MetricsPort is where it
+// serves Prometheus' text format on the Machine's mesh address.
+const (
+	MetricsPlugin = "metrics"
+	MetricsPort   = 9101
+)
+
+// metricsPlugin hands the metrics plugin its spec: this Machine's id and
+// the Prometheus endpoint on its mesh address.
+func (d *Daemon) metricsPlugin() servingPlugin {
+	return servingPlugin{name: MetricsPlugin, what: "metrics", spec: d.metricsSpec,
+		check: func(b []byte) error { _, err := observe.ParseSpec(b); return err }}
+}
+
+func (d *Daemon) metricsLoop(ctx context.Context) { d.keepConfigured(ctx, d.metricsPlugin()) }
+
+func (d *Daemon) metricsSpec() ([]byte, error) {
+	k, err := d.publicKey()
+	if err != nil {
+		return nil, err
+	}
+	spec := observe.Spec{MachineID: d.record().ID,
+		MetricsListen: netip.AddrPortFrom(meshaddr.ManagementIP(k), MetricsPort).String()}
+	return json.Marshal(spec)
+}
+
+// metricsRoutes forward query_metrics to the metrics plugin.
+func (d *Daemon) metricsRoutes() {
+	d.rpc.Handle(rpc.Route{Command: rpc.CmdQueryMetrics, Capability: observe.CapQueryMetrics, Handler: d.queryMetrics,
+		Available: func() bool { return d.plugins != nil && d.plugins.Available(observe.CapQueryMetrics) }})
+}
+
+func (d *Daemon) queryMetrics(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.QueryMetricsRequest
+	if err := rpc.Decode(rpc.CmdQueryMetrics, raw, &req); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Since < 0:
+		return nil, rpc.InvalidField("since_unix_nano", "%d is negative", req.Since)
+	case req.Until != 0 && req.Until < req.Since:
+		return nil, rpc.InvalidField("until_unix_nano", "%d is before since_unix_nano %d", req.Until, req.Since)
+	case req.StepSeconds < 0:
+		return nil, rpc.InvalidField("step_seconds", "%d is negative", req.StepSeconds)
+	}
+	if d.plugins == nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", observe.CapQueryMetrics)
+	}
+	out := rpc.MetricsAnswer{MachineID: d.record().ID, Series: []rpc.MetricSeries{}}
+	err := d.plugins.Call(ctx, observe.CapQueryMetrics, func(ctx context.Context, conn *grpc.ClientConn) error {
+		resp, err := metricsv1.NewMetricsClient(conn).QueryMetrics(ctx, &metricsv1.QueryMetricsRequest{
+			Selector: &metricsv1.Selector{Machine: req.Machine, Namespace: req.Namespace, Service: req.Service,
+				Deployment: req.Deployment, ContainerId: req.Container},
+			Metrics: req.Metrics, FromUnixNanos: req.Since, ToUnixNanos: req.Until, StepSeconds: uint32(req.StepSeconds)})
+		if err != nil {
+			return err
+		}
+		out.ResolutionSeconds = int(resp.GetResolutionSeconds())
+		for _, s := range resp.GetSeries() {
+			ms := rpc.MetricSeries{Metric: s.GetMetric(), Subject: metricSubject(s.GetSubject()), Points: make([]rpc.MetricPoint, 0, len(s.GetPoints()))}
+			rollup := resp.GetResolutionSeconds() >= 300
+			for _, p := range s.GetPoints() {
+				mp := rpc.MetricPoint{Time: p.GetTimeUnixNanos(), Value: p.GetValue()}
+				if rollup {
+					mn, mx, last := p.GetMin(), p.GetMax(), p.GetLast()
+					mp.Min, mp.Max, mp.Last = &mn, &mx, &last
+				}
+				ms.Points = append(ms.Points, mp)
+			}
+			out.Series = append(out.Series, ms)
+		}
+		for _, g := range resp.GetGaps() {
+			mg := rpc.MetricGap{Metric: g.GetMetric(), From: g.GetFromUnixNanos(), To: g.GetToUnixNanos(), Reason: g.GetReason()}
+			if g.GetSubject() != nil {
+				sub := metricSubject(g.GetSubject())
+				mg.Subject = &sub
+			}
+			out.Gaps = append(out.Gaps, mg)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, pluginErr(err, observe.CapQueryMetrics)
+	}
+	return out, nil
+}
+
+func metricSubject(s *metricsv1.Selector) rpc.MetricSubject {
+	return rpc.MetricSubject{Machine: s.GetMachine(), ContainerID: s.GetContainerId(), ContainerName: s.GetContainerName(),
+		Namespace: s.GetNamespace(), Service: s.GetService(), Deployment: s.GetDeployment()}
+}
