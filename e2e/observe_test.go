@@ -2,11 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
 )
 
@@ -117,5 +123,142 @@ func TestLogsOutliveContainers(t *testing.T) {
 	outS, errs, code := op.run(t, "logs", "chatter", "-p", "obs", "--since", "10m")
 	if code != 3 || !strings.Contains(errs, "machine "+old[1].Machine) || !strings.Contains(outS, markers[old[0].ID]) {
 		t.Errorf("with m2's logstore stopped: exit %d (want 3)\n%s\n%s", code, outS, errs)
+	}
+}
+
+const metricsCompose = `name: busy
+services:
+  burn:
+    image: ployz-testapp:latest
+    environment: {BURN_CPU: "1"}
+    deploy: {replicas: 1}
+  idle:
+    image: ployz-testapp:latest
+    deploy: {mode: global}
+`
+
+// topDoc is `ployz top --json`.
+type topDoc struct {
+	Containers []struct {
+		Machine string   `json:"machine"`
+		Service string   `json:"service"`
+		CPU     *float64 `json:"cpu_cores"`
+		Memory  *float64 `json:"memory_bytes"`
+	} `json:"containers"`
+}
+
+// metricsDoc is `ployz metrics --json`.
+type metricsDoc struct {
+	Machines []struct {
+		Machine string `json:"machine"`
+		Error   string `json:"error"`
+		Answer  *struct {
+			Series []struct {
+				Metric string `json:"metric"`
+				Points []struct {
+					Time  int64   `json:"time_unix_nano"`
+					Value float64 `json:"value"`
+				} `json:"points"`
+			} `json:"series"`
+			Gaps []struct {
+				Metric string `json:"metric"`
+				From   int64  `json:"from_unix_nano"`
+				To     int64  `json:"to_unix_nano"`
+				Reason string `json:"reason"`
+			} `json:"gaps"`
+		} `json:"answer"`
+	} `json:"machines"`
+}
+
+// TestMetricsTopGapsAndPrometheus: a CPU-burning Service shows up in
+// `ployz top` within 20 s of running; `ployz metrics` charts it; m2's
+// daemon and metrics plugin stopped for 40 s is a named gap in m2's
+// history with values on both sides; the Prometheus endpoint on m2's mesh
+// address parses with Prometheus' own parser.
+func TestMetricsTopGapsAndPrometheus(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 2)
+	op := newOperator(t, l)
+	formCluster(t, l, op)
+	ctx := context.Background()
+	if doc, errs, code := deployFile(t, op, metricsCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy: exit %d\n%s", code, errs)
+	}
+	deployed := time.Now()
+	eventually(t, 40*time.Second, "ployz top shows burn busy", func() error {
+		var doc topDoc
+		op.json(t, &doc, "top")
+		for _, c := range doc.Containers {
+			if c.Service == "burn" && c.CPU != nil && *c.CPU > 0.2 {
+				t.Logf("burn at %.2f cores on %s, %s after the deploy", *c.CPU, c.Machine, time.Since(deployed).Round(time.Second))
+				return nil
+			}
+		}
+		return fmt.Errorf("burn not busy in %+v", doc.Containers)
+	})
+	out := op.must(t, "metrics", "burn", "-p", "busy", "--since", "5m")
+	if !strings.Contains(out, "cpu.cores") {
+		t.Errorf("ployz metrics burn:\n%s", out)
+	}
+
+	// m2 down for 40 s: ployzd and its metrics plugin stopped.
+	m2 := l.Machines[1].Name
+	stopAt := time.Now()
+	if _, err := l.Exec(ctx, m2, "systemctl", "stop", "ployz", "ployz-plugin@metrics"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(40 * time.Second)
+	if _, err := l.Exec(ctx, m2, "systemctl", "start", "ployz"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "m2's history names the gap and has values after it", func() error {
+		var doc metricsDoc
+		out, errs, code := op.run(t, "metrics", "--machine", m2, "--since", "5m", "--json")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errs)
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Machines) != 1 || doc.Machines[0].Answer == nil {
+			return fmt.Errorf("decode %q: %v", out, err)
+		}
+		a := doc.Machines[0].Answer
+		var gap bool
+		for _, g := range a.Gaps {
+			if g.Metric == "*" && g.From <= stopAt.Add(15*time.Second).UnixNano() && g.To-g.From >= int64(30*time.Second) {
+				gap = true
+			}
+		}
+		var before, after bool
+		for _, s := range a.Series {
+			if s.Metric != "mem.bytes" {
+				continue
+			}
+			for _, p := range s.Points {
+				before = before || p.Time < stopAt.UnixNano()
+				after = after || p.Time > stopAt.Add(40*time.Second).UnixNano()
+			}
+		}
+		if !gap || !before || !after {
+			return fmt.Errorf("gap %v, values before %v, after %v: %+v", gap, before, after, a.Gaps)
+		}
+		return nil
+	})
+
+	// Prometheus text on m2's mesh address, scraped from m1.
+	var in rpc.Inspection
+	op.json(t, &in, "machine", "inspect", m2)
+	url := "http://" + net.JoinHostPort(in.ManagementIP, "9101") + "/metrics"
+	var text string
+	eventually(t, 30*time.Second, "m2's Prometheus endpoint answers", func() error {
+		out, err := l.Exec(ctx, l.Machines[0].Name, "curl", "-sf", "-g", url)
+		text = out
+		return err
+	})
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(text + "\n"))
+	if err != nil {
+		t.Fatalf("m2's /metrics does not parse: %v\n%s", err, text)
+	}
+	if f := fams["ployz_cpu_cores"]; f == nil || len(f.GetMetric()) < 2 {
+		t.Fatalf("ployz_cpu_cores on m2: %v", f)
 	}
 }

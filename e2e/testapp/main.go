@@ -57,6 +57,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "testapp: crashing on start with exit code %d\n", code)
 		os.Exit(code)
 	}
+	if os.Getenv("BURN_CPU") == "1" { // a busy Service for the metrics scenarios
+		go func() {
+			for x := 0; ; x++ {
+				_ = x * x
+			}
+		}()
+	}
 	delay := duration("READY_DELAY")
 	if d := duration("EXIT_AFTER"); d > 0 {
 		time.AfterFunc(d, func() {
