@@ -128,6 +128,10 @@ func (s *Store) Query(q Query, now time.Time) (Result, error) {
 		q.To = now.UnixNano()
 	}
 	raw := q.Step < RollupStep && q.From >= now.Add(-RawKeep).UnixNano()
+	want := make([]bool, len(metricIDs))
+	for i, m := range metricIDs {
+		want[i] = q.wants(m)
+	}
 	var res Result
 	type seriesKey struct{ key, metric string }
 	points := map[seriesKey][]Point{}
@@ -142,7 +146,7 @@ func (s *Store) Query(q Query, now time.Time) (Result, error) {
 			}
 			for key := range members {
 				_ = readRaw(filepath.Join(s.dir, "raw", h, fileKey(key)+".bin"), func(sm sample) {
-					if sm.t < q.From || sm.t > q.To || int(sm.metric) >= len(metricIDs) || !q.wants(metricIDs[sm.metric]) || math.IsNaN(sm.v) {
+					if sm.t < q.From || sm.t > q.To || int(sm.metric) >= len(metricIDs) || !want[sm.metric] || math.IsNaN(sm.v) {
 						return
 					}
 					m := metricIDs[sm.metric]

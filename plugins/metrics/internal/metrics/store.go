@@ -1,12 +1,10 @@
 package metrics
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/url"
 	"os"
@@ -210,19 +208,15 @@ type sample struct {
 }
 
 func readRaw(path string, fn func(sample)) error {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	var rec [rawRecord]byte
-	for {
-		if _, err := io.ReadFull(r, rec[:]); err != nil {
-			return nil // EOF, or a record torn by a crash
-		}
-		fn(sample{t: int64(binary.BigEndian.Uint64(rec[:8])), metric: rec[8], v: math.Float64frombits(binary.BigEndian.Uint64(rec[9:]))})
+	// A record torn by a crash (a short tail) is ignored.
+	for ; len(b) >= rawRecord; b = b[rawRecord:] {
+		fn(sample{t: int64(binary.BigEndian.Uint64(b[:8])), metric: b[8], v: math.Float64frombits(binary.BigEndian.Uint64(b[9:rawRecord]))})
 	}
+	return nil
 }
 
 // listDirs lists the subdirectories of dir/sub whose names parse with
