@@ -1,12 +1,6 @@
 package logstore
 
-import (
-	"encoding/json"
-	"os"
-	"strings"
-
-	"github.com/ployz/ployz/internal/fsutil"
-)
+import "strings"
 
 // Container is what the store knows of a Container whose output it holds;
 // it is kept after Docker removed the Container.
@@ -46,23 +40,4 @@ func (s Selector) match(c *Container) bool {
 		return false
 	}
 	return true
-}
-
-func loadJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
-func saveJSON(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(path, b, 0o600)
 }

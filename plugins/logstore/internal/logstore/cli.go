@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/observe"
 	logstorev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/logstore/v1"
@@ -52,36 +53,14 @@ func Plugin(version string, srv *Server, specPath string) *sdk.Plugin {
 	}
 	p.Capabilities = []string{observe.CapTailLogs, observe.CapLogHistory}
 	p.Register = func(g *grpc.Server) { logstorev1.RegisterLogStoreServer(g, srv) }
-	p.Configure = func(_ context.Context, _ uint32, config []byte) error {
-		if len(config) == 0 || string(config) == "null" {
-			return nil
-		}
-		if _, err := observe.ParseSpec(config); err != nil {
-			return err
-		}
-		if specPath == "" {
-			return nil
-		}
-		_, err := sdk.KeepConfig(specPath, config)
-		return err
-	}
+	p.Configure = observe.Configure(specPath)
 	return p
 }
 
 func serve(version string, args []string, stderr io.Writer) int {
 	srv := &Server{}
-	return sdk.ServeDataPlane(sdk.DataPlane{
-		Name:     "logstore",
-		SpecPath: observe.DefaultLogSpecPath,
-		Plugin:   func(spec string) *sdk.Plugin { return Plugin(version, srv, spec) },
-		Serve: func(ctx context.Context, specPath string, _ <-chan error, log hclog.Logger) int {
-			if err := Run(ctx, specPath, srv, log); err != nil {
-				log.Error("log store", "error", err)
-				return 1
-			}
-			return 0
-		},
-	}, args, stderr)
+	return observe.Serve("logstore", observe.DefaultLogSpecPath, func(spec string) *sdk.Plugin { return Plugin(version, srv, spec) },
+		func(ctx context.Context, spec string, log hclog.Logger) error { return Run(ctx, spec, srv, log) }, args, stderr)
 }
 
 // Run ingests and enforces retention until ctx ends or the kept spec
@@ -116,7 +95,7 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 		}
 		if time.Since(lastEnforce) >= enforceEvery {
 			lastEnforce = time.Now()
-			ev, err := st.Enforce(lastEnforce, spec.Budget, Usage{Others: dirSize(spec.MetricsDir()), Free: freeBytes(st.Dir())})
+			ev, err := st.Enforce(lastEnforce, spec.Budget, Usage{Others: obsfs.Size(spec.MetricsDir()), Free: freeBytes(st.Dir())})
 			if err != nil {
 				log.Warn("retention", "error", err)
 			}

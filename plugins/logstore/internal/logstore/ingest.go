@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
 )
 
@@ -78,7 +79,7 @@ func NewIngester(dockerRoot string, s *Store, log hclog.Logger) *Ingester {
 	in := &Ingester{root: filepath.Join(dockerRoot, "containers"), store: s, log: log, now: time.Now,
 		tails: map[string]*tail{}, skip: map[string]time.Time{}, cursors: map[string]Cursor{},
 		curPath: filepath.Join(s.Dir(), "cursors.json")}
-	if err := loadJSON(in.curPath, &in.cursors); err != nil {
+	if err := obsfs.LoadJSON(in.curPath, &in.cursors); err != nil {
 		log.Warn("cursors unreadable; reading Docker's files from their start", "error", err)
 		in.cursors = map[string]Cursor{}
 	}
@@ -129,7 +130,7 @@ func (in *Ingester) Poll() error {
 		}
 	}
 	errs := []error{in.store.Flush()}
-	if err := saveJSON(in.curPath, in.cursors); err != nil {
+	if err := obsfs.SaveJSON(in.curPath, in.cursors); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/sdk/observe"
 )
 
@@ -39,9 +40,9 @@ func (s *Store) Enforce(now time.Time, b observe.Budget, u Usage) ([]Eviction, e
 		return nil, err
 	}
 	sizes := make([]int64, len(hours))
-	used := u.Others + dirSize(filepath.Join(s.dir, "containers.json")) + dirSize(filepath.Join(s.dir, "cursors.json"))
+	used := u.Others + obsfs.Size(filepath.Join(s.dir, "containers.json")) + obsfs.Size(filepath.Join(s.dir, "cursors.json"))
 	for i, h := range hours {
-		sizes[i] = dirSize(filepath.Join(s.dir, "hours", h))
+		sizes[i] = obsfs.Size(filepath.Join(s.dir, "hours", h))
 		used += sizes[i]
 	}
 	free := u.Free
@@ -70,7 +71,7 @@ func (s *Store) Enforce(now time.Time, b observe.Budget, u Usage) ([]Eviction, e
 		out = append(out, Eviction{Hour: h, Bytes: sizes[i], Reason: reason})
 		if end.UnixNano() > s.retention.EvictedBefore {
 			s.retention = retentionState{EvictedBefore: end.UnixNano(), Reason: reason}
-			if err := saveJSON(filepath.Join(s.dir, "retention.json"), s.retention); err != nil {
+			if err := obsfs.SaveJSON(filepath.Join(s.dir, "retention.json"), s.retention); err != nil {
 				return out, err
 			}
 		}
@@ -90,18 +91,4 @@ func (s *Store) pruneLocked() error {
 }
 
 // Size is the bytes the log store uses on disk.
-func (s *Store) Size() int64 { return dirSize(s.dir) }
-
-// dirSize sums the sizes of the files under path (path itself if a file).
-func dirSize(path string) int64 {
-	var n int64
-	_ = filepath.WalkDir(path, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
+func (s *Store) Size() int64 { return obsfs.Size(s.dir) }

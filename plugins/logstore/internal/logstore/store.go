@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
 )
 
@@ -45,43 +46,21 @@ type retentionState struct {
 // Open opens (or creates) the store in dir. A store written in another
 // format version is deleted first.
 func Open(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := obsfs.OpenVersioned(dir, FormatVersion); err != nil {
 		return nil, fmt.Errorf("log store: %w", err)
-	}
-	vf := filepath.Join(dir, "FORMAT")
-	switch b, err := os.ReadFile(vf); {
-	case err == nil && strings.TrimSpace(string(b)) == FormatVersion:
-	case err == nil || !os.IsNotExist(err) || !emptyDir(dir):
-		// Another version, or data without a version: start again.
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("log store: remove unknown format: %w", err)
-		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("log store: %w", err)
-		}
-		fallthrough
-	default:
-		if err := os.WriteFile(vf, []byte(FormatVersion+"\n"), 0o600); err != nil {
-			return nil, fmt.Errorf("log store: %w", err)
-		}
 	}
 	s := &Store{dir: dir, containers: map[string]*Container{}, pending: map[segKey][]byte{}, subs: map[*Sub]struct{}{}}
 	var list []*Container
-	if err := loadJSON(filepath.Join(dir, "containers.json"), &list); err != nil {
+	if err := obsfs.LoadJSON(filepath.Join(dir, "containers.json"), &list); err != nil {
 		return nil, fmt.Errorf("log store: containers.json: %w", err)
 	}
 	for _, c := range list {
 		s.containers[c.ID] = c
 	}
-	if err := loadJSON(filepath.Join(dir, "retention.json"), &s.retention); err != nil {
+	if err := obsfs.LoadJSON(filepath.Join(dir, "retention.json"), &s.retention); err != nil {
 		return nil, fmt.Errorf("log store: retention.json: %w", err)
 	}
 	return s, nil
-}
-
-func emptyDir(dir string) bool {
-	es, err := os.ReadDir(dir)
-	return err == nil && len(es) == 0
 }
 
 // Dir is the store's directory.
@@ -141,7 +120,7 @@ func (s *Store) Flush() error {
 func (s *Store) flushLocked() error {
 	var errs []error
 	for k, b := range s.pending {
-		if err := appendFile(filepath.Join(s.dir, "hours", k.hour), k.id+".seg", b); err != nil {
+		if err := obsfs.AppendFile(filepath.Join(s.dir, "hours", k.hour, k.id+".seg"), b); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -153,28 +132,13 @@ func (s *Store) flushLocked() error {
 			list = append(list, c)
 		}
 		sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
-		if err := saveJSON(filepath.Join(s.dir, "containers.json"), list); err != nil {
+		if err := obsfs.SaveJSON(filepath.Join(s.dir, "containers.json"), list); err != nil {
 			errs = append(errs, err)
 		} else {
 			s.catDirty = false
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func appendFile(dir, name string, b []byte) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // Containers returns a copy of the catalog.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
 	"github.com/ployz/ployz/sdk/observe"
 )
@@ -111,7 +112,7 @@ func TestRetentionBySizeThenAgeOldestHourFirst(t *testing.T) {
 		s.Append(c, lines(t0.Add(time.Duration(h)*time.Hour), time.Second, 100, fmt.Sprintf("h%d", h)))
 	}
 	s.Flush()
-	hourSize := dirSize(filepath.Join(s.Dir(), "hours", "2026120110"))
+	hourSize := obsfs.Size(filepath.Join(s.Dir(), "hours", "2026120110"))
 	budget := observe.Budget{MaxBytes: 2*hourSize + hourSize/2, MaxAgeSeconds: int64((24 * time.Hour).Seconds())}
 	now := t0.Add(4 * time.Hour)
 	ev, err := s.Enforce(now, budget, Usage{Free: -1})

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 )
 
 // TestBenchQuery24h (PLOYZ_BENCH=1) fills a store with 24 hours of 10 s
@@ -37,7 +39,7 @@ func TestBenchQuery24h(t *testing.T) {
 					b = binary.BigEndian.AppendUint64(b, math.Float64bits(float64(i)))
 				}
 			}
-			if err := appendFile(filepath.Join(s.dir, "raw", hs.Format(hourLayout), fileKey(sub.Key())+".bin"), b); err != nil {
+			if err := obsfs.AppendFile(filepath.Join(s.dir, "raw", hs.Format(hourLayout), fileKey(sub.Key())+".bin"), b); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/observe"
 	metricsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1"
@@ -47,36 +48,14 @@ func Plugin(version string, srv *Server, specPath string) *sdk.Plugin {
 	}
 	p.Capabilities = []string{observe.CapQueryMetrics}
 	p.Register = func(g *grpc.Server) { metricsv1.RegisterMetricsServer(g, srv) }
-	p.Configure = func(_ context.Context, _ uint32, config []byte) error {
-		if len(config) == 0 || string(config) == "null" {
-			return nil
-		}
-		if _, err := observe.ParseSpec(config); err != nil {
-			return err
-		}
-		if specPath == "" {
-			return nil
-		}
-		_, err := sdk.KeepConfig(specPath, config)
-		return err
-	}
+	p.Configure = observe.Configure(specPath)
 	return p
 }
 
 func serve(version string, args []string, stderr io.Writer) int {
 	srv := &Server{}
-	return sdk.ServeDataPlane(sdk.DataPlane{
-		Name:     "metrics",
-		SpecPath: observe.DefaultMetricsSpecPath,
-		Plugin:   func(spec string) *sdk.Plugin { return Plugin(version, srv, spec) },
-		Serve: func(ctx context.Context, specPath string, _ <-chan error, log hclog.Logger) int {
-			if err := Run(ctx, specPath, srv, log); err != nil {
-				log.Error("metrics", "error", err)
-				return 1
-			}
-			return 0
-		},
-	}, args, stderr)
+	return observe.Serve("metrics", observe.DefaultMetricsSpecPath, func(spec string) *sdk.Plugin { return Plugin(version, srv, spec) },
+		func(ctx context.Context, spec string, log hclog.Logger) error { return Run(ctx, spec, srv, log) }, args, stderr)
 }
 
 // Run samples every Interval until ctx ends or the kept spec changes.
@@ -99,7 +78,7 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 	col := &Collector{Sys: Sys{Proc: "/proc", Cgroup: "/sys/fs/cgroup", Containers: filepath.Join(spec.DockerRoot, "containers"), DiskPath: spec.DockerRoot},
 		ObserveBytes: func() int64 {
 			if time.Since(sizeAt) >= time.Minute {
-				observeBytes, sizeAt = dirSize(spec.StateDir), time.Now()
+				observeBytes, sizeAt = obsfs.Size(spec.StateDir), time.Now()
 			}
 			return observeBytes
 		}}
@@ -149,17 +128,4 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 		case <-tick.C:
 		}
 	}
-}
-
-func dirSize(path string) int64 {
-	var n int64
-	_ = filepath.WalkDir(path, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }

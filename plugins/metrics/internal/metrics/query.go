@@ -127,7 +127,9 @@ func (s *Store) Query(q Query, now time.Time) (Result, error) {
 	if q.To == 0 {
 		q.To = now.UnixNano()
 	}
-	raw := q.Step < RollupStep && q.From >= now.Add(-RawKeep).UnixNano()
+	// A minute of slack: "the last 24 h" asked a moment ago still reads
+	// samples (they are deleted only after a whole hour passed 24 h).
+	raw := q.Step < RollupStep && q.From >= now.Add(-RawKeep-time.Minute).UnixNano()
 	want := make([]bool, len(metricIDs))
 	for i, m := range metricIDs {
 		want[i] = q.wants(m)

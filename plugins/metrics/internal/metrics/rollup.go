@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 )
 
 // agg folds values into one Rollup.
@@ -74,7 +76,7 @@ func (s *Store) Fold(now time.Time) error {
 			continue
 		}
 		s.state.FoldedThrough = end.UnixNano()
-		errs = append(errs, saveJSON(filepath.Join(s.dir, "state.json"), s.state))
+		errs = append(errs, obsfs.SaveJSON(filepath.Join(s.dir, "state.json"), s.state))
 	}
 	for _, h := range s.listDirs("raw", hourLayout) {
 		start, _ := time.ParseInLocation(hourLayout, h, time.UTC)
@@ -161,7 +163,7 @@ func (s *Store) foldHour(h string, start time.Time) error {
 				b = binary.BigEndian.AppendUint64(b, math.Float64bits(v))
 			}
 		}
-		errs = append(errs, appendFile(filepath.Join(s.dir, "rollup", day, fileKey(key)+".bin"), b))
+		errs = append(errs, obsfs.AppendFile(filepath.Join(s.dir, "rollup", day, fileKey(key)+".bin"), b))
 	}
 	return errors.Join(errs...)
 }

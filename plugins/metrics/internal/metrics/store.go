@@ -10,11 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/ployz/ployz/internal/fsutil"
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 )
 
 // FormatVersion is the on-disk format; a store in another one is deleted
@@ -70,71 +69,17 @@ type gapRec struct {
 
 // Open opens (or creates) the store in dir, deleting one in another format.
 func Open(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := obsfs.OpenVersioned(dir, FormatVersion); err != nil {
 		return nil, fmt.Errorf("metrics store: %w", err)
 	}
-	vf := filepath.Join(dir, "FORMAT")
-	b, err := os.ReadFile(vf)
-	if err != nil || strings.TrimSpace(string(b)) != FormatVersion {
-		if err == nil || !os.IsNotExist(err) || !emptyDir(dir) {
-			if err := os.RemoveAll(dir); err != nil {
-				return nil, fmt.Errorf("metrics store: remove unknown format: %w", err)
-			}
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, err
-			}
-		}
-		if err := os.WriteFile(vf, []byte(FormatVersion+"\n"), 0o600); err != nil {
-			return nil, err
-		}
-	}
 	s := &Store{dir: dir, subjects: map[string]Subject{}}
-	if err := loadJSON(filepath.Join(dir, "subjects.json"), &s.subjects); err != nil {
+	if err := obsfs.LoadJSON(filepath.Join(dir, "subjects.json"), &s.subjects); err != nil {
 		return nil, fmt.Errorf("metrics store: subjects.json: %w", err)
 	}
-	if err := loadJSON(filepath.Join(dir, "state.json"), &s.state); err != nil {
+	if err := obsfs.LoadJSON(filepath.Join(dir, "state.json"), &s.state); err != nil {
 		return nil, fmt.Errorf("metrics store: state.json: %w", err)
 	}
 	return s, nil
-}
-
-func emptyDir(dir string) bool {
-	es, err := os.ReadDir(dir)
-	return err == nil && len(es) == 0
-}
-
-func loadJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
-func saveJSON(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(path, b, 0o600)
-}
-
-func appendFile(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // Started records, when the last tick is older than downtimeAfter, that
@@ -146,7 +91,7 @@ func (s *Store) Started(now time.Time) error {
 		return nil
 	}
 	b, _ := json.Marshal(downtime{From: s.state.LastTick, To: now.UnixNano(), Reason: ReasonNotRunning})
-	return appendFile(filepath.Join(s.dir, "downtime.jsonl"), append(b, '\n'))
+	return obsfs.AppendFile(filepath.Join(s.dir, "downtime.jsonl"), append(b, '\n'))
 }
 
 func fileKey(key string) string { return url.PathEscape(key) }
@@ -181,22 +126,22 @@ func (s *Store) Write(t Tick) error {
 			b = append(b, id)
 			b = binary.BigEndian.AppendUint64(b, math.Float64bits(val))
 		}
-		if err := appendFile(filepath.Join(dir, fileKey(key)+".bin"), b); err != nil {
+		if err := obsfs.AppendFile(filepath.Join(dir, fileKey(key)+".bin"), b); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(gaps) > 0 {
-		errs = append(errs, appendFile(filepath.Join(dir, "gaps.jsonl"), gaps))
+		errs = append(errs, obsfs.AppendFile(filepath.Join(dir, "gaps.jsonl"), gaps))
 	}
 	if s.subDirty {
-		if err := saveJSON(filepath.Join(s.dir, "subjects.json"), s.subjects); err == nil {
+		if err := obsfs.SaveJSON(filepath.Join(s.dir, "subjects.json"), s.subjects); err == nil {
 			s.subDirty = false
 		} else {
 			errs = append(errs, err)
 		}
 	}
 	s.state.LastTick = ts
-	errs = append(errs, saveJSON(filepath.Join(s.dir, "state.json"), s.state))
+	errs = append(errs, obsfs.SaveJSON(filepath.Join(s.dir, "state.json"), s.state))
 	return errors.Join(errs...)
 }
 
@@ -234,15 +179,4 @@ func (s *Store) listDirs(sub, layout string) []string {
 }
 
 // Size is the store's bytes on disk.
-func (s *Store) Size() int64 {
-	var n int64
-	_ = filepath.WalkDir(s.dir, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
+func (s *Store) Size() int64 { return obsfs.Size(s.dir) }
