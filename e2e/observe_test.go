@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -247,17 +248,23 @@ func TestMetricsTopGapsAndPrometheus(t *testing.T) {
 	var in rpc.Inspection
 	op.json(t, &in, "machine", "inspect", m2)
 	url := "http://" + net.JoinHostPort(in.ManagementIP, "9101") + "/metrics"
-	var text string
-	eventually(t, 30*time.Second, "m2's Prometheus endpoint answers", func() error {
-		out, err := l.Exec(ctx, l.Machines[0].Name, "curl", "-sf", "-g", url)
-		text = out
-		return err
+	// A restarted plugin has no CPU rate before its second tick: scrape
+	// until it has.
+	var fams map[string]*dto.MetricFamily
+	eventually(t, 60*time.Second, "m2's Prometheus endpoint answers with CPU rates", func() error {
+		text, err := l.Exec(ctx, l.Machines[0].Name, "curl", "-sf", "-g", url)
+		if err != nil {
+			return err
+		}
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		if fams, err = parser.TextToMetricFamilies(strings.NewReader(text + "\n")); err != nil {
+			t.Fatalf("m2's /metrics does not parse: %v\n%s", err, text)
+		}
+		if fams["ployz_cpu_cores"] == nil {
+			return fmt.Errorf("no ployz_cpu_cores yet in:\n%s", text)
+		}
+		return nil
 	})
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(text + "\n"))
-	if err != nil {
-		t.Fatalf("m2's /metrics does not parse: %v\n%s", err, text)
-	}
 	if f := fams["ployz_cpu_cores"]; f == nil || len(f.GetMetric()) < 2 {
 		t.Fatalf("ployz_cpu_cores on m2: %v", f)
 	}

@@ -72,8 +72,8 @@ func TestPluginsHostedOneWay(t *testing.T) {
 
 	want := map[string][]string{
 		"dns":           {sdkdns.CapServe},
-		"ingress-caddy": {ingress.CapHTTP, ingress.CapTCP}, // and ingress.CapTLS when HTTPS is on
-		"logstore":      {observe.CapTailLogs, observe.CapLogHistory},
+		"ingress-caddy": {ingress.CapHTTP, ingress.CapTCP},            // and ingress.CapTLS when HTTPS is on
+		"logstore":      {observe.CapLogHistory, observe.CapTailLogs}, // sorted, as the host lists them
 		"metrics":       {observe.CapQueryMetrics}, "volume-zfs": {},
 	}
 	eventually(t, 120*time.Second, "ployzd plugins ls shows all five plugins healthy", func() error {

@@ -35,6 +35,9 @@ const (
 	// recheckAfter: a Container without local-driver files (another log
 	// driver) is looked at again after this long.
 	recheckAfter = 30 * time.Second
+	// notStartedRecheck: a Ployz Container without its log file yet is
+	// looked at again this soon, so its first lines are not missed.
+	notStartedRecheck = time.Second
 )
 
 // Cursor is how far a Docker log file was read: the file (by inode) and
@@ -171,7 +174,11 @@ func (in *Ingester) discover(now time.Time) {
 			path: filepath.Join(in.root, id, "local-logs", "container.log"), lastData: now}
 		cur, had := in.cursors[id]
 		if err := in.open(t, cur); err != nil {
-			if !os.IsNotExist(err) {
+			if os.IsNotExist(err) {
+				// Created, not started yet (Docker makes the file at
+				// start), or another log driver: look again soon.
+				in.skip[id] = now.Add(notStartedRecheck)
+			} else {
 				in.log.Warn("open container log", "container", id, "error", err)
 			}
 			continue

@@ -115,3 +115,28 @@ func TestIngestRealContainerOutlivesIt(t *testing.T) {
 		t.Fatalf("%d corrupt bytes", in.Corrupt())
 	}
 }
+
+// TestIngestContainerSeenBeforeItStarts: Docker makes the log file only
+// at start; a Container found while merely created is looked at again
+// within seconds, not after the 30 s recheck of foreign Containers.
+func TestIngestContainerSeenBeforeItStarts(t *testing.T) {
+	img := testImage(t)
+	root := dockerRoot(t)
+	s, _ := Open(t.TempDir())
+	in := NewIngester(root, s, hclog.NewNullLogger())
+	defer in.Close()
+	id := docker(t, "create", "--log-driver", "local", "--label", "ployz.namespace=p-early", "--label", "ployz.service=web",
+		"--entrypoint", "sh", img, "-c", "echo early-line; sleep 30")
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
+	if err := in.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	docker(t, "start", id)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		in.Poll()
+		if in.Lines() > 0 {
+			return
+		}
+	}
+	t.Fatal("the line of a Container first seen before it started was not ingested within 10 s")
+}
