@@ -140,29 +140,51 @@ func (s *Store) Query(q Query, now time.Time) (Result, error) {
 	gapAt := map[seriesKey]map[int64]string{}
 	if raw {
 		res.Resolution = Interval
-		sums := map[seriesKey]map[int64]float64{}
+		// A Service's value at a tick is the sum of its Containers' values
+		// at that tick (every subject of a tick shares its time).
+		type tickSums struct {
+			idx map[int64]int
+			pts []Point
+		}
+		sums := map[seriesKey]*tickSums{}
 		for _, h := range s.listDirs("raw", hourLayout) {
 			start, _ := time.ParseInLocation(hourLayout, h, time.UTC)
 			if start.UnixNano() > q.To || start.Add(time.Hour).UnixNano() <= q.From {
 				continue
 			}
 			for key := range members {
+				byMetric := make([][]Point, len(metricIDs))
 				_ = readRaw(filepath.Join(s.dir, "raw", h, fileKey(key)+".bin"), func(sm sample) {
 					if sm.t < q.From || sm.t > q.To || int(sm.metric) >= len(metricIDs) || !want[sm.metric] || math.IsNaN(sm.v) {
 						return
 					}
-					m := metricIDs[sm.metric]
-					if g, ok := group[key]; ok {
-						sk := seriesKey{g, m}
-						if sums[sk] == nil {
-							sums[sk] = map[int64]float64{}
-						}
-						sums[sk][sm.t] += sm.v
-						return
-					}
-					sk := seriesKey{key, m}
-					points[sk] = append(points[sk], Point{T: sm.t, Value: sm.v})
+					byMetric[sm.metric] = append(byMetric[sm.metric], Point{T: sm.t, Value: sm.v})
 				})
+				g, grouped := group[key]
+				for id, ps := range byMetric {
+					if len(ps) == 0 {
+						continue
+					}
+					if !grouped {
+						sk := seriesKey{key, metricIDs[id]}
+						points[sk] = append(points[sk], ps...)
+						continue
+					}
+					sk := seriesKey{g, metricIDs[id]}
+					ts := sums[sk]
+					if ts == nil {
+						ts = &tickSums{idx: map[int64]int{}}
+						sums[sk] = ts
+					}
+					for _, p := range ps {
+						if i, ok := ts.idx[p.T]; ok {
+							ts.pts[i].Value += p.Value
+						} else {
+							ts.idx[p.T] = len(ts.pts)
+							ts.pts = append(ts.pts, p)
+						}
+					}
+				}
 			}
 			s.readGaps(h, func(g gapRec) {
 				if _, ok := members[g.Key]; !ok || g.T < q.From || g.T > q.To || !q.wants(g.Metric) {
@@ -179,10 +201,8 @@ func (s *Store) Query(q Query, now time.Time) (Result, error) {
 				gapAt[sk][g.T] = g.Reason
 			})
 		}
-		for sk, ticks := range sums {
-			for t, v := range ticks {
-				points[sk] = append(points[sk], Point{T: t, Value: v})
-			}
+		for sk, ts := range sums {
+			points[sk] = append(points[sk], ts.pts...)
 		}
 	} else {
 		res.Resolution = RollupStep
