@@ -238,6 +238,9 @@ func printMetrics(w, errw io.Writer, ms []machineMetrics, from, to int64) {
 			}
 			fmt.Fprintf(w, "  gap %s .. %s  %s %s: %s\n", time.Unix(0, g.From).Format("Jan 02 15:04:05"), time.Unix(0, g.To).Format("15:04:05"), who, g.Metric, g.Reason)
 		}
+		for _, mk := range m.Answer.Markers {
+			fmt.Fprintf(w, "  %s  %s %s %s\n", time.Unix(0, mk.Time).Format("Jan 02 15:04:05"), subjectName(mk.Subject), mk.Kind, mk.Detail)
+		}
 	}
 }
 

@@ -92,6 +92,10 @@ func (d *Daemon) queryMetrics(ctx context.Context, raw json.RawMessage) (any, er
 			}
 			out.Gaps = append(out.Gaps, mg)
 		}
+		for _, m := range resp.GetMarkers() {
+			out.Markers = append(out.Markers, rpc.MetricMarker{Time: m.GetTimeUnixNanos(), Subject: metricSubject(m.GetSubject()),
+				Kind: m.GetKind(), Detail: m.GetDetail()})
+		}
 		return nil
 	})
 	if err != nil {

@@ -68,4 +68,14 @@ type MetricsAnswer struct {
 	Series            []MetricSeries `json:"series"`
 	Gaps              []MetricGap    `json:"gaps,omitempty"`
 	ResolutionSeconds int            `json:"resolution_seconds"`
+	Markers           []MetricMarker `json:"markers,omitempty"`
+}
+
+// MetricMarker is a lifecycle event on the metrics timeline: kind
+// "start", "stop", "oom_kill", "restart" or "deploy".
+type MetricMarker struct {
+	Time    int64         `json:"time_unix_nano"`
+	Subject MetricSubject `json:"subject"`
+	Kind    string        `json:"kind"`
+	Detail  string        `json:"detail,omitempty"`
 }

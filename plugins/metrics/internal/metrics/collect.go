@@ -79,6 +79,7 @@ type Tick struct {
 	Time     time.Time
 	Subjects map[string]Subject // by Key
 	Values   map[string][]Value // by subject Key
+	Markers  []Marker
 }
 
 // counters are the raw cumulative readings rates are computed from.
@@ -90,8 +91,12 @@ type counters struct {
 
 // Collector reads samples; it keeps the previous counters for rates.
 type Collector struct {
-	Sys  Sys
-	prev map[string]counters
+	Sys    Sys
+	prev   map[string]counters
+	life   map[string]lifecycle
+	deps   map[string]bool // namespace/service/deployment seen
+	listed map[string]bool // Ployz Containers of the current scan, running or not
+	ready  bool            // a first scan was made: what it finds is not "new"
 	// ObserveBytes, when set, reports the Observe Store's size.
 	ObserveBytes func() int64
 }
@@ -104,9 +109,13 @@ type dockerState struct {
 		Labels map[string]string `json:"Labels"`
 	} `json:"Config"`
 	State struct {
-		Running bool `json:"Running"`
-		Pid     int  `json:"Pid"`
+		Running   bool   `json:"Running"`
+		Pid       int    `json:"Pid"`
+		OOMKilled bool   `json:"OOMKilled"`
+		ExitCode  int    `json:"ExitCode"`
+		StartedAt string `json:"StartedAt"`
 	} `json:"State"`
+	RestartCount int `json:"RestartCount"`
 }
 
 // Collect reads one tick at now.
@@ -126,12 +135,16 @@ func (c *Collector) Collect(now time.Time) Tick {
 			continue
 		}
 		var ds dockerState
-		if json.Unmarshal(b, &ds) != nil || ds.Config.Labels["ployz.namespace"] == "" || !ds.State.Running || ds.State.Pid <= 0 {
+		if json.Unmarshal(b, &ds) != nil || ds.Config.Labels["ployz.namespace"] == "" {
 			continue
 		}
 		l := ds.Config.Labels
 		s := Subject{Container: ds.ID, Name: strings.TrimPrefix(ds.Name, "/"), Namespace: l["ployz.namespace"],
 			Service: l["ployz.service"], Deployment: l["ployz.deployment"]}
+		t.Markers = append(t.Markers, c.lifecycle(now.UnixNano(), s, ds)...)
+		if !ds.State.Running || ds.State.Pid <= 0 {
+			continue
+		}
 		t.Subjects[s.Key()] = s
 		t.Values[s.Key()] = c.container(s.Key(), ds.State.Pid, now)
 		seen[s.Key()] = true
@@ -141,7 +154,36 @@ func (c *Collector) Collect(now time.Time) Tick {
 			delete(c.prev, k)
 		}
 	}
+	for k := range c.life {
+		if _, ok := t.Subjects[k]; !ok && !c.listed[k] {
+			delete(c.life, k) // removed from Docker
+		}
+	}
+	c.listed = nil
+	c.ready = true
 	return t
+}
+
+// lifecycle notes s's state and returns the markers since the last tick.
+// What the first scan finds is the starting point, not events.
+func (c *Collector) lifecycle(now int64, s Subject, ds dockerState) []Marker {
+	if c.life == nil {
+		c.life, c.deps = map[string]lifecycle{}, map[string]bool{}
+	}
+	cur := lifecycle{running: ds.State.Running, startedAt: ds.State.StartedAt, restarts: ds.RestartCount}
+	prev, had := c.life[s.Key()]
+	c.life[s.Key()] = cur
+	if c.listed == nil {
+		c.listed = map[string]bool{}
+	}
+	c.listed[s.Key()] = true
+	dep := s.Namespace + "/" + s.Service + "/" + s.Deployment
+	deployNew := !c.deps[dep] && s.Deployment != ""
+	c.deps[dep] = true
+	if !c.ready {
+		return nil
+	}
+	return markers(now, s, prev, had, cur, ds.State.OOMKilled, ds.State.ExitCode, deployNew)
 }
 
 func gap(metric string, err error) Value { return Value{Metric: metric, Gap: err.Error()} }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,5 +135,61 @@ func TestCgroupV2AndGaps(t *testing.T) {
 	}
 	if v, _ := find(tick.Values["machine"], MetricMem); v.Value != 600*1024 {
 		t.Errorf("machine mem = %+v", v)
+	}
+}
+
+// TestMarkersFromDockerState: the collector notices, from Docker's own
+// files, a Container of a new Deployment starting, restarting, and being
+// OOM-killed, and the store returns them on the Service's timeline.
+func TestMarkersFromDockerState(t *testing.T) {
+	dir := t.TempDir()
+	w := func(p, s string) {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644)
+	}
+	state := func(running bool, started string, restarts int, oom bool) string {
+		return fmt.Sprintf(`{"ID":"abc","Name":"/web-1","Config":{"Labels":{"ployz.namespace":"p","ployz.service":"web","ployz.deployment":"d2"}},`+
+			`"State":{"Running":%t,"Pid":42,"StartedAt":%q,"OOMKilled":%t,"ExitCode":137},"RestartCount":%d}`, running, started, oom, restarts)
+	}
+	w("proc/stat", "cpu 1 0 1 8 0 0 0 0 0 0\n")
+	w("proc/meminfo", "MemTotal: 1000 kB\nMemAvailable: 400 kB\n")
+	c := &Collector{Sys: Sys{Proc: filepath.Join(dir, "proc"), Cgroup: filepath.Join(dir, "cgroup"), Containers: filepath.Join(dir, "containers"), DiskPath: dir}}
+	s, _ := Open(filepath.Join(dir, "store"))
+	t0 := time.Unix(1000, 0)
+	kinds := func(tk Tick) string {
+		var k []string
+		for _, m := range tk.Markers {
+			k = append(k, m.Kind)
+		}
+		return strings.Join(k, ",")
+	}
+	if tk := c.Collect(t0); kinds(tk) != "" { // the starting point: no events
+		t.Fatalf("first scan markers %s", kinds(tk))
+	}
+	w("containers/abc/config.v2.json", state(true, "T1", 0, false))
+	tk := c.Collect(t0.Add(10 * time.Second))
+	s.Write(tk)
+	if kinds(tk) != "deploy,start" {
+		t.Fatalf("new Container of a new Deployment: %s", kinds(tk))
+	}
+	w("containers/abc/config.v2.json", state(true, "T2", 1, false))
+	tk = c.Collect(t0.Add(20 * time.Second))
+	s.Write(tk)
+	if kinds(tk) != "restart" {
+		t.Fatalf("restart: %s", kinds(tk))
+	}
+	w("containers/abc/config.v2.json", state(false, "T2", 1, true))
+	tk = c.Collect(t0.Add(30 * time.Second))
+	s.Write(tk)
+	if kinds(tk) != "oom_kill" {
+		t.Fatalf("oom: %s", kinds(tk))
+	}
+	res, _ := s.Query(Query{Service: "web", From: t0.UnixNano(), To: t0.Add(time.Minute).UnixNano()}, t0.Add(time.Minute))
+	var got []string
+	for _, m := range res.Markers {
+		got = append(got, m.Kind)
+	}
+	if strings.Join(got, ",") != "deploy,start,restart,oom_kill" {
+		t.Fatalf("markers on web's timeline: %v", got)
 	}
 }

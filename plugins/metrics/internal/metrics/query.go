@@ -54,6 +54,7 @@ type Result struct {
 	Series     []Series
 	Gaps       []Gap
 	Resolution time.Duration
+	Markers    []Marker
 }
 
 func (q Query) wants(metric string) bool {
@@ -257,6 +258,10 @@ func (s *Store) Query(q Query, now time.Time) (Result, error) {
 		}
 	}
 	sort.Slice(res.Gaps, func(i, j int) bool { return res.Gaps[i].From < res.Gaps[j].From })
+	res.Markers = s.markersIn(q.From, q.To, func(sub Subject) bool {
+		_, ok := members[sub.Key()]
+		return q.Machine || ok
+	})
 	return res, nil
 }
 

@@ -91,5 +91,8 @@ func (s *Server) QueryMetrics(_ context.Context, req *metricsv1.QueryMetricsRequ
 		}
 		resp.Gaps = append(resp.Gaps, pg)
 	}
+	for _, m := range res.Markers {
+		resp.Markers = append(resp.Markers, &metricsv1.Marker{TimeUnixNanos: m.T, Subject: subjectPB(m.Subject), Kind: m.Kind, Detail: m.Detail})
+	}
 	return resp, nil
 }

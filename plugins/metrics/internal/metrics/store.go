@@ -133,6 +133,7 @@ func (s *Store) Write(t Tick) error {
 	if len(gaps) > 0 {
 		errs = append(errs, obsfs.AppendFile(filepath.Join(dir, "gaps.jsonl"), gaps))
 	}
+	errs = append(errs, s.writeMarkers(t.Markers))
 	if s.subDirty {
 		if err := obsfs.SaveJSON(filepath.Join(s.dir, "subjects.json"), s.subjects); err == nil {
 			s.subDirty = false

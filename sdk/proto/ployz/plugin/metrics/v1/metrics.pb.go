@@ -415,8 +415,10 @@ type QueryMetricsResponse struct {
 	// resolution_seconds is the spacing of the points: 10 for raw Metric
 	// Samples, 300 for Rollups.
 	ResolutionSeconds uint32 `protobuf:"varint,3,opt,name=resolution_seconds,json=resolutionSeconds,proto3" json:"resolution_seconds,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// markers are lifecycle events on the same timeline.
+	Markers       []*Marker `protobuf:"bytes,4,rep,name=markers,proto3" json:"markers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryMetricsResponse) Reset() {
@@ -470,6 +472,84 @@ func (x *QueryMetricsResponse) GetResolutionSeconds() uint32 {
 	return 0
 }
 
+func (x *QueryMetricsResponse) GetMarkers() []*Marker {
+	if x != nil {
+		return x.Markers
+	}
+	return nil
+}
+
+// Marker is a lifecycle event of a Container: "start", "stop",
+// "oom_kill", "restart" or "deploy" (the first Container of a new
+// Deployment of a Service on this Machine).
+type Marker struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixNanos int64                  `protobuf:"varint,1,opt,name=time_unix_nanos,json=timeUnixNanos,proto3" json:"time_unix_nanos,omitempty"`
+	Subject       *Selector              `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Marker) Reset() {
+	*x = Marker{}
+	mi := &file_ployz_plugin_metrics_v1_metrics_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Marker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Marker) ProtoMessage() {}
+
+func (x *Marker) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_metrics_v1_metrics_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Marker.ProtoReflect.Descriptor instead.
+func (*Marker) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_metrics_v1_metrics_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Marker) GetTimeUnixNanos() int64 {
+	if x != nil {
+		return x.TimeUnixNanos
+	}
+	return 0
+}
+
+func (x *Marker) GetSubject() *Selector {
+	if x != nil {
+		return x.Subject
+	}
+	return nil
+}
+
+func (x *Marker) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Marker) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_ployz_plugin_metrics_v1_metrics_proto protoreflect.FileDescriptor
 
 const file_ployz_plugin_metrics_v1_metrics_proto_rawDesc = "" +
@@ -505,11 +585,17 @@ const file_ployz_plugin_metrics_v1_metrics_proto_rawDesc = "" +
 	"\ametrics\x18\x02 \x03(\tR\ametrics\x12&\n" +
 	"\x0ffrom_unix_nanos\x18\x03 \x01(\x03R\rfromUnixNanos\x12\"\n" +
 	"\rto_unix_nanos\x18\x04 \x01(\x03R\vtoUnixNanos\x12!\n" +
-	"\fstep_seconds\x18\x05 \x01(\rR\vstepSeconds\"\xb0\x01\n" +
+	"\fstep_seconds\x18\x05 \x01(\rR\vstepSeconds\"\xeb\x01\n" +
 	"\x14QueryMetricsResponse\x127\n" +
 	"\x06series\x18\x01 \x03(\v2\x1f.ployz.plugin.metrics.v1.SeriesR\x06series\x120\n" +
 	"\x04gaps\x18\x02 \x03(\v2\x1c.ployz.plugin.metrics.v1.GapR\x04gaps\x12-\n" +
-	"\x12resolution_seconds\x18\x03 \x01(\rR\x11resolutionSeconds2v\n" +
+	"\x12resolution_seconds\x18\x03 \x01(\rR\x11resolutionSeconds\x129\n" +
+	"\amarkers\x18\x04 \x03(\v2\x1f.ployz.plugin.metrics.v1.MarkerR\amarkers\"\x99\x01\n" +
+	"\x06Marker\x12&\n" +
+	"\x0ftime_unix_nanos\x18\x01 \x01(\x03R\rtimeUnixNanos\x12;\n" +
+	"\asubject\x18\x02 \x01(\v2!.ployz.plugin.metrics.v1.SelectorR\asubject\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail2v\n" +
 	"\aMetrics\x12k\n" +
 	"\fQueryMetrics\x12,.ployz.plugin.metrics.v1.QueryMetricsRequest\x1a-.ployz.plugin.metrics.v1.QueryMetricsResponseBDZBgithub.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1;metricsv1b\x06proto3"
 
@@ -525,7 +611,7 @@ func file_ployz_plugin_metrics_v1_metrics_proto_rawDescGZIP() []byte {
 	return file_ployz_plugin_metrics_v1_metrics_proto_rawDescData
 }
 
-var file_ployz_plugin_metrics_v1_metrics_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_ployz_plugin_metrics_v1_metrics_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_ployz_plugin_metrics_v1_metrics_proto_goTypes = []any{
 	(*Selector)(nil),             // 0: ployz.plugin.metrics.v1.Selector
 	(*Point)(nil),                // 1: ployz.plugin.metrics.v1.Point
@@ -533,6 +619,7 @@ var file_ployz_plugin_metrics_v1_metrics_proto_goTypes = []any{
 	(*Gap)(nil),                  // 3: ployz.plugin.metrics.v1.Gap
 	(*QueryMetricsRequest)(nil),  // 4: ployz.plugin.metrics.v1.QueryMetricsRequest
 	(*QueryMetricsResponse)(nil), // 5: ployz.plugin.metrics.v1.QueryMetricsResponse
+	(*Marker)(nil),               // 6: ployz.plugin.metrics.v1.Marker
 }
 var file_ployz_plugin_metrics_v1_metrics_proto_depIdxs = []int32{
 	0, // 0: ployz.plugin.metrics.v1.Series.subject:type_name -> ployz.plugin.metrics.v1.Selector
@@ -541,13 +628,15 @@ var file_ployz_plugin_metrics_v1_metrics_proto_depIdxs = []int32{
 	0, // 3: ployz.plugin.metrics.v1.QueryMetricsRequest.selector:type_name -> ployz.plugin.metrics.v1.Selector
 	2, // 4: ployz.plugin.metrics.v1.QueryMetricsResponse.series:type_name -> ployz.plugin.metrics.v1.Series
 	3, // 5: ployz.plugin.metrics.v1.QueryMetricsResponse.gaps:type_name -> ployz.plugin.metrics.v1.Gap
-	4, // 6: ployz.plugin.metrics.v1.Metrics.QueryMetrics:input_type -> ployz.plugin.metrics.v1.QueryMetricsRequest
-	5, // 7: ployz.plugin.metrics.v1.Metrics.QueryMetrics:output_type -> ployz.plugin.metrics.v1.QueryMetricsResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6, // 6: ployz.plugin.metrics.v1.QueryMetricsResponse.markers:type_name -> ployz.plugin.metrics.v1.Marker
+	0, // 7: ployz.plugin.metrics.v1.Marker.subject:type_name -> ployz.plugin.metrics.v1.Selector
+	4, // 8: ployz.plugin.metrics.v1.Metrics.QueryMetrics:input_type -> ployz.plugin.metrics.v1.QueryMetricsRequest
+	5, // 9: ployz.plugin.metrics.v1.Metrics.QueryMetrics:output_type -> ployz.plugin.metrics.v1.QueryMetricsResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_ployz_plugin_metrics_v1_metrics_proto_init() }
@@ -561,7 +650,7 @@ func file_ployz_plugin_metrics_v1_metrics_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ployz_plugin_metrics_v1_metrics_proto_rawDesc), len(file_ployz_plugin_metrics_v1_metrics_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
