@@ -73,15 +73,12 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 	}
 	srv.ready(st)
 	// The Observe Store's size is a directory walk: its own slow tick.
-	var observeBytes int64
-	sizeAt := time.Time{}
+	size := &Slow{Every: time.Minute, Timeout: 10 * time.Second, Read: func(context.Context) (float64, error) {
+		return float64(obsfs.Size(spec.StateDir)), nil
+	}}
+	go size.Run(ctx)
 	col := &Collector{Sys: Sys{Proc: "/proc", Cgroup: "/sys/fs/cgroup", Containers: filepath.Join(spec.DockerRoot, "containers"), DiskPath: spec.DockerRoot},
-		ObserveBytes: func() int64 {
-			if time.Since(sizeAt) >= time.Minute {
-				observeBytes, sizeAt = obsfs.Size(spec.StateDir), time.Now()
-			}
-			return observeBytes
-		}}
+		ObserveBytes: size.Last}
 	if spec.MetricsListen != "" {
 		l, err := net.Listen("tcp", spec.MetricsListen)
 		if err != nil {

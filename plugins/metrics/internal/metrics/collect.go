@@ -97,8 +97,9 @@ type Collector struct {
 	deps   map[string]bool // namespace/service/deployment seen
 	listed map[string]bool // Ployz Containers of the current scan, running or not
 	ready  bool            // a first scan was made: what it finds is not "new"
-	// ObserveBytes, when set, reports the Observe Store's size.
-	ObserveBytes func() int64
+	// ObserveBytes, when set, reports the Observe Store's size (read on
+	// its own tick: a Slow source).
+	ObserveBytes func() (float64, error)
 }
 
 // dockerState is the part of config.v2.json the collector reads.
@@ -484,7 +485,11 @@ func (c *Collector) machine(now time.Time) []Value {
 			Value{Metric: MetricDiskFree, Value: float64(fs.Bavail) * float64(fs.Bsize)})
 	}
 	if c.ObserveBytes != nil {
-		out = append(out, Value{Metric: MetricObserve, Value: float64(c.ObserveBytes())})
+		if v, err := c.ObserveBytes(); err != nil {
+			out = append(out, gap(MetricObserve, err))
+		} else {
+			out = append(out, Value{Metric: MetricObserve, Value: v})
+		}
 	}
 	c.prev["machine"] = cur
 	return out

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -192,4 +193,33 @@ func TestMarkersFromDockerState(t *testing.T) {
 	if strings.Join(got, ",") != "deploy,start,restart,oom_kill" {
 		t.Fatalf("markers on web's timeline: %v", got)
 	}
+}
+
+// TestSlowSourceTimesOutAsANamedGap: a source that blocks past its
+// timeout is a named gap, and the sampling loop never waits for it.
+func TestSlowSourceTimesOutAsANamedGap(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	s := &Slow{Every: time.Hour, Timeout: 50 * time.Millisecond, Read: func(ctx context.Context) (float64, error) {
+		<-block
+		return 1, nil
+	}}
+	if _, err := s.Last(); err == nil {
+		t.Fatal("a value before the first reading")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	c := &Collector{Sys: Sys{Proc: t.TempDir(), DiskPath: t.TempDir()}, ObserveBytes: s.Last}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		start := time.Now()
+		tk := c.Collect(time.Now())
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("a tick waited %v for the slow source", d)
+		}
+		if v, ok := find(tk.Values["machine"], MetricObserve); ok && strings.Contains(v.Gap, "timed out") {
+			return
+		}
+	}
+	t.Fatal("the blocked source never became a named gap")
 }
