@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -48,4 +49,43 @@ func Serve(name, specPath string, plugin func(specPath string) *sdk.Plugin,
 			return 0
 		},
 	}, args, stderr)
+}
+
+// Main is an Observe Store plugin's command line: `serve ...` runs serve;
+// no argument is managed mode, which serves nothing (a managed child has
+// nothing to keep across restarts); `info` and `--version` describe what
+// `serve` advertises. describe(true) is the serving description.
+func Main(args []string, describe func(serving bool) *sdk.Plugin, serve func(args []string) int) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return serve(args[1:])
+	}
+	sdk.Main(describe(len(args) > 0))
+	return 0
+}
+
+// SpecWatch notices that the spec kept at a path changed from the one a
+// plugin runs on; the plugin then returns from its run so that systemd
+// starts it again on the new one.
+type SpecWatch struct {
+	path    string
+	running Spec
+	seen    os.FileInfo
+}
+
+// WatchSpec starts watching path against the spec running.
+func WatchSpec(path string, running Spec) *SpecWatch {
+	fi, _ := os.Stat(path)
+	return &SpecWatch{path: path, running: running, seen: fi}
+}
+
+// Changed reports whether the file now holds a valid spec other than the
+// running one.
+func (w *SpecWatch) Changed() bool {
+	fi, err := os.Stat(w.path)
+	if err != nil || (w.seen != nil && fi.ModTime().Equal(w.seen.ModTime()) && fi.Size() == w.seen.Size()) {
+		return false
+	}
+	w.seen = fi
+	ns, err := LoadSpec(w.path)
+	return err == nil && ns != w.running
 }

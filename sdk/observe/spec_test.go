@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,22 @@ func TestParseSpecDefaultsAndFields(t *testing.T) {
 		if _, err := ParseSpec([]byte(in)); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: error %v does not name %s", in, err, field)
 		}
+	}
+}
+
+func TestSpecWatchSeesOnlyARealChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.json")
+	running, _ := ParseSpec(nil)
+	w := WatchSpec(path, running)
+	if w.Changed() {
+		t.Fatal("no file is no change")
+	}
+	os.WriteFile(path, []byte(`{}`), 0o644) // the defaults: the running spec
+	if w.Changed() {
+		t.Fatal("the same spec in a new file is no change")
+	}
+	os.WriteFile(path, []byte(`{"metrics_listen":"127.0.0.1:9101"}`), 0o644)
+	if !w.Changed() {
+		t.Fatal("a new listen address is a change")
 	}
 }

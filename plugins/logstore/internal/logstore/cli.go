@@ -3,7 +3,6 @@ package logstore
 import (
 	"context"
 	"io"
-	"os"
 	"syscall"
 	"time"
 
@@ -27,15 +26,12 @@ const (
 //	ployz-logstore serve [--socket PATH] [--spec PATH]   long-lived plugin (ployz-plugin@logstore.service)
 //	ployz-logstore info | --version                      the SDK's plugin modes
 func Main(version string, args []string, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "serve" {
-		return serve(version, args[1:], stderr)
-	}
-	if len(args) == 0 {
-		sdk.Main(Plugin(version, nil, "")) // managed mode: nothing to keep across restarts, so nothing served
-		return 0
-	}
-	sdk.Main(Plugin(version, &Server{}, "")) // info, --version: what `serve` advertises
-	return 0
+	return observe.Main(args, func(serving bool) *sdk.Plugin {
+		if !serving {
+			return Plugin(version, nil, "")
+		}
+		return Plugin(version, &Server{}, "")
+	}, func(args []string) int { return serve(version, args, stderr) })
 }
 
 // Plugin describes ployz-logstore; a non-nil srv serves the LogStore
@@ -80,7 +76,7 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 	srv.ready(st, in)
 	log.Info("keeping Container output", "docker_root", spec.DockerRoot, "dir", st.Dir(), "max_bytes", spec.Budget.MaxBytes,
 		"max_age", spec.Budget.MaxAge(), "min_free_bytes", spec.Budget.MinFreeBytes)
-	specSt, _ := os.Stat(specPath)
+	watch := observe.WatchSpec(specPath, spec)
 	poll := time.NewTicker(pollEvery)
 	defer poll.Stop()
 	var lastEnforce time.Time
@@ -103,12 +99,9 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 				log.Info("retention deleted an hour of logs", "hour", e.Hour, "bytes", e.Bytes, "reason", e.Reason)
 			}
 		}
-		if fi, err := os.Stat(specPath); err == nil && (specSt == nil || !fi.ModTime().Equal(specSt.ModTime())) {
-			if ns, err := observe.LoadSpec(specPath); err == nil && ns != spec {
-				log.Info("spec changed; restarting onto it")
-				return st.Flush()
-			}
-			specSt = fi
+		if watch.Changed() {
+			log.Info("spec changed; restarting onto it")
+			return st.Flush()
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -24,15 +23,12 @@ import (
 //	ployz-metrics serve [--socket PATH] [--spec PATH]   long-lived plugin (ployz-plugin@metrics.service)
 //	ployz-metrics info | --version                      the SDK's plugin modes
 func Main(version string, args []string, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "serve" {
-		return serve(version, args[1:], stderr)
-	}
-	if len(args) == 0 {
-		sdk.Main(Plugin(version, nil, "")) // managed mode: no history to keep, nothing served
-		return 0
-	}
-	sdk.Main(Plugin(version, &Server{}, "")) // info, --version: what `serve` advertises
-	return 0
+	return observe.Main(args, func(serving bool) *sdk.Plugin {
+		if !serving {
+			return Plugin(version, nil, "")
+		}
+		return Plugin(version, &Server{}, "")
+	}, func(args []string) int { return serve(version, args, stderr) })
 }
 
 // Plugin describes ployz-metrics; a non-nil srv serves the Metrics service.
@@ -95,7 +91,7 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 		}
 	}
 	log.Info("sampling", "every", Interval, "dir", spec.MetricsDir())
-	specSt, _ := os.Stat(specPath)
+	watch := observe.WatchSpec(specPath, spec)
 	tick := time.NewTicker(Interval)
 	defer tick.Stop()
 	var lastFold time.Time
@@ -112,12 +108,9 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 				log.Warn("fold rollups", "error", err)
 			}
 		}
-		if fi, err := os.Stat(specPath); err == nil && (specSt == nil || !fi.ModTime().Equal(specSt.ModTime())) {
-			if ns, err := observe.LoadSpec(specPath); err == nil && ns != spec {
-				log.Info("spec changed; restarting onto it")
-				return nil
-			}
-			specSt = fi
+		if watch.Changed() {
+			log.Info("spec changed; restarting onto it")
+			return nil
 		}
 		select {
 		case <-ctx.Done():
