@@ -162,11 +162,17 @@ func (in *Ingester) discover(now time.Time) {
 		if until, ok := in.skip[id]; ok && now.Before(until) {
 			continue
 		}
-		in.skip[id] = now.Add(recheckAfter)
 		var cfg dockerConfig
 		b, err := os.ReadFile(filepath.Join(in.root, id, "config.v2.json"))
-		if err != nil || json.Unmarshal(b, &cfg) != nil || cfg.Config.Labels[labelNamespace] == "" {
-			continue // not (yet) a Ployz Container
+		if err != nil || json.Unmarshal(b, &cfg) != nil {
+			// Docker makes the directory before it writes the config:
+			// look again soon rather than miss a Container's first lines.
+			in.skip[id] = now.Add(notStartedRecheck)
+			continue
+		}
+		if cfg.Config.Labels[labelNamespace] == "" {
+			in.skip[id] = now.Add(recheckAfter) // not a Ployz Container
+			continue
 		}
 		l := cfg.Config.Labels
 		t := &tail{meta: Container{ID: id, Name: strings.TrimPrefix(cfg.Name, "/"), Namespace: l[labelNamespace],

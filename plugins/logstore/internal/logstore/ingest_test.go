@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
 )
 
 // testImage is a local image with a shell (the lab's base image).
@@ -139,4 +142,28 @@ func TestIngestContainerSeenBeforeItStarts(t *testing.T) {
 		}
 	}
 	t.Fatal("the line of a Container first seen before it started was not ingested within 10 s")
+}
+
+// TestIngestContainerSeenBeforeItsConfig: Docker makes a Container's
+// directory before its config.v2.json; one found in between is looked at
+// again within a second, not after the 30 s recheck of foreign ones.
+func TestIngestContainerSeenBeforeItsConfig(t *testing.T) {
+	root := t.TempDir()
+	s, _ := Open(t.TempDir())
+	in := NewIngester(root, s, hclog.NewNullLogger())
+	defer in.Close()
+	dir := filepath.Join(root, "containers", "abc123")
+	os.MkdirAll(filepath.Join(dir, "local-logs"), 0o700)
+	if err := in.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "config.v2.json"), []byte(`{"ID":"abc123","Name":"/web-1","Config":{"Labels":{"ployz.namespace":"p","ployz.service":"web"}}}`), 0o600)
+	os.WriteFile(filepath.Join(dir, "local-logs", "container.log"), dockerlog.Encode(nil, dockerlog.Entry{Source: "stdout", TimeNano: 1, Line: []byte("hello")}), 0o600)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		in.Poll()
+		if in.Lines() == 1 {
+			return
+		}
+	}
+	t.Fatal("a Container first seen before its config was written was not ingested within 5 s")
 }
