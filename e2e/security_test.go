@@ -267,6 +267,20 @@ func nonMemberGossip(ctx context.Context, t *testing.T, l *lab.Lab, m *lab.Machi
 		t.Logf("%s: datagram sent, join refused", phase)
 	}
 	attempt("filtered")
+	// The metrics endpoint has no authentication: only the mesh may reach
+	// it. It listens (the Machine itself scrapes it), and the filter drops
+	// a non-member's connection.
+	metrics := net.JoinHostPort(mgmt, "9101")
+	eventually(t, 60*time.Second, "the metrics endpoint answers on "+m.Name, func() error {
+		_, err := l.Exec(ctx, m.Name, "curl", "-sf", "-g", "-o", "/dev/null", "http://"+metrics+"/metrics")
+		return err
+	})
+	if c, err := net.DialTimeout("tcp", metrics, 3*time.Second); err == nil {
+		c.Close()
+		t.Errorf("a non-member on the lab network connected to the metrics endpoint %s", metrics)
+	} else {
+		t.Logf("metrics endpoint from a non-member: %v", err)
+	}
 	// Open the INPUT filter for this host only: now memberlist's key is
 	// the only thing in the way.
 	rule := []string{"PLOYZ-INPUT", "-s", hostIP, "-p", "all", "-j", "ACCEPT"}

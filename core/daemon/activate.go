@@ -79,10 +79,11 @@ func (d *Daemon) activate(ctx context.Context) error {
 			d.log.Warn("join peers", "error", err)
 		}
 	}
-	// Only the mesh reaches Machine RPC and gossip; only the bridge and
-	// the mesh reach the Internal DNS (docs/security.md).
+	// Only the mesh reaches Machine RPC, gossip and the metrics endpoint;
+	// only the bridge and the mesh reach the Internal DNS
+	// (docs/security.md).
 	if err := dockernet.EnsureInput(dockernet.Config{Subnet: rec.Subnet, ChainPrefix: inputChainPrefix, Logger: d.log},
-		dockernet.Input{MeshTCP: []int{d.cfg.RPCPort, GossipPort}, MeshUDP: []int{GossipPort}, DNS: 53}); err != nil {
+		dockernet.Input{MeshTCP: []int{d.cfg.RPCPort, GossipPort, MetricsPort}, MeshUDP: []int{GossipPort}, DNS: 53}); err != nil {
 		return fmt.Errorf("input filter: %w", err)
 	}
 	if cli, err := dockernet.NewClient(); err != nil {
