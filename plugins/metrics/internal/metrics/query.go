@@ -122,124 +122,177 @@ func groupSubject(g string, members map[string]Subject, group map[string]string)
 // Query answers q at now: raw Metric Samples when the range is within
 // the last 24 hours and a step under 5 minutes is asked, else Rollups.
 func (s *Store) Query(q Query, now time.Time) (Result, error) {
-	s.mu.Lock()
-	members, group := s.members(q)
-	s.mu.Unlock()
 	if q.To == 0 {
 		q.To = now.UnixNano()
 	}
+	r := s.newQueryRun(q)
+	var res Result
 	// A minute of slack: "the last 24 h" asked a moment ago still reads
 	// samples (they are deleted only after a whole hour passed 24 h).
-	raw := q.Step < RollupStep && q.From >= now.Add(-RawKeep-time.Minute).UnixNano()
-	want := make([]bool, len(metricIDs))
-	for i, m := range metricIDs {
-		want[i] = q.wants(m)
-	}
-	var res Result
-	type seriesKey struct{ key, metric string }
-	points := map[seriesKey][]Point{}
-	gapAt := map[seriesKey]map[int64]string{}
-	if raw {
+	if q.Step < RollupStep && q.From >= now.Add(-RawKeep-time.Minute).UnixNano() {
 		res.Resolution = Interval
-		// A Service's value at a tick is the sum of its Containers' values
-		// at that tick (every subject of a tick shares its time).
-		type tickSums struct {
-			idx map[int64]int
-			pts []Point
-		}
-		sums := map[seriesKey]*tickSums{}
-		for _, h := range s.listDirs("raw", hourLayout) {
-			start, _ := time.ParseInLocation(hourLayout, h, time.UTC)
-			if start.UnixNano() > q.To || start.Add(time.Hour).UnixNano() <= q.From {
-				continue
-			}
-			for key := range members {
-				byMetric := make([][]Point, len(metricIDs))
-				_ = readRaw(filepath.Join(s.dir, "raw", h, fileKey(key)+".bin"), func(sm sample) {
-					if sm.t < q.From || sm.t > q.To || int(sm.metric) >= len(metricIDs) || !want[sm.metric] || math.IsNaN(sm.v) {
-						return
-					}
-					byMetric[sm.metric] = append(byMetric[sm.metric], Point{T: sm.t, Value: sm.v})
-				})
-				g, grouped := group[key]
-				for id, ps := range byMetric {
-					if len(ps) == 0 {
-						continue
-					}
-					if !grouped {
-						sk := seriesKey{key, metricIDs[id]}
-						points[sk] = append(points[sk], ps...)
-						continue
-					}
-					sk := seriesKey{g, metricIDs[id]}
-					ts := sums[sk]
-					if ts == nil {
-						ts = &tickSums{idx: map[int64]int{}}
-						sums[sk] = ts
-					}
-					for _, p := range ps {
-						if i, ok := ts.idx[p.T]; ok {
-							ts.pts[i].Value += p.Value
-						} else {
-							ts.idx[p.T] = len(ts.pts)
-							ts.pts = append(ts.pts, p)
-						}
-					}
-				}
-			}
-			s.readGaps(h, func(g gapRec) {
-				if _, ok := members[g.Key]; !ok || g.T < q.From || g.T > q.To || !q.wants(g.Metric) {
-					return
-				}
-				key := g.Key
-				if gk, ok := group[key]; ok {
-					key = gk
-				}
-				sk := seriesKey{key, g.Metric}
-				if gapAt[sk] == nil {
-					gapAt[sk] = map[int64]string{}
-				}
-				gapAt[sk][g.T] = g.Reason
-			})
-		}
-		for sk, ts := range sums {
-			points[sk] = append(points[sk], ts.pts...)
-		}
+		r.readRaw()
 	} else {
 		res.Resolution = RollupStep
-		keys := map[string]bool{}
-		for k := range members {
-			if g, ok := group[k]; ok {
-				keys[g] = true
+		r.readRollups()
+	}
+	r.series(&res)
+	r.gaps(&res)
+	res.Markers = s.markersIn(q.From, q.To, func(sub Subject) bool {
+		_, ok := r.members[sub.Key()]
+		return q.Machine || ok
+	})
+	return res, nil
+}
+
+// seriesKey names one series: a Subject's key (a member's, or its
+// group's) and a metric.
+type seriesKey struct{ key, metric string }
+
+// tickSums adds up a group's members' values tick by tick.
+type tickSums struct {
+	idx map[int64]int
+	pts []Point
+}
+
+// queryRun is one Query: the Subjects it reads (members, and the group
+// each belongs to when a Service or Deployment is asked for) and what it
+// gathered.
+type queryRun struct {
+	s       *Store
+	q       Query
+	members map[string]Subject
+	group   map[string]string
+	want    []bool // by metric id
+	points  map[seriesKey][]Point
+	gapAt   map[seriesKey]map[int64]string
+}
+
+func (s *Store) newQueryRun(q Query) *queryRun {
+	s.mu.Lock()
+	members, group := s.members(q)
+	s.mu.Unlock()
+	r := &queryRun{s: s, q: q, members: members, group: group, want: make([]bool, len(metricIDs)),
+		points: map[seriesKey][]Point{}, gapAt: map[seriesKey]map[int64]string{}}
+	for i, m := range metricIDs {
+		r.want[i] = q.wants(m)
+	}
+	return r
+}
+
+// seriesOf is the series key a member's values count under.
+func (r *queryRun) seriesOf(key, metric string) seriesKey {
+	if g, ok := r.group[key]; ok {
+		return seriesKey{g, metric}
+	}
+	return seriesKey{key, metric}
+}
+
+// readRaw reads the samples and gaps of every hour in range. A group's
+// value at a tick is the sum of its members' values at that tick (every
+// subject of a tick shares its time).
+func (r *queryRun) readRaw() {
+	sums := map[seriesKey]*tickSums{}
+	for _, h := range r.s.listDirs("raw", hourLayout) {
+		start, _ := time.ParseInLocation(hourLayout, h, time.UTC)
+		if start.UnixNano() > r.q.To || start.Add(time.Hour).UnixNano() <= r.q.From {
+			continue
+		}
+		for key := range r.members {
+			r.readRawFile(h, key, sums)
+		}
+		r.s.readGaps(h, r.addGap)
+	}
+	for sk, ts := range sums {
+		r.points[sk] = append(r.points[sk], ts.pts...)
+	}
+}
+
+// readRawFile reads one member's samples of hour h.
+func (r *queryRun) readRawFile(h, key string, sums map[seriesKey]*tickSums) {
+	byMetric := make([][]Point, len(metricIDs))
+	_ = readRaw(filepath.Join(r.s.dir, "raw", h, fileKey(key)+".bin"), func(sm sample) {
+		if sm.t < r.q.From || sm.t > r.q.To || int(sm.metric) >= len(metricIDs) || !r.want[sm.metric] || math.IsNaN(sm.v) {
+			return
+		}
+		byMetric[sm.metric] = append(byMetric[sm.metric], Point{T: sm.t, Value: sm.v})
+	})
+	_, grouped := r.group[key]
+	for id, ps := range byMetric {
+		if len(ps) == 0 {
+			continue
+		}
+		sk := r.seriesOf(key, metricIDs[id])
+		if !grouped {
+			r.points[sk] = append(r.points[sk], ps...)
+			continue
+		}
+		ts := sums[sk]
+		if ts == nil {
+			ts = &tickSums{idx: map[int64]int{}}
+			sums[sk] = ts
+		}
+		for _, p := range ps {
+			if i, ok := ts.idx[p.T]; ok {
+				ts.pts[i].Value += p.Value
 			} else {
-				keys[k] = true
-			}
-		}
-		for _, d := range s.listDirs("rollup", dayLayout) {
-			start, _ := time.ParseInLocation(dayLayout, d, time.UTC)
-			if start.UnixNano() > q.To || start.Add(24*time.Hour).UnixNano() <= q.From {
-				continue
-			}
-			for key := range keys {
-				_ = readRollups(filepath.Join(s.dir, "rollup", d, fileKey(key)+".bin"), func(r rollupRec) {
-					if r.t < q.From-int64(RollupStep) || r.t > q.To || int(r.metric) >= len(metricIDs) || !q.wants(metricIDs[r.metric]) {
-						return
-					}
-					sk := seriesKey{key, metricIDs[r.metric]}
-					points[sk] = append(points[sk], Point{T: r.t, Value: r.avg, Min: r.min, Max: r.max, Last: r.last, Rollup: true})
-				})
+				ts.idx[p.T] = len(ts.pts)
+				ts.pts = append(ts.pts, p)
 			}
 		}
 	}
-	subjectOf := func(key string) Subject {
-		if sub, ok := members[key]; ok {
-			return sub
-		}
-		return groupSubject(key, members, group)
+}
+
+// addGap records a named gap of a member in range.
+func (r *queryRun) addGap(g gapRec) {
+	if _, ok := r.members[g.Key]; !ok || g.T < r.q.From || g.T > r.q.To || !r.q.wants(g.Metric) {
+		return
 	}
-	for sk, ps := range points {
+	sk := r.seriesOf(g.Key, g.Metric)
+	if r.gapAt[sk] == nil {
+		r.gapAt[sk] = map[int64]string{}
+	}
+	r.gapAt[sk][g.T] = g.Reason
+}
+
+// readRollups reads the 5-minute Rollups of every day in range, per
+// member, or per group when one is asked for (groups are folded as such).
+func (r *queryRun) readRollups() {
+	keys := map[string]bool{}
+	for k := range r.members {
+		keys[r.seriesOf(k, "").key] = true
+	}
+	for _, d := range r.s.listDirs("rollup", dayLayout) {
+		start, _ := time.ParseInLocation(dayLayout, d, time.UTC)
+		if start.UnixNano() > r.q.To || start.Add(24*time.Hour).UnixNano() <= r.q.From {
+			continue
+		}
+		for key := range keys {
+			_ = readRollups(filepath.Join(r.s.dir, "rollup", d, fileKey(key)+".bin"), func(rr rollupRec) {
+				if rr.t < r.q.From-int64(RollupStep) || rr.t > r.q.To || int(rr.metric) >= len(metricIDs) || !r.q.wants(metricIDs[rr.metric]) {
+					return
+				}
+				sk := seriesKey{key, metricIDs[rr.metric]}
+				r.points[sk] = append(r.points[sk], Point{T: rr.t, Value: rr.avg, Min: rr.min, Max: rr.max, Last: rr.last, Rollup: true})
+			})
+		}
+	}
+}
+
+// subject is the Subject a series key names: a member, or its group.
+func (r *queryRun) subject(key string) Subject {
+	if sub, ok := r.members[key]; ok {
+		return sub
+	}
+	return groupSubject(key, r.members, r.group)
+}
+
+// series puts the gathered points in res, each series by time, the
+// series by Subject and metric.
+func (r *queryRun) series(res *Result) {
+	for sk, ps := range r.points {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].T < ps[j].T })
-		res.Series = append(res.Series, Series{Metric: sk.metric, Subject: subjectOf(sk.key), Points: ps})
+		res.Series = append(res.Series, Series{Metric: sk.metric, Subject: r.subject(sk.key), Points: ps})
 	}
 	sort.Slice(res.Series, func(i, j int) bool {
 		a, b := res.Series[i], res.Series[j]
@@ -248,21 +301,21 @@ func (s *Store) Query(q Query, now time.Time) (Result, error) {
 		}
 		return a.Metric < b.Metric
 	})
-	for sk, ticks := range gapAt {
-		sub := subjectOf(sk.key)
+}
+
+// gaps puts the named gaps in res: the members' missing values joined
+// into ranges, and the times the plugin or Machine was down.
+func (r *queryRun) gaps(res *Result) {
+	for sk, ticks := range r.gapAt {
+		sub := r.subject(sk.key)
 		res.Gaps = append(res.Gaps, joinGaps(sk.metric, &sub, ticks)...)
 	}
-	for _, d := range s.downtimes() {
-		if d.To >= q.From && d.From <= q.To {
+	for _, d := range r.s.downtimes() {
+		if d.To >= r.q.From && d.From <= r.q.To {
 			res.Gaps = append(res.Gaps, Gap{Metric: "*", From: d.From, To: d.To, Reason: d.Reason})
 		}
 	}
 	sort.Slice(res.Gaps, func(i, j int) bool { return res.Gaps[i].From < res.Gaps[j].From })
-	res.Markers = s.markersIn(q.From, q.To, func(sub Subject) bool {
-		_, ok := members[sub.Key()]
-		return q.Machine || ok
-	})
-	return res, nil
 }
 
 // joinGaps turns the ticks at which a value was missing into ranges of
