@@ -254,23 +254,12 @@ func (v *Verifier) decide(self string, r store.Row[store.MachineBody]) (Verdict,
 		row := r // verified before, byte for byte
 		return Verdict{Row: r, Status: Signed, Use: &row}, nil, true
 	}
-	if b.ManagementIP != "" {
-		k, err := wgtypes.ParseKey(b.PublicKey)
-		if err != nil {
-			return refused("public_key %q is not a WireGuard key", b.PublicKey)
-		}
-		if want := meshaddr.ManagementIP(k).String(); b.ManagementIP != want {
-			return refused("management_ip %s is not public_key's address %s", b.ManagementIP, want)
-		}
+	if why := addressMismatch(b); why != "" {
+		return refused("%s", why)
 	}
 	if b.Sig == "" {
-		switch {
-		case pinned && pin.Signed:
-			return refused("unsigned, but this Machine's rows have been signed")
-		case v.pins.Strict:
-			return refused("unsigned (every Machine of this Cluster signs its row)")
-		case pinned && (pin.RPCKey != b.RPCKey || pin.PublicKey != b.PublicKey):
-			return refused("unsigned row changes rpc_key or public_key")
+		if why := v.unsignedRefusal(b, pin, pinned); why != "" {
+			return refused("%s", why)
 		}
 		return accept(Unsigned, Pin{RPCKey: b.RPCKey, PublicKey: b.PublicKey})
 	}
@@ -285,18 +274,7 @@ func (v *Verifier) decide(self string, r store.Row[store.MachineBody]) (Verdict,
 	if pinned && pin.Signed && pin.PublicKey != "" && b.PublicKey != pin.PublicKey {
 		return refused("public_key changed: trusted %s, row says %s", pin.PublicKey, b.PublicKey)
 	}
-	endorsed := func() (ok, final bool) {
-		e := b.Endorsement
-		if e == nil {
-			return false, true
-		}
-		eKey, ok := v.trusted(self, e.By)
-		if !ok {
-			return false, false
-		}
-		k, _ := ParseKey(eKey)
-		return verify(k, EndorsementMessage(id, b.RPCKey, b.PublicKey), e.Sig), true
-	}
+	endorsed := func() (ok, final bool) { return v.endorsed(self, id, b) }
 	if !known {
 		ok, final := endorsed()
 		switch {
@@ -348,6 +326,52 @@ func (v *Verifier) decide(self string, r store.Row[store.MachineBody]) (Verdict,
 		next.Endorsement = b.Endorsement
 	}
 	return accept(status, next)
+}
+
+// addressMismatch is why a row's management_ip is not the address of its
+// WireGuard key ("" when it is, or when the row names none).
+func addressMismatch(b store.MachineBody) string {
+	if b.ManagementIP == "" {
+		return ""
+	}
+	k, err := wgtypes.ParseKey(b.PublicKey)
+	if err != nil {
+		return fmt.Sprintf("public_key %q is not a WireGuard key", b.PublicKey)
+	}
+	if want := meshaddr.ManagementIP(k).String(); b.ManagementIP != want {
+		return fmt.Sprintf("management_ip %s is not public_key's address %s", b.ManagementIP, want)
+	}
+	return ""
+}
+
+// unsignedRefusal is why an unsigned row is refused ("" while a Cluster
+// upgrades from unsigned rows and the row keeps the keys pinned for it).
+func (v *Verifier) unsignedRefusal(b store.MachineBody, pin Pin, pinned bool) string {
+	switch {
+	case pinned && pin.Signed:
+		return "unsigned, but this Machine's rows have been signed"
+	case v.pins.Strict:
+		return "unsigned (every Machine of this Cluster signs its row)"
+	case pinned && (pin.RPCKey != b.RPCKey || pin.PublicKey != b.PublicKey):
+		return "unsigned row changes rpc_key or public_key"
+	}
+	return ""
+}
+
+// endorsed checks b's endorsement of Machine id's keys: ok when it
+// verifies with a trusted Machine's key; final is false while the
+// endorser is not (yet) trusted.
+func (v *Verifier) endorsed(self, id string, b store.MachineBody) (ok, final bool) {
+	e := b.Endorsement
+	if e == nil {
+		return false, true
+	}
+	eKey, ok := v.trusted(self, e.By)
+	if !ok {
+		return false, false
+	}
+	k, _ := ParseKey(eKey)
+	return verify(k, EndorsementMessage(id, b.RPCKey, b.PublicKey), e.Sig), true
 }
 
 func signerOf(b store.MachineBody, id string) string {
