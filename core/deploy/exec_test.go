@@ -38,6 +38,7 @@ type recorder struct {
 	// pointers are the Serving Pointers by Service key, each its own
 	// like the daemon's rows (a test may set the starting ones).
 	pointers map[string]*pointer
+	moves    map[string]int // pointer moves answered, by Service
 	// auths are the registry credentials pull_image calls carried.
 	auths []string
 }
@@ -75,7 +76,14 @@ func (r *recorder) servingCall(command string, payload, out any) (string, any, e
 		for _, c := range p.Containers {
 			ids = append(ids, c.ID)
 		}
-		np := &pointer{id: fmt.Sprintf("p%d", len(r.calls)), set: p.Containers}
+		// Named by the Service and its own count of moves: steps on
+		// other Machines run at once, so a count of all calls would
+		// differ from run to run.
+		if r.moves == nil {
+			r.moves = map[string]int{}
+		}
+		r.moves[p.Service]++
+		np := &pointer{id: fmt.Sprintf("%s@%d", p.Service, r.moves[p.Service]), set: p.Containers}
 		r.pointers[p.Service] = np
 		return strings.Join(ids, ","), rpc.ServingPointerMoved{ID: np.id, Containers: p.Containers}, nil
 	case rpc.ServingStatusRequest:
@@ -216,7 +224,7 @@ func TestExecuteFailedStartFirstLeavesOldUntouched(t *testing.T) {
 		"m1 create_container new2 never_attempted",
 		"m1 start_container new2 never_attempted",
 		"m1 wait_ready new2 never_attempted",
-		"(cluster) move_serving_pointer p6 -> 1 Container(s) completed",
+		"(cluster) move_serving_pointer /web@1 -> 1 Container(s) completed",
 		"m1 stop_container old never_attempted",
 		"m1 remove_container old never_attempted",
 		"m2 create_container f never_attempted",
@@ -256,8 +264,8 @@ func TestExecuteFailedStopFirstStartsOldAgain(t *testing.T) {
 		"m1 wait_ready new never_attempted",
 		"m1 stop_container new completed (compensation)",
 		"m1 start_container old completed (compensation)",
-		"(cluster) move_serving_pointer p6 -> 1 Container(s) completed",
-		"(cluster) wait_serving_acks p6 completed",
+		"(cluster) move_serving_pointer /db@1 -> 1 Container(s) completed",
+		"(cluster) wait_serving_acks /db@1 completed",
 		"m1 remove_container old never_attempted",
 	}, "\n")
 	if got := steps(o); got != want {

@@ -107,8 +107,8 @@ func TestExecutePullStepFirstAndNamed(t *testing.T) {
 		"m2 create_container new2 completed",
 		"m2 start_container new2 completed",
 		"m2 wait_ready new2 completed",
-		"(cluster) move_serving_pointer p9 -> 2 Container(s) completed",
-		"(cluster) wait_serving_acks p9 completed",
+		"(cluster) move_serving_pointer /db@1 -> 2 Container(s) completed",
+		"(cluster) wait_serving_acks /db@1 completed",
 		"m1 remove_container old completed",
 	}, "\n")
 	if got := steps(o); got != want {
