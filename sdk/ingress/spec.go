@@ -114,7 +114,7 @@ const (
 	// CapSealedKeys: reads certificate private keys sealed with the
 	// Cluster key (docs/security.md). Keys are sealed in the store only
 	// once every participating Machine running an ingress advertises it.
-	CapSealedKeys = "ployz.ingress.sealed_keys.v1"
+	CapSealedKeys = "ployz.ingress.sealed-keys.v1"
 )
 
 // Capabilities returns what an ingress serving s offers: HTTP and TCP
