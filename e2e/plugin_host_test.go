@@ -72,7 +72,7 @@ func TestPluginsHostedOneWay(t *testing.T) {
 
 	want := map[string][]string{
 		"dns":           {sdkdns.CapServe},
-		"ingress-caddy": {ingress.CapHTTP, ingress.CapTCP},            // and ingress.CapTLS when HTTPS is on
+		"ingress-caddy": nil,                                          // from ingress.Capabilities, below
 		"logstore":      {observe.CapLogHistory, observe.CapTailLogs}, // sorted, as the host lists them
 		"metrics":       {observe.CapQueryMetrics}, "volume-zfs": {},
 	}
@@ -88,8 +88,14 @@ func TestPluginsHostedOneWay(t *testing.T) {
 				continue
 			}
 			seen[s.Name] = true
-			if s.Name == "ingress-caddy" && slices.Contains(s.Capabilities, ingress.CapTLS) {
-				caps = ingress.Capabilities(&ingress.Spec{ACME: &ingress.ACMESpec{}})
+			if s.Name == "ingress-caddy" {
+				// The daemon always names the Cluster secret (sealed keys);
+				// TLS once HTTPS is on.
+				spec := ingress.Spec{ClusterSecretFile: "/var/lib/ployz/store/cluster-secret"}
+				if slices.Contains(s.Capabilities, ingress.CapTLS) {
+					spec.ACME = &ingress.ACMESpec{}
+				}
+				caps = slices.Sorted(slices.Values(ingress.Capabilities(&spec)))
 			}
 			if s.Health != pluginhost.HealthHealthy || s.Version == "" || len(s.SHA256) != 64 || s.Lifecycle != pluginhost.LifecycleLongLived ||
 				!slices.Equal(s.Capabilities, caps) || s.Pid == 0 {
