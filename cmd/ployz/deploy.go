@@ -168,6 +168,9 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	if err != nil {
 		return err
 	}
+	if snap.SpecKey, err = deploy.FetchSpecKey(ctx, ent); err != nil {
+		return err
+	}
 	var res deployResult
 	res.Snapshot.Complete, res.Snapshot.Unobserved = snap.Complete(), snap.Missing
 	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune, Pull: f.pull, Restart: f.restart})

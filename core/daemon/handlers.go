@@ -35,6 +35,7 @@ func (d *Daemon) routes() {
 		{Command: rpc.CmdReset, Capability: rpc.CapReset, Handler: d.reset},
 		{Command: rpc.CmdMembership, Capability: rpc.CapMembership, Handler: d.membership},
 		{Command: rpc.CmdIngressStatus, Capability: rpc.CapIngressStatus, Handler: d.ingressStatus},
+		{Command: rpc.CmdSpecHashKey, Capability: rpc.CapSpecHashKey, Handler: d.specHashKey},
 	} {
 		d.rpc.Handle(r)
 	}

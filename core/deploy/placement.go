@@ -37,10 +37,10 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	}
 	spec := svc.Spec
 	spec.Namespace, spec.Service, spec.ServiceID, spec.DeploymentID = ns, svc.Name, serviceID, depID
-	spec.SpecHash = SpecHash(spec)
-	pl := &placer{svc: svc, snap: snap, spec: spec, machines: map[string]MachineState{}, load: load, restart: restart}
+	spec.SpecHash = SaltedSpecHash(snap.SpecKey, spec)
+	pl := &placer{svc: svc, snap: snap, spec: spec, unsalted: SpecHash(spec), machines: map[string]MachineState{}, load: load, restart: restart}
 	for _, c := range existing {
-		pl.specLive = pl.specLive || c.SpecHash == spec.SpecHash && running(c)
+		pl.specLive = pl.specLive || pl.current(c) && running(c)
 	}
 	for _, m := range snap.Machines {
 		pl.machines[m.ID] = m
@@ -87,6 +87,8 @@ type placer struct {
 	svc      Service
 	snap     Snapshot
 	spec     rpc.ContainerSpec
+	// unsalted is the spec's hash as versions before salting wrote it.
+	unsalted string
 	machines map[string]MachineState
 	// load is Containers per Machine, including the plan's earlier
 	// creates and removals, for "fewest containers first".
@@ -155,10 +157,17 @@ func (pl *placer) stopAll(existing, hooks []rpc.ContainerObservation) []Row {
 	return rows
 }
 
+// current reports whether c runs this exact spec: its hash is the salted
+// one, or the unsalted one a Container started before salting carries, so
+// upgrading to salted hashes redeploys nothing.
+func (pl *placer) current(c rpc.ContainerObservation) bool {
+	return c.SpecHash != "" && (c.SpecHash == pl.spec.SpecHash || c.SpecHash == pl.unsalted)
+}
+
 // keep decides what to do with a Container that stays in its slot.
 func (pl *placer) keep(c rpc.ContainerObservation) {
 	switch {
-	case c.SpecHash != pl.spec.SpecHash:
+	case !pl.current(c):
 		reason := "spec changed"
 		if c.SpecHash == "" {
 			reason = "no spec hash on the existing Container"
@@ -181,7 +190,7 @@ func (pl *placer) score(c rpc.ContainerObservation) int {
 	if !running(c) {
 		s += 2
 	}
-	if c.SpecHash != pl.spec.SpecHash {
+	if !pl.current(c) {
 		s++
 	}
 	return s
@@ -332,7 +341,7 @@ func (pl *placer) hookRows() []Row {
 				}
 				spec.Env = env
 			}
-			spec.SpecHash = SpecHash(spec)
+			spec.SpecHash = SaltedSpecHash(pl.snap.SpecKey, spec)
 			t := h.TimeoutSeconds
 			if t == 0 {
 				t = 300

@@ -2,10 +2,12 @@ package deploy
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,14 +23,52 @@ type Caller interface {
 	Fanout(ctx context.Context, t rpc.Target, command string, payload any) (rpc.FanoutResult, error)
 }
 
-// SpecHash is the hash of a ContainerSpec without its per-deploy fields
-// (service id, deployment id, the hash itself): equal hashes mean an
-// up-to-date Container.
+// SpecHash is the unsalted hash of a ContainerSpec without its per-deploy
+// fields (service id, deployment id, the hash itself): equal hashes mean
+// an up-to-date Container. Versions before salting wrote it; a Container
+// still carrying it counts as up to date (see SaltedSpecHash).
 func SpecHash(s rpc.ContainerSpec) string {
+	sum := sha256.Sum256(specBytes(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// saltedPrefix marks a salted hash, so the two kinds never compare equal
+// by accident and a reader can tell which one a row carries.
+const saltedPrefix = "s1:"
+
+// SaltedSpecHash is the spec hash under the Cluster's spec-hash key
+// (HMAC-SHA256, rpc.CmdSpecHashKey): replicated rows and labels then say
+// nothing about low-entropy values in the spec to whoever copies them.
+// Without a key (an entry Machine too old to give one) it is SpecHash.
+func SaltedSpecHash(key []byte, s rpc.ContainerSpec) string {
+	if len(key) == 0 {
+		return SpecHash(s)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(specBytes(s))
+	return saltedPrefix + hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+func specBytes(s rpc.ContainerSpec) []byte {
 	s.ServiceID, s.DeploymentID, s.SpecHash = "", "", ""
 	b, _ := json.Marshal(s) // maps marshal with sorted keys
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return b
+}
+
+// FetchSpecKey asks the entry Machine for the key SaltedSpecHash uses. An
+// entry too old to serve spec_hash_key gives none, and the Deploy writes
+// unsalted hashes as that version did; any other failure is an error.
+func FetchSpecKey(ctx context.Context, c Caller) ([]byte, error) {
+	var k rpc.SpecHashKey
+	err := c.Call(ctx, rpc.Target{}, rpc.CmdSpecHashKey, nil, &k)
+	var re *rpc.Error
+	if errors.As(err, &re) && re.Code == rpc.CodeUnsupported {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spec hash key: %w", err)
+	}
+	return k.Bytes()
 }
 
 // NewID returns n random bytes as hex, for deployment ids, service ids
@@ -79,6 +119,9 @@ type Snapshot struct {
 	Observer   string         `json:"observer"`
 	Machines   []MachineState `json:"machines"`
 	Missing    []Unobserved   `json:"unobserved,omitempty"`
+	// SpecKey salts the spec hashes the plan writes (FetchSpecKey); it
+	// never leaves the process that planned.
+	SpecKey []byte `json:"-"`
 }
 
 // Complete reports whether every Machine the entry knows was observed.
