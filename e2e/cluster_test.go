@@ -140,6 +140,10 @@ func TestCluster(t *testing.T) {
 		forgedMachinesRow(ctx, t, l, ids)
 	})
 
+	t.Run("deleted-machines-row", func(t *testing.T) {
+		deletedMachinesRow(ctx, t, l, ids)
+	})
+
 	t.Run("containers-across-mesh", func(t *testing.T) {
 		if _, err := l.Exec(ctx, "m3", "docker", "run", "-d", "--name", "far", "--network", "ployz", "-e", "MESSAGE=from-m3", lab.TestAppImage); err != nil {
 			t.Fatal(err)
@@ -327,6 +331,51 @@ func TestCluster(t *testing.T) {
 // write its row again at once: m2 and m3 must refuse the forged row, log it
 // by name, flag it in machine ls and keep m1's real endpoint. Once m1 is
 // back, it writes its row again and everyone accepts it.
+// storeWrite runs one statement through a Machine's own store API, as
+// any process holding that Machine's store token (a member) can.
+func storeWrite(ctx context.Context, l *lab.Lab, name, stmt string) (string, error) {
+	token, err := l.Exec(ctx, name, "cat", "/var/lib/ployz/store/token")
+	if err != nil {
+		return "", err
+	}
+	req, _ := json.Marshal([]string{stmt})
+	return l.Exec(ctx, name, "curl", "-sS", "-H", "Authorization: Bearer "+strings.TrimSpace(token),
+		"-H", "Content-Type: application/json", "-d", string(req), "http://127.0.0.1:7571/v1/transactions")
+}
+
+// deletedMachinesRow: a member deletes another Machine's row. Every
+// Machine drops it from its rows, but keeps it as a WireGuard peer for a
+// grace, so the row the victim writes again reaches everyone and the
+// victim is never cut off.
+func deletedMachinesRow(ctx context.Context, t *testing.T, l *lab.Lab, ids map[string]string) {
+	m3 := ids["m3"]
+	start := time.Now()
+	if out, err := storeWrite(ctx, l, "m2", fmt.Sprintf(`DELETE FROM machines WHERE id = '%s'`, m3)); err != nil || !strings.Contains(out, `"rows_affected":1`) {
+		t.Fatalf("delete m3's row through m2's store: %v: %s", err, out)
+	}
+	for _, name := range []string{"m1", "m2", "m3"} {
+		eventually(t, 60*time.Second, name+" holds m3's row again, signed and up", func() error {
+			list, err := lsFrom(ctx, l, name)
+			if err != nil {
+				return err
+			}
+			for _, v := range list.Machines {
+				if v.ID == m3 && v.Trust == "signed" && (name == "m3" || v.Membership == "up") {
+					return nil
+				}
+			}
+			return fmt.Errorf("m3's row is not back on %s", name)
+		})
+	}
+	t.Logf("m3's deleted row was back, signed, on every Machine %v after the delete", time.Since(start).Round(10*time.Millisecond))
+	for _, name := range []string{"m1", "m2"} {
+		wg, err := l.Exec(ctx, name, "wg", "show", "ployz-wg", "peers")
+		if err != nil || len(strings.Fields(wg)) != 2 {
+			t.Fatalf("%s: want 2 WireGuard peers after m3's row came back: %v: %s", name, err, wg)
+		}
+	}
+}
+
 func forgedMachinesRow(ctx context.Context, t *testing.T, l *lab.Lab, ids map[string]string) {
 	const forged = "203.0.113.66:51820"
 	m1 := ids["m1"]
@@ -343,15 +392,8 @@ func forgedMachinesRow(ctx context.Context, t *testing.T, l *lab.Lab, ids map[st
 		}
 	}
 	defer heal()
-	token, err := l.Exec(ctx, "m2", "cat", "/var/lib/ployz/store/token")
-	if err != nil {
-		t.Fatal(err)
-	}
 	stmt := fmt.Sprintf(`UPDATE machines SET body = json_set(body, '$.endpoints', json_array('%s')) WHERE id = '%s'`, forged, m1)
-	req, _ := json.Marshal([]string{stmt})
-	out, err := l.Exec(ctx, "m2", "curl", "-sS", "-H", "Authorization: Bearer "+strings.TrimSpace(token),
-		"-H", "Content-Type: application/json", "-d", string(req), "http://127.0.0.1:7571/v1/transactions")
-	if err != nil || !strings.Contains(out, `"rows_affected":1`) {
+	if out, err := storeWrite(ctx, l, "m2", stmt); err != nil || !strings.Contains(out, `"rows_affected":1`) {
 		t.Fatalf("forge m1's row through m2's store: %v: %s", err, out)
 	}
 	for _, name := range []string{"m2", "m3"} {

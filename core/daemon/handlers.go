@@ -251,20 +251,19 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 			}
 		}
 	}
-	res, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: req.ID, Owner: req.ID, Body: body})
+	// The joiner needs the Cluster secret to reach the store's gossip; it
+	// travels back over this (operator-authorised) call, never in a row.
+	// Read before the row is written: a refused call leaves nothing.
+	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
 	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
+	}
+	if _, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: req.ID, Owner: req.ID, Body: body}); err != nil {
 		return nil, err
 	}
 	h, err := st.Health(ctx)
 	if err != nil {
 		return nil, err
-	}
-	_ = res
-	// The joiner needs the Cluster secret to reach the store's gossip; it
-	// travels back over this (operator-authorised) call, never in a row.
-	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
-	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
 	}
 	out := map[string]any{"store_versions": h.Vector, "cluster_secret": secret.Hex()}
 	if d.trust != nil {

@@ -180,8 +180,13 @@ func TestPublishMachine(t *testing.T) {
 	if err := os.Remove(store.ClusterSecretPath(d.cfg.DataDir)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hcall(t, d.publishMachine, good); rpcCode(err) != rpc.CodeFailedPrecond {
+	other := good
+	other.ID, other.Name = "joiner2", "m3"
+	if _, err := hcall(t, d.publishMachine, other); rpcCode(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("no secret: %v", err)
+	}
+	if _, ok, _ := st.Machines().Get(ctx, "joiner2"); ok {
+		t.Fatal("a call refused for want of a Cluster secret left the joiner's row behind")
 	}
 	// A Machine with no store refuses before writing anything.
 	d.active = nil

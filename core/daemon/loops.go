@@ -36,18 +36,21 @@ func (d *Daemon) act() *active {
 func (d *Daemon) peerLoop(ctx context.Context) {
 	a := d.act()
 	var last string
+	departed := newDepartedPeers()
 	// Woken by a change of the machines table (a Machine's key,
 	// endpoints, membership, or its row signed again when it publishes),
 	// polled every peerPeriod while the subscription is not open.
 	w := d.watchStore(ctx, `SELECT id, body FROM machines`)
 	for {
 		rec := d.record()
+		var expires time.Time
 		vs, err := d.machineVerdicts(ctx, a.store)
 		if err == nil {
 			if d.selfRowStale(vs) {
 				d.kickPublish()
 			}
-			peers := peersFromRows(trust.Accepted(vs), rec.ID)
+			var peers []mesh.Peer
+			peers, expires = departed.merge(peersFromRows(trust.Accepted(vs), rec.ID))
 			if rec.Phase == machine.Joining {
 				peers = mergePeers(peers, meshPeers(rec.JoinPeers))
 			}
@@ -60,7 +63,7 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 				}
 			}
 		}
-		t := time.NewTimer(waitPeriod(w, peerPeriod, rec.Phase == machine.Joining))
+		t := time.NewTimer(untilExpiry(waitPeriod(w, peerPeriod, rec.Phase == machine.Joining), expires))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -70,6 +73,18 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 			t.Stop()
 		}
 	}
+}
+
+// untilExpiry shortens wait so the loop wakes when a departed peer's
+// grace ends.
+func untilExpiry(wait time.Duration, expires time.Time) time.Duration {
+	if expires.IsZero() {
+		return wait
+	}
+	if d := time.Until(expires) + 100*time.Millisecond; d < wait {
+		return d
+	}
+	return wait
 }
 
 func peersFromRows(rows []store.Row[store.MachineBody], self string) []mesh.Peer {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/store"
 )
@@ -38,18 +39,17 @@ func (d *Daemon) trustedMachines(ctx context.Context, st *store.Client) ([]store
 
 // selfRowStale reports whether this Machine's own row in the store is not
 // one it signed (forged, refused, or still the entry's enrollment row),
-// so it is written again at once.
+// or is gone while this Machine takes part in the Cluster (any member can
+// delete a row), so it is written again at once. A Machine leaving the
+// Cluster is no longer Participating and stays deleted.
 func (d *Daemon) selfRowStale(vs []trust.Verdict) bool {
-	if d.trust == nil {
-		return false
-	}
-	self := d.record().ID
+	rec := d.record()
 	for _, v := range vs {
-		if v.Row.Key == self {
-			return v.Status != trust.Signed
+		if v.Row.Key == rec.ID {
+			return d.trust != nil && v.Status != trust.Signed
 		}
 	}
-	return false
+	return rec.Phase == machine.Participating
 }
 
 // signSelf signs this Machine's own row body before it is written.
