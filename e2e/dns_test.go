@@ -118,6 +118,19 @@ func TestInternalDNS(t *testing.T) {
 			})
 		}
 		eventually(t, 10*time.Second, "machine name", answers("api.demo-prod."+ids["m3"]+".machine.internal", []string{ip3}))
+		// PTR: a Container address names its Service; another address in
+		// the Cluster network is NXDOMAIN, never asked upstream.
+		eventually(t, 10*time.Second, "PTR of m3's api Container", func() error {
+			out, err := l.Exec(ctx, "m1", "ployz-dns", "lookup", "--server", server, "--type", "PTR", ip3)
+			if f := strings.Fields(out); err != nil || len(f) != 2 || f[0] != "NOERROR" || f[1] != "api.demo-prod.internal." {
+				return fmt.Errorf("PTR %s: %v: %q, want NOERROR api.demo-prod.internal.", ip3, err, out)
+			}
+			return nil
+		})
+		unused := strings.Join(strings.Split(ip3, ".")[:3], ".") + ".250"
+		if out, err := l.Exec(ctx, "m1", "ployz-dns", "lookup", "--server", server, "--type", "PTR", unused); err != nil || strings.TrimSpace(out) != "NXDOMAIN" {
+			t.Errorf("PTR of unused Cluster address %s: %v: %q, want NXDOMAIN", unused, err, out)
+		}
 		// <service>.internal resolves in the namespace of the Container
 		// asking: a demo-prod Container on m1 reaches api.internal.
 		if _, err := l.Exec(ctx, "m1", "docker", "run", "-d", "--name", "client-m1", "--network", "ployz", "--dns", gws["m1"],

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -217,12 +218,16 @@ func lookup(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", "", "resolver ip:port")
+	qtype := fs.String("type", "A", "query type: A, AAAA, PTR (NAME is then an IP address), TXT or SRV")
 	if err := fs.Parse(args); err != nil || *server == "" || fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: ployz-dns lookup --server ADDR NAME")
+		fmt.Fprintln(stderr, "usage: ployz-dns lookup --server ADDR [--type A|AAAA|PTR|TXT|SRV] NAME")
 		return 2
 	}
-	m := new(miekg.Msg)
-	m.SetQuestion(miekg.Fqdn(fs.Arg(0)), miekg.TypeA)
+	m, err := lookupQuestion(*qtype, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "lookup:", err)
+		return 2
+	}
 	r, _, err := (&miekg.Client{Timeout: 2 * time.Second}).Exchange(m, *server)
 	if err != nil {
 		fmt.Fprintln(stderr, "lookup:", err)
@@ -230,9 +235,45 @@ func lookup(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, miekg.RcodeToString[r.Rcode])
 	for _, rr := range r.Answer {
-		if a, ok := rr.(*miekg.A); ok {
-			fmt.Fprintln(stdout, a.A.String())
+		if v := answerValue(rr); v != "" {
+			fmt.Fprintln(stdout, v)
 		}
 	}
 	return 0
+}
+
+// lookupQuestion builds the query; for PTR the name is an IP address,
+// turned into its reverse name.
+func lookupQuestion(qtype, name string) (*miekg.Msg, error) {
+	t, ok := miekg.StringToType[strings.ToUpper(qtype)]
+	if !ok {
+		return nil, fmt.Errorf("--type %q is not a DNS query type", qtype)
+	}
+	if t == miekg.TypePTR {
+		rev, err := miekg.ReverseAddr(name)
+		if err != nil {
+			return nil, fmt.Errorf("--type PTR wants an IP address, got %q", name)
+		}
+		name = rev
+	}
+	m := new(miekg.Msg)
+	m.SetQuestion(miekg.Fqdn(name), t)
+	return m, nil
+}
+
+// answerValue is an answer record's data as one line.
+func answerValue(rr miekg.RR) string {
+	switch v := rr.(type) {
+	case *miekg.A:
+		return v.A.String()
+	case *miekg.AAAA:
+		return v.AAAA.String()
+	case *miekg.PTR:
+		return v.Ptr
+	case *miekg.TXT:
+		return strings.Join(v.Txt, " ")
+	case *miekg.SRV:
+		return fmt.Sprintf("%d %d %d %s", v.Priority, v.Weight, v.Port, v.Target)
+	}
+	return ""
 }
