@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,26 @@ func TestDeploy(t *testing.T) {
 			if o := ops(doc.Plan, svc); o["unchanged"] == 0 || len(o) != 1 {
 				t.Errorf("%s rows %v, want only unchanged", svc, o)
 			}
+		}
+	})
+
+	t.Run("spec-hashes-salted", func(t *testing.T) {
+		// Labels and replicated rows carry the Cluster-salted hash only.
+		for _, m := range l.Machines {
+			out, err := l.Exec(ctx, m.Name, "docker", "ps", "-a", "--filter", "label=ployz.service", "--format", `{{.Label "ployz.spec_hash"}}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range strings.Fields(out) {
+				if !strings.HasPrefix(h, "s1:") {
+					t.Errorf("%s: a Container carries the unsalted spec hash %q", m.Name, h)
+				}
+			}
+		}
+		rows, err := l.Exec(ctx, "m1", "sh", "-c", `curl -sS -H "Authorization: Bearer $(cat /var/lib/ployz/store/token)" -H 'Content-Type: application/json' `+
+			`-d '"SELECT json_extract(body, '"'"'$.spec_hash'"'"') FROM containers"' http://127.0.0.1:7571/v1/queries`)
+		if err != nil || !strings.Contains(rows, `"s1:`) || regexp.MustCompile(`"[0-9a-f]{16}"`).MatchString(rows) {
+			t.Errorf("containers rows' spec hashes: %v\n%s", err, rows)
 		}
 	})
 
