@@ -94,6 +94,8 @@ type Daemon struct {
 	rec    machine.Record
 	active *active       // what runs while joining or participating; nil otherwise
 	kick   chan struct{} // asks publishLoop to write this Machine's row now
+	// peerGrace overrides departedGrace (tests).
+	peerGrace time.Duration
 }
 
 // active holds the parts a Cluster member runs.

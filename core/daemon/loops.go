@@ -37,6 +37,9 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 	a := d.act()
 	var last string
 	departed := newDepartedPeers()
+	if d.peerGrace > 0 {
+		departed.grace = d.peerGrace
+	}
 	// Woken by a change of the machines table (a Machine's key,
 	// endpoints, membership, or its row signed again when it publishes),
 	// polled every peerPeriod while the subscription is not open.

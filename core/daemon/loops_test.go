@@ -213,6 +213,7 @@ func TestPeerLoop(t *testing.T) {
 	m := testMesh(t)
 	d, st, _ := machineDaemon(t, "m1")
 	d.active.mesh = m
+	d.peerGrace = 3 * peerPeriod
 	d.rec.Phase = machine.Joining
 	joinKey := newKey(t)
 	d.rec.JoinPeers = []machine.Peer{{ID: "m0", PublicKey: joinKey.String(), Subnet: netip.MustParsePrefix("10.249.9.0/24")}}
@@ -233,7 +234,27 @@ func TestPeerLoop(t *testing.T) {
 	if _, err := st.Machines().Delete(context.Background(), "m2"); err != nil {
 		t.Fatal(err)
 	}
+	// m2 stays a peer for the grace, so a row it writes again could reach
+	// this Machine, then goes.
+	time.Sleep(peerPeriod)
+	if got := peersOf(t, m); len(got) != 1 {
+		t.Fatalf("m2 dropped before its grace ended: peers %v", got)
+	}
 	waitPeers(t, m, map[string]string{})
+}
+
+// peersOf is the device's peers: public key → subnet.
+func peersOf(t *testing.T, m *mesh.Mesh) map[string]string {
+	t.Helper()
+	s, err := m.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range s.Peers {
+		got[p.PublicKey.String()] = p.Subnet.String()
+	}
+	return got
 }
 
 func waitPeers(t *testing.T, m *mesh.Mesh, want map[string]string) {
@@ -241,14 +262,7 @@ func waitPeers(t *testing.T, m *mesh.Mesh, want map[string]string) {
 	deadline := time.Now().Add(3 * peerPeriod)
 	var got map[string]string
 	for time.Now().Before(deadline) {
-		s, err := m.Status()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = map[string]string{}
-		for _, p := range s.Peers {
-			got[p.PublicKey.String()] = p.Subnet.String()
-		}
+		got = peersOf(t, m)
 		a, _ := json.Marshal(got)
 		b, _ := json.Marshal(want)
 		if string(a) == string(b) {
