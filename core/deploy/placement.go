@@ -84,9 +84,9 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 }
 
 type placer struct {
-	svc      Service
-	snap     Snapshot
-	spec     rpc.ContainerSpec
+	svc  Service
+	snap Snapshot
+	spec rpc.ContainerSpec
 	// unsalted is the spec's hash as versions before salting wrote it.
 	unsalted string
 	machines map[string]MachineState
