@@ -21,14 +21,28 @@ import (
 // runs) to the e2e/lab library: a local lab of Machines as containers, for
 // trying Ployz and for its tests.
 func labCommand() *cobra.Command {
-	var name string
+	lc := &labCLI{}
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run a local lab of Machines as containers on this host",
 	}
-	cmd.PersistentFlags().StringVar(&name, "name", lab.DefaultName, "lab name")
-	open := func(ctx context.Context) (*lab.Lab, error) { return lab.Open(ctx, name) }
+	cmd.PersistentFlags().StringVar(&lc.name, "name", lab.DefaultName, "lab name")
+	cmd.AddCommand(lc.up(), lc.ls(), lc.ssh(), lc.exec(),
+		lc.machineOp("partition", "Cut a Machine off the lab network (it keeps running)", (*lab.Lab).Partition),
+		lc.machineOp("heal", "Reconnect a partitioned Machine", (*lab.Lab).Heal),
+		lc.machineOp("stop", "Stop a Machine, as a power-off would", (*lab.Lab).Stop),
+		lc.machineOp("start", "Start a stopped Machine and wait until it has booted", (*lab.Lab).Start),
+		lc.down())
+	return cmd
+}
 
+// labCLI holds the flags every lab subcommand shares; one method builds
+// each subcommand.
+type labCLI struct{ name string }
+
+func (lc *labCLI) open(ctx context.Context) (*lab.Lab, error) { return lab.Open(ctx, lc.name) }
+
+func (lc *labCLI) up() *cobra.Command {
 	var n int
 	var binDir, osName string
 	up := &cobra.Command{
@@ -44,18 +58,12 @@ func labCommand() *cobra.Command {
 				return err
 			}
 			logf := func(f string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), f+"\n", a...) }
-			l, err := lab.Up(c.Context(), lab.Options{Name: name, Machines: n, OS: dist, BinDir: binDir, Logf: logf})
+			l, err := lab.Up(c.Context(), lab.Options{Name: lc.name, Machines: n, OS: dist, BinDir: binDir, Logf: logf})
 			if err != nil {
 				return err
 			}
-			if _, err := os.Stat(filepath.Join(binDir, "testapp")); err == nil {
-				if err := lab.BuildTestApp(c.Context(), binDir); err != nil {
-					return err
-				}
-				if err := l.LoadImage(c.Context(), lab.TestAppImage); err != nil {
-					return err
-				}
-				logf("lab: loaded %s into every Machine", lab.TestAppImage)
+			if err := loadTestApp(c.Context(), l, binDir, logf); err != nil {
+				return err
 			}
 			return printMachines(c, l, false)
 		},
@@ -63,14 +71,33 @@ func labCommand() *cobra.Command {
 	up.Flags().IntVarP(&n, "machines", "n", 3, "number of Machines")
 	up.Flags().StringVar(&osName, "os", string(lab.DefaultOS), "Machine OS: debian13 (Docker 26) or debian12 (Docker 20.10, the oldest supported)")
 	up.Flags().StringVar(&binDir, "bin-dir", "", "directory of built binaries (default: this executable's directory)")
+	return up
+}
 
+// loadTestApp builds the test application's image and loads it into
+// every Machine, when the binaries include it.
+func loadTestApp(ctx context.Context, l *lab.Lab, binDir string, logf func(string, ...any)) error {
+	if _, err := os.Stat(filepath.Join(binDir, "testapp")); err != nil {
+		return nil
+	}
+	if err := lab.BuildTestApp(ctx, binDir); err != nil {
+		return err
+	}
+	if err := l.LoadImage(ctx, lab.TestAppImage); err != nil {
+		return err
+	}
+	logf("lab: loaded %s into every Machine", lab.TestAppImage)
+	return nil
+}
+
+func (lc *labCLI) ls() *cobra.Command {
 	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the lab's Machines and their addresses",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := open(c.Context())
+			l, err := lc.open(c.Context())
 			if err != nil {
 				return err
 			}
@@ -78,13 +105,16 @@ func labCommand() *cobra.Command {
 		},
 	}
 	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return ls
+}
 
-	ssh := &cobra.Command{
+func (lc *labCLI) ssh() *cobra.Command {
+	return &cobra.Command{
 		Use:   "ssh NAME [COMMAND...]",
 		Short: "SSH into a Machine as root with the lab's key",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			l, err := open(c.Context())
+			l, err := lc.open(c.Context())
 			if err != nil {
 				return err
 			}
@@ -99,13 +129,15 @@ func labCommand() *cobra.Command {
 			return syscall.Exec(bin, append(argv, args[1:]...), os.Environ())
 		},
 	}
+}
 
-	execCmd := &cobra.Command{
+func (lc *labCLI) exec() *cobra.Command {
+	return &cobra.Command{
 		Use:   "exec NAME -- COMMAND...",
 		Short: "Run a command inside a Machine",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			l, err := open(c.Context())
+			l, err := lc.open(c.Context())
 			if err != nil {
 				return err
 			}
@@ -116,38 +148,33 @@ func labCommand() *cobra.Command {
 			return err
 		},
 	}
+}
 
-	machineOp := func(use, short string, op func(*lab.Lab, context.Context, string) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " NAME",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(c *cobra.Command, args []string) error {
-				l, err := open(c.Context())
-				if err != nil {
-					return err
-				}
-				return op(l, c.Context(), args[0])
-			},
-		}
+// machineOp is a subcommand doing op to one Machine of the lab.
+func (lc *labCLI) machineOp(use, short string, op func(*lab.Lab, context.Context, string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			l, err := lc.open(c.Context())
+			if err != nil {
+				return err
+			}
+			return op(l, c.Context(), args[0])
+		},
 	}
+}
 
-	down := &cobra.Command{
+func (lc *labCLI) down() *cobra.Command {
+	return &cobra.Command{
 		Use:   "down",
 		Short: "Remove the lab's Machines, their volumes and network",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return lab.Remove(c.Context(), name)
+			return lab.Remove(c.Context(), lc.name)
 		},
 	}
-
-	cmd.AddCommand(up, ls, ssh, execCmd,
-		machineOp("partition", "Cut a Machine off the lab network (it keeps running)", (*lab.Lab).Partition),
-		machineOp("heal", "Reconnect a partitioned Machine", (*lab.Lab).Heal),
-		machineOp("stop", "Stop a Machine, as a power-off would", (*lab.Lab).Stop),
-		machineOp("start", "Start a stopped Machine and wait until it has booted", (*lab.Lab).Start),
-		down)
-	return cmd
 }
 
 func printMachines(c *cobra.Command, l *lab.Lab, asJSON bool) error {
