@@ -36,75 +36,28 @@ const (
 	classIN = 1
 )
 
+// wireQuery is what the hot path reads of a query.
+type wireQuery struct {
+	flags, qtype uint16
+	qend         int // end of the question section
+	nameLen      int // bytes of the dotted name in wireScratch.name
+	edns, do     bool
+	size         int // the largest response the client takes over UDP
+}
+
 // answerWire returns the response to the query q from src, or ok false
 // when the general path must answer it. The result aliases s.out.
 func (h *Handler) answerWire(q []byte, src netip.Addr, s *wireScratch) (resp []byte, ok bool) {
 	t := h.table.Load()
-	if t == nil || len(q) < 12+5 {
+	if t == nil {
 		return nil, false
 	}
-	flags := binary.BigEndian.Uint16(q[2:])
-	// A query (QR 0), opcode QUERY, not truncated; one question, no
-	// answer or authority records, at most one additional (OPT).
-	if flags&(flagQR|0x7800|flagTC) != 0 || binary.BigEndian.Uint16(q[4:]) != 1 ||
-		binary.BigEndian.Uint16(q[6:]) != 0 || binary.BigEndian.Uint16(q[8:]) != 0 {
-		return nil, false
-	}
-	arcount := binary.BigEndian.Uint16(q[10:])
-	if arcount > 1 {
-		return nil, false
-	}
-	// The question name, lowercased into s.name as dotted text.
-	off, n := 12, 0
-	for {
-		if off >= len(q) {
-			return nil, false
-		}
-		l := int(q[off])
-		off++
-		if l == 0 {
-			break
-		}
-		if l > 63 || off+l > len(q) || n+l+1 > len(s.name) {
-			return nil, false // a compression pointer, or too long
-		}
-		for _, c := range q[off : off+l] {
-			switch {
-			case 'A' <= c && c <= 'Z':
-				c += 'a' - 'A'
-			case c == '.' || c < '!' || c > '~':
-				return nil, false // not a plain host name: let miekg escape it
-			}
-			s.name[n] = c
-			n++
-		}
-		s.name[n] = '.'
-		n++
-		off += l
-	}
-	if n == 0 || off+4 > len(q) {
-		return nil, false
-	}
-	qend := off + 4
-	qtype, qclass := binary.BigEndian.Uint16(q[off:]), binary.BigEndian.Uint16(q[off+2:])
-	if qclass != classIN && qclass != typeANY {
-		return nil, false
-	}
-	// An OPT record (EDNS0) as the only additional record.
-	edns, do, size := false, false, 512
-	if arcount == 1 {
-		o := q[qend:]
-		if len(o) < 11 || o[0] != 0 || binary.BigEndian.Uint16(o[1:]) != typeOPT || o[6] != 0 ||
-			11+int(binary.BigEndian.Uint16(o[9:])) != len(o) {
-			return nil, false // not OPT, a version other than 0, or trailing bytes
-		}
-		edns, do = true, o[7]&0x80 != 0
-		size = max(int(binary.BigEndian.Uint16(o[3:])), 512)
-	} else if qend != len(q) {
+	wq, ok := parseWireQuery(q, s)
+	if !ok {
 		return nil, false
 	}
 	// The name string aliases s.name only for this query: nothing keeps it.
-	name := ParseName(unsafe.String(&s.name[0], n))
+	name := ParseName(unsafe.String(&s.name[0], wq.nameLen))
 	switch name.Kind {
 	case NameExternal, NameReverse:
 		return nil, false
@@ -118,22 +71,104 @@ func (h *Handler) answerWire(q []byte, src netip.Addr, s *wireScratch) (resp []b
 	if !found {
 		rcode = 3 // NXDOMAIN
 		ips = ips[:0]
-	} else if qtype != typeA && qtype != typeANY {
+	} else if wq.qtype != typeA && wq.qtype != typeANY {
 		ips = ips[:0] // the name exists, it has no record of this type
 	}
+	s.out = writeWireAnswer(s.out[:0], q, wq, ips, rcode)
+	return s.out, true
+}
 
-	out := append(s.out[:0], q[:qend]...)
-	out[2], out[3] = 0, 0
-	binary.BigEndian.PutUint16(out[2:], flagQR|flagAA|flagRA|flags&(flagRD|flagCD)|rcode)
+// parseWireQuery checks q is a query the hot path answers and reads its
+// question name, lowercased, into s.name as dotted text.
+func parseWireQuery(q []byte, s *wireScratch) (wq wireQuery, ok bool) {
+	if len(q) < 12+5 {
+		return wq, false
+	}
+	wq.flags = binary.BigEndian.Uint16(q[2:])
+	// A query (QR 0), opcode QUERY, not truncated; one question, no
+	// answer or authority records, at most one additional (OPT).
+	if wq.flags&(flagQR|0x7800|flagTC) != 0 || binary.BigEndian.Uint16(q[4:]) != 1 ||
+		binary.BigEndian.Uint16(q[6:]) != 0 || binary.BigEndian.Uint16(q[8:]) != 0 {
+		return wq, false
+	}
+	arcount := binary.BigEndian.Uint16(q[10:])
+	if arcount > 1 {
+		return wq, false
+	}
+	off, n, ok := readWireName(q, s)
+	if !ok || n == 0 || off+4 > len(q) {
+		return wq, false
+	}
+	wq.nameLen, wq.qend = n, off+4
+	wq.qtype = binary.BigEndian.Uint16(q[off:])
+	if qclass := binary.BigEndian.Uint16(q[off+2:]); qclass != classIN && qclass != typeANY {
+		return wq, false
+	}
+	wq.size = 512
+	if arcount == 0 {
+		return wq, wq.qend == len(q)
+	}
+	// An OPT record (EDNS0) as the only additional record.
+	o := q[wq.qend:]
+	if len(o) < 11 || o[0] != 0 || binary.BigEndian.Uint16(o[1:]) != typeOPT || o[6] != 0 ||
+		11+int(binary.BigEndian.Uint16(o[9:])) != len(o) {
+		return wq, false // not OPT, a version other than 0, or trailing bytes
+	}
+	wq.edns, wq.do = true, o[7]&0x80 != 0
+	wq.size = max(int(binary.BigEndian.Uint16(o[3:])), 512)
+	return wq, true
+}
+
+// readWireName reads the question name at offset 12 into s.name,
+// returning the offset after it and its length; ok is false for a
+// compression pointer, a name too long, or a label that is not a plain
+// host name (the general path escapes those).
+func readWireName(q []byte, s *wireScratch) (off, n int, ok bool) {
+	off = 12
+	for {
+		if off >= len(q) {
+			return 0, 0, false
+		}
+		l := int(q[off])
+		off++
+		if l == 0 {
+			return off, n, true
+		}
+		if l > 63 || off+l > len(q) || n+l+1 > len(s.name) {
+			return 0, 0, false
+		}
+		for _, c := range q[off : off+l] {
+			switch {
+			case 'A' <= c && c <= 'Z':
+				c += 'a' - 'A'
+			case c == '.' || c < '!' || c > '~':
+				return 0, 0, false
+			}
+			s.name[n] = c
+			n++
+		}
+		s.name[n] = '.'
+		n++
+		off += l
+	}
+}
+
+// writeWireAnswer appends to out the response: q's header and question,
+// one A record per address that fits the client's size (TC set when not
+// all do), and an OPT record when the query had one.
+func writeWireAnswer(out, q []byte, wq wireQuery, ips []netip.Addr, rcode uint16) []byte {
+	out = append(out, q[:wq.qend]...)
+	flags := flagQR | flagAA | flagRA | wq.flags&(flagRD|flagCD) | rcode
 	optLen := 0
-	if edns {
+	if wq.edns {
 		optLen = 11
 	}
 	fit := ips
-	if len(out)+16*len(ips)+optLen > size {
-		fit = ips[:max(0, (size-len(out)-optLen)/16)]
-		binary.BigEndian.PutUint16(out[2:], flagQR|flagAA|flagRA|flagTC|flags&(flagRD|flagCD)|rcode)
+	if len(out)+16*len(ips)+optLen > wq.size {
+		fit = ips[:max(0, (wq.size-len(out)-optLen)/16)]
+		flags |= flagTC
 	}
+	binary.BigEndian.PutUint16(out[2:], flags)
 	binary.BigEndian.PutUint16(out[6:], uint16(len(fit)))
 	binary.BigEndian.PutUint16(out[8:], 0)
 	binary.BigEndian.PutUint16(out[10:], 0)
@@ -142,14 +177,13 @@ func (h *Handler) answerWire(q []byte, src netip.Addr, s *wireScratch) (resp []b
 		// Owner: a pointer to the question name at offset 12; A, IN, TTL 0, 4 bytes.
 		out = append(out, 0xC0, 12, 0, typeA, 0, classIN, 0, 0, 0, 0, 0, 4, a[0], a[1], a[2], a[3])
 	}
-	if edns {
+	if wq.edns {
 		var dob byte
-		if do {
+		if wq.do {
 			dob = 0x80
 		}
 		out = append(out, 0, 0, typeOPT, byte(ednsSize>>8), byte(ednsSize&0xff), 0, 0, dob, 0, 0, 0)
 		binary.BigEndian.PutUint16(out[10:], 1)
 	}
-	s.out = out
-	return out, true
+	return out
 }
