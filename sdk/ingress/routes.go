@@ -86,117 +86,145 @@ func ServiceKey(namespace, service string) string { return serving.ServiceKey(na
 // Machine's come first, then by address. An owner without one is pending.
 // Rows whose routes are invalid are skipped and reported with the field.
 func Compute(in Input) Routes {
-	out := Routes{Pointers: map[string]string{}}
-	pointers := serving.PointerMap(in.Pointers)
-	for k, p := range pointers {
-		out.Pointers[k] = p.ID
+	rc := &routeComputation{in: in, out: Routes{Pointers: map[string]string{}}, pointers: serving.PointerMap(in.Pointers),
+		claims: map[string]*claim{}, held: map[string]string{}, machine: strings.ToLower(in.Machine)}
+	for k, p := range rc.pointers {
+		rc.out.Pointers[k] = p.ID
 	}
-	claims := map[string]*claim{}
-	held := map[string]string{} // service -> the pointer its held routes follow
-	machine := strings.ToLower(in.Machine)
 	for _, r := range in.Containers {
-		b := r.Body
-		if len(b.Ingress) == 0 {
-			continue
-		}
-		if b.Namespace == "" || b.Service == "" {
-			out.Skipped = append(out.Skipped, rpc.SkippedRoute{Container: r.Key,
-				Reason: `field "namespace"/"service" is empty: routes need the Service's identity`})
-			continue
-		}
-		svc := ServiceKey(b.Namespace, b.Service)
-		// The same verdict Internal DNS follows (package serving).
-		ip, verdict := serving.Judge(r, pointers, in.Sessions)
-		for i, rt := range b.Ingress {
-			id, err := routeIdentity(rt)
-			if err != nil {
-				out.Skipped = append(out.Skipped, rpc.SkippedRoute{Container: r.Key,
-					Reason: fmt.Sprintf("field \"ingress[%d].%s", i, err)})
-				continue
-			}
-			k := id.Key()
-			c := claims[k]
-			if c == nil {
-				c = &claim{route: id, services: map[string]bool{}, ups: map[string][]upstream{}, waiting: map[string]int{}}
-				claims[k] = c
-			}
-			c.services[svc] = true
-			switch verdict {
-			case serving.NotReady:
-			case serving.Waiting:
-				c.waiting[svc]++
-			case serving.Serves:
-				c.ups[svc] = append(c.ups[svc], upstream{addr: netip.AddrPortFrom(ip, uint16(rt.ContainerPort)),
-					id: r.Key, local: strings.EqualFold(r.Owner, machine)})
-			}
-		}
+		rc.claim(r)
 	}
-	for k, c := range claims {
-		claimants := make([]string, 0, len(c.services))
-		for s := range c.services {
-			claimants = append(claimants, s)
-		}
-		slices.Sort(claimants)
-		rt := c.route
-		prev := in.Prev[k]
-		switch p := prev.Owner; {
-		case len(claimants) == 1:
-			rt.Owner = claimants[0]
-		case p != "" && c.services[p]:
-			rt.Owner = p
-		}
-		if rt.Owner != "" {
-			rt.Pointer = out.Pointers[rt.Owner]
-			us := c.ups[rt.Owner]
-			slices.SortFunc(us, func(a, b upstream) int {
-				if a.local != b.local {
-					if a.local {
-						return -1
-					}
-					return 1
-				}
-				return a.addr.Compare(b.addr)
-			})
-			us = slices.CompactFunc(us, func(a, b upstream) bool { return a.addr == b.addr })
-			for _, u := range us {
-				rt.Upstreams = append(rt.Upstreams, u.addr.String())
-				rt.Containers = append(rt.Containers, u.id)
-			}
-			if len(us) == 0 && rt.Pointer != "" && in.Young[rt.Pointer] && prev.Owner == rt.Owner && len(prev.Upstreams) > 0 {
-				// The pointer arrived before its Containers' ready rows:
-				// keep serving what was loaded, and do not ack it yet.
-				rt.Upstreams, rt.Containers, rt.Pointer = prev.Upstreams, prev.Containers, prev.Pointer
-				held[rt.Owner] = prev.Pointer
-			}
-		}
-		switch {
-		case len(claimants) > 1 && rt.Owner == "":
-			rt.State, rt.Claimants = rpc.RouteConflict, claimants
-			rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; nothing published until one remains"
-		case len(claimants) > 1:
-			rt.State, rt.Claimants = rpc.RouteConflict, claimants
-			rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; " + rt.Owner + " keeps it"
-		case len(rt.Upstreams) == 0 && c.waiting[rt.Owner] > 0:
-			rt.State = rpc.RoutePending
-			rt.Detail = fmt.Sprintf("no ready Container the Serving Pointer names (%d ready, not adopted): %s", c.waiting[rt.Owner], pendingAnswer(rt))
-		case len(rt.Upstreams) == 0:
-			rt.State, rt.Detail = rpc.RoutePending, "no ready Container: "+pendingAnswer(rt)
-		case held[rt.Owner] != "" || rt.Pointer != out.Pointers[rt.Owner]:
-			rt.State, rt.Detail = rpc.RoutePublished, "holding the previous upstreams until the Serving Pointer's Containers are seen ready"
-		default:
-			rt.State = rpc.RoutePublished
-		}
-		out.Routes = append(out.Routes, rt)
+	for k, c := range rc.claims {
+		rc.out.Routes = append(rc.out.Routes, rc.route(k, c))
 	}
-	for svc, p := range held {
+	for svc, p := range rc.held {
 		if p == "" {
-			delete(out.Pointers, svc)
+			delete(rc.out.Pointers, svc)
 		} else {
-			out.Pointers[svc] = p
+			rc.out.Pointers[svc] = p
 		}
 	}
-	slices.SortFunc(out.Routes, func(a, b Route) int { return strings.Compare(a.Key(), b.Key()) })
-	return out
+	slices.SortFunc(rc.out.Routes, func(a, b Route) int { return strings.Compare(a.Key(), b.Key()) })
+	return rc.out
+}
+
+// routeComputation is one run of Compute, one method per step.
+type routeComputation struct {
+	in       Input
+	out      Routes
+	pointers map[string]store.ServingBody
+	claims   map[string]*claim
+	held     map[string]string // service -> the pointer its held routes follow
+	machine  string
+}
+
+// claim records the routes one Container row claims, with the row as an
+// upstream when the serving verdict says it serves.
+func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
+	b := r.Body
+	if len(b.Ingress) == 0 {
+		return
+	}
+	if b.Namespace == "" || b.Service == "" {
+		rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
+			Reason: `field "namespace"/"service" is empty: routes need the Service's identity`})
+		return
+	}
+	svc := ServiceKey(b.Namespace, b.Service)
+	// The same verdict Internal DNS follows (package serving).
+	ip, verdict := serving.Judge(r, rc.pointers, rc.in.Sessions)
+	for i, rt := range b.Ingress {
+		id, err := routeIdentity(rt)
+		if err != nil {
+			rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
+				Reason: fmt.Sprintf("field \"ingress[%d].%s", i, err)})
+			continue
+		}
+		k := id.Key()
+		c := rc.claims[k]
+		if c == nil {
+			c = &claim{route: id, services: map[string]bool{}, ups: map[string][]upstream{}, waiting: map[string]int{}}
+			rc.claims[k] = c
+		}
+		c.services[svc] = true
+		switch verdict {
+		case serving.NotReady:
+		case serving.Waiting:
+			c.waiting[svc]++
+		case serving.Serves:
+			c.ups[svc] = append(c.ups[svc], upstream{addr: netip.AddrPortFrom(ip, uint16(rt.ContainerPort)),
+				id: r.Key, local: strings.EqualFold(r.Owner, rc.machine)})
+		}
+	}
+}
+
+// route decides one claimed route: its owner, upstreams and state.
+func (rc *routeComputation) route(k string, c *claim) Route {
+	claimants := make([]string, 0, len(c.services))
+	for s := range c.services {
+		claimants = append(claimants, s)
+	}
+	slices.Sort(claimants)
+	rt := c.route
+	prev := rc.in.Prev[k]
+	switch p := prev.Owner; {
+	case len(claimants) == 1:
+		rt.Owner = claimants[0]
+	case p != "" && c.services[p]:
+		rt.Owner = p
+	}
+	if rt.Owner != "" {
+		rc.upstreams(&rt, c, prev)
+	}
+	rc.state(&rt, c, claimants)
+	return rt
+}
+
+// upstreams fills the owner's ready Containers, this Machine's first. A
+// pointer that arrived before its Containers' ready rows keeps what was
+// loaded, and is not acked yet.
+func (rc *routeComputation) upstreams(rt *Route, c *claim, prev Route) {
+	rt.Pointer = rc.out.Pointers[rt.Owner]
+	us := c.ups[rt.Owner]
+	slices.SortFunc(us, func(a, b upstream) int {
+		if a.local != b.local {
+			if a.local {
+				return -1
+			}
+			return 1
+		}
+		return a.addr.Compare(b.addr)
+	})
+	us = slices.CompactFunc(us, func(a, b upstream) bool { return a.addr == b.addr })
+	for _, u := range us {
+		rt.Upstreams = append(rt.Upstreams, u.addr.String())
+		rt.Containers = append(rt.Containers, u.id)
+	}
+	if len(us) == 0 && rt.Pointer != "" && rc.in.Young[rt.Pointer] && prev.Owner == rt.Owner && len(prev.Upstreams) > 0 {
+		rt.Upstreams, rt.Containers, rt.Pointer = prev.Upstreams, prev.Containers, prev.Pointer
+		rc.held[rt.Owner] = prev.Pointer
+	}
+}
+
+// state names the route's state and why.
+func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
+	switch {
+	case len(claimants) > 1 && rt.Owner == "":
+		rt.State, rt.Claimants = rpc.RouteConflict, claimants
+		rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; nothing published until one remains"
+	case len(claimants) > 1:
+		rt.State, rt.Claimants = rpc.RouteConflict, claimants
+		rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; " + rt.Owner + " keeps it"
+	case len(rt.Upstreams) == 0 && c.waiting[rt.Owner] > 0:
+		rt.State = rpc.RoutePending
+		rt.Detail = fmt.Sprintf("no ready Container the Serving Pointer names (%d ready, not adopted): %s", c.waiting[rt.Owner], pendingAnswer(*rt))
+	case len(rt.Upstreams) == 0:
+		rt.State, rt.Detail = rpc.RoutePending, "no ready Container: "+pendingAnswer(*rt)
+	case rc.held[rt.Owner] != "" || rt.Pointer != rc.out.Pointers[rt.Owner]:
+		rt.State, rt.Detail = rpc.RoutePublished, "holding the previous upstreams until the Serving Pointer's Containers are seen ready"
+	default:
+		rt.State = rpc.RoutePublished
+	}
 }
 
 // routeIdentity validates one row route and returns the route it claims;
