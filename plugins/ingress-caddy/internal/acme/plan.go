@@ -44,116 +44,153 @@ func rank(me string, ids []string) int {
 // the hostname this Machine should issue now (with its current row), if
 // any and none is being issued.
 func (m *Manager) evaluate(rows []store.Row[store.CertificateBody], ms []string) (due string, prev store.Row[store.CertificateBody]) {
-	now := m.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.storeErr = ""
-	snap := Snapshot{TLS: caddyconfig.TLS{Listen: m.cfg.ListenTLS}}
-	type view struct {
-		row store.Row[store.CertificateBody]
-		mat *material
-		bad string
-	}
-	views := map[string]view{}
-	for _, r := range rows {
-		name := strings.ToLower(r.Key)
-		v := view{row: r}
-		mat, err := parseMaterial(name, r.Body)
-		if err != nil {
-			v.bad = err.Error()
-			snap.Skipped = append(snap.Skipped, rpc.SkippedCertificate{Name: r.Key, Reason: err.Error()})
-		}
-		v.mat = mat
-		ch, err := parseChallenge(r.Body)
-		if err != nil {
-			snap.Skipped = append(snap.Skipped, rpc.SkippedCertificate{Name: r.Key, Reason: err.Error()})
-		} else if ch != nil {
-			snap.TLS.Challenges = append(snap.TLS.Challenges, caddyconfig.Challenge{Token: ch.Token, KeyAuthorization: ch.KeyAuthorization})
-		}
-		views[name] = v
-	}
-	slices.SortFunc(snap.TLS.Challenges, func(a, b caddyconfig.Challenge) int { return strings.Compare(a.Token, b.Token) })
-	k := rank(m.cfg.Machine, ms)
+	e := &certEvaluation{m: m, now: m.cfg.Now(), snap: Snapshot{TLS: caddyconfig.TLS{Listen: m.cfg.ListenTLS}},
+		rank: rank(m.cfg.Machine, ms), machines: len(ms)}
+	e.read(rows)
 	wanted := map[string]bool{}
 	for _, h := range m.want {
 		wanted[h] = true
-		v, exists := views[h]
-		b := v.row.Body
-		st := rpc.CertificateState{Hostname: h, State: rpc.CertPending, Error: b.LastError}
-		if b.NextAttemptAt > 0 && b.Failures > 0 {
-			st.NextAttemptAt = b.NextAttemptAt
-		}
-		needs := true
-		if v.mat != nil && now.Before(v.mat.notAfter) {
-			snap.TLS.Certificates = append(snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM})
-			st.State, st.NotAfter, st.Issuer = rpc.CertIssued, v.mat.notAfter.Unix(), b.Issuer
-			needs = !now.Before(v.mat.renewAt())
-		} else if b.Failures > 0 {
-			st.State = rpc.CertFailed
-		}
-		if v.bad != "" {
-			st.Detail = "row skipped: " + v.bad
-		}
-		if !needs {
-			delete(m.firstSeen, h)
-			snap.States = append(snap.States, st)
-			continue
-		}
-		if m.firstSeen[h].IsZero() {
-			m.firstSeen[h] = now
-		}
-		base := m.firstSeen[h]
-		if next := time.Unix(b.NextAttemptAt, 0); b.NextAttemptAt > 0 && next.After(base) {
-			base = next
-		}
-		updated := time.UnixMilli(v.row.UpdatedAt)
-		foreign := exists && b.Challenge != nil && !strings.EqualFold(b.Issuer, m.cfg.Machine)
-		lw := m.local[h]
-		switch {
-		case m.issuing == h:
-			st.Detail = joinDetail(st.Detail, "issuing on this Machine")
-		case foreign && now.Sub(updated) < m.cfg.ChallengeTTL:
-			st.Issuer = b.Issuer
-			st.Detail = joinDetail(st.Detail, "issuance in progress on "+b.Issuer)
-		case now.Before(lw.until):
-			st.Detail = joinDetail(st.Detail, fmt.Sprintf("this Machine's hostname check failed (%s); next check %s",
-				lw.err, lw.until.UTC().Format(time.RFC3339)))
-		default:
-			if foreign && updated.Add(m.cfg.ChallengeTTL).After(base) {
-				base = updated.Add(m.cfg.ChallengeTTL) // an abandoned challenge
-			}
-			at := base.Add(time.Duration(k) * m.cfg.RankDelay)
-			if now.Before(at) {
-				st.Detail = joinDetail(st.Detail, fmt.Sprintf("rank %d of %d: this Machine's turn at %s",
-					k, max(len(ms), k+1), at.UTC().Format(time.RFC3339)))
-			} else if m.issuing == "" && due == "" {
-				due, prev = h, v.row
-				if !exists {
-					prev = store.Row[store.CertificateBody]{Key: h}
-				}
-				st.Detail = joinDetail(st.Detail, "issuing on this Machine")
-			} else {
-				st.Detail = joinDetail(st.Detail, "waiting for this Machine's other issuance")
-			}
-		}
-		snap.States = append(snap.States, st)
+		e.host(h)
 	}
 	for h := range m.firstSeen {
 		if !wanted[h] {
 			delete(m.firstSeen, h)
 		}
 	}
-	if due != "" {
-		m.issuing = due
+	if e.due != "" {
+		m.issuing = e.due
 	}
-	if !reflect.DeepEqual(m.snap.TLS, snap.TLS) {
+	if !reflect.DeepEqual(m.snap.TLS, e.snap.TLS) {
 		select { // the proxy loads the new material or challenges now
 		case m.changed <- struct{}{}:
 		default:
 		}
 	}
-	m.snap = snap
-	return due, prev
+	m.snap = e.snap
+	return e.due, e.prev
+}
+
+// certEvaluation is one evaluate run (the Manager's lock held), one
+// method per step.
+type certEvaluation struct {
+	m        *Manager
+	now      time.Time
+	snap     Snapshot
+	views    map[string]certView
+	rank     int // this Machine's place among the participating Machines
+	machines int
+	due      string
+	prev     store.Row[store.CertificateBody]
+}
+
+// certView is one certificates row as read: its material, or why not.
+type certView struct {
+	row store.Row[store.CertificateBody]
+	mat *material
+	bad string
+}
+
+// read parses every row's material and challenge; a row that does not
+// parse is skipped and reported.
+func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
+	e.views = map[string]certView{}
+	for _, r := range rows {
+		name := strings.ToLower(r.Key)
+		v := certView{row: r}
+		mat, err := parseMaterial(name, r.Body)
+		if err != nil {
+			v.bad = err.Error()
+			e.snap.Skipped = append(e.snap.Skipped, rpc.SkippedCertificate{Name: r.Key, Reason: err.Error()})
+		}
+		v.mat = mat
+		ch, err := parseChallenge(r.Body)
+		if err != nil {
+			e.snap.Skipped = append(e.snap.Skipped, rpc.SkippedCertificate{Name: r.Key, Reason: err.Error()})
+		} else if ch != nil {
+			e.snap.TLS.Challenges = append(e.snap.TLS.Challenges, caddyconfig.Challenge{Token: ch.Token, KeyAuthorization: ch.KeyAuthorization})
+		}
+		e.views[name] = v
+	}
+	slices.SortFunc(e.snap.TLS.Challenges, func(a, b caddyconfig.Challenge) int { return strings.Compare(a.Token, b.Token) })
+}
+
+// host states one wanted hostname: its certificate served while valid,
+// and, when it needs issuing or renewal, whose turn that is.
+func (e *certEvaluation) host(h string) {
+	v, exists := e.views[h]
+	b := v.row.Body
+	st := rpc.CertificateState{Hostname: h, State: rpc.CertPending, Error: b.LastError}
+	if b.NextAttemptAt > 0 && b.Failures > 0 {
+		st.NextAttemptAt = b.NextAttemptAt
+	}
+	needs := true
+	if v.mat != nil && e.now.Before(v.mat.notAfter) {
+		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM})
+		st.State, st.NotAfter, st.Issuer = rpc.CertIssued, v.mat.notAfter.Unix(), b.Issuer
+		needs = !e.now.Before(v.mat.renewAt())
+	} else if b.Failures > 0 {
+		st.State = rpc.CertFailed
+	}
+	if v.bad != "" {
+		st.Detail = "row skipped: " + v.bad
+	}
+	if !needs {
+		delete(e.m.firstSeen, h)
+	} else {
+		e.schedule(h, v, exists, &st)
+	}
+	e.snap.States = append(e.snap.States, st)
+}
+
+// schedule decides whether this Machine issues h now: not while another
+// Machine's challenge is fresh or this Machine's hostname check failed,
+// and only at its rank's turn after the hostname was first wanted (or the
+// next attempt a failure set); one issuance at a time.
+func (e *certEvaluation) schedule(h string, v certView, exists bool, st *rpc.CertificateState) {
+	m, b := e.m, v.row.Body
+	if m.firstSeen[h].IsZero() {
+		m.firstSeen[h] = e.now
+	}
+	base := m.firstSeen[h]
+	if next := time.Unix(b.NextAttemptAt, 0); b.NextAttemptAt > 0 && next.After(base) {
+		base = next
+	}
+	updated := time.UnixMilli(v.row.UpdatedAt)
+	foreign := exists && b.Challenge != nil && !strings.EqualFold(b.Issuer, m.cfg.Machine)
+	lw := m.local[h]
+	switch {
+	case m.issuing == h:
+		st.Detail = joinDetail(st.Detail, "issuing on this Machine")
+		return
+	case foreign && e.now.Sub(updated) < m.cfg.ChallengeTTL:
+		st.Issuer = b.Issuer
+		st.Detail = joinDetail(st.Detail, "issuance in progress on "+b.Issuer)
+		return
+	case e.now.Before(lw.until):
+		st.Detail = joinDetail(st.Detail, fmt.Sprintf("this Machine's hostname check failed (%s); next check %s",
+			lw.err, lw.until.UTC().Format(time.RFC3339)))
+		return
+	}
+	if foreign && updated.Add(m.cfg.ChallengeTTL).After(base) {
+		base = updated.Add(m.cfg.ChallengeTTL) // an abandoned challenge
+	}
+	at := base.Add(time.Duration(e.rank) * m.cfg.RankDelay)
+	switch {
+	case e.now.Before(at):
+		st.Detail = joinDetail(st.Detail, fmt.Sprintf("rank %d of %d: this Machine's turn at %s",
+			e.rank, max(e.machines, e.rank+1), at.UTC().Format(time.RFC3339)))
+	case m.issuing == "" && e.due == "":
+		e.due, e.prev = h, v.row
+		if !exists {
+			e.prev = store.Row[store.CertificateBody]{Key: h}
+		}
+		st.Detail = joinDetail(st.Detail, "issuing on this Machine")
+	default:
+		st.Detail = joinDetail(st.Detail, "waiting for this Machine's other issuance")
+	}
 }
 
 func joinDetail(a, b string) string {
