@@ -110,25 +110,51 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 		return err
 	}
 	s.cols = cols
-	type change struct {
-		kind string
-		key  string
-		row  *srow
+	changes := s.diff(result)
+	if len(changes) == 0 {
+		return nil
 	}
-	var changes, deletes []change
+	lines, last, err := s.persist(ctx, changes, initial)
+	if err != nil {
+		return err
+	}
+	s.last = last
+	for _, c := range changes {
+		if c.kind == "delete" {
+			delete(s.rows, c.key)
+		} else {
+			s.rows[c.key] = c.row
+		}
+	}
+	s.broadcast(lines)
+	return nil
+}
+
+// subChange is one change event of a subscription's result.
+type subChange struct {
+	kind string
+	key  string
+	row  *srow
+}
+
+// diff compares a fresh result with the materialised one: inserts and
+// updates in result order, then deletes, as Corrosion lists the changes
+// of one commit. It records the new order.
+func (s *sub) diff(result []resultRow) []subChange {
+	var changes, deletes []subChange
 	now := map[string]bool{}
 	for _, r := range result {
 		now[r.key] = true
 	}
 	for _, key := range s.order {
 		if r := s.rows[key]; r != nil && !now[key] {
-			deletes = append(deletes, change{"delete", key, r})
+			deletes = append(deletes, subChange{"delete", key, r})
 		}
 	}
 	if s.order == nil { // first run after restart: order was not persisted
 		for key, r := range s.rows {
 			if !now[key] {
-				deletes = append(deletes, change{"delete", key, r})
+				deletes = append(deletes, subChange{"delete", key, r})
 			}
 		}
 		sort.Slice(deletes, func(i, j int) bool { return deletes[i].row.id < deletes[j].row.id })
@@ -139,22 +165,22 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 		old := s.rows[r.key]
 		switch {
 		case old == nil:
-			changes = append(changes, change{"insert", r.key, &srow{id: s.nextRow, vals: r.vals}})
+			changes = append(changes, subChange{"insert", r.key, &srow{id: s.nextRow, vals: r.vals}})
 			s.nextRow++
 		case string(old.vals) != string(r.vals):
-			changes = append(changes, change{"update", r.key, &srow{id: old.id, vals: r.vals}})
+			changes = append(changes, subChange{"update", r.key, &srow{id: old.id, vals: r.vals}})
 		}
 	}
-	// Inserts and updates first, then deletes, as Corrosion lists the
-	// changes of one commit.
-	changes = append(changes, deletes...)
 	s.order = order
-	if len(changes) == 0 {
-		return nil
-	}
+	return append(changes, deletes...)
+}
+
+// persist writes the changes (and, unless initial, their change events)
+// in one transaction, returning the event lines and the last change id.
+func (s *sub) persist(ctx context.Context, changes []subChange, initial bool) ([][]byte, int64, error) {
 	tx, err := s.m.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("subscription %s: begin persist: %w", s.id, err)
+		return nil, 0, fmt.Errorf("subscription %s: begin persist: %w", s.id, err)
 	}
 	defer tx.Rollback()
 	lines := make([][]byte, 0, len(changes))
@@ -165,7 +191,7 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 			line := wireJSON(map[string]any{"change": []any{c.kind, c.row.id, c.row.vals, last}})
 			lines = append(lines, line)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO sub_changes(sub,change_id,line) VALUES(?,?,?)`, s.id, last, string(line)); err != nil {
-				return fmt.Errorf("subscription %s: persist change: %w", s.id, err)
+				return nil, 0, fmt.Errorf("subscription %s: persist change: %w", s.id, err)
 			}
 		}
 		if c.kind == "delete" {
@@ -175,26 +201,24 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 				ON CONFLICT(sub,key) DO UPDATE SET vals=excluded.vals`, s.id, c.key, c.row.id, string(c.row.vals))
 		}
 		if err != nil {
-			return fmt.Errorf("subscription %s: persist row: %w", s.id, err)
+			return nil, 0, fmt.Errorf("subscription %s: persist row: %w", s.id, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM sub_changes WHERE sub=? AND change_id<=?`, s.id, last-changeRetention); err != nil {
-		return fmt.Errorf("subscription %s: trim changes: %w", s.id, err)
+		return nil, 0, fmt.Errorf("subscription %s: trim changes: %w", s.id, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE subs SET last_change=?, next_row=? WHERE id=?`, last, s.nextRow, s.id); err != nil {
-		return fmt.Errorf("subscription %s: persist position: %w", s.id, err)
+		return nil, 0, fmt.Errorf("subscription %s: persist position: %w", s.id, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("subscription %s: commit: %w", s.id, err)
+		return nil, 0, fmt.Errorf("subscription %s: commit: %w", s.id, err)
 	}
-	s.last = last
-	for _, c := range changes {
-		if c.kind == "delete" {
-			delete(s.rows, c.key)
-		} else {
-			s.rows[c.key] = c.row
-		}
-	}
+	return lines, last, nil
+}
+
+// broadcast hands the event lines to every listener; one that cannot keep
+// up is closed (it resumes from its last change id, as Corrosion's do).
+func (s *sub) broadcast(lines [][]byte) {
 	for l := range s.listeners {
 		for _, line := range lines {
 			select {
@@ -211,7 +235,6 @@ func (s *sub) refresh(ctx context.Context, initial bool) error {
 			delete(s.listeners, l)
 		}
 	}
-	return nil
 }
 
 // attach registers a listener and returns the events to send before live
