@@ -15,6 +15,10 @@ type Container struct {
 	Last  int64 `json:"last_unix_nano,omitempty"`
 	// Removed is when the store saw Docker's files of it gone.
 	Removed int64 `json:"removed_unix_nano,omitempty"`
+	// EvictedBefore is the end of its newest chunk retention deleted
+	// while other lines of its hour were kept, for EvictedReason.
+	EvictedBefore int64  `json:"evicted_before_unix_nano,omitempty"`
+	EvictedReason string `json:"evicted_reason,omitempty"`
 }
 
 // Selector picks Containers; empty fields match all. Container matches a

@@ -71,6 +71,7 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 	if err != nil {
 		return err
 	}
+	st.SetChunkBytes(ChunkBytesFor(spec.Budget.MaxBytes))
 	in := NewIngester(spec.DockerRoot, st, log.Named("ingest"))
 	defer in.Close()
 	srv.ready(st, in)
@@ -80,6 +81,7 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 	poll := time.NewTicker(pollEvery)
 	defer poll.Stop()
 	var lastEnforce time.Time
+	var writtenAt int64 // st.Written() at the last enforcement
 	for {
 		select {
 		case <-ctx.Done():
@@ -89,20 +91,36 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 		if err := in.Poll(); err != nil {
 			log.Warn("ingest", "error", err)
 		}
-		if time.Since(lastEnforce) >= enforceEvery {
-			lastEnforce = time.Now()
-			ev, err := st.Enforce(lastEnforce, spec.Budget, Usage{Others: obsfs.Size(spec.MetricsDir()), Free: freeBytes(st.Dir())})
-			if err != nil {
-				log.Warn("retention", "error", err)
-			}
-			for _, e := range ev {
-				log.Info("retention deleted an hour of logs", "hour", e.Hour, "bytes", e.Bytes, "reason", e.Reason)
-			}
+		// A flood is held to the budget: retention also runs once lines
+		// worth a sixteenth of it were written.
+		if time.Since(lastEnforce) >= enforceEvery || st.Written()-writtenAt >= enforceAfterBytes(spec.Budget) {
+			lastEnforce, writtenAt = time.Now(), st.Written()
+			enforce(st, spec, lastEnforce, log)
 		}
 		if watch.Changed() {
 			log.Info("spec changed; restarting onto it")
 			return st.Flush()
 		}
+	}
+}
+
+func enforceAfterBytes(b observe.Budget) int64 { return max(b.MaxBytes/16, minChunkBytes) }
+
+func enforce(st *Store, spec observe.Spec, now time.Time, log hclog.Logger) {
+	ev, err := st.Enforce(now, spec.Budget, Usage{Others: obsfs.Size(spec.MetricsDir()), Free: freeBytes(st.Dir())})
+	if err != nil {
+		log.Warn("retention", "error", err)
+	}
+	var chunks, bytes int64
+	for _, e := range ev {
+		if e.Container == "" {
+			log.Info("retention deleted an hour of logs", "hour", e.Hour, "bytes", e.Bytes, "reason", e.Reason)
+			continue
+		}
+		chunks, bytes = chunks+1, bytes+e.Bytes
+	}
+	if chunks > 0 {
+		log.Info("retention deleted the oldest chunks of the current hour", "chunks", chunks, "bytes", bytes, "reason", ev[len(ev)-1].Reason)
 	}
 }
 

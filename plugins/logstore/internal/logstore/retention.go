@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/ployz/ployz/plugins/internal/obsfs"
@@ -19,64 +20,159 @@ type Usage struct {
 	Free int64
 }
 
-// Eviction is one hour retention deleted.
+// Eviction is one hour, or one chunk of the newest hour, retention
+// deleted.
 type Eviction struct {
-	Hour   string
-	Bytes  int64
-	Reason string
+	Hour string
+	// Container is set when one chunk of its output was deleted, not the
+	// whole hour.
+	Container string
+	Bytes     int64
+	Reason    string
 }
 
 // Enforce deletes whole hours, oldest first, while the oldest hour is past
 // the age cap, the Observe Store is over its size cap, or the disk is
-// under its free floor. now is the clock (tests pass a fake one).
+// under its free floor. Within the newest hour (a flood fills one) it
+// deletes chunks, least recently written first. Once over the size cap it
+// deletes down to a sixteenth under it, so a flood does not call it for
+// every chunk. now is the clock (tests pass a fake one).
 func (s *Store) Enforce(now time.Time, b observe.Budget, u Usage) ([]Eviction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.flushLocked(); err != nil {
 		return nil, fmt.Errorf("log store flush: %w", err)
 	}
-	hours, err := s.hours()
-	if err != nil {
+	e := &enforcer{s: s, now: now, b: b, free: u.Free}
+	if err := e.measure(u.Others); err != nil {
 		return nil, err
 	}
-	sizes := make([]int64, len(hours))
-	used := u.Others + obsfs.Size(filepath.Join(s.dir, "containers.json")) + obsfs.Size(filepath.Join(s.dir, "cursors.json"))
-	for i, h := range hours {
-		sizes[i] = obsfs.Size(filepath.Join(s.dir, "hours", h))
-		used += sizes[i]
+	err := e.run()
+	if perr := s.pruneLocked(); err == nil {
+		err = perr
 	}
-	free := u.Free
-	var out []Eviction
-	for i, h := range hours {
+	return e.out, err
+}
+
+// enforcer is one Enforce pass.
+type enforcer struct {
+	s     *Store
+	now   time.Time
+	b     observe.Budget
+	hours []string
+	chs   map[string][]chunk
+	used  int64
+	free  int64
+	over  bool // passed the size cap: delete down to the low mark
+	out   []Eviction
+}
+
+func (e *enforcer) measure(others int64) error {
+	hours, err := e.s.hours()
+	if err != nil {
+		return err
+	}
+	e.hours, e.chs = hours, map[string][]chunk{}
+	e.used = others + obsfs.Size(filepath.Join(e.s.dir, "containers.json")) + obsfs.Size(filepath.Join(e.s.dir, "cursors.json"))
+	for _, h := range hours {
+		chs, err := e.s.chunks(h)
+		if err != nil {
+			return err
+		}
+		e.chs[h] = chs
+		for _, c := range chs {
+			e.used += c.size
+		}
+	}
+	e.over = e.b.MaxBytes > 0 && e.used > e.b.MaxBytes
+	return nil
+}
+
+// reason is why data of an hour ending at end must go now, "" if none.
+func (e *enforcer) reason(end time.Time) string {
+	switch {
+	case e.b.MaxAgeSeconds > 0 && !end.After(e.now.Add(-e.b.MaxAge())):
+		return "age cap"
+	case e.over && e.used > e.b.MaxBytes-e.b.MaxBytes/16:
+		return "size cap"
+	case e.free >= 0 && e.b.MinFreeBytes > 0 && e.free < e.b.MinFreeBytes:
+		return "disk free floor"
+	}
+	return ""
+}
+
+func (e *enforcer) freed(n int64) {
+	e.used -= n
+	if e.free >= 0 {
+		e.free += n
+	}
+}
+
+func (e *enforcer) run() error {
+	for i, h := range e.hours {
 		start, _ := time.ParseInLocation(hourLayout, h, time.UTC)
 		end := start.Add(time.Hour)
-		var reason string
+		reason := e.reason(end)
 		switch {
-		case b.MaxAgeSeconds > 0 && !end.After(now.Add(-b.MaxAge())):
-			reason = "age cap"
-		case b.MaxBytes > 0 && used > b.MaxBytes:
-			reason = "size cap"
-		case free >= 0 && b.MinFreeBytes > 0 && free < b.MinFreeBytes:
-			reason = "disk free floor"
-		default:
-			return out, s.pruneLocked()
-		}
-		if err := os.RemoveAll(filepath.Join(s.dir, "hours", h)); err != nil {
-			return out, fmt.Errorf("log store: delete hour %s: %w", h, err)
-		}
-		used -= sizes[i]
-		if free >= 0 {
-			free += sizes[i]
-		}
-		out = append(out, Eviction{Hour: h, Bytes: sizes[i], Reason: reason})
-		if end.UnixNano() > s.retention.EvictedBefore {
-			s.retention = retentionState{EvictedBefore: end.UnixNano(), Reason: reason}
-			if err := obsfs.SaveJSON(filepath.Join(s.dir, "retention.json"), s.retention); err != nil {
-				return out, err
+		case reason == "":
+			return nil
+		case reason == "age cap" || i < len(e.hours)-1:
+			if err := e.dropHour(h, end, reason); err != nil {
+				return err
 			}
+		default:
+			return e.dropChunks(h, end)
 		}
 	}
-	return out, s.pruneLocked()
+	return nil
+}
+
+func (e *enforcer) dropHour(h string, end time.Time, reason string) error {
+	s := e.s
+	if err := os.RemoveAll(filepath.Join(s.dir, "hours", h)); err != nil {
+		return fmt.Errorf("log store: delete hour %s: %w", h, err)
+	}
+	var size int64
+	for _, c := range e.chs[h] {
+		size += c.size
+		if oc := s.open[c.id]; oc != nil && oc.hour == h {
+			delete(s.open, c.id)
+		}
+	}
+	e.freed(size)
+	e.out = append(e.out, Eviction{Hour: h, Bytes: size, Reason: reason})
+	if end.UnixNano() > s.retention.EvictedBefore {
+		s.retention = retentionState{EvictedBefore: end.UnixNano(), Reason: reason}
+		return obsfs.SaveJSON(filepath.Join(s.dir, "retention.json"), s.retention)
+	}
+	return nil
+}
+
+// dropChunks deletes chunks of the newest hour h, least recently written
+// first, until the budget holds; each Container losing one gets a gap.
+func (e *enforcer) dropChunks(h string, end time.Time) error {
+	s := e.s
+	chs := e.chs[h]
+	sort.SliceStable(chs, func(i, j int) bool { return chs[i].lastWrite() < chs[j].lastWrite() })
+	for _, c := range chs {
+		reason := e.reason(end)
+		if reason == "" {
+			return nil
+		}
+		if err := os.Remove(c.path(s.dir)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("log store: delete chunk %s/%s: %w", h, c.name, err)
+		}
+		if oc := s.open[c.id]; oc != nil && oc.hour == h && oc.first == c.first {
+			delete(s.open, c.id)
+		}
+		e.freed(c.size)
+		e.out = append(e.out, Eviction{Hour: h, Container: c.id, Bytes: c.size, Reason: reason})
+		if cc := s.containers[c.id]; cc != nil && c.lastWrite() > cc.EvictedBefore {
+			cc.EvictedBefore, cc.EvictedReason = c.lastWrite(), reason
+			s.catDirty = true
+		}
+	}
+	return nil
 }
 
 // pruneLocked forgets Containers none of whose lines are kept any more.

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ployz/ployz/plugins/internal/obsfs"
@@ -30,11 +30,21 @@ type Store struct {
 	containers map[string]*Container
 	catDirty   bool
 	pending    map[segKey][]byte
+	open       map[string]*openChunk // by Container id
+	chunkBytes int
 	retention  retentionState
 	subs       map[*Sub]struct{}
+
+	// written counts bytes flushed to chunks (retention runs when a flood
+	// wrote enough); chunksRead counts chunk files queries read (tests).
+	written    atomic.Int64
+	chunksRead atomic.Int64
 }
 
-type segKey struct{ hour, id string }
+type segKey struct {
+	hour, id string
+	first    int64
+}
 
 // retentionState is retention.json: lines before EvictedBefore were
 // deleted, the last time for Reason.
@@ -49,7 +59,8 @@ func Open(dir string) (*Store, error) {
 	if err := obsfs.OpenVersioned(dir, FormatVersion); err != nil {
 		return nil, fmt.Errorf("log store: %w", err)
 	}
-	s := &Store{dir: dir, containers: map[string]*Container{}, pending: map[segKey][]byte{}, subs: map[*Sub]struct{}{}}
+	s := &Store{dir: dir, containers: map[string]*Container{}, pending: map[segKey][]byte{}, open: map[string]*openChunk{},
+		chunkBytes: defaultChunkBytes, subs: map[*Sub]struct{}{}}
 	var list []*Container
 	if err := obsfs.LoadJSON(filepath.Join(dir, "containers.json"), &list); err != nil {
 		return nil, fmt.Errorf("log store: containers.json: %w", err)
@@ -62,6 +73,17 @@ func Open(dir string) (*Store, error) {
 	}
 	return s, nil
 }
+
+// SetChunkBytes sets the size at which a Container's chunk is closed and
+// a new one started (ChunkBytesFor a budget).
+func (s *Store) SetChunkBytes(n int) {
+	s.mu.Lock()
+	s.chunkBytes = max(n, 1)
+	s.mu.Unlock()
+}
+
+// Written is the count of bytes flushed to chunks since Open.
+func (s *Store) Written() int64 { return s.written.Load() }
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
@@ -84,7 +106,7 @@ func (s *Store) Append(c Container, lines []dockerlog.Line) {
 	s.catDirty = true
 	for _, l := range lines {
 		r := Record{TimeNano: l.TimeNano, Stream: streamByte(l.Source), Line: l.Text}
-		k := segKey{hour: hourOf(l.TimeNano), id: c.ID}
+		k := s.chunkFor(c.ID, l.TimeNano, bodyHeader+recHeader+len(r.Line))
 		s.pending[k] = appendRecord(s.pending[k], r)
 		if cur.First == 0 || l.TimeNano < cur.First {
 			cur.First = l.TimeNano
@@ -98,6 +120,19 @@ func (s *Store) Append(c Container, lines []dockerlog.Line) {
 	}
 }
 
+// chunkFor is the chunk a line of Container id at time t of n bytes goes
+// to: the open one, or a new one when the hour changed or it is full.
+func (s *Store) chunkFor(id string, t int64, n int) segKey {
+	h := hourOf(t)
+	oc := s.open[id]
+	if oc == nil || oc.hour != h || oc.size >= s.chunkBytes {
+		oc = &openChunk{hour: h, first: t}
+		s.open[id] = oc
+	}
+	oc.size += n
+	return segKey{hour: h, id: id, first: oc.first}
+}
+
 // MarkRemoved records that Docker no longer has the Container.
 func (s *Store) MarkRemoved(id string, at time.Time) {
 	s.mu.Lock()
@@ -106,6 +141,8 @@ func (s *Store) MarkRemoved(id string, at time.Time) {
 		c.Removed = at.UnixNano()
 		s.catDirty = true
 	}
+	delete(s.open, id) // no more lines come
+
 }
 
 func hourOf(t int64) string { return time.Unix(0, t).UTC().Format(hourLayout) }
@@ -120,10 +157,11 @@ func (s *Store) Flush() error {
 func (s *Store) flushLocked() error {
 	var errs []error
 	for k, b := range s.pending {
-		if err := obsfs.AppendFile(filepath.Join(s.dir, "hours", k.hour, k.id+".seg"), b); err != nil {
+		if err := obsfs.AppendFile(filepath.Join(s.dir, "hours", k.hour, chunkName(k.id, k.first)), b); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		s.written.Add(int64(len(b)))
 		delete(s.pending, k)
 	}
 	if s.catDirty {
@@ -201,12 +239,8 @@ func (s *Store) Query(q Query) (Result, error) {
 	s.mu.Unlock()
 
 	var res Result
-	if ret.EvictedBefore > 0 && q.From < ret.EvictedBefore {
-		to := ret.EvictedBefore
-		if q.To != 0 && q.To < to {
-			to = q.To
-		}
-		res.Gaps = append(res.Gaps, Gap{From: q.From, To: to, Reason: "deleted by retention (" + ret.Reason + ")"})
+	if g, ok := retentionGap(ret, cat, q); ok {
+		res.Gaps = append(res.Gaps, g)
 	}
 	hours, err := s.hours()
 	if err != nil {
@@ -220,7 +254,11 @@ func (s *Store) Query(q Query) (Result, error) {
 		if (q.To != 0 && start.UnixNano() > q.To) || start.Add(time.Hour).UnixNano() <= q.From {
 			continue
 		}
-		hits, err := s.readHour(h, cat, q)
+		need := 0
+		if q.Newest && q.Limit > 0 {
+			need = q.Limit - len(res.Hits)
+		}
+		hits, err := s.readHour(h, cat, q, need)
 		if err != nil {
 			return res, err
 		}
@@ -244,24 +282,49 @@ func (s *Store) Query(q Query) (Result, error) {
 	return res, nil
 }
 
-// readHour reads the segments of hour h whose Container is in cat.
-func (s *Store) readHour(h string, cat map[string]Container, q Query) ([]Hit, error) {
-	dir := filepath.Join(s.dir, "hours", h)
-	es, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil, nil // deleted by retention meanwhile
+// retentionGap is the part of q's range retention deleted: before the
+// last whole hour it deleted, or before the last chunk it deleted of a
+// Container q selects.
+func retentionGap(ret retentionState, cat map[string]Container, q Query) (Gap, bool) {
+	before, reason := ret.EvictedBefore, ret.Reason
+	for _, c := range cat {
+		if c.EvictedBefore > before {
+			before, reason = c.EvictedBefore, c.EvictedReason
+		}
 	}
+	if before == 0 || q.From >= before {
+		return Gap{}, false
+	}
+	if q.To != 0 && q.To < before {
+		before = q.To
+	}
+	return Gap{From: q.From, To: before, Reason: "deleted by retention (" + reason + ")"}, true
+}
+
+// readHour reads the chunks of hour h whose Container is in cat. With
+// need > 0 it wants the newest need lines: it reads chunks newest first and
+// stops once need lines are newer than anything an unread chunk can hold.
+func (s *Store) readHour(h string, cat map[string]Container, q Query, need int) ([]Hit, error) {
+	all, err := s.chunks(h)
 	if err != nil {
 		return nil, err
 	}
-	var hits []Hit
-	for _, e := range es {
-		id, ok := strings.CutSuffix(e.Name(), ".seg")
-		c, known := cat[id]
-		if !ok || !known {
-			continue
+	var chs []chunk
+	for _, c := range all {
+		if _, known := cat[c.id]; known && (q.To == 0 || c.first <= q.To) && c.upper() >= q.From {
+			chs = append(chs, c)
 		}
-		err := readSegment(filepath.Join(dir, e.Name()), func(r Record) bool {
+	}
+	if need > 0 {
+		sort.Slice(chs, func(i, j int) bool { return chs[i].upper() > chs[j].upper() })
+	}
+	var hits []Hit
+	for _, c := range chs {
+		if need > 0 && newerThan(hits, c.upper()) >= need {
+			break
+		}
+		s.chunksRead.Add(1)
+		err := readSegment(c.path(s.dir), func(r Record) bool {
 			if r.TimeNano < q.From || (q.To != 0 && r.TimeNano > q.To) {
 				return true
 			}
@@ -269,7 +332,7 @@ func (s *Store) readHour(h string, cat map[string]Container, q Query) ([]Hit, er
 				return true
 			}
 			r.Line = append([]byte(nil), r.Line...)
-			hits = append(hits, Hit{Record: r, Container: c})
+			hits = append(hits, Hit{Record: r, Container: cat[c.id]})
 			return true
 		})
 		if err != nil && !os.IsNotExist(err) {
@@ -278,6 +341,17 @@ func (s *Store) readHour(h string, cat map[string]Container, q Query) ([]Hit, er
 	}
 	sort.SliceStable(hits, func(i, j int) bool { return hits[i].TimeNano < hits[j].TimeNano })
 	return hits, nil
+}
+
+// newerThan counts the hits after t.
+func newerThan(hits []Hit, t int64) int {
+	n := 0
+	for _, h := range hits {
+		if h.TimeNano > t {
+			n++
+		}
+	}
+	return n
 }
 
 // hours lists the stored hours, oldest first.

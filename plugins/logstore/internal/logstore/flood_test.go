@@ -1,0 +1,130 @@
+package logstore
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
+	"github.com/ployz/ployz/sdk/observe"
+)
+
+// floodLines are n lines of about 200 bytes from start, step apart.
+func floodLines(start time.Time, step time.Duration, from, n int) []dockerlog.Line {
+	out := make([]dockerlog.Line, n)
+	pad := strings.Repeat("x", 180)
+	for i := range out {
+		out[i] = dockerlog.Line{Source: "stdout", TimeNano: start.Add(time.Duration(from+i) * step).UnixNano(),
+			Text: []byte(fmt.Sprintf("flood %07d %s", from+i, pad))}
+	}
+	return out
+}
+
+// TestFloodIsHeldToTheBudget ingests a flood the way Run does (append,
+// flush, retention once a sixteenth of the budget was written): the store
+// never holds more than the budget plus one poll's lines, the hour before
+// the flood goes first, then the flood's oldest chunks; a query over what
+// went names the gap, and a quiet Container's lines of the same hour stay.
+func TestFloodIsHeldToTheBudget(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	budget := observe.Budget{MaxBytes: 1 << 20, MaxAgeSeconds: int64((24 * time.Hour).Seconds())}
+	s.SetChunkBytes(ChunkBytesFor(budget.MaxBytes))
+	flood := Container{ID: "f100d000", Name: "flood-1", Service: "flood"}
+	quiet := Container{ID: "9a1e7000", Name: "quiet-1", Service: "quiet"}
+	s.Append(quiet, lines(t0.Add(-time.Hour), time.Minute, 30, "before")) // the hour before
+	start := t0.Add(time.Minute)
+	const perPoll, polls = 500, 100 // 50,000 lines of ~200 bytes: ~10 MiB into a 1 MiB budget
+	var writtenAt int64
+	var hourEvicted bool
+	for p := 0; p < polls; p++ {
+		s.Append(flood, floodLines(start, time.Millisecond, p*perPoll, perPoll))
+		s.Append(quiet, lines(start.Add(time.Duration(p*perPoll)*time.Millisecond), time.Millisecond, 1, fmt.Sprintf("quiet%d", p)))
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if s.Written()-writtenAt >= enforceAfterBytes(budget) {
+			writtenAt = s.Written()
+			ev, err := s.Enforce(start.Add(time.Duration(p*perPoll)*time.Millisecond), budget, Usage{Free: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range ev {
+				if e.Container == "" {
+					if hourEvicted || i != 0 || e.Hour != "2026120109" {
+						t.Fatalf("poll %d: evictions %+v: only the hour before the flood goes whole, and first", p, ev)
+					}
+					hourEvicted = true
+				} else if e.Container != flood.ID || e.Reason != "size cap" {
+					t.Fatalf("poll %d: eviction %+v, want the flood's chunks for the size cap", p, e)
+				}
+			}
+		}
+		if size := s.Size(); size > budget.MaxBytes+perPoll*220 {
+			t.Fatalf("poll %d: the store holds %d bytes, budget %d", p, size, budget.MaxBytes)
+		}
+	}
+	if !hourEvicted {
+		t.Fatal("the hour before the flood was kept")
+	}
+	// The flood's first lines are gone, named; its newest are kept.
+	res, err := s.Query(Query{Sel: Selector{Service: "flood"}, From: start.UnixNano(), To: start.Add(time.Second).UnixNano()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) != 0 || len(res.Gaps) != 1 || !strings.Contains(res.Gaps[0].Reason, "size cap") {
+		t.Fatalf("the flood's first second: %d lines, gaps %+v", len(res.Hits), res.Gaps)
+	}
+	res, _ = s.Query(Query{Sel: Selector{Service: "flood"}, Limit: 1, Newest: true})
+	if len(res.Hits) != 1 || !strings.HasPrefix(string(res.Hits[0].Line), fmt.Sprintf("flood %07d ", polls*perPoll-1)) {
+		t.Fatalf("the flood's newest line: %+v", res.Hits)
+	}
+	// The quiet Container's lines of the flood's hour are all there.
+	res, _ = s.Query(Query{Sel: Selector{Service: "quiet"}, From: start.UnixNano()})
+	if len(res.Hits) != polls || len(res.Gaps) != 0 {
+		t.Fatalf("quiet: %d lines (want %d), gaps %+v (want none)", len(res.Hits), polls, res.Gaps)
+	}
+	res, _ = s.Query(Query{Sel: Selector{Service: "quiet"}, From: t0.Add(-time.Hour).UnixNano()})
+	if len(res.Gaps) != 1 || res.Gaps[0].To != t0.UnixNano() || !strings.Contains(res.Gaps[0].Reason, "size cap") {
+		t.Fatalf("quiet from the hour before: gaps %+v, want that hour named", res.Gaps)
+	}
+}
+
+// TestNewestLinesReadOnlyTheLastChunks: the newest lines of a store a
+// flood filled with many chunks come from the last chunks, not the whole
+// store, and equal the tail of a full read.
+func TestNewestLinesReadOnlyTheLastChunks(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	s.SetChunkBytes(minChunkBytes)
+	flood := Container{ID: "f100d000", Name: "flood-1", Service: "web"}
+	quiet := Container{ID: "9a1e7000", Name: "quiet-1", Service: "web"}
+	s.Append(quiet, lines(t0, 200*time.Millisecond, 50, "quiet")) // within the flood's 20 s
+	s.Append(flood, floodLines(t0, time.Millisecond, 0, 20000))
+	s.Flush()
+	all, _ := s.chunks("2026120110")
+	if len(all) < 40 {
+		t.Fatalf("%d chunks, want a flood spread over many", len(all))
+	}
+	full, _ := s.Query(Query{})
+	before := s.chunksRead.Load()
+	res, err := s.Query(Query{Limit: 10, Newest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read := s.chunksRead.Load() - before; read > 3 {
+		t.Fatalf("the newest 10 lines read %d of %d chunks", read, len(all))
+	}
+	want := strings.Join(texts(full.Hits[len(full.Hits)-10:]), "\n")
+	if got := strings.Join(texts(res.Hits), "\n"); got != want {
+		t.Fatalf("newest 10:\n%s\nwant:\n%s", got, want)
+	}
+	// Asking for more lines reaches back into older chunks and the quiet
+	// Container's lines in between, in order.
+	res, _ = s.Query(Query{Limit: 19000, Newest: true})
+	if !strings.Contains(strings.Join(texts(res.Hits), ","), "quiet 49") {
+		t.Fatalf("newest 19000: %d lines, quiet 49 missing", len(res.Hits))
+	}
+	if got, want := strings.Join(texts(res.Hits), "\n"), strings.Join(texts(full.Hits[len(full.Hits)-19000:]), "\n"); got != want {
+		t.Fatal("the newest 19000 lines differ from the tail of a full read")
+	}
+}
