@@ -49,7 +49,9 @@ type chunk struct {
 	next int64
 }
 
-func chunkName(id string, first int64) string { return id + "." + strconv.FormatInt(first, 10) + ".seg" }
+func chunkName(id string, first int64) string {
+	return id + "." + strconv.FormatInt(first, 10) + ".seg"
+}
 
 // parseChunk reads a chunk's file name; hourStart is the start of its hour.
 func parseChunk(name string, hourStart int64) (id string, first int64, ok bool) {
