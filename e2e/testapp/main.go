@@ -9,6 +9,8 @@
 //	EXIT_CODE=N          the exit code of the two modes above
 //	MESSAGE=text         returned by /
 //	NOTIFY_SOCKET=path   send READY=1 there once ready (sd_notify protocol)
+//	FLOOD_LINES_S=N      print N numbered lines of ~200 bytes a second on
+//	                     stdout (a Service flooding its log)
 //	PROXY_CONFIG=path    act as a reverse proxy configured by that file:
 //	                     "upstream URL" and "name TEXT" lines; / is proxied
 //	                     with an X-Proxy-Name: TEXT response header
@@ -21,6 +23,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,6 +76,7 @@ func main() {
 	}
 
 	oomOnSignal()
+	floodLogs()
 	var ready atomic.Bool
 	time.AfterFunc(delay, func() {
 		ready.Store(true)
@@ -152,6 +156,30 @@ func oomOnSignal() {
 				b[i] = 1
 			}
 			hog = append(hog, b)
+		}
+	}()
+}
+
+// floodLogs prints FLOOD_LINES_S lines a second, in batches every 10 ms.
+func floodLogs() {
+	s := os.Getenv("FLOOD_LINES_S")
+	if s == "" {
+		return
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		fatal("FLOOD_LINES_S: %q is not a positive integer", s)
+	}
+	go func() {
+		w := bufio.NewWriterSize(os.Stdout, 256<<10)
+		pad := strings.Repeat("f", 170)
+		seq, start := 0, time.Now()
+		for range time.Tick(10 * time.Millisecond) {
+			due := int(time.Since(start).Seconds() * float64(n))
+			for ; seq < due; seq++ {
+				fmt.Fprintf(w, "flood %09d %s\n", seq, pad)
+			}
+			w.Flush()
 		}
 	}()
 }
