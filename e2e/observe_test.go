@@ -277,3 +277,113 @@ func TestMetricsTopGapsAndPrometheus(t *testing.T) {
 		t.Fatalf("ployz_cpu_cores on m2: %v", f)
 	}
 }
+
+const floodCompose = `name: flood
+services:
+  flood:
+    image: ployz-testapp:latest
+    environment: {FLOOD_LINES_S: "4000"}
+  quiet:
+    image: ployz-testapp:latest
+`
+
+// floodBudget is the Observe Store budget TestDiskBudgetUnderFlood sets:
+// a flood of ~800 kB/s passes it within seconds.
+const floodBudget = 8 << 20
+
+// TestDiskBudgetUnderFlood: with the logstore's budget set small on the
+// Machine (its spec file), a Service floods its log for a minute; the
+// Observe Store's size on disk stays within the budget throughout, the
+// flood's oldest lines go first and a query over them names the gap,
+// while another Container's fresh lines stay readable through `ployz
+// logs` during the flood.
+func TestDiskBudgetUnderFlood(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 1)
+	op := newOperator(t, l)
+	formCluster(t, l, op)
+	ctx := context.Background()
+	m1 := l.Machines[0].Name
+	spec := fmt.Sprintf(`{"budget":{"max_bytes":%d,"min_free_bytes":1}}`, floodBudget)
+	if _, err := l.Exec(ctx, m1, "sh", "-c", "umask 077 && printf '%s' '"+spec+"' > /var/lib/ployz/observe/logstore.json"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the logstore runs on the small budget", func() error {
+		out, err := l.Exec(ctx, m1, "journalctl", "-u", "ployz-plugin@logstore", "--no-pager", "-o", "cat")
+		if err != nil || !strings.Contains(out, fmt.Sprint(floodBudget)) {
+			return fmt.Errorf("journal lacks max_bytes %d: %v", floodBudget, err)
+		}
+		return nil
+	})
+	started := time.Now()
+	if doc, errs, code := deployFile(t, op, floodCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy: exit %d\n%s", code, errs)
+	}
+	quiet := ps(t, op, "flood").Containers
+	var quietID string
+	for _, c := range quiet {
+		if c.Service == "quiet" {
+			quietID = c.ID
+		}
+	}
+	if quietID == "" {
+		t.Fatalf("no quiet Container in %+v", quiet)
+	}
+	var maxSize int64
+	for i := 0; time.Since(started) < 75*time.Second; i++ {
+		out, err := l.Exec(ctx, m1, "du", "-sb", "/var/lib/ployz/observe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var size int64
+		fmt.Sscan(out, &size)
+		maxSize = max(maxSize, size)
+		// du counts directories too: a few kB over the files retention weighs.
+		if size > floodBudget+64<<10 {
+			t.Errorf("%s into the flood the Observe Store holds %d bytes, budget %d", time.Since(started).Round(time.Second), size, floodBudget)
+		}
+		// The binary keeps serving: a quiet Container's new line is readable.
+		marker := fmt.Sprintf("quiet-marker-%d", i)
+		if _, err := l.Exec(ctx, m1, "docker", "exec", quietID, "/testapp", "get", "http://127.0.0.1:8080/log?line="+marker); err != nil {
+			t.Fatal(err)
+		}
+		asked := time.Now()
+		eventually(t, 15*time.Second, "the quiet Container's line during the flood", func() error {
+			out, errs, code := op.run(t, "logs", "quiet", "-p", "flood", "--since", "2m", "--grep", marker)
+			if code != 0 || !strings.Contains(out, marker) {
+				return fmt.Errorf("exit %d: %s%s", code, out, errs)
+			}
+			return nil
+		})
+		if i == 0 || i%4 == 0 {
+			t.Logf("%s: store %d bytes (budget %d); the quiet line readable %s after it was logged",
+				time.Since(started).Round(time.Second), size, floodBudget, time.Since(asked).Round(10*time.Millisecond))
+		}
+		time.Sleep(3 * time.Second)
+	}
+	t.Logf("largest Observe Store seen during the flood: %d bytes of %d", maxSize, floodBudget)
+	out, err := l.Exec(ctx, m1, "journalctl", "-u", "ployz-plugin@logstore", "--no-pager", "-o", "cat")
+	if err != nil || !strings.Contains(out, "retention deleted the oldest chunks") {
+		t.Errorf("the logstore never deleted for the budget: %v\n%s", err, out)
+	}
+	// The flood's first seconds are gone, named; its newest lines are kept.
+	outS, errs, code := op.run(t, "logs", "flood", "-p", "flood", "--since", started.Add(-time.Minute).Format(time.RFC3339Nano),
+		"--until", started.Add(10*time.Second).Format(time.RFC3339Nano), "--json")
+	if code != 0 {
+		t.Fatalf("logs over the flood's start: exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Lines []json.RawMessage `json:"lines"`
+		Notes []string          `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(outS), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Lines) != 0 || len(doc.Notes) == 0 || !strings.Contains(strings.Join(doc.Notes, "\n"), "deleted by retention (size cap)") {
+		t.Errorf("the flood's first 10 s: %d lines, notes %q; want none and the gap named", len(doc.Lines), doc.Notes)
+	}
+	last := op.must(t, "logs", "flood", "-p", "flood", "--tail", "3")
+	if n := strings.Count(last, "| flood "); n != 3 {
+		t.Errorf("the flood's newest 3 lines:\n%s", last)
+	}
+}
