@@ -446,6 +446,7 @@ func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
 func (d *Daemon) finishReset(ctx context.Context) error {
 	d.stopDNS(ctx)
 	d.stopIngress(ctx)
+	d.stopMetrics(ctx)
 	if err := d.cfg.Units.Stop(ctx, StoreUnit); err != nil {
 		d.log.Warn("reset: stop store", "error", err)
 	}

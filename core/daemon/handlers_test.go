@@ -426,20 +426,23 @@ func TestJoinResumesUntilCaughtUp(t *testing.T) {
 }
 
 // TestResetFinishes: reset saves phase resetting before it answers; the
-// teardown then withdraws both serving plugins' files, stops the store,
+// teardown then withdraws the serving and metrics plugins' files, stops the store,
 // WireGuard and plugin units, removes the input filter, the store's state
 // and the WireGuard key, and saves a fresh uninitialized record with a
 // new ID.
 func TestResetFinishes(t *testing.T) {
 	d, _, u := machineDaemon(t, "m1")
 	files := t.TempDir()
-	prevDNS, prevIngress, prevChain := dnsSpecFile, ingressSpecFile, inputChainPrefix
-	t.Cleanup(func() { dnsSpecFile, ingressSpecFile, inputChainPrefix = prevDNS, prevIngress, prevChain })
+	prevDNS, prevIngress, prevMetrics, prevChain := dnsSpecFile, ingressSpecFile, metricsSpecFile, inputChainPrefix
+	t.Cleanup(func() {
+		dnsSpecFile, ingressSpecFile, metricsSpecFile, inputChainPrefix = prevDNS, prevIngress, prevMetrics, prevChain
+	})
 	dnsSpecFile, ingressSpecFile = filepath.Join(files, "dns.json"), filepath.Join(files, "ingress.json")
+	metricsSpecFile = filepath.Join(files, "metrics.json")
 	inputChainPrefix = "PZR" + machine.NewID()[:6]
 	chain := testInputChain(t, inputChainPrefix)
 
-	for _, p := range []string{dnsSpecFile, ingressSpecFile, d.ingressStatusPath(), filepath.Join(d.cfg.DataDir, "endpoints.json")} {
+	for _, p := range []string{dnsSpecFile, ingressSpecFile, metricsSpecFile, d.ingressStatusPath(), filepath.Join(d.cfg.DataDir, "endpoints.json")} {
 		if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -475,14 +478,15 @@ func TestResetFinishes(t *testing.T) {
 	if saved.Phase != machine.Uninitialized || saved.ID == "m1" || saved.ID == "" || saved.Subnet.IsValid() {
 		t.Fatalf("saved after reset %+v", saved)
 	}
-	for _, p := range []string{dnsSpecFile, ingressSpecFile, d.ingressStatusPath(), filepath.Join(d.cfg.DataDir, "endpoints.json"),
+	for _, p := range []string{dnsSpecFile, ingressSpecFile, metricsSpecFile, d.ingressStatusPath(), filepath.Join(d.cfg.DataDir, "endpoints.json"),
 		filepath.Join(d.cfg.DataDir, "store"), d.keyPath()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s survived the reset (%v)", p, err)
 		}
 	}
 	calls := u.seen()
-	for _, want := range []string{"stop " + pluginhost.UnitName(DNSPlugin), "stop " + pluginhost.UnitName(IngressPlugin), "stop " + StoreUnit, "stop " + WireGuardUnit} {
+	for _, want := range []string{"stop " + pluginhost.UnitName(DNSPlugin), "stop " + pluginhost.UnitName(IngressPlugin),
+		"stop " + pluginhost.UnitName(MetricsPlugin), "stop " + StoreUnit, "stop " + WireGuardUnit} {
 		if !slices.Contains(calls, want) {
 			t.Errorf("units %v lack %q", calls, want)
 		}

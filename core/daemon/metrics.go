@@ -24,10 +24,16 @@ const (
 // the Prometheus endpoint on its mesh address.
 func (d *Daemon) metricsPlugin() servingPlugin {
 	return servingPlugin{name: MetricsPlugin, what: "metrics", spec: d.metricsSpec,
-		check: func(b []byte) error { _, err := observe.ParseSpec(b); return err }}
+		check: func(b []byte) error { _, err := observe.ParseSpec(b); return err },
+		kept:  []string{metricsSpecFile}}
 }
 
 func (d *Daemon) metricsLoop(ctx context.Context) { d.keepConfigured(ctx, d.metricsPlugin()) }
+
+// stopMetrics is the reset path: the spec names this Machine's id and its
+// mesh address, both gone; the plugin the host starts again collects on
+// the defaults (no Prometheus endpoint) until the Machine joins anew.
+func (d *Daemon) stopMetrics(ctx context.Context) { d.stopServing(ctx, d.metricsPlugin()) }
 
 func (d *Daemon) metricsSpec() ([]byte, error) {
 	k, err := d.publicKey()

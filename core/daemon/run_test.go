@@ -137,9 +137,12 @@ func TestRunServesAnUninitializedMachine(t *testing.T) {
 // a new ID and without its WireGuard key or store state.
 func TestRunFinishesAnInterruptedReset(t *testing.T) {
 	files := t.TempDir()
-	prevDNS, prevIngress, prevChain := dnsSpecFile, ingressSpecFile, inputChainPrefix
-	t.Cleanup(func() { dnsSpecFile, ingressSpecFile, inputChainPrefix = prevDNS, prevIngress, prevChain })
+	prevDNS, prevIngress, prevMetrics, prevChain := dnsSpecFile, ingressSpecFile, metricsSpecFile, inputChainPrefix
+	t.Cleanup(func() {
+		dnsSpecFile, ingressSpecFile, metricsSpecFile, inputChainPrefix = prevDNS, prevIngress, prevMetrics, prevChain
+	})
 	dnsSpecFile, ingressSpecFile = filepath.Join(files, "dns.json"), filepath.Join(files, "ingress.json")
+	metricsSpecFile = filepath.Join(files, "metrics.json")
 	inputChainPrefix = "PZR" + machine.NewID()[:6] // none: nothing of this host's is removed
 
 	dataDir := t.TempDir()

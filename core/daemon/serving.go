@@ -13,6 +13,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/observe"
 )
 
 // servingRetryEvery paces retries of a serving plugin's configuration, and
@@ -27,6 +28,7 @@ const (
 var (
 	dnsSpecFile      = dns.DefaultSpecPath
 	ingressSpecFile  = ingress.DefaultSpecPath
+	metricsSpecFile  = observe.DefaultMetricsSpecPath
 	inputChainPrefix = "" // dockernet's default, PLOYZ
 	// runtimeUnitDir is where earlier ployzd versions wrote their units
 	// (retireOldServingUnits).
