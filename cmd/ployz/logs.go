@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -116,12 +116,6 @@ func (f logsFlags) historyRequest(q rpc.LogQuery, now time.Time) (rpc.LogHistory
 	return req, nil
 }
 
-// machineLine is one line as printed: which Machine it came from.
-type machineLine struct {
-	Machine string `json:"machine"`
-	rpc.LogRecord
-}
-
 func containerLabel(r rpc.LogRecord) string {
 	if r.ContainerName != "" {
 		return r.ContainerName
@@ -132,7 +126,7 @@ func containerLabel(r rpc.LogRecord) string {
 	return r.ContainerID
 }
 
-func printLine(w io.Writer, l machineLine, asJSON bool) {
+func printLine(w io.Writer, l observe.Line, asJSON bool) {
 	if asJSON {
 		_ = json.NewEncoder(w).Encode(l)
 		return
@@ -141,14 +135,9 @@ func printLine(w io.Writer, l machineLine, asJSON bool) {
 		time.Unix(0, l.Time).UTC().Format("15:04:05.000"), l.Text)
 }
 
-// machineFailure names a Machine that did not answer.
-type machineFailure struct {
-	Machine string `json:"machine"`
-	Error   string `json:"error"`
-}
-
 // printServiceLogs asks every Machine (or --machine) for its stored lines
-// and prints them merged by time.
+// and prints them merged by time; a Machine without a Log Store is read
+// through Docker (observe.History) and named as such.
 func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
 	req, err := f.historyRequest(q, time.Now())
 	if err != nil {
@@ -158,99 +147,37 @@ func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) 
 	if f.machine != "" {
 		t = rpc.Target{Set: []string{f.machine}}
 	}
-	fr, err := s.ent.Fanout(c.Context(), t, rpc.CmdLogHistory, req)
+	logs, err := observe.History(c.Context(), s.ent, t, req)
 	if err != nil {
-		return fmt.Errorf("logs: %w", err)
+		return err
 	}
-	lines, failed, notes := mergeHistory(fr, req)
 	if g.json {
-		if err := printJSON(c.OutOrStdout(), map[string]any{"lines": lines, "failed": failed, "notes": notes}); err != nil {
+		if err := printJSON(c.OutOrStdout(), logs); err != nil {
 			return err
 		}
 	} else {
-		for _, l := range lines {
+		for _, l := range logs.Lines {
 			printLine(c.OutOrStdout(), l, false)
 		}
-		for _, n := range notes {
-			fmt.Fprintln(c.ErrOrStderr(), "note:", n)
-		}
-		for _, m := range failed {
-			fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s did not answer: %s\n", m.Machine, m.Error)
-		}
+		printLogsWarnings(c.ErrOrStderr(), logs)
 	}
-	if len(failed) > 0 {
-		names := make([]string, len(failed))
-		for i, m := range failed {
-			names[i] = m.Machine
-		}
-		return &exitError{code: 3, err: fmt.Errorf("logs are partial: no answer from %s", strings.Join(names, ", "))}
+	if partial := logs.Partial(); len(partial) > 0 {
+		return &exitError{code: 3, err: fmt.Errorf("logs are partial: %s", strings.Join(partial, ", "))}
 	}
 	return nil
 }
 
-// mergeHistory merges every Machine's answer by time (keeping the last
-// Limit lines when the request wanted the newest), and lists the Machines
-// that failed and what the answers said about gaps and truncation.
-func mergeHistory(fr rpc.FanoutResult, req rpc.LogHistoryRequest) (lines []machineLine, failed []machineFailure, notes []string) {
-	for _, r := range fr.Results {
-		name := r.MachineName
-		if name == "" {
-			name = r.MachineID
-		}
-		if r.Error != nil {
-			failed = append(failed, machineFailure{Machine: name, Error: logsRefusal(r.Error)})
-			continue
-		}
-		var h rpc.LogHistory
-		if err := json.Unmarshal(r.Payload, &h); err != nil {
-			failed = append(failed, machineFailure{Machine: name, Error: "malformed log_history answer: " + err.Error()})
-			continue
-		}
-		for _, l := range h.Lines {
-			lines = append(lines, machineLine{Machine: name, LogRecord: l})
-		}
-		for _, g := range h.Gaps {
-			notes = append(notes, fmt.Sprintf("%s: no lines from %s to %s: %s", name, fmtTime(g.From), fmtTime(g.To), g.Reason))
-		}
-		if h.Truncated && !req.Newest {
-			notes = append(notes, fmt.Sprintf("%s: more than %d lines in the range; narrow it with --since/--until", name, req.Limit))
-		}
-		if h.CorruptBytes > 0 {
-			notes = append(notes, fmt.Sprintf("%s: its Log Store skipped %d corrupt bytes of Docker's log files", name, h.CorruptBytes))
-		}
+func printLogsWarnings(w io.Writer, logs observe.Logs) {
+	for _, n := range logs.Notes {
+		fmt.Fprintln(w, "note:", n)
 	}
-	for _, o := range fr.Omitted {
-		name := o.MachineName
-		if name == "" {
-			name = o.MachineID
-		}
-		failed = append(failed, machineFailure{Machine: name, Error: o.Reason})
+	for _, f := range logs.Fallback {
+		fmt.Fprintf(w, "warning: machine %s: %s; FALLBACK: its lines above are Docker's own logs of its %d existing Containers (output of removed Containers is missing)\n",
+			f.Machine, f.Reason, f.Containers)
 	}
-	sort.SliceStable(lines, func(i, j int) bool { return lines[i].Time < lines[j].Time })
-	if req.Newest && req.Limit > 0 && len(lines) > req.Limit {
-		lines = lines[len(lines)-req.Limit:]
+	for _, m := range logs.Failed {
+		fmt.Fprintf(w, "warning: machine %s did not answer: %s\n", m.Machine, m.Error)
 	}
-	sort.Slice(failed, func(i, j int) bool { return failed[i].Machine < failed[j].Machine })
-	return lines, failed, notes
-}
-
-// logsRefusal explains a Machine's refusal, with the way out when its
-// ployzd or its Log Store plugin cannot serve logs.
-func logsRefusal(e *rpc.Error) string {
-	switch {
-	case e.Code == rpc.CodeUnsupported && e.Details["command"] != nil:
-		return e.Error() + " (its ployzd predates the Log Store; upgrade it)"
-	case e.Details["capability"] != nil:
-		return e.Error() + " (its logstore plugin is not serving; see `ployz machine inspect`)"
-	}
-	return e.Error()
-}
-
-func fmtTime(ns int64) string {
-	if ns == 0 {
-		return "the start"
-	}
-	return time.Unix(0, ns).UTC().Format(time.RFC3339)
 }
 
 // followServiceLogs opens tail_logs on every Machine and prints lines as
@@ -311,7 +238,7 @@ func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery)
 					continue
 				}
 				mu.Lock()
-				printLine(c.OutOrStdout(), machineLine{Machine: name, LogRecord: r}, g.json)
+				printLine(c.OutOrStdout(), observe.Line{Machine: name, LogRecord: r}, g.json)
 				mu.Unlock()
 			}
 		}()

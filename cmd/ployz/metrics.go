@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,59 +11,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 )
 
-// machineMetrics is one Machine's query_metrics answer, or why there is none.
-type machineMetrics struct {
-	Machine string             `json:"machine"`
-	Answer  *rpc.MetricsAnswer `json:"answer,omitempty"`
-	Error   string             `json:"error,omitempty"`
-}
-
 // fanoutMetrics asks every Machine (or one) the same query.
-func fanoutMetrics(c *cobra.Command, s session, machine string, req rpc.QueryMetricsRequest) ([]machineMetrics, error) {
-	t := rpc.Target{All: true}
-	if machine != "" {
-		t = rpc.Target{Set: []string{machine}}
-	}
-	fr, err := s.ent.Fanout(c.Context(), t, rpc.CmdQueryMetrics, req)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	var out []machineMetrics
-	for _, r := range fr.Results {
-		mm := machineMetrics{Machine: r.MachineName}
-		if mm.Machine == "" {
-			mm.Machine = r.MachineID
-		}
-		if r.Error != nil {
-			mm.Error = r.Error.Error()
-			if r.Error.Details["capability"] != nil {
-				mm.Error += " (its metrics plugin is not serving; see `ployz machine inspect`)"
-			}
-		} else {
-			var a rpc.MetricsAnswer
-			if err := json.Unmarshal(r.Payload, &a); err != nil {
-				mm.Error = "malformed query_metrics answer: " + err.Error()
-			} else {
-				mm.Answer = &a
-			}
-		}
-		out = append(out, mm)
-	}
-	for _, o := range fr.Omitted {
-		name := o.MachineName
-		if name == "" {
-			name = o.MachineID
-		}
-		out = append(out, machineMetrics{Machine: name, Error: o.Reason})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
-	return out, nil
+func fanoutMetrics(c *cobra.Command, s session, machine string, req rpc.QueryMetricsRequest) ([]observe.MachineMetrics, error) {
+	return observe.Metrics(c.Context(), s.ent, machineTarget(machine), req)
 }
 
-func partialMetrics(ms []machineMetrics) error {
+// machineTarget is every Machine, or the one --machine names.
+func machineTarget(machine string) rpc.Target {
+	if machine != "" {
+		return rpc.Target{Set: []string{machine}}
+	}
+	return rpc.Target{All: true}
+}
+
+func partialMetrics(ms []observe.MachineMetrics) error {
 	var failed []string
 	for _, m := range ms {
 		if m.Error != "" {
@@ -207,7 +170,7 @@ func subjectName(s rpc.MetricSubject) string {
 	return "machine"
 }
 
-func printMetrics(w, errw io.Writer, ms []machineMetrics, from, to int64) {
+func printMetrics(w, errw io.Writer, ms []observe.MachineMetrics, from, to int64) {
 	for _, m := range ms {
 		if m.Error != "" {
 			fmt.Fprintf(errw, "warning: machine %s did not answer: %s\n", m.Machine, m.Error)
@@ -242,112 +205,4 @@ func printMetrics(w, errw io.Writer, ms []machineMetrics, from, to int64) {
 			fmt.Fprintf(w, "  %s  %s %s %s\n", time.Unix(0, mk.Time).Format("Jan 02 15:04:05"), subjectName(mk.Subject), mk.Kind, mk.Detail)
 		}
 	}
-}
-
-// topRow is one Container in `ployz top`.
-type topRow struct {
-	Machine   string   `json:"machine"`
-	Container string   `json:"container"`
-	Namespace string   `json:"namespace"`
-	Service   string   `json:"service"`
-	CPU       *float64 `json:"cpu_cores,omitempty"`
-	Memory    *float64 `json:"memory_bytes,omitempty"`
-}
-
-func topCommand() *cobra.Command {
-	var machine string
-	cmd := &cobra.Command{
-		Use:   "top",
-		Short: "Every Container's CPU and memory across the Cluster, from the last 10 s samples",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			return withSession(c, func(s session) error {
-				req := rpc.QueryMetricsRequest{Metrics: []string{"cpu.cores", "mem.bytes"}, Since: time.Now().Add(-30 * time.Second).UnixNano()}
-				ms, err := fanoutMetrics(c, s, machine, req)
-				if err != nil {
-					return err
-				}
-				rows := topRows(ms)
-				if g.json {
-					if err := printJSON(c.OutOrStdout(), map[string]any{"containers": rows, "machines": machineErrors(ms)}); err != nil {
-						return err
-					}
-				} else {
-					tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 2, 2, ' ', 0)
-					fmt.Fprintln(tw, "MACHINE\tCONTAINER\tNAMESPACE\tSERVICE\tCPU\tMEMORY")
-					for _, r := range rows {
-						cpu, mem := "-", "-"
-						if r.CPU != nil {
-							cpu = fmt.Sprintf("%.1f%%", *r.CPU*100)
-						}
-						if r.Memory != nil {
-							mem = fmtValue("mem.bytes", *r.Memory)
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Container, r.Namespace, r.Service, cpu, mem)
-					}
-					tw.Flush()
-					for _, m := range ms {
-						if m.Error != "" {
-							fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s did not answer: %s\n", m.Machine, m.Error)
-						}
-					}
-				}
-				return partialMetrics(ms)
-			})
-		},
-	}
-	cmd.Flags().StringVar(&machine, "machine", "", "only this Machine (name or id)")
-	return cmd
-}
-
-// topRows takes each Container's last value per metric, busiest first.
-func topRows(ms []machineMetrics) []topRow {
-	byKey := map[string]*topRow{}
-	var rows []*topRow
-	for _, m := range ms {
-		if m.Answer == nil {
-			continue
-		}
-		for _, s := range m.Answer.Series {
-			if s.Subject.ContainerID == "" || len(s.Points) == 0 {
-				continue
-			}
-			k := m.Machine + "/" + s.Subject.ContainerID
-			r := byKey[k]
-			if r == nil {
-				r = &topRow{Machine: m.Machine, Container: s.Subject.ContainerName, Namespace: s.Subject.Namespace, Service: s.Subject.Service}
-				byKey[k] = r
-				rows = append(rows, r)
-			}
-			v := s.Points[len(s.Points)-1].Value
-			switch s.Metric {
-			case "cpu.cores":
-				r.CPU = &v
-			case "mem.bytes":
-				r.Memory = &v
-			}
-		}
-	}
-	out := make([]topRow, len(rows))
-	for i, r := range rows {
-		out[i] = *r
-	}
-	cpu := func(r topRow) float64 {
-		if r.CPU == nil {
-			return -1
-		}
-		return *r.CPU
-	}
-	sort.SliceStable(out, func(i, j int) bool { return cpu(out[i]) > cpu(out[j]) })
-	return out
-}
-
-func machineErrors(ms []machineMetrics) []machineFailure {
-	var out []machineFailure
-	for _, m := range ms {
-		if m.Error != "" {
-			out = append(out, machineFailure{Machine: m.Machine, Error: m.Error})
-		}
-	}
-	return out
 }

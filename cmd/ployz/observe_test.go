@@ -1,11 +1,12 @@
 package main
 
 import (
-	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -22,25 +23,57 @@ func TestParseWhen(t *testing.T) {
 	}
 }
 
-// TestMergeHistoryNamesEveryMachine: lines of all Machines merge by time,
-// a refusing or omitted Machine is listed, never dropped silently.
-func TestMergeHistoryNamesEveryMachine(t *testing.T) {
-	h1, _ := json.Marshal(rpc.LogHistory{Lines: []rpc.LogRecord{{Time: 1, Text: "a1"}, {Time: 3, Text: "a3"}}})
-	h2, _ := json.Marshal(rpc.LogHistory{Lines: []rpc.LogRecord{{Time: 2, Text: "b2"}}, Gaps: []rpc.LogGap{{From: 0, To: 1, Reason: "deleted by retention (size cap)"}}})
-	fr := rpc.FanoutResult{
-		Results: []rpc.TargetResult{{MachineName: "m1", Payload: h1}, {MachineName: "m2", Payload: h2},
-			{MachineName: "m3", Error: rpc.Errorf(rpc.CodeUnavailable, "capability ployz.logs.history.v1 is unavailable").With("capability", rpc.CapLogHistory)}},
-		Omitted: []rpc.Omission{{MachineName: "m4", Reason: "unreachable"}},
+// TestTopFrameFitsTheTerminal: the live view's frame keeps the busiest
+// rows that fit the terminal's height, says how many it left out, and
+// names a Machine that did not answer.
+func TestTopFrameFitsTheTerminal(t *testing.T) {
+	var rows []observe.TopRow
+	for i := 0; i < 30; i++ {
+		cpu := float64(30-i) / 10
+		rows = append(rows, observe.TopRow{Machine: "m1", Container: fmt.Sprintf("web-%02d", i), Service: "web", CPU: &cpu})
 	}
-	lines, failed, notes := mergeHistory(fr, rpc.LogHistoryRequest{Limit: 2, Newest: true})
-	if len(lines) != 2 || lines[0].Text != "b2" || lines[0].Machine != "m2" || lines[1].Text != "a3" {
-		t.Fatalf("lines %+v", lines)
+	frame := topFrame(time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC), rows, []observe.Failure{{Machine: "m3", Error: "unreachable"}}, nil, 12)
+	if n := strings.Count(frame, "\n"); n > 12 {
+		t.Fatalf("a frame of %d lines for a 12-line terminal:\n%s", n, frame)
 	}
-	if len(failed) != 2 || failed[0].Machine != "m3" || !strings.Contains(failed[0].Error, "logstore plugin") || failed[1].Machine != "m4" {
-		t.Fatalf("failed %+v", failed)
+	for _, want := range []string{"01:02:03", "q or Ctrl-C quits", "web-00", "300.0%", "more Containers", "machine m3 did not answer: unreachable"} {
+		if !strings.Contains(frame, want) {
+			t.Errorf("frame lacks %q:\n%s", want, frame)
+		}
 	}
-	if len(notes) != 1 || !strings.Contains(notes[0], "size cap") {
-		t.Fatalf("notes %v", notes)
+	if strings.Contains(frame, "web-29") {
+		t.Errorf("the idlest row is shown in a short terminal:\n%s", frame)
+	}
+	if frame := topFrame(time.Now(), rows, nil, nil, 0); !strings.Contains(frame, "web-29") {
+		t.Errorf("an unknown height clips rows:\n%s", frame)
+	}
+}
+
+// TestWatchKeysQuits: q, Ctrl-C (a byte in raw mode) and the end of input
+// quit the live view; other keys do not.
+func TestWatchKeysQuits(t *testing.T) {
+	for name, in := range map[string]string{"q": "xyq", "ctrl-c": "\x03", "eof": "abc"} {
+		quit := make(chan struct{})
+		watchKeys(strings.NewReader(in), func() { close(quit) })
+		select {
+		case <-quit:
+		default:
+			t.Errorf("%s: did not quit", name)
+		}
+	}
+}
+
+// TestLogsWarningsMarkTheFallback: a Machine read through Docker is named
+// on stderr as a fallback, apart from Machines that failed.
+func TestLogsWarningsMarkTheFallback(t *testing.T) {
+	var b strings.Builder
+	printLogsWarnings(&b, observe.Logs{Fallback: []observe.Fallback{{Machine: "m2", Reason: "command unsupported", Containers: 2}},
+		Failed: []observe.Failure{{Machine: "m3", Error: "unreachable"}}, Notes: []string{"m1: no lines from a to b: deleted by retention (size cap)"}})
+	out := b.String()
+	for _, want := range []string{"note: m1: no lines", "warning: machine m2: command unsupported; FALLBACK", "2 existing Containers", "machine m3 did not answer"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
 	}
 }
 
