@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +208,13 @@ func TestMetricsTopGapsAndPrometheus(t *testing.T) {
 		}
 		return fmt.Errorf("burn not busy in %+v", doc.Containers)
 	})
+	// On a terminal `ployz top` is live: it redraws every 2 s until q,
+	// then leaves the alternate screen.
+	live := topOnTerminal(t, op, 5*time.Second)
+	if frames := strings.Count(live, "ployz top —"); frames < 2 || !strings.Contains(live, "burn") ||
+		!strings.Contains(live, "\x1b[?1049h") || !strings.HasSuffix(strings.TrimSpace(live), "\x1b[?1049l") {
+		t.Errorf("live ployz top drew %d frames, or lacks burn, or did not restore the screen:\n%q", frames, live)
+	}
 	out := op.must(t, "metrics", "burn", "-p", "busy", "--since", "5m")
 	if !strings.Contains(out, "cpu.cores") {
 		t.Errorf("ployz metrics burn:\n%s", out)
@@ -386,4 +396,30 @@ func TestDiskBudgetUnderFlood(t *testing.T) {
 	if n := strings.Count(last, "| flood "); n != 3 {
 		t.Errorf("the flood's newest 3 lines:\n%s", last)
 	}
+}
+
+// topOnTerminal runs `ployz top` on a pseudo-terminal (script(1)), types
+// q after d and returns what it drew; it fails the test unless top exits 0.
+func topOnTerminal(t *testing.T, op *operator, d time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	line := fmt.Sprintf("'%s' --ssh-key '%s' top", filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), op.key)
+	cmd := exec.CommandContext(ctx, "script", "-qfec", line, "/dev/null")
+	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+op.store, "TERM=xterm", "COLUMNS=120", "LINES=40"), op.env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(d)
+		stdin.Write([]byte("q")) //nolint:errcheck // top may have failed already
+		time.Sleep(5 * time.Second)
+		stdin.Close()
+	}()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ployz top on a terminal: %v\n%q", err, out)
+	}
+	return string(out)
 }
