@@ -2,6 +2,8 @@ package logstore
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +128,33 @@ func TestNewestLinesReadOnlyTheLastChunks(t *testing.T) {
 	}
 	if got, want := strings.Join(texts(res.Hits), "\n"), strings.Join(texts(full.Hits[len(full.Hits)-19000:]), "\n"); got != want {
 		t.Fatal("the newest 19000 lines differ from the tail of a full read")
+	}
+}
+
+// TestChunkNames: a chunk is named by its Container and first line; the
+// first layout's <id>.seg reads as one chunk starting with its hour, and
+// its lines are still found.
+func TestChunkNames(t *testing.T) {
+	if id, first, ok := parseChunk(chunkName("abcd", 42), 7); !ok || id != "abcd" || first != 42 {
+		t.Fatalf("parse %q: %s %d %v", chunkName("abcd", 42), id, first, ok)
+	}
+	if id, first, ok := parseChunk("abcd.seg", 7); !ok || id != "abcd" || first != 7 {
+		t.Fatalf("legacy: %s %d %v", id, first, ok)
+	}
+	for _, bad := range []string{"abcd.x.seg", ".seg", "abcd.json", "abcd.12"} {
+		if _, _, ok := parseChunk(bad, 7); ok {
+			t.Errorf("%q parsed as a chunk", bad)
+		}
+	}
+	s, _ := Open(t.TempDir())
+	c := Container{ID: "abcd1234", Name: "w"}
+	s.Append(c, lines(t0, time.Second, 3, "x"))
+	s.Flush()
+	hour := filepath.Join(s.Dir(), "hours", "2026120110")
+	if err := os.Rename(filepath.Join(hour, chunkName(c.ID, t0.UnixNano())), filepath.Join(hour, c.ID+".seg")); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := s.Query(Query{Limit: 2, Newest: true}); strings.Join(texts(res.Hits), ",") != "x 1,x 2" {
+		t.Fatalf("legacy segment: %v", texts(res.Hits))
 	}
 }
