@@ -19,8 +19,10 @@ import (
 
 // logRoutes forward log_history and tail_logs to the Log Store plugin.
 // They are advertised only while a healthy plugin serves the capability
-// of the same name; container_logs and follow_logs (Docker's API, running
-// Containers only) stay for Machines and callers that predate them.
+// of the same name. container_logs and follow_logs (Docker's API, existing
+// Containers only) stay: a deploy's failure report reads a Container's last
+// lines through container_logs, and `ployz logs` falls back to it on a
+// Machine whose Log Store cannot answer (core/observe).
 func (d *Daemon) logRoutes() {
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdLogHistory, Capability: observe.CapLogHistory, Handler: d.logHistory,
 		Available: func() bool { return d.plugins != nil && d.plugins.Available(observe.CapLogHistory) }})
