@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"sort"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/views"
 )
 
 // serviceCommand is `ployz service`.
@@ -109,41 +107,6 @@ func warnUnobserved(w io.Writer, snap deploy.Snapshot) {
 	}
 }
 
-// serviceRow is one Service in `ployz ls`.
-type serviceRow struct {
-	Namespace string `json:"namespace"`
-	Service   string `json:"service"`
-	Desired   string `json:"desired"` // a number, "global", "removing", or "-" when no saved state declares it
-	Running   int    `json:"running"`
-	Ready     int    `json:"ready"`
-	Total     int    `json:"containers"`
-	// Restarts sums Docker's restarts of the Service's Containers.
-	Restarts int `json:"restarts"`
-	// Below says the Service has fewer ready Containers than it declares;
-	// NotReadyOn names the Machines holding a Container that is not ready.
-	Below      bool     `json:"below_replicas,omitempty"`
-	NotReadyOn []string `json:"not_ready_on,omitempty"`
-}
-
-// judge sets Below from the declared replica count.
-func (r *serviceRow) judge() {
-	want, err := strconv.Atoi(r.Desired)
-	r.Below = err == nil && r.Ready < want
-	sort.Strings(r.NotReadyOn)
-	r.NotReadyOn = slices.Compact(r.NotReadyOn)
-}
-
-// note is the human column for a Service below its replicas.
-func (r serviceRow) note() string {
-	if !r.Below {
-		return ""
-	}
-	if len(r.NotReadyOn) == 0 {
-		return "below replicas"
-	}
-	return "below replicas; not ready on " + strings.Join(r.NotReadyOn, ", ")
-}
-
 func lsCommand() *cobra.Command {
 	var f projectFlags
 	var all bool
@@ -164,56 +127,7 @@ func lsCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				decl := declared(c.Context(), s.st, s.ctx)
-				marks, _ := s.st.Removals(s.ctx)
-				removing := map[string]bool{}
-				for _, m := range marks {
-					removing[deploy.Namespace(m.Project, m.Environment)] = true
-				}
-				rows := map[string]*serviceRow{}
-				for n, svcs := range decl {
-					for name, sv := range svcs {
-						if ns != "" && n != ns {
-							continue
-						}
-						d := strconv.Itoa(sv.Replicas)
-						if sv.Mode == deploy.ModeGlobal {
-							d = "global"
-						}
-						if removing[n] {
-							d = "removing"
-						}
-						rows[n+"/"+name] = &serviceRow{Namespace: n, Service: name, Desired: d}
-					}
-				}
-				for _, co := range snap.Containers(ns) {
-					if co.Labels[rpc.LabelKind] == "hook" {
-						continue
-					}
-					r := rows[co.Namespace+"/"+co.Service]
-					if r == nil {
-						r = &serviceRow{Namespace: co.Namespace, Service: co.Service, Desired: "-"}
-						rows[co.Namespace+"/"+co.Service] = r
-					}
-					r.Total++
-					if co.State == "running" {
-						r.Running++
-					}
-					if co.Ready {
-						r.Ready++
-					} else {
-						r.NotReadyOn = append(r.NotReadyOn, machineName(snap, co.MachineID))
-					}
-					r.Restarts += co.RestartCount
-				}
-				var out []serviceRow
-				for _, r := range rows {
-					r.judge()
-					out = append(out, *r)
-				}
-				sort.Slice(out, func(i, j int) bool {
-					return out[i].Namespace < out[j].Namespace || out[i].Namespace == out[j].Namespace && out[i].Service < out[j].Service
-				})
+				out := views.Services(snap, declared(c.Context(), s.st, s.ctx), removingNamespaces(s), ns)
 				if g.json {
 					return printJSON(c.OutOrStdout(), map[string]any{"services": out, "unobserved": snap.Missing})
 				}
@@ -222,7 +136,7 @@ func lsCommand() *cobra.Command {
 				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "NAMESPACE\tSERVICE\tDESIRED\tRUNNING\tREADY\tCONTAINERS\tRESTARTS\tNOTE")
 				for _, r := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.Namespace, r.Service, r.Desired, r.Running, r.Ready, r.Total, r.Restarts, r.note())
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.Namespace, r.Service, r.Desired, r.Running, r.Ready, r.Total, r.Restarts, r.Note())
 				}
 				return w.Flush()
 			})
@@ -231,6 +145,16 @@ func lsCommand() *cobra.Command {
 	f.add(cmd, false)
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "every namespace")
 	return cmd
+}
+
+// removingNamespaces names the namespaces with a pending removal mark.
+func removingNamespaces(s session) map[string]bool {
+	marks, _ := s.st.Removals(s.ctx)
+	removing := map[string]bool{}
+	for _, m := range marks {
+		removing[deploy.Namespace(m.Project, m.Environment)] = true
+	}
+	return removing
 }
 
 func printRemovalMarks(w io.Writer, s session) {
@@ -327,12 +251,7 @@ func serviceContainers(ctx context.Context, s session, ns, service string) (depl
 }
 
 // machineName returns a Machine's name in the snapshot.
-func machineName(snap deploy.Snapshot, id string) string {
-	if m, ok := snap.Machine(id); ok && m.Name != "" {
-		return m.Name
-	}
-	return id
-}
+func machineName(snap deploy.Snapshot, id string) string { return views.MachineName(snap, id) }
 
 func errNoService(service, ns string, snap deploy.Snapshot) error {
 	if !snap.Complete() {

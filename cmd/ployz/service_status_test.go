@@ -9,20 +9,6 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 )
 
-func TestServiceRowBelowReplicas(t *testing.T) {
-	r := serviceRow{Desired: "2", Ready: 1, NotReadyOn: []string{"m2", "m1", "m2"}}
-	r.judge()
-	if !r.Below || r.note() != "below replicas; not ready on m1, m2" {
-		t.Fatalf("one of two ready: below=%t note=%q", r.Below, r.note())
-	}
-	for _, ok := range []serviceRow{{Desired: "2", Ready: 2}, {Desired: "global", Ready: 0}, {Desired: "-", Ready: 0}} {
-		ok.judge()
-		if ok.Below || ok.note() != "" {
-			t.Errorf("%+v reported below its replicas", ok)
-		}
-	}
-}
-
 func TestLastExit(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	cases := []struct {

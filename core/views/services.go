@@ -1,0 +1,106 @@
+package views
+
+import (
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// ServiceRow is one Service as `ployz ls` lists it.
+type ServiceRow struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	Desired   string `json:"desired"` // a number, "global", "removing", or "-" when no saved state declares it
+	Running   int    `json:"running"`
+	Ready     int    `json:"ready"`
+	Total     int    `json:"containers"`
+	// Restarts sums Docker's restarts of the Service's Containers.
+	Restarts int `json:"restarts"`
+	// Below says the Service has fewer ready Containers than it declares;
+	// NotReadyOn names the Machines holding a Container that is not ready.
+	Below      bool     `json:"below_replicas,omitempty"`
+	NotReadyOn []string `json:"not_ready_on,omitempty"`
+}
+
+// Judge sets Below from the declared replica count.
+func (r *ServiceRow) Judge() {
+	want, err := strconv.Atoi(r.Desired)
+	r.Below = err == nil && r.Ready < want
+	sort.Strings(r.NotReadyOn)
+	r.NotReadyOn = slices.Compact(r.NotReadyOn)
+}
+
+// Note is the human column for a Service below its replicas.
+func (r ServiceRow) Note() string {
+	if !r.Below {
+		return ""
+	}
+	if len(r.NotReadyOn) == 0 {
+		return "below replicas"
+	}
+	return "below replicas; not ready on " + strings.Join(r.NotReadyOn, ", ")
+}
+
+// Services joins what the latest Saved States declare (namespace ->
+// service -> declaration) with the Containers snap observed in ns (""
+// for every namespace). removing names namespaces with a pending removal.
+// A Service observed but declared nowhere gets Desired "-".
+func Services(snap deploy.Snapshot, decl map[string]map[string]deploy.Service, removing map[string]bool, ns string) []ServiceRow {
+	rows := map[string]*ServiceRow{}
+	for n, svcs := range decl {
+		if ns != "" && n != ns {
+			continue
+		}
+		for name, sv := range svcs {
+			d := strconv.Itoa(sv.Replicas)
+			if sv.Mode == deploy.ModeGlobal {
+				d = "global"
+			}
+			if removing[n] {
+				d = "removing"
+			}
+			rows[n+"/"+name] = &ServiceRow{Namespace: n, Service: name, Desired: d}
+		}
+	}
+	for _, co := range snap.Containers(ns) {
+		if co.Labels[rpc.LabelKind] == "hook" {
+			continue
+		}
+		r := rows[co.Namespace+"/"+co.Service]
+		if r == nil {
+			r = &ServiceRow{Namespace: co.Namespace, Service: co.Service, Desired: "-"}
+			rows[co.Namespace+"/"+co.Service] = r
+		}
+		r.Total++
+		if co.State == "running" {
+			r.Running++
+		}
+		if co.Ready {
+			r.Ready++
+		} else {
+			r.NotReadyOn = append(r.NotReadyOn, MachineName(snap, co.MachineID))
+		}
+		r.Restarts += co.RestartCount
+	}
+	out := make([]ServiceRow, 0, len(rows))
+	for _, r := range rows {
+		r.Judge()
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace < out[j].Namespace || out[i].Namespace == out[j].Namespace && out[i].Service < out[j].Service
+	})
+	return out
+}
+
+// MachineName returns a Machine's name in the snapshot, else its id.
+func MachineName(snap deploy.Snapshot, id string) string {
+	if m, ok := snap.Machine(id); ok && m.Name != "" {
+		return m.Name
+	}
+	return id
+}
