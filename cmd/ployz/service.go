@@ -241,13 +241,18 @@ func serviceContainers(ctx context.Context, s session, ns, service string) (depl
 	if err != nil {
 		return snap, nil, err
 	}
+	return snap, serviceOf(snap, ns, service), nil
+}
+
+// serviceOf is a Service's Containers in a snapshot (hooks excluded).
+func serviceOf(snap deploy.Snapshot, ns, service string) []rpc.ContainerObservation {
 	var out []rpc.ContainerObservation
 	for _, co := range snap.Containers(ns) {
 		if co.Service == service && co.Labels[rpc.LabelKind] != "hook" {
 			out = append(out, co)
 		}
 	}
-	return snap, out, nil
+	return out
 }
 
 // machineName returns a Machine's name in the snapshot.

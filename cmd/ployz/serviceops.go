@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -77,64 +78,13 @@ func serviceInspect() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withSession(c, func(s session) error {
-				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
+				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
 				if err != nil {
 					return err
 				}
-				in := inspection{Namespace: ns, Service: args[0], Containers: cs, Unobserved: snap.Missing}
-				if sv, ok := declared(c.Context(), s.st, s.ctx)[ns][args[0]]; ok {
-					in.Declared = &declaration{Mode: sv.Mode, Replicas: sv.Replicas, Image: sv.Spec.Image, Readiness: sv.Spec.Readiness}
-					in.Execution.Desired = sv.Replicas
-					in.Ingress.Routes = sv.Ingress
-				} else if len(cs) == 0 {
-					return errNoService(args[0], ns, snap)
-				}
-				for _, co := range cs {
-					in.ServiceID = co.ServiceID
-					if co.State == "running" {
-						in.Execution.Running++
-					}
-					if co.Ready {
-						in.Execution.Ready++
-					} else {
-						in.Execution.NotReadyOn = append(in.Execution.NotReadyOn, machineName(snap, co.MachineID))
-					}
-					in.Execution.Restarts += co.RestartCount
-				}
-				sort.Strings(in.Execution.NotReadyOn)
-				in.Execution.NotReadyOn = slices.Compact(in.Execution.NotReadyOn)
-				if in.Declared != nil && in.Declared.Mode == deploy.ModeGlobal {
-					in.Execution.Desired = len(cs)
-				}
-				in.Execution.Status = deploy.ExecutionStatus(in.Execution.Desired, in.Execution.Running, in.Execution.Ready, snap.Complete())
-				if in.Ingress.Routes == nil {
-					for _, co := range cs {
-						if co.Spec != nil && len(co.Spec.Ingress) > 0 {
-							for _, r := range co.Spec.Ingress {
-								in.Ingress.Routes = append(in.Ingress.Routes, deploy.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort,
-									Protocol: r.Protocol, Port: r.Port})
-							}
-							break
-						}
-					}
-				}
-				if len(in.Ingress.Routes) == 0 {
-					in.Ingress.Status, in.Ingress.Reason = "not configured", "the Service declares no x-ports hostname or ingress_port"
-				} else {
-					var hosts []string
-					for _, r := range in.Ingress.Routes {
-						hosts = append(hosts, r.Key())
-					}
-					ms, err := ingressFanout(c.Context(), s.ent)
-					if err != nil {
-						in.Ingress.Status, in.Ingress.Reason = "unknown", err.Error()
-					} else {
-						in.Ingress.Status, in.Ingress.Machines = serviceIngress(ingress.ServiceKey(ns, args[0]), hosts, ms)
-					}
-				}
-				var sst rpc.ServingStatus
-				if err := s.ent.Call(c.Context(), rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ingress.ServiceKey(ns, args[0])}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
-					in.Serving = &sst.Services[0]
+				in, snap, err := inspectService(c.Context(), s, deploy.Namespace(p, f.env), args[0])
+				if err != nil {
+					return err
 				}
 				if g.json {
 					return printJSON(c.OutOrStdout(), in)
@@ -183,7 +133,7 @@ func serviceInspect() *cobra.Command {
 					}
 					fmt.Fprintln(w)
 				}
-				for _, co := range cs {
+				for _, co := range in.Containers {
 					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s, restarts %d, last exit %s\n", co.Name, machineName(snap, co.MachineID),
 						co.State, co.Ready, co.IP, co.RestartCount, lastExit(co, time.Now()))
 				}
@@ -193,6 +143,86 @@ func serviceInspect() *cobra.Command {
 	}
 	f.add(cmd, false)
 	return cmd
+}
+
+// inspectService is `ployz service inspect`'s answer for one Service of
+// ns: execution and ingress status, the Serving Pointer and its acks.
+func inspectService(ctx context.Context, s session, ns, service string) (inspection, deploy.Snapshot, error) {
+	snap, cs, err := serviceContainers(ctx, s, ns, service)
+	if err != nil {
+		return inspection{}, snap, err
+	}
+	in := inspection{Namespace: ns, Service: service, Containers: cs, Unobserved: snap.Missing}
+	if sv, ok := declared(ctx, s.st, s.ctx)[ns][service]; ok {
+		in.Declared = &declaration{Mode: sv.Mode, Replicas: sv.Replicas, Image: sv.Spec.Image, Readiness: sv.Spec.Readiness}
+		in.Execution.Desired = sv.Replicas
+		in.Ingress.Routes = sv.Ingress
+	} else if len(cs) == 0 {
+		return inspection{}, snap, errNoService(service, ns, snap)
+	}
+	for _, co := range cs {
+		in.ServiceID = co.ServiceID
+		if co.State == "running" {
+			in.Execution.Running++
+		}
+		if co.Ready {
+			in.Execution.Ready++
+		} else {
+			in.Execution.NotReadyOn = append(in.Execution.NotReadyOn, machineName(snap, co.MachineID))
+		}
+		in.Execution.Restarts += co.RestartCount
+	}
+	sort.Strings(in.Execution.NotReadyOn)
+	in.Execution.NotReadyOn = slices.Compact(in.Execution.NotReadyOn)
+	if in.Declared != nil && in.Declared.Mode == deploy.ModeGlobal {
+		in.Execution.Desired = len(cs)
+	}
+	in.Execution.Status = deploy.ExecutionStatus(in.Execution.Desired, in.Execution.Running, in.Execution.Ready, snap.Complete())
+	if in.Ingress.Routes == nil {
+		in.Ingress.Routes = observedRoutes(cs)
+	}
+	in.Ingress = ingressOf(ns, service, in.Ingress.Routes, func() ([]machineIngress, error) { return ingressFanout(ctx, s.ent) })
+	var sst rpc.ServingStatus
+	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ingress.ServiceKey(ns, service)}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
+		in.Serving = &sst.Services[0]
+	}
+	return in, snap, nil
+}
+
+// observedRoutes are the ingress routes of the first Container whose
+// spec declares any (a Service no Saved State declares any more).
+func observedRoutes(cs []rpc.ContainerObservation) []deploy.IngressRoute {
+	var out []deploy.IngressRoute
+	for _, co := range cs {
+		if co.Spec != nil && len(co.Spec.Ingress) > 0 {
+			for _, r := range co.Spec.Ingress {
+				out = append(out, deploy.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort, Protocol: r.Protocol, Port: r.Port})
+			}
+			break
+		}
+	}
+	return out
+}
+
+// ingressOf is a Service's ingress status for routes; fanout (asked only
+// when there are routes) reads every Machine's proxy.
+func ingressOf(ns, service string, routes []deploy.IngressRoute, fanout func() ([]machineIngress, error)) ingressStatus {
+	st := ingressStatus{Routes: routes}
+	if len(routes) == 0 {
+		st.Status, st.Reason = "not configured", "the Service declares no x-ports hostname or ingress_port"
+		return st
+	}
+	var hosts []string
+	for _, r := range routes {
+		hosts = append(hosts, r.Key())
+	}
+	ms, err := fanout()
+	if err != nil {
+		st.Status, st.Reason = "unknown", err.Error()
+		return st
+	}
+	st.Status, st.Machines = serviceIngress(ingress.ServiceKey(ns, service), hosts, ms)
+	return st
 }
 
 // latestDeploy runs a deploy of the latest Saved State changed by edit.
@@ -249,13 +279,27 @@ func restartCommand() *cobra.Command {
 		Short: "Replace a Service's running Containers with fresh ones, start-first (no gap for clients)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return latestDeploy(c, f, "restart "+args[0], func(b []byte) ([]byte, error) {
-				return b, deploy.CheckService(b, args[0])
-			}, args[0])
+			return restartService(c, f, args[0])
 		},
 	}
 	f.add(cmd, false)
 	return cmd
+}
+
+// restartService deploys the latest Saved State replacing service's
+// Containers (`ployz service restart`, the dashboard's Restart).
+func restartService(c *cobra.Command, f projectFlags, service string) error {
+	return latestDeploy(c, f, "restart "+service, func(b []byte) ([]byte, error) {
+		return b, deploy.CheckService(b, service)
+	}, service)
+}
+
+// scaleService deploys the latest Saved State with service's replicas
+// set to n (`ployz scale`, the dashboard's Scale).
+func scaleService(c *cobra.Command, f projectFlags, service string, n int) error {
+	return latestDeploy(c, f, fmt.Sprintf("scale %s to %d", service, n), func(b []byte) ([]byte, error) {
+		return deploy.SetReplicas(b, service, n)
+	})
 }
 
 func scaleCommand() *cobra.Command {
@@ -269,9 +313,7 @@ func scaleCommand() *cobra.Command {
 			if err != nil || n < 0 {
 				return fmt.Errorf("REPLICAS %q: want a number >= 0", args[1])
 			}
-			return latestDeploy(c, f, fmt.Sprintf("scale %s to %d", args[0], n), func(b []byte) ([]byte, error) {
-				return deploy.SetReplicas(b, args[0], n)
-			})
+			return scaleService(c, f, args[0], n)
 		},
 	}
 	f.add(cmd, false)

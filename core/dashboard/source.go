@@ -1,0 +1,135 @@
+package dashboard
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/views"
+)
+
+// Source is what the dashboard reads and does; the CLI implements it over
+// its current context with the functions its own commands use.
+type Source interface {
+	Cluster(ctx context.Context) (Cluster, error)
+	Services(ctx context.Context) (Services, error)
+	Service(ctx context.Context, namespace, service string) (Service, error)
+	Deploys(ctx context.Context) (Deploys, error)
+	Metrics(ctx context.Context, q MetricsQuery) ([]MachineMetrics, error)
+	// Logs follows a Service's output on every Machine until ctx ends,
+	// calling emit for each line and for each Machine that fails.
+	Logs(ctx context.Context, namespace, service string, emit func(LogLine)) error
+	// Scale and Restart deploy the latest Saved State changed (as `ployz
+	// scale` and `ployz service restart` do), writing progress to out.
+	Scale(ctx context.Context, namespace, service string, replicas int, out io.Writer) error
+	Restart(ctx context.Context, namespace, service string, out io.Writer) error
+}
+
+// Cluster is the Cluster page: the Machines one Entry Machine observes.
+type Cluster struct {
+	Observer   string    `json:"observer"`
+	ObservedAt time.Time `json:"observed_at"`
+	Machines   []Machine `json:"machines"`
+}
+
+// Machine is one Machine's row, its record as the observer has it plus
+// what the Machine says of its own plugins.
+type Machine struct {
+	rpc.MachineView
+	// DrainedSince is set while the Machine is drained.
+	DrainedSince string           `json:"drained_since,omitempty"`
+	Plugins      []rpc.PluginView `json:"plugins,omitempty"`
+	// PluginsError says why the Machine's own inspection is missing.
+	PluginsError string `json:"plugins_error,omitempty"`
+}
+
+// Services is the Services page.
+type Services struct {
+	Services   []ServiceRow        `json:"services"`
+	Unobserved []deploy.Unobserved `json:"unobserved,omitempty"`
+}
+
+// ServiceRow is `ployz ls`'s row with execution and ingress status side
+// by side (they are separate facts).
+type ServiceRow struct {
+	views.ServiceRow
+	Execution string `json:"execution"`
+	Ingress   string `json:"ingress"`
+	// Scalable is false when no Saved State declares the Service (the
+	// actions deploy a Saved State).
+	Scalable bool `json:"scalable"`
+}
+
+// Service is one Service's page: `ployz service inspect` in a browser.
+type Service struct {
+	Namespace     string              `json:"namespace"`
+	Service       string              `json:"service"`
+	Desired       int                 `json:"desired"`
+	Running       int                 `json:"running"`
+	Ready         int                 `json:"ready"`
+	Execution     string              `json:"execution"`
+	Ingress       string              `json:"ingress"`
+	IngressReason string              `json:"ingress_reason,omitempty"`
+	Serving       *rpc.ServiceServing `json:"serving,omitempty"`
+	Containers    []Container         `json:"containers"`
+	Unobserved    []deploy.Unobserved `json:"unobserved,omitempty"`
+}
+
+// Container is one Service Container and the Machine holding it.
+type Container struct {
+	Machine string `json:"machine"`
+	rpc.ContainerObservation
+	LastExit string `json:"last_exit"`
+}
+
+// Deploys is the Deploys page: Saved State revisions and what each
+// Machine runs of each namespace now.
+type Deploys struct {
+	Revisions []Revision            `json:"revisions"`
+	Running   []NamespaceDeployment `json:"running"`
+}
+
+// Revision is one Saved State revision.
+type Revision struct {
+	Namespace   string    `json:"namespace"`
+	Project     string    `json:"project"`
+	Environment string    `json:"environment"`
+	Revision    int       `json:"revision"`
+	CreatedAt   time.Time `json:"created_at"`
+	Latest      bool      `json:"latest"`
+}
+
+// NamespaceDeployment is the deployments one Machine's Containers of a
+// namespace carry: the evidence of which Deploy reached it.
+type NamespaceDeployment struct {
+	Namespace   string   `json:"namespace"`
+	Machine     string   `json:"machine"`
+	Deployments []string `json:"deployments"`
+}
+
+// MetricsQuery asks for one Service's (or, without Service, each
+// Machine's own) metrics since Since.
+type MetricsQuery struct {
+	Namespace string
+	Service   string
+	Since     time.Time
+	Until     time.Time
+}
+
+// MachineMetrics is one Machine's answer, or why there is none.
+type MachineMetrics struct {
+	Machine string             `json:"machine"`
+	Answer  *rpc.MetricsAnswer `json:"answer,omitempty"`
+	Error   string             `json:"error,omitempty"`
+}
+
+// LogLine is one followed line, or a Machine that could not be followed.
+type LogLine struct {
+	Machine   string `json:"machine,omitempty"`
+	Container string `json:"container,omitempty"`
+	Time      string `json:"time,omitempty"`
+	Text      string `json:"text,omitempty"`
+	Error     string `json:"error,omitempty"`
+}

@@ -1,0 +1,258 @@
+// Ployz dashboard: plain JS, no build step. Every page is a hash route
+// fed by one Server-Sent Events stream; DOM is built with textContent only.
+"use strict";
+(function () {
+  const view = document.getElementById("view");
+  const live = document.getElementById("live");
+  let token = null;
+  let streams = [];
+  let timers = [];
+  let plots = [];
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") e.className = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const k of kids.flat()) {
+      if (k === null || k === undefined) continue;
+      e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    }
+    return e;
+  }
+  const st = (s) => el("span", { class: "st-" + String(s || "").replace(/\s+/g, "-") }, s || "-");
+  function table(id, head, rows) {
+    return el("div", { class: "table-wrap" }, el("table", { id },
+      el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col", class: h.startsWith("~") ? "hide-narrow" : null }, h.replace(/^~/, ""))))),
+      el("tbody", {}, rows)));
+  }
+  function unobserved(list) {
+    if (!list || !list.length) return null;
+    return el("p", { class: "warn", role: "note" }, "Not observed: " + list.map((u) => (u.name || u.machine_id) + " (" + u.reason + ")").join(", "));
+  }
+  function ago(t) {
+    const s = Math.round((Date.now() - new Date(t).getTime()) / 1000);
+    return s < 90 ? s + "s ago" : s < 5400 ? Math.round(s / 60) + "m ago" : new Date(t).toLocaleString();
+  }
+
+  function stop() {
+    streams.forEach((s) => s.close());
+    timers.forEach((t) => clearInterval(t));
+    plots.forEach((p) => p.destroy());
+    streams = []; timers = []; plots = [];
+  }
+
+  // follow opens the view's event stream; render runs on every change,
+  // deferred while a form field in the live region has focus.
+  function follow(query, region, render) {
+    let pending = null;
+    const apply = (state) => {
+      region.replaceChildren();
+      if (state.error) region.append(el("p", { class: "error", role: "alert" }, (state.field ? state.field + ": " : "") + state.error));
+      else render(state.data, region);
+    };
+    region.addEventListener("focusout", () => setTimeout(() => {
+      if (pending && !region.contains(document.activeElement)) { apply(pending); pending = null; }
+    }, 0));
+    const es = new EventSource("api/events?" + query);
+    es.addEventListener("view", (ev) => {
+      const state = JSON.parse(ev.data);
+      live.textContent = "live"; live.className = "live ok";
+      if (region.contains(document.activeElement) && document.activeElement.tagName === "INPUT") pending = state;
+      else apply(state);
+    });
+    es.onerror = () => { live.textContent = "reconnecting"; live.className = "live bad"; };
+    streams.push(es);
+  }
+
+  async function session() {
+    if (token) return token;
+    const r = await fetch("api/session");
+    token = (await r.json()).token;
+    return token;
+  }
+  async function act(path, body, out, button) {
+    button.disabled = true;
+    out.textContent = path.replace("api/", "") + " " + body.service + ": running…";
+    try {
+      const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-Ployz-Token": await session() }, body: JSON.stringify(body) });
+      const a = await r.json();
+      if (a.field) out.textContent = a.field + ": " + a.error;
+      else out.textContent = (a.status || "failed") + (a.error ? ": " + a.error : "") + (a.output ? "\n" + a.output : "");
+    } catch (e) {
+      out.textContent = "failed: " + e;
+    } finally {
+      button.disabled = false;
+    }
+  }
+  function actions(ns, svc, desired, out) {
+    const n = el("input", { type: "number", min: "0", max: "100", value: /^\d+$/.test(desired) ? desired : "1", "aria-label": "Replicas of " + svc, name: "replicas" });
+    const scaleBtn = el("button", { type: "submit" }, "Scale");
+    const f = el("form", { class: "inline", "data-scale": ns + "/" + svc, onsubmit: (e) => {
+      e.preventDefault();
+      act("api/scale", { namespace: ns, service: svc, replicas: Number(n.value) }, out, scaleBtn);
+    } }, n, scaleBtn);
+    const rb = el("button", { type: "button", "data-restart": ns + "/" + svc, onclick: () => act("api/restart", { namespace: ns, service: svc }, out, rb) }, "Restart");
+    return el("span", { class: "inline" }, f, " ", rb);
+  }
+
+  const pages = {
+    cluster() {
+      const region = el("div");
+      view.append(el("h1", {}, "Cluster"), region);
+      follow("view=cluster", region, (c, r) => {
+        r.append(el("p", { class: "meta" }, "Observed by " + c.observer + ", " + ago(c.observed_at)));
+        r.append(table("machines", ["Machine", "Phase", "Membership", "RTT", "Version", "Drain", "~Subnet", "Plugins", "~Capabilities"],
+          (c.machines || []).map((m) => el("tr", { "data-machine": m.name },
+            el("td", {}, m.name, el("div", { class: "muted" }, (m.id || "").slice(0, 8))),
+            el("td", {}, st(m.phase)), el("td", {}, st(m.membership)),
+            el("td", {}, m.rtt_ms ? m.rtt_ms.toFixed(1) + " ms" : "-"),
+            el("td", {}, m.version || "-"),
+            el("td", {}, m.drained_since ? "drained since " + m.drained_since : "accepting"),
+            el("td", { class: "hide-narrow" }, m.subnet || "-"),
+            el("td", { class: "chips" }, m.plugins_error ? el("span", { class: "st-unknown" }, "unknown: " + m.plugins_error)
+              : (m.plugins || []).map((p) => el("span", { title: p.capabilities.join(", ") }, p.name + " " + (p.version || "") + " ", st(p.health)))),
+            el("td", { class: "chips hide-narrow" }, (m.capabilities || []).map((cap) => el("span", {}, cap)))))));
+      });
+    },
+    services() {
+      const out = el("pre", { id: "action-result", role: "status", "aria-live": "polite" });
+      const region = el("div");
+      view.append(el("h1", {}, "Services"), region, el("h2", {}, "Last action"), out);
+      follow("view=services", region, (s, r) => {
+        r.append(unobserved(s.unobserved));
+        r.append(table("services", ["Service", "Namespace", "Desired", "Running", "Ready", "Execution", "Ingress", "~Restarts", "Actions"],
+          (s.services || []).map((row) => el("tr", { "data-service": row.namespace + "/" + row.service },
+            el("td", {}, el("a", { href: "#/service/" + encodeURIComponent(row.namespace) + "/" + encodeURIComponent(row.service) }, row.service)),
+            el("td", {}, row.namespace), el("td", {}, row.desired),
+            el("td", {}, row.running), el("td", {}, row.ready),
+            el("td", {}, st(row.execution), row.below_replicas ? el("div", { class: "muted" }, row.not_ready_on ? "not ready on " + row.not_ready_on.join(", ") : "below replicas") : null),
+            el("td", {}, st(row.ingress)),
+            el("td", { class: "hide-narrow" }, row.restarts),
+            el("td", {}, row.scalable ? actions(row.namespace, row.service, row.desired, out) : el("span", { class: "muted" }, "no Saved State"))))));
+      });
+    },
+    service(ns, svc) {
+      const out = el("pre", { id: "action-result", role: "status", "aria-live": "polite" });
+      const region = el("div");
+      const logs = el("pre", { id: "logs", tabindex: "0", "aria-label": "Live logs" });
+      const charts = el("div", { class: "charts", id: "charts" });
+      const gaps = el("ul", { id: "gaps", class: "muted" });
+      let range = "1h";
+      const rangeBtns = ["1h", "24h", "90d"].map((r) => el("button", { type: "button", "aria-pressed": String(r === range), "data-range": r, onclick: () => {
+        range = r; rangeBtns.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.range === r))); loadMetrics();
+      } }, r));
+      view.append(el("h1", {}, svc + " ", el("span", { class: "muted" }, ns)),
+        el("p", {}, actions(ns, svc, "", out)), out, region,
+        el("h2", {}, "Metrics"), el("div", { role: "group", "aria-label": "Range" }, rangeBtns), charts, gaps,
+        el("h2", {}, "Logs ", el("span", { class: "muted" }, "following every Machine")), logs);
+      follow("view=service&namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc), region, (s, r) => renderService(s, r));
+      const es = new EventSource("api/logs?namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc));
+      const addLine = (l) => {
+        logs.append(l.error ? "! " + (l.machine ? l.machine + ": " : "") + l.error + "\n" : l.machine + " " + l.container + " " + l.time + " | " + l.text + "\n");
+        while (logs.childNodes.length > 500) logs.firstChild.remove();
+        logs.scrollTop = logs.scrollHeight;
+      };
+      es.addEventListener("line", (ev) => addLine(JSON.parse(ev.data)));
+      es.addEventListener("end", (ev) => { addLine(JSON.parse(ev.data)); es.close(); });
+      streams.push(es);
+      async function loadMetrics() {
+        const q = "api/metrics?range=" + range + "&namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc);
+        const r = await fetch(q);
+        const c = await r.json();
+        plots.forEach((p) => p.destroy()); plots = [];
+        charts.replaceChildren(); gaps.replaceChildren();
+        if (c.error) { charts.append(el("p", { class: "error" }, c.error)); return; }
+        if (!c.charts || !c.charts.length) charts.append(el("p", { class: "muted" }, "No samples in this range."));
+        (c.charts || []).forEach((ch) => drawChart(ch, c.markers || [], charts));
+        (c.gaps || []).forEach((g) => gaps.append(el("li", { "data-gap": g.machine }, g.machine + " " + g.metric + ": gap " +
+          new Date(g.from * 1000).toLocaleString() + " to " + new Date(g.to * 1000).toLocaleString() + " — " + g.reason)));
+      }
+      loadMetrics();
+      timers.push(setInterval(loadMetrics, 30000));
+    },
+    deploys() {
+      const region = el("div");
+      view.append(el("h1", {}, "Deploys"), region);
+      follow("view=deploys", region, (d, r) => {
+        r.append(el("h2", {}, "Actions from this dashboard"));
+        if (!d.actions || !d.actions.length) r.append(el("p", { class: "muted" }, "None yet. Deploys with a compose file stay a CLI action."));
+        (d.actions || []).forEach((a) => r.append(el("details", { "data-action": a.id, open: a.status === "running" },
+          el("summary", {}, "#" + a.id + " " + a.kind + " " + a.namespace + "/" + a.service + (a.replicas !== undefined ? " to " + a.replicas : "") + " — ", st(a.status), " " + ago(a.started)),
+          el("pre", {}, (a.error ? a.error + "\n" : "") + a.output))));
+        r.append(el("h2", {}, "Running deployments per Machine"));
+        r.append(table("running", ["Namespace", "Machine", "Deployments its Containers carry"],
+          (d.running || []).map((x) => el("tr", {}, el("td", {}, x.namespace), el("td", {}, x.machine), el("td", {}, x.deployments.join(", "))))));
+        r.append(el("h2", {}, "Saved State revisions"));
+        r.append(table("revisions", ["Namespace", "Revision", "Saved", "Latest"],
+          (d.revisions || []).map((v) => el("tr", { "data-revision": v.namespace + "#" + v.revision }, el("td", {}, v.namespace), el("td", {}, v.revision),
+            el("td", {}, new Date(v.created_at).toLocaleString()), el("td", {}, v.latest ? "latest" : "")))));
+      });
+    },
+  };
+
+  function renderService(s, r) {
+    r.append(unobserved(s.unobserved));
+    r.append(el("p", { id: "status" }, "Execution ", st(s.execution), " (desired " + s.desired + ", running " + s.running + ", ready " + s.ready + ") · Ingress ", st(s.ingress), s.ingress_reason ? " (" + s.ingress_reason + ")" : ""));
+    r.append(el("h2", {}, "Containers per Machine"));
+    r.append(table("containers", ["Machine", "Container", "State", "Ready", "~Restarts", "~Last exit", "~IP", "~Deployment"],
+      (s.containers || []).map((c) => el("tr", { "data-container": c.name }, el("td", {}, c.machine), el("td", {}, c.name), el("td", {}, st(c.state)),
+        el("td", {}, c.ready ? "ready" : "not ready"), el("td", { class: "hide-narrow" }, c.restart_count || 0),
+        el("td", { class: "hide-narrow" }, c.last_exit), el("td", { class: "hide-narrow" }, c.ip || "-"), el("td", { class: "hide-narrow" }, c.deployment || "-")))));
+    r.append(el("h2", {}, "Serving Pointer"));
+    const sv = s.serving;
+    if (!sv) { r.append(el("p", { class: "muted" }, "No Serving Pointer yet.")); return; }
+    r.append(el("p", {}, sv.pointer + " (deployment " + sv.deployment + ", " + (sv.containers || []).length + " Container(s))"));
+    r.append(table("acks", ["Machine", "Membership", "Ack"], (sv.acks || []).map((a) => el("tr", { "data-ack": a.machine },
+      el("td", {}, a.machine), el("td", {}, st(a.membership)),
+      el("td", {}, a.acked === sv.pointer ? st("acked") : a.membership === "down" ? "down (not waited for)" : st("pending"))))));
+  }
+
+  const palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
+  function drawChart(ch, markers, into) {
+    const box = el("div", { class: "chart", "data-metric": ch.metric }, el("h3", {}, ch.metric));
+    into.append(box);
+    const fg = getComputedStyle(document.body).color;
+    const width = Math.max(280, box.clientWidth - 12);
+    const opts = {
+      width, height: 180,
+      scales: { x: { time: true } },
+      axes: [{ stroke: fg, grid: { stroke: "rgba(128,128,128,.2)" } }, { stroke: fg, size: 60, grid: { stroke: "rgba(128,128,128,.2)" } }],
+      series: [{}].concat(ch.series.map((s, i) => ({ label: s.machine, stroke: palette[i % palette.length], width: 1.5, spanGaps: false }))),
+      hooks: { draw: [(u) => {
+        const ctx = u.ctx;
+        ctx.save();
+        markers.forEach((m) => {
+          if (m.time < u.scales.x.min || m.time > u.scales.x.max) return;
+          const x = u.valToPos(m.time, "x", true);
+          ctx.strokeStyle = m.kind === "deploy" ? "#1f5fbf" : m.kind === "oom_kill" ? "#b3261e" : "#a35b00";
+          ctx.setLineDash([4, 3]);
+          ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+        });
+        ctx.restore();
+      }] },
+    };
+    const data = [ch.times].concat(ch.series.map((s) => s.values));
+    plots.push(new uPlot(opts, data, box));
+    const ms = markers.filter((m) => m.time >= ch.times[0]);
+    if (ms.length) box.append(el("div", { class: "muted" }, "markers: " + ms.slice(-6).map((m) => m.kind + " on " + m.machine + " " + new Date(m.time * 1000).toLocaleTimeString()).join(", ")));
+  }
+
+  function route() {
+    stop();
+    view.replaceChildren();
+    const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    const name = pages[parts[0]] ? parts[0] : "cluster";
+    document.querySelectorAll("nav a").forEach((a) => a.toggleAttribute("aria-current", false));
+    const nav = document.querySelector('nav a[data-nav="' + (name === "service" ? "services" : name) + '"]');
+    if (nav) nav.setAttribute("aria-current", "page");
+    document.title = "Ployz · " + (name === "service" ? parts[2] : name);
+    pages[name](parts[1], parts[2]);
+    view.focus({ preventScroll: true });
+  }
+  window.addEventListener("hashchange", route);
+  route();
+})();
