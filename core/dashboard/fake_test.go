@@ -1,0 +1,144 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/views"
+)
+
+// fakeSource is a Cluster of three Machines held in memory; Scale changes
+// what Services reports, as a deploy would.
+type fakeSource struct {
+	mu       sync.Mutex
+	replicas int
+	scales   []int
+	restarts int
+	metrics  []MachineMetrics
+}
+
+func newFake() *fakeSource { return &fakeSource{replicas: 2} }
+
+func (f *fakeSource) Cluster(context.Context) (Cluster, error) {
+	c := Cluster{Observer: "m1", ObservedAt: time.Now()}
+	for i, ms := range []string{"self", "up", "down"} {
+		name := fmt.Sprintf("m%d", i+1)
+		m := Machine{MachineView: rpc.MachineView{ID: name + "-id", Name: name, Phase: "running", Membership: ms, RTTMillis: 1.5, Version: "0.9.0",
+			Capabilities: []string{"ployz.logs.v1"}}, Plugins: []rpc.PluginView{{Name: "logstore", Version: "0.9.0", Health: "healthy", Capabilities: []string{"ployz.logs.v1"}}}}
+		if i == 2 {
+			m.DrainedSince, m.Plugins, m.PluginsError = "2026-12-01T10:00:00Z", nil, "no answer"
+		}
+		c.Machines = append(c.Machines, m)
+	}
+	return c, nil
+}
+
+func (f *fakeSource) Services(context.Context) (Services, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Services{Services: []ServiceRow{
+		{ServiceRow: views.ServiceRow{Namespace: "app-prod", Service: "web", Desired: fmt.Sprint(f.replicas), Running: f.replicas, Ready: f.replicas, Total: f.replicas},
+			Execution: "ready", Ingress: "published", Scalable: true},
+		{ServiceRow: views.ServiceRow{Namespace: "app-prod", Service: "stray", Desired: "-", Running: 1, Ready: 1, Total: 1},
+			Execution: "stopped", Ingress: "not configured"},
+	}}, nil
+}
+
+func (f *fakeSource) Service(_ context.Context, ns, svc string) (Service, error) {
+	if ns != "app-prod" || svc != "web" {
+		return Service{}, fmt.Errorf("service %q: no Container found in %s", svc, ns)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := Service{Namespace: ns, Service: svc, Desired: f.replicas, Running: f.replicas, Ready: f.replicas, Execution: "ready", Ingress: "published",
+		Serving: &rpc.ServiceServing{Service: ns + "/" + svc, Pointer: "p7", Deployment: "d7",
+			Acks: []rpc.ServingAck{{Machine: "m1", Membership: "self", Acked: "p7"}, {Machine: "m2", Membership: "up", Acked: "p6"}}}}
+	for i := 0; i < f.replicas; i++ {
+		s.Containers = append(s.Containers, Container{Machine: fmt.Sprintf("m%d", i%3+1),
+			ContainerObservation: rpc.ContainerObservation{Name: fmt.Sprintf("web-%d", i), State: "running", Ready: true, Deployment: "d7"}, LastExit: "-"})
+	}
+	return s, nil
+}
+
+func (f *fakeSource) Deploys(context.Context) (Deploys, error) {
+	return Deploys{Revisions: []Revision{{Namespace: "app-prod", Project: "app", Environment: "prod", Revision: 3, Latest: true, CreatedAt: time.Now()}},
+		Running: []NamespaceDeployment{{Namespace: "app-prod", Machine: "m1", Deployments: []string{"d7"}}}}, nil
+}
+
+func (f *fakeSource) Metrics(_ context.Context, q MetricsQuery) ([]MachineMetrics, error) {
+	if f.metrics != nil {
+		return f.metrics, nil
+	}
+	// m1 sampled throughout but for a named 10-minute gap; m2 did not answer.
+	var pts []rpc.MetricPoint
+	gapFrom, gapTo := q.Until.Add(-30*time.Minute), q.Until.Add(-20*time.Minute)
+	for t := q.Since; t.Before(q.Until); t = t.Add(10 * time.Second) {
+		if t.After(gapFrom) && t.Before(gapTo) {
+			continue
+		}
+		pts = append(pts, rpc.MetricPoint{Time: t.UnixNano(), Value: 0.25})
+	}
+	return []MachineMetrics{
+		{Machine: "m1", Answer: &rpc.MetricsAnswer{Series: []rpc.MetricSeries{{Metric: "cpu.cores", Points: pts}},
+			Gaps:    []rpc.MetricGap{{Metric: "cpu.cores", From: gapFrom.UnixNano(), To: gapTo.UnixNano(), Reason: "machine stopped"}},
+			Markers: []rpc.MetricMarker{{Time: q.Until.Add(-10 * time.Minute).UnixNano(), Kind: "deploy", Detail: "d7"}}}},
+		{Machine: "m2", Error: "connection refused"},
+	}, nil
+}
+
+func (f *fakeSource) Logs(ctx context.Context, ns, svc string, emit func(LogLine)) error {
+	for i := 0; ; i++ {
+		emit(LogLine{Machine: fmt.Sprintf("m%d", i%3+1), Container: "web-0", Time: time.Now().Format("15:04:05.000"), Text: fmt.Sprintf("GET / %d", i)})
+		if i == 1 {
+			emit(LogLine{Machine: "m3", Error: "log stream ended: connection reset"})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fakeSource) Scale(_ context.Context, ns, svc string, n int, out io.Writer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fmt.Fprintf(out, "scale %s to %d\nplan for %s\n", svc, n, ns)
+	f.scales = append(f.scales, n)
+	f.replicas = n
+	return nil
+}
+
+func (f *fakeSource) Restart(_ context.Context, ns, svc string, out io.Writer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restarts++
+	fmt.Fprintf(out, "restart %s\n", svc)
+	return nil
+}
+
+// serve starts a Server over src on a loopback port.
+func serve(t *testing.T, src Source, poll time.Duration) (*Server, *httptest.Server) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(src, Options{Listen: ln.Addr().String(), Poll: poll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return s, ts
+}
