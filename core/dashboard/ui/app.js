@@ -30,7 +30,7 @@
       el("tbody", {}, rows)));
   }
   function unobserved(list) {
-    if (!list || !list.length) return null;
+    if (!list || !list.length) return document.createDocumentFragment();
     return el("p", { class: "warn", role: "note" }, "Not observed: " + list.map((u) => (u.name || u.machine_id) + " (" + u.reason + ")").join(", "));
   }
   function ago(t) {
@@ -96,7 +96,9 @@
       act("api/scale", { namespace: ns, service: svc, replicas: Number(n.value) }, out, scaleBtn);
     } }, n, scaleBtn);
     const rb = el("button", { type: "button", "data-restart": ns + "/" + svc, onclick: () => act("api/restart", { namespace: ns, service: svc }, out, rb) }, "Restart");
-    return el("span", { class: "inline" }, f, " ", rb);
+    const span = el("span", { class: "inline" }, f, " ", rb);
+    span.replicas = n;
+    return span;
   }
 
   const pages = {
@@ -124,11 +126,11 @@
       view.append(el("h1", {}, "Services"), region, el("h2", {}, "Last action"), out);
       follow("view=services", region, (s, r) => {
         r.append(unobserved(s.unobserved));
-        r.append(table("services", ["Service", "Namespace", "Desired", "Running", "Ready", "Execution", "Ingress", "~Restarts", "Actions"],
+        r.append(table("services", ["Service", "~Namespace", "Desired", "~Running", "Ready", "Execution", "Ingress", "~Restarts", "Actions"],
           (s.services || []).map((row) => el("tr", { "data-service": row.namespace + "/" + row.service },
             el("td", {}, el("a", { href: "#/service/" + encodeURIComponent(row.namespace) + "/" + encodeURIComponent(row.service) }, row.service)),
-            el("td", {}, row.namespace), el("td", {}, row.desired),
-            el("td", {}, row.running), el("td", {}, row.ready),
+            el("td", { class: "hide-narrow" }, row.namespace), el("td", {}, row.desired),
+            el("td", { class: "hide-narrow" }, row.running), el("td", {}, row.ready),
             el("td", {}, st(row.execution), row.below_replicas ? el("div", { class: "muted" }, row.not_ready_on ? "not ready on " + row.not_ready_on.join(", ") : "below replicas") : null),
             el("td", {}, st(row.ingress)),
             el("td", { class: "hide-narrow" }, row.restarts),
@@ -145,11 +147,15 @@
       const rangeBtns = ["1h", "24h", "90d"].map((r) => el("button", { type: "button", "aria-pressed": String(r === range), "data-range": r, onclick: () => {
         range = r; rangeBtns.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.range === r))); loadMetrics();
       } }, r));
+      const acts = actions(ns, svc, "", out);
       view.append(el("h1", {}, svc + " ", el("span", { class: "muted" }, ns)),
-        el("p", {}, actions(ns, svc, "", out)), out, region,
+        el("p", {}, acts), out, region,
         el("h2", {}, "Metrics"), el("div", { role: "group", "aria-label": "Range" }, rangeBtns), charts, gaps,
         el("h2", {}, "Logs ", el("span", { class: "muted" }, "following every Machine")), logs);
-      follow("view=service&namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc), region, (s, r) => renderService(s, r));
+      follow("view=service&namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc), region, (s, r) => {
+        if (!acts.replicas.dataset.set) { acts.replicas.value = s.desired; acts.replicas.dataset.set = "1"; }
+        renderService(s, r);
+      });
       const es = new EventSource("api/logs?namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc));
       const addLine = (l) => {
         logs.append(l.error ? "! " + (l.machine ? l.machine + ": " : "") + l.error + "\n" : l.machine + " " + l.container + " " + l.time + " | " + l.text + "\n");

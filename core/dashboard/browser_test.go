@@ -1,0 +1,102 @@
+package dashboard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ployz/ployz/internal/browsertest"
+)
+
+// TestBrowser drives every page in headless Chromium against a fake
+// Source: it renders, updates live, scales and restarts from the UI, draws
+// charts with gaps, follows logs, fits a phone and follows the system
+// theme, with no page error (a CSP refusal would be one).
+func TestBrowser(t *testing.T) {
+	src := newFake()
+	_, ts := serve(t, src, 200*time.Millisecond)
+	// After serve, so the browser closes (its cleanup runs) first.
+	b := browsertest.New(t, 2*time.Minute)
+
+	b.Do(t, "open the Cluster page", chromedp.Navigate(ts.URL+"/#/cluster"))
+	b.WaitText(t, "#machines", "drained since", 10*time.Second)
+	if txt := b.Text(t, "#machines"); !strings.Contains(txt, "m3") || !strings.Contains(txt, "logstore") || !strings.Contains(txt, "0.9.0") {
+		t.Fatalf("cluster table %q", txt)
+	}
+	b.Shot(t, "cluster")
+
+	b.Do(t, "open the Services page", chromedp.Navigate(ts.URL+"/#/services"))
+	b.WaitText(t, "#services", "published", 10*time.Second)
+	b.Shot(t, "services")
+	b.Do(t, "scale web to 4",
+		chromedp.SetValue(chromedp.CSS(`form[data-scale="app-prod/web"] input`), "4"),
+		chromedp.Click(chromedp.CSS(`form[data-scale="app-prod/web"] button`)))
+	b.WaitText(t, "#action-result", "completed", 10*time.Second)
+	if len(src.scales) != 1 || src.scales[0] != 4 {
+		t.Fatalf("the Source saw scales %v, want [4]", src.scales)
+	}
+	// The table follows without a reload.
+	b.WaitText(t, `tr[data-service="app-prod/web"]`, "4", 5*time.Second)
+	b.Shot(t, "services-scaled")
+
+	b.Do(t, "follow the Service link", chromedp.Click(chromedp.CSS(`tr[data-service="app-prod/web"] a`)))
+	b.WaitText(t, "#acks", "pending", 10*time.Second)
+	b.WaitText(t, "#containers", "web-3", 5*time.Second)
+	b.WaitText(t, "#logs", "GET / 2", 10*time.Second)
+	b.WaitText(t, "#logs", "connection reset", 5*time.Second)
+	b.WaitText(t, "#gaps", "machine stopped", 10*time.Second)
+	b.WaitText(t, "#gaps", "no answer: connection refused", 5*time.Second)
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll("#charts .uplot canvas").length`); n < 1 {
+		t.Fatalf("%d chart canvases", n)
+	}
+	if h := browsertest.Eval[string](t, b, "location.hash"); h != "#/service/app-prod/web" {
+		t.Fatalf("service URL %q", h)
+	}
+	b.Shot(t, "service")
+	b.Do(t, "24h range", chromedp.Click(chromedp.CSS(`button[data-range="24h"]`)))
+	b.WaitText(t, `button[aria-pressed="true"]`, "24h", 5*time.Second)
+	b.Do(t, "restart web", chromedp.Click(chromedp.CSS(`button[data-restart="app-prod/web"]`)))
+	b.WaitText(t, "#action-result", "completed", 10*time.Second)
+	if src.restarts != 1 {
+		t.Fatalf("restarts %d", src.restarts)
+	}
+
+	b.Do(t, "open the Deploys page", chromedp.Navigate(ts.URL+"/#/deploys"))
+	b.WaitText(t, "#view", "restart app-prod/web", 10*time.Second)
+	b.WaitText(t, "#revisions", "app-prod", 5*time.Second)
+	b.Shot(t, "deploys")
+
+	// Keyboard: from the page's start, Tab walks the Service link, the
+	// replicas field and the two buttons, in order.
+	b.Do(t, "reload", chromedp.Navigate("about:blank"), chromedp.Navigate(ts.URL+"/#/services"))
+	b.WaitText(t, "#services", "published", 10*time.Second)
+	var walked []string
+	for range 4 {
+		b.Do(t, "tab", chromedp.KeyEvent("\t"))
+		walked = append(walked, browsertest.Eval[string](t, b, "document.activeElement.tagName + ':' + document.activeElement.textContent"))
+	}
+	if strings.Join(walked, " ") != "A:web INPUT: BUTTON:Scale BUTTON:Restart" {
+		t.Fatalf("Tab walked %q", walked)
+	}
+
+	// Phone width: nothing wider than the screen but scrollable tables.
+	b.Do(t, "phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(ts.URL+"/#/services"))
+	b.WaitText(t, "#services", "published", 10*time.Second)
+	if w := browsertest.Eval[int](t, b, "document.documentElement.scrollWidth"); w > 392 {
+		t.Errorf("page is %dpx wide at phone width", w)
+	}
+	b.Shot(t, "services-phone")
+
+	b.ColorScheme(t, "dark")
+	b.Do(t, "dark", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/#/cluster"))
+	b.WaitText(t, "#machines", "m1", 10*time.Second)
+	if bg := browsertest.Eval[string](t, b, "getComputedStyle(document.body).backgroundColor"); bg != "rgb(18, 20, 24)" {
+		t.Errorf("dark background %q", bg)
+	}
+	b.Shot(t, "cluster-dark")
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Fatalf("page errors: %v", errs)
+	}
+}
