@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what `make demo` and `make test` need on a Debian
 # machine: Docker (Debian's docker.io), debootstrap, iproute2, iptables and
-# an SSH client (for `ployz lab ssh`).
+# an SSH client (for `ployz lab ssh`), and Chromium (the dashboard's
+# browser tests drive it headless; they skip where it is missing).
 # Idempotent and quiet when everything is present. Downloads only from
 # Debian's package archive.
 set -euo pipefail
@@ -12,6 +13,7 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
