@@ -287,13 +287,15 @@ func (x *sessionSource) Logs(ctx context.Context, ns, service string, emit func(
 	}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
-	go scanLines(outR, func(l string) { emit(parseLogLine(l)) })
-	go scanLines(errR, func(l string) { emit(dashboard.LogLine{Error: strings.TrimPrefix(l, "warning: ")}) })
+	var wg sync.WaitGroup
+	wg.Go(func() { scanLines(outR, func(l string) { emit(parseLogLine(l)) }) })
+	wg.Go(func() { scanLines(errR, func(l string) { emit(dashboard.LogLine{Error: strings.TrimPrefix(l, "warning: ")}) }) })
 	c := commandFor(ctx, outW)
 	c.SetErr(errW)
 	err = followServiceLogs(c, s, logsFlags{tail: 50}, rpc.LogQuery{Namespace: ns, Service: service})
 	outW.Close()
 	errW.Close()
+	wg.Wait() // every line is emitted before the caller ends the stream
 	return err
 }
 
@@ -303,6 +305,7 @@ func scanLines(r io.Reader, f func(string)) {
 	for sc.Scan() {
 		f(sc.Text())
 	}
+	_, _ = io.Copy(io.Discard, r) // past an overlong line, never block the writer
 }
 
 // parseLogLine splits printLine's "machine container time | text".
