@@ -33,7 +33,8 @@ services:
 // 3-Machine lab: every page renders the lab's real Machines and Services;
 // a scale from the UI changes the Cluster (ployz ps shows it); a line a
 // Container prints reaches the followed logs; a restart from the UI
-// replaces every Container; a Machine whose metrics plugin is stopped is
+// replaces every Container; stop and start from the UI stop and start
+// them; a Machine whose metrics plugin is stopped is
 // a gap in the Service's chart, with values on both sides. Screenshots go
 // to $PLOYZ_SCREENSHOTS when set.
 func TestDashboard(t *testing.T) {
@@ -117,6 +118,23 @@ func TestDashboard(t *testing.T) {
 	if fresh != 3 {
 		t.Fatalf("after the UI's restart %d fresh ready web Containers, want 3: %+v", fresh, after)
 	}
+
+	// Stop and start from the UI act on the existing Containers.
+	b.Do(t, "stop web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-stop="%s/web"]`, ns))))
+	b.WaitText(t, "#action-result", "completed", 3*time.Minute)
+	for _, c := range ps(t, op, "dash").Containers {
+		if c.Service == "web" && c.State == "running" {
+			t.Fatalf("after the UI's stop %s is still running on %s", c.Name, c.Machine)
+		}
+	}
+	b.Do(t, "start web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-start="%s/web"]`, ns))))
+	b.WaitText(t, "#action-result", "completed", 3*time.Minute)
+	eventually(t, 60*time.Second, "web ready again on 3 Machines", func() error {
+		if ready, machines := count(ps(t, op, "dash"), "web"); ready != 3 || machines != 3 {
+			return fmt.Errorf("%d ready on %d Machines", ready, machines)
+		}
+		return nil
+	})
 
 	b.Do(t, "open the Deploys page", chromedp.Navigate(base+"/#/deploys"))
 	b.WaitText(t, "#view", "restart "+ns+"/web", 30*time.Second)

@@ -289,7 +289,9 @@ func (x *sessionSource) Logs(ctx context.Context, ns, service string, emit func(
 	errR, errW := io.Pipe()
 	var wg sync.WaitGroup
 	wg.Go(func() { scanLines(outR, func(l string) { emit(parseLogLine(l)) }) })
-	wg.Go(func() { scanLines(errR, func(l string) { emit(dashboard.LogLine{Error: strings.TrimPrefix(l, "warning: ")}) }) })
+	wg.Go(func() {
+		scanLines(errR, func(l string) { emit(dashboard.LogLine{Error: strings.TrimPrefix(l, "warning: ")}) })
+	})
 	c := commandFor(ctx, outW)
 	c.SetErr(errW)
 	err = followServiceLogs(c, s, logsFlags{tail: 50}, rpc.LogQuery{Namespace: ns, Service: service})
@@ -355,4 +357,12 @@ func (x *sessionSource) Restart(ctx context.Context, ns, service string, out io.
 		return err
 	}
 	return restartService(commandFor(ctx, out), f, service)
+}
+
+func (x *sessionSource) StartStop(ctx context.Context, ns, service, verb string, out io.Writer) error {
+	s, err := x.session()
+	if err != nil {
+		return err
+	}
+	return startStopService(commandFor(ctx, out), s, ns, service, verb)
 }

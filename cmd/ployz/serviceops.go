@@ -347,32 +347,42 @@ func startStopCommand(verb string) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withSession(c, func(s session) error {
-				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
+				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
 				if err != nil {
 					return err
 				}
-				if len(cs) == 0 {
-					return errNoService(args[0], ns, snap)
-				}
-				plan := deploy.Plan{Namespace: ns, DeploymentID: "(" + verb + ")"}
-				for _, co := range cs {
-					r := deploy.Row{MachineID: co.MachineID, Machine: machineName(snap, co.MachineID), Service: co.Service, OldID: co.ID, OldName: co.Name}
-					switch {
-					case verb == "stop" && (co.State == "running" || co.State == "restarting"):
-						r.Op, r.Reason = deploy.OpStop, "requested stop"
-					case verb == "start" && co.State != "running":
-						r.Op, r.Reason = deploy.OpStart, "requested start"
-					default:
-						r.Op, r.Reason = deploy.OpUnchanged, "already "+co.State
-					}
-					plan.Rows = append(plan.Rows, r)
-				}
-				return runRows(c, s, plan, snap)
+				return startStopService(c, s, deploy.Namespace(p, f.env), args[0], verb)
 			})
 		},
 	}
 	f.add(cmd, false)
 	return cmd
+}
+
+// startStopService starts or stops service's existing Containers in ns
+// (`ployz start|stop`, the dashboard's Start and Stop).
+func startStopService(c *cobra.Command, s session, ns, service, verb string) error {
+	snap, cs, err := serviceContainers(c.Context(), s, ns, service)
+	if err != nil {
+		return err
+	}
+	if len(cs) == 0 {
+		return errNoService(service, ns, snap)
+	}
+	plan := deploy.Plan{Namespace: ns, DeploymentID: "(" + verb + ")"}
+	for _, co := range cs {
+		r := deploy.Row{MachineID: co.MachineID, Machine: machineName(snap, co.MachineID), Service: co.Service, OldID: co.ID, OldName: co.Name}
+		switch {
+		case verb == "stop" && (co.State == "running" || co.State == "restarting"):
+			r.Op, r.Reason = deploy.OpStop, "requested stop"
+		case verb == "start" && co.State != "running":
+			r.Op, r.Reason = deploy.OpStart, "requested start"
+		default:
+			r.Op, r.Reason = deploy.OpUnchanged, "already "+co.State
+		}
+		plan.Rows = append(plan.Rows, r)
+	}
+	return runRows(c, s, plan, snap)
 }
 
 // runRows previews, confirms and executes hand-made rows (start, stop,

@@ -42,7 +42,7 @@ func (s *Server) requireToken(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// Action is one scale or restart this dashboard ran, with its output.
+// Action is one scale, restart, stop or start this dashboard ran, with its output.
 type Action struct {
 	ID        int        `json:"id"`
 	Kind      string     `json:"kind"`
@@ -97,8 +97,9 @@ type actionRequest struct {
 }
 
 // decodeAction reads and checks an action body; the Service must be one
-// the Services view lists as declared by a Saved State.
-func (s *Server) decodeAction(r *http.Request) (actionRequest, error) {
+// the Services view lists and, when saved, one a Saved State declares
+// (scale and restart deploy it).
+func (s *Server) decodeAction(r *http.Request, saved bool) (actionRequest, error) {
 	var req actionRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
 	dec.DisallowUnknownFields()
@@ -117,7 +118,7 @@ func (s *Server) decodeAction(r *http.Request) (actionRequest, error) {
 	}
 	for _, row := range svcs.Services {
 		if row.Namespace == req.Namespace && row.Service == req.Service {
-			if !row.Scalable {
+			if saved && !row.Scalable {
 				return req, &FieldError{Field: "service", Msg: fmt.Sprintf("no Saved State declares %s in %s; deploy it with `ployz deploy` first", req.Service, req.Namespace)}
 			}
 			return req, nil
@@ -144,7 +145,7 @@ func parseReplicas(raw *json.RawMessage) (int, error) {
 }
 
 func (s *Server) scale(w http.ResponseWriter, r *http.Request) {
-	req, err := s.decodeAction(r)
+	req, err := s.decodeAction(r, true)
 	var n int
 	if err == nil {
 		n, err = parseReplicas(req.Replicas)
@@ -159,16 +160,33 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
-	req, err := s.decodeAction(r)
+	s.plainAction(w, r, "restart", true, func(ctx context.Context, req actionRequest, out io.Writer) error {
+		return s.src.Restart(ctx, req.Namespace, req.Service, out)
+	})
+}
+
+// startStop is POST /api/start or /api/stop: the existing Containers, no
+// new revision, so no Saved State is needed.
+func (s *Server) startStop(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.plainAction(w, r, verb, false, func(ctx context.Context, req actionRequest, out io.Writer) error {
+			return s.src.StartStop(ctx, req.Namespace, req.Service, verb, out)
+		})
+	}
+}
+
+// plainAction runs an action that takes only namespace and service.
+func (s *Server) plainAction(w http.ResponseWriter, r *http.Request, kind string, saved bool, do func(context.Context, actionRequest, io.Writer) error) {
+	req, err := s.decodeAction(r, saved)
 	if err == nil && req.Replicas != nil {
-		err = &FieldError{Field: "replicas", Msg: "a restart takes no replicas"}
+		err = &FieldError{Field: "replicas", Msg: "a " + kind + " takes no replicas"}
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.run(w, r, Action{Kind: "restart", Namespace: req.Namespace, Service: req.Service}, func(ctx context.Context, out io.Writer) error {
-		return s.src.Restart(ctx, req.Namespace, req.Service, out)
+	s.run(w, r, Action{Kind: kind, Namespace: req.Namespace, Service: req.Service}, func(ctx context.Context, out io.Writer) error {
+		return do(ctx, req, out)
 	})
 }
 

@@ -62,6 +62,11 @@ func TestBrowser(t *testing.T) {
 	if src.restarts != 1 {
 		t.Fatalf("restarts %d", src.restarts)
 	}
+	b.Do(t, "stop web", chromedp.Click(chromedp.CSS(`button[data-stop="app-prod/web"]`)))
+	b.WaitText(t, "#action-result", "completed\nstop web", 10*time.Second)
+	if len(src.stopped) != 1 || src.stopped[0] != "stop app-prod/web" {
+		t.Fatalf("stops %v", src.stopped)
+	}
 
 	b.Do(t, "open the Deploys page", chromedp.Navigate(ts.URL+"/#/deploys"))
 	b.WaitText(t, "#view", "restart app-prod/web", 10*time.Second)

@@ -21,6 +21,7 @@ type fakeSource struct {
 	replicas int
 	scales   []int
 	restarts int
+	stopped  []string
 	metrics  []MachineMetrics
 }
 
@@ -141,4 +142,12 @@ func serve(t *testing.T, src Source, poll time.Duration) (*Server, *httptest.Ser
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return s, ts
+}
+
+func (f *fakeSource) StartStop(_ context.Context, ns, svc, verb string, out io.Writer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = append(f.stopped, verb+" "+ns+"/"+svc)
+	fmt.Fprintf(out, "%s %s\n", verb, svc)
+	return nil
 }

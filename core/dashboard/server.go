@@ -90,6 +90,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/metrics", s.metrics)
 	mux.HandleFunc("POST /api/scale", s.requireToken(s.scale))
 	mux.HandleFunc("POST /api/restart", s.requireToken(s.restart))
+	mux.HandleFunc("POST /api/stop", s.requireToken(s.startStop("stop")))
+	mux.HandleFunc("POST /api/start", s.requireToken(s.startStop("start")))
 	return s.guard(mux)
 }
 

@@ -129,11 +129,13 @@ func TestActionsNeedToken(t *testing.T) {
 		if code, _ := post(t, ts.URL+"/api/scale", tok, body); code != http.StatusForbidden {
 			t.Errorf("token %q: %d, want 403", tok, code)
 		}
-		if code, _ := post(t, ts.URL+"/api/restart", tok, `{"namespace":"app-prod","service":"web"}`); code != http.StatusForbidden {
-			t.Errorf("restart with token %q: %d, want 403", tok, code)
+		for _, verb := range []string{"restart", "stop", "start"} {
+			if code, _ := post(t, ts.URL+"/api/"+verb, tok, `{"namespace":"app-prod","service":"web"}`); code != http.StatusForbidden {
+				t.Errorf("%s with token %q: %d, want 403", verb, tok, code)
+			}
 		}
 	}
-	if len(src.scales) != 0 || src.restarts != 0 {
+	if len(src.scales) != 0 || src.restarts != 0 || len(src.stopped) != 0 {
 		t.Fatalf("refused actions ran: %v %d", src.scales, src.restarts)
 	}
 	var sess map[string]string
@@ -145,9 +147,13 @@ func TestActionsNeedToken(t *testing.T) {
 	if code, a := post(t, ts.URL+"/api/restart", sess["token"], `{"namespace":"app-prod","service":"web"}`); code != 200 || src.restarts != 1 {
 		t.Fatalf("restart with the token: %d %v", code, a)
 	}
+	// Stop and start need no Saved State: the undeclared stray may stop.
+	if code, a := post(t, ts.URL+"/api/stop", sess["token"], `{"namespace":"app-prod","service":"stray"}`); code != 200 || len(src.stopped) != 1 || src.stopped[0] != "stop app-prod/stray" {
+		t.Fatalf("stop with the token: %d %v %v", code, a, src.stopped)
+	}
 	var d deploysPage
 	getJSON(t, ts.URL+"/api/view/deploys", &d)
-	if len(d.Actions) != 2 || d.Actions[0].Kind != "restart" || d.Actions[1].Status != "completed" || *d.Actions[1].Replicas != 3 {
+	if len(d.Actions) != 3 || d.Actions[0].Kind != "stop" || d.Actions[1].Kind != "restart" || d.Actions[2].Status != "completed" || *d.Actions[2].Replicas != 3 {
 		t.Fatalf("action log %+v", d.Actions)
 	}
 }
@@ -177,8 +183,11 @@ func TestScaleValidated(t *testing.T) {
 	if code, out := post(t, ts.URL+"/api/restart", s.token, `{"namespace":"app-prod","service":"web","replicas":2}`); code != 400 || out["field"] != "replicas" {
 		t.Errorf("restart with replicas: %d %v", code, out)
 	}
-	if len(src.scales) != 0 {
-		t.Fatalf("invalid scales ran: %v", src.scales)
+	if code, out := post(t, ts.URL+"/api/start", s.token, `{"namespace":"app-prod","service":"db"}`); code != 400 || out["field"] != "service" {
+		t.Errorf("start of an unknown Service: %d %v", code, out)
+	}
+	if len(src.scales) != 0 || len(src.stopped) != 0 {
+		t.Fatalf("invalid actions ran: %v %v", src.scales, src.stopped)
 	}
 }
 

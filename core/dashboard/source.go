@@ -25,6 +25,9 @@ type Source interface {
 	// scale` and `ployz service restart` do), writing progress to out.
 	Scale(ctx context.Context, namespace, service string, replicas int, out io.Writer) error
 	Restart(ctx context.Context, namespace, service string, out io.Writer) error
+	// StartStop starts or stops (verb) the Service's existing Containers
+	// without a new revision, as `ployz start|stop` do.
+	StartStop(ctx context.Context, namespace, service, verb string, out io.Writer) error
 }
 
 // Cluster is the Cluster page: the Machines one Entry Machine observes.

@@ -88,16 +88,24 @@
       button.disabled = false;
     }
   }
-  function actions(ns, svc, desired, out) {
-    const n = el("input", { type: "number", min: "0", max: "100", value: /^\d+$/.test(desired) ? desired : "1", "aria-label": "Replicas of " + svc, name: "replicas" });
-    const scaleBtn = el("button", { type: "submit" }, "Scale");
-    const f = el("form", { class: "inline", "data-scale": ns + "/" + svc, onsubmit: (e) => {
-      e.preventDefault();
-      act("api/scale", { namespace: ns, service: svc, replicas: Number(n.value) }, out, scaleBtn);
-    } }, n, scaleBtn);
-    const rb = el("button", { type: "button", "data-restart": ns + "/" + svc, onclick: () => act("api/restart", { namespace: ns, service: svc }, out, rb) }, "Restart");
-    const span = el("span", { class: "inline" }, f, " ", rb);
-    span.replicas = n;
+  // actions are a Service's buttons; scale and restart deploy its Saved
+  // State (saved), stop and start act on the existing Containers.
+  function actions(ns, svc, desired, out, saved) {
+    const span = el("span", { class: "inline" });
+    const key = ns + "/" + svc;
+    if (saved) {
+      const n = el("input", { type: "number", min: "0", max: "100", value: /^\d+$/.test(desired) ? desired : "1", "aria-label": "Replicas of " + svc, name: "replicas" });
+      const scaleBtn = el("button", { type: "submit" }, "Scale");
+      span.append(el("form", { class: "inline", "data-scale": key, onsubmit: (e) => {
+        e.preventDefault();
+        act("api/scale", { namespace: ns, service: svc, replicas: Number(n.value) }, out, scaleBtn);
+      } }, n, scaleBtn), " ");
+      span.replicas = n;
+    }
+    for (const verb of saved ? ["restart", "stop", "start"] : ["stop", "start"]) {
+      const b = el("button", { type: "button", ["data-" + verb]: key, onclick: () => act("api/" + verb, { namespace: ns, service: svc }, out, b) }, verb[0].toUpperCase() + verb.slice(1));
+      span.append(b, " ");
+    }
     return span;
   }
 
@@ -134,7 +142,7 @@
             el("td", {}, st(row.execution), row.below_replicas ? el("div", { class: "muted" }, row.not_ready_on ? "not ready on " + row.not_ready_on.join(", ") : "below replicas") : null),
             el("td", {}, st(row.ingress)),
             el("td", { class: "hide-narrow" }, row.restarts),
-            el("td", {}, row.scalable ? actions(row.namespace, row.service, row.desired, out) : el("span", { class: "muted" }, "no Saved State"))))));
+            el("td", {}, actions(row.namespace, row.service, row.desired, out, row.scalable))))));
       });
     },
     service(ns, svc) {
@@ -147,13 +155,13 @@
       const rangeBtns = ["1h", "24h", "90d"].map((r) => el("button", { type: "button", "aria-pressed": String(r === range), "data-range": r, onclick: () => {
         range = r; rangeBtns.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.range === r))); loadMetrics();
       } }, r));
-      const acts = actions(ns, svc, "", out);
+      const acts = actions(ns, svc, "", out, true);
       view.append(el("h1", {}, svc + " ", el("span", { class: "muted" }, ns)),
         el("p", {}, acts), out, region,
         el("h2", {}, "Metrics"), el("div", { role: "group", "aria-label": "Range" }, rangeBtns), charts, gaps,
         el("h2", {}, "Logs ", el("span", { class: "muted" }, "following every Machine")), logs);
       follow("view=service&namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc), region, (s, r) => {
-        if (!acts.replicas.dataset.set) { acts.replicas.value = s.desired; acts.replicas.dataset.set = "1"; }
+        if (acts.replicas && !acts.replicas.dataset.set) { acts.replicas.value = s.desired; acts.replicas.dataset.set = "1"; }
         renderService(s, r);
       });
       const es = new EventSource("api/logs?namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc));
