@@ -23,6 +23,7 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 func dashboardCommand() *cobra.Command {
@@ -160,16 +161,7 @@ func (x *sessionSource) Services(ctx context.Context) (dashboard.Services, error
 	}
 	decl := declared(ctx, s.st, s.ctx)
 	removing := removingNamespaces(s)
-	var ms []machineIngress
-	var msErr error
-	asked := false
-	fanout := func() ([]machineIngress, error) {
-		if !asked {
-			asked = true
-			ms, msErr = ingressFanout(ctx, s.ent)
-		}
-		return ms, msErr
-	}
+	ing := &ingressOnce{ctx: ctx, s: s}
 	out := dashboard.Services{Unobserved: snap.Missing}
 	for _, r := range views.Services(snap, decl, removing, "") {
 		sv, ok := decl[r.Namespace][r.Service]
@@ -184,7 +176,7 @@ func (x *sessionSource) Services(ctx context.Context) (dashboard.Services, error
 		}
 		out.Services = append(out.Services, dashboard.ServiceRow{ServiceRow: r,
 			Execution: deploy.ExecutionStatus(desired, r.Running, r.Ready, snap.Complete()),
-			Ingress:   ingressOf(r.Namespace, r.Service, routes, fanout).Status,
+			Ingress:   ingressOf(r.Namespace, r.Service, routes, ing.get).Status,
 			Scalable:  ok && !removing[r.Namespace]})
 	}
 	return out, nil
@@ -195,19 +187,67 @@ func (x *sessionSource) Service(ctx context.Context, ns, service string) (dashbo
 	if err != nil {
 		return dashboard.Service{}, err
 	}
-	in, snap, err := inspectService(ctx, s, ns, service)
+	ing := &ingressOnce{ctx: ctx, s: s}
+	in, snap, err := inspectService(ctx, s, ns, service, ing.get)
 	if err != nil {
 		return dashboard.Service{}, err
 	}
 	out := dashboard.Service{Namespace: ns, Service: service, Desired: in.Execution.Desired, Running: in.Execution.Running,
 		Ready: in.Execution.Ready, Execution: in.Execution.Status, Ingress: in.Ingress.Status, IngressReason: in.Ingress.Reason,
 		Serving: in.Serving, Unobserved: in.Unobserved, Containers: []dashboard.Container{}}
+	if ing.asked {
+		out.Routes = ingressViews(ingress.ServiceKey(ns, service), in.Ingress.Routes, ing.ms)
+	}
 	now := time.Now()
 	for _, co := range in.Containers {
 		out.Containers = append(out.Containers, dashboard.Container{Machine: machineName(snap, co.MachineID), ContainerObservation: co, LastExit: lastExit(co, now)})
 	}
 	sort.SliceStable(out.Containers, func(i, j int) bool { return out.Containers[i].Machine < out.Containers[j].Machine })
 	return out, nil
+}
+
+// ingressOnce reads every Machine's ingress at most once per page read;
+// asked stays false when no route needed it.
+type ingressOnce struct {
+	ctx   context.Context
+	s     session
+	ms    []machineIngress
+	err   error
+	asked bool
+}
+
+func (o *ingressOnce) get() ([]machineIngress, error) {
+	if !o.asked {
+		o.asked = true
+		o.ms, o.err = ingressFanout(o.ctx, o.s.ent)
+	}
+	return o.ms, o.err
+}
+
+// ingressViews is each Machine's state of the Service's routes, with the
+// certificate line `ployz ingress config` prints for a hostname.
+func ingressViews(owner string, routes []deploy.IngressRoute, ms []machineIngress) []dashboard.RouteView {
+	var out []dashboard.RouteView
+	for _, m := range ms {
+		if m.Status == nil {
+			out = append(out, dashboard.RouteView{Machine: m.Machine, Error: m.Error})
+			continue
+		}
+		for _, want := range routes {
+			rv := dashboard.RouteView{Machine: m.Machine, Route: want.Key(), State: rpc.RoutePending}
+			for _, r := range m.Status.Routes {
+				if r.Key() == want.Key() {
+					rv.State, rv.Detail, rv.Upstreams = r.State, r.Detail, r.Upstreams
+					if r.Owner != owner && r.Owner != "" {
+						rv.Detail = strings.TrimSpace("owned by " + r.Owner + " " + rv.Detail)
+					}
+				}
+			}
+			rv.Certificate = strings.TrimSpace(certLine(m.Status, want.Hostname))
+			out = append(out, rv)
+		}
+	}
+	return out
 }
 
 func (x *sessionSource) Deploys(ctx context.Context) (dashboard.Deploys, error) {

@@ -82,7 +82,8 @@ func serviceInspect() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				in, snap, err := inspectService(c.Context(), s, deploy.Namespace(p, f.env), args[0])
+				in, snap, err := inspectService(c.Context(), s, deploy.Namespace(p, f.env), args[0],
+					func() ([]machineIngress, error) { return ingressFanout(c.Context(), s.ent) })
 				if err != nil {
 					return err
 				}
@@ -147,7 +148,9 @@ func serviceInspect() *cobra.Command {
 
 // inspectService is `ployz service inspect`'s answer for one Service of
 // ns: execution and ingress status, the Serving Pointer and its acks.
-func inspectService(ctx context.Context, s session, ns, service string) (inspection, deploy.Snapshot, error) {
+// fanout reads every Machine's ingress (asked only when the Service has
+// routes).
+func inspectService(ctx context.Context, s session, ns, service string, fanout func() ([]machineIngress, error)) (inspection, deploy.Snapshot, error) {
 	snap, cs, err := serviceContainers(ctx, s, ns, service)
 	if err != nil {
 		return inspection{}, snap, err
@@ -181,7 +184,7 @@ func inspectService(ctx context.Context, s session, ns, service string) (inspect
 	if in.Ingress.Routes == nil {
 		in.Ingress.Routes = observedRoutes(cs)
 	}
-	in.Ingress = ingressOf(ns, service, in.Ingress.Routes, func() ([]machineIngress, error) { return ingressFanout(ctx, s.ent) })
+	in.Ingress = ingressOf(ns, service, in.Ingress.Routes, fanout)
 	var sst rpc.ServingStatus
 	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ingress.ServiceKey(ns, service)}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
 		in.Serving = &sst.Services[0]

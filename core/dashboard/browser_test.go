@@ -44,6 +44,8 @@ func TestBrowser(t *testing.T) {
 	b.Do(t, "follow the Service link", chromedp.Click(chromedp.CSS(`tr[data-service="app-prod/web"] a`)))
 	b.WaitText(t, "#acks", "pending", 10*time.Second)
 	b.WaitText(t, "#containers", "web-3", 5*time.Second)
+	b.WaitText(t, "#routes", "https issued until 2027", 5*time.Second)
+	b.WaitText(t, "#routes", "connection refused", 5*time.Second)
 	b.WaitText(t, "#logs", "GET / 2", 10*time.Second)
 	b.WaitText(t, "#logs", "connection reset", 5*time.Second)
 	b.WaitText(t, "#gaps", "machine stopped", 10*time.Second)

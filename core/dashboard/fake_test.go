@@ -59,6 +59,8 @@ func (f *fakeSource) Service(_ context.Context, ns, svc string) (Service, error)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := Service{Namespace: ns, Service: svc, Desired: f.replicas, Running: f.replicas, Ready: f.replicas, Execution: "ready", Ingress: "published",
+		Routes: []RouteView{{Machine: "m1", Route: "web.example.com", State: "published", Upstreams: []string{"10.0.0.2:8080"}, Certificate: "https issued until 2027-03-01T00:00:00Z by Let's Encrypt"},
+			{Machine: "m3", Error: "connection refused"}},
 		Serving: &rpc.ServiceServing{Service: ns + "/" + svc, Pointer: "p7", Deployment: "d7",
 			Acks: []rpc.ServingAck{{Machine: "m1", Membership: "self", Acked: "p7"}, {Machine: "m2", Membership: "up", Acked: "p6"}}}}
 	for i := 0; i < f.replicas; i++ {

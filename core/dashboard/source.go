@@ -67,17 +67,31 @@ type ServiceRow struct {
 
 // Service is one Service's page: `ployz service inspect` in a browser.
 type Service struct {
-	Namespace     string              `json:"namespace"`
-	Service       string              `json:"service"`
-	Desired       int                 `json:"desired"`
-	Running       int                 `json:"running"`
-	Ready         int                 `json:"ready"`
-	Execution     string              `json:"execution"`
-	Ingress       string              `json:"ingress"`
-	IngressReason string              `json:"ingress_reason,omitempty"`
-	Serving       *rpc.ServiceServing `json:"serving,omitempty"`
-	Containers    []Container         `json:"containers"`
-	Unobserved    []deploy.Unobserved `json:"unobserved,omitempty"`
+	Namespace     string `json:"namespace"`
+	Service       string `json:"service"`
+	Desired       int    `json:"desired"`
+	Running       int    `json:"running"`
+	Ready         int    `json:"ready"`
+	Execution     string `json:"execution"`
+	Ingress       string `json:"ingress"`
+	IngressReason string `json:"ingress_reason,omitempty"`
+	// Routes are each Machine's state of the Service's ingress routes.
+	Routes     []RouteView         `json:"routes,omitempty"`
+	Serving    *rpc.ServiceServing `json:"serving,omitempty"`
+	Containers []Container         `json:"containers"`
+	Unobserved []deploy.Unobserved `json:"unobserved,omitempty"`
+}
+
+// RouteView is one Machine's state of one route, with its certificate
+// (HTTPS state, expiry, issuer, last error; empty when HTTPS is off).
+type RouteView struct {
+	Machine     string   `json:"machine"`
+	Route       string   `json:"route,omitempty"`
+	State       string   `json:"state,omitempty"`
+	Detail      string   `json:"detail,omitempty"`
+	Upstreams   []string `json:"upstreams,omitempty"`
+	Certificate string   `json:"certificate,omitempty"`
+	Error       string   `json:"error,omitempty"`
 }
 
 // Container is one Service Container and the Machine holding it.

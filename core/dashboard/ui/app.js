@@ -216,6 +216,12 @@
       (s.containers || []).map((c) => el("tr", { "data-container": c.name }, el("td", {}, c.machine), el("td", {}, c.name), el("td", {}, st(c.state)),
         el("td", {}, c.ready ? "ready" : "not ready"), el("td", { class: "hide-narrow" }, c.restart_count || 0),
         el("td", { class: "hide-narrow" }, c.last_exit), el("td", { class: "hide-narrow" }, c.ip || "-"), el("td", { class: "hide-narrow" }, c.deployment || "-")))));
+    if (s.routes && s.routes.length) {
+      r.append(el("h2", {}, "Ingress per Machine"));
+      r.append(table("routes", ["Machine", "Route", "State", "Certificate", "~Upstreams"], s.routes.map((x) => el("tr", {},
+        el("td", {}, x.machine), el("td", {}, x.route || "-"), el("td", {}, x.error ? st("unknown") : st(x.state), x.error || x.detail ? el("div", { class: "muted" }, x.error || x.detail) : null),
+        el("td", {}, x.certificate || "-"), el("td", { class: "hide-narrow" }, (x.upstreams || []).join(", ") || "-")))));
+    }
     r.append(el("h2", {}, "Serving Pointer"));
     const sv = s.serving;
     if (!sv) { r.append(el("p", { class: "muted" }, "No Serving Pointer yet.")); return; }
