@@ -231,6 +231,16 @@
       el("td", {}, a.acked === sv.pointer ? st("acked") : a.membership === "down" ? "down (not waited for)" : st("pending"))))));
   }
 
+  // si shortens an axis value: 1.5G, 300M, 12k, 0.25.
+  function si(v) {
+    if (v === null || v === undefined) return "";
+    const a = Math.abs(v);
+    for (const [n, suffix] of [[1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+      if (a >= n) return +(v / n).toFixed(1) + suffix;
+    }
+    return String(+v.toFixed(3));
+  }
+
   const palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
   function drawChart(ch, markers, into) {
     const box = el("div", { class: "chart", "data-metric": ch.metric }, el("h3", {}, ch.metric));
@@ -240,7 +250,8 @@
     const opts = {
       width, height: 180,
       scales: { x: { time: true } },
-      axes: [{ stroke: fg, grid: { stroke: "rgba(128,128,128,.2)" } }, { stroke: fg, size: 60, grid: { stroke: "rgba(128,128,128,.2)" } }],
+      axes: [{ stroke: fg, grid: { stroke: "rgba(128,128,128,.2)" } },
+        { stroke: fg, size: 56, grid: { stroke: "rgba(128,128,128,.2)" }, values: (u, vals) => vals.map(si) }],
       series: [{}].concat(ch.series.map((s, i) => ({ label: s.machine, stroke: palette[i % palette.length], width: 1.5, spanGaps: false }))),
       hooks: { draw: [(u) => {
         const ctx = u.ctx;
