@@ -101,53 +101,8 @@ func TestDashboard(t *testing.T) {
 	})
 	b.Shot(t, "service")
 
-	before := ps(t, op, "dash").Containers
-	b.Do(t, "restart web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-restart="%s/web"]`, ns))))
-	b.WaitText(t, "#action-result", "completed", 5*time.Minute)
-	after := ps(t, op, "dash").Containers
-	old := map[string]bool{}
-	for _, c := range before {
-		old[c.ID] = true
-	}
-	fresh := 0
-	for _, c := range after {
-		if c.Service == "web" && c.State == "running" && c.Ready && !old[c.ID] {
-			fresh++
-		}
-	}
-	if fresh != 3 {
-		t.Fatalf("after the UI's restart %d fresh ready web Containers, want 3: %+v", fresh, after)
-	}
-
-	// Stop and start from the UI act on the existing Containers.
-	b.Do(t, "stop web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-stop="%s/web"]`, ns))))
-	b.WaitText(t, "#action-result", "completed", 3*time.Minute)
-	for _, c := range ps(t, op, "dash").Containers {
-		if c.Service == "web" && c.State == "running" {
-			t.Fatalf("after the UI's stop %s is still running on %s", c.Name, c.Machine)
-		}
-	}
-	b.Do(t, "start web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-start="%s/web"]`, ns))))
-	b.WaitText(t, "#action-result", "completed", 3*time.Minute)
-	// start waits for readiness, so all three are ready when it completes.
-	if ready, machines := count(ps(t, op, "dash"), "web"); ready != 3 || machines != 3 {
-		t.Fatalf("after the UI's start %d ready web Containers on %d Machines, want 3 on 3\n%s", ready, machines, b.Text(t, "#action-result"))
-	}
-	// What happens next is ployz start's own business (the Serving Pointer
-	// and the retire loop), recorded here as evidence, not judged.
-	time.Sleep(30 * time.Second)
-	ready, machines := count(ps(t, op, "dash"), "web")
-	var in struct {
-		Serving *struct {
-			Containers []struct{ ID string } `json:"containers"`
-		} `json:"serving"`
-	}
-	op.json(t, &in, "service", "inspect", "web", "-p", "dash")
-	pointed := -1
-	if in.Serving != nil {
-		pointed = len(in.Serving.Containers)
-	}
-	t.Logf("30 s after the start: %d ready web Containers on %d Machines; the Serving Pointer names %d", ready, machines, pointed)
+	uiRestart(t, op, b, ns)
+	uiStopStart(t, op, b, ns)
 
 	b.Do(t, "open the Deploys page", chromedp.Navigate(base+"/#/deploys"))
 	b.WaitText(t, "#view", "restart "+ns+"/web", 30*time.Second)
@@ -260,3 +215,60 @@ func getDashboard(url string, v any) error {
 	return json.NewDecoder(r.Body).Decode(v)
 }
 
+
+// uiRestart restarts web from the Service page: every Container is
+// replaced by a fresh ready one.
+func uiRestart(t *testing.T, op *operator, b *browsertest.Browser, ns string) {
+	t.Helper()
+	before := ps(t, op, "dash").Containers
+	b.Do(t, "restart web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-restart="%s/web"]`, ns))))
+	b.WaitText(t, "#action-result", "completed", 5*time.Minute)
+	after := ps(t, op, "dash").Containers
+	old := map[string]bool{}
+	for _, c := range before {
+		old[c.ID] = true
+	}
+	fresh := 0
+	for _, c := range after {
+		if c.Service == "web" && c.State == "running" && c.Ready && !old[c.ID] {
+			fresh++
+		}
+	}
+	if fresh != 3 {
+		t.Fatalf("after the UI's restart %d fresh ready web Containers, want 3: %+v", fresh, after)
+	}
+}
+
+// uiStopStart stops and starts web from the Service page.
+func uiStopStart(t *testing.T, op *operator, b *browsertest.Browser, ns string) {
+	t.Helper()
+	// Stop and start from the UI act on the existing Containers.
+	b.Do(t, "stop web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-stop="%s/web"]`, ns))))
+	b.WaitText(t, "#action-result", "completed", 3*time.Minute)
+	for _, c := range ps(t, op, "dash").Containers {
+		if c.Service == "web" && c.State == "running" {
+			t.Fatalf("after the UI's stop %s is still running on %s", c.Name, c.Machine)
+		}
+	}
+	b.Do(t, "start web from the UI", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-start="%s/web"]`, ns))))
+	b.WaitText(t, "#action-result", "completed", 3*time.Minute)
+	// start waits for readiness, so all three are ready when it completes.
+	if ready, machines := count(ps(t, op, "dash"), "web"); ready != 3 || machines != 3 {
+		t.Fatalf("after the UI's start %d ready web Containers on %d Machines, want 3 on 3\n%s", ready, machines, b.Text(t, "#action-result"))
+	}
+	// What happens next is ployz start's own business (the Serving Pointer
+	// and the retire loop), recorded here as evidence, not judged.
+	time.Sleep(30 * time.Second)
+	ready, machines := count(ps(t, op, "dash"), "web")
+	var in struct {
+		Serving *struct {
+			Containers []struct{ ID string } `json:"containers"`
+		} `json:"serving"`
+	}
+	op.json(t, &in, "service", "inspect", "web", "-p", "dash")
+	pointed := -1
+	if in.Serving != nil {
+		pointed = len(in.Serving.Containers)
+	}
+	t.Logf("30 s after the start: %d ready web Containers on %d Machines; the Serving Pointer names %d", ready, machines, pointed)
+}
