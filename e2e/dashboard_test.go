@@ -215,7 +215,6 @@ func getDashboard(url string, v any) error {
 	return json.NewDecoder(r.Body).Decode(v)
 }
 
-
 // uiRestart restarts web from the Service page: every Container is
 // replaced by a fresh ready one.
 func uiRestart(t *testing.T, op *operator, b *browsertest.Browser, ns string) {
