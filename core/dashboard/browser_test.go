@@ -22,8 +22,15 @@ func TestBrowser(t *testing.T) {
 
 	b.Do(t, "open the Cluster page", chromedp.Navigate(ts.URL+"/#/cluster"))
 	b.WaitText(t, "#machines", "drained since", 10*time.Second)
-	if txt := b.Text(t, "#machines"); !strings.Contains(txt, "m3") || !strings.Contains(txt, "logstore") || !strings.Contains(txt, "0.9.0") {
+	if txt := b.Text(t, "#machines"); !strings.Contains(txt, "m3") || !strings.Contains(txt, "1 capabilities") || !strings.Contains(txt, "logstore") || !strings.Contains(txt, "0.9.0") {
 		t.Fatalf("cluster table %q", txt)
+	}
+	// An opened list stays open across live updates (the page re-renders
+	// every poll: the observation time changes).
+	b.Do(t, "open m1's capabilities", chromedp.Click(chromedp.CSS(`tr[data-machine="m1"] summary`)))
+	time.Sleep(time.Second)
+	if open := browsertest.Eval[bool](t, b, `document.querySelector('tr[data-machine="m1"] details').open`); !open {
+		t.Fatal("the opened capabilities closed on a live update")
 	}
 	b.Shot(t, "cluster")
 

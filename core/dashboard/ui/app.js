@@ -50,7 +50,11 @@
   function follow(query, region, render) {
     let pending = null;
     const apply = (state) => {
+      // A re-render keeps what the reader opened.
+      const open = new Set([...region.querySelectorAll("details[data-key]")].filter((d) => d.open).map((d) => d.dataset.key));
       region.replaceChildren();
+      const restore = () => region.querySelectorAll("details[data-key]").forEach((d) => { if (open.has(d.dataset.key)) d.open = true; });
+      setTimeout(restore, 0);
       if (state.error) region.append(el("p", { class: "error", role: "alert" }, (state.field ? state.field + ": " : "") + state.error));
       else render(state.data, region);
     };
@@ -125,7 +129,8 @@
             el("td", { class: "hide-narrow" }, m.subnet || "-"),
             el("td", { class: "chips" }, m.plugins_error ? el("span", { class: "st-unknown" }, "unknown: " + m.plugins_error)
               : (m.plugins || []).map((p) => el("span", { title: p.capabilities.join(", ") }, p.name + " " + (p.version || "") + " ", st(p.health)))),
-            el("td", { class: "chips hide-narrow" }, (m.capabilities || []).map((cap) => el("span", {}, cap)))))));
+            el("td", { class: "hide-narrow" }, el("details", { "data-key": "caps-" + m.id }, el("summary", {}, (m.capabilities || []).length + " capabilities"),
+              el("div", { class: "chips" }, (m.capabilities || []).map((cap) => el("span", {}, cap)))))))));
       });
     },
     services() {
@@ -194,7 +199,7 @@
       follow("view=deploys", region, (d, r) => {
         r.append(el("h2", {}, "Actions from this dashboard"));
         if (!d.actions || !d.actions.length) r.append(el("p", { class: "muted" }, "None yet. Deploys with a compose file stay a CLI action."));
-        (d.actions || []).forEach((a) => r.append(el("details", { "data-action": a.id, open: a.status === "running" },
+        (d.actions || []).forEach((a) => r.append(el("details", { "data-action": a.id, "data-key": "action-" + a.id, open: a.status === "running" },
           el("summary", {}, "#" + a.id + " " + a.kind + " " + a.namespace + "/" + a.service + (a.replicas !== undefined ? " to " + a.replicas : "") + " — ", st(a.status), " " + ago(a.started)),
           el("pre", {}, (a.error ? a.error + "\n" : "") + a.output))));
         r.append(el("h2", {}, "Running deployments per Machine"));
