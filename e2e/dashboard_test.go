@@ -34,9 +34,9 @@ services:
 // a scale from the UI changes the Cluster (ployz ps shows it); a line a
 // Container prints reaches the followed logs; a restart from the UI
 // replaces every Container; stop and start from the UI stop and start
-// them; a Machine whose metrics plugin is stopped is
-// a gap in the Service's chart, with values on both sides. Screenshots go
-// to $PLOYZ_SCREENSHOTS when set.
+// them; a Machine whose ployzd and metrics plugin are stopped is named,
+// and is a gap in the Service's chart with values on both sides.
+// Screenshots go to $PLOYZ_SCREENSHOTS when set.
 func TestDashboard(t *testing.T) {
 	needLab(t)
 	l := lab.ForTest(t, 3)
