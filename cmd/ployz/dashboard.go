@@ -307,15 +307,7 @@ func (x *sessionSource) Metrics(ctx context.Context, q dashboard.MetricsQuery) (
 	if q.Until.Sub(q.Since) > 24*time.Hour {
 		req.StepSeconds = 300
 	}
-	ms, err := fanoutMetrics(commandFor(ctx, io.Discard), s, "", req)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]dashboard.MachineMetrics, len(ms))
-	for i, m := range ms {
-		out[i] = dashboard.MachineMetrics{Machine: m.Machine, Answer: m.Answer, Error: m.Error}
-	}
-	return out, nil
+	return fanoutMetrics(commandFor(ctx, io.Discard), s, "", req)
 }
 
 // Logs follows with `ployz logs -f`'s function, reading its printed

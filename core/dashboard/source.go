@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"github.com/ployz/ployz/core/observe"
 	"io"
 	"time"
 
@@ -135,12 +136,10 @@ type MetricsQuery struct {
 	Until     time.Time
 }
 
-// MachineMetrics is one Machine's answer, or why there is none.
-type MachineMetrics struct {
-	Machine string             `json:"machine"`
-	Answer  *rpc.MetricsAnswer `json:"answer,omitempty"`
-	Error   string             `json:"error,omitempty"`
-}
+// MachineMetrics is one Machine's answer to a metrics query, or why it
+// has none: the Observe Store client's own type, so the CLI and the
+// dashboard read one shape.
+type MachineMetrics = observe.MachineMetrics
 
 // LogLine is one followed line, or a Machine that could not be followed.
 type LogLine struct {
