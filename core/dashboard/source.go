@@ -2,11 +2,11 @@ package dashboard
 
 import (
 	"context"
-	"github.com/ployz/ployz/core/observe"
 	"io"
 	"time"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
 )
