@@ -21,7 +21,7 @@ import (
 func machineCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "machine", Aliases: []string{"m"}, Short: "Form a Cluster and manage its Machines"}
 	cmd.AddCommand(machineInit(), machineAdd(), machineLs(), machineInspect(), machineRename(), machineUpdate(), machineRm(), machineRtt(),
-		machineDrain(), machineUndrain())
+		machineDrain(), machineUndrain(), machineUpgrade())
 	return cmd
 }
 

@@ -11,5 +11,6 @@ func subcommands() []*cobra.Command {
 		wireguardCommand(),
 		pluginsCommand(),
 		storeCommand(),
+		upgradeCommand(),
 	}
 }

@@ -50,6 +50,7 @@ func (d *Daemon) routes() {
 	}
 	d.logRoutes()
 	d.metricsRoutes()
+	d.upgradeRoutes()
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageRelay, Capability: rpc.CapImageRelay, Handler: d.imageRelay})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {

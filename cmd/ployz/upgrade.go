@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/release"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/version"
+)
+
+// machineUpgrade is `ployz machine upgrade` (docs/upgrades.md).
+func machineUpgrade() *cobra.Command {
+	var all, dryRun bool
+	var bundle string
+	c := &cobra.Command{
+		Use:   "upgrade [NAME...|--all]",
+		Short: "Upgrade Machines to a release bundle, one at a time, going back on a failed step",
+		Long: "Pushes the bundle to each Machine over Machine RPC; the Machine verifies it, installs it beside its\n" +
+			"release and swaps store, daemon and plugins one unit at a time, health-checking each step. A failed step\n" +
+			"puts that Machine back on its release and stops the rollout. Exit 3 when any Machine did not end upgraded.",
+		RunE: func(c *cobra.Command, names []string) error {
+			p, err := bundlePath(bundle)
+			if err != nil {
+				return err
+			}
+			m, err := release.OpenManifest(p)
+			if err != nil {
+				return fmt.Errorf("--bundle %s: %w", p, err)
+			}
+			if m.ProtocolMajor != version.ProtocolMajor {
+				return fmt.Errorf("--bundle %s: protocol_major is %d, this CLI speaks %d; an upgrade never crosses a protocol major", p, m.ProtocolMajor, version.ProtocolMajor)
+			}
+			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+				return runUpgrade(c, ent, p, m, names, all, dryRun)
+			})
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, "every Machine the Entry Machine observes")
+	c.Flags().StringVar(&bundle, "bundle", "", "release bundle (default: the one of this CLI's version beside it, "+release.BundleName(version.Version, "linux", runtime.GOARCH)+")")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	return c
+}
+
+// bundlePath is --bundle, else this CLI's own version's bundle beside it.
+func bundlePath(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	name := release.BundleName(version.Version, "linux", runtime.GOARCH)
+	for _, dir := range []string{executableDir(), filepath.Join(executableDir(), "..", "dist")} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("--bundle: no %s beside this CLI; pass --bundle FILE (`make release` builds them into dist/)", name)
+}
+
+func runUpgrade(c *cobra.Command, ent *rpc.Client, p string, m *release.Manifest, names []string, all, dryRun bool) error {
+	ctx := c.Context()
+	var list rpc.MachineList
+	if err := ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+		return err
+	}
+	plan, err := release.Plan(list.Machines, m, names, all)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		return printUpgradePlan(c, plan)
+	}
+	progress := progressTo(c)
+	o := release.Rollout(ctx, plan, func(ctx context.Context, a release.Action) release.MachineOutcome {
+		return upgradeOne(ctx, ent, p, m, a, progress)
+	}, func(mo release.MachineOutcome) {
+		progress("%s: %s%s (%.1fs)", mo.Name, mo.Outcome, suffix(mo.FailedStep, mo.Error), float64(mo.Millis)/1000)
+	})
+	if g.json {
+		if err := printJSON(c.OutOrStdout(), o); err != nil {
+			return err
+		}
+	} else {
+		printUpgradeOutcome(c, o)
+	}
+	if o.Partial() {
+		return &exitError{code: 3, err: fmt.Errorf("machine upgrade: not every Machine runs %s", m.Version), silent: g.json}
+	}
+	return nil
+}
+
+func suffix(step, msg string) string {
+	switch {
+	case step != "":
+		return fmt.Sprintf(" at step %s: %s", step, msg)
+	case msg != "":
+		return ": " + msg
+	}
+	return ""
+}
+
+// upgradeOne pushes the bundle to one Machine and follows its swap.
+func upgradeOne(ctx context.Context, ent *rpc.Client, p string, m *release.Manifest, a release.Action, progress func(string, ...any)) release.MachineOutcome {
+	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeFailed}
+	progress("%s: pushing %s (%s → %s)", a.Name, filepath.Base(p), a.From, a.To)
+	started, err := release.Push(ctx, ent, a.MachineID, p, m)
+	if err != nil {
+		// Nothing changed on the Machine: it refused or never got the bundle.
+		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "push", err.Error()
+		return mo
+	}
+	st, err := release.Await(ctx, ent, a.MachineID, started.ID, 10*time.Minute, func(s rpc.UpgradeStep) {
+		way := ""
+		if s.Rollback {
+			way = " (going back)"
+		}
+		progress("%s: %s → %s %s in %dms%s%s", a.Name, s.Name, s.Release, s.Outcome, s.Millis, way, suffix("", s.Detail))
+	})
+	mo.Steps, mo.FailedStep, mo.From = st.Steps, st.Failed, started.From
+	if err != nil {
+		mo.Error = err.Error()
+		return mo
+	}
+	switch st.State {
+	case rpc.UpgradeDone:
+		mo.Outcome = release.OutcomeUpgraded
+	case rpc.UpgradeRolledBack:
+		mo.Outcome, mo.Error = release.OutcomeRolledBack, st.Error
+	default:
+		mo.Error = st.Error
+	}
+	return mo
+}
+
+func printUpgradePlan(c *cobra.Command, plan []release.Action) error {
+	if g.json {
+		return printJSON(c.OutOrStdout(), plan)
+	}
+	w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ORDER\tNAME\tID\tFROM\tTO\tACTION\tREASON")
+	for i, a := range plan {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, a.Name, short(a.MachineID), a.From, a.To, a.Do, a.Reason)
+	}
+	return w.Flush()
+}
+
+func printUpgradeOutcome(c *cobra.Command, o release.Outcome) {
+	w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tID\tFROM\tTO\tOUTCOME\tFAILED STEP\tTIME")
+	for _, mo := range o.Machines {
+		step := mo.FailedStep
+		if step == "" {
+			step = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\n", mo.Name, short(mo.MachineID), mo.From, mo.To, mo.Outcome, step, float64(mo.Millis)/1000)
+	}
+	_ = w.Flush()
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/daemon"
+)
+
+// upgradeCommand is `ployzd upgrade apply`, the swap ployzd starts in a
+// transient unit after it verified an uploaded bundle (docs/upgrades.md).
+func upgradeCommand() *cobra.Command {
+	up := &cobra.Command{Use: "upgrade", Short: "Swap this Machine onto a staged release", Hidden: true}
+	var cfg daemon.ApplyConfig
+	apply := &cobra.Command{
+		Use:   "apply",
+		Short: "Swap onto releases/<to>, health-check each step, and go back to <from> on a failure",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			cfg.Log = hclog.New(&hclog.LoggerOptions{Name: "ployzd-upgrade", JSONFormat: true})
+			return daemon.ApplyUpgrade(ctx, cfg)
+		},
+	}
+	f := apply.Flags()
+	f.StringVar(&cfg.ID, "id", "", "upgrade id")
+	f.StringVar(&cfg.From, "from", "", "the running release")
+	f.StringVar(&cfg.To, "to", "", "the staged release")
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/ployz", "data directory")
+	f.StringVar(&cfg.BinDir, "bin-dir", "/usr/local/bin", "where the units find ployzd")
+	f.StringVar(&cfg.UnitDir, "unit-dir", "/etc/systemd/system", "systemd unit directory")
+	f.StringVar(&cfg.Socket, "socket", "/run/ployz/ployz.sock", "local Machine RPC socket")
+	_ = apply.MarkFlagRequired("from")
+	_ = apply.MarkFlagRequired("to")
+	up.AddCommand(apply)
+	return up
+}

@@ -1,0 +1,161 @@
+package daemon
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/release"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/version"
+)
+
+func testBundle(t *testing.T, v, arch string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []string{"ployzd", "ployz-dns"} {
+		if err := os.WriteFile(filepath.Join(dir, b), []byte(v+b), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	_, err := release.Write(&buf, release.Manifest{Version: v, ProtocolMajor: version.ProtocolMajor, OS: runtime.GOOS, Arch: arch},
+		[]release.Source{{Path: "bin/ployzd", From: filepath.Join(dir, "ployzd")}, {Path: "bin/ployz-dns", From: filepath.Join(dir, "ployz-dns")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func reqFor(v string, b []byte) rpc.UpgradeRequest {
+	s := sha256.Sum256(b)
+	return rpc.UpgradeRequest{Version: v, SHA256: hex.EncodeToString(s[:]), Size: int64(len(b))}
+}
+
+func field(err error) string {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		f, _ := e.Details["field"].(string)
+		return f
+	}
+	return ""
+}
+
+func TestUpgradeRequestValidate(t *testing.T) {
+	ok := reqFor("1.2.3", []byte("x"))
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func(*rpc.UpgradeRequest){
+		"version": func(r *rpc.UpgradeRequest) { r.Version = "../../etc" },
+		"sha256":  func(r *rpc.UpgradeRequest) { r.SHA256 = "abc" },
+		"size":    func(r *rpc.UpgradeRequest) { r.Size = 0 },
+	}
+	for f, edit := range cases {
+		r := ok
+		edit(&r)
+		if got := field(r.Validate()); got != f {
+			t.Errorf("%s: refusal names %q", f, got)
+		}
+	}
+}
+
+func TestStageReleaseVerifies(t *testing.T) {
+	root := t.TempDir()
+	b := testBundle(t, "9.9.9", runtime.GOARCH)
+	dir, err := stageRelease(root, reqFor("9.9.9", b), bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "bin", "ployzd")); string(got) != "9.9.9ployzd" {
+		t.Fatalf("staged ployzd %q", got)
+	}
+	// A digest that does not match what arrived.
+	bad := reqFor("9.9.9", b)
+	bad.SHA256 = strings.Repeat("0", 64)
+	if _, err := stageRelease(root, bad, bytes.NewReader(b)); field(err) != "sha256" {
+		t.Fatalf("wrong digest: %v", err)
+	}
+	// Fewer bytes than announced.
+	if _, err := stageRelease(root, reqFor("9.9.9", b), bytes.NewReader(b[:len(b)/2])); field(err) != "size" {
+		t.Fatalf("short upload: %v", err)
+	}
+	// A bundle that says another version than the request.
+	if _, err := stageRelease(root, reqFor("9.9.8", b), bytes.NewReader(b)); field(err) != "version" {
+		t.Fatalf("version mismatch: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "9.9.8")); !os.IsNotExist(err) {
+		t.Fatal("a refused bundle stayed staged")
+	}
+	// Another arch is refused before anything is installed.
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	ob := testBundle(t, "9.9.7", other)
+	if _, err := stageRelease(root, reqFor("9.9.7", ob), bytes.NewReader(ob)); err == nil || !strings.Contains(err.Error(), "arch is "+other) {
+		t.Fatalf("other arch: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(root, ".upload-*"))
+	if len(left) > 0 {
+		t.Fatalf("uploads left behind: %v", left)
+	}
+}
+
+func TestAdoptKeepsLooseRelease(t *testing.T) {
+	bin, units, data := t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(bin, "ployzd"), []byte("old"), 0o755)
+	os.WriteFile(filepath.Join(bin, "ployz-dns"), []byte("olddns"), 0o755)
+	os.WriteFile(filepath.Join(units, "ployz.service"), []byte("[Unit]"), 0o644)
+	a := &applier{cfg: ApplyConfig{From: "1.0", BinDir: bin, UnitDir: units, DataDir: data}, root: filepath.Join(data, "releases")}
+	if err := a.adopt(); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"bin/ployzd": "old", "bin/ployz-dns": "olddns", "systemd/ployz.service": "[Unit]"} {
+		got, err := os.ReadFile(filepath.Join(a.root, "1.0", p))
+		if err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v", p, got, err)
+		}
+	}
+	if err := (&applier{cfg: ApplyConfig{From: "0.9", BinDir: t.TempDir(), UnitDir: units}, root: a.root}).adopt(); err == nil {
+		t.Fatal("adopting a release without ployzd succeeded")
+	}
+}
+
+func TestPluginsOn(t *testing.T) {
+	before := rpc.Inspection{Plugins: []rpc.PluginView{
+		{Name: "dns", Health: "healthy", Capabilities: []string{"ployz.dns.v1"}},
+		{Name: "volume-zfs", Health: "refused"},
+	}}
+	want := map[string]string{"dns": "new", "volume-zfs": "newz"}
+	in := rpc.Inspection{Capabilities: []string{"ployz.dns.v1"}, Plugins: []rpc.PluginView{
+		{Name: "dns", Health: "healthy", SHA256: "new", Capabilities: []string{"ployz.dns.v1"}},
+		{Name: "volume-zfs", Health: "refused", SHA256: "newz"},
+	}}
+	if err := pluginsOn(before, in, want); err != nil {
+		t.Fatal(err)
+	}
+	in.Plugins[0].RunningSHA256 = "old"
+	if err := pluginsOn(before, in, want); err == nil {
+		t.Fatal("a plugin still running its old binary passed")
+	}
+	in.Plugins[0].RunningSHA256, in.Plugins[0].Health = "", "down"
+	if err := pluginsOn(before, in, want); err == nil || !strings.Contains(err.Error(), "plugin dns: down") {
+		t.Fatalf("down plugin: %v", err)
+	}
+	in.Plugins[0].Health, in.Capabilities = "healthy", nil
+	if err := pluginsOn(before, in, want); err == nil || !strings.Contains(err.Error(), "not advertised") {
+		t.Fatalf("capability gone: %v", err)
+	}
+	in.Plugins[1].SHA256 = "old"
+	in.Capabilities = []string{"ployz.dns.v1"}
+	if err := pluginsOn(before, in, want); err == nil || !strings.Contains(err.Error(), "volume-zfs: installed") {
+		t.Fatalf("plugin not installed: %v", err)
+	}
+}

@@ -1,0 +1,130 @@
+package release
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Caller is the part of an Entry Machine client the push needs.
+type Caller interface {
+	Call(ctx context.Context, t rpc.Target, command string, payload, out any) error
+	OpenStream(ctx context.Context, t rpc.Target, command string, payload any) (*rpc.ClientStream, error)
+}
+
+// chunk is one data frame of an upload.
+const chunk = 256 << 10
+
+// Digest is the hex sha256 and size of the bundle file at p.
+func Digest(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// Push uploads the bundle at p to one Machine over Machine RPC and returns
+// once that Machine verified it and started its swap.
+func Push(ctx context.Context, c Caller, machineID, p string, m *Manifest) (rpc.UpgradeStarted, error) {
+	var started rpc.UpgradeStarted
+	sum, size, err := Digest(p)
+	if err != nil {
+		return started, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return started, err
+	}
+	defer f.Close()
+	st, err := c.OpenStream(ctx, rpc.Target{One: machineID}, rpc.CmdUpgradeMachine, rpc.UpgradeRequest{Version: m.Version, SHA256: sum, Size: size})
+	if err != nil {
+		return started, err
+	}
+	defer st.Close()
+	buf := make([]byte, chunk)
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			if err := st.Send(rpc.StreamFrame{Data: append([]byte(nil), buf[:n]...)}); err != nil {
+				return started, fmt.Errorf("upload: %w", err)
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return started, rerr
+		}
+	}
+	if err := st.Send(rpc.StreamFrame{EOF: true}); err != nil {
+		return started, fmt.Errorf("upload: %w", err)
+	}
+	for {
+		fr, err := st.Recv()
+		if err != nil {
+			return started, err
+		}
+		if fr.Error != nil {
+			return started, fr.Error
+		}
+		if len(fr.Event) > 0 {
+			if err := json.Unmarshal(fr.Event, &started); err != nil {
+				return started, fmt.Errorf("upgrade_machine event: %w", err)
+			}
+		}
+		if fr.Done {
+			if started.ID == "" {
+				return started, errors.New("upgrade_machine ended without starting a swap")
+			}
+			return started, nil
+		}
+	}
+}
+
+// Await polls one Machine's upgrade_status until the swap id has ended.
+// Calls fail while the Machine restarts its daemon; they are retried until
+// timeout. each sees every new step.
+func Await(ctx context.Context, c Caller, machineID, id string, timeout time.Duration, each func(rpc.UpgradeStep)) (rpc.UpgradeStatus, error) {
+	deadline := time.Now().Add(timeout)
+	seen := 0
+	var lastErr error
+	for {
+		var st rpc.UpgradeStatus
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.Call(cctx, rpc.Target{One: machineID}, rpc.CmdUpgradeStatus, nil, &st)
+		cancel()
+		if err == nil && st.ID == id {
+			for ; seen < len(st.Steps); seen++ {
+				if each != nil {
+					each(st.Steps[seen])
+				}
+			}
+			if st.Terminal() {
+				return st, nil
+			}
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("the swap did not end within %s (last error: %v)", timeout, lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
