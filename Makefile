@@ -8,7 +8,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit cross lab-test bench fuzz cover proto prereq clean
+.PHONY: build demo test unit cross lab-test bench fuzz cover proto prereq clean release
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -21,6 +21,29 @@ build:
 
 prereq:
 	@packaging/prereq.sh
+
+## release: dist/ — per linux arch a bundle (ployzd, plugins, units, manifest)
+## and a .deb; the CLI for linux/darwin x amd64/arm64; completions and man pages
+RELEASE_ARCHES ?= amd64 arm64
+CLI_TARGETS    ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST           := $(CURDIR)/dist
+release:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@for a in $(RELEASE_ARCHES); do \
+	  echo "== linux/$$a: ployzd and plugins"; \
+	  GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/linux-$$a/ployzd ./cmd/ployzd || exit 1; \
+	  for p in $(PLUGINS); do \
+	    GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/linux-$$a/ployz-$$p ./plugins/$$p || exit 1; \
+	  done; \
+	done
+	@for t in $(CLI_TARGETS); do \
+	  echo "== CLI $$t"; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/ployz-cli-$(VERSION)-$${t%/*}-$${t#*/}/ployz ./cmd/ployz || exit 1; \
+	done
+	cd packaging/release && $(GO) run . -version '$(VERSION)' -dist $(DIST) -units ../systemd -arch '$(shell echo $(RELEASE_ARCHES) | tr ' ' ',')'
+	$(GO) run ./cmd/ployz gendocs --out $(DIST)/docs
+	@for a in $(RELEASE_ARCHES); do rm -rf $(DIST)/linux-$$a; done
+	@ls -la $(DIST)
 
 ## demo: the main job — a 3-Machine lab on this host, printed with its addresses
 demo: prereq build

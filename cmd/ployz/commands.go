@@ -11,7 +11,7 @@ import (
 // subcommands lists ployz's top-level commands; each area adds its
 // constructor here so main stays a few lines of wiring.
 func subcommands() []*cobra.Command {
-	return []*cobra.Command{labCommand(), ctxCommand(), machineCommand(), imageCommand(), buildCommand(),
+	return []*cobra.Command{gendocsCommand(), labCommand(), ctxCommand(), machineCommand(), imageCommand(), buildCommand(),
 		deployCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(), restartCommand(),
 		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), ingressCommand(),
 		metricsCommand(), topCommand(), dashboardCommand()}

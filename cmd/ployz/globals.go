@@ -84,7 +84,14 @@ func dialTarget(ctx context.Context, dest string, progress enroll.Progress) (*rp
 		if err != nil {
 			return nil, raw, err
 		}
-		if err := enroll.EnsureInstalled(ctx, sc, executableDir(), progress); err != nil {
+		dir, cleanup, err := installDir(progress)
+		if err != nil {
+			t.Close()
+			return nil, raw, err
+		}
+		err = enroll.EnsureInstalled(ctx, sc, dir, progress)
+		cleanup()
+		if err != nil {
 			t.Close()
 			return nil, raw, err
 		}

@@ -204,7 +204,7 @@ func machineLs() *cobra.Command {
 					return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
 				})
 				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tMEMBERSHIP\tRTT\tROW")
+				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tMEMBERSHIP\tRTT\tROW\tVERSION")
 				var refused []rpc.MachineView
 				for _, m := range list.Machines {
 					rtt := "-"
@@ -218,7 +218,11 @@ func machineLs() *cobra.Command {
 					if m.Trust == "refused" {
 						refused = append(refused, m)
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, m.Membership, rtt, row)
+					ver := m.Version
+					if ver == "" {
+						ver = "-"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, m.Membership, rtt, row, ver)
 				}
 				if err := w.Flush(); err != nil {
 					return err

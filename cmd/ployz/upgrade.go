@@ -56,13 +56,11 @@ func bundlePath(flag string) (string, error) {
 		return flag, nil
 	}
 	name := release.BundleName(version.Version, "linux", runtime.GOARCH)
-	for _, dir := range []string{executableDir(), filepath.Join(executableDir(), "..", "dist")} {
-		p := filepath.Join(dir, name)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
+	p := filepath.Join(executableDir(), name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("--bundle: no %s beside this CLI; pass --bundle FILE (`make release` builds them into dist/)", name)
 	}
-	return "", fmt.Errorf("--bundle: no %s beside this CLI; pass --bundle FILE (`make release` builds them into dist/)", name)
+	return p, nil
 }
 
 func runUpgrade(c *cobra.Command, ent *rpc.Client, p string, m *release.Manifest, names []string, all, dryRun bool) error {
@@ -163,4 +161,44 @@ func printUpgradeOutcome(c *cobra.Command, o release.Outcome) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\n", mo.Name, short(mo.MachineID), mo.From, mo.To, mo.Outcome, step, float64(mo.Millis)/1000)
 	}
 	_ = w.Flush()
+}
+
+// installDir is where `machine init/add` take the binaries they install
+// on a Machine without Ployz: the release bundle of this CLI's version
+// (beside the CLI), unpacked into a temporary directory with
+// every digest verified, plus this CLI when it runs on linux; without a
+// bundle, the loose binaries beside the CLI (a development build, as in
+// the lab), said so. cleanup removes the temporary directory.
+func installDir(progress func(string, ...any)) (dir string, cleanup func(), err error) {
+	none := func() {}
+	p, err := bundlePath("")
+	if err != nil {
+		progress("no release bundle %s beside the CLI: installing the loose binaries of %s (a development build; `make release` builds bundles)",
+			release.BundleName(version.Version, "linux", runtime.GOARCH), executableDir())
+		return executableDir(), none, nil
+	}
+	tmp, err := os.MkdirTemp("", "ployz-install-")
+	if err != nil {
+		return "", none, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	f, err := os.Open(p)
+	if err != nil {
+		cleanup()
+		return "", none, err
+	}
+	defer f.Close()
+	m, err := release.Extract(f, filepath.Join(tmp, "r"), release.Target{OS: "linux", Arch: runtime.GOARCH, ProtocolMajor: version.ProtocolMajor})
+	if err != nil {
+		cleanup()
+		return "", none, fmt.Errorf("install from %s: %w", p, err)
+	}
+	bin := filepath.Join(tmp, "r", "bin")
+	if exe, err := os.Executable(); err == nil && runtime.GOOS == "linux" {
+		if b, err := os.ReadFile(exe); err == nil {
+			_ = os.WriteFile(filepath.Join(bin, "ployz"), b, 0o755)
+		}
+	}
+	progress("installing Ployz %s from %s", m.Version, p)
+	return bin, cleanup, nil
 }

@@ -1,0 +1,347 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/release"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// buildBundle compiles ployzd and every plugin of this tree stamped with
+// version v (so every binary differs from the installed one) and writes a
+// release bundle. With brokenIngress the ingress plugin is a program that
+// exits at start.
+func buildBundle(t *testing.T, v string, brokenIngress bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := "-s -w -X github.com/ployz/ployz/core/version.Version=" + v
+	pkgs := map[string]string{"ployzd": "./cmd/ployzd"}
+	for _, b := range release.Binaries[1:] {
+		pkgs[b] = "./plugins/" + strings.TrimPrefix(b, "ployz-")
+	}
+	var srcs []release.Source
+	for bin, pkg := range pkgs {
+		out := filepath.Join(dir, bin)
+		if brokenIngress && bin == "ployz-ingress-caddy" {
+			if err := os.WriteFile(out, []byte("#!/bin/sh\necho broken ingress for the upgrade test >&2\nexit 1\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ld, "-o", out, pkg)
+			cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("build %s: %v\n%s", pkg, err, b)
+			}
+		}
+		srcs = append(srcs, release.Source{Path: "bin/" + bin, From: out, Mode: 0o755})
+	}
+	units, _ := filepath.Glob(filepath.Join(root, "packaging", "systemd", "*.service"))
+	for _, u := range units {
+		srcs = append(srcs, release.Source{Path: "systemd/" + filepath.Base(u), From: u, Mode: 0o644})
+	}
+	p := filepath.Join(dir, release.BundleName(v, "linux", runtime.GOARCH))
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := release.Write(f, release.Manifest{Version: v, ProtocolMajor: version.ProtocolMajor, OS: "linux", Arch: runtime.GOARCH}, srcs); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// gapLoop sends non-retrying requests (oneShotURL: a dropped keep-alive
+// connection is a failure) to each target from its own worker, and keeps
+// per target the longest time between two answered requests.
+type gapLoop struct {
+	mu       sync.Mutex
+	ok, fail int
+	samples  []string
+	longest  time.Duration
+	where    string
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func startGapLoop(targets []loopTarget, host string) *gapLoop {
+	g := &gapLoop{stop: make(chan struct{})}
+	for _, tg := range targets {
+		for w := 0; w < 2; w++ {
+			g.wg.Add(1)
+			go g.worker(tg, host)
+		}
+	}
+	return g
+}
+
+func (g *gapLoop) worker(tg loopTarget, host string) {
+	defer g.wg.Done()
+	c := tg.client()
+	defer c.CloseIdleConnections()
+	last := time.Now()
+	for {
+		select {
+		case <-g.stop:
+			return
+		default:
+		}
+		code, body, err := oneShotURL(c, tg.url, host)
+		now := time.Now()
+		g.mu.Lock()
+		if err != nil || code != http.StatusOK {
+			g.fail++
+			if len(g.samples) < 20 {
+				g.samples = append(g.samples, fmt.Sprintf("%s %s: %d %v %.60s", now.Format("15:04:05.000"), tg.name, code, err, body))
+			}
+		} else {
+			g.ok++
+			if d := now.Sub(last); d > g.longest {
+				g.longest, g.where = d, tg.name+" until "+now.Format("15:04:05.000")
+			}
+			last = now
+		}
+		g.mu.Unlock()
+	}
+}
+
+func (g *gapLoop) end() {
+	close(g.stop)
+	g.wg.Wait()
+}
+
+// dnsLoops runs back-to-back non-retrying query loops on every Machine
+// against its own Internal DNS until stopped, and sums them.
+type dnsLoops struct {
+	mu      sync.Mutex
+	total   loopResult
+	errs    []string
+	stopped chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startDNSLoops(ctx context.Context, l *lab.Lab, gws map[string]string, name string) *dnsLoops {
+	d := &dnsLoops{stopped: make(chan struct{})}
+	for m, gw := range gws {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			for {
+				select {
+				case <-d.stopped:
+					return
+				default:
+				}
+				res, err := queryLoop(ctx, l, m, gw+":53", name, 1500)
+				d.mu.Lock()
+				d.total.Queries += res.Queries
+				d.total.Failed += res.Failed
+				d.total.Max = max(d.total.Max, res.Max)
+				if err != nil || res.Failed > 0 {
+					d.errs = append(d.errs, fmt.Sprintf("%s: %v %s", m, err, res.LastFail))
+				}
+				d.mu.Unlock()
+			}
+		}()
+	}
+	return d
+}
+
+func (d *dnsLoops) end() {
+	close(d.stopped)
+	d.wg.Wait()
+}
+
+type upgradeOutcome struct {
+	Version  string `json:"version"`
+	Machines []struct {
+		Name       string            `json:"name"`
+		Outcome    string            `json:"outcome"`
+		FailedStep string            `json:"failed_step"`
+		Error      string            `json:"error"`
+		Steps      []rpc.UpgradeStep `json:"steps"`
+		Millis     int64             `json:"ms"`
+	} `json:"machines"`
+	Millis int64 `json:"ms"`
+}
+
+// TestUpgrade forms a Cluster from the loose binaries `make build` left in
+// bin/, deploys a Service behind the ingress, then upgrades every Machine
+// to a bundle of this tree with another version string under keep-alive
+// HTTP load through every Machine's ingress and a DNS query loop on every
+// Machine, counting failures. A second bundle whose ingress binary exits
+// at start rolls its first Machine back and stops the rollout (exit 3).
+func TestUpgrade(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	gws := map[string]string{}
+	var in rpc.Inspection
+	op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", l.Machines[0].Name)
+	gws[l.Machines[0].Name] = gateway(t, in.Subnet)
+	for _, m := range l.Machines[1:] {
+		op.json(t, &in, "machine", "add", "root@"+m.IP.String(), "--name", m.Name)
+		gws[m.Name] = gateway(t, in.Subnet)
+	}
+	for _, m := range l.Machines {
+		eventually(t, 90*time.Second, m.Name+" ingress unit active", func() error {
+			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-plugin@ingress-caddy.service")
+			if err != nil || out != "active" {
+				return fmt.Errorf("%q: %v", out, err)
+			}
+			return nil
+		})
+	}
+	if doc, errs, code := deployFile(t, op, ingressCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy: exit %d\n%s", code, errs)
+	}
+	for _, m := range l.Machines {
+		eventually(t, 60*time.Second, m.Name+" serves hello", func() error {
+			if code, _, err := hostGet(m.IP.String(), "hello.example.test", "/"); err != nil || code != 200 {
+				return fmt.Errorf("%d %v", code, err)
+			}
+			return nil
+		})
+	}
+
+	next := "9.9.9-upgrade-test"
+	good := buildBundle(t, next, false)
+	var plan []release.Action
+	op.json(t, &plan, "machine", "upgrade", "--all", "--bundle", good, "--dry-run")
+	if len(plan) != 3 || plan[0].Do != "upgrade" || plan[0].To != next {
+		t.Fatalf("dry-run plan %+v", plan)
+	}
+
+	upgradeUnderLoad(t, ctx, l, op, gws, good, next)
+	brokenRollsBack(t, ctx, l, op, next)
+}
+
+func gateway(t *testing.T, subnet string) string {
+	t.Helper()
+	p, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		t.Fatalf("subnet %q: %v", subnet, err)
+	}
+	return p.Masked().Addr().Next().String()
+}
+
+func upgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, gws map[string]string, bundle, next string) {
+	hl := startGapLoop(httpTargets(l), "hello.example.test")
+	dl := startDNSLoops(ctx, l, gws, "web.hello-production.internal")
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	out, errs, code := op.runCtx(ctx, t, "machine", "upgrade", "--all", "--bundle", bundle, "--json")
+	took := time.Since(start)
+	time.Sleep(2 * time.Second)
+	hl.end()
+	dl.end()
+	t.Logf("upgrade progress:\n%s", errs)
+	var o upgradeOutcome
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatalf("upgrade: exit %d, output %q: %v", code, out, err)
+	}
+	fmt.Printf("upgrade of 3 Machines to %s: %s (exit %d)\n", next, took.Round(100*time.Millisecond), code)
+	fmt.Printf("  HTTP through every ingress: %d ok, %d failed, longest gap between answers %s (%s)\n", hl.ok, hl.fail, hl.longest.Round(time.Millisecond), hl.where)
+	fmt.Printf("  DNS on every Machine: %d queries, %d failed, slowest answer %s\n", dl.total.Queries, dl.total.Failed, dl.total.Max.Round(time.Millisecond))
+	for _, m := range o.Machines {
+		t.Logf("%s: %s %s %s in %dms", m.Name, m.Outcome, m.FailedStep, m.Error, m.Millis)
+	}
+	if code != 0 {
+		t.Errorf("upgrade --all: exit %d", code)
+	}
+	for _, m := range o.Machines {
+		if m.Outcome != release.OutcomeUpgraded {
+			t.Errorf("%s: %s at %s: %s", m.Name, m.Outcome, m.FailedStep, m.Error)
+		}
+	}
+	if hl.fail > 0 {
+		t.Errorf("%d HTTP requests failed during the upgrade; first: %v", hl.fail, hl.samples)
+	}
+	if dl.total.Failed > 0 || len(dl.errs) > 0 {
+		t.Errorf("%d DNS queries failed during the upgrade: %v", dl.total.Failed, dl.errs[:min(5, len(dl.errs))])
+	}
+	checkRuns(t, ctx, l, next)
+}
+
+// checkRuns checks every Machine's daemon and plugins run release v, as
+// the Machine itself reports (inspect over its own socket).
+func checkRuns(t *testing.T, ctx context.Context, l *lab.Lab, v string) {
+	t.Helper()
+	for _, m := range l.Machines {
+		raw, err := l.Exec(ctx, m.Name, "readlink", "/var/lib/ployz/releases/current")
+		if err != nil || raw != v {
+			t.Errorf("%s: releases/current -> %q (%v), want %s", m.Name, raw, err, v)
+		}
+		// Each unit's running process is release v's binary, by content.
+		units := map[string]string{"ployz.service": "ployzd", "ployz-store.service": "ployzd",
+			"ployz-plugin@dns.service": "ployz-dns", "ployz-plugin@ingress-caddy.service": "ployz-ingress-caddy"}
+		for unit, bin := range units {
+			got, err := l.Exec(ctx, m.Name, "sh", "-c", "sha256sum /proc/$(systemctl show -p MainPID --value "+unit+")/exe | cut -c1-64")
+			if err != nil {
+				t.Errorf("%s %s: %v", m.Name, unit, err)
+				continue
+			}
+			want, _ := l.Exec(ctx, m.Name, "sh", "-c", "sha256sum /var/lib/ployz/releases/"+v+"/bin/"+bin+" | cut -c1-64")
+			if got != want || want == "" {
+				t.Errorf("%s %s runs %.12s, release %s's %s is %.12s", m.Name, unit, got, v, bin, want)
+			}
+		}
+		out, err := l.Exec(ctx, m.Name, "sh", "-c", "ployzd --version")
+		if err != nil || !strings.Contains(out, v) {
+			t.Errorf("%s: ployzd --version %q %v", m.Name, out, err)
+		}
+	}
+}
+
+// brokenRollsBack pushes a bundle whose ingress plugin exits at start:
+// the first Machine goes back to the running release and keeps serving,
+// the others are not attempted, exit 3.
+func brokenRollsBack(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, running string) {
+	broken := buildBundle(t, "9.9.10-broken-ingress", true)
+	start := time.Now()
+	out, errs, code := op.runCtx(ctx, t, "machine", "upgrade", "--all", "--bundle", broken, "--json")
+	t.Logf("broken upgrade (%s) progress:\n%s", time.Since(start).Round(100*time.Millisecond), errs)
+	if code != 3 {
+		t.Fatalf("broken bundle: exit %d, want 3\n%s", code, out)
+	}
+	var o upgradeOutcome
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{release.OutcomeRolledBack, release.OutcomeNotAttempted, release.OutcomeNotAttempted}
+	for i, m := range o.Machines {
+		if i < len(want) && m.Outcome != want[i] {
+			t.Errorf("%s: %s, want %s", m.Name, m.Outcome, want[i])
+		}
+	}
+	if len(o.Machines) != 3 || o.Machines[0].FailedStep != "plugins" || !strings.Contains(o.Machines[0].Error, "ingress-caddy") {
+		t.Errorf("rolled-back outcome: %+v", o.Machines)
+	}
+	checkRuns(t, ctx, l, running)
+	for _, m := range l.Machines {
+		if code, _, err := hostGet(m.IP.String(), "hello.example.test", "/"); err != nil || code != 200 {
+			t.Errorf("%s after the rollback: %d %v", m.Name, code, err)
+		}
+	}
+}
