@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/miekg/dns"
 
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
@@ -392,12 +391,35 @@ func (a *applier) checkDNS(ctx context.Context, _ string) error {
 		return err
 	}
 	server := net.JoinHostPort(p.Masked().Addr().Next().String(), "53")
-	return a.poll(ctx, "Internal DNS on "+server, func() error {
-		m := new(dns.Msg)
-		m.SetQuestion("ployz-upgrade-check.internal.", dns.TypeA)
-		_, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, server)
+	return a.poll(ctx, "Internal DNS on "+server, func() error { return dnsAnswers(server) })
+}
+
+// dnsAnswers sends one A query over UDP and accepts any reply to it. The
+// query is built by hand: ployzd links no DNS library (deps_test.go).
+func dnsAnswers(server string) error {
+	c, err := net.DialTimeout("udp", server, 2*time.Second)
+	if err != nil {
 		return err
-	})
+	}
+	defer c.Close()
+	q := []byte{0x50, 0x7a, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0}
+	for _, label := range []string{"ployz-upgrade-check", "internal"} {
+		q = append(append(q, byte(len(label))), label...)
+	}
+	q = append(q, 0, 0, 1, 0, 1) // root, type A, class IN
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(q); err != nil {
+		return err
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if n < 12 || buf[0] != q[0] || buf[1] != q[1] || buf[2]&0x80 == 0 {
+		return errors.New("not a DNS reply to the query")
+	}
+	return nil
 }
 
 // checkIngress sends one request to the Ingress Proxy on port 80; any HTTP

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -157,5 +158,37 @@ func TestPluginsOn(t *testing.T) {
 	in.Capabilities = []string{"ployz.dns.v1"}
 	if err := pluginsOn(before, in, want); err == nil || !strings.Contains(err.Error(), "volume-zfs: installed") {
 		t.Fatalf("plugin not installed: %v", err)
+	}
+}
+
+// TestDNSAnswers: the hand-built query gets a reply from a responder that
+// answers it, and a timeout from one that never answers.
+func TestDNSAnswers(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n < 17 || string(buf[13:32]) != "ployz-upgrade-check" {
+				continue
+			}
+			buf[2] |= 0x80 // a response, NXDOMAIN or not: any reply counts
+			pc.WriteTo(buf[:n], from)
+		}
+	}()
+	if err := dnsAnswers(pc.LocalAddr().String()); err != nil {
+		t.Fatal(err)
+	}
+	silent, _ := net.ListenPacket("udp", "127.0.0.1:0")
+	defer silent.Close()
+	if err := dnsAnswers(silent.LocalAddr().String()); err == nil {
+		t.Fatal("a silent server counted as serving DNS")
 	}
 }
