@@ -264,12 +264,22 @@ func (a *applier) restartDaemon(ctx context.Context, v string) error {
 	return err
 }
 
+// finalError ends a poll at once: the condition cannot come true.
+type finalError struct{ err error }
+
+func (e *finalError) Error() string { return e.err.Error() }
+func (e *finalError) Unwrap() error { return e.err }
+
 func (a *applier) poll(ctx context.Context, what string, f func() error) error {
 	deadline := time.Now().Add(a.cfg.StepTimeout)
 	for {
 		err := f()
 		if err == nil {
 			return nil
+		}
+		var final *finalError
+		if errors.As(err, &final) {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: not ready after %s: %w", what, a.cfg.StepTimeout, err)
@@ -358,6 +368,10 @@ func pluginsOn(before, in rpc.Inspection, want map[string]string) error {
 		}
 		if old == nil || old.Health != "healthy" {
 			continue
+		}
+		if p.Health == "refused" {
+			// The host will not run the new binary: waiting cannot help.
+			return &finalError{fmt.Errorf("plugin %s: refused%s", p.Name, errSuffix(p.Error))}
 		}
 		if p.Health != "healthy" || p.RunningSHA256 != "" {
 			return fmt.Errorf("plugin %s: %s%s", p.Name, p.Health, errSuffix(p.Error))
