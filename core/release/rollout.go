@@ -1,6 +1,7 @@
 package release
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -52,10 +53,7 @@ func Plan(machines []rpc.MachineView, m *Manifest, names []string, all bool) ([]
 		picked = slices.Clone(machines)
 	}
 	slices.SortStableFunc(picked, func(a, b rpc.MachineView) int {
-		if a.Name != b.Name {
-			return compare(a.Name, b.Name)
-		}
-		return compare(a.ID, b.ID)
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
 	})
 	out := make([]Action, 0, len(picked))
 	for _, v := range picked {
@@ -69,16 +67,6 @@ func Plan(machines []rpc.MachineView, m *Manifest, names []string, all bool) ([]
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // MachineOutcome is what happened on one Machine.
