@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,8 +43,8 @@ func machineUpgrade() *cobra.Command {
 			if m.ProtocolMajor != version.ProtocolMajor {
 				return fmt.Errorf("--bundle %s: protocol_major is %d, this CLI speaks %d; an upgrade never crosses a protocol major", p, m.ProtocolMajor, version.ProtocolMajor)
 			}
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				return runUpgrade(c, ent, p, m, names, all, dryRun)
+			return withSession(c, func(s session) error {
+				return runUpgrade(c, s, p, m, names, all, dryRun)
 			})
 		},
 	}
@@ -63,8 +67,8 @@ func bundlePath(flag string) (string, error) {
 	return p, nil
 }
 
-func runUpgrade(c *cobra.Command, ent *rpc.Client, p string, m *release.Manifest, names []string, all, dryRun bool) error {
-	ctx := c.Context()
+func runUpgrade(c *cobra.Command, s session, p string, m *release.Manifest, names []string, all, dryRun bool) error {
+	ctx, ent := c.Context(), s.ent
 	var list rpc.MachineList
 	if err := ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
 		return err
@@ -73,11 +77,23 @@ func runUpgrade(c *cobra.Command, ent *rpc.Client, p string, m *release.Manifest
 	if err != nil {
 		return err
 	}
+	var conns map[string]operator.Connection
+	if slices.ContainsFunc(plan, func(a release.Action) bool { return a.Missing != "" }) {
+		conns = sshConnections(ctx, s.st, s.ctx)
+		urls := map[string]string{}
+		for id, conn := range conns {
+			urls[id] = conn.URL
+		}
+		release.OverSSH(plan, urls)
+	}
 	if dryRun {
 		return printUpgradePlan(c, plan)
 	}
 	progress := progressTo(c)
 	o := release.Rollout(ctx, plan, func(ctx context.Context, a release.Action) release.MachineOutcome {
+		if a.Do == "ssh" {
+			return upgradeSSH(ctx, conns[a.MachineID], p, m, a, progress)
+		}
 		return upgradeOne(ctx, ent, p, m, a, progress)
 	}, func(mo release.MachineOutcome) {
 		progress("%s: %s%s (%.1fs)", mo.Name, mo.Outcome, suffix(mo.FailedStep, mo.Error), float64(mo.Millis)/1000)
@@ -115,14 +131,25 @@ func upgradeOne(ctx context.Context, ent *rpc.Client, p string, m *release.Manif
 		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "push", err.Error()
 		return mo
 	}
-	st, err := release.Await(ctx, ent, a.MachineID, started.ID, 10*time.Minute, func(s rpc.UpgradeStep) {
+	st, err := release.Await(ctx, ent, a.MachineID, started.ID, 10*time.Minute, stepPrinter(a, progress))
+	mo.From = started.From
+	return finish(mo, st, err)
+}
+
+// stepPrinter prints each step of a Machine's swap as it is reported.
+func stepPrinter(a release.Action, progress func(string, ...any)) func(rpc.UpgradeStep) {
+	return func(s rpc.UpgradeStep) {
 		way := ""
 		if s.Rollback {
 			way = " (going back)"
 		}
 		progress("%s: %s → %s %s in %dms%s%s", a.Name, s.Name, s.Release, s.Outcome, s.Millis, way, suffix("", s.Detail))
-	})
-	mo.Steps, mo.FailedStep, mo.From = st.Steps, st.Failed, started.From
+	}
+}
+
+// finish reads a swap's end into the Machine's outcome.
+func finish(mo release.MachineOutcome, st rpc.UpgradeStatus, err error) release.MachineOutcome {
+	mo.Steps, mo.FailedStep = st.Steps, st.Failed
 	if err != nil {
 		mo.Error = err.Error()
 		return mo
@@ -201,4 +228,89 @@ func installDir(progress func(string, ...any)) (dir string, cleanup func(), err 
 	}
 	progress("installing Ployz %s from %s", m.Version, p)
 	return bin, cleanup, nil
+}
+
+// sshConnections maps each Machine the context reaches over ssh:// to that
+// connection, by asking each who it is (a context lists URLs, not ids).
+func sshConnections(ctx context.Context, st *operator.Store, name string) map[string]operator.Connection {
+	out := map[string]operator.Connection{}
+	var oc operator.Context
+	var err error
+	if name != "" {
+		oc, err = st.Context(name)
+	} else {
+		oc, err = st.Current()
+	}
+	if err != nil {
+		return out
+	}
+	for _, conn := range oc.Connections {
+		if !strings.HasPrefix(conn.URL, "ssh://") {
+			continue
+		}
+		c, err := operator.Dial(ctx, conn, g.dialOptions())
+		if err != nil {
+			continue
+		}
+		var in rpc.Inspection
+		if err := c.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err == nil && in.ID != "" {
+			out[in.ID] = conn
+		}
+		c.Close()
+	}
+	return out
+}
+
+// upgradeSSH upgrades a Machine whose release has no upgrade route over
+// SSH: the same bundle checks and the same swap, started and followed
+// through the shell instead of Machine RPC.
+func upgradeSSH(ctx context.Context, conn operator.Connection, p string, m *release.Manifest, a release.Action, progress func(string, ...any)) release.MachineOutcome {
+	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeRefused, FailedStep: "push"}
+	sh, done, err := sshShell(ctx, conn)
+	if err != nil {
+		mo.Error = err.Error()
+		return mo
+	}
+	defer done()
+	progress("%s: pushing %s over SSH (%s; %s → %s)", a.Name, filepath.Base(p), conn.URL, a.From, a.To)
+	id, err := release.PushSSH(ctx, sh, p, m, a.From)
+	if err != nil {
+		mo.Error = err.Error()
+		return mo
+	}
+	mo.Outcome, mo.FailedStep = release.OutcomeFailed, ""
+	st, err := release.AwaitSSH(ctx, sh, id, 10*time.Minute, stepPrinter(a, progress))
+	return finish(mo, st, err)
+}
+
+// sshShell opens one SSH connection to conn and runs commands on it.
+func sshShell(ctx context.Context, conn operator.Connection) (release.Shell, func(), error) {
+	u, err := url.Parse(conn.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := conn.SSHKey
+	if g.sshKey != "" {
+		key = g.sshKey
+	}
+	t, err := rpc.NewSSHTunnel(u, g.dialOptions().SSH(key))
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := t.Client(ctx)
+	if err != nil {
+		t.Close()
+		return nil, nil, err
+	}
+	sh := func(_ context.Context, cmd string, stdin io.Reader) (string, error) {
+		s, err := sc.NewSession()
+		if err != nil {
+			return "", err
+		}
+		defer s.Close()
+		s.Stdin = stdin
+		out, err := s.CombinedOutput(cmd)
+		return string(out), err
+	}
+	return sh, func() { t.Close() }, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/daemon"
+	"github.com/ployz/ployz/core/rpc"
 )
 
 // upgradeCommand is `ployzd upgrade apply`, the swap ployzd starts in a
@@ -37,6 +39,36 @@ func upgradeCommand() *cobra.Command {
 	f.StringVar(&cfg.Socket, "socket", "/run/ployz/ployz.sock", "local Machine RPC socket")
 	_ = apply.MarkFlagRequired("from")
 	_ = apply.MarkFlagRequired("to")
-	up.AddCommand(apply)
+	up.AddCommand(apply, stageCommand())
 	return up
+}
+
+// stageCommand is `ployzd upgrade stage`: run from the new bundle's own
+// ployzd over SSH, it verifies and unpacks a bundle copied to the Machine.
+func stageCommand() *cobra.Command {
+	var req rpc.UpgradeRequest
+	var bundle, dataDir string
+	c := &cobra.Command{
+		Use:   "stage",
+		Short: "Verify a bundle file and unpack it into DATA_DIR/releases/<version>",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			st, err := os.Stat(bundle)
+			if err != nil {
+				return err
+			}
+			req.Size = st.Size()
+			dir, err := daemon.StageBundleFile(dataDir, bundle, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), dir)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&bundle, "bundle", "", "bundle file")
+	c.Flags().StringVar(&req.Version, "version", "", "the bundle's version")
+	c.Flags().StringVar(&req.SHA256, "sha256", "", "the bundle's sha256")
+	c.Flags().StringVar(&dataDir, "data-dir", "/var/lib/ployz", "data directory")
+	return c
 }

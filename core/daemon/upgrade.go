@@ -160,3 +160,18 @@ func WriteUpgradeStatus(root string, st rpc.UpgradeStatus) error {
 	}
 	return os.Rename(tmp, upgradeStatusPath(root))
 }
+
+// StageBundleFile verifies and unpacks a bundle already on this Machine
+// (`ployzd upgrade stage`, the SSH path for a Machine whose running
+// release has no upgrade_machine route) exactly as an upload is.
+func StageBundleFile(dataDir, path string, req rpc.UpgradeRequest) (string, error) {
+	if err := req.Validate(); err != nil {
+		return "", err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return stageRelease(filepath.Join(dataDir, "releases"), req, f)
+}

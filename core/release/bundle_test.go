@@ -210,3 +210,5 @@ func TestManifestFixture(t *testing.T) {
 		t.Fatalf("Write's manifest\n%s\ndiffers from the fixture\n%s", gotJSON, out)
 	}
 }
+
+func writeFile(p string, b []byte) error { return os.WriteFile(p, b, 0o644) }

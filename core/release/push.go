@@ -97,13 +97,21 @@ func Push(ctx context.Context, c Caller, machineID, p string, m *Manifest) (rpc.
 // Calls fail while the Machine restarts its daemon; they are retried until
 // timeout. each sees every new step.
 func Await(ctx context.Context, c Caller, machineID, id string, timeout time.Duration, each func(rpc.UpgradeStep)) (rpc.UpgradeStatus, error) {
+	return poll(ctx, id, timeout, each, func(ctx context.Context) (rpc.UpgradeStatus, error) {
+		var st rpc.UpgradeStatus
+		err := c.Call(ctx, rpc.Target{One: machineID}, rpc.CmdUpgradeStatus, nil, &st)
+		return st, err
+	})
+}
+
+// poll reads a swap's status until it ends.
+func poll(ctx context.Context, id string, timeout time.Duration, each func(rpc.UpgradeStep), read func(context.Context) (rpc.UpgradeStatus, error)) (rpc.UpgradeStatus, error) {
 	deadline := time.Now().Add(timeout)
 	seen := 0
 	var lastErr error
 	for {
-		var st rpc.UpgradeStatus
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := c.Call(cctx, rpc.Target{One: machineID}, rpc.CmdUpgradeStatus, nil, &st)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st, err := read(cctx)
 		cancel()
 		if err == nil && st.ID == id {
 			for ; seen < len(st.Steps); seen++ {

@@ -26,9 +26,25 @@ type Action struct {
 	Name      string `json:"name"`
 	From      string `json:"from"`
 	To        string `json:"to"`
-	// Do is upgrade, skip (already on To) or refuse.
+	// Do is upgrade, ssh (upgrade over SSH: the Machine's release has no
+	// upgrade route), skip (already on To) or refuse.
 	Do     string `json:"do"`
 	Reason string `json:"reason,omitempty"`
+	// Missing is the capability the Machine lacks, when refused for one.
+	Missing string `json:"missing_capability,omitempty"`
+	// SSH is the connection URL an ssh action uses.
+	SSH string `json:"ssh,omitempty"`
+}
+
+// OverSSH turns each action refused for lacking the upgrade route into an
+// upgrade over SSH where urls (Machine id -> ssh URL) knows the Machine.
+func OverSSH(plan []Action, urls map[string]string) {
+	for i, a := range plan {
+		if u, ok := urls[a.MachineID]; ok && a.Do == "refuse" && a.Missing == rpc.CapUpgradeMachine {
+			plan[i].Do, plan[i].SSH = "ssh", u
+			plan[i].Reason = fmt.Sprintf("release %s has no %s: over SSH (%s)", a.From, rpc.CapUpgradeMachine, u)
+		}
+	}
 }
 
 // Plan orders the upgrade of machines to m: the named ones (every one with
@@ -62,7 +78,8 @@ func Plan(machines []rpc.MachineView, m *Manifest, names []string, all bool) ([]
 		case v.Version == m.Version:
 			a.Do, a.Reason = "skip", "already runs "+m.Version
 		case len(v.Capabilities) > 0 && !slices.Contains(v.Capabilities, rpc.CapUpgradeMachine):
-			a.Do, a.Reason = "refuse", fmt.Sprintf("release %s has no %s (details.capability); upgrade it over SSH by re-running machine add with the new bundle", v.Version, rpc.CapUpgradeMachine)
+			a.Do, a.Missing = "refuse", rpc.CapUpgradeMachine
+			a.Reason = fmt.Sprintf("release %s has no %s, and the context names no ssh:// connection to this Machine", v.Version, rpc.CapUpgradeMachine)
 		}
 		out = append(out, a)
 	}

@@ -1,0 +1,80 @@
+package release
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Shell runs one command on a Machine over SSH, stdin feeding it, and
+// returns its output.
+type Shell func(ctx context.Context, cmd string, stdin io.Reader) (string, error)
+
+// releasesDir is where a Machine keeps its releases.
+const releasesDir = "/var/lib/ployz/releases"
+
+// PushSSH upgrades a Machine whose running release has no upgrade_machine
+// route (an older release) over SSH: it copies the bundle there, has the
+// bundle's own ployzd verify and unpack it (`ployzd upgrade stage`), and
+// starts that ployzd's swap (`ployzd upgrade apply`) in a transient unit,
+// the same swap a route starts. from is the running release's version. It
+// returns the swap's id for AwaitSSH.
+func PushSSH(ctx context.Context, sh Shell, p string, m *Manifest, from string) (string, error) {
+	if err := ValidVersion(from); err != nil {
+		return "", fmt.Errorf("running release: %w", err)
+	}
+	sum, _, err := Digest(p)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	id := newID()
+	upload := fmt.Sprintf("%s/.upload-%s.tar.gz", releasesDir, id)
+	if _, err := sh(ctx, fmt.Sprintf("mkdir -p %s && chmod 0700 %s && cat > %s", releasesDir, releasesDir, upload), f); err != nil {
+		return "", fmt.Errorf("copy the bundle: %w", err)
+	}
+	// Every value below is a validated version, a hex digest or an id.
+	stage := fmt.Sprintf(`set -e; d=$(mktemp -d); trap 'rm -rf "$d" %[1]s' EXIT; `+
+		`tar -xzf %[1]s -C "$d" bin/ployzd; "$d/bin/ployzd" upgrade stage --bundle %[1]s --version %[2]s --sha256 %[3]s`,
+		upload, m.Version, sum)
+	if out, err := sh(ctx, stage, nil); err != nil {
+		return "", fmt.Errorf("stage %s: %w: %s", m.Version, err, strings.TrimSpace(out))
+	}
+	status, _ := json.Marshal(rpc.UpgradeStatus{ID: id, From: from, To: m.Version, State: rpc.UpgradeRunning, Started: time.Now().UnixMilli()})
+	start := fmt.Sprintf(`printf '%%s' '%s' > %s/upgrade.json && systemd-run --unit ployz-upgrade-%s --collect --service-type=exec --quiet `+
+		`%s/%s/bin/ployzd upgrade apply --id %s --from %s --to %s`, status, releasesDir, id, releasesDir, m.Version, id, from, m.Version)
+	if out, err := sh(ctx, start, nil); err != nil {
+		return "", fmt.Errorf("start the swap: %w: %s", err, strings.TrimSpace(out))
+	}
+	return id, nil
+}
+
+// AwaitSSH polls the swap's status file over SSH until swap id has ended.
+func AwaitSSH(ctx context.Context, sh Shell, id string, timeout time.Duration, each func(rpc.UpgradeStep)) (rpc.UpgradeStatus, error) {
+	return poll(ctx, id, timeout, each, func(ctx context.Context) (rpc.UpgradeStatus, error) {
+		var st rpc.UpgradeStatus
+		out, err := sh(ctx, "cat "+releasesDir+"/upgrade.json", nil)
+		if err != nil {
+			return st, err
+		}
+		return st, json.Unmarshal([]byte(out), &st)
+	})
+}
+
+func newID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b)
+}
