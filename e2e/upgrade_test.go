@@ -191,11 +191,68 @@ type upgradeOutcome struct {
 // at start rolls its first Machine back and stops the rollout (exit 3).
 func TestUpgrade(t *testing.T) {
 	needLab(t)
-	l := lab.ForTest(t, 3)
-	op := newOperator(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
+	l, op, gws := upgradeLab(t, ctx)
 
+	next := "9.9.9-upgrade-test"
+	good := buildBundle(t, next, false)
+	var plan []release.Action
+	op.json(t, &plan, "machine", "upgrade", "--all", "--bundle", good, "--dry-run")
+	if len(plan) != 3 || plan[0].Do != "upgrade" || plan[0].To != next {
+		t.Fatalf("dry-run plan %+v", plan)
+	}
+
+	upgradeUnderLoad(t, ctx, l, op, gws, good, next)
+	brokenRollsBack(t, ctx, l, op, next)
+}
+
+// TestUpgradeFromPrevious forms the Cluster on release N-1 — the binaries
+// in PLOYZ_UPGRADE_FROM_BIN, else a build of PLOYZ_UPGRADE_FROM (default:
+// main) — with that release's CLI, then upgrades every Machine to this
+// tree with this CLI under the same load. A release without the
+// upgrade_machine route is upgraded over SSH.
+func TestUpgradeFromPrevious(t *testing.T) {
+	needLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	n1 := os.Getenv("PLOYZ_UPGRADE_FROM_BIN")
+	if n1 == "" {
+		n1 = buildPrevious(t)
+	}
+	current := os.Getenv(lab.EnvBinDir)
+	t.Setenv(lab.EnvBinDir, n1) // the lab image and the CLI of release N-1
+	l, op, gws := upgradeLab(t, ctx)
+	t.Setenv(lab.EnvBinDir, current)
+
+	next := "9.9.9-from-previous"
+	good := buildBundle(t, next, false)
+	var plan []release.Action
+	op.json(t, &plan, "machine", "upgrade", "--all", "--bundle", good, "--dry-run")
+	t.Logf("plan from release N-1: %+v", plan)
+	upgradeUnderLoad(t, ctx, l, op, gws, good, next)
+}
+
+// buildPrevious builds release N-1's binaries from PLOYZ_UPGRADE_FROM.
+func buildPrevious(t *testing.T) string {
+	rev := os.Getenv("PLOYZ_UPGRADE_FROM")
+	if rev == "" {
+		rev = "main"
+	}
+	src, bin := t.TempDir(), t.TempDir()
+	cmd := exec.Command("sh", "-c", "git archive "+rev+" | tar -x -C "+src+" && make -C "+src+" build BIN="+bin+" VERSION=n1-$(git rev-parse --short "+rev+")")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build release N-1 from %s: %v\n%s", rev, err, out)
+	}
+	return bin
+}
+
+// upgradeLab forms a 3-Machine Cluster with the CLI in PLOYZ_BIN_DIR,
+// deploys hello behind the ingress and returns each Machine's gateway.
+func upgradeLab(t *testing.T, ctx context.Context) (*lab.Lab, *operator, map[string]string) {
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
 	gws := map[string]string{}
 	var in rpc.Inspection
 	op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", l.Machines[0].Name)
@@ -224,17 +281,7 @@ func TestUpgrade(t *testing.T) {
 			return nil
 		})
 	}
-
-	next := "9.9.9-upgrade-test"
-	good := buildBundle(t, next, false)
-	var plan []release.Action
-	op.json(t, &plan, "machine", "upgrade", "--all", "--bundle", good, "--dry-run")
-	if len(plan) != 3 || plan[0].Do != "upgrade" || plan[0].To != next {
-		t.Fatalf("dry-run plan %+v", plan)
-	}
-
-	upgradeUnderLoad(t, ctx, l, op, gws, good, next)
-	brokenRollsBack(t, ctx, l, op, next)
+	return l, op, gws
 }
 
 func gateway(t *testing.T, subnet string) string {
