@@ -124,7 +124,11 @@ func (d *Daemon) launchApply(ctx context.Context, id string, req rpc.UpgradeRequ
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(cctx, "systemd-run", args...).CombinedOutput(); err != nil {
-		return rpc.Errorf(rpc.CodeInternal, "start the swap: systemd-run: %v: %s", err, out)
+		// Nothing changed: say so, so the next upgrade is not held back.
+		st.State, st.Failed, st.Ended = rpc.UpgradeRolledBack, "start", time.Now().UnixMilli()
+		st.Error = fmt.Sprintf("systemd-run: %v: %s", err, out)
+		_ = WriteUpgradeStatus(d.releasesDir(), st)
+		return rpc.Errorf(rpc.CodeInternal, "start the swap: %s", st.Error)
 	}
 	return nil
 }
