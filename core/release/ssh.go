@@ -46,9 +46,10 @@ func PushSSH(ctx context.Context, sh Shell, p string, m *Manifest, from string) 
 		return "", fmt.Errorf("copy the bundle: %w", err)
 	}
 	// Every value below is a validated version, a hex digest or an id.
-	stage := fmt.Sprintf(`set -e; d=$(mktemp -d); trap 'rm -rf "$d" %[1]s' EXIT; `+
+	// The bundle's ployzd runs from beside the releases: /tmp may be noexec.
+	stage := fmt.Sprintf(`set -e; d=$(mktemp -d %[4]s/.stage-XXXXXX); trap 'rm -rf "$d" %[1]s' EXIT; `+
 		`tar -xzf %[1]s -C "$d" bin/ployzd; "$d/bin/ployzd" upgrade stage --bundle %[1]s --version %[2]s --sha256 %[3]s`,
-		upload, m.Version, sum)
+		upload, m.Version, sum, releasesDir)
 	if out, err := sh(ctx, stage, nil); err != nil {
 		return "", fmt.Errorf("stage %s: %w: %s", m.Version, err, strings.TrimSpace(out))
 	}
