@@ -115,7 +115,7 @@ func writeDeb(dist, v, arch string, srcs []release.Source) (string, error) {
 	info := nfpm.WithDefaults(&nfpm.Info{
 		Name: "ployz", Arch: arch, Platform: "linux", Version: debVersion(v), VersionSchema: "none",
 		Maintainer: "Ployz <hello@ployz.sh>", Homepage: "https://ployz.sh", License: "Apache-2.0",
-		Description: "Ployz Machine daemon, replicated store and plugins",
+		Description:  "Ployz Machine daemon, replicated store and plugins",
 		Overridables: nfpm.Overridables{Contents: contents, Depends: []string{"systemd"}, Recommends: []string{"docker.io | docker-ce"}},
 	})
 	pkg, err := nfpm.Get("deb")
