@@ -2,14 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/e2e/lab"
 )
 
@@ -19,118 +22,44 @@ import (
 // `docker stack deploy` of an equivalent stack on a Swarm formed from them
 // (issue 6). Readiness is "none" everywhere so all three wait for the same
 // thing: every Container running.
-func BenchmarkDeploy10x3(b *testing.B) {
+func BenchmarkDeploy10x3(b *testing.B) { benchDeploy(b, 10, 3) }
+
+// BenchmarkDeploy50x2 is BenchmarkDeploy10x3 with 50 Services × 2
+// replicas: many small Services, where per-Service work (pointer moves,
+// dependencies) weighs more than per-Container work.
+func BenchmarkDeploy50x2(b *testing.B) { benchDeploy(b, 50, 2) }
+
+// deployBench is one lab with a Ployz Cluster and a Swarm on the same 3
+// Machines.
+type deployBench struct {
+	b        *testing.B
+	l        *lab.Lab
+	ctx      context.Context
+	op       *operator
+	services int
+	replicas int
+}
+
+func benchDeploy(b *testing.B, services, replicas int) {
 	if !labEnabled() {
 		b.Skip("lab benchmark: run with `make bench`")
 	}
 	l := lab.ForTest(b, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	op := newOperator(b, l)
-	var in struct{}
-	op.json(b, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", "m1")
-	op.json(b, &in, "machine", "add", "root@"+l.Machines[1].IP.String(), "--name", "m2")
-	op.json(b, &in, "machine", "add", "root@"+l.Machines[2].IP.String(), "--name", "m3")
-
-	var compose, stack strings.Builder
-	compose.WriteString("name: bench\nservices:\n")
-	stack.WriteString("version: \"3.8\"\nservices:\n")
-	for i := range 10 {
-		fmt.Fprintf(&compose, "  s%d:\n    image: %s\n    environment: {MESSAGE: \"%%s\"}\n    deploy: {replicas: 3}\n", i, lab.TestAppImage)
-		// Swarm's predefined host network, one replica per node and a port
-		// per Service: nested Machines cannot build Swarm's overlay.
-		fmt.Fprintf(&stack, "  s%d:\n    image: %s\n    environment: {MESSAGE: \"%%s\", PORT: \"%d\"}\n    deploy: {replicas: 3, placement: {max_replicas_per_node: 1}}\n    networks: [outside]\n", i, lab.TestAppImage, 9100+i)
-	}
-	stack.WriteString("networks:\n  outside:\n    external: true\n    name: host\n")
-
-	// Swarm from the same Machines, over the lab network.
-	m1 := l.Machines[0]
-	if _, err := l.Exec(ctx, "m1", "docker", "swarm", "init", "--advertise-addr", m1.IP.String()); err != nil {
-		b.Fatal(err)
-	}
-	tok, err := l.Exec(ctx, "m1", "docker", "swarm", "join-token", "-q", "worker")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, m := range l.Machines[1:] {
-		if _, err := l.Exec(ctx, m.Name, "docker", "swarm", "join", "--token", tok, m1.IP.String()+":2377"); err != nil {
-			b.Fatal(err)
-		}
-	}
-
-	running := func(m, filter string) int {
-		out, _ := l.Exec(ctx, m, "docker", "ps", "-q", "--filter", filter)
-		return len(strings.Fields(out))
-	}
-	waitAll := func(filter string, want int) {
-		for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			n := 0
-			for _, m := range l.Machines {
-				n += running(m.Name, filter)
-			}
-			if n >= want {
-				return
-			}
-		}
-		b.Fatalf("%s: fewer than %d Containers running after 5 minutes", filter, want)
-	}
+	db := &deployBench{b: b, l: l, ctx: ctx, op: newOperator(b, l), services: services, replicas: replicas}
+	db.setup()
+	compose, stack := db.files()
 	dir := b.TempDir()
 	var ployzT, dockerT, swarmT time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		msg := fmt.Sprintf("run%d", i)
-		// Ployz.
 		f := filepath.Join(dir, "compose.yaml")
-		os.WriteFile(f, []byte(strings.ReplaceAll(compose.String(), "%s", msg)), 0o644)
-		start := time.Now()
-		op.must(b, "deploy", "-f", f, "-y")
-		ployzT += time.Since(start)
-		op.must(b, "project", "rm", "bench", "-y")
-
-		// Plain docker: the same 30 Containers, 10 per Machine, in parallel per Machine.
-		start = time.Now()
-		var wg sync.WaitGroup
-		for _, m := range l.Machines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for s := range 10 {
-					l.Exec(ctx, m.Name, "docker", "run", "-d", "--network", "ployz", "--label", "bench=plain",
-						"--name", fmt.Sprintf("plain-%d-%s-%d", s, m.Name, i), "-e", "MESSAGE="+msg, lab.TestAppImage)
-				}
-			}()
-		}
-		wg.Wait()
-		waitAll("label=bench=plain", 30)
-		dockerT += time.Since(start)
-		for _, m := range l.Machines {
-			ids, _ := l.Exec(ctx, m.Name, "docker", "ps", "-aq", "--filter", "label=bench=plain")
-			if ids != "" {
-				l.Exec(ctx, m.Name, append([]string{"docker", "rm", "-f"}, strings.Fields(ids)...)...)
-			}
-		}
-
-		// Swarm.
-		sf := "/root/stack.yml"
-		if _, err := l.Exec(ctx, "m1", "sh", "-c", "cat > "+sf+" <<'EOF'\n"+strings.ReplaceAll(stack.String(), "%s", msg)+"EOF"); err != nil {
-			b.Fatal(err)
-		}
-		start = time.Now()
-		if out, err := l.Exec(ctx, "m1", "docker", "stack", "deploy", "-c", sf, "bench"); err != nil {
-			b.Fatalf("stack deploy: %v %s", err, out)
-		}
-		waitAll("label=com.docker.stack.namespace=bench", 30)
-		swarmT += time.Since(start)
-		l.Exec(ctx, "m1", "docker", "stack", "rm", "bench")
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			n := 0
-			for _, m := range l.Machines {
-				n += running(m.Name, "label=com.docker.stack.namespace=bench")
-			}
-			if n == 0 {
-				break
-			}
-		}
+		os.WriteFile(f, []byte(strings.ReplaceAll(compose, "%s", msg)), 0o644)
+		ployzT += db.ployz(f)
+		dockerT += db.docker(i, msg)
+		swarmT += db.swarm(strings.ReplaceAll(stack, "%s", msg))
 	}
 	n := float64(b.N)
 	b.ReportMetric(ployzT.Seconds()/n, "ployz-s")
@@ -138,6 +67,168 @@ func BenchmarkDeploy10x3(b *testing.B) {
 	b.ReportMetric(swarmT.Seconds()/n, "swarm-s")
 	b.ReportMetric(ployzT.Seconds()/dockerT.Seconds(), "ployz/docker")
 	b.ReportMetric(ployzT.Seconds()/swarmT.Seconds(), "ployz/swarm")
-	b.Logf("deploy 10x3: ployz %.1fs, plain docker %.1fs (%.2fx), docker stack deploy %.1fs (%.2fx)",
+	b.Logf("deploy %dx%d: ployz %.1fs, plain docker %.1fs (%.2fx), docker stack deploy %.1fs (%.2fx)", services, replicas,
 		ployzT.Seconds()/n, dockerT.Seconds()/n, ployzT.Seconds()/dockerT.Seconds(), swarmT.Seconds()/n, ployzT.Seconds()/swarmT.Seconds())
+}
+
+// setup forms the Ployz Cluster and a Swarm from the same Machines.
+func (db *deployBench) setup() {
+	b, l, op := db.b, db.l, db.op
+	var in struct{}
+	op.json(b, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", "m1")
+	op.json(b, &in, "machine", "add", "root@"+l.Machines[1].IP.String(), "--name", "m2")
+	op.json(b, &in, "machine", "add", "root@"+l.Machines[2].IP.String(), "--name", "m3")
+	m1 := l.Machines[0]
+	if _, err := l.Exec(db.ctx, "m1", "docker", "swarm", "init", "--advertise-addr", m1.IP.String()); err != nil {
+		b.Fatal(err)
+	}
+	tok, err := l.Exec(db.ctx, "m1", "docker", "swarm", "join-token", "-q", "worker")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range l.Machines[1:] {
+		if _, err := l.Exec(db.ctx, m.Name, "docker", "swarm", "join", "--token", tok, m1.IP.String()+":2377"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// files returns the compose file and the equivalent stack file; %s is
+// each run's message, so every run replaces every Container.
+func (db *deployBench) files() (string, string) {
+	var compose, stack strings.Builder
+	compose.WriteString("name: bench\nservices:\n")
+	stack.WriteString("version: \"3.8\"\nservices:\n")
+	for i := range db.services {
+		fmt.Fprintf(&compose, "  s%d:\n    image: %s\n    environment: {MESSAGE: \"%%s\"}\n    deploy: {replicas: %d}\n", i, lab.TestAppImage, db.replicas)
+		// Swarm's predefined host network, one replica per node and a port
+		// per Service: nested Machines cannot build Swarm's overlay.
+		fmt.Fprintf(&stack, "  s%d:\n    image: %s\n    environment: {MESSAGE: \"%%s\", PORT: \"%d\"}\n    deploy: {replicas: %d, placement: {max_replicas_per_node: 1}}\n    networks: [outside]\n",
+			i, lab.TestAppImage, 9100+i, db.replicas)
+	}
+	stack.WriteString("networks:\n  outside:\n    external: true\n    name: host\n")
+	return compose.String(), stack.String()
+}
+
+func (db *deployBench) total() int { return db.services * db.replicas }
+
+func (db *deployBench) running(m, filter string) int {
+	out, _ := db.l.Exec(db.ctx, m, "docker", "ps", "-q", "--filter", filter)
+	return len(strings.Fields(out))
+}
+
+func (db *deployBench) waitAll(filter string, want int) {
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		n := 0
+		for _, m := range db.l.Machines {
+			n += db.running(m.Name, filter)
+		}
+		if n >= want {
+			return
+		}
+	}
+	db.b.Fatalf("%s: fewer than %d Containers running after 5 minutes", filter, want)
+}
+
+// ployz deploys f, logs where the time went and removes the project.
+func (db *deployBench) ployz(f string) time.Duration {
+	start := time.Now()
+	out := db.op.must(db.b, "deploy", "-f", f, "-y", "--json")
+	took := time.Since(start)
+	var res struct {
+		Timings []deploy.Timing `json:"timings"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		db.b.Fatalf("deploy --json: %v", err)
+	}
+	db.b.Logf("ployz deploy %dx%d: %.1fs; %s", db.services, db.replicas, took.Seconds(), summarize(res.Timings))
+	if dir := os.Getenv("PLOYZ_BENCH_TRACE"); dir != "" {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("deploy-%dx%d-%d.json", db.services, db.replicas, time.Now().Unix())), []byte(out), 0o644)
+	}
+	db.op.must(db.b, "project", "rm", "bench", "-y")
+	return took
+}
+
+// summarize prints, per kind of span, how many ran, their total and
+// longest time, and when the last one ended.
+func summarize(ts []deploy.Timing) string {
+	type agg struct {
+		n             int
+		sum, max, end float64
+	}
+	by := map[string]*agg{}
+	var kinds []string
+	for _, t := range ts {
+		a := by[t.Kind]
+		if a == nil {
+			a = &agg{}
+			by[t.Kind] = a
+			kinds = append(kinds, t.Kind)
+		}
+		a.n++
+		a.sum += t.DurationMS
+		a.max = max(a.max, t.DurationMS)
+		a.end = max(a.end, t.StartMS+t.DurationMS)
+	}
+	slices.SortFunc(kinds, func(x, y string) int { return int(by[x].end - by[y].end) })
+	var parts []string
+	for _, k := range kinds {
+		a := by[k]
+		parts = append(parts, fmt.Sprintf("%s n=%d sum=%.0fms max=%.0fms avg=%.0fms end=%.0fms", k, a.n, a.sum, a.max, a.sum/float64(a.n), a.end))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// docker runs the same Containers with plain `docker run`, spread over
+// the Machines round-robin, each Machine's one after the other.
+func (db *deployBench) docker(run int, msg string) time.Duration {
+	l := db.l
+	start := time.Now()
+	var wg sync.WaitGroup
+	for k, m := range l.Machines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := k; c < db.total(); c += len(l.Machines) {
+				l.Exec(db.ctx, m.Name, "docker", "run", "-d", "--network", "ployz", "--label", "bench=plain",
+					"--name", fmt.Sprintf("plain-%d-%s-%d", c, m.Name, run), "-e", "MESSAGE="+msg, lab.TestAppImage)
+			}
+		}()
+	}
+	wg.Wait()
+	db.waitAll("label=bench=plain", db.total())
+	took := time.Since(start)
+	for _, m := range l.Machines {
+		ids, _ := l.Exec(db.ctx, m.Name, "docker", "ps", "-aq", "--filter", "label=bench=plain")
+		if ids != "" {
+			l.Exec(db.ctx, m.Name, append([]string{"docker", "rm", "-f"}, strings.Fields(ids)...)...)
+		}
+	}
+	return took
+}
+
+// swarm deploys the stack file and waits for every task running.
+func (db *deployBench) swarm(stack string) time.Duration {
+	l, b := db.l, db.b
+	sf := "/root/stack.yml"
+	if _, err := l.Exec(db.ctx, "m1", "sh", "-c", "cat > "+sf+" <<'EOF'\n"+stack+"EOF"); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if out, err := l.Exec(db.ctx, "m1", "docker", "stack", "deploy", "-c", sf, "bench"); err != nil {
+		b.Fatalf("stack deploy: %v %s", err, out)
+	}
+	db.waitAll("label=com.docker.stack.namespace=bench", db.total())
+	took := time.Since(start)
+	l.Exec(db.ctx, "m1", "docker", "stack", "rm", "bench")
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		n := 0
+		for _, m := range l.Machines {
+			n += db.running(m.Name, "label=com.docker.stack.namespace=bench")
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return took
 }

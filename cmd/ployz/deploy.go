@@ -116,6 +116,9 @@ type deployResult struct {
 		Unobserved []deploy.Unobserved `json:"unobserved,omitempty"`
 	} `json:"snapshot"`
 	Removals []removalReport `json:"removals,omitempty"`
+	// Timings is where the deploy's time went: its phases and every
+	// step that ran, with offsets from the start.
+	Timings []deploy.Timing `json:"timings,omitempty"`
 }
 
 // runDeploy is the whole deploy pipeline for compose bytes: load,
@@ -123,6 +126,7 @@ type deployResult struct {
 // names the command for a scale or rm ("" for deploy).
 func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) error {
 	ctx := c.Context()
+	trace := deploy.NewTrace()
 	if _, err := deploy.ParsePullPolicy(f.pull); err != nil {
 		return err
 	}
@@ -141,9 +145,11 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 		return err
 	}
 	defer ent.Close()
+	endBuild := trace.Phase("build")
 	if err := buildApp(ctx, ent, &app, nil, f.noBuild, f.buildArgs, c.ErrOrStderr()); err != nil {
 		return err
 	}
+	endBuild()
 	errw := c.ErrOrStderr()
 	if !f.dryRun {
 		var imgs []string
@@ -151,7 +157,9 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 			imgs = append(imgs, s.Spec.Image)
 		}
 		// Images reach Machines without a registry: push what they miss.
+		endDeliver := trace.Phase("deliver_images")
 		pushed, err := images.Deliver(ctx, ent, imgs, nil)
+		endDeliver()
 		if err != nil {
 			return err
 		}
@@ -164,7 +172,9 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 			}
 		}
 	}
+	endObserve := trace.Phase("observe")
 	snap, err := deploy.Observe(ctx, ent, "", true)
+	endObserve()
 	if err != nil {
 		return err
 	}
@@ -226,13 +236,17 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 		return err
 	}
 	ex := &deploy.Executor{C: ent, ReadyTimeout: f.timeout, Progress: progressPrinter(errw), RegistryAuth: auth, Files: app.Files}
+	endExec := trace.Phase("execute")
 	out := ex.Run(runCtx, plan)
+	endExec()
+	trace.Steps(out)
 	res.Outcome = &out
 	if runCtx.Err() == nil {
 		// Removals confirmed earlier by `ployz project rm` are retried after
 		// the plan, so the confirmed rows ran exactly as shown.
 		res.Removals = finishRemovals(ctx, ent, st, oc.Name, snap, plan.Namespace, errw)
 	}
+	res.Timings = trace.Timings()
 	if g.json {
 		if err := printJSON(c.OutOrStdout(), res); err != nil {
 			return err

@@ -109,6 +109,11 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 			return s, rpc.InvalidField(fmt.Sprintf("spec.constraints[%d].op", i), "%q is not == or !=", c.Op)
 		}
 	}
+	for i, r := range s.Roles {
+		if err := rpc.ValidRole(r); err != nil {
+			return s, rpc.InvalidField(fmt.Sprintf("spec.roles[%d]", i), "%v", err)
+		}
+	}
 	return s, nil
 }
 
@@ -282,6 +287,16 @@ func admit(s rpc.ContainerSpec, f localFacts) error {
 	if since, ok := f.Labels[rpc.MachineLabelDrained]; ok {
 		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s is drained (since %s): it admits no new Container; `ployz machine undrain %s` makes it eligible again",
 			f.Name, since, f.Name).With("drained", since)
+	}
+	if !rpc.Accepts(f.Labels, rpc.AcceptServices) {
+		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s does not accept services (its label %s is %q)",
+			f.Name, rpc.MachineLabelAccepts, f.Labels[rpc.MachineLabelAccepts]).With("accepts", f.Labels[rpc.MachineLabelAccepts])
+	}
+	for i, r := range s.Roles {
+		if !rpc.HasRole(f.Labels, r) {
+			return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s does not have role %q (no label %s%s)", f.Name, r, rpc.MachineLabelRolePrefix, r).
+				With("role", r).With("field", fmt.Sprintf("spec.roles[%d]", i))
+		}
 	}
 	for i, c := range s.Constraints {
 		v, ok := f.Labels[c.Label]

@@ -26,8 +26,10 @@ const (
 	waitReadyPoll    = 150 * time.Millisecond
 	failureLogTail   = 30
 	// noneSettle is how long a readiness-none Container must have run
-	// before wait_ready calls it ready, so a crash on start is caught.
-	noneSettle = time.Second
+	// (Docker's own state says running) before wait_ready calls it ready,
+	// so a crash on start is caught; Docker reports the start itself, so
+	// only the first moments of the process need this grace.
+	noneSettle = 250 * time.Millisecond
 )
 
 // wait_ready outcomes.
@@ -103,9 +105,14 @@ func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any,
 			res.LogTail = o.logTail(ctx, id)
 			return res, nil
 		}
+		wake := tick.C
+		if left := settleLeft(c); left > 0 && left < waitReadyPoll {
+			wake = time.After(left) // judge again the moment it settles
+		}
 		select {
 		case m := <-msgs:
 			exitOf(m)
+		case <-wake:
 		case <-errs:
 			errs = nil // polling alone still decides
 		case <-ctx.Done():
@@ -114,7 +121,6 @@ func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any,
 			res := rpc.WaitReadyResult{Outcome: outcomeTimeout, LogTail: o.logTail(ctx, id),
 				Message: fmt.Sprintf("not ready after %s (state %s%s)", timeout, c.State.Status, healthSuffix(c))}
 			return res, nil
-		case <-tick.C:
 		}
 	}
 }
@@ -148,12 +154,19 @@ func isHook(c container.InspectResponse) bool {
 
 // settled reports whether a ready Container has run long enough for
 // wait_ready: readiness none counts only after noneSettle of running.
-func settled(c container.InspectResponse) bool {
-	if c.Config == nil || c.Config.Labels[rpc.LabelReadiness] != readinessNone {
-		return true
+func settled(c container.InspectResponse) bool { return settleLeft(c) <= 0 }
+
+// settleLeft is how long a running readiness-none Container still has to
+// run before it counts as settled (0 for any other).
+func settleLeft(c container.InspectResponse) time.Duration {
+	if c.Config == nil || c.Config.Labels[rpc.LabelReadiness] != readinessNone || c.State == nil || !c.State.Running {
+		return 0
 	}
 	t, err := time.Parse(time.RFC3339Nano, c.State.StartedAt)
-	return err != nil || time.Since(t) >= noneSettle
+	if err != nil {
+		return 0
+	}
+	return noneSettle - time.Since(t)
 }
 
 func healthSuffix(c container.InspectResponse) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
@@ -297,12 +298,18 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 	if err := o.ensureVolumes(ctx, spec); err != nil {
 		return nil, err
 	}
-	o.filesMu.Lock()
-	unlock := sync.OnceFunc(o.filesMu.Unlock)
-	defer unlock()
-	shipped, err := materialize(o.filesDir, spec.Files, req.Files)
-	if err != nil {
-		return nil, err
+	// The files lock keeps a sweep from removing shipped files between
+	// writing them and the create that mounts them; a Container without
+	// shipped files mounts none, so concurrent creates need not queue.
+	unlock := func() {}
+	var shipped []mount.Mount
+	if len(spec.Files) > 0 {
+		o.filesMu.Lock()
+		unlock = sync.OnceFunc(o.filesMu.Unlock)
+		defer unlock()
+		if shipped, err = materialize(o.filesDir, spec.Files, req.Files); err != nil {
+			return nil, err
+		}
 	}
 	var ns *notifySock
 	notifyDir := ""

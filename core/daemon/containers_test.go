@@ -205,6 +205,18 @@ func TestAdmissionRefusals(t *testing.T) {
 	if rpcCode(err) != rpc.CodeNotFound || rpcDetail(err, "image") != s.Image {
 		t.Fatalf("missing image: %v", err)
 	}
+	s = withVol(to.spec("r", nil))
+	s.Roles = []string{"db"}
+	to.facts.Labels = map[string]string{rpc.MachineLabelRolePrefix + "ssd": "true"}
+	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("r"), Spec: s})
+	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "role") != "db" {
+		t.Fatalf("role: %v", err)
+	}
+	to.facts.Labels = map[string]string{rpc.MachineLabelAccepts: "ingress,builds"}
+	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("i"), Spec: withVol(to.spec("i", nil))})
+	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "accepts") != "ingress,builds" {
+		t.Fatalf("accepts: %v", err)
+	}
 	to.facts.Labels = map[string]string{"zone": "a", rpc.MachineLabelDrained: "2026-12-01T00:00:00Z"}
 	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("d"), Spec: withVol(to.spec("d", nil))})
 	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "drained") != "2026-12-01T00:00:00Z" {

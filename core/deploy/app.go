@@ -51,6 +51,9 @@ type Service struct {
 	Spec          rpc.ContainerSpec `json:"spec"`
 	Constraints   []rpc.Constraint  `json:"constraints,omitempty"`
 	MaxPerMachine int               `json:"max_per_machine,omitempty"` // 0: no limit
+	// Roles are the Machine roles it runs on (x-placement roles): only
+	// Machines with every one are eligible.
+	Roles []string `json:"roles,omitempty"`
 	// Volumes are the Docker names of the named volumes it mounts; they
 	// pin the Service to the Machine that holds them.
 	Volumes   []string       `json:"volumes,omitempty"`
@@ -138,6 +141,7 @@ type xPort struct {
 
 type xPlacement struct {
 	Constraints   []string `json:"constraints"`
+	Roles         []string `json:"roles"`
 	Mode          string   `json:"mode"`
 	MaxPerMachine int      `json:"max_per_machine"`
 }

@@ -35,6 +35,10 @@ type Step struct {
 	LogTail      []string `json:"log_tail,omitempty"`
 	StartedAt    string   `json:"started_at,omitempty"`
 	DurationMS   int64    `json:"duration_ms,omitempty"`
+
+	// began and took time the step precisely for the deploy's trace.
+	began time.Time
+	took  time.Duration
 }
 
 // Outcome is what an execution did: every step completed, failed or never
@@ -268,7 +272,8 @@ func (e *Executor) runRow(ctx context.Context, i int, r Row, acts []action) ([]S
 		start := time.Now()
 		s.StartedAt = start.UTC().Format(time.RFC3339)
 		tail, err := e.call(ctx, s, r, a, id, &newID)
-		s.DurationMS = time.Since(start).Milliseconds()
+		s.began, s.took = start, time.Since(start)
+		s.DurationMS = s.took.Milliseconds()
 		if a.cmd == rpc.CmdCreateContainer && err == nil {
 			created = true
 		}

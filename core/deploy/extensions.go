@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -72,6 +73,14 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 				}
 				svc.Constraints = append(svc.Constraints, pc)
 			}
+			for i, r := range p.Roles {
+				if err := rpc.ValidRole(r); err != nil {
+					return nil, fmt.Errorf("x-placement.roles[%d]: %w", i, err)
+				}
+				if !slices.Contains(svc.Roles, r) {
+					svc.Roles = append(svc.Roles, r)
+				}
+			}
 			if p.Mode != "" {
 				svc.Mode = p.Mode
 			}
@@ -109,7 +118,7 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 			warns = append(warns, fmt.Sprintf("service %q: unknown extension %s ignored", svc.Name, k))
 		}
 	}
-	spec.Constraints = svc.Constraints
+	spec.Constraints, spec.Roles = svc.Constraints, svc.Roles
 	return warns, nil
 }
 

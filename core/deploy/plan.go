@@ -221,6 +221,38 @@ func eligible(ns string, svc Service, snap Snapshot) ([]MachineState, []string, 
 	return stay, append(warns, fmt.Sprintf("service %q stays on drained %s: %s", svc.Name, names(stay), why)), nil
 }
 
+// admitKinds narrows ms to the Machines that accept services and carry
+// every role svc needs; an error names the flag or role none satisfies.
+func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
+	var keep []MachineState
+	var refusing []string
+	for _, m := range ms {
+		if rpc.Accepts(m.Labels, rpc.AcceptServices) {
+			keep = append(keep, m)
+		} else {
+			refusing = append(refusing, m.Name)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("no eligible Machine accepts services: the label %s of %s leaves services out (`ployz machine update NAME --accepts services,...`)",
+			rpc.MachineLabelAccepts, strings.Join(refusing, ", "))
+	}
+	for _, r := range svc.Roles {
+		var with []MachineState
+		for _, m := range keep {
+			if rpc.HasRole(m.Labels, r) {
+				with = append(with, m)
+			}
+		}
+		if len(with) == 0 {
+			return nil, fmt.Errorf("x-placement.roles: no eligible Machine has role %q (of %s); give one the label %s%s, e.g. `ployz machine update NAME --label-add %s%s=true`",
+				r, names(keep), rpc.MachineLabelRolePrefix, r, rpc.MachineLabelRolePrefix, r)
+		}
+		keep = with
+	}
+	return keep, nil
+}
+
 // holdsService reports whether m runs a Container of service.
 func holdsService(m MachineState, ns, service string) bool {
 	for _, c := range m.Containers {
@@ -236,6 +268,10 @@ func holdsService(m MachineState, ns, service string) bool {
 func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, []string, error) {
 	if len(ms) == 0 {
 		return nil, nil, errors.New("every observed Machine is drained")
+	}
+	ms, err := admitKinds(svc, ms)
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, c := range svc.Constraints {
 		var keep []MachineState

@@ -393,3 +393,49 @@ func TestPlanDrainedMachine(t *testing.T) {
 		t.Fatalf("all drained: %v", err)
 	}
 }
+
+func TestPlanRolesAndAccepts(t *testing.T) {
+	db := svc("db", 2, func(s *Service) { s.Roles = []string{"db"} })
+	web := svc("web", 3, func(s *Service) {})
+	role := map[string]string{rpc.MachineLabelRolePrefix + "db": "true"}
+	edge := map[string]string{rpc.MachineLabelAccepts: "ingress"} // takes no services
+	snap := snapOf(machine("m1", role), machine("m2", nil), machine("m3", edge), machine("m4", role))
+	p, err := MakePlan(app(db, web), snap, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// db only where the role is; nothing on m3, which accepts no services.
+	want := lines("m1 db create", "m4 db create", "m1 web create", "m2 web create", "m4 web create")
+	if got := summary(p); got != want {
+		t.Fatalf("rows:\n%s\nwant:\n%s", got, want)
+	}
+	// A role no Machine has is named.
+	cache := svc("cache", 1, func(s *Service) { s.Roles = []string{"cache"} })
+	if _, err := MakePlan(app(cache), snap, PlanOptions{}); err == nil || !strings.Contains(err.Error(), `role "cache"`) {
+		t.Fatalf("missing role: %v", err)
+	}
+	// The role is on m3 only, which accepts no services: still refused.
+	snap3 := snapOf(machine("m2", nil), machine("m3", map[string]string{rpc.MachineLabelAccepts: "builds", rpc.MachineLabelRolePrefix + "cache": ""}))
+	if _, err := MakePlan(app(cache), snap3, PlanOptions{}); err == nil || !strings.Contains(err.Error(), `role "cache"`) {
+		t.Fatalf("role on a Machine taking no services: %v", err)
+	}
+	// No Machine accepts services at all.
+	if _, err := MakePlan(app(web), snapOf(machine("m3", edge)), PlanOptions{}); err == nil || !strings.Contains(err.Error(), "accepts services") {
+		t.Fatalf("no Machine accepts services: %v", err)
+	}
+}
+
+func TestXPlacementRoles(t *testing.T) {
+	var s Service
+	var spec rpc.ContainerSpec
+	if _, err := applyExtensions(&s, &spec, map[string]any{"x-placement": map[string]any{"roles": []any{"db", "db", "ssd"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.Roles, ",") != "db,ssd" || strings.Join(spec.Roles, ",") != "db,ssd" {
+		t.Fatalf("roles %v, spec roles %v", s.Roles, spec.Roles)
+	}
+	_, err := applyExtensions(&s, &spec, map[string]any{"x-placement": map[string]any{"roles": []any{"DB!"}}}, false)
+	if err == nil || !strings.Contains(err.Error(), "x-placement.roles[0]") {
+		t.Fatalf("bad role: %v", err)
+	}
+}

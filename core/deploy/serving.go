@@ -253,7 +253,8 @@ func (sr *serviceRun) movePointer(ctx context.Context, ps *pointerState, next []
 	var moved rpc.ServingPointerMoved
 	err := e.C.Call(ctx, rpc.Target{}, rpc.CmdMoveServingPointer,
 		rpc.MoveServingPointerRequest{Service: ps.key, Deployment: p.DeploymentID, Containers: next}, &moved)
-	s.DurationMS, s.StartedAt = time.Since(start).Milliseconds(), start.UTC().Format(time.RFC3339)
+	s.began, s.took = start, time.Since(start)
+	s.DurationMS, s.StartedAt = s.took.Milliseconds(), start.UTC().Format(time.RFC3339)
 	if err != nil {
 		s.Status, s.Error = StepFailed, err.Error()
 		e.emit(s, true)
@@ -299,7 +300,8 @@ func (sr *serviceRun) waitAcks(ctx context.Context, key, id string) {
 		}
 		if time.Since(start) > timeout {
 			s.Status, s.Error = StepFailed, fmt.Sprintf("not acked after %s by %s; continuing, so their proxies may still route to Containers that stop", timeout, strings.Join(pending, ", "))
-			s.DurationMS = time.Since(start).Milliseconds()
+			s.began, s.took = start, time.Since(start)
+			s.DurationMS = s.took.Milliseconds()
 			e.emit(s, true)
 			sr.add(s)
 			sr.rs.partial()
@@ -307,7 +309,8 @@ func (sr *serviceRun) waitAcks(ctx context.Context, key, id string) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	s.Status, s.DurationMS = StepCompleted, time.Since(start).Milliseconds()
+	s.began, s.took = start, time.Since(start)
+	s.Status, s.DurationMS = StepCompleted, s.took.Milliseconds()
 	e.emit(s, true)
 	sr.add(s)
 }

@@ -95,6 +95,10 @@ type ContainerSpec struct {
 	// Constraints are re-checked by the target daemon against its own
 	// labels before it creates anything (Machine-local admission).
 	Constraints []Constraint `json:"constraints,omitempty"`
+	// Roles are the Machine roles the Service needs (x-placement roles):
+	// the target daemon admits it only when it carries each
+	// (MachineLabelRolePrefix).
+	Roles []string `json:"roles,omitempty"`
 	// Files come from the operator's computer (compose configs, secrets
 	// and relative bind mounts) and are mounted read-only. The spec
 	// names each by digest, so a changed file changes SpecHash; the

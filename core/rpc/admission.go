@@ -1,0 +1,85 @@
+package rpc
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Machine roles and acceptance flags are Machine labels, so they travel
+// with the Machine record and every Machine's admission reads them the
+// same way placement does.
+const (
+	// MachineLabelRolePrefix: a Machine with label ployz.role.<r> (any
+	// value) has role r; `x-placement: {roles: [r]}` places only there.
+	MachineLabelRolePrefix = "ployz.role."
+	// MachineLabelAccepts lists, comma-separated, the kinds of work a
+	// Machine accepts (AcceptServices, AcceptIngress, AcceptBuilds).
+	// Unset, it accepts every kind, as Machines did before the flag.
+	MachineLabelAccepts = "ployz.accepts"
+)
+
+// Kinds of work a Machine may accept.
+const (
+	AcceptServices = "services"
+	AcceptIngress  = "ingress"
+	AcceptBuilds   = "builds"
+)
+
+// AcceptKinds are the kinds ployz.accepts may name.
+var AcceptKinds = []string{AcceptServices, AcceptIngress, AcceptBuilds}
+
+var roleName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// ValidRole checks a role name (it becomes part of a label key).
+func ValidRole(r string) error {
+	if !roleName.MatchString(r) {
+		return fmt.Errorf("%q is not a role name (lowercase letters, digits, '.', '_', '-'; up to 63)", r)
+	}
+	return nil
+}
+
+// HasRole reports whether a Machine with labels has role r.
+func HasRole(labels map[string]string, r string) bool {
+	_, ok := labels[MachineLabelRolePrefix+r]
+	return ok
+}
+
+// Accepts reports whether a Machine with labels accepts work of kind.
+func Accepts(labels map[string]string, kind string) bool {
+	v, ok := labels[MachineLabelAccepts]
+	if !ok {
+		return true
+	}
+	return slices.Contains(SplitAccepts(v), kind)
+}
+
+// SplitAccepts splits a ployz.accepts value into its kinds.
+func SplitAccepts(v string) []string {
+	var out []string
+	for _, k := range strings.Split(v, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ParseAccepts checks kinds and returns the ployz.accepts value naming
+// them ("" accepts nothing new: a Machine kept for what it runs).
+func ParseAccepts(kinds []string) (string, error) {
+	var out []string
+	for _, k := range kinds {
+		for _, p := range SplitAccepts(k) {
+			if !slices.Contains(AcceptKinds, p) {
+				return "", fmt.Errorf("%q is not one of %s", p, strings.Join(AcceptKinds, ", "))
+			}
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ","), nil
+}
