@@ -30,12 +30,14 @@ type enrollFlags struct {
 	network   string
 	endpoints []string
 	labels    []string
+	accepts   []string
 }
 
 func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
 	c.Flags().StringVar(&f.name, "name", "", "Machine name (default: its hostname)")
 	c.Flags().StringSliceVar(&f.endpoints, "endpoint", nil, "WireGuard endpoint ip:port peers use (default: discovered)")
 	c.Flags().StringSliceVar(&f.labels, "label", nil, "placement label key=value (repeatable)")
+	c.Flags().StringSliceVar(&f.accepts, "accepts", nil, acceptsFlagHelp)
 	if withNetwork {
 		c.Flags().StringVar(&f.network, "network", "10.210.0.0/16", "Cluster network the Machine subnets come from")
 	}
@@ -51,7 +53,10 @@ func (f *enrollFlags) options(st *operator.Store, ctxName string, c *cobra.Comma
 		o.Network = n
 	}
 	labels, err := operator.ParseLabels(f.labels)
-	o.Labels = labels
+	if err != nil {
+		return o, err
+	}
+	o.Labels, err = withAccepts(labels, f.accepts, c.Flags().Changed("accepts"))
 	return o, err
 }
 
@@ -204,7 +209,7 @@ func machineLs() *cobra.Command {
 					return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
 				})
 				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tMEMBERSHIP\tRTT\tROW\tVERSION")
+				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tACCEPTS\tMEMBERSHIP\tRTT\tROW\tVERSION")
 				var refused []rpc.MachineView
 				for _, m := range list.Machines {
 					rtt := "-"
@@ -222,7 +227,7 @@ func machineLs() *cobra.Command {
 					if ver == "" {
 						ver = "-"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, m.Membership, rtt, row, ver)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, acceptsColumn(m.Labels), m.Membership, rtt, row, ver)
 				}
 				if err := w.Flush(); err != nil {
 					return err
@@ -276,7 +281,7 @@ func machineRename() *cobra.Command {
 }
 
 func machineUpdate() *cobra.Command {
-	var add, rm []string
+	var add, rm, accepts []string
 	var name string
 	cmd := &cobra.Command{
 		Use:   "update MACHINE",
@@ -285,6 +290,9 @@ func machineUpdate() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			labels, err := operator.ParseLabels(add)
 			if err != nil {
+				return err
+			}
+			if labels, err = withAccepts(labels, accepts, c.Flags().Changed("accepts")); err != nil {
 				return err
 			}
 			req := rpc.UpdateMachineRequest{LabelsAdd: labels, LabelsRemove: rm}
@@ -303,6 +311,7 @@ func machineUpdate() *cobra.Command {
 	cmd.Flags().StringSliceVar(&add, "label-add", nil, "add or change a label key=value")
 	cmd.Flags().StringSliceVar(&rm, "label-rm", nil, "remove a label by key")
 	cmd.Flags().StringVar(&name, "name", "", "new name")
+	cmd.Flags().StringSliceVar(&accepts, "accepts", nil, acceptsFlagHelp)
 	return cmd
 }
 

@@ -380,6 +380,11 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 		if k == "" {
 			return nil, rpc.InvalidField("labels_add", "a label key is empty")
 		}
+		if k == rpc.MachineLabelAccepts {
+			if _, err := rpc.ParseAccepts([]string{v}); err != nil {
+				return nil, rpc.InvalidField("labels_add."+k, "%v", err)
+			}
+		}
 		if rec.Labels == nil {
 			rec.Labels = map[string]string{}
 		}

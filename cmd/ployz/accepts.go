@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// acceptsFlagHelp is the help of --accepts on machine init, add and update.
+var acceptsFlagHelp = "kinds of work the Machine accepts: " + strings.Join(rpc.AcceptKinds, ", ") +
+	" (sets the label " + rpc.MachineLabelAccepts + "; default: all)"
+
+// withAccepts adds the ployz.accepts label --accepts asks for to labels
+// (set is whether the flag was given at all).
+func withAccepts(labels map[string]string, kinds []string, set bool) (map[string]string, error) {
+	if !set {
+		return labels, nil
+	}
+	v, err := rpc.ParseAccepts(kinds)
+	if err != nil {
+		return nil, fmt.Errorf("--accepts: %w", err)
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[rpc.MachineLabelAccepts] = v
+	return labels, nil
+}
+
+// acceptsColumn is a Machine's ACCEPTS in `machine ls`.
+func acceptsColumn(labels map[string]string) string {
+	v, ok := labels[rpc.MachineLabelAccepts]
+	switch {
+	case !ok:
+		return "all"
+	case v == "":
+		return "none"
+	}
+	return v
+}
