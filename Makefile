@@ -72,10 +72,13 @@ cross:
 lab-test:
 	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v ./e2e/
 
-## bench: benchmarks; they print ratios and never gate CI
+## bench: benchmarks; they print ratios and never gate CI. Their output
+## (bin/bench.txt) rewrites the <!-- bench:Name --> blocks of docs/benchmarks.md.
+BENCH_OUT := $(BIN)/bench.txt
 bench: prereq build
-	$(GO) test -run '^$$' -bench . $$($(GO) list ./... | grep -v /e2e)
-	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench . $$($(GO) list ./... | grep -v /e2e) | tee $(BENCH_OUT)"
+	bash -o pipefail -c "PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./e2e/ | tee -a $(BENCH_OUT)"
+	$(GO) run ./internal/benchdoc/run -doc docs/benchmarks.md -command 'make bench' < $(BENCH_OUT)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s). `make test`
 ## runs their seeds; an input that fails here is written to the package's
