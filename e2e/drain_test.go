@@ -130,6 +130,47 @@ func TestDrainRestartCatchUp(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("roles-and-accepts", func(t *testing.T) { rolesAndAccepts(t, op) })
+}
+
+// rolesAndAccepts: a Service with a role goes only where a Machine has
+// it (and is refused, naming the role, while none does); a Machine whose
+// ployz.accepts leaves out services loses its Service Containers at the
+// next deploy and shows its flags in `machine ls`.
+func rolesAndAccepts(t *testing.T, op *operator) {
+	const cache = "name: roles\nservices:\n  cache:\n    image: ployz-testapp:latest\n    x-placement: {roles: [cache]}\n"
+	if _, errs, code := deployFile(t, op, cache); code == 0 || !strings.Contains(errs, `role "cache"`) {
+		t.Fatalf("deploy with a role no Machine has: exit %d\n%s", code, errs)
+	}
+	op.must(t, "machine", "update", "m3", "--label-add", rpc.MachineLabelRolePrefix+"cache=true")
+	if doc, errs, code := deployFile(t, op, cache); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy once m3 has the role: exit %d\n%s", code, errs)
+	}
+	for _, c := range ps(t, op, "roles").Containers {
+		if c.Machine != "m3" {
+			t.Errorf("cache runs on %s, want m3 only", c.Machine)
+		}
+	}
+	op.must(t, "machine", "update", "m2", "--accepts", "ingress,builds")
+	if ls := op.must(t, "machine", "ls"); !strings.Contains(ls, "ACCEPTS") || !strings.Contains(ls, "builds,ingress") {
+		t.Fatalf("machine ls:\n%s", ls)
+	}
+	if _, errs, code := op.run(t, "machine", "update", "m2", "--accepts", "gpus"); code == 0 || !strings.Contains(errs, "gpus") {
+		t.Fatalf("--accepts gpus: exit %d\n%s", code, errs)
+	}
+	// db may run only on m2 (disk == ssd), which takes no services now:
+	// refused by name.
+	if _, errs, code := deployFile(t, op, drainCompose); code == 0 || !strings.Contains(errs, `service "db"`) {
+		t.Fatalf("deploy with db's Machine refusing services: exit %d\n%s", code, errs)
+	}
+	noDB := strings.Replace(drainCompose, "  db:\n", "  db:\n    deploy: {replicas: 0}\n", 1)
+	if _, errs, code := deployFile(t, op, noDB); code != 0 {
+		t.Fatalf("deploy without db: exit %d\n%s", code, errs)
+	}
+	if got := machinesOf(t, op, "agent"); got != "m1,m3" {
+		t.Fatalf("agent with m2 accepting no services runs on %s, want m1,m3", got)
+	}
 }
 
 // machinesOf lists, sorted and comma-joined, the Machines running a ready
