@@ -72,24 +72,9 @@ func (d *Daemon) moveServingPointer(ctx context.Context, raw json.RawMessage) (a
 		}
 		return rpc.ServingPointerMoved{}, nil
 	}
-	rows := map[string]store.Row[store.ContainerBody]{}
-	deadline := time.Now().Add(pointerRowWait)
-	for {
-		list, err := st.Containers().List(ctx)
-		if err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "read containers: %v", err)
-		}
-		for _, r := range list {
-			rows[r.Key] = r
-		}
-		if missing := unseen(req.Containers, rows); len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	rows, err := d.pointerRows(ctx, st, req.Containers)
+	if err != nil {
+		return nil, err
 	}
 	body := store.ServingBody{ID: newPointerID(), Deployment: req.Deployment, MovedAt: time.Now().UnixMilli()}
 	out := rpc.ServingPointerMoved{ID: body.ID}
@@ -108,6 +93,69 @@ func (d *Daemon) moveServingPointer(ctx context.Context, raw json.RawMessage) (a
 	}
 	d.log.Info("serving pointer moved", "service", key, "pointer", body.ID, "containers", len(body.Containers), "unseen", len(out.Unseen))
 	return out, nil
+}
+
+// pointerRows reads the rows of the named Containers by key, waiting up
+// to pointerRowWait for those not replicated here yet: woken by a
+// subscription to exactly those rows, and re-reading on a short period
+// while it is not open.
+func (d *Daemon) pointerRows(ctx context.Context, st *store.Client, cs []rpc.ServingContainer) (map[string]store.Row[store.ContainerBody], error) {
+	rows := map[string]store.Row[store.ContainerBody]{}
+	var w *store.Watch
+	deadline := time.NewTimer(pointerRowWait)
+	defer deadline.Stop()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for {
+		missing := unseen(cs, rows)
+		for _, id := range missing {
+			r, ok, err := st.Containers().Get(ctx, id)
+			if err != nil {
+				return nil, rpc.Errorf(rpc.CodeUnavailable, "read containers: %v", err)
+			}
+			if ok {
+				rows[id] = r
+			}
+		}
+		if missing = unseen(cs, rows); len(missing) == 0 {
+			return rows, nil
+		}
+		if w == nil && hexIDs(missing) {
+			w = d.watchStore(wctx, `SELECT id, owner FROM containers WHERE id IN ('`+strings.Join(missing, "','")+`')`)
+		}
+		var woke <-chan struct{}
+		if w != nil {
+			woke = w.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return rows, nil
+		case <-woke:
+		case <-time.After(rowPoll(w)):
+		}
+	}
+}
+
+// rowPoll is how often pointerRows re-reads: often while its
+// subscription is not open, as a net under it once it is.
+func rowPoll(w *store.Watch) time.Duration {
+	if w != nil && w.Live() {
+		return time.Second
+	}
+	return 100 * time.Millisecond
+}
+
+// hexIDs reports whether every id is a Docker id (hex), so they may be
+// written into a subscription's SQL.
+func hexIDs(ids []string) bool {
+	for _, id := range ids {
+		if id == "" || strings.Trim(id, "0123456789abcdef") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // unseen lists the named Containers without a row from their Machine
