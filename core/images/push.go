@@ -52,7 +52,9 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 	}
 	plat := imagePlatform(info.Os, info.Architecture, info.Variant)
 	t := rpc.Target{All: len(names) == 0, Set: names}
-	fan, err := entry.Fanout(ctx, t, rpc.CmdListImages, rpc.ListImagesRequest{Layers: true})
+	// Which Machines hold it, cheaply first: layers (an inspection of
+	// every image a Machine holds) only from those that miss it.
+	fan, err := entry.Fanout(ctx, t, rpc.CmdListImages, rpc.ListImagesRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +77,6 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 		case list.Platform != "" && !samePlatform(list.Platform, plat):
 			res.Outcome, res.Error = "failed", fmt.Sprintf("image %s is built for %s but this Machine runs %s", image, plat, list.Platform)
 		default:
-			held[len(out)] = heldChains(list)
 			send = append(send, len(out))
 		}
 		out = append(out, res)
@@ -83,6 +84,7 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 	if len(send) == 0 {
 		return out, nil
 	}
+	heldLayers(ctx, entry, out, send, held)
 	saved, err := saveImage(ctx, docker, image, info.RootFS.Layers)
 	if err != nil {
 		return nil, err
@@ -125,6 +127,28 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// heldLayers fills held, by index into out, with the layer chains each
+// Machine of send holds, so their uploads leave those out; a Machine
+// that does not answer gets every layer.
+func heldLayers(ctx context.Context, entry *rpc.Client, out []Result, send []int, held map[int]map[string]bool) {
+	at := map[string]int{}
+	var ids []string
+	for _, i := range send {
+		at[out[i].MachineID] = i
+		ids = append(ids, out[i].MachineID)
+	}
+	fan, err := entry.Fanout(ctx, rpc.Target{Set: ids}, rpc.CmdListImages, rpc.ListImagesRequest{Layers: true})
+	if err != nil {
+		return
+	}
+	for _, r := range fan.Results {
+		var list rpc.ImageList
+		if i, ok := at[r.MachineID]; ok && r.Error == nil && json.Unmarshal(r.Payload, &list) == nil {
+			held[i] = heldChains(list)
+		}
+	}
 }
 
 // parallel uploads the archive to each target through the entry, all at
