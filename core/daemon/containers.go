@@ -54,6 +54,9 @@ type containerOps struct {
 	facts   func() localFacts
 	ready   *readiness
 	exits   *exitLog
+	// started, when set, hears each Container start_container started;
+	// it must not block (the daemon publishes the row in the background).
+	started func(id string)
 
 	restoreMu   sync.Mutex
 	restoreDone bool
@@ -68,6 +71,7 @@ type containerConfig struct {
 	FilesDir  string // shipped files; empty: refused
 	Facts     func() localFacts
 	Logger    hclog.Logger
+	Started   func(id string)
 }
 
 func newContainerOps(c containerConfig) *containerOps {
@@ -81,7 +85,7 @@ func newContainerOps(c containerConfig) *containerOps {
 		c.Logger = hclog.NewNullLogger()
 	}
 	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts, filesDir: c.FilesDir,
-		exits: newExitLog()}
+		exits: newExitLog(), started: c.Started}
 	o.ready = newReadiness(c.Logger.Named("notify"), c.NotifyDir, c.StatePath, o.runningSince)
 	return o
 }
@@ -106,6 +110,21 @@ func (d *Daemon) newContainers() *containerOps {
 				f.DNS = rec.Subnet.Masked().Addr().Next().String()
 			}
 			return f
+		},
+		// The row of a started Container is written at once, off the
+		// reply path, so the Serving Pointer move that names it finds it
+		// without waiting for the event loop's turn.
+		Started: func(id string) {
+			if cli == nil {
+				return
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := d.publishContainer(ctx, cli, id); err != nil {
+					d.log.Debug("publish started container", "container", short(id), "error", err)
+				}
+			}()
 		}})
 }
 
@@ -377,6 +396,9 @@ func (o *containerOps) startContainer(ctx context.Context, raw json.RawMessage) 
 	}
 	if err := o.docker.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 		return nil, dockerErr(err, "start container %s", req.ID)
+	}
+	if o.started != nil {
+		o.started(c.ID)
 	}
 	return o.observeID(ctx, c.ID)
 }
