@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -137,8 +138,24 @@ func withdraws(a events.Action) bool {
 	return strings.HasPrefix(string(a), string(events.ActionHealthStatus))
 }
 
+// publishLocks order the publishes of one Container (the event loop's
+// and start_container's): inspection and write under one lock, so the
+// later inspection's state is the one written last.
+var publishLocks [32]sync.Mutex
+
+func publishLock(id string) *sync.Mutex {
+	h := 0
+	for i := 0; i < len(id); i++ {
+		h = h*31 + int(id[i])
+	}
+	return &publishLocks[(h&0x7fffffff)%len(publishLocks)]
+}
+
 // publishContainer rewrites one Service Container's row from Docker now.
 func (d *Daemon) publishContainer(ctx context.Context, cli client.APIClient, id string) error {
+	mu := publishLock(id)
+	mu.Lock()
+	defer mu.Unlock()
 	a := d.act()
 	if a == nil || d.record().Phase == machine.Resetting {
 		return nil
