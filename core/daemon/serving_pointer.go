@@ -248,6 +248,40 @@ func (v servingView) ackedBy(svc, id string) bool {
 	return true
 }
 
+// readServingWait reads the serving view; with req.WaitPointer it reads
+// again on every change to the acks (or machines) until the pointer is
+// acked by every Machine that is not Down, or the wait is over.
+func (d *Daemon) readServingWait(ctx context.Context, st *store.Client, req rpc.ServingStatusRequest) (servingView, error) {
+	v, err := d.readServing(ctx, st)
+	if err != nil || req.WaitPointer == "" {
+		return v, err
+	}
+	key := strings.ToLower(req.Services[0])
+	wait := 5 * time.Second
+	if req.WaitSeconds > 0 {
+		wait = min(time.Duration(req.WaitSeconds)*time.Second, time.Minute)
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := d.watchStore(wctx, `SELECT id, body FROM serving_acks`, `SELECT id, body FROM machines`)
+	for !v.ackedBy(key, req.WaitPointer) {
+		select {
+		case <-ctx.Done():
+			return v, nil
+		case <-deadline.C:
+			return v, nil
+		case <-w.C:
+		case <-time.After(rowPoll(w)):
+		}
+		if v, err = d.readServing(ctx, st); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
 func (d *Daemon) servingStatus(ctx context.Context, raw json.RawMessage) (any, error) {
 	var req rpc.ServingStatusRequest
 	if err := rpc.Decode(rpc.CmdServingStatus, raw, &req); err != nil {
@@ -257,7 +291,13 @@ func (d *Daemon) servingStatus(ctx context.Context, raw json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	v, err := d.readServing(ctx, st)
+	if req.WaitPointer != "" && len(req.Services) != 1 {
+		return nil, rpc.InvalidField("wait_pointer", "needs exactly one service")
+	}
+	if req.WaitSeconds < 0 {
+		return nil, rpc.InvalidField("wait_seconds", "%d is negative", req.WaitSeconds)
+	}
+	v, err := d.readServingWait(ctx, st, req)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read serving pointers: %v", err)
 	}

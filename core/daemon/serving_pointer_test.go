@@ -143,6 +143,23 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 		t.Errorf("pending %v, want only self", p)
 	}
 
+	// wait_pointer answers once the last ack is in, not before.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		putAck(t, st, "m-self", "hello-prod/web", moved.ID)
+	}()
+	start = time.Now()
+	sout, err = hcall(t, d.servingStatus, rpc.ServingStatusRequest{Services: []string{"hello-prod/web"}, WaitPointer: moved.ID, WaitSeconds: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := sout.(rpc.ServingStatus).Services[0].Pending(); len(p) != 0 || time.Since(start) < 300*time.Millisecond || time.Since(start) > 15*time.Second {
+		t.Fatalf("waited status after %s: pending %v", time.Since(start), p)
+	}
+	if _, err := hcall(t, d.servingStatus, rpc.ServingStatusRequest{WaitPointer: moved.ID}); err == nil {
+		t.Fatal("wait_pointer without one service accepted")
+	}
+
 	if _, err := hcall(t, d.moveServingPointer, rpc.MoveServingPointerRequest{Service: "hello-prod/web", Delete: true}); err != nil {
 		t.Fatal(err)
 	}

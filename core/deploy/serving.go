@@ -288,7 +288,10 @@ func (sr *serviceRun) waitAcks(ctx context.Context, key, id string) {
 	var pending []string
 	for {
 		var st rpc.ServingStatus
-		err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &st)
+		// The entry answers once the acks are in (or after a few
+		// seconds); an older entry answers at once and this polls.
+		req := rpc.ServingStatusRequest{Services: []string{key}, WaitPointer: id, WaitSeconds: int(min(max(time.Until(start.Add(timeout)), time.Second), 5*time.Second) / time.Second)}
+		err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, req, &st)
 		if err == nil && len(st.Services) == 1 {
 			sv := st.Services[0]
 			sv.Pointer = id

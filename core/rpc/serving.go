@@ -72,6 +72,13 @@ type ServingPointerMoved struct {
 // empty).
 type ServingStatusRequest struct {
 	Services []string `json:"services,omitempty"`
+	// WaitPointer, with one Service, asks the entry to answer only once
+	// every participating Machine that is not Down acks this pointer id,
+	// or after WaitSeconds (default 5, at most 60), whichever is first:
+	// the caller waits without polling. An entry from before it answers
+	// at once, so callers still check the acks they get.
+	WaitPointer string `json:"wait_pointer,omitempty"`
+	WaitSeconds int    `json:"wait_seconds,omitempty"`
 }
 
 // ServingStatus is the entry's observation of Serving Pointers and acks.
