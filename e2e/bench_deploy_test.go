@@ -117,17 +117,19 @@ func (db *deployBench) running(m, filter string) int {
 	return len(strings.Fields(out))
 }
 
-func (db *deployBench) waitAll(filter string, want int) {
+// waitAll waits until want Containers matching filter run on the
+// Machines; it reports false after 5 minutes.
+func (db *deployBench) waitAll(filter string, want int) bool {
 	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		n := 0
 		for _, m := range db.l.Machines {
 			n += db.running(m.Name, filter)
 		}
 		if n >= want {
-			return
+			return true
 		}
 	}
-	db.b.Fatalf("%s: fewer than %d Containers running after 5 minutes", filter, want)
+	return false
 }
 
 // ployz deploys f, logs where the time went and removes the project.
@@ -196,7 +198,9 @@ func (db *deployBench) docker(run int, msg string) time.Duration {
 		}()
 	}
 	wg.Wait()
-	db.waitAll("label=bench=plain", db.total())
+	if !db.waitAll("label=bench=plain", db.total()) {
+		db.b.Fatalf("plain docker: fewer than %d Containers running after 5 minutes", db.total())
+	}
 	took := time.Since(start)
 	for _, m := range l.Machines {
 		ids, _ := l.Exec(db.ctx, m.Name, "docker", "ps", "-aq", "--filter", "label=bench=plain")
@@ -218,7 +222,12 @@ func (db *deployBench) swarm(stack string) time.Duration {
 	if out, err := l.Exec(db.ctx, "m1", "docker", "stack", "deploy", "-c", sf, "bench"); err != nil {
 		b.Fatalf("stack deploy: %v %s", err, out)
 	}
-	db.waitAll("label=com.docker.stack.namespace=bench", db.total())
+	if !db.waitAll("label=com.docker.stack.namespace=bench", db.total()) {
+		// Say why, so the run still reports Ployz against plain Docker.
+		ls, _ := l.Exec(db.ctx, "m1", "docker", "service", "ls")
+		ps, _ := l.Exec(db.ctx, "m1", "sh", "-c", "docker service ps --no-trunc bench_s0 | head -20")
+		b.Errorf("docker stack deploy: fewer than %d Containers running after 5 minutes\n%s\n%s", db.total(), ls, ps)
+	}
 	took := time.Since(start)
 	l.Exec(db.ctx, "m1", "docker", "stack", "rm", "bench")
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {

@@ -27,6 +27,12 @@ import (
 const (
 	observeDebounce = 100 * time.Millisecond
 	rescanPeriod    = 30 * time.Second
+	// rescanGap spaces event-triggered rescans during a burst (a deploy
+	// starting many Containers): each inspects every Container, competing
+	// with the starts for Docker, while the rows that routing depends on
+	// are written at once by the event itself (containerEvent) and by
+	// start_container.
+	rescanGap = time.Second
 )
 
 // observeLoop publishes this Machine's own containers and volumes rows
@@ -48,6 +54,7 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 		readyChanged = d.ctrs.ready.changed
 	}
 	for {
+		last := time.Now()
 		if err := d.rescan(ctx, cli); err != nil && ctx.Err() == nil {
 			d.log.Warn("observe: rescan", "error", err)
 		}
@@ -57,7 +64,7 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 		case <-tick.C:
 		case <-readyChanged:
 		case <-trigger:
-			time.Sleep(observeDebounce)
+			time.Sleep(max(observeDebounce, rescanGap-time.Since(last)))
 		}
 	}
 }
