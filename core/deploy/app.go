@@ -123,6 +123,9 @@ func (r IngressRoute) Key() string {
 //	    protocol: tcp             # tcp (default) or udp
 //	x-placement:
 //	  constraints: ["region==eu", "disk!=hdd"]  # Machine labels
+//	  roles: [db]                 # only Machines labelled ployz.role.db
+//	                              # (Machines whose ployz.accepts leaves out
+//	                              # services never get Service Containers)
 //	  mode: replicated            # or global (default: deploy.mode, else replicated)
 //	  max_per_machine: 1          # 0 or absent: no limit
 //	x-pre_deploy:                 # run once before the Service is replaced
