@@ -102,9 +102,11 @@ func (db *deployBench) files() (string, string) {
 	for i := range db.services {
 		fmt.Fprintf(&compose, "  s%d:\n    image: %s\n    environment: {MESSAGE: \"%%s\"}\n    deploy: {replicas: %d}\n", i, lab.TestAppImage, db.replicas)
 		// Swarm's predefined host network, one replica per node and a port
-		// per Service: nested Machines cannot build Swarm's overlay.
+		// per Service: nested Machines cannot build Swarm's overlay. The
+		// ports start above what a Machine listens on itself (ployzd's
+		// metrics are on 9101, which left s1 crash-looping).
 		fmt.Fprintf(&stack, "  s%d:\n    image: %s\n    environment: {MESSAGE: \"%%s\", PORT: \"%d\"}\n    deploy: {replicas: %d, placement: {max_replicas_per_node: 1}}\n    networks: [outside]\n",
-			i, lab.TestAppImage, 9100+i, db.replicas)
+			i, lab.TestAppImage, 19100+i, db.replicas)
 	}
 	stack.WriteString("networks:\n  outside:\n    external: true\n    name: host\n")
 	return compose.String(), stack.String()
