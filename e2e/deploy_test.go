@@ -378,6 +378,10 @@ func TestDeploy(t *testing.T) {
 					}
 				}
 				t.Errorf("api after the rerun: %d ready on %d Machines: %v", n, m, seen)
+				for _, m := range l.Machines {
+					j, _ := l.Exec(ctx, m.Name, "sh", "-c", "journalctl -u ployz --no-pager -o cat | grep -i retire | tail -5")
+					t.Logf("%s retire log:\n%s", m.Name, j)
+				}
 			}
 		}
 	})

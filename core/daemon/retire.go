@@ -20,6 +20,13 @@ import (
 const (
 	retirePeriod = 2 * time.Second
 	retireAfter  = 300 * time.Second
+	// retireHold: a Container is stopped no sooner than this after the
+	// loop first saw it superseded, even when every Machine acked. A
+	// Deploy that observed it running (a rerun after a partition heals,
+	// say) may be about to name it in a newer pointer that has not
+	// reached this Machine yet; stopping it then would leave that pointer
+	// naming an exited Container.
+	retireHold = 10 * time.Second
 )
 
 // retireLoop stops this Machine's own running Service Containers that a
@@ -106,7 +113,8 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 			firstSeen[c.id] = time.Now()
 		}
 		acked := v.ackedBy(c.svc, c.p.ID)
-		if !acked && time.Since(firstSeen[c.id]) < retireAfter {
+		waited := time.Since(firstSeen[c.id])
+		if waited < retireHold || !acked && waited < retireAfter {
 			continue
 		}
 		d.log.Info("retire: stopping a Container its Serving Pointer superseded", "container", short(c.id),

@@ -252,6 +252,13 @@ func TestRetireRound(t *testing.T) {
 	if err := d.retireRound(ctx, firstSeen); err != nil {
 		t.Fatal(err)
 	}
+	if !running(oldC) {
+		t.Fatal("stopped within retireHold of being first seen superseded: a Deploy about to name it again has no time to")
+	}
+	firstSeen[oldC] = firstSeen[oldC].Add(-retireHold)
+	if err := d.retireRound(ctx, firstSeen); err != nil {
+		t.Fatal(err)
+	}
 	if running(oldC) {
 		t.Error("the superseded Container still runs after every Machine acked")
 	}
