@@ -125,14 +125,11 @@ type deployResult struct {
 // observe, plan, confirm, save the revision, execute, report. why
 // names the command for a scale or rm ("" for deploy).
 func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) error {
-	ctx := c.Context()
-	trace := deploy.NewTrace()
 	if _, err := deploy.ParsePullPolicy(f.pull); err != nil {
 		return err
 	}
-	app, err := deploy.Load(ctx, deploy.Source{Compose: compose, Filename: filepath.Base(f.file), WorkingDir: filepath.Dir(f.file),
-		ProjectName: f.project, Environment: f.env, Env: environ()})
-	if err != nil {
+	r := &deployRun{c: c, compose: compose, f: f, why: why, trace: deploy.NewTrace(), errw: c.ErrOrStderr()}
+	if err := r.load(); err != nil {
 		return err
 	}
 	st, err := openStore()
@@ -140,125 +137,193 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 		return err
 	}
 	defer st.Close()
-	ent, oc, err := entry(ctx, st)
+	ent, oc, err := entry(c.Context(), st)
 	if err != nil {
 		return err
 	}
 	defer ent.Close()
-	endBuild := trace.Phase("build")
-	if err := buildApp(ctx, ent, &app, nil, f.noBuild, f.buildArgs, c.ErrOrStderr()); err != nil {
+	r.st, r.ent, r.context = st, ent, oc.Name
+	if err := r.buildAndDeliver(); err != nil {
+		return err
+	}
+	if err := r.makePlan(); err != nil {
+		return err
+	}
+	if f.dryRun {
+		if g.json {
+			return printJSON(c.OutOrStdout(), r.res)
+		}
+		return nil
+	}
+	if r.plan.Changes() > 0 {
+		if err := confirm(c, fmt.Sprintf("Deploy %d change(s) to %s?", r.plan.Changes(), r.plan.Namespace)); err != nil {
+			return err
+		}
+	}
+	if err := r.save(); err != nil {
+		return err
+	}
+	if r.plan.Changes() == 0 {
+		return r.upToDate()
+	}
+	return r.execute()
+}
+
+// deployRun is one runDeploy, one method per step.
+type deployRun struct {
+	c       *cobra.Command
+	compose []byte
+	f       deployFlags
+	why     string
+	trace   *deploy.Trace
+	errw    io.Writer
+
+	app      deploy.App
+	st       *operator.Store
+	ent      *rpc.Client
+	context  string
+	snap     deploy.Snapshot
+	plan     deploy.Plan
+	revision int
+	res      deployResult
+}
+
+func (r *deployRun) load() error {
+	var err error
+	r.app, err = deploy.Load(r.c.Context(), deploy.Source{Compose: r.compose, Filename: filepath.Base(r.f.file), WorkingDir: filepath.Dir(r.f.file),
+		ProjectName: r.f.project, Environment: r.f.env, Env: environ()})
+	return err
+}
+
+// buildAndDeliver builds the images the compose file builds and, unless
+// this is a dry run, pushes every image to the Machines that miss it:
+// images reach Machines without a registry.
+func (r *deployRun) buildAndDeliver() error {
+	ctx := r.c.Context()
+	endBuild := r.trace.Phase("build")
+	if err := buildApp(ctx, r.ent, &r.app, nil, r.f.noBuild, r.f.buildArgs, r.errw); err != nil {
 		return err
 	}
 	endBuild()
-	errw := c.ErrOrStderr()
-	if !f.dryRun {
-		var imgs []string
-		for _, s := range app.Services {
-			imgs = append(imgs, s.Spec.Image)
-		}
-		// Images reach Machines without a registry: push what they miss.
-		endDeliver := trace.Phase("deliver_images")
-		pushed, err := images.Deliver(ctx, ent, imgs, nil)
-		endDeliver()
-		if err != nil {
-			return err
-		}
-		for _, r := range pushed {
-			switch r.Outcome {
-			case "pushed":
-				fmt.Fprintf(errw, "image delivered to %s (%d bytes)\n", r.MachineName, r.Bytes)
-			case "failed":
-				fmt.Fprintf(errw, "warning: image delivery to %s failed: %s\n", r.MachineName, r.Error)
-			}
+	if r.f.dryRun {
+		return nil
+	}
+	var imgs []string
+	for _, s := range r.app.Services {
+		imgs = append(imgs, s.Spec.Image)
+	}
+	endDeliver := r.trace.Phase("deliver_images")
+	pushed, err := images.Deliver(ctx, r.ent, imgs, nil)
+	endDeliver()
+	if err != nil {
+		return err
+	}
+	for _, p := range pushed {
+		switch p.Outcome {
+		case "pushed":
+			fmt.Fprintf(r.errw, "image delivered to %s (%d bytes)\n", p.MachineName, p.Bytes)
+		case "failed":
+			fmt.Fprintf(r.errw, "warning: image delivery to %s failed: %s\n", p.MachineName, p.Error)
 		}
 	}
-	endObserve := trace.Phase("observe")
-	snap, err := deploy.Observe(ctx, ent, "", true)
+	return nil
+}
+
+// makePlan observes the Cluster and plans against it, printing the plan
+// and any pending removal it meets.
+func (r *deployRun) makePlan() error {
+	ctx := r.c.Context()
+	endObserve := r.trace.Phase("observe")
+	snap, err := deploy.Observe(ctx, r.ent, "", true)
 	endObserve()
 	if err != nil {
 		return err
 	}
-	if snap.SpecKey, err = deploy.FetchSpecKey(ctx, ent); err != nil {
+	if snap.SpecKey, err = deploy.FetchSpecKey(ctx, r.ent); err != nil {
 		return err
 	}
-	var res deployResult
-	res.Snapshot.Complete, res.Snapshot.Unobserved = snap.Complete(), snap.Missing
-	plan, err := deploy.MakePlan(app, snap, deploy.PlanOptions{NoPrune: f.noPrune, Pull: f.pull, Restart: f.restart})
+	r.snap = snap
+	r.res.Snapshot.Complete, r.res.Snapshot.Unobserved = snap.Complete(), snap.Missing
+	r.plan, err = deploy.MakePlan(r.app, snap, deploy.PlanOptions{NoPrune: r.f.noPrune, Pull: r.f.pull, Restart: r.f.restart})
 	if err != nil {
 		return err
 	}
-	res.Plan = plan
-	if !g.json {
-		printPlan(errw, plan, why)
-		marks, _ := st.Removals(oc.Name)
-		for _, m := range marks {
-			if ns := deploy.Namespace(m.Project, m.Environment); ns == plan.Namespace {
-				fmt.Fprintf(errw, "note: %s has a pending removal; this deploy supersedes it\n", ns)
-			} else {
-				fmt.Fprintf(errw, "note: the pending removal of %s is retried after this deploy\n", ns)
-			}
-		}
-	}
-	if f.dryRun {
-		if g.json {
-			return printJSON(c.OutOrStdout(), res)
-		}
+	r.res.Plan = r.plan
+	if g.json {
 		return nil
 	}
-	if plan.Changes() > 0 {
-		if err := confirm(c, fmt.Sprintf("Deploy %d change(s) to %s?", plan.Changes(), plan.Namespace)); err != nil {
+	printPlan(r.errw, r.plan, r.why)
+	marks, _ := r.st.Removals(r.context)
+	for _, m := range marks {
+		if ns := deploy.Namespace(m.Project, m.Environment); ns == r.plan.Namespace {
+			fmt.Fprintf(r.errw, "note: %s has a pending removal; this deploy supersedes it\n", ns)
+		} else {
+			fmt.Fprintf(r.errw, "note: the pending removal of %s is retried after this deploy\n", ns)
+		}
+	}
+	return nil
+}
+
+// save records the compose file as the next Saved State revision; a
+// deploy supersedes a pending removal of the same namespace.
+func (r *deployRun) save() error {
+	saved, err := r.st.SaveState(r.context, r.app.Project, r.app.Environment, r.compose)
+	if err != nil {
+		return err
+	}
+	r.revision = saved.Revision
+	r.plan.Revision, r.res.Plan.Revision = saved.Revision, saved.Revision
+	return r.st.ClearRemoval(r.context, r.app.Project, r.app.Environment)
+}
+
+// upToDate reports a plan with nothing to change (after retrying any
+// confirmed removal).
+func (r *deployRun) upToDate() error {
+	r.res.Removals = finishRemovals(r.c.Context(), r.ent, r.st, r.context, r.snap, r.plan.Namespace, r.errw)
+	if g.json {
+		if err := printJSON(r.c.OutOrStdout(), r.res); err != nil {
 			return err
 		}
+		return pruneRefused(r.plan)
 	}
-	saved, err := st.SaveState(oc.Name, app.Project, app.Environment, compose)
-	if err != nil {
-		return err
-	}
-	plan.Revision, res.Plan.Revision = saved.Revision, saved.Revision
-	if err := st.ClearRemoval(oc.Name, app.Project, app.Environment); err != nil {
-		return err
-	}
-	if plan.Changes() == 0 {
-		res.Removals = finishRemovals(ctx, ent, st, oc.Name, snap, plan.Namespace, errw)
-		if g.json {
-			if err := printJSON(c.OutOrStdout(), res); err != nil {
-				return err
-			}
-			return pruneRefused(plan)
-		}
-		fmt.Fprintf(errw, "%s is up to date (revision %d)\n", plan.Namespace, saved.Revision)
-		return pruneRefused(plan)
-	}
+	fmt.Fprintf(r.errw, "%s is up to date (revision %d)\n", r.plan.Namespace, r.revision)
+	return pruneRefused(r.plan)
+}
+
+// execute runs the plan (Ctrl-C stops between steps) and reports its
+// outcome; a partial one exits 3.
+func (r *deployRun) execute() error {
+	ctx := r.c.Context()
 	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	auth, err := registryAuth(plan)
+	auth, err := registryAuth(r.plan)
 	if err != nil {
 		return err
 	}
-	ex := &deploy.Executor{C: ent, ReadyTimeout: f.timeout, Progress: progressPrinter(errw), RegistryAuth: auth, Files: app.Files}
-	endExec := trace.Phase("execute")
-	out := ex.Run(runCtx, plan)
+	ex := &deploy.Executor{C: r.ent, ReadyTimeout: r.f.timeout, Progress: progressPrinter(r.errw), RegistryAuth: auth, Files: r.app.Files}
+	endExec := r.trace.Phase("execute")
+	out := ex.Run(runCtx, r.plan)
 	endExec()
-	trace.Steps(out)
-	res.Outcome = &out
+	r.trace.Steps(out)
+	r.res.Outcome = &out
 	if runCtx.Err() == nil {
 		// Removals confirmed earlier by `ployz project rm` are retried after
 		// the plan, so the confirmed rows ran exactly as shown.
-		res.Removals = finishRemovals(ctx, ent, st, oc.Name, snap, plan.Namespace, errw)
+		r.res.Removals = finishRemovals(ctx, r.ent, r.st, r.context, r.snap, r.plan.Namespace, r.errw)
 	}
-	res.Timings = trace.Timings()
+	r.res.Timings = r.trace.Timings()
 	if g.json {
-		if err := printJSON(c.OutOrStdout(), res); err != nil {
+		if err := printJSON(r.c.OutOrStdout(), r.res); err != nil {
 			return err
 		}
 	} else {
-		printOutcome(errw, plan, out)
+		printOutcome(r.errw, r.plan, out)
 	}
 	if out.Partial() {
 		return &exitError{code: 3, err: fmt.Errorf("deploy of %s revision %d is %s: %d step(s) failed, %d never attempted; rerun `ployz deploy` to continue from what the Machines show",
-			plan.Namespace, saved.Revision, out.Status, out.Count(deploy.StepFailed), out.Count(deploy.StepNeverAttempted)), silent: g.json}
+			r.plan.Namespace, r.revision, out.Status, out.Count(deploy.StepFailed), out.Count(deploy.StepNeverAttempted)), silent: g.json}
 	}
-	return pruneRefused(plan)
+	return pruneRefused(r.plan)
 }
 
 // pruneRefused makes a refused prune or a held placement a partial
