@@ -126,7 +126,6 @@ func Load(ctx context.Context, src Source) (App, error) {
 }
 
 func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
-	var warns []string
 	if !nameRE.MatchString(s.Name) {
 		return Service{}, nil, fmt.Errorf("name: want lowercase letters, digits, - and _")
 	}
@@ -139,11 +138,44 @@ func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
 		Entrypoint: s.Entrypoint, Command: s.Command,
 		WorkingDir: s.WorkingDir, User: s.User, Restart: "unless-stopped",
 	}
+	if err := applyEnvAndLabels(&spec, s); err != nil {
+		return Service{}, nil, err
+	}
+	if err := applyPolicies(&svc, &spec, s); err != nil {
+		return Service{}, nil, err
+	}
+	applyReplicasAndLimits(&svc, &spec, s)
+	if err := applyPorts(&svc, &spec, s.Ports); err != nil {
+		return Service{}, nil, err
+	}
+	if err := applyVolumes(ns, &svc, &spec, s.Volumes); err != nil {
+		return Service{}, nil, err
+	}
+	hasHC := applyHealthcheck(&spec, s.HealthCheck)
+	for dep := range s.DependsOn {
+		svc.DependsOn = append(svc.DependsOn, dep)
+	}
+	sort.Strings(svc.DependsOn)
+	warns, err := applyExtensions(&svc, &spec, s.Extensions, hasHC)
+	if err != nil {
+		return Service{}, nil, err
+	}
+	mw, err := checkMode(svc)
+	if err != nil {
+		return Service{}, nil, err
+	}
+	svc.Spec = spec
+	return svc, append(warns, mw...), nil
+}
+
+// applyEnvAndLabels copies environment and labels; a variable without a
+// value and a label in the reserved ployz. prefix are refused.
+func applyEnvAndLabels(spec *rpc.ContainerSpec, s types.ServiceConfig) error {
 	if len(s.Environment) > 0 {
 		spec.Env = map[string]string{}
 		for k, v := range s.Environment {
 			if v == nil {
-				return Service{}, nil, fmt.Errorf("environment.%s: no value (set it or remove it)", k)
+				return fmt.Errorf("environment.%s: no value (set it or remove it)", k)
 			}
 			spec.Env[k] = *v
 		}
@@ -152,28 +184,39 @@ func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
 		spec.Labels = map[string]string{}
 		for k, v := range s.Labels {
 			if strings.HasPrefix(k, "ployz.") {
-				return Service{}, nil, fmt.Errorf("labels.%s: the ployz. prefix is reserved", k)
+				return fmt.Errorf("labels.%s: the ployz. prefix is reserved", k)
 			}
 			spec.Labels[k] = v
 		}
 	}
+	return nil
+}
+
+// applyPolicies reads restart, pull_policy and stop_grace_period.
+func applyPolicies(svc *Service, spec *rpc.ContainerSpec, s types.ServiceConfig) error {
 	switch s.Restart {
 	case "", "unless-stopped":
 	case "always", "on-failure", "no":
 		spec.Restart = s.Restart
 	default:
-		return Service{}, nil, fmt.Errorf("restart: %q is not one of no, always, on-failure, unless-stopped", s.Restart)
+		return fmt.Errorf("restart: %q is not one of no, always, on-failure, unless-stopped", s.Restart)
 	}
 	switch s.PullPolicy {
 	case "", types.PullPolicyMissing, types.PullPolicyIfNotPresent:
 	case types.PullPolicyAlways, types.PullPolicyNever:
 		svc.PullPolicy = s.PullPolicy
 	default:
-		return Service{}, nil, fmt.Errorf("pull_policy: %q is not always, missing or never", s.PullPolicy)
+		return fmt.Errorf("pull_policy: %q is not always, missing or never", s.PullPolicy)
 	}
 	if s.StopGracePeriod != nil {
 		svc.StopGraceSeconds = int(time.Duration(*s.StopGracePeriod).Seconds())
 	}
+	return nil
+}
+
+// applyReplicasAndLimits reads deploy (mode, replicas, resource limits),
+// scale and mem_limit.
+func applyReplicasAndLimits(svc *Service, spec *rpc.ContainerSpec, s types.ServiceConfig) {
 	if s.Deploy != nil {
 		if s.Deploy.Mode != "" {
 			svc.Mode = s.Deploy.Mode
@@ -192,42 +235,36 @@ func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
 	if s.MemLimit > 0 && spec.MemoryBytes == 0 {
 		spec.MemoryBytes = int64(s.MemLimit)
 	}
-	if err := applyPorts(&svc, &spec, s.Ports); err != nil {
-		return Service{}, nil, err
+}
+
+// applyHealthcheck copies an enabled healthcheck and reports whether
+// there is one.
+func applyHealthcheck(spec *rpc.ContainerSpec, hc *types.HealthCheckConfig) bool {
+	if hc == nil || hc.Disable || len(hc.Test) == 0 || hc.Test[0] == "NONE" {
+		return false
 	}
-	if err := applyVolumes(ns, &svc, &spec, s.Volumes); err != nil {
-		return Service{}, nil, err
+	spec.Healthcheck = &rpc.Healthcheck{Test: hc.Test, IntervalMS: durMS(hc.Interval), TimeoutMS: durMS(hc.Timeout), StartPeriodMS: durMS(hc.StartPeriod)}
+	if hc.Retries != nil {
+		spec.Healthcheck.Retries = int(*hc.Retries)
 	}
-	hasHC := false
-	if hc := s.HealthCheck; hc != nil && !hc.Disable && len(hc.Test) > 0 && hc.Test[0] != "NONE" {
-		hasHC = true
-		spec.Healthcheck = &rpc.Healthcheck{Test: hc.Test, IntervalMS: durMS(hc.Interval), TimeoutMS: durMS(hc.Timeout), StartPeriodMS: durMS(hc.StartPeriod)}
-		if hc.Retries != nil {
-			spec.Healthcheck.Retries = int(*hc.Retries)
-		}
-	}
-	for dep := range s.DependsOn {
-		svc.DependsOn = append(svc.DependsOn, dep)
-	}
-	sort.Strings(svc.DependsOn)
-	xw, err := applyExtensions(&svc, &spec, s.Extensions, hasHC)
-	if err != nil {
-		return Service{}, nil, err
-	}
-	warns = append(warns, xw...)
+	return true
+}
+
+// checkMode refuses an unknown mode or negative replicas, and warns of a
+// global Service with named volumes.
+func checkMode(svc Service) ([]string, error) {
 	switch svc.Mode {
 	case ModeReplicated, ModeGlobal:
 	default:
-		return Service{}, nil, fmt.Errorf("mode: %q is not replicated or global", svc.Mode)
+		return nil, fmt.Errorf("mode: %q is not replicated or global", svc.Mode)
 	}
 	if svc.Replicas < 0 {
-		return Service{}, nil, fmt.Errorf("replicas: %d is negative", svc.Replicas)
+		return nil, fmt.Errorf("replicas: %d is negative", svc.Replicas)
 	}
 	if svc.Mode == ModeGlobal && len(svc.Volumes) > 0 {
-		warns = append(warns, fmt.Sprintf("service %q: global with named volumes: each Machine keeps its own copy", s.Name))
+		return []string{fmt.Sprintf("service %q: global with named volumes: each Machine keeps its own copy", svc.Name)}, nil
 	}
-	svc.Spec = spec
-	return svc, warns, nil
+	return nil, nil
 }
 
 func durMS(d *types.Duration) int64 {
