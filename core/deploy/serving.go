@@ -68,90 +68,135 @@ func (ps pointerState) ids() []string {
 // run runs one Service's rows: bring-up rows, the pointer move and ack
 // wait, then the rows that stop or remove Containers.
 func (sr *serviceRun) run(ctx context.Context) {
-	e, p, g := sr.e, sr.p, sr.g
-	changed := false
-	for _, i := range g.rows {
-		if p.Rows[i].Op != OpUnchanged {
-			changed = true
-		}
-	}
-	if !changed {
+	if !sr.changed() {
 		return
 	}
 	sr.pullPhase(ctx)
-	ps := e.readPointer(ctx, p, g)
-	var mu sync.Mutex
-	newIDs := map[int]string{}
-	upOK := map[int]bool{}
-	skipped := map[int]bool{}
-	// Stop-first replacements stop their old Container in the bring-up
-	// phase: the pointer first leaves those out.
+	ps := sr.e.readPointer(ctx, sr.p, sr.g)
+	sr.leaveStopFirst(ctx, &ps)
+	up := sr.bringUp(ctx)
+	// A Service none of whose rows was attempted (a failed pull, a failed
+	// dependency) is left exactly as it was: its pointer does not move.
+	if ps.enabled && up.attempted(sr.g.rows) {
+		sr.pointAtNew(ctx, &ps, up)
+	}
+	if sr.bringDown(ctx, up) && ps.enabled && ps.id != "" {
+		// The Service is gone: its pointer goes with it.
+		err := sr.e.C.Call(context.WithoutCancel(ctx), rpc.Target{}, rpc.CmdMoveServingPointer, rpc.MoveServingPointerRequest{Service: ps.key, Delete: true}, nil)
+		if err != nil {
+			sr.add(sr.e.servingStep(sr.p, sr.g, ActionMovePointer, Step{Status: StepFailed, Error: "delete the pointer: " + err.Error()}))
+		}
+	}
+}
+
+// changed reports whether any of the Service's rows changes something.
+func (sr *serviceRun) changed() bool {
+	for _, i := range sr.g.rows {
+		if sr.p.Rows[i].Op != OpUnchanged {
+			return true
+		}
+	}
+	return false
+}
+
+// leaveStopFirst moves the pointer off the old Containers stop-first
+// replacements stop in the bring-up phase, before they stop.
+func (sr *serviceRun) leaveStopFirst(ctx context.Context, ps *pointerState) {
+	p, g := sr.p, sr.g
 	var leaving []string
 	for _, i := range g.rows {
 		if r := p.Rows[i]; r.Op == OpReplace && r.Strategy == StopFirst && r.OldRunning {
 			leaving = append(leaving, r.OldID)
 		}
 	}
-	if len(leaving) > 0 && ps.enabled && sr.rs.skipReason(ctx, p, p.Rows[g.rows[0]]) == "" {
-		next := e.pointerSet(p, g, ps, func(i int) []rpc.ServingContainer {
-			r := p.Rows[i]
-			if slices.Contains(leaving, r.OldID) || r.Op == OpCreate || r.Op == OpHook {
-				return nil
-			}
-			return old(r)
-		})
-		sr.movePointer(ctx, &ps, next)
+	if len(leaving) == 0 || !ps.enabled || sr.rs.skipReason(ctx, p, p.Rows[g.rows[0]]) != "" {
+		return
 	}
-	sr.forRows(g.rows, func(i int) []Step {
+	next := sr.e.pointerSet(p, g, *ps, func(i int) []rpc.ServingContainer {
 		r := p.Rows[i]
-		skip := sr.rs.skipReason(ctx, p, r)
-		steps, id, ok := e.runActs(ctx, i, r, upActions(r), skip)
-		mu.Lock()
-		skipped[i], newIDs[i], upOK[i] = skip != "", id, ok
-		mu.Unlock()
+		if slices.Contains(leaving, r.OldID) || r.Op == OpCreate || r.Op == OpHook {
+			return nil
+		}
+		return old(r)
+	})
+	sr.movePointer(ctx, ps, next)
+}
+
+// bringUpResult is what the bring-up phase did to each row.
+type bringUpResult struct {
+	mu      sync.Mutex
+	newIDs  map[int]string
+	upOK    map[int]bool
+	skipped map[int]bool
+}
+
+func (u *bringUpResult) attempted(rows []int) bool {
+	for _, i := range rows {
+		if !u.skipped[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// bringUp runs every row's bring-up actions (create, start, wait ready).
+func (sr *serviceRun) bringUp(ctx context.Context) *bringUpResult {
+	u := &bringUpResult{newIDs: map[int]string{}, upOK: map[int]bool{}, skipped: map[int]bool{}}
+	sr.forRows(sr.g.rows, func(i int) []Step {
+		r := sr.p.Rows[i]
+		skip := sr.rs.skipReason(ctx, sr.p, r)
+		steps, id, ok := sr.e.runActs(ctx, i, r, upActions(r), skip)
+		u.mu.Lock()
+		u.skipped[i], u.newIDs[i], u.upOK[i] = skip != "", id, ok
+		u.mu.Unlock()
 		if !ok && skip == "" {
 			sr.rs.fail(r)
 		}
 		return steps
 	})
-	// A Service none of whose rows was attempted (a failed pull, a failed
-	// dependency) is left exactly as it was: its pointer does not move.
-	attempted := false
-	for _, i := range g.rows {
-		attempted = attempted || !skipped[i]
-	}
-	if ps.enabled && attempted {
-		next := e.pointerSet(p, g, ps, func(i int) []rpc.ServingContainer {
-			r := p.Rows[i]
-			switch {
-			case r.Op == OpHook:
-				return nil
-			case skipped[i]:
-				return old(r) // never touched: still what it was
-			case r.Op == OpStop || r.Op == OpRemove:
-				return nil
-			case (r.Op == OpCreate || r.Op == OpReplace) && upOK[i]:
-				return []rpc.ServingContainer{{ID: newIDs[i], MachineID: r.MachineID, Deployment: p.DeploymentID}}
-			case r.Op == OpCreate:
-				return nil
-			}
-			return old(r) // unchanged, start, a failed replacement's old
-		})
-		sr.movePointer(ctx, &ps, next)
-	}
-	removedAll := true
-	sr.forRows(g.rows, func(i int) []Step {
+	return u
+}
+
+// pointAtNew moves the pointer to what the bring-up left serving.
+func (sr *serviceRun) pointAtNew(ctx context.Context, ps *pointerState, u *bringUpResult) {
+	p := sr.p
+	next := sr.e.pointerSet(p, sr.g, *ps, func(i int) []rpc.ServingContainer {
 		r := p.Rows[i]
+		switch {
+		case r.Op == OpHook:
+			return nil
+		case u.skipped[i]:
+			return old(r) // never touched: still what it was
+		case r.Op == OpStop || r.Op == OpRemove:
+			return nil
+		case (r.Op == OpCreate || r.Op == OpReplace) && u.upOK[i]:
+			return []rpc.ServingContainer{{ID: u.newIDs[i], MachineID: r.MachineID, Deployment: p.DeploymentID}}
+		case r.Op == OpCreate:
+			return nil
+		}
+		return old(r) // unchanged, start, a failed replacement's old
+	})
+	sr.movePointer(ctx, ps, next)
+}
+
+// bringDown runs the rows' stop and remove actions, skipping rows whose
+// bring-up failed or never ran; it reports whether every row removed its
+// Container (the Service is gone).
+func (sr *serviceRun) bringDown(ctx context.Context, u *bringUpResult) bool {
+	var mu sync.Mutex
+	removedAll := true
+	sr.forRows(sr.g.rows, func(i int) []Step {
+		r := sr.p.Rows[i]
 		skip := ""
-		if skipped[i] {
-			skip = sr.rs.skipReason(ctx, p, r)
+		if u.skipped[i] {
+			skip = sr.rs.skipReason(ctx, sr.p, r)
 			if skip == "" {
 				skip = "an earlier step of this row was not attempted"
 			}
-		} else if !upOK[i] {
+		} else if !u.upOK[i] {
 			skip = "an earlier step of this row failed"
 		}
-		steps, _, ok := e.runActs(ctx, i, r, downActions(r), skip)
+		steps, _, ok := sr.e.runActs(ctx, i, r, downActions(r), skip)
 		if !ok && skip == "" && len(downActions(r)) > 0 {
 			sr.rs.fail(r)
 		}
@@ -162,13 +207,7 @@ func (sr *serviceRun) run(ctx context.Context) {
 		}
 		return steps
 	})
-	if removedAll && ps.enabled && ps.id != "" {
-		// The Service is gone: its pointer goes with it.
-		err := e.C.Call(context.WithoutCancel(ctx), rpc.Target{}, rpc.CmdMoveServingPointer, rpc.MoveServingPointerRequest{Service: ps.key, Delete: true}, nil)
-		if err != nil {
-			sr.add(e.servingStep(p, g, ActionMovePointer, Step{Status: StepFailed, Error: "delete the pointer: " + err.Error()}))
-		}
-	}
+	return removedAll
 }
 
 func old(r Row) []rpc.ServingContainer {
