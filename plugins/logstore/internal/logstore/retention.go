@@ -34,10 +34,11 @@ type Eviction struct {
 // Enforce deletes whole hours, oldest first, while the oldest hour is past
 // the age cap, the Observe Store is near its size cap, or the disk is
 // under its free floor. Within the newest hour (a flood fills one) it
-// deletes chunks, least recently written first. The size cap acts from a
-// sixteenth under the cap and deletes down to an eighth under it: Run
-// calls Enforce again once a sixteenth was written, so a flood never
-// takes the store past the cap. now is the clock (tests pass a fake one).
+// deletes chunks, least recently written first. The size cap acts from an
+// eighth under the cap and deletes down to a quarter under it: Run calls
+// Enforce again once a sixteenth was written, so a flood never takes the
+// store past the cap (acting only from a sixteenth under it, a pass just
+// short of that mark let the next sixteenth and a poll overshoot). now is the clock (tests pass a fake one).
 func (s *Store) Enforce(now time.Time, b observe.Budget, u Usage) ([]Eviction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -64,7 +65,7 @@ type enforcer struct {
 	chs   map[string][]chunk
 	used  int64
 	free  int64
-	over  bool // near the size cap: delete down to an eighth under it
+	over  bool // near the size cap: delete down to a quarter under it
 	out   []Eviction
 }
 
@@ -85,7 +86,9 @@ func (e *enforcer) measure(others int64) error {
 			e.used += c.size
 		}
 	}
-	e.over = e.b.MaxBytes > 0 && e.used > e.b.MaxBytes-e.b.MaxBytes/16
+	// Up to a sixteenth (and one poll) is written before the next pass:
+	// act from an eighth under the cap, so that much never passes it.
+	e.over = e.b.MaxBytes > 0 && e.used > e.b.MaxBytes-e.b.MaxBytes/8
 	return nil
 }
 
@@ -94,7 +97,7 @@ func (e *enforcer) reason(end time.Time) string {
 	switch {
 	case e.b.MaxAgeSeconds > 0 && !end.After(e.now.Add(-e.b.MaxAge())):
 		return "age cap"
-	case e.over && e.used > e.b.MaxBytes-e.b.MaxBytes/8:
+	case e.over && e.used > e.b.MaxBytes-e.b.MaxBytes/4:
 		return "size cap"
 	case e.free >= 0 && e.b.MinFreeBytes > 0 && e.free < e.b.MinFreeBytes:
 		return "disk free floor"

@@ -113,7 +113,7 @@ func TestRetentionBySizeThenAgeOldestHourFirst(t *testing.T) {
 	}
 	s.Flush()
 	hourSize := obsfs.Size(filepath.Join(s.Dir(), "hours", "2026120110"))
-	budget := observe.Budget{MaxBytes: 2*hourSize + hourSize/2, MaxAgeSeconds: int64((24 * time.Hour).Seconds())}
+	budget := observe.Budget{MaxBytes: 3 * hourSize, MaxAgeSeconds: int64((24 * time.Hour).Seconds())}
 	now := t0.Add(4 * time.Hour)
 	ev, err := s.Enforce(now, budget, Usage{Free: -1})
 	if err != nil {
