@@ -117,13 +117,28 @@ func (b *Browser) Errors() []string {
 	return append([]string(nil), b.errors...)
 }
 
-// Do runs actions, failing t with what step failed.
+// Do runs actions, failing t with what step failed. The pages re-render
+// their live regions on every update, so a node found by a query can be
+// replaced before the click reaches it; a person's click would land on
+// the new node at the same place, so Do runs the actions again (a few
+// times) when Chromium reports the queried node gone.
 func (b *Browser) Do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(b.Ctx, actions...); err != nil {
+	err := chromedp.Do(b.Ctx, actions...)
+	for try := 0; try < 5 && err != nil && staleNode(err) && b.Ctx.Err() == nil; try++ {
+		time.Sleep(50 * time.Millisecond)
+		err = chromedp.Do(b.Ctx, actions...)
+	}
+	if err != nil {
 		b.Shot(t, "failed-"+strings.ReplaceAll(what, " ", "-"))
 		t.Fatalf("%s: %v (page errors: %v)", what, err, b.Errors())
 	}
+}
+
+// staleNode is Chromium's answer for a node removed after it was queried.
+func staleNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "No node with given id")
 }
 
 // Shot writes a full-page screenshot named name.png and logs its path.
