@@ -260,6 +260,11 @@ func (x *sessionSource) Deploys(ctx context.Context) (dashboard.Deploys, error) 
 		return dashboard.Deploys{}, err
 	}
 	out := dashboard.Deploys{Revisions: []dashboard.Revision{}, Running: []dashboard.NamespaceDeployment{}}
+	recs, _, err := deployRecords(s.st, s.ctx, 20)
+	if err != nil {
+		return out, err
+	}
+	out.Records, out.LastOutcomes = recs, deploy.LastOutcomes(recs)
 	latest := map[string]int{}
 	for _, st := range states {
 		ns := deploy.Namespace(st.Project, st.Environment)

@@ -104,6 +104,7 @@ func deployCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.pull, "pull", "", "pull images from their registry: always, missing (default; Machines that lack one pull it) or never")
 	cmd.Flags().BoolVar(&f.noBuild, "no-build", false, "deploy the last local build of each build: Service instead of building")
 	cmd.Flags().StringArrayVar(&f.buildArgs, "build-arg", nil, "KEY=VALUE build argument for every build: Service (repeatable)")
+	cmd.AddCommand(deployLsCommand())
 	return cmd
 }
 
@@ -300,10 +301,12 @@ func (r *deployRun) execute() error {
 	if err != nil {
 		return err
 	}
-	ex := &deploy.Executor{C: r.ent, ReadyTimeout: r.f.timeout, Progress: progressPrinter(r.errw), RegistryAuth: auth, Files: r.app.Files}
+	rec := recordDeploy(r.st, r.context, r.plan, r.why, r.errw)
+	ex := &deploy.Executor{C: r.ent, ReadyTimeout: r.f.timeout, Progress: both(progressPrinter(r.errw), rec.rec.Event), RegistryAuth: auth, Files: r.app.Files}
 	endExec := r.trace.Phase("execute")
 	out := ex.Run(runCtx, r.plan)
 	endExec()
+	rec.finish(out)
 	r.trace.Steps(out)
 	r.res.Outcome = &out
 	if runCtx.Err() == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/internal/browsertest"
 )
 
@@ -81,6 +82,7 @@ func TestBrowser(t *testing.T) {
 	b.WaitText(t, "#view", "restart app-prod/web", 10*time.Second)
 	b.WaitText(t, "#revisions", "app-prod", 5*time.Second)
 	b.Shot(t, "deploys")
+	deployLive(t, b, src)
 
 	// Keyboard: from the page's start, Tab walks the Service link, the
 	// replicas field and the two buttons, in order.
@@ -113,4 +115,46 @@ func TestBrowser(t *testing.T) {
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Fatalf("page errors: %v", errs)
 	}
+}
+
+// deployLive plays a CLI deploy's record into the open Deploys page: its
+// steps in flight per Machine show while it runs, then each Machine's
+// outcome, without a reload; an older deploy's outcome is superseded.
+func deployLive(t *testing.T, b *browsertest.Browser, src *fakeSource) {
+	t.Helper()
+	start := time.Now().Add(-time.Minute)
+	older := deploy.Record{DeploymentID: "d6", Namespace: "app-prod", Revision: 2, Status: "completed", StartedAt: start.Add(-time.Hour), UpdatedAt: start.Add(-time.Hour),
+		Machines: []deploy.MachineRecord{{MachineID: "m1-id", Machine: "m1", Status: "completed", Completed: 3}, {MachineID: "m4-id", Machine: "m4", Status: "completed", Completed: 3}}}
+	run := deploy.Record{DeploymentID: "d8", Namespace: "app-prod", Revision: 4, Why: "scale web to 3", Status: deploy.RecordRunning, StartedAt: start, UpdatedAt: time.Now(),
+		Machines: []deploy.MachineRecord{
+			{MachineID: "m1-id", Machine: "m1", Status: deploy.MachineRunning, Completed: 1, InFlight: []string{"web wait_ready web-4"}},
+			{MachineID: "m2-id", Machine: "m2", Status: deploy.MachinePending},
+			{MachineID: "m3-id", Machine: "m3", Status: deploy.MachinePending}}}
+	src.setRecords(run, older)
+	b.WaitText(t, `[data-deploy="d8"] tr[data-machine="m1"]`, "web wait_ready web-4", 10*time.Second)
+	b.WaitText(t, `[data-deploy="d8"] h3`, "running", 5*time.Second)
+	b.WaitText(t, `#outcomes tr[data-outcome="app-prod/m2"]`, "pending", 5*time.Second)
+	b.Shot(t, "deploys-running")
+
+	run.Status, run.FinishedAt, run.UpdatedAt = "partial", time.Now(), time.Now()
+	run.Machines = []deploy.MachineRecord{
+		{MachineID: "m1-id", Machine: "m1", Status: "completed", Completed: 3},
+		{MachineID: "m2-id", Machine: "m2", Status: "failed", Completed: 1, Failed: 1, NeverAttempted: 1, Error: "web wait_ready web-5: not ready: exited (exit code 1)"},
+		{MachineID: "m3-id", Machine: "m3", Status: "never_attempted", NeverAttempted: 3}}
+	src.setRecords(run, older)
+	b.WaitText(t, `[data-deploy="d8"] h3`, "partial", 10*time.Second)
+	b.WaitText(t, `#outcomes tr[data-outcome="app-prod/m2"]`, "failed", 5*time.Second)
+	b.WaitText(t, `#outcomes tr[data-outcome="app-prod/m2"]`, "exit code 1", 5*time.Second)
+	b.WaitText(t, `#outcomes tr[data-outcome="app-prod/m3"]`, "never attempted", 5*time.Second)
+	b.WaitText(t, `#outcomes tr[data-outcome="app-prod/m1"]`, "d8", 5*time.Second)
+	b.WaitText(t, `#outcomes tr[data-outcome="app-prod/m4"]`, "d6", 5*time.Second)
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll('[data-deploy="d8"] tbody tr').length`); n != 3 {
+		t.Fatalf("deploy d8 shows %d Machines, want 3", n)
+	}
+	b.Shot(t, "deploys-outcome")
+
+	// A record whose CLI stopped writing is named, not shown running.
+	run.Status, run.Stale = deploy.RecordRunning, true
+	src.setRecords(run)
+	b.WaitText(t, `[data-deploy="d8"]`, "has not written this record", 10*time.Second)
 }

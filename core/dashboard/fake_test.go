@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
 )
@@ -23,6 +24,15 @@ type fakeSource struct {
 	restarts int
 	stopped  []string
 	metrics  []MachineMetrics
+	records  []deploy.Record
+}
+
+// setRecords replaces the Deploy records the Deploys page reads, as a
+// CLI deploy rewriting its record would.
+func (f *fakeSource) setRecords(recs ...deploy.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.records = recs
 }
 
 func newFake() *fakeSource { return &fakeSource{replicas: 2} }
@@ -71,7 +81,9 @@ func (f *fakeSource) Service(_ context.Context, ns, svc string) (Service, error)
 }
 
 func (f *fakeSource) Deploys(context.Context) (Deploys, error) {
-	return Deploys{Revisions: []Revision{{Namespace: "app-prod", Project: "app", Environment: "prod", Revision: 3, Latest: true, CreatedAt: time.Now()}},
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Deploys{Records: f.records, LastOutcomes: deploy.LastOutcomes(f.records), Revisions: []Revision{{Namespace: "app-prod", Project: "app", Environment: "prod", Revision: 3, Latest: true, CreatedAt: time.Now()}},
 		Running: []NamespaceDeployment{{Namespace: "app-prod", Machine: "m1", Deployments: []string{"d7"}}}}, nil
 }
 

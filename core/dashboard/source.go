@@ -102,11 +102,16 @@ type Container struct {
 	LastExit string `json:"last_exit"`
 }
 
-// Deploys is the Deploys page: Saved State revisions and what each
-// Machine runs of each namespace now.
+// Deploys is the Deploys page: the Deploys this computer ran (live while
+// they run, then each Machine's outcome), Saved State revisions and what
+// each Machine runs of each namespace now.
 type Deploys struct {
-	Revisions []Revision            `json:"revisions"`
-	Running   []NamespaceDeployment `json:"running"`
+	// Records are the operator store's newest Deploy records, newest
+	// first; LastOutcomes folds them per namespace and Machine.
+	Records      []deploy.Record       `json:"records"`
+	LastOutcomes []deploy.LastOutcome  `json:"last_outcomes"`
+	Revisions    []Revision            `json:"revisions"`
+	Running      []NamespaceDeployment `json:"running"`
 }
 
 // Revision is one Saved State revision.

@@ -158,10 +158,13 @@ func (b *Browser) Shot(t *testing.T, name string) string {
 	return p
 }
 
-// Text is the text of the first node matching the CSS selector sel.
+// Text is the text of the first node matching the CSS selector sel. It
+// is read in one page-side evaluation: a node id fetched first could be
+// gone (a live re-render) before its text is asked for.
 func (b *Browser) Text(t *testing.T, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.CSS(sel)))
+	expr := fmt.Sprintf("(() => { const n = document.querySelector(%q); if (!n) throw new Error('no node matches ' + %q); return n.innerText; })()", sel, sel)
+	s, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](expr))
 	if err != nil {
 		b.Shot(t, "failed-text")
 		t.Fatalf("read %s: %v (page errors: %v)", sel, err, b.Errors())

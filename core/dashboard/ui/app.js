@@ -197,6 +197,16 @@
       const region = el("div");
       view.append(el("h1", {}, "Deploys"), region);
       follow("view=deploys", region, (d, r) => {
+        r.append(el("h2", {}, "Deploys from this computer"));
+        if (!d.records || !d.records.length) r.append(el("p", { class: "muted" }, "None recorded yet in this context (`ployz deploy` records each one)."));
+        (d.records || []).forEach((x) => r.append(deployRecord(x)));
+        r.append(el("h2", {}, "Last outcome per Machine"));
+        r.append(table("outcomes", ["Namespace", "Machine", "Outcome", "Deployment", "~When"],
+          (d.last_outcomes || []).map((o) => el("tr", { "data-outcome": o.namespace + "/" + o.machine },
+            el("td", {}, o.namespace), el("td", {}, o.machine),
+            el("td", {}, st(words(o.status)), o.error ? el("div", { class: "muted" }, o.error) : null),
+            el("td", {}, o.deployment_id + (o.revision ? " (revision " + o.revision + ")" : "")),
+            el("td", { class: "hide-narrow" }, ago(o.at))))));
         r.append(el("h2", {}, "Actions from this dashboard"));
         if (!d.actions || !d.actions.length) r.append(el("p", { class: "muted" }, "None yet. Deploys with a compose file stay a CLI action."));
         (d.actions || []).forEach((a) => r.append(el("details", { "data-action": a.id, "data-key": "action-" + a.id, open: a.status === "running" },
@@ -212,6 +222,22 @@
       });
     },
   };
+
+  const words = (s) => String(s || "").replace(/_/g, " ");
+  // deployRecord is one Deploy as its CLI recorded it: live steps per
+  // Machine while it runs, each Machine's outcome after.
+  function deployRecord(x) {
+    const status = x.stale ? "unknown" : x.status;
+    return el("section", { class: "deploy", "data-deploy": x.deployment_id },
+      el("h3", {}, x.namespace + " · deployment " + x.deployment_id + (x.revision ? " · revision " + x.revision : "") + " — ", st(words(status)),
+        el("span", { class: "muted" }, " " + (x.why ? x.why.split("\n")[0] + " · " : "") + "started " + ago(x.started_at))),
+      x.stale ? el("p", { class: "warn" }, "Its CLI has not written this record since " + new Date(x.updated_at).toLocaleTimeString() + ": it stopped or lost its disk; the Machines' Containers show what ran.") : null,
+      table("deploy-" + x.deployment_id, ["Machine", "Status", "Steps", "Now / error"],
+        (x.machines || []).map((m) => el("tr", { "data-machine": m.machine },
+          el("td", {}, m.machine), el("td", {}, st(words(m.status))),
+          el("td", {}, m.completed + " completed" + (m.failed ? ", " + m.failed + " failed" : "") + (m.never_attempted ? ", " + m.never_attempted + " never attempted" : "")),
+          el("td", {}, (m.in_flight || []).length ? (m.in_flight || []).join("; ") : m.error || m.last || "-")))));
+  }
 
   function renderService(s, r) {
     r.append(unobserved(s.unobserved));
