@@ -34,7 +34,8 @@ services:
 // a scale from the UI changes the Cluster (ployz ps shows it); a line a
 // Container prints reaches the followed logs; a restart from the UI
 // replaces every Container; stop and start from the UI stop and start
-// them; a Machine whose ployzd and metrics plugin are stopped is named,
+// them; a CLI deploy shows live on the Deploys page, then each
+// Machine's outcome (completed, then failed); a Machine whose ployzd and metrics plugin are stopped is named,
 // and is a gap in the Service's chart with values on both sides.
 // Screenshots go to $PLOYZ_SCREENSHOTS when set.
 func TestDashboard(t *testing.T) {
@@ -112,6 +113,11 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("%d Saved State revisions listed, want 3 (deploy, scale, restart)", n)
 	}
 	b.Shot(t, "deploys")
+	var names []string
+	for _, m := range l.Machines {
+		names = append(names, m.Name)
+	}
+	cliDeployLive(t, op, b, base, names)
 
 	stoppedGap(t, l, b, base, ns)
 	if errs := b.Errors(); len(errs) > 0 {
