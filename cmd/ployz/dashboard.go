@@ -175,9 +175,10 @@ func (x *sessionSource) Services(ctx context.Context) (dashboard.Services, error
 			routes = observedRoutes(cs)
 		}
 		out.Services = append(out.Services, dashboard.ServiceRow{ServiceRow: r,
-			Execution: deploy.ExecutionStatus(desired, r.Running, r.Ready, snap.Complete()),
-			Ingress:   ingressOf(r.Namespace, r.Service, routes, ing.get).Status,
-			Scalable:  ok && !removing[r.Namespace]})
+			Execution:    deploy.ExecutionStatus(desired, r.Running, r.Ready, snap.Complete()),
+			Ingress:      ingressOf(r.Namespace, r.Service, routes, ing.get).Status,
+			Certificates: certSummaries(routes, ing),
+			Scalable:     ok && !removing[r.Namespace]})
 	}
 	return out, nil
 }
@@ -222,6 +223,33 @@ func (o *ingressOnce) get() ([]machineIngress, error) {
 		o.ms, o.err = ingressFanout(o.ctx, o.s.ent)
 	}
 	return o.ms, o.err
+}
+
+// certSummaries is each hostname route's certificate across the
+// Machines, from the ingress status the Ingress column already read.
+func certSummaries(routes []deploy.IngressRoute, ing *ingressOnce) []dashboard.CertSummary {
+	var out []dashboard.CertSummary
+	for _, r := range routes {
+		if r.Hostname == "" {
+			continue
+		}
+		ms, err := ing.get()
+		if err != nil {
+			return []dashboard.CertSummary{{Hostname: r.Hostname, State: "unknown", Detail: err.Error()}}
+		}
+		var mc []dashboard.MachineCerts
+		for _, m := range ms {
+			c := dashboard.MachineCerts{Machine: m.Machine, Error: m.Error}
+			if m.Status != nil {
+				c.HTTPS, c.Certs = m.Status.ListenTLS != "", m.Status.Certificates
+			} else if c.Error == "" {
+				c.Error = "no ingress status"
+			}
+			mc = append(mc, c)
+		}
+		out = append(out, dashboard.SummarizeCerts(r.Hostname, mc))
+	}
+	return out
 }
 
 // ingressViews is each Machine's state of the Service's routes, with the

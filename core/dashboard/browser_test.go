@@ -37,6 +37,13 @@ func TestBrowser(t *testing.T) {
 
 	b.Do(t, "open the Services page", chromedp.Navigate(ts.URL+"/#/services"))
 	b.WaitText(t, "#services", "published", 10*time.Second)
+	// The Certificates column: state and expiry per hostname, and the
+	// Machines that differ.
+	b.WaitText(t, `tr[data-service="app-prod/web"] [data-cert="web.example.com"]`, "issued until 2027-03-01", 5*time.Second)
+	b.WaitText(t, `tr[data-service="app-prod/web"] [data-cert="www.example.com"]`, "pending on m2", 5*time.Second)
+	if txt := b.Text(t, `tr[data-service="app-prod/stray"] td.certs`); txt != "-" {
+		t.Errorf("a Service without hostnames has certificates %q", txt)
+	}
 	b.Shot(t, "services")
 	b.Do(t, "scale web to 4",
 		chromedp.SetValue(chromedp.CSS(`form[data-scale="app-prod/web"] input`), "4"),

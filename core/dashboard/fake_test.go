@@ -56,7 +56,9 @@ func (f *fakeSource) Services(context.Context) (Services, error) {
 	defer f.mu.Unlock()
 	return Services{Services: []ServiceRow{
 		{ServiceRow: views.ServiceRow{Namespace: "app-prod", Service: "web", Desired: fmt.Sprint(f.replicas), Running: f.replicas, Ready: f.replicas, Total: f.replicas},
-			Execution: "ready", Ingress: "published", Scalable: true},
+			Execution: "ready", Ingress: "published", Scalable: true, Certificates: []CertSummary{
+				{Hostname: "web.example.com", State: "issued", NotAfter: time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC).Unix()},
+				{Hostname: "www.example.com", State: "pending", Detail: "pending on m2; issued on m1"}}},
 		{ServiceRow: views.ServiceRow{Namespace: "app-prod", Service: "stray", Desired: "-", Running: 1, Ready: 1, Total: 1},
 			Execution: "stopped", Ingress: "not configured"},
 	}}, nil

@@ -61,6 +61,9 @@ type ServiceRow struct {
 	views.ServiceRow
 	Execution string `json:"execution"`
 	Ingress   string `json:"ingress"`
+	// Certificates are the HTTPS hostnames' certificates, one per
+	// hostname route, as the Machines' Ingress Proxies have them.
+	Certificates []CertSummary `json:"certificates,omitempty"`
 	// Scalable is false when no Saved State declares the Service (the
 	// actions deploy a Saved State).
 	Scalable bool `json:"scalable"`

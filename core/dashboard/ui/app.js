@@ -139,13 +139,14 @@
       view.append(el("h1", {}, "Services"), region, el("h2", {}, "Last action"), out);
       follow("view=services", region, (s, r) => {
         r.append(unobserved(s.unobserved));
-        r.append(table("services", ["Service", "~Namespace", "Desired", "~Running", "Ready", "Execution", "Ingress", "~Restarts", "Actions"],
+        r.append(table("services", ["Service", "~Namespace", "Desired", "~Running", "Ready", "Execution", "Ingress", "Certificates", "~Restarts", "Actions"],
           (s.services || []).map((row) => el("tr", { "data-service": row.namespace + "/" + row.service },
             el("td", {}, el("a", { href: "#/service/" + encodeURIComponent(row.namespace) + "/" + encodeURIComponent(row.service) }, row.service)),
             el("td", { class: "hide-narrow" }, row.namespace), el("td", {}, row.desired),
             el("td", { class: "hide-narrow" }, row.running), el("td", {}, row.ready),
             el("td", {}, st(row.execution), row.below_replicas ? el("div", { class: "muted" }, row.not_ready_on ? "not ready on " + row.not_ready_on.join(", ") : "below replicas") : null),
             el("td", {}, st(row.ingress)),
+            el("td", { class: "certs" }, (row.certificates || []).length ? row.certificates.map(cert) : "-"),
             el("td", { class: "hide-narrow" }, row.restarts),
             el("td", {}, actions(row.namespace, row.service, row.desired, out, row.scalable))))));
       });
@@ -223,6 +224,12 @@
     },
   };
 
+  // cert is one hostname's certificate: state, expiry, who differs.
+  function cert(c) {
+    const until = c.not_after ? " until " + new Date(c.not_after * 1000).toISOString().slice(0, 10) : "";
+    return el("div", { "data-cert": c.hostname }, c.hostname + " ", st(c.state), until,
+      c.detail ? el("div", { class: "muted" }, c.detail) : null);
+  }
   const words = (s) => String(s || "").replace(/_/g, " ");
   // deployRecord is one Deploy as its CLI recorded it: live steps per
   // Machine while it runs, each Machine's outcome after.
