@@ -35,8 +35,10 @@ services:
 // Container prints reaches the followed logs; a restart from the UI
 // replaces every Container; stop and start from the UI stop and start
 // them; a CLI deploy shows live on the Deploys page, then each
-// Machine's outcome (completed, then failed); a Machine whose ployzd and metrics plugin are stopped is named,
-// and is a gap in the Service's chart with values on both sides.
+// Machine's outcome (completed, then failed); a Machine whose ployzd and
+// metrics plugin are stopped is named, its log stream is named down and
+// then reopened, and it is a gap in the Service's chart with values on
+// both sides.
 // Screenshots go to $PLOYZ_SCREENSHOTS when set.
 func TestDashboard(t *testing.T) {
 	needLab(t)
@@ -141,12 +143,15 @@ func stoppedGap(t *testing.T, l *lab.Lab, b *browsertest.Browser, base, ns strin
 	}
 	b.Do(t, "open the Service page", chromedp.Navigate(base+"/#/service/"+ns+"/web"))
 	b.WaitText(t, "#gaps", m3, 60*time.Second) // it does not answer: named
+	b.WaitText(t, "#log-streams", m3+": log stream down", 30*time.Second)
 	b.Shot(t, "service-m3-stopped")
 	time.Sleep(40*time.Second - time.Since(stopAt))
 	startAt := time.Now()
 	if _, err := l.Exec(ctx, m3, "systemctl", "start", "ployz"); err != nil {
 		t.Fatal(err)
 	}
+	// Its log stream is reopened (with backoff) once it is back.
+	b.WaitText(t, "#logs", "~ "+m3+": log stream reopened", 120*time.Second)
 	eventually(t, 120*time.Second, "m3's chart has values, then a gap, then values", func() error {
 		var c dashboard.Charts
 		if err := getDashboard(base+"/api/metrics?range=1h&namespace="+ns+"&service=web", &c); err != nil {

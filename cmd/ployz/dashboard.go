@@ -359,7 +359,14 @@ func (x *sessionSource) Logs(ctx context.Context, ns, service string, emit func(
 	})
 	c := commandFor(ctx, outW)
 	c.SetErr(errW)
-	err = followServiceLogs(c, s, logsFlags{tail: 50}, rpc.LogQuery{Namespace: ns, Service: service})
+	f := logsFlags{tail: 50, reopen: true, onStream: func(machine string, err error, wait time.Duration) {
+		if err != nil {
+			emit(dashboard.LogLine{Machine: machine, Error: err.Error(), Stream: "down", RetrySeconds: wait.Seconds()})
+			return
+		}
+		emit(dashboard.LogLine{Machine: machine, Stream: "up"})
+	}}
+	err = followServiceLogs(c, s, f, rpc.LogQuery{Namespace: ns, Service: service})
 	outW.Close()
 	errW.Close()
 	wg.Wait() // every line is emitted before the caller ends the stream

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +31,11 @@ type logsFlags struct {
 	grep       string
 	follow     bool
 	tail       int
+	// reopen reopens a broken follow stream with backoff (the dashboard);
+	// onStream, when set, hears a Machine's stream go down (err, and the
+	// wait before the next attempt) and come back (nil).
+	reopen   bool
+	onStream func(machine string, err error, wait time.Duration)
 }
 
 func logsCommand() *cobra.Command {
@@ -182,7 +189,8 @@ func printLogsWarnings(w io.Writer, logs observe.Logs) {
 
 // followServiceLogs opens tail_logs on every Machine and prints lines as
 // they are stored, until Ctrl-C; a Machine whose stream cannot open or
-// breaks is named.
+// breaks is named. With f.reopen set (the dashboard) a broken stream is
+// reopened with backoff instead, and f.onStream hears it go down and up.
 func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -197,15 +205,8 @@ func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery)
 	if tail > rpc.MaxLogLimit {
 		return fmt.Errorf("--tail %d exceeds %d", tail, rpc.MaxLogLimit)
 	}
-	var mu sync.Mutex
+	lf := &logFollower{c: c, s: s, f: f, q: q, tail: tail}
 	var wg sync.WaitGroup
-	var broken []string
-	fail := func(machine string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		broken = append(broken, machine)
-		fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s: %v\n", machine, err)
-	}
 	matched := 0
 	for _, m := range list.Machines {
 		if f.machine != "" && f.machine != m.Name && f.machine != m.ID && !(len(f.machine) >= 4 && strings.HasPrefix(m.ID, f.machine)) {
@@ -216,39 +217,113 @@ func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery)
 		if name == "" {
 			name = m.ID
 		}
-		st, err := s.ent.OpenStream(ctx, rpc.Target{One: m.ID}, rpc.CmdTailLogs, rpc.TailLogsRequest{LogQuery: q, Tail: tail, Follow: true})
-		if err != nil {
-			fail(name, err)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer st.Close()
-			for {
-				fr, err := st.Recv()
-				if err != nil || fr.Done {
-					if err != nil && ctx.Err() == nil {
-						fail(name, fmt.Errorf("log stream ended: %w", err))
-					}
-					return
-				}
-				var r rpc.LogRecord
-				if json.Unmarshal(fr.Event, &r) != nil {
-					continue
-				}
-				mu.Lock()
-				printLine(c.OutOrStdout(), observe.Line{Machine: name, LogRecord: r}, g.json)
-				mu.Unlock()
-			}
-		}()
+		wg.Go(func() { lf.follow(ctx, m.ID, name) })
 	}
 	if matched == 0 && f.machine != "" {
 		return fmt.Errorf("--machine %s: no such Machine", f.machine)
 	}
 	wg.Wait()
-	if len(broken) > 0 && ctx.Err() == nil {
-		return &exitError{code: 3, err: fmt.Errorf("logs could not be followed on %s", strings.Join(broken, ", "))}
+	if len(lf.broken) > 0 && ctx.Err() == nil {
+		return &exitError{code: 3, err: fmt.Errorf("logs could not be followed on %s", strings.Join(lf.broken, ", "))}
 	}
 	return nil
+}
+
+// Reopen backoff of a broken log stream: doubling from the first, capped.
+const (
+	logReopenFirst = time.Second
+	logReopenMax   = 30 * time.Second
+)
+
+// logFollower follows one Service's logs on each Machine, one goroutine
+// per Machine.
+type logFollower struct {
+	c      *cobra.Command
+	s      session
+	f      logsFlags
+	q      rpc.LogQuery
+	tail   int
+	mu     sync.Mutex // output and broken
+	broken []string
+}
+
+// follow streams one Machine's lines; with reopen it opens the stream
+// again after a break, asking for recent lines and printing only those
+// newer than the last one printed.
+func (lf *logFollower) follow(ctx context.Context, id, name string) {
+	var last int64
+	wait := logReopenFirst
+	for attempt := 1; ; attempt++ {
+		began := time.Now()
+		opened, err := lf.stream(ctx, id, name, &last, attempt > 1)
+		if ctx.Err() != nil {
+			return
+		}
+		if opened && time.Since(began) > logReopenMax {
+			wait = logReopenFirst // it worked for a while: start the backoff over
+		}
+		if !lf.f.reopen {
+			lf.fail(name, err)
+			return
+		}
+		lf.down(name, err, wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, logReopenMax)
+	}
+}
+
+// stream runs one tail_logs stream until it ends; opened says whether it
+// opened, err why it ended.
+func (lf *logFollower) stream(ctx context.Context, id, name string, last *int64, again bool) (bool, error) {
+	tail := lf.tail
+	if again {
+		tail = rpc.MaxLogLimit / 10 // what was stored while the stream was down, deduplicated below
+	}
+	st, err := lf.s.ent.OpenStream(ctx, rpc.Target{One: id}, rpc.CmdTailLogs, rpc.TailLogsRequest{LogQuery: lf.q, Tail: tail, Follow: true})
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	if again && lf.f.onStream != nil {
+		lf.f.onStream(name, nil, 0)
+	}
+	for {
+		fr, err := st.Recv()
+		if err != nil {
+			return true, fmt.Errorf("log stream ended: %w", err)
+		}
+		if fr.Done {
+			return true, errors.New("log stream ended")
+		}
+		var r rpc.LogRecord
+		if json.Unmarshal(fr.Event, &r) != nil || again && r.Time <= *last {
+			continue
+		}
+		*last = max(*last, r.Time)
+		lf.mu.Lock()
+		printLine(lf.c.OutOrStdout(), observe.Line{Machine: name, LogRecord: r}, g.json)
+		lf.mu.Unlock()
+	}
+}
+
+func (lf *logFollower) fail(machine string, err error) {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	lf.broken = append(lf.broken, machine)
+	fmt.Fprintf(lf.c.ErrOrStderr(), "warning: machine %s: %v\n", machine, err)
+}
+
+// down names a Machine whose stream is down until its reopen in wait.
+func (lf *logFollower) down(machine string, err error, wait time.Duration) {
+	if lf.f.onStream != nil {
+		lf.f.onStream(machine, err, wait)
+		return
+	}
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	fmt.Fprintf(lf.c.ErrOrStderr(), "warning: machine %s: %v; reopening in %s\n", machine, err, wait)
 }

@@ -62,7 +62,15 @@ func TestBrowser(t *testing.T) {
 	b.WaitText(t, "#routes", "https issued until 2027", 5*time.Second)
 	b.WaitText(t, "#routes", "connection refused", 5*time.Second)
 	b.WaitText(t, "#logs", "GET / 2", 10*time.Second)
-	b.WaitText(t, "#logs", "connection reset", 5*time.Second)
+	// m3's broken stream is named while it is down, then reopened; the
+	// whole stream ending is reopened by the page.
+	b.WaitText(t, "#log-streams", "m3: log stream down (log stream ended: connection reset), reopening in 1s", 5*time.Second)
+	b.WaitText(t, "#logs", "~ m3: log stream reopened", 5*time.Second)
+	if shown := browsertest.Eval[bool](t, b, `!document.querySelector("#log-streams").hidden`); shown {
+		t.Error("the down notice stays after m3's stream was reopened")
+	}
+	b.WaitText(t, "#logs", "log streams ended (entry restarting), reopening in 1s", 10*time.Second)
+	b.WaitText(t, "#logs", "~ log streams reopened", 5*time.Second)
 	b.WaitText(t, "#gaps", "machine stopped", 10*time.Second)
 	b.WaitText(t, "#gaps", "no answer: connection refused", 5*time.Second)
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll("#charts .uplot canvas").length`); n < 1 {

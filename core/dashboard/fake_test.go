@@ -25,6 +25,7 @@ type fakeSource struct {
 	stopped  []string
 	metrics  []MachineMetrics
 	records  []deploy.Record
+	logCalls int
 }
 
 // setRecords replaces the Deploy records the Deploys page reads, as a
@@ -110,11 +111,23 @@ func (f *fakeSource) Metrics(_ context.Context, q MetricsQuery) ([]MachineMetric
 	}, nil
 }
 
+// Logs follows like the CLI's Source: m3's stream breaks after two lines
+// and is reopened 1.5 s later; the first follow of all ends after 3 s (the
+// page reopens it).
 func (f *fakeSource) Logs(ctx context.Context, ns, svc string, emit func(LogLine)) error {
+	f.mu.Lock()
+	f.logCalls++
+	first := f.logCalls == 1
+	f.mu.Unlock()
 	for i := 0; ; i++ {
 		emit(LogLine{Machine: fmt.Sprintf("m%d", i%3+1), Container: "web-0", Time: time.Now().Format("15:04:05.000"), Text: fmt.Sprintf("GET / %d", i)})
-		if i == 1 {
-			emit(LogLine{Machine: "m3", Error: "log stream ended: connection reset"})
+		switch {
+		case first && i == 1:
+			emit(LogLine{Machine: "m3", Error: "log stream ended: connection reset", Stream: "down", RetrySeconds: 1})
+		case first && i == 15:
+			emit(LogLine{Machine: "m3", Stream: "up"})
+		case first && i == 30:
+			return fmt.Errorf("entry restarting")
 		}
 		select {
 		case <-ctx.Done():

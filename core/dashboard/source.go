@@ -20,7 +20,8 @@ type Source interface {
 	Deploys(ctx context.Context) (Deploys, error)
 	Metrics(ctx context.Context, q MetricsQuery) ([]MachineMetrics, error)
 	// Logs follows a Service's output on every Machine until ctx ends,
-	// calling emit for each line and for each Machine that fails.
+	// calling emit for each line, for each Machine that fails and, as a
+	// broken stream is reopened with backoff, when it is down and up.
 	Logs(ctx context.Context, namespace, service string, emit func(LogLine)) error
 	// Scale and Restart deploy the latest Saved State changed (as `ployz
 	// scale` and `ployz service restart` do), writing progress to out.
@@ -156,4 +157,8 @@ type LogLine struct {
 	Time      string `json:"time,omitempty"`
 	Text      string `json:"text,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Stream is "down" when Machine's stream broke (Error says why; it is
+	// reopened in RetrySeconds) and "up" when it was reopened.
+	Stream       string  `json:"stream,omitempty"`
+	RetrySeconds float64 `json:"retry_seconds,omitempty"`
 }

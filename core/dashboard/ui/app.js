@@ -155,6 +155,7 @@
       const out = el("pre", { id: "action-result", role: "status", "aria-live": "polite" });
       const region = el("div");
       const logs = el("pre", { id: "logs", tabindex: "0", "aria-label": "Live logs" });
+      const logStreams = el("p", { id: "log-streams", class: "warn", role: "status", "aria-live": "polite", hidden: true });
       const charts = el("div", { class: "charts", id: "charts" });
       const gaps = el("ul", { id: "gaps", class: "muted" });
       let range = "1h";
@@ -165,20 +166,12 @@
       view.append(el("h1", {}, svc + " ", el("span", { class: "muted" }, ns)),
         el("p", {}, acts), out, region,
         el("h2", {}, "Metrics"), el("div", { role: "group", "aria-label": "Range" }, rangeBtns), charts, gaps,
-        el("h2", {}, "Logs ", el("span", { class: "muted" }, "following every Machine")), logs);
+        el("h2", {}, "Logs ", el("span", { class: "muted" }, "following every Machine")), logStreams, logs);
       follow("view=service&namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc), region, (s, r) => {
         if (acts.replicas && !acts.replicas.dataset.set) { acts.replicas.value = s.desired; acts.replicas.dataset.set = "1"; }
         renderService(s, r);
       });
-      const es = new EventSource("api/logs?namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc));
-      const addLine = (l) => {
-        logs.append(l.error ? "! " + (l.machine ? l.machine + ": " : "") + l.error + "\n" : l.machine + " " + l.container + " " + l.time + " | " + l.text + "\n");
-        while (logs.childNodes.length > 500) logs.firstChild.remove();
-        logs.scrollTop = logs.scrollHeight;
-      };
-      es.addEventListener("line", (ev) => addLine(JSON.parse(ev.data)));
-      es.addEventListener("end", (ev) => { addLine(JSON.parse(ev.data)); es.close(); });
-      streams.push(es);
+      followLogs(ns, svc, logs, logStreams);
       async function loadMetrics() {
         const q = "api/metrics?range=" + range + "&namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc);
         const r = await fetch(q);
@@ -230,6 +223,51 @@
     return el("div", { "data-cert": c.hostname }, c.hostname + " ", st(c.state), until,
       c.detail ? el("div", { class: "muted" }, c.detail) : null);
   }
+  // followLogs follows a Service's logs into pane. A Machine whose stream
+  // broke is named in status until the server reopens it; when the whole
+  // stream ends it is reopened here, with doubling backoff.
+  function followLogs(ns, svc, pane, status) {
+    const down = new Map();
+    let wait = 1;
+    const show = () => {
+      status.hidden = down.size === 0;
+      status.textContent = [...down.entries()].map(([m, why]) => m + ": " + why).join(" · ");
+    };
+    const addLine = (text) => {
+      pane.append(text + "\n");
+      while (pane.childNodes.length > 500) pane.firstChild.remove();
+      pane.scrollTop = pane.scrollHeight;
+    };
+    const line = (l) => {
+      if (l.stream === "down") {
+        const why = "log stream down (" + l.error + "), reopening in " + l.retry_seconds + "s";
+        down.set(l.machine, why); addLine("! " + l.machine + ": " + why);
+      } else if (l.stream === "up") {
+        down.delete(l.machine); addLine("~ " + l.machine + ": log stream reopened");
+      } else if (l.error) addLine("! " + (l.machine ? l.machine + ": " : "") + l.error);
+      else addLine(l.machine + " " + l.container + " " + l.time + " | " + l.text);
+      show();
+    };
+    const open = () => {
+      const es = new EventSource("api/logs?namespace=" + encodeURIComponent(ns) + "&service=" + encodeURIComponent(svc));
+      streams.push(es);
+      es.addEventListener("line", (ev) => {
+        if (down.delete("every Machine")) { addLine("~ log streams reopened"); show(); }
+        wait = 1;
+        line(JSON.parse(ev.data));
+      });
+      es.addEventListener("end", (ev) => {
+        es.close();
+        const l = JSON.parse(ev.data);
+        down.set("every Machine", "log streams ended (" + l.error + "), reopening in " + wait + "s");
+        addLine("! " + down.get("every Machine")); show();
+        timers.push(setTimeout(open, wait * 1000));
+        wait = Math.min(wait * 2, 30);
+      });
+    };
+    open();
+  }
+
   const words = (s) => String(s || "").replace(/_/g, " ");
   // deployRecord is one Deploy as its CLI recorded it: live steps per
   // Machine while it runs, each Machine's outcome after.
