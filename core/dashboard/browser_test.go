@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -112,13 +113,7 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("Tab walked %q", walked)
 	}
 
-	// Phone width: nothing wider than the screen but scrollable tables.
-	b.Do(t, "phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(ts.URL+"/#/services"))
-	b.WaitText(t, "#services", "published", 10*time.Second)
-	if w := browsertest.Eval[int](t, b, "document.documentElement.scrollWidth"); w > 392 {
-		t.Errorf("page is %dpx wide at phone width", w)
-	}
-	b.Shot(t, "services-phone")
+	phone(t, b, ts.URL)
 
 	b.ColorScheme(t, "dark")
 	b.Do(t, "dark", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/#/cluster"))
@@ -172,4 +167,34 @@ func deployLive(t *testing.T, b *browsertest.Browser, src *fakeSource) {
 	run.Status, run.Stale = deploy.RecordRunning, true
 	src.setRecords(run)
 	b.WaitText(t, `[data-deploy="d8"]`, "has not written this record", 10*time.Second)
+}
+
+// phone opens every page at 390 px: tables stack into one card per row
+// with each value named, and nothing on the page (a table included)
+// scrolls sideways.
+func phone(t *testing.T, b *browsertest.Browser, base string) {
+	t.Helper()
+	b.Do(t, "phone", chromedp.EmulateViewport(390, 844))
+	for _, p := range []struct{ hash, sel, want, card string }{
+		{"#/cluster", "#machines", "drained since", `#machines tbody tr`},
+		{"#/services", "#services", "published", `#services tbody tr`},
+		{"#/service/app-prod/web", "#acks", "pending", `#containers tbody tr`},
+		{"#/deploys", "#outcomes", "never attempted", `#outcomes tbody tr`},
+	} {
+		b.Do(t, "open "+p.hash+" at phone width", chromedp.Navigate(base+"/"+p.hash))
+		b.WaitText(t, p.sel, p.want, 10*time.Second)
+		time.Sleep(300 * time.Millisecond) // charts and late regions settle
+		if w := browsertest.Eval[int](t, b, "document.documentElement.scrollWidth"); w > 390 {
+			t.Errorf("%s is %dpx wide at 390 px", p.hash, w)
+		}
+		wide := browsertest.Eval[[]string](t, b, `[...document.querySelectorAll("main *")].filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== "visible" && e.tagName !== "PRE" && !e.closest(".uplot") && !e.closest("thead")).map(e => e.tagName + "#" + e.id + "." + e.className)`)
+		if len(wide) > 0 {
+			t.Errorf("%s: these scroll sideways at 390 px: %v", p.hash, wide)
+		}
+		card := browsertest.Eval[[]string](t, b, fmt.Sprintf(`(() => { const tr = document.querySelector(%q); const td = tr.querySelector("td"); return [getComputedStyle(tr).display, getComputedStyle(td, "::before").content]; })()`, p.card))
+		if card[0] != "block" || card[1] == "none" || card[1] == "" || card[1] == `""` {
+			t.Errorf("%s: a row at 390 px is display %q with label %q, want a card with its column named", p.hash, card[0], card[1])
+		}
+		b.Shot(t, "phone-"+strings.Trim(strings.ReplaceAll(p.hash, "/", "-"), "#-"))
+	}
 }

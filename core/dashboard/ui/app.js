@@ -24,7 +24,11 @@
     return e;
   }
   const st = (s) => el("span", { class: "st-" + String(s || "").replace(/\s+/g, "-") }, s || "-");
+  // table builds a table; each cell carries its column's name, which a
+  // phone-width layout shows beside the value when rows stack as cards.
   function table(id, head, rows) {
+    const names = head.map((h) => h.replace(/^~/, ""));
+    rows.forEach((tr) => [...tr.children].forEach((td, i) => { if (names[i]) td.dataset.label = names[i]; }));
     return el("div", { class: "table-wrap" }, el("table", { id },
       el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col", class: h.startsWith("~") ? "hide-narrow" : null }, h.replace(/^~/, ""))))),
       el("tbody", {}, rows)));
