@@ -26,6 +26,7 @@ services:
       interval: 1s
       timeout: 2s
       retries: 3
+      start_period: 30s
     deploy: {replicas: 3}
     x-placement: {max_per_machine: 1}
 `
