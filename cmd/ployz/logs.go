@@ -230,9 +230,12 @@ func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery)
 }
 
 // Reopen backoff of a broken log stream: doubling from the first, capped.
+// A reopened stream asks for the last logReopenTail lines and prints
+// those newer than the last it printed.
 const (
 	logReopenFirst = time.Second
 	logReopenMax   = 30 * time.Second
+	logReopenTail  = 500
 )
 
 // logFollower follows one Service's logs on each Machine, one goroutine
@@ -281,7 +284,7 @@ func (lf *logFollower) follow(ctx context.Context, id, name string) {
 func (lf *logFollower) stream(ctx context.Context, id, name string, last *int64, again bool) (bool, error) {
 	tail := lf.tail
 	if again {
-		tail = rpc.MaxLogLimit / 10 // what was stored while the stream was down, deduplicated below
+		tail = logReopenTail // what was stored while the stream was down, deduplicated below
 	}
 	st, err := lf.s.ent.OpenStream(ctx, rpc.Target{One: id}, rpc.CmdTailLogs, rpc.TailLogsRequest{LogQuery: lf.q, Tail: tail, Follow: true})
 	if err != nil {
