@@ -204,7 +204,22 @@ func (x *sessionSource) Service(ctx context.Context, ns, service string) (dashbo
 		out.Containers = append(out.Containers, dashboard.Container{Machine: machineName(snap, co.MachineID), ContainerObservation: co, LastExit: lastExit(co, now)})
 	}
 	sort.SliceStable(out.Containers, func(i, j int) bool { return out.Containers[i].Machine < out.Containers[j].Machine })
+	out.Deploying = runningDeploy(s, ns)
 	return out, nil
+}
+
+// runningDeploy is the newest record of ns still running (nil if none).
+func runningDeploy(s session, ns string) *deploy.Record {
+	recs, _, err := deployRecords(s.st, s.ctx, 20)
+	if err != nil {
+		return nil
+	}
+	for _, r := range recs {
+		if r.Namespace == ns && r.Status == deploy.RecordRunning && !r.Stale {
+			return &r
+		}
+	}
+	return nil
 }
 
 // ingressOnce reads every Machine's ingress at most once per page read;

@@ -98,7 +98,7 @@ func TestBrowser(t *testing.T) {
 	b.WaitText(t, "#view", "restart app-prod/web", 10*time.Second)
 	b.WaitText(t, "#revisions", "app-prod", 5*time.Second)
 	b.Shot(t, "deploys")
-	deployLive(t, b, src)
+	deployLive(t, b, src, ts.URL)
 
 	// Keyboard: from the page's start, Tab walks the Service link, the
 	// replicas field and the two buttons, in order.
@@ -128,9 +128,10 @@ func TestBrowser(t *testing.T) {
 }
 
 // deployLive plays a CLI deploy's record into the open Deploys page: its
-// steps in flight per Machine show while it runs, then each Machine's
+// steps in flight per Machine show while it runs (on its namespace's
+// Service pages too), then each Machine's
 // outcome, without a reload; an older deploy's outcome is superseded.
-func deployLive(t *testing.T, b *browsertest.Browser, src *fakeSource) {
+func deployLive(t *testing.T, b *browsertest.Browser, src *fakeSource, base string) {
 	t.Helper()
 	start := time.Now().Add(-time.Minute)
 	older := deploy.Record{DeploymentID: "d6", Namespace: "app-prod", Revision: 2, Status: "completed", StartedAt: start.Add(-time.Hour), UpdatedAt: start.Add(-time.Hour),
@@ -145,6 +146,11 @@ func deployLive(t *testing.T, b *browsertest.Browser, src *fakeSource) {
 	b.WaitText(t, `[data-deploy="d8"] h3`, "running", 5*time.Second)
 	b.WaitText(t, `#outcomes tr[data-outcome="app-prod/m2"]`, "pending", 5*time.Second)
 	b.Shot(t, "deploys-running")
+	// The Service page of the namespace shows the running Deploy too.
+	b.Do(t, "open the Service page while d8 runs", chromedp.Navigate(base+"/#/service/app-prod/web"))
+	b.WaitText(t, `[data-deploy="d8"] tr[data-machine="m1"]`, "web wait_ready web-4", 10*time.Second)
+	b.Do(t, "back to the Deploys page", chromedp.Navigate(base+"/#/deploys"))
+	b.WaitText(t, `[data-deploy="d8"] h3`, "running", 10*time.Second)
 
 	run.Status, run.FinishedAt, run.UpdatedAt = "partial", time.Now(), time.Now()
 	run.Machines = []deploy.MachineRecord{

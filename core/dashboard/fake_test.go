@@ -76,6 +76,12 @@ func (f *fakeSource) Service(_ context.Context, ns, svc string) (Service, error)
 			{Machine: "m3", Error: "connection refused"}},
 		Serving: &rpc.ServiceServing{Service: ns + "/" + svc, Pointer: "p7", Deployment: "d7",
 			Acks: []rpc.ServingAck{{Machine: "m1", Membership: "self", Acked: "p7"}, {Machine: "m2", Membership: "up", Acked: "p6"}}}}
+	for _, r := range f.records {
+		if r.Namespace == ns && r.Status == deploy.RecordRunning && !r.Stale {
+			s.Deploying = &r
+			break
+		}
+	}
 	for i := 0; i < f.replicas; i++ {
 		s.Containers = append(s.Containers, Container{Machine: fmt.Sprintf("m%d", i%3+1),
 			ContainerObservation: rpc.ContainerObservation{Name: fmt.Sprintf("web-%d", i), State: "running", Ready: true, Deployment: "d7"}, LastExit: "-"})

@@ -85,6 +85,9 @@ type Service struct {
 	Serving    *rpc.ServiceServing `json:"serving,omitempty"`
 	Containers []Container         `json:"containers"`
 	Unobserved []deploy.Unobserved `json:"unobserved,omitempty"`
+	// Deploying is a Deploy of the Service's namespace running from this
+	// computer now (its record; see Deploys).
+	Deploying *deploy.Record `json:"deploying,omitempty"`
 }
 
 // RouteView is one Machine's state of one route, with its certificate

@@ -290,6 +290,10 @@
 
   function renderService(s, r) {
     r.append(unobserved(s.unobserved));
+    if (s.deploying) {
+      r.append(el("h2", {}, "Deploy running now"));
+      r.append(deployRecord(s.deploying));
+    }
     r.append(el("p", { id: "status" }, "Execution ", st(s.execution), " (desired " + s.desired + ", running " + s.running + ", ready " + s.ready + ") · Ingress ", st(s.ingress), s.ingress_reason ? " (" + s.ingress_reason + ")" : ""));
     r.append(el("h2", {}, "Containers per Machine"));
     r.append(table("containers", ["Machine", "Container", "State", "Ready", "~Restarts", "~Last exit", "~IP", "~Deployment"],
