@@ -43,6 +43,10 @@ type Reattach struct {
 	Addr string `json:"addr"`
 	// Pid is the serving process.
 	Pid int `json:"pid"`
+	// Handoff says the process answers HandoffSignal by starting its
+	// successor on its sockets before it stops (additive: older records
+	// lack it, and a host restarts those plugins' units instead).
+	Handoff bool `json:"handoff,omitempty"`
 }
 
 // ReattachPath returns the reattach record path for a socket path:

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,19 @@ import (
 // JSON on stdout; a host reads the file and attaches with Reattach.Config.
 // It refuses to start when another process already answers on the socket.
 func ServeLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.Logger) error {
+	return serveLongLived(ctx, p, socket, logger, longLivedOpts{})
+}
+
+// longLivedOpts are what a data plane adds to ServeLongLived.
+type longLivedOpts struct {
+	// takeover: this process is a handoff successor; the process handing
+	// over still answers on the socket, whose path this one takes over.
+	takeover bool
+	// handoff: the process answers HandoffSignal (Reattach.Handoff).
+	handoff bool
+}
+
+func serveLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.Logger, opts longLivedOpts) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -34,7 +48,7 @@ func ServeLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.
 	// when we write a log line: serving outlives them.
 	signal.Ignore(syscall.SIGPIPE)
 
-	l, err := listenSocket(socket)
+	l, err := listenSocket(socket, opts.takeover)
 	if err != nil {
 		return err
 	}
@@ -72,6 +86,7 @@ func ServeLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.
 		Network:         "unix",
 		Addr:            socket,
 		Pid:             os.Getpid(),
+		Handoff:         opts.handoff,
 	}
 	rpath := ReattachPath(socket)
 	if err := WriteReattach(rpath, rec); err != nil {
@@ -84,7 +99,9 @@ func ServeLongLived(ctx context.Context, p *Plugin, socket string, logger hclog.
 	if line, err := json.Marshal(rec); err == nil {
 		fmt.Fprintln(os.Stdout, string(line))
 	}
-	notifyReady(logger)
+	if !opts.takeover { // a successor is made ready by the process handing over (MAINPID=)
+		notifyReady(logger)
+	}
 	logger.Info("serving long-lived", "socket", socket, "reattach", rpath, "pid", rec.Pid)
 
 	select {
@@ -111,13 +128,17 @@ func refuseHostShutdown(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	return h(ctx, req)
 }
 
-// listenSocket binds path, first making sure no live process serves it and
+// listenSocket binds path, first making sure no live process serves it
+// (unless takeover: a handoff successor replaces the path's listener) and
 // clearing a stale socket left by a crash.
-func listenSocket(path string) (*net.UnixListener, error) {
+func listenSocket(path string, takeover bool) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create socket directory: %w", err)
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+	if takeover {
+		// The old process keeps its listener (and calls in flight) until it
+		// stops; new dials reach this one.
+	} else if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("socket %s is already served by another process", path)
 	}
@@ -153,20 +174,58 @@ func removeIfOurs(socket, rpath string, pid int, logger hclog.Logger) {
 // notifyReady tells systemd (Type=notify units) that the socket is served.
 // It is a no-op outside systemd.
 func notifyReady(logger hclog.Logger) {
-	addr := os.Getenv("NOTIFY_SOCKET")
-	if addr == "" {
-		return
-	}
-	if addr[0] == '@' {
-		addr = "\x00" + addr[1:]
-	}
-	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Net: "unixgram", Name: addr})
-	if err != nil {
-		logger.Warn("sd_notify dial failed", "error", err)
-		return
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("READY=1")); err != nil {
+	if err := sdNotify("READY=1"); err != nil {
 		logger.Warn("sd_notify failed", "error", err)
 	}
+}
+
+// sdNotify sends state (and fds) to $NOTIFY_SOCKET; without one it does
+// nothing.
+func sdNotify(state string, fds ...int) error {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return nil
+	}
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("notify socket: %w", err)
+	}
+	defer syscall.Close(fd)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = syscall.UnixRights(fds...)
+	}
+	// syscall maps a leading '@' to the abstract namespace.
+	if err := syscall.Sendmsg(fd, []byte(state), oob, &syscall.SockaddrUnix{Name: addr}, 0); err != nil {
+		return fmt.Errorf("notify %s: %w", addr, err)
+	}
+	return nil
+}
+
+// sdBarrier waits until systemd has handled every notification sent
+// before it (BARRIER=1: it closes the pipe end it was given), or timeout.
+func sdBarrier(timeout time.Duration) error {
+	if os.Getenv("NOTIFY_SOCKET") == "" {
+		return nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var serr error
+	rc, err := w.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(fd uintptr) { serr = sdNotify("BARRIER=1", int(fd)) })
+	}
+	_ = w.Close()
+	if err = errors.Join(err, serr); err != nil {
+		return err
+	}
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	_, err = r.Read(make([]byte, 1))
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return fmt.Errorf("no barrier answer: %w", err)
 }

@@ -173,7 +173,8 @@ func pluginsVerifyCommand() *cobra.Command {
 			for _, e := range m.Plugins {
 				if e.Name == args[0] {
 					// The unit executes the link: it must lead to the blob,
-					// which is hashed once (this runs before every start).
+					// hashed only when it changed since its last check (this
+					// runs before every start).
 					blob, err := filepath.EvalSymlinks(pluginhost.BlobPath(dir, e.SHA256))
 					if err != nil {
 						return fmt.Errorf("plugin %q: %w", e.Name, err)
@@ -181,7 +182,7 @@ func pluginsVerifyCommand() *cobra.Command {
 					if target, err := filepath.EvalSymlinks(pluginhost.LinkPath(dir, e.Name)); err != nil || target != blob {
 						return fmt.Errorf("plugin %q: %s does not lead to %s (%s, %v)", e.Name, pluginhost.LinkPath(dir, e.Name), blob, target, err)
 					}
-					if err := pluginhost.VerifyBinary(e.Name, blob, e.SHA256); err != nil {
+					if err := pluginhost.VerifyInstalled(dir, e.Name, e.SHA256); err != nil {
 						return err
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "%s sha256 %s ok\n", e.Name, e.SHA256)

@@ -25,11 +25,18 @@ func Park(name string, c syscall.Conn) error {
 	if err := rc.Control(func(fd uintptr) { serr = Notify("FDSTORE=1\nFDNAME="+name, int(fd)) }); err != nil {
 		return err
 	}
+	if serr == nil {
+		serr = Hold(name, c)
+	}
 	return serr
 }
 
-// Forget removes the sockets named name from the fd store.
-func Forget(name string) { _ = Notify("FDSTOREREMOVE=1\nFDNAME=" + name) }
+// Forget removes the sockets named name from the fd store (and from what
+// a handoff passes on).
+func Forget(name string) {
+	drop(name)
+	_ = Notify("FDSTOREREMOVE=1\nFDNAME=" + name)
+}
 
 // Available reports whether a service manager listens for notifications.
 func Available() bool { return os.Getenv("NOTIFY_SOCKET") != "" }

@@ -55,6 +55,7 @@ type instance struct {
 	longLived bool
 	launched  bool
 	running   string // digest of the running executable, when readable
+	handoff   bool   // the process answers sdk.HandoffSignal (its reattach record says so)
 }
 
 // release ends this host's hold on the plugin: a managed child is stopped,
@@ -73,7 +74,7 @@ const callTimeout = 10 * time.Second
 // startManaged verifies and starts a managed plugin binary.
 func (h *Host) startManaged(ctx context.Context, e Entry) (*instance, error) {
 	path := BlobPath(h.cfg.Dir, e.SHA256)
-	if err := VerifyBinary(e.Name, path, e.SHA256); err != nil {
+	if err := VerifyInstalled(h.cfg.Dir, e.Name, e.SHA256); err != nil {
 		return nil, &RefusedError{Plugin: e.Name, Err: err}
 	}
 	client := plugin.NewClient(&plugin.ClientConfig{
@@ -128,7 +129,7 @@ func (h *Host) attachLongLived(ctx context.Context, e Entry) (*instance, error) 
 		return nil, fmt.Errorf("plugin %q: no long-lived process answers on %s (start %s): %w", e.Name, socket, UnitName(e.Name), err)
 	}
 	path := BlobPath(h.cfg.Dir, e.SHA256)
-	if err := VerifyBinary(e.Name, path, e.SHA256); err != nil {
+	if err := VerifyInstalled(h.cfg.Dir, e.Name, e.SHA256); err != nil {
 		return nil, &RefusedError{Plugin: e.Name, Err: err}
 	}
 	pid := 0
@@ -171,7 +172,7 @@ func (h *Host) reattach(ctx context.Context, e Entry, socket string) (*instance,
 	if err != nil {
 		return nil, fmt.Errorf("attach pid %d on %s: %w", rec.Pid, socket, err)
 	}
-	inst := &instance{client: client, conn: conn, longLived: true}
+	inst := &instance{client: client, conn: conn, longLived: true, handoff: rec.Handoff}
 	if err := h.handshake(ctx, e, inst); err != nil {
 		_ = conn.Close()
 		return nil, err

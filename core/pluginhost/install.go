@@ -39,7 +39,7 @@ func install(dir, src string, e Entry) (Entry, error) {
 	if err := copyBlob(src, blob); err != nil {
 		return Entry{}, fmt.Errorf("install plugin %q: %w", name, err)
 	}
-	if err := VerifyBinary(name, blob, digest); err != nil {
+	if err := VerifyInstalled(dir, name, digest); err != nil {
 		return Entry{}, err
 	}
 	if err := relink(LinkPath(dir, name), blob); err != nil {

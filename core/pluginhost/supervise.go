@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/ployz/ployz/sdk"
 	pluginv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/v1"
 )
 
@@ -290,7 +292,7 @@ func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 		return
 	}
 	log := s.h.log.With("plugin", e.Name, "running_sha256", inst.running, "installed_sha256", e.SHA256)
-	if err := VerifyBinary(e.Name, BlobPath(s.h.cfg.Dir, e.SHA256), e.SHA256); err != nil {
+	if err := VerifyInstalled(s.h.cfg.Dir, e.Name, e.SHA256); err != nil {
 		msg := fmt.Sprintf("upgrade refused: %v; the running binary (sha256 %s) keeps serving", err, inst.running)
 		log.Error("installed binary does not verify; not restarting onto it", "error", err)
 		s.mu.Lock()
@@ -298,6 +300,17 @@ func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 		s.mu.Unlock()
 		s.update(func(st *PluginStatus) { st.Error = msg })
 		return
+	}
+	if inst.handoff && inst.pid > 0 {
+		// The process starts its successor on its sockets and stops only
+		// once that one serves (sdk.HandoffSignal); the watch sees it go and
+		// attaches to the successor. A successor that fails leaves it serving.
+		log.Info("asking the plugin to hand over to the installed binary", "pid", inst.pid)
+		err := syscall.Kill(inst.pid, sdk.HandoffSignal)
+		if err == nil {
+			return
+		}
+		log.Warn("handoff signal failed; restarting the unit instead", "pid", inst.pid, "error", err)
 	}
 	log.Info("restarting the plugin's unit onto the installed binary", "unit", UnitName(e.Name))
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ployz/ployz/core/fdstore"
 	"github.com/ployz/ployz/sdk"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 )
@@ -160,6 +161,7 @@ func serveLongLived(version string, args []string, stderr io.Writer) int {
 	return sdk.ServeDataPlane(sdk.DataPlane{
 		Name:     "dns",
 		SpecPath: dnsspec.DefaultSpecPath,
+		Sockets:  fdstore.Held,
 		Plugin: func(spec string) *sdk.Plugin {
 			st = &Status{SpecPath: spec}
 			return Plugin(version, st)

@@ -15,6 +15,7 @@ import (
 	dnsspec "github.com/ployz/ployz/sdk/dns"
 
 	"github.com/ployz/ployz/core/fdstore"
+	"github.com/ployz/ployz/sdk"
 )
 
 // ExitCannotServe is the exit status after handing port 53 back because
@@ -78,6 +79,7 @@ func Serve(ctx context.Context, o Options) error {
 	go Load(lctx, h, src, o.Interval, log.Named("load"), func() {
 		qs.start()
 		_ = fdstore.Notify("STATUS=serving")
+		sdk.DataPlaneServing()
 		if o.OnServing != nil {
 			o.OnServing(h)
 		}

@@ -39,6 +39,7 @@ func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
 		case name == FDNameUDP && s.UDP == nil:
 			if pc, err := net.FilePacketConn(f); err == nil && sameAddr(pc.LocalAddr(), listen) {
 				s.UDP = pc
+				hold(FDNameUDP, pc.(syscall.Conn), log)
 				log.Info("took UDP socket from the fd store", "addr", pc.LocalAddr())
 			} else if err == nil {
 				pc.Close()
@@ -46,6 +47,7 @@ func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
 		case name == FDNameTCP && s.TCP == nil:
 			if l, err := net.FileListener(f); err == nil && sameAddr(l.Addr(), listen) {
 				s.TCP = l
+				hold(FDNameTCP, l.(syscall.Conn), log)
 				log.Info("took TCP socket from the fd store", "addr", l.Addr())
 			} else if err == nil {
 				l.Close()
@@ -102,6 +104,14 @@ func Release() {
 }
 
 func forget(name string) { fdstore.Forget(name) }
+
+// hold keeps a socket systemd passed back for a handoff (parked ones are
+// held by fdstore.Park).
+func hold(name string, c syscall.Conn, log hclog.Logger) {
+	if err := fdstore.Hold(name, c); err != nil {
+		log.Warn("could not keep the socket for a handoff", "name", name, "error", err)
+	}
+}
 
 func sameAddr(a net.Addr, want netip.AddrPort) bool {
 	ap, err := netip.ParseAddrPort(a.String())

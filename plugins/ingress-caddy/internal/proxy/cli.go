@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/ployz/ployz/core/fdstore"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
 )
@@ -88,6 +89,7 @@ func serveLongLived(version string, args []string, stderr io.Writer) int {
 	return sdk.ServeDataPlane(sdk.DataPlane{
 		Name:     "ingress-caddy",
 		SpecPath: ingress.DefaultSpecPath,
+		Sockets:  fdstore.Held,
 		Plugin: func(spec string) *sdk.Plugin {
 			if s, _, err := ingress.LoadSpec(spec); err == nil {
 				kept = &s

@@ -28,6 +28,7 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/serving"
 )
@@ -349,6 +350,7 @@ func (l *loader) load(cfg []byte) bool {
 		dropInherited(FDNameHTTPS) // parked by a process that served HTTPS
 	}
 	l.running = true
+	sdk.DataPlaneServing() // a handoff's old process may stop now
 	l.log.Info("caddy config loaded", "first", l.loaded == nil, "reloads", l.reloads)
 	l.loaded, l.lastLoadErr = cfg, ""
 	l.st.LoadError = ""

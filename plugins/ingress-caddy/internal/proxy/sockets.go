@@ -79,6 +79,9 @@ func parkedListen(name, listen string, log hclog.Logger) string {
 		l, err := net.FileListener(f) // a duplicate, to check the address
 		if err == nil && sameListen(l.Addr(), listen) {
 			l.Close()
+			if err := fdstore.Hold(name, f); err != nil {
+				log.Warn("could not keep the socket for a handoff", "name", name, "error", err)
+			}
 			kept = append(kept, f)
 			log.Info("took the socket from the fd store", "name", name, "listen", listen)
 			return "fd/" + strconv.Itoa(int(f.Fd()))
