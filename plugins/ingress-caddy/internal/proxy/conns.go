@@ -42,7 +42,17 @@ var openConns atomic.Int64
 // without this, any client sending at that moment fails. A reload does
 // the same before Caddy replaces its servers; the new servers accept the
 // connections that waited.
-const lameDuck = time.Second
+//
+// The lame duck lasts at least lameDuck and then until every connection
+// the servers accepted has been answered "Connection: close" (and so
+// closed), for at most lameDuckMax: a client that round-robins over
+// several Machines leaves its connection to this one idle while it waits
+// on the others, and one idle past a fixed second met the close
+// (an upgrade under load lost one POST that way).
+const (
+	lameDuck    = time.Second
+	lameDuckMax = 5 * time.Second
+)
 
 // draining makes routeHandler answer "Connection: close".
 var draining atomic.Bool
@@ -67,6 +77,7 @@ func lameDuckPause() (reopen func()) {
 	acceptGate.Store(g)
 	draining.Store(true)
 	time.Sleep(lameDuck)
+	waitConns(lameDuckMax - lameDuck)
 	draining.Store(false)
 	return func() {
 		acceptGate.CompareAndSwap(g, nil)
