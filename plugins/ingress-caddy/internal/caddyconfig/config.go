@@ -16,33 +16,19 @@ type obj = map[string]any
 // Module names the proxy registers (package proxy) and the config names.
 const (
 	// RouteHandler looks each request's hostname up in the proxy's
-	// routing table and answers unknown, pending and conflicting
-	// hostnames itself.
+	// routing table, answers unknown, pending and conflicting hostnames
+	// itself and proxies the rest to their upstreams (with the retry
+	// and passive health policy of package proxy).
 	RouteHandler = "ployz_route"
-	// UpstreamSource gives reverse_proxy the upstreams of the route
-	// RouteHandler found.
-	UpstreamSource = "ployz"
-	// Transport is Caddy's HTTP transport plus passive health.
-	Transport = "ployz"
 	// TCPHandler proxies a layer4 connection to its port's upstreams.
 	TCPHandler = "ployz_tcp"
-)
-
-// Proxying policy. A dial failure is retried at once on the next
-// upstream (any method: nothing was sent); a GET, HEAD or OPTIONS that
-// fails before a response is retried too; retries bounds both. The
-// failed upstream is ejected (tried last) for a while by the transport.
-const (
-	retries     = 2
-	dialTimeout = "1s"
 )
 
 // CaddyConfig is the Caddy JSON config for routes: HTTP only on listen
 // (automatic HTTPS off), no admin endpoint and no autosave. It names
 // listeners, not routes: every request goes through RouteHandler, which
-// looks its hostname up in the proxy's routing table, and reverse_proxy
-// takes the upstreams from UpstreamSource, so routing changes never
-// change the config. ingress.VerifyPath answers machine on any host. Each
+// looks its hostname up in the proxy's routing table and proxies it, so
+// routing changes never change the config. ingress.VerifyPath answers machine on any host. Each
 // tcp route with upstreams gets a layer4 listener on its port (l4.go):
 // only the set of those ports changes the config. stateDir holds Caddy's
 // storage. The output is deterministic for equal input, so comparing
@@ -68,8 +54,7 @@ func CaddyConfig(listen, machine, stateDir string, routes []ingress.Route) ([]by
 }
 
 // serverRoutes are an HTTP server's routes: the verify path, then every
-// request through RouteHandler (answering HTTP-01 challenges when
-// challenges) to reverse_proxy.
+// request to RouteHandler (answering HTTP-01 challenges when challenges).
 func serverRoutes(machine string, challenges bool) []any {
 	route := obj{"handler": RouteHandler}
 	if challenges {
@@ -81,15 +66,6 @@ func serverRoutes(machine string, challenges bool) []any {
 			"handle":   []any{obj{"handler": "static_response", "status_code": 200, "body": machine + "\n"}},
 			"terminal": true,
 		},
-		obj{"handle": []any{route, obj{
-			"handler":           "reverse_proxy",
-			"dynamic_upstreams": obj{"source": UpstreamSource},
-			"transport":         obj{"protocol": Transport, "dial_timeout": dialTimeout},
-			"load_balancing": obj{
-				"selection_policy": obj{"policy": "first"},
-				"retries":          retries,
-				"retry_match":      []any{obj{"method": []string{"GET", "HEAD", "OPTIONS"}}},
-			},
-		}}},
+		obj{"handle": []any{route}},
 	}
 }

@@ -9,16 +9,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // stock Caddy's reverse_proxy
 )
 
 // BenchmarkIngressVsNginx loads the Ingress Proxy, nginx and stock Caddy
@@ -50,8 +55,10 @@ func BenchmarkIngressVsNginx(b *testing.B) {
 
 // benchProxyEnv makes the test binary one process of the benchmark:
 // "upstream ADDR" (the upstream), "ployz UPSTREAM DIR" (the Ingress
-// Proxy; with DIR/cert.pem HTTPS too) or "stock UPSTREAM DIR" (stock
-// Caddy, static reverse_proxy config). A proxy prints "listen ADDR
+// Proxy; with DIR/cert.pem HTTPS too), "stock UPSTREAM DIR" (stock
+// Caddy, static reverse_proxy config) or "bare UPSTREAM" (no Caddy: the
+// standard library's ReverseProxy on net/http, HTTP only, the floor of
+// any proxy built on net/http; for profiling by hand). A proxy prints "listen ADDR
 // [TLSADDR]" once it answers, then runs until its stdin closes.
 const benchProxyEnv = "PLOYZ_INGRESS_BENCH_SERVE"
 
@@ -61,6 +68,7 @@ func TestBenchProxyHelper(t *testing.T) {
 		t.Skip("a process of BenchmarkIngressVsNginx")
 	}
 	f := strings.Fields(spec)
+	defer benchProfile(t, f[0])()
 	switch f[0] {
 	case "upstream":
 		go http.ListenAndServe(f[1], benchHandler()) //nolint:errcheck
@@ -77,6 +85,14 @@ func TestBenchProxyHelper(t *testing.T) {
 		} else {
 			fmt.Printf("listen %s -\n", addr)
 		}
+	case "bare":
+		u, _ := url.Parse("http://" + f[1])
+		rp := httputil.NewSingleHostReverseProxy(u)
+		rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+		a := freePort(t)
+		go http.ListenAndServe(a, rp) //nolint:errcheck
+		time.Sleep(200 * time.Millisecond)
+		fmt.Printf("listen %s -\n", a)
 	case "stock":
 		plain, tlsAddr := stockCaddy(t, f[1], f[2])
 		defer caddy.Stop() //nolint:errcheck
@@ -86,6 +102,37 @@ func TestBenchProxyHelper(t *testing.T) {
 		fmt.Printf("listen %s -\n", f[1])
 	}
 	io.Copy(io.Discard, os.Stdin) //nolint:errcheck // until the benchmark closes it
+}
+
+// benchProfileEnv names a directory: each proxy process of the benchmark
+// writes its CPU profile there (KIND.cpu.pprof) and its allocation count
+// (KIND.allocs), for `go tool pprof` after a run.
+const benchProfileEnv = "PLOYZ_INGRESS_BENCH_PROFILE"
+
+// benchProfile starts kind's CPU profile when benchProfileEnv is set;
+// the returned func stops it and writes the allocation count.
+func benchProfile(t *testing.T, kind string) func() {
+	dir := os.Getenv(benchProfileEnv)
+	if dir == "" || kind == "upstream" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, kind+".cpu.pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		out := fmt.Sprintf("mallocs %d bytes %d gc %d\n", after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc, after.NumGC-before.NumGC)
+		os.WriteFile(filepath.Join(dir, kind+".allocs"), []byte(out), 0o644) //nolint:errcheck
+	}
 }
 
 // stockCaddy loads a stock Caddy config proxying benchHost to upstream:

@@ -18,9 +18,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp"              // the http app
-	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // reverse_proxy, first
-	_ "github.com/caddyserver/caddy/v2/modules/filestorage"            // file_system storage
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp"   // the http app
+	_ "github.com/caddyserver/caddy/v2/modules/filestorage" // file_system storage
 	"github.com/hashicorp/go-hclog"
 	_ "github.com/mholt/caddy-l4/modules/l4proxy" // the layer4 app, proxy, first (tcp routes)
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"

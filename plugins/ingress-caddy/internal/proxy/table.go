@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
@@ -179,18 +176,12 @@ func hostKey(h string) string {
 	return h
 }
 
-const routeVar = "ployz.route"
-
-func init() {
-	caddy.RegisterModule(routeHandler{})
-	caddy.RegisterModule(upstreamSource{})
-	caddy.RegisterModule(transport{})
-}
+func init() { caddy.RegisterModule(routeHandler{}) }
 
 // routeHandler is the HTTP handler "ployz_route" (caddyconfig.RouteHandler):
-// it answers HTTP-01 challenges (when Challenges), unknown
-// hosts, pending and conflicting routes itself and hands the rest to the
-// next handler, reverse_proxy, whose upstreams come from upstreamSource.
+// it answers HTTP-01 challenges (when Challenges), unknown hosts,
+// pending and conflicting routes itself and proxies the rest to their
+// route's upstreams (forward.go).
 type routeHandler struct {
 	Challenges bool `json:"challenges,omitempty"`
 }
@@ -200,8 +191,8 @@ func (routeHandler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers." + caddyconfig.RouteHandler, New: func() caddy.Module { return new(routeHandler) }}
 }
 
-// ServeHTTP implements caddyhttp.MiddlewareHandler.
-func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+// ServeHTTP implements caddyhttp.MiddlewareHandler; it ends the chain.
+func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if draining.Load() {
 		w.Header().Set("Connection", "close") // lame duck (conns.go)
 	}
@@ -222,8 +213,8 @@ func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 	if rt.status != 0 {
 		return plain(w, rt.status, rt.body)
 	}
-	caddyhttp.SetVar(r.Context(), routeVar, rt)
-	return next.ServeHTTP(w, r)
+	forwarder.serve(w, r, rt)
+	return nil
 }
 
 func plain(w http.ResponseWriter, status int, body string) error {
@@ -237,63 +228,4 @@ func plainBody(w http.ResponseWriter, status int, body string) error {
 	return err
 }
 
-// upstreamSource is the dynamic upstream source "ployz"
-// (caddyconfig.UpstreamSource): the route routeHandler found, ejected
-// upstreams last. Each request gets its own Upstream values (Caddy fills
-// them in while proxying).
-type upstreamSource struct{}
-
-// CaddyModule implements caddy.Module.
-func (upstreamSource) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "http.reverse_proxy.upstreams." + caddyconfig.UpstreamSource, New: func() caddy.Module { return new(upstreamSource) }}
-}
-
-var errNoRoute = errors.New("no ployz route for this request")
-
-// GetUpstreams implements reverseproxy.UpstreamSource.
-func (upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
-	rt, _ := caddyhttp.GetVar(r.Context(), routeVar).(*httpRoute)
-	if rt == nil {
-		return nil, errNoRoute
-	}
-	dials := ordered(rt.dials)
-	ups := make([]reverseproxy.Upstream, len(dials))
-	out := make([]*reverseproxy.Upstream, len(dials))
-	for i, d := range dials {
-		ups[i].Dial = d
-		out[i] = &ups[i]
-	}
-	return out, nil
-}
-
-// transport is Caddy's HTTP transport plus passive health: a round trip
-// that fails (other than by the client going away) ejects its upstream,
-// so the retry and the next requests try another one first.
-type transport struct {
-	*reverseproxy.HTTPTransport
-}
-
-// CaddyModule implements caddy.Module.
-func (transport) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "http.reverse_proxy.transport." + caddyconfig.Transport,
-		New: func() caddy.Module { return &transport{HTTPTransport: new(reverseproxy.HTTPTransport)} }}
-}
-
-// RoundTrip implements http.RoundTripper.
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := t.HTTPTransport.RoundTrip(req)
-	if err != nil && !errors.Is(err, context.Canceled) && req.Context().Err() == nil {
-		if di, ok := reverseproxy.GetDialInfo(req.Context()); ok {
-			eject(di.Address, err)
-		}
-	}
-	return res, err
-}
-
-var (
-	_ caddyhttp.MiddlewareHandler = routeHandler{}
-	_ reverseproxy.UpstreamSource = upstreamSource{}
-	_ http.RoundTripper           = (*transport)(nil)
-	_ caddy.Provisioner           = (*transport)(nil)
-	_ reverseproxy.TLSTransport   = (*transport)(nil)
-)
+var _ caddyhttp.MiddlewareHandler = routeHandler{}
