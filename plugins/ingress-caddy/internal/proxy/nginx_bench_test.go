@@ -73,6 +73,7 @@ func TestBenchProxyHelper(t *testing.T) {
 	case "upstream":
 		go http.ListenAndServe(f[1], benchHandler()) //nolint:errcheck
 	case "ployz":
+		tuneGC() // as serve runs it
 		var tb *benchTLS
 		if certPEM, err := os.ReadFile(filepath.Join(f[2], "cert.pem")); err == nil {
 			keyPEM, _ := os.ReadFile(filepath.Join(f[2], "key.pem"))
