@@ -167,6 +167,7 @@ func stockCaddy(t testing.TB, upstream, dir string) (plain, tlsAddr string) {
 // serves.
 type benchProc struct {
 	plain, tls string
+	pid        int
 }
 
 // startPinned starts the test binary (or name) pinned to cpu, with env,
@@ -196,13 +197,13 @@ func startPinned(b *testing.B, cpu string, env string, name string, args ...stri
 		_ = cmd.Wait()
 	})
 	if !self {
-		return benchProc{}
+		return benchProc{pid: cmd.Process.Pid} // taskset execs the command
 	}
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() {
 		if f := strings.Fields(lines.Text()); len(f) == 3 && f[0] == "listen" {
 			go io.Copy(io.Discard, stdout) //nolint:errcheck
-			return benchProc{plain: f[1], tls: f[2]}
+			return benchProc{plain: f[1], tls: f[2], pid: cmd.Process.Pid}
 		}
 	}
 	b.Fatalf("%s never said where it listens:\n%s", env, errLog.String())
@@ -257,7 +258,8 @@ func benchVsNginx(b *testing.B, https bool) {
 	targets := []struct {
 		name string
 		addr string
-	}{{"nginx", pick(ngx)}, {"stock", pick(stock)}, {"ployz", pick(ployz)}}
+		pid  int
+	}{{"nginx", pick(ngx), ngx.pid}, {"stock", pick(stock), stock.pid}, {"ployz", pick(ployz), ployz.pid}}
 	for _, t := range targets { // warm-up: every connection open, every pool filled
 		if _, err := runWrk(scheme, t.addr, time.Second); err != nil {
 			b.Fatalf("%s warm-up: %v", t.name, err)
@@ -267,10 +269,12 @@ func benchVsNginx(b *testing.B, https bool) {
 	b.ResetTimer()
 	for range b.N {
 		for _, i := range []int{0, 1, 2, 2, 1, 0} {
+			cpu0 := procCPU(targets[i].pid)
 			r, err := runWrk(scheme, targets[i].addr, 3*time.Second)
 			if err != nil {
 				b.Fatalf("%s: %v", targets[i].name, err)
 			}
+			r.cpu = procCPU(targets[i].pid) - cpu0
 			results[targets[i].name] = results[targets[i].name].add(r)
 		}
 	}
@@ -280,13 +284,18 @@ func benchVsNginx(b *testing.B, https bool) {
 		r := results[t.name]
 		b.ReportMetric(r.rps(), t.name+"-req/s")
 		b.ReportMetric(r.p99(), t.name+"-p99-µs")
+		b.ReportMetric(r.cpuPerRequest(), t.name+"-cpu-µs/req")
 	}
 	p, n, s := results["ployz"], results["nginx"], results["stock"]
 	b.ReportMetric(p.rps()/n.rps(), "req/s-vs-nginx")
 	b.ReportMetric(p.p99()/n.p99(), "p99-vs-nginx")
 	b.ReportMetric(p.rps()/s.rps(), "req/s-vs-stock")
+	b.ReportMetric(p.cpuPerRequest()/n.cpuPerRequest(), "cpu/req-vs-nginx")
+	b.ReportMetric(p.cpuPerRequest()/s.cpuPerRequest(), "cpu/req-vs-stock")
 	b.Logf("%s, wrk -t1 -c16 on CPU 1, each proxy on CPU 0: ployz %.0f req/s p99 %.0f µs; nginx %.0f req/s p99 %.0f µs; stock Caddy %.0f req/s p99 %.0f µs; ployz÷nginx %.2f× req/s, %.2f× p99; ployz÷stock %.2f× req/s, %.2f× p99; errors ployz %d nginx %d stock %d",
 		strings.ToUpper(scheme), p.rps(), p.p99(), n.rps(), n.p99(), s.rps(), s.p99(), p.rps()/n.rps(), p.p99()/n.p99(), p.rps()/s.rps(), p.p99()/s.p99(), p.errors, n.errors, s.errors)
+	b.Logf("%s CPU per request (each proxy's user+system time over its requests; holds on a busy host, where req/s follows the scheduler): ployz %.1f µs, nginx %.1f µs, stock Caddy %.1f µs; ployz÷nginx %.2f×, ployz÷stock %.2f×",
+		strings.ToUpper(scheme), p.cpuPerRequest(), n.cpuPerRequest(), s.cpuPerRequest(), p.cpuPerRequest()/n.cpuPerRequest(), p.cpuPerRequest()/s.cpuPerRequest())
 }
 
 // nginxProc writes nginx's config for upstream into dir and starts it
@@ -304,7 +313,7 @@ func nginxProc(b *testing.B, dir, upstream string, certPEM, keyPEM []byte) bench
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	startPinned(b, "0", "", "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", path)
+	p.pid = startPinned(b, "0", "", "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", path).pid
 	c := benchClient(nil)
 	defer c.CloseIdleConnections()
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -323,6 +332,7 @@ type wrkResult struct {
 	seconds  float64
 	p99s     []float64 // µs, one per run
 	errors   int
+	cpu      time.Duration // the proxy process's user+system time
 }
 
 func (r *wrkResult) add(o wrkResult) *wrkResult {
@@ -333,7 +343,29 @@ func (r *wrkResult) add(o wrkResult) *wrkResult {
 	r.seconds += o.seconds
 	r.p99s = append(r.p99s, o.p99s...)
 	r.errors += o.errors
+	r.cpu += o.cpu
 	return r
+}
+
+// cpuPerRequest is the proxy's CPU time per request in µs.
+func (r *wrkResult) cpuPerRequest() float64 { return float64(r.cpu.Microseconds()) / r.requests }
+
+// procCPU is the user+system time of process pid (all its threads), from
+// /proc/PID/stat; 0 when unreadable.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks (100 a second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 func (r *wrkResult) rps() float64 { return r.requests / r.seconds }
