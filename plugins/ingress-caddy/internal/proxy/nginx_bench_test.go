@@ -106,8 +106,9 @@ func TestBenchProxyHelper(t *testing.T) {
 }
 
 // benchProfileEnv names a directory: each proxy process of the benchmark
-// writes its CPU profile there (KIND.cpu.pprof) and its allocation count
-// (KIND.allocs), for `go tool pprof` after a run.
+// writes its CPU profile there (KIND.cpu.pprof), its allocation profile
+// (KIND.allocs.pprof) and its allocation count (KIND.allocs), for
+// `go tool pprof` after a run.
 const benchProfileEnv = "PLOYZ_INGRESS_BENCH_PROFILE"
 
 // benchProfile starts kind's CPU profile when benchProfileEnv is set;
@@ -129,6 +130,10 @@ func benchProfile(t *testing.T, kind string) func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		if a, err := os.Create(filepath.Join(dir, kind+".allocs.pprof")); err == nil {
+			pprof.Lookup("allocs").WriteTo(a, 0) //nolint:errcheck
+			a.Close()
+		}
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		out := fmt.Sprintf("mallocs %d bytes %d gc %d\n", after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc, after.NumGC-before.NumGC)
