@@ -26,11 +26,7 @@ func TestForwardHeaders(t *testing.T) {
 			r.Header.Get("X-Forwarded-Proto"), r.Header.Get("X-Forwarded-Host"), r.Header.Get("Connection"), r.Header.Get("X-Hop"))
 	}))
 	defer up.Close()
-	listen := freePort(t)
-	src := &fakeSource{}
-	src.set([]store.Row[store.ContainerBody]{webRow("c1", "m1", up.URL, true, "web.example.test")}, nil)
-	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	listen := serveOneRoute(t, up.URL, "web.example.test")
 
 	req, _ := http.NewRequest("GET", "http://"+listen+"/x", nil)
 	req.Host = "web.example.test"
@@ -75,11 +71,7 @@ func TestForwardUpgrade(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	listen := freePort(t)
-	src := &fakeSource{}
-	src.set([]store.Row[store.ContainerBody]{webRow("c1", "m1", up.URL, true, "ws.example.test")}, nil)
-	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	listen := serveOneRoute(t, up.URL, "ws.example.test")
 
 	req, _ := http.NewRequest("GET", "http://"+listen+"/", nil)
 	req.Host = "ws.example.test"
@@ -114,4 +106,15 @@ func TestForwardUpgrade(t *testing.T) {
 			t.Fatal("no echo through the upgraded connection")
 		}
 	}
+}
+
+// serveOneRoute runs the proxy with one ready Container serving host at
+// upstream and returns its listen address once the route is loaded.
+func serveOneRoute(t *testing.T, upstream, host string) string {
+	listen := freePort(t)
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{webRow("c1", "m1", upstream, true, host)}, nil)
+	loads := serveSpec(t, listen, src)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	return listen
 }
