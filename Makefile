@@ -8,7 +8,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit cross lab-test bench fuzz cover proto prereq clean release
+.PHONY: build demo test unit cross lab-test vm-test bench fuzz cover proto prereq clean release
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -50,7 +50,7 @@ demo: prereq build
 	packaging/demo.sh
 
 ## test: everything — unit tests first, then the lab scenarios
-test: prereq build unit lab-test
+test: prereq build unit lab-test vm-test
 
 # unit runs the store's replication tests once more with the gossip and
 # sync timers a Machine uses instead of the short test ones (about 45s).
@@ -71,6 +71,11 @@ cross:
 
 lab-test:
 	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v ./e2e/
+
+## vm-test: the scenarios on QEMU virtual-machine Machines (own kernel:
+## kernel WireGuard, ZFS); the first run builds the VM image (zfs-dkms)
+vm-test:
+	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 45m -v -run '^TestVM' ./e2e/
 
 ## bench: benchmarks; they print ratios and never gate CI. Their output
 ## (bin/bench.txt) rewrites the <!-- bench:Name --> blocks of docs/benchmarks.md.

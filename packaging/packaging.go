@@ -5,7 +5,8 @@ package packaging
 
 import "embed"
 
-// Files holds lab/ (the lab Machine image recipe) and systemd/ (units).
+// Files holds lab/ (the lab Machine image recipe), labvm/ (its VM
+// variant: kernel, udev, ZFS) and systemd/ (units).
 //
-//go:embed lab systemd
+//go:embed lab labvm systemd
 var Files embed.FS

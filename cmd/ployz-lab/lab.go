@@ -44,6 +44,7 @@ func (lc *labCLI) open(ctx context.Context) (*lab.Lab, error) { return lab.Open(
 
 func (lc *labCLI) up() *cobra.Command {
 	var n int
+	var vm bool
 	var binDir, osName string
 	up := &cobra.Command{
 		Use:   "up",
@@ -53,12 +54,15 @@ func (lc *labCLI) up() *cobra.Command {
 			if binDir == "" {
 				binDir = executableDir()
 			}
+			if vm && !c.Flags().Changed("os") {
+				osName = string(lab.VMOS)
+			}
 			dist, err := lab.ParseOS(osName)
 			if err != nil {
 				return err
 			}
 			logf := func(f string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), f+"\n", a...) }
-			l, err := lab.Up(c.Context(), lab.Options{Name: lc.name, Machines: n, OS: dist, BinDir: binDir, Logf: logf})
+			l, err := lab.Up(c.Context(), lab.Options{Name: lc.name, Machines: n, OS: dist, BinDir: binDir, Logf: logf, VM: vm})
 			if err != nil {
 				return err
 			}
@@ -70,6 +74,7 @@ func (lc *labCLI) up() *cobra.Command {
 	}
 	up.Flags().IntVarP(&n, "machines", "n", 3, "number of Machines")
 	up.Flags().StringVar(&osName, "os", string(lab.DefaultOS), "Machine OS: debian13 (Docker 26) or debian12 (Docker 20.10, the oldest supported)")
+	up.Flags().BoolVar(&vm, "vm", false, "run each Machine as a QEMU virtual machine with its own kernel (kernel WireGuard, ZFS pool \"ployz\"); slow: TCG emulation")
 	up.Flags().StringVar(&binDir, "bin-dir", "", "directory of built binaries (default: this executable's directory)")
 	return up
 }

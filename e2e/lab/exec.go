@@ -20,6 +20,9 @@ func (l *Lab) Exec(ctx context.Context, name string, cmd ...string) (string, err
 	if err != nil {
 		return "", err
 	}
+	if l.VM {
+		return l.vmExec(ctx, name, cmd)
+	}
 	c := exec.CommandContext(ctx, "docker", append([]string{"exec", m.Container}, cmd...)...)
 	out, err := c.CombinedOutput()
 	s := strings.TrimSpace(string(out))
@@ -37,10 +40,18 @@ func (l *Lab) ExecInteractive(ctx context.Context, name string, stdin io.Reader,
 		return err
 	}
 	args := []string{"exec", "-i"}
+	tty := false
 	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		args = append(args, "-t")
+		args, tty = append(args, "-t"), true
 	}
 	c := exec.CommandContext(ctx, "docker", append(append(args, m.Container), cmd...)...)
+	if l.VM {
+		ssh, _ := l.SSHArgs(name)
+		if tty {
+			ssh = append(ssh[:1], append([]string{"-t"}, ssh[1:]...)...)
+		}
+		c = exec.CommandContext(ctx, ssh[0], append(ssh[1:], shellJoin(cmd))...)
+	}
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
 	return c.Run()
 }
@@ -97,7 +108,11 @@ func (l *Lab) LoadImage(ctx context.Context, image string, names ...string) erro
 		if err != nil {
 			return err
 		}
-		if err := pipe(ctx, []string{"save", image}, []string{"exec", "-i", m.Container, "docker", "load", "-q"}); err != nil {
+		load := pipe
+		if l.VM {
+			load = l.vmPipe(n)
+		}
+		if err := load(ctx, []string{"save", image}, []string{"exec", "-i", m.Container, "docker", "load", "-q"}); err != nil {
 			errs = append(errs, fmt.Errorf("load %s into %s: %w", image, n, err))
 		}
 	}

@@ -33,6 +33,9 @@ type Lab struct {
 	Network  string     `json:"network"`   // Docker network name
 	Machines []*Machine `json:"machines"`  // in name order: m1, m2, ...
 	StateDir string     `json:"state_dir"` // holds the lab's SSH key
+	// VM is set when the Machines are QEMU virtual machines (see vm.go)
+	// rather than containers; every method works the same on both.
+	VM bool `json:"vm,omitempty"`
 }
 
 // Machine is one lab Machine container.
@@ -54,6 +57,9 @@ type Options struct {
 	StateDir string
 	// Logf receives progress lines; default discards them.
 	Logf func(format string, args ...any)
+	// VM runs each Machine as a QEMU virtual machine with its own kernel
+	// (kernel WireGuard, ZFS) instead of a container; OS must be VMOS.
+	VM bool
 }
 
 // DefaultName is the lab `ployz lab` uses when none is named.
@@ -74,6 +80,12 @@ func (o *Options) defaults() error {
 	}
 	if o.OS == "" {
 		o.OS = DefaultOS
+		if o.VM {
+			o.OS = VMOS
+		}
+	}
+	if o.VM && o.OS != VMOS {
+		return fmt.Errorf("os %q: VM Machines run %s only (its kernel and zfs-dkms)", o.OS, VMOS)
 	}
 	if _, err := o.OS.suite(); err != nil {
 		return err
@@ -124,6 +136,9 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	}
 	if existing, _ := Open(ctx, o.Name); existing != nil {
 		return nil, fmt.Errorf("lab %q already exists with %d Machines; run `ployz lab down --name %s` first", o.Name, len(existing.Machines), o.Name)
+	}
+	if o.VM {
+		return upVM(ctx, o)
 	}
 	image, err := BuildMachineImageFor(ctx, o.OS, o.BinDir, o.Logf)
 	if err != nil {
@@ -199,6 +214,12 @@ func Open(ctx context.Context, name string) (*Lab, error) {
 	if name == "" {
 		name = DefaultName
 	}
+	if v, err := openVM(name); v != nil || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return v.Lab, nil
+	}
 	out, err := docker(ctx, "ps", "-a", "--filter", "label="+labelLab+"="+name,
 		"--format", `{{.Names}} {{.Label "`+labelMachine+`"}} {{.State}}`)
 	if err != nil {
@@ -250,6 +271,9 @@ func (l *Lab) Down(ctx context.Context) error {
 // Remove deletes every container and network labelled with lab name.
 func Remove(ctx context.Context, name string) error {
 	var errs []error
+	if err := removeVM(ctx, name); err != nil {
+		errs = append(errs, err)
+	}
 	ids, err := docker(ctx, "ps", "-aq", "--filter", "label="+labelLab+"="+name)
 	if err != nil {
 		errs = append(errs, err)
@@ -291,7 +315,7 @@ func Names(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	names := vmNames()
 	for _, n := range strings.Fields(out) {
 		if !slices.Contains(names, n) {
 			names = append(names, n)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
-	"os/exec"
 	"regexp"
 	"strings"
 	"time"
@@ -84,21 +83,32 @@ func (l *Lab) partitionRules(ctx context.Context, name, op string) error {
 	return nil
 }
 
-// Stop stops Machine name's container, as a power-off would.
+// Stop stops Machine name's container, as a power-off would; a VM Machine
+// really powers off.
 func (l *Lab) Stop(ctx context.Context, name string) error {
 	m, err := l.Machine(name)
 	if err != nil {
 		return err
 	}
+	if l.VM {
+		return l.vmPower(ctx, m, false)
+	}
 	_, err = docker(ctx, "stop", "-t", "10", m.Container)
 	return err
 }
 
-// Start starts a stopped Machine and waits until it has booted.
+// Start starts a stopped Machine (a VM boots its kernel) and waits until
+// it has booted.
 func (l *Lab) Start(ctx context.Context, name string) error {
 	m, err := l.Machine(name)
 	if err != nil {
 		return err
+	}
+	if l.VM {
+		if err := l.vmPower(ctx, m, true); err != nil {
+			return err
+		}
+		return l.WaitBooted(ctx, name, 6*time.Minute)
 	}
 	if _, err := docker(ctx, "start", m.Container); err != nil {
 		return err
@@ -129,7 +139,8 @@ func pingVerdict(out string, err error) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	var ee *exec.ExitError
+	// An *exec.ExitError from docker exec, or a VM Machine's SSH exit status.
+	var ee interface{ ExitCode() int }
 	if errors.As(err, &ee) && ee.ExitCode() == 1 && noReply.MatchString(out) {
 		return false, nil
 	}

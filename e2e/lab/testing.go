@@ -32,12 +32,25 @@ func ForTest(t testing.TB, n int) *Lab {
 // ForTestOS is ForTest with Machines running dist.
 func ForTestOS(t testing.TB, n int, dist OS) *Lab {
 	t.Helper()
+	return forTest(t, Options{Machines: n, OS: dist})
+}
+
+// ForTestVM is ForTest with Machines that are QEMU virtual machines (see
+// Options.VM): their own kernel, kernel WireGuard and a ZFS pool "ployz".
+func ForTestVM(t testing.TB, n int) *Lab {
+	t.Helper()
+	return forTest(t, Options{Machines: n, VM: true})
+}
+
+func forTest(t testing.TB, o Options) *Lab {
+	t.Helper()
 	binDir := os.Getenv(EnvBinDir)
 	if binDir == "" {
 		t.Fatalf("lab: %s is not set; run lab tests through `make test`", EnvBinDir)
 	}
 	name := fmt.Sprintf("%s%d", TestLabPrefix(os.Getpid()), testSeq.Add(1))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// A VM lab may build its image first (cold: the zfs module compiles).
+	ctx, cancel := context.WithTimeout(context.Background(), map[bool]time.Duration{false: 10 * time.Minute, true: 40 * time.Minute}[o.VM])
 	defer cancel()
 	t.Cleanup(func() {
 		if err := Remove(context.Background(), name); err != nil {
@@ -45,11 +58,12 @@ func ForTestOS(t testing.TB, n int, dist OS) *Lab {
 		}
 	})
 	start := time.Now()
-	l, err := Up(ctx, Options{Name: name, Machines: n, OS: dist, BinDir: binDir, StateDir: t.TempDir(), Logf: t.Logf})
+	o.Name, o.BinDir, o.StateDir, o.Logf = name, binDir, t.TempDir(), t.Logf
+	l, err := Up(ctx, o)
 	if err != nil {
 		t.Fatalf("lab up: %v", err)
 	}
-	t.Logf("lab %s: %d %s Machines booted in %s", name, n, dist, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("lab %s: %d %s Machines (vm=%t) booted in %s", name, o.Machines, o.OS, o.VM, time.Since(start).Round(100*time.Millisecond))
 	if err := l.LoadImage(ctx, TestAppImage); err != nil {
 		t.Fatalf("lab: %v", err)
 	}
