@@ -16,9 +16,11 @@ import (
 // needVMLab skips VM scenarios unless `make vm-test` asked for them
 // (PLOYZ_LAB_VM=1) on a host with QEMU: TCG virtual machines take most of
 // two cores, so the container lab run leaves them out.
-func needVMLab(t *testing.T) {
+func needVMLab(t testing.TB) {
 	t.Helper()
-	needLab(t)
+	if !labEnabled() {
+		t.Skip("lab scenario: run with `make test`")
+	}
 	if os.Getenv("PLOYZ_LAB_VM") != "1" {
 		t.Skip("VM lab scenario: run with `make vm-test` (PLOYZ_LAB_VM=1)")
 	}

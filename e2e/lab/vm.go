@@ -194,13 +194,13 @@ func (v *vmLab) boot(ctx context.Context, m *Machine) error {
 	n, _ := strconv.Atoi(strings.TrimPrefix(m.Name, "m"))
 	cmdline := strings.Join([]string{
 		"root=/dev/vda", "rw", "console=ttyS0", "net.ifnames=0", "panic=-1",
-		fmt.Sprintf("ip=%s::%s:255.255.255.0:%s:eth0:off", m.IP, nthAddr(v.Subnet, 1), m.Name),
+		"ployz.addr=" + netip.PrefixFrom(m.IP, v.Subnet.Bits()).String(), "ployz.gw=" + nthAddr(v.Subnet, 1).String(),
 		"systemd.hostname=" + m.Name,
 		"ployz.authkey=" + base64.StdEncoding.EncodeToString([]byte(v.Key)),
 	}, " ")
 	args := []string{"-n", "5", "qemu-system-x86_64",
 		"-name", m.Container, "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "1024",
-		"-nographic", "-nodefaults", "-no-reboot",
+		"-display", "none", "-nodefaults", "-no-reboot",
 		"-serial", "file:" + v.file(m, "-console.log"),
 		"-kernel", v.Image.Kernel, "-initrd", v.Image.Initrd, "-append", cmdline,
 		"-drive", "file=" + v.file(m, ".qcow2") + ",if=virtio,format=qcow2",

@@ -160,7 +160,9 @@ func buildVMMachine(ctx context.Context, baseDir, binDir string, logf func(strin
 // debugfsWrite replaces each file (path in image -> host path) in the ext4
 // image img, owned by root with the host file's mode.
 func debugfsWrite(ctx context.Context, img string, files map[string]string) error {
-	var script bytes.Buffer
+	// docker export leaves /.dockerenv, which makes systemd believe it runs
+	// in a container (no udev, no module loading).
+	script := bytes.NewBufferString("rm /.dockerenv\n")
 	keys := make([]string, 0, len(files))
 	for k := range files {
 		keys = append(keys, k)
@@ -171,12 +173,12 @@ func debugfsWrite(ctx context.Context, img string, files map[string]string) erro
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&script, "cd %s\nrm %s\nwrite %s %s\nsif %s mode 0%o\nsif %s uid 0\nsif %s gid 0\n",
+		fmt.Fprintf(script, "cd %s\nrm %s\nwrite %s %s\nsif %s mode 0%o\nsif %s uid 0\nsif %s gid 0\n",
 			filepath.Dir(dst), filepath.Base(dst), files[dst], filepath.Base(dst),
 			filepath.Base(dst), 0o100000|st.Mode().Perm(), filepath.Base(dst), filepath.Base(dst))
 	}
 	cmd := exec.CommandContext(ctx, "debugfs", "-w", "-f", "-", img)
-	cmd.Stdin = &script
+	cmd.Stdin = script
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("debugfs %s: %w: %s", img, err, out)
