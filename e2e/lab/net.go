@@ -108,7 +108,7 @@ func (l *Lab) Start(ctx context.Context, name string) error {
 		if err := l.vmPower(ctx, m, true); err != nil {
 			return err
 		}
-		return l.WaitBooted(ctx, name, 6*time.Minute)
+		return l.WaitBooted(ctx, name, 15*time.Minute)
 	}
 	if _, err := docker(ctx, "start", m.Container); err != nil {
 		return err

@@ -87,7 +87,7 @@ func upVM(ctx context.Context, o Options) (l *Lab, err error) {
 		}
 	}
 	for _, m := range l.Machines {
-		if err := l.WaitBooted(ctx, m.Name, 6*time.Minute); err != nil {
+		if err := l.WaitBooted(ctx, m.Name, 15*time.Minute); err != nil {
 			return l, err
 		}
 		// The Machine's ZFS pool, on its second disk; it is imported again
