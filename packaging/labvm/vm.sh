@@ -25,6 +25,8 @@ echo "labvm: unpacking $base"
 ctr=$(docker create "$base")
 docker export "$ctr" | tar -x -C "$root"
 docker rm -f "$ctr" >/dev/null
+# docker export leaves /.dockerenv: systemd would take the VM for a container.
+rm -f "$root/.dockerenv"
 
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
@@ -60,7 +62,8 @@ chroot "$root" /bin/sh -eu >"$root.log" 2>&1 <<'CHROOT' || { tail -n 40 "$root.l
            sys-kernel-tracing.mount; do
     rm -f "/etc/systemd/system/$u"
   done
-  systemctl enable ployz-labvm-seed.service serial-getty@ttyS0.service >/dev/null 2>&1 || true
+  systemctl enable ployz-labvm-seed.service >/dev/null 2>&1
+  # No login prompt on the serial console: it is a log file here.
   systemctl mask serial-getty@ttyS0.service >/dev/null 2>&1
   apt-get clean
   rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/*
