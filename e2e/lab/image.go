@@ -138,21 +138,8 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 func buildBase(ctx context.Context, dist OS, suite string, logf func(string, ...any)) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "suite=%s\x00", suite)
-	var paths []string
-	err := fs.WalkDir(packaging.Files, "lab", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			paths = append(paths, p)
-		}
-		return err
-	})
-	if err != nil {
+	if err := hashTree(h, "lab"); err != nil {
 		return "", err
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		b, _ := packaging.Files.ReadFile(p)
-		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
-		h.Write(b)
 	}
 	repo := baseRepo + "-" + string(dist)
 	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
@@ -240,6 +227,28 @@ func pruneOld(ctx context.Context, repo, keep string) {
 			docker(ctx, "rmi", t) //nolint:errcheck // best effort
 		}
 	}
+}
+
+// hashTree writes every embedded file under dir (path, size, bytes, in
+// path order) into h: a recipe's identity.
+func hashTree(h io.Writer, dir string) error {
+	var paths []string
+	err := fs.WalkDir(packaging.Files, dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		b, _ := packaging.Files.ReadFile(p)
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
+		h.Write(b)
+	}
+	return nil
 }
 
 func hashFiles(h io.Writer, files map[string]string) error {

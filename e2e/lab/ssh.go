@@ -7,10 +7,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -65,35 +63,10 @@ func (l *Lab) SSHArgs(name string) ([]string, error) {
 // SSH runs cmd on Machine name over real SSH with the lab's key, from this
 // host across the lab network, and returns its output.
 func (l *Lab) SSH(ctx context.Context, name, cmd string) (string, error) {
-	m, err := l.Machine(name)
+	client, err := l.dial(ctx, name)
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(KeyPath(l.StateDir))
-	if err != nil {
-		return "", fmt.Errorf("lab ssh key: %w", err)
-	}
-	signer, err := ssh.ParsePrivateKey(b)
-	if err != nil {
-		return "", fmt.Errorf("lab ssh key: %w", err)
-	}
-	cfg := &ssh.ClientConfig{
-		User:            "root",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(), // lab Machines mint host keys at boot
-		Timeout:         5 * time.Second,
-	}
-	d := net.Dialer{Timeout: 5 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(m.IP.String(), "22"))
-	if err != nil {
-		return "", fmt.Errorf("ssh %s: %w", name, err)
-	}
-	c, chans, reqs, err := ssh.NewClientConn(conn, m.IP.String(), cfg)
-	if err != nil {
-		conn.Close()
-		return "", fmt.Errorf("ssh %s: %w", name, err)
-	}
-	client := ssh.NewClient(c, chans, reqs)
 	defer client.Close()
 	sess, err := client.NewSession()
 	if err != nil {

@@ -61,21 +61,8 @@ func BuildVMImage(ctx context.Context, binDir string, logf func(string, ...any))
 func buildVMBase(ctx context.Context, base string, logf func(string, ...any)) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "base=%s\x00", base)
-	var paths []string
-	err := fs.WalkDir(packaging.Files, "labvm", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			paths = append(paths, p)
-		}
-		return err
-	})
-	if err != nil {
+	if err := hashTree(h, "labvm"); err != nil {
 		return "", err
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		b, _ := packaging.Files.ReadFile(p)
-		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
-		h.Write(b)
 	}
 	dir := filepath.Join(vmRoot(), "images", "base-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(filepath.Join(dir, "rootfs.ext4")); err == nil {
