@@ -75,7 +75,8 @@ lab-test:
 ## vm-test (not yet part of `test`: see docs/architecture.md, VM Machines):
 ## the scenarios on QEMU virtual-machine Machines (own kernel:
 ## kernel WireGuard, ZFS); the first run builds the VM image (zfs-dkms)
-vm-test:
+vm-test: build
+	@PLOYZ_PREREQ_VM=1 packaging/prereq.sh
 	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 45m -v -run '^TestVM' ./e2e/
 
 ## bench: benchmarks; they print ratios and never gate CI. Their output

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs and starts what `make demo` and `make test` need on a Debian
 # machine: Docker (Debian's docker.io), debootstrap, iproute2, iptables and
-# an SSH client (for `ployz lab ssh`), QEMU and qemu-img (VM lab Machines,
-# `make vm-test`), and Chromium (the dashboard's
+# an SSH client (for `ployz lab ssh`), and Chromium (the dashboard's
 # browser tests drive it headless; they skip where it is missing).
 # Idempotent and quiet when everything is present. Downloads only from
-# Debian's package archive.
+# Debian's package archive. With PLOYZ_PREREQ_VM=1 (`make vm-test`) also
+# QEMU, qemu-img and debugfs for VM lab Machines.
 set -euo pipefail
 
 need=()
@@ -15,9 +15,11 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
-command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
-command -v debugfs >/dev/null 2>&1 || need+=(e2fsprogs)
+if [ "${PLOYZ_PREREQ_VM:-}" = 1 ]; then
+  command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+  command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
+  command -v debugfs >/dev/null 2>&1 || need+=(e2fsprogs)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
