@@ -67,14 +67,37 @@ func EnsureInstalled(ctx context.Context, c *ssh.Client, binDir string, progress
 			return fmt.Errorf("start ployz.service: %w", err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	return waitDaemonSocket(ctx, c, progress)
+}
+
+// socketWait bounds the wait for ployzd's socket. A slow Machine (a small
+// board, an emulated VM, a loaded host) can take minutes to start ployzd
+// the first time, so the wait goes on while the unit is still starting
+// or running and ends at once when systemd says it failed.
+const socketWait = 3 * time.Minute
+
+// waitDaemonSocket waits for ployzd to open its socket, saying so every
+// 15 s, and names ployzd's last log lines when it gives up.
+func waitDaemonSocket(ctx context.Context, c *ssh.Client, progress Progress) error {
+	start := time.Now()
+	said := start
+	fail := func(why string) error {
+		out, _ := run(c, "journalctl -u ployz.service -n 20 --no-pager", nil)
+		return fmt.Errorf("ployzd %s; its last log lines:\n%s", why, out)
+	}
 	for {
 		if _, err := run(c, "test -S /run/ployz/ployz.sock", nil); err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			out, _ := run(c, "journalctl -u ployz.service -n 20 --no-pager", nil)
-			return fmt.Errorf("ployzd did not open /run/ployz/ployz.sock within 30 s; its last log lines:\n%s", out)
+		if out, _ := run(c, "systemctl is-failed ployz.service", nil); strings.TrimSpace(out) == "failed" {
+			return fail("failed before it opened /run/ployz/ployz.sock")
+		}
+		if time.Since(start) > socketWait {
+			return fail(fmt.Sprintf("did not open /run/ployz/ployz.sock within %s", socketWait))
+		}
+		if time.Since(said) >= 15*time.Second {
+			said = time.Now()
+			progress("waiting for ployzd to open its socket (%s so far)", time.Since(start).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():
