@@ -70,7 +70,7 @@ cross:
 	done
 
 lab-test:
-	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v ./e2e/
+	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 48m -v ./e2e/
 
 ## vm-test (not yet part of `test`: see docs/architecture.md, VM Machines):
 ## the scenarios on QEMU virtual-machine Machines (own kernel:
