@@ -66,13 +66,9 @@ func BuildMachineImageFor(ctx context.Context, dist OS, binDir string, logf func
 func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(string, ...any)) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(base))
-	files := map[string]string{} // path in image -> path on host
-	for _, b := range Binaries {
-		p := filepath.Join(binDir, b)
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("machine image: binary %s missing in %s (run `make build`): %w", b, binDir, err)
-		}
-		files["/usr/local/bin/"+b] = p
+	files, err := binaryFiles(binDir, "machine image")
+	if err != nil {
+		return "", err
 	}
 	units, err := fs.Glob(packaging.Files, "systemd/*.service")
 	if err != nil {
@@ -249,6 +245,20 @@ func hashTree(h io.Writer, dir string) error {
 		h.Write(b)
 	}
 	return nil
+}
+
+// binaryFiles maps each of Binaries' path in an image to its path in
+// binDir, refusing a missing one on behalf of what.
+func binaryFiles(binDir, what string) (map[string]string, error) {
+	files := map[string]string{} // path in image -> path on host
+	for _, b := range Binaries {
+		p := filepath.Join(binDir, b)
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%s: binary %s missing in %s (run `make build`): %w", what, b, binDir, err)
+		}
+		files["/usr/local/bin/"+b] = p
+	}
+	return files, nil
 }
 
 func hashFiles(h io.Writer, files map[string]string) error {

@@ -96,13 +96,9 @@ func buildVMBase(ctx context.Context, base string, logf func(string, ...any)) (s
 func buildVMMachine(ctx context.Context, baseDir, binDir string, logf func(string, ...any)) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(baseDir))
-	files := map[string]string{}
-	for _, b := range Binaries {
-		p := filepath.Join(binDir, b)
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("VM image: binary %s missing in %s (run `make build`): %w", b, binDir, err)
-		}
-		files["/usr/local/bin/"+b] = p
+	files, err := binaryFiles(binDir, "VM image")
+	if err != nil {
+		return "", err
 	}
 	units, err := fs.Glob(packaging.Files, "systemd/*.service")
 	if err != nil {
