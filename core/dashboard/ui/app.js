@@ -54,22 +54,37 @@
   function follow(query, region, render) {
     let pending = null;
     const apply = (state) => {
-      // A re-render keeps what the reader opened.
+      // A re-render keeps what the reader opened: restored at once, so an
+      // update already queued reads it back from the page (a restore left
+      // for later lost it when two updates came back to back), and once
+      // more after whatever the render appends later.
       const open = new Set([...region.querySelectorAll("details[data-key]")].filter((d) => d.open).map((d) => d.dataset.key));
       region.replaceChildren();
       const restore = () => region.querySelectorAll("details[data-key]").forEach((d) => { if (open.has(d.dataset.key)) d.open = true; });
-      setTimeout(restore, 0);
       if (state.error) region.append(el("p", { class: "error", role: "alert" }, (state.field ? state.field + ": " : "") + state.error));
       else render(state.data, region);
+      restore();
+      setTimeout(restore, 0);
     };
-    region.addEventListener("focusout", () => setTimeout(() => {
-      if (pending && !region.contains(document.activeElement)) { apply(pending); pending = null; }
-    }, 0));
+    // Updates also wait while a button is held down in the region:
+    // replacing the element between press and release swallows the click.
+    let pressed = false;
+    const ac = new AbortController(); // the page's listeners go with the view
+    streams.push({ close: () => ac.abort() });
+    const held = () => pressed || (region.contains(document.activeElement) && document.activeElement.tagName === "INPUT");
+    const flush = () => setTimeout(() => {
+      if (pending && !held()) { apply(pending); pending = null; }
+    }, 0);
+    region.addEventListener("focusout", flush);
+    region.addEventListener("pointerdown", () => { pressed = true; });
+    const release = () => { if (pressed) { pressed = false; flush(); } };
+    document.addEventListener("pointerup", release, { signal: ac.signal });
+    document.addEventListener("pointercancel", release, { signal: ac.signal });
     const es = new EventSource("api/events?" + query);
     es.addEventListener("view", (ev) => {
       const state = JSON.parse(ev.data);
       live.textContent = "live"; live.className = "live ok";
-      if (region.contains(document.activeElement) && document.activeElement.tagName === "INPUT") pending = state;
+      if (held()) pending = state;
       else apply(state);
     });
     es.onerror = () => { live.textContent = "reconnecting"; live.className = "live bad"; };
