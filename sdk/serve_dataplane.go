@@ -84,6 +84,14 @@ func ServeDataPlane(d DataPlane, args []string, stderr io.Writer) int {
 // errHandedOver ends the data plane once a successor serves it.
 var errHandedOver = errors.New("handed over to the successor")
 
+// HandedOver reports whether the data plane's ctx ended because a
+// successor now serves its sockets (a handoff), rather than a stop: new
+// connections are then already answered by the successor, so the data
+// plane may take longer to let its own clients go.
+func HandedOver(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errHandedOver)
+}
+
 // handoffLoop answers HandoffSignal: start a successor on the sockets,
 // make it the unit's main process once it serves, then end ctx (the data
 // plane stops as on SIGTERM). A failed handoff leaves this process serving.

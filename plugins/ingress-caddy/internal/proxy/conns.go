@@ -43,16 +43,21 @@ var openConns atomic.Int64
 // the same before Caddy replaces its servers; the new servers accept the
 // connections that waited.
 //
-// The lame duck lasts at least lameDuck and then until every connection
-// the servers accepted has been answered "Connection: close" (and so
-// closed), for at most lameDuckMax: a client that round-robins over
-// several Machines leaves its connection to this one idle while it waits
-// on the others, and one idle past a fixed second met the close
-// (an upgrade under load lost one POST that way).
+// After a handoff (a successor already accepts on the same sockets) the
+// lame duck lasts at least lameDuck and then until every connection the
+// servers accepted has been answered "Connection: close" (and so closed),
+// for at most lameDuckMax: a client that round-robins over several
+// Machines leaves its connection to this one idle while it waits on the
+// others, and one idle past a fixed second met the close (an upgrade
+// under load lost one POST that way). On a stop or reload nobody accepts
+// meanwhile, so new connections wait in the queue: it stays one second.
 const (
 	lameDuck    = time.Second
 	lameDuckMax = 5 * time.Second
 )
+
+// successorServes is set once a handoff's successor serves the sockets.
+var successorServes atomic.Bool
 
 // draining makes routeHandler answer "Connection: close".
 var draining atomic.Bool
@@ -77,7 +82,9 @@ func lameDuckPause() (reopen func()) {
 	acceptGate.Store(g)
 	draining.Store(true)
 	time.Sleep(lameDuck)
-	waitConns(lameDuckMax - lameDuck)
+	if successorServes.Load() {
+		waitConns(lameDuckMax - lameDuck)
+	}
 	draining.Store(false)
 	return func() {
 		acceptGate.CompareAndSwap(g, nil)

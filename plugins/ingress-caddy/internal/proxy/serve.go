@@ -116,6 +116,9 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	defer l.stop()
+	// Deferred after stop, so it runs before it: stop's lame duck is
+	// longer once a handoff's successor serves the sockets.
+	defer func() { successorServes.Store(sdk.HandedOver(ctx)) }()
 	l.log.Info("waiting for the first load from the store", "machine", l.spec.Machine, "listen", l.spec.Listen)
 	for ctx.Err() == nil {
 		if now, err := os.ReadFile(o.SpecPath); err == nil && !bytes.Equal(now, l.raw) {
