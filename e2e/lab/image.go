@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -70,17 +73,16 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 	if err != nil {
 		return "", err
 	}
-	units, err := fs.Glob(packaging.Files, "systemd/*.service")
+	units, err := unitFiles()
 	if err != nil {
 		return "", err
 	}
 	if err := hashFiles(h, files); err != nil {
 		return "", err
 	}
-	for _, u := range units {
-		b, _ := packaging.Files.ReadFile(u)
-		h.Write([]byte(u))
-		h.Write(b)
+	for _, dst := range slices.Sorted(maps.Keys(units)) {
+		h.Write([]byte(dst))
+		h.Write(units[dst])
 	}
 	h.Write([]byte(dockerDropIn))
 	repo := machineRepo + "-" + string(dist)
@@ -99,9 +101,8 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 			return "", err
 		}
 	}
-	for _, u := range units {
-		b, _ := packaging.Files.ReadFile(u)
-		if err := addBytes(tw, "/etc/systemd/system/"+filepath.Base(u), b, 0o644); err != nil {
+	for dst, b := range units {
+		if err := addBytes(tw, dst, b, 0o644); err != nil {
 			return "", err
 		}
 	}
@@ -259,6 +260,24 @@ func binaryFiles(binDir, what string) (map[string]string, error) {
 		files["/usr/local/bin/"+b] = p
 	}
 	return files, nil
+}
+
+// unitFiles is every systemd unit Ployz ships, by its path in a Machine's
+// root filesystem.
+func unitFiles() (map[string][]byte, error) {
+	names, err := fs.Glob(packaging.Files, "systemd/*.service")
+	if err != nil {
+		return nil, err
+	}
+	units := make(map[string][]byte, len(names))
+	for _, n := range names {
+		b, err := packaging.Files.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		units["/etc/systemd/system/"+path.Base(n)] = b
+	}
+	return units, nil
 }
 
 func hashFiles(h io.Writer, files map[string]string) error {

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +99,7 @@ func buildVMMachine(ctx context.Context, baseDir, binDir string, logf func(strin
 	if err != nil {
 		return "", err
 	}
-	units, err := fs.Glob(packaging.Files, "systemd/*.service")
+	units, err := unitFiles()
 	if err != nil {
 		return "", err
 	}
@@ -109,13 +108,13 @@ func buildVMMachine(ctx context.Context, baseDir, binDir string, logf func(strin
 		return "", err
 	}
 	defer os.RemoveAll(unitDir)
-	for _, u := range units {
-		b, _ := packaging.Files.ReadFile(u)
-		p := filepath.Join(unitDir, filepath.Base(u))
+	// debugfs copies host files: write the units out first.
+	for dst, b := range units {
+		p := filepath.Join(unitDir, filepath.Base(dst))
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			return "", err
 		}
-		files["/etc/systemd/system/"+filepath.Base(u)] = p
+		files[dst] = p
 	}
 	if err := hashFiles(h, files); err != nil {
 		return "", err
