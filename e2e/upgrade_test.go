@@ -399,7 +399,18 @@ func brokenRollsBack(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 		}
 	}
 	if len(o.Machines) != 3 || o.Machines[0].FailedStep != "plugins" || !strings.Contains(o.Machines[0].Error, "ingress-caddy") {
-		t.Errorf("rolled-back outcome: %+v", o.Machines)
+		t.Fatalf("rolled-back outcome: %+v", o.Machines)
+	}
+	// The old ingress reports its successor's failure: the step ends at
+	// once, not by its 60 s timeout.
+	for _, st := range o.Machines[0].Steps {
+		if st.Name == "plugins" && st.Outcome != "ok" {
+			fmt.Printf("broken ingress bundle: the plugins step failed after %s (was its 60 s timeout): %s\n",
+				time.Duration(st.Millis)*time.Millisecond, st.Detail)
+			if !strings.Contains(o.Machines[0].Error, "handoff") || st.Millis >= 45_000 {
+				t.Errorf("the failed handoff was not seen at once (%d ms): %s", st.Millis, o.Machines[0].Error)
+			}
+		}
 	}
 	checkRuns(t, ctx, l, running)
 	for _, m := range l.Machines {

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/internal/fsutil"
 )
 
 // Handoff: a data-plane plugin moves onto a new binary without a gap.
@@ -145,6 +148,12 @@ func startSuccessor(ctx context.Context, socks []HandoffSocket, log hclog.Logger
 		if err == nil {
 			return pid, nil
 		}
+		// A closed pipe mostly means the successor exited: say how.
+		select {
+		case xerr := <-exited:
+			return 0, xerr
+		case <-time.After(time.Second):
+		}
 		err = fmt.Errorf("successor never reported serving: %w", err)
 	case err = <-exited:
 		return 0, err
@@ -183,4 +192,52 @@ func waitString(ws syscall.WaitStatus) string {
 		return "signal " + ws.Signal().String()
 	}
 	return "exit status " + strconv.Itoa(ws.ExitStatus())
+}
+
+// HandoffReport is what a data plane writes beside its plugin socket when
+// a handoff it was asked for failed and it keeps serving, so the host that
+// sent HandoffSignal learns the failure at once instead of by waiting for
+// a successor that is not coming (additive: hosts that do not read it
+// only wait longer).
+type HandoffReport struct {
+	// Pid is the process that was asked to hand over and keeps serving.
+	Pid int `json:"pid"`
+	// Binary is the successor's path (the unit's ExecStart path).
+	Binary string `json:"binary"`
+	// Error says why the successor did not take over.
+	Error string `json:"error"`
+	// At is when the handoff was given up.
+	At time.Time `json:"at"`
+}
+
+// HandoffReportPath returns the report path for a socket path:
+// /run/ployz/plugins/dns.sock → /run/ployz/plugins/dns.handoff.json.
+func HandoffReportPath(socket string) string {
+	return strings.TrimSuffix(socket, ".sock") + ".handoff.json"
+}
+
+// WriteHandoffReport writes r to path atomically.
+func WriteHandoffReport(path string, r HandoffReport) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode handoff report: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write handoff report: %w", err)
+	}
+	return nil
+}
+
+// ReadHandoffReport reads a report written by WriteHandoffReport; a
+// missing file is returned as an error wrapping fs.ErrNotExist.
+func ReadHandoffReport(path string) (HandoffReport, error) {
+	var r HandoffReport
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, fmt.Errorf("read handoff report: %w", err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("decode handoff report %s: %w", path, err)
+	}
+	return r, nil
 }

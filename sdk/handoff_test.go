@@ -249,9 +249,27 @@ func TestHandoffBrokenSuccessorKeepsServing(t *testing.T) {
 	r := startHandoffHelper(t, handoffFailEnv+"=1")
 	old := strconv.Itoa(r.cmd.Process.Pid)
 	time.Sleep(200 * time.Millisecond)
+	asked := time.Now()
 	if err := r.cmd.Process.Signal(sdk.HandoffSignal); err != nil {
 		t.Fatal(err)
 	}
+	// The failure is written beside the socket for the host that asked.
+	reportPath := sdk.HandoffReportPath(filepath.Join(r.dir, "echo.sock"))
+	var rep sdk.HandoffReport
+	for {
+		var err error
+		if rep, err = sdk.ReadHandoffReport(reportPath); err == nil {
+			break
+		}
+		if time.Since(asked) > 10*time.Second {
+			t.Fatalf("no handoff report within 10 s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strconv.Itoa(rep.Pid) != old || !strings.Contains(rep.Error, "successor exited") || rep.At.Before(asked.Add(-time.Second)) {
+		t.Errorf("handoff report %+v: want pid %s, the successor's exit, a time after the signal", rep, old)
+	}
+	t.Logf("failed handoff reported %s after the signal: %s", time.Since(asked).Round(time.Millisecond), rep.Error)
 	time.Sleep(2 * time.Second)
 	q := r.finish()
 	log, _ := os.ReadFile(filepath.Join(r.dir, "log"))

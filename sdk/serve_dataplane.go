@@ -63,7 +63,7 @@ func ServeDataPlane(d DataPlane, args []string, stderr io.Writer) int {
 	dctx, handedOver := context.WithCancelCause(ctx)
 	defer handedOver(nil)
 	if d.Sockets != nil {
-		go handoffLoop(dctx, d.Sockets, handedOver, log)
+		go handoffLoop(dctx, d.Sockets, HandoffReportPath(*socket), handedOver, log)
 	}
 
 	pctx, cancel := context.WithCancel(ctx)
@@ -94,8 +94,9 @@ func HandedOver(ctx context.Context) bool {
 
 // handoffLoop answers HandoffSignal: start a successor on the sockets,
 // make it the unit's main process once it serves, then end ctx (the data
-// plane stops as on SIGTERM). A failed handoff leaves this process serving.
-func handoffLoop(ctx context.Context, sockets func() []HandoffSocket, handedOver context.CancelCauseFunc, log hclog.Logger) {
+// plane stops as on SIGTERM). A failed handoff leaves this process serving
+// and is written to report (HandoffReport) for the host that asked.
+func handoffLoop(ctx context.Context, sockets func() []HandoffSocket, report string, handedOver context.CancelCauseFunc, log hclog.Logger) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, HandoffSignal)
 	defer signal.Stop(sig)
@@ -109,6 +110,10 @@ func handoffLoop(ctx context.Context, sockets func() []HandoffSocket, handedOver
 		pid, err := startSuccessor(ctx, sockets(), log)
 		if err != nil {
 			log.Error("handoff failed; this process keeps serving", "error", err, "after", time.Since(start))
+			r := HandoffReport{Pid: os.Getpid(), Binary: os.Args[0], Error: err.Error(), At: time.Now()}
+			if werr := WriteHandoffReport(report, r); werr != nil {
+				log.Warn("could not report the failed handoff to the host", "path", report, "error", werr)
+			}
 			continue
 		}
 		if err := sdNotify(fmt.Sprintf("MAINPID=%d", pid)); err != nil {

@@ -373,6 +373,10 @@ func pluginsOn(before, in rpc.Inspection, want map[string]string) error {
 			// The host will not run the new binary: waiting cannot help.
 			return &finalError{fmt.Errorf("plugin %s: refused%s", p.Name, errSuffix(p.Error))}
 		}
+		if p.RunningSHA256 != "" && p.SwitchError != "" {
+			// The old binary keeps serving and the host will not try again.
+			return &finalError{fmt.Errorf("plugin %s: %s", p.Name, p.SwitchError)}
+		}
 		if p.Health != "healthy" || p.RunningSHA256 != "" {
 			return fmt.Errorf("plugin %s: %s%s", p.Name, p.Health, errSuffix(p.Error))
 		}

@@ -146,6 +146,15 @@ func TestPluginsOn(t *testing.T) {
 	if err := pluginsOn(before, in, want); err == nil {
 		t.Fatal("a plugin still running its old binary passed")
 	}
+	var final *finalError
+	if err := pluginsOn(before, in, want); errors.As(err, &final) {
+		t.Fatalf("a switch still under way ends the wait: %v", err)
+	}
+	in.Plugins[0].SwitchError = "handoff to the installed binary failed: successor exited (exit status 1)"
+	if err := pluginsOn(before, in, want); !errors.As(err, &final) || !strings.Contains(err.Error(), "successor exited") {
+		t.Fatalf("a failed handoff must end the wait at once, naming why: %v", err)
+	}
+	in.Plugins[0].SwitchError = ""
 	in.Plugins[0].RunningSHA256, in.Plugins[0].Health = "", "down"
 	if err := pluginsOn(before, in, want); err == nil || !strings.Contains(err.Error(), "plugin dns: down") {
 		t.Fatalf("down plugin: %v", err)

@@ -34,6 +34,10 @@ type PluginStatus struct {
 	// it differs from SHA256 (a long-lived plugin not yet restarted onto an
 	// upgrade).
 	RunningSHA256 string `json:"running_sha256,omitempty"`
+	// SwitchError says why the running process could not be moved onto the
+	// installed binary (it does not verify, or its handoff failed): waiting
+	// will not make it switch; the running binary keeps serving.
+	SwitchError string `json:"switch_error,omitempty"`
 	// Kind, Version and APIVersions come from the plugin's Info.
 	Kind        string   `json:"kind,omitempty"`
 	Version     string   `json:"version,omitempty"`

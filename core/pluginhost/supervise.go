@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ployz/ployz/sdk"
@@ -267,7 +269,7 @@ func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 		s.switching, s.switchErr = "", ""
 		s.mu.Unlock()
 		s.update(func(st *PluginStatus) {
-			st.RunningSHA256 = ""
+			st.RunningSHA256, st.SwitchError = "", ""
 			if msg != "" && st.Error == msg {
 				st.Error = "" // the refused install was replaced
 			}
@@ -284,7 +286,7 @@ func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 	s.mu.Unlock()
 	if tried {
 		if msg != "" {
-			s.update(func(st *PluginStatus) { st.Error = msg })
+			s.update(func(st *PluginStatus) { st.Error, st.SwitchError = msg, msg })
 		}
 		return
 	}
@@ -298,7 +300,7 @@ func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 		s.mu.Lock()
 		s.switchErr = msg
 		s.mu.Unlock()
-		s.update(func(st *PluginStatus) { st.Error = msg })
+		s.update(func(st *PluginStatus) { st.Error, st.SwitchError = msg, msg })
 		return
 	}
 	if inst.handoff && inst.pid > 0 {
@@ -306,8 +308,11 @@ func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 		// once that one serves (sdk.HandoffSignal); the watch sees it go and
 		// attaches to the successor. A successor that fails leaves it serving.
 		log.Info("asking the plugin to hand over to the installed binary", "pid", inst.pid)
+		report := sdk.HandoffReportPath(s.h.socketFor(e))
+		_ = os.Remove(report) // a report from an earlier handoff is not this one's
 		err := syscall.Kill(inst.pid, sdk.HandoffSignal)
 		if err == nil {
+			go s.awaitHandoff(ctx, inst, key, report, log)
 			return
 		}
 		log.Warn("handoff signal failed; restarting the unit instead", "pid", inst.pid, "error", err)
@@ -320,6 +325,39 @@ func (s *supervisor) switchLongLived(ctx context.Context, inst *instance) {
 		s.update(func(st *PluginStatus) { st.Error = fmt.Sprintf("restart onto sha256 %s: %v", e.SHA256, err) })
 	}
 }
+
+// awaitHandoff watches a handoff it asked for until the process is gone
+// (the successor took over; the watch attaches to it) or the process
+// reports the successor failed (sdk.HandoffReport): then the failure is
+// the plugin's SwitchError at once, so an upgrade waiting for the new
+// binary rolls back now instead of at its timeout. The process keeps
+// serving on its binary either way.
+func (s *supervisor) awaitHandoff(ctx context.Context, inst *instance, key, report string, log hclog.Logger) {
+	deadline := time.Now().Add(sdk.HandoffTimeout + 15*time.Second)
+	for time.Now().Before(deadline) && !inst.client.Exited() {
+		rep, err := sdk.ReadHandoffReport(report)
+		if err == nil && rep.Pid == inst.pid {
+			msg := fmt.Sprintf("handoff to the installed binary failed: %s; the running binary (sha256 %s) keeps serving", rep.Error, inst.running)
+			log.Error("plugin reports its handoff failed", "error", rep.Error, "binary", rep.Binary)
+			s.mu.Lock()
+			current := s.switching == key
+			if current {
+				s.switchErr = msg
+			}
+			s.mu.Unlock()
+			if current {
+				s.update(func(st *PluginStatus) { st.Error, st.SwitchError = msg, msg })
+			}
+			return
+		}
+		if !sleep(ctx, handoffPoll) {
+			return
+		}
+	}
+}
+
+// handoffPoll paces awaitHandoff's look at the report.
+const handoffPoll = 100 * time.Millisecond
 
 // sleep waits d or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {

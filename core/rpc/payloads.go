@@ -44,6 +44,7 @@ type PluginView struct {
 	Capabilities  []string `json:"capabilities"`
 	SHA256        string   `json:"sha256"`
 	RunningSHA256 string   `json:"running_sha256,omitempty"`
+	SwitchError   string   `json:"switch_error,omitempty"` // additive: the running binary could not be switched
 	Pid           int      `json:"pid,omitempty"`
 	Restarts      int      `json:"restarts"`
 }
