@@ -206,6 +206,7 @@ func TestUpgrade(t *testing.T) {
 
 	upgradeUnderLoad(t, ctx, l, op, gws, good, next)
 	brokenRollsBack(t, ctx, l, op, next)
+	pluginUpgradeUnderLoad(t, ctx, l, op, good, next)
 }
 
 // TestUpgradeFromPrevious forms the Cluster on release N-1 — the binaries
@@ -416,6 +417,101 @@ func brokenRollsBack(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	for _, m := range l.Machines {
 		if code, _, err := hostGet(m.IP.String(), "hello.example.test", "/"); err != nil || code != 200 {
 			t.Errorf("%s after the rollback: %d %v", m.Name, code, err)
+		}
+	}
+}
+
+// pluginBundle is the bundle at from with only plugin rebuilt, stamped
+// with version v (another digest, the same code): a release that changes
+// one plugin, built without recompiling the rest.
+func pluginBundle(t *testing.T, from, v, plugin string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	f, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := release.Extract(f, filepath.Join(dir, "r"), release.Target{OS: "linux", Arch: runtime.GOARCH, ProtocolMajor: version.ProtocolMajor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := filepath.Abs("..")
+	out := filepath.Join(dir, "r", "bin", "ployz-"+plugin)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/ployz/ployz/core/version.Version="+v, "-o", out, "./plugins/"+plugin)
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", plugin, err, b)
+	}
+	var srcs []release.Source
+	for _, fl := range m.Files {
+		srcs = append(srcs, release.Source{Path: fl.Path, From: filepath.Join(dir, "r", fl.Path), Mode: fl.Mode})
+	}
+	p := filepath.Join(dir, release.BundleName(v, "linux", runtime.GOARCH))
+	w, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	nm, err := release.Write(w, release.Manifest{Version: v, ProtocolMajor: version.ProtocolMajor, OS: "linux", Arch: runtime.GOARCH}, srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, _ := nm.File("bin/ployz-" + plugin)
+	return p, fl.SHA256
+}
+
+// pluginUpgradeUnderLoad swaps only the ingress plugin on every Machine
+// (`ployz plugin upgrade`) under the keep-alive HTTP load: no failed
+// request, every Machine's ingress runs the bundle's binary after, and
+// the daemon and the release stay as they were.
+func pluginUpgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, runningBundle, running string) {
+	bundle, sum := pluginBundle(t, runningBundle, "9.9.11-ingress-only", "ingress-caddy")
+	var plan []release.Action
+	op.json(t, &plan, "plugin", "upgrade", "ingress-caddy", "--bundle", bundle, "--dry-run")
+	if len(plan) != 3 || plan[0].Do != "upgrade" {
+		t.Fatalf("plugin upgrade dry-run plan %+v", plan)
+	}
+	hl := startGapLoop(httpTargets(l), "hello.example.test")
+	time.Sleep(time.Second)
+	start := time.Now()
+	out, errs, code := op.runCtx(ctx, t, "plugin", "upgrade", "ingress-caddy", "--bundle", bundle, "--json")
+	took := time.Since(start)
+	time.Sleep(2 * time.Second)
+	hl.end()
+	t.Logf("plugin upgrade progress:\n%s", errs)
+	fmt.Printf("plugin upgrade of ingress-caddy on 3 Machines: %s (exit %d): HTTP %d ok, %d failed, longest gap %s (%s)\n",
+		took.Round(100*time.Millisecond), code, hl.ok, hl.fail, hl.longest.Round(time.Millisecond), hl.where)
+	var o upgradeOutcome
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatalf("plugin upgrade: exit %d, output %q: %v", code, out, err)
+	}
+	if code != 0 || len(o.Machines) != 3 {
+		t.Errorf("plugin upgrade: exit %d, %+v", code, o.Machines)
+	}
+	for _, m := range o.Machines {
+		if m.Outcome != release.OutcomeUpgraded {
+			t.Errorf("%s: %s at %s: %s", m.Name, m.Outcome, m.FailedStep, m.Error)
+		}
+	}
+	if hl.fail > 0 {
+		t.Errorf("%d HTTP requests failed during the plugin upgrade; first: %v", hl.fail, hl.samples)
+	}
+	for _, m := range l.Machines {
+		got, err := l.Exec(ctx, m.Name, "sh", "-c", "sha256sum /proc/$(systemctl show -p MainPID --value ployz-plugin@ingress-caddy.service)/exe | cut -c1-64")
+		if err != nil || got != sum {
+			t.Errorf("%s: the ingress runs %.12s (%v), the bundle's is %.12s", m.Name, got, err, sum)
+		}
+		cur, _ := l.Exec(ctx, m.Name, "readlink", "/var/lib/ployz/releases/current")
+		v, _ := l.Exec(ctx, m.Name, "ployzd", "--version")
+		if cur != running || !strings.Contains(v, running) {
+			t.Errorf("%s: a plugin upgrade changed the release: current %q, ployzd %q, want %s", m.Name, cur, v, running)
+		}
+	}
+	op.json(t, &plan, "plugin", "upgrade", "ingress-caddy", "--bundle", bundle, "--dry-run")
+	for _, a := range plan {
+		if a.Do != "skip" {
+			t.Errorf("after the plugin upgrade, %s: %s (%s), want skip", a.Name, a.Do, a.Reason)
 		}
 	}
 }

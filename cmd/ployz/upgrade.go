@@ -94,7 +94,7 @@ func runUpgrade(c *cobra.Command, s session, p string, m *release.Manifest, name
 		if a.Do == "ssh" {
 			return upgradeSSH(ctx, conns[a.MachineID], p, m, a, progress)
 		}
-		return upgradeOne(ctx, ent, p, m, a, progress)
+		return upgradeOne(ctx, ent, p, m, a, "", progress)
 	}, func(mo release.MachineOutcome) {
 		progress("%s: %s%s (%.1fs)", mo.Name, mo.Outcome, suffix(mo.FailedStep, mo.Error), float64(mo.Millis)/1000)
 	})
@@ -121,18 +121,27 @@ func suffix(step, msg string) string {
 	return ""
 }
 
-// upgradeOne pushes the bundle to one Machine and follows its swap.
-func upgradeOne(ctx context.Context, ent *rpc.Client, p string, m *release.Manifest, a release.Action, progress func(string, ...any)) release.MachineOutcome {
+// upgradeOne pushes the bundle to one Machine and follows its swap (of
+// only plugin when set).
+func upgradeOne(ctx context.Context, ent *rpc.Client, p string, m *release.Manifest, a release.Action, plugin string, progress func(string, ...any)) release.MachineOutcome {
 	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeFailed}
 	progress("%s: pushing %s (%s → %s)", a.Name, filepath.Base(p), a.From, a.To)
-	started, err := release.Push(ctx, ent, a.MachineID, p, m)
+	push := release.Push
+	if plugin != "" {
+		push = func(ctx context.Context, c release.Caller, id, p string, m *release.Manifest) (rpc.UpgradeStarted, error) {
+			return release.PushPlugin(ctx, c, id, p, m, plugin)
+		}
+	}
+	started, err := push(ctx, ent, a.MachineID, p, m)
 	if err != nil {
 		// Nothing changed on the Machine: it refused or never got the bundle.
 		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "push", err.Error()
 		return mo
 	}
 	st, err := release.Await(ctx, ent, a.MachineID, started.ID, 10*time.Minute, stepPrinter(a, progress))
-	mo.From = started.From
+	if plugin == "" {
+		mo.From = started.From
+	}
 	return finish(mo, st, err)
 }
 

@@ -37,6 +37,7 @@ func upgradeCommand() *cobra.Command {
 	f.StringVar(&cfg.BinDir, "bin-dir", "/usr/local/bin", "where the units find ployzd")
 	f.StringVar(&cfg.UnitDir, "unit-dir", "/etc/systemd/system", "systemd unit directory")
 	f.StringVar(&cfg.Socket, "socket", "/run/ployz/ployz.sock", "local Machine RPC socket")
+	f.StringVar(&cfg.Plugin, "plugin", "", "swap only this bundled plugin onto the staged release's binary")
 	_ = apply.MarkFlagRequired("from")
 	_ = apply.MarkFlagRequired("to")
 	up.AddCommand(apply, stageCommand())

@@ -204,7 +204,7 @@ func (d *Daemon) installBundled(dir string) {
 		d.log.Warn("bundled plugins not installed", "error", err)
 		return
 	}
-	done, err := pluginhost.InstallBundled(dir, filepath.Dir(exe), pluginhost.Bundled)
+	done, err := pluginhost.InstallBundledFrom(dir, pluginhost.Bundled, bundledSources(d.cfg.DataDir, filepath.Dir(exe)))
 	for _, e := range done {
 		d.log.Info("bundled plugin installed", "plugin", e.Name, "sha256", e.SHA256)
 	}

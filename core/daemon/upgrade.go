@@ -13,9 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/version"
@@ -24,6 +27,7 @@ import (
 // upgradeRoutes adds upgrade_machine and upgrade_status (docs/upgrades.md).
 func (d *Daemon) upgradeRoutes() {
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdUpgradeMachine, Capability: rpc.CapUpgradeMachine, Handler: d.upgradeMachine})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdUpgradePlugin, Capability: rpc.CapUpgradePlugin, Handler: d.upgradePlugin})
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdUpgradeStatus, Capability: rpc.CapUpgradeStatus, Handler: func(context.Context, json.RawMessage) (any, error) {
 		st, err := ReadUpgradeStatus(d.releasesDir())
 		if errors.Is(err, os.ErrNotExist) {
@@ -43,12 +47,35 @@ func (d *Daemon) upgradeMachine(ctx context.Context, raw json.RawMessage, s rpc.
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return rpc.Errorf(rpc.CodeInvalidArgument, "upgrade_machine payload: %v", err)
 	}
+	req.Plugin = "" // only upgrade_plugin swaps one plugin
 	if err := req.Validate(); err != nil {
 		return err
 	}
 	if req.Version == version.Version {
 		return rpc.Errorf(rpc.CodeConflict, "this Machine already runs %s", req.Version).With("version", req.Version)
 	}
+	return d.stageAndApply(ctx, req, s)
+}
+
+// upgradePlugin is upgrade_plugin: the same upload, checks and swap unit
+// as upgradeMachine, for one bundled plugin only.
+func (d *Daemon) upgradePlugin(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+	var req rpc.UpgradeRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return rpc.Errorf(rpc.CodeInvalidArgument, "upgrade_plugin payload: %v", err)
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if !slices.Contains(pluginhost.Bundled, req.Plugin) {
+		return rpc.Errorf(rpc.CodeInvalidArgument, "plugin: %q is not a plugin shipped in release bundles (%s)",
+			req.Plugin, strings.Join(pluginhost.Bundled, ", ")).With("field", "plugin")
+	}
+	return d.stageAndApply(ctx, req, s)
+}
+
+// stageAndApply receives and verifies the bundle, then starts the swap.
+func (d *Daemon) stageAndApply(ctx context.Context, req rpc.UpgradeRequest, s rpc.StreamConn) error {
 	if st, err := ReadUpgradeStatus(d.releasesDir()); err == nil && !st.Terminal() && time.Since(time.UnixMilli(st.Started)) < 10*time.Minute {
 		return rpc.Errorf(rpc.CodeConflict, "an upgrade to %s is running on this Machine", st.To)
 	}
@@ -60,7 +87,7 @@ func (d *Daemon) upgradeMachine(ctx context.Context, raw json.RawMessage, s rpc.
 	if err := d.launchApply(ctx, id, req, dir); err != nil {
 		return err
 	}
-	d.log.Info("upgrade started", "id", id, "from", version.Version, "to", req.Version)
+	d.log.Info("upgrade started", "id", id, "from", version.Version, "to", req.Version, "plugin", req.Plugin)
 	ev, _ := json.Marshal(rpc.UpgradeStarted{ID: id, From: version.Version, To: req.Version})
 	return s.Send(rpc.StreamFrame{Event: ev})
 }
@@ -114,13 +141,16 @@ func (d *Daemon) launchApply(ctx context.Context, id string, req rpc.UpgradeRequ
 	if err != nil {
 		return err
 	}
-	st := rpc.UpgradeStatus{ID: id, From: version.Version, To: req.Version, State: rpc.UpgradeRunning, Started: time.Now().UnixMilli()}
+	st := rpc.UpgradeStatus{ID: id, From: version.Version, To: req.Version, Plugin: req.Plugin, State: rpc.UpgradeRunning, Started: time.Now().UnixMilli()}
 	if err := WriteUpgradeStatus(d.releasesDir(), st); err != nil {
 		return err
 	}
 	args := []string{"--unit", "ployz-upgrade-" + id, "--collect", "--service-type=exec", "--quiet",
 		exe, "upgrade", "apply", "--id", id, "--from", version.Version, "--to", req.Version,
 		"--data-dir", d.cfg.DataDir, "--socket", d.cfg.Socket}
+	if req.Plugin != "" {
+		args = append(args, "--plugin", req.Plugin)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(cctx, "systemd-run", args...).CombinedOutput(); err != nil {

@@ -28,6 +28,10 @@ type ApplyConfig struct {
 	BinDir       string // /usr/local/bin, where the units find ployzd
 	UnitDir      string // /etc/systemd/system
 	Socket       string // the local Machine RPC socket
+	// Plugin, when set, swaps only this bundled plugin onto release To's
+	// binary (`ployz plugin upgrade`); store, daemon and the other
+	// plugins keep running as they are.
+	Plugin string
 	Log          hclog.Logger
 	// StepTimeout bounds each health check (default 60s).
 	StepTimeout time.Duration
@@ -42,7 +46,7 @@ func ApplyUpgrade(ctx context.Context, cfg ApplyConfig) error {
 		cfg.StepTimeout = 60 * time.Second
 	}
 	a := &applier{cfg: cfg, root: filepath.Join(cfg.DataDir, "releases")}
-	a.st = rpc.UpgradeStatus{ID: cfg.ID, From: cfg.From, To: cfg.To, State: rpc.UpgradeRunning, Started: time.Now().UnixMilli()}
+	a.st = rpc.UpgradeStatus{ID: cfg.ID, From: cfg.From, To: cfg.To, Plugin: cfg.Plugin, State: rpc.UpgradeRunning, Started: time.Now().UnixMilli()}
 	if prev, err := ReadUpgradeStatus(a.root); err == nil && prev.ID == cfg.ID {
 		a.st.Started = prev.Started
 	}
@@ -60,6 +64,11 @@ type applier struct {
 	before rpc.Inspection
 	// rollback is true while the applier puts the previous release back.
 	rollback bool
+	// plugin is set for a one-plugin upgrade (cfg.Plugin).
+	plugin *pluginSwap
+	// overrides are the plugin overrides a whole-Machine upgrade removes,
+	// by plugin name, restored on its way back.
+	overrides map[string]string
 }
 
 func (a *applier) save() {
@@ -75,6 +84,13 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	if err := a.adopt(); err != nil {
 		return a.abort("adopt", err)
+	}
+	if a.cfg.Plugin != "" {
+		if err := a.preparePlugin(); err != nil {
+			return a.abort("prepare", err)
+		}
+	} else {
+		a.overrides = readOverrides(a.cfg.DataDir)
 	}
 	failed, err := a.swap(ctx, a.cfg.To)
 	if err == nil {
@@ -112,17 +128,23 @@ func (a *applier) record(name, rel string, start time.Time, err error) {
 
 // swap moves the Machine onto release v: links, store, daemon, plugins,
 // then the data plane. It returns the failed step's name.
+// A one-plugin upgrade switches only that plugin, then checks the same
+// way.
 func (a *applier) swap(ctx context.Context, v string) (string, error) {
-	steps := []struct {
+	type step struct {
 		name string
 		fn   func(context.Context, string) error
-	}{
+	}
+	steps := []step{
 		{"switch", a.switchLinks},
 		{"store", a.restartStore},
 		{"daemon", a.restartDaemon},
 		{"plugins", a.waitPlugins},
 		{"dns", a.checkDNS},
 		{"ingress", a.checkIngress},
+	}
+	if a.plugin != nil {
+		steps = append([]step{{"switch", a.switchPlugin}}, steps[3:]...)
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -203,6 +225,9 @@ func (a *applier) switchLinks(ctx context.Context, v string) error {
 		if err := symlinkAtomic(target, filepath.Join(a.cfg.BinDir, b.Name())); err != nil {
 			return err
 		}
+	}
+	if err := a.switchOverrides(v); err != nil {
+		return err
 	}
 	units, _ := filepath.Glob(filepath.Join(dir, "systemd", "*.service"))
 	for _, u := range units {
@@ -332,13 +357,12 @@ func (a *applier) inspectOnce(ctx context.Context, in *rpc.Inspection) error {
 // healthy before the upgrade only has to be installed.
 func (a *applier) waitPlugins(ctx context.Context, v string) error {
 	want := map[string]string{}
-	bins, _ := filepath.Glob(filepath.Join(a.root, v, "bin", "ployz-*"))
-	for _, b := range bins {
+	for name, b := range a.pluginBinaries(v) {
 		d, err := release.FileDigest(b)
 		if err != nil {
 			return err
 		}
-		want[strings.TrimPrefix(filepath.Base(b), "ployz-")] = d
+		want[name] = d
 	}
 	return a.poll(ctx, "plugins on release "+v, func() error {
 		var in rpc.Inspection

@@ -62,13 +62,23 @@ var Bundled = []string{"dns", "ingress-caddy", "logstore", "metrics", "volume-zf
 // running plugin switches to its new binary through the host
 // (Host.watchManifest), after verification.
 func InstallBundled(dir, binDir string, names []string) ([]Entry, error) {
+	srcs := make(map[string]string, len(names))
+	for _, name := range names {
+		srcs[name] = filepath.Join(binDir, "ployz-"+name)
+	}
+	return InstallBundledFrom(dir, names, srcs)
+}
+
+// InstallBundledFrom is InstallBundled with each plugin's binary at
+// srcs[name] (a plugin upgraded on its own comes from another release).
+func InstallBundledFrom(dir string, names []string, srcs map[string]string) ([]Entry, error) {
 	m, err := LoadManifest(ManifestPath(dir))
 	if err != nil {
 		return nil, err
 	}
 	var done []Entry
 	for _, name := range names {
-		src := filepath.Join(binDir, "ployz-"+name)
+		src := srcs[name]
 		if _, err := os.Stat(src); err != nil {
 			continue
 		}

@@ -38,6 +38,15 @@ func Digest(p string) (string, int64, error) {
 // Push uploads the bundle at p to one Machine over Machine RPC and returns
 // once that Machine verified it and started its swap.
 func Push(ctx context.Context, c Caller, machineID, p string, m *Manifest) (rpc.UpgradeStarted, error) {
+	return push(ctx, c, rpc.CmdUpgradeMachine, machineID, p, m, "")
+}
+
+// PushPlugin is Push for a swap of one plugin (upgrade_plugin).
+func PushPlugin(ctx context.Context, c Caller, machineID, p string, m *Manifest, plugin string) (rpc.UpgradeStarted, error) {
+	return push(ctx, c, rpc.CmdUpgradePlugin, machineID, p, m, plugin)
+}
+
+func push(ctx context.Context, c Caller, command, machineID, p string, m *Manifest, plugin string) (rpc.UpgradeStarted, error) {
 	var started rpc.UpgradeStarted
 	sum, size, err := Digest(p)
 	if err != nil {
@@ -48,7 +57,7 @@ func Push(ctx context.Context, c Caller, machineID, p string, m *Manifest) (rpc.
 		return started, err
 	}
 	defer f.Close()
-	st, err := c.OpenStream(ctx, rpc.Target{One: machineID}, rpc.CmdUpgradeMachine, rpc.UpgradeRequest{Version: m.Version, SHA256: sum, Size: size})
+	st, err := c.OpenStream(ctx, rpc.Target{One: machineID}, command, rpc.UpgradeRequest{Version: m.Version, SHA256: sum, Size: size, Plugin: plugin})
 	if err != nil {
 		return started, err
 	}
@@ -81,12 +90,12 @@ func Push(ctx context.Context, c Caller, machineID, p string, m *Manifest) (rpc.
 		}
 		if len(fr.Event) > 0 {
 			if err := json.Unmarshal(fr.Event, &started); err != nil {
-				return started, fmt.Errorf("upgrade_machine event: %w", err)
+				return started, fmt.Errorf("%s event: %w", command, err)
 			}
 		}
 		if fr.Done {
 			if started.ID == "" {
-				return started, errors.New("upgrade_machine ended without starting a swap")
+				return started, fmt.Errorf("%s ended without starting a swap", command)
 			}
 			return started, nil
 		}

@@ -18,6 +18,13 @@ const (
 
 	CmdUpgradeStatus = "upgrade_status"
 	CapUpgradeStatus = "ployz.machine.upgrade_status.v1"
+
+	// CmdUpgradePlugin swaps one bundled plugin onto the bundle's binary
+	// and leaves everything else as it runs (`ployz plugin upgrade`). It
+	// is a command of its own so a Machine that does not know it refuses
+	// it by capability instead of running a whole upgrade.
+	CmdUpgradePlugin = "upgrade_plugin"
+	CapUpgradePlugin = "ployz.machine.upgrade_plugin.v1"
 )
 
 // MaxBundleBytes bounds one uploaded bundle.
@@ -32,7 +39,12 @@ type UpgradeRequest struct {
 	SHA256 string `json:"sha256"`
 	// Size is the bundle's length in bytes.
 	Size int64 `json:"size"`
+	// Plugin names the one plugin upgrade_plugin swaps (additive; only
+	// that command reads it).
+	Plugin string `json:"plugin,omitempty"`
 }
+
+var upgradePluginRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 var upgradeVersionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._+-]{0,63}$`)
 
@@ -46,6 +58,9 @@ func (r UpgradeRequest) Validate() error {
 	}
 	if r.Size <= 0 || r.Size > MaxBundleBytes {
 		return Errorf(CodeInvalidArgument, "size: %d, want 1..%d bytes", r.Size, MaxBundleBytes).With("field", "size")
+	}
+	if r.Plugin != "" && !upgradePluginRE.MatchString(r.Plugin) {
+		return Errorf(CodeInvalidArgument, "plugin: %q is not a plugin name", r.Plugin).With("field", "plugin")
 	}
 	return nil
 }
@@ -63,6 +78,7 @@ type UpgradeStatus struct {
 	ID      string        `json:"id"`
 	From    string        `json:"from"`
 	To      string        `json:"to"`
+	Plugin  string        `json:"plugin,omitempty"` // set when only this plugin was swapped
 	State   string        `json:"state"`
 	Steps   []UpgradeStep `json:"steps"`
 	Failed  string        `json:"failed_step,omitempty"`
