@@ -32,7 +32,7 @@ type ApplyConfig struct {
 	// binary (`ployz plugin upgrade`); store, daemon and the other
 	// plugins keep running as they are.
 	Plugin string
-	Log          hclog.Logger
+	Log    hclog.Logger
 	// StepTimeout bounds each health check (default 60s).
 	StepTimeout time.Duration
 }
