@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,8 +212,9 @@ func TestUpgrade(t *testing.T) {
 
 // TestUpgradeFromPrevious forms the Cluster on release N-1 — the binaries
 // in PLOYZ_UPGRADE_FROM_BIN, else a build of PLOYZ_UPGRADE_FROM (skipped
-// when neither is set) — with that release's CLI, then upgrades every Machine to this
-// tree with this CLI under the same load. A release without the
+// when neither is set) — with that release's CLI, upgrades m1 alone to
+// this tree and checks the mixed Cluster (mixedCluster), then upgrades the
+// rest with this CLI under the same load. A release without the
 // upgrade_machine route is upgraded over SSH.
 func TestUpgradeFromPrevious(t *testing.T) {
 	needLab(t)
@@ -237,7 +239,74 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	var plan []release.Action
 	op.json(t, &plan, "machine", "upgrade", "--all", "--bundle", good, "--dry-run")
 	t.Logf("plan from release N-1: %+v", plan)
-	upgradeUnderLoad(t, ctx, l, op, gws, good, next)
+	mixedCluster(t, ctx, l, op, good, next)
+	upgradeUnderLoad(t, ctx, l, op, gws, good, next, "m1")
+}
+
+// mixedCluster upgrades m1 alone to next, then with this CLI (release N)
+// on a Cluster of m1 on N and m2, m3 on N-1: scale hello's web onto every
+// Machine, read its logs and exec in it, each touching the N-1 Machines,
+// and ask for a plugin upgrade: a Machine whose release lacks the
+// upgrade_plugin capability is refused naming it.
+func mixedCluster(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, bundle, next string) {
+	out, errs, code := op.runCtx(ctx, t, "machine", "upgrade", "m1", "--bundle", bundle, "--json")
+	if code != 0 {
+		t.Fatalf("machine upgrade m1: exit %d\n%s\n%s", code, out, errs)
+	}
+	var list rpc.MachineList
+	op.json(t, &list, "machine", "ls")
+	ls := list.Machines
+	versions := map[string]string{}
+	for _, m := range ls {
+		versions[m.Name] = m.Version
+	}
+	fmt.Printf("mixed Cluster: versions %v\n", versions)
+	if versions["m1"] != next || versions["m2"] == next || versions["m2"] == "" || versions["m3"] != versions["m2"] {
+		t.Fatalf("want m1 on %s and m2, m3 on release N-1: %v", next, versions)
+	}
+	op.must(t, "scale", "web", "3", "-p", "hello", "-y")
+	if n, m := count(ps(t, op, "hello"), "web"); n != 3 || m != 3 {
+		t.Errorf("mixed Cluster, scale web 3: %d ready on %d Machines", n, m)
+	}
+	for _, m := range l.Machines {
+		eventually(t, 60*time.Second, m.Name+" serves hello", func() error {
+			if code, _, err := hostGet(m.IP.String(), "hello.example.test", "/"); err != nil || code != 200 {
+				return fmt.Errorf("%d %v", code, err)
+			}
+			return nil
+		})
+	}
+	logs := op.must(t, "logs", "web", "-p", "hello", "--tail", "5")
+	if n := strings.Count(logs, "testapp: listening"); n != 3 {
+		t.Errorf("mixed Cluster, logs of web's 3 Containers (one per Machine): %d listening lines\n%s", n, logs)
+	}
+	for i := 0; i < 3; i++ { // exec picks a Container; three tries reach the N-1 ones too
+		if out := op.must(t, "exec", "web", "-p", "hello", "--", "/testapp", "get", "http://127.0.0.1:8080/env"); !strings.Contains(out, "through-ingress") {
+			t.Errorf("mixed Cluster, exec output %q", out)
+		}
+	}
+	mixedCapability(t, op, ls, bundle)
+	op.must(t, "scale", "web", "2", "-p", "hello", "-y")
+}
+
+// mixedCapability: a plugin upgrade planned on the mixed Cluster refuses
+// each Machine whose release lacks upgrade_plugin with the capability
+// named (only release N-1's that predate it lack it: said so otherwise).
+func mixedCapability(t *testing.T, op *operator, ls []rpc.MachineView, bundle string) {
+	var plan []release.Action
+	op.json(t, &plan, "plugin", "upgrade", "ingress-caddy", "--bundle", bundle, "--dry-run")
+	for _, a := range plan {
+		i := slices.IndexFunc(ls, func(m rpc.MachineView) bool { return m.ID == a.MachineID })
+		lacks := i >= 0 && !slices.Contains(ls[i].Capabilities, rpc.CapUpgradePlugin)
+		switch {
+		case lacks && (a.Do != "refuse" || a.Missing != rpc.CapUpgradePlugin):
+			t.Errorf("%s lacks %s but the plan says %s (%s, missing %q)", a.Name, rpc.CapUpgradePlugin, a.Do, a.Reason, a.Missing)
+		case lacks:
+			fmt.Printf("mixed Cluster: %s refused for a plugin upgrade, missing_capability %s\n", a.Name, a.Missing)
+		case a.Do == "refuse":
+			t.Errorf("%s has %s but was refused: %s", a.Name, rpc.CapUpgradePlugin, a.Reason)
+		}
+	}
 }
 
 // buildPrevious builds release N-1's binaries from PLOYZ_UPGRADE_FROM.
@@ -297,7 +366,8 @@ func gateway(t *testing.T, subnet string) string {
 	return p.Masked().Addr().Next().String()
 }
 
-func upgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, gws map[string]string, bundle, next string) {
+// Machines named in current already run next (already_current).
+func upgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, gws map[string]string, bundle, next string, current ...string) {
 	hl := startGapLoop(httpTargets(l), "hello.example.test")
 	dl := startDNSLoops(ctx, l, gws, "web.hello-production.internal")
 	time.Sleep(2 * time.Second)
@@ -322,8 +392,12 @@ func upgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operato
 		t.Errorf("upgrade --all: exit %d", code)
 	}
 	for _, m := range o.Machines {
-		if m.Outcome != release.OutcomeUpgraded {
-			t.Errorf("%s: %s at %s: %s", m.Name, m.Outcome, m.FailedStep, m.Error)
+		want := release.OutcomeUpgraded
+		if slices.Contains(current, m.Name) {
+			want = release.OutcomeCurrent
+		}
+		if m.Outcome != want {
+			t.Errorf("%s: %s at %s: %s, want %s", m.Name, m.Outcome, m.FailedStep, m.Error, want)
 		}
 	}
 	// Zero failed requests and queries: the data-plane plugins hand their
