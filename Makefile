@@ -69,8 +69,13 @@ cross:
 	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build -o /dev/null ./cmd/ployz || exit 1; \
 	done
 
+# Release N-1 for TestUpgradeFromPrevious (upgrade from it, and a mixed
+# Cluster of N and N-1): the previous commit, built by the test; empty in
+# a clone without history, and the test skips.
+UPGRADE_FROM ?= $(shell git rev-parse -q --verify HEAD~1 2>/dev/null)
+
 lab-test:
-	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 48m -v ./e2e/
+	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) PLOYZ_UPGRADE_FROM=$(UPGRADE_FROM) $(GO) test -count=1 -timeout 48m -v ./e2e/
 
 ## vm-test (not yet part of `test`: see docs/architecture.md, VM Machines):
 ## the scenarios on QEMU virtual-machine Machines (own kernel:
