@@ -80,20 +80,7 @@ func runPluginUpgrade(c *cobra.Command, s session, p string, m *release.Manifest
 		return printUpgradePlan(c, plan)
 	}
 	progress := progressTo(c)
-	o := release.Rollout(ctx, plan, func(ctx context.Context, a release.Action) release.MachineOutcome {
+	return rollout(c, plan, func(ctx context.Context, a release.Action) release.MachineOutcome {
 		return upgradeOne(ctx, ent, p, m, a, plugin, progress)
-	}, func(mo release.MachineOutcome) {
-		progress("%s: %s%s (%.1fs)", mo.Name, mo.Outcome, suffix(mo.FailedStep, mo.Error), float64(mo.Millis)/1000)
-	})
-	if g.json {
-		if err := printJSON(c.OutOrStdout(), o); err != nil {
-			return err
-		}
-	} else {
-		printUpgradeOutcome(c, o)
-	}
-	if o.Partial() {
-		return &exitError{code: 3, err: fmt.Errorf("plugin upgrade: not every Machine runs %s from %s", plugin, m.Version), silent: g.json}
-	}
-	return nil
+	}, fmt.Sprintf("plugin upgrade: not every Machine runs %s from %s", plugin, m.Version))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -90,12 +91,20 @@ func runUpgrade(c *cobra.Command, s session, p string, m *release.Manifest, name
 		return printUpgradePlan(c, plan)
 	}
 	progress := progressTo(c)
-	o := release.Rollout(ctx, plan, func(ctx context.Context, a release.Action) release.MachineOutcome {
+	return rollout(c, plan, func(ctx context.Context, a release.Action) release.MachineOutcome {
 		if a.Do == "ssh" {
 			return upgradeSSH(ctx, conns[a.MachineID], p, m, a, progress)
 		}
 		return upgradeOne(ctx, ent, p, m, a, "", progress)
-	}, func(mo release.MachineOutcome) {
+	}, "machine upgrade: not every Machine runs "+m.Version)
+}
+
+// rollout runs plan Machine by Machine with upgrade, prints the outcome
+// (a table or --json) and returns exit 3 with partial when not every
+// Machine ended upgraded.
+func rollout(c *cobra.Command, plan []release.Action, upgrade release.UpgradeFunc, partial string) error {
+	progress := progressTo(c)
+	o := release.Rollout(c.Context(), plan, upgrade, func(mo release.MachineOutcome) {
 		progress("%s: %s%s (%.1fs)", mo.Name, mo.Outcome, suffix(mo.FailedStep, mo.Error), float64(mo.Millis)/1000)
 	})
 	if g.json {
@@ -106,7 +115,7 @@ func runUpgrade(c *cobra.Command, s session, p string, m *release.Manifest, name
 		printUpgradeOutcome(c, o)
 	}
 	if o.Partial() {
-		return &exitError{code: 3, err: fmt.Errorf("machine upgrade: not every Machine runs %s", m.Version), silent: g.json}
+		return &exitError{code: 3, err: errors.New(partial), silent: g.json}
 	}
 	return nil
 }
