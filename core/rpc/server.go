@@ -270,7 +270,7 @@ func (s *Server) relay(ctx context.Context, p Peer, f *machinepb.Frame) (*machin
 	if err != nil {
 		return nil, Errorf(CodeUnavailable, "machine %s (%s) at %s: %v", p.Name, short(p.ID), p.Address, err).With("machine_id", p.ID)
 	}
-	return out, nil
+	return s.nameLackingFrame(out, false, p), nil
 }
 
 // fanout relays f to every target and gathers per-target results.

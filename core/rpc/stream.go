@@ -190,7 +190,7 @@ func (s *Server) forwardStream(ctx context.Context, firstFrame *machinepb.Frame,
 		if err != nil {
 			return down.Send(StreamFrame{Error: Errorf(CodeUnavailable, "machine %s: %v", p.Name, err).With("machine_id", p.ID)})
 		}
-		if err := down.s.Send(m); err != nil {
+		if err := down.s.Send(s.nameLackingFrame(m, true, p)); err != nil {
 			return err
 		}
 	}
