@@ -240,7 +240,7 @@ func (r *deployRun) makePlan() error {
 	if err != nil {
 		return err
 	}
-	if snap.SpecKey, err = deploy.FetchSpecKey(ctx, r.ent); err != nil {
+	if snap.Salts, err = deploy.SaltSpecs(ctx, r.ent, r.app); err != nil {
 		return err
 	}
 	r.snap = snap

@@ -35,7 +35,7 @@ func (d *Daemon) routes() {
 		{Command: rpc.CmdReset, Capability: rpc.CapReset, Handler: d.reset},
 		{Command: rpc.CmdMembership, Capability: rpc.CapMembership, Handler: d.membership},
 		{Command: rpc.CmdIngressStatus, Capability: rpc.CapIngressStatus, Handler: d.ingressStatus},
-		{Command: rpc.CmdSpecHashKey, Capability: rpc.CapSpecHashKey, Handler: d.specHashKey},
+		{Command: rpc.CmdSaltSpecHashes, Capability: rpc.CapSaltSpecHashes, Handler: d.saltSpecHashes},
 	} {
 		d.rpc.Handle(r)
 	}

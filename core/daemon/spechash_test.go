@@ -1,41 +1,62 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 )
 
-// spec_hash_key hands out the Cluster secret's spec-hash key, never the
-// secret itself, and a Machine without a secret refuses.
-func TestSpecHashKey(t *testing.T) {
+// salt_spec_hashes salts with the Cluster secret's spec-hash derivation
+// (never the secret itself, never another derivation), refuses a bad
+// digest naming it, and a Machine without a secret refuses.
+func TestSaltSpecHashes(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
-	out, err := d.specHashKey(context.Background(), nil)
+	ctx := context.Background()
+	dg := strings.Repeat("0a", 32)
+	out, err := d.saltSpecHashes(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := out.(rpc.SpecHashKey).Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := out.(rpc.SaltSpecHashesResult).Hashes
 	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(key, secret.Derive("spec-hash")) {
-		t.Fatal("the key is not the secret's spec-hash derivation")
+	mac := func(k []byte) string {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(dg))
+		return "s1:" + hex.EncodeToString(m.Sum(nil)[:8])
 	}
-	if bytes.Equal(key, secret.Derive("gossip")) {
-		t.Fatal("the spec-hash key equals the gossip key")
+	if len(got) != 1 || got[0] != mac(secret.Derive("spec-hash")) {
+		t.Fatalf("hashes %v, want the HMAC under the spec-hash derivation", got)
+	}
+	if got[0] == mac(secret.Derive("gossip")) {
+		t.Fatal("salted with the gossip key or the secret itself")
+	}
+	for payload, field := range map[string]string{
+		`{"digests":[]}`:                              "digests",
+		`{"digests":["` + dg + `","zz"]}`:             "digests[1]",
+		`{"digests":["` + strings.ToUpper(dg) + `"]}`: "digests[0]",
+		`{"digests":["` + dg[:62] + `"]}`:             "digests[0]",
+		`{"digests":"` + dg + `"}`:                    "digests",
+	} {
+		_, err := d.saltSpecHashes(ctx, json.RawMessage(payload))
+		if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != field {
+			t.Fatalf("%s: %v, want invalid_argument naming %q", payload, err, field)
+		}
 	}
 	if err := os.Remove(store.ClusterSecretPath(d.cfg.DataDir)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.specHashKey(context.Background(), nil); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := d.saltSpecHashes(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`)); rpcCode(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("without a secret: %v, want failed_precondition", err)
 	}
 }

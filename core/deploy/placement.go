@@ -35,9 +35,12 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	if serviceID == "" {
 		serviceID = NewID(6)
 	}
-	spec := svc.Spec
-	spec.Namespace, spec.Service, spec.ServiceID, spec.DeploymentID = ns, svc.Name, serviceID, depID
-	spec.SpecHash = SaltedSpecHash(snap.SpecKey, spec)
+	spec := serviceSpec(ns, svc)
+	spec.ServiceID, spec.DeploymentID = serviceID, depID
+	var err error
+	if spec.SpecHash, err = snap.Salts.hash(spec); err != nil {
+		return nil, ServiceSummary{}, nil, err
+	}
 	pl := &placer{svc: svc, snap: snap, spec: spec, unsalted: SpecHash(spec), machines: map[string]MachineState{}, load: load, restart: restart}
 	for _, c := range existing {
 		pl.specLive = pl.specLive || pl.current(c) && running(c)
@@ -76,7 +79,11 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	}
 	warns = append(warns, iw...)
 	sum.Unplaced = pl.unplaced
-	rows := append(pl.hookRows(), pl.rows...)
+	hookRows, err := pl.hookRows()
+	if err != nil {
+		return nil, sum, nil, err
+	}
+	rows := append(hookRows, pl.rows...)
 	for _, h := range hooks {
 		rows = append(rows, pl.row(h, OpRemove, "leftover pre-deploy hook Container"))
 	}
@@ -314,12 +321,40 @@ func (pl *placer) replicated(elig []MachineState, existing []rpc.ContainerObserv
 	return nil
 }
 
+// serviceSpec is the spec of svc's Containers before the per-deploy
+// fields (service id, deployment id, spec hash) are set.
+func serviceSpec(ns string, svc Service) rpc.ContainerSpec {
+	spec := svc.Spec
+	spec.Namespace, spec.Service = ns, svc.Name
+	return spec
+}
+
+// hookSpec is the spec of the Container that runs hook h of the Service
+// whose spec is base.
+func hookSpec(base rpc.ContainerSpec, h Hook) rpc.ContainerSpec {
+	spec := base
+	spec.Kind = "hook"
+	spec.Entrypoint, spec.Command = h.Command[:1], h.Command[1:]
+	spec.Ports, spec.Healthcheck, spec.Readiness, spec.Restart = nil, nil, ReadyNone, "no"
+	if len(h.Environment) > 0 {
+		env := map[string]string{}
+		for k, v := range base.Env {
+			env[k] = v
+		}
+		for k, v := range h.Environment {
+			env[k] = v
+		}
+		spec.Env = env
+	}
+	return spec
+}
+
 // hookRows are the x-pre_deploy hooks, run on the first Machine that gets
 // a new Container, only when the Service gets Containers of a spec that
 // runs nowhere yet.
-func (pl *placer) hookRows() []Row {
+func (pl *placer) hookRows() ([]Row, error) {
 	if len(pl.svc.Hooks) == 0 || pl.specLive {
-		return nil
+		return nil, nil
 	}
 	for _, r := range pl.rows {
 		if r.Op != OpCreate && r.Op != OpReplace {
@@ -327,21 +362,11 @@ func (pl *placer) hookRows() []Row {
 		}
 		var out []Row
 		for i, h := range pl.svc.Hooks {
-			spec := pl.spec
-			spec.Kind = "hook"
-			spec.Entrypoint, spec.Command = h.Command[:1], h.Command[1:]
-			spec.Ports, spec.Healthcheck, spec.Readiness, spec.Restart = nil, nil, ReadyNone, "no"
-			if len(h.Environment) > 0 {
-				env := map[string]string{}
-				for k, v := range pl.spec.Env {
-					env[k] = v
-				}
-				for k, v := range h.Environment {
-					env[k] = v
-				}
-				spec.Env = env
+			spec := hookSpec(pl.spec, h)
+			var err error
+			if spec.SpecHash, err = pl.snap.Salts.hash(spec); err != nil {
+				return nil, err
 			}
-			spec.SpecHash = SaltedSpecHash(pl.snap.SpecKey, spec)
 			t := h.TimeoutSeconds
 			if t == 0 {
 				t = 300
@@ -350,9 +375,9 @@ func (pl *placer) hookRows() []Row {
 				Reason: fmt.Sprintf("x-pre_deploy[%d]: %s", i, strings.Join(h.Command, " ")), NewName: pl.spec.Namespace + "-" + pl.svc.Name + "-hook-" + NewID(2),
 				Spec: &spec, HookTimeoutSeconds: t})
 		}
-		return out
+		return out, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // checkImage, under pull policy never, refuses a plan whose image is

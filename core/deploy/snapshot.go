@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,30 +22,19 @@ type Caller interface {
 	Fanout(ctx context.Context, t rpc.Target, command string, payload any) (rpc.FanoutResult, error)
 }
 
-// SpecHash is the unsalted hash of a ContainerSpec without its per-deploy
-// fields (service id, deployment id, the hash itself): equal hashes mean
-// an up-to-date Container. Versions before salting wrote it; a Container
-// still carrying it counts as up to date (see SaltedSpecHash).
-func SpecHash(s rpc.ContainerSpec) string {
+// SpecDigest is the SHA-256, as hex, of a ContainerSpec without its
+// per-deploy fields (service id, deployment id, the hash itself): what
+// the entry Machine salts into the spec hash (rpc.CmdSaltSpecHashes).
+func SpecDigest(s rpc.ContainerSpec) string {
 	sum := sha256.Sum256(specBytes(s))
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:])
 }
 
-// saltedPrefix marks a salted hash, so the two kinds never compare equal
-// by accident and a reader can tell which one a row carries.
-const saltedPrefix = "s1:"
-
-// SaltedSpecHash is the spec hash under the Cluster's spec-hash key
-// (HMAC-SHA256, rpc.CmdSpecHashKey): replicated rows and labels then say
-// nothing about low-entropy values in the spec to whoever copies them.
-// Without a key (an entry Machine too old to give one) it is SpecHash.
-func SaltedSpecHash(key []byte, s rpc.ContainerSpec) string {
-	if len(key) == 0 {
-		return SpecHash(s)
-	}
-	m := hmac.New(sha256.New, key)
-	m.Write(specBytes(s))
-	return saltedPrefix + hex.EncodeToString(m.Sum(nil)[:8])
+// SpecHash is the unsalted spec hash versions before salting wrote (the
+// digest's first 8 bytes): a Container still carrying it counts as up to
+// date when the spec is the same (see SpecSalts).
+func SpecHash(s rpc.ContainerSpec) string {
+	return SpecDigest(s)[:16]
 }
 
 func specBytes(s rpc.ContainerSpec) []byte {
@@ -55,20 +43,82 @@ func specBytes(s rpc.ContainerSpec) []byte {
 	return b
 }
 
-// FetchSpecKey asks the entry Machine for the key SaltedSpecHash uses. An
-// entry too old to serve spec_hash_key gives none, and the Deploy writes
-// unsalted hashes as that version did; any other failure is an error.
-func FetchSpecKey(ctx context.Context, c Caller) ([]byte, error) {
-	var k rpc.SpecHashKey
-	err := c.Call(ctx, rpc.Target{}, rpc.CmdSpecHashKey, nil, &k)
+// SpecSalts maps each spec digest of a Deploy to its salted spec hash,
+// as the entry Machine computed it with the Cluster's spec-hash key
+// (SaltSpecs). The planner never holds that key.
+type SpecSalts map[string]string
+
+// hash is the spec hash a plan writes for s: the salted one. Nil salts
+// (planning in tests) give the unsalted hash; salts lacking s's digest
+// are a planner bug, refused rather than writing an unsalted hash.
+func (ss SpecSalts) hash(s rpc.ContainerSpec) (string, error) {
+	if ss == nil {
+		return SpecHash(s), nil
+	}
+	h, ok := ss[SpecDigest(s)]
+	if !ok {
+		return "", fmt.Errorf("spec of %s/%s (kind %q) was not salted by the entry Machine", s.Namespace, s.Service, s.Kind)
+	}
+	return h, nil
+}
+
+// AppSpecDigests lists the digest of every spec a plan of app can write
+// (each Service's, each x-pre_deploy hook's), sorted, without repeats.
+func AppSpecDigests(app App) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(s rpc.ContainerSpec) {
+		if d := SpecDigest(s); !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, svc := range app.Services {
+		base := serviceSpec(app.Namespace(), svc)
+		add(base)
+		for _, h := range svc.Hooks {
+			add(hookSpec(base, h))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ErrUnsaltedEntry is returned by SaltSpecs when the entry Machine runs a
+// version without rpc.CapSaltSpecHashes.
+var ErrUnsaltedEntry = errors.New("the entry Machine cannot salt spec hashes")
+
+// SaltSpecs asks the entry Machine, in one call, for the salted hash of
+// every spec app can write. An entry too old to serve it is refused, not
+// worked around: deploying through it would write unsalted hashes into
+// the store, which is what salting exists to prevent.
+func SaltSpecs(ctx context.Context, c Caller, app App) (SpecSalts, error) {
+	digests := AppSpecDigests(app)
+	if len(digests) == 0 {
+		return SpecSalts{}, nil
+	}
+	var res rpc.SaltSpecHashesResult
+	err := c.Call(ctx, rpc.Target{}, rpc.CmdSaltSpecHashes, rpc.SaltSpecHashesRequest{Digests: digests}, &res)
 	var re *rpc.Error
 	if errors.As(err, &re) && re.Code == rpc.CodeUnsupported {
-		return nil, nil
+		return nil, fmt.Errorf("%w: it lacks capability %s (it runs an older version); deploying through it would write unsalted spec hashes, "+
+			"which let a reader of the store test guesses of environment values. Upgrade that Machine first (ployz machine upgrade), "+
+			"or deploy through an upgraded Machine: %v", ErrUnsaltedEntry, rpc.CapSaltSpecHashes, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("spec hash key: %w", err)
+		return nil, fmt.Errorf("salt spec hashes: %w", err)
 	}
-	return k.Bytes()
+	if len(res.Hashes) != len(digests) {
+		return nil, fmt.Errorf("salt spec hashes: field \"hashes\": %d hashes for %d digests", len(res.Hashes), len(digests))
+	}
+	out := SpecSalts{}
+	for i, h := range res.Hashes {
+		if len(h) != len(rpc.SaltedSpecHashPrefix)+16 || h[:len(rpc.SaltedSpecHashPrefix)] != rpc.SaltedSpecHashPrefix {
+			return nil, fmt.Errorf("salt spec hashes: field \"hashes[%d]\": %q is not a salted spec hash", i, h)
+		}
+		out[digests[i]] = h
+	}
+	return out, nil
 }
 
 // NewID returns n random bytes as hex, for deployment ids, service ids
@@ -119,9 +169,8 @@ type Snapshot struct {
 	Observer   string         `json:"observer"`
 	Machines   []MachineState `json:"machines"`
 	Missing    []Unobserved   `json:"unobserved,omitempty"`
-	// SpecKey salts the spec hashes the plan writes (FetchSpecKey); it
-	// never leaves the process that planned.
-	SpecKey []byte `json:"-"`
+	// Salts are the salted spec hashes the plan writes (SaltSpecs).
+	Salts SpecSalts `json:"-"`
 }
 
 // Complete reports whether every Machine the entry knows was observed.

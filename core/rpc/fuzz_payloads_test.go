@@ -32,6 +32,7 @@ var payloadTypes = map[string]func() any{
 	CmdExec:               func() any { return &ExecRequest{} },
 	CmdMoveServingPointer: func() any { return &MoveServingPointerRequest{} },
 	CmdServingStatus:      func() any { return &ServingStatusRequest{} },
+	CmdSaltSpecHashes:     func() any { return &SaltSpecHashesRequest{} },
 	CmdStartContainer:     func() any { return &ContainerRef{} },
 	CmdFollowLogs:         func() any { return &ContainerLogsRequest{} },
 	CmdListImages:         func() any { return &ListImagesRequest{} },
