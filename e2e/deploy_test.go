@@ -124,9 +124,11 @@ func TestDeploy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	formCluster(t, l, op)
+	var planned []deploy.Plan // plans that created Containers, for spec-hashes-salted
 
 	t.Run("first-deploy", func(t *testing.T) {
 		doc, errs, code := deployFile(t, op, fmt.Sprintf(helloBase, "v1", 2, fmt.Sprintf(storeService, 1)))
+		planned = append(planned, doc.Plan)
 		if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 			t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
 		}
@@ -207,6 +209,7 @@ func TestDeploy(t *testing.T) {
 
 	t.Run("change-one-service", func(t *testing.T) {
 		doc, errs, code := deployFile(t, op, fmt.Sprintf(helloBase, "v2", 2, fmt.Sprintf(storeService, 1)))
+		planned = append(planned, doc.Plan)
 		if code != 0 {
 			t.Fatalf("exit %d\n%s", code, errs)
 		}
@@ -221,22 +224,61 @@ func TestDeploy(t *testing.T) {
 	})
 
 	t.Run("spec-hashes-salted", func(t *testing.T) {
-		// Labels and replicated rows carry the Cluster-salted hash only.
-		for _, m := range l.Machines {
-			out, err := l.Exec(ctx, m.Name, "docker", "ps", "-a", "--filter", "label=ployz.service", "--format", `{{.Label "ployz.spec_hash"}}`)
-			if err != nil {
-				t.Fatal(err)
+		// Labels and replicated rows carry the Cluster-salted hash only:
+		// neither the unsalted hash of the spec the plan ran nor its digest
+		// appears anywhere, and a redeploy of the same file replaces nothing.
+		compose := fmt.Sprintf(helloBase, "v2", 2, fmt.Sprintf(storeService, 1))
+		doc, errs, code := deployFile(t, op, compose)
+		if code != 0 {
+			t.Fatalf("redeploy of the unchanged file: exit %d\n%s", code, errs)
+		}
+		unsalted := map[string]string{}
+		for _, r := range doc.Plan.Rows {
+			if r.Op != deploy.OpUnchanged {
+				t.Errorf("redeploy of the unchanged file: %s %s %s (%s)", r.Machine, r.Service, r.Op, r.Reason)
 			}
-			for _, h := range strings.Fields(out) {
-				if !strings.HasPrefix(h, "s1:") {
-					t.Errorf("%s: a Container carries the unsalted spec hash %q", m.Name, h)
+		}
+		// Unchanged rows carry no spec: the specs running now are those
+		// the first deploy and the change created.
+		for _, p := range planned {
+			for _, r := range p.Rows {
+				if r.Spec != nil {
+					unsalted[deploy.SpecHash(*r.Spec)] = r.Service
+					unsalted[deploy.SpecDigest(*r.Spec)] = r.Service
 				}
 			}
 		}
+		var labels []string
+		for _, m := range l.Machines {
+			out, err := l.Exec(ctx, m.Name, "docker", "ps", "-a", "--filter", "label=ployz.service", "--format", `{{.Label "ployz.spec_hash"}} {{.Labels}}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				h, _, _ := strings.Cut(line, " ")
+				if !strings.HasPrefix(h, "s1:") {
+					t.Errorf("%s: a Container carries the unsalted spec hash %q", m.Name, h)
+				}
+				labels = append(labels, m.Name+": "+line)
+			}
+		}
 		rows, err := l.Exec(ctx, "m1", "sh", "-c", `curl -sS -H "Authorization: Bearer $(cat /var/lib/ployz/store/token)" -H 'Content-Type: application/json' `+
-			`-d '"SELECT json_extract(body, '"'"'$.spec_hash'"'"') FROM containers"' http://127.0.0.1:7571/v1/queries`)
-		if err != nil || !strings.Contains(rows, `"s1:`) || regexp.MustCompile(`"[0-9a-f]{16}"`).MatchString(rows) {
+			`-d '"SELECT body FROM containers"' http://127.0.0.1:7571/v1/queries`)
+		if err != nil || !strings.Contains(rows, `s1:`) || regexp.MustCompile(`spec_hash\W+[0-9a-f]{16}\b`).MatchString(rows) {
 			t.Errorf("containers rows' spec hashes: %v\n%s", err, rows)
+		}
+		if len(unsalted) == 0 {
+			t.Fatal("no spec in the plans to check the store against")
+		}
+		for h, svc := range unsalted {
+			if strings.Contains(rows, h) {
+				t.Errorf("a replicated containers row holds %s's unsalted spec hash or digest %s", svc, h)
+			}
+			for _, lb := range labels {
+				if strings.Contains(lb, h) {
+					t.Errorf("a Container label holds %s's unsalted spec hash or digest %s: %s", svc, h, lb)
+				}
+			}
 		}
 	})
 

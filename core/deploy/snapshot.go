@@ -103,7 +103,7 @@ func SaltSpecs(ctx context.Context, c Caller, app App) (SpecSalts, error) {
 	if errors.As(err, &re) && re.Code == rpc.CodeUnsupported {
 		return nil, fmt.Errorf("%w: it lacks capability %s (it runs an older version); deploying through it would write unsalted spec hashes, "+
 			"which let a reader of the store test guesses of environment values. Upgrade that Machine first (ployz machine upgrade), "+
-			"or deploy through an upgraded Machine: %v", ErrUnsaltedEntry, rpc.CapSaltSpecHashes, err)
+			"or deploy through an upgraded Machine (--connect): %v", ErrUnsaltedEntry, rpc.CapSaltSpecHashes, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("salt spec hashes: %w", err)

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -245,5 +246,44 @@ func TestIdentityFile(t *testing.T) {
 	os.Chmod(path, 0o644)
 	if _, err := LoadOrCreateIdentity(path); err == nil || !strings.Contains(err.Error(), "want 0600") {
 		t.Fatalf("a world-readable key = %v; want refused", err)
+	}
+}
+
+// salt_spec_hashes answers a participating Machine over the mesh and is
+// refused, naming why, to a stranger: the salt is only for callers that
+// could read the Cluster secret anyway.
+func TestMeshSaltSpecHashesOnlyForMembers(t *testing.T) {
+	c := newMeshCluster(t, 2)
+	target := c.ms[0].peer
+	ctx := context.Background()
+	var ran atomic.Int64
+	key := make([]byte, 32)
+	c.ms[0].srv.Handle(Route{Command: CmdSaltSpecHashes, Capability: CapSaltSpecHashes, Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
+		ran.Add(1)
+		var req SaltSpecHashesRequest
+		if err := Decode(CmdSaltSpecHashes, raw, &req); err != nil {
+			return nil, err
+		}
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
+		return SaltSpecHashesResult{Hashes: []string{SaltSpecDigest(key, req.Digests[0])}}, nil
+	}})
+	req := SaltSpecHashesRequest{Digests: []string{strings.Repeat("ab", 32)}}
+	stranger := testIdentity(t)
+	err := dialAs(t, MeshDialer{Identity: stranger, Source: netip.MustParseAddr("127.0.0.9")}, target).Call(ctx, Target{}, CmdSaltSpecHashes, req, nil)
+	wantCode(t, err, codes.PermissionDenied, "belongs to no Machine")
+	if ran.Load() != 0 {
+		t.Fatal("a stranger's call ran the handler")
+	}
+	var res SaltSpecHashesResult
+	if err := dialAs(t, MeshDialer{Identity: c.ms[1].id, Source: netip.MustParseAddr("127.0.0.3")}, target).Call(ctx, Target{}, CmdSaltSpecHashes, req, &res); err != nil ||
+		len(res.Hashes) != 1 || !strings.HasPrefix(res.Hashes[0], SaltedSpecHashPrefix) {
+		t.Fatalf("member: %+v, %v", res, err)
+	}
+	err = dialAs(t, MeshDialer{Identity: c.ms[1].id, Source: netip.MustParseAddr("127.0.0.3")}, target).Call(ctx, Target{}, CmdSaltSpecHashes, SaltSpecHashesRequest{Digests: []string{"zz"}}, nil)
+	var re *Error
+	if !errors.As(err, &re) || re.Code != CodeInvalidArgument || re.Details["field"] != "digests[0]" {
+		t.Fatalf("bad digest: %v, want invalid_argument naming digests[0]", err)
 	}
 }
