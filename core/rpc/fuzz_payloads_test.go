@@ -79,6 +79,7 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(seed(CmdCreateContainer), []byte(`{"name":"hello-prod-web-1a2b","spec":{"image":"app:1","env":{"A":"b"},"ports":[{"container_port":80}]}}`))
 	f.Add(seed(CmdMoveServingPointer), []byte(`{"service":"hello-prod/web","containers":[{"id":"c1"}]}`))
 	f.Add(seed(CmdContainerLogs), []byte(`{"id":"c","tail":"x"}`))
+	f.Add(seed(CmdSaltSpecHashes), []byte(`{"digests":["`+strings.Repeat("ab", 32)+`",7]}`))
 	f.Add(seed(CmdExec), []byte(``))
 	f.Add(seed(CmdImageRelay), []byte(`{"targets":[{"machine_id":"m2","skip":["a/layer.tar"]},{"machine_id":""}]}`))
 	f.Add(seed(CmdPullImageProgress), []byte(`{"image":"registry.test/app:1","registry_auth":"e30"}`))
