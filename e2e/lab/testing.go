@@ -49,8 +49,17 @@ func forTest(t testing.TB, o Options) *Lab {
 		t.Fatalf("lab: %s is not set; run lab tests through `make test`", EnvBinDir)
 	}
 	name := fmt.Sprintf("%s%d", TestLabPrefix(os.Getpid()), testSeq.Add(1))
-	// A VM lab may build its image first (cold: the zfs module compiles).
-	ctx, cancel := context.WithTimeout(context.Background(), map[bool]time.Duration{false: 10 * time.Minute, true: 40 * time.Minute}[o.VM])
+	if o.VM {
+		// A cold VM image build (the zfs module compiles) takes tens of
+		// minutes: give it its own deadline so booting keeps its own.
+		bctx, bcancel := context.WithTimeout(context.Background(), 2*time.Hour)
+		_, err := BuildVMImage(bctx, binDir, t.Logf)
+		bcancel()
+		if err != nil {
+			t.Fatalf("lab: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), map[bool]time.Duration{false: 10 * time.Minute, true: 30 * time.Minute}[o.VM])
 	defer cancel()
 	t.Cleanup(func() {
 		if err := Remove(context.Background(), name); err != nil {
