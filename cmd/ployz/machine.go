@@ -15,6 +15,7 @@ import (
 	"github.com/ployz/ployz/core/enroll"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/observe"
 )
 
 // machineCommand is `ployz machine`: form a Cluster and manage its Machines.
@@ -31,6 +32,7 @@ type enrollFlags struct {
 	endpoints []string
 	labels    []string
 	accepts   []string
+	budget    string
 }
 
 func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
@@ -38,6 +40,7 @@ func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
 	c.Flags().StringSliceVar(&f.endpoints, "endpoint", nil, "WireGuard endpoint ip:port peers use (default: discovered)")
 	c.Flags().StringSliceVar(&f.labels, "label", nil, "placement label key=value (repeatable)")
 	c.Flags().StringSliceVar(&f.accepts, "accepts", nil, acceptsFlagHelp)
+	c.Flags().StringVar(&f.budget, "observe-budget", "", observeBudgetFlagHelp)
 	if withNetwork {
 		c.Flags().StringVar(&f.network, "network", "10.210.0.0/16", "Cluster network the Machine subnets come from")
 	}
@@ -56,7 +59,10 @@ func (f *enrollFlags) options(st *operator.Store, ctxName string, c *cobra.Comma
 	if err != nil {
 		return o, err
 	}
-	o.Labels, err = withAccepts(labels, f.accepts, c.Flags().Changed("accepts"))
+	if labels, err = withAccepts(labels, f.accepts, c.Flags().Changed("accepts")); err != nil {
+		return o, err
+	}
+	o.Labels, err = withObserveBudget(labels, f.budget, c.Flags().Changed("observe-budget"))
 	return o, err
 }
 
@@ -282,7 +288,7 @@ func machineRename() *cobra.Command {
 
 func machineUpdate() *cobra.Command {
 	var add, rm, accepts []string
-	var name string
+	var name, budget string
 	cmd := &cobra.Command{
 		Use:   "update MACHINE",
 		Short: "Change a Machine's name or labels (never evicts its Containers)",
@@ -293,6 +299,9 @@ func machineUpdate() *cobra.Command {
 				return err
 			}
 			if labels, err = withAccepts(labels, accepts, c.Flags().Changed("accepts")); err != nil {
+				return err
+			}
+			if labels, err = withObserveBudget(labels, budget, c.Flags().Changed("observe-budget")); err != nil {
 				return err
 			}
 			req := rpc.UpdateMachineRequest{LabelsAdd: labels, LabelsRemove: rm}
@@ -312,6 +321,7 @@ func machineUpdate() *cobra.Command {
 	cmd.Flags().StringSliceVar(&rm, "label-rm", nil, "remove a label by key")
 	cmd.Flags().StringVar(&name, "name", "", "new name")
 	cmd.Flags().StringSliceVar(&accepts, "accepts", nil, acceptsFlagHelp)
+	cmd.Flags().StringVar(&budget, "observe-budget", "", observeBudgetFlagHelp+" (--label-rm "+observe.BudgetLabel+" goes back to the default)")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/sdk/observe"
 )
 
 func (d *Daemon) routes() {
@@ -385,6 +386,11 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 				return nil, rpc.InvalidField("labels_add."+k, "%v", err)
 			}
 		}
+		if k == observe.BudgetLabel {
+			if _, err := observe.ParseBudget(v); err != nil {
+				return nil, rpc.InvalidField("labels_add."+k, "%v", err)
+			}
+		}
 		if rec.Labels == nil {
 			rec.Labels = map[string]string{}
 		}
@@ -398,6 +404,9 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 	}
 	if err := d.publishSelf(ctx); err != nil {
 		return nil, err
+	}
+	if _, set := req.LabelsAdd[observe.BudgetLabel]; set || slices.Contains(req.LabelsRemove, observe.BudgetLabel) {
+		d.applyBudget(ctx)
 	}
 	return d.inspect(ctx, nil)
 }

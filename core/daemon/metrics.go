@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
@@ -40,9 +41,45 @@ func (d *Daemon) metricsSpec() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := observe.Spec{MachineID: d.record().ID,
+	rec := d.record()
+	spec := observe.Spec{MachineID: rec.ID, Budget: observe.BudgetFromLabels(rec.Labels),
 		MetricsListen: netip.AddrPortFrom(meshaddr.ManagementIP(k), MetricsPort).String()}
 	return json.Marshal(spec)
+}
+
+// LogStorePlugin is the logstore plugin's name.
+const LogStorePlugin = "logstore"
+
+// logStorePlugin hands the logstore its spec: the Observe Store's budget
+// from the Machine's label (observe.BudgetLabel), so an operator sets it
+// with `ployz machine update --observe-budget` instead of editing the
+// plugin's file on the Machine. Without the label the spec is the
+// defaults. The logstore is not withdrawn on reset: its spec names
+// nothing of the Cluster, and its lines stay readable on the Machine.
+func (d *Daemon) logStorePlugin() servingPlugin {
+	return servingPlugin{name: LogStorePlugin, what: "logstore", spec: d.logStoreSpec,
+		check: func(b []byte) error { _, err := observe.ParseSpec(b); return err }}
+}
+
+func (d *Daemon) logStoreLoop(ctx context.Context) { d.keepConfigured(ctx, d.logStorePlugin()) }
+
+func (d *Daemon) logStoreSpec() ([]byte, error) {
+	rec := d.record()
+	return json.Marshal(observe.Spec{MachineID: rec.ID, Budget: observe.BudgetFromLabels(rec.Labels)})
+}
+
+// applyBudget hands both Observe Store plugins a budget label's change at
+// once instead of at their next refresh (servingRefreshEvery); a failure
+// is left to that refresh.
+func (d *Daemon) applyBudget(ctx context.Context) {
+	if d.record().Phase != machine.Participating {
+		return
+	}
+	for _, p := range []servingPlugin{d.logStorePlugin(), d.metricsPlugin()} {
+		if err := d.configure(ctx, p); err != nil {
+			d.log.Warn("observe budget not applied yet; the next refresh retries", "plugin", p.name, "error", err)
+		}
+	}
 }
 
 // metricsRoutes forward query_metrics to the metrics plugin.

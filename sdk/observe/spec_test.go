@@ -47,3 +47,22 @@ func TestSpecWatchSeesOnlyARealChange(t *testing.T) {
 		t.Fatal("a new listen address is a change")
 	}
 }
+
+func TestParseBudget(t *testing.T) {
+	for in, want := range map[string]int64{"8MiB": 8 << 20, "8m": 8 << 20, "2GiB": 2 << 30, "512MB": 512 << 20, "1048576": 1 << 20, " 16MiB ": 16 << 20} {
+		if got, err := ParseBudget(in); err != nil || got != want {
+			t.Errorf("ParseBudget(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-5MiB", "1000", "512KiB"} {
+		if _, err := ParseBudget(in); err == nil {
+			t.Errorf("ParseBudget(%q) accepted", in)
+		}
+	}
+	if b := BudgetFromLabels(map[string]string{BudgetLabel: "8MiB"}); b.MaxBytes != 8<<20 {
+		t.Errorf("BudgetFromLabels: %+v", b)
+	}
+	if b := BudgetFromLabels(map[string]string{BudgetLabel: "x"}); b.MaxBytes != 0 {
+		t.Errorf("a bad label gave %+v, want the default", b)
+	}
+}
