@@ -143,8 +143,8 @@ func printLine(w io.Writer, l observe.Line, asJSON bool) {
 }
 
 // printServiceLogs asks every Machine (or --machine) for its stored lines
-// and prints them merged by time; a Machine without a Log Store is read
-// through Docker (observe.History) and named as such.
+// and prints them merged by time; a Machine without a Log Store is named
+// with the capability it lacks (observe.History).
 func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
 	req, err := f.historyRequest(q, time.Now())
 	if err != nil {
@@ -177,10 +177,6 @@ func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) 
 func printLogsWarnings(w io.Writer, logs observe.Logs) {
 	for _, n := range logs.Notes {
 		fmt.Fprintln(w, "note:", n)
-	}
-	for _, f := range logs.Fallback {
-		fmt.Fprintf(w, "warning: machine %s: %s; FALLBACK: its lines above are Docker's own logs of its %d existing Containers (output of removed Containers is missing)\n",
-			f.Machine, f.Reason, f.Containers)
 	}
 	for _, m := range logs.Failed {
 		fmt.Fprintf(w, "warning: machine %s did not answer: %s\n", m.Machine, m.Error)

@@ -63,14 +63,14 @@ func TestWatchKeysQuits(t *testing.T) {
 	}
 }
 
-// TestLogsWarningsMarkTheFallback: a Machine read through Docker is named
-// on stderr as a fallback, apart from Machines that failed.
-func TestLogsWarningsMarkTheFallback(t *testing.T) {
+// TestLogsWarningsNameMachines: notes and every Machine that did not
+// answer (with why) go to stderr.
+func TestLogsWarningsNameMachines(t *testing.T) {
 	var b strings.Builder
-	printLogsWarnings(&b, observe.Logs{Fallback: []observe.Fallback{{Machine: "m2", Reason: "command unsupported", Containers: 2}},
-		Failed: []observe.Failure{{Machine: "m3", Error: "unreachable"}}, Notes: []string{"m1: no lines from a to b: deleted by retention (size cap)"}})
+	printLogsWarnings(&b, observe.Logs{Failed: []observe.Failure{{Machine: "m2", Error: "ployz.logs.history.v1 is not advertised"}, {Machine: "m3", Error: "unreachable"}},
+		Notes: []string{"m1: no lines from a to b: deleted by retention (size cap)"}})
 	out := b.String()
-	for _, want := range []string{"note: m1: no lines", "warning: machine m2: command unsupported; FALLBACK", "2 existing Containers", "machine m3 did not answer"} {
+	for _, want := range []string{"note: m1: no lines", "machine m2 did not answer: ployz.logs.history.v1", "machine m3 did not answer"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
 		}

@@ -203,25 +203,6 @@ func (o *containerOps) logTail(ctx context.Context, id string) []string {
 	return out
 }
 
-func (o *containerOps) containerLogs(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ContainerLogsRequest
-	if err := rpc.Decode(rpc.CmdContainerLogs, raw, &req); err != nil {
-		return nil, err
-	}
-	if req.Tail < 0 {
-		return nil, rpc.InvalidField("tail", "%d is negative", req.Tail)
-	}
-	tail := req.Tail
-	if tail == 0 {
-		tail = 100
-	}
-	lines, err := o.logs(ctx, req.ID, tail, req.Since)
-	if err != nil {
-		return nil, err
-	}
-	return rpc.ContainerLogs{Lines: lines}, nil
-}
-
 // logs reads the last tail lines of stdout and stderr since a unix time.
 func (o *containerOps) logs(ctx context.Context, id string, tail int, since int64) ([]rpc.LogLine, error) {
 	c, err := o.inspect(ctx, id)
@@ -335,40 +316,6 @@ func scanLogs(r io.Reader, tty bool, emit func(rpc.LogLine) error) error {
 func noEOF(err error) error {
 	if err == io.EOF {
 		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-// followLogs streams a Container's log tail, then new lines as they come,
-// until the client goes away or the Container's log ends.
-func (o *containerOps) followLogs(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.ContainerLogsRequest
-	if err := rpc.Decode(rpc.CmdFollowLogs, raw, &req); err != nil {
-		return err
-	}
-	if req.Tail < 0 {
-		return rpc.InvalidField("tail", "%d is negative", req.Tail)
-	}
-	c, err := o.inspect(ctx, req.ID)
-	if err != nil {
-		return err
-	}
-	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: true, Tail: strconv.Itoa(req.Tail)}
-	if req.Since > 0 {
-		opts.Since = strconv.FormatInt(req.Since, 10)
-	}
-	rc, err := o.docker.ContainerLogs(ctx, c.ID, opts)
-	if err != nil {
-		return dockerErr(err, "logs of container %s", req.ID)
-	}
-	defer rc.Close()
-	tty := c.Config != nil && c.Config.Tty
-	err = scanLogs(rc, tty, func(l rpc.LogLine) error {
-		ev, _ := json.Marshal(l)
-		return s.Send(rpc.StreamFrame{Event: ev})
-	})
-	if ctx.Err() != nil {
-		return nil // the client stopped following
 	}
 	return err
 }

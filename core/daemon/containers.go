@@ -138,7 +138,6 @@ func (o *containerOps) routes() []rpc.Route {
 		{Command: rpc.CmdWaitReady, Capability: rpc.CapWaitReady, Handler: o.waitReady, Available: avail},
 		{Command: rpc.CmdStopContainer, Capability: rpc.CapStopContainer, Handler: o.stopContainer, Available: avail},
 		{Command: rpc.CmdRemoveContainer, Capability: rpc.CapRemoveContainer, Handler: o.removeContainer, Available: avail},
-		{Command: rpc.CmdContainerLogs, Capability: rpc.CapContainerLogs, Handler: o.containerLogs, Available: avail},
 		{Command: rpc.CmdListImages, Capability: rpc.CapListImages, Handler: o.listImages, Available: avail},
 		{Command: rpc.CmdPullImage, Capability: rpc.CapPullImage, Handler: o.pullImage, Available: avail},
 	}

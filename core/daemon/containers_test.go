@@ -299,21 +299,25 @@ func TestContainerLogsAndImages(t *testing.T) {
 	spec := to.spec("logs", map[string]string{"READY_DELAY": "100ms"})
 	id := to.createStart(t, "logs", spec)
 	deadline := time.Now().Add(10 * time.Second)
-	var logs rpc.ContainerLogs
+	// wait_ready's log tail reads Docker directly (the Log Store routes
+	// replaced container_logs for everyone else).
+	var lines []rpc.LogLine
 	for time.Now().Before(deadline) {
-		logs = must[rpc.ContainerLogs](t, to.containerLogs, rpc.ContainerLogsRequest{ID: id})
-		if len(logs.Lines) >= 2 {
+		var err error
+		if lines, err = to.logs(context.Background(), id, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+		if len(lines) >= 2 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if len(logs.Lines) < 2 || !strings.HasPrefix(logs.Lines[0].Text, "testapp: listening") ||
-		logs.Lines[0].Stream != "stdout" || logs.Lines[0].Time == 0 || logs.Lines[1].Text != "testapp: ready" {
-		t.Fatalf("logs: %+v", logs.Lines)
+	if len(lines) < 2 || !strings.HasPrefix(lines[0].Text, "testapp: listening") ||
+		lines[0].Stream != "stdout" || lines[0].Time == 0 || lines[1].Text != "testapp: ready" {
+		t.Fatalf("logs: %+v", lines)
 	}
-	tail := must[rpc.ContainerLogs](t, to.containerLogs, rpc.ContainerLogsRequest{ID: id, Tail: 1})
-	if len(tail.Lines) != 1 || tail.Lines[0].Text != "testapp: ready" {
-		t.Fatalf("tail 1: %+v", tail.Lines)
+	if tail := to.logTail(context.Background(), id); len(tail) == 0 || tail[len(tail)-1] != "testapp: ready" {
+		t.Fatalf("log tail: %q", tail)
 	}
 	imgs := must[rpc.ImageList](t, to.listImages, nil)
 	if !slices.ContainsFunc(imgs.Images, func(i rpc.ImageInfo) bool { return slices.Contains(i.Tags, to.image) }) {
@@ -328,9 +332,15 @@ func TestRoutesServeContainerCommands(t *testing.T) {
 	d.routes()
 	caps := d.rpc.Capabilities()
 	for _, c := range []string{rpc.CapListContainers, rpc.CapCreateContainer, rpc.CapStartContainer, rpc.CapWaitReady,
-		rpc.CapStopContainer, rpc.CapRemoveContainer, rpc.CapContainerLogs, rpc.CapListImages} {
+		rpc.CapStopContainer, rpc.CapRemoveContainer, rpc.CapListImages} {
 		if !slices.Contains(caps, c) {
 			t.Errorf("capability %s not served", c)
+		}
+	}
+	// The Docker-direct log routes are retired in favour of the Log Store's.
+	for _, c := range []string{"ployz.container.logs.v1", "ployz.container.follow_logs.v1"} {
+		if slices.Contains(caps, c) {
+			t.Errorf("retired capability %s still advertised", c)
 		}
 	}
 	if f := d.ctrs.facts(); f.DNS != "10.210.3.1" || f.Phase != machine.Participating || d.ctrs.network != "ployz" {

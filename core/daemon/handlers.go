@@ -60,12 +60,6 @@ func (d *Daemon) routes() {
 		}
 		return d.ctrs.pullImageProgress(ctx, raw, s)
 	}})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdFollowLogs, Capability: rpc.CapFollowLogs, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-		if d.ctrs == nil || d.ctrs.docker == nil {
-			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
-		}
-		return d.ctrs.followLogs(ctx, raw, s)
-	}})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: rpc.CapExec, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 		if d.ctrs == nil || d.ctrs.docker == nil {
 			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")

@@ -19,10 +19,10 @@ import (
 
 // logRoutes forward log_history and tail_logs to the Log Store plugin.
 // They are advertised only while a healthy plugin serves the capability
-// of the same name. container_logs and follow_logs (Docker's API, existing
-// Containers only) stay: a deploy's failure report reads a Container's last
-// lines through container_logs, and `ployz logs` falls back to it on a
-// Machine whose Log Store cannot answer (core/observe).
+// of the same name. They replaced the Docker-direct container_logs and
+// follow_logs (existing Containers only); an older CLI asking for those is
+// told to upgrade (core/rpc's retired commands). Only wait_ready still reads
+// Docker directly, for the last lines of a Container that just failed.
 func (d *Daemon) logRoutes() {
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdLogHistory, Capability: observe.CapLogHistory, Handler: d.logHistory,
 		Available: func() bool { return d.plugins != nil && d.plugins.Available(observe.CapLogHistory) }})

@@ -481,18 +481,33 @@ func readyErr(res rpc.WaitReadyResult) error {
 	return errors.New(msg)
 }
 
+// logTail is the last lines a failed Container wrote, read from its
+// Machine's Log Store (log_history). The store copies Docker's files twice
+// a second, so an empty answer is asked once more. When the Machine cannot
+// answer (no logstore plugin serving ployz.logs.history.v1, or an older
+// ployzd), the report says so in place of the lines, naming the reason.
 func (e *Executor) logTail(r Row, id string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var logs rpc.ContainerLogs
-	if err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, rpc.CmdContainerLogs, rpc.ContainerLogsRequest{ID: id, Tail: 20}, &logs); err != nil {
-		return nil
+	req := rpc.LogHistoryRequest{LogQuery: rpc.LogQuery{Container: id}, Limit: 20, Newest: true}
+	for attempt := 0; ; attempt++ {
+		var h rpc.LogHistory
+		if err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, rpc.CmdLogHistory, req, &h); err != nil {
+			return []string{fmt.Sprintf("(output not available: %s: %v)", rpc.CapLogHistory, err)}
+		}
+		if len(h.Lines) > 0 || attempt == 1 {
+			out := make([]string, 0, len(h.Lines))
+			for _, l := range h.Lines {
+				out = append(out, l.Text)
+			}
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(1500 * time.Millisecond):
+		}
 	}
-	var out []string
-	for _, l := range logs.Lines {
-		out = append(out, l.Text)
-	}
-	return out
 }
 
 // createRequest is a row's create_container payload, with the content of

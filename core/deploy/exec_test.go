@@ -120,8 +120,8 @@ func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload
 		id = p.ID
 	case rpc.WaitReadyRequest:
 		id = p.ID
-	case rpc.ContainerLogsRequest:
-		id = p.ID
+	case rpc.LogHistoryRequest:
+		id = p.Container
 	case rpc.PullImageRequest:
 		id = p.Image
 		r.auths = append(r.auths, p.RegistryAuth)
@@ -162,8 +162,8 @@ func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload
 		if q := r.wait[id]; len(q) > 0 {
 			answer, r.wait[id] = q[0], q[1:]
 		}
-	case rpc.CmdContainerLogs:
-		answer = rpc.ContainerLogs{Lines: []rpc.LogLine{{Text: "log of " + id}}}
+	case rpc.CmdLogHistory:
+		answer = rpc.LogHistory{Lines: []rpc.LogRecord{{Text: "log of " + id, ContainerID: id}}}
 	}
 	if out != nil && answer != nil {
 		b, _ := json.Marshal(answer)
@@ -490,5 +490,25 @@ func TestExecuteWithoutServingPointers(t *testing.T) {
 	want := "m1 create_container new\nm1 start_container id-new\nm1 wait_ready id-new\nm1 stop_container old\nm1 remove_container old"
 	if got := strings.Join(rec.calls, "\n"); got != want || o.Status != "completed" || strings.Contains(steps(o), "serving") {
 		t.Fatalf("calls:\n%s\nwant:\n%s\nsteps:\n%s", got, want, steps(o))
+	}
+}
+
+// TestExecuteFailureReportWithoutLogStore: the failed Container's output
+// comes from log_history; a Machine whose Log Store cannot answer gets a
+// line naming the capability instead of an empty report.
+func TestExecuteFailureReportWithoutLogStore(t *testing.T) {
+	missing := rpc.Errorf(rpc.CodeUnavailable, "%s is not advertised by this Machine right now", rpc.CapLogHistory)
+	rec := &recorder{fail: map[string]error{"start_container id-new": errors.New("port is already allocated"),
+		"log_history id-new": missing}}
+	p := Plan{Rows: []Row{{MachineID: "m1", Machine: "m1", Service: "db", Op: OpReplace, Strategy: StopFirst, OldID: "old", OldName: "old", NewName: "new", Spec: spec(), OldRunning: true}}}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	got := o.Steps[2].LogTail
+	if len(got) != 1 || !strings.Contains(got[0], "output not available") || !strings.Contains(got[0], rpc.CapLogHistory) {
+		t.Fatalf("log tail without a Log Store = %q", got)
+	}
+	for _, c := range rec.calls {
+		if strings.Contains(c, "container_logs") {
+			t.Fatalf("the retired container_logs was called: %s", c)
+		}
 	}
 }

@@ -29,10 +29,6 @@ const (
 	CmdRemoveContainer = "remove_container"
 	CapRemoveContainer = "ployz.container.remove.v1"
 
-	// CmdContainerLogs returns a Container's log tail.
-	CmdContainerLogs = "container_logs"
-	CapContainerLogs = "ployz.container.logs.v1"
-
 	// CmdListImages lists the images this Machine's Docker holds.
 	CmdListImages = "list_images"
 	CapListImages = "ployz.image.list.v1"
@@ -242,23 +238,12 @@ type ContainerList struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// ContainerLogsRequest asks for a log tail.
-type ContainerLogsRequest struct {
-	ID    string `json:"id"`
-	Tail  int    `json:"tail,omitempty"`  // default 100
-	Since int64  `json:"since,omitempty"` // unix seconds
-}
-
-// LogLine is one line of Container output.
+// LogLine is one line of Container output as Docker's API gives it
+// (wait_ready's log tail of a Container that did not become ready).
 type LogLine struct {
 	Time   int64  `json:"time_unix_nano"`
 	Stream string `json:"stream"` // stdout or stderr
 	Text   string `json:"text"`
-}
-
-// ContainerLogs is container_logs' payload.
-type ContainerLogs struct {
-	Lines []LogLine `json:"lines"`
 }
 
 // ImageList is list_images' payload.
@@ -299,14 +284,6 @@ type ImageLoadResult struct {
 	Bytes  int64    `json:"bytes"`
 	Loaded []string `json:"loaded"` // what Docker reported, e.g. "Loaded image: x:y"
 }
-
-// CmdFollowLogs is a streaming command: a Container's log tail (Tail lines,
-// 0 for none) then every new line, one LogLine event each, until the
-// client closes the stream.
-const (
-	CmdFollowLogs = "follow_logs"
-	CapFollowLogs = "ployz.container.follow_logs.v1"
-)
 
 // CmdExec is a streaming command: run a process inside a Container.
 // Client data frames are its stdin (EOF closes it); server data frames are

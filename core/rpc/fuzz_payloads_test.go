@@ -28,13 +28,11 @@ var payloadTypes = map[string]func() any{
 	CmdRemoveContainer:    func() any { return &RemoveContainerRequest{} },
 	CmdWaitReady:          func() any { return &WaitReadyRequest{} },
 	CmdListContainers:     func() any { return &ListContainersRequest{} },
-	CmdContainerLogs:      func() any { return &ContainerLogsRequest{} },
 	CmdExec:               func() any { return &ExecRequest{} },
 	CmdMoveServingPointer: func() any { return &MoveServingPointerRequest{} },
 	CmdServingStatus:      func() any { return &ServingStatusRequest{} },
 	CmdSaltSpecHashes:     func() any { return &SaltSpecHashesRequest{} },
 	CmdStartContainer:     func() any { return &ContainerRef{} },
-	CmdFollowLogs:         func() any { return &ContainerLogsRequest{} },
 	CmdListImages:         func() any { return &ListImagesRequest{} },
 	CmdPullImage:          func() any { return &PullImageRequest{} },
 	CmdPullImageProgress:  func() any { return &PullImageRequest{} },
@@ -78,7 +76,6 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(seed(CmdUpdateMachine), []byte(`{"name":"x","labels_add":{"zone":"a"},"labels_remove":["b"],"future":1}`))
 	f.Add(seed(CmdCreateContainer), []byte(`{"name":"hello-prod-web-1a2b","spec":{"image":"app:1","env":{"A":"b"},"ports":[{"container_port":80}]}}`))
 	f.Add(seed(CmdMoveServingPointer), []byte(`{"service":"hello-prod/web","containers":[{"id":"c1"}]}`))
-	f.Add(seed(CmdContainerLogs), []byte(`{"id":"c","tail":"x"}`))
 	f.Add(seed(CmdSaltSpecHashes), []byte(`{"digests":["`+strings.Repeat("ab", 32)+`",7]}`))
 	f.Add(seed(CmdExec), []byte(``))
 	f.Add(seed(CmdImageRelay), []byte(`{"targets":[{"machine_id":"m2","skip":["a/layer.tar"]},{"machine_id":""}]}`))

@@ -178,7 +178,7 @@ func (s *Server) dispatch(ctx context.Context, req Request) Response {
 	r, ok := s.routes[req.Command]
 	s.mu.RUnlock()
 	if !ok {
-		return errResponse(Errorf(CodeUnsupported, "command %q is not served by this Machine", req.Command).With("command", req.Command))
+		return errResponse(unknownCommand(req.Command, false))
 	}
 	if r.Available != nil && !r.Available() {
 		return errResponse(Errorf(CodeUnavailable, "%s is not advertised by this Machine right now", r.Capability).With("capability", r.Capability))

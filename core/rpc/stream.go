@@ -130,7 +130,7 @@ func (s *Server) Stream(gs machinepb.Machine_StreamServer) error {
 	r, ok := s.streams[req.Command]
 	s.mu.RUnlock()
 	if !ok {
-		return conn.Send(StreamFrame{Error: Errorf(CodeUnsupported, "streaming command %q is not served by this Machine", req.Command).With("command", req.Command)})
+		return conn.Send(StreamFrame{Error: unknownCommand(req.Command, true)})
 	}
 	if err := r.Handler(ctx, req.Payload, conn); err != nil {
 		e := asError(err)
