@@ -208,10 +208,10 @@ func TestMetricsTopGapsAndPrometheus(t *testing.T) {
 		}
 		return fmt.Errorf("burn not busy in %+v", doc.Containers)
 	})
-	// On a terminal `ployz top` is live: it redraws every 2 s until q,
-	// then leaves the alternate screen.
+	// On a terminal `ployz top` is live: it redraws in place (here every
+	// 2 s) until q, then leaves the alternate screen.
 	live := topOnTerminal(t, op, 5*time.Second)
-	if frames := strings.Count(live, "ployz top —"); frames < 2 || !strings.Contains(live, "burn") ||
+	if frames := strings.Count(live, "ployz top —"); frames < 2 || !strings.Contains(live, "burn") || !strings.Contains(live, "every 2s") ||
 		!strings.Contains(live, "\x1b[?1049h") || !strings.HasSuffix(strings.TrimSpace(live), "\x1b[?1049l") {
 		t.Errorf("live ployz top drew %d frames, or lacks burn, or did not restore the screen:\n%q", frames, live)
 	}
@@ -402,13 +402,13 @@ func TestDiskBudgetUnderFlood(t *testing.T) {
 	}
 }
 
-// topOnTerminal runs `ployz top` on a pseudo-terminal (script(1)), types
+// topOnTerminal runs `ployz top --interval 2s` on a pseudo-terminal (script(1)), types
 // q after d and returns what it drew; it fails the test unless top exits 0.
 func topOnTerminal(t *testing.T, op *operator, d time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
-	line := fmt.Sprintf("'%s' --ssh-key '%s' top", filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), op.key)
+	line := fmt.Sprintf("'%s' --ssh-key '%s' top --interval 2s", filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), op.key)
 	cmd := exec.CommandContext(ctx, "script", "-qfec", line, "/dev/null")
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+op.store, "TERM=xterm", "COLUMNS=120", "LINES=40"), op.env...)
 	stdin, err := cmd.StdinPipe()
