@@ -337,6 +337,10 @@ func TestDeploy(t *testing.T) {
 		for _, s := range doc.Outcome.Steps {
 			if s.Service == "web" && s.Status == deploy.StepFailed {
 				failed = true
+				// The failure report carries the Container's last lines.
+				if !strings.Contains(strings.Join(s.LogTail, "\n"), "testapp: listening") {
+					t.Errorf("web's failed step has no output of its Container: %q", s.LogTail)
+				}
 			}
 		}
 		if !failed {
