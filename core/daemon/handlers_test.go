@@ -19,6 +19,7 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
 )
@@ -515,4 +516,36 @@ func testInputChain(t *testing.T, prefix string) string {
 		exec.Command("iptables", "-t", "filter", "-X", chain).Run()                //nolint:errcheck // gone when the test passed
 	})
 	return chain
+}
+
+// TestObserveBudgetLabel: a budget label that is not a size is refused
+// naming it; a good one reaches the logstore's spec (and a removed one
+// gives the default back).
+func TestObserveBudgetLabel(t *testing.T) {
+	d, _, _ := machineDaemon(t, "m1")
+	_, err := hcall(t, d.updateMachine, rpc.UpdateMachineRequest{LabelsAdd: map[string]string{observe.BudgetLabel: "lots"}})
+	wantField(t, err, "labels_add."+observe.BudgetLabel)
+	if _, err := hcall(t, d.updateMachine, rpc.UpdateMachineRequest{LabelsAdd: map[string]string{observe.BudgetLabel: "8MiB"}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := func() observe.Spec {
+		b, err := d.logStoreSpec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := observe.ParseSpec(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := spec(); s.Budget.MaxBytes != 8<<20 || s.MachineID != d.record().ID {
+		t.Fatalf("logstore spec %+v", s)
+	}
+	if _, err := hcall(t, d.updateMachine, rpc.UpdateMachineRequest{LabelsRemove: []string{observe.BudgetLabel}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := spec(); s.Budget.MaxBytes != observe.DefaultMaxBytes {
+		t.Fatalf("after the label went: %+v", s)
+	}
 }
