@@ -186,11 +186,13 @@ func sdNotify(state string, fds ...int) error {
 	if addr == "" {
 		return nil
 	}
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	// SOCK_CLOEXEC is Linux-only and sdk builds for the CLI on macOS too.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
 	if err != nil {
 		return fmt.Errorf("notify socket: %w", err)
 	}
 	defer syscall.Close(fd)
+	syscall.CloseOnExec(fd)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = syscall.UnixRights(fds...)
