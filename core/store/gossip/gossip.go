@@ -175,6 +175,19 @@ func (g *Gossip) Reconnect(bootstrap []string) int {
 	return g.Join(targets)
 }
 
+// PeerAddrs lists the address of every other member this node has met,
+// up or down, sorted: what a restart should contact first.
+func (g *Gossip) PeerAddrs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.peers))
+	for _, p := range g.peers {
+		out = append(out, p.addr())
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Alive returns the other members SWIM currently holds as up or suspect.
 // The nodes are this package's copies: memberlist mutates its own Node
 // values concurrently, so they are copied only inside its event callbacks.

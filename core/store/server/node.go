@@ -180,8 +180,14 @@ func (n *Node) startNet(cfg Config) error {
 // rejoinLoop keeps contacting down members and unreached bootstrap peers,
 // so a node started before its peers finds them and the two sides of a
 // healed partition merge again however long it lasted.
+//
+// A restart first contacts the members the last run knew (peersFile): a
+// node without bootstrap peers (a Cluster's first Machine) would otherwise
+// wait, alone, until a peer's periodic push-pull happened to pick it, and
+// commits made meanwhile would reach nobody.
 func (n *Node) rejoinLoop() {
-	n.gsp.Join(n.cfg.Bootstrap)
+	known := loadPeers(n.peersFile())
+	n.gsp.Join(append(append([]string(nil), n.cfg.Bootstrap...), known...))
 	t := time.NewTicker(5 * n.cfg.SyncInterval)
 	defer t.Stop()
 	for {
@@ -190,6 +196,7 @@ func (n *Node) rejoinLoop() {
 			return
 		case <-t.C:
 			n.gsp.Reconnect(n.cfg.Bootstrap)
+			known = n.savePeers(known)
 		}
 	}
 }
