@@ -44,6 +44,12 @@ func (d *Daemon) publicKey() (wgtypes.Key, error) {
 	return k.PublicKey(), nil
 }
 
+// kernelWireGuard reports whether the mesh runs on kernel WireGuard: the
+// module is there and the daemon is not told to use wireguard-go.
+func (d *Daemon) kernelWireGuard() bool {
+	return !d.cfg.UserspaceWireGuard && mesh.KernelAvailable(mesh.DefaultInterface)
+}
+
 // activate starts what a joining or participating Machine runs: the mesh,
 // the ployz Docker network, the store unit and the loops that keep peers
 // and this Machine's rows current. It is idempotent across restarts.
@@ -53,12 +59,16 @@ func (d *Daemon) activate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The userspace device runs under its own unit so it outlives ployzd.
-	if err := d.cfg.Units.Start(ctx, WireGuardUnit); err != nil {
-		return fmt.Errorf("mesh: %w", err)
+	// A kernel interface outlives ployzd by itself; without the module the
+	// userspace device runs under its own unit for the same reason.
+	external := !d.kernelWireGuard()
+	if external {
+		if err := d.cfg.Units.Start(ctx, WireGuardUnit); err != nil {
+			return fmt.Errorf("mesh: %w", err)
+		}
 	}
 	m, err := mesh.Up(ctx, mesh.Config{
-		External:          true,
+		External:          external,
 		PrivateKey:        key,
 		Subnet:            rec.Subnet,
 		ListenPort:        d.cfg.WireGuardPort,

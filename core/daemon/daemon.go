@@ -46,6 +46,9 @@ type Config struct {
 	RPCPort int
 	// WireGuardPort is the mesh's UDP port (default 51820).
 	WireGuardPort int
+	// UserspaceWireGuard runs the mesh on wireguard-go (its own unit) even
+	// where the kernel has the WireGuard module.
+	UserspaceWireGuard bool
 	// Units starts and stops the store's systemd unit.
 	Units  Units
 	Logger hclog.Logger

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/meshaddr"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
@@ -461,6 +462,9 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 	}
 	if err := d.cfg.Units.Stop(ctx, WireGuardUnit); err != nil {
 		d.log.Warn("reset: stop wireguard", "error", err)
+	}
+	if err := mesh.RemoveKernelLink(mesh.DefaultInterface); err != nil {
+		d.log.Warn("reset: remove kernel wireguard interface", "error", err)
 	}
 	if err := dockernet.RemoveInput(dockernet.Config{ChainPrefix: inputChainPrefix}); err != nil {
 		d.log.Warn("reset: remove input filter", "error", err)
