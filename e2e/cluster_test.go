@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -295,6 +296,8 @@ func TestCluster(t *testing.T) {
 		})
 	})
 
+	t.Run("wireguard-restart", func(t *testing.T) { wireguardRestart(ctx, t, l) })
+
 	t.Run("rm", func(t *testing.T) {
 		// m3 holds a volume: -y is not enough, the name must be typed.
 		if _, err := l.Exec(ctx, "m3", "docker", "volume", "create", "keep"); err != nil {
@@ -453,5 +456,58 @@ func forgedMachinesRow(ctx context.Context, t *testing.T, l *lab.Lab, ids map[st
 			}
 			return nil
 		})
+	}
+}
+
+// wireguardRestart swaps m1's userspace WireGuard process twice while m1
+// pings m3's Container over the mesh: a restart (the TUN stays in the
+// unit's fd store, the peers are handed to the new process) and a SIGKILL
+// (systemd restarts it on the kept TUN without handed-over peers; ployzd
+// restores them). The interface must be the same link both times and the
+// mesh must carry traffic again within seconds; lost pings are printed.
+func wireguardRestart(ctx context.Context, t *testing.T, l *lab.Lab) {
+	ip, err := l.Exec(ctx, "m3", "docker", "inspect", "-f", "{{.NetworkSettings.Networks.ployz.IPAddress}}", "far")
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := func() string {
+		out, err := l.Exec(ctx, "m1", "cat", "/sys/class/net/ployz-wg/ifindex")
+		if err != nil {
+			t.Fatalf("m1 ployz-wg: %v", err)
+		}
+		return out
+	}
+	for _, how := range [][]string{
+		{"systemctl", "restart", "ployz-wireguard.service"},
+		{"systemctl", "kill", "-s", "KILL", "ployz-wireguard.service"},
+	} {
+		before := index()
+		// 100 pings 50 ms apart around the swap, each waiting at most 1 s.
+		pings := make(chan string, 1)
+		go func() {
+			out, _ := l.Exec(ctx, "m1", "ping", "-n", "-q", "-c", "100", "-i", "0.05", "-W", "1", ip)
+			pings <- out
+		}()
+		time.Sleep(time.Second)
+		if _, err := l.Exec(ctx, "m1", how...); err != nil {
+			t.Fatalf("%s: %v", strings.Join(how, " "), err)
+		}
+		eventually(t, 15*time.Second, "m1 reaches m3's container after "+how[1], func() error {
+			out, err := l.Exec(ctx, "m1", "curl", "-fsS", "--max-time", "2", "http://"+ip+":8080/healthz")
+			if err != nil || out != "ok" {
+				return fmt.Errorf("%q %v", out, err)
+			}
+			return nil
+		})
+		summary := <-pings
+		if line := regexp.MustCompile(`\d+ packets transmitted.*`).FindString(summary); line != "" {
+			t.Logf("wireguard %s under ping every 50 ms: %s", how[1], line)
+		}
+		if after := index(); after != before {
+			t.Errorf("%s: ployz-wg is a new link (ifindex %s, was %s): the TUN was not kept", strings.Join(how, " "), after, before)
+		}
+	}
+	if out, _ := l.Exec(ctx, "m1", "journalctl", "-u", "ployz.service", "--no-pager", "-o", "cat", "--since", "-2min"); !strings.Contains(out, "wireguard device lost its configuration; restored") {
+		t.Errorf("m1's ployzd did not log restoring the device after the SIGKILL")
 	}
 }

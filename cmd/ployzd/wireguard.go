@@ -36,5 +36,6 @@ func wireguardCommand() *cobra.Command {
 	cmd.Flags().StringVar(&cfg.Interface, "interface", mesh.DefaultInterface, "interface name")
 	cmd.Flags().IntVar(&cfg.ListenPort, "port", mesh.DefaultListenPort, "UDP listen port")
 	cmd.Flags().StringVar(&keyFile, "key-file", "/var/lib/ployz/wireguard.key", "private key file (created when missing)")
+	cmd.Flags().StringVar(&cfg.StateFile, "state-file", "/run/ployz/wireguard/peers", "where an ending process leaves its peers for the next one on the same TUN")
 	return cmd
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/sdk/observe"
 )
 
 // units records what the daemon asks of systemd (the test host runs no

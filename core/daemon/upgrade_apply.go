@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -139,12 +140,13 @@ func (a *applier) swap(ctx context.Context, v string) (string, error) {
 		{"switch", a.switchLinks},
 		{"store", a.restartStore},
 		{"daemon", a.restartDaemon},
+		{"wireguard", a.restartWireGuard},
 		{"plugins", a.waitPlugins},
 		{"dns", a.checkDNS},
 		{"ingress", a.checkIngress},
 	}
 	if a.plugin != nil {
-		steps = append([]step{{"switch", a.switchPlugin}}, steps[3:]...)
+		steps = append([]step{{"switch", a.switchPlugin}}, steps[4:]...)
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -287,6 +289,37 @@ func (a *applier) restartDaemon(ctx context.Context, v string) error {
 	}
 	_, err := a.inspect(ctx, v, a.cfg.StepTimeout)
 	return err
+}
+
+// restartWireGuard restarts the userspace mesh device onto v's ployzd (a
+// kernel interface has no process to swap) and waits until the device
+// holds its key, every peer and every address it held before: the TUN
+// kept in the fd store and the peers handed over keep the mesh carrying
+// traffic, and the daemon restores whatever a successor lacks.
+func (a *applier) restartWireGuard(ctx context.Context, _ string) error {
+	if a.systemctl(ctx, "is-active", "--quiet", WireGuardUnit) != nil {
+		return nil
+	}
+	before, err := mesh.ReadDevice(mesh.DefaultInterface)
+	if err != nil {
+		return err
+	}
+	if err := a.systemctl(ctx, "restart", WireGuardUnit); err != nil {
+		return err
+	}
+	return a.poll(ctx, "the mesh device "+mesh.DefaultInterface, func() error {
+		after, err := mesh.ReadDevice(mesh.DefaultInterface)
+		if err != nil {
+			return err
+		}
+		if why := before.Whole(after); why != "" {
+			return errors.New(why)
+		}
+		if after.Index != before.Index {
+			a.cfg.Log.Info("wireguard: the interface was recreated (the previous process did not keep its TUN); restored by ployzd")
+		}
+		return nil
+	})
 }
 
 // finalError ends a poll at once: the condition cannot come true.

@@ -56,6 +56,9 @@ type Config struct {
 	// outlives the daemon: Up waits for it and adopts it instead of
 	// creating one, and Close leaves it running.
 	External bool
+	// StateFile is where ServeDevice hands its peers to the process that
+	// follows it on a kept TUN (empty: nothing is handed over).
+	StateFile string
 	// Logger receives the mesh's logs (default: a null logger).
 	Logger hclog.Logger
 }

@@ -134,7 +134,7 @@ func (m *Mesh) createDevice(ctx context.Context) error {
 		}
 	}
 	if m.kind == "" {
-		u, err := startUserspace(name, m.cfg, m.log)
+		u, err := startUserspace(name, m.cfg, m.log, nil)
 		if err != nil {
 			return err
 		}

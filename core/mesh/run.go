@@ -46,6 +46,9 @@ func (m *Mesh) checkEndpoints(now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("interface %s: read device: %w", m.cfg.Interface, err)
 	}
+	if why := m.deviceLost(dev); why != "" {
+		return m.restoreLocked(why)
+	}
 	var remove, cfg wgtypes.Config
 	var poke []netip.Addr
 	memoryChanged := false

@@ -25,6 +25,7 @@ const uapiDir = "/var/run/wireguard"
 // userspace is a wireguard-go device running inside this process.
 type userspace struct {
 	dev  *device.Device
+	tun  tun.Device
 	uapi net.Listener
 	sock string
 }
@@ -60,6 +61,12 @@ func waitUAPI(ctx context.Context, name string) error {
 // until ctx ends or the interface is deleted: the body of `ployzd
 // wireguard`, so the mesh survives daemon restarts. The daemon configures
 // it through the UAPI socket (Config.External).
+//
+// Under systemd the TUN goes into the unit's fd store, so a restart of the
+// unit (an upgrade swapping the binary, a crash) keeps the interface with
+// its addresses and routes; the ending process writes its peers to
+// cfg.StateFile and its successor, handed the same TUN, starts with them.
+// The daemon restores anything still missing (Mesh.Run).
 func ServeDevice(ctx context.Context, cfg Config) error {
 	if !cfg.Subnet.IsValid() {
 		// The device carries no address of its own; the daemon adds them.
@@ -73,20 +80,25 @@ func ServeDevice(ctx context.Context, cfg Config) error {
 	if uapiAlive(cfg.Interface) {
 		return fmt.Errorf("interface %s: already run by another process (UAPI socket answers)", cfg.Interface)
 	}
-	if nl, err := netlink.NewHandle(); err == nil {
-		if l, err := nl.LinkByName(cfg.Interface); err == nil {
-			nl.LinkDel(l) //nolint:errcheck // a leftover without an owner
+	kept := keptTUN()
+	if kept == nil {
+		if nl, err := netlink.NewHandle(); err == nil {
+			if l, err := nl.LinkByName(cfg.Interface); err == nil {
+				nl.LinkDel(l) //nolint:errcheck // a leftover without an owner
+			}
+			nl.Close()
 		}
-		nl.Close()
 	}
-	u, err := startUserspace(cfg.Interface, cfg, log)
+	u, err := startUserspace(cfg.Interface, cfg, log, kept)
 	if err != nil {
 		return err
 	}
 	defer u.close()
-	log.Info("serving wireguard-go", "interface", cfg.Interface, "port", cfg.ListenPort)
+	u.carryOver(cfg.StateFile, kept != nil, log)
+	log.Info("serving wireguard-go", "interface", cfg.Interface, "port", cfg.ListenPort, "kept_tun", kept != nil)
 	select {
 	case <-ctx.Done():
+		u.saveState(cfg.StateFile, log)
 	case <-u.dev.Wait():
 	}
 	return nil
@@ -95,8 +107,15 @@ func ServeDevice(ctx context.Context, cfg Config) error {
 // startUserspace creates the TUN device and wireguard-go on it, sets key and
 // port directly (so the UDP sockets open in the caller's network namespace,
 // not in whatever thread later serves UAPI) and serves the UAPI socket.
-func startUserspace(name string, cfg Config, log hclog.Logger) (*userspace, error) {
-	td, err := tun.CreateTUN(name, cfg.MTU)
+// A TUN kept by systemd (kept, may be nil) is used instead of a new one.
+func startUserspace(name string, cfg Config, log hclog.Logger, kept *os.File) (*userspace, error) {
+	var td tun.Device
+	var err error
+	if kept != nil {
+		td, err = tun.CreateTUNFromFile(kept, cfg.MTU)
+	} else {
+		td, err = tun.CreateTUN(name, cfg.MTU)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: create tun: %w", name, err)
 	}
@@ -137,7 +156,7 @@ func startUserspace(name string, cfg Config, log hclog.Logger) (*userspace, erro
 			go dev.IpcHandle(c)
 		}
 	}()
-	return &userspace{dev: dev, uapi: l, sock: filepath.Join(uapiDir, name+".sock")}, nil
+	return &userspace{dev: dev, tun: td, uapi: l, sock: filepath.Join(uapiDir, name+".sock")}, nil
 }
 
 // close stops wireguard-go; closing the TUN removes the interface.

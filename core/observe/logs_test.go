@@ -27,7 +27,6 @@ func (f *fakeEntry) Call(_ context.Context, t rpc.Target, command string, _, _ a
 	return fmt.Errorf("unexpected %s", command)
 }
 
-
 func history(t *testing.T, lines []rpc.LogRecord, gaps ...rpc.LogGap) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(rpc.LogHistory{Lines: lines, Gaps: gaps})
