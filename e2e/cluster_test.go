@@ -466,6 +466,9 @@ func forgedMachinesRow(ctx context.Context, t *testing.T, l *lab.Lab, ids map[st
 // restores them). The interface must be the same link both times and the
 // mesh must carry traffic again within seconds; lost pings are printed.
 func wireguardRestart(ctx context.Context, t *testing.T, l *lab.Lab) {
+	if out, _ := l.Exec(ctx, "m1", "ip", "-d", "link", "show", "ployz-wg"); strings.Contains(out, "wireguard ") {
+		t.Skip("m1's mesh runs on kernel WireGuard: no process to restart")
+	}
 	ip, err := l.Exec(ctx, "m3", "docker", "inspect", "-f", "{{.NetworkSettings.Networks.ployz.IPAddress}}", "far")
 	if err != nil {
 		t.Fatal(err)

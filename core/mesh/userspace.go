@@ -83,7 +83,15 @@ func ServeDevice(ctx context.Context, cfg Config) error {
 	kept := keptTUN()
 	if kept == nil {
 		if nl, err := netlink.NewHandle(); err == nil {
-			if l, err := nl.LinkByName(cfg.Interface); err == nil {
+			l, err := nl.LinkByName(cfg.Interface)
+			if err == nil && l.Type() == "wireguard" {
+				// The kernel serves the mesh (ployzd chose it): never
+				// replace that interface with a userspace one.
+				nl.Close()
+				log.Info("the kernel serves this interface; nothing to run", "interface", cfg.Interface)
+				return nil
+			}
+			if err == nil {
 				nl.LinkDel(l) //nolint:errcheck // a leftover without an owner
 			}
 			nl.Close()
