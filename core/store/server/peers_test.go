@@ -31,10 +31,13 @@ func TestRestartJoinsRememberedPeers(t *testing.T) {
 	})
 	time.Sleep(3 * time.Second) // past the time SWIM still gossips to the dead
 	c.start(0)
+	waitFor(t, detectWait(10*time.Second), "the peer sees the founder again", func() bool {
+		return len(c.node(1).gsp.Alive()) == 1
+	})
 	if err := c.exec(0, crdt.Stmt{Query: `INSERT INTO kv(k, v) VALUES ('after', 'restart')`}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, detectWait(5*time.Second), "the row written after the restart on the peer", func() bool {
+	waitFor(t, detectWait(10*time.Second), "the row written after the restart on the peer", func() bool {
 		var v string
 		return c.node(1).Engine().ReadDB().QueryRow(`SELECT v FROM kv WHERE k = 'after'`).Scan(&v) == nil && v == "restart"
 	})
