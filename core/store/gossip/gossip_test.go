@@ -89,5 +89,16 @@ func TestPartitionMarksDownAndHealRejoins(t *testing.T) {
 	if n := b.Reconnect(nil); n != 1 {
 		t.Fatalf("Reconnect reached %d members, want 1", n)
 	}
-	wait("rejoin", func() bool { return state(a) == "up" && state(b) == "up" })
+	// As the store's rejoin loop does, Reconnect again until both sides
+	// are up: the first push-pull can carry a's state from before a
+	// refuted b's "dead" claim, and past GossipToTheDeadTime a's
+	// refutation reaches b only through the next one.
+	last := time.Now()
+	wait("rejoin", func() bool {
+		if time.Since(last) > timers(500*time.Millisecond, 5*time.Second) {
+			b.Reconnect(nil)
+			last = time.Now()
+		}
+		return state(a) == "up" && state(b) == "up"
+	})
 }
