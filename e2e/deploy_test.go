@@ -165,7 +165,19 @@ func TestDeploy(t *testing.T) {
 	})
 
 	t.Run("logs", func(t *testing.T) {
-		out := op.must(t, "logs", "web", "-p", "hello", "--tail", "5")
+		// A Machine whose Log Store is not serving yet (m3 joined moments
+		// ago) is named and the command exits 3: wait until every Machine
+		// answers, then check the merge.
+		var out string
+		eventually(t, 60*time.Second, "ployz logs answered by every Machine", func() error {
+			var errs string
+			var code int
+			out, errs, code = op.run(t, "logs", "web", "-p", "hello", "--tail", "5")
+			if code != 0 {
+				return fmt.Errorf("exit %d: %s", code, errs)
+			}
+			return nil
+		})
 		if strings.Count(out, "testapp: listening") != 2 {
 			t.Errorf("logs of web's two Containers, merged:\n%s", out)
 		}
