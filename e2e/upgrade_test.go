@@ -281,7 +281,12 @@ func mixedCluster(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, b
 	// starting: wait for all three.
 	var logs string
 	eventually(t, 60*time.Second, "mixed Cluster, logs of web's 3 Containers (one per Machine)", func() error {
-		logs = op.must(t, "logs", "web", "-p", "hello", "--tail", "5")
+		var errs string
+		var code int
+		logs, errs, code = op.run(t, "logs", "web", "-p", "hello", "--tail", "5")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errs)
+		}
 		if n := strings.Count(logs, "testapp: listening"); n != 3 {
 			return fmt.Errorf("%d listening lines\n%s", n, logs)
 		}
