@@ -168,16 +168,7 @@ func TestDeploy(t *testing.T) {
 		// A Machine whose Log Store is not serving yet (m3 joined moments
 		// ago) is named and the command exits 3: wait until every Machine
 		// answers, then check the merge.
-		var out string
-		eventually(t, 60*time.Second, "ployz logs answered by every Machine", func() error {
-			var errs string
-			var code int
-			out, errs, code = op.run(t, "logs", "web", "-p", "hello", "--tail", "5")
-			if code != 0 {
-				return fmt.Errorf("exit %d: %s", code, errs)
-			}
-			return nil
-		})
+		out := logsFromEvery(t, op, func(string) error { return nil }, "logs", "web", "-p", "hello", "--tail", "5")
 		if strings.Count(out, "testapp: listening") != 2 {
 			t.Errorf("logs of web's two Containers, merged:\n%s", out)
 		}
@@ -460,4 +451,22 @@ func TestDeploy(t *testing.T) {
 			t.Errorf("bad input changed the Cluster: %d Containers, were %d", after, before)
 		}
 	})
+}
+
+// logsFromEvery runs ployz with args (a logs command) until every Machine
+// answers (exit 0: a Machine whose Log Store is still starting is named
+// and the command exits 3) and check accepts the output, then returns it.
+func logsFromEvery(t *testing.T, op *operator, check func(string) error, args ...string) string {
+	t.Helper()
+	var out string
+	eventually(t, 60*time.Second, "ployz "+strings.Join(args, " ")+" answered by every Machine", func() error {
+		var errs string
+		var code int
+		out, errs, code = op.run(t, args...)
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errs)
+		}
+		return check(out)
+	})
+	return out
 }

@@ -279,19 +279,12 @@ func mixedCluster(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, b
 	// A Container started moments ago reaches its Machine's Log Store
 	// within a second or two, and a just-upgraded logstore may still be
 	// starting: wait for all three.
-	var logs string
-	eventually(t, 60*time.Second, "mixed Cluster, logs of web's 3 Containers (one per Machine)", func() error {
-		var errs string
-		var code int
-		logs, errs, code = op.run(t, "logs", "web", "-p", "hello", "--tail", "5")
-		if code != 0 {
-			return fmt.Errorf("exit %d: %s", code, errs)
-		}
+	logsFromEvery(t, op, func(logs string) error {
 		if n := strings.Count(logs, "testapp: listening"); n != 3 {
-			return fmt.Errorf("%d listening lines\n%s", n, logs)
+			return fmt.Errorf("mixed Cluster, logs of web's 3 Containers (one per Machine): %d listening lines\n%s", n, logs)
 		}
 		return nil
-	})
+	}, "logs", "web", "-p", "hello", "--tail", "5")
 	for i := 0; i < 3; i++ { // exec picks a Container; three tries reach the N-1 ones too
 		if out := op.must(t, "exec", "web", "-p", "hello", "--", "/testapp", "get", "http://127.0.0.1:8080/env"); !strings.Contains(out, "through-ingress") {
 			t.Errorf("mixed Cluster, exec output %q", out)
