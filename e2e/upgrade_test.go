@@ -284,7 +284,7 @@ func mixedCluster(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, b
 			return fmt.Errorf("mixed Cluster, logs of web's 3 Containers (one per Machine): %d listening lines\n%s", n, logs)
 		}
 		return nil
-	}, "logs", "web", "-p", "hello", "--tail", "5")
+	}, "logs", "web", "-p", "hello", "--tail", "20") // --tail counts the merged lines: 3 Containers print 6
 	for i := 0; i < 3; i++ { // exec picks a Container; three tries reach the N-1 ones too
 		if out := op.must(t, "exec", "web", "-p", "hello", "--", "/testapp", "get", "http://127.0.0.1:8080/env"); !strings.Contains(out, "through-ingress") {
 			t.Errorf("mixed Cluster, exec output %q", out)
