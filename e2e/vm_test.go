@@ -37,6 +37,9 @@ func TestVMLab(t *testing.T) {
 	needVMLab(t)
 	l := lab.ForTestVM(t, 2)
 	op := newOperator(t, l)
+	// TCG-emulated Machines answer their first call over SSH slowly on a
+	// loaded host: the operator waits longer than its 20 s default.
+	op.env = append(op.env, "PLOYZ_CONNECT_TIMEOUT=2m")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	ids := map[string]string{}

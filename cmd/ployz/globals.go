@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +25,7 @@ type globals struct {
 	acceptNewHostKey bool
 	json             bool
 	yes              bool
+	connectTimeout   time.Duration
 }
 
 var g globals
@@ -35,11 +37,27 @@ func addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&g.sshKey, "ssh-key", "", "SSH private key for ssh:// connections")
 	f.BoolVar(&g.acceptNewHostKey, "accept-new-host-key", false, "replace a Machine's pinned SSH host key that changed (after re-installing it)")
 	f.BoolVar(&g.json, "json", false, "print one JSON document on stdout")
+	f.DurationVar(&g.connectTimeout, "connect-timeout", operator.DefaultAnswerTimeout, "how long to wait for an Entry Machine's first answer (env PLOYZ_CONNECT_TIMEOUT)")
 	f.BoolVarP(&g.yes, "yes", "y", os.Getenv("PLOYZ_AUTO_CONFIRM") == "1", "skip confirmations (never data-loss confirmations)")
 }
 
 func (g globals) dialOptions() operator.DialOptions {
-	return operator.DialOptions{AcceptNewHostKey: g.acceptNewHostKey}
+	return operator.DialOptions{AcceptNewHostKey: g.acceptNewHostKey, AnswerTimeout: g.connectTimeout}
+}
+
+// envDefaults lets PLOYZ_CONNECT_TIMEOUT stand for --connect-timeout when
+// the flag is not given; a malformed value is refused, not ignored.
+func envDefaults(cmd *cobra.Command) error {
+	v := os.Getenv("PLOYZ_CONNECT_TIMEOUT")
+	if v == "" || cmd.Flags().Changed("connect-timeout") {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("PLOYZ_CONNECT_TIMEOUT=%q: want a positive duration such as 90s", v)
+	}
+	g.connectTimeout = d
+	return nil
 }
 
 func openStore() (*operator.Store, error) {

@@ -17,6 +17,9 @@ func main() {
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return envDefaults(cmd)
+		},
 	}
 	addGlobalFlags(root)
 	root.AddCommand(subcommands()...)

@@ -31,7 +31,15 @@ func Connect(ctx context.Context, c Context, o DialOptions) (*rpc.Client, Connec
 type DialOptions struct {
 	// AcceptNewHostKey replaces a pinned SSH host key that changed.
 	AcceptNewHostKey bool
+	// AnswerTimeout bounds the wait for an Entry Machine's first answer
+	// (describe_contract); zero means DefaultAnswerTimeout.
+	AnswerTimeout time.Duration
 }
+
+// DefaultAnswerTimeout is how long Dial waits for a daemon to answer: an
+// SSH handshake and the first call to a loaded or emulated Machine can
+// take seconds, an unreachable one should not hold a command for minutes.
+const DefaultAnswerTimeout = 20 * time.Second
 
 // KnownHostsPath is the operator's pinned SSH host keys, next to the
 // operator store (so every context and enrollment share the pins).
@@ -51,11 +59,18 @@ func Dial(ctx context.Context, conn Connection, o DialOptions) (*rpc.Client, err
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	wait := o.AnswerTimeout
+	if wait <= 0 {
+		wait = DefaultAnswerTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var ct rpc.Contract
 	if err := cl.Call(pctx, rpc.Target{}, rpc.CmdDescribeContract, nil, &ct); err != nil {
 		cl.Close()
+		if pctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("no answer to %s within %s (a slow Machine: --connect-timeout): %w", rpc.CmdDescribeContract, wait, err)
+		}
 		return nil, err
 	}
 	return cl, nil
