@@ -156,6 +156,9 @@ func startDNSLoops(ctx context.Context, l *lab.Lab, gws map[string]string, name 
 				d.total.Queries += res.Queries
 				d.total.Failed += res.Failed
 				d.total.Max = max(d.total.Max, res.Max)
+				d.total.Late += res.Late
+				d.total.Lost += res.Lost
+				d.total.MaxLate = max(d.total.MaxLate, res.MaxLate)
 				if err != nil || res.Failed > 0 {
 					// The loop of 1,500 queries that ended now: when, to set against the steps' times.
 					d.errs = append(d.errs, fmt.Sprintf("%s (loop ending %s): %v %s", m, time.Now().Format("15:04:05.000"), err, res.LastFail))
@@ -389,7 +392,8 @@ func upgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operato
 	}
 	fmt.Printf("upgrade of 3 Machines to %s: %s (exit %d)\n", next, took.Round(100*time.Millisecond), code)
 	fmt.Printf("  HTTP through every ingress: %d ok, %d failed, longest gap between answers %s (%s)\n", hl.ok, hl.fail, hl.longest.Round(time.Millisecond), hl.where)
-	fmt.Printf("  DNS on every Machine: %d queries, %d failed, slowest answer %s\n", dl.total.Queries, dl.total.Failed, dl.total.Max.Round(time.Millisecond))
+	fmt.Printf("  DNS on every Machine: %d queries, %d failed (%d answered late, latest after %s; %d never answered), slowest answer %s\n",
+		dl.total.Queries, dl.total.Failed, dl.total.Late, dl.total.MaxLate.Round(time.Millisecond), dl.total.Lost, dl.total.Max.Round(time.Millisecond))
 	for _, m := range o.Machines {
 		t.Logf("%s: %s %s %s in %dms", m.Name, m.Outcome, m.FailedStep, m.Error, m.Millis)
 	}
@@ -410,11 +414,17 @@ func upgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operato
 	if hl.fail > 0 {
 		t.Errorf("%d HTTP requests failed during the upgrade; first: %v", hl.fail, hl.samples)
 	}
-	// DNS is printed, not gated, until its last lost query is explained:
-	// runs gave 0, 0 and 1 of ~51,000 (one answer later than the loop's
-	// 1 s, on the Machine being upgraded; issue 14's note).
+	// A query never answered is a drop: the sockets' handoff must not lose
+	// one. An answer later than the loop's 1 s timeout is printed, not
+	// gated: runs gave 0 or 1 of ~50,000, on a 2-core host at load 10-40
+	// whose slowest answers otherwise reach 0.35-0.5 s (issue 14's note).
+	// A wrong answer (SERVFAIL, no records: a table lost in the swap) is
+	// a failed query that timed out neither way.
+	if wrong := dl.total.Failed - dl.total.Late - dl.total.Lost; dl.total.Lost > 0 || wrong > 0 {
+		t.Errorf("DNS during the upgrade: %d queries never answered, %d answered wrongly: %v", dl.total.Lost, wrong, dl.errs[:min(5, len(dl.errs))])
+	}
 	if dl.total.Failed > 0 || len(dl.errs) > 0 {
-		fmt.Printf("  NOT MET: %d DNS queries failed during the upgrade: %v\n", dl.total.Failed, dl.errs[:min(5, len(dl.errs))])
+		fmt.Printf("  NOT MET: %d DNS queries failed during the upgrade (%d late): %v\n", dl.total.Failed, dl.total.Late, dl.errs[:min(5, len(dl.errs))])
 	}
 	checkRuns(t, ctx, l, next)
 }
