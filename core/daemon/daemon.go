@@ -97,6 +97,9 @@ type Daemon struct {
 	rec    machine.Record
 	active *active       // what runs while joining or participating; nil otherwise
 	kick   chan struct{} // asks publishLoop to write this Machine's row now
+	// phaseChanged is closed (and replaced) when the record's phase
+	// changes, so loops waiting for participation start at once.
+	phaseChanged chan struct{}
 	// peerGrace overrides departedGrace (tests).
 	peerGrace time.Duration
 }
@@ -252,9 +255,23 @@ func (d *Daemon) setRecord(r machine.Record) error {
 		return fmt.Errorf("save machine record: %w", err)
 	}
 	d.mu.Lock()
+	if d.rec.Phase != r.Phase && d.phaseChanged != nil {
+		close(d.phaseChanged)
+		d.phaseChanged = make(chan struct{})
+	}
 	d.rec = r
 	d.mu.Unlock()
 	return nil
+}
+
+// phaseChange returns a channel closed at the record's next phase change.
+func (d *Daemon) phaseChange() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.phaseChanged == nil {
+		d.phaseChanged = make(chan struct{})
+	}
+	return d.phaseChanged
 }
 
 func (d *Daemon) storeClient() (*store.Client, error) {

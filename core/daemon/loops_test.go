@@ -176,7 +176,8 @@ func TestServingSpecs(t *testing.T) {
 }
 
 // TestKeepConfiguredWaitsForParticipation: a joining Machine derives no
-// spec; once participating it does at once.
+// spec; the moment it participates it does, without waiting for the
+// next retry (servingRetryEvery).
 func TestKeepConfiguredWaitsForParticipation(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
 	d.rec.Phase = machine.Joining
@@ -186,23 +187,22 @@ func TestKeepConfiguredWaitsForParticipation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.keepConfigured(ctx, p); close(done) }()
+	defer func() { cancel(); <-done }()
 	time.Sleep(200 * time.Millisecond)
 	if n := derived.Load(); n != 0 {
 		t.Fatalf("a joining Machine derived its spec %d times", n)
 	}
-	cancel()
-	<-done
-	d.mu.Lock()
-	d.rec.Phase = machine.Participating
-	d.mu.Unlock()
-	ctx, cancel = context.WithCancel(context.Background())
-	done = make(chan struct{})
-	go func() { d.keepConfigured(ctx, p); close(done) }()
-	time.Sleep(200 * time.Millisecond)
-	cancel()
-	<-done
+	rec := d.record()
+	rec.Phase = machine.Participating
+	if err := d.setRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(servingRetryEvery / 2)
+	for derived.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := derived.Load(); n != 1 {
-		t.Fatalf("a participating Machine derived its spec %d times in 200ms, want 1", n)
+		t.Fatalf("a Machine that became participating derived its spec %d times within %s, want 1", n, servingRetryEvery/2)
 	}
 }
 

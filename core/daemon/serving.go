@@ -58,6 +58,8 @@ type servingPlugin struct {
 func (d *Daemon) keepConfigured(ctx context.Context, p servingPlugin) {
 	for ctx.Err() == nil {
 		wait := servingRetryEvery
+		// Taken before reading the phase, so a change in between wakes us.
+		changed := d.phaseChange()
 		if d.record().Phase == machine.Participating {
 			if err := d.configure(ctx, p); err != nil {
 				d.log.Warn(p.what+" not configured; retrying", "plugin", p.name, "error", err)
@@ -65,8 +67,11 @@ func (d *Daemon) keepConfigured(ctx context.Context, p servingPlugin) {
 				wait = servingRefreshEvery
 			}
 		}
+		// A Machine that just joined configures its plugins at once, not at
+		// the next retry: its DNS, ingress and Log Store serve sooner.
 		select {
 		case <-ctx.Done():
+		case <-changed:
 		case <-time.After(wait):
 		}
 	}
