@@ -23,7 +23,7 @@ func BenchmarkVMMesh(b *testing.B) {
 	l := lab.ForTestVM(b, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	op := newOperator(b, l)
+	op := newVMOperator(b, l)
 	var in rpc.Inspection
 	op.json(b, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", "m1")
 	op.json(b, &in, "machine", "add", "root@"+l.Machines[1].IP.String(), "--name", "m2")

@@ -36,10 +36,7 @@ func needVMLab(t testing.TB) {
 func TestVMLab(t *testing.T) {
 	needVMLab(t)
 	l := lab.ForTestVM(t, 2)
-	op := newOperator(t, l)
-	// TCG-emulated Machines answer their first call over SSH slowly on a
-	// loaded host: the operator waits longer than its 20 s default.
-	op.env = append(op.env, "PLOYZ_CONNECT_TIMEOUT=2m")
+	op := newVMOperator(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	ids := map[string]string{}
@@ -88,6 +85,15 @@ func TestVMLab(t *testing.T) {
 		vmZpools(ctx, t, l)
 		vmContainers(ctx, t, l, false)
 	})
+}
+
+// newVMOperator is the operator of a VM lab: TCG-emulated Machines answer
+// their first call over SSH slowly on a loaded host, so it waits longer
+// than the CLI's 20 s default.
+func newVMOperator(t testing.TB, l *lab.Lab) *operator {
+	op := newOperator(t, l)
+	op.env = append(op.env, "PLOYZ_CONNECT_TIMEOUT=2m")
+	return op
 }
 
 // vmKernelWG checks each Machine's mesh interface is a kernel WireGuard
