@@ -53,12 +53,21 @@ var partitionRules = [][]string{
 
 // Partition cuts Machine name off the lab network while it keeps running:
 // its packets on the lab interface are dropped in its own network namespace.
+// A VM Machine's tap is set down on the host instead (rules inside the VM
+// would cut the SSH that Exec and Heal need): until Heal it cannot be
+// reached for Exec either.
 func (l *Lab) Partition(ctx context.Context, name string) error {
+	if l.VM {
+		return l.vmLink(ctx, name, false)
+	}
 	return l.partitionRules(ctx, name, "-I")
 }
 
 // Heal undoes Partition.
 func (l *Lab) Heal(ctx context.Context, name string) error {
+	if l.VM {
+		return l.vmLink(ctx, name, true)
+	}
 	return l.partitionRules(ctx, name, "-D")
 }
 

@@ -134,6 +134,27 @@ func (l *Lab) vmPower(ctx context.Context, m *Machine, on bool) error {
 	return v.boot(ctx, m)
 }
 
+// vmLink sets Machine name's tap on the host up or down: a cable plugged
+// in or pulled, the VM itself untouched.
+func (l *Lab) vmLink(ctx context.Context, name string, up bool) error {
+	m, err := l.Machine(name)
+	if err != nil {
+		return err
+	}
+	v, err := openVM(l.Name)
+	if err != nil || v == nil {
+		return fmt.Errorf("lab %s: VM record: %v", l.Name, err)
+	}
+	state, what := "down", "partition"
+	if up {
+		state, what = "up", "heal"
+	}
+	if err := run(ctx, "ip", "link", "set", v.tap(m), state); err != nil {
+		return fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	return nil
+}
+
 // shellJoin quotes argv for a POSIX shell.
 func shellJoin(argv []string) string {
 	q := make([]string, len(argv))

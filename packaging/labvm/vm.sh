@@ -46,7 +46,9 @@ chroot "$root" /bin/sh -eu >"$root.log" 2>&1 <<'CHROOT' || { tail -n 40 "$root.l
   apt-get update -qq
   # The overlay ships /etc/initramfs-tools/modules: keep ours, never ask.
   o="-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
-  apt-get install -y -qq $o --no-install-recommends linux-image-amd64 initramfs-tools udev kmod iperf3
+  # apparmor: Debian's kernel enables it, and dockerd then needs
+  # apparmor_parser to load its profile (a Debian server has it).
+  apt-get install -y -qq $o --no-install-recommends linux-image-amd64 initramfs-tools udev kmod iperf3 apparmor
   kver=$(ls /lib/modules | sort -V | tail -n 1)
   apt-get install -y -qq $o --no-install-recommends "linux-headers-$kver" dkms zfs-dkms zfsutils-linux
   # The postinst builds for the running (host) kernel; build for the image's.
