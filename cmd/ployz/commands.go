@@ -14,7 +14,7 @@ func subcommands() []*cobra.Command {
 	return []*cobra.Command{gendocsCommand(), labCommand(), ctxCommand(), machineCommand(), imageCommand(), buildCommand(),
 		deployCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(), restartCommand(),
 		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), ingressCommand(),
-		metricsCommand(), topCommand(), dashboardCommand(), pluginCommand()}
+		metricsCommand(), topCommand(), dashboardCommand(), pluginCommand(), volumeCommand()}
 }
 
 // exitError carries a process exit code through cobra (3 = partial

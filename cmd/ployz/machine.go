@@ -16,6 +16,7 @@ import (
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
+	"github.com/ployz/ployz/sdk/volume"
 )
 
 // machineCommand is `ployz machine`: form a Cluster and manage its Machines.
@@ -33,6 +34,7 @@ type enrollFlags struct {
 	labels    []string
 	accepts   []string
 	budget    string
+	zfsPool   string
 }
 
 func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
@@ -41,6 +43,7 @@ func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
 	c.Flags().StringSliceVar(&f.labels, "label", nil, "placement label key=value (repeatable)")
 	c.Flags().StringSliceVar(&f.accepts, "accepts", nil, acceptsFlagHelp)
 	c.Flags().StringVar(&f.budget, "observe-budget", "", observeBudgetFlagHelp)
+	c.Flags().StringVar(&f.zfsPool, "zfs-pool", "", zfsPoolFlagHelp)
 	if withNetwork {
 		c.Flags().StringVar(&f.network, "network", "10.210.0.0/16", "Cluster network the Machine subnets come from")
 	}
@@ -62,7 +65,10 @@ func (f *enrollFlags) options(st *operator.Store, ctxName string, c *cobra.Comma
 	if labels, err = withAccepts(labels, f.accepts, c.Flags().Changed("accepts")); err != nil {
 		return o, err
 	}
-	o.Labels, err = withObserveBudget(labels, f.budget, c.Flags().Changed("observe-budget"))
+	if labels, err = withObserveBudget(labels, f.budget, c.Flags().Changed("observe-budget")); err != nil {
+		return o, err
+	}
+	o.Labels, err = withZFSPool(labels, f.zfsPool, c.Flags().Changed("zfs-pool"))
 	return o, err
 }
 
@@ -288,7 +294,7 @@ func machineRename() *cobra.Command {
 
 func machineUpdate() *cobra.Command {
 	var add, rm, accepts []string
-	var name, budget string
+	var name, budget, pool string
 	cmd := &cobra.Command{
 		Use:   "update MACHINE",
 		Short: "Change a Machine's name or labels (never evicts its Containers)",
@@ -302,6 +308,9 @@ func machineUpdate() *cobra.Command {
 				return err
 			}
 			if labels, err = withObserveBudget(labels, budget, c.Flags().Changed("observe-budget")); err != nil {
+				return err
+			}
+			if labels, err = withZFSPool(labels, pool, c.Flags().Changed("zfs-pool")); err != nil {
 				return err
 			}
 			req := rpc.UpdateMachineRequest{LabelsAdd: labels, LabelsRemove: rm}
@@ -322,6 +331,7 @@ func machineUpdate() *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", "", "new name")
 	cmd.Flags().StringSliceVar(&accepts, "accepts", nil, acceptsFlagHelp)
 	cmd.Flags().StringVar(&budget, "observe-budget", "", observeBudgetFlagHelp+" (--label-rm "+observe.BudgetLabel+" goes back to the default)")
+	cmd.Flags().StringVar(&pool, "zfs-pool", "", zfsPoolFlagHelp+" (--label-rm "+volume.PoolLabel+" removes it)")
 	return cmd
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/version"
 	"github.com/ployz/ployz/sdk/observe"
+	"github.com/ployz/ployz/sdk/volume"
 )
 
 func (d *Daemon) routes() {
@@ -52,6 +53,7 @@ func (d *Daemon) routes() {
 	}
 	d.logRoutes()
 	d.metricsRoutes()
+	d.volumeRoutes()
 	d.upgradeRoutes()
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageRelay, Capability: rpc.CapImageRelay, Handler: d.imageRelay})
@@ -148,6 +150,9 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 	}
 	network, subnet, eps, err := parseEnrollment(req.Name, req.Network, req.Subnet, req.Endpoints)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.checkPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
 		return nil, err
 	}
 	// The founding Machine mints the Cluster secret; joiners receive it.
@@ -281,6 +286,9 @@ func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.checkPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
+		return nil, err
+	}
 	switch {
 	case rec.Phase == machine.Joining && rec.Subnet == subnet:
 		// A retry of the same join: resume waiting.
@@ -386,6 +394,11 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 				return nil, rpc.InvalidField("labels_add."+k, "%v", err)
 			}
 		}
+		if k == volume.PoolLabel {
+			if err := d.checkPoolLabel(ctx, "labels_add."+k, req.LabelsAdd); err != nil {
+				return nil, err
+			}
+		}
 		if rec.Labels == nil {
 			rec.Labels = map[string]string{}
 		}
@@ -402,6 +415,9 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 	}
 	if _, set := req.LabelsAdd[observe.BudgetLabel]; set || slices.Contains(req.LabelsRemove, observe.BudgetLabel) {
 		d.applyBudget(ctx)
+	}
+	if _, set := req.LabelsAdd[volume.PoolLabel]; set || slices.Contains(req.LabelsRemove, volume.PoolLabel) {
+		d.applyPool(ctx)
 	}
 	return d.inspect(ctx, nil)
 }

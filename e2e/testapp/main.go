@@ -7,6 +7,7 @@
 //	CRASH_ON_START=1     exit at once with EXIT_CODE (default 1)
 //	EXIT_AFTER=10s       exit with EXIT_CODE this long after start
 //	EXIT_CODE=N          the exit code of the two modes above
+//	testapp fill PATH N  writes N pseudo-random bytes to PATH (volume tests)
 //	MESSAGE=text         returned by /
 //	NOTIFY_SOCKET=path   send READY=1 there once ready (sd_notify protocol)
 //	FLOOD_LINES_S=N      print N numbered lines of ~200 bytes a second on
@@ -24,9 +25,11 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -47,6 +50,9 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "get" {
 		os.Exit(get(os.Args[2]))
+	}
+	if len(os.Args) > 3 && os.Args[1] == "fill" {
+		os.Exit(fill(os.Args[2], os.Args[3]))
 	}
 	code := 1
 	if s := os.Getenv("EXIT_CODE"); s != "" {
@@ -228,6 +234,44 @@ func get(url string) int {
 	os.Stdout.Write(b)
 	if resp.StatusCode/100 != 2 {
 		fmt.Fprintln(os.Stderr, "testapp get: status", resp.Status)
+		return 1
+	}
+	return 0
+}
+
+// fill writes n pseudo-random bytes to path and syncs it, for volume
+// tests that need a known data set written from inside a FROM-scratch
+// container; it exits 1 on any failure (a full disk or quota included).
+func fill(path, n string) int {
+	size, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || size < 0 {
+		fmt.Fprintf(os.Stderr, "testapp fill: %q is not a byte count\n", n)
+		return 1
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testapp fill:", err)
+		return 1
+	}
+	r := rand.New(rand.NewPCG(uint64(size), 19))
+	buf := make([]byte, 1<<20)
+	for size > 0 {
+		for i := 0; i < len(buf); i += 8 {
+			binary.LittleEndian.PutUint64(buf[i:], r.Uint64())
+		}
+		k := min(int64(len(buf)), size)
+		if _, err := f.Write(buf[:k]); err != nil {
+			fmt.Fprintln(os.Stderr, "testapp fill:", err)
+			return 1
+		}
+		size -= k
+	}
+	if err := f.Sync(); err != nil {
+		fmt.Fprintln(os.Stderr, "testapp fill:", err)
+		return 1
+	}
+	if err := f.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "testapp fill:", err)
 		return 1
 	}
 	return 0

@@ -28,12 +28,22 @@ type VolumeInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// mountpoint is the host path a Container mounts.
-	Mountpoint    string   `protobuf:"bytes,2,opt,name=mountpoint,proto3" json:"mountpoint,omitempty"`
-	SizeBytes     uint64   `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	UsedBytes     uint64   `protobuf:"varint,4,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
-	Snapshots     []string `protobuf:"bytes,5,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Mountpoint string   `protobuf:"bytes,2,opt,name=mountpoint,proto3" json:"mountpoint,omitempty"`
+	SizeBytes  uint64   `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	UsedBytes  uint64   `protobuf:"varint,4,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	Snapshots  []string `protobuf:"bytes,5,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// dataset is the backend's own name for it (for ZFS
+	// <pool>/ployz/volumes/<name>).
+	Dataset string `protobuf:"bytes,6,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	// resume_token is set while an interrupted resumable Receive can be
+	// continued: hand it to the sender's Send.
+	ResumeToken string `protobuf:"bytes,7,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// snapshot_details describe snapshots, oldest first (same order as
+	// snapshots).
+	SnapshotDetails  []*SnapshotInfo `protobuf:"bytes,8,rep,name=snapshot_details,json=snapshotDetails,proto3" json:"snapshot_details,omitempty"`
+	CreatedUnixNanos int64           `protobuf:"varint,9,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *VolumeInfo) Reset() {
@@ -101,6 +111,106 @@ func (x *VolumeInfo) GetSnapshots() []string {
 	return nil
 }
 
+func (x *VolumeInfo) GetDataset() string {
+	if x != nil {
+		return x.Dataset
+	}
+	return ""
+}
+
+func (x *VolumeInfo) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *VolumeInfo) GetSnapshotDetails() []*SnapshotInfo {
+	if x != nil {
+		return x.SnapshotDetails
+	}
+	return nil
+}
+
+func (x *VolumeInfo) GetCreatedUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedUnixNanos
+	}
+	return 0
+}
+
+// SnapshotInfo describes one snapshot of a volume.
+type SnapshotInfo struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	CreatedUnixNanos int64                  `protobuf:"varint,2,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
+	// used_bytes is the space only this snapshot holds.
+	UsedBytes uint64 `protobuf:"varint,3,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	// guid is the backend's identity of the snapshot: equal on a sender and
+	// a receiver that holds the same point in time.
+	Guid          string `protobuf:"bytes,4,opt,name=guid,proto3" json:"guid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotInfo) Reset() {
+	*x = SnapshotInfo{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotInfo) ProtoMessage() {}
+
+func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
+func (*SnapshotInfo) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SnapshotInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotInfo) GetCreatedUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedUnixNanos
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetUsedBytes() uint64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetGuid() string {
+	if x != nil {
+		return x.Guid
+	}
+	return ""
+}
+
 // CreateVolumeRequest names a volume and its options.
 type CreateVolumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -115,7 +225,7 @@ type CreateVolumeRequest struct {
 
 func (x *CreateVolumeRequest) Reset() {
 	*x = CreateVolumeRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -127,7 +237,7 @@ func (x *CreateVolumeRequest) String() string {
 func (*CreateVolumeRequest) ProtoMessage() {}
 
 func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -140,7 +250,7 @@ func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CreateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{1}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateVolumeRequest) GetName() string {
@@ -174,7 +284,7 @@ type CreateVolumeResponse struct {
 
 func (x *CreateVolumeResponse) Reset() {
 	*x = CreateVolumeResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +296,7 @@ func (x *CreateVolumeResponse) String() string {
 func (*CreateVolumeResponse) ProtoMessage() {}
 
 func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +309,7 @@ func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CreateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{2}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateVolumeResponse) GetVolume() *VolumeInfo {
@@ -219,7 +329,7 @@ type RemoveVolumeRequest struct {
 
 func (x *RemoveVolumeRequest) Reset() {
 	*x = RemoveVolumeRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +341,7 @@ func (x *RemoveVolumeRequest) String() string {
 func (*RemoveVolumeRequest) ProtoMessage() {}
 
 func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +354,7 @@ func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{3}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RemoveVolumeRequest) GetName() string {
@@ -263,7 +373,7 @@ type RemoveVolumeResponse struct {
 
 func (x *RemoveVolumeResponse) Reset() {
 	*x = RemoveVolumeResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +385,7 @@ func (x *RemoveVolumeResponse) String() string {
 func (*RemoveVolumeResponse) ProtoMessage() {}
 
 func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +398,7 @@ func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{4}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{5}
 }
 
 // ListVolumesRequest is empty.
@@ -300,7 +410,7 @@ type ListVolumesRequest struct {
 
 func (x *ListVolumesRequest) Reset() {
 	*x = ListVolumesRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +422,7 @@ func (x *ListVolumesRequest) String() string {
 func (*ListVolumesRequest) ProtoMessage() {}
 
 func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +435,7 @@ func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesRequest.ProtoReflect.Descriptor instead.
 func (*ListVolumesRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{5}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{6}
 }
 
 // ListVolumesResponse lists volumes.
@@ -338,7 +448,7 @@ type ListVolumesResponse struct {
 
 func (x *ListVolumesResponse) Reset() {
 	*x = ListVolumesResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +460,7 @@ func (x *ListVolumesResponse) String() string {
 func (*ListVolumesResponse) ProtoMessage() {}
 
 func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +473,7 @@ func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesResponse.ProtoReflect.Descriptor instead.
 func (*ListVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{6}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListVolumesResponse) GetVolumes() []*VolumeInfo {
@@ -384,7 +494,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +506,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +519,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{7}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotRequest) GetVolume() string {
@@ -437,7 +547,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +559,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +572,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{8}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SnapshotResponse) GetSnapshot() string {
@@ -479,11 +589,509 @@ func (x *SnapshotResponse) GetCreatedUnixNanos() int64 {
 	return 0
 }
 
+// GetVolumeRequest names a volume.
+type GetVolumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVolumeRequest) Reset() {
+	*x = GetVolumeRequest{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVolumeRequest) ProtoMessage() {}
+
+func (x *GetVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVolumeRequest.ProtoReflect.Descriptor instead.
+func (*GetVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetVolumeResponse describes it.
+type GetVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *VolumeInfo            `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVolumeResponse) Reset() {
+	*x = GetVolumeResponse{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVolumeResponse) ProtoMessage() {}
+
+func (x *GetVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVolumeResponse.ProtoReflect.Descriptor instead.
+func (*GetVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetVolumeResponse) GetVolume() *VolumeInfo {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+// SendRequest picks what to stream. Either volume and snapshot (with
+// from_snapshot for an incremental stream), or resume_token alone.
+type SendRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Volume   string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Snapshot string                 `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// from_snapshot makes the stream incremental: only the changes since
+	// that snapshot, which the receiver must already hold.
+	FromSnapshot string `protobuf:"bytes,3,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
+	// resume_token continues an interrupted transfer (the receiver's
+	// VolumeInfo.resume_token); volume and snapshots are then ignored.
+	ResumeToken   string `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendRequest) Reset() {
+	*x = SendRequest{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendRequest) ProtoMessage() {}
+
+func (x *SendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
+func (*SendRequest) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SendRequest) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *SendRequest) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *SendRequest) GetFromSnapshot() string {
+	if x != nil {
+		return x.FromSnapshot
+	}
+	return ""
+}
+
+func (x *SendRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// SendChunk is one piece of the stream, in order.
+type SendChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendChunk) Reset() {
+	*x = SendChunk{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendChunk) ProtoMessage() {}
+
+func (x *SendChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendChunk.ProtoReflect.Descriptor instead.
+func (*SendChunk) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SendChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// ReceiveHeader is the first ReceiveChunk's header.
+type ReceiveHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// volume is the volume the stream lands in.
+	Volume string `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	// resumable keeps a partial receive so a later Send can continue it.
+	Resumable     bool `protobuf:"varint,2,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveHeader) Reset() {
+	*x = ReceiveHeader{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveHeader) ProtoMessage() {}
+
+func (x *ReceiveHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveHeader.ProtoReflect.Descriptor instead.
+func (*ReceiveHeader) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReceiveHeader) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *ReceiveHeader) GetResumable() bool {
+	if x != nil {
+		return x.Resumable
+	}
+	return false
+}
+
+// ReceiveChunk is one piece of a Receive stream.
+type ReceiveChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// header is set on the first message only.
+	Header        *ReceiveHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Data          []byte         `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveChunk) Reset() {
+	*x = ReceiveChunk{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveChunk) ProtoMessage() {}
+
+func (x *ReceiveChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveChunk.ProtoReflect.Descriptor instead.
+func (*ReceiveChunk) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReceiveChunk) GetHeader() *ReceiveHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ReceiveChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// ReceiveResponse describes the volume once the stream landed.
+type ReceiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *VolumeInfo            `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveResponse) Reset() {
+	*x = ReceiveResponse{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveResponse) ProtoMessage() {}
+
+func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
+func (*ReceiveResponse) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReceiveResponse) GetVolume() *VolumeInfo {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+func (x *ReceiveResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// PoolRequest asks about the configured pool, or with pool set about that
+// one (whether this Machine could provision from it, before ployzd
+// accepts it as the Machine's pool).
+type PoolRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pool          string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolRequest) Reset() {
+	*x = PoolRequest{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolRequest) ProtoMessage() {}
+
+func (x *PoolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolRequest.ProtoReflect.Descriptor instead.
+func (*PoolRequest) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PoolRequest) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+// PoolResponse describes the pool volumes are provisioned from.
+type PoolResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// configured is false when this Machine was given no pool: it has no
+	// Provisioned Volumes.
+	Configured bool   `protobuf:"varint,1,opt,name=configured,proto3" json:"configured,omitempty"`
+	Pool       string `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	// health is the backend's word for it (for ZFS: ONLINE, DEGRADED, ...).
+	Health        string `protobuf:"bytes,3,opt,name=health,proto3" json:"health,omitempty"`
+	SizeBytes     uint64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	FreeBytes     uint64 `protobuf:"varint,5,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolResponse) Reset() {
+	*x = PoolResponse{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolResponse) ProtoMessage() {}
+
+func (x *PoolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolResponse.ProtoReflect.Descriptor instead.
+func (*PoolResponse) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PoolResponse) GetConfigured() bool {
+	if x != nil {
+		return x.Configured
+	}
+	return false
+}
+
+func (x *PoolResponse) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *PoolResponse) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *PoolResponse) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *PoolResponse) GetFreeBytes() uint64 {
+	if x != nil {
+		return x.FreeBytes
+	}
+	return 0
+}
+
 var File_ployz_plugin_volume_v1_volume_proto protoreflect.FileDescriptor
 
 const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\n" +
-	"#ployz/plugin/volume/v1/volume.proto\x12\x16ployz.plugin.volume.v1\"\x9c\x01\n" +
+	"#ployz/plugin/volume/v1/volume.proto\x12\x16ployz.plugin.volume.v1\"\xd8\x02\n" +
 	"\n" +
 	"VolumeInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -494,7 +1102,17 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\x12\x1d\n" +
 	"\n" +
 	"used_bytes\x18\x04 \x01(\x04R\tusedBytes\x12\x1c\n" +
-	"\tsnapshots\x18\x05 \x03(\tR\tsnapshots\"\xd8\x01\n" +
+	"\tsnapshots\x18\x05 \x03(\tR\tsnapshots\x12\x18\n" +
+	"\adataset\x18\x06 \x01(\tR\adataset\x12!\n" +
+	"\fresume_token\x18\a \x01(\tR\vresumeToken\x12O\n" +
+	"\x10snapshot_details\x18\b \x03(\v2$.ployz.plugin.volume.v1.SnapshotInfoR\x0fsnapshotDetails\x12,\n" +
+	"\x12created_unix_nanos\x18\t \x01(\x03R\x10createdUnixNanos\"\x83\x01\n" +
+	"\fSnapshotInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x12created_unix_nanos\x18\x02 \x01(\x03R\x10createdUnixNanos\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x03 \x01(\x04R\tusedBytes\x12\x12\n" +
+	"\x04guid\x18\x04 \x01(\tR\x04guid\"\xd8\x01\n" +
 	"\x13CreateVolumeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -516,12 +1134,48 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\"\\\n" +
 	"\x10SnapshotResponse\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\tR\bsnapshot\x12,\n" +
-	"\x12created_unix_nanos\x18\x02 \x01(\x03R\x10createdUnixNanos2\xa5\x03\n" +
+	"\x12created_unix_nanos\x18\x02 \x01(\x03R\x10createdUnixNanos\"&\n" +
+	"\x10GetVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"O\n" +
+	"\x11GetVolumeResponse\x12:\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume\"\x89\x01\n" +
+	"\vSendRequest\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\x12#\n" +
+	"\rfrom_snapshot\x18\x03 \x01(\tR\ffromSnapshot\x12!\n" +
+	"\fresume_token\x18\x04 \x01(\tR\vresumeToken\"\x1f\n" +
+	"\tSendChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"E\n" +
+	"\rReceiveHeader\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1c\n" +
+	"\tresumable\x18\x02 \x01(\bR\tresumable\"a\n" +
+	"\fReceiveChunk\x12=\n" +
+	"\x06header\x18\x01 \x01(\v2%.ployz.plugin.volume.v1.ReceiveHeaderR\x06header\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"c\n" +
+	"\x0fReceiveResponse\x12:\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"!\n" +
+	"\vPoolRequest\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\"\x98\x01\n" +
+	"\fPoolResponse\x12\x1e\n" +
+	"\n" +
+	"configured\x18\x01 \x01(\bR\n" +
+	"configured\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x16\n" +
+	"\x06health\x18\x03 \x01(\tR\x06health\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x04 \x01(\x04R\tsizeBytes\x12\x1d\n" +
+	"\n" +
+	"free_bytes\x18\x05 \x01(\x04R\tfreeBytes2\x88\x06\n" +
 	"\x06Volume\x12i\n" +
 	"\fCreateVolume\x12+.ployz.plugin.volume.v1.CreateVolumeRequest\x1a,.ployz.plugin.volume.v1.CreateVolumeResponse\x12i\n" +
 	"\fRemoveVolume\x12+.ployz.plugin.volume.v1.RemoveVolumeRequest\x1a,.ployz.plugin.volume.v1.RemoveVolumeResponse\x12f\n" +
 	"\vListVolumes\x12*.ployz.plugin.volume.v1.ListVolumesRequest\x1a+.ployz.plugin.volume.v1.ListVolumesResponse\x12]\n" +
-	"\bSnapshot\x12'.ployz.plugin.volume.v1.SnapshotRequest\x1a(.ployz.plugin.volume.v1.SnapshotResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
+	"\bSnapshot\x12'.ployz.plugin.volume.v1.SnapshotRequest\x1a(.ployz.plugin.volume.v1.SnapshotResponse\x12`\n" +
+	"\tGetVolume\x12(.ployz.plugin.volume.v1.GetVolumeRequest\x1a).ployz.plugin.volume.v1.GetVolumeResponse\x12P\n" +
+	"\x04Send\x12#.ployz.plugin.volume.v1.SendRequest\x1a!.ployz.plugin.volume.v1.SendChunk0\x01\x12Z\n" +
+	"\aReceive\x12$.ployz.plugin.volume.v1.ReceiveChunk\x1a'.ployz.plugin.volume.v1.ReceiveResponse(\x01\x12Q\n" +
+	"\x04Pool\x12#.ployz.plugin.volume.v1.PoolRequest\x1a$.ployz.plugin.volume.v1.PoolResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
 
 var (
 	file_ployz_plugin_volume_v1_volume_proto_rawDescOnce sync.Once
@@ -535,36 +1189,58 @@ func file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP() []byte {
 	return file_ployz_plugin_volume_v1_volume_proto_rawDescData
 }
 
-var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_ployz_plugin_volume_v1_volume_proto_goTypes = []any{
 	(*VolumeInfo)(nil),           // 0: ployz.plugin.volume.v1.VolumeInfo
-	(*CreateVolumeRequest)(nil),  // 1: ployz.plugin.volume.v1.CreateVolumeRequest
-	(*CreateVolumeResponse)(nil), // 2: ployz.plugin.volume.v1.CreateVolumeResponse
-	(*RemoveVolumeRequest)(nil),  // 3: ployz.plugin.volume.v1.RemoveVolumeRequest
-	(*RemoveVolumeResponse)(nil), // 4: ployz.plugin.volume.v1.RemoveVolumeResponse
-	(*ListVolumesRequest)(nil),   // 5: ployz.plugin.volume.v1.ListVolumesRequest
-	(*ListVolumesResponse)(nil),  // 6: ployz.plugin.volume.v1.ListVolumesResponse
-	(*SnapshotRequest)(nil),      // 7: ployz.plugin.volume.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),     // 8: ployz.plugin.volume.v1.SnapshotResponse
-	nil,                          // 9: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	(*SnapshotInfo)(nil),         // 1: ployz.plugin.volume.v1.SnapshotInfo
+	(*CreateVolumeRequest)(nil),  // 2: ployz.plugin.volume.v1.CreateVolumeRequest
+	(*CreateVolumeResponse)(nil), // 3: ployz.plugin.volume.v1.CreateVolumeResponse
+	(*RemoveVolumeRequest)(nil),  // 4: ployz.plugin.volume.v1.RemoveVolumeRequest
+	(*RemoveVolumeResponse)(nil), // 5: ployz.plugin.volume.v1.RemoveVolumeResponse
+	(*ListVolumesRequest)(nil),   // 6: ployz.plugin.volume.v1.ListVolumesRequest
+	(*ListVolumesResponse)(nil),  // 7: ployz.plugin.volume.v1.ListVolumesResponse
+	(*SnapshotRequest)(nil),      // 8: ployz.plugin.volume.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),     // 9: ployz.plugin.volume.v1.SnapshotResponse
+	(*GetVolumeRequest)(nil),     // 10: ployz.plugin.volume.v1.GetVolumeRequest
+	(*GetVolumeResponse)(nil),    // 11: ployz.plugin.volume.v1.GetVolumeResponse
+	(*SendRequest)(nil),          // 12: ployz.plugin.volume.v1.SendRequest
+	(*SendChunk)(nil),            // 13: ployz.plugin.volume.v1.SendChunk
+	(*ReceiveHeader)(nil),        // 14: ployz.plugin.volume.v1.ReceiveHeader
+	(*ReceiveChunk)(nil),         // 15: ployz.plugin.volume.v1.ReceiveChunk
+	(*ReceiveResponse)(nil),      // 16: ployz.plugin.volume.v1.ReceiveResponse
+	(*PoolRequest)(nil),          // 17: ployz.plugin.volume.v1.PoolRequest
+	(*PoolResponse)(nil),         // 18: ployz.plugin.volume.v1.PoolResponse
+	nil,                          // 19: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
 }
 var file_ployz_plugin_volume_v1_volume_proto_depIdxs = []int32{
-	9, // 0: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
-	0, // 1: ployz.plugin.volume.v1.CreateVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	0, // 2: ployz.plugin.volume.v1.ListVolumesResponse.volumes:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	1, // 3: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
-	3, // 4: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
-	5, // 5: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
-	7, // 6: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
-	2, // 7: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
-	4, // 8: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
-	6, // 9: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
-	8, // 10: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	1,  // 0: ployz.plugin.volume.v1.VolumeInfo.snapshot_details:type_name -> ployz.plugin.volume.v1.SnapshotInfo
+	19, // 1: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	0,  // 2: ployz.plugin.volume.v1.CreateVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	0,  // 3: ployz.plugin.volume.v1.ListVolumesResponse.volumes:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	0,  // 4: ployz.plugin.volume.v1.GetVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	14, // 5: ployz.plugin.volume.v1.ReceiveChunk.header:type_name -> ployz.plugin.volume.v1.ReceiveHeader
+	0,  // 6: ployz.plugin.volume.v1.ReceiveResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	2,  // 7: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
+	4,  // 8: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
+	6,  // 9: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
+	8,  // 10: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
+	10, // 11: ployz.plugin.volume.v1.Volume.GetVolume:input_type -> ployz.plugin.volume.v1.GetVolumeRequest
+	12, // 12: ployz.plugin.volume.v1.Volume.Send:input_type -> ployz.plugin.volume.v1.SendRequest
+	15, // 13: ployz.plugin.volume.v1.Volume.Receive:input_type -> ployz.plugin.volume.v1.ReceiveChunk
+	17, // 14: ployz.plugin.volume.v1.Volume.Pool:input_type -> ployz.plugin.volume.v1.PoolRequest
+	3,  // 15: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
+	5,  // 16: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
+	7,  // 17: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
+	9,  // 18: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
+	11, // 19: ployz.plugin.volume.v1.Volume.GetVolume:output_type -> ployz.plugin.volume.v1.GetVolumeResponse
+	13, // 20: ployz.plugin.volume.v1.Volume.Send:output_type -> ployz.plugin.volume.v1.SendChunk
+	16, // 21: ployz.plugin.volume.v1.Volume.Receive:output_type -> ployz.plugin.volume.v1.ReceiveResponse
+	18, // 22: ployz.plugin.volume.v1.Volume.Pool:output_type -> ployz.plugin.volume.v1.PoolResponse
+	15, // [15:23] is the sub-list for method output_type
+	7,  // [7:15] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_ployz_plugin_volume_v1_volume_proto_init() }
@@ -578,7 +1254,7 @@ func file_ployz_plugin_volume_v1_volume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ployz_plugin_volume_v1_volume_proto_rawDesc), len(file_ployz_plugin_volume_v1_volume_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,10 @@ const (
 	Volume_RemoveVolume_FullMethodName = "/ployz.plugin.volume.v1.Volume/RemoveVolume"
 	Volume_ListVolumes_FullMethodName  = "/ployz.plugin.volume.v1.Volume/ListVolumes"
 	Volume_Snapshot_FullMethodName     = "/ployz.plugin.volume.v1.Volume/Snapshot"
+	Volume_GetVolume_FullMethodName    = "/ployz.plugin.volume.v1.Volume/GetVolume"
+	Volume_Send_FullMethodName         = "/ployz.plugin.volume.v1.Volume/Send"
+	Volume_Receive_FullMethodName      = "/ployz.plugin.volume.v1.Volume/Receive"
+	Volume_Pool_FullMethodName         = "/ployz.plugin.volume.v1.Volume/Pool"
 )
 
 // VolumeClient is the client API for Volume service.
@@ -42,6 +46,24 @@ type VolumeClient interface {
 	ListVolumes(ctx context.Context, in *ListVolumesRequest, opts ...grpc.CallOption) (*ListVolumesResponse, error)
 	// Snapshot takes a named point-in-time snapshot of a volume.
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
+	// GetVolume describes one volume; NOT_FOUND when the plugin holds none
+	// of that name.
+	GetVolume(ctx context.Context, in *GetVolumeRequest, opts ...grpc.CallOption) (*GetVolumeResponse, error)
+	// Send streams a snapshot: full, incremental from from_snapshot, or the
+	// rest of an interrupted transfer from a receiver's resume_token. The
+	// stream is the backend's own format (for ZFS, `zfs send`); only a
+	// Receive of the same backend reads it.
+	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SendChunk], error)
+	// Receive reads what Send streamed into a volume: the first message
+	// carries the header, every message may carry data. A full stream
+	// creates the volume, which must not exist; an incremental one needs
+	// the volume to hold its base snapshot. With resumable set, an
+	// interrupted receive leaves a resume_token on the volume
+	// (VolumeInfo.resume_token) for the sender's next Send.
+	Receive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ReceiveChunk, ReceiveResponse], error)
+	// Pool describes the storage the plugin provisions from on this Machine
+	// (or a candidate pool); FAILED_PRECONDITION when it does not exist.
+	Pool(ctx context.Context, in *PoolRequest, opts ...grpc.CallOption) (*PoolResponse, error)
 }
 
 type volumeClient struct {
@@ -92,6 +114,58 @@ func (c *volumeClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts .
 	return out, nil
 }
 
+func (c *volumeClient) GetVolume(ctx context.Context, in *GetVolumeRequest, opts ...grpc.CallOption) (*GetVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetVolumeResponse)
+	err := c.cc.Invoke(ctx, Volume_GetVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *volumeClient) Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SendChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Volume_ServiceDesc.Streams[0], Volume_Send_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SendRequest, SendChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volume_SendClient = grpc.ServerStreamingClient[SendChunk]
+
+func (c *volumeClient) Receive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ReceiveChunk, ReceiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Volume_ServiceDesc.Streams[1], Volume_Receive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReceiveChunk, ReceiveResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volume_ReceiveClient = grpc.ClientStreamingClient[ReceiveChunk, ReceiveResponse]
+
+func (c *volumeClient) Pool(ctx context.Context, in *PoolRequest, opts ...grpc.CallOption) (*PoolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PoolResponse)
+	err := c.cc.Invoke(ctx, Volume_Pool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VolumeServer is the server API for Volume service.
 // All implementations must embed UnimplementedVolumeServer
 // for forward compatibility.
@@ -107,6 +181,24 @@ type VolumeServer interface {
 	ListVolumes(context.Context, *ListVolumesRequest) (*ListVolumesResponse, error)
 	// Snapshot takes a named point-in-time snapshot of a volume.
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
+	// GetVolume describes one volume; NOT_FOUND when the plugin holds none
+	// of that name.
+	GetVolume(context.Context, *GetVolumeRequest) (*GetVolumeResponse, error)
+	// Send streams a snapshot: full, incremental from from_snapshot, or the
+	// rest of an interrupted transfer from a receiver's resume_token. The
+	// stream is the backend's own format (for ZFS, `zfs send`); only a
+	// Receive of the same backend reads it.
+	Send(*SendRequest, grpc.ServerStreamingServer[SendChunk]) error
+	// Receive reads what Send streamed into a volume: the first message
+	// carries the header, every message may carry data. A full stream
+	// creates the volume, which must not exist; an incremental one needs
+	// the volume to hold its base snapshot. With resumable set, an
+	// interrupted receive leaves a resume_token on the volume
+	// (VolumeInfo.resume_token) for the sender's next Send.
+	Receive(grpc.ClientStreamingServer[ReceiveChunk, ReceiveResponse]) error
+	// Pool describes the storage the plugin provisions from on this Machine
+	// (or a candidate pool); FAILED_PRECONDITION when it does not exist.
+	Pool(context.Context, *PoolRequest) (*PoolResponse, error)
 	mustEmbedUnimplementedVolumeServer()
 }
 
@@ -128,6 +220,18 @@ func (UnimplementedVolumeServer) ListVolumes(context.Context, *ListVolumesReques
 }
 func (UnimplementedVolumeServer) Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedVolumeServer) GetVolume(context.Context, *GetVolumeRequest) (*GetVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetVolume not implemented")
+}
+func (UnimplementedVolumeServer) Send(*SendRequest, grpc.ServerStreamingServer[SendChunk]) error {
+	return status.Error(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedVolumeServer) Receive(grpc.ClientStreamingServer[ReceiveChunk, ReceiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method Receive not implemented")
+}
+func (UnimplementedVolumeServer) Pool(context.Context, *PoolRequest) (*PoolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pool not implemented")
 }
 func (UnimplementedVolumeServer) mustEmbedUnimplementedVolumeServer() {}
 func (UnimplementedVolumeServer) testEmbeddedByValue()                {}
@@ -222,6 +326,60 @@ func _Volume_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Volume_GetVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServer).GetVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Volume_GetVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServer).GetVolume(ctx, req.(*GetVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Volume_Send_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SendRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumeServer).Send(m, &grpc.GenericServerStream[SendRequest, SendChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volume_SendServer = grpc.ServerStreamingServer[SendChunk]
+
+func _Volume_Receive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(VolumeServer).Receive(&grpc.GenericServerStream[ReceiveChunk, ReceiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volume_ReceiveServer = grpc.ClientStreamingServer[ReceiveChunk, ReceiveResponse]
+
+func _Volume_Pool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PoolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServer).Pool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Volume_Pool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServer).Pool(ctx, req.(*PoolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Volume_ServiceDesc is the grpc.ServiceDesc for Volume service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -245,7 +403,26 @@ var Volume_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Snapshot",
 			Handler:    _Volume_Snapshot_Handler,
 		},
+		{
+			MethodName: "GetVolume",
+			Handler:    _Volume_GetVolume_Handler,
+		},
+		{
+			MethodName: "Pool",
+			Handler:    _Volume_Pool_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Send",
+			Handler:       _Volume_Send_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Receive",
+			Handler:       _Volume_Receive_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "ployz/plugin/volume/v1/volume.proto",
 }

@@ -1,0 +1,93 @@
+package rpc
+
+// Volume commands are answered by this Machine's volume plugin (kind
+// "volume", e.g. volume-zfs); ployzd serves each only while a healthy
+// plugin advertises the capability of the same name (sdk/volume), else
+// refuses it with details.capability. A Machine whose label
+// ployz.zfs.pool is unset has no Provisioned Volumes and refuses all but
+// list_volumes with failed_precondition, details.label naming the label.
+const (
+	CmdCreateVolume   = "create_volume"
+	CmdRemoveVolume   = "remove_volume"
+	CmdListVolumes    = "list_volumes"
+	CmdInspectVolume  = "inspect_volume"
+	CmdSnapshotVolume = "snapshot_volume"
+	// CmdSendVolume streams a snapshot to the client: data frames, then
+	// Done. CmdReceiveVolume reads data frames from the client until EOF
+	// into a volume and answers one VolumeReceived event.
+	CmdSendVolume    = "send_volume"
+	CmdReceiveVolume = "receive_volume"
+)
+
+// CreateVolumeRequest asks for a Provisioned Volume on the target Machine.
+type CreateVolumeRequest struct {
+	Name      string `json:"name"`
+	SizeBytes uint64 `json:"size_bytes"`
+}
+
+// VolumeRequest names one volume (remove_volume, inspect_volume).
+type VolumeRequest struct {
+	Name string `json:"name"`
+}
+
+// SnapshotVolumeRequest names a volume and the snapshot to take.
+type SnapshotVolumeRequest struct {
+	Volume   string `json:"volume"`
+	Snapshot string `json:"snapshot"`
+}
+
+// SendVolumeRequest picks a snapshot stream: full, incremental from
+// FromSnapshot, or the rest of an interrupted one (ResumeToken alone).
+type SendVolumeRequest struct {
+	Volume       string `json:"volume,omitempty"`
+	Snapshot     string `json:"snapshot,omitempty"`
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	ResumeToken  string `json:"resume_token,omitempty"`
+}
+
+// ReceiveVolumeRequest names the volume a stream lands in.
+type ReceiveVolumeRequest struct {
+	Volume    string `json:"volume"`
+	Resumable bool   `json:"resumable,omitempty"`
+}
+
+// VolumeSnapshot is one snapshot of a volume.
+type VolumeSnapshot struct {
+	Name      string `json:"name"`
+	Created   int64  `json:"created_unix_nano,omitempty"`
+	UsedBytes uint64 `json:"used_bytes"`
+	// GUID is equal on two Machines holding the same point in time.
+	GUID string `json:"guid,omitempty"`
+}
+
+// Volume is one Provisioned Volume on one Machine.
+type Volume struct {
+	MachineID  string `json:"machine_id"`
+	Name       string `json:"name"`
+	Pool       string `json:"pool,omitempty"`
+	Dataset    string `json:"dataset,omitempty"`
+	Mountpoint string `json:"mountpoint"`
+	SizeBytes  uint64 `json:"size_bytes"` // the quota; 0: none
+	UsedBytes  uint64 `json:"used_bytes"`
+	Created    int64  `json:"created_unix_nano,omitempty"`
+	// ResumeToken is set while an interrupted resumable receive can be
+	// continued (send_volume's resume_token).
+	ResumeToken string           `json:"resume_token,omitempty"`
+	Snapshots   []VolumeSnapshot `json:"snapshots"`
+}
+
+// VolumeList is list_volumes' answer: Pool is empty on a Machine without
+// Provisioned Volumes.
+type VolumeList struct {
+	MachineID string   `json:"machine_id"`
+	Pool      string   `json:"pool,omitempty"`
+	Health    string   `json:"health,omitempty"`
+	FreeBytes uint64   `json:"free_bytes,omitempty"`
+	Volumes   []Volume `json:"volumes"`
+}
+
+// VolumeReceived is receive_volume's final event.
+type VolumeReceived struct {
+	Bytes  uint64 `json:"bytes"`
+	Volume Volume `json:"volume"`
+}

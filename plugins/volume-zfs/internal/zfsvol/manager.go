@@ -1,0 +1,484 @@
+package zfsvol
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	zfs "github.com/mistifyio/go-zfs/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	volumev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1"
+	"github.com/ployz/ployz/sdk/volume"
+)
+
+// Layout: every Provisioned Volume is the dataset <pool>/VolumesDataset/<name>,
+// mounted at MountRoot/<name>, the host path a Service Container
+// bind-mounts. The mountpoint is set on each volume rather than inherited
+// so that it does not depend on the pool's own mountpoint.
+const (
+	VolumesDataset = "ployz/volumes"
+	MountRoot      = "/var/lib/ployz/volumes"
+)
+
+// Manager provisions volumes in one pool. Its zero pool means the Machine
+// was given none: every call but Pool is refused, saying so.
+type Manager struct {
+	mu   sync.Mutex // serialises changes: create, remove, snapshot, receive
+	pool string
+}
+
+// SetPool switches the pool; "" means none.
+func (m *Manager) SetPool(pool string) {
+	m.mu.Lock()
+	m.pool = pool
+	m.mu.Unlock()
+}
+
+// Pool is the configured pool ("" for none).
+func (m *Manager) Pool() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pool
+}
+
+// errNoPool is what a Machine without a pool answers.
+func errNoPool() error {
+	return status.Errorf(codes.FailedPrecondition,
+		"this Machine has no ZFS pool, so no Provisioned Volumes (label %s unset): set one with `ployz machine update MACHINE --zfs-pool NAME`", volume.PoolLabel)
+}
+
+// ready checks the pool is configured and exists, and returns it.
+func (m *Manager) ready() (string, error) { return checkPool(m.Pool()) }
+
+// checkPool checks pool is set and exists.
+func checkPool(pool string) (string, error) {
+	if pool == "" {
+		return "", errNoPool()
+	}
+	if _, err := zfs.GetZpool(pool); err != nil {
+		return "", status.Errorf(codes.FailedPrecondition, "pool: ZFS pool %q (label %s) does not exist on this Machine: %s", pool, volume.PoolLabel, zfsMsg(err))
+	}
+	return pool, nil
+}
+
+func dataset(pool, name string) string { return pool + "/" + VolumesDataset + "/" + name }
+
+// Mountpoint is where volume name is mounted on the host.
+func Mountpoint(name string) string { return filepath.Join(MountRoot, name) }
+
+// zfsMsg is the useful part of a zfs command's failure: its stderr.
+func zfsMsg(err error) string {
+	var ze *zfs.Error
+	if errors.As(err, &ze) && strings.TrimSpace(ze.Stderr) != "" {
+		return strings.TrimSpace(ze.Stderr)
+	}
+	return err.Error()
+}
+
+func notFound(name string) error {
+	return status.Errorf(codes.NotFound, "name: no volume %q on this Machine", name)
+}
+
+func checkName(field, name string, valid func(string) error) error {
+	if err := valid(name); err != nil {
+		return status.Errorf(codes.InvalidArgument, "%s: %v", field, err)
+	}
+	return nil
+}
+
+// get returns the volume's dataset, or NotFound.
+func get(pool, name string) (*zfs.Dataset, error) {
+	ds, err := zfs.GetDataset(dataset(pool, name))
+	if err != nil {
+		if strings.Contains(zfsMsg(err), "does not exist") {
+			return nil, notFound(name)
+		}
+		return nil, status.Errorf(codes.Internal, "zfs: %s", zfsMsg(err))
+	}
+	return ds, nil
+}
+
+// ensureParent creates <pool>/ployz/volumes, mounted nowhere itself.
+func ensureParent(ctx context.Context, pool string) error {
+	parent := pool + "/" + VolumesDataset
+	if _, err := zfs.GetDataset(parent); err == nil {
+		return nil
+	}
+	if _, err := run(ctx, nil, nil, "create", "-p", "-o", "mountpoint=none", parent); err != nil {
+		return status.Errorf(codes.Internal, "create %s: %v", parent, err)
+	}
+	return nil
+}
+
+// Create makes volume name with a quota of size bytes (0: none). An
+// existing volume with the same quota is answered as it is; another quota
+// is a clash.
+func (m *Manager) Create(ctx context.Context, name string, size uint64) (*volumev1.VolumeInfo, error) {
+	if err := checkName("name", name, volume.ValidName); err != nil {
+		return nil, err
+	}
+	if size != 0 && size < volume.MinSize {
+		return nil, status.Errorf(codes.InvalidArgument, "size_bytes: %d is below the minimum of %d (1MiB)", size, volume.MinSize)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pool, err := checkPool(m.pool)
+	if err != nil {
+		return nil, err
+	}
+	if ds, err := get(pool, name); err == nil {
+		if ds.Quota != size {
+			return nil, status.Errorf(codes.AlreadyExists, "name: volume %q already exists on this Machine with size %d bytes", name, ds.Quota)
+		}
+		return info(ctx, name, ds)
+	} else if status.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	if err := ensureParent(ctx, pool); err != nil {
+		return nil, err
+	}
+	quota := "none"
+	if size > 0 {
+		quota = strconv.FormatUint(size, 10)
+	}
+	ds, err := zfs.CreateFilesystem(dataset(pool, name), map[string]string{"quota": quota, "mountpoint": Mountpoint(name)})
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "create volume %q: %s", name, zfsMsg(err))
+	}
+	return info(ctx, name, ds)
+}
+
+// Remove destroys volume name and its snapshots. A volume a Container
+// still mounts is busy and stays.
+func (m *Manager) Remove(ctx context.Context, name string) error {
+	if err := checkName("name", name, volume.ValidName); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pool, err := checkPool(m.pool)
+	if err != nil {
+		return err
+	}
+	if _, err := get(pool, name); err != nil {
+		return err
+	}
+	if _, err := run(ctx, nil, nil, "destroy", "-r", dataset(pool, name)); err != nil {
+		if strings.Contains(err.Error(), "busy") {
+			return status.Errorf(codes.FailedPrecondition, "name: volume %q is in use (a Container mounts it?): %v", name, err)
+		}
+		return status.Errorf(codes.Internal, "destroy volume %q: %v", name, err)
+	}
+	// ZFS leaves the empty mountpoint directory behind.
+	_ = os.Remove(Mountpoint(name))
+	return nil
+}
+
+// List describes every volume in the pool.
+func (m *Manager) List(ctx context.Context) ([]*volumev1.VolumeInfo, error) {
+	pool, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	parent, err := zfs.GetDataset(pool + "/" + VolumesDataset)
+	if err != nil {
+		return nil, nil // nothing created yet
+	}
+	kids, err := parent.Children(1)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list volumes: %s", zfsMsg(err))
+	}
+	var out []*volumev1.VolumeInfo
+	for _, ds := range kids {
+		if ds.Type != zfs.DatasetFilesystem {
+			continue
+		}
+		vi, err := info(ctx, strings.TrimPrefix(ds.Name, parent.Name+"/"), ds)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vi)
+	}
+	return out, nil
+}
+
+// Get describes volume name.
+func (m *Manager) Get(ctx context.Context, name string) (*volumev1.VolumeInfo, error) {
+	if err := checkName("name", name, volume.ValidName); err != nil {
+		return nil, err
+	}
+	pool, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	ds, err := get(pool, name)
+	if err != nil {
+		return nil, err
+	}
+	return info(ctx, name, ds)
+}
+
+// Snapshot takes snapshot snap of volume name.
+func (m *Manager) Snapshot(ctx context.Context, name, snap string) (*volumev1.SnapshotInfo, error) {
+	if err := checkName("volume", name, volume.ValidName); err != nil {
+		return nil, err
+	}
+	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pool, err := checkPool(m.pool)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := get(pool, name)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := snapshots(ctx, ds.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		if s.GetName() == snap {
+			return nil, status.Errorf(codes.AlreadyExists, "snapshot: volume %q already has a snapshot %q", name, snap)
+		}
+	}
+	if _, err := ds.Snapshot(snap, false); err != nil {
+		return nil, status.Errorf(codes.Internal, "snapshot %s@%s: %s", name, snap, zfsMsg(err))
+	}
+	snaps, err = snapshots(ctx, ds.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		if s.GetName() == snap {
+			return s, nil
+		}
+	}
+	return nil, status.Errorf(codes.Internal, "snapshot %s@%s was taken but is not listed", name, snap)
+}
+
+// Send writes the stream req asks for to w.
+func (m *Manager) Send(ctx context.Context, req *volumev1.SendRequest, w io.Writer) error {
+	pool, err := m.ready()
+	if err != nil {
+		return err
+	}
+	if tok := req.GetResumeToken(); tok != "" {
+		if _, err := run(ctx, nil, w, "send", "-t", tok); err != nil {
+			return status.Errorf(codes.FailedPrecondition, "resume_token: %v", err)
+		}
+		return nil
+	}
+	name, snap, from := req.GetVolume(), req.GetSnapshot(), req.GetFromSnapshot()
+	if err := checkName("volume", name, volume.ValidName); err != nil {
+		return err
+	}
+	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
+		return err
+	}
+	if from != "" {
+		if err := checkName("from_snapshot", from, volume.ValidSnapshot); err != nil {
+			return err
+		}
+	}
+	ds, err := get(pool, name)
+	if err != nil {
+		return err
+	}
+	snaps, err := snapshots(ctx, ds.Name)
+	if err != nil {
+		return err
+	}
+	for field, want := range map[string]string{"snapshot": snap, "from_snapshot": from} {
+		if want != "" && !hasSnapshot(snaps, want) {
+			return status.Errorf(codes.NotFound, "%s: volume %q has no snapshot %q", field, name, want)
+		}
+	}
+	args := []string{"send"}
+	if from == "" {
+		args = append(args, "-p") // a full stream carries the quota
+	} else {
+		args = append(args, "-i", "@"+from)
+	}
+	if _, err := run(ctx, nil, w, append(args, ds.Name+"@"+snap)...); err != nil {
+		return status.Errorf(codes.Internal, "zfs send: %v", err)
+	}
+	return nil
+}
+
+func hasSnapshot(snaps []*volumev1.SnapshotInfo, name string) bool {
+	for _, s := range snaps {
+		if s.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Receive reads a stream from r into volume name and returns the bytes
+// read. A full stream creates the volume (mounted at Mountpoint(name));
+// an incremental one or a resumed one lands in the existing volume. With
+// resumable, an interrupted stream leaves a resume token on the volume.
+func (m *Manager) Receive(ctx context.Context, name string, resumable bool, r io.Reader) (uint64, error) {
+	if err := checkName("volume", name, volume.ValidName); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pool, err := checkPool(m.pool)
+	if err != nil {
+		return 0, err
+	}
+	if err := ensureParent(ctx, pool); err != nil {
+		return 0, err
+	}
+	args := []string{"receive"}
+	if resumable {
+		args = append(args, "-s")
+	}
+	if _, err := get(pool, name); status.Code(err) == codes.NotFound {
+		// atime off: reading a received copy must not count as a change
+		// that makes the next incremental receive refuse it.
+		args = append(args, "-o", "mountpoint="+Mountpoint(name), "-o", "atime=off")
+	} else if err != nil {
+		return 0, err
+	}
+	c := &counter{r: r}
+	if _, err := run(ctx, c, nil, append(args, dataset(pool, name))...); err != nil {
+		return c.n, status.Errorf(codes.FailedPrecondition, "volume: receive into %q after %d bytes: %v", name, c.n, err)
+	}
+	return c.n, nil
+}
+
+type counter struct {
+	r io.Reader
+	n uint64
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += uint64(k)
+	return k, err
+}
+
+// PoolInfo describes candidate, or without one the configured pool.
+func (m *Manager) PoolInfo(candidate string) (*volumev1.PoolResponse, error) {
+	pool := m.Pool()
+	if candidate != "" {
+		if err := volume.ValidPool(candidate); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "pool: %v", err)
+		}
+		pool = candidate
+	}
+	if pool == "" {
+		return &volumev1.PoolResponse{}, nil
+	}
+	if _, err := checkPool(pool); err != nil {
+		return nil, err
+	}
+	z, err := zfs.GetZpool(pool)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "zpool %s: %s", pool, zfsMsg(err))
+	}
+	return &volumev1.PoolResponse{Configured: true, Pool: pool, Health: z.Health, SizeBytes: z.Size, FreeBytes: z.Free}, nil
+}
+
+// info describes a volume's dataset.
+func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeInfo, error) {
+	vi := &volumev1.VolumeInfo{Name: name, Dataset: ds.Name, Mountpoint: ds.Mountpoint, SizeBytes: ds.Quota, UsedBytes: ds.Used}
+	props, err := run(ctx, nil, nil, "get", "-Hp", "-o", "property,value", "creation,receive_resume_token", ds.Name)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "zfs get %s: %v", ds.Name, err)
+	}
+	for _, l := range props {
+		if len(l) < 2 {
+			continue
+		}
+		switch l[0] {
+		case "creation":
+			if s, err := strconv.ParseInt(l[1], 10, 64); err == nil {
+				vi.CreatedUnixNanos = s * int64(time.Second)
+			}
+		case "receive_resume_token":
+			if l[1] != "-" {
+				vi.ResumeToken = l[1]
+			}
+		}
+	}
+	snaps, err := snapshots(ctx, ds.Name)
+	if err != nil {
+		return nil, err
+	}
+	vi.SnapshotDetails = snaps
+	for _, s := range snaps {
+		vi.Snapshots = append(vi.Snapshots, s.GetName())
+	}
+	return vi, nil
+}
+
+// snapshots lists a dataset's snapshots, oldest first.
+func snapshots(ctx context.Context, ds string) ([]*volumev1.SnapshotInfo, error) {
+	lines, err := run(ctx, nil, nil, "list", "-Hp", "-t", "snapshot", "-d", "1", "-s", "createtxg", "-o", "name,creation,used,guid", ds)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list snapshots of %s: %v", ds, err)
+	}
+	var out []*volumev1.SnapshotInfo
+	for _, l := range lines {
+		if len(l) < 4 {
+			continue
+		}
+		_, snap, ok := strings.Cut(l[0], "@")
+		if !ok {
+			continue
+		}
+		s := &volumev1.SnapshotInfo{Name: snap, Guid: l[3]}
+		if c, err := strconv.ParseInt(l[1], 10, 64); err == nil {
+			s.CreatedUnixNanos = c * int64(time.Second)
+		}
+		s.UsedBytes, _ = strconv.ParseUint(l[2], 10, 64)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// run runs zfs with args under ctx, stdin from in and stdout to out when
+// set; without out it returns stdout's tab-separated lines. Its error
+// carries zfs's stderr.
+func run(ctx context.Context, in io.Reader, out io.Writer, args ...string) ([][]string, error) {
+	cmd := exec.CommandContext(ctx, "zfs", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin = in
+	cmd.Stdout = &stdout
+	if out != nil {
+		cmd.Stdout = out
+	}
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("zfs %s: %s", args[0], msg)
+	}
+	var lines [][]string
+	for _, l := range strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n") {
+		if l != "" {
+			lines = append(lines, strings.Split(l, "\t"))
+		}
+	}
+	return lines, nil
+}
