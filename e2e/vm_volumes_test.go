@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,41 @@ func TestVMVolumes(t *testing.T) {
 		if out, err := l.Exec(ctx, "m2", "cat", "/var/lib/ployz/volumes/db/more"); err != nil || out != "more" {
 			t.Fatalf("m2's db after the refused receive: %q, %v", out, err)
 		}
+	})
+
+	t.Run("resume-cut-transfer", func(t *testing.T) {
+		// Half a full stream into db2 on m2 (a cut transfer), then the
+		// rest from the resume token m2 keeps: the same data, not restarted.
+		file := filepath.Join(t.TempDir(), "db-s2.zfs")
+		sh(t, op, "volume send db --machine m1 --snapshot s2 > "+file)
+		fi, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := fi.Size() / 2
+		if out, err := exec.Command("sh", "-c", "head -c "+strconv.FormatInt(half, 10)+" "+file+" | "+ployzCmd(op)+" volume receive db2 --machine m2 --resumable").CombinedOutput(); err == nil {
+			t.Fatalf("half a stream was accepted: %s", out)
+		}
+		var v struct {
+			Volume rpc.Volume `json:"volume"`
+		}
+		op.json(t, &v, "volume", "inspect", "db2", "--machine", "m2")
+		if v.Volume.ResumeToken == "" {
+			t.Fatalf("no resume token after a cut transfer: %+v", v.Volume)
+		}
+		rest := filepath.Join(t.TempDir(), "rest.zfs")
+		sh(t, op, "volume send db --machine m1 --resume-token "+v.Volume.ResumeToken+" > "+rest)
+		ri, err := os.Stat(rest)
+		if err != nil || ri.Size() >= fi.Size() {
+			t.Fatalf("the resumed stream is %v bytes of %d (%v): restarted, not resumed", ri.Size(), fi.Size(), err)
+		}
+		sh(t, op, "volume receive db2 --machine m2 --resumable < "+rest)
+		t.Logf("cut after %d of %d bytes; resumed with %d", half, fi.Size(), ri.Size())
+		sum, err := l.Exec(ctx, "m2", "sh", "-c", "cd /var/lib/ployz/volumes/db2 && sha256sum blob small")
+		if err != nil || sum != sum1 {
+			t.Fatalf("db2 on m2 after resume: %q (%v), want %q", sum, err, sum1)
+		}
+		op.must(t, "volume", "rm", "db2", "--machine", "m2")
 	})
 
 	t.Run("rm", func(t *testing.T) {

@@ -358,8 +358,16 @@ func (m *Manager) Receive(ctx context.Context, name string, resumable bool, r io
 		return 0, err
 	}
 	c := &counter{r: r}
-	if _, err := run(ctx, c, nil, append(args, dataset(pool, name))...); err != nil {
+	ds := dataset(pool, name)
+	if _, err := run(ctx, c, nil, append(args, ds)...); err != nil {
 		return c.n, status.Errorf(codes.FailedPrecondition, "volume: receive into %q after %d bytes: %v", name, c.n, err)
+	}
+	// A resumed receive may land without the mountpoint its first part
+	// was given: make it the one every volume has.
+	if mp, err := run(ctx, nil, nil, "get", "-H", "-o", "value", "mountpoint", ds); err == nil && len(mp) == 1 && mp[0][0] != Mountpoint(name) {
+		if _, err := run(ctx, nil, nil, "set", "mountpoint="+Mountpoint(name), ds); err != nil {
+			return c.n, status.Errorf(codes.Internal, "volume: received %q but could not mount it at %s: %v", name, Mountpoint(name), err)
+		}
 	}
 	return c.n, nil
 }
