@@ -24,7 +24,7 @@ const VolumePlugin = "volume-zfs"
 
 // pluginStartWait bounds how long checking a pool label waits for the
 // volume plugin to serve.
-const pluginStartWait = 30 * time.Second
+const pluginStartWait = 90 * time.Second
 
 // volumePlugin hands volume-zfs its spec: the pool the Machine's
 // ployz.zfs.pool label names (none without it), so an operator sets it
