@@ -24,7 +24,7 @@ import (
 func TestVMVolumes(t *testing.T) {
 	needVMLab(t)
 	l := lab.ForTestVM(t, 2)
-	op := newOperator(t, l)
+	op := newVMOperator(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	var in rpc.Inspection
