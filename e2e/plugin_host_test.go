@@ -19,6 +19,7 @@ import (
 	sdkdns "github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/observe"
+	"github.com/ployz/ployz/sdk/volume"
 )
 
 // describeContract calls describe_contract on Machine m over SSH, as a
@@ -74,7 +75,8 @@ func TestPluginsHostedOneWay(t *testing.T) {
 		"dns":           {sdkdns.CapServe},
 		"ingress-caddy": nil,                                          // from ingress.Capabilities, below
 		"logstore":      {observe.CapLogHistory, observe.CapTailLogs}, // sorted, as the host lists them
-		"metrics":       {observe.CapQueryMetrics}, "volume-zfs": {},
+		"metrics":       {observe.CapQueryMetrics},
+		"volume-zfs":    slices.Sorted(slices.Values(volume.Capabilities)), // advertised without a pool too: calls name the missing label
 	}
 	eventually(t, 120*time.Second, "ployzd plugins ls shows all five plugins healthy", func() error {
 		st, err := pluginsLs(ctx, l, "m1")
