@@ -62,7 +62,7 @@ func listVolumes(c *cobra.Command, s session, t rpc.Target) ([]machineVolumes, e
 	}
 	var out []machineVolumes
 	for _, r := range fr.Results {
-		mv := machineVolumes{Machine: orID(r.MachineName, r.MachineID)}
+		mv := machineVolumes{Machine: r.Machine()}
 		switch {
 		case r.Error != nil:
 			mv.Error = r.Error.Error()
@@ -77,17 +77,10 @@ func listVolumes(c *cobra.Command, s session, t rpc.Target) ([]machineVolumes, e
 		out = append(out, mv)
 	}
 	for _, o := range fr.Omitted {
-		out = append(out, machineVolumes{Machine: orID(o.MachineName, o.MachineID), Error: o.Reason})
+		out = append(out, machineVolumes{Machine: o.Machine(), Error: o.Reason})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
 	return out, nil
-}
-
-func orID(name, id string) string {
-	if name == "" {
-		return id
-	}
-	return name
 }
 
 // holders are the Machines of ms holding volume name.

@@ -72,16 +72,9 @@ type merger struct {
 	out Logs
 }
 
-func machineName(id, name string) string {
-	if name == "" {
-		return id
-	}
-	return name
-}
-
 func (m *merger) add(fr rpc.FanoutResult) {
 	for _, r := range fr.Results {
-		name := machineName(r.MachineID, r.MachineName)
+		name := r.Machine()
 		if r.Error != nil {
 			m.out.Failed = append(m.out.Failed, Failure{Machine: name, Error: Refusal(r.Error)})
 			continue
@@ -105,7 +98,7 @@ func (m *merger) add(fr rpc.FanoutResult) {
 		}
 	}
 	for _, o := range fr.Omitted {
-		m.out.Failed = append(m.out.Failed, Failure{Machine: machineName(o.MachineID, o.MachineName), Error: o.Reason})
+		m.out.Failed = append(m.out.Failed, Failure{Machine: o.Machine(), Error: o.Reason})
 	}
 }
 

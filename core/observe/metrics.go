@@ -27,7 +27,7 @@ func Metrics(ctx context.Context, c Caller, t rpc.Target, req rpc.QueryMetricsRe
 	}
 	var out []MachineMetrics
 	for _, r := range fr.Results {
-		mm := MachineMetrics{Machine: machineName(r.MachineID, r.MachineName)}
+		mm := MachineMetrics{Machine: r.Machine()}
 		if r.Error != nil {
 			mm.Error = r.Error.Error()
 			if r.Error.Details["capability"] != nil {
@@ -44,7 +44,7 @@ func Metrics(ctx context.Context, c Caller, t rpc.Target, req rpc.QueryMetricsRe
 		out = append(out, mm)
 	}
 	for _, o := range fr.Omitted {
-		out = append(out, MachineMetrics{Machine: machineName(o.MachineID, o.MachineName), Error: o.Reason})
+		out = append(out, MachineMetrics{Machine: o.Machine(), Error: o.Reason})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
 	return out, nil

@@ -133,6 +133,19 @@ type Omission struct {
 	Reason      string `json:"reason"`
 }
 
+// Machine names the target for people: its name, else its id.
+func (r TargetResult) Machine() string { return nameOrID(r.MachineName, r.MachineID) }
+
+// Machine names the omitted target for people: its name, else its id.
+func (o Omission) Machine() string { return nameOrID(o.MachineName, o.MachineID) }
+
+func nameOrID(name, id string) string {
+	if name == "" {
+		return id
+	}
+	return name
+}
+
 // Partial reports whether any target failed or was omitted.
 func (f FanoutResult) Partial() bool {
 	if len(f.Omitted) > 0 {
