@@ -129,7 +129,13 @@ func (x xt) run(args ...string) (string, error) {
 }
 
 // writeChain creates chain if needed and replaces its rules with rules.
+// A chain that already holds exactly rules is left alone: flushing it
+// opens a window where new connections meet Docker's DROP, and ployzd
+// rewrites its chains on every start (an upgrade restarts it twice).
 func (x xt) writeChain(table, chain string, rules [][]string) error {
+	if x.holds(table, chain, rules) {
+		return nil
+	}
 	if _, err := x.run("-t", table, "-S", chain); err != nil {
 		if _, err := x.run("-t", table, "-N", chain); err != nil {
 			return fmt.Errorf("%s %s %s: create: %w", x.bin, table, chain, err)
@@ -144,6 +150,30 @@ func (x xt) writeChain(table, chain string, rules [][]string) error {
 		}
 	}
 	return nil
+}
+
+// holds reports whether chain exists with exactly len(rules) rules, each
+// of rules among them (iptables -C, which reads rules the way -A wrote them).
+func (x xt) holds(table, chain string, rules [][]string) bool {
+	out, err := x.run("-t", table, "-S", chain)
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "-A ") {
+			n++
+		}
+	}
+	if n != len(rules) {
+		return false
+	}
+	for _, r := range rules {
+		if _, err := x.run(slices.Concat([]string{"-t", table, "-C", chain}, r)...); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // jumpFirst makes "-j chain" the first rule of parent, exactly once;
