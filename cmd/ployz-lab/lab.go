@@ -27,7 +27,7 @@ func labCommand() *cobra.Command {
 		Short: "Run a local lab of Machines as containers on this host",
 	}
 	cmd.PersistentFlags().StringVar(&lc.name, "name", lab.DefaultName, "lab name")
-	cmd.AddCommand(lc.up(), lc.ls(), lc.ssh(), lc.exec(),
+	cmd.AddCommand(lc.up(), lc.image(), lc.ls(), lc.ssh(), lc.exec(),
 		lc.machineOp("partition", "Cut a Machine off the lab network (it keeps running)", (*lab.Lab).Partition),
 		lc.machineOp("heal", "Reconnect a partitioned Machine", (*lab.Lab).Heal),
 		lc.machineOp("stop", "Stop a Machine, as a power-off would", (*lab.Lab).Stop),
@@ -77,6 +77,47 @@ func (lc *labCLI) up() *cobra.Command {
 	up.Flags().BoolVar(&vm, "vm", false, "run each Machine as a QEMU virtual machine with its own kernel (kernel WireGuard, ZFS pool \"ployz\"); slow: TCG emulation")
 	up.Flags().StringVar(&binDir, "bin-dir", "", "directory of built binaries (default: this executable's directory)")
 	return up
+}
+
+// image builds the Machine image `up` would boot, or finds it cached, and
+// prints what it is: a separate step so a test run can build the slow VM
+// image (the zfs module compiles) in the background while other tests run.
+func (lc *labCLI) image() *cobra.Command {
+	var vm bool
+	var binDir, osName string
+	img := &cobra.Command{
+		Use:   "image",
+		Short: "Build the Machine image (container or --vm) if needed and print it",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if binDir == "" {
+				binDir = executableDir()
+			}
+			logf := func(f string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), f+"\n", a...) }
+			if vm {
+				im, err := lab.BuildVMImage(c.Context(), binDir, logf)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(c.OutOrStdout(), im.Rootfs)
+				return nil
+			}
+			dist, err := lab.ParseOS(osName)
+			if err != nil {
+				return err
+			}
+			tag, err := lab.BuildMachineImageFor(c.Context(), dist, binDir, logf)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), tag)
+			return nil
+		},
+	}
+	img.Flags().BoolVar(&vm, "vm", false, "the VM Machine image (Debian 12, kernel, ZFS): many minutes when the recipe changed")
+	img.Flags().StringVar(&osName, "os", string(lab.DefaultOS), "Machine OS of a container image: debian13 or debian12")
+	img.Flags().StringVar(&binDir, "bin-dir", "", "directory of built binaries (default: this executable's directory)")
+	return img
 }
 
 // loadTestApp builds the test application's image and loads it into

@@ -9,12 +9,17 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ployz/ployz/core/version"
 )
 
 func main() {
 	root := labCommand()
-	root.Use = "ployz lab"
+	root.Use = "lab"
+	// Help and errors name the command as users type it (`ployz lab up`),
+	// not as `ployz up`: cobra names a command by Use's first word.
+	root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "ployz lab"}
 	root.Version = version.Version
 	root.SilenceUsage = true
 	root.SilenceErrors = true
