@@ -30,7 +30,9 @@ services:
 `
 
 // TestDashboard drives `ployz dashboard` in headless Chromium against a
-// 3-Machine lab: every page renders the lab's real Machines and Services;
+// 3-Machine lab: every page renders the lab's real Machines and Services
+// (the Volumes page names every Machine as having no ZFS pool, as
+// `ployz volume ls` does);
 // a scale from the UI changes the Cluster (ployz ps shows it); a line a
 // Container prints reaches the followed logs; a restart from the UI
 // replaces every Container; stop and start from the UI stop and start
@@ -60,6 +62,7 @@ func TestDashboard(t *testing.T) {
 	b.WaitText(t, "#machines", "self", 10*time.Second)
 	b.WaitText(t, "#machines", "metrics", 30*time.Second) // plugins, from each Machine's own inspection
 	b.Shot(t, "cluster")
+	volumesNoPool(t, l, op, b, base)
 
 	b.Do(t, "open the Services page", chromedp.Navigate(base+"/#/services"))
 	b.WaitText(t, row, "ready", 60*time.Second)
@@ -125,6 +128,64 @@ func TestDashboard(t *testing.T) {
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Fatalf("page errors: %v", errs)
 	}
+}
+
+// volumesNoPool opens the Volumes page on the lab, whose Machines have no
+// ZFS pool: it names every Machine as having none, with the command that
+// gives it one, as `ployz volume ls` does (checked against its --json), and
+// lists no volume.
+func volumesNoPool(t *testing.T, l *lab.Lab, op *operator, b *browsertest.Browser, base string) {
+	t.Helper()
+	var ls struct {
+		Machines []struct {
+			Machine string `json:"machine"`
+			List    *struct {
+				Pool    string            `json:"pool"`
+				Volumes []json.RawMessage `json:"volumes"`
+			} `json:"list"`
+			Error string `json:"error"`
+		} `json:"machines"`
+	}
+	op.json(t, &ls, "volume", "ls")
+	if len(ls.Machines) != len(l.Machines) {
+		t.Fatalf("ployz volume ls lists %d Machines, want %d: %+v", len(ls.Machines), len(l.Machines), ls)
+	}
+	for _, m := range ls.Machines {
+		if m.Error != "" || m.List == nil || m.List.Pool != "" || len(m.List.Volumes) != 0 {
+			t.Fatalf("ployz volume ls: %s is not a Machine without a pool: %+v", m.Machine, m)
+		}
+	}
+
+	b.Do(t, "open the Volumes page from the navigation", chromedp.Click(chromedp.CSS(`nav a[data-nav="volumes"]`)))
+	for _, m := range l.Machines {
+		row := fmt.Sprintf(`#volume-machines tr[data-machine="%s"][data-state="no_pool"]`, m.Name)
+		b.WaitText(t, row, "no ZFS pool, no Provisioned Volumes", 60*time.Second)
+		b.WaitText(t, row, "ployz machine update "+m.Name+" --zfs-pool NAME", 5*time.Second)
+	}
+	b.WaitText(t, "#no-volumes", "No Provisioned Volumes", 5*time.Second)
+	if h := browsertest.Eval[string](t, b, "location.hash"); h != "#/volumes" {
+		t.Errorf("Volumes page URL %q", h)
+	}
+	var page dashboard.Volumes
+	if err := getDashboard(base+"/api/view/volumes", &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Machines) != len(l.Machines) {
+		t.Fatalf("the Volumes view has %d Machines, want %d", len(page.Machines), len(l.Machines))
+	}
+	for _, m := range page.Machines {
+		if m.State != "no_pool" {
+			t.Errorf("the Volumes view says %s is %q (%s), want no_pool", m.Machine, m.State, m.Note)
+		}
+	}
+	b.Shot(t, "volumes")
+	b.Do(t, "phone width", chromedp.EmulateViewport(390, 844))
+	time.Sleep(300 * time.Millisecond)
+	if w := browsertest.Eval[int](t, b, "document.documentElement.scrollWidth"); w > 390 {
+		t.Errorf("the Volumes page is %dpx wide at 390 px", w)
+	}
+	b.Shot(t, "phone-volumes")
+	b.Do(t, "desktop width", chromedp.EmulateViewport(1280, 900))
 }
 
 // stoppedGap stops m3's ployzd and metrics plugin for 40 s and checks the chart data

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/core/volumes"
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
@@ -30,7 +32,7 @@ func dashboardCommand() *cobra.Command {
 	listen := dashboard.DefaultListen
 	cmd := &cobra.Command{
 		Use:   "dashboard",
-		Short: "Serve a local web UI of the Cluster: Machines, Services, Deploys, logs and metrics; scale and restart",
+		Short: "Serve a local web UI of the Cluster: Machines, Services, Deploys, Volumes, logs and metrics; scale and restart",
 		Long: `Serve a web UI on this computer that reads and acts on the Cluster through the
 current context, exactly as the CLI does: no listener is added on any Machine.
 It listens on 127.0.0.1 by default and has no login: anyone who can reach the
@@ -205,6 +207,58 @@ func (x *sessionSource) Service(ctx context.Context, ns, service string) (dashbo
 	}
 	sort.SliceStable(out.Containers, func(i, j int) bool { return out.Containers[i].Machine < out.Containers[j].Machine })
 	out.Deploying = runningDeploy(s, ns)
+	// Only a bind mount can mount a Provisioned Volume: ask the Machines
+	// holding such Containers for their volumes, and only then.
+	if volumes.BindMounts(in.Containers) {
+		var ids []string
+		for _, co := range in.Containers {
+			if !slices.Contains(ids, co.MachineID) {
+				ids = append(ids, co.MachineID)
+			}
+		}
+		ms, err := volumes.List(ctx, s.ent, rpc.Target{Set: ids})
+		if err != nil {
+			out.VolumesError = err.Error()
+		} else {
+			out.Volumes = volumes.Mounts(ms, in.Containers)
+			if u := volumes.Unanswered(ms); len(u) > 0 {
+				out.VolumesError = "no volume list from " + strings.Join(u, ", ")
+			}
+		}
+	}
+	return out, nil
+}
+
+// Volumes is `ployz volume ls`'s list (volumes.List), with the Containers
+// that mount a volume when any Machine holds one.
+func (x *sessionSource) Volumes(ctx context.Context) (dashboard.Volumes, error) {
+	s, err := x.session()
+	if err != nil {
+		return dashboard.Volumes{}, err
+	}
+	ms, err := volumes.List(ctx, s.ent, rpc.Target{All: true})
+	if err != nil {
+		return dashboard.Volumes{}, err
+	}
+	var out dashboard.Volumes
+	held := false
+	for _, m := range ms {
+		out.Machines = append(out.Machines, dashboard.VolumeMachine{MachineVolumes: m})
+		held = held || m.List != nil && len(m.List.Volumes) > 0
+	}
+	if !held {
+		return out, nil
+	}
+	snap, err := deploy.Observe(ctx, s.ent, "", false)
+	if err != nil {
+		out.MountsError = err.Error()
+		return out, nil
+	}
+	var cs []rpc.ContainerObservation
+	for _, m := range snap.Machines {
+		cs = append(cs, m.Containers...)
+	}
+	out.Mounts, out.Unobserved = volumes.Mounts(ms, cs), snap.Missing
 	return out, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumes"
 	"github.com/ployz/ployz/sdk/volume"
 )
 
@@ -47,56 +47,10 @@ func withZFSPool(labels map[string]string, pool string, set bool) (map[string]st
 	return labels, nil
 }
 
-// machineVolumes is one Machine's list_volumes answer, or why there is none.
-type machineVolumes struct {
-	Machine string          `json:"machine"`
-	List    *rpc.VolumeList `json:"list,omitempty"`
-	Error   string          `json:"error,omitempty"`
-}
-
-// listVolumes asks the Machines t names for their volumes, sorted by name.
-func listVolumes(c *cobra.Command, s session, t rpc.Target) ([]machineVolumes, error) {
-	fr, err := s.ent.Fanout(c.Context(), t, rpc.CmdListVolumes, struct{}{})
-	if err != nil {
-		return nil, fmt.Errorf("list volumes: %w", err)
-	}
-	var out []machineVolumes
-	for _, r := range fr.Results {
-		mv := machineVolumes{Machine: r.Machine()}
-		switch {
-		case r.Error != nil:
-			mv.Error = r.Error.Error()
-		default:
-			var l rpc.VolumeList
-			if err := json.Unmarshal(r.Payload, &l); err != nil {
-				mv.Error = "malformed list_volumes answer: " + err.Error()
-			} else {
-				mv.List = &l
-			}
-		}
-		out = append(out, mv)
-	}
-	for _, o := range fr.Omitted {
-		out = append(out, machineVolumes{Machine: o.Machine(), Error: o.Reason})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
-	return out, nil
-}
-
-// holders are the Machines of ms holding volume name.
-func holders(ms []machineVolumes, name string) []string {
-	var out []string
-	for _, m := range ms {
-		if m.List == nil {
-			continue
-		}
-		for _, v := range m.List.Volumes {
-			if v.Name == name {
-				out = append(out, m.Machine)
-			}
-		}
-	}
-	return out
+// listVolumes asks the Machines t names for their volumes, sorted by
+// name (core/volumes, which the dashboard's Volumes page reads too).
+func listVolumes(c *cobra.Command, s session, t rpc.Target) ([]volumes.MachineVolumes, error) {
+	return volumes.List(c.Context(), s.ent, t)
 }
 
 // locate is the Machine holding volume name: the one --machine names, or
@@ -109,7 +63,7 @@ func locate(c *cobra.Command, s session, name, machine string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	hs := holders(ms, name)
+	hs := volumes.Holders(ms, name)
 	switch len(hs) {
 	case 1:
 		return hs[0], nil
@@ -120,17 +74,11 @@ func locate(c *cobra.Command, s session, name, machine string) (string, error) {
 }
 
 // unanswered names the Machines that did not answer a list, as a suffix.
-func unanswered(ms []machineVolumes) string {
-	var failed []string
-	for _, m := range ms {
-		if m.Error != "" {
-			failed = append(failed, m.Machine)
-		}
+func unanswered(ms []volumes.MachineVolumes) string {
+	if failed := volumes.Unanswered(ms); len(failed) > 0 {
+		return " (no answer from " + strings.Join(failed, ", ") + ")"
 	}
-	if len(failed) == 0 {
-		return ""
-	}
-	return " (no answer from " + strings.Join(failed, ", ") + ")"
+	return ""
 }
 
 func volumeCreate() *cobra.Command {
@@ -160,7 +108,7 @@ refused. The volume is mounted on the Machine at ` + "/var/lib/ployz/volumes/NAM
 				if err != nil {
 					return err
 				}
-				if hs := holders(ms, name); len(hs) > 0 {
+				if hs := volumes.Holders(ms, name); len(hs) > 0 {
 					return rpc.Errorf(rpc.CodeConflict, "name: a volume %q already exists on %s", name, strings.Join(hs, ", ")).With("field", "name")
 				}
 				var v rpc.Volume
@@ -206,16 +154,13 @@ func volumeLs() *cobra.Command {
 	return cmd
 }
 
-func printVolumeList(w io.Writer, ms []machineVolumes) {
+func printVolumeList(w io.Writer, ms []volumes.MachineVolumes) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MACHINE\tNAME\tSIZE\tUSED\tSNAPSHOTS\tMOUNTPOINT")
 	var notes []string
 	for _, m := range ms {
-		switch {
-		case m.Error != "":
-			notes = append(notes, fmt.Sprintf("%s: no answer: %s", m.Machine, m.Error))
-		case m.List.Pool == "":
-			notes = append(notes, fmt.Sprintf("%s: no ZFS pool, no Provisioned Volumes (`ployz machine update %s --zfs-pool NAME`)", m.Machine, m.Machine))
+		if n := m.Note(); n != "" {
+			notes = append(notes, m.Machine+": "+n)
 		}
 		if m.List == nil {
 			continue

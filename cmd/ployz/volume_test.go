@@ -1,11 +1,11 @@
 package main
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumes"
 	"github.com/ployz/ployz/sdk/volume"
 )
 
@@ -24,18 +24,22 @@ func TestWithZFSPool(t *testing.T) {
 	}
 }
 
-func TestHolders(t *testing.T) {
-	ms := []machineVolumes{
-		{Machine: "m1", List: &rpc.VolumeList{Pool: "ployz", Volumes: []rpc.Volume{{Name: "db"}, {Name: "cache"}}}},
+// The CLI's list prints every Machine's volumes, then a note per Machine
+// that has no pool or did not answer (volumes.MachineVolumes.Note).
+func TestPrintVolumeList(t *testing.T) {
+	ms := []volumes.MachineVolumes{
+		{Machine: "m1", List: &rpc.VolumeList{Pool: "ployz", Volumes: []rpc.Volume{{Name: "db", SizeBytes: 1 << 30, UsedBytes: 1 << 20, Mountpoint: "/var/lib/ployz/volumes/db",
+			Snapshots: []rpc.VolumeSnapshot{{Name: "s1"}}}}}},
 		{Machine: "m2", List: &rpc.VolumeList{}},
 		{Machine: "m3", Error: "down"},
-		{Machine: "m4", List: &rpc.VolumeList{Pool: "tank", Volumes: []rpc.Volume{{Name: "db"}}}},
 	}
-	if got := holders(ms, "db"); !slices.Equal(got, []string{"m1", "m4"}) {
-		t.Errorf("holders(db) = %v", got)
-	}
-	if got := holders(ms, "x"); len(got) != 0 {
-		t.Errorf("holders(x) = %v", got)
+	var b strings.Builder
+	printVolumeList(&b, ms)
+	for _, want := range []string{"m1       db    1GiB  1MiB  1          /var/lib/ployz/volumes/db",
+		"m2: no ZFS pool, no Provisioned Volumes (`ployz machine update m2 --zfs-pool NAME`)", "m3: no answer: down"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("list lacks %q:\n%s", want, b.String())
+		}
 	}
 	if got := unanswered(ms); got != " (no answer from m3)" {
 		t.Errorf("unanswered = %q", got)

@@ -112,16 +112,13 @@ func TestBrowser(t *testing.T) {
 	b.Shot(t, "deploys")
 	deployLive(t, b, src, ts.URL)
 
+	volumesPages(t, b, src, ts.URL)
+
 	// Keyboard: from the page's start, Tab walks the Service link, the
 	// replicas field and the two buttons, in order.
 	b.Do(t, "reload", chromedp.Navigate("about:blank"), chromedp.Navigate(ts.URL+"/#/services"))
 	b.WaitText(t, "#services", "published", 10*time.Second)
-	var walked []string
-	for range 4 {
-		b.Do(t, "tab", chromedp.KeyEvent("\t"))
-		walked = append(walked, browsertest.Eval[string](t, b, "document.activeElement.tagName + ':' + document.activeElement.textContent"))
-	}
-	if strings.Join(walked, " ") != "A:web INPUT: BUTTON:Scale BUTTON:Restart" {
+	if walked := tabWalk(t, b, 4); walked != "A:web INPUT: BUTTON:Scale BUTTON:Restart" {
 		t.Fatalf("Tab walked %q", walked)
 	}
 
@@ -134,6 +131,9 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("dark background %q", bg)
 	}
 	b.Shot(t, "cluster-dark")
+	b.Do(t, "dark volumes", chromedp.Navigate(ts.URL+"/#/volumes"))
+	b.WaitText(t, "#volume-machines", "no ZFS pool", 10*time.Second)
+	b.Shot(t, "volumes-dark")
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Fatalf("page errors: %v", errs)
 	}
@@ -198,6 +198,8 @@ func phone(t *testing.T, b *browsertest.Browser, base string) {
 		{"#/services", "#services", "published", `#services tbody tr`},
 		{"#/service/app-prod/web", "#acks", "pending", `#containers tbody tr`},
 		{"#/deploys", "#outcomes", "never attempted", `#outcomes tbody tr`},
+		{"#/volumes", "#volume-machines", "no ZFS pool", `#volumes tbody tr`},
+		{"#/volume/m1/db", "#snapshots", "db-restore@s1", `#snapshots tbody tr`},
 	} {
 		b.Do(t, "open "+p.hash+" at phone width", chromedp.Navigate(base+"/"+p.hash))
 		b.WaitText(t, p.sel, p.want, 10*time.Second)
@@ -215,4 +217,80 @@ func phone(t *testing.T, b *browsertest.Browser, base string) {
 		}
 		b.Shot(t, "phone-"+strings.Trim(strings.ReplaceAll(p.hash, "/", "-"), "#-"))
 	}
+}
+
+// volumesPages opens the Volumes page: each Machine's volumes with size,
+// used, snapshots and the Containers mounting them; a Machine without a
+// pool and one that did not answer are named. A volume's page lists its
+// snapshots (with their copies elsewhere) and updates live; the Service
+// page links the volume its Containers mount, and back.
+func volumesPages(t *testing.T, b *browsertest.Browser, src *fakeSource, base string) {
+	t.Helper()
+	b.Do(t, "open the Volumes page from the navigation", chromedp.Navigate(base+"/#/cluster"))
+	b.WaitText(t, "#machines", "m1", 10*time.Second)
+	b.Do(t, "click Volumes", chromedp.Click(chromedp.CSS(`nav a[data-nav="volumes"]`)))
+	b.WaitText(t, `#volumes tr[data-volume="m1/db"]`, "1GiB", 10*time.Second)
+	if h := browsertest.Eval[string](t, b, "location.hash"); h != "#/volumes" {
+		t.Fatalf("volumes URL %q", h)
+	}
+	if cur := browsertest.Eval[string](t, b, `document.querySelector('nav a[aria-current="page"]').textContent`); cur != "Volumes" {
+		t.Errorf("current page in the navigation %q", cur)
+	}
+	cells := browsertest.Eval[[]string](t, b, `[...document.querySelectorAll('#volumes tr[data-volume="m1/db"] td')].map(td => td.innerText)`)
+	if strings.Join(cells[:5], "|") != "db|m1|1GiB|300MiB|2 (latest s2)" {
+		t.Errorf("db's row %q", cells)
+	}
+	for sel, want := range map[string]string{
+		`#volumes tr[data-volume="m1/cache"]`:                   "not mounted",
+		`#volume-machines tr[data-machine="m1"]`:                "tank",
+		`#volume-machines tr[data-machine="m2"]`:                "no ZFS pool",
+		`#volume-machines tr[data-machine="m3"]`:                "no answer: connection refused",
+		`#volumes tr[data-volume="m1/db"] [data-mount="web-0"]`: "web web-0 running → /data",
+	} {
+		b.WaitText(t, sel, want, 5*time.Second)
+	}
+	b.WaitText(t, `#volume-machines tr[data-machine="m2"]`, "ployz machine update m2 --zfs-pool NAME", 5*time.Second)
+	b.Shot(t, "volumes")
+
+	// Keyboard: Tab walks the volume links and the mounting Service's.
+	if walked := tabWalk(t, b, 4); walked != "A:cache A:db A:web A:db-restore" {
+		t.Fatalf("Tab walked %q", walked)
+	}
+	b.Do(t, "focus db", chromedp.Focus(chromedp.CSS(`#volumes tr[data-volume="m1/db"] td a`)), chromedp.KeyEvent("\r"))
+	b.WaitText(t, "#volume-facts", "tank/ployz/volumes/db", 10*time.Second)
+	if h := browsertest.Eval[string](t, b, "location.hash"); h != "#/volume/m1/db" {
+		t.Fatalf("volume URL %q", h)
+	}
+	b.WaitText(t, `#snapshots tr[data-snapshot="s1"]`, "db-restore@s1 on m1", 5*time.Second)
+	b.WaitText(t, `#volume-mounts tr[data-container="web-0"]`, "/data", 5*time.Second)
+	b.WaitText(t, "#view", "No answer from m3", 5*time.Second)
+	// A snapshot taken now (from the CLI) shows without a reload.
+	src.mu.Lock()
+	src.snaps = 3
+	src.mu.Unlock()
+	b.WaitText(t, `#snapshots tr[data-snapshot="s3"]`, "4KiB", 10*time.Second)
+	b.Shot(t, "volume")
+	src.mu.Lock()
+	src.snaps = 2
+	src.mu.Unlock()
+
+	b.Do(t, "follow the mounting Service", chromedp.Click(chromedp.CSS(`#volume-mounts tr[data-container="web-0"] a`)))
+	b.WaitText(t, `#service-volumes tr[data-volume="m1/db"]`, "web-0", 10*time.Second)
+	b.Do(t, "back to the volume from the Service page", chromedp.Click(chromedp.CSS(`#service-volumes tr[data-volume="m1/db"] a`)))
+	b.WaitText(t, "#volume-facts", "tank/ployz/volumes/db", 10*time.Second)
+
+	b.Do(t, "a volume that is not there", chromedp.Navigate(base+"/#/volume/m2/db"))
+	b.WaitText(t, "#view .error", `name: no volume "db" on m2: it has no ZFS pool; it is on m1`, 10*time.Second)
+}
+
+// tabWalk presses Tab n times and names each element focused in turn
+// ("TAG:text", space separated).
+func tabWalk(t *testing.T, b *browsertest.Browser, n int) string {
+	t.Helper()
+	var walked []string
+	for range n {
+		b.Do(t, "tab", chromedp.KeyEvent("\t"))
+		walked = append(walked, browsertest.Eval[string](t, b, "document.activeElement.tagName + ':' + document.activeElement.textContent"))
+	}
+	return strings.Join(walked, " ")
 }

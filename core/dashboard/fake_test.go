@@ -13,6 +13,7 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/core/volumes"
 )
 
 // fakeSource is a Cluster of three Machines held in memory; Scale changes
@@ -26,6 +27,8 @@ type fakeSource struct {
 	metrics  []MachineMetrics
 	records  []deploy.Record
 	logCalls int
+	// snaps is how many snapshots m1's volume db has.
+	snaps int
 }
 
 // setRecords replaces the Deploy records the Deploys page reads, as a
@@ -36,7 +39,35 @@ func (f *fakeSource) setRecords(recs ...deploy.Record) {
 	f.records = recs
 }
 
-func newFake() *fakeSource { return &fakeSource{replicas: 2} }
+func newFake() *fakeSource { return &fakeSource{replicas: 2, snaps: 2} }
+
+// dbMount is web-0 on m1 mounting the volume db.
+var dbMount = volumes.Mount{Machine: "m1", Volume: "db", Namespace: "app-prod", Service: "web", Container: "web-0", State: "running",
+	Path: "/var/lib/ployz/volumes/db", Target: "/data"}
+
+// Volumes: m1 has a pool with db (f.snaps snapshots; db-restore holds a
+// copy of its first) and the unmounted cache, m2 has no pool, m3 did not
+// answer.
+func (f *fakeSource) Volumes(context.Context) (Volumes, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	db := rpc.Volume{MachineID: "m1-id", Name: "db", Pool: "tank", Dataset: "tank/ployz/volumes/db", Mountpoint: "/var/lib/ployz/volumes/db",
+		SizeBytes: 1 << 30, UsedBytes: 300 << 20, Created: t0.UnixNano(), Snapshots: []rpc.VolumeSnapshot{}}
+	for i := 0; i < f.snaps; i++ {
+		db.Snapshots = append(db.Snapshots, rpc.VolumeSnapshot{Name: fmt.Sprintf("s%d", i+1), Created: t0.Add(time.Duration(i+1) * time.Hour).UnixNano(),
+			UsedBytes: 4096, GUID: fmt.Sprint(1000 + i)})
+	}
+	restore := rpc.Volume{MachineID: "m1-id", Name: "db-restore", Pool: "tank", Mountpoint: "/var/lib/ployz/volumes/db-restore", UsedBytes: 200 << 20,
+		Snapshots: []rpc.VolumeSnapshot{{Name: "s1", GUID: "1000"}}}
+	cache := rpc.Volume{MachineID: "m1-id", Name: "cache", Pool: "tank", Mountpoint: "/var/lib/ployz/volumes/cache", Snapshots: []rpc.VolumeSnapshot{}}
+	return Volumes{Machines: []VolumeMachine{
+		{MachineVolumes: volumes.MachineVolumes{Machine: "m1", MachineID: "m1-id", List: &rpc.VolumeList{MachineID: "m1-id", Pool: "tank", Health: "ONLINE", FreeBytes: 9 << 30,
+			Volumes: []rpc.Volume{cache, db, restore}}}},
+		{MachineVolumes: volumes.MachineVolumes{Machine: "m2", MachineID: "m2-id", List: &rpc.VolumeList{MachineID: "m2-id", Volumes: []rpc.Volume{}}}},
+		{MachineVolumes: volumes.MachineVolumes{Machine: "m3", MachineID: "m3-id", Error: "connection refused"}},
+	}, Mounts: []volumes.Mount{dbMount}}, nil
+}
 
 func (f *fakeSource) Cluster(context.Context) (Cluster, error) {
 	c := Cluster{Observer: "m1", ObservedAt: time.Now()}
@@ -76,6 +107,7 @@ func (f *fakeSource) Service(_ context.Context, ns, svc string) (Service, error)
 			{Machine: "m3", Error: "connection refused"}},
 		Serving: &rpc.ServiceServing{Service: ns + "/" + svc, Pointer: "p7", Deployment: "d7",
 			Acks: []rpc.ServingAck{{Machine: "m1", Membership: "self", Acked: "p7"}, {Machine: "m2", Membership: "up", Acked: "p6"}}}}
+	s.Volumes = []volumes.Mount{dbMount}
 	for _, r := range f.records {
 		if r.Namespace == ns && r.Status == deploy.RecordRunning && !r.Stale {
 			s.Deploying = &r

@@ -148,8 +148,12 @@ func (s *Server) view(ctx context.Context, name string, get func(string) string)
 	case "deploys":
 		d, err := s.src.Deploys(ctx)
 		return deploysPage{Deploys: d, Actions: s.actionLog()}, err
+	case "volumes":
+		return s.volumesPage(ctx)
+	case "volume":
+		return s.volumeDetail(ctx, get("machine"), get("name"))
 	}
-	return nil, &FieldError{Field: "view", Msg: "unknown view " + name + "; want cluster, services, service or deploys"}
+	return nil, &FieldError{Field: "view", Msg: "unknown view " + name + "; want cluster, services, service, deploys, volumes or volume"}
 }
 
 // deploysPage adds the actions this dashboard ran to the Deploys page.

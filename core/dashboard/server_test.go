@@ -212,21 +212,27 @@ func readEvent(t *testing.T, rd *bufio.Reader) (string, string) {
 	}
 }
 
-func TestEventsSendChanges(t *testing.T) {
-	src := newFake()
-	_, ts := serve(t, src, 20*time.Millisecond)
+// openEvents opens an event stream for the test's length (at most 10 s).
+func openEvents(t *testing.T, url string) *bufio.Reader {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/events?view=services", nil)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	r, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Body.Close()
+	t.Cleanup(func() { r.Body.Close() })
 	if ct := r.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	rd := bufio.NewReader(r.Body)
+	return bufio.NewReader(r.Body)
+}
+
+func TestEventsSendChanges(t *testing.T) {
+	src := newFake()
+	_, ts := serve(t, src, 20*time.Millisecond)
+	rd := openEvents(t, ts.URL+"/api/events?view=services")
 	ev, data := readEvent(t, rd)
 	if ev != "view" || !strings.Contains(data, `"desired":"2"`) {
 		t.Fatalf("first event %s %s", ev, data)

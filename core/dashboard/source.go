@@ -9,6 +9,7 @@ import (
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/core/volumes"
 )
 
 // Source is what the dashboard reads and does; the CLI implements it over
@@ -18,6 +19,9 @@ type Source interface {
 	Services(ctx context.Context) (Services, error)
 	Service(ctx context.Context, namespace, service string) (Service, error)
 	Deploys(ctx context.Context) (Deploys, error)
+	// Volumes asks every Machine for its Provisioned Volumes, as `ployz
+	// volume ls` does, and which Containers mount them.
+	Volumes(ctx context.Context) (Volumes, error)
 	Metrics(ctx context.Context, q MetricsQuery) ([]MachineMetrics, error)
 	// Logs follows a Service's output on every Machine until ctx ends,
 	// calling emit for each line, for each Machine that fails and, as a
@@ -88,6 +92,11 @@ type Service struct {
 	// Deploying is a Deploy of the Service's namespace running from this
 	// computer now (its record; see Deploys).
 	Deploying *deploy.Record `json:"deploying,omitempty"`
+	// Volumes are the Provisioned Volumes its Containers bind-mount;
+	// VolumesError says why they could not be read (only asked when a
+	// Container has a bind mount).
+	Volumes      []volumes.Mount `json:"volumes,omitempty"`
+	VolumesError string          `json:"volumes_error,omitempty"`
 }
 
 // RouteView is one Machine's state of one route, with its certificate
@@ -137,6 +146,53 @@ type NamespaceDeployment struct {
 	Namespace   string   `json:"namespace"`
 	Machine     string   `json:"machine"`
 	Deployments []string `json:"deployments"`
+}
+
+// Volumes is the Volumes page: every Machine's answer to list_volumes
+// (`ployz volume ls`), naming a Machine without a ZFS pool or that did
+// not answer, and the Containers that mount a volume.
+type Volumes struct {
+	Machines []VolumeMachine `json:"machines"`
+	Mounts   []volumes.Mount `json:"mounts"`
+	// MountsError says why the Containers could not be observed (then
+	// no volume is known to be unmounted); Unobserved names the Machines
+	// whose Containers are missing.
+	MountsError string              `json:"mounts_error,omitempty"`
+	Unobserved  []deploy.Unobserved `json:"unobserved,omitempty"`
+}
+
+// VolumeMachine is one Machine's volumes, with what a person is told of
+// a Machine that lists none because it cannot. A Source sets only
+// MachineVolumes; the server judges State and Note.
+type VolumeMachine struct {
+	volumes.MachineVolumes
+	// State is "pool", "no_pool" or "no_answer".
+	State string `json:"state"`
+	Note  string `json:"note,omitempty"`
+}
+
+// VolumeDetail is one volume's page: `ployz volume inspect` (the list
+// carries as much) with the Containers mounting it, and for each snapshot
+// the other Machines holding the same point in time (equal GUIDs).
+type VolumeDetail struct {
+	Machine string          `json:"machine"`
+	Pool    string          `json:"pool,omitempty"`
+	Volume  rpc.Volume      `json:"volume"`
+	Mounts  []volumes.Mount `json:"mounts"`
+	// Copies maps a snapshot's name to the Machines (and their volume)
+	// holding a snapshot with its GUID.
+	Copies      map[string][]SnapshotCopy `json:"copies,omitempty"`
+	MountsError string                    `json:"mounts_error,omitempty"`
+	// Unanswered are the Machines that did not answer: a copy there is
+	// unknown.
+	Unanswered []string `json:"unanswered,omitempty"`
+}
+
+// SnapshotCopy is a snapshot on another Machine with the same GUID.
+type SnapshotCopy struct {
+	Machine  string `json:"machine"`
+	Volume   string `json:"volume"`
+	Snapshot string `json:"snapshot"`
 }
 
 // MetricsQuery asks for one Service's (or, without Service, each

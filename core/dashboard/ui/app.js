@@ -37,6 +37,21 @@
     if (!list || !list.length) return document.createDocumentFragment();
     return el("p", { class: "warn", role: "note" }, "Not observed: " + list.map((u) => (u.name || u.machine_id) + " (" + u.reason + ")").join(", "));
   }
+  // bytes is n in binary units as the CLI prints it (go-units BytesSize).
+  function bytes(n) {
+    const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let i = 0;
+    n = Number(n || 0);
+    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+    return +n.toPrecision(4) + u[i];
+  }
+  const nanoTime = (ns) => ns ? new Date(ns / 1e6).toLocaleString() : "-";
+  const volumeHref = (machine, name) => "#/volume/" + encodeURIComponent(machine) + "/" + encodeURIComponent(name);
+  const serviceHref = (ns, svc) => "#/service/" + encodeURIComponent(ns) + "/" + encodeURIComponent(svc);
+  // mountLine is one Container mounting a volume, linking its Service.
+  const mountLine = (m) => el("div", { "data-mount": m.container },
+    el("a", { href: serviceHref(m.namespace, m.service) }, m.service), " " + m.container + " ", st(m.state),
+    " → " + m.target + (m.read_only ? " (read-only)" : ""));
   function ago(t) {
     const s = Math.round((Date.now() - new Date(t).getTime()) / 1000);
     return s < 90 ? s + "s ago" : s < 5400 ? Math.round(s / 60) + "m ago" : new Date(t).toLocaleString();
@@ -234,6 +249,65 @@
             el("td", {}, new Date(v.created_at).toLocaleString()), el("td", {}, v.latest ? "latest" : "")))));
       });
     },
+    volumes() {
+      const region = el("div");
+      view.append(el("h1", {}, "Volumes"), region);
+      follow("view=volumes", region, (v, r) => {
+        r.append(el("p", { class: "meta" }, "Provisioned Volumes (ZFS datasets with a quota), asked of every Machine now, as `ployz volume ls` does."));
+        r.append(unobserved(v.unobserved));
+        if (v.mounts_error) r.append(el("p", { class: "warn", role: "note" }, "Which Containers mount a volume is unknown: " + v.mounts_error));
+        const rows = [];
+        (v.machines || []).forEach((m) => ((m.list && m.list.volumes) || []).forEach((x) => {
+          const ms = (v.mounts || []).filter((u) => u.machine === m.machine && u.volume === x.name);
+          const last = x.snapshots.length ? x.snapshots[x.snapshots.length - 1] : null;
+          rows.push(el("tr", { "data-volume": m.machine + "/" + x.name },
+            el("td", {}, el("a", { href: volumeHref(m.machine, x.name) }, x.name)), el("td", {}, m.machine),
+            el("td", {}, x.size_bytes ? bytes(x.size_bytes) : "none"), el("td", {}, bytes(x.used_bytes)),
+            el("td", {}, x.snapshots.length + (last ? " (latest " + last.name + ")" : "")),
+            el("td", { class: "hide-narrow" }, x.mountpoint),
+            el("td", {}, ms.length ? ms.map(mountLine) : v.mounts_error ? st("unknown") : el("span", { class: "muted" }, "not mounted"),
+              x.resume_token ? el("div", { class: "warn" }, "an interrupted receive can be resumed") : null)));
+        }));
+        if (rows.length) r.append(table("volumes", ["Volume", "Machine", "Size", "Used", "Snapshots", "~Mountpoint", "Mounted by"], rows));
+        else r.append(el("p", { id: "no-volumes", class: "muted" }, "No Provisioned Volumes on any Machine that answered (`ployz volume create NAME --machine M --size 1GiB`)."));
+        r.append(el("h2", {}, "Machines"));
+        r.append(table("volume-machines", ["Machine", "Pool", "~Health", "~Free", "Volumes"],
+          (v.machines || []).map((m) => el("tr", { "data-machine": m.machine, "data-state": m.state },
+            el("td", {}, m.machine),
+            // A Machine without a pool or an answer is named as `ployz volume ls` names it.
+            el("td", {}, m.state === "pool" ? m.list.pool : el("span", { class: m.state === "no_pool" ? "st-no-ZFS-pool" : "st-no-answer" }, m.note)),
+            el("td", { class: "hide-narrow" }, m.state === "pool" ? st(m.list.health || "unknown") : "-"),
+            el("td", { class: "hide-narrow" }, m.state === "pool" && m.list.free_bytes ? bytes(m.list.free_bytes) : "-"),
+            el("td", {}, m.state === "no_answer" ? "unknown" : String(m.list.volumes.length))))));
+      });
+    },
+    volume(machine, name) {
+      const region = el("div");
+      view.append(el("h1", {}, name + " ", el("span", { class: "muted" }, "on " + machine)),
+        el("p", {}, el("a", { href: "#/volumes" }, "All volumes")), region);
+      follow("view=volume&machine=" + encodeURIComponent(machine) + "&name=" + encodeURIComponent(name), region, (d, r) => {
+        const x = d.volume;
+        const facts = [["Machine", d.machine], ["Pool", d.pool || "-"], ["Dataset", x.dataset || "-"], ["Mountpoint", x.mountpoint],
+          ["Size (quota)", x.size_bytes ? bytes(x.size_bytes) : "none"], ["Used", bytes(x.used_bytes)], ["Created", nanoTime(x.created_unix_nano)]];
+        r.append(el("dl", { id: "volume-facts", class: "facts" }, facts.flatMap(([k, val]) => [el("dt", {}, k), el("dd", {}, val)])));
+        if (x.resume_token) r.append(el("p", { class: "warn", role: "note" }, "An interrupted receive left a resume token; `ployz volume send --resume-token " + x.resume_token + "` continues it."));
+        r.append(el("h2", {}, "Mounted by"));
+        if (d.mounts_error) r.append(el("p", { class: "warn", role: "note" }, "Unknown: " + d.mounts_error));
+        else if (!d.mounts.length) r.append(el("p", { id: "volume-mounts", class: "muted" }, "No Container mounts it."));
+        else r.append(table("volume-mounts", ["Service", "Container", "State", "Path", "Target"], d.mounts.map((m) => el("tr", { "data-container": m.container },
+          el("td", {}, el("a", { href: serviceHref(m.namespace, m.service) }, m.service), el("div", { class: "muted" }, m.namespace)),
+          el("td", {}, m.container), el("td", {}, st(m.state)), el("td", {}, m.path), el("td", {}, m.target + (m.read_only ? " (read-only)" : ""))))));
+        r.append(el("h2", {}, "Snapshots"));
+        const copies = d.copies || {};
+        if (!x.snapshots.length) r.append(el("p", { id: "snapshots", class: "muted" }, "None (`ployz volume snapshot " + x.name + " NAME` takes one)."));
+        else r.append(table("snapshots", ["Snapshot", "Created", "Used", "Same point in time", "~GUID"], x.snapshots.map((sn) => el("tr", { "data-snapshot": sn.name },
+          el("td", {}, sn.name), el("td", {}, nanoTime(sn.created_unix_nano)), el("td", {}, bytes(sn.used_bytes)),
+          el("td", {}, (copies[sn.name] || []).length ? copies[sn.name].map((c) => el("div", {}, el("a", { href: volumeHref(c.machine, c.volume) }, c.volume + "@" + c.snapshot), " on " + c.machine)) : "-"),
+          el("td", { class: "hide-narrow" }, sn.guid || "-")))));
+        if ((d.unanswered || []).length) r.append(el("p", { class: "muted" }, "No answer from " + d.unanswered.join(", ") + ": copies there are unknown."));
+        r.append(el("p", { class: "muted" }, "Snapshots, send, receive and rm stay CLI actions (`ployz volume --help`)."));
+      });
+    },
   };
 
   // cert is one hostname's certificate: state, expiry, who differs.
@@ -315,6 +389,13 @@
       (s.containers || []).map((c) => el("tr", { "data-container": c.name }, el("td", {}, c.machine), el("td", {}, c.name), el("td", {}, st(c.state)),
         el("td", {}, c.ready ? "ready" : "not ready"), el("td", { class: "hide-narrow" }, c.restart_count || 0),
         el("td", { class: "hide-narrow" }, c.last_exit), el("td", { class: "hide-narrow" }, c.ip || "-"), el("td", { class: "hide-narrow" }, c.deployment || "-")))));
+    if ((s.volumes || []).length || s.volumes_error) {
+      r.append(el("h2", {}, "Volumes"));
+      if (s.volumes_error) r.append(el("p", { class: "warn", role: "note" }, s.volumes_error));
+      if ((s.volumes || []).length) r.append(table("service-volumes", ["Volume", "Machine", "Container", "Target"], s.volumes.map((m) => el("tr", { "data-volume": m.machine + "/" + m.volume },
+        el("td", {}, el("a", { href: volumeHref(m.machine, m.volume) }, m.volume)), el("td", {}, m.machine), el("td", {}, m.container),
+        el("td", {}, m.target + (m.read_only ? " (read-only)" : ""))))));
+    }
     if (s.routes && s.routes.length) {
       r.append(el("h2", {}, "Ingress per Machine"));
       r.append(table("routes", ["Machine", "Route", "State", "Certificate", "~Upstreams"], s.routes.map((x) => el("tr", {},
@@ -377,9 +458,10 @@
     const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
     const name = pages[parts[0]] ? parts[0] : "cluster";
     document.querySelectorAll("nav a").forEach((a) => a.toggleAttribute("aria-current", false));
-    const nav = document.querySelector('nav a[data-nav="' + (name === "service" ? "services" : name) + '"]');
+    const parent = { service: "services", volume: "volumes" }[name] || name;
+    const nav = document.querySelector('nav a[data-nav="' + parent + '"]');
     if (nav) nav.setAttribute("aria-current", "page");
-    document.title = "Ployz · " + (name === "service" ? parts[2] : name);
+    document.title = "Ployz · " + (parent !== name ? parts[2] : name);
     pages[name](parts[1], parts[2]);
     view.focus({ preventScroll: true });
   }
