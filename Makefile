@@ -8,7 +8,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit cross lab-test vm-test bench fuzz cover proto prereq clean release
+.PHONY: build demo test unit cross lab-test vm-test vm-lab-test bench fuzz cover proto prereq clean release
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -79,10 +79,16 @@ lab-test:
 
 ## vm-test (not yet part of `test`: see docs/architecture.md, VM Machines):
 ## the scenarios on QEMU virtual-machine Machines (own kernel:
-## kernel WireGuard, ZFS); the first run builds the VM image (zfs-dkms)
+## kernel WireGuard, ZFS); the first run builds the VM image (zfs-dkms).
+## vm-lab-test runs only TestVMLab (kernel WireGuard, Containers across
+## Machines under Docker's FORWARD DROP, ZFS pool, partition, power cycle).
 vm-test: build
 	@PLOYZ_PREREQ_VM=1 packaging/prereq.sh
-	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 45m -v -run '^TestVM' ./e2e/
+	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 60m -v -run '^TestVM' ./e2e/
+
+vm-lab-test: build
+	@PLOYZ_PREREQ_VM=1 packaging/prereq.sh
+	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v -run '^TestVMLab$$' ./e2e/
 
 ## bench: benchmarks; they print ratios and never gate CI. Their output
 ## (bin/bench.txt) rewrites the <!-- bench:Name --> blocks of docs/benchmarks.md.
