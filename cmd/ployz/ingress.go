@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -31,24 +29,9 @@ func ingressFanout(ctx context.Context, ent *rpc.Client) ([]machineIngress, erro
 		return nil, fmt.Errorf("ingress status: %w", err)
 	}
 	var out []machineIngress
-	for _, r := range fr.Results {
-		mi := machineIngress{MachineID: r.MachineID, Machine: r.MachineName}
-		if r.Error != nil {
-			mi.Error = r.Error.Error()
-		} else {
-			var st rpc.IngressStatus
-			if err := json.Unmarshal(r.Payload, &st); err != nil {
-				mi.Error = "malformed ingress_status answer: " + err.Error()
-			} else {
-				mi.Status = &st
-			}
-		}
-		out = append(out, mi)
+	for _, a := range rpc.Answers[rpc.IngressStatus](fr, rpc.CmdIngressStatus) {
+		out = append(out, machineIngress{MachineID: a.MachineID, Machine: a.Machine, Status: a.Value, Error: a.Error})
 	}
-	for _, o := range fr.Omitted {
-		out = append(out, machineIngress{MachineID: o.MachineID, Machine: o.MachineName, Error: o.Reason})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Machine+out[i].MachineID < out[j].Machine+out[j].MachineID })
 	return out, nil
 }
 

@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -26,27 +25,12 @@ func Metrics(ctx context.Context, c Caller, t rpc.Target, req rpc.QueryMetricsRe
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	var out []MachineMetrics
-	for _, r := range fr.Results {
-		mm := MachineMetrics{Machine: r.Machine()}
-		if r.Error != nil {
-			mm.Error = r.Error.Error()
-			if r.Error.Details["capability"] != nil {
-				mm.Error += " (its metrics plugin is not serving; see `ployz machine inspect`)"
-			}
-		} else {
-			var a rpc.MetricsAnswer
-			if err := json.Unmarshal(r.Payload, &a); err != nil {
-				mm.Error = "malformed query_metrics answer: " + err.Error()
-			} else {
-				mm.Answer = &a
-			}
+	for _, a := range rpc.Answers[rpc.MetricsAnswer](fr, rpc.CmdQueryMetrics) {
+		if a.Err != nil && a.Err.Details["capability"] != nil {
+			a.Error += " (its metrics plugin is not serving; see `ployz machine inspect`)"
 		}
-		out = append(out, mm)
+		out = append(out, MachineMetrics{Machine: a.Machine, Answer: a.Value, Error: a.Error})
 	}
-	for _, o := range fr.Omitted {
-		out = append(out, MachineMetrics{Machine: o.Machine(), Error: o.Reason})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
 	return out, nil
 }
 

@@ -2,7 +2,6 @@ package volumes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"sort"
@@ -53,24 +52,9 @@ func List(ctx context.Context, c Caller, t rpc.Target) ([]MachineVolumes, error)
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	var out []MachineVolumes
-	for _, r := range fr.Results {
-		mv := MachineVolumes{Machine: r.Machine(), MachineID: r.MachineID}
-		if r.Error != nil {
-			mv.Error = r.Error.Error()
-		} else {
-			var l rpc.VolumeList
-			if err := json.Unmarshal(r.Payload, &l); err != nil {
-				mv.Error = "malformed list_volumes answer: " + err.Error()
-			} else {
-				mv.List = &l
-			}
-		}
-		out = append(out, mv)
+	for _, a := range rpc.Answers[rpc.VolumeList](fr, rpc.CmdListVolumes) {
+		out = append(out, MachineVolumes{Machine: a.Machine, MachineID: a.MachineID, List: a.Value, Error: a.Error})
 	}
-	for _, o := range fr.Omitted {
-		out = append(out, MachineVolumes{Machine: o.Machine(), MachineID: o.MachineID, Error: o.Reason})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
 	return out, nil
 }
 
