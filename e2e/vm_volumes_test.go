@@ -212,6 +212,155 @@ func TestVMVolumes(t *testing.T) {
 		}
 		refused(t, "name", "volume", "rm", "db")
 	})
+
+	t.Run("volume-runs", func(t *testing.T) { vmVolumeRuns(ctx, t, l, op, refused) })
+}
+
+// runDoc is `ployz volume mirror|sync --json`.
+type runDoc struct {
+	Run struct {
+		Gen   uint64 `json:"gen"`
+		State string `json:"state"`
+		Steps []struct {
+			Name, Machine, Outcome, Detail string
+			Bytes                          uint64
+		} `json:"steps"`
+	} `json:"run"`
+}
+
+// vmVolumeRuns: a volume created on m1 is its Writer; a Mirror run gives
+// m2 a Mirror (full send), a Sync run after more writes brings it level
+// (incremental), checksums equal; a late set_volume_copy from the older
+// run is refused by m2's floor; a Container mounting the volume is
+// admitted on m1 (the Writer) and refused on m2 (the Mirror).
+func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, refused func(*testing.T, string, ...string)) {
+	var v struct {
+		Volume rpc.Volume `json:"volume"`
+	}
+	op.json(t, &v, "volume", "create", "app", "--machine", "m1", "--size", "128MiB")
+	if v.Volume.Copy == nil || v.Volume.Copy.Role != "writer" || v.Volume.Copy.Epoch == 0 {
+		t.Fatalf("a created volume is not its Writer: %+v", v.Volume.Copy)
+	}
+	sums := func(m string) string {
+		t.Helper()
+		out, err := l.Exec(ctx, m, "sh", "-c", "cd /var/lib/ployz/volumes/app && sha256sum $(ls | sort)")
+		if err != nil {
+			t.Fatalf("checksums on %s: %v: %s", m, err, out)
+		}
+		return out
+	}
+	fill := func(file, size string) {
+		t.Helper()
+		if out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/app:/data", "--entrypoint", "/testapp", lab.TestAppImage,
+			"fill", "/data/"+file, size); err != nil {
+			t.Fatalf("write %s: %v: %s", file, err, out)
+		}
+	}
+	fill("blob", "33554432")
+	fill("small", "1000")
+	refused(t, "--to", "volume", "mirror", "app", "--to", "m1")
+	refused(t, "--to", "volume", "mirror", "app", "--to", "nosuch")
+	refused(t, "no Mirror", "volume", "sync", "app")
+
+	var run runDoc
+	start := time.Now()
+	op.json(t, &run, "volume", "mirror", "app", "--to", "m2")
+	t.Logf("mirror run gen %d in %s: %+v", run.Run.Gen, time.Since(start).Round(time.Millisecond), run.Run.Steps)
+	sent := func(run runDoc, detail string) uint64 {
+		for _, s := range run.Run.Steps {
+			if s.Name == "send" && s.Outcome == "done" && strings.Contains(s.Detail, detail) {
+				return s.Bytes
+			}
+		}
+		t.Fatalf("no done send step %q: %+v", detail, run.Run.Steps)
+		return 0
+	}
+	if run.Run.State != "done" || sent(run, "full run-") < 32<<20 {
+		t.Fatalf("mirror run: %+v", run.Run)
+	}
+	if a, b := sums("m1"), sums("m2"); a != b {
+		t.Fatalf("after mirror: m1 %q, m2 %q", a, b)
+	}
+	var v2 struct {
+		Volume rpc.Volume `json:"volume"`
+	}
+	op.json(t, &v2, "volume", "inspect", "app", "--machine", "m2")
+	if v2.Volume.Copy == nil || v2.Volume.Copy.Role != "mirror" || v2.Volume.Copy.Floor != run.Run.Gen {
+		t.Fatalf("m2's copy after mirror: %+v", v2.Volume.Copy)
+	}
+	refused(t, "already holds app as its mirror", "volume", "mirror", "app", "--to", "m2")
+
+	// More writes on the Writer, then a Sync: only the change travels.
+	fill("more", "4194304")
+	if out, err := l.Exec(ctx, "m1", "sh", "-c", "echo edited >> /var/lib/ployz/volumes/app/small && sync"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	start = time.Now()
+	op.json(t, &run, "volume", "sync", "app")
+	t.Logf("sync run gen %d in %s: %+v", run.Run.Gen, time.Since(start).Round(time.Millisecond), run.Run.Steps)
+	if n := sent(run, "incremental run-1 → run-2"); run.Run.State != "done" || run.Run.Gen != 2 || n < 4<<20 || n > 16<<20 {
+		t.Fatalf("sync run (sent %d): %+v", n, run.Run)
+	}
+	a, b := sums("m1"), sums("m2")
+	if a != b || !strings.Contains(a, "more") {
+		t.Fatalf("after sync: m1 %q, m2 %q", a, b)
+	}
+	t.Logf("checksums equal:\n%s", a)
+
+	// A late request from the older run (gen 1) is refused by m2's floor
+	// (raised to 2 by the Sync), naming the field; m2 stays a Mirror.
+	refused(t, "gen: 1 is below this copy's floor 2", "volume", "set-copy", "app", "--machine", "m2", "--gen", "1", "--expect", "mirror", "--want", "writer")
+	refused(t, "expect: ", "volume", "set-copy", "app", "--machine", "m2", "--gen", "2", "--expect", "none", "--want", "writer")
+	op.json(t, &v2, "volume", "inspect", "app", "--machine", "m2")
+	if v2.Volume.Copy.Role != "mirror" {
+		t.Fatalf("m2's copy after refusals: %+v", v2.Volume.Copy)
+	}
+	// A replay of the Sync's own check answers success, unchanged.
+	var set struct {
+		Set rpc.VolumeCopySet `json:"set"`
+	}
+	op.json(t, &set, "volume", "set-copy", "app", "--machine", "m2", "--gen", "2", "--expect", "mirror", "--want", "mirror")
+	if set.Set.Changed || set.Set.Copy.Role != "mirror" {
+		t.Fatalf("replay: %+v", set.Set)
+	}
+	var runs struct {
+		Runs []struct {
+			Gen   uint64 `json:"gen"`
+			Kind  string `json:"kind"`
+			State string `json:"state"`
+		} `json:"runs"`
+	}
+	op.json(t, &runs, "volume", "runs", "app")
+	if len(runs.Runs) != 2 || runs.Runs[0].Kind != "sync" || runs.Runs[1].Kind != "mirror" || runs.Runs[0].State != "done" {
+		t.Fatalf("runs: %+v", runs.Runs)
+	}
+
+	// Admission: a Container mounting the volume on the Writer's Machine
+	// is created; on the Mirror's it is refused.
+	op.must(t, "machine", "update", "m1", "--label-add", "zone=a")
+	op.must(t, "machine", "update", "m2", "--label-add", "zone=b")
+	compose := func(project, zone string) string {
+		f := filepath.Join(t.TempDir(), "compose.yaml")
+		doc := "name: " + project + `
+services:
+  app:
+    image: ` + lab.TestAppImage + `
+    volumes: ["/var/lib/ployz/volumes/app:/data"]
+    x-placement: {constraints: ["zone==` + zone + `"]}
+`
+		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	op.must(t, "deploy", "-f", compose("onwriter", "a"), "-y")
+	if out, err := l.Exec(ctx, "m1", "sh", "-c", "docker ps --format '{{.Names}} {{.Mounts}}' | grep onwriter"); err != nil || !strings.Contains(out, "/var/lib/ployz/volumes/app") {
+		t.Fatalf("the Writer's Container on m1: %q, %v", out, err)
+	}
+	refused(t, "not the Writer", "deploy", "-f", compose("onmirror", "b"), "-y")
+	if out, _ := l.Exec(ctx, "m2", "sh", "-c", "docker ps -a --format '{{.Names}}' | grep onmirror || true"); out != "" {
+		t.Fatalf("a Container was created on the Mirror's Machine: %q", out)
+	}
 }
 
 // machineVolumesJSON is one row of `ployz volume ls --json`.

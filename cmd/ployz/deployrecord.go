@@ -134,32 +134,40 @@ attempted). This is the operator's record, not an observation of the Cluster:
 			if limit < 1 {
 				return fmt.Errorf("--limit: must be at least 1, got %d", limit)
 			}
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			oc, err := st.Current()
-			if err != nil {
-				return err
-			}
-			recs, skipped, err := deployRecords(st, oc.Name, limit)
-			if err != nil {
-				return err
-			}
-			res := deployLsResult{Deploys: recs, LastOutcomes: deploy.LastOutcomes(recs), Unreadable: skipped}
-			if res.Deploys == nil {
-				res.Deploys = []deploy.Record{}
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), res)
-			}
-			printDeploys(c.OutOrStdout(), res)
-			return nil
+			return withCurrentContext(func(st *operator.Store, ctxName string) error {
+				recs, skipped, err := deployRecords(st, ctxName, limit)
+				if err != nil {
+					return err
+				}
+				res := deployLsResult{Deploys: recs, LastOutcomes: deploy.LastOutcomes(recs), Unreadable: skipped}
+				if res.Deploys == nil {
+					res.Deploys = []deploy.Record{}
+				}
+				if g.json {
+					return printJSON(c.OutOrStdout(), res)
+				}
+				printDeploys(c.OutOrStdout(), res)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "how many Deploys to list")
 	return cmd
+}
+
+// withCurrentContext runs f with the operator store and the name of its
+// current context: the operator's own records, no Machine asked.
+func withCurrentContext(f func(st *operator.Store, ctxName string) error) error {
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	oc, err := st.Current()
+	if err != nil {
+		return err
+	}
+	return f(st, oc.Name)
 }
 
 func printDeploys(w io.Writer, res deployLsResult) {

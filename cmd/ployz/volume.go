@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,8 @@ import (
 // Machine's pool, served by the volume-zfs plugin).
 func volumeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "volume", Aliases: []string{"vol"}, Short: "Provisioned Volumes: ZFS datasets with a quota on a Machine's pool"}
-	cmd.AddCommand(volumeCreate(), volumeLs(), volumeInspect(), volumeRm(), volumeSnapshot(), volumeSend(), volumeReceive())
+	cmd.AddCommand(volumeCreate(), volumeLs(), volumeInspect(), volumeRm(), volumeSnapshot(), volumeSend(), volumeReceive(),
+		volumeMirror(), volumeSync(), volumeSetCopy(), volumeRunsCmd())
 	return cmd
 }
 
@@ -156,7 +158,7 @@ func volumeLs() *cobra.Command {
 
 func printVolumeList(w io.Writer, ms []volumes.MachineVolumes) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MACHINE\tNAME\tSIZE\tUSED\tSNAPSHOTS\tMOUNTPOINT")
+	fmt.Fprintln(tw, "MACHINE\tNAME\tCOPY\tSIZE\tUSED\tSNAPSHOTS\tMOUNTPOINT")
 	var notes []string
 	for _, m := range ms {
 		if n := m.Note(); n != "" {
@@ -166,13 +168,21 @@ func printVolumeList(w io.Writer, ms []volumes.MachineVolumes) {
 			continue
 		}
 		for _, v := range m.List.Volumes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", m.Machine, v.Name, sizeOrNone(v.SizeBytes), units.BytesSize(float64(v.UsedBytes)), len(v.Snapshots), v.Mountpoint)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Machine, v.Name, copyRole(v), sizeOrNone(v.SizeBytes), units.BytesSize(float64(v.UsedBytes)), len(v.Snapshots), v.Mountpoint)
 		}
 	}
 	tw.Flush()
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
+}
+
+// copyRole is v's copy role, "?" from a daemon that does not report it.
+func copyRole(v rpc.Volume) string {
+	if v.Copy == nil {
+		return "?"
+	}
+	return v.Copy.Role
 }
 
 func sizeOrNone(n uint64) string {
@@ -191,6 +201,16 @@ func printVolume(c *cobra.Command, machine string, v rpc.Volume) error {
 	fmt.Fprintf(w, "  dataset:     %s\n  mountpoint:  %s\n  size:        %s\n  used:        %s\n", v.Dataset, v.Mountpoint, sizeOrNone(v.SizeBytes), units.BytesSize(float64(v.UsedBytes)))
 	if v.Created != 0 {
 		fmt.Fprintf(w, "  created:     %s\n", time.Unix(0, v.Created).UTC().Format(time.RFC3339))
+	}
+	if v.Copy != nil {
+		fmt.Fprintf(w, "  copy:        %s", v.Copy.Role)
+		if v.Copy.Epoch != 0 {
+			fmt.Fprintf(w, " (writer epoch %d)", v.Copy.Epoch)
+		}
+		if v.Copy.Floor != 0 {
+			fmt.Fprintf(w, ", run floor gen %d", v.Copy.Floor)
+		}
+		fmt.Fprintln(w)
 	}
 	if v.ResumeToken != "" {
 		fmt.Fprintf(w, "  resume token: %s (an interrupted receive; `ployz volume send --resume-token` continues it)\n", v.ResumeToken)
@@ -291,30 +311,10 @@ func volumeSend() *cobra.Command {
 		if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			return errors.New("stdout is a terminal: redirect it to a file or pipe it into `ployz volume receive`")
 		}
-		st, err := s.ent.OpenStream(c.Context(), rpc.Target{One: m}, rpc.CmdSendVolume, req)
+		start := time.Now()
+		n, err := sendVolumeTo(c.Context(), s, m, req, out)
 		if err != nil {
 			return err
-		}
-		defer st.Close()
-		var n int64
-		start := time.Now()
-		for {
-			f, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("send %s from %s after %d bytes: %w", args[0], m, n, err)
-			}
-			if len(f.Data) > 0 {
-				if _, err := out.Write(f.Data); err != nil {
-					return fmt.Errorf("stdout: %w", err)
-				}
-				n += int64(len(f.Data))
-			}
-			if f.Done {
-				break
-			}
 		}
 		fmt.Fprintf(c.ErrOrStderr(), "sent %s@%s from %s: %s in %s\n", args[0], snap, m, units.BytesSize(float64(n)), time.Since(start).Round(time.Millisecond))
 		return nil
@@ -350,45 +350,9 @@ receive leaves a resume token (` + "`ployz volume inspect`" + `) for
 				return errors.New("stdin is a terminal: redirect a file or pipe `ployz volume send` into it")
 			}
 			return withSession(c, func(s session) error {
-				st, err := s.ent.OpenStream(c.Context(), rpc.Target{One: machine}, rpc.CmdReceiveVolume, rpc.ReceiveVolumeRequest{Volume: args[0], Resumable: resumable})
+				got, err := receiveVolumeFrom(c.Context(), s, machine, rpc.ReceiveVolumeRequest{Volume: args[0], Resumable: resumable}, in)
 				if err != nil {
 					return err
-				}
-				defer st.Close()
-				st.SendRawData()
-				buf := make([]byte, 256<<10)
-				for {
-					k, rerr := in.Read(buf)
-					if k > 0 {
-						if err := st.Send(rpc.StreamFrame{Data: buf[:k]}); err != nil {
-							break // the Machine ended the stream; its answer says why
-						}
-					}
-					if errors.Is(rerr, io.EOF) {
-						break
-					}
-					if rerr != nil {
-						return fmt.Errorf("stdin: %w", rerr)
-					}
-				}
-				_ = st.CloseSend()
-				var got rpc.VolumeReceived
-				for {
-					f, err := st.Recv()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						return err
-					}
-					if len(f.Event) > 0 {
-						if err := json.Unmarshal(f.Event, &got); err != nil {
-							return fmt.Errorf("malformed receive_volume answer: %w", err)
-						}
-					}
-					if f.Done {
-						break
-					}
 				}
 				if g.json {
 					return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "bytes": got.Bytes, "volume": got.Volume})
@@ -401,4 +365,78 @@ receive leaves a resume token (` + "`ployz volume inspect`" + `) for
 	cmd.Flags().StringVar(&machine, "machine", "", "the Machine it lands on (name or id)")
 	cmd.Flags().BoolVar(&resumable, "resumable", false, "keep an interrupted receive so `ployz volume send --resume-token` continues it")
 	return cmd
+}
+
+// sendVolumeTo writes machine's send_volume stream for req to out and
+// answers the bytes written.
+func sendVolumeTo(ctx context.Context, s session, machine string, req rpc.SendVolumeRequest, out io.Writer) (int64, error) {
+	st, err := s.ent.OpenStream(ctx, rpc.Target{One: machine}, rpc.CmdSendVolume, req)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var n int64
+	for {
+		f, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("send %s from %s after %d bytes: %w", req.Volume, machine, n, err)
+		}
+		if len(f.Data) > 0 {
+			if _, err := out.Write(f.Data); err != nil {
+				return n, fmt.Errorf("write %s's stream: %w", req.Volume, err)
+			}
+			n += int64(len(f.Data))
+		}
+		if f.Done {
+			return n, nil
+		}
+	}
+}
+
+// receiveVolumeFrom feeds in to machine's receive_volume for req until
+// EOF and answers the Machine's final event.
+func receiveVolumeFrom(ctx context.Context, s session, machine string, req rpc.ReceiveVolumeRequest, in io.Reader) (rpc.VolumeReceived, error) {
+	var got rpc.VolumeReceived
+	st, err := s.ent.OpenStream(ctx, rpc.Target{One: machine}, rpc.CmdReceiveVolume, req)
+	if err != nil {
+		return got, err
+	}
+	defer st.Close()
+	st.SendRawData()
+	buf := make([]byte, 256<<10)
+	for {
+		k, rerr := in.Read(buf)
+		if k > 0 {
+			if err := st.Send(rpc.StreamFrame{Data: buf[:k]}); err != nil {
+				break // the Machine ended the stream; its answer says why
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return got, fmt.Errorf("read %s's stream: %w", req.Volume, rerr)
+		}
+	}
+	_ = st.CloseSend()
+	for {
+		f, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+		if len(f.Event) > 0 {
+			if err := json.Unmarshal(f.Event, &got); err != nil {
+				return got, fmt.Errorf("malformed receive_volume answer: %w", err)
+			}
+		}
+		if f.Done {
+			return got, nil
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumecopy"
 )
 
 // Readiness modes of a Service Container (rpc.ContainerSpec.Readiness).
@@ -308,6 +309,33 @@ func admit(s rpc.ContainerSpec, f localFacts) error {
 			return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s does not satisfy constraint %s %s %q (its label %s is %s)",
 				f.Name, c.Label, c.Op, c.Value, c.Label, have).
 				With("constraint", fmt.Sprintf("%s%s%s", c.Label, c.Op, c.Value)).With("field", fmt.Sprintf("spec.constraints[%d]", i))
+		}
+	}
+	return admitVolumes(s, f)
+}
+
+// admitVolumes refuses a Container that bind-mounts a Provisioned Volume
+// unless this Machine's copy of it is the Writer (a Mirror, a copy with
+// no role, or a volume not here is refused), so one Writer at a time
+// takes writes (DESIGN.md: Machine-local admission).
+func admitVolumes(s rpc.ContainerSpec, f localFacts) error {
+	for i, m := range s.Mounts {
+		if m.Type != "bind" {
+			continue
+		}
+		name, ok := provisionedVolume(m.Source)
+		if !ok {
+			continue
+		}
+		field := fmt.Sprintf("spec.mounts[%d].source", i)
+		if name == "" {
+			return rpc.Errorf(rpc.CodeFailedPrecond, "%s: %s holds every Provisioned Volume of machine %s: mount one volume's directory", field, m.Source, f.Name).
+				With("field", field)
+		}
+		c := f.Copies[name]
+		if c.RoleOf() != volumecopy.Writer {
+			return rpc.Errorf(rpc.CodeFailedPrecond, "%s: machine %s's copy of volume %q is %s, not the Writer: only the Writer's Machine admits a Container mounting it (`ployz volume ls`)",
+				field, f.Name, name, c.RoleOf()).With("field", field).With("volume", name).With("copy", c.View())
 		}
 	}
 	return nil

@@ -27,6 +27,7 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumecopy"
 )
 
 // localFacts are the Machine facts admission and observation read, fresh
@@ -38,6 +39,8 @@ type localFacts struct {
 	Labels    map[string]string
 	// DNS is the resolver Containers get (the Machine gateway), or empty.
 	DNS string
+	// Copies are this Machine's volume copies (admitVolumes).
+	Copies map[string]volumecopy.Copy
 }
 
 // containerOps serves the Service Container commands against one Docker.
@@ -105,7 +108,7 @@ func (d *Daemon) newContainers() *containerOps {
 		FilesDir: filepath.Join(d.cfg.DataDir, "files"),
 		Facts: func() localFacts {
 			rec := d.record()
-			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels}
+			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels, Copies: d.copyRoles()}
 			if rec.Subnet.IsValid() {
 				f.DNS = rec.Subnet.Masked().Addr().Next().String()
 			}

@@ -27,6 +27,7 @@ import (
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/volumecopy"
 )
 
 // Ports from docs/architecture.md ("Network").
@@ -92,6 +93,9 @@ type Daemon struct {
 	plugins *pluginhost.Host
 	// ctrs serves the Service Container commands (containers.go).
 	ctrs *containerOps
+	// copies are this Machine's volume copies (volumecopies.go).
+	copies   *volumecopy.Store
+	copiesMu sync.Mutex // guards opening copies
 
 	mu     sync.Mutex
 	rec    machine.Record

@@ -108,6 +108,9 @@ func (d *Daemon) volumeRoutes() {
 	} {
 		d.rpc.Handle(rpc.Route{Command: r.cmd, Capability: r.capability, Handler: r.h, Available: avail(r.capability)})
 	}
+	// set_volume_copy is ployzd's own (volumecopies.go), served while the
+	// plugin answers whether the volume is here.
+	d.rpc.Handle(rpc.Route{Command: rpc.CmdSetVolumeCopy, Capability: rpc.CapSetVolumeCopy, Handler: d.setVolumeCopy, Available: avail(volume.CapInspect)})
 	for _, r := range []struct {
 		cmd, capability string
 		h               rpc.StreamHandler
@@ -197,6 +200,10 @@ func (d *Daemon) volumeOf(pool string, vi *volumev1.VolumeInfo) rpc.Volume {
 	for _, s := range vi.GetSnapshotDetails() {
 		v.Snapshots = append(v.Snapshots, rpc.VolumeSnapshot{Name: s.GetName(), Created: s.GetCreatedUnixNanos(), UsedBytes: s.GetUsedBytes(), GUID: s.GetGuid()})
 	}
+	if cs, err := d.volumeCopies(); err == nil {
+		c := cs.Get(v.Name).View()
+		v.Copy = &c
+	}
 	return v
 }
 
@@ -218,10 +225,15 @@ func (d *Daemon) createVolume(ctx context.Context, raw json.RawMessage) (any, er
 	var out rpc.Volume
 	err = d.callVolume(ctx, volume.CapCreate, func(ctx context.Context, c volumev1.VolumeClient) error {
 		resp, err := c.CreateVolume(ctx, &volumev1.CreateVolumeRequest{Name: req.Name, SizeBytes: req.SizeBytes})
-		if err == nil {
-			out = d.volumeOf(pool, resp.GetVolume())
+		if err != nil {
+			return err
 		}
-		return err
+		// A volume provisioned here starts as its Writer.
+		if err := d.volumeCreated(req.Name); err != nil {
+			return err
+		}
+		out = d.volumeOf(pool, resp.GetVolume())
+		return nil
 	})
 	return out, err
 }
@@ -242,6 +254,9 @@ func (d *Daemon) removeVolume(ctx context.Context, raw json.RawMessage) (any, er
 		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := d.volumeRemoved(req.Name); err != nil {
 		return nil, err
 	}
 	return map[string]string{"removed": req.Name, "machine_id": d.record().ID}, nil

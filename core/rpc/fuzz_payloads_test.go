@@ -37,6 +37,7 @@ var payloadTypes = map[string]func() any{
 	CmdPullImage:          func() any { return &PullImageRequest{} },
 	CmdPullImageProgress:  func() any { return &PullImageRequest{} },
 	CmdImageRelay:         func() any { return &ImageRelayRequest{} },
+	CmdSetVolumeCopy:      func() any { return &SetVolumeCopyRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.

@@ -17,7 +17,39 @@ const (
 	// into a volume and answers one VolumeReceived event.
 	CmdSendVolume    = "send_volume"
 	CmdReceiveVolume = "receive_volume"
+	// CmdSetVolumeCopy is one step of a Volume Run: ployzd's own
+	// transition table over its copy of a volume (core/volumecopy),
+	// served while the volume plugin serves inspect.
+	CmdSetVolumeCopy = "set_volume_copy"
+	CapSetVolumeCopy = "ployz.volume.set_copy.v1"
 )
+
+// SetVolumeCopyRequest asks this Machine to move its copy of Volume from
+// Expect (the copy the operator last saw here) to Want, for the Volume
+// Run numbered Gen. A copy already at Want answers success; a copy at
+// neither, or a Gen below the copy's floor, is refused naming the field.
+type SetVolumeCopyRequest struct {
+	Volume string `json:"volume"`
+	Gen    uint64 `json:"gen"`
+	Expect string `json:"expect"` // none, writer or mirror
+	Want   string `json:"want"`
+}
+
+// VolumeCopy is a Machine's copy of a volume: its role (writer, mirror or
+// none), a Writer's epoch and the floor, the newest run gen accepted.
+type VolumeCopy struct {
+	Role  string `json:"role"`
+	Epoch int64  `json:"epoch,omitempty"`
+	Floor uint64 `json:"floor,omitempty"`
+}
+
+// VolumeCopySet is set_volume_copy's answer: the copy as it is now.
+type VolumeCopySet struct {
+	MachineID string     `json:"machine_id"`
+	Volume    string     `json:"volume"`
+	Copy      VolumeCopy `json:"copy"`
+	Changed   bool       `json:"changed"`
+}
 
 // CreateVolumeRequest asks for a Provisioned Volume on the target Machine.
 type CreateVolumeRequest struct {
@@ -74,6 +106,9 @@ type Volume struct {
 	// continued (send_volume's resume_token).
 	ResumeToken string           `json:"resume_token,omitempty"`
 	Snapshots   []VolumeSnapshot `json:"snapshots"`
+	// Copy is this Machine's copy of the volume (additive: absent from a
+	// daemon without set_volume_copy).
+	Copy *VolumeCopy `json:"copy,omitempty"`
 }
 
 // VolumeList is list_volumes' answer: Pool is empty on a Machine without

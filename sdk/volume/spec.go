@@ -31,6 +31,11 @@ var Capabilities = []string{CapCreate, CapRemove, CapList, CapInspect, CapSnapsh
 // Without it the Machine has no Provisioned Volumes.
 const PoolLabel = "ployz.zfs.pool"
 
+// MountRoot is where a Machine mounts its Provisioned Volumes, one
+// directory per volume (MountRoot/<name>): the host path a Service
+// Container bind-mounts, and what ployzd's admission recognises.
+const MountRoot = "/var/lib/ployz/volumes"
+
 // DefaultSpecPath is where the volume-zfs plugin keeps its spec
 // (sdk.KeepConfig), so a restart serves the same pool without waiting for
 // ployzd. It is on disk, not /run: the pool outlives a reboot.

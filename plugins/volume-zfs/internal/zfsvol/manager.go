@@ -28,7 +28,7 @@ import (
 // so that it does not depend on the pool's own mountpoint.
 const (
 	VolumesDataset = "ployz/volumes"
-	MountRoot      = "/var/lib/ployz/volumes"
+	MountRoot      = volume.MountRoot
 )
 
 // Manager provisions volumes in one pool. Its zero pool means the Machine

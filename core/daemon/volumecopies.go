@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumecopy"
+	volumev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1"
+	"github.com/ployz/ployz/sdk/volume"
+)
+
+// volumeCopies opens the copy records in the data directory once.
+func (d *Daemon) volumeCopies() (*volumecopy.Store, error) {
+	d.copiesMu.Lock()
+	defer d.copiesMu.Unlock()
+	if d.copies != nil {
+		return d.copies, nil
+	}
+	s, err := volumecopy.Open(filepath.Join(d.cfg.DataDir, volumecopy.FileName))
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeInternal, "%v", err)
+	}
+	d.copies = s
+	return s, nil
+}
+
+// copyRoles is every recorded copy, for admission; a file that cannot be
+// read admits no Provisioned Volume mount.
+func (d *Daemon) copyRoles() map[string]volumecopy.Copy {
+	cs, err := d.volumeCopies()
+	if err != nil {
+		d.log.Warn("volume copies unreadable: Containers mounting Provisioned Volumes are refused", "error", err)
+		return nil
+	}
+	return cs.All()
+}
+
+func (d *Daemon) volumeCreated(name string) error {
+	cs, err := d.volumeCopies()
+	if err != nil {
+		return err
+	}
+	c, err := cs.Created(name)
+	if err == nil {
+		d.log.Info("volume copy", "volume", name, "role", c.RoleOf(), "epoch", c.Epoch)
+	}
+	return err
+}
+
+func (d *Daemon) volumeRemoved(name string) error {
+	cs, err := d.volumeCopies()
+	if err != nil {
+		return err
+	}
+	return cs.Removed(name)
+}
+
+// setVolumeCopy takes one step of a Volume Run through the transition
+// table (core/volumecopy) against this Machine's own copy and facts.
+func (d *Daemon) setVolumeCopy(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.SetVolumeCopyRequest
+	if err := rpc.Decode(rpc.CmdSetVolumeCopy, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := volume.ValidName(req.Volume); err != nil {
+		return nil, rpc.InvalidField("volume", "%v", err)
+	}
+	if _, err := d.needPool(); err != nil {
+		return nil, err
+	}
+	cs, err := d.volumeCopies()
+	if err != nil {
+		return nil, err
+	}
+	c, changed, err := cs.Set(req, func() (volumecopy.Facts, error) { return d.copyFacts(ctx, req.Volume) })
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		d.log.Info("volume copy set", "volume", req.Volume, "gen", req.Gen, "role", c.RoleOf(), "epoch", c.Epoch, "floor", c.Floor)
+	}
+	return rpc.VolumeCopySet{MachineID: d.record().ID, Volume: req.Volume, Copy: c.View(), Changed: changed}, nil
+}
+
+// copyFacts reads whether the volume is here (the plugin) and which
+// running Containers mount it (Docker).
+func (d *Daemon) copyFacts(ctx context.Context, name string) (volumecopy.Facts, error) {
+	var f volumecopy.Facts
+	err := d.callVolume(ctx, volume.CapInspect, func(ctx context.Context, c volumev1.VolumeClient) error {
+		_, err := c.GetVolume(ctx, &volumev1.GetVolumeRequest{Name: name})
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		f.Exists = err == nil
+		return err
+	})
+	if err != nil {
+		return f, err
+	}
+	if d.ctrs == nil || d.ctrs.docker == nil {
+		return f, rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine: cannot tell which Containers mount volume %q", name)
+	}
+	list, err := d.ctrs.docker.ContainerList(ctx, container.ListOptions{})
+	if err != nil {
+		return f, dockerErr(err, "list containers")
+	}
+	for _, c := range list {
+		for _, m := range c.Mounts {
+			if n, ok := provisionedVolume(m.Source); ok && (n == name || n == "") {
+				f.MountedBy = append(f.MountedBy, strings.TrimPrefix(firstName(c.Names), "/"))
+			}
+		}
+	}
+	return f, nil
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// provisionedVolume names the Provisioned Volume a host path lies in
+// ("" for the root holding all of them); ok is false outside it.
+func provisionedVolume(src string) (string, bool) {
+	rel, err := filepath.Rel(volume.MountRoot, filepath.Clean(src))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || !filepath.IsAbs(src) {
+		return "", false
+	}
+	if rel == "." {
+		return "", true
+	}
+	name, _, _ := strings.Cut(rel, "/")
+	return name, true
+}

@@ -1,0 +1,205 @@
+package operator
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Volume Run outcomes (DESIGN.md: a run ends done, failed, cancelled or
+// lost, and never runs again on its own). A step ends done, failed,
+// cancelled or skipped (what the disks showed was already there).
+const (
+	RunOpen      = "open"
+	RunDone      = "done"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+	RunLost      = "lost"
+	StepSkipped  = "skipped"
+)
+
+// VolumeRun is the operator's record of one Volume Run: the one open run
+// of a Volume is the operator's lease on it, numbered by Gen. It is the
+// operator's bookkeeping, never the Cluster's truth: every step is
+// admitted by the Machine it touches against its own copy. The JSON
+// names are frozen; fields are only added.
+type VolumeRun struct {
+	Context string    `json:"context"`
+	Volume  string    `json:"volume"`
+	Gen     uint64    `json:"gen"`
+	Kind    string    `json:"kind"` // mirror, sync
+	Target  string    `json:"target,omitempty"`
+	State   string    `json:"state"`
+	Error   string    `json:"error,omitempty"`
+	Started time.Time `json:"started_at"`
+	Updated time.Time `json:"updated_at"`
+	// Host and Pid are the CLI process driving an open run: a run whose
+	// process is gone is lost, and the next run on the Volume may start.
+	Host  string    `json:"host,omitempty"`
+	Pid   int       `json:"pid,omitempty"`
+	Steps []RunStep `json:"steps"`
+}
+
+// RunStep is one step's outcome.
+type RunStep struct {
+	Name    string  `json:"name"`
+	Machine string  `json:"machine,omitempty"`
+	Outcome string  `json:"outcome"` // done, failed, cancelled, skipped
+	Detail  string  `json:"detail,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	Bytes   uint64  `json:"bytes,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
+}
+
+// ErrRunOpen is returned (wrapped, with the run) when a Volume already
+// has an open run driven by a live process.
+var ErrRunOpen = errors.New("volume run open")
+
+// RunOpenError names the open run that refused a new one.
+type RunOpenError struct{ Run VolumeRun }
+
+func (e *RunOpenError) Error() string {
+	return fmt.Sprintf("volume %s has an open %s run (gen %d, started %s by pid %d on %s): one run per Volume",
+		e.Run.Volume, e.Run.Kind, e.Run.Gen, e.Run.Started.UTC().Format(time.RFC3339), e.Run.Pid, e.Run.Host)
+}
+
+func (e *RunOpenError) Unwrap() error { return ErrRunOpen }
+
+const volumeRunsSchema = `
+CREATE TABLE IF NOT EXISTS volume_runs (
+  context TEXT NOT NULL,
+  volume  TEXT NOT NULL,
+  gen     INTEGER NOT NULL,
+  state   TEXT NOT NULL,
+  body    BLOB NOT NULL,
+  PRIMARY KEY (context, volume, gen)
+);
+`
+
+func (s *Store) ensureVolumeRuns() error {
+	if _, err := s.db.Exec(volumeRunsSchema); err != nil {
+		return fmt.Errorf("operator store: volume runs: %w", err)
+	}
+	return nil
+}
+
+// alive reports whether an open run's process still runs (on this host;
+// a run opened on another host is taken as alive).
+var alive = func(host string, pid int) bool {
+	if h, _ := os.Hostname(); h != host {
+		return true
+	}
+	p, err := os.FindProcess(pid)
+	return err == nil && p.Signal(syscall.Signal(0)) == nil
+}
+
+// BeginVolumeRun opens a run on a Volume with the next gen, refusing
+// (RunOpenError) while another open run's process is alive; an open run
+// whose process is gone is marked lost first.
+func (s *Store) BeginVolumeRun(context, volume, kind, target string, now time.Time) (VolumeRun, error) {
+	if err := s.ensureVolumeRuns(); err != nil {
+		return VolumeRun{}, err
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return VolumeRun{}, fmt.Errorf("begin volume run: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	rows, err := tx.Query(`SELECT body FROM volume_runs WHERE context = ? AND volume = ? AND state = ?`, context, volume, RunOpen)
+	if err != nil {
+		return VolumeRun{}, fmt.Errorf("begin volume run: %w", err)
+	}
+	var open []VolumeRun
+	for rows.Next() {
+		var b []byte
+		var r VolumeRun
+		if err := rows.Scan(&b); err == nil && json.Unmarshal(b, &r) == nil {
+			open = append(open, r)
+		}
+	}
+	rows.Close()
+	for _, r := range open {
+		if alive(r.Host, r.Pid) {
+			return VolumeRun{}, &RunOpenError{Run: r}
+		}
+		r.State, r.Updated = RunLost, now
+		r.Error = "its CLI process ended without finishing it"
+		if err := putRun(tx, r); err != nil {
+			return VolumeRun{}, err
+		}
+	}
+	var last sql.NullInt64
+	if err := tx.QueryRow(`SELECT MAX(gen) FROM volume_runs WHERE context = ? AND volume = ?`, context, volume).Scan(&last); err != nil {
+		return VolumeRun{}, fmt.Errorf("begin volume run: %w", err)
+	}
+	host, _ := os.Hostname()
+	r := VolumeRun{Context: context, Volume: volume, Gen: uint64(last.Int64) + 1, Kind: kind, Target: target, State: RunOpen,
+		Started: now, Updated: now, Host: host, Pid: os.Getpid(), Steps: []RunStep{}}
+	if err := putRun(tx, r); err != nil {
+		return VolumeRun{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return VolumeRun{}, fmt.Errorf("begin volume run: %w", err)
+	}
+	return r, nil
+}
+
+// SaveVolumeRun rewrites a run's record (its steps, its end).
+func (s *Store) SaveVolumeRun(r VolumeRun) error {
+	if err := s.ensureVolumeRuns(); err != nil {
+		return err
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	if err := putRun(tx, r); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func putRun(tx *sql.Tx, r VolumeRun) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(`INSERT INTO volume_runs(context, volume, gen, state, body) VALUES(?, ?, ?, ?, ?)
+		ON CONFLICT(context, volume, gen) DO UPDATE SET state = excluded.state, body = excluded.body`,
+		r.Context, r.Volume, r.Gen, r.State, b); err != nil {
+		return fmt.Errorf("record volume run %s gen %d: %w", r.Volume, r.Gen, err)
+	}
+	return nil
+}
+
+// VolumeRuns are a context's runs (of one volume, or all when volume is
+// empty), newest first, at most limit.
+func (s *Store) VolumeRuns(context, volume string, limit int) ([]VolumeRun, error) {
+	if err := s.ensureVolumeRuns(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.Query(`SELECT body FROM volume_runs WHERE context = ? AND (? = '' OR volume = ?) ORDER BY json_extract(body, '$.started_at') DESC, gen DESC LIMIT ?`,
+		context, volume, volume, limit)
+	if err != nil {
+		return nil, fmt.Errorf("volume runs: %w", err)
+	}
+	defer rows.Close()
+	var out []VolumeRun
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("volume runs: %w", err)
+		}
+		var r VolumeRun
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("volume runs: malformed record: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

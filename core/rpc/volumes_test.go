@@ -1,0 +1,53 @@
+package rpc
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+)
+
+// TestVolumePayloadFixtures pins the volume payloads' JSON: a Volume
+// with its copy (additive), one from a daemon before copies (no copy:
+// nil, never a zero copy), and a set_volume_copy request and answer.
+func TestVolumePayloadFixtures(t *testing.T) {
+	b, err := os.ReadFile("testdata/volume-copy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Volume    Volume               `json:"volume"`
+		OldVolume Volume               `json:"old_volume"`
+		Request   SetVolumeCopyRequest `json:"set_volume_copy"`
+		Answer    VolumeCopySet        `json:"volume_copy_set"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if c := doc.Volume.Copy; c == nil || *c != (VolumeCopy{Role: "writer", Epoch: 1764687000000000000, Floor: 3}) {
+		t.Fatalf("volume copy: %+v", c)
+	}
+	if doc.OldVolume.Copy != nil || doc.OldVolume.Name != "db" {
+		t.Fatalf("an old daemon's volume: %+v", doc.OldVolume)
+	}
+	if doc.Request != (SetVolumeCopyRequest{Volume: "db", Gen: 4, Expect: "none", Want: "mirror"}) {
+		t.Fatalf("request: %+v", doc.Request)
+	}
+	if doc.Answer != (VolumeCopySet{MachineID: "m2id", Volume: "db", Copy: VolumeCopy{Role: "mirror", Floor: 4}, Changed: true}) {
+		t.Fatalf("answer: %+v", doc.Answer)
+	}
+	// Re-encoding writes the same keys the fixture holds (minus the one
+	// a later version added).
+	for key, v := range map[string]any{"volume": doc.Volume, "set_volume_copy": doc.Request, "volume_copy_set": doc.Answer} {
+		out, _ := json.Marshal(v)
+		var got, want map[string]any
+		_ = json.Unmarshal(out, &got)
+		var all map[string]json.RawMessage
+		_ = json.Unmarshal(b, &all)
+		_ = json.Unmarshal(all[key], &want)
+		delete(want, "a_later_field")
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s re-encodes as %s", key, out)
+		}
+	}
+}
