@@ -357,7 +357,11 @@ services:
 	if out, err := l.Exec(ctx, "m1", "sh", "-c", "docker ps --format '{{.Names}} {{.Mounts}}' | grep onwriter"); err != nil || !strings.Contains(out, "/var/lib/ployz/volumes/app") {
 		t.Fatalf("the Writer's Container on m1: %q, %v", out, err)
 	}
-	refused(t, "not the Writer", "deploy", "-f", compose("onmirror", "b"), "-y")
+	if out, errs, code := op.run(t, "deploy", "-f", compose("onmirror", "b"), "-y"); code == 0 || !strings.Contains(out+errs, "not the Writer") {
+		t.Fatalf("deploy onto the Mirror's Machine: exit %d, stdout %q, stderr %q; want a refusal naming the copy", code, out, errs)
+	} else {
+		t.Logf("refused on m2 as expected: %s", strings.TrimSpace(errs))
+	}
 	if out, _ := l.Exec(ctx, "m2", "sh", "-c", "docker ps -a --format '{{.Names}}' | grep onmirror || true"); out != "" {
 		t.Fatalf("a Container was created on the Mirror's Machine: %q", out)
 	}
