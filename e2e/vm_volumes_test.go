@@ -234,6 +234,9 @@ type runDoc struct {
 // run is refused by m2's floor; a Container mounting the volume is
 // admitted on m1 (the Writer) and refused on m2 (the Mirror).
 func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, refused func(*testing.T, string, ...string)) {
+	// m2 has its pool from send-m1-to-m2; set it again so this subtest
+	// also runs alone (-run TestVMVolumes/volume-runs).
+	op.must(t, "machine", "update", "m2", "--zfs-pool", "ployz")
 	var v struct {
 		Volume rpc.Volume `json:"volume"`
 	}
