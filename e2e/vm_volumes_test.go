@@ -357,7 +357,7 @@ services:
 		return f
 	}
 	op.must(t, "deploy", "-f", compose("onwriter", "a"), "-y")
-	if out, err := l.Exec(ctx, "m1", "sh", "-c", "docker ps --format '{{.Names}} {{.Mounts}}' | grep onwriter"); err != nil || !strings.Contains(out, "/var/lib/ployz/volumes/app") {
+	if out, err := l.Exec(ctx, "m1", "sh", "-c", "docker ps --no-trunc --format '{{.Names}} {{.Mounts}}' | grep onwriter"); err != nil || !strings.Contains(out, "/var/lib/ployz/volumes/app") {
 		t.Fatalf("the Writer's Container on m1: %q, %v", out, err)
 	}
 	if out, errs, code := op.run(t, "deploy", "-f", compose("onmirror", "b"), "-y"); code == 0 || !strings.Contains(out+errs, "not the Writer") {
