@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -17,6 +16,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/core/iocount"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
@@ -284,7 +284,7 @@ func (r *volumeRun) pump(writer, target string, req rpc.SendVolumeRequest, what 
 		pw.CloseWithError(err)
 		sent <- err
 	}()
-	cr := &countReader{r: pr}
+	cr := iocount.NewReader(pr)
 	done := make(chan struct{})
 	start := time.Now()
 	go func() {
@@ -295,7 +295,7 @@ func (r *volumeRun) pump(writer, target string, req rpc.SendVolumeRequest, what 
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(r.errw, "    %s → %s %s: %s\n", writer, target, what, rate(cr.n.Load(), time.Since(start)))
+				fmt.Fprintf(r.errw, "    %s → %s %s: %s\n", writer, target, what, rate(cr.N(), time.Since(start)))
 			}
 		}
 	}()
@@ -303,23 +303,12 @@ func (r *volumeRun) pump(writer, target string, req rpc.SendVolumeRequest, what 
 	close(done)
 	pr.CloseWithError(errors.New("the receiver ended"))
 	serr := <-sent
-	n := uint64(cr.n.Load())
+	n := uint64(cr.N())
 	if err == nil && serr != nil {
 		err = serr
 	}
 	fmt.Fprintf(r.errw, "    %s → %s %s: %s\n", writer, target, what, rate(int64(n), time.Since(start)))
 	return n, got, err
-}
-
-type countReader struct {
-	r io.Reader
-	n atomic.Int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	k, err := c.r.Read(p)
-	c.n.Add(int64(k))
-	return k, err
 }
 
 func rate(n int64, d time.Duration) string {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/distribution/reference"
@@ -16,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/core/iocount"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -24,13 +24,13 @@ import (
 // registry").
 func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamConn) error {
 	in := images.RecvData(s)
-	c := &countReader{r: in}
+	c := iocount.NewReader(in)
 	res, err := loadArchive(ctx, c)
 	in.CloseWithError(errors.New("docker load ended")) // stops the receiver
 	if err != nil {
 		return err
 	}
-	res.Bytes = c.n.Load()
+	res.Bytes = c.N()
 	ev, _ := json.Marshal(res)
 	return s.Send(rpc.StreamFrame{Event: ev})
 }
@@ -41,24 +41,11 @@ func (d *Daemon) imageRelay(ctx context.Context, raw json.RawMessage, s rpc.Stre
 	id, _ := d.local()
 	return images.ServeRelay(ctx, raw, s, images.RelayEnv{Self: id, Peers: d.peers, Dial: d.dialPeer,
 		Load: func(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) {
-			c := &countReader{r: r}
+			c := iocount.NewReader(r)
 			res, err := loadArchive(ctx, c)
-			res.Bytes = c.n.Load()
+			res.Bytes = c.N()
 			return res, err
 		}})
-}
-
-// countReader counts what Docker read; atomic because Docker's client
-// reads the request body on a goroutine of its own.
-type countReader struct {
-	r io.Reader
-	n atomic.Int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	k, err := c.r.Read(p)
-	c.n.Add(int64(k))
-	return k, err
 }
 
 // loadArchive loads one `docker save` archive into this Machine's Docker.
