@@ -34,12 +34,7 @@ CREATE INDEX IF NOT EXISTS deploys_started ON deploys(context, started_at);
 // dropped when a Deploy starts.
 const KeepDeploys = 200
 
-func (s *Store) ensureDeploys() error {
-	if _, err := s.db.Exec(deploysSchema); err != nil {
-		return fmt.Errorf("operator store: deploys: %w", err)
-	}
-	return nil
-}
+func (s *Store) ensureDeploys() error { return s.ensureSchema("deploys", deploysSchema) }
 
 // SaveDeploy writes (or rewrites) a Deploy's record; the first write of a
 // Deploy drops the context's records beyond KeepDeploys.

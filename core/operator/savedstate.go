@@ -51,12 +51,16 @@ CREATE TABLE IF NOT EXISTS removals (
 );
 `
 
-func (s *Store) ensureSaved() error {
-	if _, err := s.db.Exec(savedSchema); err != nil {
-		return fmt.Errorf("operator store: saved states: %w", err)
+// ensureSchema creates what's tables if they are missing (CREATE TABLE IF
+// NOT EXISTS), naming what in the error.
+func (s *Store) ensureSchema(what, schema string) error {
+	if _, err := s.db.Exec(schema); err != nil {
+		return fmt.Errorf("operator store: %s: %w", what, err)
 	}
 	return nil
 }
+
+func (s *Store) ensureSaved() error { return s.ensureSchema("saved states", savedSchema) }
 
 // SaveState stores compose as the next revision of context/project/env
 // and returns it. The revision number is assigned in one transaction. An

@@ -80,12 +80,7 @@ CREATE TABLE IF NOT EXISTS volume_runs (
 );
 `
 
-func (s *Store) ensureVolumeRuns() error {
-	if _, err := s.db.Exec(volumeRunsSchema); err != nil {
-		return fmt.Errorf("operator store: volume runs: %w", err)
-	}
-	return nil
-}
+func (s *Store) ensureVolumeRuns() error { return s.ensureSchema("volume runs", volumeRunsSchema) }
 
 // alive reports whether an open run's process still runs (on this host;
 // a run opened on another host is taken as alive).
