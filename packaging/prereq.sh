@@ -49,20 +49,44 @@ fi
 
 # A Docker daemon must answer. Start one when none does: through systemd
 # when it is PID 1, otherwise as a background process with its own log.
-if ! docker info >/dev/null 2>&1; then
-  if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ]; then
-    systemctl start docker
-  else
-    echo "prereq: starting dockerd (log: /var/log/ployz-dockerd.log)"
-    setsid nohup dockerd >/var/log/ployz-dockerd.log 2>&1 </dev/null &
-  fi
-  for _ in $(seq 1 60); do
-    docker info >/dev/null 2>&1 && break
+# dockerd gives up when its containerd does not come up in time (a loaded
+# host, or the containerd of a daemon that was just killed still holding
+# its state), so a start is tried three times, each after clearing what the
+# failed one left.
+docker_answers() {
+  for _ in $(seq 1 "$1"); do
+    docker info >/dev/null 2>&1 && return 0
     sleep 0.5
   done
+  return 1
+}
+start_dockerd() {
+  if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ]; then
+    systemctl restart docker || true
+    return
+  fi
+  pkill -x dockerd 2>/dev/null || true
+  # the containerd dockerd manages runs with this config; a leftover one
+  # keeps the next dockerd's containerd from starting
+  pkill -f 'containerd --config /var/run/docker/containerd/containerd.toml' 2>/dev/null || true
+  for _ in $(seq 1 20); do
+    pgrep -x dockerd >/dev/null || pgrep -f 'containerd --config /var/run/docker/containerd' >/dev/null || break
+    sleep 0.5
+  done
+  rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+  echo "prereq: starting dockerd (log: /var/log/ployz-dockerd.log)"
+  echo "== $(date -u +%FT%TZ) prereq starts dockerd" >>/var/log/ployz-dockerd.log
+  setsid nohup dockerd >>/var/log/ployz-dockerd.log 2>&1 </dev/null &
+}
+if ! docker info >/dev/null 2>&1; then
+  for attempt in 1 2 3; do
+    start_dockerd
+    docker_answers 120 && break
+    echo "prereq: dockerd did not answer within 60 s (attempt $attempt of 3); last lines of its log:" >&2
+    tail -n 5 /var/log/ployz-dockerd.log >&2 || true
+  done
   if ! docker info >/dev/null 2>&1; then
-    echo "prereq: dockerd did not answer within 30 s; last lines of its log:" >&2
-    tail -n 20 /var/log/ployz-dockerd.log >&2 || true
+    echo "prereq: no Docker daemon answers after 3 starts; see /var/log/ployz-dockerd.log" >&2
     exit 1
   fi
 fi
