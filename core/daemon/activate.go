@@ -103,8 +103,15 @@ func (d *Daemon) activate(ctx context.Context) error {
 		if !network.IsValid() {
 			network = meshaddr.DefaultNetwork
 		}
-		if _, err := dockernet.EnsureNetwork(ctx, cli, dockernet.Config{Subnet: rec.Subnet, ClusterNetwork: network, Logger: d.log.Named("dockernet")}); err != nil {
+		ncfg := dockernet.Config{Subnet: rec.Subnet, ClusterNetwork: network, ChainPrefix: inputChainPrefix, Logger: d.log.Named("dockernet")}
+		if _, err := dockernet.EnsureNetwork(ctx, cli, ncfg); err != nil {
 			d.log.Error("docker network ployz", "error", err)
+		} else if err := dockernet.EnsureForwarding(ncfg); err != nil {
+			// Where dockerd turned IP forwarding on itself it set FORWARD's
+			// policy to DROP: without these rules no Container on another
+			// Machine reaches ours (a server or VM; a container Machine
+			// inherits forwarding, so the lab never showed it).
+			d.log.Error("forwarding between the mesh and the ployz network", "error", err)
 		}
 		cli.Close()
 	}

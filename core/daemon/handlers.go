@@ -485,6 +485,11 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 	if err := dockernet.RemoveInput(dockernet.Config{ChainPrefix: inputChainPrefix}); err != nil {
 		d.log.Warn("reset: remove input filter", "error", err)
 	}
+	if sub := d.record().Subnet; sub.IsValid() {
+		if err := dockernet.RemoveForwarding(dockernet.Config{Subnet: sub, ChainPrefix: inputChainPrefix}); err != nil {
+			d.log.Warn("reset: remove forwarding rules", "error", err)
+		}
+	}
 	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath(),
 		filepath.Join(d.cfg.DataDir, trust.PinsFile)} {
 		if err := os.RemoveAll(p); err != nil {

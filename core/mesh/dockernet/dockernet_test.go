@@ -81,21 +81,23 @@ func TestEnsure(t *testing.T) {
 	if n := countRules(t, "filter", fwd); n != 2 {
 		t.Errorf("%s has %d rules, want 2", fwd, n)
 	}
-	if n := countRules(t, "nat", post); n != 1 {
-		t.Errorf("%s has %d rules, want 1", post, n)
+	if first := firstRule(t, "filter", "DOCKER-USER"); first != "-A DOCKER-USER -j "+fwd {
+		t.Errorf("DOCKER-USER starts with %q", first)
 	}
-	if first := firstRule(t, "nat", "POSTROUTING"); first != "-A POSTROUTING -j "+post {
-		t.Errorf("POSTROUTING starts with %q", first)
-	}
-	// Something inserted ahead of our jump (as dockerd does on restart) is
-	// fixed by the next ensure.
-	exec.Command("iptables", "-t", "nat", "-I", "POSTROUTING", "1", "-s", cfg.Subnet.String(), "-j", "RETURN").Run()
-	defer exec.Command("iptables", "-t", "nat", "-D", "POSTROUTING", "-s", cfg.Subnet.String(), "-j", "RETURN").Run()
+	// Something inserted ahead of our jump is fixed by the next ensure.
+	exec.Command("iptables", "-t", "filter", "-I", "DOCKER-USER", "1", "-s", cfg.Subnet.String(), "-j", "RETURN").Run()
+	defer exec.Command("iptables", "-t", "filter", "-D", "DOCKER-USER", "-s", cfg.Subnet.String(), "-j", "RETURN").Run()
 	if err := EnsureForwarding(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if first := firstRule(t, "nat", "POSTROUTING"); first != "-A POSTROUTING -j "+post {
-		t.Errorf("after reorder POSTROUTING starts with %q", first)
+	if first := firstRule(t, "filter", "DOCKER-USER"); first != "-A DOCKER-USER -j "+fwd {
+		t.Errorf("after reorder DOCKER-USER starts with %q", first)
+	}
+	// The nat exemption an earlier build installed goes with a reset.
+	for _, args := range [][]string{{"-t", "nat", "-N", post}, {"-t", "nat", "-A", post, "-s", cfg.Subnet.String(), "-j", "ACCEPT"}, {"-t", "nat", "-I", "POSTROUTING", "1", "-j", post}} {
+		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+			t.Fatalf("iptables %v: %v: %s", args, err, out)
+		}
 	}
 
 	// A changed subnet with no containers attached: recreated in place.
@@ -112,6 +114,9 @@ func TestEnsure(t *testing.T) {
 	}
 	if _, err := iptables("-t", "filter", "-S", fwd); err == nil {
 		t.Errorf("%s still exists after RemoveForwarding", fwd)
+	}
+	if _, err := iptables("-t", "nat", "-S", post); err == nil {
+		t.Errorf("%s still exists after RemoveForwarding", post)
 	}
 }
 

@@ -6,17 +6,17 @@ import (
 	"strings"
 )
 
-// The rules live in two chains of our own, rewritten whole on every ensure,
+// The rule lives in a chain of our own, rewritten whole on every ensure,
 // so re-running is idempotent and removal never touches rules we did not add.
 //
 //	filter <prefix>-FORWARD (jumped from DOCKER-USER, or FORWARD without Docker):
 //	  accept mesh → bridge and bridge → mesh; Docker's FORWARD policy is DROP
 //	  and it only admits new connections into a bridge for published ports.
-//	nat <prefix>-POSTROUTING (jumped first from POSTROUTING):
-//	  ACCEPT (= do not NAT) bridge subnet → cluster network, so a container's
-//	  own address reaches other Machines instead of Docker's MASQUERADE
-//	  rewriting it to this host's address. Internet-bound traffic still goes
-//	  through Docker's MASQUERADE.
+//
+// Container traffic to other Machines keeps Docker's MASQUERADE: it leaves
+// as this Machine's .1, which ployz-wg holds. Builds before this one also
+// exempted it in nat <prefix>-POSTROUTING; RemoveForwarding still deletes
+// that chain where it exists.
 
 // chains returns the filter and nat chain names for cfg.
 func chains(cfg Config) (forward, postrouting string) {
@@ -27,10 +27,9 @@ func chains(cfg Config) (forward, postrouting string) {
 	return p + "-FORWARD", p + "-POSTROUTING"
 }
 
-// EnsureForwarding installs the mesh ↔ bridge forwarding rules and the NAT
-// exemption for the cluster network, and enables IPv4 forwarding. Call it at
-// daemon start and again after dockerd restarts: Docker may insert its own
-// MASQUERADE rule ahead of our jump, which this puts back in front.
+// EnsureForwarding installs the mesh ↔ bridge forwarding rules and enables
+// IPv4 forwarding. Call it at daemon start: a dockerd that turned forwarding
+// on itself set FORWARD's policy to DROP.
 func EnsureForwarding(cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -39,8 +38,7 @@ func EnsureForwarding(cfg Config) error {
 	if err := enableSysctl("/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
 		return err
 	}
-	fwd, post := chains(cfg)
-	sub, cluster := cfg.Subnet.String(), cfg.ClusterNetwork.String()
+	fwd, _ := chains(cfg)
 	if err := writeChain("filter", fwd, [][]string{
 		{"-i", cfg.MeshInterface, "-o", cfg.Bridge, "-j", "ACCEPT"},
 		{"-i", cfg.Bridge, "-o", cfg.MeshInterface, "-j", "ACCEPT"},
@@ -54,19 +52,12 @@ func EnsureForwarding(cfg Config) error {
 	if err := jumpFirst("filter", parent, fwd); err != nil {
 		return err
 	}
-	if err := writeChain("nat", post, [][]string{
-		{"-s", sub, "-d", cluster, "-j", "ACCEPT"},
-	}); err != nil {
-		return err
-	}
-	if err := jumpFirst("nat", "POSTROUTING", post); err != nil {
-		return err
-	}
-	cfg.Logger.Named("dockernet").Debug("forwarding ensured", "bridge", cfg.Bridge, "mesh", cfg.MeshInterface, "subnet", sub)
+	cfg.Logger.Named("dockernet").Debug("forwarding ensured", "bridge", cfg.Bridge, "mesh", cfg.MeshInterface, "parent", parent)
 	return nil
 }
 
-// RemoveForwarding deletes the jumps and chains EnsureForwarding made.
+// RemoveForwarding deletes the jumps and chains EnsureForwarding made, and
+// the nat exemption chain of earlier builds.
 func RemoveForwarding(cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
