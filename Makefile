@@ -8,7 +8,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit cross lab-test vm-test vm-lab-test bench fuzz cover proto prereq clean release
+.PHONY: build demo test unit cross lab-test vm-step vm-test vm-lab-test bench fuzz cover proto prereq clean release
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -49,8 +49,15 @@ release:
 demo: prereq build
 	packaging/demo.sh
 
-## test: everything — unit tests first, then the lab scenarios
-test: prereq build unit lab-test
+## test: everything — unit tests first, then the container lab scenarios,
+## then the VM scenarios that fit the remaining time (packaging/vm-test-step.sh)
+test: prereq build unit lab-test vm-step
+
+# TEST_START is when make started: the VM step runs in what is left of
+# make test's 60 minutes.
+TEST_START := $(shell date +%s)
+vm-step:
+	@packaging/vm-test-step.sh $(TEST_START) $(BIN)
 
 # unit runs the store's replication tests once more with the gossip and
 # sync timers a Machine uses instead of the short test ones (about 45s).
@@ -77,8 +84,7 @@ UPGRADE_FROM ?= $(shell git rev-parse -q --verify HEAD~1 2>/dev/null)
 lab-test:
 	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) PLOYZ_UPGRADE_FROM=$(UPGRADE_FROM) $(GO) test -count=1 -timeout 48m -v ./e2e/
 
-## vm-test (not yet part of `test`: see docs/architecture.md, VM Machines):
-## the scenarios on QEMU virtual-machine Machines (own kernel:
+## vm-test: every scenario on QEMU virtual-machine Machines (own kernel:
 ## kernel WireGuard, ZFS); the first run builds the VM image (zfs-dkms).
 ## vm-lab-test runs only TestVMLab (kernel WireGuard, Containers across
 ## Machines under Docker's FORWARD DROP, ZFS pool, partition, power cycle).

@@ -83,7 +83,7 @@ func (lc *labCLI) up() *cobra.Command {
 // prints what it is: a separate step so a test run can build the slow VM
 // image (the zfs module compiles) in the background while other tests run.
 func (lc *labCLI) image() *cobra.Command {
-	var vm bool
+	var vm, cached bool
 	var binDir, osName string
 	img := &cobra.Command{
 		Use:   "image",
@@ -94,6 +94,17 @@ func (lc *labCLI) image() *cobra.Command {
 				binDir = executableDir()
 			}
 			logf := func(f string, a ...any) { fmt.Fprintf(c.ErrOrStderr(), f+"\n", a...) }
+			if vm && cached {
+				dir, ok, err := lab.VMImageCached(c.Context())
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("the VM image is not built (it would be %s): `ployz lab image --vm` builds it", dir)
+				}
+				fmt.Fprintln(c.OutOrStdout(), dir)
+				return nil
+			}
 			if vm {
 				im, err := lab.BuildVMImage(c.Context(), binDir, logf)
 				if err != nil {
@@ -115,6 +126,7 @@ func (lc *labCLI) image() *cobra.Command {
 		},
 	}
 	img.Flags().BoolVar(&vm, "vm", false, "the VM Machine image (Debian 12, kernel, ZFS): many minutes when the recipe changed")
+	img.Flags().BoolVar(&cached, "cached", false, "with --vm: build nothing; print the VM image's directory, or fail when it is not built")
 	img.Flags().StringVar(&osName, "os", string(lab.DefaultOS), "Machine OS of a container image: debian13 or debian12")
 	img.Flags().StringVar(&binDir, "bin-dir", "", "directory of built binaries (default: this executable's directory)")
 	return img

@@ -133,13 +133,11 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 // buildBase returns dist's base image tag, running the debootstrap recipe
 // for suite only when no image carries the hash of the recipe and suite.
 func buildBase(ctx context.Context, dist OS, suite string, logf func(string, ...any)) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "suite=%s\x00", suite)
-	if err := hashTree(h, "lab"); err != nil {
+	tag, err := baseTag(dist, suite)
+	if err != nil {
 		return "", err
 	}
-	repo := baseRepo + "-" + string(dist)
-	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
+	repo, _, _ := strings.Cut(tag, ":")
 	if imageExists(ctx, tag) {
 		return tag, nil
 	}
@@ -149,6 +147,17 @@ func buildBase(ctx context.Context, dist OS, suite string, logf func(string, ...
 	}
 	pruneOld(ctx, repo, tag)
 	return tag, nil
+}
+
+// baseTag is the base image's tag: its repository and the hash of the
+// suite and the recipe, so a changed recipe builds a new image.
+func baseTag(dist OS, suite string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "suite=%s\x00", suite)
+	if err := hashTree(h, "lab"); err != nil {
+		return "", err
+	}
+	return baseRepo + "-" + string(dist) + ":" + hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // runRecipe unpacks the embedded recipe and runs base.sh for suite.

@@ -58,12 +58,10 @@ func BuildVMImage(ctx context.Context, binDir string, logf func(string, ...any))
 // buildVMBase runs packaging/labvm/vm.sh over base unless a directory named
 // by the hash of base and the recipe exists.
 func buildVMBase(ctx context.Context, base string, logf func(string, ...any)) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "base=%s\x00", base)
-	if err := hashTree(h, "labvm"); err != nil {
+	dir, err := vmBaseDir(base)
+	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(vmRoot(), "images", "base-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(filepath.Join(dir, "rootfs.ext4")); err == nil {
 		return dir, nil
 	}
@@ -88,6 +86,37 @@ func buildVMBase(ctx context.Context, base string, logf func(string, ...any)) (s
 	}
 	pruneDirs(filepath.Dir(dir), "base-", dir)
 	return dir, nil
+}
+
+// vmBaseDir is where the VM recipe's image built from base is kept: named
+// by the hash of base and the recipe.
+func vmBaseDir(base string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "base=%s\x00", base)
+	if err := hashTree(h, "labvm"); err != nil {
+		return "", err
+	}
+	return filepath.Join(vmRoot(), "images", "base-"+hex.EncodeToString(h.Sum(nil))[:16]), nil
+}
+
+// VMImageCached reports whether BuildVMImage would find the slow part of
+// the VM image (the base and the recipe's kernel and ZFS) built, without
+// building anything: the directory it would use, and whether it is there.
+func VMImageCached(ctx context.Context) (string, bool, error) {
+	suite, _ := VMOS.suite()
+	base, err := baseTag(VMOS, suite)
+	if err != nil {
+		return "", false, err
+	}
+	dir, err := vmBaseDir(base)
+	if err != nil {
+		return "", false, err
+	}
+	if !imageExists(ctx, base) {
+		return dir, false, nil
+	}
+	_, err = os.Stat(filepath.Join(dir, "rootfs.ext4"))
+	return dir, err == nil, nil
 }
 
 // buildVMMachine copies the base root filesystem (sparse) and writes the
