@@ -18,6 +18,7 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
+	"github.com/ployz/ployz/sdk/volume"
 )
 
 // Readiness modes of a Service Container (rpc.ContainerSpec.Readiness).
@@ -210,6 +211,26 @@ func specLabel(s rpc.ContainerSpec) string {
 	return string(b)
 }
 
+// exportedSpec is c's spec from its ployz.spec label, each environment
+// value the label redacts taken from Docker's config.
+func exportedSpec(c container.InspectResponse) (rpc.ContainerSpec, error) {
+	var spec rpc.ContainerSpec
+	if c.Config == nil || c.Config.Labels[rpc.LabelSpec] == "" {
+		return spec, rpc.Errorf(rpc.CodeFailedPrecond, "container %s has no %s label: ployz did not create it", strings.TrimPrefix(c.Name, "/"), rpc.LabelSpec).
+			With("field", "id")
+	}
+	if err := json.Unmarshal([]byte(c.Config.Labels[rpc.LabelSpec]), &spec); err != nil {
+		return spec, rpc.Errorf(rpc.CodeFailedPrecond, "container %s: label %s: %v", strings.TrimPrefix(c.Name, "/"), rpc.LabelSpec, err)
+	}
+	for _, kv := range c.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, ok := spec.Env[k]; ok {
+			spec.Env[k] = v
+		}
+	}
+	return spec, nil
+}
+
 // dockerCreate is everything ContainerCreate takes for one Container.
 type dockerCreate struct {
 	config  *container.Config
@@ -285,31 +306,8 @@ func admit(s rpc.ContainerSpec, f localFacts) error {
 		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s is %s: only a participating Machine admits new Containers", f.Name, f.Phase).
 			With("phase", string(f.Phase))
 	}
-	if since, ok := f.Labels[rpc.MachineLabelDrained]; ok {
-		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s is drained (since %s): it admits no new Container; `ployz machine undrain %s` makes it eligible again",
-			f.Name, since, f.Name).With("drained", since)
-	}
-	if !rpc.Accepts(f.Labels, rpc.AcceptServices) {
-		return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s does not accept services (its label %s is %q)",
-			f.Name, rpc.MachineLabelAccepts, f.Labels[rpc.MachineLabelAccepts]).With("accepts", f.Labels[rpc.MachineLabelAccepts])
-	}
-	for i, r := range s.Roles {
-		if !rpc.HasRole(f.Labels, r) {
-			return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s does not have role %q (no label %s%s)", f.Name, r, rpc.MachineLabelRolePrefix, r).
-				With("role", r).With("field", fmt.Sprintf("spec.roles[%d]", i))
-		}
-	}
-	for i, c := range s.Constraints {
-		v, ok := f.Labels[c.Label]
-		if (c.Op == "==") != (ok && v == c.Value) {
-			have := "unset"
-			if ok {
-				have = fmt.Sprintf("%q", v)
-			}
-			return rpc.Errorf(rpc.CodeFailedPrecond, "machine %s does not satisfy constraint %s %s %q (its label %s is %s)",
-				f.Name, c.Label, c.Op, c.Value, c.Label, have).
-				With("constraint", fmt.Sprintf("%s%s%s", c.Label, c.Op, c.Value)).With("field", fmt.Sprintf("spec.constraints[%d]", i))
-		}
+	if err := rpc.AdmitLabels(f.Name, f.Labels, s); err != nil {
+		return err
 	}
 	return admitVolumes(s, f)
 }
@@ -323,7 +321,7 @@ func admitVolumes(s rpc.ContainerSpec, f localFacts) error {
 		if m.Type != "bind" {
 			continue
 		}
-		name, ok := provisionedVolume(m.Source)
+		name, ok := volume.MountedVolume(m.Source)
 		if !ok {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -141,6 +142,7 @@ func (o *containerOps) routes() []rpc.Route {
 		{Command: rpc.CmdWaitReady, Capability: rpc.CapWaitReady, Handler: o.waitReady, Available: avail},
 		{Command: rpc.CmdStopContainer, Capability: rpc.CapStopContainer, Handler: o.stopContainer, Available: avail},
 		{Command: rpc.CmdRemoveContainer, Capability: rpc.CapRemoveContainer, Handler: o.removeContainer, Available: avail},
+		{Command: rpc.CmdExportContainer, Capability: rpc.CapExportContainer, Handler: o.exportContainer, Available: avail},
 		{Command: rpc.CmdListImages, Capability: rpc.CapListImages, Handler: o.listImages, Available: avail},
 		{Command: rpc.CmdPullImage, Capability: rpc.CapPullImage, Handler: o.pullImage, Available: avail},
 	}
@@ -280,6 +282,7 @@ func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) 
 	if req.Namespace == "" {
 		o.ready.prune(exist)
 	}
+	out.Writers = writerCopies(f.Copies)
 	vols, err := o.docker.VolumeList(ctx, volume.ListOptions{})
 	if err != nil {
 		return nil, dockerErr(err, "list volumes")
@@ -447,6 +450,25 @@ func (o *containerOps) removeContainer(ctx context.Context, raw json.RawMessage)
 	return map[string]string{"removed": c.ID}, nil
 }
 
+// exportContainer answers the spec a Service Container was created with:
+// its ployz.spec label, with the environment values the label redacts
+// read back from Docker's config for the same keys.
+func (o *containerOps) exportContainer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ContainerRef
+	if err := rpc.Decode(rpc.CmdExportContainer, raw, &req); err != nil {
+		return nil, err
+	}
+	c, err := o.inspect(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := exportedSpec(c)
+	if err != nil {
+		return nil, err
+	}
+	return rpc.ContainerExport{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), Spec: spec}, nil
+}
+
 func (o *containerOps) observeID(ctx context.Context, id string) (rpc.ContainerObservation, error) {
 	c, err := o.inspect(ctx, id)
 	if err != nil {
@@ -490,4 +512,16 @@ func dockerTime(s string) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// writerCopies are the volumes whose copy is the Writer, sorted.
+func writerCopies(cs map[string]volumecopy.Copy) []string {
+	var out []string
+	for name, c := range cs {
+		if c.RoleOf() == volumecopy.Writer {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

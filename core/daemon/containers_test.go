@@ -42,6 +42,11 @@ func TestContainerLifecycleReadinessNone(t *testing.T) {
 	if ob.Spec == nil || ob.Spec.Env["MESSAGE"] != redacted || ob.Spec.Readiness != readinessNone {
 		t.Fatalf("spec label: %+v (env values must be redacted)", ob.Spec)
 	}
+	// export_container gives the values back, for a move to recreate it.
+	ex := must[rpc.ContainerExport](t, to.exportContainer, rpc.ContainerRef{ID: id})
+	if ex.ID != id || ex.Spec.Env["MESSAGE"] != "secret-value" || len(ex.Spec.Env) != 1 || ex.Spec.Labels["team"] != "a" || ex.Spec.SpecHash != "hash1" {
+		t.Fatalf("export: %+v", ex)
+	}
 	if !slices.Contains(list.Volumes, to.namespace+"-data") || list.Labels["zone"] != "a" {
 		t.Fatalf("list volumes %v labels %v", list.Volumes, list.Labels)
 	}

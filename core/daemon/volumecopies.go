@@ -113,7 +113,7 @@ func (d *Daemon) copyFacts(ctx context.Context, name string) (volumecopy.Facts, 
 	}
 	for _, c := range list {
 		for _, m := range c.Mounts {
-			if n, ok := provisionedVolume(m.Source); ok && (n == name || n == "") {
+			if n, ok := volume.MountedVolume(m.Source); ok && (n == name || n == "") {
 				f.MountedBy = append(f.MountedBy, strings.TrimPrefix(firstName(c.Names), "/"))
 			}
 		}
@@ -126,18 +126,4 @@ func firstName(names []string) string {
 		return ""
 	}
 	return names[0]
-}
-
-// provisionedVolume names the Provisioned Volume a host path lies in
-// ("" for the root holding all of them); ok is false outside it.
-func provisionedVolume(src string) (string, bool) {
-	rel, err := filepath.Rel(volume.MountRoot, filepath.Clean(src))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || !filepath.IsAbs(src) {
-		return "", false
-	}
-	if rel == "." {
-		return "", true
-	}
-	name, _, _ := strings.Cut(rel, "/")
-	return name, true
 }

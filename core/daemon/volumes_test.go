@@ -81,3 +81,17 @@ func TestAdmitVolumes(t *testing.T) {
 		t.Errorf("docker volume refused: %v", err)
 	}
 }
+
+// TestWriterCopies: list_containers reports only the Writer copies, sorted,
+// for the planner's volume locality.
+func TestWriterCopies(t *testing.T) {
+	got := writerCopies(map[string]volumecopy.Copy{
+		"web": {Role: volumecopy.Writer}, "logs": {Role: volumecopy.Mirror}, "db": {Role: volumecopy.Writer}, "old": {},
+	})
+	if strings.Join(got, ",") != "db,web" {
+		t.Fatalf("writerCopies = %v, want [db web]", got)
+	}
+	if writerCopies(nil) != nil {
+		t.Fatal("no copies: want nil (omitted from the answer)")
+	}
+}

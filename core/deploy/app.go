@@ -56,11 +56,15 @@ type Service struct {
 	Roles []string `json:"roles,omitempty"`
 	// Volumes are the Docker names of the named volumes it mounts; they
 	// pin the Service to the Machine that holds them.
-	Volumes   []string       `json:"volumes,omitempty"`
-	HostPorts []int          `json:"host_ports,omitempty"`
-	Hooks     []Hook         `json:"pre_deploy,omitempty"`
-	Ingress   []IngressRoute `json:"ingress,omitempty"`
-	DependsOn []string       `json:"depends_on,omitempty"`
+	Volumes []string `json:"volumes,omitempty"`
+	// Provisioned are the Provisioned Volumes it bind-mounts
+	// (volume.MountRoot/<name>): they pin it to the Machine whose copy is
+	// the Writer.
+	Provisioned []string       `json:"provisioned,omitempty"`
+	HostPorts   []int          `json:"host_ports,omitempty"`
+	Hooks       []Hook         `json:"pre_deploy,omitempty"`
+	Ingress     []IngressRoute `json:"ingress,omitempty"`
+	DependsOn   []string       `json:"depends_on,omitempty"`
 	// StopGraceSeconds is compose's stop_grace_period (0: the daemon's default).
 	StopGraceSeconds int `json:"stop_grace_seconds,omitempty"`
 	// PullPolicy is compose's pull_policy (always, missing or never; ""

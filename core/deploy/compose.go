@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/volume"
 )
 
 // Source is one compose file to load.
@@ -261,6 +263,9 @@ func checkMode(svc Service) ([]string, error) {
 	if svc.Replicas < 0 {
 		return nil, fmt.Errorf("replicas: %d is negative", svc.Replicas)
 	}
+	if svc.Mode == ModeGlobal && len(svc.Provisioned) > 0 {
+		return nil, fmt.Errorf("mode: global runs on every Machine, and Provisioned Volume %s has one Writer: use replicated", strings.Join(svc.Provisioned, ", "))
+	}
 	if svc.Mode == ModeGlobal && len(svc.Volumes) > 0 {
 		return []string{fmt.Sprintf("service %q: global with named volumes: each Machine keeps its own copy", svc.Name)}, nil
 	}
@@ -307,6 +312,9 @@ func applyVolumes(ns string, svc *Service, spec *rpc.ContainerSpec, vols []types
 			if isLocalPath(v.Source) {
 				continue // shipped from the operator's computer (shipper)
 			}
+			if err := addProvisioned(svc, i, v.Source); err != nil {
+				return err
+			}
 		case types.VolumeTypeTmpfs:
 		default:
 			return fmt.Errorf("volumes[%d].type: %q is not volume, bind or tmpfs", i, v.Type)
@@ -314,6 +322,27 @@ func applyVolumes(ns string, svc *Service, spec *rpc.ContainerSpec, vols []types
 		spec.Mounts = append(spec.Mounts, m)
 	}
 	return nil
+}
+
+// addProvisioned records the Provisioned Volume a bind mount's source
+// lies in, for volume locality.
+func addProvisioned(svc *Service, i int, src string) error {
+	name, ok := volume.MountedVolume(src)
+	switch {
+	case !ok:
+		return nil
+	case name == "":
+		return fmt.Errorf("volumes[%d].source: %s holds every Provisioned Volume of a Machine: mount one volume's directory (%s/NAME)", i, src, volume.MountRoot)
+	case !slices.Contains(svc.Provisioned, name):
+		svc.Provisioned = append(svc.Provisioned, name)
+	}
+	return nil
+}
+
+// localVolumes are every volume that pins svc to a Machine: named Docker
+// volumes and Provisioned Volumes.
+func (svc Service) localVolumes() []string {
+	return append(slices.Clone(svc.Volumes), svc.Provisioned...)
 }
 
 // dependencyOrder sorts services so each comes after what it depends on.

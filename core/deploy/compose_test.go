@@ -82,6 +82,8 @@ func TestLoadInvalid(t *testing.T) {
 		"hook w/o command": {"name: p\nservices:\n  web:\n    image: x\n    x-pre_deploy:\n      - timeout_seconds: 3\n", `x-pre_deploy[0].command`},
 		"bad x-port proto": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - {host_port: 80, container_port: 80, protocol: sctp}\n", `x-ports[0].protocol`},
 		"no name":          {"services:\n  web:\n    image: x\n", `project name`},
+		"all volumes":      {"name: p\nservices:\n  db:\n    image: x\n    volumes: [\"/var/lib/ployz/volumes:/v\"]\n", `volumes[0].source: /var/lib/ployz/volumes holds every Provisioned Volume`},
+		"global writer":    {"name: p\nservices:\n  db:\n    image: x\n    volumes: [\"/var/lib/ployz/volumes/db:/v\"]\n    x-placement: {mode: global}\n", `Provisioned Volume db has one Writer`},
 	}
 	for name, c := range cases {
 		_, err := load(t, c.yaml, "")
@@ -248,5 +250,27 @@ func TestLoadRefusesPortRangesQuickly(t *testing.T) {
 	}
 	if _, err := Load(context.Background(), Source{Compose: []byte("name: p\nservices:\n  web:\n    image: x\n    ports: ['8080:80', {target: 90, published: '9090'}]\n"), WorkingDir: t.TempDir()}); err != nil {
 		t.Fatalf("single ports refused: %v", err)
+	}
+}
+
+// TestLoadProvisionedVolumes: a bind mount under the Provisioned Volumes'
+// root names its volume once, for volume locality; other binds do not.
+func TestLoadProvisionedVolumes(t *testing.T) {
+	a, err := load(t, `name: p
+services:
+  db:
+    image: x
+    volumes:
+      - /var/lib/ployz/volumes/pg:/var/lib/postgresql/data
+      - /var/lib/ployz/volumes/pg/conf:/etc/pg:ro
+      - /var/lib/ployz/volumes/wal:/wal
+      - /srv/shared:/shared
+`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := a.Services[0]
+	if strings.Join(db.Provisioned, ",") != "pg,wal" || len(db.Volumes) != 0 || len(db.Spec.Mounts) != 4 {
+		t.Fatalf("provisioned %v, volumes %v, mounts %+v", db.Provisioned, db.Volumes, db.Spec.Mounts)
 	}
 }

@@ -57,7 +57,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 		// Unknown safe hold: creating it here would start on an empty
 		// volume while the real one may sit on an unobserved Machine.
 		sum.Unplaced = []string{fmt.Sprintf("service %q held: volume %s is on no observed Machine and may be on one not observed: %s",
-			svc.Name, strings.Join(svc.Volumes, ", "), snap.MissingNames())}
+			svc.Name, strings.Join(svc.localVolumes(), ", "), snap.MissingNames())}
 		return nil, sum, nil, nil
 	}
 	if err != nil {
@@ -129,8 +129,8 @@ func (pl *placer) row(c rpc.ContainerObservation, op, reason string) Row {
 		switch {
 		case len(pl.svc.HostPorts) > 0:
 			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: host port "+joinInts(pl.svc.HostPorts)+" would clash"
-		case (pl.desired() == 1 || pl.svc.Mode == ModeGlobal) && len(pl.svc.Volumes) > 0:
-			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: single Container on volume "+strings.Join(pl.svc.Volumes, ", ")
+		case (pl.desired() == 1 || pl.svc.Mode == ModeGlobal) && len(pl.svc.localVolumes()) > 0:
+			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: single Container on volume "+strings.Join(pl.svc.localVolumes(), ", ")
 		}
 	}
 	return r

@@ -215,8 +215,11 @@ func eligible(ns string, svc Service, snap Snapshot) ([]MachineState, []string, 
 		return nil, nil, fmt.Errorf("%w (drained: %s)", err, names(drained))
 	}
 	why := "no other eligible Machine: " + err.Error()
-	if len(svc.Volumes) > 0 {
-		why = "volume " + strings.Join(svc.Volumes, ", ") + " is local to it (volumes cannot move yet)"
+	switch {
+	case len(svc.Provisioned) > 0:
+		why = "it holds the Writer of Provisioned Volume " + strings.Join(svc.Provisioned, ", ") + " (`ployz volume move` moves it)"
+	case len(svc.Volumes) > 0:
+		why = "volume " + strings.Join(svc.Volumes, ", ") + " is local to it (Docker volumes do not move)"
 	}
 	return stay, append(warns, fmt.Sprintf("service %q stays on drained %s: %s", svc.Name, names(stay), why)), nil
 }
@@ -291,30 +294,99 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, []str
 		}
 		ms = keep
 	}
-	var warns []string
-	if len(svc.Volumes) > 0 {
-		var holders []MachineState
-		for _, m := range snap.Machines {
-			if holdsAny(m.Volumes, svc.Volumes) {
-				holders = append(holders, m)
-			}
-		}
-		if len(holders) > 0 {
-			var keep []MachineState
-			for _, m := range ms {
-				if holdsAny(m.Volumes, svc.Volumes) {
-					keep = append(keep, m)
-				}
-			}
-			if len(keep) == 0 {
-				return nil, nil, fmt.Errorf("volume locality: volume %s is on %s, which the placement constraints exclude", strings.Join(svc.Volumes, ", "), names(holders))
-			}
-			ms = keep
-		} else if !snap.Complete() {
-			return nil, nil, errVolumeUnseen
+	ms, err = admitDockerVolumes(svc, snap, ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	ms, err = admitProvisioned(svc, snap, ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ms, nil, nil
+}
+
+// admitDockerVolumes narrows ms to the Machines holding svc's named
+// Docker volumes, when one does.
+func admitDockerVolumes(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error) {
+	if len(svc.Volumes) == 0 {
+		return ms, nil
+	}
+	var holders []MachineState
+	for _, m := range snap.Machines {
+		if holdsAny(m.Volumes, svc.Volumes) {
+			holders = append(holders, m)
 		}
 	}
-	return ms, warns, nil
+	if len(holders) == 0 {
+		if !snap.Complete() {
+			return nil, errVolumeUnseen
+		}
+		return ms, nil
+	}
+	var keep []MachineState
+	for _, m := range ms {
+		if holdsAny(m.Volumes, svc.Volumes) {
+			keep = append(keep, m)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("volume locality: volume %s is on %s, which the placement constraints exclude", strings.Join(svc.Volumes, ", "), names(holders))
+	}
+	return keep, nil
+}
+
+// admitProvisioned narrows ms to the one Machine whose copy of each
+// Provisioned Volume svc mounts is the Writer: every other Machine's
+// admission refuses the Container, so placing it there would only fail
+// later (DESIGN.md: Machine-local admission).
+func admitProvisioned(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error) {
+	var at *MachineState
+	var first string
+	for _, name := range svc.Provisioned {
+		w, err := provisionedWriter(name, snap)
+		if err != nil {
+			return nil, err
+		}
+		if at != nil && at.ID != w.ID {
+			return nil, fmt.Errorf("volume locality: Provisioned Volume %s has its Writer on %s and %s on %s: one Container cannot mount both (`ployz volume move` one of them)",
+				first, at.Name, name, w.Name)
+		}
+		at, first = w, name
+	}
+	if at == nil {
+		return ms, nil
+	}
+	for _, m := range ms {
+		if m.ID == at.ID {
+			return []MachineState{m}, nil
+		}
+	}
+	return nil, fmt.Errorf("volume locality: Provisioned Volume %s has its Writer on %s, which the placement excludes (eligible: %s); only the Writer's Machine admits it: `ployz volume move %s --to MACHINE` moves it",
+		strings.Join(svc.Provisioned, ", "), at.Name, names(ms), first)
+}
+
+// provisionedWriter is the observed Machine whose copy of name is the
+// Writer; errVolumeUnseen when none is and a Machine was not observed.
+func provisionedWriter(name string, snap Snapshot) (*MachineState, error) {
+	var ws []*MachineState
+	for i := range snap.Machines {
+		if slices.Contains(snap.Machines[i].Writers, name) {
+			ws = append(ws, &snap.Machines[i])
+		}
+	}
+	switch {
+	case len(ws) == 1:
+		return ws[0], nil
+	case len(ws) > 1:
+		var ns []string
+		for _, w := range ws {
+			ns = append(ns, w.Name)
+		}
+		return nil, fmt.Errorf("volume locality: Provisioned Volume %s has a Writer on each of %s: a deploy refuses to choose (`ployz volume ls %s`)", name, strings.Join(ns, ", "), name)
+	case !snap.Complete():
+		return nil, errVolumeUnseen
+	}
+	return nil, fmt.Errorf("volume locality: no Machine holds the Writer of Provisioned Volume %s: create it with `ployz volume create %s --machine MACHINE --size SIZE`", name, name)
 }
 
 func holdsAny(have, want []string) bool {

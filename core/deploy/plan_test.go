@@ -439,3 +439,66 @@ func TestXPlacementRoles(t *testing.T) {
 		t.Fatalf("bad role: %v", err)
 	}
 }
+
+// TestPlanProvisionedVolumeLocality: a Service bind-mounting a Provisioned
+// Volume goes to the Machine whose copy is the Writer, whatever the load;
+// it is held while the Writer may sit on an unobserved Machine, and
+// refused with the reason when the Writer is excluded, missing or double.
+func TestPlanProvisionedVolumeLocality(t *testing.T) {
+	db := svc("db", 1, func(s *Service) { s.Provisioned = []string{"pg"} })
+	writerOn := func(i int, ms ...MachineState) Snapshot {
+		s := snapOf(ms...)
+		s.Machines[i].Writers = []string{"pg"}
+		return s
+	}
+	p, err := MakePlan(app(db), writerOn(1, machine("m1", nil), machine("m2", nil), machine("m3", nil)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != "m2 db create" {
+		t.Fatalf("rows:\n%s", got)
+	}
+
+	// Moved: the Container on the old Writer's Machine is replaced by one
+	// on the new Writer's.
+	moved := writerOn(0, machine("m1", nil), machine("m2", nil, ctr("db", hashOf(db), "exited")))
+	if p, err = MakePlan(app(db), moved, PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != lines("m1 db create", "m2 db remove") {
+		t.Fatalf("after a move, rows:\n%s", got)
+	}
+
+	unseen := snapOf(machine("m1", nil), machine("m2", nil))
+	unseen.Machines[1].Observed = false
+	unseen.Missing = []Unobserved{{MachineID: "id-m2", Name: "m2", Reason: "down"}}
+	if p, err = MakePlan(app(db), unseen, PlanOptions{}); err != nil || len(p.Rows) != 0 || len(p.Unplaced()) != 1 || !strings.Contains(p.Unplaced()[0], "held: volume pg") {
+		t.Fatalf("Writer unobserved: err %v rows %+v unplaced %v", err, p.Rows, p.Unplaced())
+	}
+
+	zoned := svc("db", 1, func(s *Service) {
+		s.Provisioned = []string{"pg"}
+		s.Constraints = []rpc.Constraint{{Label: "zone", Op: "==", Value: "a"}}
+	})
+	two := writerOn(0, machine("m1", nil), machine("m2", nil))
+	two.Machines[1].Writers = []string{"pg"}
+	split := svc("db", 1, func(s *Service) { s.Provisioned = []string{"pg", "wal"} })
+	splitSnap := writerOn(0, machine("m1", nil), machine("m2", nil))
+	splitSnap.Machines[1].Writers = []string{"wal"}
+	for _, c := range []struct {
+		name string
+		s    Service
+		snap Snapshot
+		want string
+	}{
+		{"excluded", zoned, writerOn(1, machine("m1", map[string]string{"zone": "a"}), machine("m2", map[string]string{"zone": "b"})),
+			"Provisioned Volume pg has its Writer on m2, which the placement excludes (eligible: m1)"},
+		{"no writer", db, snapOf(machine("m1", nil), machine("m2", nil)), "no Machine holds the Writer of Provisioned Volume pg"},
+		{"two writers", db, two, "has a Writer on each of m1, m2"},
+		{"split", split, splitSnap, "pg has its Writer on m1 and wal on m2"},
+	} {
+		if _, err := MakePlan(app(c.s), c.snap, PlanOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -138,6 +138,8 @@ type MachineState struct {
 	Observed   bool                       `json:"observed"` // list_containers answered
 	Containers []rpc.ContainerObservation `json:"containers,omitempty"`
 	Volumes    []string                   `json:"volumes,omitempty"`
+	// Writers are the Provisioned Volumes whose copy there is the Writer.
+	Writers []string `json:"writers,omitempty"`
 	// Images are the tags its Docker holds; ImagesKnown is false when
 	// list_images did not answer.
 	Images      []string `json:"images,omitempty"`
@@ -251,7 +253,7 @@ func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapsho
 			seen[r.MachineID] = true
 			continue
 		}
-		ms.Observed, ms.Volumes = true, cl.Volumes
+		ms.Observed, ms.Volumes, ms.Writers = true, cl.Volumes, cl.Writers
 		if len(cl.Labels) > 0 {
 			ms.Labels = cl.Labels
 		}

@@ -83,3 +83,38 @@ func ParseAccepts(kinds []string) (string, error) {
 	slices.Sort(out)
 	return strings.Join(out, ","), nil
 }
+
+// AdmitLabels is the part of Machine-local admission that reads only the
+// Machine's labels: drained, accepts, roles and constraints, refused
+// naming the field. ployzd applies it before it creates a Container;
+// `ployz volume move` applies it to the target's labels before a run
+// opens, so a move the target would refuse changes nothing.
+func AdmitLabels(machine string, labels map[string]string, s ContainerSpec) error {
+	if since, ok := labels[MachineLabelDrained]; ok {
+		return Errorf(CodeFailedPrecond, "machine %s is drained (since %s): it admits no new Container; `ployz machine undrain %s` makes it eligible again",
+			machine, since, machine).With("drained", since)
+	}
+	if !Accepts(labels, AcceptServices) {
+		return Errorf(CodeFailedPrecond, "machine %s does not accept services (its label %s is %q)",
+			machine, MachineLabelAccepts, labels[MachineLabelAccepts]).With("accepts", labels[MachineLabelAccepts])
+	}
+	for i, r := range s.Roles {
+		if !HasRole(labels, r) {
+			return Errorf(CodeFailedPrecond, "machine %s does not have role %q (no label %s%s)", machine, r, MachineLabelRolePrefix, r).
+				With("role", r).With("field", fmt.Sprintf("spec.roles[%d]", i))
+		}
+	}
+	for i, c := range s.Constraints {
+		v, ok := labels[c.Label]
+		if (c.Op == "==") != (ok && v == c.Value) {
+			have := "unset"
+			if ok {
+				have = fmt.Sprintf("%q", v)
+			}
+			return Errorf(CodeFailedPrecond, "machine %s does not satisfy constraint %s %s %q (its label %s is %s)",
+				machine, c.Label, c.Op, c.Value, c.Label, have).
+				With("constraint", fmt.Sprintf("%s%s%s", c.Label, c.Op, c.Value)).With("field", fmt.Sprintf("spec.constraints[%d]", i))
+		}
+	}
+	return nil
+}

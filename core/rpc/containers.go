@@ -29,6 +29,13 @@ const (
 	CmdRemoveContainer = "remove_container"
 	CapRemoveContainer = "ployz.container.remove.v1"
 
+	// CmdExportContainer answers a Service Container's spec as it was
+	// created, environment values included (list_containers redacts
+	// them), so `ployz volume move` can create the same Container on
+	// another Machine. Shipped files' content is not included.
+	CmdExportContainer = "export_container"
+	CapExportContainer = "ployz.container.export.v1"
+
 	// CmdListImages lists the images this Machine's Docker holds.
 	CmdListImages = "list_images"
 	CapListImages = "ployz.image.list.v1"
@@ -193,6 +200,13 @@ type WaitReadyResult struct {
 	Message string   `json:"message,omitempty"`
 }
 
+// ContainerExport is export_container's answer.
+type ContainerExport struct {
+	ID   string        `json:"id"`
+	Name string        `json:"name"`
+	Spec ContainerSpec `json:"spec"`
+}
+
 // ListContainersRequest filters a live listing.
 type ListContainersRequest struct {
 	Namespace string `json:"namespace,omitempty"` // empty: every Service Container
@@ -236,6 +250,10 @@ type ContainerList struct {
 	Volumes []string `json:"volumes"`
 	// Labels are this Machine's placement labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Writers are the Provisioned Volumes whose copy here is the Writer,
+	// sorted: a Service bind-mounting one is placed here (volume
+	// locality). Absent from Machines before it.
+	Writers []string `json:"writers,omitempty"`
 }
 
 // LogLine is one line of Container output as Docker's API gives it

@@ -33,6 +33,7 @@ var payloadTypes = map[string]func() any{
 	CmdServingStatus:      func() any { return &ServingStatusRequest{} },
 	CmdSaltSpecHashes:     func() any { return &SaltSpecHashesRequest{} },
 	CmdStartContainer:     func() any { return &ContainerRef{} },
+	CmdExportContainer:    func() any { return &ContainerRef{} },
 	CmdListImages:         func() any { return &ListImagesRequest{} },
 	CmdPullImage:          func() any { return &PullImageRequest{} },
 	CmdPullImageProgress:  func() any { return &PullImageRequest{} },

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +50,29 @@ func TestVolumePayloadFixtures(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s re-encodes as %s", key, out)
 		}
+	}
+}
+
+// TestMovePayloadsFixture pins list_containers' writers (volume locality)
+// and export_container's answer; an older Machine's list has no writers.
+func TestMovePayloadsFixture(t *testing.T) {
+	b, err := os.ReadFile("testdata/containers-move.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		List   ContainerList   `json:"container_list"`
+		Old    ContainerList   `json:"old_container_list"`
+		Export ContainerExport `json:"container_export"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(doc.List.Writers, ",") != "db,wal" || doc.List.Labels["zone"] != "a" || doc.Old.Writers != nil {
+		t.Fatalf("lists: %+v / %+v", doc.List, doc.Old)
+	}
+	e := doc.Export
+	if e.ID != "c1" || e.Spec.Env["POSTGRES_PASSWORD"] != "hunter2" || len(e.Spec.Mounts) != 1 || e.Spec.Mounts[0].Source != "/var/lib/ployz/volumes/db" || e.Spec.DeploymentID != "d1" {
+		t.Fatalf("export: %+v", e)
 	}
 }
