@@ -214,6 +214,7 @@ func TestVMVolumes(t *testing.T) {
 	})
 
 	t.Run("volume-runs", func(t *testing.T) { vmVolumeRuns(ctx, t, l, op, refused) })
+	t.Run("volume-move", func(t *testing.T) { vmVolumeMove(ctx, t, l, op, refused) })
 }
 
 // runDoc is `ployz volume mirror|sync --json`.
@@ -338,8 +339,9 @@ func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 		t.Fatalf("runs: %+v", runs.Runs)
 	}
 
-	// Admission: a Container mounting the volume on the Writer's Machine
-	// is created; on the Mirror's it is refused.
+	// Volume locality: a Container mounting the volume is placed on the
+	// Writer's Machine; constrained to the Mirror's, the deploy refuses
+	// it before any Machine is asked (the Mirror's admission would too).
 	op.must(t, "machine", "update", "m1", "--label-add", "zone=a")
 	op.must(t, "machine", "update", "m2", "--label-add", "zone=b")
 	compose := func(project, zone string) string {
@@ -360,7 +362,7 @@ services:
 	if out, err := l.Exec(ctx, "m1", "sh", "-c", "docker ps --no-trunc --format '{{.Names}} {{.Mounts}}' | grep onwriter"); err != nil || !strings.Contains(out, "/var/lib/ployz/volumes/app") {
 		t.Fatalf("the Writer's Container on m1: %q, %v", out, err)
 	}
-	if out, errs, code := op.run(t, "deploy", "-f", compose("onmirror", "b"), "-y"); code == 0 || !strings.Contains(out+errs, "not the Writer") {
+	if out, errs, code := op.run(t, "deploy", "-f", compose("onmirror", "b"), "-y"); code == 0 || !strings.Contains(out+errs, "Provisioned Volume app has its Writer on m1, which the placement excludes") {
 		t.Fatalf("deploy onto the Mirror's Machine: exit %d, stdout %q, stderr %q; want a refusal naming the copy", code, out, errs)
 	} else {
 		t.Logf("refused on m2 as expected: %s", strings.TrimSpace(errs))

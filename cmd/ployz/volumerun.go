@@ -93,6 +93,35 @@ func missingNote(ms []string) string {
 	return fmt.Sprintf(" (no answer from %v)", ms)
 }
 
+// withWriter checks NAME, reads every Machine's copy of it live and
+// finds its one Writer, then calls fn: a refusal here opens no run.
+func withWriter(c *cobra.Command, name string, fn func(s session, cp copies, writer string) error) error {
+	if err := volume.ValidName(name); err != nil {
+		return fmt.Errorf("NAME: %w", err)
+	}
+	return withSession(c, func(s session) error {
+		cp, err := readCopies(c, s, name)
+		if err != nil {
+			return err
+		}
+		w, err := cp.writer()
+		if err != nil {
+			return err
+		}
+		return fn(s, cp, w)
+	})
+}
+
+// runVolume opens a run of kind, drives it with fn and ends it.
+func runVolume(c *cobra.Command, s session, name, kind, target string, fn func(r *volumeRun) error) error {
+	r, stop, err := beginRun(c, s, name, kind, target)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return r.finish(fn(r))
+}
+
 // volumeRun drives one run and records each step's outcome.
 type volumeRun struct {
 	c    *cobra.Command
@@ -156,6 +185,8 @@ func (r *volumeRun) finish(err error) error {
 	switch {
 	case err == nil:
 		r.run.State = operator.RunDone
+	case r.run.State == operator.RunUndone:
+		r.run.Error = err.Error()
 	case r.ctx.Err() != nil:
 		r.run.State, r.run.Error = operator.RunCancelled, err.Error()
 	default:
@@ -332,32 +363,15 @@ One run per Volume at a time, recorded in the operator store
 (` + "`ployz volume runs`" + `).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			name := args[0]
-			if err := volume.ValidName(name); err != nil {
-				return fmt.Errorf("NAME: %w", err)
-			}
 			if to == "" {
 				return errors.New("--to: required (the Machine that gets the Mirror)")
 			}
-			return withSession(c, func(s session) error {
-				cp, err := readCopies(c, s, name)
+			return withWriter(c, args[0], func(s session, cp copies, w string) error {
+				target, err := volumeTarget(cp, w, to, volumecopy.None)
 				if err != nil {
 					return err
 				}
-				w, err := cp.writer()
-				if err != nil {
-					return err
-				}
-				target, err := mirrorTarget(cp, w, to)
-				if err != nil {
-					return err
-				}
-				r, stop, err := beginRun(c, s, name, "mirror", target)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				return r.finish(r.mirror(cp, w, target))
+				return runVolume(c, s, cp.name, "mirror", target, func(r *volumeRun) error { return r.mirror(cp, w, target) })
 			})
 		},
 	}
@@ -365,8 +379,10 @@ One run per Volume at a time, recorded in the operator store
 	return cmd
 }
 
-// mirrorTarget checks --to before a run opens: nothing changes on a refusal.
-func mirrorTarget(cp copies, writer, to string) (string, error) {
+// volumeTarget checks --to before a run opens: another Machine that
+// answered, has a ZFS pool and holds the volume with one of the roles
+// (none: not at all, or with no role). Nothing changes on a refusal.
+func volumeTarget(cp copies, writer, to string, roles ...string) (string, error) {
 	has, answered := cp.pools[to]
 	switch {
 	case to == writer:
@@ -379,7 +395,7 @@ func mirrorTarget(cp copies, writer, to string) (string, error) {
 		return "", rpc.Errorf(rpc.CodeFailedPrecond, "--to: Machine %s has no ZFS pool: set one with `ployz machine update %s --zfs-pool NAME`", to, to).
 			With("field", "--to").With("label", volume.PoolLabel)
 	}
-	if v, ok := cp.vols[to]; ok && copyRole(v) != volumecopy.None {
+	if v, ok := cp.vols[to]; ok && !slices.Contains(roles, copyRole(v)) {
 		return "", rpc.Errorf(rpc.CodeConflict, "--to: %s already holds %s as its %s: `ployz volume sync %s` refreshes a Mirror", to, cp.name, copyRole(v), cp.name).With("field", "--to")
 	}
 	return to, nil
@@ -423,28 +439,11 @@ changes since the newest snapshot both hold, through this CLI. A Mirror
 that fails does not stop the others; the run fails if any did.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			name := args[0]
-			if err := volume.ValidName(name); err != nil {
-				return fmt.Errorf("NAME: %w", err)
-			}
-			return withSession(c, func(s session) error {
-				cp, err := readCopies(c, s, name)
-				if err != nil {
-					return err
-				}
-				w, err := cp.writer()
-				if err != nil {
-					return err
-				}
+			return withWriter(c, args[0], func(s session, cp copies, w string) error {
 				if len(cp.mirrors) == 0 {
-					return rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Mirror%s: `ployz volume mirror %s --to MACHINE` makes one", name, missingNote(cp.missing), name).With("field", "name")
+					return rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Mirror%s: `ployz volume mirror %s --to MACHINE` makes one", cp.name, missingNote(cp.missing), cp.name).With("field", "name")
 				}
-				r, stop, err := beginRun(c, s, name, "sync", "")
-				if err != nil {
-					return err
-				}
-				defer stop()
-				return r.finish(r.sync(cp, w))
+				return runVolume(c, s, cp.name, "sync", "", func(r *volumeRun) error { return r.sync(cp, w) })
 			})
 		},
 	}

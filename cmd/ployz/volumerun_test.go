@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumecopy"
 )
 
 func snaps(pairs ...string) []rpc.VolumeSnapshot {
@@ -36,8 +37,8 @@ func TestCommonBase(t *testing.T) {
 	}
 }
 
-// TestMirrorTarget refuses a bad --to before a run opens, naming --to.
-func TestMirrorTarget(t *testing.T) {
+// TestVolumeTarget refuses a bad --to before a run opens, naming --to.
+func TestVolumeTarget(t *testing.T) {
 	role := func(r string) rpc.Volume { return rpc.Volume{Name: "db", Copy: &rpc.VolumeCopy{Role: r}} }
 	cp := copies{name: "db", writers: []string{"m1"},
 		vols:    map[string]rpc.Volume{"m1": role("writer"), "m3": role("mirror"), "m4": role("none")},
@@ -47,7 +48,7 @@ func TestMirrorTarget(t *testing.T) {
 		"m1": "holds the Writer", "m3": "already holds db as its mirror", "m5": "has no ZFS pool",
 		"m6": "did not answer", "m9": "no Machine \"m9\"", "m2": "", "m4": "",
 	} {
-		got, err := mirrorTarget(cp, "m1", to)
+		got, err := volumeTarget(cp, "m1", to, volumecopy.None)
 		if want == "" {
 			if err != nil || got != to {
 				t.Errorf("--to %s: %q, %v", to, got, err)
@@ -58,11 +59,46 @@ func TestMirrorTarget(t *testing.T) {
 			t.Errorf("--to %s: %v, want a refusal naming --to: %q", to, err, want)
 		}
 	}
+	// A Move may go to a Mirror, never to the Writer.
+	if got, err := volumeTarget(cp, "m1", "m3", volumecopy.None, volumecopy.Mirror); err != nil || got != "m3" {
+		t.Errorf("move to the Mirror: %q, %v", got, err)
+	}
+	if _, err := volumeTarget(cp, "m1", "m1", volumecopy.None, volumecopy.Mirror); err == nil || !strings.Contains(err.Error(), "holds the Writer") {
+		t.Errorf("move to the Writer: %v", err)
+	}
 	// No Writer, or two: no run.
 	if _, err := (copies{name: "db", vols: map[string]rpc.Volume{"m1": role("none")}}).writer(); err == nil || !strings.Contains(err.Error(), "has no Writer") {
 		t.Errorf("no writer: %v", err)
 	}
 	if _, err := (copies{name: "db", writers: []string{"m1", "m2"}}).writer(); err == nil || !strings.Contains(err.Error(), "two Writers") {
 		t.Errorf("two writers: %v", err)
+	}
+}
+
+// TestMoveHelpers: a Move finds the Containers bind-mounting the volume
+// (and only that volume), and names each new Container by a creation key
+// that a replay within the run repeats and another run does not.
+func TestMoveHelpers(t *testing.T) {
+	bind := func(src string) *rpc.ContainerSpec {
+		return &rpc.ContainerSpec{Mounts: []rpc.MountSpec{{Type: "bind", Source: src, Target: "/data"}}}
+	}
+	for src, want := range map[string]bool{
+		"/var/lib/ployz/volumes/db": true, "/var/lib/ployz/volumes/db/sub": true,
+		"/var/lib/ployz/volumes/dbx": false, "/srv/db": false,
+	} {
+		if got := mountsVolume(bind(src), "db"); got != want {
+			t.Errorf("mountsVolume(%s) = %v", src, got)
+		}
+	}
+	if mountsVolume(nil, "db") || mountsVolume(&rpc.ContainerSpec{Mounts: []rpc.MountSpec{{Type: "volume", Source: "db", Target: "/d"}}}, "db") {
+		t.Error("a Container without spec, or with a Docker volume, counted")
+	}
+	spec := rpc.ContainerSpec{Namespace: "shop-production", Service: "db"}
+	a, b := creationKey(spec, "db", 3, "c1"), creationKey(spec, "db", 3, "c1")
+	if a != b || !strings.HasPrefix(a, "shop-production-db-") || len(a) != len("shop-production-db-")+4 {
+		t.Fatalf("creation keys %q, %q", a, b)
+	}
+	if creationKey(spec, "db", 4, "c1") == a || creationKey(spec, "db", 3, "c2") == a {
+		t.Error("another run or Container got the same creation key")
 	}
 }

@@ -19,7 +19,10 @@ const (
 	RunFailed    = "failed"
 	RunCancelled = "cancelled"
 	RunLost      = "lost"
-	StepSkipped  = "skipped"
+	// RunUndone is a Move that failed before its point of no return and
+	// put the source back: its Writer and Containers as they were.
+	RunUndone   = "undone"
+	StepSkipped = "skipped"
 )
 
 // VolumeRun is the operator's record of one Volume Run: the one open run
@@ -31,7 +34,7 @@ type VolumeRun struct {
 	Context string    `json:"context"`
 	Volume  string    `json:"volume"`
 	Gen     uint64    `json:"gen"`
-	Kind    string    `json:"kind"` // mirror, sync
+	Kind    string    `json:"kind"` // mirror, sync, move
 	Target  string    `json:"target,omitempty"`
 	State   string    `json:"state"`
 	Error   string    `json:"error,omitempty"`
@@ -42,6 +45,9 @@ type VolumeRun struct {
 	Host  string    `json:"host,omitempty"`
 	Pid   int       `json:"pid,omitempty"`
 	Steps []RunStep `json:"steps"`
+	// DowntimeSeconds is a Move's cut: the first Container stopped on
+	// the source until the last one was ready on the target.
+	DowntimeSeconds float64 `json:"downtime_seconds,omitempty"`
 }
 
 // RunStep is one step's outcome.

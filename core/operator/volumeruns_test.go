@@ -88,3 +88,18 @@ func TestVolumeRunFixture(t *testing.T) {
 		t.Fatalf("re-encoded %s", out)
 	}
 }
+
+// TestVolumeRunMoveFixture pins a Move's record: its kind and downtime.
+func TestVolumeRunMoveFixture(t *testing.T) {
+	b, err := os.ReadFile("testdata/volume-run-move.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r VolumeRun
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Kind != "move" || r.Gen != 4 || r.DowntimeSeconds != 3.25 || len(r.Steps) != 1 || r.Steps[0].Name != "promote" {
+		t.Fatalf("decoded %+v", r)
+	}
+}

@@ -9,6 +9,9 @@
 //	EXIT_CODE=N          the exit code of the two modes above
 //	testapp fill PATH N  writes N pseudo-random bytes to PATH (volume tests)
 //	MESSAGE=text         returned by /
+//	DATA_DIR=path        /append?line=TEXT appends TEXT to path/appended
+//	                     and fsyncs it before answering (a stateful
+//	                     Service: volume moves)
 //	NOTIFY_SOCKET=path   send READY=1 there once ready (sd_notify protocol)
 //	FLOOD_LINES_S=N      print N numbered lines of ~200 bytes a second on
 //	                     stdout (a Service flooding its log)
@@ -121,6 +124,20 @@ func main() {
 			n -= k
 		}
 	})
+	if dir := os.Getenv("DATA_DIR"); dir != "" {
+		mux.HandleFunc("/append", func(w http.ResponseWriter, r *http.Request) {
+			line := r.URL.Query().Get("line")
+			if line == "" || strings.ContainsAny(line, "\r\n") {
+				http.Error(w, "line: want one line of text", http.StatusBadRequest)
+				return
+			}
+			if err := appendSynced(dir+"/appended", line+"\n"); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"hostname": host, "line": line})
+		})
+	}
 	// /log?line=TEXT prints TEXT on stdout, so a test can make a running
 	// Container log a line it knows and watch for it (logs -f).
 	mux.HandleFunc("/log", func(w http.ResponseWriter, r *http.Request) {
@@ -335,4 +352,22 @@ func proxy(path string) http.Handler {
 		return nil
 	}
 	return rp
+}
+
+// appendSynced appends text to path and syncs it to disk: an answer means
+// the line is on the volume.
+func appendSynced(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumecopy"
+	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/volume"
+)
+
+// A Move run (DESIGN.md: Volume handover) hands a Provisioned Volume and
+// the Service Containers mounting it from the Writer's Machine to another:
+// a bulk send while they keep running, then the cut (stop them, demote
+// the Writer to a Mirror, send the last changes), then the target becomes
+// the Writer (the point of no return) and gets the same Containers. A
+// failure before that point is undone: the source is the Writer again and
+// its Containers run again.
+
+// moveUnit is one Service Container that follows the volume.
+type moveUnit struct {
+	old     rpc.ContainerObservation
+	spec    rpc.ContainerSpec // as created, environment values included
+	running bool
+	newName string // the creation key: a replayed create finds it
+	newID   string
+}
+
+// movePlan is what a move does, settled before its run opens.
+type movePlan struct {
+	writer, target string
+	targetID       string // the target's Machine id, for the Serving Pointer
+	units          []moveUnit
+	image          []string // images the target lacks
+}
+
+func volumeMove() *cobra.Command {
+	var to string
+	var grace, readyTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "move NAME --to MACHINE",
+		Short: "Volume Run: move a volume's Writer, and the Containers mounting it, to another Machine",
+		Long: `A Move run: snapshot the Writer and send it to --to while the Service
+Containers mounting the volume keep running; then the cut: stop them,
+demote the Writer to a Mirror, send the last changes, make --to the
+Writer (the point of no return) and create the same Containers there
+(same spec and deployment, so ingress and DNS follow), wait until they
+are ready and remove the old ones. The source keeps a Mirror.
+
+Before the point of no return a failure is undone: the source is made
+the Writer again and its Containers are started. After it, ` + "`ployz deploy`" + `
+finishes the job: volume locality places the Service on the new Writer.
+The downtime (stop on the source → ready on --to) is printed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if to == "" {
+				return errors.New("--to: required (the Machine that becomes the Writer)")
+			}
+			if grace < 0 || readyTimeout < time.Second {
+				return fmt.Errorf("--grace must be at least 0 and --ready-timeout at least 1s (got %s, %s)", grace, readyTimeout)
+			}
+			return withWriter(c, args[0], func(s session, cp copies, w string) error {
+				target, err := volumeTarget(cp, w, to, volumecopy.None, volumecopy.Mirror)
+				if err != nil {
+					return err
+				}
+				mp, err := planMove(c, s, cp.name, w, target)
+				if err != nil {
+					return err
+				}
+				return runVolume(c, s, cp.name, "move", target, func(r *volumeRun) error {
+					mv := &mover{volumeRun: r, movePlan: mp, grace: grace, readyTimeout: readyTimeout}
+					return mv.move(cp)
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the Machine that becomes the Writer (name or id; it needs a ZFS pool)")
+	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long each Container gets to stop at the cut")
+	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long each new Container may take to become ready")
+	return cmd
+}
+
+// planMove reads the Containers mounting name on the Writer and checks
+// the target would admit them: a refusal here changes nothing.
+func planMove(c *cobra.Command, s session, name, writer, target string) (movePlan, error) {
+	ctx := c.Context()
+	mp := movePlan{writer: writer, target: target}
+	var src, dst rpc.ContainerList
+	if err := s.ent.Call(ctx, rpc.Target{One: writer}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &src); err != nil {
+		return mp, fmt.Errorf("list Containers on %s: %w", writer, err)
+	}
+	if err := s.ent.Call(ctx, rpc.Target{One: target}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &dst); err != nil {
+		return mp, fmt.Errorf("--to: list Containers on %s: %w", target, err)
+	}
+	mp.targetID = dst.MachineID
+	var imgs rpc.ImageList
+	if err := s.ent.Call(ctx, rpc.Target{One: target}, rpc.CmdListImages, rpc.ListImagesRequest{}, &imgs); err != nil {
+		return mp, fmt.Errorf("--to: list images on %s: %w", target, err)
+	}
+	var tags []string
+	for _, im := range imgs.Images {
+		tags = append(tags, im.Tags...)
+	}
+	for _, o := range src.Containers {
+		if !mountsVolume(o.Spec, name) || o.Labels[rpc.LabelKind] == "hook" {
+			continue
+		}
+		var ex rpc.ContainerExport
+		if err := s.ent.Call(ctx, rpc.Target{One: writer}, rpc.CmdExportContainer, rpc.ContainerRef{ID: o.ID}, &ex); err != nil {
+			return mp, fmt.Errorf("read Container %s on %s: %w", o.Name, writer, err)
+		}
+		if len(ex.Spec.Files) > 0 {
+			return mp, rpc.Errorf(rpc.CodeFailedPrecond, "Container %s mounts files shipped from the operator's computer (%s), which a move cannot copy: stop it, move the volume, then `ployz deploy`",
+				o.Name, ex.Spec.Files[0].Source).With("field", "spec.files")
+		}
+		if err := rpc.AdmitLabels(target, dst.Labels, ex.Spec); err != nil {
+			return mp, fmt.Errorf("--to: Container %s (service %s): %w", o.Name, o.Service, err)
+		}
+		if !deploy.HasImage(tags, ex.Spec.Image) && !slices.Contains(mp.image, ex.Spec.Image) {
+			mp.image = append(mp.image, ex.Spec.Image)
+		}
+		mp.units = append(mp.units, moveUnit{old: o, spec: ex.Spec, running: o.State == "running" || o.State == "restarting"})
+	}
+	return mp, nil
+}
+
+// mountsVolume reports whether spec bind-mounts the Provisioned Volume.
+func mountsVolume(spec *rpc.ContainerSpec, name string) bool {
+	if spec == nil {
+		return false
+	}
+	for _, m := range spec.Mounts {
+		if n, ok := volume.MountedVolume(m.Source); ok && m.Type == "bind" && n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// creationKey is the Docker name of a unit's new Container in run gen:
+// the same in a replay, so a second create finds the first.
+func creationKey(spec rpc.ContainerSpec, volumeName string, gen uint64, oldID string) string {
+	h := sha256.Sum256([]byte(volumeName + "\x00" + strconv.FormatUint(gen, 10) + "\x00" + oldID))
+	return spec.Namespace + "-" + spec.Service + "-" + hex.EncodeToString(h[:])[:4]
+}
+
+// mover drives one Move run.
+type mover struct {
+	*volumeRun
+	movePlan
+	grace, readyTimeout time.Duration
+	stopped             time.Time // when the first Container stopped
+	promoted            bool      // the target is the Writer: no undo
+}
+
+func (mv *mover) move(cp copies) error {
+	w, t := mv.writer, mv.target
+	if err := mv.fence(w, volumecopy.Writer); err != nil {
+		return err
+	}
+	tv, hasT := cp.vols[t]
+	trole := volumecopy.None
+	if hasT {
+		trole = copyRole(tv)
+	}
+	if err := mv.fence(t, trole); err != nil {
+		return err
+	}
+	if err := mv.pullImages(); err != nil {
+		return err
+	}
+	// The bulk send, while the Containers keep writing.
+	snap, wv, err := mv.snapshot(w, cp.vols[w])
+	if err != nil {
+		return err
+	}
+	var tvp *rpc.Volume
+	if hasT {
+		tvp = &tv
+	}
+	if err := mv.transfer(w, wv, snap, t, tvp); err != nil {
+		return err
+	}
+	if err := mv.cut(trole); err != nil {
+		return errors.Join(err, mv.undo())
+	}
+	return mv.startOnTarget()
+}
+
+// pullImages has the target pull each image it lacks.
+func (mv *mover) pullImages() error {
+	for _, img := range mv.image {
+		err := mv.step("pull-image", mv.target, func(st *operator.RunStep) error {
+			st.Detail = img
+			req := rpc.PullImageRequest{Image: img}
+			if creds, err := images.LoadCredentials(); err == nil && creds != nil {
+				if a, err := creds.For(img); err == nil {
+					req.RegistryAuth = a
+				}
+			}
+			if err := mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdPullImage, req, nil); err != nil {
+				return fmt.Errorf("%w (or `ployz image push %s --machine %s`, then move again)", err, img, mv.target)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cut stops the source's Containers, demotes its Writer, sends the last
+// changes and promotes the target: after it returns nil there is no undo.
+func (mv *mover) cut(trole string) error {
+	w, t := mv.writer, mv.target
+	for i := range mv.units {
+		u := &mv.units[i]
+		if !u.running {
+			continue
+		}
+		err := mv.step("stop", w, func(st *operator.RunStep) error {
+			st.Detail = u.old.Name
+			if mv.stopped.IsZero() {
+				mv.stopped = time.Now()
+			}
+			return mv.s.ent.Call(mv.ctx, rpc.Target{One: w}, rpc.CmdStopContainer,
+				rpc.StopContainerRequest{ID: u.old.ID, GracePeriodSeconds: int(mv.grace.Seconds())}, nil)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if mv.stopped.IsZero() {
+		mv.stopped = time.Now()
+	}
+	err := mv.step("demote-writer", w, func(st *operator.RunStep) error {
+		out, err := mv.setCopy(w, volumecopy.Writer, volumecopy.Mirror)
+		if err == nil {
+			st.Detail = out.Copy.Role
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var wv, tv rpc.Volume
+	if err := mv.inspect(w, &wv); err != nil {
+		return err
+	}
+	if err := mv.inspect(t, &tv); err != nil {
+		return err
+	}
+	cutSnap := "run-" + strconv.FormatUint(mv.run.Gen, 10) + "-cut"
+	err = mv.step("snapshot-cut", w, func(st *operator.RunStep) error {
+		if hasSnapshot(wv, cutSnap) != "" {
+			st.Outcome, st.Detail = operator.StepSkipped, cutSnap+" is there"
+			return nil
+		}
+		st.Detail = cutSnap
+		return mv.s.ent.Call(mv.ctx, rpc.Target{One: w}, rpc.CmdSnapshotVolume, rpc.SnapshotVolumeRequest{Volume: mv.run.Volume, Snapshot: cutSnap}, &wv)
+	})
+	if err != nil {
+		return err
+	}
+	if err := mv.transfer(w, wv, cutSnap, t, &tv); err != nil {
+		return err
+	}
+	return mv.step("promote", t, func(st *operator.RunStep) error {
+		out, err := mv.setCopy(t, trole, volumecopy.Writer)
+		if err == nil {
+			mv.promoted = true
+			st.Detail = fmt.Sprintf("%s, epoch %d: the point of no return", out.Copy.Role, out.Copy.Epoch)
+		}
+		return err
+	})
+}
+
+func (mv *mover) inspect(machine string, v *rpc.Volume) error {
+	return mv.s.ent.Call(mv.ctx, rpc.Target{One: machine}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: mv.run.Volume}, v)
+}
+
+// undo puts the source back as it was before the cut: the Writer again,
+// its Containers running. The target keeps what it received (a copy with
+// no role, or its Mirror).
+func (mv *mover) undo() error {
+	if mv.promoted {
+		return nil
+	}
+	// A fresh context: a Ctrl-C that cancelled the run must not cancel
+	// its undo.
+	mv.ctx = context.WithoutCancel(mv.ctx)
+	var errs []error
+	err := mv.step("undo-writer", mv.writer, func(st *operator.RunStep) error {
+		out, err := mv.setCopy(mv.writer, volumecopy.Mirror, volumecopy.Writer)
+		if err == nil {
+			st.Detail = out.Copy.Role
+		}
+		return err
+	})
+	errs = append(errs, err)
+	for _, u := range mv.units {
+		if !u.running || err != nil {
+			continue
+		}
+		errs = append(errs, mv.step("undo-start", mv.writer, func(st *operator.RunStep) error {
+			st.Detail = u.old.Name
+			return mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.writer}, rpc.CmdStartContainer, rpc.ContainerRef{ID: u.old.ID}, nil)
+		}))
+	}
+	if e := errors.Join(errs...); e != nil {
+		return fmt.Errorf("undo: %w", e)
+	}
+	mv.run.State = operator.RunUndone
+	fmt.Fprintf(mv.errw, "  undone: %s is the Writer of %s again and its Containers run\n", mv.writer, mv.run.Volume)
+	return nil
+}
+
+// startOnTarget creates and starts each Container on the new Writer,
+// waits until it is ready, then removes the old one.
+func (mv *mover) startOnTarget() error {
+	t := mv.target
+	for i := range mv.units {
+		u := &mv.units[i]
+		u.newName = creationKey(u.spec, mv.run.Volume, mv.run.Gen, u.old.ID)
+		if err := mv.step("create", t, func(st *operator.RunStep) error { return mv.create(st, u) }); err != nil {
+			return err
+		}
+		if !u.running {
+			continue
+		}
+		if err := mv.step("start", t, func(st *operator.RunStep) error {
+			st.Detail = u.newName
+			return mv.s.ent.Call(mv.ctx, rpc.Target{One: t}, rpc.CmdStartContainer, rpc.ContainerRef{ID: u.newID}, nil)
+		}); err != nil {
+			return err
+		}
+		if err := mv.step("wait-ready", t, func(st *operator.RunStep) error {
+			var res rpc.WaitReadyResult
+			err := mv.s.ent.Call(mv.ctx, rpc.Target{One: t}, rpc.CmdWaitReady,
+				rpc.WaitReadyRequest{ID: u.newID, TimeoutSeconds: int(mv.readyTimeout.Seconds())}, &res)
+			if err == nil && res.Outcome != "ready" {
+				err = fmt.Errorf("%s did not become ready: %s %s", u.newName, res.Outcome, res.Message)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if err := mv.movePointers(); err != nil {
+		return err
+	}
+	down := time.Since(mv.stopped).Round(time.Millisecond)
+	mv.run.DowntimeSeconds = down.Seconds()
+	fmt.Fprintf(mv.errw, "  downtime: %s (first stop on %s → last ready on %s)\n", down, mv.writer, t)
+	var errs []error
+	for _, u := range mv.units {
+		errs = append(errs, mv.step("remove-old", mv.writer, func(st *operator.RunStep) error {
+			st.Detail = u.old.Name
+			return mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.writer}, rpc.CmdRemoveContainer, rpc.RemoveContainerRequest{ID: u.old.ID}, nil)
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// movePointers points each moved Service's Serving Pointer at its new
+// Containers in place of the old ones, so ingress and Internal DNS follow,
+// and waits (briefly) for the Machines' acks. A Service without a pointer
+// is left without one.
+func (mv *mover) movePointers() error {
+	byService := map[string][]*moveUnit{}
+	var keys []string
+	for i := range mv.units {
+		u := &mv.units[i]
+		k := serving.ServiceKey(u.spec.Namespace, u.spec.Service)
+		if byService[k] == nil {
+			keys = append(keys, k)
+		}
+		byService[k] = append(byService[k], u)
+	}
+	for _, k := range keys {
+		err := mv.step("move-pointer", "", func(st *operator.RunStep) error { return mv.movePointer(st, k, byService[k]) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit) error {
+	var cur rpc.ServingStatus
+	if err := mv.s.ent.Call(mv.ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &cur); err != nil {
+		return err
+	}
+	var ptr rpc.ServiceServing
+	for _, sv := range cur.Services {
+		if sv.Service == key {
+			ptr = sv
+		}
+	}
+	if ptr.Pointer == "" {
+		st.Outcome, st.Detail = operator.StepSkipped, key+" has no Serving Pointer"
+		return nil
+	}
+	replaced := map[string]bool{}
+	var next []rpc.ServingContainer
+	for _, u := range units {
+		replaced[u.old.ID] = true
+		if u.running {
+			next = append(next, rpc.ServingContainer{ID: u.newID, MachineID: mv.targetID, Deployment: u.spec.DeploymentID})
+		}
+	}
+	for _, c := range ptr.Containers {
+		if !replaced[c.ID] {
+			next = append(next, c)
+		}
+	}
+	var moved rpc.ServingPointerMoved
+	if err := mv.s.ent.Call(mv.ctx, rpc.Target{}, rpc.CmdMoveServingPointer,
+		rpc.MoveServingPointerRequest{Service: key, Deployment: ptr.Deployment, Containers: next}, &moved); err != nil {
+		return err
+	}
+	var acked rpc.ServingStatus
+	err := mv.s.ent.Call(mv.ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}, WaitPointer: moved.ID, WaitSeconds: 10}, &acked)
+	st.Detail = fmt.Sprintf("%s → %s (%d Containers)", key, moved.ID, len(next))
+	if err == nil && len(acked.Services) == 1 {
+		sv := acked.Services[0]
+		sv.Pointer = moved.ID
+		if p := sv.Pending(); len(p) > 0 {
+			st.Detail += "; not acked yet by " + strings.Join(p, ", ")
+		}
+	}
+	return nil
+}
+
+// create is one unit's create_container; a replay finds the Container
+// its creation key named and creates no second one.
+func (mv *mover) create(st *operator.RunStep, u *moveUnit) error {
+	st.Detail = u.newName
+	var ob rpc.ContainerObservation
+	err := mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdCreateContainer, rpc.CreateContainerRequest{Name: u.newName, Spec: u.spec}, &ob)
+	var re *rpc.Error
+	if errors.As(err, &re) && re.Code == rpc.CodeConflict {
+		var ex rpc.ContainerExport
+		if xerr := mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdExportContainer, rpc.ContainerRef{ID: u.newName}, &ex); xerr == nil {
+			st.Outcome, st.Detail = operator.StepSkipped, u.newName+" is there (its creation key)"
+			u.newID = ex.ID
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	u.newID = ob.ID
+	return nil
+}
