@@ -370,6 +370,7 @@ receive leaves a resume token (` + "`ployz volume inspect`" + `) for
 // sendVolumeTo writes machine's send_volume stream for req to out and
 // answers the bytes written.
 func sendVolumeTo(ctx context.Context, s session, machine string, req rpc.SendVolumeRequest, out io.Writer) (int64, error) {
+	req.RawData = true // Recv reads data from either place
 	st, err := s.ent.OpenStream(ctx, rpc.Target{One: machine}, rpc.CmdSendVolume, req)
 	if err != nil {
 		return 0, err

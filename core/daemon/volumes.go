@@ -363,6 +363,9 @@ func (d *Daemon) sendVolume(ctx context.Context, raw json.RawMessage, s rpc.Stre
 	if _, err := d.needPool(); err != nil {
 		return err
 	}
+	if req.RawData {
+		s = rpc.RawData(s)
+	}
 	return d.callVolume(ctx, volume.CapSend, func(ctx context.Context, c volumev1.VolumeClient) error {
 		st, err := c.Send(ctx, &volumev1.SendRequest{Volume: req.Volume, Snapshot: req.Snapshot, FromSnapshot: req.FromSnapshot, ResumeToken: req.ResumeToken})
 		if err != nil {

@@ -90,6 +90,17 @@ func (c frameConn) Recv() (StreamFrame, error) {
 	return f, nil
 }
 
+// RawData is s sending data in each Frame's raw field, for a handler
+// whose client asked for it (it reads both); s as is when s is not a
+// Machine RPC stream.
+func RawData(s StreamConn) StreamConn {
+	if fc, ok := s.(frameConn); ok {
+		fc.raw = true
+		return fc
+	}
+	return s
+}
+
 // HandleStream adds a streaming route.
 func (s *Server) HandleStream(r StreamRoute) {
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -136,5 +137,51 @@ func TestStreamRawData(t *testing.T) {
 	}
 	if b := <-got; string(b) != want {
 		t.Fatalf("server read %d bytes, want %d", len(b), len(want))
+	}
+}
+
+// TestStreamRawDataToClient: a handler that sends through RawData(s)
+// reaches the client, through a forwarding entry, with its data in the
+// Frame's raw field, read as base64 data is.
+func TestStreamRawDataToClient(t *testing.T) {
+	ms := cluster(t, "m1", "m2")
+	ms[1].srv.HandleStream(StreamRoute{Command: "emit", Capability: "ployz.test.emit.v1",
+		Handler: func(ctx context.Context, _ json.RawMessage, s StreamConn) error {
+			if err := s.Send(StreamFrame{Data: []byte("json ")}); err != nil {
+				return err
+			}
+			s = RawData(s)
+			for i := range 3 {
+				if err := s.Send(StreamFrame{Data: bytes.Repeat([]byte{byte('a' + i)}, 70000)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+	c := client(t, ms[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.OpenStream(ctx, Target{One: "m2"}, "emit", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var all []byte
+	for {
+		f, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, f.Data...)
+		if f.Done {
+			break
+		}
+	}
+	want := "json " + strings.Repeat("a", 70000) + strings.Repeat("b", 70000) + strings.Repeat("c", 70000)
+	if string(all) != want {
+		t.Fatalf("client read %d bytes, want %d", len(all), len(want))
+	}
+	if RawData(nil) != nil {
+		t.Fatal("RawData of a non-RPC stream changed it")
 	}
 }

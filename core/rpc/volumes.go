@@ -75,6 +75,10 @@ type SendVolumeRequest struct {
 	Snapshot     string `json:"snapshot,omitempty"`
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	ResumeToken  string `json:"resume_token,omitempty"`
+	// RawData asks for the data in each Frame's raw field rather than
+	// base64 in its JSON (a client that sets it reads both); a Machine
+	// from before it sends JSON, which such a client reads as well.
+	RawData bool `json:"raw_data,omitempty"`
 }
 
 // ReceiveVolumeRequest names the volume a stream lands in.
