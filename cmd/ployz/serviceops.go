@@ -376,7 +376,7 @@ func startStopService(c *cobra.Command, s session, ns, service, verb string) err
 	for _, co := range cs {
 		r := deploy.Row{MachineID: co.MachineID, Machine: machineName(snap, co.MachineID), Service: co.Service, OldID: co.ID, OldName: co.Name}
 		switch {
-		case verb == "stop" && (co.State == "running" || co.State == "restarting"):
+		case verb == "stop" && deploy.Running(co):
 			r.Op, r.Reason = deploy.OpStop, "requested stop"
 		case verb == "start" && co.State != "running":
 			r.Op, r.Reason = deploy.OpStart, "requested start"

@@ -133,7 +133,7 @@ func planMove(c *cobra.Command, s session, name, writer, target string) (movePla
 		if !deploy.HasImage(tags, ex.Spec.Image) && !slices.Contains(mp.image, ex.Spec.Image) {
 			mp.image = append(mp.image, ex.Spec.Image)
 		}
-		mp.units = append(mp.units, moveUnit{old: o, spec: ex.Spec, running: o.State == "running" || o.State == "restarting"})
+		mp.units = append(mp.units, moveUnit{old: o, spec: ex.Spec, running: deploy.Running(o)})
 	}
 	return mp, nil
 }

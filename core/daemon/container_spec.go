@@ -211,16 +211,23 @@ func specLabel(s rpc.ContainerSpec) string {
 	return string(b)
 }
 
+// labelSpec decodes the ployz.spec label (env values redacted).
+func labelSpec(labels map[string]string) (rpc.ContainerSpec, error) {
+	var spec rpc.ContainerSpec
+	err := json.Unmarshal([]byte(labels[rpc.LabelSpec]), &spec)
+	return spec, err
+}
+
 // exportedSpec is c's spec from its ployz.spec label, each environment
 // value the label redacts taken from Docker's config.
 func exportedSpec(c container.InspectResponse) (rpc.ContainerSpec, error) {
-	var spec rpc.ContainerSpec
 	if c.Config == nil || c.Config.Labels[rpc.LabelSpec] == "" {
-		return spec, rpc.Errorf(rpc.CodeFailedPrecond, "container %s has no %s label: ployz did not create it", strings.TrimPrefix(c.Name, "/"), rpc.LabelSpec).
+		return rpc.ContainerSpec{}, rpc.Errorf(rpc.CodeFailedPrecond, "container %s has no %s label: ployz did not create it", strings.TrimPrefix(c.Name, "/"), rpc.LabelSpec).
 			With("field", "id")
 	}
-	if err := json.Unmarshal([]byte(c.Config.Labels[rpc.LabelSpec]), &spec); err != nil {
-		return spec, rpc.Errorf(rpc.CodeFailedPrecond, "container %s: label %s: %v", strings.TrimPrefix(c.Name, "/"), rpc.LabelSpec, err)
+	spec, err := labelSpec(c.Config.Labels)
+	if err != nil {
+		return rpc.ContainerSpec{}, rpc.Errorf(rpc.CodeFailedPrecond, "container %s: label %s: %v", strings.TrimPrefix(c.Name, "/"), rpc.LabelSpec, err)
 	}
 	for _, kv := range c.Config.Env {
 		k, v, _ := strings.Cut(kv, "=")

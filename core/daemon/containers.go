@@ -222,9 +222,8 @@ func (o *containerOps) observe(c container.InspectResponse, machineID string) rp
 		l := c.Config.Labels
 		ob.Namespace, ob.Service, ob.ServiceID = l[rpc.LabelNamespace], l[rpc.LabelService], l[rpc.LabelServiceID]
 		ob.Deployment, ob.SpecHash, ob.Image = l[rpc.LabelDeployment], l[rpc.LabelSpecHash], c.Config.Image
-		if s := l[rpc.LabelSpec]; s != "" {
-			var spec rpc.ContainerSpec
-			if json.Unmarshal([]byte(s), &spec) == nil {
+		if l[rpc.LabelSpec] != "" {
+			if spec, err := labelSpec(l); err == nil {
 				ob.Spec = &spec
 			}
 		}

@@ -43,7 +43,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	}
 	pl := &placer{svc: svc, snap: snap, spec: spec, unsalted: SpecHash(spec), machines: map[string]MachineState{}, load: load, restart: restart}
 	for _, c := range existing {
-		pl.specLive = pl.specLive || pl.current(c) && running(c)
+		pl.specLive = pl.specLive || pl.current(c) && Running(c)
 	}
 	for _, m := range snap.Machines {
 		pl.machines[m.ID] = m
@@ -125,7 +125,7 @@ func (pl *placer) row(c rpc.ContainerObservation, op, reason string) Row {
 		r.NewName, r.Strategy = pl.name(), StartFirst
 		spec := pl.spec
 		r.Spec = &spec
-		r.OldRunning = running(c)
+		r.OldRunning = Running(c)
 		switch {
 		case len(pl.svc.HostPorts) > 0:
 			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: host port "+joinInts(pl.svc.HostPorts)+" would clash"
@@ -152,7 +152,7 @@ func (pl *placer) desired() int {
 func (pl *placer) stopAll(existing, hooks []rpc.ContainerObservation) []Row {
 	var rows []Row
 	for _, c := range existing {
-		if running(c) {
+		if Running(c) {
 			rows = append(rows, pl.row(c, OpStop, "replicas: 0"))
 		} else {
 			rows = append(rows, pl.row(c, OpUnchanged, "replicas: 0; already "+c.State))
@@ -180,7 +180,7 @@ func (pl *placer) keep(c rpc.ContainerObservation) {
 			reason = "no spec hash on the existing Container"
 		}
 		pl.rows = append(pl.rows, pl.row(c, OpReplace, reason))
-	case !running(c):
+	case !Running(c):
 		pl.rows = append(pl.rows, pl.row(c, OpStart, "up to date but "+c.State))
 	case pl.restart:
 		pl.rows = append(pl.rows, pl.row(c, OpReplace, "requested restart"))
@@ -194,7 +194,7 @@ func (pl *placer) keep(c rpc.ContainerObservation) {
 // Container kept for its logs must not displace a serving old one).
 func (pl *placer) score(c rpc.ContainerObservation) int {
 	s := 0
-	if !running(c) {
+	if !Running(c) {
 		s += 2
 	}
 	if !pl.current(c) {

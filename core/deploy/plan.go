@@ -340,21 +340,23 @@ func admitDockerVolumes(svc Service, snap Snapshot, ms []MachineState) ([]Machin
 // admission refuses the Container, so placing it there would only fail
 // later (DESIGN.md: Machine-local admission).
 func admitProvisioned(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error) {
-	var at *MachineState
-	var first string
-	for _, name := range svc.Provisioned {
+	if len(svc.Provisioned) == 0 {
+		return ms, nil
+	}
+	first := svc.Provisioned[0]
+	at, err := provisionedWriter(first, snap)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range svc.Provisioned[1:] {
 		w, err := provisionedWriter(name, snap)
 		if err != nil {
 			return nil, err
 		}
-		if at != nil && at.ID != w.ID {
+		if w.ID != at.ID {
 			return nil, fmt.Errorf("volume locality: Provisioned Volume %s has its Writer on %s and %s on %s: one Container cannot mount both (`ployz volume move` one of them)",
 				first, at.Name, name, w.Name)
 		}
-		at, first = w, name
-	}
-	if at == nil {
-		return ms, nil
 	}
 	for _, m := range ms {
 		if m.ID == at.ID {
@@ -367,26 +369,22 @@ func admitProvisioned(svc Service, snap Snapshot, ms []MachineState) ([]MachineS
 
 // provisionedWriter is the observed Machine whose copy of name is the
 // Writer; errVolumeUnseen when none is and a Machine was not observed.
-func provisionedWriter(name string, snap Snapshot) (*MachineState, error) {
-	var ws []*MachineState
-	for i := range snap.Machines {
-		if slices.Contains(snap.Machines[i].Writers, name) {
-			ws = append(ws, &snap.Machines[i])
+func provisionedWriter(name string, snap Snapshot) (MachineState, error) {
+	var ws []MachineState
+	for _, m := range snap.Machines {
+		if slices.Contains(m.Writers, name) {
+			ws = append(ws, m)
 		}
 	}
 	switch {
 	case len(ws) == 1:
 		return ws[0], nil
 	case len(ws) > 1:
-		var ns []string
-		for _, w := range ws {
-			ns = append(ns, w.Name)
-		}
-		return nil, fmt.Errorf("volume locality: Provisioned Volume %s has a Writer on each of %s: a deploy refuses to choose (`ployz volume ls %s`)", name, strings.Join(ns, ", "), name)
+		return MachineState{}, fmt.Errorf("volume locality: Provisioned Volume %s has a Writer on each of %s: a deploy refuses to choose (`ployz volume ls %s`)", name, names(ws), name)
 	case !snap.Complete():
-		return nil, errVolumeUnseen
+		return MachineState{}, errVolumeUnseen
 	}
-	return nil, fmt.Errorf("volume locality: no Machine holds the Writer of Provisioned Volume %s: create it with `ployz volume create %s --machine MACHINE --size SIZE`", name, name)
+	return MachineState{}, fmt.Errorf("volume locality: no Machine holds the Writer of Provisioned Volume %s: create it with `ployz volume create %s --machine MACHINE --size SIZE`", name, name)
 }
 
 func holdsAny(have, want []string) bool {
@@ -408,8 +406,9 @@ func names(ms []MachineState) string {
 	return strings.Join(n, ", ")
 }
 
-// running reports whether a Container counts as serving now.
-func running(c rpc.ContainerObservation) bool {
+// Running reports whether a Container counts as serving now (Docker
+// restarting it counts: it is coming back on its own).
+func Running(c rpc.ContainerObservation) bool {
 	return c.State == "running" || c.State == "restarting"
 }
 
