@@ -38,8 +38,7 @@ func BenchmarkVMVolumeMove(b *testing.B) {
 	op.must(b, "machine", "add", "root@"+l.Machines[1].IP.String(), "--name", "m2")
 	op.must(b, "machine", "update", "m2", "--zfs-pool", "ployz")
 	op.must(b, "volume", "create", "big", "--machine", "m1", "--size", strconv.Itoa(mib+256)+"MiB")
-	if out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/big:/data", "--entrypoint", "/testapp", lab.TestAppImage,
-		"fill", "/data/blob", strconv.Itoa(mib<<20)); err != nil {
+	if out, err := fillVolume(ctx, l, "m1", "big", "blob", mib<<20); err != nil {
 		b.Fatalf("fill: %v: %s", err, out)
 	}
 	f := filepath.Join(b.TempDir(), "compose.yaml")

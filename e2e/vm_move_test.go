@@ -44,8 +44,7 @@ func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 	op.must(t, "machine", "update", "m1", "--label-add", "zone=a")
 	op.must(t, "machine", "update", "m2", "--label-add", "zone=b")
 	op.must(t, "volume", "create", "db", "--machine", "m1", "--size", "128MiB")
-	if out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/db:/data", "--entrypoint", "/testapp", lab.TestAppImage,
-		"fill", "/data/blob", "16777216"); err != nil {
+	if out, err := fillVolume(ctx, l, "m1", "db", "blob", 16<<20); err != nil {
 		t.Fatalf("write blob: %v: %s", err, out)
 	}
 	compose := func(constraint string) string {

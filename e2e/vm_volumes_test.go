@@ -86,9 +86,8 @@ func TestVMVolumes(t *testing.T) {
 		}
 		refused(t, "already exists", "volume", "create", "db", "--machine", "m1", "--size", "128MiB")
 		// A Container writes a known data set through a bind mount.
-		for file, size := range map[string]string{"blob": "16777216", "small": "1000"} {
-			if out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/db:/data", "--entrypoint", "/testapp", lab.TestAppImage,
-				"fill", "/data/"+file, size); err != nil {
+		for file, size := range map[string]int{"blob": 16 << 20, "small": 1000} {
+			if out, err := fillVolume(ctx, l, "m1", "db", file, size); err != nil {
 				t.Fatalf("write through the bind mount: %v: %s", err, out)
 			}
 		}
@@ -102,8 +101,7 @@ func TestVMVolumes(t *testing.T) {
 			t.Fatalf("after snapshot: %+v", v.Volume)
 		}
 		// Over-quota writes fail in the Container, as the quota says.
-		if out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/db:/data", "--entrypoint", "/testapp", lab.TestAppImage,
-			"fill", "/data/big", "67108864"); err == nil {
+		if out, err := fillVolume(ctx, l, "m1", "db", "big", 64<<20); err == nil {
 			t.Fatalf("a 64MiB write into a 64MiB volume holding 16MiB succeeded: %s", out)
 		}
 		if out, err := l.Exec(ctx, "m1", "rm", "-f", "/var/lib/ployz/volumes/db/big"); err != nil {
@@ -253,15 +251,14 @@ func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 		}
 		return out
 	}
-	fill := func(file, size string) {
+	fill := func(file string, size int) {
 		t.Helper()
-		if out, err := l.Exec(ctx, "m1", "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/app:/data", "--entrypoint", "/testapp", lab.TestAppImage,
-			"fill", "/data/"+file, size); err != nil {
+		if out, err := fillVolume(ctx, l, "m1", "app", file, size); err != nil {
 			t.Fatalf("write %s: %v: %s", file, err, out)
 		}
 	}
-	fill("blob", "33554432")
-	fill("small", "1000")
+	fill("blob", 32<<20)
+	fill("small", 1000)
 	refused(t, "--to", "volume", "mirror", "app", "--to", "m1")
 	refused(t, "--to", "volume", "mirror", "app", "--to", "nosuch")
 	refused(t, "no Mirror", "volume", "sync", "app")
@@ -295,7 +292,7 @@ func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 	refused(t, "already holds app as its mirror", "volume", "mirror", "app", "--to", "m2")
 
 	// More writes on the Writer, then a Sync: only the change travels.
-	fill("more", "4194304")
+	fill("more", 4<<20)
 	if out, err := l.Exec(ctx, "m1", "sh", "-c", "echo edited >> /var/lib/ployz/volumes/app/small && sync"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -393,4 +390,12 @@ func sh(t *testing.T, op *operator, args string) {
 		t.Fatalf("ployz %s: %v: %s", args, err, out)
 	}
 	t.Logf("ployz %s: %s", args, strings.TrimSpace(string(out)))
+}
+
+// fillVolume writes n pseudo-random bytes to file in Provisioned Volume
+// vol on Machine m, through a Container bind-mounting it as a Service
+// would.
+func fillVolume(ctx context.Context, l *lab.Lab, m, vol, file string, n int) (string, error) {
+	return l.Exec(ctx, m, "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/"+vol+":/data", "--entrypoint", "/testapp", lab.TestAppImage,
+		"fill", "/data/"+file, strconv.Itoa(n))
 }
