@@ -243,6 +243,9 @@ func (r *deployRun) makePlan() error {
 	if snap.Salts, err = deploy.SaltSpecs(ctx, r.ent, r.app); err != nil {
 		return err
 	}
+	if err := deploy.ObserveVolumes(ctx, r.ent, r.app, &snap); err != nil {
+		return err
+	}
 	r.snap = snap
 	r.res.Snapshot.Complete, r.res.Snapshot.Unobserved = snap.Complete(), snap.Missing
 	r.plan, err = deploy.MakePlan(r.app, snap, deploy.PlanOptions{NoPrune: r.f.noPrune, Pull: r.f.pull, Restart: r.f.restart})
@@ -385,6 +388,9 @@ func printPlan(w io.Writer, p deploy.Plan, why string) {
 			op = "pull+" + op
 		}
 		name := r.OldName
+		if r.Op == deploy.OpCreateVolume {
+			name = "volume " + r.Volume
+		}
 		if r.NewName != "" {
 			name = r.NewName
 			if r.OldName != "" {

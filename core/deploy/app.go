@@ -25,6 +25,22 @@ type App struct {
 	// Services' Spec.Files name them). Never serialized: secrets stay in
 	// this process until the create request that mounts them.
 	Files map[string][]byte `json:"-"`
+	// Provisioned are its ployz-zfs volumes, by key.
+	Provisioned []ProvisionedVolume `json:"provisioned,omitempty"`
+}
+
+// ProvisionedVolume is a compose top-level volume with driver ployz-zfs:
+// a Provisioned Volume the Services mounting it bind-mount, created on
+// the first deploy when SizeBytes is set and no Machine holds it.
+type ProvisionedVolume struct {
+	// Key is its key under the compose file's volumes:.
+	Key string `json:"key"`
+	// Name is the Provisioned Volume's name in the Cluster: name: when
+	// set, else <namespace>-<key>.
+	Name string `json:"name"`
+	// SizeBytes is driver_opts.size; 0 when the volume must already
+	// exist (no size given).
+	SizeBytes uint64 `json:"size_bytes,omitempty"`
 }
 
 // Namespace is <project>-<environment>, the ployz.namespace label value.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -98,9 +99,14 @@ func Load(ctx context.Context, src Source) (App, error) {
 		return App{}, fmt.Errorf("project name %q: want lowercase letters, digits, - and _", name)
 	}
 	app := App{Project: name, Environment: env, Warnings: append(loadWarns, unsupportedKeys(raw)...), Files: map[string][]byte{}}
+	pvs, err := provisionedVolumes(app.Namespace(), proj.Volumes, raw)
+	if err != nil {
+		return App{}, err
+	}
+	app.Provisioned = pvs.list()
 	sh := &shipper{dir: src.WorkingDir, proj: proj, env: src.Env, files: app.Files}
 	for _, s := range proj.Services {
-		svc, warns, err := buildService(app.Namespace(), s)
+		svc, warns, err := buildService(app.Namespace(), s, pvs)
 		if err == nil && !src.DeclarationsOnly {
 			err = sh.service(&svc, s)
 		}
@@ -127,7 +133,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 	return app, nil
 }
 
-func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
+func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes) (Service, []string, error) {
 	if !nameRE.MatchString(s.Name) {
 		return Service{}, nil, fmt.Errorf("name: want lowercase letters, digits, - and _")
 	}
@@ -150,7 +156,7 @@ func buildService(ns string, s types.ServiceConfig) (Service, []string, error) {
 	if err := applyPorts(&svc, &spec, s.Ports); err != nil {
 		return Service{}, nil, err
 	}
-	if err := applyVolumes(ns, &svc, &spec, s.Volumes); err != nil {
+	if err := applyVolumes(ns, &svc, &spec, s.Volumes, pvs); err != nil {
 		return Service{}, nil, err
 	}
 	hasHC := applyHealthcheck(&spec, s.HealthCheck)
@@ -298,13 +304,22 @@ func applyPorts(svc *Service, spec *rpc.ContainerSpec, ports []types.ServicePort
 	return nil
 }
 
-func applyVolumes(ns string, svc *Service, spec *rpc.ContainerSpec, vols []types.ServiceVolumeConfig) error {
+func applyVolumes(ns string, svc *Service, spec *rpc.ContainerSpec, vols []types.ServiceVolumeConfig, pvs declaredVolumes) error {
 	for i, v := range vols {
 		m := rpc.MountSpec{Type: v.Type, Source: v.Source, Target: v.Target, ReadOnly: v.ReadOnly}
 		switch v.Type {
 		case types.VolumeTypeVolume:
 			if v.Source == "" {
 				return fmt.Errorf("volumes[%d]: anonymous volumes are not supported; name it", i)
+			}
+			if pv, ok := pvs[v.Source]; ok {
+				// A Provisioned Volume is a directory on its Writer's
+				// Machine: the Container bind-mounts it.
+				m.Type, m.Source = types.VolumeTypeBind, path.Join(volume.MountRoot, pv.Name)
+				if err := addProvisioned(svc, i, m.Source); err != nil {
+					return err
+				}
+				break
 			}
 			m.Source = ns + "-" + v.Source
 			svc.Volumes = append(svc.Volumes, m.Source)

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -272,5 +273,52 @@ services:
 	db := a.Services[0]
 	if strings.Join(db.Provisioned, ",") != "pg,wal" || len(db.Volumes) != 0 || len(db.Spec.Mounts) != 4 {
 		t.Fatalf("provisioned %v, volumes %v, mounts %+v", db.Provisioned, db.Volumes, db.Spec.Mounts)
+	}
+}
+
+func TestLoadDeclaredProvisionedVolumes(t *testing.T) {
+	a, err := load(t, `name: p
+services:
+  db:
+    image: x
+    volumes: ["data:/var/lib/postgresql/data", "cache:/cache", "old:/old:ro"]
+volumes:
+  data:
+    driver: ployz-zfs
+    driver_opts: {size: 64MiB}
+  old:
+    driver: ployz-zfs
+    name: legacy-pg
+  cache: {}
+`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := a.Services[0]
+	if strings.Join(db.Provisioned, ",") != "p-production-data,legacy-pg" || strings.Join(db.Volumes, ",") != "p-production-cache" {
+		t.Fatalf("provisioned %v, docker volumes %v", db.Provisioned, db.Volumes)
+	}
+	m := db.Spec.Mounts[0]
+	if m.Type != "bind" || m.Source != "/var/lib/ployz/volumes/p-production-data" || m.Target != "/var/lib/postgresql/data" {
+		t.Fatalf("mount %+v", m)
+	}
+	if m := db.Spec.Mounts[2]; m.Source != "/var/lib/ployz/volumes/legacy-pg" || !m.ReadOnly {
+		t.Fatalf("named mount %+v", m)
+	}
+	want := []ProvisionedVolume{{Key: "data", Name: "p-production-data", SizeBytes: 64 << 20}, {Key: "old", Name: "legacy-pg"}}
+	if fmt.Sprint(a.Provisioned) != fmt.Sprint(want) {
+		t.Fatalf("declared %+v", a.Provisioned)
+	}
+
+	for _, c := range []struct{ vol, want string }{
+		{"{driver: ployz-zfs, driver_opts: {size: lots}}", "volumes.data.driver_opts.size:"},
+		{"{driver: ployz-zfs, driver_opts: {size: 1KiB}}", "below the minimum"},
+		{"{driver: ployz-zfs, driver_opts: {compression: lz4}}", "volumes.data.driver_opts.compression: ployz-zfs takes only size"},
+		{"{driver: ployz-zfs, name: Bad/Name}", "volumes.data.name:"},
+	} {
+		_, err := load(t, "name: p\nservices:\n  db:\n    image: x\n    volumes: [\"data:/d\"]\nvolumes:\n  data: "+c.vol+"\n", "")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.vol, err, c.want)
+		}
 	}
 }

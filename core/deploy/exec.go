@@ -144,6 +144,8 @@ func actions(r Row) []action {
 		return []action{{rpc.CmdStopContainer, "old"}, {rpc.CmdRemoveContainer, "old"}}
 	case OpHook:
 		return []action{{rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}, {rpc.CmdRemoveContainer, "new"}}
+	case OpCreateVolume:
+		return []action{{rpc.CmdCreateVolume, "volume"}}
 	case OpReplace:
 		if r.Strategy == StopFirst {
 			return []action{{rpc.CmdStopContainer, "old"}, {rpc.CmdCreateContainer, "new"}, {rpc.CmdStartContainer, "new"}, {rpc.CmdWaitReady, "new"}, {rpc.CmdRemoveContainer, "old"}}
@@ -245,6 +247,8 @@ func (e *Executor) step(i int, r Row, a action, s Step) Step {
 		s.Container = r.NewName
 	case "image":
 		s.Container = r.Spec.Image
+	case "volume":
+		s.Container = "volume " + r.Volume
 	}
 	return s
 }
@@ -392,6 +396,9 @@ func (e *Executor) call(ctx context.Context, s Step, r Row, a action, id string,
 		return nil, nil
 	case rpc.CmdStopContainer:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, r.StopGraceSeconds), nil)
+	case rpc.CmdCreateVolume:
+		// The Machine makes a volume it creates its Writer.
+		return nil, e.C.Call(ctx, t, a.cmd, rpc.CreateVolumeRequest{Name: r.Volume, SizeBytes: r.SizeBytes}, nil)
 	default:
 		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, 0), nil)
 	}

@@ -125,6 +125,8 @@ func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload
 	case rpc.PullImageRequest:
 		id = p.Image
 		r.auths = append(r.auths, p.RegistryAuth)
+	case rpc.CreateVolumeRequest:
+		id = fmt.Sprintf("%s/%d", p.Name, p.SizeBytes)
 	}
 	if command == rpc.CmdServingStatus || command == rpc.CmdMoveServingPointer {
 		id, answer, err := r.servingCall(command, payload, out)
@@ -510,5 +512,29 @@ func TestExecuteFailureReportWithoutLogStore(t *testing.T) {
 		if strings.Contains(c, "container_logs") {
 			t.Fatalf("the retired container_logs was called: %s", c)
 		}
+	}
+}
+
+func TestExecuteCreatesVolumeBeforeItsContainer(t *testing.T) {
+	p := Plan{Rows: []Row{
+		{MachineID: "m1", Machine: "m1", Service: "db", Op: OpCreateVolume, Volume: "pg", SizeBytes: 1 << 20},
+		{MachineID: "m1", Machine: "m1", Service: "db", Op: OpCreate, NewName: "new", Spec: spec()},
+	}}
+	rec := &recorder{}
+	o := (&Executor{C: rec}).Run(context.Background(), p)
+	want := "m1 create_volume pg/1048576\nm1 create_container new\nm1 start_container id-new\nm1 wait_ready id-new\nentry move_serving_pointer id-new"
+	if got := strings.Join(rec.calls, "\n"); got != want || o.Status != "completed" {
+		t.Fatalf("status %s, calls:\n%s\nwant:\n%s", o.Status, got, want)
+	}
+	if got := steps(o); !strings.HasPrefix(got, "m1 create_volume volume pg completed\n") {
+		t.Fatalf("steps:\n%s", got)
+	}
+
+	// A volume that cannot be created leaves its Service's Containers
+	// uncreated.
+	rec = &recorder{fail: map[string]error{"create_volume pg/1048576": errors.New("no pool")}}
+	o = (&Executor{C: rec}).Run(context.Background(), p)
+	if got := strings.Join(rec.calls, "\n"); got != "m1 create_volume pg/1048576" || o.Status != "partial" {
+		t.Fatalf("status %s, calls:\n%s", o.Status, got)
 	}
 }

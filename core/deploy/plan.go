@@ -19,6 +19,9 @@ const (
 	OpStop      = "stop"
 	OpStart     = "start"
 	OpHook      = "hook"
+	// OpCreateVolume creates a compose-declared Provisioned Volume on
+	// its first deploy, ahead of the Containers that mount it.
+	OpCreateVolume = "create-volume"
 )
 
 // Replacement strategies.
@@ -52,6 +55,9 @@ type Row struct {
 	// Pull: the row first pulls Spec.Image from its registry on its
 	// Machine (the Machine lacks it, or the pull policy is always).
 	Pull bool `json:"pull,omitempty"`
+	// Volume and SizeBytes are what a create-volume row creates.
+	Volume    string `json:"volume,omitempty"`
+	SizeBytes uint64 `json:"size_bytes,omitempty"`
 }
 
 // Plan is what a deploy will do, computed once against one Snapshot and
@@ -139,10 +145,15 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	}
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
-		rows, sum, warns, err := planService(ns, svc, snap, p.DeploymentID, load, pullPolicy(o.Pull, svc), slices.Contains(o.Restart, svc.Name))
+		nv, err := placeNewVolumes(ns, app, svc, snap, load)
 		if err != nil {
 			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
 		}
+		rows, sum, warns, err := planService(ns, svc, snap.withWriters(nv), p.DeploymentID, load, pullPolicy(o.Pull, svc), slices.Contains(o.Restart, svc.Name))
+		if err != nil {
+			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
+		}
+		p.Rows = append(p.Rows, createVolumeRows(svc, nv)...)
 		p.Rows = append(p.Rows, rows...)
 		p.Services = append(p.Services, sum)
 		p.Warnings = append(p.Warnings, warns...)
@@ -384,8 +395,11 @@ func provisionedWriter(name string, snap Snapshot) (MachineState, error) {
 	case !snap.Complete():
 		return MachineState{}, errVolumeUnseen
 	}
-	return MachineState{}, fmt.Errorf("volume locality: no Machine holds the Writer of Provisioned Volume %s: create it with `ployz volume create %s --machine MACHINE --size SIZE`", name, name)
+	return MachineState{}, fmt.Errorf("%w of Provisioned Volume %s: create it with `ployz volume create %s --machine MACHINE --size SIZE`, or declare it in the compose file with driver: %s and driver_opts.size", errNoWriter, name, name, DriverZFS)
 }
+
+// errNoWriter: every Machine was observed and none holds the Writer.
+var errNoWriter = errors.New("volume locality: no Machine holds the Writer")
 
 func holdsAny(have, want []string) bool {
 	for _, w := range want {

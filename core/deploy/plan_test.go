@@ -502,3 +502,70 @@ func TestPlanProvisionedVolumeLocality(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanCreatesDeclaredProvisionedVolume(t *testing.T) {
+	db := svc("db", 1, func(s *Service) { s.Provisioned = []string{"pg"} })
+	a := app(db)
+	a.Provisioned = []ProvisionedVolume{{Key: "pg", Name: "pg", SizeBytes: 64 << 20}}
+	pool := map[string]string{"ployz.zfs.pool": "tank"}
+	listed := func(ms ...MachineState) Snapshot {
+		s := snapOf(ms...)
+		s.VolumesListed = true
+		return s
+	}
+	busy := machine("m2", pool, ctr("other", "h", "running"))
+	p, err := MakePlan(a, listed(machine("m1", nil), busy, machine("m3", pool)), PlanOptions{NoPrune: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != lines("m3 db create-volume", "m3 db create") {
+		t.Fatalf("rows:\n%s", got)
+	}
+	if r := p.Rows[0]; r.Op != OpCreateVolume || r.Volume != "pg" || r.SizeBytes != 64<<20 || !strings.Contains(r.Reason, "64MiB") {
+		t.Fatalf("first row %+v", r)
+	}
+
+	// Once it exists, a deploy places by locality and creates nothing.
+	made := listed(machine("m1", nil), busy, machine("m3", pool))
+	made.Machines[2].Writers = []string{"pg"}
+	if p, err = MakePlan(a, made, PlanOptions{NoPrune: true}); err != nil || summary(p) != "m3 db create" {
+		t.Fatalf("existing: err %v rows:\n%s", err, summary(p))
+	}
+
+	// Without a size, a missing volume is refused as before.
+	unsized := a
+	unsized.Provisioned = []ProvisionedVolume{{Key: "pg", Name: "pg"}}
+	if _, err := MakePlan(unsized, listed(machine("m1", pool)), PlanOptions{}); err == nil || !strings.Contains(err.Error(), "driver_opts.size") {
+		t.Fatalf("unsized: %v", err)
+	}
+
+	mirror := listed(machine("m1", pool), machine("m2", pool))
+	mirror.Machines[1].Held = []string{"pg"}
+	unlisted := snapOf(machine("m1", pool), machine("m2", pool))
+	unlisted.VolumesListed = true
+	unlisted.VolumesUnlisted = []Unobserved{{MachineID: "id-m2", Name: "m2", Reason: "no answer"}}
+	zoned := svc("db", 1, func(s *Service) {
+		s.Provisioned = []string{"pg"}
+		s.Constraints = []rpc.Constraint{{Label: "zone", Op: "==", Value: "a"}}
+	})
+	both := app(db, svc("backup", 1, func(s *Service) { s.Provisioned = []string{"pg"} }))
+	both.Provisioned = a.Provisioned
+	for _, c := range []struct {
+		name string
+		app  App
+		snap Snapshot
+		want string
+	}{
+		{"copy elsewhere", a, mirror, "has no Writer but m2 holds a copy"},
+		{"not listed", a, unlisted, "m2 (no answer) did not list their volumes"},
+		{"never listed", a, snapOf(machine("m1", pool)), "did not list their volumes"},
+		{"no pool", a, listed(machine("m1", nil)), "no eligible Machine (m1) has a ZFS pool"},
+		{"pool excluded", func() App { z := app(zoned); z.Provisioned = a.Provisioned; return z }(),
+			listed(machine("m1", map[string]string{"zone": "a"}), machine("m2", map[string]string{"zone": "b", "ployz.zfs.pool": "tank"})), "no eligible Machine (m1) has a ZFS pool"},
+		{"two services", both, listed(machine("m1", pool)), `services "db" and "backup" both mount it`},
+	} {
+		if _, err := MakePlan(c.app, c.snap, PlanOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -140,6 +140,10 @@ type MachineState struct {
 	Volumes    []string                   `json:"volumes,omitempty"`
 	// Writers are the Provisioned Volumes whose copy there is the Writer.
 	Writers []string `json:"writers,omitempty"`
+	// Held are the Provisioned Volumes with a dataset here, whatever the
+	// copy's role; listed only when a plan may create one
+	// (ObserveVolumes).
+	Held []string `json:"held,omitempty"`
 	// Images are the tags its Docker holds; ImagesKnown is false when
 	// list_images did not answer.
 	Images      []string `json:"images,omitempty"`
@@ -173,23 +177,17 @@ type Snapshot struct {
 	Missing    []Unobserved   `json:"unobserved,omitempty"`
 	// Salts are the salted spec hashes the plan writes (SaltSpecs).
 	Salts SpecSalts `json:"-"`
+	// VolumesListed says every Machine's Held was listed (ObserveVolumes).
+	VolumesListed bool `json:"volumes_listed,omitempty"`
+	// VolumesUnlisted are the Machines that did not list their volumes.
+	VolumesUnlisted []Unobserved `json:"volumes_unlisted,omitempty"`
 }
 
 // Complete reports whether every Machine the entry knows was observed.
 func (s Snapshot) Complete() bool { return len(s.Missing) == 0 }
 
 // MissingNames lists the unobserved Machines with their reasons.
-func (s Snapshot) MissingNames() string {
-	var parts []string
-	for _, m := range s.Missing {
-		n := m.Name
-		if n == "" {
-			n = m.MachineID
-		}
-		parts = append(parts, fmt.Sprintf("%s (%s)", n, m.Reason))
-	}
-	return strings.Join(parts, ", ")
-}
+func (s Snapshot) MissingNames() string { return unobservedNames(s.Missing) }
 
 // Machine returns the state of the Machine with this id.
 func (s Snapshot) Machine(id string) (MachineState, bool) {
