@@ -210,9 +210,9 @@ func eligible(ns string, svc Service, snap Snapshot) ([]MachineState, []string, 
 	if len(ms) == 0 && len(drained) == 0 {
 		return nil, nil, fmt.Errorf("no Machine was observed (%s)", snap.MissingNames())
 	}
-	ms, warns, err := admit(svc, snap, ms)
+	ms, err := admit(svc, snap, ms)
 	if err == nil || len(drained) == 0 {
-		return ms, warns, err
+		return ms, nil, err
 	}
 	// Nowhere else to go: the Service stays on the drained Machines it
 	// runs on rather than lose its Containers.
@@ -232,7 +232,7 @@ func eligible(ns string, svc Service, snap Snapshot) ([]MachineState, []string, 
 	case len(svc.Volumes) > 0:
 		why = "volume " + strings.Join(svc.Volumes, ", ") + " is local to it (Docker volumes do not move)"
 	}
-	return stay, append(warns, fmt.Sprintf("service %q stays on drained %s: %s", svc.Name, names(stay), why)), nil
+	return stay, []string{fmt.Sprintf("service %q stays on drained %s: %s", svc.Name, names(stay), why)}, nil
 }
 
 // admitKinds narrows ms to the Machines that accept services and carry
@@ -279,13 +279,13 @@ func holdsService(m MachineState, ns, service string) bool {
 
 // admit narrows ms, the observed Machines that take new Containers, to
 // those svc's constraints and volume locality allow.
-func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, []string, error) {
+func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error) {
 	if len(ms) == 0 {
-		return nil, nil, errors.New("every observed Machine is drained")
+		return nil, errors.New("every observed Machine is drained")
 	}
 	ms, err := admitKinds(svc, ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, c := range svc.Constraints {
 		var keep []MachineState
@@ -299,21 +299,21 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, []str
 		}
 		if len(keep) == 0 {
 			if !known && c.Op == "==" {
-				return nil, nil, fmt.Errorf("x-placement constraint %s: no observed Machine has label %q", ConstraintString(c), c.Label)
+				return nil, fmt.Errorf("x-placement constraint %s: no observed Machine has label %q", ConstraintString(c), c.Label)
 			}
-			return nil, nil, fmt.Errorf("x-placement constraint %s leaves no eligible Machine (of %s)", ConstraintString(c), names(ms))
+			return nil, fmt.Errorf("x-placement constraint %s leaves no eligible Machine (of %s)", ConstraintString(c), names(ms))
 		}
 		ms = keep
 	}
 	ms, err = admitDockerVolumes(svc, snap, ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ms, err = admitProvisioned(svc, snap, ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return ms, nil, nil
+	return ms, nil
 }
 
 // admitDockerVolumes narrows ms to the Machines holding svc's named
