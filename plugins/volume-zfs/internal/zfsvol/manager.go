@@ -372,6 +372,34 @@ func (m *Manager) Receive(ctx context.Context, name string, resumable bool, r io
 	return c.n, nil
 }
 
+// SetReadOnly sets volume name's ZFS readonly property: on refuses every
+// write through the mountpoint (a Mirror), off takes them (the Writer).
+// It is set locally, so it outranks the value a `zfs send -p` stream
+// carries from the sender; zfs receive still lands in a readonly dataset.
+func (m *Manager) SetReadOnly(ctx context.Context, name string, readOnly bool) (*volumev1.VolumeInfo, error) {
+	if err := checkName("name", name, volume.ValidName); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pool, err := checkPool(m.pool)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := get(pool, name)
+	if err != nil {
+		return nil, err
+	}
+	v := "off"
+	if readOnly {
+		v = "on"
+	}
+	if _, err := run(ctx, nil, nil, "set", "readonly="+v, ds.Name); err != nil {
+		return nil, status.Errorf(codes.Internal, "set readonly=%s on volume %q: %v", v, name, err)
+	}
+	return info(ctx, name, ds)
+}
+
 type counter struct {
 	r io.Reader
 	n uint64
@@ -408,7 +436,7 @@ func (m *Manager) PoolInfo(candidate string) (*volumev1.PoolResponse, error) {
 // info describes a volume's dataset.
 func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeInfo, error) {
 	vi := &volumev1.VolumeInfo{Name: name, Dataset: ds.Name, Mountpoint: ds.Mountpoint, SizeBytes: ds.Quota, UsedBytes: ds.Used}
-	props, err := run(ctx, nil, nil, "get", "-Hp", "-o", "property,value", "creation,receive_resume_token", ds.Name)
+	props, err := run(ctx, nil, nil, "get", "-Hp", "-o", "property,value", "creation,receive_resume_token,readonly", ds.Name)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "zfs get %s: %v", ds.Name, err)
 	}
@@ -425,6 +453,8 @@ func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeIn
 			if l[1] != "-" {
 				vi.ResumeToken = l[1]
 			}
+		case "readonly":
+			vi.ReadOnly = l[1] == "on"
 		}
 	}
 	snaps, err := snapshots(ctx, ds.Name)
