@@ -96,6 +96,17 @@ func missingNote(ms []string) string {
 // withWriter checks NAME, reads every Machine's copy of it live and
 // finds its one Writer, then calls fn: a refusal here opens no run.
 func withWriter(c *cobra.Command, name string, fn func(s session, cp copies, writer string) error) error {
+	return withCopies(c, name, func(s session, cp copies) error {
+		w, err := cp.writer()
+		if err != nil {
+			return err
+		}
+		return fn(s, cp, w)
+	})
+}
+
+// withCopies checks NAME and reads every Machine's copy of it live.
+func withCopies(c *cobra.Command, name string, fn func(s session, cp copies) error) error {
 	if err := volume.ValidName(name); err != nil {
 		return fmt.Errorf("NAME: %w", err)
 	}
@@ -104,11 +115,7 @@ func withWriter(c *cobra.Command, name string, fn func(s session, cp copies, wri
 		if err != nil {
 			return err
 		}
-		w, err := cp.writer()
-		if err != nil {
-			return err
-		}
-		return fn(s, cp, w)
+		return fn(s, cp)
 	})
 }
 
