@@ -165,12 +165,7 @@ func finishMove(c *cobra.Command, s session, cp copies, to string, o moveOpts) e
 // nothingToMove says the Writer already is where the move asks, and why
 // no run is needed.
 func nothingToMove(c *cobra.Command, name, to, why string) error {
-	msg := fmt.Sprintf("%s already is the Writer of %s and %s: nothing to do", to, name, why)
-	if g.json {
-		return printJSON(c.OutOrStdout(), map[string]any{"run": nil, "writer": to, "message": msg})
-	}
-	fmt.Fprintln(c.OutOrStdout(), msg)
-	return nil
+	return nothingToDo(c, to, fmt.Sprintf("%s already is the Writer of %s and %s: nothing to do", to, name, why))
 }
 
 // moveSource is a Move's source: recorded, or (a record from before

@@ -83,7 +83,8 @@ func (cp copies) writer() (string, error) {
 		}
 		return "", rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Writer (held by%s)%s", cp.name, held, missingNote(cp.missing)).With("field", "name")
 	}
-	return "", rpc.Errorf(rpc.CodeConflict, "NAME: volume %q has two Writers, on %v: a run refuses to choose (DESIGN.md: Restore demotes the older epoch)", cp.name, cp.writers).With("field", "name")
+	return "", rpc.Errorf(rpc.CodeConflict, "NAME: volume %q has two Writers, %s: a run refuses to choose; `ployz volume restore %s --from MACHINE` (the newer epoch) demotes the other to a Mirror, losing its writes since",
+		cp.name, cp.writerList(), cp.name).With("field", "name").With("writers", cp.writers)
 }
 
 func missingNote(ms []string) string {
