@@ -361,14 +361,7 @@ func (mv *mover) cut(trole string) error {
 	if mv.stopped.IsZero() {
 		mv.stopped = time.Now()
 	}
-	err := mv.step("demote-writer", w, func(st *operator.RunStep) error {
-		out, err := mv.setCopy(w, volumecopy.Writer, volumecopy.Mirror)
-		if err == nil {
-			st.Detail = out.Copy.Role
-		}
-		return err
-	})
-	if err != nil {
+	if err := mv.transition("demote-writer", w, volumecopy.Writer, volumecopy.Mirror, nil); err != nil {
 		return err
 	}
 	var wv, tv rpc.Volume
@@ -379,7 +372,7 @@ func (mv *mover) cut(trole string) error {
 		return err
 	}
 	cutSnap := "run-" + strconv.FormatUint(mv.run.Gen, 10) + "-cut"
-	err = mv.step("snapshot-cut", w, func(st *operator.RunStep) error {
+	err := mv.step("snapshot-cut", w, func(st *operator.RunStep) error {
 		if hasSnapshot(wv, cutSnap) != "" {
 			st.Outcome, st.Detail = operator.StepSkipped, cutSnap+" is there"
 			return nil
@@ -393,13 +386,9 @@ func (mv *mover) cut(trole string) error {
 	if err := mv.transfer(w, wv, cutSnap, t, &tv); err != nil {
 		return err
 	}
-	return mv.step("promote", t, func(st *operator.RunStep) error {
-		out, err := mv.setCopy(t, trole, volumecopy.Writer)
-		if err == nil {
-			mv.promoted = true
-			st.Detail = fmt.Sprintf("%s, epoch %d: the point of no return", out.Copy.Role, out.Copy.Epoch)
-		}
-		return err
+	return mv.transition("promote", t, trole, volumecopy.Writer, func(out rpc.VolumeCopySet) string {
+		mv.promoted = true
+		return fmt.Sprintf("%s, epoch %d: the point of no return", out.Copy.Role, out.Copy.Epoch)
 	})
 }
 
@@ -418,13 +407,7 @@ func (mv *mover) undo() error {
 	// its undo.
 	mv.ctx = context.WithoutCancel(mv.ctx)
 	var errs []error
-	err := mv.step("undo-writer", mv.writer, func(st *operator.RunStep) error {
-		out, err := mv.setCopy(mv.writer, volumecopy.Mirror, volumecopy.Writer)
-		if err == nil {
-			st.Detail = out.Copy.Role
-		}
-		return err
-	})
+	err := mv.transition("undo-writer", mv.writer, volumecopy.Mirror, volumecopy.Writer, nil)
 	errs = append(errs, err)
 	for _, u := range mv.units {
 		if !u.running || err != nil {

@@ -98,13 +98,7 @@ func deleteMirror(c *cobra.Command, s session, cp copies, on string) error {
 		if err := r.fence(on, volumecopy.Mirror); err != nil {
 			return err
 		}
-		if err := r.step("forget-mirror", on, func(st *operator.RunStep) error {
-			out, err := r.setCopy(on, volumecopy.Mirror, volumecopy.None)
-			if err == nil {
-				st.Detail = out.Copy.Role
-			}
-			return err
-		}); err != nil {
+		if err := r.transition("forget-mirror", on, volumecopy.Mirror, volumecopy.None, nil); err != nil {
 			return err
 		}
 		return r.step("remove", on, func(st *operator.RunStep) error {
@@ -183,12 +177,8 @@ func restoreVolume(c *cobra.Command, s session, cp copies, from string, force bo
 		if err := r.fence(from, volumecopy.Mirror); err != nil {
 			return err
 		}
-		err := r.step("promote", from, func(st *operator.RunStep) error {
-			out, err := r.setCopy(from, volumecopy.Mirror, volumecopy.Writer)
-			if err == nil {
-				st.Detail = fmt.Sprintf("%s, epoch %d", out.Copy.Role, out.Copy.Epoch)
-			}
-			return err
+		err := r.transition("promote", from, volumecopy.Mirror, volumecopy.Writer, func(out rpc.VolumeCopySet) string {
+			return fmt.Sprintf("%s, epoch %d", out.Copy.Role, out.Copy.Epoch)
 		})
 		if err == nil {
 			fmt.Fprintf(r.errw, "  %s is the Writer of %s: writes on the old Writer after %s's last sync are not on it\n", from, cp.name, from)
@@ -225,12 +215,8 @@ func demoteOlder(c *cobra.Command, s session, cp copies, from string) error {
 		if err := r.fence(from, volumecopy.Writer); err != nil {
 			return err
 		}
-		err := r.step("demote-writer", older, func(st *operator.RunStep) error {
-			out, err := r.setCopy(older, volumecopy.Writer, volumecopy.Mirror)
-			if err == nil {
-				st.Detail = fmt.Sprintf("%s: its writes since %s's epoch %d are lost", out.Copy.Role, from, epochOf(cp.vols[newer]))
-			}
-			return err
+		err := r.transition("demote-writer", older, volumecopy.Writer, volumecopy.Mirror, func(out rpc.VolumeCopySet) string {
+			return fmt.Sprintf("%s: its writes since %s's epoch %d are lost", out.Copy.Role, from, epochOf(cp.vols[newer]))
 		})
 		if err == nil {
 			fmt.Fprintf(r.errw, "  %s keeps the Writer of %s; %s's copy is a Mirror (its writes since are lost): `ployz volume delete-mirror %s --on %s` then `ployz volume mirror %s --to %s` makes it level again\n",

@@ -231,6 +231,21 @@ func (r *volumeRun) fence(machine, role string) error {
 	})
 }
 
+// transition is a step moving machine's copy from expect to want; its
+// detail is the copy's role after, or what detail makes of the answer.
+func (r *volumeRun) transition(name, machine, expect, want string, detail func(rpc.VolumeCopySet) string) error {
+	return r.step(name, machine, func(st *operator.RunStep) error {
+		out, err := r.setCopy(machine, expect, want)
+		if err == nil {
+			st.Detail = out.Copy.Role
+			if detail != nil {
+				st.Detail = detail(out)
+			}
+		}
+		return err
+	})
+}
+
 // snapshot takes this run's snapshot on the Writer (kept when a retry
 // finds it there) and answers the Writer's volume after it.
 func (r *volumeRun) snapshot(writer string, wv rpc.Volume) (string, rpc.Volume, error) {
@@ -429,12 +444,8 @@ func (r *volumeRun) mirror(cp copies, w, target string) error {
 	if err := r.transfer(w, wv, snap, target, tv); err != nil {
 		return err
 	}
-	return r.step("declare-mirror", target, func(st *operator.RunStep) error {
-		out, err := r.setCopy(target, volumecopy.None, volumecopy.Mirror)
-		if err == nil {
-			st.Detail = fmt.Sprintf("%s at %s", out.Copy.Role, snap)
-		}
-		return err
+	return r.transition("declare-mirror", target, volumecopy.None, volumecopy.Mirror, func(out rpc.VolumeCopySet) string {
+		return fmt.Sprintf("%s at %s", out.Copy.Role, snap)
 	})
 }
 

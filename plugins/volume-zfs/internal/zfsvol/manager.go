@@ -229,24 +229,34 @@ func (m *Manager) Get(ctx context.Context, name string) (*volumev1.VolumeInfo, e
 	return info(ctx, name, ds)
 }
 
+// lockedVolume checks volume name (the request's field), takes the change
+// lock and finds its dataset; on success the caller calls unlock.
+func (m *Manager) lockedVolume(field, name string) (ds *zfs.Dataset, unlock func(), err error) {
+	if err := checkName(field, name, volume.ValidName); err != nil {
+		return nil, nil, err
+	}
+	m.mu.Lock()
+	pool, err := checkPool(m.pool)
+	if err == nil {
+		ds, err = get(pool, name)
+	}
+	if err != nil {
+		m.mu.Unlock()
+		return nil, nil, err
+	}
+	return ds, m.mu.Unlock, nil
+}
+
 // Snapshot takes snapshot snap of volume name.
 func (m *Manager) Snapshot(ctx context.Context, name, snap string) (*volumev1.SnapshotInfo, error) {
-	if err := checkName("volume", name, volume.ValidName); err != nil {
-		return nil, err
-	}
 	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pool, err := checkPool(m.pool)
+	ds, unlock, err := m.lockedVolume("volume", name)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := get(pool, name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	snaps, err := snapshots(ctx, ds.Name)
 	if err != nil {
 		return nil, err
@@ -377,19 +387,11 @@ func (m *Manager) Receive(ctx context.Context, name string, resumable bool, r io
 // It is set locally, so it outranks the value a `zfs send -p` stream
 // carries from the sender; zfs receive still lands in a readonly dataset.
 func (m *Manager) SetReadOnly(ctx context.Context, name string, readOnly bool) (*volumev1.VolumeInfo, error) {
-	if err := checkName("name", name, volume.ValidName); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pool, err := checkPool(m.pool)
+	ds, unlock, err := m.lockedVolume("name", name)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := get(pool, name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	v := "off"
 	if readOnly {
 		v = "on"
