@@ -98,7 +98,10 @@ services:
 	// A constraint m2 fails: refused before a run opens, nothing changed.
 	op.must(t, "deploy", "-f", compose("    x-placement: {constraints: [\"zone==a\"]}\n"), "-y")
 	refused(t, "does not satisfy constraint zone == \"a\"", "volume", "move", "db", "--to", "m2")
-	refused(t, "holds the Writer", "volume", "move", "db", "--to", "m1")
+	// --to the Writer with no unfinished Move there: nothing to do.
+	if out, errs, code := op.run(t, "volume", "move", "db", "--to", "m1"); code != 0 || !strings.Contains(out, "m1 already is the Writer of db") {
+		t.Fatalf("move to the Writer: exit %d, %q %q; want nothing to do", code, out, errs)
+	}
 	refused(t, "no Machine holds a volume \"nosuch\"", "volume", "move", "nosuch", "--to", "m2")
 	if r := role("m1"); r != "writer" {
 		t.Fatalf("after refusals m1's copy is %s", r)
@@ -252,4 +255,13 @@ services:
 	if on := serviceOn("m2"); !strings.HasPrefix(on, newHost) || serviceOn("m1") != "" {
 		t.Fatalf("after a redeploy: m1 %q, m2 %q", serviceOn("m1"), on)
 	}
+	// The move again: m2 is the Writer and nothing is left.
+	if out, errs, code := op.run(t, "volume", "move", "db", "--to", "m2"); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("the move again: exit %d, %q %q", code, out, errs)
+	}
+	// m1's Mirror is read-only on disk.
+	if out, err := l.Exec(ctx, "m1", "sh", "-c", "echo byhand > /var/lib/ployz/volumes/db/byhand"); err == nil || !strings.Contains(out, "Read-only file system") {
+		t.Fatalf("a write by hand into m1's Mirror: %v: %q", err, out)
+	}
+	vmVolumeRestore(ctx, t, l, op, refused, role, serviceOn)
 }

@@ -292,6 +292,26 @@ func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 	}
 	refused(t, "already holds app as its mirror", "volume", "mirror", "app", "--to", "m2")
 
+	// The Mirror is read-only on disk, the Writer writable; a stream into
+	// the Writer is refused. The Sync below receives into the read-only
+	// Mirror.
+	var v1 struct {
+		Volume rpc.Volume `json:"volume"`
+	}
+	op.json(t, &v1, "volume", "inspect", "app", "--machine", "m1")
+	if !v2.Volume.ReadOnly || v1.Volume.ReadOnly {
+		t.Fatalf("readonly: m1 (writer) %v, m2 (mirror) %v", v1.Volume.ReadOnly, v2.Volume.ReadOnly)
+	}
+	if out, err := l.Exec(ctx, "m2", "sh", "-c", "echo byhand > /var/lib/ployz/volumes/app/byhand"); err == nil || !strings.Contains(out, "Read-only file system") {
+		t.Fatalf("a write by hand into m2's Mirror: %v: %q; want Read-only file system", err, out)
+	}
+	if out, err := exec.Command("sh", "-c", ployzCmd(op)+" volume send app --snapshot run-1 --machine m2 | "+ployzCmd(op)+" volume receive app --machine m1").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "is the Writer") {
+		t.Fatalf("a receive into the Writer: %v: %s", err, out)
+	} else {
+		t.Logf("receive into the Writer refused: %s", strings.TrimSpace(string(out)))
+	}
+
 	// More writes on the Writer, then a Sync: only the change travels.
 	fill("more", 4<<20)
 	if out, err := l.Exec(ctx, "m1", "sh", "-c", "echo edited >> /var/lib/ployz/volumes/app/small && sync"); err != nil {
@@ -335,6 +355,24 @@ func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 	op.json(t, &runs, "volume", "runs", "app")
 	if len(runs.Runs) != 2 || runs.Runs[0].Kind != "sync" || runs.Runs[1].Kind != "mirror" || runs.Runs[0].State != "done" {
 		t.Fatalf("runs: %+v", runs.Runs)
+	}
+
+	// Delete-mirror: refused for the Writer; m2's Mirror and its dataset
+	// go, the Writer untouched. A new Mirror run gives m2 one again.
+	refused(t, "--on: m1 holds the Writer of app", "volume", "delete-mirror", "app", "--on", "m1")
+	op.json(t, &run, "volume", "delete-mirror", "app", "--on", "m2")
+	if run.Run.State != "done" || len(run.Run.Steps) != 3 {
+		t.Fatalf("delete-mirror run: %+v", run.Run)
+	}
+	if out, err := l.Exec(ctx, "m2", "zfs", "list", "-H", "ployz/ployz/volumes/app"); err == nil {
+		t.Fatalf("m2 still holds app's dataset: %s", out)
+	}
+	if a := sums("m1"); !strings.Contains(a, "more") {
+		t.Fatalf("the Writer changed: %q", a)
+	}
+	op.json(t, &run, "volume", "mirror", "app", "--to", "m2")
+	if run.Run.State != "done" {
+		t.Fatalf("mirror again: %+v", run.Run)
 	}
 
 	// Volume locality: a Container mounting the volume is placed on the

@@ -25,7 +25,7 @@ import (
 func volumeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "volume", Aliases: []string{"vol"}, Short: "Provisioned Volumes: ZFS datasets with a quota on a Machine's pool"}
 	cmd.AddCommand(volumeCreate(), volumeLs(), volumeInspect(), volumeRm(), volumeSnapshot(), volumeSend(), volumeReceive(),
-		volumeMirror(), volumeSync(), volumeMove(), volumeSetCopy(), volumeRunsCmd())
+		volumeMirror(), volumeSync(), volumeMove(), volumeDeleteMirror(), volumeRestore(), volumeSetCopy(), volumeRunsCmd())
 	return cmd
 }
 
@@ -192,6 +192,13 @@ func sizeOrNone(n uint64) string {
 	return units.BytesSize(float64(n))
 }
 
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
 func printVolume(c *cobra.Command, machine string, v rpc.Volume) error {
 	if g.json {
 		return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "volume": v})
@@ -202,6 +209,7 @@ func printVolume(c *cobra.Command, machine string, v rpc.Volume) error {
 	if v.Created != 0 {
 		fmt.Fprintf(w, "  created:     %s\n", time.Unix(0, v.Created).UTC().Format(time.RFC3339))
 	}
+	fmt.Fprintf(w, "  readonly:    %s\n", onOff(v.ReadOnly))
 	if v.Copy != nil {
 		fmt.Fprintf(w, "  copy:        %s", v.Copy.Role)
 		if v.Copy.Epoch != 0 {

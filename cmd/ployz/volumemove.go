@@ -39,6 +39,11 @@ type moveUnit struct {
 	newID   string
 }
 
+// moveOpts are the move command's flags.
+type moveOpts struct {
+	grace, readyTimeout time.Duration
+}
+
 // movePlan is what a move does, settled before its run opens.
 type movePlan struct {
 	writer, target string
@@ -49,7 +54,7 @@ type movePlan struct {
 
 func volumeMove() *cobra.Command {
 	var to string
-	var grace, readyTimeout time.Duration
+	var o moveOpts
 	cmd := &cobra.Command{
 		Use:   "move NAME --to MACHINE",
 		Short: "Volume Run: move a volume's Writer, and the Containers mounting it, to another Machine",
@@ -61,37 +66,141 @@ Writer (the point of no return) and create the same Containers there
 are ready and remove the old ones. The source keeps a Mirror.
 
 Before the point of no return a failure is undone: the source is made
-the Writer again and its Containers are started. After it, ` + "`ployz deploy`" + `
-finishes the job: volume locality places the Service on the new Writer.
+the Writer again and its Containers are started. After it, running the
+same move again finishes the job: with --to already the Writer it reads
+the stopped source Containers again and creates (under the same creation
+keys, so none twice), starts and waits for them on --to, moves the
+Serving Pointers and removes the old ones; with nothing left it says so.
 The downtime (stop on the source → ready on --to) is printed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if to == "" {
 				return errors.New("--to: required (the Machine that becomes the Writer)")
 			}
-			if grace < 0 || readyTimeout < time.Second {
-				return fmt.Errorf("--grace must be at least 0 and --ready-timeout at least 1s (got %s, %s)", grace, readyTimeout)
+			if o.grace < 0 || o.readyTimeout < time.Second {
+				return fmt.Errorf("--grace must be at least 0 and --ready-timeout at least 1s (got %s, %s)", o.grace, o.readyTimeout)
 			}
-			return withWriter(c, args[0], func(s session, cp copies, w string) error {
-				target, err := volumeTarget(cp, w, to, volumecopy.None, volumecopy.Mirror)
-				if err != nil {
-					return err
-				}
-				mp, err := planMove(c, s, cp.name, w, target)
-				if err != nil {
-					return err
-				}
-				return runVolume(c, s, cp.name, "move", target, func(r *volumeRun) error {
-					mv := &mover{volumeRun: r, movePlan: mp, grace: grace, readyTimeout: readyTimeout}
-					return mv.move(cp)
-				})
-			})
+			return withCopies(c, args[0], func(s session, cp copies) error { return moveVolume(c, s, cp, to, o) })
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the Machine that becomes the Writer (name or id; it needs a ZFS pool)")
-	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long each Container gets to stop at the cut")
-	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long each new Container may take to become ready")
+	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "how long each Container gets to stop at the cut")
+	cmd.Flags().DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long each new Container may take to become ready")
 	return cmd
+}
+
+// moveVolume moves cp's Writer to to, or finishes the Move there that
+// passed its point of no return.
+func moveVolume(c *cobra.Command, s session, cp copies, to string, o moveOpts) error {
+	if slices.Equal(cp.writers, []string{to}) {
+		return finishMove(c, s, cp, to, o)
+	}
+	w, err := cp.writer()
+	if err != nil {
+		return err
+	}
+	target, err := volumeTarget(cp, w, to, volumecopy.None, volumecopy.Mirror)
+	if err != nil {
+		return err
+	}
+	mp, err := planMove(c, s, cp.name, w, target)
+	if err != nil {
+		return err
+	}
+	return runVolume(c, s, cp.name, "move", target, func(r *volumeRun) error {
+		r.run.Source = w
+		mv := &mover{volumeRun: r, movePlan: mp, grace: o.grace, readyTimeout: o.readyTimeout}
+		return mv.move(cp)
+	})
+}
+
+// unfinished are the ends of a Move that may have stopped past its point
+// of no return (open: its process may still run; the run's begin says).
+var unfinished = []string{operator.RunFailed, operator.RunLost, operator.RunCancelled, operator.RunOpen}
+
+// finishMove is a Move to the Machine that already is the Writer (DESIGN:
+// once the source answers, running the Move again finishes it): when this
+// computer's last Move of the volume went there and ended short, a run
+// takes its remaining steps on the Containers the source still has.
+func finishMove(c *cobra.Command, s session, cp copies, to string, o moveOpts) error {
+	prev, ok, err := s.st.LastVolumeRun(s.ctx, cp.name, "move")
+	if err != nil {
+		return err
+	}
+	if !ok || prev.Target != to || !slices.Contains(unfinished, prev.State) {
+		return nothingToMove(c, cp.name, to, "no Move of it to "+to+" is left unfinished here")
+	}
+	src := moveSource(prev)
+	if src == "" {
+		return fmt.Errorf("move gen %d names no source Machine: finish it with `ployz deploy`", prev.Gen)
+	}
+	mp, err := planMove(c, s, cp.name, src, to)
+	if err != nil {
+		return fmt.Errorf("finish move gen %d from %s: %w", prev.Gen, src, err)
+	}
+	if len(mp.units) == 0 {
+		return nothingToMove(c, cp.name, to, fmt.Sprintf("%s holds no Container of the volume any more (move gen %d %s)", src, prev.Gen, prev.State))
+	}
+	stopped := stoppedAtCut(prev)
+	for i := range mp.units {
+		mp.units[i].running = mp.units[i].running || slices.Contains(stopped, mp.units[i].old.Name)
+	}
+	return runVolume(c, s, cp.name, "move", to, func(r *volumeRun) error {
+		r.run.Source, r.run.Stopped, r.run.Finishes = src, stopped, keyGen(prev)
+		fmt.Fprintf(r.errw, "  finishing move gen %d (%s past its point of no return): %s is the Writer\n", prev.Gen, prev.State, to)
+		mv := &mover{volumeRun: r, movePlan: mp, grace: o.grace, readyTimeout: o.readyTimeout, promoted: true}
+		if err := mv.fence(to, volumecopy.Writer); err != nil {
+			return err
+		}
+		if err := mv.fence(src, volumecopy.Mirror); err != nil {
+			return err
+		}
+		if err := mv.pullImages(); err != nil {
+			return err
+		}
+		return mv.startOnTarget()
+	})
+}
+
+// nothingToMove says the Writer already is where the move asks, and why
+// no run is needed.
+func nothingToMove(c *cobra.Command, name, to, why string) error {
+	return nothingToDo(c, to, fmt.Sprintf("%s already is the Writer of %s and %s: nothing to do", to, name, why))
+}
+
+// moveSource is a Move's source: recorded, or (a record from before
+// Source) the Machine its check-writer step fenced first.
+func moveSource(r operator.VolumeRun) string {
+	if r.Source != "" {
+		return r.Source
+	}
+	for _, st := range r.Steps {
+		if st.Name == "check-"+volumecopy.Writer && st.Machine != r.Target {
+			return st.Machine
+		}
+	}
+	return ""
+}
+
+// stoppedAtCut names the source Containers a Move's cut stopped: the ones
+// to start on the target.
+func stoppedAtCut(r operator.VolumeRun) []string {
+	out := slices.Clone(r.Stopped)
+	for _, st := range r.Steps {
+		if st.Name == "stop" && st.Outcome == operator.RunDone && !slices.Contains(out, st.Detail) {
+			out = append(out, st.Detail)
+		}
+	}
+	return out
+}
+
+// keyGen is the gen whose creation keys a Move's Containers carry: its
+// own, or that of the Move it finishes.
+func keyGen(r operator.VolumeRun) uint64 {
+	if r.Finishes != 0 {
+		return r.Finishes
+	}
+	return r.Gen
 }
 
 // planMove reads the Containers mounting name on the Writer and checks
@@ -238,8 +347,12 @@ func (mv *mover) cut(trole string) error {
 			if mv.stopped.IsZero() {
 				mv.stopped = time.Now()
 			}
-			return mv.s.ent.Call(mv.ctx, rpc.Target{One: w}, rpc.CmdStopContainer,
+			err := mv.s.ent.Call(mv.ctx, rpc.Target{One: w}, rpc.CmdStopContainer,
 				rpc.StopContainerRequest{ID: u.old.ID, GracePeriodSeconds: int(mv.grace.Seconds())}, nil)
+			if err == nil {
+				mv.run.Stopped = append(mv.run.Stopped, u.old.Name)
+			}
+			return err
 		})
 		if err != nil {
 			return err
@@ -248,14 +361,7 @@ func (mv *mover) cut(trole string) error {
 	if mv.stopped.IsZero() {
 		mv.stopped = time.Now()
 	}
-	err := mv.step("demote-writer", w, func(st *operator.RunStep) error {
-		out, err := mv.setCopy(w, volumecopy.Writer, volumecopy.Mirror)
-		if err == nil {
-			st.Detail = out.Copy.Role
-		}
-		return err
-	})
-	if err != nil {
+	if err := mv.transition("demote-writer", w, volumecopy.Writer, volumecopy.Mirror, nil); err != nil {
 		return err
 	}
 	var wv, tv rpc.Volume
@@ -266,7 +372,7 @@ func (mv *mover) cut(trole string) error {
 		return err
 	}
 	cutSnap := "run-" + strconv.FormatUint(mv.run.Gen, 10) + "-cut"
-	err = mv.step("snapshot-cut", w, func(st *operator.RunStep) error {
+	err := mv.step("snapshot-cut", w, func(st *operator.RunStep) error {
 		if hasSnapshot(wv, cutSnap) != "" {
 			st.Outcome, st.Detail = operator.StepSkipped, cutSnap+" is there"
 			return nil
@@ -280,13 +386,9 @@ func (mv *mover) cut(trole string) error {
 	if err := mv.transfer(w, wv, cutSnap, t, &tv); err != nil {
 		return err
 	}
-	return mv.step("promote", t, func(st *operator.RunStep) error {
-		out, err := mv.setCopy(t, trole, volumecopy.Writer)
-		if err == nil {
-			mv.promoted = true
-			st.Detail = fmt.Sprintf("%s, epoch %d: the point of no return", out.Copy.Role, out.Copy.Epoch)
-		}
-		return err
+	return mv.transition("promote", t, trole, volumecopy.Writer, func(out rpc.VolumeCopySet) string {
+		mv.promoted = true
+		return fmt.Sprintf("%s, epoch %d: the point of no return", out.Copy.Role, out.Copy.Epoch)
 	})
 }
 
@@ -305,13 +407,7 @@ func (mv *mover) undo() error {
 	// its undo.
 	mv.ctx = context.WithoutCancel(mv.ctx)
 	var errs []error
-	err := mv.step("undo-writer", mv.writer, func(st *operator.RunStep) error {
-		out, err := mv.setCopy(mv.writer, volumecopy.Mirror, volumecopy.Writer)
-		if err == nil {
-			st.Detail = out.Copy.Role
-		}
-		return err
-	})
+	err := mv.transition("undo-writer", mv.writer, volumecopy.Mirror, volumecopy.Writer, nil)
 	errs = append(errs, err)
 	for _, u := range mv.units {
 		if !u.running || err != nil {
@@ -336,7 +432,7 @@ func (mv *mover) startOnTarget() error {
 	t := mv.target
 	for i := range mv.units {
 		u := &mv.units[i]
-		u.newName = creationKey(u.spec, mv.run.Volume, mv.run.Gen, u.old.ID)
+		u.newName = creationKey(u.spec, mv.run.Volume, keyGen(mv.run), u.old.ID)
 		if err := mv.step("create", t, func(st *operator.RunStep) error { return mv.create(st, u) }); err != nil {
 			return err
 		}
@@ -364,9 +460,13 @@ func (mv *mover) startOnTarget() error {
 	if err := mv.movePointers(); err != nil {
 		return err
 	}
-	down := time.Since(mv.stopped).Round(time.Millisecond)
-	mv.run.DowntimeSeconds = down.Seconds()
-	fmt.Fprintf(mv.errw, "  downtime: %s (first stop on %s → last ready on %s)\n", down, mv.writer, t)
+	// A run finishing an earlier Move did not stop anything: the
+	// downtime began in that run and is not measured.
+	if !mv.stopped.IsZero() {
+		down := time.Since(mv.stopped).Round(time.Millisecond)
+		mv.run.DowntimeSeconds = down.Seconds()
+		fmt.Fprintf(mv.errw, "  downtime: %s (first stop on %s → last ready on %s)\n", down, mv.writer, t)
+	}
 	var errs []error
 	for _, u := range mv.units {
 		errs = append(errs, mv.step("remove-old", mv.writer, func(st *operator.RunStep) error {
@@ -416,10 +516,12 @@ func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit
 		st.Outcome, st.Detail = operator.StepSkipped, key+" has no Serving Pointer"
 		return nil
 	}
+	// The new Containers replace the old; one a finished Move's earlier
+	// run already pointed at is not named twice.
 	replaced := map[string]bool{}
 	var next []rpc.ServingContainer
 	for _, u := range units {
-		replaced[u.old.ID] = true
+		replaced[u.old.ID], replaced[u.newID] = true, true
 		if u.running {
 			next = append(next, rpc.ServingContainer{ID: u.newID, MachineID: mv.targetID, Deployment: u.spec.DeploymentID})
 		}
@@ -428,6 +530,10 @@ func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit
 		if !replaced[c.ID] {
 			next = append(next, c)
 		}
+	}
+	if sameIDs(next, ptr.Containers) {
+		st.Outcome, st.Detail = operator.StepSkipped, fmt.Sprintf("%s already names the new Containers (%s)", key, ptr.Pointer)
+		return nil
 	}
 	var moved rpc.ServingPointerMoved
 	if err := mv.s.ent.Call(mv.ctx, rpc.Target{}, rpc.CmdMoveServingPointer,
@@ -445,6 +551,22 @@ func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit
 		}
 	}
 	return nil
+}
+
+// sameIDs reports whether a and b name the same Containers.
+func sameIDs(a, b []rpc.ServingContainer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ids := func(cs []rpc.ServingContainer) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(ids(a), ids(b))
 }
 
 // create is one unit's create_container; a replay finds the Container

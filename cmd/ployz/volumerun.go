@@ -83,7 +83,8 @@ func (cp copies) writer() (string, error) {
 		}
 		return "", rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Writer (held by%s)%s", cp.name, held, missingNote(cp.missing)).With("field", "name")
 	}
-	return "", rpc.Errorf(rpc.CodeConflict, "NAME: volume %q has two Writers, on %v: a run refuses to choose (DESIGN.md: Restore demotes the older epoch)", cp.name, cp.writers).With("field", "name")
+	return "", rpc.Errorf(rpc.CodeConflict, "NAME: volume %q has two Writers, %s: a run refuses to choose; `ployz volume restore %s --from MACHINE` (the newer epoch) demotes the other to a Mirror, losing its writes since",
+		cp.name, cp.writerList(), cp.name).With("field", "name").With("writers", cp.writers)
 }
 
 func missingNote(ms []string) string {
@@ -96,6 +97,17 @@ func missingNote(ms []string) string {
 // withWriter checks NAME, reads every Machine's copy of it live and
 // finds its one Writer, then calls fn: a refusal here opens no run.
 func withWriter(c *cobra.Command, name string, fn func(s session, cp copies, writer string) error) error {
+	return withCopies(c, name, func(s session, cp copies) error {
+		w, err := cp.writer()
+		if err != nil {
+			return err
+		}
+		return fn(s, cp, w)
+	})
+}
+
+// withCopies checks NAME and reads every Machine's copy of it live.
+func withCopies(c *cobra.Command, name string, fn func(s session, cp copies) error) error {
 	if err := volume.ValidName(name); err != nil {
 		return fmt.Errorf("NAME: %w", err)
 	}
@@ -104,11 +116,7 @@ func withWriter(c *cobra.Command, name string, fn func(s session, cp copies, wri
 		if err != nil {
 			return err
 		}
-		w, err := cp.writer()
-		if err != nil {
-			return err
-		}
-		return fn(s, cp, w)
+		return fn(s, cp)
 	})
 }
 
@@ -218,6 +226,21 @@ func (r *volumeRun) fence(machine, role string) error {
 		out, err := r.setCopy(machine, role, role)
 		if err == nil {
 			st.Detail = fmt.Sprintf("%s, floor gen %d", out.Copy.Role, out.Copy.Floor)
+		}
+		return err
+	})
+}
+
+// transition is a step moving machine's copy from expect to want; its
+// detail is the copy's role after, or what detail makes of the answer.
+func (r *volumeRun) transition(name, machine, expect, want string, detail func(rpc.VolumeCopySet) string) error {
+	return r.step(name, machine, func(st *operator.RunStep) error {
+		out, err := r.setCopy(machine, expect, want)
+		if err == nil {
+			st.Detail = out.Copy.Role
+			if detail != nil {
+				st.Detail = detail(out)
+			}
 		}
 		return err
 	})
@@ -421,12 +444,8 @@ func (r *volumeRun) mirror(cp copies, w, target string) error {
 	if err := r.transfer(w, wv, snap, target, tv); err != nil {
 		return err
 	}
-	return r.step("declare-mirror", target, func(st *operator.RunStep) error {
-		out, err := r.setCopy(target, volumecopy.None, volumecopy.Mirror)
-		if err == nil {
-			st.Detail = fmt.Sprintf("%s at %s", out.Copy.Role, snap)
-		}
-		return err
+	return r.transition("declare-mirror", target, volumecopy.None, volumecopy.Mirror, func(out rpc.VolumeCopySet) string {
+		return fmt.Sprintf("%s at %s", out.Copy.Role, snap)
 	})
 }
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -86,7 +87,57 @@ func (d *Daemon) setVolumeCopy(ctx context.Context, raw json.RawMessage) (any, e
 	if changed {
 		d.log.Info("volume copy set", "volume", req.Volume, "gen", req.Gen, "role", c.RoleOf(), "epoch", c.Epoch, "floor", c.Floor)
 	}
+	// Also on a replay: a run retried after this failed finishes it.
+	if err := d.matchReadOnly(ctx, req.Volume, c); err != nil {
+		return nil, err
+	}
 	return rpc.VolumeCopySet{MachineID: d.record().ID, Volume: req.Volume, Copy: c.View(), Changed: changed}, nil
+}
+
+// readOnlyFor is the ZFS readonly a copy's dataset must have: a Mirror
+// refuses writes on disk too (not only through admission), the Writer
+// takes them; none leaves the dataset as it is (set is false).
+func readOnlyFor(c volumecopy.Copy) (readOnly, set bool) {
+	switch c.RoleOf() {
+	case volumecopy.Mirror:
+		return true, true
+	case volumecopy.Writer:
+		return false, true
+	}
+	return false, false
+}
+
+// matchReadOnly sets the dataset's readonly to c's role. A plugin without
+// SetReadOnly (older than this daemon) is logged and left: admission
+// still keeps Containers off a Mirror.
+func (d *Daemon) matchReadOnly(ctx context.Context, name string, c volumecopy.Copy) error {
+	ro, set := readOnlyFor(c)
+	if !set {
+		return nil
+	}
+	if d.plugins == nil || !d.plugins.Available(volume.CapReadOnly) {
+		d.log.Warn("volume plugin cannot set readonly: the copy's dataset keeps its own", "volume", name, "role", c.RoleOf(), "capability", volume.CapReadOnly)
+		return nil
+	}
+	err := d.callVolume(ctx, volume.CapReadOnly, func(ctx context.Context, vc volumev1.VolumeClient) error {
+		_, err := vc.SetReadOnly(ctx, &volumev1.SetReadOnlyRequest{Name: name, ReadOnly: ro})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("volume %q is now this Machine's %s but its dataset's readonly=%v was not set (run the step again): %w", name, c.RoleOf(), ro, err)
+	}
+	return nil
+}
+
+// refuseReceiveIntoWriter: a stream into the Writer would overwrite the
+// live data the Writer's Containers write, so receive_volume refuses it.
+func refuseReceiveIntoWriter(name string, c volumecopy.Copy) error {
+	if c.RoleOf() != volumecopy.Writer {
+		return nil
+	}
+	return rpc.Errorf(rpc.CodeFailedPrecond,
+		"volume: this Machine's copy of volume %q is the Writer (epoch %d): a stream into it would overwrite its live data. Receive into a Machine with no copy or a Mirror (`ployz volume mirror %s --to MACHINE`), or make this copy a Mirror first",
+		name, c.Epoch, name).With("field", "volume").With("copy", c.View())
 }
 
 // copyFacts reads whether the volume is here (the plugin) and which

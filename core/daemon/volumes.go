@@ -196,7 +196,7 @@ func (d *Daemon) callVolume(ctx context.Context, capability string, fn func(cont
 func (d *Daemon) volumeOf(pool string, vi *volumev1.VolumeInfo) rpc.Volume {
 	v := rpc.Volume{MachineID: d.record().ID, Name: vi.GetName(), Pool: pool, Dataset: vi.GetDataset(), Mountpoint: vi.GetMountpoint(),
 		SizeBytes: vi.GetSizeBytes(), UsedBytes: vi.GetUsedBytes(), Created: vi.GetCreatedUnixNanos(), ResumeToken: vi.GetResumeToken(),
-		Snapshots: []rpc.VolumeSnapshot{}}
+		ReadOnly: vi.GetReadOnly(), Snapshots: []rpc.VolumeSnapshot{}}
 	for _, s := range vi.GetSnapshotDetails() {
 		v.Snapshots = append(v.Snapshots, rpc.VolumeSnapshot{Name: s.GetName(), Created: s.GetCreatedUnixNanos(), UsedBytes: s.GetUsedBytes(), GUID: s.GetGuid()})
 	}
@@ -398,6 +398,13 @@ func (d *Daemon) receiveVolume(ctx context.Context, raw json.RawMessage, s rpc.S
 	}
 	pool, err := d.needPool()
 	if err != nil {
+		return err
+	}
+	cs, err := d.volumeCopies()
+	if err != nil {
+		return err
+	}
+	if err := refuseReceiveIntoWriter(req.Volume, cs.Get(req.Volume)); err != nil {
 		return err
 	}
 	var got rpc.VolumeReceived

@@ -95,3 +95,32 @@ func TestWriterCopies(t *testing.T) {
 		t.Fatal("no copies: want nil (omitted from the answer)")
 	}
 }
+
+// TestReadOnlyFor: a Mirror's dataset is read-only, the Writer's
+// writable, and a copy with no role is left as it is.
+func TestReadOnlyFor(t *testing.T) {
+	for _, c := range []struct {
+		role      string
+		ro, isSet bool
+	}{{volumecopy.Mirror, true, true}, {volumecopy.Writer, false, true}, {volumecopy.None, false, false}, {"", false, false}} {
+		if ro, set := readOnlyFor(volumecopy.Copy{Role: c.role}); ro != c.ro || set != c.isSet {
+			t.Errorf("%q: readonly %v set %v, want %v %v", c.role, ro, set, c.ro, c.isSet)
+		}
+	}
+}
+
+// TestRefuseReceiveIntoWriter: receive_volume refuses a stream into the
+// Writer, naming the copy; a Mirror or no copy takes it.
+func TestRefuseReceiveIntoWriter(t *testing.T) {
+	w := volumecopy.Copy{Role: volumecopy.Writer, Epoch: 42, Floor: 3}
+	var e *rpc.Error
+	if err := refuseReceiveIntoWriter("db", w); !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond ||
+		e.Details["copy"] != w.View() || !strings.Contains(e.Message, "Writer (epoch 42)") || !strings.Contains(e.Message, "ployz volume mirror db") {
+		t.Fatalf("receive into the Writer: %v", err)
+	}
+	for _, c := range []volumecopy.Copy{{Role: volumecopy.Mirror}, {}} {
+		if err := refuseReceiveIntoWriter("db", c); err != nil {
+			t.Errorf("%s: refused: %v", c.RoleOf(), err)
+		}
+	}
+}

@@ -34,7 +34,7 @@ type VolumeRun struct {
 	Context string    `json:"context"`
 	Volume  string    `json:"volume"`
 	Gen     uint64    `json:"gen"`
-	Kind    string    `json:"kind"` // mirror, sync, move
+	Kind    string    `json:"kind"` // mirror, sync, move, delete-mirror, restore
 	Target  string    `json:"target,omitempty"`
 	State   string    `json:"state"`
 	Error   string    `json:"error,omitempty"`
@@ -48,6 +48,14 @@ type VolumeRun struct {
 	// DowntimeSeconds is a Move's cut: the first Container stopped on
 	// the source until the last one was ready on the target.
 	DowntimeSeconds float64 `json:"downtime_seconds,omitempty"`
+	// Source is a Move's source Machine (the Writer it started from).
+	Source string `json:"source,omitempty"`
+	// Stopped names the source Containers a Move's cut stopped: the ones
+	// to run again on the target.
+	Stopped []string `json:"stopped,omitempty"`
+	// Finishes is the gen of the Move this run finishes (one that failed
+	// after its point of no return): its creation keys are that gen's.
+	Finishes uint64 `json:"finishes,omitempty"`
 }
 
 // RunStep is one step's outcome.
@@ -176,6 +184,32 @@ func putRun(tx *sql.Tx, r VolumeRun) error {
 		return fmt.Errorf("record volume run %s gen %d: %w", r.Volume, r.Gen, err)
 	}
 	return nil
+}
+
+// LastVolumeRun is a volume's newest run of kind (false when there is
+// none). An open run whose process is gone is answered lost, as the next
+// BeginVolumeRun will record it.
+func (s *Store) LastVolumeRun(context, volume, kind string) (VolumeRun, bool, error) {
+	if err := s.ensureVolumeRuns(); err != nil {
+		return VolumeRun{}, false, err
+	}
+	var b []byte
+	err := s.db.QueryRow(`SELECT body FROM volume_runs WHERE context = ? AND volume = ? AND json_extract(body, '$.kind') = ? ORDER BY gen DESC LIMIT 1`,
+		context, volume, kind).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return VolumeRun{}, false, nil
+	}
+	if err != nil {
+		return VolumeRun{}, false, fmt.Errorf("last %s run of %s: %w", kind, volume, err)
+	}
+	var r VolumeRun
+	if err := json.Unmarshal(b, &r); err != nil {
+		return VolumeRun{}, false, fmt.Errorf("last %s run of %s: malformed record: %w", kind, volume, err)
+	}
+	if r.State == RunOpen && !alive(r.Host, r.Pid) {
+		r.State = RunLost
+	}
+	return r, true, nil
 }
 
 // VolumeRuns are a context's runs (of one volume, or all when volume is

@@ -103,3 +103,31 @@ func TestVolumeRunMoveFixture(t *testing.T) {
 		t.Fatalf("decoded %+v", r)
 	}
 }
+
+// TestLastVolumeRun: the newest run of a kind, none before the first,
+// and an open run whose process is gone answered lost.
+func TestLastVolumeRun(t *testing.T) {
+	s, _ := open(t)
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	live := map[int]bool{}
+	defer func(f func(string, int) bool) { alive = f }(alive)
+	alive = func(_ string, pid int) bool { return live[pid] }
+	if _, ok, err := s.LastVolumeRun("lab", "db", "move"); ok || err != nil {
+		t.Fatalf("no runs yet: %v %v", ok, err)
+	}
+	m1, _ := s.BeginVolumeRun("lab", "db", "move", "m2", t0)
+	m1.State, m1.Source, m1.Stopped = RunFailed, "m1", []string{"shop-db-1"}
+	if err := s.SaveVolumeRun(m1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BeginVolumeRun("lab", "db", "sync", "", t0); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := s.LastVolumeRun("lab", "db", "move")
+	if !ok || err != nil || r.Gen != 1 || r.State != RunFailed || r.Source != "m1" || len(r.Stopped) != 1 {
+		t.Fatalf("last move: %+v %v %v", r, ok, err)
+	}
+	if r, _, _ := s.LastVolumeRun("lab", "db", "sync"); r.Gen != 2 || r.State != RunLost {
+		t.Fatalf("a dead open sync: %+v, want gen 2 lost", r)
+	}
+}

@@ -108,8 +108,11 @@ type Volume struct {
 	Created    int64  `json:"created_unix_nano,omitempty"`
 	// ResumeToken is set while an interrupted resumable receive can be
 	// continued (send_volume's resume_token).
-	ResumeToken string           `json:"resume_token,omitempty"`
-	Snapshots   []VolumeSnapshot `json:"snapshots"`
+	ResumeToken string `json:"resume_token,omitempty"`
+	// ReadOnly: the dataset refuses writes through its mountpoint (a
+	// Mirror's; additive, absent when false).
+	ReadOnly  bool             `json:"read_only,omitempty"`
+	Snapshots []VolumeSnapshot `json:"snapshots"`
 	// Copy is this Machine's copy of the volume (additive: absent from a
 	// daemon without set_volume_copy).
 	Copy *VolumeCopy `json:"copy,omitempty"`

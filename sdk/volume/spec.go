@@ -21,10 +21,13 @@ const (
 	CapSnapshot = "ployz.volume.snapshot.v1"
 	CapSend     = "ployz.volume.send.v1"
 	CapReceive  = "ployz.volume.receive.v1"
+	// CapReadOnly is SetReadOnly, which no Machine RPC forwards as such:
+	// ployzd calls it as a copy becomes a Mirror or the Writer.
+	CapReadOnly = "ployz.volume.readonly.v1"
 )
 
 // Capabilities are all of them, in the order a plugin lists them.
-var Capabilities = []string{CapCreate, CapRemove, CapList, CapInspect, CapSnapshot, CapSend, CapReceive}
+var Capabilities = []string{CapCreate, CapRemove, CapList, CapInspect, CapSnapshot, CapSend, CapReceive, CapReadOnly}
 
 // PoolLabel is the Machine label naming the ZFS pool its Provisioned
 // Volumes live in (`ployz machine init|add|update --zfs-pool NAME`).

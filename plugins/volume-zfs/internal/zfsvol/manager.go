@@ -229,24 +229,34 @@ func (m *Manager) Get(ctx context.Context, name string) (*volumev1.VolumeInfo, e
 	return info(ctx, name, ds)
 }
 
+// lockedVolume checks volume name (the request's field), takes the change
+// lock and finds its dataset; on success the caller calls unlock.
+func (m *Manager) lockedVolume(field, name string) (ds *zfs.Dataset, unlock func(), err error) {
+	if err := checkName(field, name, volume.ValidName); err != nil {
+		return nil, nil, err
+	}
+	m.mu.Lock()
+	pool, err := checkPool(m.pool)
+	if err == nil {
+		ds, err = get(pool, name)
+	}
+	if err != nil {
+		m.mu.Unlock()
+		return nil, nil, err
+	}
+	return ds, m.mu.Unlock, nil
+}
+
 // Snapshot takes snapshot snap of volume name.
 func (m *Manager) Snapshot(ctx context.Context, name, snap string) (*volumev1.SnapshotInfo, error) {
-	if err := checkName("volume", name, volume.ValidName); err != nil {
-		return nil, err
-	}
 	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pool, err := checkPool(m.pool)
+	ds, unlock, err := m.lockedVolume("volume", name)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := get(pool, name)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	snaps, err := snapshots(ctx, ds.Name)
 	if err != nil {
 		return nil, err
@@ -372,6 +382,26 @@ func (m *Manager) Receive(ctx context.Context, name string, resumable bool, r io
 	return c.n, nil
 }
 
+// SetReadOnly sets volume name's ZFS readonly property: on refuses every
+// write through the mountpoint (a Mirror), off takes them (the Writer).
+// It is set locally, so it outranks the value a `zfs send -p` stream
+// carries from the sender; zfs receive still lands in a readonly dataset.
+func (m *Manager) SetReadOnly(ctx context.Context, name string, readOnly bool) (*volumev1.VolumeInfo, error) {
+	ds, unlock, err := m.lockedVolume("name", name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	v := "off"
+	if readOnly {
+		v = "on"
+	}
+	if _, err := run(ctx, nil, nil, "set", "readonly="+v, ds.Name); err != nil {
+		return nil, status.Errorf(codes.Internal, "set readonly=%s on volume %q: %v", v, name, err)
+	}
+	return info(ctx, name, ds)
+}
+
 type counter struct {
 	r io.Reader
 	n uint64
@@ -408,7 +438,7 @@ func (m *Manager) PoolInfo(candidate string) (*volumev1.PoolResponse, error) {
 // info describes a volume's dataset.
 func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeInfo, error) {
 	vi := &volumev1.VolumeInfo{Name: name, Dataset: ds.Name, Mountpoint: ds.Mountpoint, SizeBytes: ds.Quota, UsedBytes: ds.Used}
-	props, err := run(ctx, nil, nil, "get", "-Hp", "-o", "property,value", "creation,receive_resume_token", ds.Name)
+	props, err := run(ctx, nil, nil, "get", "-Hp", "-o", "property,value", "creation,receive_resume_token,readonly", ds.Name)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "zfs get %s: %v", ds.Name, err)
 	}
@@ -425,6 +455,8 @@ func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeIn
 			if l[1] != "-" {
 				vi.ResumeToken = l[1]
 			}
+		case "readonly":
+			vi.ReadOnly = l[1] == "on"
 		}
 	}
 	snaps, err := snapshots(ctx, ds.Name)

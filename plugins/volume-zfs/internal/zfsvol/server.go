@@ -64,6 +64,15 @@ func (s *Server) Snapshot(ctx context.Context, req *volumev1.SnapshotRequest) (*
 	return &volumev1.SnapshotResponse{Snapshot: si.GetName(), CreatedUnixNanos: si.GetCreatedUnixNanos()}, nil
 }
 
+// SetReadOnly implements volumev1.VolumeServer.
+func (s *Server) SetReadOnly(ctx context.Context, req *volumev1.SetReadOnlyRequest) (*volumev1.SetReadOnlyResponse, error) {
+	vi, err := s.M.SetReadOnly(ctx, req.GetName(), req.GetReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	return &volumev1.SetReadOnlyResponse{Volume: vi}, nil
+}
+
 // Pool implements volumev1.VolumeServer.
 func (s *Server) Pool(_ context.Context, req *volumev1.PoolRequest) (*volumev1.PoolResponse, error) {
 	return s.M.PoolInfo(req.GetPool())

@@ -42,8 +42,10 @@ type VolumeInfo struct {
 	// snapshots).
 	SnapshotDetails  []*SnapshotInfo `protobuf:"bytes,8,rep,name=snapshot_details,json=snapshotDetails,proto3" json:"snapshot_details,omitempty"`
 	CreatedUnixNanos int64           `protobuf:"varint,9,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// read_only: writes through the mountpoint are refused (SetReadOnly).
+	ReadOnly      bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VolumeInfo) Reset() {
@@ -137,6 +139,13 @@ func (x *VolumeInfo) GetCreatedUnixNanos() int64 {
 		return x.CreatedUnixNanos
 	}
 	return 0
+}
+
+func (x *VolumeInfo) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
 }
 
 // SnapshotInfo describes one snapshot of a volume.
@@ -1087,11 +1096,109 @@ func (x *PoolResponse) GetFreeBytes() uint64 {
 	return 0
 }
 
+// SetReadOnlyRequest names a volume and whether it refuses writes.
+type SetReadOnlyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ReadOnly      bool                   `protobuf:"varint,2,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReadOnlyRequest) Reset() {
+	*x = SetReadOnlyRequest{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReadOnlyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReadOnlyRequest) ProtoMessage() {}
+
+func (x *SetReadOnlyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReadOnlyRequest.ProtoReflect.Descriptor instead.
+func (*SetReadOnlyRequest) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SetReadOnlyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetReadOnlyRequest) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+// SetReadOnlyResponse describes the volume after the change.
+type SetReadOnlyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *VolumeInfo            `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReadOnlyResponse) Reset() {
+	*x = SetReadOnlyResponse{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReadOnlyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReadOnlyResponse) ProtoMessage() {}
+
+func (x *SetReadOnlyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReadOnlyResponse.ProtoReflect.Descriptor instead.
+func (*SetReadOnlyResponse) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SetReadOnlyResponse) GetVolume() *VolumeInfo {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
 var File_ployz_plugin_volume_v1_volume_proto protoreflect.FileDescriptor
 
 const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\n" +
-	"#ployz/plugin/volume/v1/volume.proto\x12\x16ployz.plugin.volume.v1\"\xd8\x02\n" +
+	"#ployz/plugin/volume/v1/volume.proto\x12\x16ployz.plugin.volume.v1\"\xf5\x02\n" +
 	"\n" +
 	"VolumeInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -1106,7 +1213,9 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\adataset\x18\x06 \x01(\tR\adataset\x12!\n" +
 	"\fresume_token\x18\a \x01(\tR\vresumeToken\x12O\n" +
 	"\x10snapshot_details\x18\b \x03(\v2$.ployz.plugin.volume.v1.SnapshotInfoR\x0fsnapshotDetails\x12,\n" +
-	"\x12created_unix_nanos\x18\t \x01(\x03R\x10createdUnixNanos\"\x83\x01\n" +
+	"\x12created_unix_nanos\x18\t \x01(\x03R\x10createdUnixNanos\x12\x1b\n" +
+	"\tread_only\x18\n" +
+	" \x01(\bR\breadOnly\"\x83\x01\n" +
 	"\fSnapshotInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x12created_unix_nanos\x18\x02 \x01(\x03R\x10createdUnixNanos\x12\x1d\n" +
@@ -1166,7 +1275,12 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x04 \x01(\x04R\tsizeBytes\x12\x1d\n" +
 	"\n" +
-	"free_bytes\x18\x05 \x01(\x04R\tfreeBytes2\x88\x06\n" +
+	"free_bytes\x18\x05 \x01(\x04R\tfreeBytes\"E\n" +
+	"\x12SetReadOnlyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tread_only\x18\x02 \x01(\bR\breadOnly\"Q\n" +
+	"\x13SetReadOnlyResponse\x12:\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume2\xf0\x06\n" +
 	"\x06Volume\x12i\n" +
 	"\fCreateVolume\x12+.ployz.plugin.volume.v1.CreateVolumeRequest\x1a,.ployz.plugin.volume.v1.CreateVolumeResponse\x12i\n" +
 	"\fRemoveVolume\x12+.ployz.plugin.volume.v1.RemoveVolumeRequest\x1a,.ployz.plugin.volume.v1.RemoveVolumeResponse\x12f\n" +
@@ -1175,7 +1289,8 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\tGetVolume\x12(.ployz.plugin.volume.v1.GetVolumeRequest\x1a).ployz.plugin.volume.v1.GetVolumeResponse\x12P\n" +
 	"\x04Send\x12#.ployz.plugin.volume.v1.SendRequest\x1a!.ployz.plugin.volume.v1.SendChunk0\x01\x12Z\n" +
 	"\aReceive\x12$.ployz.plugin.volume.v1.ReceiveChunk\x1a'.ployz.plugin.volume.v1.ReceiveResponse(\x01\x12Q\n" +
-	"\x04Pool\x12#.ployz.plugin.volume.v1.PoolRequest\x1a$.ployz.plugin.volume.v1.PoolResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
+	"\x04Pool\x12#.ployz.plugin.volume.v1.PoolRequest\x1a$.ployz.plugin.volume.v1.PoolResponse\x12f\n" +
+	"\vSetReadOnly\x12*.ployz.plugin.volume.v1.SetReadOnlyRequest\x1a+.ployz.plugin.volume.v1.SetReadOnlyResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
 
 var (
 	file_ployz_plugin_volume_v1_volume_proto_rawDescOnce sync.Once
@@ -1189,7 +1304,7 @@ func file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP() []byte {
 	return file_ployz_plugin_volume_v1_volume_proto_rawDescData
 }
 
-var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_ployz_plugin_volume_v1_volume_proto_goTypes = []any{
 	(*VolumeInfo)(nil),           // 0: ployz.plugin.volume.v1.VolumeInfo
 	(*SnapshotInfo)(nil),         // 1: ployz.plugin.volume.v1.SnapshotInfo
@@ -1210,37 +1325,42 @@ var file_ployz_plugin_volume_v1_volume_proto_goTypes = []any{
 	(*ReceiveResponse)(nil),      // 16: ployz.plugin.volume.v1.ReceiveResponse
 	(*PoolRequest)(nil),          // 17: ployz.plugin.volume.v1.PoolRequest
 	(*PoolResponse)(nil),         // 18: ployz.plugin.volume.v1.PoolResponse
-	nil,                          // 19: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	(*SetReadOnlyRequest)(nil),   // 19: ployz.plugin.volume.v1.SetReadOnlyRequest
+	(*SetReadOnlyResponse)(nil),  // 20: ployz.plugin.volume.v1.SetReadOnlyResponse
+	nil,                          // 21: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
 }
 var file_ployz_plugin_volume_v1_volume_proto_depIdxs = []int32{
 	1,  // 0: ployz.plugin.volume.v1.VolumeInfo.snapshot_details:type_name -> ployz.plugin.volume.v1.SnapshotInfo
-	19, // 1: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	21, // 1: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
 	0,  // 2: ployz.plugin.volume.v1.CreateVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
 	0,  // 3: ployz.plugin.volume.v1.ListVolumesResponse.volumes:type_name -> ployz.plugin.volume.v1.VolumeInfo
 	0,  // 4: ployz.plugin.volume.v1.GetVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
 	14, // 5: ployz.plugin.volume.v1.ReceiveChunk.header:type_name -> ployz.plugin.volume.v1.ReceiveHeader
 	0,  // 6: ployz.plugin.volume.v1.ReceiveResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	2,  // 7: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
-	4,  // 8: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
-	6,  // 9: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
-	8,  // 10: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
-	10, // 11: ployz.plugin.volume.v1.Volume.GetVolume:input_type -> ployz.plugin.volume.v1.GetVolumeRequest
-	12, // 12: ployz.plugin.volume.v1.Volume.Send:input_type -> ployz.plugin.volume.v1.SendRequest
-	15, // 13: ployz.plugin.volume.v1.Volume.Receive:input_type -> ployz.plugin.volume.v1.ReceiveChunk
-	17, // 14: ployz.plugin.volume.v1.Volume.Pool:input_type -> ployz.plugin.volume.v1.PoolRequest
-	3,  // 15: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
-	5,  // 16: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
-	7,  // 17: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
-	9,  // 18: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
-	11, // 19: ployz.plugin.volume.v1.Volume.GetVolume:output_type -> ployz.plugin.volume.v1.GetVolumeResponse
-	13, // 20: ployz.plugin.volume.v1.Volume.Send:output_type -> ployz.plugin.volume.v1.SendChunk
-	16, // 21: ployz.plugin.volume.v1.Volume.Receive:output_type -> ployz.plugin.volume.v1.ReceiveResponse
-	18, // 22: ployz.plugin.volume.v1.Volume.Pool:output_type -> ployz.plugin.volume.v1.PoolResponse
-	15, // [15:23] is the sub-list for method output_type
-	7,  // [7:15] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	0,  // 7: ployz.plugin.volume.v1.SetReadOnlyResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	2,  // 8: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
+	4,  // 9: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
+	6,  // 10: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
+	8,  // 11: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
+	10, // 12: ployz.plugin.volume.v1.Volume.GetVolume:input_type -> ployz.plugin.volume.v1.GetVolumeRequest
+	12, // 13: ployz.plugin.volume.v1.Volume.Send:input_type -> ployz.plugin.volume.v1.SendRequest
+	15, // 14: ployz.plugin.volume.v1.Volume.Receive:input_type -> ployz.plugin.volume.v1.ReceiveChunk
+	17, // 15: ployz.plugin.volume.v1.Volume.Pool:input_type -> ployz.plugin.volume.v1.PoolRequest
+	19, // 16: ployz.plugin.volume.v1.Volume.SetReadOnly:input_type -> ployz.plugin.volume.v1.SetReadOnlyRequest
+	3,  // 17: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
+	5,  // 18: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
+	7,  // 19: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
+	9,  // 20: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
+	11, // 21: ployz.plugin.volume.v1.Volume.GetVolume:output_type -> ployz.plugin.volume.v1.GetVolumeResponse
+	13, // 22: ployz.plugin.volume.v1.Volume.Send:output_type -> ployz.plugin.volume.v1.SendChunk
+	16, // 23: ployz.plugin.volume.v1.Volume.Receive:output_type -> ployz.plugin.volume.v1.ReceiveResponse
+	18, // 24: ployz.plugin.volume.v1.Volume.Pool:output_type -> ployz.plugin.volume.v1.PoolResponse
+	20, // 25: ployz.plugin.volume.v1.Volume.SetReadOnly:output_type -> ployz.plugin.volume.v1.SetReadOnlyResponse
+	17, // [17:26] is the sub-list for method output_type
+	8,  // [8:17] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_ployz_plugin_volume_v1_volume_proto_init() }
@@ -1254,7 +1374,7 @@ func file_ployz_plugin_volume_v1_volume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ployz_plugin_volume_v1_volume_proto_rawDesc), len(file_ployz_plugin_volume_v1_volume_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

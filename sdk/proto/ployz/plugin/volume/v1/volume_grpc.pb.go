@@ -29,6 +29,7 @@ const (
 	Volume_Send_FullMethodName         = "/ployz.plugin.volume.v1.Volume/Send"
 	Volume_Receive_FullMethodName      = "/ployz.plugin.volume.v1.Volume/Receive"
 	Volume_Pool_FullMethodName         = "/ployz.plugin.volume.v1.Volume/Pool"
+	Volume_SetReadOnly_FullMethodName  = "/ployz.plugin.volume.v1.Volume/SetReadOnly"
 )
 
 // VolumeClient is the client API for Volume service.
@@ -64,6 +65,11 @@ type VolumeClient interface {
 	// Pool describes the storage the plugin provisions from on this Machine
 	// (or a candidate pool); FAILED_PRECONDITION when it does not exist.
 	Pool(ctx context.Context, in *PoolRequest, opts ...grpc.CallOption) (*PoolResponse, error)
+	// SetReadOnly makes a volume refuse, or take again, writes through its
+	// mountpoint (for ZFS the readonly property). A Receive still lands in a
+	// read-only volume: ployzd keeps every Mirror read-only and its Writer
+	// writable. Setting what the volume already has succeeds.
+	SetReadOnly(ctx context.Context, in *SetReadOnlyRequest, opts ...grpc.CallOption) (*SetReadOnlyResponse, error)
 }
 
 type volumeClient struct {
@@ -166,6 +172,16 @@ func (c *volumeClient) Pool(ctx context.Context, in *PoolRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *volumeClient) SetReadOnly(ctx context.Context, in *SetReadOnlyRequest, opts ...grpc.CallOption) (*SetReadOnlyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetReadOnlyResponse)
+	err := c.cc.Invoke(ctx, Volume_SetReadOnly_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VolumeServer is the server API for Volume service.
 // All implementations must embed UnimplementedVolumeServer
 // for forward compatibility.
@@ -199,6 +215,11 @@ type VolumeServer interface {
 	// Pool describes the storage the plugin provisions from on this Machine
 	// (or a candidate pool); FAILED_PRECONDITION when it does not exist.
 	Pool(context.Context, *PoolRequest) (*PoolResponse, error)
+	// SetReadOnly makes a volume refuse, or take again, writes through its
+	// mountpoint (for ZFS the readonly property). A Receive still lands in a
+	// read-only volume: ployzd keeps every Mirror read-only and its Writer
+	// writable. Setting what the volume already has succeeds.
+	SetReadOnly(context.Context, *SetReadOnlyRequest) (*SetReadOnlyResponse, error)
 	mustEmbedUnimplementedVolumeServer()
 }
 
@@ -232,6 +253,9 @@ func (UnimplementedVolumeServer) Receive(grpc.ClientStreamingServer[ReceiveChunk
 }
 func (UnimplementedVolumeServer) Pool(context.Context, *PoolRequest) (*PoolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Pool not implemented")
+}
+func (UnimplementedVolumeServer) SetReadOnly(context.Context, *SetReadOnlyRequest) (*SetReadOnlyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetReadOnly not implemented")
 }
 func (UnimplementedVolumeServer) mustEmbedUnimplementedVolumeServer() {}
 func (UnimplementedVolumeServer) testEmbeddedByValue()                {}
@@ -380,6 +404,24 @@ func _Volume_Pool_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Volume_SetReadOnly_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetReadOnlyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServer).SetReadOnly(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Volume_SetReadOnly_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServer).SetReadOnly(ctx, req.(*SetReadOnlyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Volume_ServiceDesc is the grpc.ServiceDesc for Volume service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -410,6 +452,10 @@ var Volume_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Pool",
 			Handler:    _Volume_Pool_Handler,
+		},
+		{
+			MethodName: "SetReadOnly",
+			Handler:    _Volume_SetReadOnly_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

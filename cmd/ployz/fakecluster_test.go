@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumecopy"
+	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/volume"
+)
+
+// fakeCluster is Machines answering the Machine RPC commands Volume Runs
+// use, each on its own socket, from in-memory state: copies go through
+// the real transition table (volumecopy.Apply), Containers and the
+// Serving Pointers are plain records. The entry is the first Machine.
+type fakeCluster struct {
+	t    *testing.T
+	mu   sync.Mutex
+	ms   map[string]*fakeMachine
+	ptrs map[string]rpc.ServiceServing // by namespace/service
+	ent  *rpc.Client
+	st   *operator.Store
+	seq  int
+}
+
+type fakeMachine struct {
+	name   string
+	srv    *grpc.Server
+	vols   map[string]*fakeVol
+	ctrs   map[string]*fakeCtr // by id
+	labels map[string]string
+	images []string
+	calls  []string // the commands it served, in order
+}
+
+type fakeVol struct {
+	copy   volumecopy.Copy
+	mounts []string // names of Containers mounting it (running or not)
+}
+
+type fakeCtr struct {
+	ex    rpc.ContainerExport
+	state string
+}
+
+func newFakeCluster(t *testing.T, names ...string) *fakeCluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "fakecl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	fc := &fakeCluster{t: t, ms: map[string]*fakeMachine{}, ptrs: map[string]rpc.ServiceServing{}}
+	var peers []rpc.Peer
+	for _, n := range names {
+		peers = append(peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
+	}
+	for _, p := range peers {
+		m := &fakeMachine{name: p.Name, vols: map[string]*fakeVol{}, ctrs: map[string]*fakeCtr{}, labels: map[string]string{volume.PoolLabel: "tank"}}
+		fc.ms[p.Name] = m
+		id, name := p.ID, p.Name
+		srv := rpc.NewServer(rpc.Options{Local: func() (string, string) { return id, name },
+			Peers: func(context.Context) ([]rpc.Peer, error) { return peers, nil },
+			Dial:  func(_ context.Context, p rpc.Peer) (*rpc.Client, error) { return rpc.DialUnix(p.Address) }})
+		fc.routes(srv, m)
+		lis, err := net.Listen("unix", p.Address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.srv = srv.GRPCServer()
+		go m.srv.Serve(lis) //nolint:errcheck // ends with Stop
+		t.Cleanup(m.srv.Stop)
+	}
+	fc.ent, err = rpc.DialUnix(peers[0].Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fc.ent.Close() })
+	fc.st, err = operator.Open(filepath.Join(t.TempDir(), "operator.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fc.st.Close() })
+	return fc
+}
+
+// down stops Machine name answering (a Machine that does not answer).
+func (fc *fakeCluster) down(name string) { fc.ms[name].srv.Stop() }
+
+// session is an operator session on the cluster (context "lab").
+func (fc *fakeCluster) session() session { return session{st: fc.st, ent: fc.ent, ctx: "lab"} }
+
+// cmd is a command whose output the test reads.
+func (fc *fakeCluster) cmd() (*cobra.Command, *bytes.Buffer, *bytes.Buffer) {
+	var out, errw bytes.Buffer
+	c := &cobra.Command{}
+	c.SetContext(context.Background())
+	c.SetOut(&out)
+	c.SetErr(&errw)
+	return c, &out, &errw
+}
+
+// copies reads every Machine's copy of name, as a run does.
+func (fc *fakeCluster) copies(name string) copies {
+	c, _, _ := fc.cmd()
+	cp, err := readCopies(c, fc.session(), name)
+	if err != nil {
+		fc.t.Fatal(err)
+	}
+	return cp
+}
+
+// volume gives Machine m a copy of name.
+func (fc *fakeCluster) volume(m, name string, c volumecopy.Copy) {
+	fc.ms[m].vols[name] = &fakeVol{copy: c}
+}
+
+// container puts a Service Container mounting volume vol on Machine m.
+func (fc *fakeCluster) container(m, name, vol, state string) string {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.seq++
+	id := fmt.Sprintf("c%d", fc.seq)
+	spec := rpc.ContainerSpec{Image: "app:1", Namespace: "shop-production", Service: "db", DeploymentID: "dep1",
+		Mounts: []rpc.MountSpec{{Type: "bind", Source: volume.MountRoot + "/" + vol, Target: "/data"}}}
+	fc.ms[m].ctrs[id] = &fakeCtr{ex: rpc.ContainerExport{ID: id, Name: name, Spec: spec}, state: state}
+	return id
+}
+
+func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
+	handle := func(cmd string, h func(raw json.RawMessage) (any, error)) {
+		srv.Handle(rpc.Route{Command: cmd, Capability: "test." + cmd, Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
+			fc.mu.Lock()
+			defer fc.mu.Unlock()
+			m.calls = append(m.calls, cmd)
+			return h(raw)
+		}})
+	}
+	id := "id-" + m.name
+	volOf := func(name string, v *fakeVol) rpc.Volume {
+		c := v.copy.View()
+		return rpc.Volume{MachineID: id, Name: name, Pool: "tank", Mountpoint: volume.MountRoot + "/" + name, Copy: &c, ReadOnly: c.Role == volumecopy.Mirror}
+	}
+	handle(rpc.CmdListVolumes, func(json.RawMessage) (any, error) {
+		out := rpc.VolumeList{MachineID: id, Pool: "tank", Volumes: []rpc.Volume{}}
+		for n, v := range m.vols {
+			out.Volumes = append(out.Volumes, volOf(n, v))
+		}
+		return out, nil
+	})
+	handle(rpc.CmdInspectVolume, func(raw json.RawMessage) (any, error) {
+		var req rpc.VolumeRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		v, ok := m.vols[req.Name]
+		if !ok {
+			return nil, rpc.Errorf(rpc.CodeNotFound, "name: no volume %q on this Machine", req.Name)
+		}
+		return volOf(req.Name, v), nil
+	})
+	handle(rpc.CmdSetVolumeCopy, func(raw json.RawMessage) (any, error) {
+		var req rpc.SetVolumeCopyRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		v, ok := m.vols[req.Volume]
+		cur := volumecopy.Copy{}
+		if ok {
+			cur = v.copy
+		}
+		f := volumecopy.Facts{Exists: ok}
+		for _, c := range m.ctrs {
+			if c.state == "running" && mountsVolume(&c.ex.Spec, req.Volume) {
+				f.MountedBy = append(f.MountedBy, c.ex.Name)
+			}
+		}
+		next, changed, err := volumecopy.Apply(cur, req, f, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			v.copy = next
+		}
+		return rpc.VolumeCopySet{MachineID: id, Volume: req.Volume, Copy: next.View(), Changed: changed}, nil
+	})
+	handle(rpc.CmdRemoveVolume, func(raw json.RawMessage) (any, error) {
+		var req rpc.VolumeRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		if _, ok := m.vols[req.Name]; !ok {
+			return nil, rpc.Errorf(rpc.CodeNotFound, "name: no volume %q on this Machine", req.Name)
+		}
+		for _, c := range m.ctrs {
+			if mountsVolume(&c.ex.Spec, req.Name) {
+				return nil, rpc.Errorf(rpc.CodeFailedPrecond, "name: volume %q is in use", req.Name)
+			}
+		}
+		delete(m.vols, req.Name)
+		return map[string]string{"removed": req.Name, "machine_id": id}, nil
+	})
+	obs := func(c *fakeCtr) rpc.ContainerObservation {
+		sp := c.ex.Spec
+		return rpc.ContainerObservation{ID: c.ex.ID, Name: c.ex.Name, MachineID: id, Namespace: sp.Namespace, Service: sp.Service,
+			Image: sp.Image, State: c.state, Ready: c.state == "running", Spec: &sp, Labels: map[string]string{rpc.LabelKind: "service"}}
+	}
+	find := func(ref string) (*fakeCtr, error) {
+		for _, c := range m.ctrs {
+			if c.ex.ID == ref || c.ex.Name == ref {
+				return c, nil
+			}
+		}
+		return nil, rpc.Errorf(rpc.CodeNotFound, "no Container %q", ref)
+	}
+	handle(rpc.CmdListContainers, func(json.RawMessage) (any, error) {
+		out := rpc.ContainerList{MachineID: id, Labels: m.labels}
+		for _, c := range m.ctrs {
+			out.Containers = append(out.Containers, obs(c))
+		}
+		return out, nil
+	})
+	handle(rpc.CmdExportContainer, func(raw json.RawMessage) (any, error) {
+		var req rpc.ContainerRef
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		c, err := find(req.ID)
+		if err != nil {
+			return nil, err
+		}
+		return c.ex, nil
+	})
+	handle(rpc.CmdListImages, func(json.RawMessage) (any, error) {
+		return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: []string{"app:1"}}}}, nil
+	})
+	handle(rpc.CmdCreateContainer, func(raw json.RawMessage) (any, error) {
+		var req rpc.CreateContainerRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		if _, err := find(req.Name); err == nil {
+			return nil, rpc.Errorf(rpc.CodeConflict, "name: a Container %q exists", req.Name)
+		}
+		fc.seq++
+		c := &fakeCtr{ex: rpc.ContainerExport{ID: fmt.Sprintf("c%d", fc.seq), Name: req.Name, Spec: req.Spec}, state: "created"}
+		m.ctrs[c.ex.ID] = c
+		return obs(c), nil
+	})
+	state := func(cmd, to string) {
+		handle(cmd, func(raw json.RawMessage) (any, error) {
+			var req rpc.ContainerRef
+			json.Unmarshal(raw, &req) //nolint:errcheck
+			c, err := find(req.ID)
+			if err != nil {
+				return nil, err
+			}
+			c.state = to
+			return obs(c), nil
+		})
+	}
+	state(rpc.CmdStartContainer, "running")
+	state(rpc.CmdStopContainer, "exited")
+	handle(rpc.CmdRemoveContainer, func(raw json.RawMessage) (any, error) {
+		var req rpc.RemoveContainerRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		c, err := find(req.ID)
+		if err != nil {
+			return nil, err
+		}
+		delete(m.ctrs, c.ex.ID)
+		return nil, nil
+	})
+	handle(rpc.CmdWaitReady, func(raw json.RawMessage) (any, error) {
+		var req rpc.WaitReadyRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		c, err := find(req.ID)
+		if err != nil {
+			return nil, err
+		}
+		if c.state != "running" {
+			return rpc.WaitReadyResult{Outcome: "exited", Message: c.state}, nil
+		}
+		return rpc.WaitReadyResult{Outcome: "ready"}, nil
+	})
+	handle(rpc.CmdServingStatus, func(raw json.RawMessage) (any, error) {
+		var req rpc.ServingStatusRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		out := rpc.ServingStatus{ObserverID: id}
+		for _, k := range req.Services {
+			if p, ok := fc.ptrs[k]; ok {
+				out.Services = append(out.Services, p)
+			}
+		}
+		return out, nil
+	})
+	handle(rpc.CmdMoveServingPointer, func(raw json.RawMessage) (any, error) {
+		var req rpc.MoveServingPointerRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		fc.seq++
+		p := rpc.ServiceServing{Service: req.Service, Pointer: fmt.Sprintf("p%d", fc.seq), Deployment: req.Deployment, Containers: req.Containers}
+		fc.ptrs[req.Service] = p
+		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
+	})
+}
+
+// pointTo sets the Serving Pointer of shop-production/db to ids on m.
+func (fc *fakeCluster) pointTo(m string, ids ...string) {
+	var cs []rpc.ServingContainer
+	for _, id := range ids {
+		cs = append(cs, rpc.ServingContainer{ID: id, MachineID: "id-" + m, Deployment: "dep1"})
+	}
+	k := serving.ServiceKey("shop-production", "db")
+	fc.ptrs[k] = rpc.ServiceServing{Service: k, Pointer: "p0", Deployment: "dep1", Containers: cs}
+}
