@@ -167,23 +167,9 @@ func TestVMVolumes(t *testing.T) {
 		// rest from the resume token m2 keeps: the same data, not restarted.
 		file := filepath.Join(t.TempDir(), "db-s2.zfs")
 		sh(t, op, "volume send db --machine m1 --snapshot s2 > "+file)
-		fi, err := os.Stat(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		half := fi.Size() / 2
-		if out, err := exec.Command("sh", "-c", "head -c "+strconv.FormatInt(half, 10)+" "+file+" | "+ployzCmd(op)+" volume receive db2 --machine m2 --resumable").CombinedOutput(); err == nil {
-			t.Fatalf("half a stream was accepted: %s", out)
-		}
-		var v struct {
-			Volume rpc.Volume `json:"volume"`
-		}
-		op.json(t, &v, "volume", "inspect", "db2", "--machine", "m2")
-		if v.Volume.ResumeToken == "" {
-			t.Fatalf("no resume token after a cut transfer: %+v", v.Volume)
-		}
+		fi, half, token := cutReceive(t, op, file, "db2", "m2")
 		rest := filepath.Join(t.TempDir(), "rest.zfs")
-		sh(t, op, "volume send db --machine m1 --resume-token "+v.Volume.ResumeToken+" > "+rest)
+		sh(t, op, "volume send db --machine m1 --resume-token "+token+" > "+rest)
 		ri, err := os.Stat(rest)
 		if err != nil || ri.Size() >= fi.Size() {
 			t.Fatalf("the resumed stream is %v bytes of %d (%v): restarted, not resumed", ri.Size(), fi.Size(), err)
@@ -385,21 +371,7 @@ func vmDirectSend(ctx context.Context, t *testing.T, l *lab.Lab, op *operator) {
 	op.must(t, "volume", "snapshot", "db3", "s1")
 	file := filepath.Join(t.TempDir(), "db3-s1.zfs")
 	sh(t, op, "volume send db3 --snapshot s1 > "+file)
-	fi, err := os.Stat(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	half := fi.Size() / 2
-	if out, err := exec.Command("sh", "-c", "head -c "+strconv.FormatInt(half, 10)+" "+file+" | "+ployzCmd(op)+" volume receive db3 --machine m2 --resumable").CombinedOutput(); err == nil {
-		t.Fatalf("half a stream was accepted: %s", out)
-	}
-	var v struct {
-		Volume rpc.Volume `json:"volume"`
-	}
-	op.json(t, &v, "volume", "inspect", "db3", "--machine", "m2")
-	if v.Volume.ResumeToken == "" {
-		t.Fatalf("no resume token after a cut transfer: %+v", v.Volume)
-	}
+	fi, half, token := cutReceive(t, op, file, "db3", "m2")
 	type sent struct {
 		Bytes  int64      `json:"bytes"`
 		Direct bool       `json:"direct"`
@@ -407,7 +379,7 @@ func vmDirectSend(ctx context.Context, t *testing.T, l *lab.Lab, op *operator) {
 	}
 	var rest sent
 	start := time.Now()
-	op.json(t, &rest, "volume", "send", "db3", "--machine", "m1", "--resume-token", v.Volume.ResumeToken, "--to", "m2")
+	op.json(t, &rest, "volume", "send", "db3", "--machine", "m1", "--resume-token", token, "--to", "m2")
 	if !rest.Direct || rest.Bytes <= 0 || rest.Bytes >= fi.Size() || rest.Volume.ResumeToken != "" {
 		t.Fatalf("the direct resume sent %d of %d bytes (direct %v): %+v", rest.Bytes, fi.Size(), rest.Direct, rest.Volume)
 	}
@@ -439,6 +411,29 @@ func vmDirectSend(ctx context.Context, t *testing.T, l *lab.Lab, op *operator) {
 	}
 	op.must(t, "volume", "rm", "db3", "--machine", "m2")
 	op.must(t, "volume", "rm", "db3", "--machine", "m1")
+}
+
+// cutReceive feeds half the stream in file into volume vol on machine,
+// resumable (a cut transfer), and answers the file's size, the half and
+// the resume token the Machine keeps.
+func cutReceive(t *testing.T, op *operator, file, vol, machine string) (os.FileInfo, int64, string) {
+	t.Helper()
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := fi.Size() / 2
+	if out, err := exec.Command("sh", "-c", "head -c "+strconv.FormatInt(half, 10)+" "+file+" | "+ployzCmd(op)+" volume receive "+vol+" --machine "+machine+" --resumable").CombinedOutput(); err == nil {
+		t.Fatalf("half a stream was accepted: %s", out)
+	}
+	var v struct {
+		Volume rpc.Volume `json:"volume"`
+	}
+	op.json(t, &v, "volume", "inspect", vol, "--machine", machine)
+	if v.Volume.ResumeToken == "" {
+		t.Fatalf("no resume token after a cut transfer: %+v", v.Volume)
+	}
+	return fi, half, v.Volume.ResumeToken
 }
 
 // machineVolumesJSON is one row of `ployz volume ls --json`.

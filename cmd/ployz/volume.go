@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -456,22 +455,6 @@ func receiveVolumeFrom(ctx context.Context, s session, machine string, req rpc.R
 			return got, fmt.Errorf("read %s's stream: %w", req.Volume, rerr)
 		}
 	}
-	_ = st.CloseSend()
-	for {
-		f, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return got, nil
-		}
-		if err != nil {
-			return got, err
-		}
-		if len(f.Event) > 0 {
-			if err := json.Unmarshal(f.Event, &got); err != nil {
-				return got, fmt.Errorf("malformed receive_volume answer: %w", err)
-			}
-		}
-		if f.Done {
-			return got, nil
-		}
-	}
+	err = st.CloseAndAnswer(&got)
+	return got, err
 }

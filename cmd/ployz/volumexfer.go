@@ -110,22 +110,10 @@ func (vc volumeCopy) relay(ctx context.Context, s session) (copied, error) {
 		sent <- err
 	}()
 	cr := iocount.NewReader(pr)
-	done := make(chan struct{})
 	start := time.Now()
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				vc.progress(uint64(cr.N()), 0, time.Since(start), false)
-			}
-		}
-	}()
+	stop := iocount.Every(time.Second, func() { vc.progress(uint64(cr.N()), 0, time.Since(start), false) })
 	got, err := receiveVolumeFrom(ctx, s, vc.to, rpc.ReceiveVolumeRequest{Volume: vc.req.Volume, Resumable: vc.resumable}, cr)
-	close(done)
+	stop()
 	pr.CloseWithError(errors.New("the receiver ended"))
 	serr := <-sent
 	if err == nil && serr != nil {

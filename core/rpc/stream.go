@@ -248,6 +248,13 @@ func (c *Client) OpenStream(ctx context.Context, t Target, command string, paylo
 		return nil, fmt.Errorf("%s: %w", command, err)
 	}
 	if err := cs.Send(&machinepb.Frame{Json: b}); err != nil {
+		// io.EOF: the server already ended the stream (a refused
+		// caller); its status says why.
+		if errors.Is(err, io.EOF) {
+			if _, rerr := cs.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+		}
 		cancel()
 		return nil, fmt.Errorf("%s: %w", command, err)
 	}
@@ -280,6 +287,30 @@ func (s *ClientStream) Recv() (StreamFrame, error) {
 		return f, f.Error
 	}
 	return f, nil
+}
+
+// CloseAndAnswer tells the server the client is done and reads its
+// frames to the end, decoding its (last) event into out; a server that
+// failed, or already ended the stream itself, answers its error.
+func (s *ClientStream) CloseAndAnswer(out any) error {
+	s.CloseSend() //nolint:errcheck // the answer below says what happened
+	for {
+		f, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(f.Event) > 0 {
+			if err := json.Unmarshal(f.Event, out); err != nil {
+				return fmt.Errorf("malformed answer: %w", err)
+			}
+		}
+		if f.Done {
+			return nil
+		}
+	}
 }
 
 // Close ends the stream.

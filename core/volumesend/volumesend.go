@@ -12,10 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
+	"github.com/ployz/ployz/core/iocount"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/volume"
 )
@@ -146,26 +146,9 @@ func (p *progress) event() rpc.VolumeTransfer {
 // report sends a progress event every tick until the returned stop,
 // which returns once it no longer writes to s.
 func (p *progress) report(s rpc.StreamConn, tick time.Duration) (stop func()) {
-	if tick <= 0 {
-		tick = time.Second
-	}
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if s.Send(rpc.StreamFrame{Event: mustEvent(p.event())}) != nil {
-					return
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
+	return iocount.Every(tick, func() {
+		s.Send(rpc.StreamFrame{Event: mustEvent(p.event())}) //nolint:errcheck // a client gone ends the stream anyway
+	})
 }
 
 // sendResult is how the source's stream ended: plugin is its own
@@ -192,24 +175,8 @@ func (p *progress) pump(ctx context.Context, env Env, req rpc.SendVolumeRequest,
 // ended the stream itself answers why.
 func finish(up *rpc.ClientStream) (rpc.VolumeReceived, error) {
 	var got rpc.VolumeReceived
-	up.CloseSend() //nolint:errcheck // the answer below says what happened
-	for {
-		f, err := up.Recv()
-		if errors.Is(err, io.EOF) {
-			return got, nil
-		}
-		if err != nil {
-			return got, err
-		}
-		if len(f.Event) > 0 {
-			if err := json.Unmarshal(f.Event, &got); err != nil {
-				return got, fmt.Errorf("malformed receive_volume answer: %w", err)
-			}
-		}
-		if f.Done {
-			return got, nil
-		}
-	}
+	err := up.CloseAndAnswer(&got)
+	return got, err
 }
 
 // transferErr names the target and how far the stream got; a Machine's
