@@ -18,9 +18,10 @@ import (
 // layer): m1 with --zfs-pool ployz, m2 without, then given the pool by
 // `machine update`; a volume created on m1, data written by a Container
 // bind-mounting it, a snapshot sent m1 → m2 through the operator
-// (`ployz volume send | ployz volume receive`, Machine RPC streams; the
-// port-7574 transport is not built yet), checksums equal, then removed;
-// and the bad-input cases, each changing nothing.
+// (`ployz volume send | ployz volume receive`, Machine RPC streams) and
+// Machine to Machine (`ployz volume send --to`, the volume transport on
+// port 7574), checksums equal, then removed; and the bad-input cases,
+// each changing nothing.
 func TestVMVolumes(t *testing.T) {
 	needVMLab(t)
 	l := lab.ForTestVM(t, 2)
@@ -166,23 +167,9 @@ func TestVMVolumes(t *testing.T) {
 		// rest from the resume token m2 keeps: the same data, not restarted.
 		file := filepath.Join(t.TempDir(), "db-s2.zfs")
 		sh(t, op, "volume send db --machine m1 --snapshot s2 > "+file)
-		fi, err := os.Stat(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		half := fi.Size() / 2
-		if out, err := exec.Command("sh", "-c", "head -c "+strconv.FormatInt(half, 10)+" "+file+" | "+ployzCmd(op)+" volume receive db2 --machine m2 --resumable").CombinedOutput(); err == nil {
-			t.Fatalf("half a stream was accepted: %s", out)
-		}
-		var v struct {
-			Volume rpc.Volume `json:"volume"`
-		}
-		op.json(t, &v, "volume", "inspect", "db2", "--machine", "m2")
-		if v.Volume.ResumeToken == "" {
-			t.Fatalf("no resume token after a cut transfer: %+v", v.Volume)
-		}
+		fi, half, token := cutReceive(t, op, file, "db2", "m2")
 		rest := filepath.Join(t.TempDir(), "rest.zfs")
-		sh(t, op, "volume send db --machine m1 --resume-token "+v.Volume.ResumeToken+" > "+rest)
+		sh(t, op, "volume send db --machine m1 --resume-token "+token+" > "+rest)
 		ri, err := os.Stat(rest)
 		if err != nil || ri.Size() >= fi.Size() {
 			t.Fatalf("the resumed stream is %v bytes of %d (%v): restarted, not resumed", ri.Size(), fi.Size(), err)
@@ -195,6 +182,8 @@ func TestVMVolumes(t *testing.T) {
 		}
 		op.must(t, "volume", "rm", "db2", "--machine", "m2")
 	})
+
+	t.Run("direct-send", func(t *testing.T) { vmDirectSend(ctx, t, l, op) })
 
 	t.Run("rm", func(t *testing.T) {
 		op.must(t, "volume", "rm", "db", "--machine", "m2")
@@ -277,8 +266,8 @@ func vmVolumeRuns(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 		t.Fatalf("no done send step %q: %+v", detail, run.Run.Steps)
 		return 0
 	}
-	if run.Run.State != "done" || sent(run, "full run-") < 32<<20 {
-		t.Fatalf("mirror run: %+v", run.Run)
+	if run.Run.State != "done" || sent(run, "full run-") < 32<<20 || sent(run, " direct") == 0 {
+		t.Fatalf("mirror run (the send step Machine to Machine): %+v", run.Run)
 	}
 	if a, b := sums("m1"), sums("m2"); a != b {
 		t.Fatalf("after mirror: m1 %q, m2 %q", a, b)
@@ -406,6 +395,84 @@ services:
 	if out, _ := l.Exec(ctx, "m2", "sh", "-c", "docker ps -a --format '{{.Names}}' | grep onmirror || true"); out != "" {
 		t.Fatalf("a Container was created on the Mirror's Machine: %q", out)
 	}
+}
+
+// vmDirectSend: `ployz volume send --to` goes Machine to Machine: the
+// rest of a cut transfer from m2's resume token (cut by feeding m2 half
+// a stream through the operator), then an incremental; the data arrives
+// whole and only the rest travels.
+func vmDirectSend(ctx context.Context, t *testing.T, l *lab.Lab, op *operator) {
+	op.must(t, "machine", "update", "m2", "--zfs-pool", "ployz")
+	op.must(t, "volume", "create", "db3", "--machine", "m1", "--size", "64MiB")
+	if out, err := fillVolume(ctx, l, "m1", "db3", "blob", 24<<20); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	op.must(t, "volume", "snapshot", "db3", "s1")
+	file := filepath.Join(t.TempDir(), "db3-s1.zfs")
+	sh(t, op, "volume send db3 --snapshot s1 > "+file)
+	fi, half, token := cutReceive(t, op, file, "db3", "m2")
+	type sent struct {
+		Bytes  int64      `json:"bytes"`
+		Direct bool       `json:"direct"`
+		Volume rpc.Volume `json:"volume"`
+	}
+	var rest sent
+	start := time.Now()
+	op.json(t, &rest, "volume", "send", "db3", "--machine", "m1", "--resume-token", token, "--to", "m2")
+	if !rest.Direct || rest.Bytes <= 0 || rest.Bytes >= fi.Size() || rest.Volume.ResumeToken != "" {
+		t.Fatalf("the direct resume sent %d of %d bytes (direct %v): %+v", rest.Bytes, fi.Size(), rest.Direct, rest.Volume)
+	}
+	t.Logf("cut after %d of %d bytes; resumed Machine to Machine with %d in %s", half, fi.Size(), rest.Bytes, time.Since(start).Round(time.Millisecond))
+	sum := func(m string) string {
+		out, err := l.Exec(ctx, m, "sh", "-c", "cd /var/lib/ployz/volumes/db3 && sha256sum $(ls | sort)")
+		if err != nil {
+			t.Fatalf("checksums on %s: %v: %s", m, err, out)
+		}
+		return out
+	}
+	if a, b := sum("m1"), sum("m2"); a != b {
+		t.Fatalf("after the direct resume: m1 %q, m2 %q", a, b)
+	}
+	// An incremental, Machine to Machine, with progress on stderr.
+	if out, err := fillVolume(ctx, l, "m1", "db3", "more", 8<<20); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	op.must(t, "volume", "snapshot", "db3", "s2", "--machine", "m1")
+	var inc sent
+	start = time.Now()
+	op.json(t, &inc, "volume", "send", "db3", "--machine", "m1", "--snapshot", "s2", "--from", "s1", "--to", "m2")
+	if !inc.Direct || inc.Bytes < 8<<20 || inc.Bytes > 16<<20 {
+		t.Fatalf("the direct incremental: %+v", inc)
+	}
+	t.Logf("incremental s1 → s2, %d bytes Machine to Machine in %s", inc.Bytes, time.Since(start).Round(time.Millisecond))
+	if a, b := sum("m1"), sum("m2"); a != b || !strings.Contains(a, "more") {
+		t.Fatalf("after the direct incremental: m1 %q, m2 %q", a, b)
+	}
+	op.must(t, "volume", "rm", "db3", "--machine", "m2")
+	op.must(t, "volume", "rm", "db3", "--machine", "m1")
+}
+
+// cutReceive feeds half the stream in file into volume vol on machine,
+// resumable (a cut transfer), and answers the file's size, the half and
+// the resume token the Machine keeps.
+func cutReceive(t *testing.T, op *operator, file, vol, machine string) (os.FileInfo, int64, string) {
+	t.Helper()
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := fi.Size() / 2
+	if out, err := exec.Command("sh", "-c", "head -c "+strconv.FormatInt(half, 10)+" "+file+" | "+ployzCmd(op)+" volume receive "+vol+" --machine "+machine+" --resumable").CombinedOutput(); err == nil {
+		t.Fatalf("half a stream was accepted: %s", out)
+	}
+	var v struct {
+		Volume rpc.Volume `json:"volume"`
+	}
+	op.json(t, &v, "volume", "inspect", vol, "--machine", machine)
+	if v.Volume.ResumeToken == "" {
+		t.Fatalf("no resume token after a cut transfer: %+v", v.Volume)
+	}
+	return fi, half, v.Volume.ResumeToken
 }
 
 // machineVolumesJSON is one row of `ployz volume ls --json`.

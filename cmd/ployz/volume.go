@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -302,8 +301,8 @@ func volumeSnapshot() *cobra.Command {
 }
 
 func volumeSend() *cobra.Command {
-	var snap, from, token string
-	cmd := volumeOp("send NAME --snapshot SNAP [--from SNAP0] > FILE", "Write a snapshot's stream (full, or incremental --from) to stdout", func(c *cobra.Command, s session, m string, args []string) error {
+	var snap, from, token, to string
+	cmd := volumeOp("send NAME --snapshot SNAP [--from SNAP0] > FILE | --to MACHINE", "Write a snapshot's stream (full, or incremental --from) to stdout, or copy it to another Machine (--to)", func(c *cobra.Command, s session, m string, args []string) error {
 		req := rpc.SendVolumeRequest{Volume: args[0], Snapshot: snap, FromSnapshot: from, ResumeToken: token}
 		if token == "" {
 			if err := volume.ValidSnapshot(snap); err != nil {
@@ -315,9 +314,12 @@ func volumeSend() *cobra.Command {
 				}
 			}
 		}
+		if to != "" {
+			return sendToMachine(c, s, m, to, req)
+		}
 		out := c.OutOrStdout()
 		if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			return errors.New("stdout is a terminal: redirect it to a file or pipe it into `ployz volume receive`")
+			return errors.New("stdout is a terminal: redirect it to a file, pipe it into `ployz volume receive`, or copy to a Machine with --to")
 		}
 		start := time.Now()
 		n, err := sendVolumeTo(c.Context(), s, m, req, out)
@@ -327,11 +329,42 @@ func volumeSend() *cobra.Command {
 		fmt.Fprintf(c.ErrOrStderr(), "sent %s@%s from %s: %s in %s\n", args[0], snap, m, units.BytesSize(float64(n)), time.Since(start).Round(time.Millisecond))
 		return nil
 	})
+	cmd.Long = `Write a snapshot's stream to stdout (a file, or ` + "`ployz volume receive`" + `), or with
+--to copy it into the volume of the same name on another Machine: Machine
+to Machine over the mesh when both serve it (only progress crosses this
+CLI), else through this CLI. A --to copy is resumable: a cut one leaves a
+resume token on --to (` + "`ployz volume inspect`" + `) for --resume-token.`
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.Flags().StringVar(&snap, "snapshot", "", "the snapshot to send")
 	cmd.Flags().StringVar(&from, "from", "", "send only the changes since this snapshot (the receiver holds it)")
 	cmd.Flags().StringVar(&token, "resume-token", "", "continue an interrupted transfer: the receiver's resume token (`ployz volume inspect`); NAME names the sending volume")
+	cmd.Flags().StringVar(&to, "to", "", "copy into this Machine's volume NAME instead of writing stdout (name or id)")
 	return cmd
+}
+
+// sendToMachine copies machine's stream for req into to's volume of the
+// same name, printing progress on stderr.
+func sendToMachine(c *cobra.Command, s session, machine, to string, req rpc.SendVolumeRequest) error {
+	what := "full " + req.Snapshot
+	switch {
+	case req.ResumeToken != "":
+		what = "the rest of a cut transfer"
+	case req.FromSnapshot != "":
+		what = "incremental " + req.FromSnapshot + " → " + req.Snapshot
+	}
+	out, err := volumeCopy{from: machine, to: to, req: req, resumable: true, what: what, errw: c.ErrOrStderr()}.run(c.Context(), s)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "to": to, "bytes": out.bytes, "direct": out.direct, "volume": out.got.Volume})
+	}
+	how := "through this CLI"
+	if out.direct {
+		how = "Machine to Machine"
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "sent %s from %s to %s %s: %s\n", req.Volume, machine, to, how, units.BytesSize(float64(out.bytes)))
+	return printVolume(c, to, out.got.Volume)
 }
 
 func volumeReceive() *cobra.Command {
@@ -430,22 +463,6 @@ func receiveVolumeFrom(ctx context.Context, s session, machine string, req rpc.R
 			return got, fmt.Errorf("read %s's stream: %w", req.Volume, rerr)
 		}
 	}
-	_ = st.CloseSend()
-	for {
-		f, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return got, nil
-		}
-		if err != nil {
-			return got, err
-		}
-		if len(f.Event) > 0 {
-			if err := json.Unmarshal(f.Event, &got); err != nil {
-				return got, fmt.Errorf("malformed receive_volume answer: %w", err)
-			}
-		}
-		if f.Done {
-			return got, nil
-		}
-	}
+	err = st.CloseAndAnswer(&got)
+	return got, err
 }

@@ -16,7 +16,6 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/core/iocount"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
@@ -26,9 +25,9 @@ import (
 // Volume Runs (DESIGN.md): the CLI is the operator. A run is a fixed list
 // of steps, each admitted by the Machine it touches against its own copy
 // (set_volume_copy's expected copy and floor); the operator store keeps
-// one open run per Volume, numbered by its gen. Streams go through this
-// CLI (send_volume | receive_volume); Machine-to-Machine transfer on port
-// 7574 is a later slice.
+// one open run per Volume, numbered by its gen. Streams go Machine to
+// Machine (send_volume_to into the target's volume transport, port 7574)
+// where both serve it, else through this CLI (volumexfer.go).
 
 // copies is what every Machine answered about one volume, read live.
 type copies struct {
@@ -301,16 +300,22 @@ func (r *volumeRun) transfer(writer string, wv rpc.Volume, snap, target string, 
 			default:
 				what = "full " + snap
 			}
-			n, got, err := r.pump(writer, target, req, what)
-			st.Bytes += n
+			out, err := r.pump(writer, target, req, what)
+			st.Bytes += out.bytes
 			if st.Detail != "" {
 				st.Detail += "; "
 			}
-			st.Detail += fmt.Sprintf("%s: %s", what, units.BytesSize(float64(n)))
-			if err != nil {
-				return err
+			st.Detail += fmt.Sprintf("%s: %s", what, units.BytesSize(float64(out.bytes)))
+			if out.direct {
+				st.Detail += " direct"
 			}
-			tv = &got.Volume
+			if err != nil {
+				if tv, err = r.resumeAfter(target, err); err != nil {
+					return err
+				}
+				continue
+			}
+			tv = &out.got.Volume
 		}
 		return fmt.Errorf("%s does not hold %s after three transfers", target, snap)
 	})
@@ -328,49 +333,26 @@ func commonBase(w, t rpc.Volume) string {
 	return ""
 }
 
-// pump streams writer's send_volume into target's receive_volume through
-// this CLI, printing progress (bytes, rate) every second.
-func (r *volumeRun) pump(writer, target string, req rpc.SendVolumeRequest, what string) (uint64, rpc.VolumeReceived, error) {
-	pr, pw := io.Pipe()
-	sent := make(chan error, 1)
-	go func() {
-		_, err := sendVolumeTo(r.ctx, r.s, writer, req, pw)
-		pw.CloseWithError(err)
-		sent <- err
-	}()
-	cr := iocount.NewReader(pr)
-	done := make(chan struct{})
-	start := time.Now()
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fmt.Fprintf(r.errw, "    %s → %s %s: %s\n", writer, target, what, rate(cr.N(), time.Since(start)))
-			}
-		}
-	}()
-	got, err := receiveVolumeFrom(r.ctx, r.s, target, rpc.ReceiveVolumeRequest{Volume: r.run.Volume, Resumable: true}, cr)
-	close(done)
-	pr.CloseWithError(errors.New("the receiver ended"))
-	serr := <-sent
-	n := uint64(cr.N())
-	if err == nil && serr != nil {
-		err = serr
-	}
-	fmt.Fprintf(r.errw, "    %s → %s %s: %s\n", writer, target, what, rate(int64(n), time.Since(start)))
-	return n, got, err
+// pump copies writer's stream for req into target's volume (resumable),
+// Machine to Machine where both serve it, printing progress (bytes,
+// rate, ETA) every second.
+func (r *volumeRun) pump(writer, target string, req rpc.SendVolumeRequest, what string) (copied, error) {
+	return volumeCopy{from: writer, to: target, req: req, resumable: true, what: what, errw: r.errw}.run(r.ctx, r.s)
 }
 
-func rate(n int64, d time.Duration) string {
-	s := units.BytesSize(float64(n))
-	if d > 0 {
-		s += fmt.Sprintf(" in %s (%s/s)", d.Round(100*time.Millisecond), units.BytesSize(float64(n)/d.Seconds()))
+// resumeAfter reads target's volume after a transfer failed: a resume
+// token there means the stream was cut on the way and the next round
+// sends only the rest. Anything else keeps the failure.
+func (r *volumeRun) resumeAfter(target string, failed error) (*rpc.Volume, error) {
+	if r.ctx.Err() != nil {
+		return nil, failed
 	}
-	return s
+	var v rpc.Volume
+	if err := r.s.ent.Call(r.ctx, rpc.Target{One: target}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: r.run.Volume}, &v); err != nil || v.ResumeToken == "" {
+		return nil, failed
+	}
+	fmt.Fprintf(r.errw, "    %s: cut on the way (%v); continuing from %s's resume token\n", target, failed, target)
+	return &v, nil
 }
 
 func volumeMirror() *cobra.Command {
@@ -379,9 +361,10 @@ func volumeMirror() *cobra.Command {
 		Use:   "mirror NAME --to MACHINE",
 		Short: "Volume Run: give a volume a Mirror on another Machine (a full send from the Writer)",
 		Long: `A Mirror run: snapshot the Writer (run-<gen>), send it in full to --to
-through this CLI, then make --to's copy a Mirror. Each step is admitted by
-the Machine it touches against its own copy; a retry continues from what
---to's disk shows (a resume token, or the snapshot already there).
+Machine to Machine (through this CLI where either Machine is older), then
+make --to's copy a Mirror. Each step is admitted by the Machine it
+touches against its own copy; a retry continues from what --to's disk
+shows (a resume token, or the snapshot already there).
 One run per Volume at a time, recorded in the operator store
 (` + "`ployz volume runs`" + `).`,
 		Args: cobra.ExactArgs(1),
@@ -454,7 +437,7 @@ func volumeSync() *cobra.Command {
 		Use:   "sync NAME",
 		Short: "Volume Run: refresh every Mirror of a volume (an incremental send from the Writer)",
 		Long: `A Sync run: snapshot the Writer (run-<gen>) and send each Mirror the
-changes since the newest snapshot both hold, through this CLI. A Mirror
+changes since the newest snapshot both hold, Machine to Machine. A Mirror
 that fails does not stop the others; the run fails if any did.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/mesh/dockernet"
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 )
 
@@ -93,7 +94,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 	// only the bridge and the mesh reach the Internal DNS
 	// (docs/security.md).
 	if err := dockernet.EnsureInput(dockernet.Config{Subnet: rec.Subnet, ChainPrefix: inputChainPrefix, Logger: d.log},
-		dockernet.Input{MeshTCP: []int{d.cfg.RPCPort, GossipPort, MetricsPort}, MeshUDP: []int{GossipPort}, DNS: 53}); err != nil {
+		dockernet.Input{MeshTCP: []int{d.cfg.RPCPort, d.cfg.VolumePort, GossipPort, MetricsPort}, MeshUDP: []int{GossipPort}, DNS: 53}); err != nil {
 		return fmt.Errorf("input filter: %w", err)
 	}
 	if cli, err := dockernet.NewClient(); err != nil {
@@ -133,8 +134,18 @@ func (d *Daemon) activate(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("machine rpc on the mesh: no RPC identity")
 	}
+	// The volume transport: a source Machine's send_volume_to streams
+	// into receive_volume here, authenticated as Machine RPC is.
+	vlis, err := net.Listen("tcp", netip.AddrPortFrom(m.ManagementIP(), uint16(d.cfg.VolumePort)).String())
+	if err != nil {
+		lis.Close()
+		cancel()
+		return fmt.Errorf("volume transport on the mesh: %w", err)
+	}
 	a.tcp = d.rpc.MeshServer(d.identity)
 	go a.tcp.Serve(lis) //nolint:errcheck // ends with Stop
+	a.volume = d.rpc.PortServer(d.identity, fmt.Sprintf("port %d is the volume transport between Machines", d.cfg.VolumePort), rpc.CmdReceiveVolume)
+	go a.volume.Serve(vlis) //nolint:errcheck // ends with Stop
 
 	d.mu.Lock()
 	d.active = a
@@ -170,6 +181,7 @@ func (d *Daemon) deactivate() {
 	}
 	a.cancel()
 	a.tcp.Stop()
+	a.volume.Stop()
 	<-a.done
 	a.mesh.Close()
 }

@@ -35,6 +35,9 @@ const (
 	RPCPort      = 7569
 	GossipPort   = 7570
 	StoreAPIPort = 7571
+	// VolumePort is the volume transport: receive_volume only, for a
+	// source Machine's send_volume_to, authenticated as Machine RPC.
+	VolumePort = 7574
 )
 
 // Config locates the daemon's state and names its ports.
@@ -45,6 +48,9 @@ type Config struct {
 	Socket string
 	// RPCPort is Machine RPC on the management address (default 7569).
 	RPCPort int
+	// VolumePort is the volume transport on the management address
+	// (default 7574).
+	VolumePort int
 	// WireGuardPort is the mesh's UDP port (default 51820).
 	WireGuardPort int
 	// UserspaceWireGuard runs the mesh on wireguard-go (its own unit) even
@@ -67,6 +73,9 @@ func (c *Config) defaults() {
 	}
 	if c.RPCPort == 0 {
 		c.RPCPort = RPCPort
+	}
+	if c.VolumePort == 0 {
+		c.VolumePort = VolumePort
 	}
 	if c.WireGuardPort == 0 {
 		c.WireGuardPort = mesh.DefaultListenPort
@@ -115,6 +124,7 @@ type active struct {
 	mesh   *mesh.Mesh
 	store  *store.Client
 	tcp    *grpc.Server
+	volume *grpc.Server // the volume transport (VolumePort)
 }
 
 func (d *Daemon) recordPath() string { return filepath.Join(d.cfg.DataDir, "machine.json") }

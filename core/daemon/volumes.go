@@ -15,6 +15,7 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumesend"
 	volumev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1"
 	"github.com/ployz/ployz/sdk/volume"
 )
@@ -113,16 +114,20 @@ func (d *Daemon) volumeRoutes() {
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdSetVolumeCopy, Capability: rpc.CapSetVolumeCopy, Handler: d.setVolumeCopy, Available: avail(volume.CapInspect)})
 	for _, r := range []struct {
 		cmd, capability string
+		plugin          string // the plugin capability it needs
 		h               rpc.StreamHandler
 	}{
-		{rpc.CmdSendVolume, volume.CapSend, d.sendVolume},
-		{rpc.CmdReceiveVolume, volume.CapReceive, d.receiveVolume},
+		{rpc.CmdSendVolume, volume.CapSend, volume.CapSend, d.sendVolume},
+		{rpc.CmdReceiveVolume, volume.CapReceive, volume.CapReceive, d.receiveVolume},
+		// ployzd's own, over the plugin's send; a Machine advertising it
+		// also serves the volume transport (VolumePort) as a target.
+		{rpc.CmdSendVolumeTo, rpc.CapSendVolumeTo, volume.CapSend, d.sendVolumeTo},
 	} {
 		d.rpc.HandleStream(rpc.StreamRoute{Command: r.cmd, Capability: r.capability, Handler: r.h})
 		// HandleStream catalogues the stream as always served; advertise
 		// it only while the plugin is healthy (as tail_logs).
 		cmd := r.cmd
-		d.rpc.Handle(rpc.Route{Command: cmd, Capability: r.capability, Available: avail(r.capability),
+		d.rpc.Handle(rpc.Route{Command: cmd, Capability: r.capability, Available: avail(r.plugin),
 			Handler: func(context.Context, json.RawMessage) (any, error) {
 				return nil, rpc.Errorf(rpc.CodeInvalidArgument, "%s is a streaming command: use Stream", cmd)
 			}})
@@ -366,8 +371,38 @@ func (d *Daemon) sendVolume(ctx context.Context, raw json.RawMessage, s rpc.Stre
 	if req.RawData {
 		s = rpc.RawData(s)
 	}
+	return d.pluginSend(ctx, req, nil, func(b []byte) error {
+		if err := s.Send(rpc.StreamFrame{Data: b}); err != nil {
+			return status.Errorf(codes.Canceled, "client went away: %v", err)
+		}
+		return nil
+	})
+}
+
+// sendVolumeTo sends a snapshot stream straight to another Machine's
+// receive_volume over its volume transport (core/volumesend).
+func (d *Daemon) sendVolumeTo(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+	req, err := volumesend.Decode(raw)
+	if err != nil {
+		return err
+	}
+	if _, err := d.needPool(); err != nil {
+		return err
+	}
+	return volumesend.Serve(ctx, req, s, volumesend.Env{Self: d.record().ID, Peers: d.peers,
+		Dial: func(ctx context.Context, p rpc.Peer) (*rpc.Client, error) {
+			return d.dialPeer(ctx, p.AtPort(d.cfg.VolumePort))
+		},
+		Send: d.pluginSend})
+}
+
+// pluginSend runs the plugin's Send for req, handing data each chunk;
+// with estimate, it asks the plugin for the stream's size first (a
+// plugin from before the estimate gives none).
+func (d *Daemon) pluginSend(ctx context.Context, req rpc.SendVolumeRequest, estimate func(uint64), data func([]byte) error) error {
 	return d.callVolume(ctx, volume.CapSend, func(ctx context.Context, c volumev1.VolumeClient) error {
-		st, err := c.Send(ctx, &volumev1.SendRequest{Volume: req.Volume, Snapshot: req.Snapshot, FromSnapshot: req.FromSnapshot, ResumeToken: req.ResumeToken})
+		st, err := c.Send(ctx, &volumev1.SendRequest{Volume: req.Volume, Snapshot: req.Snapshot, FromSnapshot: req.FromSnapshot,
+			ResumeToken: req.ResumeToken, Estimate: estimate != nil})
 		if err != nil {
 			return err
 		}
@@ -379,8 +414,14 @@ func (d *Daemon) sendVolume(ctx context.Context, raw json.RawMessage, s rpc.Stre
 			if err != nil {
 				return err
 			}
-			if err := s.Send(rpc.StreamFrame{Data: chunk.GetData()}); err != nil {
-				return status.Errorf(codes.Canceled, "client went away: %v", err)
+			if n := chunk.GetEstimatedBytes(); n > 0 && estimate != nil {
+				estimate(n)
+			}
+			if len(chunk.GetData()) == 0 {
+				continue
+			}
+			if err := data(chunk.GetData()); err != nil {
+				return err
 			}
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ployz/ployz/core/iocount"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -72,30 +73,13 @@ func ServeRelay(ctx context.Context, raw json.RawMessage, s rpc.StreamConn, env 
 
 	// Progress goes out from one goroutine while data flows; the stream
 	// is only written by it until it stops.
-	tick := env.Tick
-	if tick <= 0 {
-		tick = time.Second
-	}
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				p := map[string]int64{}
-				for _, k := range sinks {
-					p[k.id] = k.n.Load()
-				}
-				if s.Send(rpc.StreamFrame{Event: mustEvent(rpc.ImageRelayEvent{Progress: p})}) != nil {
-					return
-				}
-			}
+	stop := iocount.Every(env.Tick, func() {
+		p := map[string]int64{}
+		for _, k := range sinks {
+			p[k.id] = k.n.Load()
 		}
-	}()
+		s.Send(rpc.StreamFrame{Event: mustEvent(rpc.ImageRelayEvent{Progress: p})}) //nolint:errcheck // a client gone ends the stream anyway
+	})
 	in := RecvData(s)
 	ferr := fanTar(in, sinks)
 	in.CloseWithError(errors.New("relay stopped reading")) // ends the receiver
@@ -111,8 +95,7 @@ func ServeRelay(ctx context.Context, raw json.RawMessage, s rpc.StreamConn, env 
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	<-stopped
+	stop()
 	return s.Send(rpc.StreamFrame{Event: mustEvent(rpc.ImageRelayEvent{Results: results})})
 }
 

@@ -50,7 +50,10 @@ func (s *Server) GRPCServer() *grpc.Server {
 // MeshServer returns the gRPC server for the mesh listener: mutual TLS
 // with id, and every call admitted only from a participating Machine of
 // s's peer list at its own management address (auth.go).
-func (s *Server) MeshServer(id *Identity) *grpc.Server {
+func (s *Server) MeshServer(id *Identity) *grpc.Server { return s.meshServer(id, s) }
+
+// meshServer serves srv with the mesh listener's authentication.
+func (s *Server) meshServer(id *Identity, srv machinepb.MachineServer) *grpc.Server {
 	a := &meshAuth{peers: s.listPeers}
 	opts := append(serverOptions(),
 		grpc.Creds(credentials.NewTLS(serverTLS(id))),
@@ -58,7 +61,7 @@ func (s *Server) MeshServer(id *Identity) *grpc.Server {
 		grpc.ChainStreamInterceptor(a.stream),
 	)
 	g := grpc.NewServer(opts...)
-	machinepb.RegisterMachineServer(g, s)
+	machinepb.RegisterMachineServer(g, srv)
 	return g
 }
 

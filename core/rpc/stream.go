@@ -115,7 +115,12 @@ func (s *Server) HandleStream(r StreamRoute) {
 }
 
 // Stream implements machinepb.MachineServer.
-func (s *Server) Stream(gs machinepb.Machine_StreamServer) error {
+func (s *Server) Stream(gs machinepb.Machine_StreamServer) error { return s.serveStream(gs, nil) }
+
+// serveStream runs one stream. A non-nil only refuses the commands it
+// answers an error for, and the stream is never forwarded (a port that
+// serves some commands only, port.go).
+func (s *Server) serveStream(gs machinepb.Machine_StreamServer, only func(command string) *Error) error {
 	ctx := gs.Context()
 	conn := frameConn{s: gs}
 	first, err := gs.Recv()
@@ -130,10 +135,18 @@ func (s *Server) Stream(gs machinepb.Machine_StreamServer) error {
 		return conn.Send(StreamFrame{Error: Errorf(CodeUnsupported, "protocol_major %d is not served here (this Machine speaks %d)",
 			req.ProtocolMajor, version.ProtocolMajor).With("field", "protocol_major")})
 	}
+	if only != nil {
+		if e := only(req.Command); e != nil {
+			return conn.Send(StreamFrame{Error: e})
+		}
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	if t := first1(md.Get(MetaTarget)); t != "" {
 		id, name := s.local()
 		if t != id && t != name && !(len(t) >= 4 && strings.HasPrefix(id, t)) {
+			if only != nil {
+				return conn.Send(StreamFrame{Error: Errorf(CodeInvalidArgument, "%s is not forwarded from this port: call %s's own", req.Command, t).With("target", t)})
+			}
 			return s.forwardStream(ctx, first, t, conn)
 		}
 	}
@@ -235,6 +248,13 @@ func (c *Client) OpenStream(ctx context.Context, t Target, command string, paylo
 		return nil, fmt.Errorf("%s: %w", command, err)
 	}
 	if err := cs.Send(&machinepb.Frame{Json: b}); err != nil {
+		// io.EOF: the server already ended the stream (a refused
+		// caller); its status says why.
+		if errors.Is(err, io.EOF) {
+			if _, rerr := cs.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+		}
 		cancel()
 		return nil, fmt.Errorf("%s: %w", command, err)
 	}
@@ -267,6 +287,30 @@ func (s *ClientStream) Recv() (StreamFrame, error) {
 		return f, f.Error
 	}
 	return f, nil
+}
+
+// CloseAndAnswer tells the server the client is done and reads its
+// frames to the end, decoding its (last) event into out; a server that
+// failed, or already ended the stream itself, answers its error.
+func (s *ClientStream) CloseAndAnswer(out any) error {
+	s.CloseSend() //nolint:errcheck // the answer below says what happened
+	for {
+		f, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(f.Event) > 0 {
+			if err := json.Unmarshal(f.Event, out); err != nil {
+				return fmt.Errorf("malformed answer: %w", err)
+			}
+		}
+		if f.Done {
+			return nil
+		}
+	}
 }
 
 // Close ends the stream.

@@ -17,6 +17,13 @@ const (
 	// into a volume and answers one VolumeReceived event.
 	CmdSendVolume    = "send_volume"
 	CmdReceiveVolume = "receive_volume"
+	// CmdSendVolumeTo runs on the source Machine: its ployzd sends the
+	// snapshot stream straight to the target Machine's receive_volume
+	// over the mesh (the volume transport, VolumePort) and streams
+	// VolumeTransfer events to the client: progress at least every
+	// second, then one with the target's answer.
+	CmdSendVolumeTo = "send_volume_to"
+	CapSendVolumeTo = "ployz.volume.send_to.v1"
 	// CmdSetVolumeCopy is one step of a Volume Run: ployzd's own
 	// transition table over its copy of a volume (core/volumecopy),
 	// served while the volume plugin serves inspect.
@@ -79,6 +86,35 @@ type SendVolumeRequest struct {
 	// base64 in its JSON (a client that sets it reads both); a Machine
 	// from before it sends JSON, which such a client reads as well.
 	RawData bool `json:"raw_data,omitempty"`
+}
+
+// SendVolumeToRequest is send_volume_to's request: the stream as
+// SendVolumeRequest picks it, and the Machine it lands on (ID, unique ID
+// prefix or name), in the volume of the same name; Resumable as in
+// ReceiveVolumeRequest.
+type SendVolumeToRequest struct {
+	Volume       string `json:"volume,omitempty"`
+	Snapshot     string `json:"snapshot,omitempty"`
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	ResumeToken  string `json:"resume_token,omitempty"`
+	Target       string `json:"target"`
+	Resumable    bool   `json:"resumable,omitempty"`
+}
+
+// Send is the stream part of r, as send_volume takes it.
+func (r SendVolumeToRequest) Send() SendVolumeRequest {
+	return SendVolumeRequest{Volume: r.Volume, Snapshot: r.Snapshot, FromSnapshot: r.FromSnapshot, ResumeToken: r.ResumeToken}
+}
+
+// VolumeTransfer is one send_volume_to event: Bytes sent to the target
+// so far, the stream's EstimatedBytes when the source's plugin gave one
+// (0: unknown), and, on the last event only, Received: the target's
+// answer as receive_volume gives it.
+type VolumeTransfer struct {
+	TargetID       string          `json:"target_id,omitempty"`
+	Bytes          uint64          `json:"bytes"`
+	EstimatedBytes uint64          `json:"estimated_bytes,omitempty"`
+	Received       *VolumeReceived `json:"received,omitempty"`
 }
 
 // ReceiveVolumeRequest names the volume a stream lands in.

@@ -76,3 +76,49 @@ func TestMovePayloadsFixture(t *testing.T) {
 		t.Fatalf("export: %+v", e)
 	}
 }
+
+// TestVolumeTransferFixtures pins send_volume_to's request and events:
+// a progress event with and without the estimate, the last one carrying
+// the target's answer; a later field is ignored, and re-encoding writes
+// the keys the fixture holds.
+func TestVolumeTransferFixtures(t *testing.T) {
+	b, err := os.ReadFile("testdata/volume-transfer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Request    SendVolumeToRequest `json:"send_volume_to"`
+		Resume     SendVolumeToRequest `json:"send_volume_to_resume"`
+		Progress   VolumeTransfer      `json:"progress"`
+		NoEstimate VolumeTransfer      `json:"progress_no_estimate"`
+		Done       VolumeTransfer      `json:"done"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Request != (SendVolumeToRequest{Volume: "db", Snapshot: "run-3", FromSnapshot: "run-2", Target: "m2", Resumable: true}) {
+		t.Fatalf("request: %+v", doc.Request)
+	}
+	if s := doc.Resume.Send(); s != (SendVolumeRequest{Volume: "db", ResumeToken: "1-abc-def"}) || doc.Resume.Target != "5f3c" {
+		t.Fatalf("resume: %+v → %+v", doc.Resume, s)
+	}
+	if doc.Progress != (VolumeTransfer{TargetID: "m2id", Bytes: 1 << 20, EstimatedBytes: 16 << 20}) || doc.NoEstimate.EstimatedBytes != 0 || doc.NoEstimate.Received != nil {
+		t.Fatalf("progress: %+v, %+v", doc.Progress, doc.NoEstimate)
+	}
+	if r := doc.Done.Received; r == nil || r.Bytes != 16842752 || r.Volume.Name != "db" || r.Volume.Snapshots[0].GUID != "1234" || r.Volume.Copy.Role != "none" {
+		t.Fatalf("done: %+v", doc.Done)
+	}
+	var all map[string]json.RawMessage
+	_ = json.Unmarshal(b, &all)
+	for key, v := range map[string]any{"send_volume_to": doc.Request, "send_volume_to_resume": doc.Resume, "progress": doc.Progress,
+		"progress_no_estimate": doc.NoEstimate, "done": doc.Done} {
+		out, _ := json.Marshal(v)
+		var got, want map[string]any
+		_ = json.Unmarshal(out, &got)
+		_ = json.Unmarshal(all[key], &want)
+		delete(want, "a_later_field")
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s re-encodes as %s", key, out)
+		}
+	}
+}

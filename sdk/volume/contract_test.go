@@ -123,4 +123,14 @@ func TestWireFixtures(t *testing.T) {
 	if got := hex.EncodeToString(b); got != "0a060a026462100112020102" {
 		t.Fatalf("ReceiveChunk encodes as %s", got)
 	}
+	// The estimate (additive): a chunk of data alone, as a plugin from
+	// before it sends, reads as no estimate.
+	var sc volumev1.SendChunk
+	if err := proto.Unmarshal([]byte{0x0a, 0x02, 1, 2}, &sc); err != nil || sc.GetEstimatedBytes() != 0 || len(sc.GetData()) != 2 {
+		t.Fatalf("an old SendChunk: %v, %v", &sc, err)
+	}
+	b, _ = proto.Marshal(&volumev1.SendChunk{EstimatedBytes: 300})
+	if got := hex.EncodeToString(b); got != "10ac02" {
+		t.Fatalf("SendChunk{estimated_bytes} encodes as %s", got)
+	}
 }

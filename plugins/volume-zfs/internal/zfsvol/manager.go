@@ -283,39 +283,71 @@ func (m *Manager) Snapshot(ctx context.Context, name, snap string) (*volumev1.Sn
 
 // Send writes the stream req asks for to w.
 func (m *Manager) Send(ctx context.Context, req *volumev1.SendRequest, w io.Writer) error {
-	pool, err := m.ready()
+	args, err := m.sendArgs(ctx, req)
 	if err != nil {
 		return err
 	}
-	if tok := req.GetResumeToken(); tok != "" {
-		if _, err := run(ctx, nil, w, "send", "-t", tok); err != nil {
+	if _, err := run(ctx, nil, w, args...); err != nil {
+		if req.GetResumeToken() != "" {
 			return status.Errorf(codes.FailedPrecondition, "resume_token: %v", err)
 		}
-		return nil
+		return status.Errorf(codes.Internal, "zfs send: %v", err)
+	}
+	return nil
+}
+
+// Estimate is the size of the stream req asks for, as zfs send -nP
+// (a dry run) estimates it.
+func (m *Manager) Estimate(ctx context.Context, req *volumev1.SendRequest) (uint64, error) {
+	args, err := m.sendArgs(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	lines, err := run(ctx, nil, nil, append([]string{"send", "-nP"}, args[1:]...)...)
+	if err != nil {
+		return 0, status.Errorf(codes.Internal, "zfs send -nP: %v", err)
+	}
+	for _, l := range lines {
+		if len(l) == 2 && l[0] == "size" {
+			return strconv.ParseUint(l[1], 10, 64)
+		}
+	}
+	return 0, status.Errorf(codes.Internal, "zfs send -nP printed no size")
+}
+
+// sendArgs are the zfs arguments of the stream req asks for, checked
+// against the volume's snapshots.
+func (m *Manager) sendArgs(ctx context.Context, req *volumev1.SendRequest) ([]string, error) {
+	pool, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	if tok := req.GetResumeToken(); tok != "" {
+		return []string{"send", "-t", tok}, nil
 	}
 	name, snap, from := req.GetVolume(), req.GetSnapshot(), req.GetFromSnapshot()
 	if err := checkName("volume", name, volume.ValidName); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
-		return err
+		return nil, err
 	}
 	if from != "" {
 		if err := checkName("from_snapshot", from, volume.ValidSnapshot); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	ds, err := get(pool, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	snaps, err := snapshots(ctx, ds.Name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for field, want := range map[string]string{"snapshot": snap, "from_snapshot": from} {
 		if want != "" && !hasSnapshot(snaps, want) {
-			return status.Errorf(codes.NotFound, "%s: volume %q has no snapshot %q", field, name, want)
+			return nil, status.Errorf(codes.NotFound, "%s: volume %q has no snapshot %q", field, name, want)
 		}
 	}
 	args := []string{"send"}
@@ -324,10 +356,7 @@ func (m *Manager) Send(ctx context.Context, req *volumev1.SendRequest, w io.Writ
 	} else {
 		args = append(args, "-i", "@"+from)
 	}
-	if _, err := run(ctx, nil, w, append(args, ds.Name+"@"+snap)...); err != nil {
-		return status.Errorf(codes.Internal, "zfs send: %v", err)
-	}
-	return nil
+	return append(args, ds.Name+"@"+snap), nil
 }
 
 func hasSnapshot(snaps []*volumev1.SnapshotInfo, name string) bool {

@@ -81,6 +81,15 @@ func (s *Server) Pool(_ context.Context, req *volumev1.PoolRequest) (*volumev1.P
 // Send implements volumev1.VolumeServer: zfs send's output in chunks.
 func (s *Server) Send(req *volumev1.SendRequest, stream volumev1.Volume_SendServer) error {
 	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&volumev1.SendChunk{Data: b}) }, buf: make([]byte, 0, chunkSize)}
+	if req.GetEstimate() {
+		// Without an estimate the stream still goes: progress then has
+		// no ETA.
+		if n, err := s.M.Estimate(stream.Context(), req); err == nil {
+			if err := stream.Send(&volumev1.SendChunk{EstimatedBytes: n}); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.M.Send(stream.Context(), req, w); err != nil {
 		return err
 	}

@@ -699,7 +699,11 @@ type SendRequest struct {
 	FromSnapshot string `protobuf:"bytes,3,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
 	// resume_token continues an interrupted transfer (the receiver's
 	// VolumeInfo.resume_token); volume and snapshots are then ignored.
-	ResumeToken   string `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	ResumeToken string `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// estimate asks for the stream's size first (zfs send -nP): the first
+	// SendChunk then carries estimated_bytes and no data. A plugin from
+	// before it ignores the field and sends no estimate.
+	Estimate      bool `protobuf:"varint,5,opt,name=estimate,proto3" json:"estimate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -762,12 +766,22 @@ func (x *SendRequest) GetResumeToken() string {
 	return ""
 }
 
+func (x *SendRequest) GetEstimate() bool {
+	if x != nil {
+		return x.Estimate
+	}
+	return false
+}
+
 // SendChunk is one piece of the stream, in order.
 type SendChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// estimated_bytes is the stream's estimated size, on the first chunk
+	// only and only when SendRequest.estimate asked; 0: unknown.
+	EstimatedBytes uint64 `protobuf:"varint,2,opt,name=estimated_bytes,json=estimatedBytes,proto3" json:"estimated_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SendChunk) Reset() {
@@ -805,6 +819,13 @@ func (x *SendChunk) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *SendChunk) GetEstimatedBytes() uint64 {
+	if x != nil {
+		return x.EstimatedBytes
+	}
+	return 0
 }
 
 // ReceiveHeader is the first ReceiveChunk's header.
@@ -1247,14 +1268,16 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\x10GetVolumeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"O\n" +
 	"\x11GetVolumeResponse\x12:\n" +
-	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume\"\x89\x01\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume\"\xa5\x01\n" +
 	"\vSendRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1a\n" +
 	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\x12#\n" +
 	"\rfrom_snapshot\x18\x03 \x01(\tR\ffromSnapshot\x12!\n" +
-	"\fresume_token\x18\x04 \x01(\tR\vresumeToken\"\x1f\n" +
+	"\fresume_token\x18\x04 \x01(\tR\vresumeToken\x12\x1a\n" +
+	"\bestimate\x18\x05 \x01(\bR\bestimate\"H\n" +
 	"\tSendChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"E\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12'\n" +
+	"\x0festimated_bytes\x18\x02 \x01(\x04R\x0eestimatedBytes\"E\n" +
 	"\rReceiveHeader\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1c\n" +
 	"\tresumable\x18\x02 \x01(\bR\tresumable\"a\n" +
