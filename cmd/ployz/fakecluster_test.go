@@ -246,7 +246,7 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 			return nil, rpc.Errorf(rpc.CodeConflict, "name: a Container %q exists", req.Name)
 		}
 		fc.seq++
-		c := &fakeCtr{ex: rpc.ContainerExport{ID: fmt.Sprintf("c%d", fc.seq), Name: req.Name, Spec: req.Spec}, state: "created"}
+		c := &fakeCtr{ex: rpc.ContainerExport{ID: fmt.Sprintf("c%d", fc.seq), Name: req.Name, Spec: req.Spec, Files: req.Files}, state: "created"}
 		m.ctrs[c.ex.ID] = c
 		return obs(c), nil
 	})

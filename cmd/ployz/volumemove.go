@@ -22,7 +22,7 @@ import (
 	"github.com/ployz/ployz/sdk/volume"
 )
 
-// A Move run (DESIGN.md: Volume handover) hands a Provisioned Volume and
+// A Move run (design: Volume handover) hands a Provisioned Volume and
 // the Service Containers mounting it from the Writer's Machine to another:
 // a bulk send while they keep running, then the cut (stop them, demote
 // the Writer to a Mirror, send the last changes), then the target becomes
@@ -34,6 +34,7 @@ import (
 type moveUnit struct {
 	old     rpc.ContainerObservation
 	spec    rpc.ContainerSpec // as created, environment values included
+	files   map[string][]byte // spec.Files' content by digest, from the source
 	running bool
 	newName string // the creation key: a replayed create finds it
 	newID   string
@@ -107,7 +108,7 @@ func moveVolume(c *cobra.Command, s session, cp copies, to string, o moveOpts) e
 	if err != nil {
 		return err
 	}
-	return runVolume(c, s, cp.name, "move", target, func(r *volumeRun) error {
+	return runVolume(c, s, cp, "move", target, func(r *volumeRun) error {
 		r.run.Source = w
 		mv := &mover{volumeRun: r, movePlan: mp, grace: o.grace, readyTimeout: o.readyTimeout}
 		return mv.move(cp)
@@ -118,7 +119,7 @@ func moveVolume(c *cobra.Command, s session, cp copies, to string, o moveOpts) e
 // of no return (open: its process may still run; the run's begin says).
 var unfinished = []string{operator.RunFailed, operator.RunLost, operator.RunCancelled, operator.RunOpen}
 
-// finishMove is a Move to the Machine that already is the Writer (DESIGN:
+// finishMove is a Move to the Machine that already is the Writer (design:
 // once the source answers, running the Move again finishes it): when this
 // computer's last Move of the volume went there and ended short, a run
 // takes its remaining steps on the Containers the source still has.
@@ -145,7 +146,7 @@ func finishMove(c *cobra.Command, s session, cp copies, to string, o moveOpts) e
 	for i := range mp.units {
 		mp.units[i].running = mp.units[i].running || slices.Contains(stopped, mp.units[i].old.Name)
 	}
-	return runVolume(c, s, cp.name, "move", to, func(r *volumeRun) error {
+	return runVolume(c, s, cp, "move", to, func(r *volumeRun) error {
 		r.run.Source, r.run.Stopped, r.run.Finishes = src, stopped, keyGen(prev)
 		fmt.Fprintf(r.errw, "  finishing move gen %d (%s past its point of no return): %s is the Writer\n", prev.Gen, prev.State, to)
 		mv := &mover{volumeRun: r, movePlan: mp, grace: o.grace, readyTimeout: o.readyTimeout, promoted: true}
@@ -229,12 +230,11 @@ func planMove(c *cobra.Command, s session, name, writer, target string) (movePla
 			continue
 		}
 		var ex rpc.ContainerExport
-		if err := s.ent.Call(ctx, rpc.Target{One: writer}, rpc.CmdExportContainer, rpc.ContainerRef{ID: o.ID}, &ex); err != nil {
+		if err := s.ent.Call(ctx, rpc.Target{One: writer}, rpc.CmdExportContainer, rpc.ExportContainerRequest{ID: o.ID, WithFiles: true}, &ex); err != nil {
 			return mp, fmt.Errorf("read Container %s on %s: %w", o.Name, writer, err)
 		}
-		if len(ex.Spec.Files) > 0 {
-			return mp, rpc.Errorf(rpc.CodeFailedPrecond, "Container %s mounts files shipped from the operator's computer (%s), which a move cannot copy: stop it, move the volume, then `ployz deploy`",
-				o.Name, ex.Spec.Files[0].Source).With("field", "spec.files")
+		if err := shippedHeld(o.Name, writer, ex); err != nil {
+			return mp, err
 		}
 		if err := rpc.AdmitLabels(target, dst.Labels, ex.Spec); err != nil {
 			return mp, fmt.Errorf("--to: Container %s (service %s): %w", o.Name, o.Service, err)
@@ -242,9 +242,22 @@ func planMove(c *cobra.Command, s session, name, writer, target string) (movePla
 		if !deploy.HasImage(tags, ex.Spec.Image) && !slices.Contains(mp.image, ex.Spec.Image) {
 			mp.image = append(mp.image, ex.Spec.Image)
 		}
-		mp.units = append(mp.units, moveUnit{old: o, spec: ex.Spec, running: deploy.Running(o)})
+		mp.units = append(mp.units, moveUnit{old: o, spec: ex.Spec, files: ex.Files, running: deploy.Running(o)})
 	}
 	return mp, nil
+}
+
+// shippedHeld refuses a Container whose shipped files (compose configs,
+// secrets) the source no longer answers in full: the target could not
+// create it. An older source answers none.
+func shippedHeld(name, writer string, ex rpc.ContainerExport) error {
+	for _, f := range ex.Spec.Files {
+		if _, ok := ex.Files[f.Digest]; !ok {
+			return rpc.Errorf(rpc.CodeFailedPrecond, "Container %s mounts %s, shipped from the operator's computer, and %s did not answer its content (a Machine older than this CLI, or a directory shipped before Machines kept its archive): stop the Service, move the volume, then `ployz deploy` it",
+				name, f.Source, writer).With("field", "spec.files")
+		}
+	}
+	return nil
 }
 
 // mountsVolume reports whether spec bind-mounts the Provisioned Volume.
@@ -574,7 +587,7 @@ func sameIDs(a, b []rpc.ServingContainer) bool {
 func (mv *mover) create(st *operator.RunStep, u *moveUnit) error {
 	st.Detail = u.newName
 	var ob rpc.ContainerObservation
-	err := mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdCreateContainer, rpc.CreateContainerRequest{Name: u.newName, Spec: u.spec}, &ob)
+	err := mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdCreateContainer, rpc.CreateContainerRequest{Name: u.newName, Spec: u.spec, Files: u.files}, &ob)
 	var re *rpc.Error
 	if errors.As(err, &re) && re.Code == rpc.CodeConflict {
 		var ex rpc.ContainerExport

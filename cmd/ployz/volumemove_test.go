@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/sdk/serving"
 )
@@ -107,5 +108,44 @@ func TestMoveFinishRefusals(t *testing.T) {
 	}
 	if r, _, _ := fc.st.LastVolumeRun("lab", "db", "move"); r.Gen != 1 {
 		t.Fatalf("a refusal opened run %d", r.Gen)
+	}
+}
+
+// TestMoveShipsFiles: a Container with shipped files (a secret) moves
+// with their content, read from the source by export_container and
+// created with it on the target; one whose source no longer answers the
+// content is refused before a run opens, naming spec.files.
+func TestMoveShipsFiles(t *testing.T) {
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
+	id := fc.container("m1", "shop-production-db-0001", "db", "running")
+	secret := []byte("hunter2")
+	digest := "sha256:f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7"
+	ctr := fc.ms["m1"].ctrs[id]
+	ctr.ex.Spec.Files = []rpc.FileSpec{{Target: "/run/secrets/pw", Digest: digest, Kind: "file", Mode: 0o400, Source: "secret:pw"}}
+	ctr.ex.Files = map[string][]byte{digest: secret}
+	c, _, _ := fc.cmd()
+	mp, err := planMove(c, fc.session(), "db", "m1", "m2")
+	if err != nil || len(mp.units) != 1 || string(mp.units[0].files[digest]) != "hunter2" {
+		t.Fatalf("plan: %+v %v", mp.units, err)
+	}
+	r, stop, err := beginRun(c, fc.session(), fc.copies("db"), "move", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	mv := &mover{volumeRun: r, movePlan: mp}
+	u := &mv.units[0]
+	u.newName = "shop-production-db-0002"
+	if err := mv.create(&operator.RunStep{}, u); err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.ms["m2"].ctrs[u.newID]; got == nil || string(got.ex.Files[digest]) != "hunter2" {
+		t.Fatalf("the target's Container was created without the secret: %+v", got)
+	}
+
+	ctr.ex.Files = nil // an older source, or content it no longer holds
+	if _, err := planMove(c, fc.session(), "db", "m1", "m2"); err == nil || !strings.Contains(err.Error(), "secret:pw") || !strings.Contains(err.Error(), "did not answer its content") {
+		t.Fatalf("content missing: %v", err)
 	}
 }

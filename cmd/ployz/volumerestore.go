@@ -13,7 +13,7 @@ import (
 	"github.com/ployz/ployz/core/volumecopy"
 )
 
-// Delete-mirror and Restore runs (DESIGN.md: Volume Runs, Volume handover:
+// Delete-mirror and Restore runs (design: Volume Runs, Volume handover:
 // "If the source is gone for good, server rm it and then volume restore
 // --from the target"). Neither sends data: each changes copies only.
 
@@ -94,7 +94,7 @@ func deleteMirror(c *cobra.Command, s session, cp copies, on string) error {
 	if len(users) > 0 {
 		return rpc.Errorf(rpc.CodeFailedPrecond, "--on: Container %s on %s mounts %s: remove it first", strings.Join(users, ", "), on, cp.name).With("field", "--on")
 	}
-	return runVolume(c, s, cp.name, "delete-mirror", on, func(r *volumeRun) error {
+	return runVolume(c, s, cp, "delete-mirror", on, func(r *volumeRun) error {
 		if err := r.fence(on, volumecopy.Mirror); err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func restoreVolume(c *cobra.Command, s session, cp copies, from string, force bo
 		return rpc.Errorf(rpc.CodeFailedPrecond, "--force: %s did not answer and may hold the Writer of %s: if it is gone for good, `ployz machine rm` it; else pass --force (its writes would be lost when it returns, as a second Writer with an older epoch)",
 			strings.Join(cp.missing, ", "), cp.name).With("field", "--force")
 	}
-	return runVolume(c, s, cp.name, "restore", from, func(r *volumeRun) error {
+	return runVolume(c, s, cp, "restore", from, func(r *volumeRun) error {
 		if err := r.fence(from, volumecopy.Mirror); err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func restoreVolume(c *cobra.Command, s session, cp copies, from string, force bo
 	})
 }
 
-// demoteOlder ends two Writers (DESIGN.md: the older writer epoch): from
+// demoteOlder ends two Writers (design: the older writer epoch): from
 // must be the newer; the other becomes a Mirror and its writes since the
 // newer epoch began are lost.
 func demoteOlder(c *cobra.Command, s session, cp copies, from string) error {
@@ -211,7 +211,7 @@ func demoteOlder(c *cobra.Command, s session, cp copies, from string) error {
 		return rpc.Errorf(rpc.CodeFailedPrecond, "NAME: running Container %s on %s mounts the older Writer of %s: stop it first (its writes since epoch %d are lost either way)",
 			strings.Join(users, ", "), older, cp.name, epochOf(cp.vols[newer])).With("field", "name").With("machine", older)
 	}
-	return runVolume(c, s, cp.name, "restore", from, func(r *volumeRun) error {
+	return runVolume(c, s, cp, "restore", from, func(r *volumeRun) error {
 		if err := r.fence(from, volumecopy.Writer); err != nil {
 			return err
 		}

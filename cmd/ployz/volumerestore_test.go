@@ -91,7 +91,7 @@ func TestRestorePromotes(t *testing.T) {
 	if got.Role != volumecopy.Writer || got.Epoch == 0 || r.State != operator.RunDone || stepsOf(r) != "check-mirror/done@m2 promote/done@m2" {
 		t.Fatalf("m2 %+v, run %s %s", got, r.State, stepsOf(r))
 	}
-	if !strings.Contains(errw.String(), "writes on the old Writer after m2's last sync are not on it") || !strings.Contains(out.String(), "restore run gen 1 done") {
+	if !strings.Contains(errw.String(), "writes on the old Writer after m2's last sync are not on it") || !strings.Contains(out.String(), "restore run gen 2 done") {
 		t.Fatalf("output:\n%s%s", errw, out)
 	}
 	if fc.ms["m3"].vols["db"].copy.Role != volumecopy.Mirror {
@@ -145,5 +145,22 @@ func TestRestoreDemotesOlderWriter(t *testing.T) {
 	}
 	if !strings.Contains(errw.String(), "its writes since are lost") {
 		t.Fatalf("output does not say the writes are lost:\n%s", errw)
+	}
+}
+
+// TestRunAboveOtherOperatorsFloor: floors raised by another operator
+// computer's runs (70 here, this store has numbered none) do not refuse
+// this computer's run as a late one: it opens at gen 71.
+func TestRunAboveOtherOperatorsFloor(t *testing.T) {
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 70})
+	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 70})
+	c, _, errw := fc.cmd()
+	if err := deleteMirror(c, fc.session(), fc.copies("db"), "m2"); err != nil {
+		t.Fatalf("delete-mirror: %v\n%s", err, errw)
+	}
+	r, ok, err := fc.st.LastVolumeRun("lab", "db", "delete-mirror")
+	if !ok || err != nil || r.Gen != 71 || r.State != operator.RunDone {
+		t.Fatalf("run %+v %v %v, want gen 71 done", r, ok, err)
 	}
 }

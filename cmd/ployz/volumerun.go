@@ -22,7 +22,7 @@ import (
 	"github.com/ployz/ployz/sdk/volume"
 )
 
-// Volume Runs (DESIGN.md): the CLI is the operator. A run is a fixed list
+// Volume Runs (the design): the CLI is the operator. A run is a fixed list
 // of steps, each admitted by the Machine it touches against its own copy
 // (set_volume_copy's expected copy and floor); the operator store keeps
 // one open run per Volume, numbered by its gen. Streams go Machine to
@@ -86,6 +86,17 @@ func (cp copies) writer() (string, error) {
 		cp.name, cp.writerList(), cp.name).With("field", "name").With("writers", cp.writers)
 }
 
+// floor is the highest floor any Machine reported for the volume.
+func (cp copies) floor() uint64 {
+	var f uint64
+	for _, v := range cp.vols {
+		if v.Copy != nil {
+			f = max(f, v.Copy.Floor)
+		}
+	}
+	return f
+}
+
 func missingNote(ms []string) string {
 	if len(ms) == 0 {
 		return ""
@@ -119,9 +130,10 @@ func withCopies(c *cobra.Command, name string, fn func(s session, cp copies) err
 	})
 }
 
-// runVolume opens a run of kind, drives it with fn and ends it.
-func runVolume(c *cobra.Command, s session, name, kind, target string, fn func(r *volumeRun) error) error {
-	r, stop, err := beginRun(c, s, name, kind, target)
+// runVolume opens a run of kind on cp's volume, drives it with fn and
+// ends it.
+func runVolume(c *cobra.Command, s session, cp copies, kind, target string, fn func(r *volumeRun) error) error {
+	r, stop, err := beginRun(c, s, cp, kind, target)
 	if err != nil {
 		return err
 	}
@@ -138,8 +150,13 @@ type volumeRun struct {
 	errw io.Writer
 }
 
-func beginRun(c *cobra.Command, s session, name, kind, target string) (*volumeRun, func(), error) {
-	r, err := s.st.BeginVolumeRun(s.ctx, name, kind, target, time.Now())
+// beginRun opens the run with a gen above every floor the copies showed:
+// another operator computer's runs may have raised them past this
+// store's gens (the two operators' runs can still collide, as any two
+// operators driving one Volume can).
+func beginRun(c *cobra.Command, s session, cp copies, kind, target string) (*volumeRun, func(), error) {
+	name := cp.name
+	r, err := s.st.BeginVolumeRunAbove(s.ctx, name, kind, target, cp.floor(), time.Now())
 	var open *operator.RunOpenError
 	if errors.As(err, &open) {
 		return nil, nil, rpc.Errorf(rpc.CodeConflict, "%v: wait for it, or end its process", err).With("gen", open.Run.Gen)
@@ -377,7 +394,7 @@ One run per Volume at a time, recorded in the operator store
 				if err != nil {
 					return err
 				}
-				return runVolume(c, s, cp.name, "mirror", target, func(r *volumeRun) error { return r.mirror(cp, w, target) })
+				return runVolume(c, s, cp, "mirror", target, func(r *volumeRun) error { return r.mirror(cp, w, target) })
 			})
 		},
 	}
@@ -445,7 +462,7 @@ that fails does not stop the others; the run fails if any did.`,
 				if len(cp.mirrors) == 0 {
 					return rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Mirror%s: `ployz volume mirror %s --to MACHINE` makes one", cp.name, missingNote(cp.missing), cp.name).With("field", "name")
 				}
-				return runVolume(c, s, cp.name, "sync", "", func(r *volumeRun) error { return r.sync(cp, w) })
+				return runVolume(c, s, cp, "sync", "", func(r *volumeRun) error { return r.sync(cp, w) })
 			})
 		},
 	}

@@ -322,7 +322,7 @@ func admit(s rpc.ContainerSpec, f localFacts) error {
 // admitVolumes refuses a Container that bind-mounts a Provisioned Volume
 // unless this Machine's copy of it is the Writer (a Mirror, a copy with
 // no role, or a volume not here is refused), so one Writer at a time
-// takes writes (DESIGN.md: Machine-local admission).
+// takes writes (design: Machine-local admission).
 func admitVolumes(s rpc.ContainerSpec, f localFacts) error {
 	for i, m := range s.Mounts {
 		if m.Type != "bind" {

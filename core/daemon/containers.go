@@ -453,7 +453,7 @@ func (o *containerOps) removeContainer(ctx context.Context, raw json.RawMessage)
 // its ployz.spec label, with the environment values the label redacts
 // read back from Docker's config for the same keys.
 func (o *containerOps) exportContainer(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ContainerRef
+	var req rpc.ExportContainerRequest
 	if err := rpc.Decode(rpc.CmdExportContainer, raw, &req); err != nil {
 		return nil, err
 	}
@@ -465,7 +465,11 @@ func (o *containerOps) exportContainer(ctx context.Context, raw json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	return rpc.ContainerExport{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), Spec: spec}, nil
+	ex := rpc.ContainerExport{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), Spec: spec}
+	if req.WithFiles {
+		ex.Files = o.shippedContent(spec.Files)
+	}
+	return ex, nil
 }
 
 func (o *containerOps) observeID(ctx context.Context, id string) (rpc.ContainerObservation, error) {

@@ -76,12 +76,8 @@ func materialize(dir string, files []rpc.FileSpec, content map[string][]byte) ([
 	}
 	var out []mount.Mount
 	for i, f := range files {
-		mode := os.FileMode(f.Mode)
-		if mode == 0 {
-			mode = 0o444
-		}
-		// One copy per digest and mode: the mode is the file's own.
-		p := filepath.Join(dir, fmt.Sprintf("%s-%s-%o", f.Kind, strings.TrimPrefix(f.Digest, "sha256:"), mode))
+		mode := shippedMode(f)
+		p := shippedPath(dir, f)
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			b, ok := content[f.Digest]
 			if !ok {
@@ -98,8 +94,54 @@ func materialize(dir string, files []rpc.FileSpec, content map[string][]byte) ([
 	return out, nil
 }
 
-// shippedName is the name materialize gives a shipped file.
-var shippedName = regexp.MustCompile(`^(file|dir)-[0-9a-f]{64}-[0-7]+$`)
+// shippedPath is where materialize keeps f: one copy per digest and
+// mode (the mode is the file's own).
+func shippedPath(dir string, f rpc.FileSpec) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-%o", f.Kind, strings.TrimPrefix(f.Digest, "sha256:"), shippedMode(f)))
+}
+
+// shippedMode is f's permission bits; none given is read-only for all.
+func shippedMode(f rpc.FileSpec) os.FileMode {
+	if f.Mode == 0 {
+		return 0o444
+	}
+	return os.FileMode(f.Mode)
+}
+
+// archiveSuffix names the archive kept beside an unpacked directory: its
+// bytes are the digest, which the unpacked tree (modes widened to be
+// readable) no longer reproduces, and a move ships them again.
+const archiveSuffix = ".tar"
+
+// shippedName is the name materialize gives a shipped file, and its
+// directory's kept archive.
+var shippedName = regexp.MustCompile(`^(file|dir)-[0-9a-f]{64}-[0-7]+(\.tar)?$`)
+
+// shippedContent reads back the content of files by digest, as
+// create_container takes it, so a Volume Move can create the Container on
+// another Machine. What this Machine no longer holds, or holds changed,
+// is left out: the caller names it.
+func (o *containerOps) shippedContent(files []rpc.FileSpec) map[string][]byte {
+	if o.filesDir == "" || len(files) == 0 {
+		return nil
+	}
+	o.filesMu.Lock()
+	defer o.filesMu.Unlock()
+	out := map[string][]byte{}
+	for _, f := range files {
+		p := shippedPath(o.filesDir, f)
+		if f.Kind == "dir" {
+			p += archiveSuffix
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || digestOf(b) != f.Digest {
+			o.log.Warn("shipped file not exported", "source", f.Source, "digest", short(f.Digest), "error", err)
+			continue
+		}
+		out[f.Digest] = b
+	}
+	return out
+}
 
 // sweepFiles removes the shipped files no Container on this Machine
 // mounts any more (running or not), after a Container is removed.
@@ -129,7 +171,7 @@ func (o *containerOps) sweepFiles(ctx context.Context) error {
 		}
 	}
 	for _, e := range entries {
-		if !shippedName.MatchString(e.Name()) || used[e.Name()] {
+		if !shippedName.MatchString(e.Name()) || used[strings.TrimSuffix(e.Name(), archiveSuffix)] {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(o.filesDir, e.Name())); err != nil {
@@ -155,6 +197,11 @@ func writeShipped(p, kind string, mode os.FileMode, b []byte) error {
 		return os.Rename(tmp, p)
 	}
 	if err := untar(tmp, b); err != nil {
+		os.RemoveAll(tmp) //nolint:errcheck
+		return err
+	}
+	// The archive first: an unpacked tree without it exports nothing.
+	if err := os.WriteFile(p+archiveSuffix, b, 0o400); err != nil {
 		os.RemoveAll(tmp) //nolint:errcheck
 		return err
 	}

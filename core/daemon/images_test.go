@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -163,5 +165,46 @@ func TestRemovedContainerFreesShippedFiles(t *testing.T) {
 	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: b.ID, Force: true})
 	if n := held(); n != 0 {
 		t.Fatalf("after removing b: %d shipped files, want none", n)
+	}
+}
+
+// TestExportShipsFilesBack: export_container with with_files answers the
+// content of every shipped file and directory by digest, as
+// create_container took it (a Volume Move creates the Container on
+// another Machine with it); without with_files it carries none; removing
+// the Container removes a directory's kept archive too.
+func TestExportShipsFilesBack(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	src := t.TempDir()
+	if err := os.Mkdir(filepath.Join(src, "conf.d"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "conf.d", "a.conf"), []byte("a = 1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := images.TarDir(src, 1<<20, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("hunter2")
+	spec := to.spec("exp", nil)
+	spec.Files = []rpc.FileSpec{
+		{Target: "/etc/app", Digest: digestOf(dir), Kind: "dir", Source: "./conf"},
+		{Target: "/run/secrets/pw", Digest: digestOf(secret), Kind: "file", Mode: 0o400, Source: "secret:pw"},
+	}
+	content := map[string][]byte{digestOf(dir): dir, digestOf(secret): secret}
+	ob := must[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("exp"), Spec: spec, Files: content})
+	plain := must[rpc.ContainerExport](t, to.exportContainer, rpc.ExportContainerRequest{ID: ob.ID})
+	if plain.Files != nil {
+		t.Fatalf("export without with_files carries %d files", len(plain.Files))
+	}
+	ex := must[rpc.ContainerExport](t, to.exportContainer, rpc.ExportContainerRequest{ID: ob.ID, WithFiles: true})
+	if len(ex.Files) != 2 || string(ex.Files[digestOf(secret)]) != "hunter2" || !bytes.Equal(ex.Files[digestOf(dir)], dir) {
+		t.Fatalf("exported files: %d, want the secret and the directory's archive", len(ex.Files))
+	}
+	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: ob.ID, Force: true})
+	if entries, _ := os.ReadDir(to.filesDir); len(entries) != 0 {
+		t.Fatalf("after the remove %d entries are left in the files directory", len(entries))
 	}
 }

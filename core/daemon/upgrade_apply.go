@@ -40,7 +40,7 @@ type ApplyConfig struct {
 
 // ApplyUpgrade swaps this Machine onto release cfg.To one unit at a time,
 // health-checking each step, and on a failed step puts the Machine back on
-// cfg.From the same way (Replacement Compensation, DESIGN.md bet 4). The
+// cfg.From the same way (Replacement Compensation, design bet 4). The
 // status file says what happened step by step.
 func ApplyUpgrade(ctx context.Context, cfg ApplyConfig) error {
 	if cfg.StepTimeout == 0 {

@@ -349,7 +349,7 @@ func admitDockerVolumes(svc Service, snap Snapshot, ms []MachineState) ([]Machin
 // admitProvisioned narrows ms to the one Machine whose copy of each
 // Provisioned Volume svc mounts is the Writer: every other Machine's
 // admission refuses the Container, so placing it there would only fail
-// later (DESIGN.md: Machine-local admission).
+// later (design: Machine-local admission).
 func admitProvisioned(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error) {
 	if len(svc.Provisioned) == 0 {
 		return ms, nil

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Volume Run outcomes (DESIGN.md: a run ends done, failed, cancelled or
+// Volume Run outcomes (design: a run ends done, failed, cancelled or
 // lost, and never runs again on its own). A step ends done, failed,
 // cancelled or skipped (what the disks showed was already there).
 const (
@@ -110,6 +110,14 @@ var alive = func(host string, pid int) bool {
 // (RunOpenError) while another open run's process is alive; an open run
 // whose process is gone is marked lost first.
 func (s *Store) BeginVolumeRun(context, volume, kind, target string, now time.Time) (VolumeRun, error) {
+	return s.BeginVolumeRunAbove(context, volume, kind, target, 0, now)
+}
+
+// BeginVolumeRunAbove is BeginVolumeRun with a gen above floor too: the
+// highest floor the run's Machines reported. Runs another operator
+// computer drove raised those floors past this store's own gens, and a
+// run below them would see every step refused as a late one.
+func (s *Store) BeginVolumeRunAbove(context, volume, kind, target string, floor uint64, now time.Time) (VolumeRun, error) {
 	if err := s.ensureVolumeRuns(); err != nil {
 		return VolumeRun{}, err
 	}
@@ -146,7 +154,7 @@ func (s *Store) BeginVolumeRun(context, volume, kind, target string, now time.Ti
 		return VolumeRun{}, fmt.Errorf("begin volume run: %w", err)
 	}
 	host, _ := os.Hostname()
-	r := VolumeRun{Context: context, Volume: volume, Gen: uint64(last.Int64) + 1, Kind: kind, Target: target, State: RunOpen,
+	r := VolumeRun{Context: context, Volume: volume, Gen: max(uint64(last.Int64), floor) + 1, Kind: kind, Target: target, State: RunOpen,
 		Started: now, Updated: now, Host: host, Pid: os.Getpid(), Steps: []RunStep{}}
 	if err := putRun(tx, r); err != nil {
 		return VolumeRun{}, err

@@ -131,3 +131,23 @@ func TestLastVolumeRun(t *testing.T) {
 		t.Fatalf("a dead open sync: %+v, want gen 2 lost", r)
 	}
 }
+
+// TestBeginVolumeRunAbove: a run opens above the highest floor its
+// Machines reported (runs from another operator computer), and the next
+// one above that, whatever this store numbered before.
+func TestBeginVolumeRunAbove(t *testing.T) {
+	s, _ := open(t)
+	t0 := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	defer func(f func(string, int) bool) { alive = f }(alive)
+	alive = func(string, int) bool { return false }
+	r, err := s.BeginVolumeRunAbove("lab", "db", "sync", "", 41, t0)
+	if err != nil || r.Gen != 42 {
+		t.Fatalf("above floor 41: %+v %v", r, err)
+	}
+	if r, err = s.BeginVolumeRunAbove("lab", "db", "sync", "", 7, t0); err != nil || r.Gen != 43 {
+		t.Fatalf("a lower floor than this store's own gens: %+v %v, want gen 43", r, err)
+	}
+	if r, err = s.BeginVolumeRun("lab", "db", "sync", "", t0); err != nil || r.Gen != 44 {
+		t.Fatalf("no floor: %+v %v, want gen 44", r, err)
+	}
+}

@@ -99,7 +99,7 @@ type MachineOutcome struct {
 	Millis     int64             `json:"ms"`
 }
 
-// Outcome is a whole rollout, Machine by Machine (DESIGN.md bet 4).
+// Outcome is a whole rollout, Machine by Machine (design bet 4).
 type Outcome struct {
 	Version  string           `json:"version"`
 	Machines []MachineOutcome `json:"machines"`

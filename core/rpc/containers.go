@@ -32,7 +32,9 @@ const (
 	// CmdExportContainer answers a Service Container's spec as it was
 	// created, environment values included (list_containers redacts
 	// them), so `ployz volume move` can create the same Container on
-	// another Machine. Shipped files' content is not included.
+	// another Machine. With with_files, shipped files' content comes
+	// too, by digest, as create_container takes it (an older Machine
+	// answers without it).
 	CmdExportContainer = "export_container"
 	CapExportContainer = "ployz.container.export.v1"
 
@@ -200,11 +202,22 @@ type WaitReadyResult struct {
 	Message string   `json:"message,omitempty"`
 }
 
+// ExportContainerRequest is export_container's request: a ContainerRef
+// that may ask for the shipped files' content.
+type ExportContainerRequest struct {
+	ID        string `json:"id"`
+	WithFiles bool   `json:"with_files,omitempty"`
+}
+
 // ContainerExport is export_container's answer.
 type ContainerExport struct {
 	ID   string        `json:"id"`
 	Name string        `json:"name"`
 	Spec ContainerSpec `json:"spec"`
+	// Files is the content of Spec.Files by digest, when asked for and
+	// this Machine still holds it (a file shipped before it kept a
+	// directory's archive is left out).
+	Files map[string][]byte `json:"files,omitempty"`
 }
 
 // ListContainersRequest filters a live listing.

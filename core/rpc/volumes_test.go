@@ -61,9 +61,10 @@ func TestMovePayloadsFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		List   ContainerList   `json:"container_list"`
-		Old    ContainerList   `json:"old_container_list"`
-		Export ContainerExport `json:"container_export"`
+		List   ContainerList          `json:"container_list"`
+		Old    ContainerList          `json:"old_container_list"`
+		Export ContainerExport        `json:"container_export"`
+		Req    ExportContainerRequest `json:"export_container_request"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
@@ -74,6 +75,12 @@ func TestMovePayloadsFixture(t *testing.T) {
 	e := doc.Export
 	if e.ID != "c1" || e.Spec.Env["POSTGRES_PASSWORD"] != "hunter2" || len(e.Spec.Mounts) != 1 || e.Spec.Mounts[0].Source != "/var/lib/ployz/volumes/db" || e.Spec.DeploymentID != "d1" {
 		t.Fatalf("export: %+v", e)
+	}
+	if len(e.Spec.Files) != 1 || string(e.Files[e.Spec.Files[0].Digest]) != "hunter2" || e.Spec.Files[0].Mode != 0o400 {
+		t.Fatalf("export's shipped files: %+v / %d contents", e.Spec.Files, len(e.Files))
+	}
+	if doc.Req != (ExportContainerRequest{ID: "c1", WithFiles: true}) {
+		t.Fatalf("export request: %+v", doc.Req)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package volumecopy is a Machine's own record of its Provisioned Volume
-// copies (DESIGN.md: Expected copies, One lease, one fence, Volume copy
+// copies (design: Expected copies, One lease, one fence, Volume copy
 // transitions): per volume the copy's role (Writer, Mirror or none), a
 // Writer's epoch and the floor, the newest Volume Run gen this Machine
 // accepted for the copy. Apply is SetVolumeCopy's transition table; Store
