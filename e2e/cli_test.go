@@ -87,7 +87,7 @@ type streamed struct {
 func (o *operator) stream(ctx context.Context, t testing.TB, args ...string) *streamed {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
-	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
+	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	outp, err := cmd.StdoutPipe()
 	if err != nil {

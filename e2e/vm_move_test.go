@@ -31,6 +31,25 @@ type moveDoc struct {
 	} `json:"run"`
 }
 
+// shopCompose writes dir/compose.yaml: the shop project's db Service on
+// Provisioned Volume db, with more appended (Service keys indented by
+// four spaces, then top-level keys).
+func shopCompose(t *testing.T, dir, more string) string {
+	f := filepath.Join(dir, "compose.yaml")
+	doc := `name: shop
+services:
+  db:
+    image: ` + lab.TestAppImage + `
+    environment: {DATA_DIR: /data, SECRET_TOKEN: s3cret}
+    ports: ["18080:8080"]
+    volumes: ["/var/lib/ployz/volumes/db:/data"]
+` + more
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // vmVolumeMove moves a stateful Service with its Provisioned Volume from
 // m1 to m2 (issue 19): placed on the Writer by volume locality alone; a
 // move m2 would refuse (a constraint) refused before a run opens; a move
@@ -47,21 +66,7 @@ func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 	if out, err := fillVolume(ctx, l, "m1", "db", "blob", 16<<20); err != nil {
 		t.Fatalf("write blob: %v: %s", err, out)
 	}
-	compose := func(constraint string) string {
-		f := filepath.Join(t.TempDir(), "compose.yaml")
-		doc := `name: shop
-services:
-  db:
-    image: ` + lab.TestAppImage + `
-    environment: {DATA_DIR: /data, SECRET_TOKEN: s3cret}
-    ports: ["18080:8080"]
-    volumes: ["/var/lib/ployz/volumes/db:/data"]
-` + constraint
-		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	compose := func(constraint string) string { return shopCompose(t, t.TempDir(), constraint) }
 	m1, m2 := l.Machines[0].IP.String(), l.Machines[1].IP.String()
 	client := &http.Client{Timeout: 3 * time.Second}
 	appendVia := func(ip string, line int) (string, error) {
@@ -233,13 +238,7 @@ services:
 			t.Fatalf("line %d was acknowledged by %s but is not on m2's volume", a.line, a.host)
 		}
 	}
-	sum := func(m string) string {
-		out, err := l.Exec(ctx, m, "sha256sum", "/var/lib/ployz/volumes/db/blob")
-		if err != nil {
-			t.Fatalf("checksum on %s: %v: %s", m, err, out)
-		}
-		return strings.Fields(out)[0]
-	}
+	sum := func(m string) string { return volumeFileSum(ctx, t, l, m, "db", "blob") }
 	if a, b := sum("m1"), sum("m2"); a != b {
 		t.Fatalf("blob: m1 %s, m2 %s", a, b)
 	}
@@ -264,4 +263,5 @@ services:
 		t.Fatalf("a write by hand into m1's Mirror: %v: %q", err, out)
 	}
 	vmVolumeRestore(ctx, t, l, op, refused, role, serviceOn)
+	vmMoveFinish(ctx, t, l, op, role, serviceOn)
 }

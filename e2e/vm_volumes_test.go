@@ -501,6 +501,17 @@ func sh(t *testing.T, op *operator, args string) {
 // fillVolume writes n pseudo-random bytes to file in Provisioned Volume
 // vol on Machine m, through a Container bind-mounting it as a Service
 // would.
+// volumeFileSum is the sha256 of file in volume vol's mountpoint on
+// machine m.
+func volumeFileSum(ctx context.Context, t *testing.T, l *lab.Lab, m, vol, file string) string {
+	t.Helper()
+	out, err := l.Exec(ctx, m, "sha256sum", "/var/lib/ployz/volumes/"+vol+"/"+file)
+	if err != nil {
+		t.Fatalf("checksum of %s/%s on %s: %v: %s", vol, file, m, err, out)
+	}
+	return strings.Fields(out)[0]
+}
+
 func fillVolume(ctx context.Context, l *lab.Lab, m, vol, file string, n int) (string, error) {
 	return l.Exec(ctx, m, "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/"+vol+":/data", "--entrypoint", "/testapp", lab.TestAppImage,
 		"fill", "/data/"+file, strconv.Itoa(n))

@@ -298,7 +298,7 @@ func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator)
 func (o *operator) killAfter(t *testing.T, marker string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
-	cmd.Env = append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store)
+	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	errs, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
