@@ -484,7 +484,7 @@ type machineVolumesJSON struct {
 
 // ployzCmd is the CLI's command line for a shell pipeline.
 func ployzCmd(op *operator) string {
-	return "PLOYZ_OPERATOR_STORE=" + op.store + " " + filepath.Join(os.Getenv(lab.EnvBinDir), "ployz") + " --ssh-key " + op.key
+	return strings.Join(append(op.env, "PLOYZ_OPERATOR_STORE="+op.store), " ") + " " + filepath.Join(os.Getenv(lab.EnvBinDir), "ployz") + " --ssh-key " + op.key
 }
 
 // sh runs `ployz ARGS` (with shell redirections and pipes) and fails the
@@ -498,9 +498,6 @@ func sh(t *testing.T, op *operator, args string) {
 	t.Logf("ployz %s: %s", args, strings.TrimSpace(string(out)))
 }
 
-// fillVolume writes n pseudo-random bytes to file in Provisioned Volume
-// vol on Machine m, through a Container bind-mounting it as a Service
-// would.
 // volumeFileSum is the sha256 of file in volume vol's mountpoint on
 // machine m.
 func volumeFileSum(ctx context.Context, t *testing.T, l *lab.Lab, m, vol, file string) string {
@@ -512,6 +509,9 @@ func volumeFileSum(ctx context.Context, t *testing.T, l *lab.Lab, m, vol, file s
 	return strings.Fields(out)[0]
 }
 
+// fillVolume writes n pseudo-random bytes to file in Provisioned Volume
+// vol on Machine m, through a Container bind-mounting it as a Service
+// would.
 func fillVolume(ctx context.Context, l *lab.Lab, m, vol, file string, n int) (string, error) {
 	return l.Exec(ctx, m, "docker", "run", "--rm", "-v", "/var/lib/ployz/volumes/"+vol+":/data", "--entrypoint", "/testapp", lab.TestAppImage,
 		"fill", "/data/"+file, strconv.Itoa(n))

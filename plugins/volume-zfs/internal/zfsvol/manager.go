@@ -368,6 +368,22 @@ func hasSnapshot(snaps []*volumev1.SnapshotInfo, name string) bool {
 	return false
 }
 
+// rollbackFirst reports whether a stream into the existing dataset ds
+// rolls it back to its newest snapshot first (zfs receive -F). The daemon
+// receives only into a copy that is not the Writer, so changes since that
+// snapshot are an older Writer's writes, lost when it was demoted, and
+// must not refuse the stream. Not when ds holds a cut receive's state
+// (the stream resumes it), nor without snapshots: a full stream must
+// never replace a dataset, and zfs refuses that only while it has some.
+func rollbackFirst(ctx context.Context, ds string) bool {
+	out, err := run(ctx, nil, nil, "get", "-H", "-o", "value", "receive_resume_token", ds)
+	if err != nil || len(out) != 1 || len(out[0]) != 1 || (out[0][0] != "-" && out[0][0] != "") {
+		return false
+	}
+	snaps, err := snapshots(ctx, ds)
+	return err == nil && len(snaps) > 0
+}
+
 // Receive reads a stream from r into volume name and returns the bytes
 // read. A full stream creates the volume (mounted at Mountpoint(name));
 // an incremental one or a resumed one lands in the existing volume. With
@@ -389,15 +405,17 @@ func (m *Manager) Receive(ctx context.Context, name string, resumable bool, r io
 	if resumable {
 		args = append(args, "-s")
 	}
+	ds := dataset(pool, name)
 	if _, err := get(pool, name); status.Code(err) == codes.NotFound {
 		// atime off: reading a received copy must not count as a change
 		// that makes the next incremental receive refuse it.
 		args = append(args, "-o", "mountpoint="+Mountpoint(name), "-o", "atime=off")
 	} else if err != nil {
 		return 0, err
+	} else if rollbackFirst(ctx, ds) {
+		args = append(args, "-F")
 	}
 	c := &counter{r: r}
-	ds := dataset(pool, name)
 	if _, err := run(ctx, c, nil, append(args, ds)...); err != nil {
 		return c.n, status.Errorf(codes.FailedPrecondition, "volume: receive into %q after %d bytes: %v", name, c.n, err)
 	}
