@@ -49,6 +49,11 @@ type fakeMachine struct {
 type fakeVol struct {
 	copy   volumecopy.Copy
 	mounts []string // names of Containers mounting it (running or not)
+	// token is a cut receive's resume token, answered from the
+	// (tokenAfter+1)th inspection on: a receive still ending.
+	token      string
+	tokenAfter int
+	inspected  int
 }
 
 type fakeCtr struct {
@@ -168,7 +173,11 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		if !ok {
 			return nil, rpc.Errorf(rpc.CodeNotFound, "name: no volume %q on this Machine", req.Name)
 		}
-		return volOf(req.Name, v), nil
+		out := volOf(req.Name, v)
+		if v.inspected++; v.token != "" && v.inspected > v.tokenAfter {
+			out.ResumeToken = v.token
+		}
+		return out, nil
 	})
 	handle(rpc.CmdSetVolumeCopy, func(raw json.RawMessage) (any, error) {
 		var req rpc.SetVolumeCopyRequest

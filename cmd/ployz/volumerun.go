@@ -359,17 +359,43 @@ func (r *volumeRun) pump(writer, target string, req rpc.SendVolumeRequest, what 
 
 // resumeAfter reads target's volume after a transfer failed: a resume
 // token there means the stream was cut on the way and the next round
-// sends only the rest. Anything else keeps the failure.
+// sends only the rest. Anything else keeps the failure. After a cut
+// (not a Machine's refusal) the target may still be ending its receive
+// when the source's error arrives, so its token is waited for a while.
 func (r *volumeRun) resumeAfter(target string, failed error) (*rpc.Volume, error) {
-	if r.ctx.Err() != nil {
-		return nil, failed
+	wait := time.Duration(0)
+	if cutLike(failed) {
+		wait = tokenWait
 	}
-	var v rpc.Volume
-	if err := r.s.ent.Call(r.ctx, rpc.Target{One: target}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: r.run.Volume}, &v); err != nil || v.ResumeToken == "" {
-		return nil, failed
+	for deadline := time.Now().Add(wait); r.ctx.Err() == nil; {
+		var v rpc.Volume
+		err := r.s.ent.Call(r.ctx, rpc.Target{One: target}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: r.run.Volume}, &v)
+		if err == nil && v.ResumeToken != "" {
+			fmt.Fprintf(r.errw, "    %s: cut on the way (%v); continuing from %s's resume token\n", target, failed, target)
+			return &v, nil
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
+		select {
+		case <-r.ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
-	fmt.Fprintf(r.errw, "    %s: cut on the way (%v); continuing from %s's resume token\n", target, failed, target)
-	return &v, nil
+	return nil, failed
+}
+
+// tokenWait is how long resumeAfter waits for a cut receive's token.
+var tokenWait = 20 * time.Second
+
+// cutLike reports whether err is a stream broken on the way rather than
+// a Machine refusing it (a refusal leaves no token to wait for).
+func cutLike(err error) bool {
+	var re *rpc.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	return re.Code == rpc.CodeUnavailable || re.Code == rpc.CodeInternal
 }
 
 func volumeMirror() *cobra.Command {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
@@ -100,5 +102,37 @@ func TestMoveHelpers(t *testing.T) {
 	}
 	if creationKey(spec, "db", 4, "c1") == a || creationKey(spec, "db", 3, "c2") == a {
 		t.Error("another run or Container got the same creation key")
+	}
+}
+
+// TestResumeAfterWaitsForToken: after a cut the target's token may come
+// a moment after the source's error; resumeAfter waits for it. A
+// Machine's refusal is not waited on, and no token keeps the failure.
+func TestResumeAfterWaitsForToken(t *testing.T) {
+	defer func(d time.Duration) { tokenWait = d }(tokenWait)
+	tokenWait = 5 * time.Second
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
+	fc.ms["m2"].vols["db"].token, fc.ms["m2"].vols["db"].tokenAfter = "1-abc", 2
+	c, _, errw := fc.cmd()
+	r, stop, err := beginRun(c, fc.session(), fc.copies("db"), "sync", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	cut := errors.New("connection reset by peer")
+	if v, err := r.resumeAfter("m2", cut); err != nil || v.ResumeToken != "1-abc" || !strings.Contains(errw.String(), "continuing from m2's resume token") {
+		t.Fatalf("a cut with the token coming late: %+v %v", v, err)
+	}
+	fc.ms["m2"].vols["db"].inspected = 0
+	refusal := rpc.Errorf(rpc.CodeFailedPrecond, "volume: destination has been modified")
+	start := time.Now()
+	if _, err := r.resumeAfter("m2", refusal); err != refusal || time.Since(start) > 2*time.Second {
+		t.Fatalf("a refusal: %v after %s, want it at once", err, time.Since(start))
+	}
+	fc.ms["m2"].vols["db"].token = ""
+	tokenWait = 1500 * time.Millisecond
+	if _, err := r.resumeAfter("m2", cut); err != cut {
+		t.Fatalf("a cut that left no token: %v", err)
 	}
 }
