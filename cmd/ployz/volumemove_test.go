@@ -287,3 +287,26 @@ func TestRunTaskCancelled(t *testing.T) {
 		t.Fatalf("older Machine: %v (direct %d)", err, direct)
 	}
 }
+
+// TestRunTaskNoAnswer: a Machine that stops answering while its task is
+// busy is asked again for a while (it may be restarting), then the step
+// fails with why.
+func TestRunTaskNoAnswer(t *testing.T) {
+	fastAsks(t)
+	was := taskNoAnswerFor
+	taskNoAnswerFor = 200 * time.Millisecond
+	t.Cleanup(func() { taskNoAnswerFor = was })
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
+	id := fc.container("m2", "web", "db", "exited")
+	fc.serveTasks("m2", time.Hour)
+	c, _, errw := fc.cmd()
+	r := &volumeRun{c: c, s: fc.session(), ctx: context.Background(), run: operator.VolumeRun{Volume: "db", Gen: 1}, errw: errw}
+	go func() { time.Sleep(100 * time.Millisecond); fc.down("m2") }()
+	start := time.Now()
+	err := r.runTask(containerTask{machine: "m2", expect: volumecopy.Writer, what: "docker start web",
+		req: rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}, direct: func() error { return errors.New("direct") }})
+	if err == nil || time.Since(start) > 5*time.Second || !strings.Contains(errw.String(), "m2: docker start web (no answer: ") {
+		t.Fatalf("after m2 went away: %v in %s\n%s", err, time.Since(start), errw)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,6 +26,11 @@ type containerTask struct {
 // Machine itself waits a few seconds before answering busy).
 var taskAskEvery = time.Second
 
+// taskNoAnswerFor is how long a Machine with a busy task may not answer
+// (a daemon restarting, the mesh hiccuping) before the step fails: the
+// task goes on there, and a run that stopped asking would undo under it.
+var taskNoAnswerFor = time.Minute
+
 // runTask drives t until Docker answers; it gives up only when the run's
 // context ends (the task on the Machine goes on to its own bound).
 func (r *volumeRun) runTask(t containerTask) error {
@@ -38,15 +44,24 @@ func (r *volumeRun) runTask(t containerTask) error {
 	cancelled := func() error {
 		return fmt.Errorf("%s on %s: still busy after %s when the run was cancelled (the Machine lets Docker finish): %w", t.what, t.machine, took.Round(time.Second), r.ctx.Err())
 	}
+	answered := time.Now()
 	for {
 		asked := time.Now()
 		var st rpc.VolumeTaskState
 		if err := r.s.ent.Call(r.ctx, rpc.Target{One: t.machine}, rpc.CmdVolumeTask, req, &st); err != nil {
-			if busy && r.ctx.Err() != nil {
+			switch {
+			case busy && r.ctx.Err() != nil:
 				return cancelled()
+			case busy && noAnswer(err) && time.Since(answered) < taskNoAnswerFor:
+				fmt.Fprintf(r.errw, "    %s: %s (no answer: %v; asking again)\n", t.machine, t.what, err)
+				if !r.pause(asked.Add(taskAskEvery)) {
+					return cancelled()
+				}
+				continue
 			}
 			return err
 		}
+		answered = time.Now()
 		took = time.Duration(st.ElapsedSeconds * float64(time.Second))
 		shown := took.Round(100 * time.Millisecond)
 		if st.State == rpc.TaskBusy {
@@ -65,12 +80,26 @@ func (r *volumeRun) runTask(t containerTask) error {
 		}
 		// busy, or a state this CLI does not know: ask again.
 		busy = true
-		select {
-		case <-r.ctx.Done():
+		if !r.pause(asked.Add(taskAskEvery)) {
 			return cancelled()
-		case <-time.After(time.Until(asked.Add(taskAskEvery))):
 		}
 	}
+}
+
+// pause waits until until, false when the run is cancelled first.
+func (r *volumeRun) pause(until time.Time) bool {
+	select {
+	case <-r.ctx.Done():
+		return false
+	case <-time.After(time.Until(until)):
+		return true
+	}
+}
+
+// noAnswer: err says the Machine did not answer (not that it refused).
+func noAnswer(err error) bool {
+	var re *rpc.Error
+	return !errors.As(err, &re) || re.Code == rpc.CodeUnavailable
 }
 
 // serves reports whether machine advertises capability (an older

@@ -138,6 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	d := &Daemon{cfg: cfg, log: cfg.Logger, tasks: volumecopy.NewTasks()}
 	d.tasks.Base = ctx
+	d.tasks.Ended = d.volumeTaskEnded
 	if err := ensureDataDir(cfg.DataDir); err != nil {
 		return err
 	}

@@ -54,6 +54,16 @@ func (d *Daemon) volumeTask(ctx context.Context, raw json.RawMessage) (any, erro
 	return st, nil
 }
 
+// volumeTaskEnded logs what Docker answered a task.
+func (d *Daemon) volumeTaskEnded(k volumecopy.TaskKey, err error, took time.Duration) {
+	l := d.log.With("volume", k.Volume, "gen", k.Gen, "kind", k.Kind, "subject", k.Subject, "took", took.Round(time.Millisecond))
+	if err != nil {
+		l.Warn("volume task failed", "error", err)
+		return
+	}
+	l.Info("volume task done")
+}
+
 // taskJob is the Docker call req's kind names, through the same steps
 // (and checks) as stop_container, start_container and pull_image.
 func (o *containerOps) taskJob(req rpc.VolumeTaskRequest) (volumecopy.Job, error) {

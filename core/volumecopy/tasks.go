@@ -57,6 +57,8 @@ type Tasks struct {
 	Keep time.Duration
 	// Base is the context tasks run under (the daemon's), or Background.
 	Base context.Context
+	// Ended, when set, hears each task's end (for the daemon's log).
+	Ended func(key TaskKey, err error, took time.Duration)
 
 	mu sync.Mutex
 	m  map[TaskKey]*task
@@ -159,6 +161,9 @@ func (ts *Tasks) start(j Job) (*task, bool) {
 		t.err, t.ended = err, time.Now()
 		ts.mu.Unlock()
 		close(t.done)
+		if ts.Ended != nil {
+			ts.Ended(j.Key, err, t.ended.Sub(t.started))
+		}
 	}()
 	return t, false
 }
