@@ -138,6 +138,13 @@ func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 		t.Fatalf("move with a squatter: exit %d, stdout %s, stderr %s; want an undone run naming squatter", code, out, errs)
 	}
 	t.Logf("undone move: %s", strings.TrimSpace(errs))
+	// The cut's stop and the undo's start went through volume_task on m1
+	// (a progress line per answer), not the plain commands.
+	for _, line := range []string{"    m1: docker stop ", "    m1: docker start "} {
+		if !strings.Contains(errs, line) {
+			t.Fatalf("the undone move's output has no %q: the step did not run as a volume task:\n%s", line, errs)
+		}
+	}
 	if r := role("m1"); r != "writer" {
 		t.Fatalf("after the undo m1's copy is %s", r)
 	}

@@ -585,11 +585,20 @@ func printPulls(w io.Writer, p deploy.Plan) {
 // plan pulls, once, before anything runs: a pull sends its registry's
 // credential and nothing keeps it.
 func registryAuth(p deploy.Plan) (func(string) string, error) {
-	need := false
+	var pulls []string
 	for _, r := range p.Rows {
-		need = need || r.Pull
+		if r.Pull {
+			pulls = append(pulls, r.Spec.Image)
+		}
 	}
-	if !need {
+	return registryAuthFor(pulls)
+}
+
+// registryAuthFor reads the operator's Docker credentials for imgs, once:
+// a credentials file that cannot be read is an error naming it, never an
+// anonymous pull. Nothing to pull reads nothing (a nil func).
+func registryAuthFor(imgs []string) (func(string) string, error) {
+	if len(imgs) == 0 {
 		return nil, nil
 	}
 	creds, err := images.LoadCredentials()
@@ -597,18 +606,15 @@ func registryAuth(p deploy.Plan) (func(string) string, error) {
 		return nil, err
 	}
 	enc := map[string]string{}
-	for _, r := range p.Rows {
-		if !r.Pull {
+	for _, img := range imgs {
+		if _, ok := enc[img]; ok {
 			continue
 		}
-		if _, ok := enc[r.Spec.Image]; ok {
-			continue
-		}
-		a, err := creds.For(r.Spec.Image)
+		a, err := creds.For(img)
 		if err != nil {
-			return nil, fmt.Errorf("credentials for %s: %w", r.Spec.Image, err)
+			return nil, fmt.Errorf("credentials for %s: %w", img, err)
 		}
-		enc[r.Spec.Image] = a
+		enc[img] = a
 	}
 	return func(image string) string { return enc[image] }, nil
 }

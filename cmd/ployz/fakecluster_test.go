@@ -44,6 +44,11 @@ type fakeMachine struct {
 	labels map[string]string
 	images []string
 	calls  []string // the commands it served, in order
+	// tasks, when set, serves volume_task through the real task table
+	// (volumecopy.Tasks); its Docker calls take dockerTakes each and are
+	// counted in calls as "docker stop" etc.
+	tasks       *volumecopy.Tasks
+	dockerTakes time.Duration
 }
 
 type fakeVol struct {
@@ -100,6 +105,16 @@ func newFakeCluster(t *testing.T, names ...string) *fakeCluster {
 	}
 	t.Cleanup(func() { fc.st.Close() })
 	return fc
+}
+
+// serveTasks has Machine name serve volume_task (an up-to-date daemon),
+// each Docker call taking takes; the Machine answers busy after 20 ms.
+func (fc *fakeCluster) serveTasks(name string, takes time.Duration) {
+	ts := volumecopy.NewTasks()
+	ts.Wait = 20 * time.Millisecond
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.ms[name].tasks, fc.ms[name].dockerTakes = ts, takes
 }
 
 // down stops Machine name answering (a Machine that does not answer).
@@ -187,7 +202,7 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		if ok {
 			cur = v.copy
 		}
-		f := volumecopy.Facts{Exists: ok}
+		f := volumecopy.Facts{Exists: ok, Busy: m.tasks.Running(req.Volume)}
 		for _, c := range m.ctrs {
 			if c.state == "running" && mountsVolume(&c.ex.Spec, req.Volume) {
 				f.MountedBy = append(f.MountedBy, c.ex.Name)
@@ -245,7 +260,11 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		}
 		return c.ex, nil
 	})
+	// Every Machine holds app:1 unless the test set its images.
 	handle(rpc.CmdListImages, func(json.RawMessage) (any, error) {
+		if m.images != nil {
+			return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: m.images}}}, nil
+		}
 		return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: []string{"app:1"}}}}, nil
 	})
 	handle(rpc.CmdCreateContainer, func(raw json.RawMessage) (any, error) {
@@ -259,20 +278,25 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		m.ctrs[c.ex.ID] = c
 		return obs(c), nil
 	})
+	setState := func(ref, to string) (any, error) {
+		c, err := find(ref)
+		if err != nil {
+			return nil, err
+		}
+		c.state = to
+		return obs(c), nil
+	}
 	state := func(cmd, to string) {
 		handle(cmd, func(raw json.RawMessage) (any, error) {
 			var req rpc.ContainerRef
 			json.Unmarshal(raw, &req) //nolint:errcheck
-			c, err := find(req.ID)
-			if err != nil {
-				return nil, err
-			}
-			c.state = to
-			return obs(c), nil
+			return setState(req.ID, to)
 		})
 	}
 	state(rpc.CmdStartContainer, "running")
 	state(rpc.CmdStopContainer, "exited")
+	handle(rpc.CmdPullImage, func(json.RawMessage) (any, error) { return rpc.PullImageResult{}, nil })
+	fc.taskRoute(srv, m, setState)
 	handle(rpc.CmdRemoveContainer, func(raw json.RawMessage) (any, error) {
 		var req rpc.RemoveContainerRequest
 		json.Unmarshal(raw, &req) //nolint:errcheck
@@ -314,6 +338,59 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		fc.ptrs[req.Service] = p
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
+}
+
+// taskRoute serves volume_task on m while m.tasks is set: admitted
+// against m's copy by the real table, the Docker call a state change
+// after m.dockerTakes. It holds fc.mu only to read or change m, never
+// while it waits on a task.
+func (fc *fakeCluster) taskRoute(srv *rpc.Server, m *fakeMachine, setState func(ref, to string) (any, error)) {
+	srv.Handle(rpc.Route{Command: rpc.CmdVolumeTask, Capability: rpc.CapVolumeTask,
+		Available: func() bool { fc.mu.Lock(); defer fc.mu.Unlock(); return m.tasks != nil },
+		Handler: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			var req rpc.VolumeTaskRequest
+			json.Unmarshal(raw, &req) //nolint:errcheck
+			key := volumecopy.TaskKey{Volume: req.Volume, Gen: req.Gen, Kind: req.Kind}
+			ref, to := "", ""
+			switch req.Kind {
+			case rpc.TaskStop:
+				key.Subject, ref, to = req.Stop.ID, req.Stop.ID, "exited"
+			case rpc.TaskStart:
+				key.Subject, ref, to = req.Start.ID, req.Start.ID, "running"
+			case rpc.TaskPull:
+				key.Subject = req.Pull.Image
+			}
+			fc.mu.Lock()
+			m.calls = append(m.calls, rpc.CmdVolumeTask)
+			ts, takes := m.tasks, m.dockerTakes
+			fc.mu.Unlock()
+			job := volumecopy.Job{Key: key, Timeout: time.Minute, Grant: req.Kind != rpc.TaskPull, Run: func(context.Context) error {
+				time.Sleep(takes)
+				fc.mu.Lock()
+				defer fc.mu.Unlock()
+				m.calls = append(m.calls, "docker "+req.Kind)
+				if ref == "" {
+					return nil
+				}
+				_, err := setState(ref, to)
+				return err
+			}}
+			st, err := ts.Do(ctx, job, func(start func()) error {
+				fc.mu.Lock()
+				defer fc.mu.Unlock()
+				var cur volumecopy.Copy
+				if v, ok := m.vols[req.Volume]; ok {
+					cur = v.copy
+				}
+				if err := volumecopy.AdmitTask(cur, req.Volume, req.Gen, req.Expect); err != nil {
+					return err
+				}
+				start()
+				return nil
+			})
+			st.MachineID = "id-" + m.name
+			return st, err
+		}})
 }
 
 // pointTo sets the Serving Pointer of shop-production/db to ids on m.

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/deploy"
-	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
@@ -156,7 +155,7 @@ func finishMove(c *cobra.Command, s session, cp copies, to string, o moveOpts) e
 		if err := mv.fence(src, volumecopy.Mirror); err != nil {
 			return err
 		}
-		if err := mv.pullImages(); err != nil {
+		if err := mv.pullImages(volumecopy.Writer); err != nil {
 			return err
 		}
 		return mv.startOnTarget()
@@ -302,7 +301,7 @@ func (mv *mover) move(cp copies) error {
 	if err := mv.fence(t, trole); err != nil {
 		return err
 	}
-	if err := mv.pullImages(); err != nil {
+	if err := mv.pullImages(trole); err != nil {
 		return err
 	}
 	// The bulk send, while the Containers keep writing.
@@ -323,18 +322,21 @@ func (mv *mover) move(cp copies) error {
 	return mv.startOnTarget()
 }
 
-// pullImages has the target pull each image it lacks.
-func (mv *mover) pullImages() error {
+// pullImages has the target pull each image it lacks, admitted against
+// the target's copy as it is now (trole).
+func (mv *mover) pullImages(trole string) error {
+	auth, err := registryAuthFor(mv.image)
+	if err != nil {
+		return fmt.Errorf("pull on %s: %w", mv.target, err)
+	}
 	for _, img := range mv.image {
 		err := mv.step("pull-image", mv.target, func(st *operator.RunStep) error {
 			st.Detail = img
-			req := rpc.PullImageRequest{Image: img}
-			if creds, err := images.LoadCredentials(); err == nil && creds != nil {
-				if a, err := creds.For(img); err == nil {
-					req.RegistryAuth = a
-				}
-			}
-			if err := mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdPullImage, req, nil); err != nil {
+			req := rpc.PullImageRequest{Image: img, RegistryAuth: auth(img)}
+			err := mv.runTask(containerTask{machine: mv.target, expect: trole, what: "docker pull " + img,
+				req:    rpc.VolumeTaskRequest{Kind: rpc.TaskPull, Pull: &req},
+				direct: func() error { return mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdPullImage, req, nil) }})
+			if err != nil {
 				return fmt.Errorf("%w (or `ployz image push %s --machine %s`, then move again)", err, img, mv.target)
 			}
 			return nil
@@ -360,8 +362,10 @@ func (mv *mover) cut(trole string) error {
 			if mv.stopped.IsZero() {
 				mv.stopped = time.Now()
 			}
-			err := mv.s.ent.Call(mv.ctx, rpc.Target{One: w}, rpc.CmdStopContainer,
-				rpc.StopContainerRequest{ID: u.old.ID, GracePeriodSeconds: int(mv.grace.Seconds())}, nil)
+			req := rpc.StopContainerRequest{ID: u.old.ID, GracePeriodSeconds: int(mv.grace.Seconds())}
+			err := mv.runTask(containerTask{machine: w, expect: volumecopy.Writer, what: "docker stop " + u.old.Name,
+				req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &req},
+				direct: func() error { return mv.s.ent.Call(mv.ctx, rpc.Target{One: w}, rpc.CmdStopContainer, req, nil) }})
 			if err == nil {
 				mv.run.Stopped = append(mv.run.Stopped, u.old.Name)
 			}
@@ -405,6 +409,15 @@ func (mv *mover) cut(trole string) error {
 	})
 }
 
+// start starts Container id (name) on machine, whose copy is the Writer:
+// an undo's on the source, or the new Writer's.
+func (mv *mover) start(machine, name, id string) error {
+	ref := rpc.ContainerRef{ID: id}
+	return mv.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker start " + name,
+		req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &ref},
+		direct: func() error { return mv.s.ent.Call(mv.ctx, rpc.Target{One: machine}, rpc.CmdStartContainer, ref, nil) }})
+}
+
 func (mv *mover) inspect(machine string, v *rpc.Volume) error {
 	return mv.s.ent.Call(mv.ctx, rpc.Target{One: machine}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: mv.run.Volume}, v)
 }
@@ -428,7 +441,7 @@ func (mv *mover) undo() error {
 		}
 		errs = append(errs, mv.step("undo-start", mv.writer, func(st *operator.RunStep) error {
 			st.Detail = u.old.Name
-			return mv.s.ent.Call(mv.ctx, rpc.Target{One: mv.writer}, rpc.CmdStartContainer, rpc.ContainerRef{ID: u.old.ID}, nil)
+			return mv.start(mv.writer, u.old.Name, u.old.ID)
 		}))
 	}
 	if e := errors.Join(errs...); e != nil {
@@ -454,7 +467,7 @@ func (mv *mover) startOnTarget() error {
 		}
 		if err := mv.step("start", t, func(st *operator.RunStep) error {
 			st.Detail = u.newName
-			return mv.s.ent.Call(mv.ctx, rpc.Target{One: t}, rpc.CmdStartContainer, rpc.ContainerRef{ID: u.newID}, nil)
+			return mv.start(t, u.newName, u.newID)
 		}); err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +149,164 @@ func TestMoveShipsFiles(t *testing.T) {
 	ctr.ex.Files = nil // an older source, or content it no longer holds
 	if _, err := planMove(c, fc.session(), "db", "m1", "m2"); err == nil || !strings.Contains(err.Error(), "secret:pw") || !strings.Contains(err.Error(), "did not answer its content") {
 		t.Fatalf("content missing: %v", err)
+	}
+}
+
+// fastAsks makes runTask ask a busy task again at once.
+func fastAsks(t *testing.T) {
+	was := taskAskEvery
+	taskAskEvery = 5 * time.Millisecond
+	t.Cleanup(func() { taskAskEvery = was })
+}
+
+// dockerCalls counts m's fake Docker calls of kind and its plain
+// Container commands.
+func (fc *fakeCluster) dockerCalls(m, kind string) (task, plain int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for _, c := range fc.ms[m].calls {
+		switch c {
+		case "docker " + kind:
+			task++
+		case kind + "_container", kind + "_image":
+			plain++
+		}
+	}
+	return task, plain
+}
+
+// TestMoveFinishesThroughTasks: on a Machine serving volume_task the
+// pull (admitted against the Writer it already is) and the start go
+// through tasks: asked again while busy, with progress lines, Docker
+// called once each and the plain commands not at all.
+func TestMoveFinishesThroughTasks(t *testing.T) {
+	fastAsks(t)
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
+	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
+	oldID := fc.container("m1", "shop-production-db-0001", "db", "exited")
+	key := creationKey(fc.ms["m1"].ctrs[oldID].ex.Spec, "db", 1, oldID)
+	newID := fc.container("m2", key, "db", "created")
+	fc.ms["m2"].images = []string{}
+	fc.serveTasks("m2", 150*time.Millisecond)
+	prev, _ := fc.st.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
+	prev.State, prev.Source, prev.Stopped = operator.RunFailed, "m1", []string{"shop-production-db-0001"}
+	fc.st.SaveVolumeRun(prev) //nolint:errcheck
+
+	c, _, errw := fc.cmd()
+	if err := moveVolume(c, fc.session(), fc.copies("db"), "m2", moveOpts{grace: time.Second, readyTimeout: time.Minute}); err != nil {
+		t.Fatalf("finish: %v\n%s", err, errw)
+	}
+	if fc.ms["m2"].ctrs[newID].state != "running" {
+		t.Fatalf("%s is %s, want running", key, fc.ms["m2"].ctrs[newID].state)
+	}
+	for _, kind := range []string{"pull", "start"} {
+		if task, plain := fc.dockerCalls("m2", kind); task != 1 || plain != 0 {
+			t.Fatalf("docker %s: %d through the task, %d plain; want 1 and 0", kind, task, plain)
+		}
+	}
+	for _, line := range []string{"    m2: docker pull app:1 (busy, 0s)", "    m2: docker pull app:1 (done, ",
+		"    m2: docker start " + key + " (busy, 0s)", "    m2: docker start " + key + " (done, "} {
+		if !strings.Contains(errw.String(), line) {
+			t.Fatalf("no %q in:\n%s", line, errw)
+		}
+	}
+	r, _, _ := fc.st.LastVolumeRun("lab", "db", "move")
+	if r.State != operator.RunDone || len(r.Steps) < 4 || r.Steps[2].Name != "pull-image" || r.Steps[2].Outcome != operator.RunDone {
+		t.Fatalf("run %+v", r)
+	}
+}
+
+// TestMoveCutUndoThroughTasks: the cut's stop on the Writer and the
+// undo's start (the source the Writer again) go through tasks admitted
+// as writer; an older target (no volume_task) is not asked for them.
+func TestMoveCutUndoThroughTasks(t *testing.T) {
+	fastAsks(t)
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
+	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
+	id := fc.container("m1", "shop-production-db-0001", "db", "running")
+	fc.serveTasks("m1", 100*time.Millisecond)
+	c, _, errw := fc.cmd()
+	mp, err := planMove(c, fc.session(), "db", "m1", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = runVolume(c, fc.session(), fc.copies("db"), "move", "m2", func(r *volumeRun) error {
+		mv := &mover{volumeRun: r, movePlan: mp, grace: time.Second, readyTimeout: time.Minute}
+		// The fake serves no snapshot_volume: the cut fails after the
+		// stop and the demotion, and is undone.
+		if err := mv.cut(volumecopy.Mirror); err != nil {
+			return errors.Join(err, mv.undo())
+		}
+		return errors.New("the cut did not fail")
+	})
+	if err == nil || !strings.Contains(err.Error(), rpc.CmdSnapshotVolume) {
+		t.Fatalf("run: %v\n%s", err, errw)
+	}
+	if st := fc.ms["m1"].ctrs[id].state; st != "running" || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer {
+		t.Fatalf("after the undo: Container %s, copy %s; want running, writer\n%s", st, fc.ms["m1"].vols["db"].copy.Role, errw)
+	}
+	for _, kind := range []string{"stop", "start"} {
+		if task, plain := fc.dockerCalls("m1", kind); task != 1 || plain != 0 {
+			t.Fatalf("docker %s: %d through the task, %d plain; want 1 and 0", kind, task, plain)
+		}
+	}
+	if !strings.Contains(errw.String(), "    m1: docker stop shop-production-db-0001 (busy, 0s)") || !strings.Contains(errw.String(), "undone: m1 is the Writer") {
+		t.Fatalf("output:\n%s", errw)
+	}
+	r, _, _ := fc.st.LastVolumeRun("lab", "db", "move")
+	if r.State != operator.RunUndone || len(r.Stopped) != 1 {
+		t.Fatalf("run %+v, want undone with the stop recorded", r)
+	}
+}
+
+// TestRunTaskCancelled: a run cancelled while Docker works gives up
+// asking (the task on the Machine goes on to its own bound), and says
+// so; a Machine without volume_task gets the plain command.
+func TestRunTaskCancelled(t *testing.T) {
+	fastAsks(t)
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
+	id := fc.container("m1", "web", "db", "running")
+	fc.serveTasks("m1", time.Hour)
+	c, _, errw := fc.cmd()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	r := &volumeRun{c: c, s: fc.session(), ctx: ctx, run: operator.VolumeRun{Volume: "db", Gen: 1}, errw: errw}
+	direct := 0
+	err := r.runTask(containerTask{machine: "m1", expect: volumecopy.Writer, what: "docker stop web",
+		req: rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &rpc.StopContainerRequest{ID: id}}, direct: func() error { direct++; return nil }})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "still busy") || direct != 0 {
+		t.Fatalf("cancelled: %v (direct %d)", err, direct)
+	}
+	r.ctx = context.Background()
+	err = r.runTask(containerTask{machine: "m2", expect: volumecopy.Writer, what: "docker stop web",
+		req: rpc.VolumeTaskRequest{Kind: rpc.TaskStop}, direct: func() error { direct++; return nil }})
+	if err != nil || direct != 1 {
+		t.Fatalf("older Machine: %v (direct %d)", err, direct)
+	}
+}
+
+// TestRunTaskNoAnswer: a Machine that stops answering while its task is
+// busy is asked again for a while (it may be restarting), then the step
+// fails with why.
+func TestRunTaskNoAnswer(t *testing.T) {
+	fastAsks(t)
+	was := taskNoAnswerFor
+	taskNoAnswerFor = 200 * time.Millisecond
+	t.Cleanup(func() { taskNoAnswerFor = was })
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
+	id := fc.container("m2", "web", "db", "exited")
+	fc.serveTasks("m2", time.Hour)
+	c, _, errw := fc.cmd()
+	r := &volumeRun{c: c, s: fc.session(), ctx: context.Background(), run: operator.VolumeRun{Volume: "db", Gen: 1}, errw: errw}
+	go func() { time.Sleep(100 * time.Millisecond); fc.down("m2") }()
+	start := time.Now()
+	err := r.runTask(containerTask{machine: "m2", expect: volumecopy.Writer, what: "docker start web",
+		req: rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}, direct: func() error { return errors.New("direct") }})
+	if err == nil || time.Since(start) > 5*time.Second || !strings.Contains(errw.String(), "m2: docker start web (no answer: ") {
+		t.Fatalf("after m2 went away: %v in %s\n%s", err, time.Since(start), errw)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	units "github.com/docker/go-units"
@@ -50,8 +49,7 @@ func (vc volumeCopy) run(ctx context.Context, s session) (copied, error) {
 // direct says whether both Machines serve the volume transport.
 func direct(ctx context.Context, s session, machines ...string) bool {
 	for _, m := range machines {
-		var ct rpc.Contract
-		if s.ent.Call(ctx, rpc.Target{One: m}, rpc.CmdDescribeContract, nil, &ct) != nil || !slices.Contains(ct.Capabilities, rpc.CapSendVolumeTo) {
+		if !serves(ctx, s, m, rpc.CapSendVolumeTo) {
 			return false
 		}
 	}

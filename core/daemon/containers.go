@@ -393,13 +393,19 @@ func (o *containerOps) startContainer(ctx context.Context, raw json.RawMessage) 
 	if err := rpc.Decode(rpc.CmdStartContainer, raw, &req); err != nil {
 		return nil, err
 	}
+	return o.start(ctx, req.ID)
+}
+
+// start is start_container's step, also a volume_task's: the same
+// checks either way.
+func (o *containerOps) start(ctx context.Context, id string) (rpc.ContainerObservation, error) {
 	o.restore(ctx)
-	c, err := o.inspect(ctx, req.ID)
+	c, err := o.inspect(ctx, id)
 	if err != nil {
-		return nil, err
+		return rpc.ContainerObservation{}, err
 	}
 	if err := o.docker.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-		return nil, dockerErr(err, "start container %s", req.ID)
+		return rpc.ContainerObservation{}, dockerErr(err, "start container %s", id)
 	}
 	if o.started != nil {
 		o.started(c.ID)
@@ -412,19 +418,33 @@ func (o *containerOps) stopContainer(ctx context.Context, raw json.RawMessage) (
 	if err := rpc.Decode(rpc.CmdStopContainer, raw, &req); err != nil {
 		return nil, err
 	}
-	if req.GracePeriodSeconds < 0 {
-		return nil, rpc.InvalidField("grace_period_seconds", "%d is negative", req.GracePeriodSeconds)
+	if err := validStop(req, ""); err != nil {
+		return nil, err
 	}
+	return o.stop(ctx, req)
+}
+
+// validStop checks a stop request; prefix is where it sits in the
+// request ("stop." in a volume_task).
+func validStop(req rpc.StopContainerRequest, prefix string) error {
+	if req.GracePeriodSeconds < 0 {
+		return rpc.InvalidField(prefix+"grace_period_seconds", "%d is negative", req.GracePeriodSeconds)
+	}
+	return nil
+}
+
+// stop is stop_container's step, also a volume_task's.
+func (o *containerOps) stop(ctx context.Context, req rpc.StopContainerRequest) (rpc.ContainerObservation, error) {
 	c, err := o.inspect(ctx, req.ID)
 	if err != nil {
-		return nil, err
+		return rpc.ContainerObservation{}, err
 	}
 	opts := container.StopOptions{}
 	if req.GracePeriodSeconds > 0 {
 		opts.Timeout = &req.GracePeriodSeconds
 	}
 	if err := o.docker.ContainerStop(ctx, c.ID, opts); err != nil {
-		return nil, dockerErr(err, "stop container %s", req.ID)
+		return rpc.ContainerObservation{}, dockerErr(err, "stop container %s", req.ID)
 	}
 	return o.observeID(ctx, c.ID)
 }

@@ -105,6 +105,9 @@ type Daemon struct {
 	// copies are this Machine's volume copies (volumecopies.go).
 	copies   *volumecopy.Store
 	copiesMu sync.Mutex // guards opening copies
+	// tasks are the Volume Runs' Container steps in flight or recently
+	// answered (volumetasks.go).
+	tasks *volumecopy.Tasks
 
 	mu     sync.Mutex
 	rec    machine.Record
@@ -133,7 +136,9 @@ func (d *Daemon) recordPath() string { return filepath.Join(d.cfg.DataDir, "mach
 // plugins) keeps running after Run returns: only a reset stops it.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
-	d := &Daemon{cfg: cfg, log: cfg.Logger}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, tasks: volumecopy.NewTasks()}
+	d.tasks.Base = ctx
+	d.tasks.Ended = d.volumeTaskEnded
 	if err := ensureDataDir(cfg.DataDir); err != nil {
 		return err
 	}

@@ -80,7 +80,12 @@ func (d *Daemon) setVolumeCopy(ctx context.Context, raw json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	c, changed, err := cs.Set(req, func() (volumecopy.Facts, error) { return d.copyFacts(ctx, req.Volume) })
+	c, changed, err := cs.Set(req, func() (volumecopy.Facts, error) {
+		f, err := d.copyFacts(ctx, req.Volume)
+		// Read under the store's lock, as a task's admission is.
+		f.Busy = d.tasks.Running(req.Volume)
+		return f, err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -112,6 +112,10 @@ func (d *Daemon) volumeRoutes() {
 	// set_volume_copy is ployzd's own (volumecopies.go), served while the
 	// plugin answers whether the volume is here.
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdSetVolumeCopy, Capability: rpc.CapSetVolumeCopy, Handler: d.setVolumeCopy, Available: avail(volume.CapInspect)})
+	// volume_task is ployzd's own too (volumetasks.go): Docker runs it,
+	// the copy records admit it.
+	d.rpc.Handle(rpc.Route{Command: rpc.CmdVolumeTask, Capability: rpc.CapVolumeTask, Handler: d.volumeTask,
+		Available: func() bool { return d.ctrs != nil && d.ctrs.docker != nil }})
 	for _, r := range []struct {
 		cmd, capability string
 		plugin          string // the plugin capability it needs

@@ -37,14 +37,21 @@ func TestVolumePayloadFixtures(t *testing.T) {
 	if doc.Answer != (VolumeCopySet{MachineID: "m2id", Volume: "db", Copy: VolumeCopy{Role: "mirror", Floor: 4}, Changed: true}) {
 		t.Fatalf("answer: %+v", doc.Answer)
 	}
-	// Re-encoding writes the same keys the fixture holds (minus the one
-	// a later version added).
-	for key, v := range map[string]any{"volume": doc.Volume, "set_volume_copy": doc.Request, "volume_copy_set": doc.Answer} {
+	reencodes(t, b, map[string]any{"volume": doc.Volume, "set_volume_copy": doc.Request, "volume_copy_set": doc.Answer})
+}
+
+// reencodes checks that each value, encoded, writes the same keys as the
+// fixture's entry of its name (minus the one a later version added).
+func reencodes(t *testing.T, fixture []byte, docs map[string]any) {
+	t.Helper()
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(fixture, &all); err != nil {
+		t.Fatal(err)
+	}
+	for key, v := range docs {
 		out, _ := json.Marshal(v)
 		var got, want map[string]any
 		_ = json.Unmarshal(out, &got)
-		var all map[string]json.RawMessage
-		_ = json.Unmarshal(b, &all)
 		_ = json.Unmarshal(all[key], &want)
 		delete(want, "a_later_field")
 		if !reflect.DeepEqual(got, want) {
@@ -128,4 +135,38 @@ func TestVolumeTransferFixtures(t *testing.T) {
 			t.Errorf("%s re-encodes as %s", key, out)
 		}
 	}
+}
+
+// TestVolumeTaskFixtures pins volume_task's request (one kind's request
+// beside kind) and its answers: busy, and a failed one a later version
+// extended (unknown keys are ignored).
+func TestVolumeTaskFixtures(t *testing.T) {
+	b, err := os.ReadFile("testdata/volume-task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Stop   VolumeTaskRequest `json:"volume_task_stop"`
+		Pull   VolumeTaskRequest `json:"volume_task_pull"`
+		Busy   VolumeTaskState   `json:"busy"`
+		Failed VolumeTaskState   `json:"failed"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if s := doc.Stop; s.Volume != "db" || s.Gen != 5 || s.Expect != "writer" || s.Kind != TaskStop || s.Start != nil || s.Pull != nil ||
+		s.Stop == nil || *s.Stop != (StopContainerRequest{ID: "c1", GracePeriodSeconds: 10}) {
+		t.Fatalf("stop: %+v", s)
+	}
+	if p := doc.Pull; p.Kind != TaskPull || p.Expect != "none" || p.Pull == nil || *p.Pull != (PullImageRequest{Image: "app:1", RegistryAuth: "e30"}) {
+		t.Fatalf("pull: %+v", p)
+	}
+	if doc.Busy != (VolumeTaskState{MachineID: "m1id", Volume: "db", Gen: 5, Kind: TaskStop, Subject: "c1", State: TaskBusy, ElapsedSeconds: 12.5}) {
+		t.Fatalf("busy: %+v", doc.Busy)
+	}
+	if doc.Failed != (VolumeTaskState{MachineID: "m1id", Volume: "db", Gen: 5, Kind: TaskStart, Subject: "c1", State: TaskFailed,
+		Error: "start container c1: port taken", Code: CodeUnavailable, ElapsedSeconds: 0.4, Joined: true}) {
+		t.Fatalf("failed: %+v", doc.Failed)
+	}
+	reencodes(t, b, map[string]any{"volume_task_stop": doc.Stop, "volume_task_pull": doc.Pull, "busy": doc.Busy, "failed": doc.Failed})
 }

@@ -52,6 +52,9 @@ type Facts struct {
 	Exists bool
 	// MountedBy names the running Containers that mount it.
 	MountedBy []string
+	// Busy names the running Container tasks on it (Tasks.Running): a
+	// role change waits until Docker answers them.
+	Busy []string
 }
 
 // Apply is SetVolumeCopy's transition table. It answers the copy after
@@ -69,21 +72,25 @@ type Facts struct {
 //
 // A gen below the copy's floor is refused (a late call from an older
 // run) before anything else; a copy already at want answers success (a
-// replay), raising the floor; a copy at neither expect nor want is
+// replay), raising the floor; a role change while a Container task runs
+// on the volume is refused as busy; a copy at neither expect nor want is
 // refused naming expect.
 func Apply(cur Copy, req rpc.SetVolumeCopyRequest, f Facts, now time.Time) (next Copy, changed bool, err error) {
 	if err := validate(req); err != nil {
 		return cur, false, err
 	}
 	have := cur.RoleOf()
-	if req.Gen < cur.Floor {
-		return cur, false, refuse(cur, "gen", "%d is below this copy's floor %d: a newer Volume Run (gen %d) has touched volume %q here, so this late request from an older run is refused",
-			req.Gen, cur.Floor, cur.Floor, req.Volume)
+	if err := checkFloor(cur, req.Gen, req.Volume); err != nil {
+		return cur, false, err
 	}
 	next = cur
 	next.Floor = req.Gen
 	if have == req.Want {
 		return next, next != cur, nil
+	}
+	if len(f.Busy) > 0 {
+		return cur, false, refuse(cur, "volume", "volume %q is busy on this Machine: %v holds its mount until Docker answers; ask again after",
+			req.Volume, f.Busy).With("busy", f.Busy)
 	}
 	if have != req.Expect {
 		return cur, false, refuse(cur, "expect", "volume %q's copy here is %s, not %s: it changed since the operator looked (read it again with `ployz volume inspect`)",
@@ -128,8 +135,18 @@ func validate(req rpc.SetVolumeCopyRequest) error {
 	return nil
 }
 
+// checkFloor refuses gen below cur's floor: a late request from an
+// older run.
+func checkFloor(cur Copy, gen uint64, volume string) error {
+	if gen >= cur.Floor {
+		return nil
+	}
+	return refuse(cur, "gen", "%d is below this copy's floor %d: a newer Volume Run (gen %d) has touched volume %q here, so this late request from an older run is refused",
+		gen, cur.Floor, cur.Floor, volume)
+}
+
 // refuse is a failed_precondition naming field, with the copy as it is.
-func refuse(cur Copy, field, format string, args ...any) error {
+func refuse(cur Copy, field, format string, args ...any) *rpc.Error {
 	return rpc.Errorf(rpc.CodeFailedPrecond, "%s: %s", field, fmt.Sprintf(format, args...)).
 		With("field", field).With("copy", cur.View())
 }

@@ -52,6 +52,10 @@ func TestApply(t *testing.T) {
 		{"late gen even at want", writer, req(Mirror, Writer, 2), here, "", false, "gen", rpc.CodeFailedPrecond, ""},
 		{"expect gone", mirror, req(Writer, None, 4), here, "", false, "expect", rpc.CodeFailedPrecond, ""},
 		{"expect gone for mirror", writer, req(None, Mirror, 4), here, "", false, "expect", rpc.CodeFailedPrecond, ""},
+		// A Container task running on the volume holds its mount.
+		{"demote refused while a task runs", writer, req(Writer, Mirror, 4), Facts{Exists: true, Busy: []string{"start c1 (run gen 4)"}}, "", false, "volume", rpc.CodeFailedPrecond, ""},
+		{"promote refused while a task runs", mirror, req(Mirror, Writer, 4), Facts{Exists: true, Busy: []string{"stop c1 (run gen 4)"}}, "", false, "volume", rpc.CodeFailedPrecond, ""},
+		{"fence while a task runs", writer, req(Writer, Writer, 4), Facts{Exists: true, Busy: []string{"start c1 (run gen 4)"}}, Writer, true, "", "", "kept"},
 		// Bad input.
 		{"no gen", writer, req(Writer, Mirror, 0), here, "", false, "gen", rpc.CodeInvalidArgument, ""},
 		{"bad expect", writer, req("master", Mirror, 4), here, "", false, "expect", rpc.CodeInvalidArgument, ""},

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// containerTask is one Container step of a Volume Run on one Machine
+// (docker stop, start or pull): a volume_task the Machine admits against
+// its copy (role expect) and runs for as long as Docker takes, asked
+// again while it answers busy. A Machine older than volume_task gets the
+// plain command, direct.
+type containerTask struct {
+	machine, expect string
+	what            string // for progress lines: "docker stop web-ab12"
+	req             rpc.VolumeTaskRequest
+	direct          func() error
+}
+
+// taskAskEvery is the least time between two asks of a busy task (the
+// Machine itself waits a few seconds before answering busy).
+var taskAskEvery = time.Second
+
+// taskNoAnswerFor is how long a Machine with a busy task may not answer
+// (a daemon restarting, the mesh hiccuping) before the step fails: the
+// task goes on there, and a run that stopped asking would undo under it.
+var taskNoAnswerFor = time.Minute
+
+// runTask drives t until Docker answers; it gives up only when the run's
+// context ends (the task on the Machine goes on to its own bound).
+func (r *volumeRun) runTask(t containerTask) error {
+	if !serves(r.ctx, r.s, t.machine, rpc.CapVolumeTask) {
+		return t.direct()
+	}
+	req := t.req
+	req.Volume, req.Gen, req.Expect = r.run.Volume, r.run.Gen, t.expect
+	var took time.Duration
+	busy := false // the Machine has the task
+	cancelled := func() error {
+		return fmt.Errorf("%s on %s: still busy after %s when the run was cancelled (the Machine lets Docker finish): %w", t.what, t.machine, took.Round(time.Second), r.ctx.Err())
+	}
+	answered := time.Now()
+	for {
+		asked := time.Now()
+		var st rpc.VolumeTaskState
+		if err := r.s.ent.Call(r.ctx, rpc.Target{One: t.machine}, rpc.CmdVolumeTask, req, &st); err != nil {
+			switch {
+			case busy && r.ctx.Err() != nil:
+				return cancelled()
+			case busy && noAnswer(err) && time.Since(answered) < taskNoAnswerFor:
+				fmt.Fprintf(r.errw, "    %s: %s (no answer: %v; asking again)\n", t.machine, t.what, err)
+				if !r.pause(asked.Add(taskAskEvery)) {
+					return cancelled()
+				}
+				continue
+			}
+			return err
+		}
+		answered = time.Now()
+		took = time.Duration(st.ElapsedSeconds * float64(time.Second))
+		shown := took.Round(100 * time.Millisecond)
+		if st.State == rpc.TaskBusy {
+			shown = took.Round(time.Second)
+		}
+		fmt.Fprintf(r.errw, "    %s: %s (%s, %s)\n", t.machine, t.what, st.State, shown)
+		switch st.State {
+		case rpc.TaskDone:
+			return nil
+		case rpc.TaskFailed:
+			code := st.Code
+			if code == "" {
+				code = rpc.CodeInternal
+			}
+			return rpc.Errorf(code, "%s on %s: %s", t.what, t.machine, st.Error)
+		}
+		// busy, or a state this CLI does not know: ask again.
+		busy = true
+		if !r.pause(asked.Add(taskAskEvery)) {
+			return cancelled()
+		}
+	}
+}
+
+// pause waits until until, false when the run is cancelled first.
+func (r *volumeRun) pause(until time.Time) bool {
+	select {
+	case <-r.ctx.Done():
+		return false
+	case <-time.After(time.Until(until)):
+		return true
+	}
+}
+
+// noAnswer: err says the Machine did not answer (not that it refused).
+func noAnswer(err error) bool {
+	var re *rpc.Error
+	return !errors.As(err, &re) || re.Code == rpc.CodeUnavailable
+}
+
+// serves reports whether machine advertises capability (an older
+// daemon, or one that did not answer, does not).
+func serves(ctx context.Context, s session, machine, capability string) bool {
+	var ct rpc.Contract
+	return s.ent.Call(ctx, rpc.Target{One: machine}, rpc.CmdDescribeContract, nil, &ct) == nil && slices.Contains(ct.Capabilities, capability)
+}
