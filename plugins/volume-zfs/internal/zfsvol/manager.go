@@ -345,18 +345,87 @@ func (m *Manager) sendArgs(ctx context.Context, req *volumev1.SendRequest) ([]st
 	if err != nil {
 		return nil, err
 	}
-	for field, want := range map[string]string{"snapshot": snap, "from_snapshot": from} {
-		if want != "" && !hasSnapshot(snaps, want) {
-			return nil, status.Errorf(codes.NotFound, "%s: volume %q has no snapshot %q", field, name, want)
+	if !hasSnapshot(snaps, snap) {
+		return nil, status.Errorf(codes.NotFound, "snapshot: volume %q has no snapshot %q", name, snap)
+	}
+	base := ""
+	if from != "" {
+		// The snapshot itself, or where a run pruned it its bookmark.
+		base = "@" + from
+		if !hasSnapshot(snaps, from) {
+			marks, err := bookmarks(ctx, ds.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !hasBookmark(marks, from) {
+				return nil, status.Errorf(codes.NotFound, "from_snapshot: volume %q has no snapshot or bookmark %q", name, from)
+			}
+			base = "#" + from
 		}
 	}
+	return sendCommand(ds.Name, snap, base), nil
+}
+
+// sendCommand is zfs send of dataset@snap: full without base, else
+// incremental from base ("@snap" or "#bookmark", as zfs send -i takes
+// either).
+func sendCommand(dataset, snap, base string) []string {
 	args := []string{"send"}
-	if from == "" {
+	if base == "" {
 		args = append(args, "-p") // a full stream carries the quota
 	} else {
-		args = append(args, "-i", "@"+from)
+		args = append(args, "-i", dataset+base)
 	}
-	return append(args, ds.Name+"@"+snap), nil
+	return append(args, dataset+"@"+snap)
+}
+
+func hasBookmark(marks []*volumev1.BookmarkInfo, name string) bool {
+	for _, b := range marks {
+		if b.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// DestroySnapshot destroys snapshot snap of volume name, with mark first
+// keeping a bookmark of the same name (kept when one is there). A
+// snapshot already gone succeeds, so a retried prune does not fail.
+func (m *Manager) DestroySnapshot(ctx context.Context, name, snap string, mark bool) (*volumev1.VolumeInfo, error) {
+	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
+		return nil, err
+	}
+	ds, unlock, err := m.lockedVolume("volume", name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	snaps, err := snapshots(ctx, ds.Name)
+	if err != nil {
+		return nil, err
+	}
+	if hasSnapshot(snaps, snap) {
+		marks, err := bookmarks(ctx, ds.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, args := range destroyCommands(ds.Name, snap, mark && !hasBookmark(marks, snap)) {
+			if _, err := run(ctx, nil, nil, args...); err != nil {
+				return nil, status.Errorf(codes.Internal, "snapshot: %s %s@%s: %v", args[0], name, snap, err)
+			}
+		}
+	}
+	return info(ctx, name, ds)
+}
+
+// destroyCommands are the zfs commands destroying dataset@snap, with
+// mark bookmarking it first as dataset#snap.
+func destroyCommands(dataset, snap string, mark bool) [][]string {
+	var out [][]string
+	if mark {
+		out = append(out, []string{"bookmark", dataset + "@" + snap, dataset + "#" + snap})
+	}
+	return append(out, []string{"destroy", dataset + "@" + snap})
 }
 
 func hasSnapshot(snaps []*volumev1.SnapshotInfo, name string) bool {
@@ -496,7 +565,40 @@ func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeIn
 	for _, s := range snaps {
 		vi.Snapshots = append(vi.Snapshots, s.GetName())
 	}
+	if vi.Bookmarks, err = bookmarks(ctx, ds.Name); err != nil {
+		return nil, err
+	}
 	return vi, nil
+}
+
+// bookmarks lists a dataset's bookmarks, oldest first.
+func bookmarks(ctx context.Context, ds string) ([]*volumev1.BookmarkInfo, error) {
+	lines, err := run(ctx, nil, nil, "list", "-Hp", "-t", "bookmark", "-d", "1", "-s", "createtxg", "-o", "name,creation,guid", ds)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list bookmarks of %s: %v", ds, err)
+	}
+	return parseBookmarks(lines), nil
+}
+
+// parseBookmarks reads zfs list -Hp -o name,creation,guid lines of
+// bookmarks (pool/ds#name).
+func parseBookmarks(lines [][]string) []*volumev1.BookmarkInfo {
+	var out []*volumev1.BookmarkInfo
+	for _, l := range lines {
+		if len(l) < 3 {
+			continue
+		}
+		_, name, ok := strings.Cut(l[0], "#")
+		if !ok {
+			continue
+		}
+		b := &volumev1.BookmarkInfo{Name: name, Guid: l[2]}
+		if c, err := strconv.ParseInt(l[1], 10, 64); err == nil {
+			b.CreatedUnixNanos = c * int64(time.Second)
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // snapshots lists a dataset's snapshots, oldest first.
