@@ -24,7 +24,7 @@ import (
 func volumeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "volume", Aliases: []string{"vol"}, Short: "Provisioned Volumes: ZFS datasets with a quota on a Machine's pool"}
 	cmd.AddCommand(volumeCreate(), volumeLs(), volumeInspect(), volumeRm(), volumeSnapshot(), volumeSend(), volumeReceive(),
-		volumeMirror(), volumeSync(), volumeMove(), volumeDeleteMirror(), volumeRestore(), volumeSetCopy(), volumeRunsCmd())
+		volumeMirror(), volumeSync(), volumeMove(), volumeRelease(), volumeDeleteMirror(), volumeRestore(), volumeSetCopy(), volumeRunsCmd())
 	return cmd
 }
 
