@@ -28,14 +28,6 @@ func runRelease(fc *fakeCluster, o releaseOpts) (string, string, error) {
 	return out.String(), errw.String(), err
 }
 
-func stepList(r operator.VolumeRun) string {
-	var names []string
-	for _, st := range r.Steps {
-		names = append(names, st.Name+"/"+st.Machine+"/"+st.Outcome)
-	}
-	return strings.Join(names, " ")
-}
-
 // TestRelease: the bulk send while the Container runs, then the cut
 // (stop, final snapshot, final send), then the demote; every copy ends a
 // Mirror holding the final snapshot, the Container stopped.
@@ -46,9 +38,9 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("release: %v\n%s", err, errw)
 	}
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "release")
-	want := "check-writer/m1/done check-mirror/m2/done check-mirror/m3/done snapshot/m1/done send/m2/done send/m3/done " +
-		"stop/m1/done snapshot-cut/m1/done send/m2/done send/m3/done demote-writer/m1/done"
-	if got := stepList(r); got != want || r.State != operator.RunDone || r.Source != "m1" {
+	want := "check-writer/done@m1 check-mirror/done@m2 check-mirror/done@m3 snapshot/done@m1 send/done@m2 send/done@m3 " +
+		"stop/done@m1 snapshot-cut/done@m1 send/done@m2 send/done@m3 demote-writer/done@m1"
+	if got := stepsOf(r); got != want || r.State != operator.RunDone || r.Source != "m1" {
 		t.Fatalf("run %s %s, steps\n%s\nwant\n%s", r.State, r.Source, got, want)
 	}
 	for _, m := range []string{"m1", "m2", "m3"} {
@@ -90,8 +82,8 @@ func TestReleaseUndo(t *testing.T) {
 		t.Fatalf("release: %v", err)
 	}
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "release")
-	want := "check-writer/m1/done check-mirror/m2/done snapshot/m1/done send/m2/done stop/m1/done snapshot-cut/m1/done send/m2/failed undo-start/m1/done"
-	if got := stepList(r); got != want || r.State != operator.RunUndone {
+	want := "check-writer/done@m1 check-mirror/done@m2 snapshot/done@m1 send/done@m2 stop/done@m1 snapshot-cut/done@m1 send/failed@m2 undo-start/done@m1"
+	if got := stepsOf(r); got != want || r.State != operator.RunUndone {
 		t.Fatalf("run %s, steps\n%s\nwant\n%s", r.State, got, want)
 	}
 	if fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer || fc.ms["m1"].ctrs[id].state != "running" {
@@ -124,8 +116,8 @@ func TestReleaseNoMirror(t *testing.T) {
 		t.Fatalf("--force: %v\n%s", err, errw)
 	}
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "release")
-	want := "check-writer/m1/done snapshot/m1/done stop/m1/done snapshot-cut/m1/done demote-writer/m1/done"
-	if got := stepList(r); got != want {
+	want := "check-writer/done@m1 snapshot/done@m1 stop/done@m1 snapshot-cut/done@m1 demote-writer/done@m1"
+	if got := stepsOf(r); got != want {
 		t.Fatalf("steps\n%s\nwant\n%s", got, want)
 	}
 	if fc.ms["m1"].vols["db"].copy.Role != volumecopy.Mirror || fc.ms["m1"].ctrs[id].state != "exited" {

@@ -247,20 +247,31 @@ func (m *Manager) lockedVolume(field, name string) (ds *zfs.Dataset, unlock func
 	return ds, m.mu.Unlock, nil
 }
 
+// lockedSnapshots checks snapshot name snap, takes the change lock on
+// volume name and lists its snapshots; on success the caller calls
+// unlock.
+func (m *Manager) lockedSnapshots(ctx context.Context, name, snap string) (ds *zfs.Dataset, snaps []*volumev1.SnapshotInfo, unlock func(), err error) {
+	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
+		return nil, nil, nil, err
+	}
+	ds, unlock, err = m.lockedVolume("volume", name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if snaps, err = snapshots(ctx, ds.Name); err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return ds, snaps, unlock, nil
+}
+
 // Snapshot takes snapshot snap of volume name.
 func (m *Manager) Snapshot(ctx context.Context, name, snap string) (*volumev1.SnapshotInfo, error) {
-	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
-		return nil, err
-	}
-	ds, unlock, err := m.lockedVolume("volume", name)
+	ds, snaps, unlock, err := m.lockedSnapshots(ctx, name, snap)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	snaps, err := snapshots(ctx, ds.Name)
-	if err != nil {
-		return nil, err
-	}
 	for _, s := range snaps {
 		if s.GetName() == snap {
 			return nil, status.Errorf(codes.AlreadyExists, "snapshot: volume %q already has a snapshot %q", name, snap)
@@ -392,18 +403,11 @@ func hasBookmark(marks []*volumev1.BookmarkInfo, name string) bool {
 // keeping a bookmark of the same name (kept when one is there). A
 // snapshot already gone succeeds, so a retried prune does not fail.
 func (m *Manager) DestroySnapshot(ctx context.Context, name, snap string, mark bool) (*volumev1.VolumeInfo, error) {
-	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
-		return nil, err
-	}
-	ds, unlock, err := m.lockedVolume("volume", name)
+	ds, snaps, unlock, err := m.lockedSnapshots(ctx, name, snap)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	snaps, err := snapshots(ctx, ds.Name)
-	if err != nil {
-		return nil, err
-	}
 	if hasSnapshot(snaps, snap) {
 		marks, err := bookmarks(ctx, ds.Name)
 		if err != nil {
@@ -573,57 +577,63 @@ func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeIn
 
 // bookmarks lists a dataset's bookmarks, oldest first.
 func bookmarks(ctx context.Context, ds string) ([]*volumev1.BookmarkInfo, error) {
-	lines, err := run(ctx, nil, nil, "list", "-Hp", "-t", "bookmark", "-d", "1", "-s", "createtxg", "-o", "name,creation,guid", ds)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "list bookmarks of %s: %v", ds, err)
-	}
-	return parseBookmarks(lines), nil
-}
-
-// parseBookmarks reads zfs list -Hp -o name,creation,guid lines of
-// bookmarks (pool/ds#name).
-func parseBookmarks(lines [][]string) []*volumev1.BookmarkInfo {
+	ps, err := points(ctx, ds, "bookmark", "guid")
 	var out []*volumev1.BookmarkInfo
-	for _, l := range lines {
-		if len(l) < 3 {
-			continue
-		}
-		_, name, ok := strings.Cut(l[0], "#")
-		if !ok {
-			continue
-		}
-		b := &volumev1.BookmarkInfo{Name: name, Guid: l[2]}
-		if c, err := strconv.ParseInt(l[1], 10, 64); err == nil {
-			b.CreatedUnixNanos = c * int64(time.Second)
-		}
-		out = append(out, b)
+	for _, p := range ps {
+		out = append(out, &volumev1.BookmarkInfo{Name: p.name, CreatedUnixNanos: p.created, Guid: p.props[0]})
 	}
-	return out
+	return out, err
 }
 
 // snapshots lists a dataset's snapshots, oldest first.
 func snapshots(ctx context.Context, ds string) ([]*volumev1.SnapshotInfo, error) {
-	lines, err := run(ctx, nil, nil, "list", "-Hp", "-t", "snapshot", "-d", "1", "-s", "createtxg", "-o", "name,creation,used,guid", ds)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "list snapshots of %s: %v", ds, err)
-	}
+	ps, err := points(ctx, ds, "snapshot", "used", "guid")
 	var out []*volumev1.SnapshotInfo
-	for _, l := range lines {
-		if len(l) < 4 {
-			continue
-		}
-		_, snap, ok := strings.Cut(l[0], "@")
-		if !ok {
-			continue
-		}
-		s := &volumev1.SnapshotInfo{Name: snap, Guid: l[3]}
-		if c, err := strconv.ParseInt(l[1], 10, 64); err == nil {
-			s.CreatedUnixNanos = c * int64(time.Second)
-		}
-		s.UsedBytes, _ = strconv.ParseUint(l[2], 10, 64)
+	for _, p := range ps {
+		s := &volumev1.SnapshotInfo{Name: p.name, CreatedUnixNanos: p.created, Guid: p.props[1]}
+		s.UsedBytes, _ = strconv.ParseUint(p.props[0], 10, 64)
 		out = append(out, s)
 	}
-	return out, nil
+	return out, err
+}
+
+// point is one snapshot or bookmark of a dataset: its own name (after
+// the @ or #), creation time and the properties asked for, in order.
+type point struct {
+	name    string
+	created int64
+	props   []string
+}
+
+// points lists a dataset's snapshots or bookmarks (kind), oldest first,
+// with props.
+func points(ctx context.Context, ds, kind string, props ...string) ([]point, error) {
+	lines, err := run(ctx, nil, nil, "list", "-Hp", "-t", kind, "-d", "1", "-s", "createtxg", "-o", strings.Join(append([]string{"name", "creation"}, props...), ","), ds)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list %ss of %s: %v", kind, ds, err)
+	}
+	return parsePoints(lines, len(props)), nil
+}
+
+// parsePoints reads zfs list -Hp -o name,creation,PROPS lines of
+// snapshots (pool/ds@name) or bookmarks (pool/ds#name) with n PROPS.
+func parsePoints(lines [][]string, n int) []point {
+	var out []point
+	for _, l := range lines {
+		if len(l) < 2+n {
+			continue
+		}
+		i := strings.IndexAny(l[0], "@#")
+		if i < 0 {
+			continue
+		}
+		p := point{name: l[0][i+1:], props: l[2 : 2+n]}
+		if c, err := strconv.ParseInt(l[1], 10, 64); err == nil {
+			p.created = c * int64(time.Second)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // run runs zfs with args under ctx, stdin from in and stdout to out when

@@ -82,13 +82,18 @@ func TestPruneCommands(t *testing.T) {
 	}
 }
 
-func TestParseBookmarks(t *testing.T) {
-	got := parseBookmarks([][]string{
+// TestParsePoints reads zfs list lines of bookmarks and snapshots alike:
+// the name after # or @, the creation time, the properties asked for.
+func TestParsePoints(t *testing.T) {
+	got := parsePoints([][]string{
 		{"tank/ployz/volumes/db#run-1", "1700000000", "123"},
-		{"tank/ployz/volumes/db@run-2", "1700000001", "456"}, // not a bookmark
+		{"tank/ployz/volumes/db@run-2", "1700000001", "456"},
+		{"tank/ployz/volumes/db", "1700000001", "789"}, // neither
 		{"short"},
-	})
-	if len(got) != 1 || got[0].GetName() != "run-1" || got[0].GetGuid() != "123" || got[0].GetCreatedUnixNanos() != 1700000000*int64(time.Second) {
-		t.Fatalf("parseBookmarks = %v", got)
+	}, 1)
+	want := []point{{name: "run-1", created: 1700000000 * int64(time.Second), props: []string{"123"}},
+		{name: "run-2", created: 1700000001 * int64(time.Second), props: []string{"456"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parsePoints = %+v, want %+v", got, want)
 	}
 }
