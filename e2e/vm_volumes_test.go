@@ -203,6 +203,7 @@ func TestVMVolumes(t *testing.T) {
 	t.Run("volume-runs", func(t *testing.T) { vmVolumeRuns(ctx, t, l, op, refused) })
 	t.Run("volume-move", func(t *testing.T) { vmVolumeMove(ctx, t, l, op, refused) })
 	t.Run("compose-volume", func(t *testing.T) { vmComposeVolume(ctx, t, l, op, refused) })
+	t.Run("volume-prune-release", func(t *testing.T) { vmPruneRelease(ctx, t, l, op, refused) })
 }
 
 // runDoc is `ployz volume mirror|sync --json`.

@@ -34,6 +34,8 @@ type fakeCluster struct {
 	ent  *rpc.Client
 	st   *operator.Store
 	seq  int
+	// failSend makes a send of these snapshots fail.
+	failSend map[string]bool
 }
 
 type fakeMachine struct {
@@ -59,6 +61,15 @@ type fakeVol struct {
 	token      string
 	tokenAfter int
 	inspected  int
+	snaps      []string // snapshot names, oldest first; a name's GUID is "g-"+name
+}
+
+func (v *fakeVol) snapshots() []rpc.VolumeSnapshot {
+	out := []rpc.VolumeSnapshot{}
+	for _, n := range v.snaps {
+		out = append(out, rpc.VolumeSnapshot{Name: n, GUID: "g-" + n})
+	}
+	return out
 }
 
 type fakeCtr struct {
@@ -86,6 +97,7 @@ func newFakeCluster(t *testing.T, names ...string) *fakeCluster {
 			Peers: func(context.Context) ([]rpc.Peer, error) { return peers, nil },
 			Dial:  func(_ context.Context, p rpc.Peer) (*rpc.Client, error) { return rpc.DialUnix(p.Address) }})
 		fc.routes(srv, m)
+		fc.dataRoutes(srv, m)
 		lis, err := net.Listen("unix", p.Address)
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +184,8 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 	id := "id-" + m.name
 	volOf := func(name string, v *fakeVol) rpc.Volume {
 		c := v.copy.View()
-		return rpc.Volume{MachineID: id, Name: name, Pool: "tank", Mountpoint: volume.MountRoot + "/" + name, Copy: &c, ReadOnly: c.Role == volumecopy.Mirror}
+		return rpc.Volume{MachineID: id, Name: name, Pool: "tank", Mountpoint: volume.MountRoot + "/" + name, Copy: &c, ReadOnly: c.Role == volumecopy.Mirror,
+			Snapshots: v.snapshots()}
 	}
 	handle(rpc.CmdListVolumes, func(json.RawMessage) (any, error) {
 		out := rpc.VolumeList{MachineID: id, Pool: "tank", Volumes: []rpc.Volume{}}
@@ -401,4 +414,50 @@ func (fc *fakeCluster) pointTo(m string, ids ...string) {
 	}
 	k := serving.ServiceKey("shop-production", "db")
 	fc.ptrs[k] = rpc.ServiceServing{Service: k, Pointer: "p0", Deployment: "dep1", Containers: cs}
+}
+
+// dataRoutes serve snapshot_volume and send_volume_to from the snapshot
+// names a fakeVol records: a send lands the snapshot on the target.
+func (fc *fakeCluster) dataRoutes(srv *rpc.Server, m *fakeMachine) {
+	srv.Handle(rpc.Route{Command: rpc.CmdSnapshotVolume, Capability: "test." + rpc.CmdSnapshotVolume, Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		m.calls = append(m.calls, rpc.CmdSnapshotVolume)
+		var req rpc.SnapshotVolumeRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		v, ok := m.vols[req.Volume]
+		if !ok {
+			return nil, rpc.Errorf(rpc.CodeNotFound, "volume: no volume %q on this Machine", req.Volume)
+		}
+		v.snaps = append(v.snaps, req.Snapshot)
+		c := v.copy.View()
+		return rpc.Volume{Name: req.Volume, Copy: &c, Snapshots: v.snapshots()}, nil
+	}})
+	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdSendVolumeTo, Capability: rpc.CapSendVolumeTo, Handler: func(_ context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+		fc.mu.Lock()
+		var req rpc.SendVolumeToRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		m.calls = append(m.calls, rpc.CmdSendVolumeTo+" "+req.Snapshot+" → "+req.Target)
+		t, ok := fc.ms[req.Target]
+		var tv *fakeVol
+		if ok {
+			tv = t.vols[req.Volume]
+		}
+		if fc.failSend[req.Snapshot] || tv == nil {
+			fc.mu.Unlock()
+			return rpc.Errorf(rpc.CodeUnavailable, "send %s to %s: connection reset", req.Snapshot, req.Target)
+		}
+		tv.snaps = append(tv.snaps, req.Snapshot)
+		c := tv.copy.View()
+		got := rpc.VolumeReceived{Bytes: 100, Volume: rpc.Volume{Name: req.Volume, Copy: &c, Snapshots: tv.snapshots()}}
+		fc.mu.Unlock()
+		ev, _ := json.Marshal(rpc.VolumeTransfer{TargetID: "id-" + req.Target, Bytes: 100, Received: &got})
+		return s.Send(rpc.StreamFrame{Event: ev})
+	}})
+}
+
+// snaps gives Machine m's copy of name snapshots (after those it has).
+func (fc *fakeCluster) snaps(m, name string, snaps ...string) {
+	v := fc.ms[m].vols[name]
+	v.snaps = append(v.snaps, snaps...)
 }

@@ -24,7 +24,7 @@ import (
 func volumeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "volume", Aliases: []string{"vol"}, Short: "Provisioned Volumes: ZFS datasets with a quota on a Machine's pool"}
 	cmd.AddCommand(volumeCreate(), volumeLs(), volumeInspect(), volumeRm(), volumeSnapshot(), volumeSend(), volumeReceive(),
-		volumeMirror(), volumeSync(), volumeMove(), volumeDeleteMirror(), volumeRestore(), volumeSetCopy(), volumeRunsCmd())
+		volumeMirror(), volumeSync(), volumeMove(), volumeRelease(), volumeDeleteMirror(), volumeRestore(), volumeSetCopy(), volumeRunsCmd())
 	return cmd
 }
 
@@ -224,11 +224,17 @@ func printVolume(c *cobra.Command, machine string, v rpc.Volume) error {
 	}
 	if len(v.Snapshots) == 0 {
 		fmt.Fprintln(w, "  snapshots:   none")
-		return nil
+	} else {
+		fmt.Fprintln(w, "  snapshots:")
 	}
-	fmt.Fprintln(w, "  snapshots:")
 	for _, sn := range v.Snapshots {
 		fmt.Fprintf(w, "    %s  %s  used %s  guid %s\n", sn.Name, time.Unix(0, sn.Created).UTC().Format(time.RFC3339), units.BytesSize(float64(sn.UsedBytes)), sn.GUID)
+	}
+	if len(v.Bookmarks) > 0 {
+		fmt.Fprintln(w, "  bookmarks:   (pruned run snapshots: incremental bases)")
+	}
+	for _, b := range v.Bookmarks {
+		fmt.Fprintf(w, "    %s  %s  guid %s\n", b.Name, time.Unix(0, b.Created).UTC().Format(time.RFC3339), b.GUID)
 	}
 	return nil
 }

@@ -234,14 +234,14 @@ func TestMoveCutUndoThroughTasks(t *testing.T) {
 	}
 	err = runVolume(c, fc.session(), fc.copies("db"), "move", "m2", func(r *volumeRun) error {
 		mv := &mover{volumeRun: r, movePlan: mp, grace: time.Second, readyTimeout: time.Minute}
-		// The fake serves no snapshot_volume: the cut fails after the
-		// stop and the demotion, and is undone.
+		// m2 holds no snapshot in common with m1: the cut's send fails
+		// after the stop and the demotion, and is undone.
 		if err := mv.cut(volumecopy.Mirror); err != nil {
 			return errors.Join(err, mv.undo())
 		}
 		return errors.New("the cut did not fail")
 	})
-	if err == nil || !strings.Contains(err.Error(), rpc.CmdSnapshotVolume) {
+	if err == nil || !strings.Contains(err.Error(), "no snapshot in common") {
 		t.Fatalf("run: %v\n%s", err, errw)
 	}
 	if st := fc.ms["m1"].ctrs[id].state; st != "running" || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer {

@@ -130,8 +130,9 @@ func volumeRestore() *cobra.Command {
 		Use:   "restore NAME --from MACHINE [--force]",
 		Short: "Volume Run: make a Mirror the Writer when the Writer is gone, or demote an older second Writer",
 		Long: `A Restore run, for a Writer that is gone: when no Machine answers as
-NAME's Writer (its Machine left the Cluster, ` + "`ployz machine rm`" + `), --from's
-Mirror becomes the Writer with a new epoch. Writes on the old Writer
+NAME's Writer (its Machine left the Cluster, ` + "`ployz machine rm`" + `, or a
+` + "`ployz volume release`" + ` demoted it), --from's Mirror becomes the Writer with a
+new epoch. Writes on the old Writer
 after --from's last sync are not on it. A Machine that did not answer
 may still hold the Writer: --force is then required. A Machine that
 answers as the Writer is never replaced (` + "`ployz volume move`" + ` hands it over).

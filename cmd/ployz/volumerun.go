@@ -339,12 +339,21 @@ func (r *volumeRun) transfer(writer string, wv rpc.Volume, snap, target string, 
 }
 
 // commonBase is the name of the newest snapshot of w that t holds too
-// (equal GUIDs), or "".
+// (equal GUIDs), else of w's newest bookmark whose snapshot t holds (a
+// Mirror that missed runs the Writer has since pruned), or "". The send
+// takes either name as its from_snapshot.
 func commonBase(w, t rpc.Volume) string {
+	held := func(g string) bool {
+		return g != "" && slices.ContainsFunc(t.Snapshots, func(s rpc.VolumeSnapshot) bool { return s.GUID == g })
+	}
 	for i := len(w.Snapshots) - 1; i >= 0; i-- {
-		g := w.Snapshots[i].GUID
-		if g != "" && slices.ContainsFunc(t.Snapshots, func(s rpc.VolumeSnapshot) bool { return s.GUID == g }) {
+		if held(w.Snapshots[i].GUID) {
 			return w.Snapshots[i].Name
+		}
+	}
+	for i := len(w.Bookmarks) - 1; i >= 0; i-- {
+		if held(w.Bookmarks[i].GUID) {
+			return w.Bookmarks[i].Name
 		}
 	}
 	return ""

@@ -39,6 +39,27 @@ func TestCommonBase(t *testing.T) {
 	}
 }
 
+// TestCommonBaseBookmark: a Mirror behind the Writer's two run snapshots
+// still has a base, the Writer's bookmark of the snapshot it holds; a
+// snapshot both hold wins over any bookmark.
+func TestCommonBaseBookmark(t *testing.T) {
+	w := rpc.Volume{Snapshots: snaps("run-4", "g4", "run-5", "g5"),
+		Bookmarks: []rpc.VolumeBookmark{{Name: "run-2", GUID: "g2"}, {Name: "run-3", GUID: "g3"}}}
+	for _, c := range []struct {
+		t    []rpc.VolumeSnapshot
+		want string
+	}{
+		{snaps("run-2", "g2", "run-3", "g3"), "run-3"},
+		{snaps("run-1", "g1", "run-2", "g2"), "run-2"},
+		{snaps("run-3", "g3", "run-4", "g4"), "run-4"},
+		{snaps("run-1", "g1"), ""},
+	} {
+		if got := commonBase(w, rpc.Volume{Snapshots: c.t}); got != c.want {
+			t.Errorf("target %v: base %q, want %q", c.t, got, c.want)
+		}
+	}
+}
+
 // TestVolumeTarget refuses a bad --to before a run opens, naming --to.
 func TestVolumeTarget(t *testing.T) {
 	role := func(r string) rpc.Volume { return rpc.Volume{Name: "db", Copy: &rpc.VolumeCopy{Role: r}} }

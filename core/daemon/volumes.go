@@ -209,6 +209,9 @@ func (d *Daemon) volumeOf(pool string, vi *volumev1.VolumeInfo) rpc.Volume {
 	for _, s := range vi.GetSnapshotDetails() {
 		v.Snapshots = append(v.Snapshots, rpc.VolumeSnapshot{Name: s.GetName(), Created: s.GetCreatedUnixNanos(), UsedBytes: s.GetUsedBytes(), GUID: s.GetGuid()})
 	}
+	for _, b := range vi.GetBookmarks() {
+		v.Bookmarks = append(v.Bookmarks, rpc.VolumeBookmark{Name: b.GetName(), Created: b.GetCreatedUnixNanos(), GUID: b.GetGuid()})
+	}
 	if cs, err := d.volumeCopies(); err == nil {
 		c := cs.Get(v.Name).View()
 		v.Copy = &c
@@ -341,10 +344,15 @@ func (d *Daemon) snapshotVolume(ctx context.Context, raw json.RawMessage) (any, 
 			return err
 		}
 		resp, err := c.GetVolume(ctx, &volumev1.GetVolumeRequest{Name: req.Volume})
-		if err == nil {
-			out = d.volumeOf(pool, resp.GetVolume())
+		if err != nil {
+			return err
 		}
-		return err
+		vi := resp.GetVolume()
+		if volume.IsRunSnapshot(req.Snapshot) && d.canPrune() {
+			vi = pruneRuns(ctx, d.log, c, vi)
+		}
+		out = d.volumeOf(pool, vi)
+		return nil
 	})
 	return out, err
 }
@@ -486,7 +494,13 @@ func (d *Daemon) receiveVolume(ctx context.Context, raw json.RawMessage, s rpc.S
 		if err != nil {
 			return err
 		}
-		got = rpc.VolumeReceived{Bytes: resp.GetBytes(), Volume: d.volumeOf(pool, resp.GetVolume())}
+		// The stream landed: this copy keeps its newest run snapshots
+		// (the one just received among them, the next stream's base).
+		vi := resp.GetVolume()
+		if d.canPrune() {
+			vi = pruneRuns(ctx, d.log, c, vi)
+		}
+		got = rpc.VolumeReceived{Bytes: resp.GetBytes(), Volume: d.volumeOf(pool, vi)}
 		return nil
 	})
 	if err != nil {

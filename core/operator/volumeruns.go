@@ -34,7 +34,7 @@ type VolumeRun struct {
 	Context string    `json:"context"`
 	Volume  string    `json:"volume"`
 	Gen     uint64    `json:"gen"`
-	Kind    string    `json:"kind"` // mirror, sync, move, delete-mirror, restore
+	Kind    string    `json:"kind"` // mirror, sync, move, release, delete-mirror, restore
 	Target  string    `json:"target,omitempty"`
 	State   string    `json:"state"`
 	Error   string    `json:"error,omitempty"`
@@ -48,10 +48,11 @@ type VolumeRun struct {
 	// DowntimeSeconds is a Move's cut: the first Container stopped on
 	// the source until the last one was ready on the target.
 	DowntimeSeconds float64 `json:"downtime_seconds,omitempty"`
-	// Source is a Move's source Machine (the Writer it started from).
+	// Source is a Move's source Machine (the Writer it started from), or
+	// the Writer a Release demotes.
 	Source string `json:"source,omitempty"`
-	// Stopped names the source Containers a Move's cut stopped: the ones
-	// to run again on the target.
+	// Stopped names the source Containers a Move's or a Release's cut
+	// stopped: for a Move the ones to run again on the target.
 	Stopped []string `json:"stopped,omitempty"`
 	// Finishes is the gen of the Move this run finishes (one that failed
 	// after its point of no return): its creation keys are that gen's.

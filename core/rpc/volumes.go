@@ -132,6 +132,15 @@ type VolumeSnapshot struct {
 	GUID string `json:"guid,omitempty"`
 }
 
+// VolumeBookmark is one bookmark of a volume: a snapshot's point in
+// time, kept after the snapshot itself was destroyed.
+type VolumeBookmark struct {
+	Name    string `json:"name"`
+	Created int64  `json:"created_unix_nano,omitempty"`
+	// GUID is the snapshot's it was made from.
+	GUID string `json:"guid,omitempty"`
+}
+
 // Volume is one Provisioned Volume on one Machine.
 type Volume struct {
 	MachineID  string `json:"machine_id"`
@@ -149,6 +158,10 @@ type Volume struct {
 	// Mirror's; additive, absent when false).
 	ReadOnly  bool             `json:"read_only,omitempty"`
 	Snapshots []VolumeSnapshot `json:"snapshots"`
+	// Bookmarks are what is left of run snapshots the copy pruned:
+	// incremental bases for a send_volume's from_snapshot (additive:
+	// absent from a Machine without them, or holding none).
+	Bookmarks []VolumeBookmark `json:"bookmarks,omitempty"`
 	// Copy is this Machine's copy of the volume (additive: absent from a
 	// daemon without set_volume_copy).
 	Copy *VolumeCopy `json:"copy,omitempty"`

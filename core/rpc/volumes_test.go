@@ -9,7 +9,7 @@ import (
 )
 
 // TestVolumePayloadFixtures pins the volume payloads' JSON: a Volume
-// with its copy (additive), one from a daemon before copies (no copy:
+// with its copy and bookmarks (additive), one from a daemon before copies (no copy:
 // nil, never a zero copy), and a set_volume_copy request and answer.
 func TestVolumePayloadFixtures(t *testing.T) {
 	b, err := os.ReadFile("testdata/volume-copy.json")
@@ -28,7 +28,10 @@ func TestVolumePayloadFixtures(t *testing.T) {
 	if c := doc.Volume.Copy; c == nil || *c != (VolumeCopy{Role: "writer", Epoch: 1764687000000000000, Floor: 3}) {
 		t.Fatalf("volume copy: %+v", c)
 	}
-	if doc.OldVolume.Copy != nil || doc.OldVolume.Name != "db" {
+	if bm := doc.Volume.Bookmarks; len(bm) != 1 || bm[0] != (VolumeBookmark{Name: "run-1", Created: 1764686000000000000, GUID: "1111"}) {
+		t.Fatalf("volume bookmarks: %+v", bm)
+	}
+	if doc.OldVolume.Copy != nil || doc.OldVolume.Name != "db" || doc.OldVolume.Bookmarks != nil {
 		t.Fatalf("an old daemon's volume: %+v", doc.OldVolume)
 	}
 	if doc.Request != (SetVolumeCopyRequest{Volume: "db", Gen: 4, Expect: "none", Want: "mirror"}) {

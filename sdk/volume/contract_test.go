@@ -133,4 +133,19 @@ func TestWireFixtures(t *testing.T) {
 	if got := hex.EncodeToString(b); got != "10ac02" {
 		t.Fatalf("SendChunk{estimated_bytes} encodes as %s", got)
 	}
+	// Bookmarks (additive, field 11): a listing carrying one, and the
+	// prune's request. The first contract's VolumeInfo above reads as
+	// holding none.
+	if len(vi.GetBookmarks()) != 0 {
+		t.Fatalf("an old VolumeInfo has bookmarks %v", vi.GetBookmarks())
+	}
+	bm, _ := hex.DecodeString("0a0264625a0b0a0572756e2d311a023432")
+	var vb volumev1.VolumeInfo
+	if err := proto.Unmarshal(bm, &vb); err != nil || len(vb.GetBookmarks()) != 1 || vb.GetBookmarks()[0].GetName() != "run-1" || vb.GetBookmarks()[0].GetGuid() != "42" {
+		t.Fatalf("VolumeInfo{bookmarks}: %v, %v", &vb, err)
+	}
+	b, _ = proto.Marshal(&volumev1.DestroySnapshotRequest{Volume: "db", Snapshot: "run-1", Bookmark: true})
+	if got := hex.EncodeToString(b); got != "0a026462120572756e2d311801" {
+		t.Fatalf("DestroySnapshotRequest encodes as %s", got)
+	}
 }

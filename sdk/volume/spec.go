@@ -24,10 +24,44 @@ const (
 	// CapReadOnly is SetReadOnly, which no Machine RPC forwards as such:
 	// ployzd calls it as a copy becomes a Mirror or the Writer.
 	CapReadOnly = "ployz.volume.readonly.v1"
+	// CapPrune is DestroySnapshot (bookmarking first), the bookmarks a
+	// listing carries and a Send from a bookmark: ployzd keeps a copy's
+	// newest run snapshots with it. A plugin without it is not pruned.
+	CapPrune = "ployz.volume.prune.v1"
 )
 
 // Capabilities are all of them, in the order a plugin lists them.
-var Capabilities = []string{CapCreate, CapRemove, CapList, CapInspect, CapSnapshot, CapSend, CapReceive, CapReadOnly}
+var Capabilities = []string{CapCreate, CapRemove, CapList, CapInspect, CapSnapshot, CapSend, CapReceive, CapReadOnly, CapPrune}
+
+// runSnapshotRe names the snapshots Volume Runs take: run-<gen>, and a
+// Move's run-<gen>-cut. Any other name is an operator's own snapshot.
+var runSnapshotRe = regexp.MustCompile(`^run-[0-9]+(-cut)?$`)
+
+// IsRunSnapshot reports whether name is a snapshot a Volume Run took.
+func IsRunSnapshot(name string) bool { return runSnapshotRe.MatchString(name) }
+
+// KeepRunSnapshots is how many run snapshots a copy keeps: the newest
+// (the base of the next incremental) and the one before it.
+const KeepRunSnapshots = 2
+
+// PruneRunSnapshots names the run snapshots of snaps (oldest first) to
+// destroy so that the newest keep of them stay. Other snapshots are an
+// operator's and never named.
+func PruneRunSnapshots(snaps []string, keep int) []string {
+	var runs []string
+	for _, s := range snaps {
+		if IsRunSnapshot(s) {
+			runs = append(runs, s)
+		}
+	}
+	if keep < 1 {
+		keep = 1 // the newest is the base of the next incremental
+	}
+	if len(runs) <= keep {
+		return nil
+	}
+	return runs[:len(runs)-keep]
+}
 
 // PoolLabel is the Machine label naming the ZFS pool its Provisioned
 // Volumes live in (`ployz machine init|add|update --zfs-pool NAME`).

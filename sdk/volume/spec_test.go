@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,5 +70,19 @@ func TestParseSpec(t *testing.T) {
 	}
 	if got := SpecFromLabels("m1", nil); got.Pool != "" {
 		t.Errorf("SpecFromLabels(nil) = %+v", got)
+	}
+}
+
+func TestPruneRunSnapshots(t *testing.T) {
+	snaps := []string{"run-1", "mine", "run-2", "run-3-cut", "before-upgrade", "run-4", "run-x"}
+	got := PruneRunSnapshots(snaps, KeepRunSnapshots)
+	if want := []string{"run-1", "run-2"}; !slices.Equal(got, want) {
+		t.Errorf("prune = %v, want %v (operators' snapshots kept)", got, want)
+	}
+	if got := PruneRunSnapshots([]string{"run-1", "run-2"}, 2); got != nil {
+		t.Errorf("two run snapshots: prune %v", got)
+	}
+	if got := PruneRunSnapshots([]string{"run-1", "run-2"}, 0); !slices.Equal(got, []string{"run-1"}) {
+		t.Errorf("keep 0 keeps the newest: prune %v", got)
 	}
 }

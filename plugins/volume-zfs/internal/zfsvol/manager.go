@@ -247,20 +247,31 @@ func (m *Manager) lockedVolume(field, name string) (ds *zfs.Dataset, unlock func
 	return ds, m.mu.Unlock, nil
 }
 
+// lockedSnapshots checks snapshot name snap, takes the change lock on
+// volume name and lists its snapshots; on success the caller calls
+// unlock.
+func (m *Manager) lockedSnapshots(ctx context.Context, name, snap string) (ds *zfs.Dataset, snaps []*volumev1.SnapshotInfo, unlock func(), err error) {
+	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
+		return nil, nil, nil, err
+	}
+	ds, unlock, err = m.lockedVolume("volume", name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if snaps, err = snapshots(ctx, ds.Name); err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return ds, snaps, unlock, nil
+}
+
 // Snapshot takes snapshot snap of volume name.
 func (m *Manager) Snapshot(ctx context.Context, name, snap string) (*volumev1.SnapshotInfo, error) {
-	if err := checkName("snapshot", snap, volume.ValidSnapshot); err != nil {
-		return nil, err
-	}
-	ds, unlock, err := m.lockedVolume("volume", name)
+	ds, snaps, unlock, err := m.lockedSnapshots(ctx, name, snap)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	snaps, err := snapshots(ctx, ds.Name)
-	if err != nil {
-		return nil, err
-	}
 	for _, s := range snaps {
 		if s.GetName() == snap {
 			return nil, status.Errorf(codes.AlreadyExists, "snapshot: volume %q already has a snapshot %q", name, snap)
@@ -345,18 +356,80 @@ func (m *Manager) sendArgs(ctx context.Context, req *volumev1.SendRequest) ([]st
 	if err != nil {
 		return nil, err
 	}
-	for field, want := range map[string]string{"snapshot": snap, "from_snapshot": from} {
-		if want != "" && !hasSnapshot(snaps, want) {
-			return nil, status.Errorf(codes.NotFound, "%s: volume %q has no snapshot %q", field, name, want)
+	if !hasSnapshot(snaps, snap) {
+		return nil, status.Errorf(codes.NotFound, "snapshot: volume %q has no snapshot %q", name, snap)
+	}
+	base := ""
+	if from != "" {
+		// The snapshot itself, or where a run pruned it its bookmark.
+		base = "@" + from
+		if !hasSnapshot(snaps, from) {
+			marks, err := bookmarks(ctx, ds.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !hasBookmark(marks, from) {
+				return nil, status.Errorf(codes.NotFound, "from_snapshot: volume %q has no snapshot or bookmark %q", name, from)
+			}
+			base = "#" + from
 		}
 	}
+	return sendCommand(ds.Name, snap, base), nil
+}
+
+// sendCommand is zfs send of dataset@snap: full without base, else
+// incremental from base ("@snap" or "#bookmark", as zfs send -i takes
+// either).
+func sendCommand(dataset, snap, base string) []string {
 	args := []string{"send"}
-	if from == "" {
+	if base == "" {
 		args = append(args, "-p") // a full stream carries the quota
 	} else {
-		args = append(args, "-i", "@"+from)
+		args = append(args, "-i", dataset+base)
 	}
-	return append(args, ds.Name+"@"+snap), nil
+	return append(args, dataset+"@"+snap)
+}
+
+func hasBookmark(marks []*volumev1.BookmarkInfo, name string) bool {
+	for _, b := range marks {
+		if b.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// DestroySnapshot destroys snapshot snap of volume name, with mark first
+// keeping a bookmark of the same name (kept when one is there). A
+// snapshot already gone succeeds, so a retried prune does not fail.
+func (m *Manager) DestroySnapshot(ctx context.Context, name, snap string, mark bool) (*volumev1.VolumeInfo, error) {
+	ds, snaps, unlock, err := m.lockedSnapshots(ctx, name, snap)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if hasSnapshot(snaps, snap) {
+		marks, err := bookmarks(ctx, ds.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, args := range destroyCommands(ds.Name, snap, mark && !hasBookmark(marks, snap)) {
+			if _, err := run(ctx, nil, nil, args...); err != nil {
+				return nil, status.Errorf(codes.Internal, "snapshot: %s %s@%s: %v", args[0], name, snap, err)
+			}
+		}
+	}
+	return info(ctx, name, ds)
+}
+
+// destroyCommands are the zfs commands destroying dataset@snap, with
+// mark bookmarking it first as dataset#snap.
+func destroyCommands(dataset, snap string, mark bool) [][]string {
+	var out [][]string
+	if mark {
+		out = append(out, []string{"bookmark", dataset + "@" + snap, dataset + "#" + snap})
+	}
+	return append(out, []string{"destroy", dataset + "@" + snap})
 }
 
 func hasSnapshot(snaps []*volumev1.SnapshotInfo, name string) bool {
@@ -514,32 +587,71 @@ func info(ctx context.Context, name string, ds *zfs.Dataset) (*volumev1.VolumeIn
 	for _, s := range snaps {
 		vi.Snapshots = append(vi.Snapshots, s.GetName())
 	}
+	if vi.Bookmarks, err = bookmarks(ctx, ds.Name); err != nil {
+		return nil, err
+	}
 	return vi, nil
+}
+
+// bookmarks lists a dataset's bookmarks, oldest first.
+func bookmarks(ctx context.Context, ds string) ([]*volumev1.BookmarkInfo, error) {
+	ps, err := points(ctx, ds, "bookmark", "guid")
+	var out []*volumev1.BookmarkInfo
+	for _, p := range ps {
+		out = append(out, &volumev1.BookmarkInfo{Name: p.name, CreatedUnixNanos: p.created, Guid: p.props[0]})
+	}
+	return out, err
 }
 
 // snapshots lists a dataset's snapshots, oldest first.
 func snapshots(ctx context.Context, ds string) ([]*volumev1.SnapshotInfo, error) {
-	lines, err := run(ctx, nil, nil, "list", "-Hp", "-t", "snapshot", "-d", "1", "-s", "createtxg", "-o", "name,creation,used,guid", ds)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "list snapshots of %s: %v", ds, err)
-	}
+	ps, err := points(ctx, ds, "snapshot", "used", "guid")
 	var out []*volumev1.SnapshotInfo
-	for _, l := range lines {
-		if len(l) < 4 {
-			continue
-		}
-		_, snap, ok := strings.Cut(l[0], "@")
-		if !ok {
-			continue
-		}
-		s := &volumev1.SnapshotInfo{Name: snap, Guid: l[3]}
-		if c, err := strconv.ParseInt(l[1], 10, 64); err == nil {
-			s.CreatedUnixNanos = c * int64(time.Second)
-		}
-		s.UsedBytes, _ = strconv.ParseUint(l[2], 10, 64)
+	for _, p := range ps {
+		s := &volumev1.SnapshotInfo{Name: p.name, CreatedUnixNanos: p.created, Guid: p.props[1]}
+		s.UsedBytes, _ = strconv.ParseUint(p.props[0], 10, 64)
 		out = append(out, s)
 	}
-	return out, nil
+	return out, err
+}
+
+// point is one snapshot or bookmark of a dataset: its own name (after
+// the @ or #), creation time and the properties asked for, in order.
+type point struct {
+	name    string
+	created int64
+	props   []string
+}
+
+// points lists a dataset's snapshots or bookmarks (kind), oldest first,
+// with props.
+func points(ctx context.Context, ds, kind string, props ...string) ([]point, error) {
+	lines, err := run(ctx, nil, nil, "list", "-Hp", "-t", kind, "-d", "1", "-s", "createtxg", "-o", strings.Join(append([]string{"name", "creation"}, props...), ","), ds)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list %ss of %s: %v", kind, ds, err)
+	}
+	return parsePoints(lines, len(props)), nil
+}
+
+// parsePoints reads zfs list -Hp -o name,creation,PROPS lines of
+// snapshots (pool/ds@name) or bookmarks (pool/ds#name) with n PROPS.
+func parsePoints(lines [][]string, n int) []point {
+	var out []point
+	for _, l := range lines {
+		if len(l) < 2+n {
+			continue
+		}
+		i := strings.IndexAny(l[0], "@#")
+		if i < 0 {
+			continue
+		}
+		p := point{name: l[0][i+1:], props: l[2 : 2+n]}
+		if c, err := strconv.ParseInt(l[1], 10, 64); err == nil {
+			p.created = c * int64(time.Second)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // run runs zfs with args under ctx, stdin from in and stdout to out when

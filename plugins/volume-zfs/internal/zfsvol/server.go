@@ -73,6 +73,15 @@ func (s *Server) SetReadOnly(ctx context.Context, req *volumev1.SetReadOnlyReque
 	return &volumev1.SetReadOnlyResponse{Volume: vi}, nil
 }
 
+// DestroySnapshot implements volumev1.VolumeServer.
+func (s *Server) DestroySnapshot(ctx context.Context, req *volumev1.DestroySnapshotRequest) (*volumev1.DestroySnapshotResponse, error) {
+	vi, err := s.M.DestroySnapshot(ctx, req.GetVolume(), req.GetSnapshot(), req.GetBookmark())
+	if err != nil {
+		return nil, err
+	}
+	return &volumev1.DestroySnapshotResponse{Volume: vi}, nil
+}
+
 // Pool implements volumev1.VolumeServer.
 func (s *Server) Pool(_ context.Context, req *volumev1.PoolRequest) (*volumev1.PoolResponse, error) {
 	return s.M.PoolInfo(req.GetPool())

@@ -3,7 +3,9 @@ package zfsvol
 import (
 	"bytes"
 	"io"
+	"reflect"
 	"testing"
+	"time"
 
 	volumev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1"
 )
@@ -48,5 +50,50 @@ func TestLayout(t *testing.T) {
 	}
 	if got := Mountpoint("db"); got != "/var/lib/ployz/volumes/db" {
 		t.Errorf("Mountpoint = %s", got)
+	}
+}
+
+// TestPruneCommands pins the zfs commands a prune and a send from a
+// bookmark run: the bookmark is taken before the snapshot goes, and an
+// incremental base is the full name zfs send -i takes (@ or #).
+func TestPruneCommands(t *testing.T) {
+	got := destroyCommands("tank/ployz/volumes/db", "run-3", true)
+	want := [][]string{
+		{"bookmark", "tank/ployz/volumes/db@run-3", "tank/ployz/volumes/db#run-3"},
+		{"destroy", "tank/ployz/volumes/db@run-3"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("destroyCommands(mark) = %q, want %q", got, want)
+	}
+	if got := destroyCommands("tank/ployz/volumes/db", "run-3", false); len(got) != 1 || got[0][0] != "destroy" {
+		t.Errorf("destroyCommands(no mark) = %q", got)
+	}
+	for _, c := range []struct {
+		base string
+		want []string
+	}{
+		{"", []string{"send", "-p", "tank/v@run-5"}},
+		{"@run-4", []string{"send", "-i", "tank/v@run-4", "tank/v@run-5"}},
+		{"#run-2", []string{"send", "-i", "tank/v#run-2", "tank/v@run-5"}},
+	} {
+		if got := sendCommand("tank/v", "run-5", c.base); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("sendCommand(base %q) = %q, want %q", c.base, got, c.want)
+		}
+	}
+}
+
+// TestParsePoints reads zfs list lines of bookmarks and snapshots alike:
+// the name after # or @, the creation time, the properties asked for.
+func TestParsePoints(t *testing.T) {
+	got := parsePoints([][]string{
+		{"tank/ployz/volumes/db#run-1", "1700000000", "123"},
+		{"tank/ployz/volumes/db@run-2", "1700000001", "456"},
+		{"tank/ployz/volumes/db", "1700000001", "789"}, // neither
+		{"short"},
+	}, 1)
+	want := []point{{name: "run-1", created: 1700000000 * int64(time.Second), props: []string{"123"}},
+		{name: "run-2", created: 1700000001 * int64(time.Second), props: []string{"456"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parsePoints = %+v, want %+v", got, want)
 	}
 }

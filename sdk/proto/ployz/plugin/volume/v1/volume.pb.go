@@ -43,7 +43,12 @@ type VolumeInfo struct {
 	SnapshotDetails  []*SnapshotInfo `protobuf:"bytes,8,rep,name=snapshot_details,json=snapshotDetails,proto3" json:"snapshot_details,omitempty"`
 	CreatedUnixNanos int64           `protobuf:"varint,9,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
 	// read_only: writes through the mountpoint are refused (SetReadOnly).
-	ReadOnly      bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	ReadOnly bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// bookmarks are the volume's bookmarks, oldest first: points in time an
+	// incremental Send can start from (SendRequest.from_snapshot naming
+	// one) though their snapshot is gone. A plugin from before them lists
+	// none.
+	Bookmarks     []*BookmarkInfo `protobuf:"bytes,11,rep,name=bookmarks,proto3" json:"bookmarks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +153,76 @@ func (x *VolumeInfo) GetReadOnly() bool {
 	return false
 }
 
+func (x *VolumeInfo) GetBookmarks() []*BookmarkInfo {
+	if x != nil {
+		return x.Bookmarks
+	}
+	return nil
+}
+
+// BookmarkInfo describes one bookmark of a volume.
+type BookmarkInfo struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	CreatedUnixNanos int64                  `protobuf:"varint,2,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
+	// guid is the snapshot's it was made from: equal on a receiver holding
+	// that snapshot.
+	Guid          string `protobuf:"bytes,3,opt,name=guid,proto3" json:"guid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BookmarkInfo) Reset() {
+	*x = BookmarkInfo{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BookmarkInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BookmarkInfo) ProtoMessage() {}
+
+func (x *BookmarkInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BookmarkInfo.ProtoReflect.Descriptor instead.
+func (*BookmarkInfo) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BookmarkInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BookmarkInfo) GetCreatedUnixNanos() int64 {
+	if x != nil {
+		return x.CreatedUnixNanos
+	}
+	return 0
+}
+
+func (x *BookmarkInfo) GetGuid() string {
+	if x != nil {
+		return x.Guid
+	}
+	return ""
+}
+
 // SnapshotInfo describes one snapshot of a volume.
 type SnapshotInfo struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -164,7 +239,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -176,7 +251,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[1]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -189,7 +264,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{1}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -234,7 +309,7 @@ type CreateVolumeRequest struct {
 
 func (x *CreateVolumeRequest) Reset() {
 	*x = CreateVolumeRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +321,7 @@ func (x *CreateVolumeRequest) String() string {
 func (*CreateVolumeRequest) ProtoMessage() {}
 
 func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[2]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +334,7 @@ func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CreateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{2}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateVolumeRequest) GetName() string {
@@ -293,7 +368,7 @@ type CreateVolumeResponse struct {
 
 func (x *CreateVolumeResponse) Reset() {
 	*x = CreateVolumeResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +380,7 @@ func (x *CreateVolumeResponse) String() string {
 func (*CreateVolumeResponse) ProtoMessage() {}
 
 func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[3]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +393,7 @@ func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CreateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{3}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateVolumeResponse) GetVolume() *VolumeInfo {
@@ -338,7 +413,7 @@ type RemoveVolumeRequest struct {
 
 func (x *RemoveVolumeRequest) Reset() {
 	*x = RemoveVolumeRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +425,7 @@ func (x *RemoveVolumeRequest) String() string {
 func (*RemoveVolumeRequest) ProtoMessage() {}
 
 func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[4]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +438,7 @@ func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{4}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RemoveVolumeRequest) GetName() string {
@@ -382,7 +457,7 @@ type RemoveVolumeResponse struct {
 
 func (x *RemoveVolumeResponse) Reset() {
 	*x = RemoveVolumeResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +469,7 @@ func (x *RemoveVolumeResponse) String() string {
 func (*RemoveVolumeResponse) ProtoMessage() {}
 
 func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[5]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +482,7 @@ func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{5}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{6}
 }
 
 // ListVolumesRequest is empty.
@@ -419,7 +494,7 @@ type ListVolumesRequest struct {
 
 func (x *ListVolumesRequest) Reset() {
 	*x = ListVolumesRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +506,7 @@ func (x *ListVolumesRequest) String() string {
 func (*ListVolumesRequest) ProtoMessage() {}
 
 func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[6]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +519,7 @@ func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesRequest.ProtoReflect.Descriptor instead.
 func (*ListVolumesRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{6}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{7}
 }
 
 // ListVolumesResponse lists volumes.
@@ -457,7 +532,7 @@ type ListVolumesResponse struct {
 
 func (x *ListVolumesResponse) Reset() {
 	*x = ListVolumesResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +544,7 @@ func (x *ListVolumesResponse) String() string {
 func (*ListVolumesResponse) ProtoMessage() {}
 
 func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[7]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +557,7 @@ func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesResponse.ProtoReflect.Descriptor instead.
 func (*ListVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{7}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListVolumesResponse) GetVolumes() []*VolumeInfo {
@@ -503,7 +578,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +590,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[8]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +603,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{8}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SnapshotRequest) GetVolume() string {
@@ -556,7 +631,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[9]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +643,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[9]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +656,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{9}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SnapshotResponse) GetSnapshot() string {
@@ -608,7 +683,7 @@ type GetVolumeRequest struct {
 
 func (x *GetVolumeRequest) Reset() {
 	*x = GetVolumeRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[10]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +695,7 @@ func (x *GetVolumeRequest) String() string {
 func (*GetVolumeRequest) ProtoMessage() {}
 
 func (x *GetVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[10]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +708,7 @@ func (x *GetVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeRequest.ProtoReflect.Descriptor instead.
 func (*GetVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{10}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetVolumeRequest) GetName() string {
@@ -653,7 +728,7 @@ type GetVolumeResponse struct {
 
 func (x *GetVolumeResponse) Reset() {
 	*x = GetVolumeResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[11]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +740,7 @@ func (x *GetVolumeResponse) String() string {
 func (*GetVolumeResponse) ProtoMessage() {}
 
 func (x *GetVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[11]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +753,7 @@ func (x *GetVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeResponse.ProtoReflect.Descriptor instead.
 func (*GetVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{11}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetVolumeResponse) GetVolume() *VolumeInfo {
@@ -695,7 +770,8 @@ type SendRequest struct {
 	Volume   string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
 	Snapshot string                 `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	// from_snapshot makes the stream incremental: only the changes since
-	// that snapshot, which the receiver must already hold.
+	// that snapshot, which the receiver must already hold. It may name a
+	// bookmark (VolumeInfo.bookmarks) where the snapshot itself is gone.
 	FromSnapshot string `protobuf:"bytes,3,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
 	// resume_token continues an interrupted transfer (the receiver's
 	// VolumeInfo.resume_token); volume and snapshots are then ignored.
@@ -710,7 +786,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[12]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +798,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[12]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +811,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{12}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SendRequest) GetVolume() string {
@@ -786,7 +862,7 @@ type SendChunk struct {
 
 func (x *SendChunk) Reset() {
 	*x = SendChunk{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[13]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +874,7 @@ func (x *SendChunk) String() string {
 func (*SendChunk) ProtoMessage() {}
 
 func (x *SendChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[13]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +887,7 @@ func (x *SendChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendChunk.ProtoReflect.Descriptor instead.
 func (*SendChunk) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{13}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SendChunk) GetData() []byte {
@@ -841,7 +917,7 @@ type ReceiveHeader struct {
 
 func (x *ReceiveHeader) Reset() {
 	*x = ReceiveHeader{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[14]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +929,7 @@ func (x *ReceiveHeader) String() string {
 func (*ReceiveHeader) ProtoMessage() {}
 
 func (x *ReceiveHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[14]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +942,7 @@ func (x *ReceiveHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveHeader.ProtoReflect.Descriptor instead.
 func (*ReceiveHeader) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{14}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReceiveHeader) GetVolume() string {
@@ -895,7 +971,7 @@ type ReceiveChunk struct {
 
 func (x *ReceiveChunk) Reset() {
 	*x = ReceiveChunk{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[15]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +983,7 @@ func (x *ReceiveChunk) String() string {
 func (*ReceiveChunk) ProtoMessage() {}
 
 func (x *ReceiveChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[15]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +996,7 @@ func (x *ReceiveChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveChunk.ProtoReflect.Descriptor instead.
 func (*ReceiveChunk) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{15}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReceiveChunk) GetHeader() *ReceiveHeader {
@@ -948,7 +1024,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[16]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1036,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[16]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1049,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{16}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReceiveResponse) GetVolume() *VolumeInfo {
@@ -1002,7 +1078,7 @@ type PoolRequest struct {
 
 func (x *PoolRequest) Reset() {
 	*x = PoolRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[17]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1090,7 @@ func (x *PoolRequest) String() string {
 func (*PoolRequest) ProtoMessage() {}
 
 func (x *PoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[17]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1103,7 @@ func (x *PoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolRequest.ProtoReflect.Descriptor instead.
 func (*PoolRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{17}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PoolRequest) GetPool() string {
@@ -1054,7 +1130,7 @@ type PoolResponse struct {
 
 func (x *PoolResponse) Reset() {
 	*x = PoolResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[18]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1142,7 @@ func (x *PoolResponse) String() string {
 func (*PoolResponse) ProtoMessage() {}
 
 func (x *PoolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[18]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1155,7 @@ func (x *PoolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolResponse.ProtoReflect.Descriptor instead.
 func (*PoolResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{18}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PoolResponse) GetConfigured() bool {
@@ -1128,7 +1204,7 @@ type SetReadOnlyRequest struct {
 
 func (x *SetReadOnlyRequest) Reset() {
 	*x = SetReadOnlyRequest{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[19]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1216,7 @@ func (x *SetReadOnlyRequest) String() string {
 func (*SetReadOnlyRequest) ProtoMessage() {}
 
 func (x *SetReadOnlyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[19]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1229,7 @@ func (x *SetReadOnlyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReadOnlyRequest.ProtoReflect.Descriptor instead.
 func (*SetReadOnlyRequest) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{19}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetReadOnlyRequest) GetName() string {
@@ -1180,7 +1256,7 @@ type SetReadOnlyResponse struct {
 
 func (x *SetReadOnlyResponse) Reset() {
 	*x = SetReadOnlyResponse{}
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[20]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1268,7 @@ func (x *SetReadOnlyResponse) String() string {
 func (*SetReadOnlyResponse) ProtoMessage() {}
 
 func (x *SetReadOnlyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[20]
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,10 +1281,117 @@ func (x *SetReadOnlyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReadOnlyResponse.ProtoReflect.Descriptor instead.
 func (*SetReadOnlyResponse) Descriptor() ([]byte, []int) {
-	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{20}
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetReadOnlyResponse) GetVolume() *VolumeInfo {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+// DestroySnapshotRequest names a volume's snapshot to destroy.
+type DestroySnapshotRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Volume   string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Snapshot string                 `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// bookmark keeps a bookmark of the same name first.
+	Bookmark      bool `protobuf:"varint,3,opt,name=bookmark,proto3" json:"bookmark,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestroySnapshotRequest) Reset() {
+	*x = DestroySnapshotRequest{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestroySnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestroySnapshotRequest) ProtoMessage() {}
+
+func (x *DestroySnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestroySnapshotRequest.ProtoReflect.Descriptor instead.
+func (*DestroySnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DestroySnapshotRequest) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *DestroySnapshotRequest) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *DestroySnapshotRequest) GetBookmark() bool {
+	if x != nil {
+		return x.Bookmark
+	}
+	return false
+}
+
+// DestroySnapshotResponse describes the volume after.
+type DestroySnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *VolumeInfo            `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestroySnapshotResponse) Reset() {
+	*x = DestroySnapshotResponse{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestroySnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestroySnapshotResponse) ProtoMessage() {}
+
+func (x *DestroySnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestroySnapshotResponse.ProtoReflect.Descriptor instead.
+func (*DestroySnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DestroySnapshotResponse) GetVolume() *VolumeInfo {
 	if x != nil {
 		return x.Volume
 	}
@@ -1219,7 +1402,7 @@ var File_ployz_plugin_volume_v1_volume_proto protoreflect.FileDescriptor
 
 const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\n" +
-	"#ployz/plugin/volume/v1/volume.proto\x12\x16ployz.plugin.volume.v1\"\xf5\x02\n" +
+	"#ployz/plugin/volume/v1/volume.proto\x12\x16ployz.plugin.volume.v1\"\xb9\x03\n" +
 	"\n" +
 	"VolumeInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -1236,7 +1419,12 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\x10snapshot_details\x18\b \x03(\v2$.ployz.plugin.volume.v1.SnapshotInfoR\x0fsnapshotDetails\x12,\n" +
 	"\x12created_unix_nanos\x18\t \x01(\x03R\x10createdUnixNanos\x12\x1b\n" +
 	"\tread_only\x18\n" +
-	" \x01(\bR\breadOnly\"\x83\x01\n" +
+	" \x01(\bR\breadOnly\x12B\n" +
+	"\tbookmarks\x18\v \x03(\v2$.ployz.plugin.volume.v1.BookmarkInfoR\tbookmarks\"d\n" +
+	"\fBookmarkInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x12created_unix_nanos\x18\x02 \x01(\x03R\x10createdUnixNanos\x12\x12\n" +
+	"\x04guid\x18\x03 \x01(\tR\x04guid\"\x83\x01\n" +
 	"\fSnapshotInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x12created_unix_nanos\x18\x02 \x01(\x03R\x10createdUnixNanos\x12\x1d\n" +
@@ -1303,7 +1491,13 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tread_only\x18\x02 \x01(\bR\breadOnly\"Q\n" +
 	"\x13SetReadOnlyResponse\x12:\n" +
-	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume2\xf0\x06\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume\"h\n" +
+	"\x16DestroySnapshotRequest\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\x12\x1a\n" +
+	"\bbookmark\x18\x03 \x01(\bR\bbookmark\"U\n" +
+	"\x17DestroySnapshotResponse\x12:\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume2\xe4\a\n" +
 	"\x06Volume\x12i\n" +
 	"\fCreateVolume\x12+.ployz.plugin.volume.v1.CreateVolumeRequest\x1a,.ployz.plugin.volume.v1.CreateVolumeResponse\x12i\n" +
 	"\fRemoveVolume\x12+.ployz.plugin.volume.v1.RemoveVolumeRequest\x1a,.ployz.plugin.volume.v1.RemoveVolumeResponse\x12f\n" +
@@ -1313,7 +1507,8 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\x04Send\x12#.ployz.plugin.volume.v1.SendRequest\x1a!.ployz.plugin.volume.v1.SendChunk0\x01\x12Z\n" +
 	"\aReceive\x12$.ployz.plugin.volume.v1.ReceiveChunk\x1a'.ployz.plugin.volume.v1.ReceiveResponse(\x01\x12Q\n" +
 	"\x04Pool\x12#.ployz.plugin.volume.v1.PoolRequest\x1a$.ployz.plugin.volume.v1.PoolResponse\x12f\n" +
-	"\vSetReadOnly\x12*.ployz.plugin.volume.v1.SetReadOnlyRequest\x1a+.ployz.plugin.volume.v1.SetReadOnlyResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
+	"\vSetReadOnly\x12*.ployz.plugin.volume.v1.SetReadOnlyRequest\x1a+.ployz.plugin.volume.v1.SetReadOnlyResponse\x12r\n" +
+	"\x0fDestroySnapshot\x12..ployz.plugin.volume.v1.DestroySnapshotRequest\x1a/.ployz.plugin.volume.v1.DestroySnapshotResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
 
 var (
 	file_ployz_plugin_volume_v1_volume_proto_rawDescOnce sync.Once
@@ -1327,63 +1522,70 @@ func file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP() []byte {
 	return file_ployz_plugin_volume_v1_volume_proto_rawDescData
 }
 
-var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_ployz_plugin_volume_v1_volume_proto_goTypes = []any{
-	(*VolumeInfo)(nil),           // 0: ployz.plugin.volume.v1.VolumeInfo
-	(*SnapshotInfo)(nil),         // 1: ployz.plugin.volume.v1.SnapshotInfo
-	(*CreateVolumeRequest)(nil),  // 2: ployz.plugin.volume.v1.CreateVolumeRequest
-	(*CreateVolumeResponse)(nil), // 3: ployz.plugin.volume.v1.CreateVolumeResponse
-	(*RemoveVolumeRequest)(nil),  // 4: ployz.plugin.volume.v1.RemoveVolumeRequest
-	(*RemoveVolumeResponse)(nil), // 5: ployz.plugin.volume.v1.RemoveVolumeResponse
-	(*ListVolumesRequest)(nil),   // 6: ployz.plugin.volume.v1.ListVolumesRequest
-	(*ListVolumesResponse)(nil),  // 7: ployz.plugin.volume.v1.ListVolumesResponse
-	(*SnapshotRequest)(nil),      // 8: ployz.plugin.volume.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),     // 9: ployz.plugin.volume.v1.SnapshotResponse
-	(*GetVolumeRequest)(nil),     // 10: ployz.plugin.volume.v1.GetVolumeRequest
-	(*GetVolumeResponse)(nil),    // 11: ployz.plugin.volume.v1.GetVolumeResponse
-	(*SendRequest)(nil),          // 12: ployz.plugin.volume.v1.SendRequest
-	(*SendChunk)(nil),            // 13: ployz.plugin.volume.v1.SendChunk
-	(*ReceiveHeader)(nil),        // 14: ployz.plugin.volume.v1.ReceiveHeader
-	(*ReceiveChunk)(nil),         // 15: ployz.plugin.volume.v1.ReceiveChunk
-	(*ReceiveResponse)(nil),      // 16: ployz.plugin.volume.v1.ReceiveResponse
-	(*PoolRequest)(nil),          // 17: ployz.plugin.volume.v1.PoolRequest
-	(*PoolResponse)(nil),         // 18: ployz.plugin.volume.v1.PoolResponse
-	(*SetReadOnlyRequest)(nil),   // 19: ployz.plugin.volume.v1.SetReadOnlyRequest
-	(*SetReadOnlyResponse)(nil),  // 20: ployz.plugin.volume.v1.SetReadOnlyResponse
-	nil,                          // 21: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	(*VolumeInfo)(nil),              // 0: ployz.plugin.volume.v1.VolumeInfo
+	(*BookmarkInfo)(nil),            // 1: ployz.plugin.volume.v1.BookmarkInfo
+	(*SnapshotInfo)(nil),            // 2: ployz.plugin.volume.v1.SnapshotInfo
+	(*CreateVolumeRequest)(nil),     // 3: ployz.plugin.volume.v1.CreateVolumeRequest
+	(*CreateVolumeResponse)(nil),    // 4: ployz.plugin.volume.v1.CreateVolumeResponse
+	(*RemoveVolumeRequest)(nil),     // 5: ployz.plugin.volume.v1.RemoveVolumeRequest
+	(*RemoveVolumeResponse)(nil),    // 6: ployz.plugin.volume.v1.RemoveVolumeResponse
+	(*ListVolumesRequest)(nil),      // 7: ployz.plugin.volume.v1.ListVolumesRequest
+	(*ListVolumesResponse)(nil),     // 8: ployz.plugin.volume.v1.ListVolumesResponse
+	(*SnapshotRequest)(nil),         // 9: ployz.plugin.volume.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 10: ployz.plugin.volume.v1.SnapshotResponse
+	(*GetVolumeRequest)(nil),        // 11: ployz.plugin.volume.v1.GetVolumeRequest
+	(*GetVolumeResponse)(nil),       // 12: ployz.plugin.volume.v1.GetVolumeResponse
+	(*SendRequest)(nil),             // 13: ployz.plugin.volume.v1.SendRequest
+	(*SendChunk)(nil),               // 14: ployz.plugin.volume.v1.SendChunk
+	(*ReceiveHeader)(nil),           // 15: ployz.plugin.volume.v1.ReceiveHeader
+	(*ReceiveChunk)(nil),            // 16: ployz.plugin.volume.v1.ReceiveChunk
+	(*ReceiveResponse)(nil),         // 17: ployz.plugin.volume.v1.ReceiveResponse
+	(*PoolRequest)(nil),             // 18: ployz.plugin.volume.v1.PoolRequest
+	(*PoolResponse)(nil),            // 19: ployz.plugin.volume.v1.PoolResponse
+	(*SetReadOnlyRequest)(nil),      // 20: ployz.plugin.volume.v1.SetReadOnlyRequest
+	(*SetReadOnlyResponse)(nil),     // 21: ployz.plugin.volume.v1.SetReadOnlyResponse
+	(*DestroySnapshotRequest)(nil),  // 22: ployz.plugin.volume.v1.DestroySnapshotRequest
+	(*DestroySnapshotResponse)(nil), // 23: ployz.plugin.volume.v1.DestroySnapshotResponse
+	nil,                             // 24: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
 }
 var file_ployz_plugin_volume_v1_volume_proto_depIdxs = []int32{
-	1,  // 0: ployz.plugin.volume.v1.VolumeInfo.snapshot_details:type_name -> ployz.plugin.volume.v1.SnapshotInfo
-	21, // 1: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
-	0,  // 2: ployz.plugin.volume.v1.CreateVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	0,  // 3: ployz.plugin.volume.v1.ListVolumesResponse.volumes:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	0,  // 4: ployz.plugin.volume.v1.GetVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	14, // 5: ployz.plugin.volume.v1.ReceiveChunk.header:type_name -> ployz.plugin.volume.v1.ReceiveHeader
-	0,  // 6: ployz.plugin.volume.v1.ReceiveResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	0,  // 7: ployz.plugin.volume.v1.SetReadOnlyResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	2,  // 8: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
-	4,  // 9: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
-	6,  // 10: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
-	8,  // 11: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
-	10, // 12: ployz.plugin.volume.v1.Volume.GetVolume:input_type -> ployz.plugin.volume.v1.GetVolumeRequest
-	12, // 13: ployz.plugin.volume.v1.Volume.Send:input_type -> ployz.plugin.volume.v1.SendRequest
-	15, // 14: ployz.plugin.volume.v1.Volume.Receive:input_type -> ployz.plugin.volume.v1.ReceiveChunk
-	17, // 15: ployz.plugin.volume.v1.Volume.Pool:input_type -> ployz.plugin.volume.v1.PoolRequest
-	19, // 16: ployz.plugin.volume.v1.Volume.SetReadOnly:input_type -> ployz.plugin.volume.v1.SetReadOnlyRequest
-	3,  // 17: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
-	5,  // 18: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
-	7,  // 19: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
-	9,  // 20: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
-	11, // 21: ployz.plugin.volume.v1.Volume.GetVolume:output_type -> ployz.plugin.volume.v1.GetVolumeResponse
-	13, // 22: ployz.plugin.volume.v1.Volume.Send:output_type -> ployz.plugin.volume.v1.SendChunk
-	16, // 23: ployz.plugin.volume.v1.Volume.Receive:output_type -> ployz.plugin.volume.v1.ReceiveResponse
-	18, // 24: ployz.plugin.volume.v1.Volume.Pool:output_type -> ployz.plugin.volume.v1.PoolResponse
-	20, // 25: ployz.plugin.volume.v1.Volume.SetReadOnly:output_type -> ployz.plugin.volume.v1.SetReadOnlyResponse
-	17, // [17:26] is the sub-list for method output_type
-	8,  // [8:17] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	2,  // 0: ployz.plugin.volume.v1.VolumeInfo.snapshot_details:type_name -> ployz.plugin.volume.v1.SnapshotInfo
+	1,  // 1: ployz.plugin.volume.v1.VolumeInfo.bookmarks:type_name -> ployz.plugin.volume.v1.BookmarkInfo
+	24, // 2: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	0,  // 3: ployz.plugin.volume.v1.CreateVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	0,  // 4: ployz.plugin.volume.v1.ListVolumesResponse.volumes:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	0,  // 5: ployz.plugin.volume.v1.GetVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	15, // 6: ployz.plugin.volume.v1.ReceiveChunk.header:type_name -> ployz.plugin.volume.v1.ReceiveHeader
+	0,  // 7: ployz.plugin.volume.v1.ReceiveResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	0,  // 8: ployz.plugin.volume.v1.SetReadOnlyResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	0,  // 9: ployz.plugin.volume.v1.DestroySnapshotResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	3,  // 10: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
+	5,  // 11: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
+	7,  // 12: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
+	9,  // 13: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
+	11, // 14: ployz.plugin.volume.v1.Volume.GetVolume:input_type -> ployz.plugin.volume.v1.GetVolumeRequest
+	13, // 15: ployz.plugin.volume.v1.Volume.Send:input_type -> ployz.plugin.volume.v1.SendRequest
+	16, // 16: ployz.plugin.volume.v1.Volume.Receive:input_type -> ployz.plugin.volume.v1.ReceiveChunk
+	18, // 17: ployz.plugin.volume.v1.Volume.Pool:input_type -> ployz.plugin.volume.v1.PoolRequest
+	20, // 18: ployz.plugin.volume.v1.Volume.SetReadOnly:input_type -> ployz.plugin.volume.v1.SetReadOnlyRequest
+	22, // 19: ployz.plugin.volume.v1.Volume.DestroySnapshot:input_type -> ployz.plugin.volume.v1.DestroySnapshotRequest
+	4,  // 20: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
+	6,  // 21: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
+	8,  // 22: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
+	10, // 23: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
+	12, // 24: ployz.plugin.volume.v1.Volume.GetVolume:output_type -> ployz.plugin.volume.v1.GetVolumeResponse
+	14, // 25: ployz.plugin.volume.v1.Volume.Send:output_type -> ployz.plugin.volume.v1.SendChunk
+	17, // 26: ployz.plugin.volume.v1.Volume.Receive:output_type -> ployz.plugin.volume.v1.ReceiveResponse
+	19, // 27: ployz.plugin.volume.v1.Volume.Pool:output_type -> ployz.plugin.volume.v1.PoolResponse
+	21, // 28: ployz.plugin.volume.v1.Volume.SetReadOnly:output_type -> ployz.plugin.volume.v1.SetReadOnlyResponse
+	23, // 29: ployz.plugin.volume.v1.Volume.DestroySnapshot:output_type -> ployz.plugin.volume.v1.DestroySnapshotResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_ployz_plugin_volume_v1_volume_proto_init() }
@@ -1397,7 +1599,7 @@ func file_ployz_plugin_volume_v1_volume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ployz_plugin_volume_v1_volume_proto_rawDesc), len(file_ployz_plugin_volume_v1_volume_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

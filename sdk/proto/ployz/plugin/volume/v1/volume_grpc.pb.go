@@ -21,15 +21,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Volume_CreateVolume_FullMethodName = "/ployz.plugin.volume.v1.Volume/CreateVolume"
-	Volume_RemoveVolume_FullMethodName = "/ployz.plugin.volume.v1.Volume/RemoveVolume"
-	Volume_ListVolumes_FullMethodName  = "/ployz.plugin.volume.v1.Volume/ListVolumes"
-	Volume_Snapshot_FullMethodName     = "/ployz.plugin.volume.v1.Volume/Snapshot"
-	Volume_GetVolume_FullMethodName    = "/ployz.plugin.volume.v1.Volume/GetVolume"
-	Volume_Send_FullMethodName         = "/ployz.plugin.volume.v1.Volume/Send"
-	Volume_Receive_FullMethodName      = "/ployz.plugin.volume.v1.Volume/Receive"
-	Volume_Pool_FullMethodName         = "/ployz.plugin.volume.v1.Volume/Pool"
-	Volume_SetReadOnly_FullMethodName  = "/ployz.plugin.volume.v1.Volume/SetReadOnly"
+	Volume_CreateVolume_FullMethodName    = "/ployz.plugin.volume.v1.Volume/CreateVolume"
+	Volume_RemoveVolume_FullMethodName    = "/ployz.plugin.volume.v1.Volume/RemoveVolume"
+	Volume_ListVolumes_FullMethodName     = "/ployz.plugin.volume.v1.Volume/ListVolumes"
+	Volume_Snapshot_FullMethodName        = "/ployz.plugin.volume.v1.Volume/Snapshot"
+	Volume_GetVolume_FullMethodName       = "/ployz.plugin.volume.v1.Volume/GetVolume"
+	Volume_Send_FullMethodName            = "/ployz.plugin.volume.v1.Volume/Send"
+	Volume_Receive_FullMethodName         = "/ployz.plugin.volume.v1.Volume/Receive"
+	Volume_Pool_FullMethodName            = "/ployz.plugin.volume.v1.Volume/Pool"
+	Volume_SetReadOnly_FullMethodName     = "/ployz.plugin.volume.v1.Volume/SetReadOnly"
+	Volume_DestroySnapshot_FullMethodName = "/ployz.plugin.volume.v1.Volume/DestroySnapshot"
 )
 
 // VolumeClient is the client API for Volume service.
@@ -70,6 +71,12 @@ type VolumeClient interface {
 	// read-only volume: ployzd keeps every Mirror read-only and its Writer
 	// writable. Setting what the volume already has succeeds.
 	SetReadOnly(ctx context.Context, in *SetReadOnlyRequest, opts ...grpc.CallOption) (*SetReadOnlyResponse, error)
+	// DestroySnapshot destroys one snapshot of a volume; with bookmark it
+	// first keeps a bookmark of the same name (for ZFS pool/ds#name), so an
+	// incremental Send can still start from that point in time. Served by a
+	// plugin advertising ployz.volume.prune.v1; ployzd calls it to keep a
+	// copy's newest run snapshots only. A snapshot already gone succeeds.
+	DestroySnapshot(ctx context.Context, in *DestroySnapshotRequest, opts ...grpc.CallOption) (*DestroySnapshotResponse, error)
 }
 
 type volumeClient struct {
@@ -182,6 +189,16 @@ func (c *volumeClient) SetReadOnly(ctx context.Context, in *SetReadOnlyRequest, 
 	return out, nil
 }
 
+func (c *volumeClient) DestroySnapshot(ctx context.Context, in *DestroySnapshotRequest, opts ...grpc.CallOption) (*DestroySnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DestroySnapshotResponse)
+	err := c.cc.Invoke(ctx, Volume_DestroySnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VolumeServer is the server API for Volume service.
 // All implementations must embed UnimplementedVolumeServer
 // for forward compatibility.
@@ -220,6 +237,12 @@ type VolumeServer interface {
 	// read-only volume: ployzd keeps every Mirror read-only and its Writer
 	// writable. Setting what the volume already has succeeds.
 	SetReadOnly(context.Context, *SetReadOnlyRequest) (*SetReadOnlyResponse, error)
+	// DestroySnapshot destroys one snapshot of a volume; with bookmark it
+	// first keeps a bookmark of the same name (for ZFS pool/ds#name), so an
+	// incremental Send can still start from that point in time. Served by a
+	// plugin advertising ployz.volume.prune.v1; ployzd calls it to keep a
+	// copy's newest run snapshots only. A snapshot already gone succeeds.
+	DestroySnapshot(context.Context, *DestroySnapshotRequest) (*DestroySnapshotResponse, error)
 	mustEmbedUnimplementedVolumeServer()
 }
 
@@ -256,6 +279,9 @@ func (UnimplementedVolumeServer) Pool(context.Context, *PoolRequest) (*PoolRespo
 }
 func (UnimplementedVolumeServer) SetReadOnly(context.Context, *SetReadOnlyRequest) (*SetReadOnlyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetReadOnly not implemented")
+}
+func (UnimplementedVolumeServer) DestroySnapshot(context.Context, *DestroySnapshotRequest) (*DestroySnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DestroySnapshot not implemented")
 }
 func (UnimplementedVolumeServer) mustEmbedUnimplementedVolumeServer() {}
 func (UnimplementedVolumeServer) testEmbeddedByValue()                {}
@@ -422,6 +448,24 @@ func _Volume_SetReadOnly_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Volume_DestroySnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DestroySnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServer).DestroySnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Volume_DestroySnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServer).DestroySnapshot(ctx, req.(*DestroySnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Volume_ServiceDesc is the grpc.ServiceDesc for Volume service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -456,6 +500,10 @@ var Volume_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetReadOnly",
 			Handler:    _Volume_SetReadOnly_Handler,
+		},
+		{
+			MethodName: "DestroySnapshot",
+			Handler:    _Volume_DestroySnapshot_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
