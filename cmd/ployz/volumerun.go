@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -37,6 +38,7 @@ type copies struct {
 	vols    map[string]rpc.Volume // by Machine
 	pools   map[string]bool       // Machines with a ZFS pool
 	missing []string              // Machines that did not answer
+	why     map[string]string     // what each missing Machine answered instead
 }
 
 func readCopies(c *cobra.Command, s session, name string) (copies, error) {
@@ -48,6 +50,10 @@ func readCopies(c *cobra.Command, s session, name string) (copies, error) {
 	for _, m := range ms {
 		if m.List == nil {
 			cp.missing = append(cp.missing, m.Machine)
+			if cp.why == nil {
+				cp.why = map[string]string{}
+			}
+			cp.why[m.Machine] = m.Error
 			continue
 		}
 		cp.pools[m.Machine] = m.List.Pool != ""
@@ -78,9 +84,9 @@ func (cp copies) writer() (string, error) {
 			held += fmt.Sprintf(" %s (%s)", m, copyRole(v))
 		}
 		if held == "" {
-			return "", rpc.Errorf(rpc.CodeNotFound, "NAME: no Machine holds a volume %q%s", cp.name, missingNote(cp.missing)).With("field", "name")
+			return "", rpc.Errorf(rpc.CodeNotFound, "NAME: no Machine holds a volume %q%s", cp.name, cp.missingNote()).With("field", "name")
 		}
-		return "", rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Writer (held by%s)%s", cp.name, held, missingNote(cp.missing)).With("field", "name")
+		return "", rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Writer (held by%s)%s", cp.name, held, cp.missingNote()).With("field", "name")
 	}
 	return "", rpc.Errorf(rpc.CodeConflict, "NAME: volume %q has two Writers, %s: a run refuses to choose; `ployz volume restore %s --from MACHINE` (the newer epoch) demotes the other to a Mirror, losing its writes since",
 		cp.name, cp.writerList(), cp.name).With("field", "name").With("writers", cp.writers)
@@ -97,11 +103,19 @@ func (cp copies) floor() uint64 {
 	return f
 }
 
-func missingNote(ms []string) string {
-	if len(ms) == 0 {
+// missingNote names the Machines that did not answer, and why.
+func (cp copies) missingNote() string {
+	if len(cp.missing) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (no answer from %v)", ms)
+	var parts []string
+	for _, m := range cp.missing {
+		if why := cp.why[m]; why != "" {
+			m += ": " + why
+		}
+		parts = append(parts, m)
+	}
+	return " (no answer from " + strings.Join(parts, "; ") + ")"
 }
 
 // withWriter checks NAME, reads every Machine's copy of it live and
@@ -495,7 +509,7 @@ that fails does not stop the others; the run fails if any did.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			return withWriter(c, args[0], func(s session, cp copies, w string) error {
 				if len(cp.mirrors) == 0 {
-					return rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Mirror%s: `ployz volume mirror %s --to MACHINE` makes one", cp.name, missingNote(cp.missing), cp.name).With("field", "name")
+					return rpc.Errorf(rpc.CodeFailedPrecond, "NAME: volume %q has no Mirror%s: `ployz volume mirror %s --to MACHINE` makes one", cp.name, cp.missingNote(), cp.name).With("field", "name")
 				}
 				return runVolume(c, s, cp, "sync", "", func(r *volumeRun) error { return r.sync(cp, w) })
 			})
