@@ -362,10 +362,7 @@ func (mv *mover) cut(trole string) error {
 			if mv.stopped.IsZero() {
 				mv.stopped = time.Now()
 			}
-			req := rpc.StopContainerRequest{ID: u.old.ID, GracePeriodSeconds: int(mv.grace.Seconds())}
-			err := mv.runTask(containerTask{machine: w, expect: volumecopy.Writer, what: "docker stop " + u.old.Name,
-				req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &req},
-				direct: func() error { return mv.s.ent.Call(mv.ctx, rpc.Target{One: w}, rpc.CmdStopContainer, req, nil) }})
+			err := mv.volumeRun.stop(w, u.old.Name, u.old.ID, mv.grace)
 			if err == nil {
 				mv.run.Stopped = append(mv.run.Stopped, u.old.Name)
 			}
@@ -411,11 +408,20 @@ func (mv *mover) cut(trole string) error {
 
 // start starts Container id (name) on machine, whose copy is the Writer:
 // an undo's on the source, or the new Writer's.
-func (mv *mover) start(machine, name, id string) error {
+func (r *volumeRun) start(machine, name, id string) error {
 	ref := rpc.ContainerRef{ID: id}
-	return mv.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker start " + name,
+	return r.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker start " + name,
 		req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &ref},
-		direct: func() error { return mv.s.ent.Call(mv.ctx, rpc.Target{One: machine}, rpc.CmdStartContainer, ref, nil) }})
+		direct: func() error { return r.s.ent.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdStartContainer, ref, nil) }})
+}
+
+// stop stops Container id (name) at a cut on machine, whose copy is the
+// Writer, giving it grace.
+func (r *volumeRun) stop(machine, name, id string, grace time.Duration) error {
+	req := rpc.StopContainerRequest{ID: id, GracePeriodSeconds: int(grace.Seconds())}
+	return r.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker stop " + name,
+		req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &req},
+		direct: func() error { return r.s.ent.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdStopContainer, req, nil) }})
 }
 
 func (mv *mover) inspect(machine string, v *rpc.Volume) error {

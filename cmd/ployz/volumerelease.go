@@ -233,8 +233,7 @@ func (rl *releaser) stop() error {
 		}
 		err := rl.step("stop", rl.writer, func(st *operator.RunStep) error {
 			st.Detail = u.name
-			err := rl.s.ent.Call(rl.ctx, rpc.Target{One: rl.writer}, rpc.CmdStopContainer,
-				rpc.StopContainerRequest{ID: u.id, GracePeriodSeconds: int(rl.grace.Seconds())}, nil)
+			err := rl.volumeRun.stop(rl.writer, u.name, u.id, rl.grace)
 			if err == nil {
 				rl.run.Stopped = append(rl.run.Stopped, u.name)
 			}
@@ -263,7 +262,7 @@ func (rl *releaser) undo() error {
 		}
 		errs = append(errs, rl.step("undo-start", rl.writer, func(st *operator.RunStep) error {
 			st.Detail = u.name
-			return rl.s.ent.Call(rl.ctx, rpc.Target{One: rl.writer}, rpc.CmdStartContainer, rpc.ContainerRef{ID: u.id}, nil)
+			return rl.start(rl.writer, u.name, u.id)
 		}))
 	}
 	if e := errors.Join(errs...); e != nil {

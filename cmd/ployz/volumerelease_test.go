@@ -75,8 +75,12 @@ func TestRelease(t *testing.T) {
 // again and m1 is still the Writer; the run ends undone. Running it again
 // finishes from what the disks show.
 func TestReleaseUndo(t *testing.T) {
+	fastAsks(t)
 	fc, id := releaseCluster(t, "m2")
-	fc.failSend = map[string]bool{"run-1-cut": true}
+	fc.serveTasks("m1", 50*time.Millisecond)         // the stop and the undo's start are volume tasks
+	fc.failSend = map[string]bool{"run-1-cut": true} // a cut stream that leaves no token
+	defer func(d time.Duration) { tokenWait = d }(tokenWait)
+	tokenWait = 100 * time.Millisecond
 	_, errw, err := runRelease(fc, releaseOpts{})
 	if err == nil || !strings.Contains(err.Error(), "connection reset") {
 		t.Fatalf("release: %v", err)
@@ -89,8 +93,13 @@ func TestReleaseUndo(t *testing.T) {
 	if fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer || fc.ms["m1"].ctrs[id].state != "running" {
 		t.Fatalf("m1 %s, Container %s: want the Writer, running", fc.ms["m1"].vols["db"].copy.Role, fc.ms["m1"].ctrs[id].state)
 	}
-	if !strings.Contains(errw, "undone: m1 is still the Writer") {
+	if !strings.Contains(errw, "undone: m1 is still the Writer") || !strings.Contains(errw, "m1: docker stop shop-production-db-0001 (done") {
 		t.Errorf("output:\n%s", errw)
+	}
+	for _, kind := range []string{"stop", "start"} {
+		if task, plain := fc.dockerCalls("m1", kind); task != 1 || plain != 0 {
+			t.Fatalf("docker %s: %d through the task, %d plain; want 1 and 0", kind, task, plain)
+		}
 	}
 
 	fc.failSend = nil
