@@ -74,12 +74,22 @@ func locate(c *cobra.Command, s session, name, machine string) (string, error) {
 	return "", rpc.Errorf(rpc.CodeAmbiguous, "name: volume %q is on %s: pass --machine", name, strings.Join(hs, ", ")).With("field", "name")
 }
 
-// unanswered names the Machines that did not answer a list, as a suffix.
+// unanswered names the Machines that did not answer a list, each with
+// its error, as a suffix.
 func unanswered(ms []volumes.MachineVolumes) string {
-	if failed := volumes.Unanswered(ms); len(failed) > 0 {
-		return " (no answer from " + strings.Join(failed, ", ") + ")"
+	var parts []string
+	for _, m := range ms {
+		switch {
+		case m.Error != "":
+			parts = append(parts, m.Machine+": "+m.Error)
+		case m.List == nil:
+			parts = append(parts, m.Machine)
+		}
 	}
-	return ""
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (no answer from " + strings.Join(parts, "; ") + ")"
 }
 
 func volumeCreate() *cobra.Command {

@@ -162,6 +162,9 @@ type volumeRun struct {
 	ctx  context.Context
 	run  operator.VolumeRun
 	errw io.Writer
+	// tasks holds the Machines known to serve volume_task, asked once a
+	// run rather than before every Container step.
+	tasks map[string]bool
 }
 
 // beginRun opens the run with a gen above every floor the copies showed:

@@ -34,7 +34,7 @@ var taskNoAnswerFor = time.Minute
 // runTask drives t until Docker answers; it gives up only when the run's
 // context ends (the task on the Machine goes on to its own bound).
 func (r *volumeRun) runTask(t containerTask) error {
-	if !serves(r.ctx, r.s, t.machine, rpc.CapVolumeTask) {
+	if !r.servesTasks(t.machine) {
 		return t.direct()
 	}
 	req := t.req
@@ -100,6 +100,22 @@ func (r *volumeRun) pause(until time.Time) bool {
 func noAnswer(err error) bool {
 	var re *rpc.Error
 	return !errors.As(err, &re) || re.Code == rpc.CodeUnavailable
+}
+
+// servesTasks reports whether machine serves volume_task; only a yes is
+// remembered, so a Machine that did not answer is asked again.
+func (r *volumeRun) servesTasks(machine string) bool {
+	if r.tasks[machine] {
+		return true
+	}
+	if !serves(r.ctx, r.s, machine, rpc.CapVolumeTask) {
+		return false
+	}
+	if r.tasks == nil {
+		r.tasks = map[string]bool{}
+	}
+	r.tasks[machine] = true
+	return true
 }
 
 // serves reports whether machine advertises capability (an older
