@@ -61,8 +61,9 @@ func vmMoveFinish(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 		t.Fatalf("after finishing: m2 %q (the killed run created %q), m1 %q; want that one Container, running", on2, created, serviceOn("m1"))
 	}
 	id := strings.Fields(on2)[0]
-	// The test image has no shell tools: copy the file out of the Container.
-	if got, err := l.Exec(ctx, "m2", "sh", "-c", "docker cp "+id+":/etc/greeting - | tar -xO"); err != nil || got != "hello from the operator\n" {
+	// The test image has no shell tools: copy the file out of the
+	// Container (Exec trims the output's last newline).
+	if got, err := l.Exec(ctx, "m2", "sh", "-c", "docker cp "+id+":/etc/greeting - | tar -xO"); err != nil || strings.TrimSpace(got) != "hello from the operator" {
 		t.Fatalf("the shipped config file on m2: %q, %v", got, err)
 	}
 	if after := sum("m2"); after != before {
