@@ -438,24 +438,14 @@ func (mv *mover) undo() error {
 	// A fresh context: a Ctrl-C that cancelled the run must not cancel
 	// its undo.
 	mv.ctx = context.WithoutCancel(mv.ctx)
-	var errs []error
 	err := mv.transition("undo-writer", mv.writer, volumecopy.Mirror, volumecopy.Writer, nil)
-	errs = append(errs, err)
+	var stopped []stoppedContainer
 	for _, u := range mv.units {
-		if !u.running || err != nil {
-			continue
+		if u.running && err == nil {
+			stopped = append(stopped, stoppedContainer{id: u.old.ID, name: u.old.Name})
 		}
-		errs = append(errs, mv.step("undo-start", mv.writer, func(st *operator.RunStep) error {
-			st.Detail = u.old.Name
-			return mv.start(mv.writer, u.old.Name, u.old.ID)
-		}))
 	}
-	if e := errors.Join(errs...); e != nil {
-		return fmt.Errorf("undo: %w", e)
-	}
-	mv.run.State = operator.RunUndone
-	fmt.Fprintf(mv.errw, "  undone: %s is the Writer of %s again and its Containers run\n", mv.writer, mv.run.Volume)
-	return nil
+	return mv.undoStart(mv.writer, stopped, err, "is the Writer of "+mv.run.Volume+" again")
 }
 
 // startOnTarget creates and starts each Container on the new Writer,

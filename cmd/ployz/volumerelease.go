@@ -255,22 +255,13 @@ func (rl *releaser) undo() error {
 	// A fresh context: a Ctrl-C that cancelled the run must not cancel
 	// its undo.
 	rl.ctx = context.WithoutCancel(rl.ctx)
-	var errs []error
+	var stopped []stoppedContainer
 	for _, u := range rl.units {
-		if !slices.Contains(rl.run.Stopped, u.name) {
-			continue
+		if slices.Contains(rl.run.Stopped, u.name) {
+			stopped = append(stopped, stoppedContainer{id: u.id, name: u.name})
 		}
-		errs = append(errs, rl.step("undo-start", rl.writer, func(st *operator.RunStep) error {
-			st.Detail = u.name
-			return rl.start(rl.writer, u.name, u.id)
-		}))
 	}
-	if e := errors.Join(errs...); e != nil {
-		return fmt.Errorf("undo: %w", e)
-	}
-	rl.run.State = operator.RunUndone
-	fmt.Fprintf(rl.errw, "  undone: %s is still the Writer of %s and its Containers run\n", rl.writer, rl.run.Volume)
-	return nil
+	return rl.undoStart(rl.writer, stopped, nil, "is still the Writer of "+rl.run.Volume)
 }
 
 // done says where the volume is left and how to resume.

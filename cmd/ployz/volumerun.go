@@ -638,3 +638,25 @@ func volumeRunsCmd() *cobra.Command {
 	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many")
 	return cmd
 }
+
+// stoppedContainer is a Container a run stopped at its cut.
+type stoppedContainer struct{ id, name string }
+
+// undoStart ends an undo: after its earlier step's error (if any), it
+// starts again each Container the run stopped on writer, and marks the
+// run undone only when all went well; said is what writer is now.
+func (r *volumeRun) undoStart(writer string, stopped []stoppedContainer, err error, said string) error {
+	errs := []error{err}
+	for _, u := range stopped {
+		errs = append(errs, r.step("undo-start", writer, func(st *operator.RunStep) error {
+			st.Detail = u.name
+			return r.start(writer, u.name, u.id)
+		}))
+	}
+	if e := errors.Join(errs...); e != nil {
+		return fmt.Errorf("undo: %w", e)
+	}
+	r.run.State = operator.RunUndone
+	fmt.Fprintf(r.errw, "  undone: %s %s and its Containers run\n", writer, said)
+	return nil
+}
