@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -38,7 +37,7 @@ type copies struct {
 	vols    map[string]rpc.Volume // by Machine
 	pools   map[string]bool       // Machines with a ZFS pool
 	missing []string              // Machines that did not answer
-	why     map[string]string     // what each missing Machine answered instead
+	note    string                // unanswered(): who did not answer, and why
 }
 
 func readCopies(c *cobra.Command, s session, name string) (copies, error) {
@@ -46,14 +45,10 @@ func readCopies(c *cobra.Command, s session, name string) (copies, error) {
 	if err != nil {
 		return copies{}, err
 	}
-	cp := copies{name: name, vols: map[string]rpc.Volume{}, pools: map[string]bool{}}
+	cp := copies{name: name, vols: map[string]rpc.Volume{}, pools: map[string]bool{}, note: unanswered(ms)}
 	for _, m := range ms {
 		if m.List == nil {
 			cp.missing = append(cp.missing, m.Machine)
-			if cp.why == nil {
-				cp.why = map[string]string{}
-			}
-			cp.why[m.Machine] = m.Error
 			continue
 		}
 		cp.pools[m.Machine] = m.List.Pool != ""
@@ -104,19 +99,7 @@ func (cp copies) floor() uint64 {
 }
 
 // missingNote names the Machines that did not answer, and why.
-func (cp copies) missingNote() string {
-	if len(cp.missing) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, m := range cp.missing {
-		if why := cp.why[m]; why != "" {
-			m += ": " + why
-		}
-		parts = append(parts, m)
-	}
-	return " (no answer from " + strings.Join(parts, "; ") + ")"
-}
+func (cp copies) missingNote() string { return cp.note }
 
 // withWriter checks NAME, reads every Machine's copy of it live and
 // finds its one Writer, then calls fn: a refusal here opens no run.
