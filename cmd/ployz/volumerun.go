@@ -287,6 +287,10 @@ func hasSnapshot(v rpc.Volume, name string) string {
 	return ""
 }
 
+// maxTransfers bounds the streams one send step starts (the first and
+// the rests of cut ones).
+const maxTransfers = 3
+
 // transfer brings target's copy to the Writer's snapshot snap, continuing
 // from what target's disk shows: nothing (a full stream), a resume token
 // (the rest of a cut transfer), or the newest snapshot both hold (an
@@ -294,15 +298,21 @@ func hasSnapshot(v rpc.Volume, name string) string {
 func (r *volumeRun) transfer(writer string, wv rpc.Volume, snap, target string, tv *rpc.Volume) error {
 	return r.step("send", target, func(st *operator.RunStep) error {
 		guid := hasSnapshot(wv, snap)
-		for round := 0; round < 3; round++ {
-			req := rpc.SendVolumeRequest{Volume: r.run.Volume, Snapshot: snap}
-			var what string
-			switch {
-			case tv != nil && slices.ContainsFunc(tv.Snapshots, func(s rpc.VolumeSnapshot) bool { return s.GUID == guid }):
+		// Each round first reads what the last transfer left, so the last
+		// allowed transfer's success is seen.
+		for round := 0; ; round++ {
+			if tv != nil && slices.ContainsFunc(tv.Snapshots, func(s rpc.VolumeSnapshot) bool { return s.GUID == guid }) {
 				if round == 0 {
 					st.Outcome, st.Detail = operator.StepSkipped, target+" holds "+snap
 				}
 				return nil
+			}
+			if round == maxTransfers {
+				return fmt.Errorf("%s does not hold %s after %d transfers", target, snap, maxTransfers)
+			}
+			req := rpc.SendVolumeRequest{Volume: r.run.Volume, Snapshot: snap}
+			var what string
+			switch {
 			case tv != nil && tv.ResumeToken != "":
 				req = rpc.SendVolumeRequest{Volume: r.run.Volume, ResumeToken: tv.ResumeToken}
 				what = "the rest of a cut transfer"
@@ -334,7 +344,6 @@ func (r *volumeRun) transfer(writer string, wv rpc.Volume, snap, target string, 
 			}
 			tv = &out.got.Volume
 		}
-		return fmt.Errorf("%s does not hold %s after three transfers", target, snap)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -69,8 +70,16 @@ func event(v any) json.RawMessage {
 // TestTransferResumesDirectCut: a Mirror run's send step goes Machine to
 // Machine (both advertise send_volume_to); the first stream is cut on
 // the way, the step reads the target's resume token and continues from
-// it, not from zero, and records both transfers.
+// it, not from zero, and records both transfers. Cut twice (the rest cut
+// too, before a byte), the third and last transfer still completes the
+// step.
 func TestTransferResumesDirectCut(t *testing.T) {
+	for _, cuts := range []int{1, 2} {
+		t.Run(strconv.Itoa(cuts), func(t *testing.T) { transferCut(t, cuts) })
+	}
+}
+
+func transferCut(t *testing.T, cuts int) {
 	tm := newTwoMachines(t)
 	var mu sync.Mutex
 	var reqs []rpc.SendVolumeToRequest
@@ -82,9 +91,12 @@ func TestTransferResumesDirectCut(t *testing.T) {
 		}
 		mu.Lock()
 		reqs = append(reqs, req)
-		first := len(reqs) == 1
+		n := len(reqs)
 		mu.Unlock()
-		if first { // the stream drops after 6000 bytes reached m2
+		if n == 2 && cuts == 2 { // the rest drops before a byte
+			return rpc.Errorf(rpc.CodeUnavailable, "send to m2 after 0 bytes: connection aborted")
+		}
+		if n == 1 { // the stream drops after 6000 bytes reached m2
 			if err := s.Send(rpc.StreamFrame{Event: event(rpc.VolumeTransfer{TargetID: "m2id", Bytes: 6000, EstimatedBytes: 10000})}); err != nil {
 				return err
 			}
@@ -114,7 +126,7 @@ func TestTransferResumesDirectCut(t *testing.T) {
 	if err := r.transfer("m1", wv, "run-1", "m2", nil); err != nil {
 		t.Fatalf("transfer: %v\n%s", err, errw.String())
 	}
-	if len(reqs) != 2 || reqs[0].Snapshot != "run-1" || reqs[0].ResumeToken != "" || reqs[1].ResumeToken != "tok-6000" || reqs[1].Target != "m2" || !reqs[1].Resumable {
+	if len(reqs) != 1+cuts || reqs[0].Snapshot != "run-1" || reqs[0].ResumeToken != "" || reqs[cuts].ResumeToken != "tok-6000" || reqs[cuts].Target != "m2" || !reqs[cuts].Resumable {
 		t.Fatalf("send_volume_to requests: %+v", reqs)
 	}
 	st := r.run.Steps[0]
