@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs and starts what `make demo` and `make test` need on a Debian
 # machine: Docker (Debian's docker.io), debootstrap, iproute2, iptables and
-# an SSH client (for `ployz lab ssh`), and Chromium (the dashboard's
+# an SSH client (for `ployz lab ssh`), curl (the demo checks the ingress), and Chromium (the dashboard's
 # browser tests drive it headless; they skip where it is missing).
 # Idempotent and quiet when everything is present. Downloads only from
 # Debian's package archive. With PLOYZ_PREREQ_VM=1 (`make vm-test`) also
@@ -14,6 +14,7 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${PLOYZ_PREREQ_VM:-}" = 1 ]; then
   command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)

@@ -66,6 +66,9 @@ func (lc *labCLI) up() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := pinHostKeys(c.Context(), l, logf); err != nil {
+				return err
+			}
 			if err := loadTestApp(c.Context(), l, binDir, logf); err != nil {
 				return err
 			}
@@ -227,9 +230,16 @@ func (lc *labCLI) machineOp(use, short string, op func(*lab.Lab, context.Context
 func (lc *labCLI) down() *cobra.Command {
 	return &cobra.Command{
 		Use:   "down",
-		Short: "Remove the lab's Machines, their volumes and network",
+		Short: "Remove the lab's Machines, their volumes and network, and forget their pinned SSH host keys",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// A lab that is already gone has no addresses to forget; the
+			// next `up` replaces whatever pins its addresses still have.
+			if l, err := lc.open(c.Context()); err == nil {
+				if err := forgetHostKeys(l); err != nil {
+					return err
+				}
+			}
 			return lab.Remove(c.Context(), lc.name)
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -77,20 +78,65 @@ func (h HostKeys) Callback() ssh.HostKeyCallback {
 // pin records key for hostname, dropping any key pinned for it before.
 func (h HostKeys) pin(hostname string, key ssh.PublicKey) error {
 	host := knownhosts.Normalize(hostname)
+	return h.rewrite([]string{host}, []string{knownhosts.Line([]string{host}, key)})
+}
+
+// Pin records keys for addr (host or host:port), replacing whatever was
+// pinned for it. It is for a caller that learned the keys over a channel
+// it already trusts: the lab reads its own Machines' keys through Docker,
+// so a lab Machine re-created at the same address asks nobody to accept it.
+func (h HostKeys) Pin(addr string, keys ...ssh.PublicKey) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("known hosts %s: no keys to pin for %s", h.Path, addr)
+	}
+	host := knownhosts.Normalize(addr)
+	lines := make([]string, 0, len(keys))
+	for _, k := range keys {
+		lines = append(lines, knownhosts.Line([]string{host}, k))
+	}
+	hostKeysMu.Lock()
+	defer hostKeysMu.Unlock()
+	if err := ensureFile(h.Path); err != nil {
+		return err
+	}
+	return h.rewrite([]string{host}, lines)
+}
+
+// Forget drops every pin of addrs (host or host:port) and nothing else:
+// the lab forgets the Machines it removes. A missing file has nothing to
+// forget.
+func (h HostKeys) Forget(addrs ...string) error {
+	hosts := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		hosts = append(hosts, knownhosts.Normalize(a))
+	}
+	hostKeysMu.Lock()
+	defer hostKeysMu.Unlock()
+	if _, err := os.Stat(h.Path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return h.rewrite(hosts, nil)
+}
+
+// rewrite replaces the file with its lines minus those naming any of
+// hosts, plus add, through a rename so a reader never sees half a file.
+func (h HostKeys) rewrite(hosts []string, add []string) error {
 	old, err := os.ReadFile(h.Path)
 	if err != nil {
-		return err
+		return fmt.Errorf("known hosts %s: %w", h.Path, err)
 	}
 	var out bytes.Buffer
 	sc := bufio.NewScanner(bytes.NewReader(old))
 	for sc.Scan() {
 		line := sc.Text()
-		if f := strings.Fields(line); len(f) > 0 && containsHost(f[0], host) {
+		if f := strings.Fields(line); len(f) > 0 && slices.ContainsFunc(hosts, func(host string) bool { return containsHost(f[0], host) }) {
 			continue
 		}
 		out.WriteString(line + "\n")
 	}
-	out.WriteString(knownhosts.Line([]string{host}, key) + "\n")
+	for _, l := range add {
+		out.WriteString(l + "\n")
+	}
 	tmp := h.Path + ".tmp"
 	if err := os.WriteFile(tmp, out.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("known hosts %s: %w", h.Path, err)

@@ -143,3 +143,80 @@ func TestSSHHostKeysNeedAFile(t *testing.T) {
 		t.Fatalf("no pin file = %v; want refused", err)
 	}
 }
+
+// The lab pins the keys it read from its own Machines, and forgets exactly
+// the Machines it removes: a Machine re-created at a forgotten address is
+// pinned anew on first use, while another host's changed key is still
+// refused with both fingerprints.
+func TestSSHHostKeysPinAndForget(t *testing.T) {
+	lab1, lab2, other := newSigner(t), newSigner(t), newSigner(t)
+	known := filepath.Join(t.TempDir(), "ployz", "known_hosts")
+	hk := HostKeys{Path: known}
+	key := clientKeyFile(t)
+	connect := func(addr string) error {
+		u, _ := url.Parse("ssh://root@" + addr)
+		tun, err := NewSSHTunnel(u, SSHOptions{KeyFile: key, HostKeys: hk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tun.Close()
+		_, err = tun.Client(context.Background())
+		return err
+	}
+
+	// serve starts a server closed when the test ends.
+	serve := func(addr string, hk ssh.Signer) net.Listener {
+		l := sshServer(t, addr, hk)
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	labL := serve("127.0.0.1:0", lab1)
+	labAddr := labL.Addr().String()
+	otherL := serve("127.0.0.1:0", other)
+	otherAddr := otherL.Addr().String()
+	if err := connect(otherAddr); err != nil {
+		t.Fatalf("first use of another host: %v", err)
+	}
+
+	// Pinned ahead with the key it will show: no first-use pinning needed,
+	// and a pin replaces what stood for that address before.
+	if err := hk.Pin(labAddr, newSigner(t).PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	if err := hk.Pin(labAddr, newSigner(t).PublicKey(), lab1.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	if err := connect(labAddr); err != nil {
+		t.Fatalf("key pinned by the lab: %v", err)
+	}
+	if err := hk.Pin(labAddr); err == nil {
+		t.Fatal("Pin with no keys succeeded")
+	}
+
+	// Re-created at the same address with a new key: refused until the
+	// lab forgets the address, then pinned on first use.
+	labL.Close()
+	serve(labAddr, lab2)
+	var ch *HostKeyChangedError
+	if err := connect(labAddr); !errors.As(err, &ch) {
+		t.Fatalf("re-created lab Machine before Forget = %v; want refused", err)
+	}
+	if err := hk.Forget(labAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := connect(labAddr); err != nil {
+		t.Fatalf("after Forget: %v", err)
+	}
+
+	// The other host's pin survived: its changed key is refused, naming both.
+	otherL.Close()
+	serve(otherAddr, newSigner(t))
+	err := connect(otherAddr)
+	if !errors.As(err, &ch) || !strings.Contains(err.Error(), ssh.FingerprintSHA256(other.PublicKey())) {
+		t.Fatalf("another host's changed key after Forget = %v; want refused naming its pinned key", err)
+	}
+
+	if err := (HostKeys{Path: filepath.Join(t.TempDir(), "none")}).Forget(labAddr); err != nil {
+		t.Fatalf("Forget without a file: %v", err)
+	}
+}
