@@ -65,6 +65,7 @@ func TestDemoRunsTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ciJob(t, env, l, name)
 	pins, _ := os.ReadFile(known)
 	for _, a := range l.Addrs() {
 		if !strings.Contains(string(pins), a+" ") {
@@ -109,4 +110,45 @@ func runDemo(t *testing.T, env []string, run int) string {
 		t.Fatalf("demo run %d: %v\n%s", run, err, out.String())
 	}
 	return out.String()
+}
+
+// ciJob is a CI job's way in, on the demo's Cluster: the context exported
+// from the operator's home, given to a job with an empty home through
+// PLOYZ_CONTEXT and the lab key through PLOYZ_SSH_KEY (the key itself, as a
+// secret variable holds it). The job reads the Cluster, and a change
+// without -y fails instead of prompting, since the job has no terminal.
+func ciJob(t *testing.T, env []string, l *lab.Lab, name string) {
+	t.Helper()
+	ployz := filepath.Join(os.Getenv(lab.EnvBinDir), "ployz")
+	export := exec.Command(ployz, "ctx", "export", name)
+	export.Env = env
+	doc, err := export.Output()
+	if err != nil {
+		t.Fatalf("ctx export: %v", err)
+	}
+	key, err := os.ReadFile(lab.KeyPath(l.StateDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := append(demoEnv(t.TempDir(), name), "PLOYZ_CONTEXT="+string(doc), "PLOYZ_SSH_KEY="+string(key))
+	ps := exec.Command(ployz, "ps", "-p", "hello", "--json")
+	ps.Env = job
+	if out, err := ps.CombinedOutput(); err != nil || !strings.Contains(string(out), "hello-production-web") {
+		t.Fatalf("CI job: ployz ps: %v\n%s", err, out)
+	}
+	// A change the job has not confirmed: another message on web.
+	compose, err := os.ReadFile(filepath.Join("..", "examples", "hello", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := filepath.Join(t.TempDir(), "compose.yaml")
+	if err := os.WriteFile(changed, bytes.Replace(compose, []byte("hello from web"), []byte("hello from CI"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deploy := exec.Command(ployz, "deploy", "-f", changed)
+	deploy.Env = job
+	out, err := deploy.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "pass -y") {
+		t.Fatalf("CI job: deploy without -y and without a terminal = %v; want refused naming -y\n%s", err, out)
+	}
 }

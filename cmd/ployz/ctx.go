@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
 )
 
 // ctxCommand is `ployz ctx`: the operator's contexts, each a Cluster and
@@ -92,6 +95,99 @@ func ctxCommand() *cobra.Command {
 			return st.RemoveContext(args[0])
 		},
 	}
-	cmd.AddCommand(ls, use, show, rm)
+	cmd.AddCommand(ls, use, show, rm, ctxExport(), ctxImport())
 	return cmd
+}
+
+// ctxExport prints a context for a teammate or a CI job: connections and
+// pinned host keys, never a private key.
+func ctxExport() *cobra.Command {
+	return &cobra.Command{
+		Use:   "export [NAME]",
+		Short: "Print a context (connections, pinned SSH host keys; no private key) for `ctx import` or PLOYZ_CONTEXT",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := openStore()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var x operator.Context
+			if len(args) == 1 {
+				x, err = st.Context(args[0])
+			} else {
+				x, err = st.Current()
+			}
+			if err != nil {
+				return err
+			}
+			e, err := operator.ExportContext(x, rpc.HostKeys{Path: operator.KnownHostsPath()})
+			if err != nil {
+				return err
+			}
+			return printJSON(c.OutOrStdout(), e)
+		},
+	}
+}
+
+// ctxImport saves an exported context here and pins its host keys; a pin
+// this computer already holds for another key is refused, not replaced.
+func ctxImport() *cobra.Command {
+	var name string
+	var replace, use bool
+	cmd := &cobra.Command{
+		Use:   "import [FILE|-]",
+		Short: "Save a context from `ctx export` (standard input without FILE) and pin its SSH host keys",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			b, err := readInput(c, args)
+			if err != nil {
+				return err
+			}
+			e, err := operator.ParseExport(b)
+			if err != nil {
+				return err
+			}
+			if name != "" {
+				e.Name = name
+			}
+			st, err := openStore()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if _, err := st.Context(e.Name); err == nil && !replace {
+				return fmt.Errorf("context %q exists: --replace replaces it, --name imports under another name", e.Name)
+			}
+			if err := e.Trust(rpc.HostKeys{Path: operator.KnownHostsPath()}); err != nil {
+				return err
+			}
+			if err := st.SaveContext(e.Context()); err != nil {
+				return err
+			}
+			if use {
+				if err := st.Use(e.Name); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(c.ErrOrStderr(), "imported context %s: %d connections, %d host keys pinned\n", e.Name, len(e.Connections), len(e.HostKeys))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "import under this name instead of the exported one")
+	cmd.Flags().BoolVar(&replace, "replace", false, "replace a context of the same name")
+	cmd.Flags().BoolVar(&use, "use", false, "select the imported context")
+	return cmd
+}
+
+// readInput reads FILE, or standard input for none or "-".
+func readInput(c *cobra.Command, args []string) ([]byte, error) {
+	if len(args) == 0 || args[0] == "-" {
+		return io.ReadAll(c.InOrStdin())
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", args[0], err)
+	}
+	return b, nil
 }

@@ -163,7 +163,7 @@ func withCurrentContext(f func(st *operator.Store, ctxName string) error) error 
 		return err
 	}
 	defer st.Close()
-	oc, err := st.Current()
+	oc, err := operator.Resolve(st, "")
 	if err != nil {
 		return err
 	}

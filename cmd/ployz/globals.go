@@ -71,13 +71,7 @@ func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Conte
 		c, err := operator.Dial(ctx, operator.Connection{URL: operator.NormalizeDest(g.connect), SSHKey: g.sshKey}, g.dialOptions())
 		return c, operator.Context{Name: g.context}, err
 	}
-	var oc operator.Context
-	var err error
-	if g.context != "" {
-		oc, err = st.Context(g.context)
-	} else {
-		oc, err = st.Current()
-	}
+	oc, err := operator.Resolve(st, g.context)
 	if err != nil {
 		return nil, oc, err
 	}

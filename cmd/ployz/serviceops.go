@@ -265,7 +265,7 @@ func contextName(st *operator.Store) (string, error) {
 	if g.context != "" || g.connect != "" {
 		return g.context, nil
 	}
-	oc, err := st.Current()
+	oc, err := operator.Resolve(st, "")
 	return oc.Name, err
 }
 

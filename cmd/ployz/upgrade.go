@@ -252,13 +252,7 @@ func installDir(progress func(string, ...any)) (dir string, cleanup func(), err 
 // connection, by asking each who it is (a context lists URLs, not ids).
 func sshConnections(ctx context.Context, st *operator.Store, name string) map[string]operator.Connection {
 	out := map[string]operator.Connection{}
-	var oc operator.Context
-	var err error
-	if name != "" {
-		oc, err = st.Context(name)
-	} else {
-		oc, err = st.Current()
-	}
+	oc, err := operator.Resolve(st, name)
 	if err != nil {
 		return out
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -45,9 +47,22 @@ const DefaultAnswerTimeout = 20 * time.Second
 // operator store (so every context and enrollment share the pins).
 func KnownHostsPath() string { return filepath.Join(filepath.Dir(DefaultPath()), "known_hosts") }
 
+// EnvSSHKey names the variable that selects the SSH key when neither
+// --ssh-key nor the context names one: a path, or the PEM key itself (a CI
+// job's secret variable, never written to disk).
+const EnvSSHKey = "PLOYZ_SSH_KEY"
+
 // SSH returns the ssh:// options for conn.
 func (o DialOptions) SSH(keyFile string) rpc.SSHOptions {
-	return rpc.SSHOptions{KeyFile: keyFile, HostKeys: rpc.HostKeys{Path: KnownHostsPath(), Replace: o.AcceptNewHostKey}}
+	opts := rpc.SSHOptions{KeyFile: keyFile, HostKeys: rpc.HostKeys{Path: KnownHostsPath(), Replace: o.AcceptNewHostKey}}
+	if v := os.Getenv(EnvSSHKey); keyFile == "" && v != "" {
+		if strings.Contains(v, "PRIVATE KEY-----") {
+			opts.Key = []byte(v)
+		} else {
+			opts.KeyFile = v
+		}
+	}
+	return opts
 }
 
 // Dial opens one connection and checks that a daemon answers on it.

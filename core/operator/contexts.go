@@ -47,8 +47,8 @@ type Context struct {
 
 // SaveContext creates or replaces a context (its connections in order).
 func (s *Store) SaveContext(c Context) error {
-	if c.Name == "" || strings.ContainsAny(c.Name, " \t\n/") {
-		return fmt.Errorf("context name %q: use a word without spaces or slashes", c.Name)
+	if err := validContextName(c.Name); err != nil {
+		return err
 	}
 	for _, conn := range c.Connections {
 		if err := conn.Validate(); err != nil {
@@ -74,6 +74,13 @@ func (s *Store) SaveContext(c Context) error {
 		}
 	}
 	return tx.Commit()
+}
+
+func validContextName(name string) error {
+	if name == "" || strings.ContainsAny(name, " \t\n/") {
+		return fmt.Errorf("context name %q: use a word without spaces or slashes", name)
+	}
+	return nil
 }
 
 // AddConnection appends a connection to a context unless it is there.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -165,4 +166,64 @@ func ensureFile(path string) error {
 		return fmt.Errorf("known hosts %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// Pinned returns the keys pinned for addr (host or host:port), none when
+// the file or the host is missing.
+func (h HostKeys) Pinned(addr string) ([]ssh.PublicKey, error) {
+	host := knownhosts.Normalize(addr)
+	b, err := os.ReadFile(h.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("known hosts %s: %w", h.Path, err)
+	}
+	var keys []ssh.PublicKey
+	for rest := b; len(rest) > 0; {
+		_, hosts, key, _, next, err := ssh.ParseKnownHosts(rest)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("known hosts %s: %w", h.Path, err)
+		}
+		rest = next
+		if slices.Contains(hosts, host) {
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
+}
+
+// Trust pins keys for addr when nothing is pinned for it yet, and accepts
+// them when they include a pinned key; keys that share none with the pins
+// are refused like a changed host key. It is for keys that arrive with a
+// document the operator chose (an imported context), which may add pins but
+// never silently replace one.
+func (h HostKeys) Trust(addr string, keys ...ssh.PublicKey) error {
+	pinned, err := h.Pinned(addr)
+	if err != nil {
+		return err
+	}
+	if len(pinned) == 0 {
+		return h.Pin(addr, keys...)
+	}
+	for _, p := range pinned {
+		for _, k := range keys {
+			if bytes.Equal(p.Marshal(), k.Marshal()) {
+				return nil
+			}
+		}
+	}
+	e := &HostKeyChangedError{Host: addr, Path: h.Path}
+	for _, p := range pinned {
+		e.Pinned = append(e.Pinned, ssh.FingerprintSHA256(p))
+	}
+	var shown []string
+	for _, k := range keys {
+		shown = append(shown, ssh.FingerprintSHA256(k))
+	}
+	e.Shown = strings.Join(shown, ", ")
+	return e
 }

@@ -220,3 +220,27 @@ func TestSSHHostKeysPinAndForget(t *testing.T) {
 		t.Fatalf("Forget without a file: %v", err)
 	}
 }
+
+// A key given as material (a CI secret) logs in like a key file; a
+// malformed one is refused saying it was material, not a file.
+func TestSSHKeyMaterial(t *testing.T) {
+	l := sshServer(t, "127.0.0.1:0", newSigner(t))
+	t.Cleanup(func() { l.Close() })
+	u, _ := url.Parse("ssh://root@" + l.Addr().String())
+	pemKey, err := os.ReadFile(clientKeyFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk := HostKeys{Path: filepath.Join(t.TempDir(), "known_hosts")}
+	tun, err := NewSSHTunnel(u, SSHOptions{Key: pemKey, KeyFile: "/nonexistent", HostKeys: hk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tun.Close()
+	if _, err := tun.Client(context.Background()); err != nil {
+		t.Fatalf("key material: %v", err)
+	}
+	if _, err := NewSSHTunnel(u, SSHOptions{Key: []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nnope\n"), HostKeys: hk}); err == nil || !strings.Contains(err.Error(), "material") {
+		t.Fatalf("bad material = %v", err)
+	}
+}

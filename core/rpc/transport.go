@@ -64,6 +64,9 @@ type SSHOptions struct {
 	// KeyFile is the SSH private key; empty tries ~/.ssh/id_ed25519,
 	// id_ecdsa and id_rsa.
 	KeyFile string
+	// Key is a PEM private key given as material rather than a file (a CI
+	// job's secret variable); it wins over KeyFile.
+	Key []byte
 	// HostKeys pins the Machines' host keys; its Path is required.
 	HostKeys HostKeys
 }
@@ -78,7 +81,7 @@ func NewSSHTunnel(u *url.URL, o SSHOptions) (*SSHTunnel, error) {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "22")
 	}
-	signers, err := loadSigners(o.KeyFile)
+	signers, err := o.signers()
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +152,17 @@ func (t *SSHTunnel) Close() error {
 	err := t.c.Close()
 	t.c = nil
 	return err
+}
+
+func (o SSHOptions) signers() ([]ssh.Signer, error) {
+	if len(o.Key) > 0 {
+		s, err := ssh.ParsePrivateKey(o.Key)
+		if err != nil {
+			return nil, fmt.Errorf("ssh key (given as material, not a file): %w", err)
+		}
+		return []ssh.Signer{s}, nil
+	}
+	return loadSigners(o.KeyFile)
 }
 
 func loadSigners(keyFile string) ([]ssh.Signer, error) {
