@@ -5,6 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +69,9 @@ func TestDemoRunsTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ciJob(t, env, l, name)
+	keyFile := lab.KeyPath(filepath.Join(home, ".local", "state", "ployz", "lab", name))
+	rollbackScenario(t, env, l, name)
+	ciJob(t, env, keyFile, name)
 	pins, _ := os.ReadFile(known)
 	for _, a := range l.Addrs() {
 		if !strings.Contains(string(pins), a+" ") {
@@ -117,7 +123,7 @@ func runDemo(t *testing.T, env []string, run int) string {
 // PLOYZ_CONTEXT and the lab key through PLOYZ_SSH_KEY (the key itself, as a
 // secret variable holds it). The job reads the Cluster, and a change
 // without -y fails instead of prompting, since the job has no terminal.
-func ciJob(t *testing.T, env []string, l *lab.Lab, name string) {
+func ciJob(t *testing.T, env []string, keyFile, name string) {
 	t.Helper()
 	ployz := filepath.Join(os.Getenv(lab.EnvBinDir), "ployz")
 	export := exec.Command(ployz, "ctx", "export", name)
@@ -126,7 +132,7 @@ func ciJob(t *testing.T, env []string, l *lab.Lab, name string) {
 	if err != nil {
 		t.Fatalf("ctx export: %v", err)
 	}
-	key, err := os.ReadFile(lab.KeyPath(l.StateDir))
+	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +143,121 @@ func ciJob(t *testing.T, env []string, l *lab.Lab, name string) {
 		t.Fatalf("CI job: ployz ps: %v\n%s", err, out)
 	}
 	// A change the job has not confirmed: another message on web.
-	compose, err := os.ReadFile(filepath.Join("..", "examples", "hello", "compose.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := filepath.Join(t.TempDir(), "compose.yaml")
-	if err := os.WriteFile(changed, bytes.Replace(compose, []byte("hello from web"), []byte("hello from CI"), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	deploy := exec.Command(ployz, "deploy", "-f", changed)
+	deploy := exec.Command(ployz, "deploy", "-f", helloWith(t, "hello from web", "hello from CI"))
 	deploy.Env = job
 	out, err := deploy.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "pass -y") {
 		t.Fatalf("CI job: deploy without -y and without a terminal = %v; want refused naming -y\n%s", err, out)
+	}
+}
+
+// helloWith is examples/hello with old replaced by new, in a temp file.
+func helloWith(t *testing.T, old, new string) string {
+	t.Helper()
+	compose, err := os.ReadFile(filepath.Join("..", "examples", "hello", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "compose.yaml")
+	if err := os.WriteFile(p, bytes.Replace(compose, []byte(old), []byte(new), -1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// rollbackScenario, on the demo's Cluster, from the demo's operator home:
+//   - a new revision runs web from another tag of the test image with
+//     another message; `ployz rollback` deploys the demo's revision again
+//     as a new revision, and every ingress serves its message;
+//   - once that tag is removed from every Machine, a rollback to it is
+//     refused before anything changes, naming the image;
+//   - an unknown revision is refused naming it.
+func rollbackScenario(t *testing.T, env []string, l *lab.Lab, name string) {
+	t.Helper()
+	ctx := context.Background()
+	command := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--context", name}, args...)...)
+		cmd.Env = env
+		return cmd
+	}
+	ployz := func(args ...string) (string, error) {
+		out, err := command(args...).CombinedOutput()
+		return string(out), err
+	}
+	const tag = "ployz-testapp:rollback-test"
+	for _, m := range l.Machines {
+		if out, err := l.Exec(ctx, m.Name, "docker", "tag", lab.TestAppImage, tag); err != nil {
+			t.Fatalf("%s: docker tag: %v %s", m.Name, err, out)
+		}
+	}
+	rev2 := helloWith(t, "hello from web", "hello from revision 2")
+	if b, err := os.ReadFile(rev2); err == nil {
+		b = bytes.Replace(b, []byte("image: ployz-testapp:latest\n    environment:\n      PORT: \"8080\""), []byte("image: "+tag+"\n    environment:\n      PORT: \"8080\""), 1)
+		if err := os.WriteFile(rev2, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, err := command("deploy", "-f", rev2, "-y", "--json").Output()
+	var doc struct {
+		Plan struct {
+			Revision int `json:"revision"`
+		} `json:"plan"`
+	}
+	if err != nil || json.Unmarshal(stdout, &doc) != nil || doc.Plan.Revision < 2 {
+		t.Fatalf("deploy the tagged revision: %v\n%s", err, stdout)
+	}
+	tagged := doc.Plan.Revision
+	webSays(t, l, "hello from revision 2")
+
+	// The default target: the newest completed revision before the latest,
+	// the one the demo run deployed.
+	want := fmt.Sprintf("rollback to revision %d", tagged-1)
+	out, err := ployz("rollback", "-p", "hello", "-y")
+	if err != nil || !strings.Contains(out, want) {
+		t.Fatalf("rollback: %v; want %q\n%s", err, want, out)
+	}
+	webSays(t, l, "hello from web")
+	if out, _ := ployz("deploy", "ls", "--json"); !strings.Contains(out, `"why": "`+want+`"`) {
+		t.Fatalf("deploy ls does not show %q:\n%s", want, out)
+	}
+
+	for _, m := range l.Machines {
+		if out, err := l.Exec(ctx, m.Name, "docker", "rmi", tag); err != nil {
+			t.Fatalf("%s: docker rmi: %v %s", m.Name, err, out)
+		}
+	}
+	to := fmt.Sprint(tagged)
+	out, err = ployz("rollback", "-p", "hello", "--to", to, "-y")
+	if err == nil || !strings.Contains(out, "image "+tag+" is on no Machine") || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("rollback to a revision whose image is gone = %v; want refused naming %s\n%s", err, tag, out)
+	}
+	if out, _ := ployz("rollback", "-p", "hello", "--to", to, "--dry-run"); !strings.Contains(out, "refusing the rollback") {
+		t.Fatalf("a dry run must refuse the same way:\n%s", out)
+	}
+	webSays(t, l, "hello from web")
+	if out, err := ployz("rollback", "-p", "hello", "--to", "99", "-y"); err == nil || !strings.Contains(out, "revision 99") {
+		t.Fatalf("rollback to an unknown revision = %v\n%s", err, out)
+	}
+}
+
+// webSays waits until hello's web answers with msg through every
+// Machine's ingress.
+func webSays(t *testing.T, l *lab.Lab, msg string) {
+	t.Helper()
+	for _, m := range l.Machines {
+		eventually(t, 60*time.Second, m.Name+" ingress serves "+msg, func() error {
+			req, _ := http.NewRequest("GET", "http://"+m.IP.String()+"/", nil)
+			req.Host = "hello.example.test"
+			resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(b), msg) {
+				return fmt.Errorf("%s answered %d %s", m.IP, resp.StatusCode, b)
+			}
+			return nil
+		})
 	}
 }

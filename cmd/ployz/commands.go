@@ -12,7 +12,7 @@ import (
 // constructor here so main stays a few lines of wiring.
 func subcommands() []*cobra.Command {
 	return []*cobra.Command{gendocsCommand(), labCommand(), ctxCommand(), machineCommand(), imageCommand(), buildCommand(),
-		deployCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(), restartCommand(),
+		deployCommand(), rollbackCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(), restartCommand(),
 		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), ingressCommand(),
 		metricsCommand(), topCommand(), dashboardCommand(), pluginCommand(), volumeCommand()}
 }

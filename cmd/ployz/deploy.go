@@ -81,6 +81,11 @@ type deployFlags struct {
 	buildArgs []string
 	// restart names Services replaced even when up to date.
 	restart []string
+	// images pins build: Services to the images a rollback's revision
+	// ran; needImages refuses, before any change, images that no Machine
+	// holds and no registry supplies.
+	images     map[string]string
+	needImages bool
 }
 
 func deployCommand() *cobra.Command {
@@ -150,6 +155,9 @@ func runDeploy(c *cobra.Command, compose []byte, f deployFlags, why string) erro
 	if err := r.makePlan(); err != nil {
 		return err
 	}
+	if missing := deploy.ImagesNowhere(r.app, r.snap); f.needImages && len(missing) > 0 {
+		return errImagesNowhere(missing)
+	}
 	if f.dryRun {
 		if g.json {
 			return printJSON(c.OutOrStdout(), r.res)
@@ -193,7 +201,10 @@ func (r *deployRun) load() error {
 	var err error
 	r.app, err = deploy.Load(r.c.Context(), deploy.Source{Compose: r.compose, Filename: filepath.Base(r.f.file), WorkingDir: filepath.Dir(r.f.file),
 		ProjectName: r.f.project, Environment: r.f.env, Env: environ()})
-	return err
+	if err != nil || !r.f.needImages {
+		return err
+	}
+	return pinImages(&r.app, r.f.images, r.why)
 }
 
 // buildAndDeliver builds the images the compose file builds and, unless

@@ -48,7 +48,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	for _, m := range snap.Machines {
 		pl.machines[m.ID] = m
 	}
-	sum := ServiceSummary{Name: svc.Name, ServiceID: serviceID, Mode: svc.Mode, Desired: svc.Replicas, DependsOn: svc.DependsOn, Ingress: svc.Ingress}
+	sum := ServiceSummary{Name: svc.Name, ServiceID: serviceID, Mode: svc.Mode, Desired: svc.Replicas, DependsOn: svc.DependsOn, Ingress: svc.Ingress, Image: svc.Spec.Image}
 	if svc.Mode == ModeReplicated && svc.Replicas == 0 {
 		return pl.stopAll(existing, hooks), sum, nil, nil
 	}

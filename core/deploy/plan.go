@@ -84,6 +84,9 @@ type ServiceSummary struct {
 	Desired   int            `json:"desired"`
 	DependsOn []string       `json:"depends_on,omitempty"`
 	Ingress   []IngressRoute `json:"ingress,omitempty"`
+	// Image is the image the Service runs, a build: Service's built tag
+	// included; deploy records keep it so a rollback runs the same image.
+	Image string `json:"image,omitempty"`
 	// Unplaced says which replicas were held because Machines were not
 	// observed (the plan is then an incomplete placement).
 	Unplaced []string `json:"unplaced,omitempty"`

@@ -11,9 +11,11 @@ import (
 // Record statuses beyond an Outcome's (completed, partial, cancelled) and
 // a Machine's beyond a Step's (completed, failed, never_attempted).
 const (
-	RecordRunning  = "running"
-	MachinePending = "pending" // planned, no step started yet
-	MachineRunning = "running" // a step is in flight
+	RecordRunning = "running"
+	// RecordCompleted is the Outcome's status when every step completed.
+	RecordCompleted = "completed"
+	MachinePending  = "pending" // planned, no step started yet
+	MachineRunning  = "running" // a step is in flight
 )
 
 // Record is the operator's own account of one Deploy: what the deploying
@@ -38,6 +40,10 @@ type Record struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Machines are the plan's Machines in plan order.
 	Machines []MachineRecord `json:"machines"`
+	// Images are the image each declared Service ran, by Service name: a
+	// rollback to this revision runs a build: Service's built tag from
+	// here, since the revision keeps the compose file, not the build.
+	Images map[string]string `json:"images,omitempty"`
 	// Stale is set by a reader (never stored): the record says running
 	// but the deploying CLI has not written it for StaleAfter.
 	Stale bool `json:"stale,omitempty"`
@@ -90,6 +96,15 @@ func NewRecorder(p Plan, why string, now time.Time) *Recorder {
 	r := &Recorder{inflight: map[string]map[string]string{}, dirty: true}
 	r.rec = Record{DeploymentID: p.DeploymentID, Namespace: p.Namespace, Project: p.Project, Environment: p.Environment,
 		Revision: p.Revision, Why: why, Status: RecordRunning, StartedAt: now.UTC(), UpdatedAt: now.UTC()}
+	for _, s := range p.Services {
+		if s.Image == "" {
+			continue
+		}
+		if r.rec.Images == nil {
+			r.rec.Images = map[string]string{}
+		}
+		r.rec.Images[s.Name] = s.Image
+	}
 	for _, row := range p.Rows {
 		if row.Op == OpUnchanged || r.machine(row.MachineID, row.Machine) != nil {
 			continue

@@ -31,7 +31,8 @@ func TestRecordFixture(t *testing.T) {
 			{MachineID: "id-m2", Machine: "m2", Status: "failed", Completed: 1, Failed: 1, NeverAttempted: 2, Last: "web wait_ready web-3: failed",
 				Error: "web wait_ready web-3: not ready: exited (exit code 1)"},
 			{MachineID: "id-m3", Machine: "m3", Status: "never_attempted", NeverAttempted: 3},
-		}}
+		},
+		Images: map[string]string{"web": "hello-web:build-1f2e3d", "api": "ployz-testapp:latest"}}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", r, want)
 	}

@@ -109,6 +109,29 @@ func (s *Store) LatestState(context, project, env string) (SavedState, error) {
 	return st, nil
 }
 
+// State returns one revision, or an error naming the revisions there are.
+func (s *Store) State(context, project, env string, revision int) (SavedState, error) {
+	if err := s.ensureSaved(); err != nil {
+		return SavedState{}, err
+	}
+	st := SavedState{Context: context, Project: project, Environment: env, Revision: revision}
+	var at string
+	err := s.db.QueryRow(`SELECT compose, created_at FROM saved_states WHERE context = ? AND project = ? AND environment = ? AND revision = ?`,
+		context, project, env, revision).Scan(&st.Compose, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		latest, lerr := s.LatestState(context, project, env)
+		if lerr != nil {
+			return st, lerr
+		}
+		return st, fmt.Errorf("revision %d of %s/%s: no such revision (there are 1 to %d)", revision, project, env, latest.Revision)
+	}
+	if err != nil {
+		return st, fmt.Errorf("revision %d of %s/%s: %w", revision, project, env, err)
+	}
+	st.CreatedAt, _ = time.Parse(time.RFC3339, at)
+	return st, nil
+}
+
 // States lists every revision of a context (all projects), oldest first,
 // without the compose bytes.
 func (s *Store) States(context string) ([]SavedState, error) {

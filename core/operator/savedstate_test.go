@@ -2,6 +2,7 @@ package operator
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +62,24 @@ func TestRemovalMarks(t *testing.T) {
 	}
 	if rs, _ := s.Removals("lab"); len(rs) != 0 {
 		t.Fatalf("cleared mark still there: %+v", rs)
+	}
+}
+
+func TestStateByRevision(t *testing.T) {
+	s, _ := open(t)
+	if _, err := s.State("lab", "hello", "production", 1); !errors.Is(err, ErrNoSavedState) {
+		t.Fatalf("no revisions = %v; want ErrNoSavedState", err)
+	}
+	for _, c := range []string{"name: hello # 1", "name: hello # 2"} {
+		if _, err := s.SaveState("lab", "hello", "production", []byte(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.State("lab", "hello", "production", 1)
+	if err != nil || string(st.Compose) != "name: hello # 1" || st.Revision != 1 {
+		t.Fatalf("revision 1 = %+v, %v", st, err)
+	}
+	if _, err := s.State("lab", "hello", "production", 7); err == nil || !strings.Contains(err.Error(), "revision 7") || !strings.Contains(err.Error(), "1 to 2") {
+		t.Fatalf("unknown revision = %v; want one naming it and the range", err)
 	}
 }
