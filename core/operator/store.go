@@ -70,6 +70,9 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("operator store: %w", err)
 	}
+	if err := ownerOnly(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		return nil, fmt.Errorf("operator store %s: %w", path, err)
@@ -80,6 +83,28 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("operator store %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// ownerOnly creates the store file 0600, or narrows an existing one to
+// 0600, before SQLite opens it: SQLite would create it with the umask's
+// mode (0644) in a directory that already exists, and gives its WAL and
+// shared-memory files the database file's mode.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("operator store %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("operator store %s: %w", path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			return fmt.Errorf("operator store %s: %w", path, err)
+		}
+	}
+	return nil
 }
 
 // Close closes the store.

@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,5 +86,40 @@ func TestAllocationResumesAndAvoidsObserved(t *testing.T) {
 	c, _ := s2.Allocate("prod", "id-c", "m3", net16, nil)
 	if c.String() != "10.210.1.0/24" {
 		t.Fatalf("third = %v", c)
+	}
+}
+
+// The store is the operator's alone, also in a directory that existed
+// before (SQLite alone would create it 0644), and so are its WAL files.
+func TestStoreFileIsOwnerOnly(t *testing.T) {
+	dir := t.TempDir() // exists already, mode 0700 or looser
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "operator.db")
+	s, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveContext(Context{Name: "lab", Connections: []Connection{{URL: "unix:///run/ployz/ployz.sock"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{p, p + "-wal", p + "-shm"} {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s is %v, want 0600", f, fi.Mode().Perm())
+		}
+	}
+	s.Close()
+	// One made loose by hand is narrowed on the next open.
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("reopened store is %v, want 0600", fi.Mode().Perm())
 	}
 }

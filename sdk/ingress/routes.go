@@ -264,6 +264,8 @@ var ReservedPorts = map[int]string{
 	7569:  "Machine RPC",
 	7570:  "the store's gossip",
 	7571:  "the store API",
+	7574:  "the volume transport",
+	9101:  "the metrics endpoint",
 	51820: "the WireGuard mesh",
 }
 
