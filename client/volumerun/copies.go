@@ -70,6 +70,17 @@ func (rn *Runner) readCopies(ctx context.Context, name string) (Copies, error) {
 	return ReadCopies(ctx, rn.Entry, name)
 }
 
+// readWriter reads every Machine's copy of name and finds its one
+// Writer: a refusal here opens no run.
+func (rn *Runner) readWriter(ctx context.Context, name string) (Copies, string, error) {
+	cp, err := rn.readCopies(ctx, name)
+	if err != nil {
+		return cp, "", err
+	}
+	w, err := cp.Writer()
+	return cp, w, err
+}
+
 // Unanswered names the Machines that did not answer a list, each with
 // its error, as a suffix: " (no answer from m3: down)", or "".
 func Unanswered(ms []volumes.MachineVolumes) string {

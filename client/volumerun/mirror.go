@@ -13,11 +13,7 @@ import (
 // full to Machine to, then make to's copy a Mirror. A retry continues
 // from what to's disk shows (a resume token, or the snapshot there).
 func (rn *Runner) Mirror(ctx context.Context, name, to string) (Result, error) {
-	cp, err := rn.readCopies(ctx, name)
-	if err != nil {
-		return Result{}, err
-	}
-	w, err := cp.Writer()
+	cp, w, err := rn.readWriter(ctx, name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -57,11 +53,7 @@ func (r *volumeRun) mirror(cp Copies, w, target string) error {
 // changes since the newest snapshot both hold. A Mirror that fails does
 // not stop the others; the run fails if any did.
 func (rn *Runner) Sync(ctx context.Context, name string) (Result, error) {
-	cp, err := rn.readCopies(ctx, name)
-	if err != nil {
-		return Result{}, err
-	}
-	w, err := cp.Writer()
+	cp, w, err := rn.readWriter(ctx, name)
 	if err != nil {
 		return Result{}, err
 	}
