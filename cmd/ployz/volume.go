@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumes"
 	"github.com/ployz/ployz/sdk/volume"
@@ -48,50 +48,6 @@ func withZFSPool(labels map[string]string, pool string, set bool) (map[string]st
 	return labels, nil
 }
 
-// listVolumes asks the Machines t names for their volumes, sorted by
-// name (core/volumes, which the dashboard's Volumes page reads too).
-func listVolumes(c *cobra.Command, s session, t rpc.Target) ([]volumes.MachineVolumes, error) {
-	return volumes.List(c.Context(), s.ent, t)
-}
-
-// locate is the Machine holding volume name: the one --machine names, or
-// the only one that holds it.
-func locate(c *cobra.Command, s session, name, machine string) (string, error) {
-	if machine != "" {
-		return machine, nil
-	}
-	ms, err := listVolumes(c, s, rpc.Target{All: true})
-	if err != nil {
-		return "", err
-	}
-	hs := volumes.Holders(ms, name)
-	switch len(hs) {
-	case 1:
-		return hs[0], nil
-	case 0:
-		return "", rpc.Errorf(rpc.CodeNotFound, "name: no Machine holds a volume %q%s", name, unanswered(ms)).With("field", "name")
-	}
-	return "", rpc.Errorf(rpc.CodeAmbiguous, "name: volume %q is on %s: pass --machine", name, strings.Join(hs, ", ")).With("field", "name")
-}
-
-// unanswered names the Machines that did not answer a list, each with
-// its error, as a suffix.
-func unanswered(ms []volumes.MachineVolumes) string {
-	var parts []string
-	for _, m := range ms {
-		switch {
-		case m.Error != "":
-			parts = append(parts, m.Machine+": "+m.Error)
-		case m.List == nil:
-			parts = append(parts, m.Machine)
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " (no answer from " + strings.Join(parts, "; ") + ")"
-}
-
 func volumeCreate() *cobra.Command {
 	var machine, size string
 	cmd := &cobra.Command{
@@ -104,8 +60,8 @@ refused. The volume is mounted on the Machine at ` + "/var/lib/ployz/volumes/NAM
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			name := args[0]
-			if err := volume.ValidName(name); err != nil {
-				return fmt.Errorf("NAME: %w", err)
+			if err := volumerun.CheckName(name); err != nil {
+				return err
 			}
 			if machine == "" {
 				return errors.New("--machine: required (the Machine whose pool holds the volume)")
@@ -115,15 +71,8 @@ refused. The volume is mounted on the Machine at ` + "/var/lib/ployz/volumes/NAM
 				return fmt.Errorf("--size: %w", err)
 			}
 			return withSession(c, func(s session) error {
-				ms, err := listVolumes(c, s, rpc.Target{All: true})
+				v, err := volumeRunner(c, s).Create(c.Context(), machine, name, n)
 				if err != nil {
-					return err
-				}
-				if hs := volumes.Holders(ms, name); len(hs) > 0 {
-					return rpc.Errorf(rpc.CodeConflict, "name: a volume %q already exists on %s", name, strings.Join(hs, ", ")).With("field", "name")
-				}
-				var v rpc.Volume
-				if err := s.ent.Call(c.Context(), rpc.Target{One: machine}, rpc.CmdCreateVolume, rpc.CreateVolumeRequest{Name: name, SizeBytes: n}, &v); err != nil {
 					return err
 				}
 				return printVolume(c, machine, v)
@@ -143,7 +92,7 @@ func volumeLs() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withSession(c, func(s session) error {
-				ms, err := listVolumes(c, s, machineTarget(machine))
+				ms, err := volumeRunner(c, s).List(c.Context(), machineTarget(machine))
 				if err != nil {
 					return err
 				}
@@ -154,7 +103,7 @@ func volumeLs() *cobra.Command {
 				} else {
 					printVolumeList(c.OutOrStdout(), ms)
 				}
-				if u := unanswered(ms); u != "" {
+				if u := volumerun.Unanswered(ms); u != "" {
 					return &exitError{code: 3, err: fmt.Errorf("volume list is partial%s", u)}
 				}
 				return nil
@@ -177,21 +126,13 @@ func printVolumeList(w io.Writer, ms []volumes.MachineVolumes) {
 			continue
 		}
 		for _, v := range m.List.Volumes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Machine, v.Name, copyRole(v), sizeOrNone(v.SizeBytes), units.BytesSize(float64(v.UsedBytes)), len(v.Snapshots), v.Mountpoint)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Machine, v.Name, volumerun.Role(v), sizeOrNone(v.SizeBytes), units.BytesSize(float64(v.UsedBytes)), len(v.Snapshots), v.Mountpoint)
 		}
 	}
 	tw.Flush()
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
-}
-
-// copyRole is v's copy role, "?" from a daemon that does not report it.
-func copyRole(v rpc.Volume) string {
-	if v.Copy == nil {
-		return "?"
-	}
-	return v.Copy.Role
 }
 
 func sizeOrNone(n uint64) string {
@@ -250,22 +191,23 @@ func printVolume(c *cobra.Command, machine string, v rpc.Volume) error {
 }
 
 // volumeOp is a command on one named volume on the Machine holding it.
-func volumeOp(use, short string, run func(c *cobra.Command, s session, machine string, args []string) error) *cobra.Command {
+func volumeOp(use, short string, run func(c *cobra.Command, rn *volumerun.Runner, machine string, args []string) error) *cobra.Command {
 	var machine string
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := volume.ValidName(args[0]); err != nil {
-				return fmt.Errorf("NAME: %w", err)
+			if err := volumerun.CheckName(args[0]); err != nil {
+				return err
 			}
 			return withSession(c, func(s session) error {
-				m, err := locate(c, s, args[0], machine)
+				rn := volumeRunner(c, s)
+				m, err := rn.Locate(c.Context(), args[0], machine)
 				if err != nil {
 					return err
 				}
-				return run(c, s, m, args)
+				return run(c, rn, m, args)
 			})
 		},
 	}
@@ -274,9 +216,9 @@ func volumeOp(use, short string, run func(c *cobra.Command, s session, machine s
 }
 
 func volumeInspect() *cobra.Command {
-	cmd := volumeOp("inspect NAME", "Describe a Provisioned Volume: dataset, mountpoint, size, snapshots", func(c *cobra.Command, s session, m string, args []string) error {
-		var v rpc.Volume
-		if err := s.ent.Call(c.Context(), rpc.Target{One: m}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: args[0]}, &v); err != nil {
+	cmd := volumeOp("inspect NAME", "Describe a Provisioned Volume: dataset, mountpoint, size, snapshots", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
+		v, err := rn.Inspect(c.Context(), m, args[0])
+		if err != nil {
 			return err
 		}
 		return printVolume(c, m, v)
@@ -286,9 +228,8 @@ func volumeInspect() *cobra.Command {
 }
 
 func volumeRm() *cobra.Command {
-	cmd := volumeOp("rm NAME", "Destroy a Provisioned Volume and its snapshots (refused while a Container mounts it)", func(c *cobra.Command, s session, m string, args []string) error {
-		var out map[string]string
-		if err := s.ent.Call(c.Context(), rpc.Target{One: m}, rpc.CmdRemoveVolume, rpc.VolumeRequest{Name: args[0]}, &out); err != nil {
+	cmd := volumeOp("rm NAME", "Destroy a Provisioned Volume and its snapshots (refused while a Container mounts it)", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
+		if err := rn.Remove(c.Context(), m, args[0]); err != nil {
 			return err
 		}
 		if g.json {
@@ -302,12 +243,12 @@ func volumeRm() *cobra.Command {
 }
 
 func volumeSnapshot() *cobra.Command {
-	cmd := volumeOp("snapshot NAME SNAPSHOT", "Take a point-in-time snapshot of a Provisioned Volume", func(c *cobra.Command, s session, m string, args []string) error {
+	cmd := volumeOp("snapshot NAME SNAPSHOT", "Take a point-in-time snapshot of a Provisioned Volume", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
 		if err := volume.ValidSnapshot(args[1]); err != nil {
 			return fmt.Errorf("SNAPSHOT: %w", err)
 		}
-		var v rpc.Volume
-		if err := s.ent.Call(c.Context(), rpc.Target{One: m}, rpc.CmdSnapshotVolume, rpc.SnapshotVolumeRequest{Volume: args[0], Snapshot: args[1]}, &v); err != nil {
+		v, err := rn.Snapshot(c.Context(), m, args[0], args[1])
+		if err != nil {
 			return err
 		}
 		return printVolume(c, m, v)
@@ -318,7 +259,7 @@ func volumeSnapshot() *cobra.Command {
 
 func volumeSend() *cobra.Command {
 	var snap, from, token, to string
-	cmd := volumeOp("send NAME --snapshot SNAP [--from SNAP0] > FILE | --to MACHINE", "Write a snapshot's stream (full, or incremental --from) to stdout, or copy it to another Machine (--to)", func(c *cobra.Command, s session, m string, args []string) error {
+	cmd := volumeOp("send NAME --snapshot SNAP [--from SNAP0] > FILE | --to MACHINE", "Write a snapshot's stream (full, or incremental --from) to stdout, or copy it to another Machine (--to)", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
 		req := rpc.SendVolumeRequest{Volume: args[0], Snapshot: snap, FromSnapshot: from, ResumeToken: token}
 		if token == "" {
 			if err := volume.ValidSnapshot(snap); err != nil {
@@ -331,14 +272,14 @@ func volumeSend() *cobra.Command {
 			}
 		}
 		if to != "" {
-			return sendToMachine(c, s, m, to, req)
+			return sendToMachine(c, rn, m, to, req)
 		}
 		out := c.OutOrStdout()
 		if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			return errors.New("stdout is a terminal: redirect it to a file, pipe it into `ployz volume receive`, or copy to a Machine with --to")
 		}
 		start := time.Now()
-		n, err := sendVolumeTo(c.Context(), s, m, req, out)
+		n, err := volumerun.SendStream(c.Context(), rn.Entry, m, req, out)
 		if err != nil {
 			return err
 		}
@@ -360,27 +301,20 @@ resume token on --to (` + "`ployz volume inspect`" + `) for --resume-token.`
 
 // sendToMachine copies machine's stream for req into to's volume of the
 // same name, printing progress on stderr.
-func sendToMachine(c *cobra.Command, s session, machine, to string, req rpc.SendVolumeRequest) error {
-	what := "full " + req.Snapshot
-	switch {
-	case req.ResumeToken != "":
-		what = "the rest of a cut transfer"
-	case req.FromSnapshot != "":
-		what = "incremental " + req.FromSnapshot + " → " + req.Snapshot
-	}
-	out, err := volumeCopy{from: machine, to: to, req: req, resumable: true, what: what, errw: c.ErrOrStderr()}.run(c.Context(), s)
+func sendToMachine(c *cobra.Command, rn *volumerun.Runner, machine, to string, req rpc.SendVolumeRequest) error {
+	out, err := rn.Copy(c.Context(), machine, to, req)
 	if err != nil {
 		return err
 	}
 	if g.json {
-		return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "to": to, "bytes": out.bytes, "direct": out.direct, "volume": out.got.Volume})
+		return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "to": to, "bytes": out.Bytes, "direct": out.Direct, "volume": out.Got.Volume})
 	}
 	how := "through this CLI"
-	if out.direct {
+	if out.Direct {
 		how = "Machine to Machine"
 	}
-	fmt.Fprintf(c.ErrOrStderr(), "sent %s from %s to %s %s: %s\n", req.Volume, machine, to, how, units.BytesSize(float64(out.bytes)))
-	return printVolume(c, to, out.got.Volume)
+	fmt.Fprintf(c.ErrOrStderr(), "sent %s from %s to %s %s: %s\n", req.Volume, machine, to, how, units.BytesSize(float64(out.Bytes)))
+	return printVolume(c, to, out.Got.Volume)
 }
 
 func volumeReceive() *cobra.Command {
@@ -396,8 +330,8 @@ receive leaves a resume token (` + "`ployz volume inspect`" + `) for
 ` + "`ployz volume send --resume-token`" + `.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := volume.ValidName(args[0]); err != nil {
-				return fmt.Errorf("NAME: %w", err)
+			if err := volumerun.CheckName(args[0]); err != nil {
+				return err
 			}
 			if machine == "" {
 				return errors.New("--machine: required (the Machine the volume lands on)")
@@ -407,7 +341,7 @@ receive leaves a resume token (` + "`ployz volume inspect`" + `) for
 				return errors.New("stdin is a terminal: redirect a file or pipe `ployz volume send` into it")
 			}
 			return withSession(c, func(s session) error {
-				got, err := receiveVolumeFrom(c.Context(), s, machine, rpc.ReceiveVolumeRequest{Volume: args[0], Resumable: resumable}, in)
+				got, err := volumerun.ReceiveStream(c.Context(), s.ent, machine, rpc.ReceiveVolumeRequest{Volume: args[0], Resumable: resumable}, in)
 				if err != nil {
 					return err
 				}
@@ -422,63 +356,4 @@ receive leaves a resume token (` + "`ployz volume inspect`" + `) for
 	cmd.Flags().StringVar(&machine, "machine", "", "the Machine it lands on (name or id)")
 	cmd.Flags().BoolVar(&resumable, "resumable", false, "keep an interrupted receive so `ployz volume send --resume-token` continues it")
 	return cmd
-}
-
-// sendVolumeTo writes machine's send_volume stream for req to out and
-// answers the bytes written.
-func sendVolumeTo(ctx context.Context, s session, machine string, req rpc.SendVolumeRequest, out io.Writer) (int64, error) {
-	req.RawData = true // Recv reads data from either place
-	st, err := s.ent.OpenStream(ctx, rpc.Target{One: machine}, rpc.CmdSendVolume, req)
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
-	var n int64
-	for {
-		f, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("send %s from %s after %d bytes: %w", req.Volume, machine, n, err)
-		}
-		if len(f.Data) > 0 {
-			if _, err := out.Write(f.Data); err != nil {
-				return n, fmt.Errorf("write %s's stream: %w", req.Volume, err)
-			}
-			n += int64(len(f.Data))
-		}
-		if f.Done {
-			return n, nil
-		}
-	}
-}
-
-// receiveVolumeFrom feeds in to machine's receive_volume for req until
-// EOF and answers the Machine's final event.
-func receiveVolumeFrom(ctx context.Context, s session, machine string, req rpc.ReceiveVolumeRequest, in io.Reader) (rpc.VolumeReceived, error) {
-	var got rpc.VolumeReceived
-	st, err := s.ent.OpenStream(ctx, rpc.Target{One: machine}, rpc.CmdReceiveVolume, req)
-	if err != nil {
-		return got, err
-	}
-	defer st.Close()
-	st.SendRawData()
-	buf := make([]byte, 256<<10)
-	for {
-		k, rerr := in.Read(buf)
-		if k > 0 {
-			if err := st.Send(rpc.StreamFrame{Data: buf[:k]}); err != nil {
-				break // the Machine ended the stream; its answer says why
-			}
-		}
-		if errors.Is(rerr, io.EOF) {
-			break
-		}
-		if rerr != nil {
-			return got, fmt.Errorf("read %s's stream: %w", req.Volume, rerr)
-		}
-	}
-	err = st.CloseAndAnswer(&got)
-	return got, err
 }

@@ -1,159 +1,70 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/volumecopy"
+	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/client/volumerun"
+	"github.com/ployz/ployz/core/operator"
 )
 
-func snaps(pairs ...string) []rpc.VolumeSnapshot {
-	var out []rpc.VolumeSnapshot
-	for i := 0; i < len(pairs); i += 2 {
-		out = append(out, rpc.VolumeSnapshot{Name: pairs[i], GUID: pairs[i+1]})
-	}
-	return out
-}
-
-// TestCommonBase: the newest Writer snapshot the target holds, by GUID
-// (names may differ), or none.
-func TestCommonBase(t *testing.T) {
-	w := rpc.Volume{Snapshots: snaps("s1", "g1", "run-1", "g2", "run-2", "g3")}
+// TestPrintRun: a run's end is its state line on stdout, or with --json
+// the run's document; nothing to do is its message (--json: run null,
+// the Machine and the message); a refusal before a run prints nothing.
+func TestPrintRun(t *testing.T) {
+	run := &operator.VolumeRun{Volume: "db", Gen: 2, Kind: "move", State: operator.RunUndone, Error: "squatter mounts db"}
+	failed := errors.New("squatter mounts db")
 	for _, c := range []struct {
-		t    []rpc.VolumeSnapshot
+		json bool
+		res  volumerun.Result
+		err  error
 		want string
 	}{
-		{snaps("run-1", "g2"), "run-1"},
-		{snaps("x", "g1", "run-1", "g2"), "run-1"},
-		{snaps("renamed", "g1"), "s1"},
-		{snaps("run-1", "other"), ""},
-		{nil, ""},
-		{snaps("", ""), ""},
+		{false, volumerun.Result{Run: run}, failed, "volume db: move run gen 2 undone\n"},
+		{false, volumerun.Result{Nothing: &volumerun.Nothing{Writer: "m2", Message: "m2 already is the Writer of db: nothing to do"}}, nil, "m2 already is the Writer of db: nothing to do\n"},
+		{true, volumerun.Result{Nothing: &volumerun.Nothing{Writer: "m2", Message: "nothing to do"}}, nil, "{\n  \"message\": \"nothing to do\",\n  \"run\": null,\n  \"writer\": \"m2\"\n}\n"},
+		{false, volumerun.Result{}, failed, ""},
+		{true, volumerun.Result{}, failed, ""},
 	} {
-		if got := commonBase(w, rpc.Volume{Snapshots: c.t}); got != c.want {
-			t.Errorf("target %v: base %q, want %q", c.t, got, c.want)
+		g.json = c.json
+		var out bytes.Buffer
+		cmd := &cobra.Command{}
+		cmd.SetOut(&out)
+		if err := printRun(cmd, c.res, c.err); err != c.err || out.String() != c.want {
+			t.Errorf("json %v, %+v: %v, printed %q; want %q", c.json, c.res, err, out.String(), c.want)
 		}
+	}
+	g.json = true
+	defer func() { g.json = false }()
+	var out bytes.Buffer
+	cmd := &cobra.Command{}
+	cmd.SetOut(&out)
+	var doc struct{ Run operator.VolumeRun }
+	if err := printRun(cmd, volumerun.Result{Run: run}, failed); err != failed || json.Unmarshal(out.Bytes(), &doc) != nil || doc.Run.State != operator.RunUndone || doc.Run.Error != run.Error {
+		t.Fatalf("--json run: %v %s", err, out.String())
 	}
 }
 
-// TestCommonBaseBookmark: a Mirror behind the Writer's two run snapshots
-// still has a base, the Writer's bookmark of the snapshot it holds; a
-// snapshot both hold wins over any bookmark.
-func TestCommonBaseBookmark(t *testing.T) {
-	w := rpc.Volume{Snapshots: snaps("run-4", "g4", "run-5", "g5"),
-		Bookmarks: []rpc.VolumeBookmark{{Name: "run-2", GUID: "g2"}, {Name: "run-3", GUID: "g3"}}}
-	for _, c := range []struct {
-		t    []rpc.VolumeSnapshot
-		want string
-	}{
-		{snaps("run-2", "g2", "run-3", "g3"), "run-3"},
-		{snaps("run-1", "g1", "run-2", "g2"), "run-2"},
-		{snaps("run-3", "g3", "run-4", "g4"), "run-4"},
-		{snaps("run-1", "g1"), ""},
-	} {
-		if got := commonBase(w, rpc.Volume{Snapshots: c.t}); got != c.want {
-			t.Errorf("target %v: base %q, want %q", c.t, got, c.want)
-		}
-	}
-}
-
-// TestVolumeTarget refuses a bad --to before a run opens, naming --to.
-func TestVolumeTarget(t *testing.T) {
-	role := func(r string) rpc.Volume { return rpc.Volume{Name: "db", Copy: &rpc.VolumeCopy{Role: r}} }
-	cp := copies{name: "db", writers: []string{"m1"},
-		vols:    map[string]rpc.Volume{"m1": role("writer"), "m3": role("mirror"), "m4": role("none")},
-		pools:   map[string]bool{"m1": true, "m2": true, "m3": true, "m4": true, "m5": false},
-		missing: []string{"m6"}}
-	for to, want := range map[string]string{
-		"m1": "holds the Writer", "m3": "already holds db as its mirror", "m5": "has no ZFS pool",
-		"m6": "did not answer", "m9": "no Machine \"m9\"", "m2": "", "m4": "",
-	} {
-		got, err := volumeTarget(cp, "m1", to, volumecopy.None)
-		if want == "" {
-			if err != nil || got != to {
-				t.Errorf("--to %s: %q, %v", to, got, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--to: ") {
-			t.Errorf("--to %s: %v, want a refusal naming --to: %q", to, err, want)
-		}
-	}
-	// A Move may go to a Mirror, never to the Writer.
-	if got, err := volumeTarget(cp, "m1", "m3", volumecopy.None, volumecopy.Mirror); err != nil || got != "m3" {
-		t.Errorf("move to the Mirror: %q, %v", got, err)
-	}
-	if _, err := volumeTarget(cp, "m1", "m1", volumecopy.None, volumecopy.Mirror); err == nil || !strings.Contains(err.Error(), "holds the Writer") {
-		t.Errorf("move to the Writer: %v", err)
-	}
-	// No Writer, or two: no run.
-	if _, err := (copies{name: "db", vols: map[string]rpc.Volume{"m1": role("none")}}).writer(); err == nil || !strings.Contains(err.Error(), "has no Writer") {
-		t.Errorf("no writer: %v", err)
-	}
-	if _, err := (copies{name: "db", writers: []string{"m1", "m2"}}).writer(); err == nil || !strings.Contains(err.Error(), "two Writers") {
-		t.Errorf("two writers: %v", err)
-	}
-}
-
-// TestMoveHelpers: a Move finds the Containers bind-mounting the volume
-// (and only that volume), and names each new Container by a creation key
-// that a replay within the run repeats and another run does not.
-func TestMoveHelpers(t *testing.T) {
-	bind := func(src string) *rpc.ContainerSpec {
-		return &rpc.ContainerSpec{Mounts: []rpc.MountSpec{{Type: "bind", Source: src, Target: "/data"}}}
-	}
-	for src, want := range map[string]bool{
-		"/var/lib/ployz/volumes/db": true, "/var/lib/ployz/volumes/db/sub": true,
-		"/var/lib/ployz/volumes/dbx": false, "/srv/db": false,
-	} {
-		if got := mountsVolume(bind(src), "db"); got != want {
-			t.Errorf("mountsVolume(%s) = %v", src, got)
-		}
-	}
-	if mountsVolume(nil, "db") || mountsVolume(&rpc.ContainerSpec{Mounts: []rpc.MountSpec{{Type: "volume", Source: "db", Target: "/d"}}}, "db") {
-		t.Error("a Container without spec, or with a Docker volume, counted")
-	}
-	spec := rpc.ContainerSpec{Namespace: "shop-production", Service: "db"}
-	a, b := creationKey(spec, "db", 3, "c1"), creationKey(spec, "db", 3, "c1")
-	if a != b || !strings.HasPrefix(a, "shop-production-db-") || len(a) != len("shop-production-db-")+4 {
-		t.Fatalf("creation keys %q, %q", a, b)
-	}
-	if creationKey(spec, "db", 4, "c1") == a || creationKey(spec, "db", 3, "c2") == a {
-		t.Error("another run or Container got the same creation key")
-	}
-}
-
-// TestResumeAfterWaitsForToken: after a cut the target's token may come
-// a moment after the source's error; resumeAfter waits for it. A
-// Machine's refusal is not waited on, and no token keeps the failure.
-func TestResumeAfterWaitsForToken(t *testing.T) {
-	defer func(d time.Duration) { tokenWait = d }(tokenWait)
-	tokenWait = 5 * time.Second
-	fc := newFakeCluster(t, "m1", "m2")
-	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
-	fc.ms["m2"].vols["db"].token, fc.ms["m2"].vols["db"].tokenAfter = "1-abc", 2
-	c, _, errw := fc.cmd()
-	r, stop, err := beginRun(c, fc.session(), fc.copies("db"), "sync", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	cut := errors.New("connection reset by peer")
-	if v, err := r.resumeAfter("m2", cut); err != nil || v.ResumeToken != "1-abc" || !strings.Contains(errw.String(), "continuing from m2's resume token") {
-		t.Fatalf("a cut with the token coming late: %+v %v", v, err)
-	}
-	fc.ms["m2"].vols["db"].inspected = 0
-	refusal := rpc.Errorf(rpc.CodeFailedPrecond, "volume: destination has been modified")
-	start := time.Now()
-	if _, err := r.resumeAfter("m2", refusal); err != refusal || time.Since(start) > 2*time.Second {
-		t.Fatalf("a refusal: %v after %s, want it at once", err, time.Since(start))
-	}
-	fc.ms["m2"].vols["db"].token = ""
-	tokenWait = 1500 * time.Millisecond
-	if _, err := r.resumeAfter("m2", cut); err != cut {
-		t.Fatalf("a cut that left no token: %v", err)
+// TestPrintEvent: each kind of event is the line it always was.
+func TestPrintEvent(t *testing.T) {
+	var b strings.Builder
+	p := printEvent(&b)
+	p(volumerun.Event{Kind: volumerun.EventBegin, Text: "volume db: sync run gen 3"})
+	p(volumerun.Event{Kind: volumerun.EventStep, Step: "send", Machine: "m2", Text: "done: full run-3: 100B direct"})
+	p(volumerun.Event{Kind: volumerun.EventProgress, Step: "stop", Machine: "m1", Text: "m1: docker stop web-ab12 (busy, 12s)"})
+	p(volumerun.Event{Kind: volumerun.EventNote, Machine: "m1", Text: "undone: m1 is the Writer of db again and its Containers run"})
+	p(volumerun.Event{Kind: volumerun.EventWarning, Text: "volume run record not saved: disk full"})
+	want := "volume db: sync run gen 3\n" +
+		"  send           m2       done: full run-3: 100B direct\n" +
+		"    m1: docker stop web-ab12 (busy, 12s)\n" +
+		"  undone: m1 is the Writer of db again and its Containers run\n" +
+		"warning: volume run record not saved: disk full\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -1,13 +1,13 @@
-package main
+package volumerun
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumecopy"
 )
 
 // containerTask is one Container step of a Volume Run on one Machine
@@ -21,15 +21,6 @@ type containerTask struct {
 	req             rpc.VolumeTaskRequest
 	direct          func() error
 }
-
-// taskAskEvery is the least time between two asks of a busy task (the
-// Machine itself waits a few seconds before answering busy).
-var taskAskEvery = time.Second
-
-// taskNoAnswerFor is how long a Machine with a busy task may not answer
-// (a daemon restarting, the mesh hiccuping) before the step fails: the
-// task goes on there, and a run that stopped asking would undo under it.
-var taskNoAnswerFor = time.Minute
 
 // runTask drives t until Docker answers; it gives up only when the run's
 // context ends (the task on the Machine goes on to its own bound).
@@ -48,13 +39,13 @@ func (r *volumeRun) runTask(t containerTask) error {
 	for {
 		asked := time.Now()
 		var st rpc.VolumeTaskState
-		if err := r.s.ent.Call(r.ctx, rpc.Target{One: t.machine}, rpc.CmdVolumeTask, req, &st); err != nil {
+		if err := r.Entry.Call(r.ctx, rpc.Target{One: t.machine}, rpc.CmdVolumeTask, req, &st); err != nil {
 			switch {
 			case busy && r.ctx.Err() != nil:
 				return cancelled()
-			case busy && noAnswer(err) && time.Since(answered) < taskNoAnswerFor:
-				fmt.Fprintf(r.errw, "    %s: %s (no answer: %v; asking again)\n", t.machine, t.what, err)
-				if !r.pause(asked.Add(taskAskEvery)) {
+			case busy && noAnswer(err) && time.Since(answered) < r.waits.noAnswerFor:
+				r.progress(t.machine, fmt.Sprintf("%s: %s (no answer: %v; asking again)", t.machine, t.what, err))
+				if !r.pause(asked.Add(r.waits.askEvery)) {
 					return cancelled()
 				}
 				continue
@@ -67,7 +58,7 @@ func (r *volumeRun) runTask(t containerTask) error {
 		if st.State == rpc.TaskBusy {
 			shown = took.Round(time.Second)
 		}
-		fmt.Fprintf(r.errw, "    %s: %s (%s, %s)\n", t.machine, t.what, st.State, shown)
+		r.progress(t.machine, fmt.Sprintf("%s: %s (%s, %s)", t.machine, t.what, st.State, shown))
 		switch st.State {
 		case rpc.TaskDone:
 			return nil
@@ -78,9 +69,9 @@ func (r *volumeRun) runTask(t containerTask) error {
 			}
 			return rpc.Errorf(code, "%s on %s: %s", t.what, t.machine, st.Error)
 		}
-		// busy, or a state this CLI does not know: ask again.
+		// busy, or a state this library does not know: ask again.
 		busy = true
-		if !r.pause(asked.Add(taskAskEvery)) {
+		if !r.pause(asked.Add(r.waits.askEvery)) {
 			return cancelled()
 		}
 	}
@@ -108,7 +99,7 @@ func (r *volumeRun) servesTasks(machine string) bool {
 	if r.tasks[machine] {
 		return true
 	}
-	if !serves(r.ctx, r.s, machine, rpc.CapVolumeTask) {
+	if !serves(r.ctx, r.Entry, machine, rpc.CapVolumeTask) {
 		return false
 	}
 	if r.tasks == nil {
@@ -118,9 +109,27 @@ func (r *volumeRun) servesTasks(machine string) bool {
 	return true
 }
 
-// serves reports whether machine advertises capability (an older
-// daemon, or one that did not answer, does not).
-func serves(ctx context.Context, s session, machine, capability string) bool {
-	var ct rpc.Contract
-	return s.ent.Call(ctx, rpc.Target{One: machine}, rpc.CmdDescribeContract, nil, &ct) == nil && slices.Contains(ct.Capabilities, capability)
+// start starts Container id (name) on machine, whose copy is the Writer:
+// an undo's on the source, or the new Writer's.
+func (r *volumeRun) start(machine, name, id string) error {
+	ref := rpc.ContainerRef{ID: id}
+	return r.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker start " + name,
+		req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &ref},
+		direct: func() error { return r.Entry.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdStartContainer, ref, nil) }})
+}
+
+// stop stops Container id (name) at a cut on machine, whose copy is the
+// Writer, giving it grace; a done stop is recorded in the run.
+func (r *volumeRun) stop(machine, name, id string, grace time.Duration) error {
+	req := rpc.StopContainerRequest{ID: id, GracePeriodSeconds: int(grace.Seconds())}
+	return r.step("stop", machine, func(st *operator.RunStep) error {
+		st.Detail = name
+		err := r.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker stop " + name,
+			req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &req},
+			direct: func() error { return r.Entry.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdStopContainer, req, nil) }})
+		if err == nil {
+			r.run.Stopped = append(r.run.Stopped, name)
+		}
+		return err
+	})
 }

@@ -1,7 +1,7 @@
-package main
+package volumerun
 
 import (
-	"encoding/json"
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -34,8 +34,7 @@ func TestDeleteMirror(t *testing.T) {
 		"m2": "--on: Container shop-production-db-0001 on m2 mounts db: remove it first",
 		"m9": "--on: no Machine \"m9\" answered",
 	} {
-		c, _, _ := fc.cmd()
-		if err := deleteMirror(c, fc.session(), fc.copies("db"), on); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := fc.runner().DeleteMirror(context.Background(), "db", on); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--on %s: %v, want %q", on, err, want)
 		}
 	}
@@ -44,19 +43,19 @@ func TestDeleteMirror(t *testing.T) {
 	}
 	delete(fc.ms["m2"].ctrs, leftover)
 	fc.ms["m1"].calls = nil
-	c, out, errw := fc.cmd()
-	g.json = true
-	defer func() { g.json = false }()
-	if err := deleteMirror(c, fc.session(), fc.copies("db"), "m2"); err != nil {
-		t.Fatalf("delete-mirror: %v\n%s", err, errw)
+	res, err := fc.runner().DeleteMirror(context.Background(), "db", "m2")
+	if err != nil {
+		t.Fatalf("delete-mirror: %v\n%s", err, &fc.events)
 	}
 	if _, ok := fc.ms["m2"].vols["db"]; ok {
 		t.Fatal("m2 still holds db")
 	}
-	var rec struct{ Run operator.VolumeRun }
-	if err := json.Unmarshal(out.Bytes(), &rec); err != nil || rec.Run.Kind != "delete-mirror" || rec.Run.State != operator.RunDone ||
-		stepsOf(rec.Run) != "check-mirror/done@m2 forget-mirror/done@m2 remove/done@m2" {
-		t.Fatalf("--json: %s (%v)", out, err)
+	if r := res.Run; r == nil || r.Kind != "delete-mirror" || r.State != operator.RunDone ||
+		stepsOf(*r) != "check-mirror/done@m2 forget-mirror/done@m2 remove/done@m2" {
+		t.Fatalf("run: %+v", r)
+	}
+	if saved, _, _ := fc.st.LastVolumeRun("lab", "db", "delete-mirror"); stepsOf(saved) != stepsOf(*res.Run) || saved.State != operator.RunDone {
+		t.Fatalf("the store recorded %+v", saved)
 	}
 	if slices.Contains(fc.ms["m1"].calls, "set_volume_copy") || fc.ms["m1"].vols["db"].copy.Floor != 1 {
 		t.Fatalf("the Writer was touched: %v", fc.ms["m1"].calls)
@@ -70,37 +69,35 @@ func TestRestorePromotes(t *testing.T) {
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
 	fc.volume("m3", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
-	c, _, _ := fc.cmd()
-	if err := restoreVolume(c, fc.session(), fc.copies("db"), "m2", true); err == nil || !strings.Contains(err.Error(), "m1 answers as the Writer of db") {
+	ctx, rn := context.Background(), fc.runner()
+	if _, err := rn.Restore(ctx, "db", "m2", true); err == nil || !strings.Contains(err.Error(), "m1 answers as the Writer of db") {
 		t.Fatalf("Writer answers: %v", err)
 	}
 	fc.down("m1")
-	cp := fc.copies("db")
-	if err := restoreVolume(c, fc.session(), cp, "m2", false); err == nil || !strings.Contains(err.Error(), "--force: m1 did not answer and may hold the Writer") {
+	if _, err := rn.Restore(ctx, "db", "m2", false); err == nil || !strings.Contains(err.Error(), "--force: m1 did not answer and may hold the Writer") {
 		t.Fatalf("Writer unreachable, no --force: %v", err)
 	}
 	if fc.ms["m2"].vols["db"].copy.Role != volumecopy.Mirror {
 		t.Fatal("a refusal changed m2")
 	}
-	c, out, errw := fc.cmd()
-	if err := restoreVolume(c, fc.session(), cp, "m2", true); err != nil {
-		t.Fatalf("restore --force: %v\n%s", err, errw)
+	res, err := rn.Restore(ctx, "db", "m2", true)
+	if err != nil {
+		t.Fatalf("restore --force: %v\n%s", err, &fc.events)
 	}
 	got := fc.ms["m2"].vols["db"].copy
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "restore")
 	if got.Role != volumecopy.Writer || got.Epoch == 0 || r.State != operator.RunDone || stepsOf(r) != "check-mirror/done@m2 promote/done@m2" {
 		t.Fatalf("m2 %+v, run %s %s", got, r.State, stepsOf(r))
 	}
-	if !strings.Contains(errw.String(), "writes on the old Writer after m2's last sync are not on it") || !strings.Contains(out.String(), "restore run gen 2 done") {
-		t.Fatalf("output:\n%s%s", errw, out)
+	if !fc.reported(EventNote, "m2", "m2 is the Writer of db: writes on the old Writer after m2's last sync are not on it") || res.Run == nil || res.Run.Gen != 2 {
+		t.Fatalf("result %+v, events:\n%s", res, &fc.events)
 	}
 	if fc.ms["m3"].vols["db"].copy.Role != volumecopy.Mirror {
 		t.Fatal("m3's Mirror changed")
 	}
 	// Again: m2 is the Writer, nothing to do.
-	c, out, _ = fc.cmd()
-	if err := restoreVolume(c, fc.session(), fc.copies("db"), "m2", false); err != nil || !strings.Contains(out.String(), "nothing to do") {
-		t.Fatalf("again: %v %s", err, out)
+	if res, err := rn.Restore(ctx, "db", "m2", false); err != nil || res.Nothing == nil || !strings.Contains(res.Nothing.Message, "nothing to do") {
+		t.Fatalf("again: %+v %v", res, err)
 	}
 }
 
@@ -114,11 +111,11 @@ func TestRestoreDemotesOlderWriter(t *testing.T) {
 	fc.volume("m3", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
 	old := fc.container("m1", "shop-production-db-0001", "db", "running")
 	cp := fc.copies("db")
-	if _, err := cp.writer(); err == nil || !strings.Contains(err.Error(), "m1 (epoch 5) and m2 (epoch 9)") && !strings.Contains(err.Error(), "m2 (epoch 9) and m1 (epoch 5)") {
+	if _, err := cp.Writer(); err == nil || !strings.Contains(err.Error(), "m1 (epoch 5) and m2 (epoch 9)") && !strings.Contains(err.Error(), "m2 (epoch 9) and m1 (epoch 5)") {
 		t.Fatalf("two Writers: %v", err)
 	}
-	c, _, _ := fc.cmd()
-	if err := deleteMirror(c, fc.session(), cp, "m3"); err == nil || !strings.Contains(err.Error(), "two Writers") {
+	ctx, rn := context.Background(), fc.runner()
+	if _, err := rn.DeleteMirror(ctx, "db", "m3"); err == nil || !strings.Contains(err.Error(), "two Writers") {
 		t.Fatalf("delete-mirror with two Writers: %v", err)
 	}
 	for from, want := range map[string]string{
@@ -126,7 +123,7 @@ func TestRestoreDemotesOlderWriter(t *testing.T) {
 		"m3": "--from m2, the newer epoch",
 		"m2": "running Container shop-production-db-0001 on m1 mounts the older Writer of db: stop it first",
 	} {
-		if err := restoreVolume(c, fc.session(), cp, from, false); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := rn.Restore(ctx, "db", from, false); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--from %s: %v, want %q", from, err, want)
 		}
 	}
@@ -134,17 +131,16 @@ func TestRestoreDemotesOlderWriter(t *testing.T) {
 		t.Fatal("a refusal demoted m1")
 	}
 	fc.ms["m1"].ctrs[old].state = "exited"
-	c, _, errw := fc.cmd()
-	if err := restoreVolume(c, fc.session(), cp, "m2", false); err != nil {
-		t.Fatalf("demote: %v\n%s", err, errw)
+	if _, err := rn.Restore(ctx, "db", "m2", false); err != nil {
+		t.Fatalf("demote: %v\n%s", err, &fc.events)
 	}
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "restore")
 	if fc.ms["m1"].vols["db"].copy.Role != volumecopy.Mirror || fc.ms["m2"].vols["db"].copy.Role != volumecopy.Writer ||
 		stepsOf(r) != "check-writer/done@m2 demote-writer/done@m1" {
 		t.Fatalf("after: m1 %s m2 %s, steps %s", fc.ms["m1"].vols["db"].copy.Role, fc.ms["m2"].vols["db"].copy.Role, stepsOf(r))
 	}
-	if !strings.Contains(errw.String(), "its writes since are lost") {
-		t.Fatalf("output does not say the writes are lost:\n%s", errw)
+	if !strings.Contains(fc.events.String(), "its writes since are lost") {
+		t.Fatalf("events do not say the writes are lost:\n%s", &fc.events)
 	}
 }
 
@@ -155,9 +151,8 @@ func TestRunAboveOtherOperatorsFloor(t *testing.T) {
 	fc := newFakeCluster(t, "m1", "m2")
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 70})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 70})
-	c, _, errw := fc.cmd()
-	if err := deleteMirror(c, fc.session(), fc.copies("db"), "m2"); err != nil {
-		t.Fatalf("delete-mirror: %v\n%s", err, errw)
+	if _, err := fc.runner().DeleteMirror(context.Background(), "db", "m2"); err != nil {
+		t.Fatalf("delete-mirror: %v\n%s", err, &fc.events)
 	}
 	r, ok, err := fc.st.LastVolumeRun("lab", "db", "delete-mirror")
 	if !ok || err != nil || r.Gen != 71 || r.State != operator.RunDone {

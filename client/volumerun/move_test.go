@@ -1,4 +1,4 @@
-package main
+package volumerun
 
 import (
 	"context"
@@ -41,9 +41,9 @@ func TestMoveFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c, out, errw := fc.cmd()
-	if err := moveVolume(c, fc.session(), fc.copies("db"), "m2", moveOpts{grace: time.Second, readyTimeout: time.Minute}); err != nil {
-		t.Fatalf("finish: %v\n%s", err, errw)
+	res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{Grace: time.Second, ReadyTimeout: time.Minute})
+	if err != nil || res.Run == nil || res.Run.State != operator.RunDone {
+		t.Fatalf("finish: %+v %v\n%s", res, err, &fc.events)
 	}
 	if len(fc.ms["m2"].ctrs) != 1 || fc.ms["m2"].ctrs[newID].state != "running" {
 		t.Fatalf("m2's Containers: %+v, want %s alone and running", fc.ms["m2"].ctrs, key)
@@ -67,20 +67,18 @@ func TestMoveFinishes(t *testing.T) {
 	if strings.Join(names, " ") != want {
 		t.Fatalf("steps %v\nwant %s", names, want)
 	}
-	if !strings.Contains(errw.String(), "finishing move gen 1") || !strings.Contains(out.String(), "move run gen 2 done") {
-		t.Fatalf("output:\n%s%s", errw, out)
+	if !strings.Contains(fc.events.String(), "finishing move gen 1") {
+		t.Fatalf("events:\n%s", &fc.events)
 	}
 	// The Writer's floor rose to the run's gen; the Mirror's too.
 	if fc.ms["m2"].vols["db"].copy.Floor != 2 || fc.ms["m1"].vols["db"].copy.Floor != 2 {
 		t.Fatalf("floors %d %d, want 2", fc.ms["m2"].vols["db"].copy.Floor, fc.ms["m1"].vols["db"].copy.Floor)
 	}
 
-	c, out, _ = fc.cmd()
-	if err := moveVolume(c, fc.session(), fc.copies("db"), "m2", moveOpts{grace: time.Second, readyTimeout: time.Minute}); err != nil {
-		t.Fatalf("again: %v", err)
-	}
-	if !strings.Contains(out.String(), "m2 already is the Writer of db") || !strings.Contains(out.String(), "nothing to do") {
-		t.Fatalf("again: %s", out)
+	res, err = fc.runner().Move(context.Background(), "db", "m2", MoveOptions{Grace: time.Second, ReadyTimeout: time.Minute})
+	if err != nil || res.Run != nil || res.Nothing == nil || res.Nothing.Writer != "m2" ||
+		!strings.Contains(res.Nothing.Message, "m2 already is the Writer of db") || !strings.Contains(res.Nothing.Message, "nothing to do") {
+		t.Fatalf("again: %+v %v", res, err)
 	}
 	if r, _, _ := fc.st.LastVolumeRun("lab", "db", "move"); r.Gen != 2 {
 		t.Fatalf("nothing to do opened run %d", r.Gen)
@@ -91,21 +89,18 @@ func TestMoveFinishes(t *testing.T) {
 // computer's is nothing to do; a source that does not answer fails
 // before a run opens, naming it.
 func TestMoveFinishRefusals(t *testing.T) {
-	fc := newFakeCluster(t, "m1", "m2")
+	fc := newFakeCluster(t, "m2", "m1") // the entry is m2: m1 goes down
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
-	c, out, _ := fc.cmd()
-	if err := moveVolume(c, fc.session(), fc.copies("db"), "m2", moveOpts{readyTimeout: time.Minute}); err != nil || !strings.Contains(out.String(), "nothing to do") {
-		t.Fatalf("no run recorded: %v %s", err, out)
+	if res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{}); err != nil || res.Nothing == nil || !strings.Contains(res.Nothing.Message, "nothing to do") {
+		t.Fatalf("no run recorded: %+v %v", res, err)
 	}
 	prev, _ := fc.st.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
 	prev.State, prev.Source = operator.RunLost, "m1"
 	fc.st.SaveVolumeRun(prev) //nolint:errcheck
-	cp := fc.copies("db")
 	fc.down("m1")
-	c, _, _ = fc.cmd()
-	err := moveVolume(c, fc.session(), cp, "m2", moveOpts{readyTimeout: time.Minute})
-	if err == nil || !strings.Contains(err.Error(), "finish move gen 1 from m1") {
+	res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{ReadyTimeout: time.Minute})
+	if err == nil || res.Run != nil || !strings.Contains(err.Error(), "finish move gen 1 from m1") {
 		t.Fatalf("source down: %v", err)
 	}
 	if r, _, _ := fc.st.LastVolumeRun("lab", "db", "move"); r.Gen != 1 {
@@ -126,16 +121,15 @@ func TestMoveShipsFiles(t *testing.T) {
 	ctr := fc.ms["m1"].ctrs[id]
 	ctr.ex.Spec.Files = []rpc.FileSpec{{Target: "/run/secrets/pw", Digest: digest, Kind: "file", Mode: 0o400, Source: "secret:pw"}}
 	ctr.ex.Files = map[string][]byte{digest: secret}
-	c, _, _ := fc.cmd()
-	mp, err := planMove(c, fc.session(), "db", "m1", "m2")
+	ctx, rn := context.Background(), fc.runner()
+	mp, err := rn.planMove(ctx, "db", "m1", "m2")
 	if err != nil || len(mp.units) != 1 || string(mp.units[0].files[digest]) != "hunter2" {
 		t.Fatalf("plan: %+v %v", mp.units, err)
 	}
-	r, stop, err := beginRun(c, fc.session(), fc.copies("db"), "move", "m2")
+	r, err := rn.beginRun(ctx, fc.copies("db"), "move", "m2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
 	mv := &mover{volumeRun: r, movePlan: mp}
 	u := &mv.units[0]
 	u.newName = "shop-production-db-0002"
@@ -147,17 +141,13 @@ func TestMoveShipsFiles(t *testing.T) {
 	}
 
 	ctr.ex.Files = nil // an older source, or content it no longer holds
-	if _, err := planMove(c, fc.session(), "db", "m1", "m2"); err == nil || !strings.Contains(err.Error(), "secret:pw") || !strings.Contains(err.Error(), "did not answer its content") {
+	if _, err := rn.planMove(ctx, "db", "m1", "m2"); err == nil || !strings.Contains(err.Error(), "secret:pw") || !strings.Contains(err.Error(), "did not answer its content") {
 		t.Fatalf("content missing: %v", err)
 	}
 }
 
-// fastAsks makes runTask ask a busy task again at once.
-func fastAsks(t *testing.T) {
-	was := taskAskEvery
-	taskAskEvery = 5 * time.Millisecond
-	t.Cleanup(func() { taskAskEvery = was })
-}
+// fastAsks makes fc's runs ask a busy task again at once.
+func (fc *fakeCluster) fastAsks() { fc.waits.askEvery = 5 * time.Millisecond }
 
 // dockerCalls counts m's fake Docker calls of kind and its plain
 // Container commands.
@@ -180,8 +170,8 @@ func (fc *fakeCluster) dockerCalls(m, kind string) (task, plain int) {
 // through tasks: asked again while busy, with progress lines, Docker
 // called once each and the plain commands not at all.
 func TestMoveFinishesThroughTasks(t *testing.T) {
-	fastAsks(t)
 	fc := newFakeCluster(t, "m1", "m2")
+	fc.fastAsks()
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
 	oldID := fc.container("m1", "shop-production-db-0001", "db", "exited")
@@ -193,9 +183,8 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 	prev.State, prev.Source, prev.Stopped = operator.RunFailed, "m1", []string{"shop-production-db-0001"}
 	fc.st.SaveVolumeRun(prev) //nolint:errcheck
 
-	c, _, errw := fc.cmd()
-	if err := moveVolume(c, fc.session(), fc.copies("db"), "m2", moveOpts{grace: time.Second, readyTimeout: time.Minute}); err != nil {
-		t.Fatalf("finish: %v\n%s", err, errw)
+	if _, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{Grace: time.Second, ReadyTimeout: time.Minute}); err != nil {
+		t.Fatalf("finish: %v\n%s", err, &fc.events)
 	}
 	if fc.ms["m2"].ctrs[newID].state != "running" {
 		t.Fatalf("%s is %s, want running", key, fc.ms["m2"].ctrs[newID].state)
@@ -205,10 +194,10 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 			t.Fatalf("docker %s: %d through the task, %d plain; want 1 and 0", kind, task, plain)
 		}
 	}
-	for _, line := range []string{"    m2: docker pull app:1 (busy, 0s)", "    m2: docker pull app:1 (done, ",
-		"    m2: docker start " + key + " (busy, 0s)", "    m2: docker start " + key + " (done, "} {
-		if !strings.Contains(errw.String(), line) {
-			t.Fatalf("no %q in:\n%s", line, errw)
+	for _, line := range []string{"m2: docker pull app:1 (busy, 0s)", "m2: docker pull app:1 (done, ",
+		"m2: docker start " + key + " (busy, 0s)", "m2: docker start " + key + " (done, "} {
+		if !fc.reported(EventProgress, "m2", line) {
+			t.Fatalf("no progress %q in:\n%s", line, &fc.events)
 		}
 	}
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "move")
@@ -221,19 +210,19 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 // undo's start (the source the Writer again) go through tasks admitted
 // as writer; an older target (no volume_task) is not asked for them.
 func TestMoveCutUndoThroughTasks(t *testing.T) {
-	fastAsks(t)
 	fc := newFakeCluster(t, "m1", "m2")
+	fc.fastAsks()
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
 	id := fc.container("m1", "shop-production-db-0001", "db", "running")
 	fc.serveTasks("m1", 100*time.Millisecond)
-	c, _, errw := fc.cmd()
-	mp, err := planMove(c, fc.session(), "db", "m1", "m2")
+	ctx, rn := context.Background(), fc.runner()
+	mp, err := rn.planMove(ctx, "db", "m1", "m2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = runVolume(c, fc.session(), fc.copies("db"), "move", "m2", func(r *volumeRun) error {
-		mv := &mover{volumeRun: r, movePlan: mp, grace: time.Second, readyTimeout: time.Minute}
+	res, err := rn.runVolume(ctx, fc.copies("db"), "move", "m2", func(r *volumeRun) error {
+		mv := &mover{volumeRun: r, movePlan: mp, MoveOptions: MoveOptions{Grace: time.Second, ReadyTimeout: time.Minute}}
 		// m2 holds no snapshot in common with m1: the cut's send fails
 		// after the stop and the demotion, and is undone.
 		if err := mv.cut(volumecopy.Mirror); err != nil {
@@ -241,19 +230,19 @@ func TestMoveCutUndoThroughTasks(t *testing.T) {
 		}
 		return errors.New("the cut did not fail")
 	})
-	if err == nil || !strings.Contains(err.Error(), "no snapshot in common") {
-		t.Fatalf("run: %v\n%s", err, errw)
+	if err == nil || !strings.Contains(err.Error(), "no snapshot in common") || res.Run == nil || res.Run.State != operator.RunUndone {
+		t.Fatalf("run: %+v %v\n%s", res, err, &fc.events)
 	}
 	if st := fc.ms["m1"].ctrs[id].state; st != "running" || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer {
-		t.Fatalf("after the undo: Container %s, copy %s; want running, writer\n%s", st, fc.ms["m1"].vols["db"].copy.Role, errw)
+		t.Fatalf("after the undo: Container %s, copy %s; want running, writer\n%s", st, fc.ms["m1"].vols["db"].copy.Role, &fc.events)
 	}
 	for _, kind := range []string{"stop", "start"} {
 		if task, plain := fc.dockerCalls("m1", kind); task != 1 || plain != 0 {
 			t.Fatalf("docker %s: %d through the task, %d plain; want 1 and 0", kind, task, plain)
 		}
 	}
-	if !strings.Contains(errw.String(), "    m1: docker stop shop-production-db-0001 (busy, 0s)") || !strings.Contains(errw.String(), "undone: m1 is the Writer") {
-		t.Fatalf("output:\n%s", errw)
+	if !fc.reported(EventProgress, "m1", "m1: docker stop shop-production-db-0001 (busy, 0s)") || !fc.reported(EventNote, "m1", "undone: m1 is the Writer") {
+		t.Fatalf("events:\n%s", &fc.events)
 	}
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "move")
 	if r.State != operator.RunUndone || len(r.Stopped) != 1 {
@@ -265,15 +254,15 @@ func TestMoveCutUndoThroughTasks(t *testing.T) {
 // asking (the task on the Machine goes on to its own bound), and says
 // so; a Machine without volume_task gets the plain command.
 func TestRunTaskCancelled(t *testing.T) {
-	fastAsks(t)
 	fc := newFakeCluster(t, "m1", "m2")
+	fc.fastAsks()
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
 	id := fc.container("m1", "web", "db", "running")
 	fc.serveTasks("m1", time.Hour)
-	c, _, errw := fc.cmd()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	r := &volumeRun{c: c, s: fc.session(), ctx: ctx, run: operator.VolumeRun{Volume: "db", Gen: 1}, errw: errw}
+	rn := fc.runner()
+	r := &volumeRun{Runner: rn, ctx: ctx, run: operator.VolumeRun{Volume: "db", Gen: 1}, waits: rn.waits.orDefault()}
 	direct := 0
 	err := r.runTask(containerTask{machine: "m1", expect: volumecopy.Writer, what: "docker stop web",
 		req: rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &rpc.StopContainerRequest{ID: id}}, direct: func() error { direct++; return nil }})
@@ -292,21 +281,32 @@ func TestRunTaskCancelled(t *testing.T) {
 // busy is asked again for a while (it may be restarting), then the step
 // fails with why.
 func TestRunTaskNoAnswer(t *testing.T) {
-	fastAsks(t)
-	was := taskNoAnswerFor
-	taskNoAnswerFor = 200 * time.Millisecond
-	t.Cleanup(func() { taskNoAnswerFor = was })
 	fc := newFakeCluster(t, "m1", "m2")
+	fc.fastAsks()
+	fc.waits.noAnswerFor = 200 * time.Millisecond
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
 	id := fc.container("m2", "web", "db", "exited")
 	fc.serveTasks("m2", time.Hour)
-	c, _, errw := fc.cmd()
-	r := &volumeRun{c: c, s: fc.session(), ctx: context.Background(), run: operator.VolumeRun{Volume: "db", Gen: 1}, errw: errw}
+	rn := fc.runner()
+	r := &volumeRun{Runner: rn, ctx: context.Background(), run: operator.VolumeRun{Volume: "db", Gen: 1}, waits: rn.waits.orDefault()}
 	go func() { time.Sleep(100 * time.Millisecond); fc.down("m2") }()
 	start := time.Now()
 	err := r.runTask(containerTask{machine: "m2", expect: volumecopy.Writer, what: "docker start web",
 		req: rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}, direct: func() error { return errors.New("direct") }})
-	if err == nil || time.Since(start) > 5*time.Second || !strings.Contains(errw.String(), "m2: docker start web (no answer: ") {
-		t.Fatalf("after m2 went away: %v in %s\n%s", err, time.Since(start), errw)
+	if err == nil || time.Since(start) > 5*time.Second || !fc.reported(EventProgress, "m2", "m2: docker start web (no answer: ") {
+		t.Fatalf("after m2 went away: %v in %s\n%s", err, time.Since(start), &fc.events)
 	}
+}
+
+// reported says whether fc's runs reported an event of kind about
+// machine whose text begins with prefix.
+func (fc *fakeCluster) reported(kind EventKind, machine, prefix string) bool {
+	fc.events.mu.Lock()
+	defer fc.events.mu.Unlock()
+	for _, e := range fc.events.all {
+		if e.Kind == kind && e.Machine == machine && strings.HasPrefix(e.Text, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,7 +1,6 @@
-package main
+package volumerun
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -12,24 +11,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
-// twoMachines is an entry m1 (this CLI's session, over a unix socket)
+// twoMachines is an entry m1 (this process's, over a unix socket)
 // forwarding to m2 over loopback TCP: real Machine RPC servers.
 type twoMachines struct {
 	m1, m2 *rpc.Server
-	s      session
+	rn     *Runner
+	events events
 }
 
 func newTwoMachines(t *testing.T) *twoMachines {
 	t.Helper()
 	l2, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Skipf("loopback: %v", err)
+		prereq.Missing(t, "a loopback TCP listener", err)
 	}
 	peers := []rpc.Peer{{ID: "m1id", Name: "m1"}, {ID: "m2id", Name: "m2", Address: l2.Addr().String()}}
 	list := func(context.Context) ([]rpc.Peer, error) { return peers, nil }
@@ -58,7 +57,7 @@ func newTwoMachines(t *testing.T) *twoMachines {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tm.s = session{st: st, ent: ent, ctx: "test"}
+	tm.rn = &Runner{Entry: ent, Store: st, Context: "test", OnEvent: tm.events.add}
 	return tm
 }
 
@@ -116,15 +115,14 @@ func transferCut(t *testing.T, cuts int) {
 		return rpc.Volume{Name: "db", ResumeToken: token, Snapshots: []rpc.VolumeSnapshot{}}, nil
 	}})
 
-	run, err := tm.s.st.BeginVolumeRun("test", "db", "mirror", "m2", time.Now())
+	run, err := tm.rn.Store.BeginVolumeRun("test", "db", "mirror", "m2", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var errw bytes.Buffer
-	r := &volumeRun{c: &cobra.Command{}, s: tm.s, ctx: context.Background(), run: run, errw: &errw}
+	r := &volumeRun{Runner: tm.rn, ctx: context.Background(), run: run, waits: tm.rn.waits.orDefault()}
 	wv := rpc.Volume{Name: "db", Snapshots: []rpc.VolumeSnapshot{{Name: "run-1", GUID: "g1"}}}
 	if err := r.transfer("m1", wv, "run-1", "m2", nil); err != nil {
-		t.Fatalf("transfer: %v\n%s", err, errw.String())
+		t.Fatalf("transfer: %v\n%s", err, tm.events.String())
 	}
 	if len(reqs) != 1+cuts || reqs[0].Snapshot != "run-1" || reqs[0].ResumeToken != "" || reqs[cuts].ResumeToken != "tok-6000" || reqs[cuts].Target != "m2" || !reqs[cuts].Resumable {
 		t.Fatalf("send_volume_to requests: %+v", reqs)
@@ -133,10 +131,10 @@ func transferCut(t *testing.T, cuts int) {
 	if st.Outcome != operator.RunDone || st.Bytes != 10000 || !strings.Contains(st.Detail, "full run-1") || !strings.Contains(st.Detail, "the rest of a cut transfer: 3.906KiB direct") {
 		t.Fatalf("send step: %+v", st)
 	}
-	if out := errw.String(); !strings.Contains(out, "continuing from m2's resume token") || !strings.Contains(out, "m1 → m2 full run-1: 5.859KiB of ~9.766KiB") || !strings.Contains(out, "ETA") {
+	if out := tm.events.String(); !strings.Contains(out, "continuing from m2's resume token") || !strings.Contains(out, "m1 → m2 full run-1: 5.859KiB of ~9.766KiB") || !strings.Contains(out, "ETA") {
 		t.Fatalf("progress:\n%s", out)
 	}
-	t.Logf("progress:\n%s", errw.String())
+	t.Logf("progress:\n%s", tm.events.String())
 }
 
 // TestTransferFallsBackToRelay: a source from before send_volume_to
@@ -160,9 +158,11 @@ func TestTransferFallsBackToRelay(t *testing.T) {
 		}
 	}})
 	tm.m2.HandleStream(rpc.StreamRoute{Command: rpc.CmdSendVolumeTo, Capability: rpc.CapSendVolumeTo, Handler: func(context.Context, json.RawMessage, rpc.StreamConn) error { return nil }})
-	var errw bytes.Buffer
-	out, err := volumeCopy{from: "m1", to: "m2", req: rpc.SendVolumeRequest{Volume: "db", Snapshot: "s1"}, what: "full s1", errw: &errw}.run(context.Background(), tm.s)
-	if err != nil || out.direct || out.bytes != 6 || string(got) != "stream" || out.got.Volume.Name != "db" {
+	out, err := tm.rn.Copy(context.Background(), "m1", "m2", rpc.SendVolumeRequest{Volume: "db", Snapshot: "s1"})
+	if err != nil || out.Direct || out.Bytes != 6 || string(got) != "stream" || out.Got.Volume.Name != "db" {
 		t.Fatalf("relay: %+v, %v, target got %q", out, err, got)
+	}
+	if ev := tm.events.String(); !strings.Contains(ev, "m1 → m2 full s1: 6B") {
+		t.Fatalf("progress: %q", ev)
 	}
 }

@@ -1,6 +1,7 @@
-package main
+package volumerun
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +23,12 @@ func releaseCluster(t *testing.T, mirrors ...string) (*fakeCluster, string) {
 	return fc, fc.container("m1", "shop-production-db-0001", "db", "running")
 }
 
-func runRelease(fc *fakeCluster, o releaseOpts) (string, string, error) {
-	c, out, errw := fc.cmd()
-	err := releaseVolume(c, fc.session(), fc.copies("db"), o)
-	return out.String(), errw.String(), err
+// runRelease releases db, answering its result and the events it
+// reported.
+func runRelease(fc *fakeCluster, o ReleaseOptions) (Result, string, error) {
+	fc.events.reset()
+	res, err := fc.runner().Release(context.Background(), "db", o)
+	return res, fc.events.String(), err
 }
 
 // TestRelease: the bulk send while the Container runs, then the cut
@@ -33,7 +36,7 @@ func runRelease(fc *fakeCluster, o releaseOpts) (string, string, error) {
 // Mirror holding the final snapshot, the Container stopped.
 func TestRelease(t *testing.T) {
 	fc, id := releaseCluster(t, "m2", "m3")
-	out, errw, err := runRelease(fc, releaseOpts{grace: time.Second})
+	res, errw, err := runRelease(fc, ReleaseOptions{Grace: time.Second})
 	if err != nil {
 		t.Fatalf("release: %v\n%s", err, errw)
 	}
@@ -57,14 +60,14 @@ func TestRelease(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", s, errw)
 		}
 	}
-	if !strings.Contains(out, "release run gen 1 done") {
-		t.Errorf("out: %s", out)
+	if res.Run == nil || res.Run.Gen != 1 || res.Run.State != operator.RunDone {
+		t.Errorf("result: %+v", res)
 	}
 
 	// Again: the Writer is already demoted, nothing to do, no run.
-	out, _, err = runRelease(fc, releaseOpts{})
-	if err != nil || !strings.Contains(out, "nothing to do") {
-		t.Fatalf("again: %v %s", err, out)
+	res, _, err = runRelease(fc, ReleaseOptions{})
+	if err != nil || res.Run != nil || res.Nothing == nil || res.Nothing.Writer != "m1" || !strings.Contains(res.Nothing.Message, "nothing to do") {
+		t.Fatalf("again: %+v %v", res, err)
 	}
 	if r, _, _ := fc.st.LastVolumeRun("lab", "db", "release"); r.Gen != 1 {
 		t.Fatalf("nothing to do opened run %d", r.Gen)
@@ -75,13 +78,12 @@ func TestRelease(t *testing.T) {
 // again and m1 is still the Writer; the run ends undone. Running it again
 // finishes from what the disks show.
 func TestReleaseUndo(t *testing.T) {
-	fastAsks(t)
 	fc, id := releaseCluster(t, "m2")
+	fc.fastAsks()
 	fc.serveTasks("m1", 50*time.Millisecond)         // the stop and the undo's start are volume tasks
 	fc.failSend = map[string]bool{"run-1-cut": true} // a cut stream that leaves no token
-	defer func(d time.Duration) { tokenWait = d }(tokenWait)
-	tokenWait = 100 * time.Millisecond
-	_, errw, err := runRelease(fc, releaseOpts{})
+	fc.waits.token = 100 * time.Millisecond
+	_, errw, err := runRelease(fc, ReleaseOptions{})
 	if err == nil || !strings.Contains(err.Error(), "connection reset") {
 		t.Fatalf("release: %v", err)
 	}
@@ -103,7 +105,7 @@ func TestReleaseUndo(t *testing.T) {
 	}
 
 	fc.failSend = nil
-	if _, errw, err := runRelease(fc, releaseOpts{}); err != nil {
+	if _, errw, err := runRelease(fc, ReleaseOptions{}); err != nil {
 		t.Fatalf("again: %v\n%s", err, errw)
 	}
 	if r, _, _ := fc.st.LastVolumeRun("lab", "db", "release"); r.Gen != 2 || r.State != operator.RunDone || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Mirror {
@@ -114,14 +116,14 @@ func TestReleaseUndo(t *testing.T) {
 // TestReleaseNoMirror: the only copy is released with --force only.
 func TestReleaseNoMirror(t *testing.T) {
 	fc, id := releaseCluster(t)
-	_, _, err := runRelease(fc, releaseOpts{})
+	_, _, err := runRelease(fc, ReleaseOptions{})
 	if err == nil || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), "no second copy") {
 		t.Fatalf("no --force: %v", err)
 	}
 	if _, ok, _ := fc.st.LastVolumeRun("lab", "db", "release"); ok || fc.ms["m1"].ctrs[id].state != "running" {
 		t.Fatal("a refusal opened a run or stopped the Container")
 	}
-	if _, errw, err := runRelease(fc, releaseOpts{force: true}); err != nil {
+	if _, errw, err := runRelease(fc, ReleaseOptions{Force: true}); err != nil {
 		t.Fatalf("--force: %v\n%s", err, errw)
 	}
 	r, _, _ := fc.st.LastVolumeRun("lab", "db", "release")
@@ -140,17 +142,17 @@ func TestReleaseRefusals(t *testing.T) {
 	fc := newFakeCluster(t, "m1", "m2", "m3")
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Mirror})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror})
-	if _, _, err := runRelease(fc, releaseOpts{}); err == nil || !strings.Contains(err.Error(), "has no Writer") {
+	if _, _, err := runRelease(fc, ReleaseOptions{}); err == nil || !strings.Contains(err.Error(), "has no Writer") {
 		t.Fatalf("no Writer: %v", err)
 	}
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 1})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 2})
-	if _, _, err := runRelease(fc, releaseOpts{}); err == nil || !strings.Contains(err.Error(), "two Writers") {
+	if _, _, err := runRelease(fc, ReleaseOptions{}); err == nil || !strings.Contains(err.Error(), "two Writers") {
 		t.Fatalf("two Writers: %v", err)
 	}
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror})
 	fc.down("m3")
-	if _, _, err := runRelease(fc, releaseOpts{}); err == nil || !strings.Contains(err.Error(), "m3 did not answer") {
+	if _, _, err := runRelease(fc, ReleaseOptions{}); err == nil || !strings.Contains(err.Error(), "m3 did not answer") {
 		t.Fatalf("m3 down: %v", err)
 	}
 	if _, ok, _ := fc.st.LastVolumeRun("lab", "db", "release"); ok {

@@ -1,0 +1,18 @@
+// Package volumerun is the operator library of Provisioned Volumes and
+// Volume Runs (the design: Volume Runs, Volume handover): Mirror, Sync,
+// Move, Release, Restore and Delete Mirror, and the plain volume commands
+// a run is built from (create, inspect, send, receive, locate).
+//
+// A Runner is given everything it uses: the Entry Machine's RPC client,
+// the operator store that numbers runs (their gen, kept above every floor
+// a Machine reports) and records each step, the operator context, and the
+// registry credentials a Move's pulls need. It never prints and never
+// prompts: each run returns the recorded run (or why none was needed) and
+// a typed error (*rpc.Error naming the field at fault), and streams its
+// progress as Events to a callback. A data-loss step is taken only when
+// the caller says so (Force in the options): a CLI asks its user, a CI
+// job passes it.
+//
+// Error texts name the ployz CLI's arguments (NAME, --to, --force) and
+// commands: they are the messages `ployz volume` prints.
+package volumerun
