@@ -41,9 +41,7 @@ type deployBench struct {
 }
 
 func benchDeploy(b *testing.B, services, replicas int) {
-	if !labEnabled() {
-		b.Skip("lab benchmark: run with `make bench`")
-	}
+	needLab(b)
 	l := lab.ForTest(b, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

@@ -17,9 +17,7 @@ import (
 // between two lab Machines over the userspace WireGuard mesh and over the
 // plain lab network, in one run, and reports their ratios (issue 5).
 func BenchmarkMeshVsLabNetwork(b *testing.B) {
-	if !labEnabled() {
-		b.Skip("lab benchmark: run with `make bench`")
-	}
+	needLab(b)
 	l := lab.ForTest(b, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -81,9 +79,7 @@ func BenchmarkMeshVsLabNetwork(b *testing.B) {
 // another to the Machine's gateway :53 and reports queries/s and p99
 // (issue 7). The client is latency-bound, so queries/s is not peak load.
 func BenchmarkDNSOnLabMachine(b *testing.B) {
-	if !labEnabled() {
-		b.Skip("lab benchmark: run with `make bench`")
-	}
+	needLab(b)
 	l := lab.ForTest(b, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

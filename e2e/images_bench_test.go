@@ -45,9 +45,7 @@ func importBenchImage(ctx context.Context, t testing.TB, size int64) {
 
 // benchCluster is a formed lab Cluster of 3 Machines for a benchmark.
 func benchCluster(b *testing.B) (context.Context, *lab.Lab, *operator) {
-	if !labEnabled() {
-		b.Skip("lab benchmark: run with `make bench`")
-	}
+	needLab(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	b.Cleanup(cancel)
 	l := lab.ForTest(b, 3)

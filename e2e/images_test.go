@@ -363,9 +363,7 @@ func serviceImage(p deploy.Plan, service string) string {
 // entry relays it to the others over the mesh. Every Machine then holds
 // the image, and a second push finds it present everywhere.
 func TestImageDeliveredOnce(t *testing.T) {
-	if !labEnabled() {
-		t.Skip("lab scenario")
-	}
+	needLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	l := lab.ForTest(t, 3)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 func TestMain(m *testing.M) {
@@ -60,10 +61,11 @@ func TestMain(m *testing.M) {
 
 func labEnabled() bool { return os.Getenv("PLOYZ_LAB") == "1" }
 
-// needLab skips a lab scenario outside `make test`.
-func needLab(t *testing.T) {
-	t.Helper()
+// needLab skips a lab scenario outside `make test` (a benchmark outside
+// `make bench`).
+func needLab(tb testing.TB) {
+	tb.Helper()
 	if !labEnabled() {
-		t.Skip("lab scenario: run with `make test`")
+		prereq.Skip(tb, "lab scenario or benchmark: runs with PLOYZ_LAB=1 (make test's lab step, after the unit tests; make bench)")
 	}
 }

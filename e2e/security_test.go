@@ -21,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store/crdt"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // TestSecurity attacks a Cluster Machine the way a stranger would: an
@@ -81,9 +82,11 @@ func TestSecurity(t *testing.T) {
 		subnet := netip.MustParsePrefix(in.Subnet)
 		gw := subnet.Addr().Next()
 		// This host is on the lab network but not in the Cluster: it
-		// routes the Machine's subnet via the Machine, as a LAN neighbour can.
+		// routes the Machine's subnet via the Machine, as a LAN neighbour
+		// can. Without that route the attack is not made: a failure.
+		prereq.Root(t, "a route on the lab host")
 		if out, err := exec.Command("ip", "route", "add", subnet.String(), "via", m1.IP.String()).CombinedOutput(); err != nil {
-			t.Skipf("route %s via %s: %v: %s", subnet, m1.IP, err, out)
+			t.Fatalf("set up the attack: route %s via %s: %v: %s", subnet, m1.IP, err, out)
 		}
 		defer exec.Command("ip", "route", "del", subnet.String(), "via", m1.IP.String()).Run()
 		// The route works: sshd, which the filter leaves alone, answers there.
@@ -206,15 +209,17 @@ func storeState(ctx context.Context, t *testing.T, l *lab.Lab, name string) stri
 // memberlist's own key check is what refuses. Nothing may change.
 func nonMemberGossip(ctx context.Context, t *testing.T, l *lab.Lab, m *lab.Machine, mgmt string) {
 	const hostIP, machineIP = "fd99:1ab::1", "fd99:1ab::2"
+	prereq.Root(t, "addresses and routes on the lab host")
 	id, err := exec.Command("docker", "network", "inspect", "-f", "{{.Id}}", l.Network).Output()
 	if err != nil || len(strings.TrimSpace(string(id))) < 12 {
 		t.Fatalf("lab network id: %v", err)
 	}
 	br := "br-" + strings.TrimSpace(string(id))[:12]
+	// A step of the setup that fails leaves the attack unmade: a failure.
 	host := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Skipf("%v: %v: %s (needs root on the lab host)", args, err, out)
+			t.Fatalf("set up the attack: %v: %v: %s", args, err, out)
 		}
 	}
 	host("sysctl", "-qw", "net.ipv6.conf."+br+".disable_ipv6=0")

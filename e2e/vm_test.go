@@ -11,6 +11,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // needVMLab skips VM scenarios unless `make vm-test` asked for them
@@ -18,11 +19,9 @@ import (
 // two cores, so the container lab run leaves them out.
 func needVMLab(t testing.TB) {
 	t.Helper()
-	if !labEnabled() {
-		t.Skip("lab scenario: run with `make test`")
-	}
+	needLab(t)
 	if os.Getenv("PLOYZ_LAB_VM") != "1" {
-		t.Skip("VM lab scenario: run with `make vm-test` (PLOYZ_LAB_VM=1)")
+		prereq.Skip(t, "VM lab scenario: make test's VM step or `make vm-test` runs it (PLOYZ_LAB_VM=1)")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		t.Fatal("VM lab scenario: qemu-system-x86_64 missing (packaging/prereq.sh installs qemu-system-x86)")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk"
 )
 
@@ -151,7 +152,7 @@ type handoffRun struct {
 func startHandoffHelper(t *testing.T, env ...string) *handoffRun {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("starts processes")
+		prereq.Skip(t, "-short: starts processes")
 	}
 	dir := t.TempDir()
 	logf, err := os.Create(filepath.Join(dir, "log"))

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
@@ -85,8 +86,12 @@ func TestRescanIgnoresExecs(t *testing.T) {
 }
 
 // TestCrashWithdrawsReadinessAtOnce kills a Service Container's process
-// the way a crash would and expects its row to say not ready well within
-// a second, then ready again with the restart and the exit recorded.
+// the way a crash would and expects its row to say not ready within
+// crashWithdrawBound, then ready again with the restart and the exit
+// recorded. The withdrawal itself is what it waits for: every write of
+// the row arrives on a store subscription, so a "not ready" that lasts
+// only until Docker's restart is seen, and a daemon that went from ready
+// straight to restarted-and-ready fails.
 func TestCrashWithdrawsReadinessAtOnce(t *testing.T) {
 	to := newTestOps(t)
 	d, st := storeDaemon(t, "m-test")
@@ -111,6 +116,15 @@ func TestCrashWithdrawsReadinessAtOnce(t *testing.T) {
 		return r.Body
 	}
 	waitUntil(t, 10*time.Second, "the started Container's row to be ready", func() bool { return row().Ready })
+	// Docker ids are hex: safe in the SQL (subscriptions take no parameters).
+	sub, err := st.Subscribe(ctx, store.Stmt("SELECT body FROM containers WHERE id = '"+id+"'"), store.SubscribeOptions{SkipRows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if ev := <-sub.Events; ev.Kind != store.EventEOQ {
+		t.Fatalf("first event %+v, want eoq", ev)
+	}
 
 	in, err := to.cli.ContainerInspect(ctx, id)
 	if err != nil || in.State == nil || in.State.Pid == 0 {
@@ -120,32 +134,56 @@ func TestCrashWithdrawsReadinessAtOnce(t *testing.T) {
 	if err := syscall.Kill(in.State.Pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the Container's process: %v", err)
 	}
-	// Docker restarts it within a second or so; the row must have said
-	// "not ready" first, or say it still. The bound is loose (a loaded
-	// host delays Docker's own die event); the time is printed.
-	sawDown := false
-	for time.Since(killed) < 5*time.Second {
-		b := row()
-		if !b.Ready || b.RestartCount > 0 {
-			sawDown = true
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !sawDown {
-		t.Fatal("the row still said ready 5 s after the Container's process was killed")
-	}
-	t.Logf("row withdrawn %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
 	defer func() {
 		if t.Failed() {
 			in, _ := to.cli.ContainerInspect(ctx, id)
 			t.Logf("row %+v; docker state %+v", row(), in.State)
 		}
 	}()
+	took := awaitNotReady(t, sub, killed)
+	t.Logf("row withdrawn %v after SIGKILL (bound %v)", took.Round(time.Millisecond), crashWithdrawBound)
 	waitUntil(t, 20*time.Second, "the restarted Container to be ready with its restart recorded", func() bool {
 		b := row()
 		return b.Ready && b.RestartCount >= 1 && b.ExitCode == 137 && b.FinishedAt != ""
 	})
+}
+
+// crashWithdrawBound is how long after SIGKILL the row may still say
+// ready. Measured (the time this test logs) on a 2-core host shared with
+// other builds, load average about 18: 150 ms-1.5 s over 31 runs, mostly
+// under 550 ms. Docker's die event is what is late on a loaded host, so
+// the bound is loose.
+const crashWithdrawBound = 5 * time.Second
+
+// awaitNotReady reads the row's changes on sub until one says not ready,
+// and returns how long after killed it came; a write that says ready
+// again (a restart) before any withdrawal fails the test.
+func awaitNotReady(t *testing.T, sub *store.Subscription, killed time.Time) time.Duration {
+	t.Helper()
+	deadline := time.After(crashWithdrawBound)
+	for {
+		select {
+		case ev, ok := <-sub.Events:
+			if !ok {
+				t.Fatalf("row subscription ended: %v", sub.Err())
+			}
+			if ev.Kind != store.EventChange || ev.ChangeKind == "delete" || len(ev.Values) != 1 {
+				t.Fatalf("row change %+v", ev)
+			}
+			var b store.ContainerBody
+			if s, _ := ev.Values[0].(string); json.Unmarshal([]byte(s), &b) != nil {
+				t.Fatalf("row body %v", ev.Values[0])
+			}
+			if !b.Ready {
+				return time.Since(killed)
+			}
+			if b.RestartCount > 0 {
+				t.Fatalf("the row went from ready to restarted (%d) and ready without saying not ready", b.RestartCount)
+			}
+		case <-deadline:
+			t.Fatalf("the row still said ready %v after the Container's process was killed", crashWithdrawBound)
+		}
+	}
 }
 
 func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {

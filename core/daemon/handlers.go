@@ -79,7 +79,8 @@ func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
 	}
 	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(), RPCKey: d.rpcKey(),
 		ManagementIP: meshaddr.ManagementIP(k).String(), Labels: rec.Labels,
-		DaemonVersion: version.Version, Capabilities: d.rpc.Capabilities(), Endpoints: []string{}}
+		DaemonVersion: version.Version, Capabilities: d.rpc.Capabilities(), Endpoints: []string{},
+		StoreEventsDropped: store.DroppedEvents()}
 	in.Hostname, _ = os.Hostname()
 	for _, p := range d.plugins.Status() {
 		in.Plugins = append(in.Plugins, rpc.PluginView{Name: p.Name, Kind: p.Kind, Version: p.Version, APIVersion: p.APIVersion,

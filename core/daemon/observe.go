@@ -130,7 +130,7 @@ func (d *Daemon) containerEvent(ctx context.Context, cli client.APIClient, m eve
 	if _, ok := m.Actor.Attributes[rpc.LabelNamespace]; !ok {
 		return // not a Service Container: nothing routes to it
 	}
-	if err := d.publishContainer(ctx, cli, m.Actor.ID); err != nil && ctx.Err() == nil {
+	if err := d.publishAfterEvent(ctx, cli, m.Actor.ID, m.Action); err != nil && ctx.Err() == nil {
 		d.log.Warn("observe: publish after "+string(m.Action), "container", short(m.Actor.ID), "error", err)
 	}
 }
@@ -160,6 +160,15 @@ func publishLock(id string) *sync.Mutex {
 
 // publishContainer rewrites one Service Container's row from Docker now.
 func (d *Daemon) publishContainer(ctx context.Context, cli client.APIClient, id string) error {
+	return d.publishAfterEvent(ctx, cli, id, "")
+}
+
+// publishAfterEvent is publishContainer after Docker's event action. A
+// process's end (die, oom) is written as not ready even when Docker
+// restarted the Container before this inspection (a loaded host delivers
+// the event late): the row's readers see the crash, then the restart,
+// never a row that stayed ready across it.
+func (d *Daemon) publishAfterEvent(ctx context.Context, cli client.APIClient, id string, action events.Action) error {
 	mu := publishLock(id)
 	mu.Lock()
 	defer mu.Unlock()
@@ -176,9 +185,20 @@ func (d *Daemon) publishContainer(ctx context.Context, cli client.APIClient, id 
 	}
 	b := serviceContainerBody(d.ctrs.observe(in, ""), in)
 	b.Session = session()
+	if ended(action) && b.Ready {
+		down := b
+		down.Ready = false
+		if _, err := a.store.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: down}); err != nil {
+			return err
+		}
+	}
 	_, err = a.store.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: b})
 	return err
 }
+
+// ended reports whether an event says the Container's process ended (a
+// kill event may be a signal it survives, such as SIGHUP).
+func ended(a events.Action) bool { return a == events.ActionDie || a == events.ActionOOM }
 
 // rescan makes this Machine's containers and volumes rows match Docker,
 // writing only rows whose body changed.

@@ -9,16 +9,18 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 func dockerOrSkip(t *testing.T) *client.Client {
 	t.Helper()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		t.Skipf("docker: %v", err)
+		prereq.Missing(t, "a Docker client", err)
 	}
 	if _, err := cli.Ping(context.Background()); err != nil {
-		t.Skipf("docker: %v", err)
+		prereq.Missing(t, "a Docker daemon to build images", err)
 	}
 	return cli
 }

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 type meshMachine struct {
@@ -42,7 +44,7 @@ func newMeshCluster(t *testing.T, n int) *meshCluster {
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)})
 		lis, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
 		if err != nil {
-			t.Skipf("loopback %v: %v", ip, err)
+			prereq.Missing(t, ip.String()+" on the loopback (Linux routes 127/8 there)", err)
 		}
 		id := testIdentity(t)
 		m := &meshMachine{id: id, peer: Peer{ID: strings.Repeat(string(rune('a'+i)), 32), Name: "m" + string(rune('1'+i)),

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // BenchmarkRPCAuthOverhead times one Machine RPC round trip on the mesh
@@ -56,11 +58,11 @@ func benchPair(b *testing.B) (plain, auth func() *Client) {
 	srvID, callerID := testIdentity(b), testIdentity(b)
 	pl, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
-		b.Skip(err)
+		prereq.Missing(b, "127.0.0.2 on the loopback (Linux routes 127/8 there)", err)
 	}
 	al, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
-		b.Skip(err)
+		prereq.Missing(b, "127.0.0.2 on the loopback (Linux routes 127/8 there)", err)
 	}
 	self := Peer{ID: "server", Name: "m1", Address: al.Addr().String(), RPCKey: srvID.PublicKey(), Phase: PhaseParticipating}
 	caller := Peer{ID: "caller", Name: "m2", Address: "127.0.0.3:7569", RPCKey: callerID.PublicKey(), Phase: PhaseParticipating}

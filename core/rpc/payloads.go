@@ -30,6 +30,11 @@ type Inspection struct {
 	Capabilities    []string          `json:"capabilities"`
 	ClusterMachines int               `json:"cluster_machines,omitempty"`
 	Plugins         []PluginView      `json:"plugins,omitempty"`
+	// StoreEventsDropped counts, by table, the store subscription changes
+	// this daemon dropped since it started because the store repeated or
+	// reordered them (absent when none, and from older daemons): above
+	// zero, the store server misbehaves.
+	StoreEventsDropped map[string]int64 `json:"store_events_dropped,omitempty"`
 }
 
 // PluginView is one installed plugin as this Machine's plugin host sees it.

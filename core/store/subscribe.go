@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // ErrSubscriptionGone is wrapped by Subscription.Err when the server no
@@ -97,9 +99,14 @@ type SubscribeOptions struct {
 	// does not know, instead of skipping it. Readers are tolerant in
 	// production; tests are strict so "no duplicate" can fail.
 	Strict bool
+	// Log receives a rate-limited warning for the duplicate or
+	// out-of-order changes a tolerant subscription drops; default
+	// hclog.Default().
+	Log hclog.Logger
 }
 
-// strictEvents makes every subscription Strict; this package's tests set it.
+// strictEvents makes every subscription Strict; this package's tests set
+// it, other packages' tests through StrictForTests or RunStrict.
 var strictEvents = false
 
 // Subscription is a live subscription that reconnects on its own and
@@ -120,6 +127,10 @@ type Subscription struct {
 	last   int64
 	done   chan struct{}
 
+	table string       // the first table the query reads, naming its drops
+	log   hclog.Logger // for dropped changes
+	drops dropCounter
+
 	// snap holds the snapshot rows (row id -> values) while no change has
 	// arrived: a resume at change 0 gets a fresh snapshot (Corrosion treats
 	// ?from=0 as "from the start"), which is turned into the changes that
@@ -133,6 +144,9 @@ func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOpti
 		opts.MaxRetry = time.Minute
 	}
 	opts.Strict = opts.Strict || strictEvents
+	if opts.Log == nil {
+		opts.Log = hclog.Default().Named("store")
+	}
 	path := "/v1/subscriptions"
 	// The stream lives until Close, so it gets its own cancelable context.
 	ctx, cancel := context.WithCancel(ctx)
@@ -142,7 +156,8 @@ func (c *Client) Subscribe(ctx context.Context, st Statement, opts SubscribeOpti
 		return nil, err
 	}
 	s := &Subscription{ID: resp.Header.Get("corro-query-id"), Hash: resp.Header.Get("corro-query-hash"),
-		c: c, opts: opts, events: make(chan Event, 256), cancel: cancel, done: make(chan struct{})}
+		c: c, opts: opts, events: make(chan Event, 256), cancel: cancel, done: make(chan struct{}),
+		table: queryTable(st.Query), log: opts.Log}
 	s.Events = s.events
 	if s.ID == "" {
 		resp.Body.Close()
@@ -185,6 +200,7 @@ func (s *Subscription) Close() {
 func (s *Subscription) run(ctx context.Context, resp *http.Response, dec *json.Decoder) {
 	defer close(s.done)
 	defer close(s.events)
+	defer s.logUnreported()
 	var failingSince time.Time
 	backoff := 50 * time.Millisecond
 	for resumed := false; ; resumed = true {
@@ -306,6 +322,7 @@ func (s *Subscription) read(ctx context.Context, dec *json.Decoder, resumed bool
 			if ch.ChangeID <= s.last { // already delivered before a reconnect
 				last := s.last
 				s.mu.Unlock()
+				s.dropped(ch.ChangeID, last)
 				if s.opts.Strict {
 					return &fatalError{msg: fmt.Sprintf("subscription %s: change %d repeated (last delivered %d)", s.ID, ch.ChangeID, last)}
 				}

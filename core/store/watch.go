@@ -63,7 +63,7 @@ func (w *Watch) follow(ctx context.Context, do func(f func(*Client) error) error
 	for ctx.Err() == nil {
 		var sub *Subscription
 		err := do(func(c *Client) (err error) {
-			sub, err = c.Subscribe(ctx, Stmt(q), SubscribeOptions{SkipRows: true})
+			sub, err = c.Subscribe(ctx, Stmt(q), SubscribeOptions{SkipRows: true, Log: log})
 			return err
 		})
 		if err != nil {

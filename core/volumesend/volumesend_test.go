@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // fakeTarget is a Machine's receive_volume as zfs receive -s behaves: a
@@ -125,7 +126,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{src: bytes.Repeat([]byte("0123456789abcdef"), 1<<16), tg: &fakeTarget{}} // 1 MiB
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Skipf("loopback: %v", err)
+		prereq.Missing(t, "a loopback interface", err)
 	}
 	f.lis = &cutListener{Listener: l}
 	srv := rpc.NewServer(rpc.Options{Local: func() (string, string) { return "m2id", "m2" }})

@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // Browser is one headless Chromium tab.
@@ -40,14 +43,15 @@ func chromium() string {
 	return ""
 }
 
-// New starts Chromium for t, or skips t when none is installed. Its
+// New starts Chromium for t, or ends t through prereq when none is
+// installed. Its
 // screenshots go to $PLOYZ_SCREENSHOTS/<test name> when set, else to a
 // directory kept under t.TempDir's parent for the run.
 func New(t *testing.T, timeout time.Duration) *Browser {
 	t.Helper()
 	exe := chromium()
 	if exe == "" {
-		t.Skip("no chromium installed (apt-get install chromium, or set PLOYZ_CHROMIUM)")
+		prereq.Missing(t, "Chromium (packaging/prereq.sh installs it, or set PLOYZ_CHROMIUM)", errors.New("none found"))
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))

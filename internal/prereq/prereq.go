@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -47,4 +48,18 @@ func File(tb testing.TB, path string) {
 	if _, err := os.Stat(path); err != nil {
 		Missing(tb, path, err)
 	}
+}
+
+// Skip ends tb on purpose, not for want of anything on the host: a lab
+// scenario outside the lab run that runs it, a measurement a variable
+// asks for, a helper process's entry point, a comparison against a tool
+// Ployz does not install, -short. It skips even when Required; reason
+// says why and what runs the test instead, and an empty one fails, so
+// every skip a reviewer reads (TestNoRawSkips lists them) explains itself.
+func Skip(tb testing.TB, reason string) {
+	tb.Helper()
+	if strings.TrimSpace(reason) == "" {
+		tb.Fatal("prereq.Skip: a skip needs a reason")
+	}
+	tb.Skip(reason)
 }

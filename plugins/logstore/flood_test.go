@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/internal/dockertest"
+	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/sdk/plugintest"
 	logstorev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/logstore/v1"
@@ -24,10 +26,10 @@ import (
 // and its newest are kept.
 func TestBinaryHoldsAFloodToTheBudget(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 25 s flood")
+		prereq.Skip(t, "-short: a 25 s flood")
 	}
-	img := shellImage(t)
-	root := strings.TrimSpace(run(t, "docker", "info", "--format", "{{.DockerRootDir}}"))
+	img := dockertest.Image(t)
+	root := dockertest.Root(t)
 	bin := plugintest.Build(t, "github.com/ployz/ployz/plugins/logstore")
 	dir := t.TempDir()
 	const budget = 8 << 20
@@ -43,14 +45,14 @@ func TestBinaryHoldsAFloodToTheBudget(t *testing.T) {
 
 	ns := fmt.Sprintf("lsflood-%d", time.Now().UnixNano())
 	start := time.Now()
-	docker := func(service, script string) {
-		id := strings.TrimSpace(run(t, "docker", "run", "-d", "--log-driver", "local", "--label", "ployz.namespace="+ns,
-			"--label", "ployz.service="+service, "--entrypoint", "sh", img, "-c", script))
+	docker := func(service string, script ...string) {
+		id := strings.TrimSpace(run(t, "docker", append([]string{"run", "-d", "--log-driver", "local", "--label", "ployz.namespace=" + ns,
+			"--label", "ployz.service=" + service, img}, script...)...))
 		t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
 	}
 	// 1000 lines of ~200 bytes every 0.25 s.
-	docker("flood", `line=$(printf 'flood %0190d' 0); while :; do yes "$line" | head -n 1000; sleep 0.25; done`)
-	docker("quiet", `i=0; while :; do echo "quiet $i"; i=$((i+1)); sleep 1; done`)
+	docker("flood", "every", "250ms", "1000", "flood "+strings.Repeat("0", 190))
+	docker("quiet", "every", "1s", "1", "quiet %d")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

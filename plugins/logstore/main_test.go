@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/internal/dockertest"
 	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/sdk/plugintest"
 	logstorev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/logstore/v1"
@@ -22,8 +23,8 @@ import (
 // a labelled Container's lines are followed as they come, stay readable
 // after `docker rm`, and survive a plugin restart without duplicates.
 func TestBinaryKeepsOutputOfRemovedContainer(t *testing.T) {
-	img := shellImage(t)
-	root := strings.TrimSpace(run(t, "docker", "info", "--format", "{{.DockerRootDir}}"))
+	img := dockertest.Image(t)
+	root := dockertest.Root(t)
 	bin := plugintest.Build(t, "github.com/ployz/ployz/plugins/logstore")
 	if out, _ := exec.Command(bin, "info").Output(); !strings.Contains(string(out), observe.CapLogHistory) {
 		t.Fatalf("info does not advertise %s: %s", observe.CapLogHistory, out)
@@ -56,8 +57,8 @@ func TestBinaryKeepsOutputOfRemovedContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := strings.TrimSpace(run(t, "docker", "run", "-d", "--log-driver", "local", "--label", "ployz.namespace="+ns,
-		"--label", "ployz.service=web", "--label", "ployz.deployment=d1", "--entrypoint", "sh", img, "-c",
-		"echo first; sleep 1; echo second >&2; sleep 60"))
+		"--label", "ployz.service=web", "--label", "ployz.deployment=d1", img,
+		"out", "first", "sleep", "1s", "err", "second", "sleep", "60s"))
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
 	for _, want := range []string{"first", "second"} {
 		e, err := follow.Recv()
@@ -102,20 +103,6 @@ func TestBinaryKeepsOutputOfRemovedContainer(t *testing.T) {
 
 func configure(spec string) *pluginv1.ConfigureRequest {
 	return &pluginv1.ConfigureRequest{ApiVersion: 1, Config: []byte(spec)}
-}
-
-func shellImage(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("no docker")
-	}
-	for _, l := range strings.Fields(run(t, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}")) {
-		if strings.HasPrefix(l, "ployz-lab-base") {
-			return l
-		}
-	}
-	t.Skip("no ployz-lab-base image")
-	return ""
 }
 
 func run(t *testing.T, name string, args ...string) string {

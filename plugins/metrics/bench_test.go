@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/internal/dockertest"
+	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/sdk/plugintest"
 	metricsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1"
@@ -42,22 +44,13 @@ func procCPU(t *testing.T, pid int) (time.Duration, int64) {
 // time of a 24 h query for one Service. Printed, never gating.
 func TestBenchMetricsPlugin(t *testing.T) {
 	if os.Getenv("PLOYZ_BENCH") == "" {
-		t.Skip("set PLOYZ_BENCH=1")
+		prereq.Skip(t, "a measurement, printed and never gating: set PLOYZ_BENCH=1")
 	}
 	n := 50
 	if v, err := strconv.Atoi(os.Getenv("PLOYZ_BENCH_CONTAINERS")); err == nil {
 		n = v
 	}
-	img := ""
-	out, _ := exec.Command("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
-	for _, l := range strings.Fields(string(out)) {
-		if strings.HasPrefix(l, "ployz-lab-base") {
-			img = l
-		}
-	}
-	if img == "" {
-		t.Skip("no ployz-lab-base image")
-	}
+	img := dockertest.Image(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var ids []string
@@ -66,7 +59,7 @@ func TestBenchMetricsPlugin(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			out, err := exec.Command("docker", "run", "-d", "--label", "ployz.namespace=mbench", "--label", fmt.Sprintf("ployz.service=s%d", i%10),
-				"--label", "ployz.deployment=d1", "--entrypoint", "sleep", img, "900").Output()
+				"--label", "ployz.deployment=d1", img, "sleep", "900s").Output()
 			if err == nil {
 				mu.Lock()
 				ids = append(ids, strings.TrimSpace(string(out)))

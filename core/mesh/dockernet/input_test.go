@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // inNS runs fn on an OS thread inside network namespace name; processes
@@ -50,13 +51,9 @@ func ip(t *testing.T, args ...string) {
 // Machine (the attack), installs the filter with the real iptables and
 // ip6tables there, and connects from both sides.
 func TestInputFilter(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for namespaces and iptables")
-	}
+	prereq.Root(t, "network namespaces and iptables")
 	for _, b := range []string{"ip", "iptables", "ip6tables"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skip(err)
-		}
+		prereq.Command(t, b)
 	}
 	b := make([]byte, 3)
 	rand.Read(b)

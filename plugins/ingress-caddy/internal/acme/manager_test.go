@@ -14,6 +14,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
 )
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 
 func startPebble(t *testing.T, httpPort, validity int) *acmetest.Pebble {
 	if testing.Short() {
-		t.Skip("builds and runs Pebble")
+		prereq.Skip(t, "-short: builds and runs Pebble")
 	}
 	return acmetest.Start(t, acmetest.Options{HTTPPort: httpPort, ValiditySeconds: validity, BinDir: pebbleBin})
 }

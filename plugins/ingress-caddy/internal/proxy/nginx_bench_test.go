@@ -24,6 +24,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // stock Caddy's reverse_proxy
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // BenchmarkIngressVsNginx loads the Ingress Proxy, nginx and stock Caddy
@@ -43,11 +45,13 @@ import (
 func BenchmarkIngressVsNginx(b *testing.B) {
 	for _, tool := range []string{"nginx", "wrk", "taskset", "unshare"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			b.Skipf("%s not installed (apt-get install nginx-light wrk)", tool)
+			// nginx and wrk are the yardstick, not Ployz's: packaging
+			// installs neither, so a host without them skips on purpose.
+			prereq.Skip(b, tool+" not installed: a comparison against nginx (apt-get install nginx-light wrk)")
 		}
 	}
 	if os.Geteuid() != 0 {
-		b.Skip("needs root: wrk runs in its own mount namespace")
+		prereq.Root(b, "wrk runs in its own mount namespace")
 	}
 	b.Run("HTTP", func(b *testing.B) { benchVsNginx(b, false) })
 	b.Run("HTTPS", func(b *testing.B) { benchVsNginx(b, true) })
@@ -65,7 +69,7 @@ const benchProxyEnv = "PLOYZ_INGRESS_BENCH_SERVE"
 func TestBenchProxyHelper(t *testing.T) {
 	spec := os.Getenv(benchProxyEnv)
 	if spec == "" {
-		t.Skip("a process of BenchmarkIngressVsNginx")
+		prereq.Skip(t, "the entry point of a process BenchmarkIngressVsNginx starts")
 	}
 	f := strings.Fields(spec)
 	defer benchProfile(t, f[0])()

@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/internal/dockertest"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 func cpuTime() time.Duration {
@@ -24,15 +28,15 @@ func cpuTime() time.Duration {
 // output. Printed, never gating.
 func TestBenchIngestVsDockerLogs(t *testing.T) {
 	if os.Getenv("PLOYZ_BENCH") == "" {
-		t.Skip("set PLOYZ_BENCH=1")
+		prereq.Skip(t, "a measurement, printed and never gating: set PLOYZ_BENCH=1")
 	}
-	img := testImage(t)
-	root := dockerRoot(t)
+	img := dockertest.Image(t)
+	root := dockertest.Root(t)
 	const n = 200000
 	// One file (no rotation): the store reads it from scratch, as it
 	// would a Container that logged while the plugin was stopped.
 	id := docker(t, "run", "-d", "--log-driver", "local", "--log-opt", "max-size=1g", "--label", "ployz.namespace=bench", "--label", "ployz.service=flood",
-		"--entrypoint", "sh", img, "-c", fmt.Sprintf("seq -f 'flood line %%g with some padding to look like a log line' 1 %d; sleep 600", n))
+		img, "lines", "flood line %d with some padding to look like a log line", "1", strconv.Itoa(n+1), "sleep", "600s")
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
 	for end := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		out, _ := exec.Command("docker", "logs", "--tail", "1", id).Output()

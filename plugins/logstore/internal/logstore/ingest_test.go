@@ -6,33 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/internal/dockertest"
 	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
 )
-
-// testImage is a local image with a shell (the lab's base image).
-func testImage(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("no docker")
-	}
-	out, err := exec.Command("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
-	if err != nil {
-		t.Skipf("docker images: %v", err)
-	}
-	for _, l := range strings.Fields(string(out)) {
-		if strings.HasPrefix(l, "ployz-lab-base") {
-			return l
-		}
-	}
-	t.Skip("no ployz-lab-base image (make lab-images)")
-	return ""
-}
 
 func docker(t *testing.T, args ...string) string {
 	t.Helper()
@@ -43,20 +26,12 @@ func docker(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func dockerRoot(t *testing.T) string {
-	root := docker(t, "info", "--format", "{{.DockerRootDir}}")
-	if _, err := os.ReadDir(root + "/containers"); err != nil {
-		t.Skipf("cannot read Docker's files: %v", err)
-	}
-	return root
-}
-
 // TestIngestRealContainerOutlivesIt runs a Container with the local log
 // driver and Ployz's labels, with a log file small enough that Docker
 // rotates it, removes it, and finds every line in the store afterwards.
 func TestIngestRealContainerOutlivesIt(t *testing.T) {
-	img := testImage(t)
-	root := dockerRoot(t)
+	img := dockertest.Image(t)
+	root := dockertest.Root(t)
 	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +42,7 @@ func TestIngestRealContainerOutlivesIt(t *testing.T) {
 	const n = 3000
 	id := docker(t, "run", "-d", "--name", name, "--log-driver", "local", "--log-opt", "max-size=64k", "--log-opt", "max-file=10",
 		"--log-opt", "compress=false", "--label", "ployz.namespace=p-test", "--label", "ployz.service=web", "--label", "ployz.deployment=dep9",
-		"--entrypoint", "sh", img, "-c", fmt.Sprintf(`sleep 1; i=0; while [ $i -lt %d ]; do echo "line $i"; i=$((i+1)); done; echo oops >&2; printf tail-without-newline; sleep 30`, n))
+		img, "sleep", "1s", "lines", "line %d", "0", strconv.Itoa(n), "err", "oops", "raw", "tail-without-newline", "sleep", "30s")
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -138,13 +113,13 @@ func TestIngestRealContainerOutlivesIt(t *testing.T) {
 // at start; a Container found while merely created is looked at again
 // within seconds, not after the 30 s recheck of foreign Containers.
 func TestIngestContainerSeenBeforeItStarts(t *testing.T) {
-	img := testImage(t)
-	root := dockerRoot(t)
+	img := dockertest.Image(t)
+	root := dockertest.Root(t)
 	s, _ := Open(t.TempDir())
 	in := NewIngester(root, s, hclog.NewNullLogger())
 	defer in.Close()
 	id := docker(t, "create", "--log-driver", "local", "--label", "ployz.namespace=p-early", "--label", "ployz.service=web",
-		"--entrypoint", "sh", img, "-c", "echo early-line; sleep 30")
+		img, "out", "early-line", "sleep", "30s")
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", id).Run() })
 	if err := in.Poll(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/plugins/internal/obsfs"
 )
 
@@ -17,7 +18,7 @@ import (
 // one Service. Printed, never gating (goal: under 100 ms).
 func TestBenchQuery24h(t *testing.T) {
 	if os.Getenv("PLOYZ_BENCH") == "" {
-		t.Skip("set PLOYZ_BENCH=1")
+		prereq.Skip(t, "a measurement, printed and never gating: set PLOYZ_BENCH=1")
 	}
 	s, err := Open(t.TempDir())
 	if err != nil {

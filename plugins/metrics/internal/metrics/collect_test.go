@@ -9,22 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func shellImage(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("no docker")
-	}
-	out, _ := exec.Command("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
-	for _, l := range strings.Fields(string(out)) {
-		if strings.HasPrefix(l, "ployz-lab-base") {
-			return l
-		}
-	}
-	t.Skip("no ployz-lab-base image")
-	return ""
-}
+	"github.com/ployz/ployz/internal/dockertest"
+)
 
 func find(vs []Value, metric string) (Value, bool) {
 	for _, v := range vs {
@@ -39,14 +26,10 @@ func find(vs []Value, metric string) (Value, bool) {
 // installed here (cgroup v1 or v2, whichever the host runs) and the
 // Machine itself.
 func TestCollectRealContainer(t *testing.T) {
-	img := shellImage(t)
-	root, err := exec.Command("docker", "info", "--format", "{{.DockerRootDir}}").Output()
-	if err != nil {
-		t.Skip(err)
-	}
-	dockerRoot := strings.TrimSpace(string(root))
+	img := dockertest.Image(t)
+	dockerRoot := dockertest.Root(t)
 	out, err := exec.Command("docker", "run", "-d", "--label", "ployz.namespace=mt-test", "--label", "ployz.service=burn",
-		"--label", "ployz.deployment=d1", "--entrypoint", "sh", img, "-c", "while :; do :; done").CombinedOutput()
+		"--label", "ployz.deployment=d1", img, "burn").CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker run: %v %s", err, out)
 	}
