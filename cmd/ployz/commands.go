@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/client"
 )
 
 // subcommands lists ployz's top-level commands; each area adds its
@@ -40,4 +42,13 @@ func report(w io.Writer, err error) int {
 	}
 	fmt.Fprintln(w, "ployz:", err)
 	return 1
+}
+
+// exitFor makes the library's *client.PartialError exit 3, silent when a
+// --json document already said what happened; other errors pass.
+func exitFor(err error, silent bool) error {
+	if client.IsPartial(err) {
+		return &exitError{code: 3, err: err, silent: silent}
+	}
+	return err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -11,106 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/operator"
 )
-
-// deployRecordEvery is how often a running Deploy's record is rewritten
-// when steps changed it; heartbeatEvery when nothing did (well inside
-// deploy.StaleAfter, so a reader can tell a dead CLI from a slow step).
-const (
-	deployRecordEvery = 500 * time.Millisecond
-	heartbeatEvery    = 5 * time.Second
-)
-
-// deployRecord writes a running Deploy's record to the operator store
-// as it goes, so `ployz deploy ls` and the dashboard (other processes on
-// this computer) see its progress live and its per-Machine outcome after.
-// A failed write warns once and never fails the Deploy.
-type deployRecord struct {
-	st     *operator.Store
-	ctx    string
-	rec    *deploy.Recorder
-	errw   io.Writer
-	warned bool
-	stop   chan struct{}
-	done   chan struct{}
-}
-
-func recordDeploy(st *operator.Store, ctxName string, p deploy.Plan, why string, errw io.Writer) *deployRecord {
-	d := &deployRecord{st: st, ctx: ctxName, rec: deploy.NewRecorder(p, why, time.Now()), errw: errw, stop: make(chan struct{}), done: make(chan struct{})}
-	d.write(true)
-	go d.loop()
-	return d
-}
-
-func (d *deployRecord) loop() {
-	defer close(d.done)
-	t := time.NewTicker(deployRecordEvery)
-	defer t.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-d.stop:
-			return
-		case <-t.C:
-			if d.write(time.Since(last) >= heartbeatEvery) {
-				last = time.Now()
-			}
-		}
-	}
-}
-
-// write stores the record when it changed (or always); it reports
-// whether it wrote.
-func (d *deployRecord) write(always bool) bool {
-	rec, changed := d.rec.Take(time.Now())
-	if !changed && !always {
-		return false
-	}
-	body, err := json.Marshal(rec)
-	if err == nil {
-		err = d.st.SaveDeploy(operator.DeployRow{Context: d.ctx, DeploymentID: rec.DeploymentID, Namespace: rec.Namespace,
-			StartedAt: rec.StartedAt, UpdatedAt: rec.UpdatedAt, Body: body})
-	}
-	if err != nil && !d.warned {
-		d.warned = true
-		fmt.Fprintf(d.errw, "warning: this deploy's record is not saved (ployz deploy ls and the dashboard will not show it): %v\n", err)
-	}
-	return true
-}
-
-// finish records the Outcome and writes the final record.
-func (d *deployRecord) finish(o deploy.Outcome) {
-	close(d.stop)
-	<-d.done
-	d.rec.Finish(o, time.Now())
-	d.write(true)
-}
-
-// both is a Progress that tells two listeners.
-func both(a, b func(deploy.Event)) func(deploy.Event) {
-	return func(e deploy.Event) { a(e); b(e) }
-}
-
-// deployRecords reads a context's newest Deploy records; a body this
-// version cannot read is skipped with its id in skipped.
-func deployRecords(st *operator.Store, ctxName string, limit int) (recs []deploy.Record, skipped []string, err error) {
-	rows, err := st.Deploys(ctxName, limit)
-	if err != nil {
-		return nil, nil, err
-	}
-	now := time.Now()
-	for _, r := range rows {
-		rec, err := deploy.ParseRecord(r.Body, now)
-		if err != nil {
-			skipped = append(skipped, r.DeploymentID)
-			continue
-		}
-		recs = append(recs, rec)
-	}
-	return recs, skipped, nil
-}
 
 // deployLsResult is `ployz deploy ls --json`.
 type deployLsResult struct {
@@ -135,7 +38,7 @@ attempted). This is the operator's record, not an observation of the Cluster:
 				return fmt.Errorf("--limit: must be at least 1, got %d", limit)
 			}
 			return withCurrentContext(func(st *operator.Store, ctxName string) error {
-				recs, skipped, err := deployRecords(st, ctxName, limit)
+				recs, skipped, err := client.DeployRecords(st, ctxName, limit)
 				if err != nil {
 					return err
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -23,7 +24,7 @@ func execCommand() *cobra.Command {
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withSession(c, func(s session) error {
-				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
+				ns, snap, cs, err := f.observeService(c.Context(), s.client(), args[0])
 				if err != nil {
 					return err
 				}
@@ -39,7 +40,7 @@ func execCommand() *cobra.Command {
 				}
 				if target == nil {
 					if len(cs) == 0 {
-						return errNoService(args[0], ns, snap)
+						return client.NoService(args[0], ns, snap)
 					}
 					return fmt.Errorf("service %s in %s has no running Container%s", args[0], ns, map[bool]string{true: " named " + container, false: ""}[container != ""])
 				}

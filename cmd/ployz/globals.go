@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/enroll"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -64,19 +65,27 @@ func openStore() (*operator.Store, error) {
 	return operator.Open(operator.DefaultPath())
 }
 
+// clientOptions is the operator context and connection the flags name.
+func (g globals) clientOptions() client.Options {
+	return client.Options{Context: g.context, Connect: g.connect, SSHKey: g.sshKey, Dial: g.dialOptions()}
+}
+
 // entry connects to the Entry Machine: --connect, else the context's
 // connections in order.
 func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Context, error) {
-	if g.connect != "" {
-		c, err := operator.Dial(ctx, operator.Connection{URL: operator.NormalizeDest(g.connect), SSHKey: g.sshKey}, g.dialOptions())
-		return c, operator.Context{Name: g.context}, err
-	}
-	oc, err := operator.Resolve(st, g.context)
+	ent, name, err := client.Dial(ctx, st, g.clientOptions())
+	return ent, operator.Context{Name: name}, err
+}
+
+// withClient runs f with an operator library Session on the flags'
+// context, closed after.
+func withClient(c *cobra.Command, f func(*client.Session) error) error {
+	s, err := client.Open(c.Context(), g.clientOptions())
 	if err != nil {
-		return nil, oc, err
+		return err
 	}
-	c, _, err := operator.Connect(ctx, oc, g.dialOptions())
-	return c, oc, err
+	defer s.Close()
+	return f(s)
 }
 
 // dialTarget connects to a Machine being enrolled; over SSH it first

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"text/tabwriter"
 
@@ -17,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/operator"
@@ -110,17 +107,17 @@ func buildCommand() *cobra.Command {
 				return err
 			}
 			if !push {
-				if err := buildApp(c.Context(), nil, &app, names, false, args, c.ErrOrStderr()); err != nil {
+				if err := client.BuildApp(c.Context(), nil, &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}); err != nil {
 					return err
 				}
 				return printBuilt(c, app, names, nil)
 			}
 			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				if err := buildApp(c.Context(), ent, &app, names, false, args, c.ErrOrStderr()); err != nil {
+				if err := client.BuildApp(c.Context(), ent, &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}); err != nil {
 					return err
 				}
 				var tags []string
-				for _, s := range built(app, names) {
+				for _, s := range client.Built(app, names) {
 					tags = append(tags, s.Spec.Image)
 				}
 				res, err := images.Deliver(c.Context(), ent, tags, pushProgress())
@@ -137,22 +134,11 @@ func buildCommand() *cobra.Command {
 	return cmd
 }
 
-// built is app's build: Services, only those named when names is set.
-func built(app deploy.App, names []string) []deploy.Service {
-	var out []deploy.Service
-	for _, s := range app.Services {
-		if s.Build != nil && (len(names) == 0 || slices.Contains(names, s.Name)) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // printBuilt prints each built Service's tag and, after --push, each
 // Machine's delivery; a Machine that did not get an image exits 3.
 func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.Result) error {
 	tags := map[string]string{}
-	for _, s := range built(app, names) {
+	for _, s := range client.Built(app, names) {
 		tags[s.Name] = s.Spec.Image
 		if !g.json {
 			fmt.Fprintf(c.OutOrStdout(), "%s\t%s\n", s.Name, s.Spec.Image)
@@ -178,62 +164,6 @@ func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.R
 	}
 	if partial {
 		return &exitError{code: 3, err: errors.New("an image did not reach every Machine"), silent: g.json}
-	}
-	return nil
-}
-
-// buildApp builds each build: Service of app (only those named, when
-// names is set) and points its spec at the content tag; with reuse it
-// takes each Service's last local build instead. With an entry, it builds
-// for the platform the Machines run. A failed build is an error before
-// anything reaches the Cluster.
-func buildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, names []string, reuse bool, extra []string, log io.Writer) error {
-	over := map[string]string{}
-	for _, kv := range extra {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--build-arg %q: want KEY=VALUE", kv)
-		}
-		over[k] = v
-	}
-	for _, n := range names {
-		if !slices.ContainsFunc(app.Services, func(s deploy.Service) bool { return s.Name == n && s.Build != nil }) {
-			return fmt.Errorf("service %q: not declared with build:", n)
-		}
-	}
-	platform := ""
-	if ent != nil && !reuse && len(built(*app, names)) > 0 {
-		var err error
-		if platform, err = images.TargetPlatform(ctx, ent, nil); err != nil {
-			return err
-		}
-	}
-	for i := range app.Services {
-		s := &app.Services[i]
-		if s.Build == nil || len(names) > 0 && !slices.Contains(names, s.Name) {
-			continue
-		}
-		if reuse {
-			tag, err := images.LastBuilt(ctx, s.Build.Repo)
-			if err != nil {
-				return fmt.Errorf("service %q: %w", s.Name, err)
-			}
-			s.Spec.Image = tag
-			continue
-		}
-		args := maps.Clone(s.Build.Args)
-		if args == nil {
-			args = map[string]string{}
-		}
-		maps.Copy(args, over)
-		fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context)
-		tag, err := images.Build(ctx, images.BuildRequest{Repo: s.Build.Repo, Context: s.Build.Context,
-			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args, Platform: platform}, buildLog(log))
-		if err != nil {
-			return fmt.Errorf("service %q: build failed, nothing was deployed: %w", s.Name, err)
-		}
-		fmt.Fprintf(log, "built %s as %s\n", s.Name, tag)
-		s.Spec.Image = tag
 	}
 	return nil
 }

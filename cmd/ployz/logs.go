@@ -1,20 +1,19 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
@@ -31,11 +30,6 @@ type logsFlags struct {
 	grep       string
 	follow     bool
 	tail       int
-	// reopen reopens a broken follow stream with backoff (the dashboard);
-	// onStream, when set, hears a Machine's stream go down (err, and the
-	// wait before the next attempt) and come back (nil).
-	reopen   bool
-	onStream func(machine string, err error, wait time.Duration)
 }
 
 func logsCommand() *cobra.Command {
@@ -123,23 +117,12 @@ func (f logsFlags) historyRequest(q rpc.LogQuery, now time.Time) (rpc.LogHistory
 	return req, nil
 }
 
-func containerLabel(r rpc.LogRecord) string {
-	if r.ContainerName != "" {
-		return r.ContainerName
-	}
-	if len(r.ContainerID) > 12 {
-		return r.ContainerID[:12]
-	}
-	return r.ContainerID
-}
-
 func printLine(w io.Writer, l observe.Line, asJSON bool) {
 	if asJSON {
 		_ = json.NewEncoder(w).Encode(l)
 		return
 	}
-	fmt.Fprintf(w, "%s %s %s | %s\n", l.Machine, containerLabel(l.LogRecord),
-		time.Unix(0, l.Time).UTC().Format("15:04:05.000"), l.Text)
+	fmt.Fprintf(w, "%s %s %s | %s\n", l.Machine, render.ContainerLabel(l.LogRecord), render.LogTime(l.Time), l.Text)
 }
 
 // printServiceLogs asks every Machine (or --machine) for its stored lines
@@ -183,146 +166,20 @@ func printLogsWarnings(w io.Writer, logs observe.Logs) {
 	}
 }
 
-// followServiceLogs opens tail_logs on every Machine and prints lines as
-// they are stored, until Ctrl-C; a Machine whose stream cannot open or
-// breaks is named. With f.reopen set (the dashboard) a broken stream is
-// reopened with backoff instead, and f.onStream hears it go down and up.
+// followServiceLogs prints a Service's lines on every Machine as they
+// are stored, until Ctrl-C; a Machine whose stream cannot open or breaks
+// is named, and the command exits 3.
 func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
-		return fmt.Errorf("logs: list machines: %w", err)
-	}
-	tail := f.tail
-	if tail < 0 {
-		tail = 10
-	}
-	if tail > rpc.MaxLogLimit {
-		return fmt.Errorf("--tail %d exceeds %d", tail, rpc.MaxLogLimit)
-	}
-	lf := &logFollower{c: c, s: s, f: f, q: q, tail: tail}
-	var wg sync.WaitGroup
-	matched := 0
-	for _, m := range list.Machines {
-		if f.machine != "" && f.machine != m.Name && f.machine != m.ID && !(len(f.machine) >= 4 && strings.HasPrefix(m.ID, f.machine)) {
-			continue
-		}
-		matched++
-		name := m.Name
-		if name == "" {
-			name = m.ID
-		}
-		wg.Go(func() { lf.follow(ctx, m.ID, name) })
-	}
-	if matched == 0 && f.machine != "" {
-		return fmt.Errorf("--machine %s: no such Machine", f.machine)
-	}
-	wg.Wait()
-	if len(lf.broken) > 0 && ctx.Err() == nil {
-		return &exitError{code: 3, err: fmt.Errorf("logs could not be followed on %s", strings.Join(lf.broken, ", "))}
-	}
-	return nil
-}
-
-// Reopen backoff of a broken log stream: doubling from the first, capped.
-// A reopened stream asks for the last logReopenTail lines and prints
-// those newer than the last it printed.
-const (
-	logReopenFirst = time.Second
-	logReopenMax   = 30 * time.Second
-	logReopenTail  = 500
-)
-
-// logFollower follows one Service's logs on each Machine, one goroutine
-// per Machine.
-type logFollower struct {
-	c      *cobra.Command
-	s      session
-	f      logsFlags
-	q      rpc.LogQuery
-	tail   int
-	mu     sync.Mutex // output and broken
-	broken []string
-}
-
-// follow streams one Machine's lines; with reopen it opens the stream
-// again after a break, asking for recent lines and printing only those
-// newer than the last one printed.
-func (lf *logFollower) follow(ctx context.Context, id, name string) {
-	var last int64
-	wait := logReopenFirst
-	for attempt := 1; ; attempt++ {
-		began := time.Now()
-		opened, err := lf.stream(ctx, id, name, &last, attempt > 1)
-		if ctx.Err() != nil {
+	err := s.client().FollowLogs(ctx, client.LogFollow{Query: q, Machine: f.machine, Tail: f.tail}, func(e client.LogEvent) {
+		if e.Line != nil {
+			printLine(c.OutOrStdout(), *e.Line, g.json)
 			return
 		}
-		if opened && time.Since(began) > logReopenMax {
-			wait = logReopenFirst // it worked for a while: start the backoff over
+		if e.Err != nil {
+			fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s: %v\n", e.Machine, e.Err)
 		}
-		if !lf.f.reopen {
-			lf.fail(name, err)
-			return
-		}
-		lf.down(name, err, wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, logReopenMax)
-	}
-}
-
-// stream runs one tail_logs stream until it ends; opened says whether it
-// opened, err why it ended.
-func (lf *logFollower) stream(ctx context.Context, id, name string, last *int64, again bool) (bool, error) {
-	tail := lf.tail
-	if again {
-		tail = logReopenTail // what was stored while the stream was down, deduplicated below
-	}
-	st, err := lf.s.ent.OpenStream(ctx, rpc.Target{One: id}, rpc.CmdTailLogs, rpc.TailLogsRequest{LogQuery: lf.q, Tail: tail, Follow: true})
-	if err != nil {
-		return false, err
-	}
-	defer st.Close()
-	if again && lf.f.onStream != nil {
-		lf.f.onStream(name, nil, 0)
-	}
-	for {
-		fr, err := st.Recv()
-		if err != nil {
-			return true, fmt.Errorf("log stream ended: %w", err)
-		}
-		if fr.Done {
-			return true, errors.New("log stream ended")
-		}
-		var r rpc.LogRecord
-		if json.Unmarshal(fr.Event, &r) != nil || again && r.Time <= *last {
-			continue
-		}
-		*last = max(*last, r.Time)
-		lf.mu.Lock()
-		printLine(lf.c.OutOrStdout(), observe.Line{Machine: name, LogRecord: r}, g.json)
-		lf.mu.Unlock()
-	}
-}
-
-func (lf *logFollower) fail(machine string, err error) {
-	lf.mu.Lock()
-	defer lf.mu.Unlock()
-	lf.broken = append(lf.broken, machine)
-	fmt.Fprintf(lf.c.ErrOrStderr(), "warning: machine %s: %v\n", machine, err)
-}
-
-// down names a Machine whose stream is down until its reopen in wait.
-func (lf *logFollower) down(machine string, err error, wait time.Duration) {
-	if lf.f.onStream != nil {
-		lf.f.onStream(machine, err, wait)
-		return
-	}
-	lf.mu.Lock()
-	defer lf.mu.Unlock()
-	fmt.Fprintf(lf.c.ErrOrStderr(), "warning: machine %s: %v; reopening in %s\n", machine, err, wait)
+	})
+	return exitFor(err, false)
 }

@@ -1,7 +1,6 @@
-package main
+package client
 
 import (
-	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,13 +28,13 @@ func TestDeployRecordWrittenLive(t *testing.T) {
 	defer reader.Close()
 	p := deploy.Plan{DeploymentID: "d1", Namespace: "app-prod", Project: "app", Environment: "prod", Revision: 3,
 		Rows: []deploy.Row{{MachineID: "a", Machine: "m1", Op: deploy.OpCreate}, {MachineID: "b", Machine: "m2", Op: deploy.OpCreate}}}
-	var errw bytes.Buffer
-	rec := recordDeploy(st, "lab", p, "scale web to 2", &errw)
+	var warns []error
+	rec := recordDeploy(st, "lab", p, "scale web to 2", func(err error) { warns = append(warns, err) })
 	s := deploy.Step{MachineID: "a", Machine: "m1", Service: "web", Action: rpc.CmdWaitReady, Container: "web-1"}
 	rec.rec.Event(deploy.Event{Step: s})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		recs, _, err := deployRecords(reader, "lab", 10)
+		recs, _, err := DeployRecords(reader, "lab", 10)
 		if err == nil && len(recs) == 1 && len(recs[0].Machines) == 2 && strings.Join(recs[0].Machines[0].InFlight, "") == "web wait_ready web-1" {
 			if recs[0].Status != deploy.RecordRunning || recs[0].Why != "scale web to 2" || recs[0].Machines[1].Status != deploy.MachinePending {
 				t.Fatalf("running record %+v", recs[0])
@@ -49,14 +48,14 @@ func TestDeployRecordWrittenLive(t *testing.T) {
 	}
 	s.Status = deploy.StepFailed
 	rec.finish(deploy.Outcome{DeploymentID: "d1", Status: "partial", Steps: []deploy.Step{s}})
-	recs, _, err := deployRecords(reader, "lab", 10)
+	recs, _, err := DeployRecords(reader, "lab", 10)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("%+v, %v", recs, err)
 	}
 	if r := recs[0]; r.Status != "partial" || r.Machines[0].Status != deploy.StepFailed || r.Machines[1].Status != deploy.StepNeverAttempted || r.FinishedAt.IsZero() {
 		t.Fatalf("finished record %+v", r)
 	}
-	if errw.Len() > 0 {
-		t.Fatalf("warnings: %s", errw.String())
+	if len(warns) > 0 {
+		t.Fatalf("warnings: %v", warns)
 	}
 }

@@ -1,6 +1,7 @@
-package main
+package render
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,8 @@ func TestLastExit(t *testing.T) {
 		{rpc.ContainerObservation{ExitCode: 2, FinishedAt: "2026-12-01T09:59:30Z"}, "2 (30 seconds ago)"},
 	}
 	for _, c := range cases {
-		if got := lastExit(c.co, now); got != c.want {
-			t.Errorf("lastExit(%+v) = %q, want %q", c.co, got, c.want)
+		if got := LastExit(c.co, now); got != c.want {
+			t.Errorf("LastExit(%+v) = %q, want %q", c.co, got, c.want)
 		}
 	}
 }
@@ -45,5 +46,16 @@ func TestProgressLiveRows(t *testing.T) {
 	}
 	if p.drawn != 1 {
 		t.Fatalf("%d live rows drawn, want 1", p.drawn)
+	}
+}
+
+// TestPrintPlanTCPIngress: the plan names a tcp route by its port.
+func TestPrintPlanTCPIngress(t *testing.T) {
+	var b bytes.Buffer
+	Plan(&b, deploy.Plan{Namespace: "d-prod", Services: []deploy.ServiceSummary{{Name: "db", Ingress: []deploy.IngressRoute{
+		{Protocol: "tcp", Port: 5432, ContainerPort: 5433}, {Hostname: "a.example.test", ContainerPort: 80}}}}}, "")
+	out := b.String()
+	if !strings.Contains(out, "ingress: tcp/5432 -> db:5433 on every Machine's :5432") || !strings.Contains(out, "ingress: a.example.test -> db:80") {
+		t.Errorf("plan:\n%s", out)
 	}
 }

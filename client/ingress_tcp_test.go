@@ -1,12 +1,10 @@
-package main
+package client
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -16,15 +14,15 @@ import (
 func TestServiceIngressTCP(t *testing.T) {
 	tcp := rpc.IngressState{Protocol: "tcp", Port: 8081, Owner: "d/db", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.1:5432"}}
 	web := rpc.IngressState{Hostname: "a.example.test", Owner: "d/db", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.1:80"}}
-	ms := []machineIngress{
+	ms := []MachineIngress{
 		{Machine: "m1", Status: &rpc.IngressStatus{Running: true, Routes: []rpc.IngressState{web, tcp}}},
 		{Machine: "m2", Status: &rpc.IngressStatus{Running: true, Routes: []rpc.IngressState{web}}},
 	}
 	keys := []string{"a.example.test", "tcp/8081"}
-	if got, _ := serviceIngress("d/db", keys, ms[:1]); got != rpc.RoutePublished {
+	if got, _ := ServiceIngress("d/db", keys, ms[:1]); got != rpc.RoutePublished {
 		t.Errorf("published on m1: %s", got)
 	}
-	got, per := serviceIngress("d/db", keys, ms)
+	got, per := ServiceIngress("d/db", keys, ms)
 	if got != rpc.RoutePending || len(per) != 2 || len(per[1].Routes) != 2 {
 		t.Fatalf("%s %+v", got, per)
 	}
@@ -39,21 +37,10 @@ func TestServiceIngressTCP(t *testing.T) {
 	if !strings.Contains(string(b), `"protocol":"tcp","port":8081`) {
 		t.Errorf("json %s", b)
 	}
-	if got, _ := serviceIngress("d/db", keys, []machineIngress{{Machine: "m1", Status: &rpc.IngressStatus{}}}); got != rpc.RoutePending {
+	if got, _ := ServiceIngress("d/db", keys, []MachineIngress{{Machine: "m1", Status: &rpc.IngressStatus{}}}); got != rpc.RoutePending {
 		t.Errorf("proxy not running: %s", got)
 	}
 	if k := routeOfKey("tcp/x").Key(); k != "tcp/x" {
 		t.Errorf("a hostname-like key %q", k)
-	}
-}
-
-// TestPrintPlanTCPIngress: the plan names a tcp route by its port.
-func TestPrintPlanTCPIngress(t *testing.T) {
-	var b bytes.Buffer
-	printPlan(&b, deploy.Plan{Namespace: "d-prod", Services: []deploy.ServiceSummary{{Name: "db", Ingress: []deploy.IngressRoute{
-		{Protocol: "tcp", Port: 5432, ContainerPort: 5433}, {Hostname: "a.example.test", ContainerPort: 80}}}}}, "")
-	out := b.String()
-	if !strings.Contains(out, "ingress: tcp/5432 -> db:5433 on every Machine's :5432") || !strings.Contains(out, "ingress: a.example.test -> db:80") {
-		t.Errorf("plan:\n%s", out)
 	}
 }

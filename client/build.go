@@ -1,0 +1,142 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Build says how BuildApp builds a compose file's build: Services.
+type Build struct {
+	// Names limits the build to these Services (none: every one).
+	Names []string
+	// Reuse takes each Service's last local build instead of building.
+	Reuse bool
+	// Args are KEY=VALUE build arguments for every build: Service.
+	Args []string
+	// Log hears one line per Service built; Output is Docker's build
+	// output. Either may be nil.
+	Log, Output io.Writer
+}
+
+// BuildApp builds each build: Service of app and points its spec at the
+// content tag; with Reuse it takes each Service's last local build
+// instead. With an entry, it builds for the platform the Machines run. A
+// failed build is an error before anything reaches the Cluster.
+func BuildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build) error {
+	over, err := buildArgs(b.Args)
+	if err != nil {
+		return err
+	}
+	for _, n := range b.Names {
+		if !slices.ContainsFunc(app.Services, func(s deploy.Service) bool { return s.Name == n && s.Build != nil }) {
+			return fmt.Errorf("service %q: not declared with build:", n)
+		}
+	}
+	platform := ""
+	if ent != nil && !b.Reuse && len(Built(*app, b.Names)) > 0 {
+		if platform, err = images.TargetPlatform(ctx, ent, nil); err != nil {
+			return err
+		}
+	}
+	log := b.Log
+	if log == nil {
+		log = io.Discard
+	}
+	for i := range app.Services {
+		s := &app.Services[i]
+		if s.Build == nil || len(b.Names) > 0 && !slices.Contains(b.Names, s.Name) {
+			continue
+		}
+		if b.Reuse {
+			tag, err := images.LastBuilt(ctx, s.Build.Repo)
+			if err != nil {
+				return fmt.Errorf("service %q: %w", s.Name, err)
+			}
+			s.Spec.Image = tag
+			continue
+		}
+		args := maps.Clone(s.Build.Args)
+		if args == nil {
+			args = map[string]string{}
+		}
+		maps.Copy(args, over)
+		fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context)
+		tag, err := images.Build(ctx, images.BuildRequest{Repo: s.Build.Repo, Context: s.Build.Context,
+			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args, Platform: platform}, b.Output)
+		if err != nil {
+			return fmt.Errorf("service %q: build failed, nothing was deployed: %w", s.Name, err)
+		}
+		fmt.Fprintf(log, "built %s as %s\n", s.Name, tag)
+		s.Spec.Image = tag
+	}
+	return nil
+}
+
+func buildArgs(kvs []string) (map[string]string, error) {
+	over := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--build-arg %q: want KEY=VALUE", kv)
+		}
+		over[k] = v
+	}
+	return over, nil
+}
+
+// Built is app's build: Services, only those named when names is set.
+func Built(app deploy.App, names []string) []deploy.Service {
+	var out []deploy.Service
+	for _, s := range app.Services {
+		if s.Build != nil && (len(names) == 0 || slices.Contains(names, s.Name)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// registryAuth reads the operator's Docker credentials for the images the
+// plan pulls, once, before anything runs: a pull sends its registry's
+// credential and nothing keeps it.
+func registryAuth(p deploy.Plan) (func(string) string, error) {
+	var pulls []string
+	for _, r := range p.Rows {
+		if r.Pull {
+			pulls = append(pulls, r.Spec.Image)
+		}
+	}
+	return RegistryAuthFor(pulls)
+}
+
+// RegistryAuthFor reads the operator's Docker credentials for imgs, once:
+// a credentials file that cannot be read is an error naming it, never an
+// anonymous pull. Nothing to pull reads nothing (a nil func).
+func RegistryAuthFor(imgs []string) (func(string) string, error) {
+	if len(imgs) == 0 {
+		return nil, nil
+	}
+	creds, err := images.LoadCredentials()
+	if err != nil {
+		return nil, err
+	}
+	enc := map[string]string{}
+	for _, img := range imgs {
+		if _, ok := enc[img]; ok {
+			continue
+		}
+		a, err := creds.For(img)
+		if err != nil {
+			return nil, fmt.Errorf("credentials for %s: %w", img, err)
+		}
+		enc[img] = a
+	}
+	return func(image string) string { return enc[image] }, nil
+}

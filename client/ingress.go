@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
+// IngressStatus is a Service's ingress half: published (every Machine's
+// proxy routes every hostname to this Service's ready Containers), pending,
+// conflict, unknown (a Machine did not answer) or not configured (no
+// hostname routes), with each Machine's view.
+type IngressStatus struct {
+	Status   string                `json:"status"`
+	Routes   []deploy.IngressRoute `json:"routes,omitempty"`
+	Reason   string                `json:"reason,omitempty"`
+	Machines []MachineRoutes       `json:"machines,omitempty"`
+}
+
+// IngressOf is a Service's ingress status for routes; fanout (asked only
+// when there are routes) reads every Machine's proxy.
+func IngressOf(ns, service string, routes []deploy.IngressRoute, fanout func() ([]MachineIngress, error)) IngressStatus {
+	st := IngressStatus{Routes: routes}
+	if len(routes) == 0 {
+		st.Status, st.Reason = "not configured", "the Service declares no x-ports hostname or ingress_port"
+		return st
+	}
+	var hosts []string
+	for _, r := range routes {
+		hosts = append(hosts, r.Key())
+	}
+	ms, err := fanout()
+	if err != nil {
+		st.Status, st.Reason = "unknown", err.Error()
+		return st
+	}
+	st.Status, st.Machines = ServiceIngress(ingress.ServiceKey(ns, service), hosts, ms)
+	return st
+}
+
+// MachineIngress is one Machine's ingress_status answer, or why there is
+// none.
+type MachineIngress struct {
+	MachineID string             `json:"machine_id"`
+	Machine   string             `json:"machine"`
+	Status    *rpc.IngressStatus `json:"status,omitempty"`
+	Error     string             `json:"error,omitempty"`
+}
+
+// IngressFanout asks every Machine for its loaded ingress routes.
+func IngressFanout(ctx context.Context, ent *rpc.Client) ([]MachineIngress, error) {
+	fr, err := ent.Fanout(ctx, rpc.Target{All: true}, rpc.CmdIngressStatus, rpc.IngressStatusRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("ingress status: %w", err)
+	}
+	var out []MachineIngress
+	for _, a := range rpc.Answers[rpc.IngressStatus](fr, rpc.CmdIngressStatus) {
+		out = append(out, MachineIngress{MachineID: a.MachineID, Machine: a.Machine, Status: a.Value, Error: a.Error})
+	}
+	return out, nil
+}
+
+// MachineRoutes is one Machine's view of a Service's hostnames.
+type MachineRoutes struct {
+	MachineID string             `json:"machine_id"`
+	Machine   string             `json:"machine"`
+	Routes    []rpc.IngressState `json:"routes,omitempty"`
+	Error     string             `json:"error,omitempty"`
+}
+
+// routeOfKey is the identity of the route a key names: "tcp/PORT" or a
+// hostname (rpc.IngressState.Key).
+func routeOfKey(k string) rpc.IngressState {
+	if p, ok := strings.CutPrefix(k, "tcp/"); ok {
+		if n, err := strconv.Atoi(p); err == nil {
+			return rpc.IngressState{Protocol: "tcp", Port: n}
+		}
+	}
+	return rpc.IngressState{Hostname: k}
+}
+
+// ServiceIngress reduces every Machine's loaded routes to the Service's
+// route keys (hostnames and "tcp/PORT"). A route a Machine has not loaded
+// is pending there; one another Service owns is a conflict. The overall
+// status is conflict when any Machine reports one, published when every
+// Machine publishes every route for this Service, unknown when a Machine
+// did not answer, else pending.
+func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (string, []MachineRoutes) {
+	overall := rpc.RoutePublished
+	worse := func(s string) {
+		rank := map[string]int{rpc.RoutePublished: 0, rpc.RoutePending: 1, "unknown": 2, rpc.RouteConflict: 3}
+		if rank[s] > rank[overall] {
+			overall = s
+		}
+	}
+	var out []MachineRoutes
+	for _, m := range ms {
+		mr := MachineRoutes{MachineID: m.MachineID, Machine: m.Machine, Error: m.Error}
+		if m.Status == nil {
+			worse("unknown")
+			out = append(out, mr)
+			continue
+		}
+		loaded := map[string]rpc.IngressState{}
+		for _, r := range m.Status.Routes {
+			loaded[r.Key()] = r
+		}
+		for _, h := range hostnames {
+			r, ok := loaded[h]
+			switch {
+			case !m.Status.Running:
+				r = routeOfKey(h)
+				r.State, r.Detail = rpc.RoutePending, strings.TrimSuffix("the Ingress Proxy has loaded nothing on this Machine; "+m.Status.LoadError, "; ")
+			case m.Status.Stale:
+				r.State, r.Detail = "unknown", "the Ingress Proxy has not reported for over 30 s (is ployz-plugin@ingress-caddy.service running?)"
+			case !ok:
+				r = routeOfKey(h)
+				r.State, r.Detail = rpc.RoutePending, "not in the loaded config yet"
+			case r.Owner == "":
+				// A conflict without a previous owner: nothing published.
+			case r.Owner != owner:
+				r.State, r.Detail = rpc.RouteConflict, "owned by "+r.Owner+"; "+r.Detail
+			}
+			worse(r.State)
+			mr.Routes = append(mr.Routes, r)
+		}
+		out = append(out, mr)
+	}
+	return overall, out
+}
+
+// CertLine is a route's HTTPS state for `ingress config`: the
+// certificate's state (issued, pending, failed), expiry, issuer and last
+// error; empty when HTTPS is off or the route has no hostname.
+func CertLine(st *rpc.IngressStatus, hostname string) string {
+	if hostname == "" || st.ListenTLS == "" {
+		return ""
+	}
+	for _, c := range st.Certificates {
+		if c.Hostname != hostname {
+			continue
+		}
+		out := "\thttps " + c.State
+		if c.NotAfter > 0 {
+			out += " until " + time.Unix(c.NotAfter, 0).UTC().Format(time.RFC3339)
+		}
+		if c.Issuer != "" {
+			out += " by " + c.Issuer
+		}
+		if c.Error != "" {
+			out += "; last attempt failed: " + c.Error
+			if c.NextAttemptAt > 0 {
+				out += "; next " + time.Unix(c.NextAttemptAt, 0).UTC().Format(time.RFC3339)
+			}
+		}
+		if c.Detail != "" {
+			out += "; " + c.Detail
+		}
+		return out
+	}
+	return "\thttps " + rpc.CertPending
+}

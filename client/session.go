@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// Options say which operator context a Session opens and how it dials.
+type Options struct {
+	// StorePath is the operator store ("" is operator.DefaultPath()).
+	StorePath string
+	// Context names the operator context ("" is the current one).
+	Context string
+	// Connect, when set, is a connection URL used instead of the
+	// context's connections; the Session's context is then Context as
+	// given (possibly "").
+	Connect string
+	// SSHKey is the private key for an ssh:// Connect.
+	SSHKey string
+	Dial   operator.DialOptions
+}
+
+// Session is an open operator context: the local store, a connection to
+// an Entry Machine and the context's name. It is safe for one caller at a
+// time per operation; the dashboard shares one across requests (the store
+// and the rpc client are safe for concurrent use).
+type Session struct {
+	st   *operator.Store
+	ent  *rpc.Client
+	name string
+	own  bool
+}
+
+// Open opens the operator store and connects to an Entry Machine.
+func Open(ctx context.Context, o Options) (*Session, error) {
+	path := o.StorePath
+	if path == "" {
+		path = operator.DefaultPath()
+	}
+	st, err := operator.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	ent, name, err := Dial(ctx, st, o)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &Session{st: st, ent: ent, name: name, own: true}, nil
+}
+
+// New is a Session over a store and an entry the caller opened and
+// closes; Close leaves them open.
+func New(st *operator.Store, ent *rpc.Client, contextName string) *Session {
+	return &Session{st: st, ent: ent, name: contextName}
+}
+
+// Dial connects to the Entry Machine o names: Connect, else the
+// context's connections in order. It returns the context's name.
+func Dial(ctx context.Context, st *operator.Store, o Options) (*rpc.Client, string, error) {
+	if o.Connect != "" {
+		c, err := operator.Dial(ctx, operator.Connection{URL: operator.NormalizeDest(o.Connect), SSHKey: o.SSHKey}, o.Dial)
+		return c, o.Context, err
+	}
+	oc, err := ContextOf(st, o)
+	if err != nil {
+		return nil, oc.Name, err
+	}
+	c, _, err := operator.Connect(ctx, oc, o.Dial)
+	return c, oc.Name, err
+}
+
+// ContextOf is the operator context o names: by default PLOYZ_CONTEXT's
+// (a CI job's), else the current one (operator.Resolve).
+func ContextOf(st *operator.Store, o Options) (operator.Context, error) {
+	return operator.Resolve(st, o.Context)
+}
+
+// Close closes what Open opened.
+func (s *Session) Close() error {
+	if !s.own {
+		return nil
+	}
+	s.ent.Close()
+	return s.st.Close()
+}
+
+// Store is the operator store the Session reads and writes.
+func (s *Session) Store() *operator.Store { return s.st }
+
+// Entry is the connection to the Entry Machine.
+func (s *Session) Entry() *rpc.Client { return s.ent }
+
+// ContextName is the operator context's name.
+func (s *Session) ContextName() string { return s.name }
