@@ -44,10 +44,28 @@ var depRules = []depRule{
 			"github.com/ployz/ployz/e2e"}},
 	{pkg: "./core/...", goos: "linux", why: "core never imports a plugin implementation",
 		forbidden: []string{"github.com/ployz/ployz/plugins/"}},
+	{pkg: "./client/...", goos: "linux", why: "the operator library never prints, prompts or parses flags: a CI job or a Go program imports it",
+		forbidden: []string{"github.com/spf13/cobra", "golang.org/x/term", "github.com/mattn/go-isatty",
+			"github.com/schollz/progressbar", "github.com/ployz/ployz/cmd/", "github.com/ployz/ployz/plugins/",
+			"github.com/ployz/ployz/e2e"},
+		onlyVia: clientIsatty},
+	{pkg: "./client/...", goos: "darwin", why: "the operator library runs on the operator's macOS too",
+		forbidden: []string{"github.com/spf13/cobra", "golang.org/x/term", "github.com/mattn/go-isatty",
+			"github.com/ployz/ployz/cmd/", "golang.zx2c4.com/wireguard/device", "github.com/vishvananda/netlink"},
+		onlyVia: clientIsatty},
+	{pkg: "./core/daemon/...", goos: "linux", why: "the daemon serves Machines; the operator library drives them from outside",
+		forbidden: []string{"github.com/ployz/ployz/client"}},
+	{pkg: "./cmd/ployzd", goos: "linux", why: "the daemon serves Machines; the operator library drives them from outside",
+		forbidden: []string{"github.com/ployz/ployz/client"}},
 	{pkg: "./sdk/...", goos: "linux", why: "the SDK is the contract, not an implementation",
 		forbidden: []string{"github.com/ployz/ployz/plugins/", "github.com/ployz/ployz/core/daemon",
 			"github.com/caddyserver/", "github.com/miekg/dns"}},
 }
+
+// clientIsatty: hclog's colours and the SQLite driver's libc ask isatty
+// of their own; the operator library itself never does.
+var clientIsatty = map[string][]string{"github.com/mattn/go-isatty": {"github.com/mattn/go-colorable",
+	"github.com/fatih/color", "github.com/hashicorp/go-hclog", "modernc.org/libc"}}
 
 func TestDependencyRules(t *testing.T) {
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")

@@ -1,0 +1,114 @@
+package dashsource
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/internal/fakecluster"
+	"github.com/ployz/ployz/core/dashboard"
+	"github.com/ployz/ployz/core/observe"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// newSource is a Source over a fake Cluster with shop deployed.
+func newSource(t *testing.T) (*fakecluster.Cluster, *Source) {
+	fc := fakecluster.New(t, "m1", "m2")
+	s := client.New(fc.Store, fc.Entry, "lab")
+	compose := "name: shop\nservices:\n  web:\n    image: app:1\n    deploy: {replicas: 2}\n"
+	if _, err := s.Deploy(context.Background(), client.DeployRequest{Compose: []byte(compose), File: "compose.yaml"}, client.Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	opened := 0
+	src := New(func(context.Context) (*client.Session, error) { opened++; return s, nil })
+	t.Cleanup(func() {
+		if opened > 1 {
+			t.Errorf("the Session was opened %d times, want once", opened)
+		}
+	})
+	return fc, src
+}
+
+// TestSourceReadsAndScales: the Services page reads the deployed Service
+// as scalable; Scale deploys through the library with no prompt and
+// writes the plan, the steps and the outcome into the action's output.
+func TestSourceReadsAndScales(t *testing.T) {
+	fc, src := newSource(t)
+	ctx := context.Background()
+	svcs, err := src.Services(ctx)
+	if err != nil || len(svcs.Services) != 1 {
+		t.Fatalf("services %+v, %v", svcs, err)
+	}
+	if r := svcs.Services[0]; r.Service != "web" || !r.Scalable || r.Execution != "ready" || r.Ingress != "not configured" {
+		t.Fatalf("row %+v", r)
+	}
+	var out strings.Builder
+	if err := src.Scale(ctx, "shop-production", "web", 3, &out); err != nil {
+		t.Fatalf("scale: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"scale web to 3 (from revision 1)", "plan for shop-production", "  ok  ", "outcome of shop-production revision 2: completed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if got := len(fc.Running()); got != 3 {
+		t.Fatalf("%d running after scale to 3", got)
+	}
+	svc, err := src.Service(ctx, "shop-production", "web")
+	if err != nil || svc.Desired != 3 || svc.Ready != 3 || len(svc.Containers) != 3 || svc.Serving == nil {
+		t.Fatalf("service %+v, %v", svc, err)
+	}
+	deps, err := src.Deploys(ctx)
+	if err != nil || len(deps.Records) != 2 || len(deps.Revisions) != 2 || len(deps.Running) != 2 {
+		t.Fatalf("deploys %+v, %v", deps, err)
+	}
+	for _, r := range deps.Revisions {
+		if r.Latest != (r.Revision == 2) {
+			t.Errorf("revision %d latest %t", r.Revision, r.Latest)
+		}
+	}
+	if err := src.Scale(ctx, "other-production", "web", 1, &out); err == nil || !strings.Contains(err.Error(), "no Saved State") {
+		t.Fatalf("scale of an unsaved namespace: %v", err)
+	}
+}
+
+// TestSourceStartStop: Stop stops every Container without a revision and
+// writes the plan and outcome; a partial one is a *client.PartialError.
+func TestSourceStartStop(t *testing.T) {
+	fc, src := newSource(t)
+	var out strings.Builder
+	if err := src.StartStop(context.Background(), "shop-production", "web", "stop", &out); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out.String())
+	}
+	if got := fc.Running(); len(got) != 0 || !strings.Contains(out.String(), "outcome in shop-production: completed") {
+		t.Fatalf("running %v after stop; output:\n%s", got, out.String())
+	}
+	var pe *client.PartialError
+	if err := src.StartStop(context.Background(), "shop-production", "web", "restart", &out); err == nil || errors.As(err, &pe) {
+		t.Fatalf("verb restart: %v", err)
+	}
+}
+
+// TestLogLine: a followed line keeps its Machine, Container and time; a
+// Machine's stream news becomes the page's down, up or error line.
+func TestLogLine(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 5e6, time.UTC)
+	rec := rpc.LogRecord{Time: at.UnixNano(), ContainerName: "app-prod-web-1", Text: "GET / | 200"}
+	got := logLine(client.LogEvent{Machine: "m2", Line: &observe.Line{Machine: "m2", LogRecord: rec}})
+	if want := (dashboard.LogLine{Machine: "m2", Container: "app-prod-web-1", Time: "10:00:00.005", Text: "GET / | 200"}); got != want {
+		t.Fatalf("line %+v, want %+v", got, want)
+	}
+	down := logLine(client.LogEvent{Machine: "m1", Err: errors.New("log stream ended"), Down: true, Retry: 2 * time.Second})
+	if down.Stream != "down" || down.RetrySeconds != 2 || down.Error != "log stream ended" {
+		t.Fatalf("down %+v", down)
+	}
+	if up := logLine(client.LogEvent{Machine: "m1", Up: true}); up.Stream != "up" || up.Machine != "m1" {
+		t.Fatalf("up %+v", up)
+	}
+	if failed := logLine(client.LogEvent{Machine: "m1", Err: errors.New("unreachable")}); failed.Error != "machine m1: unreachable" {
+		t.Fatalf("failed %+v", failed)
+	}
+}
