@@ -31,6 +31,8 @@ type Session struct {
 	ent  *rpc.Client
 	name string
 	own  bool
+	// opts are what Open was given: an upgrade over SSH dials with them.
+	opts Options
 }
 
 // Open opens the operator store and connects to an Entry Machine.
@@ -48,7 +50,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		st.Close()
 		return nil, err
 	}
-	return &Session{st: st, ent: ent, name: name, own: true}, nil
+	return &Session{st: st, ent: ent, name: name, own: true, opts: o}, nil
 }
 
 // New is a Session over a store and an entry the caller opened and

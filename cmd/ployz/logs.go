@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -137,8 +136,8 @@ func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) 
 	if f.machine != "" {
 		t = rpc.Target{Set: []string{f.machine}}
 	}
-	logs, err := observe.History(c.Context(), s.ent, t, req)
-	if err != nil {
+	logs, err := s.client().LogHistory(c.Context(), t, req)
+	if err != nil && !client.IsPartial(err) {
 		return err
 	}
 	if g.json {
@@ -151,10 +150,7 @@ func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) 
 		}
 		printLogsWarnings(c.ErrOrStderr(), logs)
 	}
-	if partial := logs.Partial(); len(partial) > 0 {
-		return &exitError{code: 3, err: fmt.Errorf("logs are partial: %s", strings.Join(partial, ", "))}
-	}
-	return nil
+	return exitFor(err, false)
 }
 
 func printLogsWarnings(w io.Writer, logs observe.Logs) {

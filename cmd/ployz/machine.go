@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/enroll"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -343,60 +344,36 @@ func machineRm() *cobra.Command {
 		Short: "Remove a Machine from the Cluster and reset it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				var list rpc.MachineList
-				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
-					return err
-				}
-				peers := make([]rpc.Peer, len(list.Machines))
-				for i, m := range list.Machines {
-					peers[i] = rpc.Peer{ID: m.ID, Name: m.Name}
-				}
-				p, err := rpc.Resolve(peers, args[0])
+			return withClient(c, func(s *client.Session) error {
+				mr, err := s.PlanRemoveMachine(c.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				if p.ID == list.ObserverID {
-					return fmt.Errorf("machine %s is the Entry Machine of this connection; remove it through another Machine (--connect)", p.Name)
-				}
+				p := mr.Machine
 				// Data loss needs the name typed; -y never covers it.
-				var held rpc.ContainerList
-				lerr := ent.Call(c.Context(), rpc.Target{One: p.ID}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &held)
-				if lerr != nil || len(held.Volumes) > 0 || len(held.Containers) > 0 {
-					what := fmt.Sprintf("%d Service Containers and %d volumes", len(held.Containers), len(held.Volumes))
-					if lerr != nil {
-						what = "data this computer could not list (" + lerr.Error() + ")"
-					}
+				if mr.HoldsData {
 					if confirm == "" && term.IsTerminal(int(os.Stdin.Fd())) {
-						fmt.Fprintf(c.ErrOrStderr(), "Machine %s holds %s. Type its name to remove it: ", p.Name, what)
+						fmt.Fprintf(c.ErrOrStderr(), "Machine %s holds %s. Type its name to remove it: ", p.Name, mr.Holds)
 						line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 						confirm = strings.TrimSpace(line)
 					}
 					if confirm != p.Name {
-						return fmt.Errorf("machine %s holds %s; removing it loses them: pass --confirm %s", p.Name, what, p.Name)
+						return fmt.Errorf("machine %s holds %s; removing it loses them: pass --confirm %s", p.Name, mr.Holds, p.Name)
 					}
 				} else if !g.yes && confirm == "" {
 					if !ask(c, fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it? [y/N] ", p.Name, short(p.ID))) {
 						return fmt.Errorf("not confirmed")
 					}
 				}
-				// Reset first, so the Machine cannot publish its row again
-				// after the entry forgets it; an unreachable one is only forgotten.
-				var resetErr error
-				if !noReset {
-					resetErr = ent.Call(c.Context(), rpc.Target{One: p.ID}, rpc.CmdReset, nil, nil)
-					if resetErr == nil {
-						fmt.Fprintf(c.ErrOrStderr(), "reset %s\n", p.Name)
-					}
+				wasReset, err := s.ApplyRemoveMachine(c.Context(), mr, !noReset)
+				if wasReset {
+					fmt.Fprintf(c.ErrOrStderr(), "reset %s\n", p.Name)
 				}
-				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdForgetMachine, rpc.ForgetMachineRequest{ID: p.ID}, nil); err != nil {
+				if err != nil && !client.IsPartial(err) {
 					return err
 				}
 				fmt.Fprintf(c.ErrOrStderr(), "removed %s (%s) from the Cluster\n", p.Name, short(p.ID))
-				if resetErr != nil {
-					return &exitError{code: 3, err: fmt.Errorf("removed from the Cluster, but resetting %s failed: %w (it keeps its old state until reset)", p.Name, resetErr)}
-				}
-				return nil
+				return exitFor(err, false)
 			})
 		},
 	}

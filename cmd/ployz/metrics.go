@@ -10,15 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 )
-
-// fanoutMetrics asks every Machine (or one) the same query.
-func fanoutMetrics(c *cobra.Command, s session, machine string, req rpc.QueryMetricsRequest) ([]observe.MachineMetrics, error) {
-	return observe.Metrics(c.Context(), s.ent, machineTarget(machine), req)
-}
 
 // machineTarget is every Machine, or the one --machine names.
 func machineTarget(machine string) rpc.Target {
@@ -28,17 +24,9 @@ func machineTarget(machine string) rpc.Target {
 	return rpc.Target{All: true}
 }
 
+// partialMetrics exits 3 naming the Machines without an answer.
 func partialMetrics(ms []observe.MachineMetrics) error {
-	var failed []string
-	for _, m := range ms {
-		if m.Error != "" {
-			failed = append(failed, m.Machine)
-		}
-	}
-	if len(failed) > 0 {
-		return &exitError{code: 3, err: fmt.Errorf("metrics are partial: no answer from %s", strings.Join(failed, ", "))}
-	}
-	return nil
+	return exitFor(client.MetricsPartial(ms), false)
 }
 
 func metricsCommand() *cobra.Command {
@@ -72,8 +60,8 @@ printed as a named gap, and a Machine that does not answer is named.`,
 					}
 					req.Namespace, req.Service = deploy.Namespace(p, project.env), args[0]
 				}
-				ms, err := fanoutMetrics(c, s, machine, req)
-				if err != nil {
+				ms, err := s.client().Metrics(c.Context(), machineTarget(machine), req)
+				if err != nil && !client.IsPartial(err) {
 					return err
 				}
 				if g.json {
@@ -83,7 +71,7 @@ printed as a named gap, and a Machine that does not answer is named.`,
 				} else {
 					printMetrics(c.OutOrStdout(), c.ErrOrStderr(), ms, from, now.UnixNano())
 				}
-				return partialMetrics(ms)
+				return exitFor(err, false)
 			})
 		},
 	}

@@ -1,22 +1,15 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/version"
@@ -44,9 +37,7 @@ func machineUpgrade() *cobra.Command {
 			if m.ProtocolMajor != version.ProtocolMajor {
 				return fmt.Errorf("--bundle %s: protocol_major is %d, this CLI speaks %d; an upgrade never crosses a protocol major", p, m.ProtocolMajor, version.ProtocolMajor)
 			}
-			return withSession(c, func(s session) error {
-				return runUpgrade(c, s, p, m, names, all, dryRun)
-			})
+			return runUpgrade(c, client.Upgrade{Bundle: p, Manifest: m, Names: names, All: all}, dryRun)
 		},
 	}
 	c.Flags().BoolVar(&all, "all", false, "every Machine the Entry Machine observes")
@@ -68,56 +59,51 @@ func bundlePath(flag string) (string, error) {
 	return p, nil
 }
 
-func runUpgrade(c *cobra.Command, s session, p string, m *release.Manifest, names []string, all, dryRun bool) error {
-	ctx, ent := c.Context(), s.ent
-	var list rpc.MachineList
-	if err := ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
-		return err
-	}
-	plan, err := release.Plan(list.Machines, m, names, all)
-	if err != nil {
-		return err
-	}
-	var conns map[string]operator.Connection
-	if slices.ContainsFunc(plan, func(a release.Action) bool { return a.Missing != "" }) {
-		conns = sshConnections(ctx, s.st, s.ctx)
-		urls := map[string]string{}
-		for id, conn := range conns {
-			urls[id] = conn.URL
-		}
-		release.OverSSH(plan, urls)
-	}
-	if dryRun {
-		return printUpgradePlan(c, plan)
-	}
-	progress := progressTo(c)
-	return rollout(c, plan, func(ctx context.Context, a release.Action) release.MachineOutcome {
-		if a.Do == "ssh" {
-			return upgradeSSH(ctx, conns[a.MachineID], p, m, a, progress)
-		}
-		return upgradeOne(ctx, ent, p, m, a, "", progress)
-	}, "machine upgrade: not every Machine runs "+m.Version)
-}
-
-// rollout runs plan Machine by Machine with upgrade, prints the outcome
-// (a table or --json) and returns exit 3 with partial when not every
-// Machine ended upgraded.
-func rollout(c *cobra.Command, plan []release.Action, upgrade release.UpgradeFunc, partial string) error {
-	progress := progressTo(c)
-	o := release.Rollout(c.Context(), plan, upgrade, func(mo release.MachineOutcome) {
-		progress("%s: %s%s (%.1fs)", mo.Name, mo.Outcome, suffix(mo.FailedStep, mo.Error), float64(mo.Millis)/1000)
-	})
-	if g.json {
-		if err := printJSON(c.OutOrStdout(), o); err != nil {
+// runUpgrade plans the rollout and prints it (--dry-run), or runs it
+// with each step on stderr and prints the outcome (a table or --json);
+// not every Machine upgraded exits 3.
+func runUpgrade(c *cobra.Command, up client.Upgrade, dryRun bool) error {
+	return withClient(c, func(s *client.Session) error {
+		plan, err := s.PlanUpgrade(c.Context(), up)
+		if err != nil {
 			return err
 		}
-	} else {
-		printUpgradeOutcome(c, o)
+		if dryRun {
+			return printUpgradePlan(c, plan.Actions)
+		}
+		o, err := s.ApplyUpgrade(c.Context(), plan, upgradeHooks(progressTo(c), filepath.Base(up.Bundle)))
+		if g.json {
+			if perr := printJSON(c.OutOrStdout(), o); perr != nil {
+				return perr
+			}
+		} else {
+			printUpgradeOutcome(c, o)
+		}
+		return exitFor(err, g.json)
+	})
+}
+
+// upgradeHooks print a rollout's pushes, steps and Machine outcomes.
+func upgradeHooks(progress func(string, ...any), bundle string) client.UpgradeHooks {
+	return client.UpgradeHooks{
+		Pushing: func(a release.Action, over string) {
+			if over != "" {
+				progress("%s: pushing %s over SSH (%s; %s → %s)", a.Name, bundle, over, a.From, a.To)
+				return
+			}
+			progress("%s: pushing %s (%s → %s)", a.Name, bundle, a.From, a.To)
+		},
+		Step: func(a release.Action, s rpc.UpgradeStep) {
+			way := ""
+			if s.Rollback {
+				way = " (going back)"
+			}
+			progress("%s: %s → %s %s in %dms%s%s", a.Name, s.Name, s.Release, s.Outcome, s.Millis, way, suffix("", s.Detail))
+		},
+		Done: func(mo release.MachineOutcome) {
+			progress("%s: %s%s (%.1fs)", mo.Name, mo.Outcome, suffix(mo.FailedStep, mo.Error), float64(mo.Millis)/1000)
+		},
 	}
-	if o.Partial() {
-		return &exitError{code: 3, err: errors.New(partial), silent: g.json}
-	}
-	return nil
 }
 
 func suffix(step, msg string) string {
@@ -128,59 +114,6 @@ func suffix(step, msg string) string {
 		return ": " + msg
 	}
 	return ""
-}
-
-// upgradeOne pushes the bundle to one Machine and follows its swap (of
-// only plugin when set).
-func upgradeOne(ctx context.Context, ent *rpc.Client, p string, m *release.Manifest, a release.Action, plugin string, progress func(string, ...any)) release.MachineOutcome {
-	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeFailed}
-	progress("%s: pushing %s (%s → %s)", a.Name, filepath.Base(p), a.From, a.To)
-	push := release.Push
-	if plugin != "" {
-		push = func(ctx context.Context, c release.Caller, id, p string, m *release.Manifest) (rpc.UpgradeStarted, error) {
-			return release.PushPlugin(ctx, c, id, p, m, plugin)
-		}
-	}
-	started, err := push(ctx, ent, a.MachineID, p, m)
-	if err != nil {
-		// Nothing changed on the Machine: it refused or never got the bundle.
-		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "push", err.Error()
-		return mo
-	}
-	st, err := release.Await(ctx, ent, a.MachineID, started.ID, 10*time.Minute, stepPrinter(a, progress))
-	if plugin == "" {
-		mo.From = started.From
-	}
-	return finish(mo, st, err)
-}
-
-// stepPrinter prints each step of a Machine's swap as it is reported.
-func stepPrinter(a release.Action, progress func(string, ...any)) func(rpc.UpgradeStep) {
-	return func(s rpc.UpgradeStep) {
-		way := ""
-		if s.Rollback {
-			way = " (going back)"
-		}
-		progress("%s: %s → %s %s in %dms%s%s", a.Name, s.Name, s.Release, s.Outcome, s.Millis, way, suffix("", s.Detail))
-	}
-}
-
-// finish reads a swap's end into the Machine's outcome.
-func finish(mo release.MachineOutcome, st rpc.UpgradeStatus, err error) release.MachineOutcome {
-	mo.Steps, mo.FailedStep = st.Steps, st.Failed
-	if err != nil {
-		mo.Error = err.Error()
-		return mo
-	}
-	switch st.State {
-	case rpc.UpgradeDone:
-		mo.Outcome = release.OutcomeUpgraded
-	case rpc.UpgradeRolledBack:
-		mo.Outcome, mo.Error = release.OutcomeRolledBack, st.Error
-	default:
-		mo.Error = st.Error
-	}
-	return mo
 }
 
 func printUpgradePlan(c *cobra.Command, plan []release.Action) error {
@@ -246,83 +179,4 @@ func installDir(progress func(string, ...any)) (dir string, cleanup func(), err 
 	}
 	progress("installing Ployz %s from %s", m.Version, p)
 	return bin, cleanup, nil
-}
-
-// sshConnections maps each Machine the context reaches over ssh:// to that
-// connection, by asking each who it is (a context lists URLs, not ids).
-func sshConnections(ctx context.Context, st *operator.Store, name string) map[string]operator.Connection {
-	out := map[string]operator.Connection{}
-	oc, err := operator.Resolve(st, name)
-	if err != nil {
-		return out
-	}
-	for _, conn := range oc.Connections {
-		if !strings.HasPrefix(conn.URL, "ssh://") {
-			continue
-		}
-		c, err := operator.Dial(ctx, conn, g.dialOptions())
-		if err != nil {
-			continue
-		}
-		var in rpc.Inspection
-		if err := c.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err == nil && in.ID != "" {
-			out[in.ID] = conn
-		}
-		c.Close()
-	}
-	return out
-}
-
-// upgradeSSH upgrades a Machine whose release has no upgrade route over
-// SSH: the same bundle checks and the same swap, started and followed
-// through the shell instead of Machine RPC.
-func upgradeSSH(ctx context.Context, conn operator.Connection, p string, m *release.Manifest, a release.Action, progress func(string, ...any)) release.MachineOutcome {
-	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeRefused, FailedStep: "push"}
-	sh, done, err := sshShell(ctx, conn)
-	if err != nil {
-		mo.Error = err.Error()
-		return mo
-	}
-	defer done()
-	progress("%s: pushing %s over SSH (%s; %s → %s)", a.Name, filepath.Base(p), conn.URL, a.From, a.To)
-	id, err := release.PushSSH(ctx, sh, p, m, a.From)
-	if err != nil {
-		mo.Error = err.Error()
-		return mo
-	}
-	mo.Outcome, mo.FailedStep = release.OutcomeFailed, ""
-	st, err := release.AwaitSSH(ctx, sh, id, 10*time.Minute, stepPrinter(a, progress))
-	return finish(mo, st, err)
-}
-
-// sshShell opens one SSH connection to conn and runs commands on it.
-func sshShell(ctx context.Context, conn operator.Connection) (release.Shell, func(), error) {
-	u, err := url.Parse(conn.URL)
-	if err != nil {
-		return nil, nil, err
-	}
-	key := conn.SSHKey
-	if g.sshKey != "" {
-		key = g.sshKey
-	}
-	t, err := rpc.NewSSHTunnel(u, g.dialOptions().SSH(key))
-	if err != nil {
-		return nil, nil, err
-	}
-	sc, err := t.Client(ctx)
-	if err != nil {
-		t.Close()
-		return nil, nil, err
-	}
-	sh := func(_ context.Context, cmd string, stdin io.Reader) (string, error) {
-		s, err := sc.NewSession()
-		if err != nil {
-			return "", err
-		}
-		defer s.Close()
-		s.Stdin = stdin
-		out, err := s.CombinedOutput(cmd)
-		return string(out), err
-	}
-	return sh, func() { t.Close() }, nil
 }
