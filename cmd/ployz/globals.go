@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"time"
 
@@ -86,40 +85,6 @@ func withClient(c *cobra.Command, f func(*client.Session) error) error {
 	}
 	defer s.Close()
 	return f(s)
-}
-
-// dialTarget connects to a Machine being enrolled; over SSH it first
-// installs and starts Ployz there when missing.
-func dialTarget(ctx context.Context, dest string, progress enroll.Progress) (*rpc.Client, string, error) {
-	raw := operator.NormalizeDest(dest)
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, raw, fmt.Errorf("destination %q: %w", dest, err)
-	}
-	if u.Scheme == "ssh" {
-		t, err := rpc.NewSSHTunnel(u, g.dialOptions().SSH(g.sshKey))
-		if err != nil {
-			return nil, raw, err
-		}
-		sc, err := t.Client(ctx)
-		if err != nil {
-			return nil, raw, err
-		}
-		dir, cleanup, err := installDir(progress)
-		if err != nil {
-			t.Close()
-			return nil, raw, err
-		}
-		err = enroll.EnsureInstalled(ctx, sc, dir, progress)
-		cleanup()
-		if err != nil {
-			t.Close()
-			return nil, raw, err
-		}
-		t.Close()
-	}
-	c, err := operator.Dial(ctx, operator.Connection{URL: raw, SSHKey: g.sshKey}, g.dialOptions())
-	return c, raw, err
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -50,8 +50,8 @@ func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
 	}
 }
 
-func (f *enrollFlags) options(st *operator.Store, ctxName string, c *cobra.Command) (enroll.Options, error) {
-	o := enroll.Options{Store: st, Context: ctxName, Name: f.name, Endpoints: f.endpoints, Progress: progressTo(c)}
+func (f *enrollFlags) options(c *cobra.Command) (enroll.Options, error) {
+	o := enroll.Options{Name: f.name, Endpoints: f.endpoints, Progress: progressTo(c)}
 	if f.network != "" {
 		n, err := netip.ParsePrefix(f.network)
 		if err != nil {
@@ -80,35 +80,12 @@ func machineInit() *cobra.Command {
 		Short: "Found a Cluster on the Machine at DEST ([user@]host, ssh://..., or local)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := openStore()
+			o, err := f.options(c)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			name := g.context
-			if name == "" {
-				name = "default"
-			}
-			if _, err := st.Context(name); err == nil {
-				return fmt.Errorf("context %q already exists; pass --context NAME for a new Cluster, or `ployz machine add` to grow it", name)
-			}
-			o, err := f.options(st, name, c)
+			in, err := client.Init(c.Context(), g.clientOptions(), enrollment(args[0], o))
 			if err != nil {
-				return err
-			}
-			target, url, err := dialTarget(c.Context(), args[0], o.Progress)
-			if err != nil {
-				return err
-			}
-			defer target.Close()
-			in, err := enroll.Init(c.Context(), target, o)
-			if err != nil {
-				return err
-			}
-			if err := st.SaveContext(operator.Context{Name: name, Network: in.Network, Connections: []operator.Connection{{URL: url, SSHKey: g.sshKey}}}); err != nil {
-				return err
-			}
-			if err := st.Use(name); err != nil {
 				return err
 			}
 			return printInspection(c, in)
@@ -140,29 +117,24 @@ func machineAdd() *cobra.Command {
 
 // addMachine enrolls the Machine at dest and prints its inspection.
 func addMachine(c *cobra.Command, f enrollFlags, dest string) (rpc.Inspection, error) {
+	o, err := f.options(c)
+	if err != nil {
+		return rpc.Inspection{}, err
+	}
 	var in rpc.Inspection
-	err := withSession(c, func(s session) error {
-		o, err := f.options(s.st, s.ctx, c)
-		if err != nil {
+	err = withClient(c, func(s *client.Session) error {
+		if in, err = s.AddMachine(c.Context(), enrollment(dest, o)); err != nil {
 			return err
-		}
-		target, url, err := dialTarget(c.Context(), dest, o.Progress)
-		if err != nil {
-			return err
-		}
-		defer target.Close()
-		in, err = enroll.Add(c.Context(), s.ent, target, o)
-		if err != nil {
-			return err
-		}
-		if s.ctx != "" {
-			if err := s.st.AddConnection(s.ctx, operator.Connection{URL: url, SSHKey: g.sshKey}); err != nil {
-				return err
-			}
 		}
 		return printInspection(c, in)
 	})
 	return in, err
+}
+
+// enrollment is the Machine at dest, installed from this CLI's bundle
+// when it lacks Ployz.
+func enrollment(dest string, o enroll.Options) client.Enrollment {
+	return client.Enrollment{Dest: dest, Options: o, InstallDir: func() (string, func(), error) { return installDir(o.Progress) }}
 }
 
 func printInspection(c *cobra.Command, in rpc.Inspection) error {
