@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -41,8 +42,10 @@ type Machine struct {
 	id, name string
 	labels   map[string]string
 	ctrs     map[string]*fakeCtr
-	// FailCreate makes create_container fail here.
-	FailCreate bool
+	// FailCreate makes create_container fail here; FailReset, reset.
+	FailCreate, FailReset bool
+	// WasReset is set by a reset.
+	WasReset bool
 }
 
 type fakeCtr struct {
@@ -151,7 +154,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		return nil, rpc.Errorf(rpc.CodeNotFound, "no Container %q", ref)
 	}
 	handle(rpc.CmdListMachines, func(json.RawMessage) (any, error) {
-		out := rpc.MachineList{ObserverName: m.name}
+		out := rpc.MachineList{ObserverID: m.id, ObserverName: m.name}
 		for _, o := range fc.ms {
 			out.Machines = append(out.Machines, rpc.MachineView{ID: o.id, Name: o.name, Labels: maps.Clone(o.labels)})
 		}
@@ -165,6 +168,19 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 			delete(m.labels, k)
 		}
 		return rpc.Inspection{ID: m.id, Name: m.name}, nil
+	})
+	handle(rpc.CmdReset, func(json.RawMessage) (any, error) {
+		if m.FailReset {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "reset: docker is not answering")
+		}
+		m.WasReset = true
+		return nil, nil
+	})
+	handle(rpc.CmdForgetMachine, func(raw json.RawMessage) (any, error) {
+		var req rpc.ForgetMachineRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		fc.ms = slices.DeleteFunc(fc.ms, func(o *Machine) bool { return o.id == req.ID })
+		return nil, nil
 	})
 	handle(rpc.CmdSaltSpecHashes, func(raw json.RawMessage) (any, error) {
 		var req rpc.SaltSpecHashesRequest
