@@ -1,7 +1,8 @@
 // Package dashboard serves `ployz dashboard`: a local web UI over the
 // same client operations the CLI runs. It never listens on a Machine and
 // adds no trust path: every read and action goes through a Source, which
-// the CLI implements over its current context exactly as its commands do.
+// client/dashsource implements over the operator library exactly as the
+// CLI's commands call it.
 // The HTTP surface binds to loopback, refuses foreign Host headers (DNS
 // rebinding) and needs a per-run token for every action.
 package dashboard

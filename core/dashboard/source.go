@@ -12,8 +12,9 @@ import (
 	"github.com/ployz/ployz/core/volumes"
 )
 
-// Source is what the dashboard reads and does; the CLI implements it over
-// its current context with the functions its own commands use.
+// Source is what the dashboard reads and does; client/dashsource
+// implements it over an operator library Session, with the calls the
+// CLI's own commands make.
 type Source interface {
 	Cluster(ctx context.Context) (Cluster, error)
 	Services(ctx context.Context) (Services, error)
