@@ -3,8 +3,8 @@ package client
 import (
 	"testing"
 
-	"github.com/ployz/ployz/client/internal/fakecluster"
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/internal/fakecluster"
 )
 
 // newFake is a fake Cluster and a Session on it (context "lab").

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/client"
-	"github.com/ployz/ployz/client/internal/fakecluster"
 	"github.com/ployz/ployz/core/dashboard"
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/internal/fakecluster"
 )
 
 // newSource is a Source over a fake Cluster with shop deployed.

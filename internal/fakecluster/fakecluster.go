@@ -99,6 +99,9 @@ func (fc *Cluster) serve(m *Machine, addr string) {
 	fc.t.Cleanup(g.Stop)
 }
 
+// EntryURL is the entry's connection URL (for --connect).
+func (fc *Cluster) EntryURL() string { return "unix://" + fc.peers[0].Address }
+
 // Machine is the Machine named name.
 func (fc *Cluster) Machine(name string) *Machine {
 	for _, m := range fc.ms {
