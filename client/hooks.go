@@ -3,7 +3,9 @@ package client
 import "github.com/ployz/ployz/core/deploy"
 
 // Hooks hear what an operation does while it runs; every field may be
-// nil. They are called from the operation's goroutine, never at once.
+// nil. Step is called as the deploy engine's Executor.Progress is (one
+// event at a time), Removal from the operation's goroutine, and Warn
+// may also come from a Deploy record's background writer.
 type Hooks struct {
 	// Step hears each step of a running plan start and end.
 	Step func(deploy.Event)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/enroll"
 	"github.com/ployz/ployz/core/operator"
-	"github.com/ployz/ployz/core/rpc"
 )
 
 // globals are the flags every Cluster command shares.
@@ -67,13 +65,6 @@ func openStore() (*operator.Store, error) {
 // clientOptions is the operator context and connection the flags name.
 func (g globals) clientOptions() client.Options {
 	return client.Options{Context: g.context, Connect: g.connect, SSHKey: g.sshKey, Dial: g.dialOptions()}
-}
-
-// entry connects to the Entry Machine: --connect, else the context's
-// connections in order.
-func entry(ctx context.Context, st *operator.Store) (*rpc.Client, operator.Context, error) {
-	ent, name, err := client.Dial(ctx, st, g.clientOptions())
-	return ent, operator.Context{Name: name}, err
 }
 
 // withClient runs f with an operator library Session on the flags'
