@@ -102,3 +102,20 @@ func TestUntarUnpacksFilesAndDirectories(t *testing.T) {
 		}
 	}
 }
+
+// TestUntarRefusesSparse: a sparse entry of a few bytes reads as a TiB of
+// zeros; untar refuses it rather than writing its first MiB, which a
+// 1 MiB archive of such entries would turn into hundreds of MiB on disk.
+func TestUntarRefusesSparse(t *testing.T) {
+	b, err := os.ReadFile("../tarsafe/testdata/sparse.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "unpacked")
+	if err := untar(root, b); err == nil || !strings.Contains(err.Error(), "sparse") {
+		t.Fatalf("untar: %v, want the sparse entry refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "big")); !os.IsNotExist(err) {
+		t.Fatalf("the sparse entry was written (%v)", err)
+	}
+}

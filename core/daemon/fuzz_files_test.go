@@ -18,6 +18,9 @@ func FuzzUntar(f *testing.F) {
 	f.Add(tarOf(f, tarEntry{name: "link", link: "..", typ: tar.TypeSymlink}, tarEntry{name: "link/x", body: "x", typ: tar.TypeReg}))
 	f.Add(tarOf(f, tarEntry{name: "a", body: "x", typ: tar.TypeReg}, tarEntry{name: "a/b", body: "y", typ: tar.TypeReg}))
 	f.Add([]byte("not a tar"))
+	if b, err := os.ReadFile("../tarsafe/testdata/sparse.tar"); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		parent := t.TempDir()
 		root := filepath.Join(parent, "unpacked")

@@ -55,6 +55,30 @@ func tarSeeds(f *testing.F) {
 	f.Add(tarSeed(f, "manifest.json", `[{"Layers":["x"]},{"Layers":["y"]}]`), "x")
 	f.Add(tarSeed(f, "manifest.json", `{"Layers":7}`), "")
 	f.Add([]byte("not a tar archive at all"), "")
+	if b, err := os.ReadFile("../tarsafe/testdata/sparse.tar"); err == nil {
+		f.Add(b, "")
+	}
+}
+
+// TestFanTarRefusesSparse: a 2.5 KB upload whose entry reads as a TiB of
+// zeros is refused before any target gets more than its header.
+func TestFanTarRefusesSparse(t *testing.T) {
+	b, err := os.ReadFile("../tarsafe/testdata/sparse.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	k := &sink{id: "m2", skip: map[string]bool{}, tw: tar.NewWriter(&out)}
+	if err := fanTar(bytes.NewReader(b), []*sink{k}); err == nil {
+		t.Fatal("fanTar relayed a sparse entry")
+	}
+	if out.Len() > 0 {
+		t.Fatalf("the target got %d bytes of it", out.Len())
+	}
+	s := &savedImage{path: "../tarsafe/testdata/sparse.tar"}
+	if err := s.stream(io.Discard, map[string]bool{"other": true}); err == nil {
+		t.Fatal("stream copied a sparse entry")
+	}
 }
 
 // FuzzFanTar relays arbitrary bytes as the archive an operator uploads to

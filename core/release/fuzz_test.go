@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -108,5 +109,34 @@ func checkExtracted(t *testing.T, dir string, m *Manifest) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExtractRefusesSparse: a bundle whose listed member is a sparse
+// entry (2.5 KB reading as a TiB of zeros) is refused before anything of
+// it is written, rather than filling the disk up to the size the
+// manifest claims and failing on the digest afterwards.
+func TestExtractRefusesSparse(t *testing.T) {
+	sparse, err := os.ReadFile("../tarsafe/testdata/sparse.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sha256.Sum256([]byte("daemon"))
+	m := Manifest{Format: 1, Version: "v1.2.3", ProtocolMajor: 1, OS: "linux", Arch: "amd64", Files: []File{
+		{Path: "bin/ployzd", SHA256: hex.EncodeToString(d[:]), Mode: 0o755, Size: 6},
+		{Path: "big", SHA256: hex.EncodeToString(d[:]), Mode: 0o644, Size: 1 << 40},
+	}}
+	mj, _ := json.Marshal(m)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: ManifestName, Mode: 0o644, Size: int64(len(mj)), Typeflag: tar.TypeReg}) //nolint:errcheck // a bytes.Buffer
+	tw.Write(mj)                                                                                              //nolint:errcheck
+	tw.Flush()                                                                                                //nolint:errcheck // no end blocks: the sparse archive follows
+	zw.Write(sparse)                                                                                          //nolint:errcheck
+	zw.Close()                                                                                                //nolint:errcheck
+	dir := filepath.Join(t.TempDir(), "v")
+	if _, err := Extract(bytes.NewReader(gz.Bytes()), dir, Target{OS: "linux", Arch: "amd64", ProtocolMajor: 1}); err == nil || !strings.Contains(err.Error(), "sparse") {
+		t.Fatalf("Extract: %v, want the sparse member refused", err)
 	}
 }
