@@ -8,7 +8,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test unit cross lab-test vm-step vm-test vm-lab-test bench fuzz cover proto prereq clean release
+.PHONY: build demo test unit race release-module cross lab-test vm-step vm-test vm-lab-test bench fuzz fuzz-short cover proto prereq clean release
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -49,9 +49,10 @@ release:
 demo: prereq build
 	packaging/demo.sh
 
-## test: everything — unit tests first, then the container lab scenarios,
-## then the VM scenarios that fit the remaining time (packaging/vm-test-step.sh)
-test: prereq build unit lab-test vm-step
+## test: everything — unit tests first (with the race detector and a short
+## fuzz pass), then the container lab scenarios, then the VM scenarios that
+## fit the remaining time (packaging/vm-test-step.sh)
+test: prereq build unit fuzz-short lab-test vm-step
 
 # TEST_START is when make started: the VM step runs in what is left of
 # make test's 60 minutes.
@@ -67,6 +68,25 @@ unit: cross
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	STORE_TEST_PRODUCTION_TIMERS=1 $(GO) test -count=1 -run '$(STORE_PROD_TESTS)' ./core/store/server/ ./core/store/gossip/
+	@$(MAKE) --no-print-directory race release-module
+
+# race: the race detector over the packages where goroutines share state.
+# It needs cgo (gcc, libc6-dev: packaging/prereq.sh installs them); the
+# binaries stay static (CGO_ENABLED=0 everywhere else). -short scales the
+# store's convergence runs down (the 7-Machine one alone outlasts 10
+# minutes under -race). Measured on this 2-core host, shared (load 15):
+# 5m06s wall, 2m40s CPU with the race build cache warm; core/store/server
+# is the longest package (3 min, mostly its timers). A cold cache adds the
+# race build of the dependencies.
+RACE_PKGS := ./core/store/... ./core/rpc/... ./core/deploy/... ./core/pluginhost/... ./core/daemon/... ./sdk/...
+race:
+	CGO_ENABLED=1 $(GO) test -race -short -count=1 $(RACE_PKGS)
+
+# release-module: packaging/release is a module of its own (`make release`
+# runs it), which ./... does not reach. Measured: 2m38s wall at load 15,
+# almost all of it building the module (it has no tests yet).
+release-module:
+	cd packaging/release && $(GO) build ./... && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## cross: the CLI builds for the operator's computer (macOS, Linux arm64)
 CROSS := darwin/arm64 darwin/amd64 linux/arm64
@@ -119,6 +139,33 @@ fuzz:
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed"; exit 1; fi; \
 	echo "fuzz: all $$n targets ran $(FUZZTIME) with no failure"
+
+## fuzz-short: the eight targets decoding what reaches a Machine from
+## outside it, FUZZ_SHORT_TIME each (make test). One package per go test
+## -fuzz. A failure writes the input to the package's testdata/fuzz/<target>/,
+## where it stays as a seed once the bug is fixed. -fuzzminimizetime 10x:
+## minimizing each new input for the default 60 s ate the 15 s of the tar
+## targets (6 executions in 15 s; 2000-27000 with it). Measured on this
+## 2-core host, shared (load 10-17): 3m57s wall with the instrumented
+## builds cached (2 min of it fuzzing); 14 min on the first, cold run at
+## load 20 (9m20s CPU: each package builds once more with coverage).
+FUZZ_SHORT_TIME ?= 15s
+FUZZ_SHORT := \
+	./core/store/server:FuzzPeerEnvelope \
+	./core/rpc:FuzzCall \
+	./core/rpc:FuzzDecodePayload \
+	./plugins/dns/internal/dns:FuzzWire \
+	./core/store/server:FuzzStatement \
+	./core/release:FuzzExtract \
+	./core/images:FuzzFanTar \
+	./core/daemon:FuzzUntar
+fuzz-short:
+	@failed=""; \
+	for t in $(FUZZ_SHORT); do \
+	  echo "== $${t%%:*} $${t#*:} ($(FUZZ_SHORT_TIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_SHORT_TIME) -fuzzminimizetime 10x $${t%%:*} || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz-short: FAILED:$$failed"; exit 1; fi
 
 ## cover: per-package coverage of the unit tests, then the coverage of the
 ## plugin processes the plugin tests start (built with -cover, writing to

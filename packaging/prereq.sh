@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs and starts what `make demo` and `make test` need on a Debian
 # machine: Docker (Debian's docker.io), debootstrap, iproute2, iptables and
-# an SSH client (for `ployz lab ssh`), curl (the demo checks the ingress), and Chromium (the dashboard's
-# browser tests drive it headless; they skip where it is missing).
+# an SSH client (for `ployz lab ssh`), curl (the demo checks the ingress),
+# Chromium (the dashboard's browser tests drive it headless), and the C
+# toolchain (gcc, libc6-dev) the race detector needs: `go test -race` builds
+# with cgo, while every shipped binary stays static.
 # Idempotent and quiet when everything is present. Downloads only from
 # Debian's package archive. With PLOYZ_PREREQ_VM=1 (`make vm-test`) also
 # QEMU, qemu-img and debugfs for VM lab Machines.
@@ -16,6 +18,8 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
 if [ "${PLOYZ_PREREQ_VM:-}" = 1 ]; then
   command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
   command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)

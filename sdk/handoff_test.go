@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -39,12 +40,12 @@ func TestMain(m *testing.M) {
 func handoffHelper() int {
 	dir := os.Getenv(handoffDirEnv)
 	var pc net.PacketConn
-	var fd int
+	var fd atomic.Int64 // Serve sets it; the handoff goroutine reads it
 	d := sdk.DataPlane{
 		Name:     "echo",
 		SpecPath: filepath.Join(dir, "spec"),
 		Plugin:   func(string) *sdk.Plugin { return &sdk.Plugin{Name: "echo", Kind: "test", Version: "1"} },
-		Sockets:  func() []sdk.HandoffSocket { return []sdk.HandoffSocket{{Name: "echo-udp", FD: fd}} },
+		Sockets:  func() []sdk.HandoffSocket { return []sdk.HandoffSocket{{Name: "echo-udp", FD: int(fd.Load())}} },
 		Serve: func(ctx context.Context, _ string, _ <-chan error, log hclog.Logger) int {
 			successor := os.Getenv("LISTEN_FDS") == "1" && os.Getenv("LISTEN_PID") == strconv.Itoa(os.Getpid())
 			var err error
@@ -67,7 +68,10 @@ func handoffHelper() int {
 				return 1
 			}
 			rc, _ := pc.(syscall.Conn).SyscallConn()
-			_ = rc.Control(func(f uintptr) { fd, _ = syscall.Dup(int(f)) })
+			_ = rc.Control(func(f uintptr) {
+				dup, _ := syscall.Dup(int(f))
+				fd.Store(int64(dup))
+			})
 			go echo(pc)
 			sdk.DataPlaneServing()
 			<-ctx.Done()

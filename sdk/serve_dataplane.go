@@ -30,7 +30,9 @@ type DataPlane struct {
 	Serve func(ctx context.Context, specPath string, served <-chan error, log hclog.Logger) int
 	// Sockets, when set, lists the listening sockets the data plane serves
 	// (by fd store name) so HandoffSignal can start a successor on them
-	// without a gap (see HandoffSignal); nil turns handoff off.
+	// without a gap (see HandoffSignal); nil turns handoff off. It is
+	// called on the handoff goroutine while Serve runs, so what it reads
+	// must be safe to share (fdstore.Held locks).
 	Sockets func() []HandoffSocket
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/tarsafe"
 )
 
 // Files shipped with a deploy (compose configs, secrets, relative bind
@@ -216,7 +217,7 @@ func untar(root string, b []byte) error {
 	}
 	tr := tar.NewReader(bytes.NewReader(b))
 	for {
-		h, err := tr.Next()
+		h, err := tarsafe.Next(tr)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}

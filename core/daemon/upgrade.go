@@ -44,8 +44,8 @@ func (d *Daemon) releasesDir() string { return filepath.Join(d.cfg.DataDir, "rel
 // inside it. The stream answers once the swap has started.
 func (d *Daemon) upgradeMachine(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 	var req rpc.UpgradeRequest
-	if err := json.Unmarshal(raw, &req); err != nil {
-		return rpc.Errorf(rpc.CodeInvalidArgument, "upgrade_machine payload: %v", err)
+	if err := rpc.Decode(rpc.CmdUpgradeMachine, raw, &req); err != nil {
+		return err
 	}
 	req.Plugin = "" // only upgrade_plugin swaps one plugin
 	if err := req.Validate(); err != nil {
@@ -61,8 +61,8 @@ func (d *Daemon) upgradeMachine(ctx context.Context, raw json.RawMessage, s rpc.
 // as upgradeMachine, for one bundled plugin only.
 func (d *Daemon) upgradePlugin(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 	var req rpc.UpgradeRequest
-	if err := json.Unmarshal(raw, &req); err != nil {
-		return rpc.Errorf(rpc.CodeInvalidArgument, "upgrade_plugin payload: %v", err)
+	if err := rpc.Decode(rpc.CmdUpgradePlugin, raw, &req); err != nil {
+		return err
 	}
 	if err := req.Validate(); err != nil {
 		return err

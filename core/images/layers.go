@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/tarsafe"
 )
 
 // A Machine that holds some of an image's layers receives an archive
@@ -91,7 +92,7 @@ func manifestLayers(path string) ([]string, error) {
 	defer f.Close()
 	tr := tar.NewReader(f)
 	for {
-		h, err := tr.Next()
+		h, err := tarsafe.Next(tr)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +143,7 @@ func (s *savedImage) stream(w io.Writer, skip map[string]bool) error {
 	}
 	tr, tw := tar.NewReader(f), tar.NewWriter(w)
 	for {
-		h, err := tr.Next()
+		h, err := tarsafe.Next(tr)
 		if errors.Is(err, io.EOF) {
 			return tw.Close()
 		}

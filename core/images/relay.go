@@ -15,6 +15,7 @@ import (
 
 	"github.com/ployz/ployz/core/iocount"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/tarsafe"
 )
 
 // maxRelayTargets bounds one image_relay request.
@@ -320,7 +321,7 @@ func fanTar(r io.Reader, sinks []*sink) error {
 	tr := tar.NewReader(r)
 	buf := make([]byte, chunk)
 	for {
-		h, err := tr.Next()
+		h, err := tarsafe.Next(tr)
 		if errors.Is(err, io.EOF) {
 			break
 		}

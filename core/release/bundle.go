@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/ployz/ployz/core/tarsafe"
 )
 
 // FormatVersion is the manifest format this package writes. A reader
@@ -235,7 +237,7 @@ func OpenManifest(p string) (*Manifest, error) {
 }
 
 func readManifest(tr *tar.Reader) (*Manifest, error) {
-	h, err := tr.Next()
+	h, err := tarsafe.Next(tr)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
@@ -294,7 +296,7 @@ func Extract(r io.Reader, dir string, t Target) (m *Manifest, err error) {
 func extractMembers(tr *tar.Reader, dir string, m *Manifest) error {
 	got := map[string]bool{}
 	for {
-		h, err := tr.Next()
+		h, err := tarsafe.Next(tr)
 		if errors.Is(err, io.EOF) {
 			break
 		}

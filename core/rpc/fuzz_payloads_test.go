@@ -33,12 +33,25 @@ var payloadTypes = map[string]func() any{
 	CmdServingStatus:      func() any { return &ServingStatusRequest{} },
 	CmdSaltSpecHashes:     func() any { return &SaltSpecHashesRequest{} },
 	CmdStartContainer:     func() any { return &ContainerRef{} },
-	CmdExportContainer:    func() any { return &ContainerRef{} },
+	CmdExportContainer:    func() any { return &ExportContainerRequest{} },
 	CmdListImages:         func() any { return &ListImagesRequest{} },
 	CmdPullImage:          func() any { return &PullImageRequest{} },
 	CmdPullImageProgress:  func() any { return &PullImageRequest{} },
 	CmdImageRelay:         func() any { return &ImageRelayRequest{} },
 	CmdSetVolumeCopy:      func() any { return &SetVolumeCopyRequest{} },
+	CmdVolumeTask:         func() any { return &VolumeTaskRequest{} },
+	CmdCreateVolume:       func() any { return &CreateVolumeRequest{} },
+	CmdRemoveVolume:       func() any { return &VolumeRequest{} },
+	CmdInspectVolume:      func() any { return &VolumeRequest{} },
+	CmdSnapshotVolume:     func() any { return &SnapshotVolumeRequest{} },
+	CmdSendVolume:         func() any { return &SendVolumeRequest{} },
+	CmdReceiveVolume:      func() any { return &ReceiveVolumeRequest{} },
+	CmdSendVolumeTo:       func() any { return &SendVolumeToRequest{} },
+	CmdLogHistory:         func() any { return &LogHistoryRequest{} },
+	CmdTailLogs:           func() any { return &TailLogsRequest{} },
+	CmdQueryMetrics:       func() any { return &QueryMetricsRequest{} },
+	CmdUpgradeMachine:     func() any { return &UpgradeRequest{} },
+	CmdUpgradePlugin:      func() any { return &UpgradeRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.
@@ -82,6 +95,16 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(seed(CmdExec), []byte(``))
 	f.Add(seed(CmdImageRelay), []byte(`{"targets":[{"machine_id":"m2","skip":["a/layer.tar"]},{"machine_id":""}]}`))
 	f.Add(seed(CmdPullImageProgress), []byte(`{"image":"registry.test/app:1","registry_auth":"e30"}`))
+	f.Add(seed(CmdVolumeTask), []byte(`{"volume":"db","gen":3,"expect":"writer","kind":"stop","stop":{"id":"c1","grace_period_seconds":10}}`))
+	f.Add(seed(CmdVolumeTask), []byte(`{"volume":"db","kind":"pull","pull":{"image":7}}`))
+	f.Add(seed(CmdCreateVolume), []byte(`{"name":"db","size_bytes":1073741824}`))
+	f.Add(seed(CmdSendVolume), []byte(`{"volume":"db","snapshot":"s2","from_snapshot":"s1","raw_data":true}`))
+	f.Add(seed(CmdSendVolumeTo), []byte(`{"volume":"db","resume_token":"1-abc-d0-789c","target":"m2","resumable":true}`))
+	f.Add(seed(CmdReceiveVolume), []byte(`{"volume":"db","resumable":"yes"}`))
+	f.Add(seed(CmdLogHistory), []byte(`{"limit":-1,"since_unix_nano":1}`))
+	f.Add(seed(CmdQueryMetrics), []byte(`{"step_seconds":1.5}`))
+	f.Add(seed(CmdUpgradeMachine), []byte(`{"version":"v1.2.3","sha256":"`+strings.Repeat("ab", 32)+`","size":1024}`))
+	f.Add(seed(CmdUpgradePlugin), []byte(`{"version":"../x","sha256":"zz","size":-1,"plugin":"volume-zfs"}`))
 	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
 		command := payloadCommands[int(which)%len(payloadCommands)]
 		mk := payloadTypes[command]
@@ -103,6 +126,7 @@ func FuzzDecodePayload(f *testing.F) {
 			}
 			return
 		}
+		checkValidate(t, v)
 		first, err := json.Marshal(v)
 		if err != nil {
 			t.Fatalf("accepted %q but cannot encode it: %v", payload, err)
@@ -119,6 +143,27 @@ func FuzzDecodePayload(f *testing.F) {
 			t.Fatalf("round trip not stable:\n %s\n %s", first, second)
 		}
 	})
+}
+
+// checkValidate runs a decoded payload's own checks where it has them
+// (the daemon runs them next): no panic, and a refusal is an
+// invalid_argument *Error with a message.
+func checkValidate(t *testing.T, v any) {
+	val, ok := v.(interface{ Validate() error })
+	if !ok {
+		return
+	}
+	err := val.Validate()
+	if err == nil {
+		return
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidArgument || e.Message == "" {
+		t.Fatalf("%T.Validate refusal %#v is not an invalid_argument *Error", v, err)
+	}
+	if field, ok := e.Details["field"].(string); ok && !strings.HasPrefix(e.Message, field+": ") {
+		t.Fatalf("%T.Validate message %q does not start with its field %q", v, e.Message, field)
+	}
 }
 
 // FuzzCall sends arbitrary request frames to a Server with a decoding

@@ -334,7 +334,7 @@ func (m *Manager) sendArgs(ctx context.Context, req *volumev1.SendRequest) ([]st
 		return nil, err
 	}
 	if tok := req.GetResumeToken(); tok != "" {
-		return []string{"send", "-t", tok}, nil
+		return resumeArgs(ctx, pool, req.GetVolume(), tok)
 	}
 	name, snap, from := req.GetVolume(), req.GetSnapshot(), req.GetFromSnapshot()
 	if err := checkName("volume", name, volume.ValidName); err != nil {
