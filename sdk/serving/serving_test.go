@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -11,6 +12,11 @@ func crow(key, owner, ns, svc, ip, dep string, ready bool) store.Row[store.Conta
 	return store.Row[store.ContainerBody]{Key: key, Owner: owner, Body: store.ContainerBody{
 		Namespace: ns, Service: svc, IP: ip, Ready: ready, Deployment: dep, Session: "s1"}}
 }
+
+// testMachines are m1..m3 participating with the subnets the tests' rows
+// use: Machine mN holds 10.210.N.0/24.
+var testMachines = Machines{Subnets: map[string]netip.Prefix{
+	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}
 
 func pointer(svc, id string, cs ...store.ServingContainer) store.Row[store.ServingBody] {
 	return store.Row[store.ServingBody]{Key: svc, Body: store.ServingBody{ID: id, Containers: cs}}
@@ -33,14 +39,14 @@ func TestComputeFollowsThePointer(t *testing.T) {
 		crow("api", "m2", "demo", "api", "10.210.2.9", "d1", true),
 	}
 	// No pointer: every ready Container serves.
-	got := Compute(Input{Containers: rows})
+	got := Compute(Input{Machines: testMachines, Containers: rows})
 	if k := keys(got["demo/web"]); len(k) != 3 || got["demo/web"].Pointer != "" {
 		t.Fatalf("no pointer: %v", got["demo/web"])
 	}
 	// The pointer names the old deployment: the new ready one waits.
 	p1 := pointer("Demo/Web", "p1", store.ServingContainer{ID: "old1", Machine: "m1", Deployment: "d1"},
 		store.ServingContainer{ID: "old2", Machine: "m2", Deployment: "d1"})
-	got = Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}})
+	got = Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}})
 	w := got["demo/web"]
 	if k := keys(w); len(k) != 2 || k[0] != "old1" || k[1] != "old2" || w.Waiting != 1 || w.Pointer != "p1" {
 		t.Fatalf("pointer p1: %+v", w)
@@ -51,13 +57,13 @@ func TestComputeFollowsThePointer(t *testing.T) {
 	// The pointer moves: only new1 (ready) serves; old ones drop out.
 	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new1", Machine: "m1", Deployment: "d2"},
 		store.ServingContainer{ID: "new2", Machine: "m2", Deployment: "d2"})
-	got = Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Prev: got, Young: map[string]bool{"p2": true}})
+	got = Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Prev: got, Young: map[string]bool{"p2": true}})
 	if k := keys(got["demo/web"]); len(k) != 1 || k[0] != "new1" || got["demo/web"].Held {
 		t.Fatalf("pointer p2: %+v", got["demo/web"])
 	}
 	// A pointer naming another deployment than the row's: not named.
 	bad := pointer("demo/web", "p3", store.ServingContainer{ID: "new1", Machine: "m1", Deployment: "d9"})
-	if k := keys(Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{bad}})["demo/web"]); len(k) != 0 {
+	if k := keys(Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{bad}})["demo/web"]); len(k) != 0 {
 		t.Fatalf("deployment mismatch served: %v", k)
 	}
 }
@@ -67,25 +73,25 @@ func TestComputeHoldsForAYoungPointer(t *testing.T) {
 		crow("old1", "m1", "demo", "web", "10.210.1.2", "d1", true),
 		crow("new1", "m1", "demo", "web", "10.210.1.3", "d2", false),
 	}
-	prev := Compute(Input{Containers: rows})
+	prev := Compute(Input{Machines: testMachines, Containers: rows})
 	p := pointer("demo/web", "p2", store.ServingContainer{ID: "new1"})
 	ps := []store.Row[store.ServingBody]{p}
-	held := Compute(Input{Containers: rows, Pointers: ps, Prev: prev, Young: map[string]bool{"p2": true}})
+	held := Compute(Input{Machines: testMachines, Containers: rows, Pointers: ps, Prev: prev, Young: map[string]bool{"p2": true}})
 	if k := keys(held["demo/web"]); len(k) != 1 || k[0] != "old1" || !held["demo/web"].Held {
 		t.Fatalf("young pointer without ready Containers: %+v", held["demo/web"])
 	}
 	// Past HoldFor: nothing serves rather than the superseded Container.
-	if s := Compute(Input{Containers: rows, Pointers: ps, Prev: held, Young: map[string]bool{"p2": false}})["demo/web"]; len(s.Members) != 0 || s.Held {
+	if s := Compute(Input{Machines: testMachines, Containers: rows, Pointers: ps, Prev: held, Young: map[string]bool{"p2": false}})["demo/web"]; len(s.Members) != 0 || s.Held {
 		t.Fatalf("old pointer: %+v", s)
 	}
 }
 
 func TestComputeIgnoresStaleSessions(t *testing.T) {
 	rows := []store.Row[store.ContainerBody]{crow("a", "m1", "demo", "web", "10.210.1.2", "d1", true)}
-	if s := Compute(Input{Containers: rows, Sessions: map[string]string{"m1": "s2"}})["demo/web"]; len(s.Members) != 0 {
+	if s := Compute(Input{Containers: rows, Machines: Machines{Sessions: map[string]string{"m1": "s2"}, Subnets: testMachines.Subnets}})["demo/web"]; len(s.Members) != 0 {
 		t.Fatalf("a verdict from an earlier session served: %+v", s)
 	}
-	if s := Compute(Input{Containers: rows, Sessions: map[string]string{"m1": "s1"}})["demo/web"]; len(s.Members) != 1 {
+	if s := Compute(Input{Containers: rows, Machines: Machines{Sessions: map[string]string{"m1": "s1"}, Subnets: testMachines.Subnets}})["demo/web"]; len(s.Members) != 1 {
 		t.Fatalf("current session: %+v", s)
 	}
 }

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -79,23 +80,23 @@ func TestFollowsServingPointer(t *testing.T) {
 		}
 	}
 	p1 := []store.Row[store.ServingBody]{pointerTo("p1", "old1", "old2")}
-	load(serving.Input{Containers: rows, Pointers: p1})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p1})
 	expect("pointer on the old deployment", "10.210.1.2", "10.210.2.2")
 
 	// The pointer moves while new2 is not ready: only new1 answers.
 	p2 := []store.Row[store.ServingBody]{pointerTo("p2", "new1", "new2")}
-	load(serving.Input{Containers: rows, Pointers: p2, Young: map[string]bool{"p2": true}})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p2, Young: map[string]bool{"p2": true}})
 	expect("pointer moved", "10.210.1.3")
 	rows[3].Body.Ready = true
-	load(serving.Input{Containers: rows, Pointers: p2})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p2})
 	expect("new2 ready", "10.210.1.3", "10.210.2.3")
 
 	// A young pointer none of whose Containers is seen ready yet holds
 	// the previous answers; once old, it answers what it names (nothing).
 	p3 := []store.Row[store.ServingBody]{pointerTo("p3", "new3")}
-	load(serving.Input{Containers: rows, Pointers: p3, Young: map[string]bool{"p3": true}})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p3, Young: map[string]bool{"p3": true}})
 	expect("young pointer held", "10.210.1.3", "10.210.2.3")
-	load(serving.Input{Containers: rows, Pointers: p3})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p3})
 	if rc, got := both(t, addr, "web.demo-prod.internal"); rc != "NXDOMAIN" || len(got) != 0 {
 		t.Fatalf("pointer past its hold naming nothing ready: %s %v", rc, got)
 	}
@@ -260,3 +261,8 @@ func mustEDNS(t *testing.T, addr string) *miekg.Msg {
 	}
 	return r
 }
+
+// testMachines are m1..m3 participating with the subnets the tests' rows
+// use: Machine mN holds 10.210.N.0/24.
+var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
+	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}

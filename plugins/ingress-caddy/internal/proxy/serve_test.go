@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // fakeSource hands Serve rows directly and records its acks.
@@ -55,7 +57,7 @@ func (f *fakeSource) set(rows []store.Row[store.ContainerBody], err error) {
 func (f *fakeSource) Input(context.Context) (ingress.Input, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return ingress.Input{Containers: f.rows, Pointers: f.pointers}, f.err
+	return ingress.Input{Machines: testMachines, Containers: f.rows, Pointers: f.pointers}, f.err
 }
 
 func (f *fakeSource) Ack(_ context.Context, _ string, a store.ServingAckBody) error {
@@ -333,3 +335,8 @@ func TestServeFollowsAndAcksServingPointer(t *testing.T) {
 		t.Errorf("%d ack writes, want one per pointer", n)
 	}
 }
+
+// testMachines are m1..m3 participating with the subnets the tests' rows
+// use: Machine mN holds 10.210.N.0/24.
+var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
+	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}
