@@ -135,8 +135,11 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 	// The same verdict Internal DNS follows (package serving).
 	ip, verdict := serving.Judge(r, rc.pointers, rc.in.Machines)
 	if verdict == serving.Refused {
+		// Ignored whole: a row no Machine vouches for claims no hostname
+		// or port either, so it cannot put a route into conflict.
 		rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
-			Reason: fmt.Sprintf("field \"ip\": %v; it is never an upstream", rc.in.Vouched(r.Owner, ip))})
+			Reason: fmt.Sprintf("field \"ip\": %v; its routes are ignored", rc.in.Vouched(r.Owner, ip))})
+		return
 	}
 	for i, rt := range b.Ingress {
 		id, err := routeIdentity(rt)

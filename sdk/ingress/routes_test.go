@@ -239,6 +239,40 @@ func TestComputeTCPRoutes(t *testing.T) {
 	}
 }
 
+// TestComputeIgnoresUnvouchedRows: ready rows whose address is cloud
+// metadata, loopback, another Machine's subnet, or whose owner does not
+// participate are no upstream and claim nothing (no conflict with the
+// legitimate owner, no route of their own); each is skipped, naming its
+// address.
+func TestComputeIgnoresUnvouchedRows(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		row("ok", "m1", "demo", "web", "10.210.1.2", true, hello(8080)),
+		row("meta", "m1", "evil", "meta", "169.254.169.254", true, hello(80)),
+		row("lo", "m2", "evil", "lo", "127.0.0.1", true, store.IngressRoute{Hostname: "admin.example.test", ContainerPort: 2019}),
+		row("other", "m1", "demo", "web", "10.210.2.7", true, hello(8080)),
+		row("ghost", "m9", "evil", "ghost", "10.210.9.2", true, store.IngressRoute{Protocol: "tcp", Port: 6379, ContainerPort: 6379}),
+	}
+	got := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1"})
+	if len(got.Routes) != 1 {
+		t.Fatalf("routes %+v, want only hello.example.test", got.Routes)
+	}
+	if r := got.Routes[0]; r.State != rpc.RoutePublished || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
+		t.Fatalf("legitimate route %+v", r)
+	}
+	reasons := map[string]string{}
+	for _, sk := range got.Skipped {
+		reasons[sk.Container] = sk.Reason
+	}
+	for key, ip := range map[string]string{"meta": "169.254.169.254", "lo": "127.0.0.1", "other": "10.210.2.7", "ghost": "10.210.9.2"} {
+		if r := reasons[key]; !strings.Contains(r, `field "ip"`) || !strings.Contains(r, ip) {
+			t.Errorf("skipped %s: %q, want the field and address %s", key, r, ip)
+		}
+	}
+	if len(reasons) != 4 {
+		t.Errorf("skipped %+v", got.Skipped)
+	}
+}
+
 // testMachines are m1..m3 participating with the subnets the tests' rows
 // use: Machine mN holds 10.210.N.0/24.
 var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{

@@ -70,7 +70,7 @@ type Machines struct {
 func (m Machines) Vouched(owner string, ip netip.Addr) error {
 	subnet, ok := m.Subnets[strings.ToLower(owner)]
 	if !ok {
-		return fmt.Errorf("its owner %s is no participating Machine", owner)
+		return fmt.Errorf("address %s: its owner %q is no participating Machine with a subnet", ip, owner)
 	}
 	if !subnet.Contains(ip) {
 		return fmt.Errorf("address %s is outside its Machine's subnet %s", ip, subnet)
@@ -233,7 +233,7 @@ var WatchQueries = []string{
 const Participating = "participating"
 
 // Read reads what Compute takes from the store: the containers, serving
-// and machines tables (Containers, Pointers, Sessions).
+// and machines tables (Containers, Pointers, Machines).
 func Read(ctx context.Context, c *store.Client) (Input, error) {
 	var in Input
 	var err error

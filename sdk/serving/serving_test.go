@@ -2,6 +2,8 @@ package serving
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +117,56 @@ func TestAges(t *testing.T) {
 	a.Young(nil, t0) // p1 gone: forgotten
 	if y := a.Young(ps, t0.Add(2*HoldFor)); !y["p1"] {
 		t.Fatalf("a pointer seen again is young again: %v", y)
+	}
+}
+
+// TestComputeRefusesUnvouchedAddresses: a ready row serves only from an
+// address inside its participating owner's subnet; every other one is
+// counted as refused, whatever the Serving Pointer says.
+func TestComputeRefusesUnvouchedAddresses(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		crow("ok", "m1", "demo", "web", "10.210.1.2", "d1", true),
+		crow("meta", "m1", "demo", "web", "169.254.169.254", "d1", true),
+		crow("lo", "m1", "demo", "web", "127.0.0.1", "d1", true),
+		crow("other", "m1", "demo", "web", "10.210.2.7", "d1", true),
+		crow("ghost", "m9", "demo", "web", "10.210.9.2", "d1", true),
+		crow("down", "m1", "demo", "web", "169.254.169.254", "d1", false), // not ready: not refused, not serving
+	}
+	s := Compute(Input{Machines: testMachines, Containers: rows})["demo/web"]
+	if k := keys(s); len(k) != 1 || k[0] != "ok" || s.Refused != 4 {
+		t.Fatalf("serving %v, refused %d; want [ok], 4", k, s.Refused)
+	}
+	named := pointer("demo/web", "p1", store.ServingContainer{ID: "meta", Machine: "m1"}, store.ServingContainer{ID: "ok", Machine: "m1"})
+	if k := keys(Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{named}})["demo/web"]); len(k) != 1 || k[0] != "ok" {
+		t.Fatalf("a pointer naming a refused row: serving %v", k)
+	}
+	for key, want := range map[string]string{"meta": "outside", "ghost": "no participating"} {
+		i := slices.IndexFunc(rows, func(r store.Row[store.ContainerBody]) bool { return r.Key == key })
+		err := testMachines.Vouched(rows[i].Owner, netip.MustParseAddr(rows[i].Body.IP))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), rows[i].Body.IP) {
+			t.Errorf("%s: %v, want it to say %q and name the address", key, err, want)
+		}
+	}
+}
+
+// TestMachinesOf: only participating Machines with an IPv4 subnet vouch.
+func TestMachinesOf(t *testing.T) {
+	m := MachinesOf([]store.Row[store.MachineBody]{
+		{Key: "a", Body: store.MachineBody{Phase: Participating, Subnet: "10.210.1.7/24", Session: "s1"}},
+		{Key: "b", Body: store.MachineBody{Phase: "joining", Subnet: "10.210.2.0/24"}},
+		{Key: "c", Body: store.MachineBody{Phase: Participating, Subnet: "not a prefix"}},
+		{Key: "d", Body: store.MachineBody{Phase: Participating, Subnet: "fd00::/64"}},
+		{Key: "e", Body: store.MachineBody{Phase: Participating}},
+	})
+	if len(m.Subnets) != 1 || m.Subnets["a"] != netip.MustParsePrefix("10.210.1.0/24") || m.Sessions["a"] != "s1" {
+		t.Fatalf("MachinesOf: %+v", m)
+	}
+	if err := m.Vouched("a", netip.MustParseAddr("10.210.1.200")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b", "c", "d", "e"} {
+		if m.Vouched(id, netip.MustParseAddr("10.210.2.2")) == nil {
+			t.Errorf("machine %s vouched", id)
+		}
 	}
 }

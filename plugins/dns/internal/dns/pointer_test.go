@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -115,9 +116,13 @@ func from(n, ip string) *miekg.Client {
 // namespace of the Container the query comes from (by source address).
 func TestShortNameInCallersNamespace(t *testing.T) {
 	h := NewHandler(testCfg(t), nil)
-	h.SetTable(NewTable([]store.Row[store.ContainerBody]{
-		row("caller-a", "m1", "client", "demo-prod", "svc-client", "127.0.0.5", true),
-		row("caller-b", "m1", "client", "demo-stage", "svc-client-b", "127.0.0.6", false), // not ready: still a caller
+	// The callers are loopback test clients: their Machine "lo" holds
+	// 127.0.0.0/8, so their rows' addresses are vouched for.
+	ms := serving.Machines{Subnets: maps.Clone(testMachines.Subnets)}
+	ms.Subnets["lo"] = netip.MustParsePrefix("127.0.0.0/8")
+	h.SetTable(NewTable(ms, []store.Row[store.ContainerBody]{
+		row("caller-a", "lo", "client", "demo-prod", "svc-client", "127.0.0.5", true),
+		row("caller-b", "lo", "client", "demo-stage", "svc-client-b", "127.0.0.6", false), // not ready: still a caller
 		row("api-prod", "m1", "api", "demo-prod", "svc-api", "10.210.1.2", true),
 		row("api-stage", "m2", "api", "demo-stage", "svc-api-b", "10.210.2.9", true),
 	}))
@@ -163,7 +168,7 @@ func TestPTRForContainerAddresses(t *testing.T) {
 	// An address Docker handed on: the exited holder loses it to the running one.
 	gone := row("c0", "m2", "old", "demo-prod", "svc-old", "10.210.2.2", false)
 	gone.Body.State = "exited"
-	h.SetTable(NewTable(append([]store.Row[store.ContainerBody]{gone}, rows...)))
+	h.SetTable(NewTable(testMachines, append([]store.Row[store.ContainerBody]{gone}, rows...)))
 	addr := serve(t, h)
 	ptr := func(n, name string, qt uint16) *miekg.Msg {
 		t.Helper()
@@ -212,7 +217,7 @@ func TestPTRForContainerAddresses(t *testing.T) {
 func TestEDNS0(t *testing.T) {
 	up, _ := upstream(t)
 	h := NewHandler(testCfg(t, up), nil)
-	h.SetTable(NewTable(demoRows()))
+	h.SetTable(NewTable(testMachines, demoRows()))
 	addr := serve(t, h)
 	for _, n := range []string{"udp", "tcp"} {
 		for _, name := range []string{"api.demo-prod.internal.", "nope.demo-prod.internal.", "2.1.210.10.in-addr.arpa.", "example.com."} {
@@ -261,8 +266,3 @@ func mustEDNS(t *testing.T, addr string) *miekg.Msg {
 	}
 	return r
 }
-
-// testMachines are m1..m3 participating with the subnets the tests' rows
-// use: Machine mN holds 10.210.N.0/24.
-var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
-	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}
