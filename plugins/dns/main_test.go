@@ -44,6 +44,10 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 	}
 	defer node.Close()
 	st := store.New(api, store.WithToken("tok"))
+	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: "m1", Owner: "m1",
+		Body: store.MachineBody{Phase: "participating", Subnet: "10.210.1.0/24"}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.Containers().Put(context.Background(), store.Row[store.ContainerBody]{Key: "c1", Owner: "m1",
 		Body: store.ContainerBody{Service: "api", Namespace: "demo", IP: "10.210.1.5", Ready: true}}); err != nil {
 		t.Fatal(err)

@@ -51,10 +51,25 @@ func TestBinaryServesFromStore(t *testing.T) {
 	}
 	defer node.Close()
 	st := store.New(api, store.WithToken("tok"))
+	// m1's Container is a loopback test backend: its subnet is 127.0.0.0/8.
+	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: "m1", Owner: "m1",
+		Body: store.MachineBody{Phase: "participating", Subnet: "127.0.0.0/8"}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.Containers().Put(context.Background(), store.Row[store.ContainerBody]{Key: "c1", Owner: "m1",
 		Body: store.ContainerBody{Service: "web", Namespace: "demo", IP: "127.0.0.1", Ready: true,
 			Ingress: []store.IngressRoute{{Hostname: "web.example.test", ContainerPort: port}}}}); err != nil {
 		t.Fatal(err)
+	}
+	// Forged ready rows: cloud metadata in m1's name, and the proxy's own
+	// loopback from a Machine that does not participate. Neither is
+	// proxied; status reports both.
+	for _, f := range []struct{ key, owner, ip string }{{"evil-meta", "m1", "169.254.169.254"}, {"evil-lo", "m9", "127.0.0.1"}} {
+		if _, err := st.Containers().Put(context.Background(), store.Row[store.ContainerBody]{Key: f.key, Owner: f.owner,
+			Body: store.ContainerBody{Service: f.key, Namespace: "demo", IP: f.ip, Ready: true,
+				Ingress: []store.IngressRoute{{Hostname: f.key + ".example.test", ContainerPort: port}}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	os.WriteFile(filepath.Join(dir, "token"), []byte("tok\n"), 0o600)
 	listen := freePort(t)
@@ -102,6 +117,26 @@ func TestBinaryServesFromStore(t *testing.T) {
 	var s rpc.IngressStatus
 	if err != nil || json.Unmarshal(out, &s) != nil || len(s.Routes) != 1 || s.Routes[0].State != rpc.RoutePublished || s.MachineID != "m1" {
 		t.Fatalf("status: %v %s", err, out)
+	}
+	skipped := map[string]string{}
+	for _, sk := range s.Skipped {
+		skipped[sk.Container] = sk.Reason
+	}
+	if !strings.Contains(skipped["evil-meta"], "169.254.169.254") || !strings.Contains(skipped["evil-lo"], "127.0.0.1") {
+		t.Fatalf("status does not report the forged rows: %s", out)
+	}
+	for _, host := range []string{"evil-meta.example.test", "evil-lo.example.test"} {
+		req, _ := http.NewRequest("GET", "http://"+listen+"/", nil)
+		req.Host = host
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "hello from upstream") {
+			t.Fatalf("%s: %d %q, want no route", host, resp.StatusCode, b)
+		}
 	}
 	if out, err := exec.Command(bin, "status", "--file", filepath.Join(dir, "none.json")).CombinedOutput(); err == nil || !strings.Contains(string(out), "none.json") {
 		t.Fatalf("status of a missing file: %v %s", err, out)

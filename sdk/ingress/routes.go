@@ -38,9 +38,10 @@ type Input struct {
 	Containers []store.Row[store.ContainerBody]
 	// Pointers are the Serving Pointer rows, keyed "namespace/service".
 	Pointers []store.Row[store.ServingBody]
-	// Sessions maps a Machine id to its current session (machines
-	// table); a row observed in another session is stale.
-	Sessions map[string]string
+	// Machines are the machines table's sessions (a row observed in
+	// another session is stale) and participating subnets (an upstream
+	// address outside its owner's subnet is refused, serving.Machines).
+	serving.Machines
 	// Machine is this Machine's id: its Containers come first.
 	Machine string
 	// Prev maps route keys to the previous computation's routes: a
@@ -132,7 +133,14 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 	}
 	svc := ServiceKey(b.Namespace, b.Service)
 	// The same verdict Internal DNS follows (package serving).
-	ip, verdict := serving.Judge(r, rc.pointers, rc.in.Sessions)
+	ip, verdict := serving.Judge(r, rc.pointers, rc.in.Machines)
+	if verdict == serving.Refused {
+		// Ignored whole: a row no Machine vouches for claims no hostname
+		// or port either, so it cannot put a route into conflict.
+		rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
+			Reason: fmt.Sprintf("field \"ip\": %v; its routes are ignored", rc.in.Vouched(r.Owner, ip))})
+		return
+	}
 	for i, rt := range b.Ingress {
 		id, err := routeIdentity(rt)
 		if err != nil {

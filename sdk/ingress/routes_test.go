@@ -1,12 +1,14 @@
 package ingress
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 func row(key, machine, ns, svc, ip string, ready bool, routes ...store.IngressRoute) store.Row[store.ContainerBody] {
@@ -27,7 +29,7 @@ func TestComputeLocalFirstOnlyReady(t *testing.T) {
 		row("e", "m1", "demo", "web", "", true, hello(8080)),            // no IP
 		row("f", "m1", "demo", "api", "10.210.1.4", true),               // no routes
 	}
-	got := Compute(Input{Containers: rows, Machine: "m1", Prev: nil})
+	got := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1", Prev: nil})
 	if len(got.Routes) != 1 || len(got.Skipped) != 0 {
 		t.Fatalf("got %+v", got)
 	}
@@ -37,13 +39,13 @@ func TestComputeLocalFirstOnlyReady(t *testing.T) {
 		t.Fatalf("route %+v, want upstreams %v", r, want)
 	}
 	// From m3's point of view its own Container comes first.
-	if r := Compute(Input{Containers: rows, Machine: "m3", Prev: nil}).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" {
+	if r := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m3", Prev: nil}).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" {
 		t.Fatalf("m3 upstreams %v", r.Upstreams)
 	}
 }
 
 func TestComputePendingWithoutReadyBackend(t *testing.T) {
-	got := Compute(Input{Containers: []store.Row[store.ContainerBody]{row("a", "m1", "demo", "web", "10.210.1.2", false, hello(8080))}, Machine: "m1", Prev: nil})
+	got := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{row("a", "m1", "demo", "web", "10.210.1.2", false, hello(8080))}, Machine: "m1", Prev: nil})
 	if r := got.Routes[0]; r.State != rpc.RoutePending || len(r.Upstreams) != 0 || r.Owner != "demo/web" {
 		t.Fatalf("route %+v", r)
 	}
@@ -52,12 +54,12 @@ func TestComputePendingWithoutReadyBackend(t *testing.T) {
 func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
 	web := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
 	rival := row("b", "m1", "alpha", "site", "10.210.1.3", true, hello(80))
-	first := Compute(Input{Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: nil})
+	first := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: nil})
 	if first.Routes[0].State != rpc.RoutePublished {
 		t.Fatalf("first %+v", first.Routes)
 	}
 	// alpha/site sorts lower, but demo/web was published first: it stays.
-	got := Compute(Input{Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: first.ByKey()})
+	got := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: first.ByKey()})
 	r := got.Routes[0]
 	if r.State != rpc.RouteConflict || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
 		t.Fatalf("conflict route %+v", r)
@@ -66,12 +68,12 @@ func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
 		t.Fatalf("claimants %v detail %q", r.Claimants, r.Detail)
 	}
 	// With no previous owner nothing is published: no owner, no upstream.
-	r = Compute(Input{Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: nil}).Routes[0]
+	r = Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: nil}).Routes[0]
 	if r.State != rpc.RouteConflict || r.Owner != "" || len(r.Upstreams) != 0 || !strings.Contains(r.Detail, "nothing published") {
 		t.Fatalf("fresh conflict %+v", r)
 	}
 	// The rival leaves: published again.
-	if r := Compute(Input{Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: map[string]Route{"hello.example.test": {Owner: "demo/web"}}}).Routes[0]; r.State != rpc.RoutePublished {
+	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: map[string]Route{"hello.example.test": {Owner: "demo/web"}}}).Routes[0]; r.State != rpc.RoutePublished {
 		t.Fatalf("after conflict %+v", r)
 	}
 }
@@ -84,7 +86,7 @@ func TestComputeSkipsInvalidRoutes(t *testing.T) {
 		row("anon", "m1", "", "", "10.210.1.2", true, hello(80)),
 		row("ok", "m1", "demo", "web", "10.210.1.2", true, store.IngressRoute{Hostname: "Hello.Example.Test.", ContainerPort: 8080}),
 	}
-	got := Compute(Input{Containers: rows, Machine: "m1", Prev: nil})
+	got := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1", Prev: nil})
 	if len(got.Routes) != 1 || got.Routes[0].Hostname != "hello.example.test" {
 		t.Fatalf("routes %+v", got.Routes)
 	}
@@ -145,24 +147,24 @@ func TestComputeFollowsServingPointer(t *testing.T) {
 	rows := []store.Row[store.ContainerBody]{old, nu}
 
 	// No pointer: every ready Container serves.
-	if r := Compute(Input{Containers: rows, Machine: "m1"}).Routes[0]; len(r.Upstreams) != 2 || r.Pointer != "" {
+	if r := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1"}).Routes[0]; len(r.Upstreams) != 2 || r.Pointer != "" {
 		t.Fatalf("no pointer %+v", r)
 	}
 	// The pointer names the old one: the new, ready one is not adopted.
 	p1 := pointer("demo/web", "p1", store.ServingContainer{ID: "old", Machine: "m1", ImageID: "sha256:aaa", Deployment: "d1"})
-	got := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
+	got := Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
 	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || got.Pointers["demo/web"] != "p1" {
 		t.Fatalf("pointer p1 %+v %v", r, got.Pointers)
 	}
 	// Moved to the new one.
 	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new", Machine: "m2", ImageID: "sha256:bbb", Deployment: "d2"})
-	if r := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1"}).Routes[0]; !slices.Equal(r.Upstreams, []string{"10.210.2.2:8080"}) {
+	if r := Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1"}).Routes[0]; !slices.Equal(r.Upstreams, []string{"10.210.2.2:8080"}) {
 		t.Fatalf("pointer p2 %+v", r)
 	}
 	// Same id, other identity (an older deployment's Container that
 	// became ready late, or another image): not routed, pending.
 	stale := pointer("demo/web", "p3", store.ServingContainer{ID: "new", Machine: "m2", ImageID: "sha256:bbb", Deployment: "d3"})
-	r := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{stale}, Machine: "m1"}).Routes[0]
+	r := Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{stale}, Machine: "m1"}).Routes[0]
 	if len(r.Upstreams) != 0 || r.State != rpc.RoutePending || !strings.Contains(r.Detail, "Serving Pointer") {
 		t.Fatalf("stale identity %+v", r)
 	}
@@ -171,7 +173,7 @@ func TestComputeFollowsServingPointer(t *testing.T) {
 func TestComputeStaleSessionNotRouted(t *testing.T) {
 	a := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
 	a.Body.Session = "boot1"
-	in := Input{Containers: []store.Row[store.ContainerBody]{a}, Machine: "m1", Sessions: map[string]string{"m1": "boot2"}}
+	in := Input{Containers: []store.Row[store.ContainerBody]{a}, Machine: "m1", Machines: serving.Machines{Sessions: map[string]string{"m1": "boot2"}, Subnets: testMachines.Subnets}}
 	if r := Compute(in).Routes[0]; r.State != rpc.RoutePending {
 		t.Fatalf("stale session routed: %+v", r)
 	}
@@ -187,8 +189,8 @@ func TestComputeYoungPointerHoldsPreviousUpstreams(t *testing.T) {
 	p1 := pointer("demo/web", "p1", store.ServingContainer{ID: "old", Machine: "m1"})
 	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new", Machine: "m2"})
 	rows := []store.Row[store.ContainerBody]{old, nu}
-	first := Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
-	in := Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1", Prev: first.ByKey(), Young: map[string]bool{"p2": true}}
+	first := Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
+	in := Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1", Prev: first.ByKey(), Young: map[string]bool{"p2": true}}
 	got := Compute(in)
 	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || got.Pointers["demo/web"] != "p1" {
 		t.Fatalf("held route %+v, acks %v", r, got.Pointers)
@@ -218,7 +220,7 @@ func TestComputeTCPRoutes(t *testing.T) {
 		row("c", "m1", "demo", "cache", "10.210.1.7", false, store.IngressRoute{Protocol: "tcp", Port: 6379, ContainerPort: 6379}),
 		row("d", "m1", "demo", "evil", "10.210.1.8", true, store.IngressRoute{Protocol: "tcp", Port: 443, ContainerPort: 443}),
 	}
-	got := Compute(Input{Containers: rows, Machine: "m1"})
+	got := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1"})
 	keys := []string{}
 	for _, r := range got.Routes {
 		keys = append(keys, r.Key())
@@ -236,3 +238,42 @@ func TestComputeTCPRoutes(t *testing.T) {
 		t.Errorf("skipped %+v", got.Skipped)
 	}
 }
+
+// TestComputeIgnoresUnvouchedRows: ready rows whose address is cloud
+// metadata, loopback, another Machine's subnet, or whose owner does not
+// participate are no upstream and claim nothing (no conflict with the
+// legitimate owner, no route of their own); each is skipped, naming its
+// address.
+func TestComputeIgnoresUnvouchedRows(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		row("ok", "m1", "demo", "web", "10.210.1.2", true, hello(8080)),
+		row("meta", "m1", "evil", "meta", "169.254.169.254", true, hello(80)),
+		row("lo", "m2", "evil", "lo", "127.0.0.1", true, store.IngressRoute{Hostname: "admin.example.test", ContainerPort: 2019}),
+		row("other", "m1", "demo", "web", "10.210.2.7", true, hello(8080)),
+		row("ghost", "m9", "evil", "ghost", "10.210.9.2", true, store.IngressRoute{Protocol: "tcp", Port: 6379, ContainerPort: 6379}),
+	}
+	got := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1"})
+	if len(got.Routes) != 1 {
+		t.Fatalf("routes %+v, want only hello.example.test", got.Routes)
+	}
+	if r := got.Routes[0]; r.State != rpc.RoutePublished || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
+		t.Fatalf("legitimate route %+v", r)
+	}
+	reasons := map[string]string{}
+	for _, sk := range got.Skipped {
+		reasons[sk.Container] = sk.Reason
+	}
+	for key, ip := range map[string]string{"meta": "169.254.169.254", "lo": "127.0.0.1", "other": "10.210.2.7", "ghost": "10.210.9.2"} {
+		if r := reasons[key]; !strings.Contains(r, `field "ip"`) || !strings.Contains(r, ip) {
+			t.Errorf("skipped %s: %q, want the field and address %s", key, r, ip)
+		}
+	}
+	if len(reasons) != 4 {
+		t.Errorf("skipped %+v", got.Skipped)
+	}
+}
+
+// testMachines are m1..m3 participating with the subnets the tests' rows
+// use: Machine mN holds 10.210.N.0/24.
+var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
+	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}

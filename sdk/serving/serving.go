@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -29,6 +30,11 @@ const (
 	NotReady Verdict = iota // not ready, no IPv4 address, or a stale session
 	Waiting                 // ready, but the Service's Serving Pointer does not name it
 	Serves                  // receives the Service's traffic
+	// Refused: ready, but its address is not one its owner can vouch for
+	// (the owner is no participating Machine, or the address lies outside
+	// that Machine's subnet). A forged or stray row must not make every
+	// Machine proxy to 169.254.169.254 or to its own loopback.
+	Refused
 )
 
 // ReadyAddr is the row's IPv4 address when the row says Ready in its
@@ -49,12 +55,38 @@ func ReadyAddr(r store.Row[store.ContainerBody], sessions map[string]string) net
 	return a.Unmap()
 }
 
+// Machines is what the machines table says of each Machine that a
+// Container row's address is checked against.
+type Machines struct {
+	// Sessions maps a Machine id to its current session.
+	Sessions map[string]string
+	// Subnets maps each participating Machine's id to its subnet; a
+	// Machine absent here vouches for no address.
+	Subnets map[string]netip.Prefix
+}
+
+// Vouched reports why ip is not an address the row's owner can vouch for,
+// or nil when it lies in that participating Machine's subnet.
+func (m Machines) Vouched(owner string, ip netip.Addr) error {
+	subnet, ok := m.Subnets[strings.ToLower(owner)]
+	if !ok {
+		return fmt.Errorf("address %s: its owner %q is no participating Machine with a subnet", ip, owner)
+	}
+	if !subnet.Contains(ip) {
+		return fmt.Errorf("address %s is outside its Machine's subnet %s", ip, subnet)
+	}
+	return nil
+}
+
 // Judge classifies one row; pointers maps ServiceKey to the Service's
 // Serving Pointer (absent: every ready Container serves).
-func Judge(r store.Row[store.ContainerBody], pointers map[string]store.ServingBody, sessions map[string]string) (netip.Addr, Verdict) {
-	ip := ReadyAddr(r, sessions)
+func Judge(r store.Row[store.ContainerBody], pointers map[string]store.ServingBody, ms Machines) (netip.Addr, Verdict) {
+	ip := ReadyAddr(r, ms.Sessions)
 	if !ip.IsValid() {
 		return ip, NotReady
+	}
+	if ms.Vouched(r.Owner, ip) != nil {
+		return ip, Refused
 	}
 	if p, ok := pointers[ServiceKey(r.Body.Namespace, r.Body.Service)]; ok && !p.Has(r.Key, r.Owner, r.Body) {
 		return ip, Waiting
@@ -88,6 +120,9 @@ type Set struct {
 	Members []Member
 	// Waiting counts ready Containers the pointer does not name.
 	Waiting int
+	// Refused counts ready rows whose address their owner cannot vouch
+	// for (Machines.Vouched); they never serve.
+	Refused int
 	// Held: the pointer is young and none of its Containers is seen ready
 	// yet, so Members are the previous set's.
 	Held bool
@@ -97,8 +132,8 @@ type Set struct {
 type Input struct {
 	Containers []store.Row[store.ContainerBody]
 	Pointers   []store.Row[store.ServingBody]
-	// Sessions maps a Machine id to its current session (machines table).
-	Sessions map[string]string
+	// Machines are the sessions and subnets of the machines table.
+	Machines
 	// Young are the Serving Pointer ids first seen less than HoldFor ago
 	// (Ages tracks them).
 	Young map[string]bool
@@ -118,8 +153,10 @@ func Compute(in Input) map[string]Set {
 		}
 		k := ServiceKey(b.Namespace, b.Service)
 		s := out[k]
-		ip, v := Judge(r, pointers, in.Sessions)
+		ip, v := Judge(r, pointers, in.Machines)
 		switch v {
+		case Refused:
+			s.Refused++
 		case Waiting:
 			s.Waiting++
 		case Serves:
@@ -189,11 +226,14 @@ func (a *Ages) HoldEnds(now time.Time) time.Duration {
 var WatchQueries = []string{
 	`SELECT id, owner, body FROM containers`,
 	`SELECT id, body FROM serving`,
-	`SELECT id, json_extract(body, '$.session') FROM machines`,
+	`SELECT id, json_extract(body, '$.session'), json_extract(body, '$.subnet'), json_extract(body, '$.phase') FROM machines`,
 }
 
+// Participating is the phase of a Machine row whose Containers may serve.
+const Participating = "participating"
+
 // Read reads what Compute takes from the store: the containers, serving
-// and machines tables (Containers, Pointers, Sessions).
+// and machines tables (Containers, Pointers, Machines).
 func Read(ctx context.Context, c *store.Client) (Input, error) {
 	var in Input
 	var err error
@@ -207,9 +247,22 @@ func Read(ctx context.Context, c *store.Client) (Input, error) {
 	if err != nil {
 		return in, err
 	}
-	in.Sessions = make(map[string]string, len(ms))
-	for _, m := range ms {
-		in.Sessions[m.Key] = m.Body.Session
-	}
+	in.Machines = MachinesOf(ms)
 	return in, nil
+}
+
+// MachinesOf indexes machines rows: every Machine's session, and the
+// subnet of each participating one whose subnet parses.
+func MachinesOf(rows []store.Row[store.MachineBody]) Machines {
+	m := Machines{Sessions: make(map[string]string, len(rows)), Subnets: make(map[string]netip.Prefix, len(rows))}
+	for _, r := range rows {
+		m.Sessions[r.Key] = r.Body.Session
+		if r.Body.Phase != Participating {
+			continue
+		}
+		if p, err := netip.ParsePrefix(r.Body.Subnet); err == nil && p.Addr().Is4() {
+			m.Subnets[strings.ToLower(r.Key)] = p.Masked()
+		}
+	}
+	return m
 }

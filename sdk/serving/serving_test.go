@@ -1,6 +1,9 @@
 package serving
 
 import (
+	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,11 @@ func crow(key, owner, ns, svc, ip, dep string, ready bool) store.Row[store.Conta
 	return store.Row[store.ContainerBody]{Key: key, Owner: owner, Body: store.ContainerBody{
 		Namespace: ns, Service: svc, IP: ip, Ready: ready, Deployment: dep, Session: "s1"}}
 }
+
+// testMachines are m1..m3 participating with the subnets the tests' rows
+// use: Machine mN holds 10.210.N.0/24.
+var testMachines = Machines{Subnets: map[string]netip.Prefix{
+	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}
 
 func pointer(svc, id string, cs ...store.ServingContainer) store.Row[store.ServingBody] {
 	return store.Row[store.ServingBody]{Key: svc, Body: store.ServingBody{ID: id, Containers: cs}}
@@ -33,14 +41,14 @@ func TestComputeFollowsThePointer(t *testing.T) {
 		crow("api", "m2", "demo", "api", "10.210.2.9", "d1", true),
 	}
 	// No pointer: every ready Container serves.
-	got := Compute(Input{Containers: rows})
+	got := Compute(Input{Machines: testMachines, Containers: rows})
 	if k := keys(got["demo/web"]); len(k) != 3 || got["demo/web"].Pointer != "" {
 		t.Fatalf("no pointer: %v", got["demo/web"])
 	}
 	// The pointer names the old deployment: the new ready one waits.
 	p1 := pointer("Demo/Web", "p1", store.ServingContainer{ID: "old1", Machine: "m1", Deployment: "d1"},
 		store.ServingContainer{ID: "old2", Machine: "m2", Deployment: "d1"})
-	got = Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}})
+	got = Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}})
 	w := got["demo/web"]
 	if k := keys(w); len(k) != 2 || k[0] != "old1" || k[1] != "old2" || w.Waiting != 1 || w.Pointer != "p1" {
 		t.Fatalf("pointer p1: %+v", w)
@@ -51,13 +59,13 @@ func TestComputeFollowsThePointer(t *testing.T) {
 	// The pointer moves: only new1 (ready) serves; old ones drop out.
 	p2 := pointer("demo/web", "p2", store.ServingContainer{ID: "new1", Machine: "m1", Deployment: "d2"},
 		store.ServingContainer{ID: "new2", Machine: "m2", Deployment: "d2"})
-	got = Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Prev: got, Young: map[string]bool{"p2": true}})
+	got = Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Prev: got, Young: map[string]bool{"p2": true}})
 	if k := keys(got["demo/web"]); len(k) != 1 || k[0] != "new1" || got["demo/web"].Held {
 		t.Fatalf("pointer p2: %+v", got["demo/web"])
 	}
 	// A pointer naming another deployment than the row's: not named.
 	bad := pointer("demo/web", "p3", store.ServingContainer{ID: "new1", Machine: "m1", Deployment: "d9"})
-	if k := keys(Compute(Input{Containers: rows, Pointers: []store.Row[store.ServingBody]{bad}})["demo/web"]); len(k) != 0 {
+	if k := keys(Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{bad}})["demo/web"]); len(k) != 0 {
 		t.Fatalf("deployment mismatch served: %v", k)
 	}
 }
@@ -67,25 +75,25 @@ func TestComputeHoldsForAYoungPointer(t *testing.T) {
 		crow("old1", "m1", "demo", "web", "10.210.1.2", "d1", true),
 		crow("new1", "m1", "demo", "web", "10.210.1.3", "d2", false),
 	}
-	prev := Compute(Input{Containers: rows})
+	prev := Compute(Input{Machines: testMachines, Containers: rows})
 	p := pointer("demo/web", "p2", store.ServingContainer{ID: "new1"})
 	ps := []store.Row[store.ServingBody]{p}
-	held := Compute(Input{Containers: rows, Pointers: ps, Prev: prev, Young: map[string]bool{"p2": true}})
+	held := Compute(Input{Machines: testMachines, Containers: rows, Pointers: ps, Prev: prev, Young: map[string]bool{"p2": true}})
 	if k := keys(held["demo/web"]); len(k) != 1 || k[0] != "old1" || !held["demo/web"].Held {
 		t.Fatalf("young pointer without ready Containers: %+v", held["demo/web"])
 	}
 	// Past HoldFor: nothing serves rather than the superseded Container.
-	if s := Compute(Input{Containers: rows, Pointers: ps, Prev: held, Young: map[string]bool{"p2": false}})["demo/web"]; len(s.Members) != 0 || s.Held {
+	if s := Compute(Input{Machines: testMachines, Containers: rows, Pointers: ps, Prev: held, Young: map[string]bool{"p2": false}})["demo/web"]; len(s.Members) != 0 || s.Held {
 		t.Fatalf("old pointer: %+v", s)
 	}
 }
 
 func TestComputeIgnoresStaleSessions(t *testing.T) {
 	rows := []store.Row[store.ContainerBody]{crow("a", "m1", "demo", "web", "10.210.1.2", "d1", true)}
-	if s := Compute(Input{Containers: rows, Sessions: map[string]string{"m1": "s2"}})["demo/web"]; len(s.Members) != 0 {
+	if s := Compute(Input{Containers: rows, Machines: Machines{Sessions: map[string]string{"m1": "s2"}, Subnets: testMachines.Subnets}})["demo/web"]; len(s.Members) != 0 {
 		t.Fatalf("a verdict from an earlier session served: %+v", s)
 	}
-	if s := Compute(Input{Containers: rows, Sessions: map[string]string{"m1": "s1"}})["demo/web"]; len(s.Members) != 1 {
+	if s := Compute(Input{Containers: rows, Machines: Machines{Sessions: map[string]string{"m1": "s1"}, Subnets: testMachines.Subnets}})["demo/web"]; len(s.Members) != 1 {
 		t.Fatalf("current session: %+v", s)
 	}
 }
@@ -109,5 +117,56 @@ func TestAges(t *testing.T) {
 	a.Young(nil, t0) // p1 gone: forgotten
 	if y := a.Young(ps, t0.Add(2*HoldFor)); !y["p1"] {
 		t.Fatalf("a pointer seen again is young again: %v", y)
+	}
+}
+
+// TestComputeRefusesUnvouchedAddresses: a ready row serves only from an
+// address inside its participating owner's subnet; every other one is
+// counted as refused, whatever the Serving Pointer says.
+func TestComputeRefusesUnvouchedAddresses(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		crow("ok", "m1", "demo", "web", "10.210.1.2", "d1", true),
+		crow("meta", "m1", "demo", "web", "169.254.169.254", "d1", true),
+		crow("lo", "m1", "demo", "web", "127.0.0.1", "d1", true),
+		crow("other", "m1", "demo", "web", "10.210.2.7", "d1", true),
+		crow("ghost", "m9", "demo", "web", "10.210.9.2", "d1", true),
+		crow("down", "m1", "demo", "web", "169.254.169.254", "d1", false), // not ready: not refused, not serving
+	}
+	s := Compute(Input{Machines: testMachines, Containers: rows})["demo/web"]
+	if k := keys(s); len(k) != 1 || k[0] != "ok" || s.Refused != 4 {
+		t.Fatalf("serving %v, refused %d; want [ok], 4", k, s.Refused)
+	}
+	named := pointer("demo/web", "p1", store.ServingContainer{ID: "meta", Machine: "m1"}, store.ServingContainer{ID: "ok", Machine: "m1"})
+	if k := keys(Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{named}})["demo/web"]); len(k) != 1 || k[0] != "ok" {
+		t.Fatalf("a pointer naming a refused row: serving %v", k)
+	}
+	for key, want := range map[string]string{"meta": "outside", "ghost": "no participating"} {
+		i := slices.IndexFunc(rows, func(r store.Row[store.ContainerBody]) bool { return r.Key == key })
+		err := testMachines.Vouched(rows[i].Owner, netip.MustParseAddr(rows[i].Body.IP))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), rows[i].Body.IP) {
+			t.Errorf("%s: %v, want it to say %q and name the address", key, err, want)
+		}
+	}
+}
+
+// TestMachinesOf: only participating Machines with an IPv4 subnet vouch.
+func TestMachinesOf(t *testing.T) {
+	m := MachinesOf([]store.Row[store.MachineBody]{
+		{Key: "a", Body: store.MachineBody{Phase: Participating, Subnet: "10.210.1.7/24", Session: "s1"}},
+		{Key: "b", Body: store.MachineBody{Phase: "joining", Subnet: "10.210.2.0/24"}},
+		{Key: "c", Body: store.MachineBody{Phase: Participating, Subnet: "not a prefix"}},
+		{Key: "d", Body: store.MachineBody{Phase: Participating, Subnet: "fd00::/64"}},
+		{Key: "e", Body: store.MachineBody{Phase: Participating}},
+	})
+	if len(m.Subnets) != 1 || m.Subnets["a"] != netip.MustParsePrefix("10.210.1.0/24") || m.Sessions["a"] != "s1" {
+		t.Fatalf("MachinesOf: %+v", m)
+	}
+	if err := m.Vouched("a", netip.MustParseAddr("10.210.1.200")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b", "c", "d", "e"} {
+		if m.Vouched(id, netip.MustParseAddr("10.210.2.2")) == nil {
+			t.Errorf("machine %s vouched", id)
+		}
 	}
 }

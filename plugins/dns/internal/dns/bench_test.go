@@ -30,7 +30,7 @@ func benchRows() []store.Row[store.ContainerBody] {
 // the same host; run with -cpu 1 for the one-core figure.
 func BenchmarkQueryUDP(b *testing.B) {
 	h := NewHandler(testCfg(b), nil)
-	h.SetTable(NewTable(benchRows()))
+	h.SetTable(NewTable(testMachines, benchRows()))
 	addr := serve(b, h)
 	c := &miekg.Client{Timeout: time.Second}
 	co, err := c.Dial(addr)
@@ -67,7 +67,7 @@ func BenchmarkQueryUDP(b *testing.B) {
 // BenchmarkAnswer is the handler alone, without sockets.
 func BenchmarkAnswer(b *testing.B) {
 	h := NewHandler(testCfg(b), nil)
-	h.SetTable(NewTable(benchRows()))
+	h.SetTable(NewTable(testMachines, benchRows()))
 	m := new(miekg.Msg)
 	m.SetQuestion("svc42.demo-prod.nearest.internal.", miekg.TypeA)
 	b.ReportAllocs()
@@ -83,7 +83,7 @@ func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
 // BenchmarkAnswerWire is the UDP hot path alone, without sockets.
 func BenchmarkAnswerWire(b *testing.B) {
 	h := NewHandler(testCfg(b), nil)
-	h.SetTable(NewTable(benchRows()))
+	h.SetTable(NewTable(testMachines, benchRows()))
 	m := new(miekg.Msg)
 	m.SetQuestion("svc42.demo-prod.internal.", miekg.TypeA)
 	m.SetEdns0(1232, false)

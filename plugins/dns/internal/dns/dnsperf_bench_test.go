@@ -43,7 +43,7 @@ func TestBenchServeHelper(t *testing.T) {
 	}
 	mode, addr, _ := strings.Cut(spec, " ")
 	h := NewHandler(testCfg(t), nil)
-	h.SetTable(NewTable(benchRows()))
+	h.SetTable(NewTable(testMachines, benchRows()))
 	pc, err := net.ListenPacket("udp4", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func FuzzQuery(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
 	h := NewHandler(testCfg(f), nil) // no upstreams: external names SERVFAIL without network
-	h.SetTable(NewTable(demoRows()))
+	h.SetTable(NewTable(testMachines, demoRows()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req := new(miekg.Msg)
 		if req.Unpack(b) != nil {
@@ -56,7 +56,7 @@ func FuzzWire(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xC0, 12, 0, 1, 0, 1})
 	h := NewHandler(testCfg(f), nil)
 	rows := append(demoRows(), row("me", "m1", "client", "demo-prod", "svc-client", "10.210.1.50", true))
-	h.SetTable(NewTable(rows))
+	h.SetTable(NewTable(testMachines, rows))
 	src := netip.MustParseAddr("10.210.1.50")
 	s := &wireScratch{}
 	f.Fuzz(func(t *testing.T, b []byte) {

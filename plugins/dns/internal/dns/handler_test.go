@@ -17,7 +17,7 @@ func TestAnswersNothingBeforeFirstLoad(t *testing.T) {
 			t.Fatalf("%s answered before the first load: %v", name, r)
 		}
 	}
-	h.SetTable(NewTable(demoRows()))
+	h.SetTable(NewTable(testMachines, demoRows()))
 	r, err := query(t, addr, "api.demo-prod.internal", miekg.TypeA)
 	if err != nil || len(r.Answer) != 3 {
 		t.Fatalf("after load: %v %v", r, err)
@@ -26,7 +26,7 @@ func TestAnswersNothingBeforeFirstLoad(t *testing.T) {
 
 func TestInternalAnswers(t *testing.T) {
 	h := NewHandler(testCfg(t), nil)
-	h.SetTable(NewTable(demoRows()))
+	h.SetTable(NewTable(testMachines, demoRows()))
 	addr := serve(t, h)
 
 	r, err := query(t, addr, "api.demo-prod.internal", miekg.TypeA)
@@ -109,7 +109,7 @@ func TestForwardsToUpstream(t *testing.T) {
 	up, tcpQueries := upstream(t)
 	// A dead upstream first: the next one answers.
 	h := NewHandler(testCfg(t, "127.0.0.1:1", up), nil)
-	h.SetTable(NewTable(nil))
+	h.SetTable(NewTable(testMachines, nil))
 	addr := serve(t, h)
 
 	r, err := query(t, addr, "example.com", miekg.TypeA)
@@ -138,7 +138,7 @@ func TestForwardsToUpstream(t *testing.T) {
 
 func TestForwardWithoutUpstreamsIsServfail(t *testing.T) {
 	h := NewHandler(testCfg(t), nil)
-	h.SetTable(NewTable(nil))
+	h.SetTable(NewTable(testMachines, nil))
 	r, err := query(t, serve(t, h), "example.com", miekg.TypeA)
 	if err != nil || r.Rcode != miekg.RcodeServerFailure {
 		t.Fatalf("%v %v", r, err)

@@ -8,6 +8,7 @@ import (
 
 	miekg "github.com/miekg/dns"
 	dnsspec "github.com/ployz/ployz/sdk/dns"
+	"github.com/ployz/ployz/sdk/serving"
 
 	"github.com/ployz/ployz/core/store"
 )
@@ -29,6 +30,11 @@ func row(key, owner, svc, ns, sid, ip string, ready bool) store.Row[store.Contai
 	return store.Row[store.ContainerBody]{Key: key, Owner: owner, Body: store.ContainerBody{
 		Service: svc, Namespace: ns, ServiceID: sid, IP: ip, Ready: ready, State: "running"}}
 }
+
+// testMachines are m1..m3 participating with the subnets the tests' rows
+// use: Machine mN holds 10.210.N.0/24.
+var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
+	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}
 
 // demoRows: api in demo-prod on m1 (1 ready), m2 (1 ready, 1 not), m3 (1
 // ready, 1 without an IP).

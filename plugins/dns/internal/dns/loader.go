@@ -28,7 +28,7 @@ const (
 // tables, and notice of their changes.
 type Source interface {
 	// Read returns the tables' rows as the Serving Pointer computation
-	// takes them (Containers, Pointers, Sessions).
+	// takes them (Containers, Pointers, Machines).
 	Read(ctx context.Context) (serving.Input, error)
 	// Watch follows those tables until ctx ends.
 	Watch(ctx context.Context, log hclog.Logger) *store.Watch
@@ -68,6 +68,7 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 	}
 	var (
 		ages    serving.Ages
+		refusal refusalLog
 		backoff = minBackoff
 		failing bool
 	)
@@ -98,8 +99,10 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 			in.Young = ages.Young(in.Pointers, time.Now())
 			t := Build(in)
 			h.SetTable(t)
+			refusal.report(log, t.Refused())
 			if failing || first {
-				log.Info("loaded from the store", "containers", len(in.Containers), "pointers", len(in.Pointers), "names", t.Len(), "subscribed", w.Live())
+				log.Info("loaded from the store", "containers", len(in.Containers), "pointers", len(in.Pointers), "names", t.Len(),
+					"refused", len(t.Refused()), "subscribed", w.Live())
 			}
 			failing, backoff = false, minBackoff
 			if first && onFirst != nil {
@@ -117,6 +120,23 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 		}
 		timer.Stop()
 	}
+}
+
+// refusalLog warns once per Container row that is refused (and again if
+// the reason changes), not on every load: a forged row must neither
+// serve nor flood the log. A row no longer refused is forgotten.
+type refusalLog struct{ seen map[string]string }
+
+func (l *refusalLog) report(log hclog.Logger, rs []Refusal) {
+	next := make(map[string]string, len(rs))
+	for _, r := range rs {
+		next[r.Key] = r.Reason
+		if old, ok := l.seen[r.Key]; !ok || old != r.Reason {
+			log.Warn("not answering a Container whose address its Machine cannot vouch for",
+				"container", r.Key, "owner", r.Owner, "ip", r.IP, "reason", r.Reason)
+		}
+	}
+	l.seen = next
 }
 
 // held reports whether any Service answers a held (previous) set.

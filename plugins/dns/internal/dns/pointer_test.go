@@ -1,7 +1,9 @@
 package dns
 
 import (
+	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -79,23 +81,23 @@ func TestFollowsServingPointer(t *testing.T) {
 		}
 	}
 	p1 := []store.Row[store.ServingBody]{pointerTo("p1", "old1", "old2")}
-	load(serving.Input{Containers: rows, Pointers: p1})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p1})
 	expect("pointer on the old deployment", "10.210.1.2", "10.210.2.2")
 
 	// The pointer moves while new2 is not ready: only new1 answers.
 	p2 := []store.Row[store.ServingBody]{pointerTo("p2", "new1", "new2")}
-	load(serving.Input{Containers: rows, Pointers: p2, Young: map[string]bool{"p2": true}})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p2, Young: map[string]bool{"p2": true}})
 	expect("pointer moved", "10.210.1.3")
 	rows[3].Body.Ready = true
-	load(serving.Input{Containers: rows, Pointers: p2})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p2})
 	expect("new2 ready", "10.210.1.3", "10.210.2.3")
 
 	// A young pointer none of whose Containers is seen ready yet holds
 	// the previous answers; once old, it answers what it names (nothing).
 	p3 := []store.Row[store.ServingBody]{pointerTo("p3", "new3")}
-	load(serving.Input{Containers: rows, Pointers: p3, Young: map[string]bool{"p3": true}})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p3, Young: map[string]bool{"p3": true}})
 	expect("young pointer held", "10.210.1.3", "10.210.2.3")
-	load(serving.Input{Containers: rows, Pointers: p3})
+	load(serving.Input{Machines: testMachines, Containers: rows, Pointers: p3})
 	if rc, got := both(t, addr, "web.demo-prod.internal"); rc != "NXDOMAIN" || len(got) != 0 {
 		t.Fatalf("pointer past its hold naming nothing ready: %s %v", rc, got)
 	}
@@ -114,9 +116,13 @@ func from(n, ip string) *miekg.Client {
 // namespace of the Container the query comes from (by source address).
 func TestShortNameInCallersNamespace(t *testing.T) {
 	h := NewHandler(testCfg(t), nil)
-	h.SetTable(NewTable([]store.Row[store.ContainerBody]{
-		row("caller-a", "m1", "client", "demo-prod", "svc-client", "127.0.0.5", true),
-		row("caller-b", "m1", "client", "demo-stage", "svc-client-b", "127.0.0.6", false), // not ready: still a caller
+	// The callers are loopback test clients: their Machine "lo" holds
+	// 127.0.0.0/8, so their rows' addresses are vouched for.
+	ms := serving.Machines{Subnets: maps.Clone(testMachines.Subnets)}
+	ms.Subnets["lo"] = netip.MustParsePrefix("127.0.0.0/8")
+	h.SetTable(NewTable(ms, []store.Row[store.ContainerBody]{
+		row("caller-a", "lo", "client", "demo-prod", "svc-client", "127.0.0.5", true),
+		row("caller-b", "lo", "client", "demo-stage", "svc-client-b", "127.0.0.6", false), // not ready: still a caller
 		row("api-prod", "m1", "api", "demo-prod", "svc-api", "10.210.1.2", true),
 		row("api-stage", "m2", "api", "demo-stage", "svc-api-b", "10.210.2.9", true),
 	}))
@@ -162,7 +168,7 @@ func TestPTRForContainerAddresses(t *testing.T) {
 	// An address Docker handed on: the exited holder loses it to the running one.
 	gone := row("c0", "m2", "old", "demo-prod", "svc-old", "10.210.2.2", false)
 	gone.Body.State = "exited"
-	h.SetTable(NewTable(append([]store.Row[store.ContainerBody]{gone}, rows...)))
+	h.SetTable(NewTable(testMachines, append([]store.Row[store.ContainerBody]{gone}, rows...)))
 	addr := serve(t, h)
 	ptr := func(n, name string, qt uint16) *miekg.Msg {
 		t.Helper()
@@ -211,7 +217,7 @@ func TestPTRForContainerAddresses(t *testing.T) {
 func TestEDNS0(t *testing.T) {
 	up, _ := upstream(t)
 	h := NewHandler(testCfg(t, up), nil)
-	h.SetTable(NewTable(demoRows()))
+	h.SetTable(NewTable(testMachines, demoRows()))
 	addr := serve(t, h)
 	for _, n := range []string{"udp", "tcp"} {
 		for _, name := range []string{"api.demo-prod.internal.", "nope.demo-prod.internal.", "2.1.210.10.in-addr.arpa.", "example.com."} {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	miekg "github.com/miekg/dns"
 	dnsspec "github.com/ployz/ployz/sdk/dns"
+	"github.com/ployz/ployz/sdk/serving"
 
 	"github.com/ployz/ployz/core/store"
 )
@@ -26,7 +28,8 @@ func Probe(ctx context.Context, specPath string) error {
 		return err
 	}
 	h := NewHandler(cfg, nil)
-	h.SetTable(NewTable([]store.Row[store.ContainerBody]{{Key: "c", Owner: "probe",
+	probe := serving.Machines{Subnets: map[string]netip.Prefix{"probe": netip.MustParsePrefix("10.0.0.0/24")}}
+	h.SetTable(NewTable(probe, []store.Row[store.ContainerBody]{{Key: "c", Owner: "probe",
 		Body: store.ContainerBody{Service: "api", Namespace: "probe", IP: "10.0.0.7", Ready: true}}}))
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {

@@ -22,7 +22,7 @@ func TestRecursionOnlyForServedSources(t *testing.T) {
 	cfg := testCfg(t, up)
 	cfg.NetworkPrefix = mustPrefix("10.210.0.0/16")
 	h := NewHandler(cfg, nil)
-	h.SetTable(NewTable(demoRows()))
+	h.SetTable(NewTable(testMachines, demoRows()))
 	ask := func(src, name string) *miekg.Msg {
 		m := new(miekg.Msg)
 		m.SetQuestion(miekg.Fqdn(name), miekg.TypeA)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // testStore is a real store node on loopback (the pattern of
@@ -35,6 +36,7 @@ func startStore(t *testing.T) *testStore {
 		Token:     "sekrit",
 	}}
 	s.start()
+	s.putMachines(testMachines)
 	t.Cleanup(func() {
 		if s.node != nil {
 			s.node.Close()
@@ -60,6 +62,18 @@ func (s *testStore) put(rows ...store.Row[store.ContainerBody]) {
 	s.t.Helper()
 	for _, r := range rows {
 		if _, err := s.client().Containers().Put(context.Background(), r); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// putMachines writes a participating machines row with its subnet for
+// each of ms's Machines: they vouch for their Containers' addresses.
+func (s *testStore) putMachines(ms serving.Machines) {
+	s.t.Helper()
+	for id, subnet := range ms.Subnets {
+		r := store.Row[store.MachineBody]{Key: id, Owner: id, Body: store.MachineBody{Phase: serving.Participating, Subnet: subnet.String()}}
+		if _, err := s.client().Machines().Put(context.Background(), r); err != nil {
 			s.t.Fatal(err)
 		}
 	}

@@ -23,6 +23,16 @@ type Table struct {
 	// answers and for the caller's namespace of <service>.internal.
 	hosts map[netip.Addr]host
 	sets  map[string]serving.Set
+	// refused are the ready rows whose address their owner cannot vouch
+	// for (serving.Refused): never answered, reported by the loader.
+	refused []Refusal
+}
+
+// Refusal is one ready Container row Internal DNS does not answer, and why.
+type Refusal struct {
+	Key, Owner string
+	IP         netip.Addr
+	Reason     string
 }
 
 // host is the Container holding an address.
@@ -32,9 +42,10 @@ type host struct {
 	rank      int // which row wins an address several rows claim
 }
 
-// NewTable indexes Containers with no Serving Pointers (tests, --probe).
-func NewTable(rows []store.Row[store.ContainerBody]) *Table {
-	return Build(serving.Input{Containers: rows})
+// NewTable indexes Containers with no Serving Pointers (tests, --probe);
+// ms are the Machines that vouch for their addresses.
+func NewTable(ms serving.Machines, rows []store.Row[store.ContainerBody]) *Table {
+	return Build(serving.Input{Machines: ms, Containers: rows})
 }
 
 // Build indexes the serving sets the sdk's Serving Pointer computation
@@ -59,6 +70,14 @@ func Build(in serving.Input) *Table {
 		b := r.Body
 		ip, err := netip.ParseAddr(b.IP)
 		if err != nil || !ip.Unmap().Is4() || b.Service == "" || b.Namespace == "" {
+			continue
+		}
+		if err := in.Vouched(r.Owner, ip.Unmap()); err != nil {
+			// No PTR and no caller namespace from an address its owner
+			// cannot vouch for either.
+			if serving.ReadyAddr(r, in.Sessions).IsValid() {
+				t.refused = append(t.refused, Refusal{Key: r.Key, Owner: r.Owner, IP: ip.Unmap(), Reason: err.Error()})
+			}
 			continue
 		}
 		h := host{ptr: strings.ToLower(b.Service) + "." + strings.ToLower(b.Namespace) + "." + Zone,
@@ -87,6 +106,10 @@ func hostRank(b store.ContainerBody) int {
 // Sets is the serving computation the Table indexes: the Prev of the next
 // Build.
 func (t *Table) Sets() map[string]serving.Set { return t.sets }
+
+// Refused lists the ready rows this Table does not answer because their
+// owner cannot vouch for their address.
+func (t *Table) Refused() []Refusal { return t.refused }
 
 // Len is the number of indexed service names.
 func (t *Table) Len() int { return len(t.services) }

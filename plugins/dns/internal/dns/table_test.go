@@ -15,7 +15,7 @@ func ips(a []netip.Addr) []string {
 }
 
 func TestTableAnswerSets(t *testing.T) {
-	tb := NewTable(demoRows())
+	tb := NewTable(testMachines, demoRows())
 	subnet := netip.MustParsePrefix("10.210.1.0/24")
 	cases := []struct {
 		name  string
@@ -40,7 +40,7 @@ func TestTableAnswerSets(t *testing.T) {
 }
 
 func TestTableRotation(t *testing.T) {
-	tb := NewTable(demoRows())
+	tb := NewTable(testMachines, demoRows())
 	n := ParseName("api.demo-prod.internal")
 	firsts := map[string]int{}
 	for rot := range uint64(6) {
@@ -63,7 +63,7 @@ func TestTableRotation(t *testing.T) {
 
 func TestTableNearestLocalFirst(t *testing.T) {
 	rows := append(demoRows(), row("c7", "m1", "api", "demo-prod", "svc-api", "10.210.1.3", true))
-	tb := NewTable(rows)
+	tb := NewTable(testMachines, rows)
 	n := ParseName("api.demo-prod.nearest.internal")
 	for rot := range uint64(8) {
 		got := ips(mustLookup(t, tb, n, "m1", rot))

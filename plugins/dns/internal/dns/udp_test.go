@@ -18,7 +18,7 @@ import (
 func TestUDPBatchesAnswerEveryClient(t *testing.T) {
 	up, _ := upstream(t)
 	h := NewHandler(testCfg(t, up), nil)
-	h.SetTable(NewTable(benchRows()))
+	h.SetTable(NewTable(testMachines, benchRows()))
 	addr := serve(t, h)
 	const clients, per = 8, 300
 	var wg sync.WaitGroup
@@ -98,7 +98,7 @@ func itoa3(i int) string {
 func TestGeneralPathIsBounded(t *testing.T) {
 	up, _ := upstream(t)
 	h := NewHandler(testCfg(t, up), nil)
-	h.SetTable(NewTable(demoRows()))
+	h.SetTable(NewTable(testMachines, demoRows()))
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func TestWireMatchesGeneralPath(t *testing.T) {
 		rows = append(rows, row(fmt.Sprintf("b%d", i), "m2", "big", "demo-prod", "svc-big", fmt.Sprintf("10.210.2.%d", 100+i), true))
 	}
 	h := NewHandler(testCfg(t), nil)
-	h.SetTable(NewTable(rows))
+	h.SetTable(NewTable(testMachines, rows))
 	src := netip.MustParseAddr("10.210.1.50")
 	s := &wireScratch{}
 	answered := 0
@@ -99,7 +99,7 @@ func TestWireMatchesGeneralPath(t *testing.T) {
 
 func TestWireAllocatesNothing(t *testing.T) {
 	h := NewHandler(testCfg(t), nil)
-	h.SetTable(NewTable(benchRows()))
+	h.SetTable(NewTable(testMachines, benchRows()))
 	s := &wireScratch{}
 	for _, name := range []string{"svc42.demo-prod.internal.", "svc42.demo-prod.nearest.internal.", "nope.demo-prod.internal."} {
 		m := new(miekg.Msg)

@@ -1,6 +1,7 @@
 package acme
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -110,11 +111,13 @@ func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
 		if err != nil {
 			e.snap.Skipped = append(e.snap.Skipped, rpc.SkippedCertificate{Name: r.Key, Reason: err.Error()})
 		} else if ch != nil {
-			e.snap.TLS.Challenges = append(e.snap.TLS.Challenges, caddyconfig.Challenge{Token: ch.Token, KeyAuthorization: ch.KeyAuthorization})
+			e.snap.TLS.Challenges = append(e.snap.TLS.Challenges, caddyconfig.Challenge{Hostname: name, Token: ch.Token, KeyAuthorization: ch.KeyAuthorization})
 		}
 		e.views[name] = v
 	}
-	slices.SortFunc(e.snap.TLS.Challenges, func(a, b caddyconfig.Challenge) int { return strings.Compare(a.Token, b.Token) })
+	slices.SortFunc(e.snap.TLS.Challenges, func(a, b caddyconfig.Challenge) int {
+		return cmp.Or(strings.Compare(a.Token, b.Token), strings.Compare(a.Hostname, b.Hostname))
+	})
 }
 
 // host states one wanted hostname: its certificate served while valid,

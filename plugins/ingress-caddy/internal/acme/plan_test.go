@@ -54,7 +54,7 @@ func TestTurnsByRank(t *testing.T) {
 	if evalNow(t, b, st) != "" {
 		t.Fatal("m-b issued while m-a's challenge is fresh")
 	}
-	if s := b.Snapshot(); len(s.TLS.Challenges) != 1 || s.TLS.Challenges[0].KeyAuthorization != "tok.thumb" ||
+	if s := b.Snapshot(); len(s.TLS.Challenges) != 1 || s.TLS.Challenges[0].KeyAuthorization != "tok.thumb" || s.TLS.Challenges[0].Hostname != "x.example.test" ||
 		!strings.Contains(s.States[0].Detail, "in progress on m-a") {
 		t.Fatalf("%+v", s)
 	}

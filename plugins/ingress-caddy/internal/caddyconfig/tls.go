@@ -16,7 +16,7 @@ type TLS struct {
 	// Certificates are loaded as they are (Caddy never issues); a
 	// hostname is served on Listen when one of them covers it.
 	Certificates []Certificate
-	// Challenges are answered on HTTP for every host.
+	// Challenges are answered on HTTP, each for its own hostname only.
 	Challenges []Challenge
 }
 
@@ -29,6 +29,10 @@ type Certificate struct {
 
 // Challenge is one HTTP-01 answer.
 type Challenge struct {
+	// Hostname is the certificates row's name (lowercase), the one name
+	// its order validates: the challenge is answered for this Host only,
+	// so a row cannot obtain certificates for other names pointing here.
+	Hostname         string
 	Token            string
 	KeyAuthorization string
 }

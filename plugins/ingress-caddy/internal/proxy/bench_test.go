@@ -231,7 +231,7 @@ func serveBenchProxy(b testing.TB, upstream string, t *benchTLS) (addr string, s
 	}
 	ip, port, _ := net.SplitHostPort(upstream)
 	p, _ := strconv.Atoi(port)
-	src := benchSource{ingress.Input{Containers: []store.Row[store.ContainerBody]{{Key: "c1", Owner: "m1", Body: store.ContainerBody{
+	src := benchSource{ingress.Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{{Key: "c1", Owner: "m1", Body: store.ContainerBody{
 		Namespace: "bench", Service: "web", IP: ip, Ready: true,
 		Ingress: []store.IngressRoute{{Hostname: benchHost, ContainerPort: p}}}}}}}
 	done := make(chan error, 1)

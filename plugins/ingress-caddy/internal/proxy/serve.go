@@ -80,7 +80,7 @@ func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
 	var in ingress.Input
 	err := s.tf.Do(func(c *store.Client) error {
 		r, err := serving.Read(ctx, c)
-		in.Containers, in.Pointers, in.Sessions = r.Containers, r.Pointers, r.Sessions
+		in.Containers, in.Pointers, in.Machines = r.Containers, r.Pointers, r.Machines
 		return err
 	})
 	return in, err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // fakeSource hands Serve rows directly and records its acks.
@@ -55,7 +57,7 @@ func (f *fakeSource) set(rows []store.Row[store.ContainerBody], err error) {
 func (f *fakeSource) Input(context.Context) (ingress.Input, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return ingress.Input{Containers: f.rows, Pointers: f.pointers}, f.err
+	return ingress.Input{Machines: testMachines, Containers: f.rows, Pointers: f.pointers}, f.err
 }
 
 func (f *fakeSource) Ack(_ context.Context, _ string, a store.ServingAckBody) error {
@@ -333,3 +335,10 @@ func TestServeFollowsAndAcksServingPointer(t *testing.T) {
 		t.Errorf("%d ack writes, want one per pointer", n)
 	}
 }
+
+// testMachines are m1 and m2 participating. The tests' upstreams are
+// loopback test backends, so each Machine's subnet here is 127.0.0.0/8
+// (in a Cluster they are disjoint /24s of the Cluster network; a row's
+// address is checked only against its own owner's subnet).
+var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
+	"m1": netip.MustParsePrefix("127.0.0.0/8"), "m2": netip.MustParsePrefix("127.0.0.0/8")}}

@@ -26,9 +26,9 @@ import (
 var table atomic.Pointer[routeTable]
 
 type routeTable struct {
-	http       map[string]*httpRoute // lowercase hostname
-	tcp        map[int]*tcpRoute     // port
-	challenges map[string]string     // HTTP-01 token -> key authorization
+	http       map[string]*httpRoute        // lowercase hostname
+	tcp        map[int]*tcpRoute            // port
+	challenges map[string]map[string]string // HTTP-01 token -> hostname -> key authorization
 }
 
 // httpRoute is one hostname: an answer of its own (status != 0: pending
@@ -43,9 +43,12 @@ type tcpRoute struct{ dials []string }
 
 // buildTable turns routes into a routing table.
 func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *routeTable {
-	t := &routeTable{http: map[string]*httpRoute{}, tcp: map[int]*tcpRoute{}, challenges: map[string]string{}}
+	t := &routeTable{http: map[string]*httpRoute{}, tcp: map[int]*tcpRoute{}, challenges: map[string]map[string]string{}}
 	for _, c := range challenges {
-		t.challenges[c.Token] = c.KeyAuthorization
+		if t.challenges[c.Token] == nil {
+			t.challenges[c.Token] = map[string]string{}
+		}
+		t.challenges[c.Token][c.Hostname] = c.KeyAuthorization
 	}
 	for _, rt := range routes {
 		if rt.Protocol == "tcp" {
@@ -201,7 +204,13 @@ func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 		return plain(w, http.StatusBadGateway, "ployz: no routes loaded yet\n")
 	}
 	if h.Challenges && strings.HasPrefix(r.URL.Path, ingress.ChallengePathPrefix) {
-		if ka, ok := t.challenges[strings.TrimPrefix(r.URL.Path, ingress.ChallengePathPrefix)]; ok {
+		if hosts, ok := t.challenges[strings.TrimPrefix(r.URL.Path, ingress.ChallengePathPrefix)]; ok {
+			// Only for the hostname whose order it is: a certificates
+			// row must not validate any other name pointing here.
+			ka, ok := hosts[hostKey(r.Host)]
+			if !ok {
+				return plain(w, http.StatusNotFound, "ployz: no challenge for this host\n")
+			}
 			w.Header().Set("Content-Type", "text/plain")
 			return plainBody(w, http.StatusOK, ka)
 		}

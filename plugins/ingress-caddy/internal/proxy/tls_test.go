@@ -25,7 +25,7 @@ import (
 
 // Caddy loads CaddyConfigTLS as generated: HTTPS by SNI with the loaded
 // material (same routes as HTTP), HTTP unchanged, the challenge answered
-// on HTTP for any host, and no handshake for a hostname without material.
+// on HTTP for its own host, and no handshake for a hostname without material.
 func TestCaddyServesLoadedCertificate(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "backend") }))
 	defer backend.Close()
@@ -43,7 +43,7 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	}
 	in := caddyconfig.TLS{Listen: tlsAddr,
 		Certificates: []caddyconfig.Certificate{{CertPEM: certPEM, KeyPEM: keyPEM}},
-		Challenges:   []caddyconfig.Challenge{{Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}}
+		Challenges:   []caddyconfig.Challenge{{Hostname: "a.test", Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}}
 	publish(buildTable(routes, in.Challenges))
 	defer publish(nil)
 	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
@@ -87,8 +87,11 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	if code, body := get("b.test", "/"); code != 200 || body != "backend" {
 		t.Fatalf("http b.test: %d %q", code, body)
 	}
-	if code, body := get("anything.test", "/.well-known/acme-challenge/tok_1"); code != 200 || body != "tok_1.thumb" {
+	if code, body := get("a.test", "/.well-known/acme-challenge/tok_1"); code != 200 || body != "tok_1.thumb" {
 		t.Fatalf("challenge: %d %q", code, body)
+	}
+	if code, body := get("anything.test", "/.well-known/acme-challenge/tok_1"); code != 404 || body == "tok_1.thumb" {
+		t.Fatalf("challenge for another host: %d %q", code, body)
 	}
 	// HTTPS answers no challenge: an unknown host stays unknown there.
 	req, _ := http.NewRequest("GET", "https://a.test/.well-known/acme-challenge/tok_1", nil)

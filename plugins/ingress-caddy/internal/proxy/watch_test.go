@@ -13,6 +13,7 @@ import (
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/server"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // TestServeFollowsStoreSubscriptions runs Serve on a real store node:
@@ -33,7 +34,7 @@ func TestServeFollowsStoreSubscriptions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.Machines().Put(ctx, store.Row[store.MachineBody]{Key: "m2", Owner: "m2", Body: store.MachineBody{Session: "s1"}}); err != nil {
+	if _, err := c.Machines().Put(ctx, store.Row[store.MachineBody]{Key: "m2", Owner: "m2", Body: store.MachineBody{Session: "s1", Phase: serving.Participating, Subnet: loopbackSubnet}}); err != nil {
 		t.Fatal(err)
 	}
 	put(true, "s1")
@@ -72,7 +73,7 @@ func TestServeFollowsStoreSubscriptions(t *testing.T) {
 	t.Logf("readiness withdrawal reached the routing table in %s", within("withdrawal", 0, time.Second))
 	put(true, "s1")
 	t.Logf("readiness reached the routing table in %s", within("ready again", 1, time.Second))
-	if _, err := c.Machines().Put(ctx, store.Row[store.MachineBody]{Key: "m2", Owner: "m2", Body: store.MachineBody{Session: "s2"}}); err != nil {
+	if _, err := c.Machines().Put(ctx, store.Row[store.MachineBody]{Key: "m2", Owner: "m2", Body: store.MachineBody{Session: "s2", Phase: serving.Participating, Subnet: loopbackSubnet}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("a new session of the Container's Machine reached the routing table in %s", within("new session", 0, time.Second))
@@ -80,6 +81,10 @@ func TestServeFollowsStoreSubscriptions(t *testing.T) {
 		t.Fatalf("stale readiness still routed: %d %q %v", code, body, err)
 	}
 }
+
+// loopbackSubnet is the subnet of the test Machines whose Containers are
+// loopback test backends.
+const loopbackSubnet = "127.0.0.0/8"
 
 // startStore runs a real store node in dir (token "sekrit", also
 // written to dir/token) and returns its API address and a client.
@@ -125,6 +130,10 @@ func TestIdleCPU(t *testing.T) {
 	}{{"poll every 500ms", PollInterval}, {"store subscriptions", 0}} {
 		dir := t.TempDir()
 		api, c := startStore(t, dir)
+		if _, err := c.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: "m2", Owner: "m2",
+			Body: store.MachineBody{Phase: serving.Participating, Subnet: "10.0.0.0/24"}}); err != nil {
+			t.Fatal(err)
+		}
 		for i := 0; i < 20; i++ {
 			r := webRow(fmt.Sprintf("c%d", i), "m2", fmt.Sprintf("http://10.0.0.%d:80", i+1), true, "web.example.test")
 			if _, err := c.Containers().Put(context.Background(), r); err != nil {
