@@ -16,8 +16,6 @@ import (
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
-	"github.com/ployz/ployz/core/operator"
-	"github.com/ployz/ployz/core/rpc"
 )
 
 // imageCommand is `ployz image`: images reach Machines without a registry.
@@ -29,8 +27,8 @@ func imageCommand() *cobra.Command {
 		Short: "Stream a local image into the Docker of every Machine that misses it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				res, err := images.Push(c.Context(), ent, args[0], machines, pushProgress())
+			return withClient(c, func(s *client.Session) error {
+				res, err := images.Push(c.Context(), s.Entry(), args[0], machines, pushProgress())
 				if err != nil {
 					return err
 				}
@@ -112,13 +110,14 @@ func buildCommand() *cobra.Command {
 				}
 				return printBuilt(c, app, names, nil)
 			}
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+			return withClient(c, func(s *client.Session) error {
+				ent := s.Entry()
 				if err := client.BuildApp(c.Context(), ent, &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}); err != nil {
 					return err
 				}
 				var tags []string
-				for _, s := range client.Built(app, names) {
-					tags = append(tags, s.Spec.Image)
+				for _, b := range client.Built(app, names) {
+					tags = append(tags, b.Spec.Image)
 				}
 				res, err := images.Deliver(c.Context(), ent, tags, pushProgress())
 				if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,23 +29,6 @@ func volumeCommand() *cobra.Command {
 
 // zfsPoolFlagHelp is the help of --zfs-pool on machine init, add and update.
 var zfsPoolFlagHelp = "ZFS pool the Machine's Provisioned Volumes live in (sets the label " + volume.PoolLabel + "; default: none, no Provisioned Volumes)"
-
-// withZFSPool adds the ployz.zfs.pool label --zfs-pool asks for (set is
-// whether the flag was given at all); the Machine checks the pool exists.
-func withZFSPool(labels map[string]string, pool string, set bool) (map[string]string, error) {
-	if !set {
-		return labels, nil
-	}
-	pool = strings.TrimSpace(pool)
-	if err := volume.ValidPool(pool); err != nil {
-		return nil, fmt.Errorf("--zfs-pool: %w", err)
-	}
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[volume.PoolLabel] = pool
-	return labels, nil
-}
 
 func volumeCreate() *cobra.Command {
 	var machine, size string
