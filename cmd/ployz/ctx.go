@@ -58,19 +58,14 @@ func ctxCommand() *cobra.Command {
 		},
 	}
 	show := &cobra.Command{
-		Use: "show [NAME]", Short: "Show a context and its connections", Args: cobra.MaximumNArgs(1),
+		Use: "show [NAME]", Short: "Show a context and its connections (default: the one commands use)", Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			st, err := openStore()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			var x operator.Context
-			if len(args) == 1 {
-				x, err = st.Context(args[0])
-			} else {
-				x, err = st.Current()
-			}
+			x, err := contextNamed(st, args)
 			if err != nil {
 				return err
 			}
@@ -99,6 +94,16 @@ func ctxCommand() *cobra.Command {
 	return cmd
 }
 
+// contextNamed is the context NAME names, else the one the other
+// commands use: --context, else PLOYZ_CONTEXT's, else the current one.
+func contextNamed(st *operator.Store, args []string) (operator.Context, error) {
+	name := g.context
+	if len(args) == 1 {
+		name = args[0]
+	}
+	return operator.Resolve(st, name)
+}
+
 // ctxExport prints a context for a teammate or a CI job: connections and
 // pinned host keys, never a private key.
 func ctxExport() *cobra.Command {
@@ -112,12 +117,7 @@ func ctxExport() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			var x operator.Context
-			if len(args) == 1 {
-				x, err = st.Context(args[0])
-			} else {
-				x, err = st.Current()
-			}
+			x, err := contextNamed(st, args)
 			if err != nil {
 				return err
 			}
