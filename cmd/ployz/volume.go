@@ -42,15 +42,9 @@ refused. The volume is mounted on the Machine at ` + "/var/lib/ployz/volumes/NAM
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			name := args[0]
-			if err := volumerun.CheckName(name); err != nil {
-				return err
-			}
-			if machine == "" {
-				return errors.New("--machine: required (the Machine whose pool holds the volume)")
-			}
-			n, err := volume.ParseSize(size)
+			n, err := volumerun.CheckCreate(name, machine, size)
 			if err != nil {
-				return fmt.Errorf("--size: %w", err)
+				return err
 			}
 			return withSession(c, func(s session) error {
 				v, err := volumeRunner(c, s).Create(c.Context(), machine, name, n)
