@@ -32,10 +32,6 @@ func imageCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				partial := false
-				for _, r := range res {
-					partial = partial || r.Outcome == "failed"
-				}
 				if g.json {
 					if err := printJSON(c.OutOrStdout(), res); err != nil {
 						return err
@@ -43,7 +39,7 @@ func imageCommand() *cobra.Command {
 				} else {
 					printDeliveries(c.OutOrStdout(), res)
 				}
-				if partial {
+				if client.DeliveryFailed(res) {
 					return &exitError{code: 3, err: fmt.Errorf("image %s did not reach every Machine", args[0]), silent: g.json}
 				}
 				return nil
@@ -143,10 +139,6 @@ func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.R
 			fmt.Fprintf(c.OutOrStdout(), "%s\t%s\n", s.Name, s.Spec.Image)
 		}
 	}
-	partial := false
-	for _, r := range res {
-		partial = partial || r.Outcome == "failed"
-	}
 	if g.json {
 		if res == nil {
 			if err := printJSON(c.OutOrStdout(), tags); err != nil {
@@ -161,7 +153,7 @@ func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.R
 	} else if res != nil {
 		printDeliveries(c.OutOrStdout(), res)
 	}
-	if partial {
+	if client.DeliveryFailed(res) {
 		return &exitError{code: 3, err: errors.New("an image did not reach every Machine"), silent: g.json}
 	}
 	return nil
