@@ -156,19 +156,8 @@ func ctxImport() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			if _, err := st.Context(e.Name); err == nil && !replace {
-				return fmt.Errorf("context %q exists: --replace replaces it, --name imports under another name", e.Name)
-			}
-			if err := e.Trust(rpc.HostKeys{Path: operator.KnownHostsPath()}); err != nil {
+			if err := st.Import(e, rpc.HostKeys{Path: operator.KnownHostsPath()}, replace, use); err != nil {
 				return err
-			}
-			if err := st.SaveContext(e.Context()); err != nil {
-				return err
-			}
-			if use {
-				if err := st.Use(e.Name); err != nil {
-					return err
-				}
 			}
 			fmt.Fprintf(c.ErrOrStderr(), "imported context %s: %d connections, %d host keys pinned\n", e.Name, len(e.Connections), len(e.HostKeys))
 			return nil
