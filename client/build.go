@@ -140,3 +140,14 @@ func RegistryAuthFor(imgs []string) (func(string) string, error) {
 	}
 	return func(image string) string { return enc[image] }, nil
 }
+
+// DeliveryFailed says whether an image delivery left a Machine without
+// its image.
+func DeliveryFailed(res []images.Result) bool {
+	for _, r := range res {
+		if r.Outcome == "failed" {
+			return true
+		}
+	}
+	return false
+}

@@ -16,7 +16,7 @@ import (
 )
 
 // cli runs the ployz command tree as main does, against fc through
-// --connect, and returns stdout, stderr and the exit code.
+// --connect (none for a nil fc), and returns stdout, stderr and the exit code.
 func cli(t *testing.T, fc *fakecluster.Cluster, args ...string) (string, string, int) {
 	t.Helper()
 	root := &cobra.Command{Use: "ployz", SilenceUsage: true, SilenceErrors: true}
@@ -25,7 +25,10 @@ func cli(t *testing.T, fc *fakecluster.Cluster, args ...string) (string, string,
 	var out, errw bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errw)
-	root.SetArgs(append([]string{"--connect", fc.EntryURL()}, args...))
+	if fc != nil {
+		args = append([]string{"--connect", fc.EntryURL()}, args...)
+	}
+	root.SetArgs(args)
 	code := 0
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		code = report(&errw, err)

@@ -58,19 +58,14 @@ func ctxCommand() *cobra.Command {
 		},
 	}
 	show := &cobra.Command{
-		Use: "show [NAME]", Short: "Show a context and its connections", Args: cobra.MaximumNArgs(1),
+		Use: "show [NAME]", Short: "Show a context and its connections (default: the one commands use)", Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			st, err := openStore()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			var x operator.Context
-			if len(args) == 1 {
-				x, err = st.Context(args[0])
-			} else {
-				x, err = st.Current()
-			}
+			x, err := contextNamed(st, args)
 			if err != nil {
 				return err
 			}
@@ -99,6 +94,16 @@ func ctxCommand() *cobra.Command {
 	return cmd
 }
 
+// contextNamed is the context NAME names, else the one the other
+// commands use: --context, else PLOYZ_CONTEXT's, else the current one.
+func contextNamed(st *operator.Store, args []string) (operator.Context, error) {
+	name := g.context
+	if len(args) == 1 {
+		name = args[0]
+	}
+	return operator.Resolve(st, name)
+}
+
 // ctxExport prints a context for a teammate or a CI job: connections and
 // pinned host keys, never a private key.
 func ctxExport() *cobra.Command {
@@ -112,12 +117,7 @@ func ctxExport() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			var x operator.Context
-			if len(args) == 1 {
-				x, err = st.Context(args[0])
-			} else {
-				x, err = st.Current()
-			}
+			x, err := contextNamed(st, args)
 			if err != nil {
 				return err
 			}
@@ -156,19 +156,8 @@ func ctxImport() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			if _, err := st.Context(e.Name); err == nil && !replace {
-				return fmt.Errorf("context %q exists: --replace replaces it, --name imports under another name", e.Name)
-			}
-			if err := e.Trust(rpc.HostKeys{Path: operator.KnownHostsPath()}); err != nil {
+			if err := st.Import(e, rpc.HostKeys{Path: operator.KnownHostsPath()}, replace, use); err != nil {
 				return err
-			}
-			if err := st.SaveContext(e.Context()); err != nil {
-				return err
-			}
-			if use {
-				if err := st.Use(e.Name); err != nil {
-					return err
-				}
 			}
 			fmt.Fprintf(c.ErrOrStderr(), "imported context %s: %d connections, %d host keys pinned\n", e.Name, len(e.Connections), len(e.HostKeys))
 			return nil

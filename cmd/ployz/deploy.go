@@ -39,30 +39,7 @@ func (f *projectFlags) add(c *cobra.Command, withFile bool) {
 // resolveProject finds the project name: the flag, else ./compose.yaml's
 // name, else the context's only project with saved state.
 func (f *projectFlags) resolveProject(ctx context.Context, st *operator.Store, ctxName string) (string, error) {
-	if f.project != "" {
-		return f.project, nil
-	}
-	if b, err := os.ReadFile("compose.yaml"); err == nil {
-		if app, err := deploy.Load(ctx, deploy.Source{Compose: b, Environment: f.env, DeclarationsOnly: true}); err == nil {
-			return app.Project, nil
-		}
-	}
-	states, err := st.States(ctxName)
-	if err != nil {
-		return "", err
-	}
-	seen := map[string]bool{}
-	var names []string
-	for _, s := range states {
-		if !seen[s.Project] {
-			seen[s.Project] = true
-			names = append(names, s.Project)
-		}
-	}
-	if len(names) == 1 {
-		return names[0], nil
-	}
-	return "", fmt.Errorf("which project? pass --project-name (saved projects: %s)", strings.Join(names, ", "))
+	return client.ProjectName(ctx, st, ctxName, f.project, f.env, "compose.yaml")
 }
 
 type deployFlags struct {

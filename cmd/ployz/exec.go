@@ -28,23 +28,11 @@ func execCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var target *rpc.ContainerObservation
-				for i, co := range cs {
-					if container != "" && co.Name != container && co.ID != container {
-						continue
-					}
-					if co.State == "running" {
-						target = &cs[i]
-						break
-					}
+				target, err := client.ExecTarget(args[0], ns, snap, cs, container)
+				if err != nil {
+					return err
 				}
-				if target == nil {
-					if len(cs) == 0 {
-						return client.NoService(args[0], ns, snap)
-					}
-					return fmt.Errorf("service %s in %s has no running Container%s", args[0], ns, map[bool]string{true: " named " + container, false: ""}[container != ""])
-				}
-				return runExec(c, s, *target, args[1:], interactive, tty)
+				return runExec(c, s, target, args[1:], interactive, tty)
 			})
 		},
 	}

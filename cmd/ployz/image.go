@@ -16,8 +16,6 @@ import (
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
-	"github.com/ployz/ployz/core/operator"
-	"github.com/ployz/ployz/core/rpc"
 )
 
 // imageCommand is `ployz image`: images reach Machines without a registry.
@@ -29,14 +27,10 @@ func imageCommand() *cobra.Command {
 		Short: "Stream a local image into the Docker of every Machine that misses it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				res, err := images.Push(c.Context(), ent, args[0], machines, pushProgress())
+			return withClient(c, func(s *client.Session) error {
+				res, err := images.Push(c.Context(), s.Entry(), args[0], machines, pushProgress())
 				if err != nil {
 					return err
-				}
-				partial := false
-				for _, r := range res {
-					partial = partial || r.Outcome == "failed"
 				}
 				if g.json {
 					if err := printJSON(c.OutOrStdout(), res); err != nil {
@@ -45,7 +39,7 @@ func imageCommand() *cobra.Command {
 				} else {
 					printDeliveries(c.OutOrStdout(), res)
 				}
-				if partial {
+				if client.DeliveryFailed(res) {
 					return &exitError{code: 3, err: fmt.Errorf("image %s did not reach every Machine", args[0]), silent: g.json}
 				}
 				return nil
@@ -112,13 +106,14 @@ func buildCommand() *cobra.Command {
 				}
 				return printBuilt(c, app, names, nil)
 			}
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
+			return withClient(c, func(s *client.Session) error {
+				ent := s.Entry()
 				if err := client.BuildApp(c.Context(), ent, &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}); err != nil {
 					return err
 				}
 				var tags []string
-				for _, s := range client.Built(app, names) {
-					tags = append(tags, s.Spec.Image)
+				for _, b := range client.Built(app, names) {
+					tags = append(tags, b.Spec.Image)
 				}
 				res, err := images.Deliver(c.Context(), ent, tags, pushProgress())
 				if err != nil {
@@ -144,10 +139,6 @@ func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.R
 			fmt.Fprintf(c.OutOrStdout(), "%s\t%s\n", s.Name, s.Spec.Image)
 		}
 	}
-	partial := false
-	for _, r := range res {
-		partial = partial || r.Outcome == "failed"
-	}
 	if g.json {
 		if res == nil {
 			if err := printJSON(c.OutOrStdout(), tags); err != nil {
@@ -162,7 +153,7 @@ func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.R
 	} else if res != nil {
 		printDeliveries(c.OutOrStdout(), res)
 	}
-	if partial {
+	if client.DeliveryFailed(res) {
 		return &exitError{code: 3, err: errors.New("an image did not reach every Machine"), silent: g.json}
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/enroll"
-	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/sdk/volume"
@@ -59,18 +58,25 @@ func (f *enrollFlags) options(c *cobra.Command) (enroll.Options, error) {
 		}
 		o.Network = n
 	}
-	labels, err := operator.ParseLabels(f.labels)
-	if err != nil {
-		return o, err
-	}
-	if labels, err = withAccepts(labels, f.accepts, c.Flags().Changed("accepts")); err != nil {
-		return o, err
-	}
-	if labels, err = withObserveBudget(labels, f.budget, c.Flags().Changed("observe-budget")); err != nil {
-		return o, err
-	}
-	o.Labels, err = withZFSPool(labels, f.zfsPool, c.Flags().Changed("zfs-pool"))
+	var err error
+	o.Labels, err = machineLabels(c, f.labels, f.accepts, f.budget, f.zfsPool)
 	return o, err
+}
+
+// machineLabels are the labels the label flags ask for (a flag not given
+// asks for nothing).
+func machineLabels(c *cobra.Command, pairs, accepts []string, budget, pool string) (map[string]string, error) {
+	l := client.MachineLabels{Pairs: pairs}
+	if c.Flags().Changed("accepts") {
+		l.Accepts = &accepts
+	}
+	if c.Flags().Changed("observe-budget") {
+		l.Budget = &budget
+	}
+	if c.Flags().Changed("zfs-pool") {
+		l.ZFSPool = &pool
+	}
+	return l.Labels()
 }
 
 func machineInit() *cobra.Command {
@@ -169,20 +175,15 @@ func printInspection(c *cobra.Command, in rpc.Inspection) error {
 	return w.Flush()
 }
 
-// withEntry runs f with an Entry Machine client.
-func withEntry(c *cobra.Command, f func(*rpc.Client, *operator.Store) error) error {
-	return withSession(c, func(s session) error { return f(s.ent, s.st) })
-}
-
 func machineLs() *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls",
 		Short: "List the Machines the Entry Machine observes",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				var list rpc.MachineList
-				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+			return withClient(c, func(s *client.Session) error {
+				list, err := s.Machines(c.Context())
+				if err != nil {
 					return err
 				}
 				if g.json {
@@ -212,7 +213,7 @@ func machineLs() *cobra.Command {
 					if ver == "" {
 						ver = "-"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, acceptsColumn(m.Labels), m.Membership, rtt, row, ver)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, client.Accepts(m.Labels), m.Membership, rtt, row, ver)
 				}
 				if err := w.Flush(); err != nil {
 					return err
@@ -233,13 +234,9 @@ func machineInspect() *cobra.Command {
 		Short: "Show one Machine as it sees itself (default: the Entry Machine)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				var t rpc.Target
-				if len(args) == 1 {
-					t.One = args[0]
-				}
-				var in rpc.Inspection
-				if err := ent.Call(c.Context(), t, rpc.CmdInspect, nil, &in); err != nil {
+			return withClient(c, func(s *client.Session) error {
+				in, err := s.InspectMachine(c.Context(), strings.Join(args, ""))
+				if err != nil {
 					return err
 				}
 				return printInspection(c, in)
@@ -254,13 +251,7 @@ func machineRename() *cobra.Command {
 		Short: "Rename a Machine (names may be shared; IDs are the identity)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				var in rpc.Inspection
-				if err := ent.Call(c.Context(), rpc.Target{One: args[0]}, rpc.CmdUpdateMachine, rpc.UpdateMachineRequest{Name: &args[1]}, &in); err != nil {
-					return err
-				}
-				return printInspection(c, in)
-			})
+			return updateMachine(c, args[0], rpc.UpdateMachineRequest{Name: &args[1]})
 		},
 	}
 }
@@ -273,30 +264,15 @@ func machineUpdate() *cobra.Command {
 		Short: "Change a Machine's name or labels (never evicts its Containers)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			labels, err := operator.ParseLabels(add)
+			labels, err := machineLabels(c, add, accepts, budget, pool)
 			if err != nil {
-				return err
-			}
-			if labels, err = withAccepts(labels, accepts, c.Flags().Changed("accepts")); err != nil {
-				return err
-			}
-			if labels, err = withObserveBudget(labels, budget, c.Flags().Changed("observe-budget")); err != nil {
-				return err
-			}
-			if labels, err = withZFSPool(labels, pool, c.Flags().Changed("zfs-pool")); err != nil {
 				return err
 			}
 			req := rpc.UpdateMachineRequest{LabelsAdd: labels, LabelsRemove: rm}
 			if name != "" {
 				req.Name = &name
 			}
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				var in rpc.Inspection
-				if err := ent.Call(c.Context(), rpc.Target{One: args[0]}, rpc.CmdUpdateMachine, req, &in); err != nil {
-					return err
-				}
-				return printInspection(c, in)
-			})
+			return updateMachine(c, args[0], req)
 		},
 	}
 	cmd.Flags().StringSliceVar(&add, "label-add", nil, "add or change a label key=value")
@@ -306,6 +282,17 @@ func machineUpdate() *cobra.Command {
 	cmd.Flags().StringVar(&budget, "observe-budget", "", observeBudgetFlagHelp+" (--label-rm "+observe.BudgetLabel+" goes back to the default)")
 	cmd.Flags().StringVar(&pool, "zfs-pool", "", zfsPoolFlagHelp+" (--label-rm "+volume.PoolLabel+" removes it)")
 	return cmd
+}
+
+// updateMachine applies req to the Machine ref names and prints it.
+func updateMachine(c *cobra.Command, ref string, req rpc.UpdateMachineRequest) error {
+	return withClient(c, func(s *client.Session) error {
+		in, err := s.UpdateMachine(c.Context(), ref, req)
+		if err != nil {
+			return err
+		}
+		return printInspection(c, in)
+	})
 }
 
 func machineRm() *cobra.Command {
@@ -366,9 +353,9 @@ func machineRtt() *cobra.Command {
 		Short: "Membership and round-trip times as the Entry Machine's store sees them",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withEntry(c, func(ent *rpc.Client, _ *operator.Store) error {
-				var ms rpc.Membership
-				if err := ent.Call(c.Context(), rpc.Target{}, rpc.CmdMembership, nil, &ms); err != nil {
+			return withClient(c, func(s *client.Session) error {
+				ms, err := s.Membership(c.Context())
+				if err != nil {
 					return err
 				}
 				if g.json {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -31,23 +30,6 @@ func volumeCommand() *cobra.Command {
 // zfsPoolFlagHelp is the help of --zfs-pool on machine init, add and update.
 var zfsPoolFlagHelp = "ZFS pool the Machine's Provisioned Volumes live in (sets the label " + volume.PoolLabel + "; default: none, no Provisioned Volumes)"
 
-// withZFSPool adds the ployz.zfs.pool label --zfs-pool asks for (set is
-// whether the flag was given at all); the Machine checks the pool exists.
-func withZFSPool(labels map[string]string, pool string, set bool) (map[string]string, error) {
-	if !set {
-		return labels, nil
-	}
-	pool = strings.TrimSpace(pool)
-	if err := volume.ValidPool(pool); err != nil {
-		return nil, fmt.Errorf("--zfs-pool: %w", err)
-	}
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[volume.PoolLabel] = pool
-	return labels, nil
-}
-
 func volumeCreate() *cobra.Command {
 	var machine, size string
 	cmd := &cobra.Command{
@@ -60,15 +42,9 @@ refused. The volume is mounted on the Machine at ` + "/var/lib/ployz/volumes/NAM
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			name := args[0]
-			if err := volumerun.CheckName(name); err != nil {
-				return err
-			}
-			if machine == "" {
-				return errors.New("--machine: required (the Machine whose pool holds the volume)")
-			}
-			n, err := volume.ParseSize(size)
+			n, err := volumerun.CheckCreate(name, machine, size)
 			if err != nil {
-				return fmt.Errorf("--size: %w", err)
+				return err
 			}
 			return withSession(c, func(s session) error {
 				v, err := volumeRunner(c, s).Create(c.Context(), machine, name, n)

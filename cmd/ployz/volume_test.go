@@ -6,23 +6,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumes"
-	"github.com/ployz/ployz/sdk/volume"
 )
-
-func TestWithZFSPool(t *testing.T) {
-	l, err := withZFSPool(map[string]string{"a": "b"}, " tank ", true)
-	if err != nil || l[volume.PoolLabel] != "tank" || l["a"] != "b" {
-		t.Fatalf("withZFSPool = %v, %v", l, err)
-	}
-	if l, err := withZFSPool(nil, "", false); err != nil || l != nil {
-		t.Fatalf("unset flag: %v, %v", l, err)
-	}
-	for _, bad := range []string{"", "a/b", "mirror"} {
-		if _, err := withZFSPool(nil, bad, true); err == nil || !strings.Contains(err.Error(), "--zfs-pool") {
-			t.Errorf("withZFSPool(%q) = %v, want an error naming --zfs-pool", bad, err)
-		}
-	}
-}
 
 // The CLI's list prints every Machine's volumes, then a note per Machine
 // that has no pool or did not answer (volumes.MachineVolumes.Note).

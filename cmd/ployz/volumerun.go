@@ -16,7 +16,6 @@ import (
 	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/volumecopy"
 )
 
 // Volume Runs are driven by client/volumerun; the commands here read
@@ -139,22 +138,12 @@ copy at neither or a --gen below its floor is refused. Volume Runs send
 these themselves; this is for repair and tests.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := volumerun.CheckName(args[0]); err != nil {
+			req := rpc.SetVolumeCopyRequest{Volume: args[0], Gen: gen, Expect: expect, Want: want}
+			if err := volumerun.CheckSetCopy(machine, req); err != nil {
 				return err
 			}
-			if machine == "" {
-				return errors.New("--machine: required")
-			}
-			for flag, v := range map[string]string{"--expect": expect, "--want": want} {
-				if !volumecopy.ValidRole(v) {
-					return fmt.Errorf("%s: %q is not a copy role (none, writer or mirror)", flag, v)
-				}
-			}
-			if gen == 0 {
-				return errors.New("--gen: required (1 or more)")
-			}
 			return withSession(c, func(s session) error {
-				out, err := volumeRunner(c, s).SetCopy(c.Context(), machine, rpc.SetVolumeCopyRequest{Volume: args[0], Gen: gen, Expect: expect, Want: want})
+				out, err := volumeRunner(c, s).SetCopy(c.Context(), machine, req)
 				if err != nil {
 					return err
 				}

@@ -192,3 +192,23 @@ func Resolve(st *Store, name string) (Context, error) {
 	}
 	return st.Current()
 }
+
+// Import saves an exported context in the store after pinning its host
+// keys in hk, and makes it the current one when use is set. A context of
+// the same name is refused unless replace is set; a pin hk holds for
+// another key is refused (Trust), and nothing is saved then.
+func (s *Store) Import(e Export, hk rpc.HostKeys, replace, use bool) error {
+	if _, err := s.Context(e.Name); err == nil && !replace {
+		return fmt.Errorf("context %q exists: --replace replaces it, --name imports under another name", e.Name)
+	}
+	if err := e.Trust(hk); err != nil {
+		return err
+	}
+	if err := s.SaveContext(e.Context()); err != nil {
+		return err
+	}
+	if use {
+		return s.Use(e.Name)
+	}
+	return nil
+}

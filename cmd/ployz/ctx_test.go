@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/operator"
+)
+
+// Without NAME, show and export pick the context every other command
+// uses: PLOYZ_CONTEXT's over the current one, --context over both.
+func TestCtxShowExportResolve(t *testing.T) {
+	t.Setenv(operator.EnvPath, filepath.Join(t.TempDir(), "operator.db"))
+	t.Setenv(operator.EnvContext, "")
+	st, err := operator.Open(operator.DefaultPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"home", "other"} {
+		if err := st.SaveContext(operator.Context{Name: n, Connections: []operator.Connection{{URL: "unix:///run/" + n + ".sock"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Use("home"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	ci, _ := json.Marshal(operator.Export{Version: operator.ExportVersion, Name: "ci", Connections: []operator.Connection{{URL: "unix:///run/ci.sock"}}})
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"ctx", "show"}, "context home"},
+		{string(ci), []string{"ctx", "show"}, "context ci"},
+		{string(ci), []string{"ctx", "show", "other"}, "context other"},
+		{string(ci), []string{"--context", "other", "ctx", "show"}, "context other"},
+		{string(ci), []string{"ctx", "export"}, `"name": "ci"`},
+		{"", []string{"ctx", "export"}, `"name": "home"`},
+	} {
+		t.Setenv(operator.EnvContext, tc.env)
+		out, errs, code := cli(t, nil, tc.args...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("PLOYZ_CONTEXT=%t %v: %q %q exit %d, want %q", tc.env != "", tc.args, out, errs, code, tc.want)
+		}
+	}
+}
