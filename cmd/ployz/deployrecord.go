@@ -27,8 +27,8 @@ func deployLsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the Deploys this computer ran in the current context: live progress and each Machine's outcome",
-		Long: `List the Deploys run from this computer (its operator store) in the current
-context, newest first: a running one with the steps in flight on each Machine,
+		Long: `List the Deploys run from this computer (its operator store) in the context
+the command uses (--context, else the current one), newest first: a running one with the steps in flight on each Machine,
 a finished one with each Machine's outcome (completed, failed or never
 attempted). This is the operator's record, not an observation of the Cluster:
 ` + "`ployz ps`" + ` shows what the Machines run.`,
@@ -37,7 +37,7 @@ attempted). This is the operator's record, not an observation of the Cluster:
 			if limit < 1 {
 				return fmt.Errorf("--limit: must be at least 1, got %d", limit)
 			}
-			return withCurrentContext(func(st *operator.Store, ctxName string) error {
+			return withContext(func(st *operator.Store, ctxName string) error {
 				recs, skipped, err := client.DeployRecords(st, ctxName, limit)
 				if err != nil {
 					return err
@@ -58,15 +58,16 @@ attempted). This is the operator's record, not an observation of the Cluster:
 	return cmd
 }
 
-// withCurrentContext runs f with the operator store and the name of its
-// current context: the operator's own records, no Machine asked.
-func withCurrentContext(f func(st *operator.Store, ctxName string) error) error {
+// withContext runs f with the operator store and the name of the context
+// the command uses (--context, PLOYZ_CONTEXT, the current one): the
+// operator's own records, no Machine asked.
+func withContext(f func(st *operator.Store, ctxName string) error) error {
 	st, err := openStore()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	oc, err := operator.Resolve(st, "")
+	oc, err := operator.Resolve(st, g.context)
 	if err != nil {
 		return err
 	}

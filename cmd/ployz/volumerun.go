@@ -176,7 +176,7 @@ func volumeRunsCmd() *cobra.Command {
 			if limit < 1 {
 				return fmt.Errorf("--limit: must be at least 1, got %d", limit)
 			}
-			return withCurrentContext(func(st *operator.Store, ctxName string) error {
+			return withContext(func(st *operator.Store, ctxName string) error {
 				runs, err := st.VolumeRuns(ctxName, name, limit)
 				if err != nil {
 					return err
