@@ -32,8 +32,13 @@ const (
 
 	typeA   = 1
 	typeOPT = 41
-	typeANY = 255
-	classIN = 1
+
+	// EDNS0 option codes the hot path passes through (RFC 5001, 7873, 7830).
+	optNSID    = 3
+	optCookie  = 10
+	optPadding = 12
+	typeANY    = 255
+	classIN    = 1
 )
 
 // wireQuery is what the hot path reads of a query.
@@ -114,9 +119,36 @@ func parseWireQuery(q []byte, s *wireScratch) (wq wireQuery, ok bool) {
 		11+int(binary.BigEndian.Uint16(o[9:])) != len(o) {
 		return wq, false // not OPT, a version other than 0, or trailing bytes
 	}
+	if !plainOptions(o[11:]) {
+		return wq, false // the general path reads (or refuses) the rest
+	}
 	wq.edns, wq.do = true, o[7]&0x80 != 0
 	wq.size = max(int(binary.BigEndian.Uint16(o[3:])), 512)
 	return wq, true
+}
+
+// plainOptions reports whether rdata is a well-formed run of EDNS0
+// options whose bodies the general path reads without checks of its own:
+// a cookie, padding or NSID. Anything else (client subnet, keepalive,
+// truncated option headers) goes to the general path, so the hot path
+// never answers bytes the general path would refuse.
+func plainOptions(rdata []byte) bool {
+	for len(rdata) > 0 {
+		if len(rdata) < 4 {
+			return false
+		}
+		code, n := binary.BigEndian.Uint16(rdata), int(binary.BigEndian.Uint16(rdata[2:]))
+		if 4+n > len(rdata) {
+			return false
+		}
+		switch code {
+		case optNSID, optCookie, optPadding:
+		default:
+			return false
+		}
+		rdata = rdata[4+n:]
+	}
+	return true
 }
 
 // readWireName reads the question name at offset 12 into s.name,
