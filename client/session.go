@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -33,6 +34,9 @@ type Session struct {
 	own  bool
 	// opts are what Open was given: an upgrade over SSH dials with them.
 	opts Options
+	// conn is the connection the entry was dialed over (its SSH key
+	// names the operator).
+	conn operator.Connection
 }
 
 // Open opens the operator store and connects to an Entry Machine.
@@ -45,12 +49,12 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ent, name, err := Dial(ctx, st, o)
+	ent, conn, name, err := dial(ctx, st, o)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	return &Session{st: st, ent: ent, name: name, own: true, opts: o}, nil
+	return &Session{st: st, ent: ent, name: name, own: true, opts: o, conn: conn}, nil
 }
 
 // New is a Session over a store and an entry the caller opened and
@@ -62,16 +66,36 @@ func New(st *operator.Store, ent *rpc.Client, contextName string) *Session {
 // Dial connects to the Entry Machine o names: Connect, else the
 // context's connections in order. It returns the context's name.
 func Dial(ctx context.Context, st *operator.Store, o Options) (*rpc.Client, string, error) {
+	c, _, name, err := dial(ctx, st, o)
+	return c, name, err
+}
+
+func dial(ctx context.Context, st *operator.Store, o Options) (*rpc.Client, operator.Connection, string, error) {
 	if o.Connect != "" {
-		c, err := operator.Dial(ctx, operator.Connection{URL: operator.NormalizeDest(o.Connect), SSHKey: o.SSHKey}, o.Dial)
-		return c, o.Context, err
+		conn := operator.Connection{URL: operator.NormalizeDest(o.Connect), SSHKey: o.SSHKey}
+		c, err := operator.Dial(ctx, conn, o.Dial)
+		return c, conn, o.Context, err
 	}
 	oc, err := ContextOf(st, o)
 	if err != nil {
-		return nil, oc.Name, err
+		return nil, operator.Connection{}, oc.Name, err
 	}
-	c, _, err := operator.Connect(ctx, oc, o.Dial)
-	return c, oc.Name, err
+	c, conn, err := operator.Connect(ctx, oc, o.Dial)
+	return c, conn, oc.Name, err
+}
+
+// Operator is who this Session acts as: the context's operator name and
+// the fingerprint of the SSH key it dialed with ("" over a local socket).
+func (s *Session) Operator() operator.Operator {
+	name, err := s.st.OperatorName(s.name)
+	if err != nil {
+		name = operator.DefaultOperatorName()
+	}
+	op := operator.Operator{Name: name}
+	if strings.HasPrefix(s.conn.URL, "ssh://") {
+		op.KeyFingerprint = s.opts.Dial.SSH(s.conn.SSHKey).Fingerprint()
+	}
+	return op
 }
 
 // ContextOf is the operator context o names: by default PLOYZ_CONTEXT's

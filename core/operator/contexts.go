@@ -178,7 +178,8 @@ func (s *Store) RemoveContext(name string) error {
 		return err
 	}
 	for _, q := range []string{`DELETE FROM contexts WHERE name = ?`, `DELETE FROM connections WHERE context = ?`,
-		`DELETE FROM settings WHERE key = 'current_context' AND value = ?`} {
+		`DELETE FROM settings WHERE key = 'current_context' AND value = ?`,
+		`DELETE FROM settings WHERE key = 'operator_name:' || ?`} {
 		if _, err := s.db.Exec(q, name); err != nil {
 			return err
 		}

@@ -244,3 +244,18 @@ func TestSSHKeyMaterial(t *testing.T) {
 		t.Fatalf("bad material = %v", err)
 	}
 }
+
+func TestSSHOptionsFingerprint(t *testing.T) {
+	key := clientKeyFile(t)
+	fp := SSHOptions{KeyFile: key}.Fingerprint()
+	if !strings.HasPrefix(fp, "SHA256:") {
+		t.Fatalf("fingerprint %q", fp)
+	}
+	b, _ := os.ReadFile(key)
+	if got := (SSHOptions{Key: b, KeyFile: "/nonexistent"}).Fingerprint(); got != fp {
+		t.Fatalf("key material %q, file %q", got, fp)
+	}
+	if got := (SSHOptions{KeyFile: "/nonexistent"}).Fingerprint(); got != "" {
+		t.Fatalf("missing key: %q", got)
+	}
+}

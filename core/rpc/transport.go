@@ -232,3 +232,13 @@ func DialStdio(socket string, stdin io.Reader, stdout io.Writer) error {
 	go func() { _, err := io.Copy(stdout, conn); done <- err }()
 	return <-done
 }
+
+// Fingerprint is the SHA256 fingerprint of the first key these options
+// offer (the one an operator's records name); "" when none loads.
+func (o SSHOptions) Fingerprint() string {
+	s, err := o.signers()
+	if err != nil || len(s) == 0 {
+		return ""
+	}
+	return ssh.FingerprintSHA256(s[0].PublicKey())
+}
