@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/machine"
@@ -66,17 +67,51 @@ func testAppImage(t *testing.T, cli *client.Client) string {
 	return testImageRef
 }
 
+// buildTestApp builds e2e/testapp statically into dir.
+func buildTestApp(dir string) (string, error) {
+	bin := filepath.Join(dir, "testapp")
+	cmd := exec.Command("go", "build", "-o", bin, "../../e2e/testapp")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", errors.New(err.Error() + ": " + string(out))
+	}
+	return bin, nil
+}
+
+// execIn runs cmd in Container id and returns its exit code and output.
+func execIn(t *testing.T, cli *client.Client, id string, cmd ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	att, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	defer att.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
+		t.Fatalf("exec %v: output: %v", cmd, err)
+	}
+	ins, err := cli.ContainerExecInspect(ctx, created.ID)
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	return ins.ExitCode, out.String()
+}
+
 func importTestApp(cli *client.Client) (string, error) {
 	dir, err := os.MkdirTemp("", "ployz-testapp")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "testapp")
-	cmd := exec.Command("go", "build", "-o", bin, "../../e2e/testapp")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", errors.New(err.Error() + ": " + string(out))
+	bin, err := buildTestApp(dir)
+	if err != nil {
+		return "", err
 	}
 	b, err := os.ReadFile(bin)
 	if err != nil {

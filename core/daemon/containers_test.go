@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,6 +119,9 @@ func TestReadinessNotify(t *testing.T) {
 	if err := sendNotify(t, &notifySock{dir: dir}, "READY=1"); err != nil {
 		t.Fatalf("send from outside: %v", err)
 	}
+	if !eventually(func() bool { return to.ready.refused.Load() == 1 }) {
+		t.Fatalf("READY=1 from outside: refused %d, want 1", to.ready.refused.Load())
+	}
 
 	// Not ready before its delay.
 	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 1})
@@ -151,6 +156,73 @@ func TestReadinessNotify(t *testing.T) {
 	must[map[string]string](t, again.removeContainer, rpc.RemoveContainerRequest{ID: id, Force: true})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("notify dir %s after remove: %v", dir, err)
+	}
+}
+
+// TestReadinessNotifySenders: only a process inside the Container marks
+// it ready. On the host, an unprivileged user cannot reach the socket at
+// all, and root (this test) reaches it but is refused as outside the
+// Container; a short-lived process inside, waiting on BARRIER=1, counts.
+func TestReadinessNotifySenders(t *testing.T) {
+	t.Parallel()
+	to := newTestOps(t)
+	spec := to.spec("ns", map[string]string{"READY_DELAY": "1h"}) // its main process never notifies here
+	spec.Readiness = readinessNotify
+	// As an older daemon left it: searchable by everyone. The daemon
+	// must make it root-only.
+	if err := os.Chmod(to.cfg.NotifyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := to.createStart(t, "ns", spec)
+	if fi, err := os.Stat(to.cfg.NotifyDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("notify dir %v %v, want 0700", fi.Mode(), err)
+	}
+	to.ready.mu.Lock()
+	sock := filepath.Join(to.ready.socks[id].dir, notifySocketName)
+	to.ready.mu.Unlock()
+
+	if os.Geteuid() == 0 {
+		appDir, err := os.MkdirTemp("", "pzapp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(appDir) })
+		os.Chmod(appDir, 0o755) //nolint:errcheck // nobody runs the binary from it
+		bin, err := buildTestApp(appDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "notify")
+		cmd.Env = []string{"NOTIFY_SOCKET=" + sock}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "permission denied") {
+			t.Fatalf("nobody on the host reached the notify socket: %v: %s", err, out)
+		}
+	}
+
+	// Root outside the Container reaches the socket, names this Container
+	// by it, and is refused and counted.
+	if err := sendNotify(t, &notifySock{dir: filepath.Dir(sock)}, "READY=1"); err != nil {
+		t.Fatalf("send from outside: %v", err)
+	}
+	if !eventually(func() bool { return to.ready.refused.Load() == 1 }) {
+		t.Fatalf("READY=1 from outside: refused %d, want 1", to.ready.refused.Load())
+	}
+	if ob, _ := to.observeID(context.Background(), id); ob.Ready {
+		t.Fatal("READY=1 from outside the Container marked it ready")
+	}
+
+	// A process inside that sends and exits, after the barrier: accepted.
+	if code, out := execIn(t, to.cli, id, "/testapp", "notify"); code != 0 {
+		t.Fatalf("testapp notify in the Container: exit %d: %s", code, out)
+	}
+	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 5})
+	if res.Outcome != outcomeReady {
+		t.Fatalf("wait_ready after READY=1 from inside: %+v", res)
+	}
+	if got := to.ready.refused.Load(); got != 1 {
+		t.Fatalf("refused = %d after a genuine sender, want 1", got)
 	}
 }
 

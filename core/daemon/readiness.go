@@ -5,16 +5,26 @@ package daemon
 // Each notify Container gets its own unix datagram socket, created by the
 // daemon before the Container exists, in a fresh directory
 // <notifyDir>/<random>/notify.sock that is bind-mounted into the Container
-// at /run/ployz-notify; NOTIFY_SOCKET points there. The socket IS the
-// Container's identity: a datagram on it can only be about that Container,
-// and the socket is closed and its directory removed with the Container, so
-// an older or removed Container can never mark anything ready.
+// at /run/ployz-notify; NOTIFY_SOCKET points there. notifyDir is root-only
+// (0700), so on the host only root reaches a socket; inside the Container
+// any user may. A datagram on a socket can only be about that socket's
+// Container, and the socket is closed and its directory removed with the
+// Container, so an older or removed Container can never mark anything
+// ready.
 //
-// A Container is ready for one run: the first datagram holding a line
-// READY=1 while the Container is running records that run's StartedAt.
-// Repeats in the same run are ignored. Ready holds only while the Container
-// is running with that same StartedAt, so an exit or a Docker restart
-// withdraws readiness, and the restarted process must notify again.
+// READY=1 counts only from a sender placed inside that Container
+// (notify_sender.go): the kernel's credentials name the sender, and its
+// cgroup must be the Container's. A sender that cannot be placed (no
+// credentials, exited before the daemon read them) is refused and counted,
+// so a short-lived sender must wait for the daemon: BARRIER=1 with an fd
+// (sd_notify_barrier(3), what systemd-notify does) is released once every
+// earlier datagram has been handled.
+//
+// A Container is ready for one run: the first accepted READY=1 while the
+// Container is running records that run's StartedAt. Repeats in the same
+// run are ignored. Ready holds only while the Container is running with
+// that same StartedAt, so an exit or a Docker restart withdraws readiness,
+// and the restarted process must notify again.
 //
 // Restart of the daemon: the verdicts are written atomically to
 // <DataDir>/readiness.json on every change. On start the daemon re-binds a
@@ -36,11 +46,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
@@ -65,6 +76,9 @@ type readiness struct {
 	mu    sync.Mutex
 	socks map[string]*notifySock // by Container ID
 	ready map[string]string      // Container ID -> StartedAt of the ready run
+	// refused counts READY=1 datagrams refused because their sender was
+	// not placed inside the Container (or could not be placed at all).
+	refused atomic.Uint64
 }
 
 // notifySock is one Container's socket.
@@ -102,11 +116,31 @@ func newReadiness(log hclog.Logger, dir, statePath string, running func(context.
 func (r *readiness) open() (*notifySock, error) {
 	b := make([]byte, 8)
 	rand.Read(b) //nolint:errcheck // never fails
-	return r.bind(filepath.Join(r.dir, hex.EncodeToString(b)))
+	dir := filepath.Join(r.dir, hex.EncodeToString(b))
+	n, err := r.bind(dir)
+	if err != nil {
+		os.RemoveAll(dir) //nolint:errcheck // best effort: restore removes orphans
+	}
+	return n, err
 }
 
 func (r *readiness) bind(dir string) (*notifySock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	n, err := r.listen(dir)
+	if err != nil {
+		return nil, err
+	}
+	go r.read(n)
+	return n, nil
+}
+
+// listen binds the socket in dir, under the root-only notify dir.
+func (r *readiness) listen(dir string) (*notifySock, error) {
+	if err := rootOnlyDir(r.dir); err != nil {
+		return nil, err
+	}
+	// The Container's own directory is searchable by every user inside
+	// it; on the host, its root-only parent keeps it out of reach.
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("notify socket directory: %w", err)
 	}
 	path := filepath.Join(dir, notifySocketName)
@@ -122,14 +156,45 @@ func (r *readiness) bind(dir string) (*notifySock, error) {
 		conn.Close()
 		return nil, fmt.Errorf("notify socket: %w", err)
 	}
-	if raw, err := conn.SyscallConn(); err == nil {
-		raw.Control(func(fd uintptr) { //nolint:errcheck // credentials are diagnostic only
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1) //nolint:errcheck // diagnostic
-		})
+	if err := passCredentials(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("notify socket %s: %w", path, err)
 	}
-	n := &notifySock{dir: dir, conn: conn}
-	go r.read(n)
-	return n, nil
+	return &notifySock{dir: dir, conn: conn}, nil
+}
+
+// rootOnlyDir makes dir a 0700 directory, tightening one an older daemon
+// left searchable by everyone.
+func rootOnlyDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("notify dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("notify dir: %w", err)
+	}
+	return nil
+}
+
+// passCredentials asks the kernel to attach each sender's credentials
+// (required: without them no sender can be placed) and, where the kernel
+// has it (Linux 6.5+), a pidfd that pins the sender against pid reuse.
+func passCredentials(conn *net.UnixConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1); serr != nil {
+			serr = fmt.Errorf("SO_PASSCRED: %w", serr)
+			return
+		}
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSPIDFD, 1) //nolint:errcheck // older kernels: pid only
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // attach makes n the socket of Container id.
@@ -148,22 +213,42 @@ func (r *readiness) attach(n *notifySock, id string) {
 
 func (r *readiness) read(n *notifySock) {
 	buf := make([]byte, 4096)
-	oob := make([]byte, 128)
-	for {
-		nb, no, _, _, err := n.conn.ReadMsgUnix(buf, oob)
-		if err != nil {
-			return // closed with its Container
-		}
-		if !hasReady(buf[:nb]) {
-			continue
-		}
-		id := n.owner()
-		if id == "" {
-			r.log.Warn("notify: READY=1 before its Container exists; ignored", "dir", n.dir)
-			continue
-		}
-		r.notified(n, id, senderPID(oob[:no]))
+	oob := make([]byte, notifyOOB)
+	for r.receive(n, buf, oob) {
 	}
+}
+
+// receive handles one datagram on n; false once n is closed with its
+// Container. The sender is placed before anything else, while it is most
+// likely still there, and the fds it passed are closed last, which
+// releases a BARRIER=1 sent after it.
+func (r *readiness) receive(n *notifySock, buf, oob []byte) bool {
+	nb, no, _, _, err := n.conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return false
+	}
+	ctl := parseControl(oob[:no])
+	defer ctl.close()
+	if !hasReady(buf[:nb]) {
+		return true
+	}
+	snd, err := ctl.identify()
+	id := n.owner()
+	switch {
+	case id == "":
+		r.log.Warn("notify: READY=1 before its Container exists; ignored", "dir", n.dir)
+	case err != nil:
+		r.refuse(id, int(ctl.pid), err)
+	default:
+		r.notified(n, id, snd)
+	}
+	return true
+}
+
+// refuse counts and logs a READY=1 that does not count.
+func (r *readiness) refuse(id string, pid int, why error) {
+	total := r.refused.Add(1)
+	r.log.Warn("notify: READY=1 refused", "container", short(id), "pid", pid, "reason", why, "refused_total", total)
 }
 
 // hasReady reports whether a datagram holds a line READY=1.
@@ -176,45 +261,40 @@ func hasReady(b []byte) bool {
 	return false
 }
 
-func senderPID(oob []byte) int32 {
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return 0
+// notified records READY=1 from Container id's own socket n, sent by
+// snd: the first one of a running run from a sender inside the Container
+// counts, anything else is ignored or refused.
+func (r *readiness) notified(n *notifySock, id string, snd sender) {
+	r.mu.Lock()
+	serving := r.socks[id] == n
+	r.mu.Unlock()
+	if !serving {
+		r.log.Warn("notify: READY=1 on a socket no longer serving its Container; ignored", "container", short(id), "pid", snd.pid)
+		return
 	}
-	for _, m := range msgs {
-		if c, err := syscall.ParseUnixCredentials(&m); err == nil {
-			return c.Pid
-		}
-	}
-	return 0
-}
-
-// notified records READY=1 from Container id's own socket n: the first one
-// of a running run counts, anything else is ignored.
-func (r *readiness) notified(n *notifySock, id string, pid int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	run, ok := r.running(ctx, id)
-	started := run.StartedAt
-	if ok && foreignSender(pid, run.Pid, id) {
-		r.log.Warn("notify: READY=1 from a process outside its Container; ignored", "container", short(id), "pid", pid)
+	if !ok {
+		r.log.Info("notify: READY=1 from a Container that is not running; ignored", "container", short(id), "pid", snd.pid)
+		return
+	}
+	if err := placed(snd, id, run.Pid); err != nil {
+		r.refuse(id, snd.pid, err)
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.socks[id] != n:
-		r.log.Warn("notify: READY=1 on a socket no longer serving its Container; ignored", "container", short(id), "pid", pid)
+		r.log.Warn("notify: READY=1 on a socket no longer serving its Container; ignored", "container", short(id), "pid", snd.pid)
 		return
-	case !ok:
-		r.log.Info("notify: READY=1 from a Container that is not running; ignored", "container", short(id), "pid", pid)
-		return
-	case r.ready[id] == started:
-		r.log.Debug("notify: repeated READY=1 ignored", "container", short(id), "pid", pid)
+	case r.ready[id] == run.StartedAt:
+		r.log.Debug("notify: repeated READY=1 ignored", "container", short(id), "pid", snd.pid)
 		return
 	}
-	r.ready[id] = started
-	r.log.Info("notify: Container ready", "container", short(id), "pid", pid)
+	r.ready[id] = run.StartedAt
+	r.log.Info("notify: Container ready", "container", short(id), "pid", snd.pid)
 	r.saveLocked()
 	select {
 	case r.changed <- struct{}{}:
@@ -222,20 +302,17 @@ func (r *readiness) notified(n *notifySock, id string, pid int32) {
 	}
 }
 
-// foreignSender reports whether pid is positively outside Container id:
-// its cgroups do not name the Container while the Container's main
-// process's do. When either cannot be read (another pid namespace, a
-// sender already gone), the per-Container socket is the identity.
-func foreignSender(pid int32, mainPid int, id string) bool {
-	if pid <= 0 || mainPid <= 0 || id == "" {
-		return false
+// placed reports why snd is not inside Container id, whose main process
+// is mainPid (in the daemon's pid namespace).
+func placed(snd sender, id string, mainPid int) error {
+	if mainPid <= 0 {
+		return errors.New("the Container's main process is unknown")
 	}
-	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", mainPid))
-	if err != nil || !strings.Contains(string(own), id) {
-		return false
+	main, err := readCgroups(mainPid)
+	if err != nil {
+		return fmt.Errorf("the Container's main process: %w", err)
 	}
-	snd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	return err == nil && !strings.Contains(string(snd), id)
+	return snd.inside(id, main)
 }
 
 // isReady reports whether Container id notified during the run that

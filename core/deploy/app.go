@@ -154,6 +154,8 @@ func (r IngressRoute) Key() string {
 //	    environment: {MODE: migrate}  # merged over the service's environment
 //	x-readiness: healthcheck      # healthcheck | notify | none
 //	                              # default: healthcheck when one is declared, else none
+//	                              # notify: a live process inside the Container sends
+//	                              # READY=1 to $NOTIFY_SOCKET (README)
 type xPort struct {
 	Hostname      string `json:"hostname"`
 	HostPort      int    `json:"host_port"`

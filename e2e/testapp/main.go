@@ -8,6 +8,10 @@
 //	EXIT_AFTER=10s       exit with EXIT_CODE this long after start
 //	EXIT_CODE=N          the exit code of the two modes above
 //	testapp fill PATH N  writes N pseudo-random bytes to PATH (volume tests)
+//	testapp notify       sends READY=1 to $NOTIFY_SOCKET and exits once a
+//	                     BARRIER=1 after it is released (a short-lived
+//	                     notifier, as systemd-notify --ready is); exit 1
+//	                     when the socket cannot be reached
 //	MESSAGE=text         returned by /
 //	DATA_DIR=path        /append?line=TEXT appends TEXT to path/appended
 //	                     and fsyncs it before answering (a stateful
@@ -30,6 +34,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -53,6 +58,9 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "get" {
 		os.Exit(get(os.Args[2]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "notify" {
+		os.Exit(notifyAndWait())
 	}
 	if len(os.Args) > 3 && os.Args[1] == "fill" {
 		os.Exit(fill(os.Args[2], os.Args[3]))
@@ -222,6 +230,49 @@ func notify() {
 	if _, err := c.Write([]byte("READY=1")); err != nil {
 		fmt.Fprintf(os.Stderr, "testapp: notify: %v\n", err)
 	}
+}
+
+// notifyAndWait sends READY=1, then BARRIER=1 with the write end of a
+// pipe, and waits until the receiver closes it (sd_notify_barrier(3)):
+// by then the receiver has handled READY=1 while this process lived.
+func notifyAndWait() int {
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: os.Getenv("NOTIFY_SOCKET"), Net: "unixgram"})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testapp: notify: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("READY=1")); err != nil {
+		fmt.Fprintf(os.Stderr, "testapp: notify: %v\n", err)
+		return 1
+	}
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "testapp: notify: pipe: %v\n", err)
+		return 1
+	}
+	// WriteMsgUnix refuses a connected datagram socket: sendmsg directly.
+	raw, err := c.SyscallConn()
+	if err == nil {
+		cerr := raw.Control(func(fd uintptr) {
+			err = syscall.Sendmsg(int(fd), []byte("BARRIER=1"), syscall.UnixRights(p[1]), nil, 0)
+		})
+		err = errors.Join(err, cerr)
+	}
+	syscall.Close(p[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testapp: notify: barrier: %v\n", err)
+		return 1
+	}
+	syscall.SetNonblock(p[0], true) //nolint:errcheck // then the deadline below works
+	r := os.NewFile(uintptr(p[0]), "barrier")
+	defer r.Close()
+	r.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a pipe supports deadlines
+	if _, err := r.Read(make([]byte, 1)); err != io.EOF {
+		fmt.Fprintf(os.Stderr, "testapp: notify: barrier not released: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 func healthcheck(port string) int {
