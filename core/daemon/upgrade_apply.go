@@ -284,19 +284,20 @@ func (a *applier) restartStore(ctx context.Context, v string) error {
 
 // storeAnswers asks the store's socket for its health. A release from
 // before the socket (a way back) serves TCP only; its port accepting is
-// taken as the answer, and nothing (no token) is sent to it.
+// taken as the answer then. Nothing, no token either, is sent to it.
 func (a *applier) storeAnswers() error {
-	if _, err := os.Lstat(a.cfg.StoreSocket); errors.Is(err, os.ErrNotExist) {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(StoreAPIPort), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := store.New(a.cfg.StoreSocket).Health(ctx)
-	return err
+	if err == nil {
+		return nil
+	}
+	c, terr := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(StoreAPIPort), time.Second)
+	if terr != nil {
+		return err
+	}
+	c.Close()
+	return nil
 }
 
 // restartDaemon restarts ployz.service and waits until it answers as v.
