@@ -14,20 +14,12 @@ import (
 
 	"github.com/ployz/ployz/core/store/server"
 	"github.com/ployz/ployz/internal/asnobody"
-	"github.com/ployz/ployz/internal/prereq"
 )
 
 // TestAsNobodyHelper is the unprivileged side of the tests below, run by
 // asnobody.Command as nobody; in an ordinary run it does nothing.
 func TestAsNobodyHelper(t *testing.T) {
-	switch asnobody.Mode() {
-	case "":
-		prereq.Skip(t, "entry point of a helper process that asnobody.Command runs as nobody")
-	case "impostor":
-		impostor(t)
-	default:
-		t.Fatalf("unknown helper mode %q", asnobody.Mode())
-	}
+	asnobody.Helper(t, map[string]func(*testing.T){"impostor": impostor})
 }
 
 // impostor is a local user standing in for a store that is down: it binds

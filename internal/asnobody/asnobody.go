@@ -95,3 +95,19 @@ func executableCopy(tb testing.TB) string {
 	}
 	return bin
 }
+
+// Helper is the body of the helper test function Command names: it runs
+// the mode's function when started by Command and skips in an ordinary
+// run.
+func Helper(t *testing.T, modes map[string]func(*testing.T)) {
+	t.Helper()
+	mode := Mode()
+	if mode == "" {
+		prereq.Skip(t, "entry point of a helper process that asnobody.Command runs as nobody")
+	}
+	f, ok := modes[mode]
+	if !ok {
+		t.Fatalf("unknown helper mode %q", mode)
+	}
+	f(t)
+}
