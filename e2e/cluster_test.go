@@ -124,7 +124,7 @@ func TestCluster(t *testing.T) {
 		for _, m := range l.Machines {
 			files := []string{"/var/lib/ployz/store", "/var/lib/ployz/store/store.db", "/var/lib/ployz/store/store.db-wal",
 				"/var/lib/ployz/store/store.db-shm", "/var/lib/ployz/store/store.db-version", "/var/lib/ployz/store/subscriptions.db",
-				"/var/lib/ployz/store/cluster-secret", "/var/lib/ployz/store/token"}
+				"/var/lib/ployz/store/cluster-secret"}
 			out, err := l.Exec(ctx, m.Name, append([]string{"stat", "-c", "%a %n"}, files...)...)
 			if err != nil {
 				t.Fatalf("%s: stat store files: %v: %s", m.Name, err, out)
@@ -336,16 +336,15 @@ func TestCluster(t *testing.T) {
 // by name, flag it in machine ls and keep m1's real endpoint. Once m1 is
 // back, it writes its row again and everyone accepts it.
 // storeWrite runs one statement through a Machine's own store API, as
-// any process holding that Machine's store token (a member) can.
+// any root process on that Machine (a member) can.
 func storeWrite(ctx context.Context, l *lab.Lab, name, stmt string) (string, error) {
-	token, err := l.Exec(ctx, name, "cat", "/var/lib/ployz/store/token")
-	if err != nil {
-		return "", err
-	}
 	req, _ := json.Marshal([]string{stmt})
-	return l.Exec(ctx, name, "curl", "-sS", "-H", "Authorization: Bearer "+strings.TrimSpace(token),
-		"-H", "Content-Type: application/json", "-d", string(req), "http://127.0.0.1:7571/v1/transactions")
+	return l.Exec(ctx, name, "curl", "-sS", "--unix-socket", storeSocket,
+		"-H", "Content-Type: application/json", "-d", string(req), "http://store/v1/transactions")
 }
+
+// storeSocket is the store API on a Machine: root only, no token.
+const storeSocket = "/run/ployz/store/api.sock"
 
 // deletedMachinesRow: a member deletes another Machine's row. Every
 // Machine drops it from its rows, but keeps it as a WireGuard peer for a

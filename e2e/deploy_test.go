@@ -265,8 +265,8 @@ func TestDeploy(t *testing.T) {
 				labels = append(labels, m.Name+": "+line)
 			}
 		}
-		rows, err := l.Exec(ctx, "m1", "sh", "-c", `curl -sS -H "Authorization: Bearer $(cat /var/lib/ployz/store/token)" -H 'Content-Type: application/json' `+
-			`-d '"SELECT body FROM containers"' http://127.0.0.1:7571/v1/queries`)
+		rows, err := l.Exec(ctx, "m1", "curl", "-sS", "--unix-socket", storeSocket, "-H", "Content-Type: application/json",
+			"-d", `"SELECT body FROM containers"`, "http://store/v1/queries")
 		if err != nil || !strings.Contains(rows, `s1:`) || regexp.MustCompile(`spec_hash\W+[0-9a-f]{16}\b`).MatchString(rows) {
 			t.Errorf("containers rows' spec hashes: %v\n%s", err, rows)
 		}

@@ -173,8 +173,8 @@ func TestIngressHTTPS(t *testing.T) {
 			t.Errorf("%s sees %+v, m1 sees %+v", m, c, certs["m1"])
 		}
 	}
-	rows, err := l.Exec(ctx, "m2", "sh", "-c", `curl -s -H "Authorization: Bearer $(cat /var/lib/ployz/store/token)" `+
-		`-d '{"query":"SELECT name, owner FROM certificates"}' http://127.0.0.1:7571/v1/queries`)
+	rows, err := l.Exec(ctx, "m2", "curl", "-s", "--unix-socket", storeSocket,
+		"-d", `{"query":"SELECT name, owner FROM certificates"}`, "http://store/v1/queries")
 	if err != nil || strings.Count(rows, host) != 1 || !strings.Contains(rows, issuer) {
 		t.Errorf("certificates table from m2 (issuer %s): %s %v", issuer, rows, err)
 	}

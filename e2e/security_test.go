@@ -50,6 +50,8 @@ func TestSecurity(t *testing.T) {
 			"/var/lib/ployz/rpc.key":           "600 root",
 			"/var/lib/ployz/wireguard.key":     "600 root",
 			"/run/ployz/ployz.sock":            "600 root",
+			"/run/ployz/store":                 "700 root",
+			storeSocket:                        "600 root",
 			"/var/lib/ployz":                   "700 root",
 			"/var/lib/ployz/machine-pins.json": "600 root",
 		} {
@@ -73,6 +75,16 @@ func TestSecurity(t *testing.T) {
 		} {
 			out, err := l.Exec(ctx, m1.Name, cmd...)
 			if err == nil {
+				t.Errorf("%v was answered:\n%s", cmd, out)
+			}
+		}
+		// The store's API: its socket refuses nobody, and no TCP port
+		// serves it that another user could take over while it is down.
+		for _, cmd := range [][]string{
+			{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "curl", "-sS", "--unix-socket", storeSocket, "http://store/v1/health"},
+			{"curl", "-sS", "http://127.0.0.1:7571/v1/health"},
+		} {
+			if out, err := l.Exec(ctx, m1.Name, cmd...); err == nil {
 				t.Errorf("%v was answered:\n%s", cmd, out)
 			}
 		}
@@ -159,12 +171,11 @@ func forgedGossip(t *testing.T) []byte {
 func storeState(ctx context.Context, t *testing.T, l *lab.Lab, name string) string {
 	t.Helper()
 	api := func(path, body string) string {
-		args := []string{"sh", "-c", `curl -sS -H "Authorization: Bearer $(cat /var/lib/ployz/store/token)" ` +
-			`-H 'Content-Type: application/json' "$@"`, "curl"}
+		args := []string{"curl", "-sS", "--unix-socket", storeSocket, "-H", "Content-Type: application/json"}
 		if body != "" {
 			args = append(args, "-d", body)
 		}
-		out, err := l.Exec(ctx, name, append(args, "http://127.0.0.1:7571"+path)...)
+		out, err := l.Exec(ctx, name, append(args, "http://store"+path)...)
 		if err != nil {
 			t.Fatalf("store API %s on %s: %v: %s", path, name, err, out)
 		}

@@ -20,16 +20,22 @@ import (
 // ployzd.
 func storeCommand() *cobra.Command {
 	var (
-		configPath, dbPath, apiAddr, gossipAddr, gossipExt, tokenFile, keyFile, adminPath, label, logLevel string
-		schemaPaths, bootstrap                                                                             []string
+		configPath, dbPath, apiAddr, apiSocket, gossipAddr, gossipExt, tokenFile, keyFile, adminPath, label, logLevel string
+		schemaPaths, bootstrap                                                                                        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "store",
 		Short: "Run the replicated store (Corrosion-compatible API, SWIM gossip)",
 		Long: `Run the replicated store. Settings come from --config (a Corrosion-style TOML
 file: [db] path, schema_paths; [gossip] addr, external_addr, bootstrap;
-[api] addr, authz.bearer-token; [admin] path) and are overridden by flags.
-Without schema paths the store uses Ployz's embedded schema.`,
+[api] addr, socket, authz.bearer-token; [admin] path) and are overridden
+by flags. Without schema paths the store uses Ployz's embedded schema.
+
+Processes on the Machine use the API's unix socket (--api-socket): its
+directory is 0700 and it answers root and the store's own uid only, with
+no token. --api-addr also serves the API on TCP for outside Corrosion
+clients; that needs a bearer token, which --token-file mints afresh at
+every start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg server.Config
@@ -48,6 +54,7 @@ Without schema paths the store uses Ployz's embedded schema.`,
 			}
 			set("db", &cfg.DBPath, dbPath)
 			set("api-addr", &cfg.APIAddr, apiAddr)
+			set("api-socket", &cfg.APISocket, apiSocket)
 			set("gossip-addr", &cfg.GossipAddr, gossipAddr)
 			set("gossip-external-addr", &cfg.GossipExtAddr, gossipExt)
 			set("admin-socket", &cfg.AdminPath, adminPath)
@@ -58,8 +65,8 @@ Without schema paths the store uses Ployz's embedded schema.`,
 			if flags.Changed("bootstrap") {
 				cfg.Bootstrap = bootstrap
 			}
-			if tokenFile != "" {
-				tok, err := server.ReadTokenFile(tokenFile)
+			if tokenFile != "" && cfg.APIAddr != "" {
+				tok, err := server.RotateTokenFile(tokenFile)
 				if err != nil {
 					return err
 				}
@@ -88,7 +95,7 @@ Without schema paths the store uses Ployz's embedded schema.`,
 			if err != nil {
 				return err
 			}
-			cfg.Log.Info("store running", "site", n.Engine().Site(), "api", n.APIAddr(), "gossip", n.GossipAddr(),
+			cfg.Log.Info("store running", "site", n.Engine().Site(), "api", n.APIAddr(), "socket", n.APISocket(), "gossip", n.GossipAddr(),
 				"bootstrap", cfg.Bootstrap, "admin", cfg.AdminPath)
 			<-ctx.Done()
 			cfg.Log.Info("stopping store")
@@ -99,11 +106,12 @@ Without schema paths the store uses Ployz's embedded schema.`,
 	f.StringVar(&configPath, "config", "", "Corrosion-style TOML config file")
 	f.StringVar(&dbPath, "db", "/var/lib/ployz/store/store.db", "SQLite database file")
 	f.StringSliceVar(&schemaPaths, "schema", nil, "schema .sql file or directory (repeatable; default: embedded Ployz schema)")
-	f.StringVar(&apiAddr, "api-addr", "127.0.0.1:7571", "HTTP API listen address")
+	f.StringVar(&apiAddr, "api-addr", "", "HTTP API TCP listen address for outside Corrosion clients (default off; needs --token-file or a config token)")
+	f.StringVar(&apiSocket, "api-socket", "/run/ployz/store/api.sock", "HTTP API unix socket (root and the store's uid only); empty disables it")
 	f.StringVar(&gossipAddr, "gossip-addr", "0.0.0.0:7570", "gossip bind address (UDP and TCP)")
 	f.StringVar(&gossipExt, "gossip-external-addr", "", "gossip address advertised to peers (default: the bind address)")
 	f.StringSliceVar(&bootstrap, "bootstrap", nil, "peer gossip addresses to join (host:port, repeatable or comma-separated)")
-	f.StringVar(&tokenFile, "token-file", "", "file holding the API bearer token")
+	f.StringVar(&tokenFile, "token-file", "", "file the store writes a fresh TCP API bearer token to (0600) at every start")
 	f.StringVar(&keyFile, "gossip-key-file", "", "file holding the Cluster secret that keys gossip (required with a gossip address)")
 	f.StringVar(&adminPath, "admin-socket", "/run/ployz/store-admin.sock", "admin unix socket path")
 	f.StringVar(&label, "cluster-label", "", "gossip label keeping Clusters apart")

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -11,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -193,15 +190,16 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	token, err := loadOrCreateToken(filepath.Join(dir, "token"))
-	if err != nil {
-		return nil, err
+	// Older releases kept a long-lived API token here; nothing reads it
+	// now (the socket takes none), so it goes rather than lingering.
+	if err := os.Remove(filepath.Join(dir, "token")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove the old store token: %w", err)
 	}
 	var bootstrap []string
 	for _, p := range rec.JoinPeers {
 		bootstrap = append(bootstrap, gossipAddr(p.PublicKey))
 	}
-	// ployz-store.service fixes the db path, API address and admin socket;
+	// ployz-store.service fixes the db path, API socket and admin socket;
 	// the Machine-specific rest comes from this env file.
 	secretPath := store.ClusterSecretPath(d.cfg.DataDir)
 	if _, err := store.ReadClusterSecretFile(secretPath); err != nil {
@@ -209,7 +207,6 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	}
 	args := []string{
 		"--gossip-addr", netip.AddrPortFrom(mgmt, GossipPort).String(),
-		"--token-file", filepath.Join(dir, "token"),
 		"--gossip-key-file", secretPath,
 	}
 	if len(bootstrap) > 0 {
@@ -230,12 +227,12 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	} else if err := d.cfg.Units.Start(ctx, StoreUnit); err != nil {
 		return nil, err
 	}
-	st := store.New("127.0.0.1:"+strconv.Itoa(StoreAPIPort), store.WithToken(token))
+	st := store.New(d.storeSocket())
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var lastErr error
 	if err := wait(wctx, 200*time.Millisecond, func() bool { _, lastErr = st.Health(wctx); return lastErr == nil }); err != nil {
-		return nil, fmt.Errorf("store did not answer on 127.0.0.1:%d: %v", StoreAPIPort, lastErr)
+		return nil, fmt.Errorf("store did not answer on %s: %v", d.storeSocket(), lastErr)
 	}
 	return st, nil
 }
@@ -247,20 +244,6 @@ func gossipAddr(publicKey string) string {
 		return ""
 	}
 	return netip.AddrPortFrom(meshaddr.ManagementIP(k), GossipPort).String()
-}
-
-func loadOrCreateToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		return strings.TrimSpace(string(b)), nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
-	var t [24]byte
-	rand.Read(t[:])
-	tok := hex.EncodeToString(t[:])
-	return tok, machine.WriteFileAtomic(path, []byte(tok+"\n"), 0o600)
 }
 
 func meshPeers(ps []machine.Peer) []mesh.Peer {

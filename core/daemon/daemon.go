@@ -32,8 +32,11 @@ import (
 
 // Ports from docs/architecture.md ("Network").
 const (
-	RPCPort      = 7569
-	GossipPort   = 7570
+	RPCPort    = 7569
+	GossipPort = 7570
+	// StoreAPIPort stays reserved for the store's optional TCP API
+	// (ployzd store --api-addr, outside Corrosion clients); nothing on a
+	// Machine uses it: the store's unix socket carries its API.
 	StoreAPIPort = 7571
 	// VolumePort is the volume transport: receive_volume only, for a
 	// source Machine's send_volume_to, authenticated as Machine RPC.

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/ployz/ployz/core/meshaddr"
@@ -45,12 +43,11 @@ func (d *Daemon) dnsSpec() ([]byte, error) {
 		d.log.Warn("no upstream resolvers; only internal names will resolve", "error", err)
 	}
 	spec := dns.Spec{
-		Machine:        rec.ID,
-		Listen:         netip.AddrPortFrom(gw, 53).String(),
-		Subnet:         rec.Subnet.Masked().String(),
-		Upstreams:      ups,
-		StoreAPI:       "127.0.0.1:" + strconv.Itoa(StoreAPIPort),
-		StoreTokenFile: filepath.Join(d.cfg.DataDir, "store", "token"),
+		Machine:   rec.ID,
+		Listen:    netip.AddrPortFrom(gw, 53).String(),
+		Subnet:    rec.Subnet.Masked().String(),
+		Upstreams: ups,
+		StoreAPI:  d.storeSocket(),
 	}
 	if rec.Network.IsValid() {
 		spec.Network = rec.Network.Masked().String()

@@ -38,7 +38,7 @@ func TestDNSSpecFromRecord(t *testing.T) {
 		t.Fatalf("the daemon's spec does not parse: %v\n%s", err, b)
 	}
 	if c.Machine != "abc" || c.Listen != "10.210.7.1:53" || c.Subnet != "10.210.7.0/24" ||
-		c.StoreAPI != "127.0.0.1:7571" || c.StoreTokenFile != "/var/lib/ployz/store/token" {
+		c.StoreAPI != "/run/ployz/store/api.sock" || c.StoreTokenFile != "" {
 		t.Fatalf("%+v", c.Spec)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -39,12 +38,11 @@ func (d *Daemon) stopIngress(ctx context.Context) { d.stopServing(ctx, d.ingress
 func (d *Daemon) ingressSpec() ([]byte, error) {
 	rec := d.record()
 	spec := ingress.Spec{
-		Machine:        rec.ID,
-		Listen:         IngressListen,
-		StoreAPI:       "127.0.0.1:" + strconv.Itoa(StoreAPIPort),
-		StoreTokenFile: filepath.Join(d.cfg.DataDir, "store", "token"),
-		StatusFile:     d.ingressStatusPath(),
-		StateDir:       filepath.Join(d.cfg.DataDir, "ingress"),
+		Machine:    rec.ID,
+		Listen:     IngressListen,
+		StoreAPI:   d.storeSocket(),
+		StatusFile: d.ingressStatusPath(),
+		StateDir:   filepath.Join(d.cfg.DataDir, "ingress"),
 	}
 	// Certificate private keys are sealed with the Cluster key
 	// (store.ClusterSecretPath).

@@ -31,7 +31,7 @@ func TestIngressSpecAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the daemon's spec does not parse: %v\n%s", err, b)
 	}
-	if s.Machine != "abc" || s.Listen != ":80" || s.StoreAPI != "127.0.0.1:7571" || s.StoreTokenFile != "/var/lib/ployz/store/token" || s.ClusterSecretFile != store.ClusterSecretPath("/var/lib/ployz") ||
+	if s.Machine != "abc" || s.Listen != ":80" || s.StoreAPI != filepath.Join(run, "store", "api.sock") || s.StoreTokenFile != "" || s.ClusterSecretFile != store.ClusterSecretPath("/var/lib/ployz") ||
 		s.StatusFile != filepath.Join(run, "ingress-status.json") || s.StateDir != "/var/lib/ployz/ingress" {
 		t.Fatalf("%+v", s)
 	}

@@ -14,6 +14,10 @@ import (
 
 func (d *Daemon) adminSocket() string { return filepath.Join(d.cfg.RunDir, "store-admin.sock") }
 
+// storeSocket is the store API's unix socket (ployz-store.service's
+// --api-socket): every process on the Machine reaches the store there.
+func (d *Daemon) storeSocket() string { return filepath.Join(d.cfg.RunDir, "store", "api.sock") }
+
 // adminCall sends one command to the store's admin socket and gathers the
 // values it streams back before "Success".
 func adminCall(ctx context.Context, socket string, cmd any) ([]json.RawMessage, error) {

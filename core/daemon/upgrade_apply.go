@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 )
 
 // ApplyConfig is one swap onto a staged release (`ployzd upgrade apply`).
@@ -29,6 +31,7 @@ type ApplyConfig struct {
 	BinDir       string // /usr/local/bin, where the units find ployzd
 	UnitDir      string // /etc/systemd/system
 	Socket       string // the local Machine RPC socket
+	StoreSocket  string // the store API's socket (default /run/ployz/store/api.sock)
 	// Plugin, when set, swaps only this bundled plugin onto release To's
 	// binary (`ployz plugin upgrade`); store, daemon and the other
 	// plugins keep running as they are.
@@ -45,6 +48,9 @@ type ApplyConfig struct {
 func ApplyUpgrade(ctx context.Context, cfg ApplyConfig) error {
 	if cfg.StepTimeout == 0 {
 		cfg.StepTimeout = 60 * time.Second
+	}
+	if cfg.StoreSocket == "" {
+		cfg.StoreSocket = "/run/ployz/store/api.sock"
 	}
 	a := &applier{cfg: cfg, root: filepath.Join(cfg.DataDir, "releases")}
 	a.st = rpc.UpgradeStatus{ID: cfg.ID, From: cfg.From, To: cfg.To, Plugin: cfg.Plugin, State: rpc.UpgradeRunning, Started: time.Now().UnixMilli()}
@@ -273,13 +279,25 @@ func (a *applier) restartStore(ctx context.Context, v string) error {
 	if err := a.systemctl(ctx, "restart", "ployz-store.service"); err != nil {
 		return err
 	}
-	return a.poll(ctx, "the store API on 127.0.0.1:7571", func() error {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:7571", time.Second)
-		if err == nil {
-			c.Close()
-		}
+	return a.poll(ctx, "the store API on "+a.cfg.StoreSocket, a.storeAnswers)
+}
+
+// storeAnswers asks the store's socket for its health. A release from
+// before the socket (a way back) serves TCP only; its port accepting is
+// taken as the answer then. Nothing, no token either, is sent to it.
+func (a *applier) storeAnswers() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := store.New(a.cfg.StoreSocket).Health(ctx)
+	if err == nil {
+		return nil
+	}
+	c, terr := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(StoreAPIPort), time.Second)
+	if terr != nil {
 		return err
-	})
+	}
+	c.Close()
+	return nil
 }
 
 // restartDaemon restarts ployz.service and waits until it answers as v.

@@ -12,16 +12,22 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 
 	"golang.org/x/net/http2"
+
+	"github.com/ployz/ployz/core/store/localsock"
 )
 
-// Client talks to one store API endpoint.
+// Client talks to one store API endpoint: a unix socket (Ployz's own
+// store on this Machine) or TCP (a Corrosion agent, or a store serving TCP
+// for outside clients).
 type Client struct {
-	base  string
-	token string
-	hc    *http.Client
+	base   string
+	token  string
+	socket string // unix socket path; "" for TCP
+	hc     *http.Client
 }
 
 // Option configures a Client.
@@ -37,8 +43,7 @@ func WithH2C() Option {
 		c.hc = &http.Client{Transport: &http2.Transport{
 			AllowHTTP: true,
 			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, network, addr)
+				return c.dial(ctx, network, addr)
 			},
 		}}
 	}
@@ -47,16 +52,74 @@ func WithH2C() Option {
 // WithHTTPClient replaces the HTTP client.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// New returns a client for addr ("host:port" or an http:// URL).
+// New returns a client for addr: "host:port" or an http:// URL for TCP,
+// an absolute path or a unix:// URL for a unix socket. A socket is used
+// only when localsock.Dial accepts it (a 0700 directory, owned and served
+// by root or this process's uid). Over TCP to a loopback address a token
+// is sent only to a listener owned by root or this process's uid.
 func New(addr string, opts ...Option) *Client {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	c := &Client{}
+	if path, ok := SocketPath(addr); ok {
+		c.socket, c.base = path, "http://store"
+	} else {
+		if !strings.Contains(addr, "://") {
+			addr = "http://" + addr
+		}
+		c.base = strings.TrimRight(addr, "/")
 	}
-	c := &Client{base: strings.TrimRight(addr, "/"), hc: &http.Client{}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // a proxy would carry the token off the Machine
+	tr.DialContext = c.dial
+	c.hc = &http.Client{Transport: tr}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
+}
+
+// SocketPath reports whether addr names a unix socket (an absolute path or
+// a unix:// URL) and returns its path.
+func SocketPath(addr string) (string, bool) {
+	if p, ok := strings.CutPrefix(addr, "unix://"); ok {
+		return p, true
+	}
+	return addr, strings.HasPrefix(addr, "/")
+}
+
+// dial connects to the client's socket, or over TCP; see New for what each
+// checks before a request (and its token) is written.
+func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.socket != "" {
+		return localsock.Dial(ctx, c.socket)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil || c.token == "" {
+		return conn, err
+	}
+	if err := checkTokenPeer(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// checkTokenPeer refuses a loopback listener owned by another local user:
+// any user can bind the store's port while the store is down, and would
+// otherwise be handed the token and believed.
+func checkTokenPeer(conn net.Conn) error {
+	ra, ok := conn.RemoteAddr().(*net.TCPAddr)
+	if !ok || !ra.IP.IsLoopback() {
+		return nil // another host: no local user can stand in for it
+	}
+	uid, err := localsock.LoopbackOwner(conn)
+	if err != nil {
+		return fmt.Errorf("refusing to send the store token to %s: %w", ra, err)
+	}
+	if !localsock.Trusted(uid) {
+		return fmt.Errorf("refusing to send the store token to %s: its listener belongs to uid %d, not root or uid %d", ra, uid, os.Getuid())
+	}
+	return nil
 }
 
 // Statement is one SQL statement with positional or named parameters. It is

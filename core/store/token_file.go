@@ -14,19 +14,22 @@ type ContainerLister interface {
 	List(ctx context.Context) ([]Row[ContainerBody], error)
 }
 
-// TokenFileClient reaches a store API whose bearer token lives in a file,
-// for the serving processes (Internal DNS, the Ingress Proxy and its ACME
-// manager). The file is read again after any failed request, so a token
-// rotated by the daemon is picked up without a restart. Safe for
-// concurrent use.
+// TokenFileClient reaches a store API for the serving processes (Internal
+// DNS, the Ingress Proxy and its ACME manager). On a Machine that is the
+// store's unix socket, which takes no token (tokenFile empty). For a store
+// reached over TCP the bearer token lives in a file that the store
+// rewrites with a fresh token at every start (ployzd store --token-file);
+// the file is read again after any failed request, so the new token is
+// picked up without a restart. Safe for concurrent use.
 type TokenFileClient struct {
 	addr, tokenFile string
 	mu              sync.Mutex
 	c               *Client
 }
 
-// NewTokenFileClient returns a client for the API at addr; tokenFile may
-// be empty when the API needs no token.
+// NewTokenFileClient returns a client for the API at addr (a socket path
+// or host:port, see New); tokenFile may be empty when the API needs no
+// token.
 func NewTokenFileClient(addr, tokenFile string) *TokenFileClient {
 	return &TokenFileClient{addr: addr, tokenFile: tokenFile}
 }

@@ -3,10 +3,11 @@ package dns
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
+
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // DefaultSpecPath is where a DNS plugin keeps the spec it was configured
@@ -31,9 +32,11 @@ type Spec struct {
 	// Upstreams are "ip:port" resolvers non-internal names are forwarded
 	// to, in order ("ip" alone means port 53).
 	Upstreams []string `json:"upstreams,omitempty"`
-	// StoreAPI is the replicated store's API address, e.g. "127.0.0.1:7571".
+	// StoreAPI is the replicated store's API: its unix socket (what
+	// ployzd hands out, /run/ployz/store/api.sock) or a host:port.
 	StoreAPI string `json:"store_api"`
-	// StoreTokenFile holds the store API's bearer token; empty sends none.
+	// StoreTokenFile holds a bearer token for a store reached over TCP;
+	// empty sends none (the socket needs none).
 	StoreTokenFile string `json:"store_token_file,omitempty"`
 	// Network is the Cluster network (the mesh), e.g. "10.210.0.0/16".
 	// Non-internal names are forwarded only for queries from Subnet,
@@ -88,8 +91,8 @@ func ParseSpec(b []byte) (Config, error) {
 		}
 		c.NetworkPrefix = c.NetworkPrefix.Masked()
 	}
-	if _, _, err := net.SplitHostPort(s.StoreAPI); err != nil {
-		return Config{}, fieldErr("store_api", fmt.Sprintf("%q is not a host:port", s.StoreAPI))
+	if err := serving.CheckStoreAPI(s.StoreAPI); err != nil {
+		return Config{}, fieldErr("store_api", err.Error())
 	}
 	return c, nil
 }

@@ -19,6 +19,8 @@ import (
 	"net"
 	"os"
 	"strings"
+
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // VerifyPath answers this Machine's id on every hostname, so a client can
@@ -39,9 +41,11 @@ type Spec struct {
 	Machine string `json:"machine"`
 	// Listen is the HTTP listen address, e.g. ":80".
 	Listen string `json:"listen"`
-	// StoreAPI is the replicated store's API address, e.g. "127.0.0.1:7571".
+	// StoreAPI is the replicated store's API: its unix socket (what
+	// ployzd hands out, /run/ployz/store/api.sock) or a host:port.
 	StoreAPI string `json:"store_api"`
-	// StoreTokenFile holds the store API's bearer token; empty sends none.
+	// StoreTokenFile holds a bearer token for a store reached over TCP;
+	// empty sends none (the socket needs none).
 	StoreTokenFile string `json:"store_token_file,omitempty"`
 	// ClusterSecretFile is the Cluster secret (0600) certificate private
 	// keys are sealed with in the store; empty leaves them in plain text.
@@ -70,8 +74,8 @@ func ParseSpec(b []byte) (Spec, error) {
 	if _, p, err := net.SplitHostPort(s.Listen); err != nil || p == "" || p == "0" {
 		return Spec{}, fieldErr("listen", fmt.Sprintf("%q is not a [host]:port", s.Listen))
 	}
-	if _, _, err := net.SplitHostPort(s.StoreAPI); err != nil {
-		return Spec{}, fieldErr("store_api", fmt.Sprintf("%q is not a host:port", s.StoreAPI))
+	if err := serving.CheckStoreAPI(s.StoreAPI); err != nil {
+		return Spec{}, fieldErr("store_api", err.Error())
 	}
 	if err := s.checkTLS(); err != nil {
 		return Spec{}, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/store/crdt"
+	"github.com/ployz/ployz/core/store/localsock"
 )
 
 // maxAdminFrame bounds one admin request frame.
@@ -31,6 +32,9 @@ func (n *Node) startAdmin(path string) error {
 		return fmt.Errorf("listen on admin socket %s: %w", path, err)
 	}
 	_ = os.Chmod(path, 0o600)
+	// The mode alone leaves a window between Listen and Chmod; the peer
+	// check closes it.
+	ln = localsock.PeerFilter(ln, n.logRefused)
 	n.adminLn = ln
 	go func() {
 		for {

@@ -19,8 +19,10 @@ import (
 )
 
 // newAPIServer serves Corrosion's HTTP API subset over HTTP/1.1 and h2c
-// (HTTP/2 with prior knowledge, as Uncloud's client speaks).
-func newAPIServer(n *Node) *http.Server {
+// (HTTP/2 with prior knowledge, as Uncloud's client speaks). The unix
+// socket's server takes no token: its listener already hung up on every
+// peer but root and the store's own uid.
+func newAPIServer(n *Node, tokenless bool) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/transactions", n.handleTransactions)
 	mux.HandleFunc("POST /v1/queries", n.handleQueries)
@@ -30,7 +32,7 @@ func newAPIServer(n *Node) *http.Server {
 	mux.HandleFunc("POST /v1/updates/{table}", n.handleUpdates)
 	mux.HandleFunc("POST /v1/table_stats", n.handleTableStats)
 	return &http.Server{
-		Handler:           h2c.NewHandler(n.auth(mux), &http2.Server{}),
+		Handler:           h2c.NewHandler(n.auth(mux, tokenless), &http2.Server{}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
@@ -63,11 +65,11 @@ func writeError(w http.ResponseWriter, status int, format string, a ...any) {
 	writeJSON(w, status, map[string]string{"error": fmt.Sprintf(format, a...)})
 }
 
-// auth checks the bearer token; Start has refused a missing token unless
-// the config says NoAuth (tests).
-func (n *Node) auth(next http.Handler) http.Handler {
+// auth checks the bearer token; Start has refused a TCP API without a
+// token unless the config says NoAuth (tests).
+func (n *Node) auth(next http.Handler, tokenless bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !n.cfg.NoAuth {
+		if !n.cfg.NoAuth && !tokenless {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.Token)) != 1 {
 				writeError(w, http.StatusUnauthorized, "unauthorized: missing or wrong bearer token")

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/ployz/ployz/internal/fsutil"
 )
 
 // FileConfig is the TOML config file, using Corrosion's keys so one file
@@ -24,8 +28,9 @@ type FileConfig struct {
 		ClusterLabel string   `toml:"cluster_label"`
 	} `toml:"gossip"`
 	API struct {
-		Addr  string `toml:"addr"`
-		Authz struct {
+		Addr   string `toml:"addr"`
+		Socket string `toml:"socket"` // Ployz's own key: see Config.APISocket
+		Authz  struct {
 			BearerToken string `toml:"bearer-token"`
 		} `toml:"authz"`
 	} `toml:"api"`
@@ -53,8 +58,24 @@ func (fc *FileConfig) Apply(c *Config) {
 	c.Bootstrap = fc.Gossip.Bootstrap
 	c.Label = fc.Gossip.ClusterLabel
 	c.APIAddr = fc.API.Addr
+	c.APISocket = fc.API.Socket
 	c.Token = fc.API.Authz.BearerToken
 	c.AdminPath = fc.Admin.Path
+}
+
+// RotateTokenFile writes a fresh random bearer token to path (0600,
+// replacing the file atomically) and returns it. The store calls it at
+// every start, so a token that leaked is good until the next restart only.
+func RotateTokenFile(path string) (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("mint API token: %w", err)
+	}
+	tok := hex.EncodeToString(b[:])
+	if err := fsutil.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write token file %s: %w", path, err)
+	}
+	return tok, nil
 }
 
 // ReadTokenFile reads a bearer token from a file, trimming whitespace.

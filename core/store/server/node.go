@@ -17,6 +17,7 @@ import (
 
 	"github.com/ployz/ployz/core/store/crdt"
 	"github.com/ployz/ployz/core/store/gossip"
+	"github.com/ployz/ployz/core/store/localsock"
 )
 
 // Config configures a store node.
@@ -33,8 +34,12 @@ type Config struct {
 	// PlainGossip runs gossip without a key. Only tests set it: with a
 	// gossip address and neither a key nor PlainGossip, Start refuses.
 	PlainGossip bool
-	APIAddr     string // HTTP API listen address; empty disables the API
-	Token       string // bearer token required by the API
+	APIAddr     string // HTTP API TCP listen address; empty disables it
+	Token       string // bearer token required by the TCP API
+	// APISocket serves the same API on a unix socket, in a directory the
+	// store makes 0700, to root and the store's own uid only (no token):
+	// what every process on the Machine uses. Empty disables it.
+	APISocket string
 	// NoAuth serves the API without a token. Only tests set it: without a
 	// token and without NoAuth, Start refuses to serve the API.
 	NoAuth       bool
@@ -62,6 +67,8 @@ type Node struct {
 
 	apiLn   net.Listener
 	api     *http.Server
+	sockLn  net.Listener
+	sockAPI *http.Server
 	adminLn net.Listener
 
 	updates updateHub
@@ -162,12 +169,13 @@ func (n *Node) startNet(cfg Config) error {
 		go n.rejoinLoop()
 	}
 	if n.apiLn != nil {
-		n.api = newAPIServer(n)
-		go func() {
-			if err := n.api.Serve(n.apiLn); err != nil && err != http.ErrServerClosed {
-				n.log.Error("API server stopped", "error", err)
-			}
-		}()
+		n.api = n.serveAPI(n.apiLn, false)
+	}
+	if cfg.APISocket != "" {
+		if n.sockLn, err = localsock.Listen(cfg.APISocket, n.logRefused); err != nil {
+			return fmt.Errorf("API socket: %w", err)
+		}
+		n.sockAPI = n.serveAPI(n.sockLn, true)
 	}
 	if cfg.AdminPath != "" {
 		if err := n.startAdmin(cfg.AdminPath); err != nil {
@@ -176,6 +184,18 @@ func (n *Node) startNet(cfg Config) error {
 	}
 	return nil
 }
+
+func (n *Node) serveAPI(ln net.Listener, tokenless bool) *http.Server {
+	srv := newAPIServer(n, tokenless)
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			n.log.Error("API server stopped", "listener", ln.Addr().String(), "error", err)
+		}
+	}()
+	return srv
+}
+
+func (n *Node) logRefused(err error) { n.log.Warn("store socket", "error", err) }
 
 // rejoinLoop keeps contacting down members and unreached bootstrap peers,
 // so a node started before its peers finds them and the two sides of a
@@ -246,6 +266,14 @@ func (n *Node) APIAddr() string {
 	return n.apiLn.Addr().String()
 }
 
+// APISocket is the API's unix socket path, or "" when it is off.
+func (n *Node) APISocket() string {
+	if n.sockLn == nil {
+		return ""
+	}
+	return n.cfg.APISocket
+}
+
 // Members returns the SWIM view of the other members.
 func (n *Node) Members() []gossip.MemberState {
 	if n.gsp == nil {
@@ -275,14 +303,8 @@ func (n *Node) Close() error {
 	default:
 	}
 	close(n.stop)
-	if n.api != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = n.api.Shutdown(ctx)
-		cancel()
-		_ = n.api.Close()
-	} else if n.apiLn != nil {
-		n.apiLn.Close()
-	}
+	stopAPI(n.api, n.apiLn)
+	stopAPI(n.sockAPI, n.sockLn)
 	if n.adminLn != nil {
 		n.adminLn.Close()
 	}
@@ -292,4 +314,17 @@ func (n *Node) Close() error {
 	n.wg.Wait()
 	n.subs.close()
 	return n.eng.Close()
+}
+
+func stopAPI(srv *http.Server, ln net.Listener) {
+	if srv == nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = srv.Shutdown(ctx)
+	cancel()
+	_ = srv.Close()
 }
