@@ -122,18 +122,24 @@ func (o *operator) stream(ctx context.Context, t testing.TB, args ...string) *st
 
 // until reads lines from ch until one contains marker, within timeout.
 func until(ch <-chan string, marker string, timeout time.Duration) bool {
+	_, ok := untilLine(ch, marker, timeout)
+	return ok
+}
+
+// untilLine is until that returns the line holding marker.
+func untilLine(ch <-chan string, marker string, timeout time.Duration) (string, bool) {
 	deadline := time.After(timeout)
 	for {
 		select {
 		case l, ok := <-ch:
 			if !ok {
-				return false
+				return "", false
 			}
 			if strings.Contains(l, marker) {
-				return true
+				return l, true
 			}
 		case <-deadline:
-			return false
+			return "", false
 		}
 	}
 }
