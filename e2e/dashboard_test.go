@@ -59,11 +59,15 @@ func TestDashboard(t *testing.T) {
 	// The launch link binds the dashboard to this browser; another client
 	// gets no session and cannot spend the link again.
 	b.Do(t, "open the launch link", chromedp.Navigate(launch))
-	if r, err := http.Get(base + "/api/session"); err != nil || r.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("/api/session without the cookie: %v %v, want 401", r, err)
-	}
-	if r, err := http.Get(launch); err != nil || r.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("the launch link a second time: %v %v, want 401", r, err)
+	for what, url := range map[string]string{"/api/session without the cookie": base + "/api/session", "the launch link a second time": launch} {
+		r, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s: %s, want 401", what, r.Status)
+		}
 	}
 
 	b.Do(t, "open the Cluster page", chromedp.Navigate(base+"/#/cluster"))
