@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
 )
 
@@ -24,10 +25,16 @@ type operator struct {
 	key   string
 	// env is added to the CLI's environment (e.g. DOCKER_CONFIG).
 	env []string
+	// pins pins the lab Machines' SSH host keys in the CLI's known_hosts
+	// before it contacts them: it trusts no unpinned key without a
+	// terminal to ask on.
+	pins *labPins
 }
 
 func newOperator(t testing.TB, l *lab.Lab) *operator {
-	return &operator{store: filepath.Join(l.StateDir, "operator.db"), key: lab.KeyPath(l.StateDir)}
+	// The CLI's known_hosts sits beside its operator store.
+	pins := &labPins{lab: l, hk: rpc.HostKeys{Path: filepath.Join(l.StateDir, "known_hosts")}}
+	return &operator{store: filepath.Join(l.StateDir, "operator.db"), key: lab.KeyPath(l.StateDir), pins: pins}
 }
 
 // run runs bin/ployz with args and returns stdout, stderr and the exit code.
@@ -39,6 +46,7 @@ func (o *operator) run(t testing.TB, args ...string) (string, string, int) {
 // runCtx is run that ends (like Ctrl-C) when ctx does.
 func (o *operator) runCtx(ctx context.Context, t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
+	o.pins.pin(t)
 	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	var out, errb bytes.Buffer
@@ -86,6 +94,7 @@ type streamed struct {
 // stream starts ployz with args; ctx ending interrupts it (like Ctrl-C).
 func (o *operator) stream(ctx context.Context, t testing.TB, args ...string) *streamed {
 	t.Helper()
+	o.pins.pin(t)
 	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -122,18 +131,24 @@ func (o *operator) stream(ctx context.Context, t testing.TB, args ...string) *st
 
 // until reads lines from ch until one contains marker, within timeout.
 func until(ch <-chan string, marker string, timeout time.Duration) bool {
+	_, ok := untilLine(ch, marker, timeout)
+	return ok
+}
+
+// untilLine is until that returns the line holding marker.
+func untilLine(ch <-chan string, marker string, timeout time.Duration) (string, bool) {
 	deadline := time.After(timeout)
 	for {
 		select {
 		case l, ok := <-ch:
 			if !ok {
-				return false
+				return "", false
 			}
 			if strings.Contains(l, marker) {
-				return true
+				return l, true
 			}
 		case <-deadline:
-			return false
+			return "", false
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -230,7 +229,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("init of an initialized Machine: exit %d: %s", code, errs)
 		}
 		u, _ := url.Parse("ssh://root@" + l.Machines[0].IP.String())
-		tun, err := rpc.NewSSHTunnel(u, rpc.SSHOptions{KeyFile: lab.KeyPath(l.StateDir), HostKeys: rpc.HostKeys{Path: filepath.Join(t.TempDir(), "known_hosts")}})
+		tun, err := rpc.NewSSHTunnel(u, rpc.SSHOptions{KeyFile: lab.KeyPath(l.StateDir), HostKeys: labHostKeys(t, l)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,10 +51,24 @@ func TestDashboard(t *testing.T) {
 	if doc, errs, code := deployFile(t, op, dashboardCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 		t.Fatalf("deploy: exit %d\n%s", code, errs)
 	}
-	base := startDashboard(t, op)
+	base, launch := startDashboard(t, op)
 	b := browsertest.New(t, 15*time.Minute)
 	ns := "dash-production"
 	row := fmt.Sprintf(`tr[data-service="%s/web"]`, ns)
+
+	// The launch link binds the dashboard to this browser; another client
+	// gets no session and cannot spend the link again.
+	b.Do(t, "open the launch link", chromedp.Navigate(launch))
+	for what, url := range map[string]string{"/api/session without the cookie": base + "/api/session", "the launch link a second time": launch} {
+		r, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s: %s, want 401", what, r.Status)
+		}
+	}
 
 	b.Do(t, "open the Cluster page", chromedp.Navigate(base+"/#/cluster"))
 	for _, m := range l.Machines {
@@ -167,7 +182,7 @@ func volumesNoPool(t *testing.T, l *lab.Lab, op *operator, b *browsertest.Browse
 		t.Errorf("Volumes page URL %q", h)
 	}
 	var page dashboard.Volumes
-	if err := getDashboard(base+"/api/view/volumes", &page); err != nil {
+	if err := getDashboard(t, b, base+"/api/view/volumes", &page); err != nil {
 		t.Fatal(err)
 	}
 	if len(page.Machines) != len(l.Machines) {
@@ -215,7 +230,7 @@ func stoppedGap(t *testing.T, l *lab.Lab, b *browsertest.Browser, base, ns strin
 	b.WaitText(t, "#logs", "~ "+m3+": log stream reopened", 120*time.Second)
 	eventually(t, 120*time.Second, "m3's chart has values, then a gap, then values", func() error {
 		var c dashboard.Charts
-		if err := getDashboard(base+"/api/metrics?range=1h&namespace="+ns+"&service=web", &c); err != nil {
+		if err := getDashboard(t, b, base+"/api/metrics?range=1h&namespace="+ns+"&service=web", &c); err != nil {
 			return err
 		}
 		for _, ch := range c.Charts {
@@ -255,8 +270,8 @@ func stoppedGap(t *testing.T, l *lab.Lab, b *browsertest.Browser, base, ns strin
 }
 
 // startDashboard runs `ployz dashboard` on a free loopback port until the
-// test ends and returns its URL.
-func startDashboard(t *testing.T, op *operator) string {
+// test ends and returns its URL and the one-time launch link it printed.
+func startDashboard(t *testing.T, op *operator) (base, launch string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -271,14 +286,26 @@ func startDashboard(t *testing.T, op *operator) string {
 		_ = s.cmd.Wait()
 		t.Logf("ployz dashboard stderr:\n%s", s.errText.String())
 	})
-	if !until(s.Stderr, "dashboard at http://"+addr, 30*time.Second) {
+	base = "http://" + addr
+	line, ok := untilLine(s.Stderr, "dashboard at "+base+"/?launch=", 30*time.Second)
+	if !ok {
 		t.Fatalf("ployz dashboard did not start: %s", s.errText.String())
 	}
-	return "http://" + addr
+	_, after, _ := strings.Cut(line, "dashboard at ")
+	launch, _, _ = strings.Cut(after, " ")
+	return base, launch
 }
 
-func getDashboard(url string, v any) error {
-	r, err := http.Get(url)
+// getDashboard reads url as the browser b, with its session cookie.
+func getDashboard(t *testing.T, b *browsertest.Browser, url string, v any) error {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return err
+	}
+	for _, c := range b.Cookies(t, url) {
+		req.AddCookie(c)
+	}
+	r, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 const ingressCompose = `name: hello
@@ -98,7 +99,8 @@ func hostGet(ip, host, path string) (int, string, error) {
 // TestIngressHTTP deploys a Service with an x-ports hostname on three
 // Machines (two run it) and reaches it by hostname through every
 // Machine's :80, including the Machine without a web Container (the
-// request crosses the mesh); /.ployz-verify names each Machine, and
+// request crosses the mesh); /.ployz-verify answers a nonce keyed by each
+// Machine's id without naming it, and
 // `service inspect` reports ingress published on every Machine apart from
 // execution status.
 func TestIngressHTTP(t *testing.T) {
@@ -199,9 +201,9 @@ func TestIngressHTTP(t *testing.T) {
 				}
 			}
 		}
-		code, body, err := hostGet(ip, "anything.example", "/.ployz-verify")
-		if err != nil || code != 200 || strings.TrimSpace(body) != ids[ip] {
-			t.Errorf("%s /.ployz-verify: %d %q %v, want %s", m.Name, code, body, err, ids[ip])
+		code, body, err := hostGet(ip, "anything.example", "/.ployz-verify?n=e2e-"+m.Name)
+		if want := ingress.VerifyAnswer(ids[ip], "e2e-"+m.Name); err != nil || code != 200 || strings.TrimSpace(body) != want || strings.Contains(body, ids[ip]) {
+			t.Errorf("%s /.ployz-verify: %d %q %v, want %s (keyed by %s, not naming it)", m.Name, code, body, err, want, ids[ip])
 		}
 		if code, _, _ := hostGet(ip, "unknown.example.test", "/"); code != 404 {
 			t.Errorf("%s unknown host: %d, want 404", m.Name, code)

@@ -408,6 +408,7 @@ func topOnTerminal(t *testing.T, op *operator, d time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
+	op.pins.pin(t)
 	line := fmt.Sprintf("'%s' --ssh-key '%s' top --interval 2s", filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), op.key)
 	cmd := exec.CommandContext(ctx, "script", "-qfec", line, "/dev/null")
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+op.store, "TERM=xterm", "COLUMNS=120", "LINES=40"), op.env...)

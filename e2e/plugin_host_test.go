@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +27,7 @@ func describeContract(ctx context.Context, t *testing.T, l *lab.Lab, m *lab.Mach
 	t.Helper()
 	u, _ := url.Parse("ssh://root@" + m.IP.String())
 	tun, err := rpc.NewSSHTunnel(u, rpc.SSHOptions{KeyFile: lab.KeyPath(l.StateDir),
-		HostKeys: rpc.HostKeys{Path: filepath.Join(t.TempDir(), "known_hosts")}})
+		HostKeys: labHostKeys(t, l)})
 	if err != nil {
 		return rpc.Contract{}, err
 	}

@@ -297,6 +297,7 @@ func ingressZeroGap(t *testing.T, ctx context.Context, l *lab.Lab, op *operator)
 // never comes.
 func (o *operator) killAfter(t *testing.T, marker string, args ...string) {
 	t.Helper()
+	o.pins.pin(t)
 	cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	errs, err := cmd.StderrPipe()

@@ -21,9 +21,11 @@ type globals struct {
 	sshKey  string
 	// acceptNewHostKey replaces a changed, pinned SSH host key.
 	acceptNewHostKey bool
-	json             bool
-	yes              bool
-	connectTimeout   time.Duration
+	// acceptHostKey is the fingerprint an unpinned host may present.
+	acceptHostKey  string
+	json           bool
+	yes            bool
+	connectTimeout time.Duration
 }
 
 var g globals
@@ -34,13 +36,15 @@ func addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&g.connect, "connect", os.Getenv("PLOYZ_CONNECT"), "connect to this Entry Machine instead (ssh://user@host, unix:///path; tcp://host:port reaches only plaintext test listeners: the mesh listener admits Machines alone)")
 	f.StringVar(&g.sshKey, "ssh-key", "", "SSH private key for ssh:// connections")
 	f.BoolVar(&g.acceptNewHostKey, "accept-new-host-key", false, "replace a Machine's pinned SSH host key that changed (after re-installing it)")
+	f.StringVar(&g.acceptHostKey, "accept-host-key", os.Getenv("PLOYZ_ACCEPT_HOST_KEY"), "on first contact, trust a Machine whose SSH host key has this SHA256 fingerprint (comma separated for several; env PLOYZ_ACCEPT_HOST_KEY); without it a new host key is asked about on a terminal, refused elsewhere")
 	f.BoolVar(&g.json, "json", false, "print one JSON document on stdout")
 	f.DurationVar(&g.connectTimeout, "connect-timeout", operator.DefaultAnswerTimeout, "how long to wait for an Entry Machine's first answer (env PLOYZ_CONNECT_TIMEOUT)")
 	f.BoolVarP(&g.yes, "yes", "y", os.Getenv("PLOYZ_AUTO_CONFIRM") == "1", "skip confirmations (never data-loss confirmations)")
 }
 
 func (g globals) dialOptions() operator.DialOptions {
-	return operator.DialOptions{AcceptNewHostKey: g.acceptNewHostKey, AnswerTimeout: g.connectTimeout}
+	return operator.DialOptions{AcceptNewHostKey: g.acceptNewHostKey, AcceptHostKey: g.acceptHostKey, AnswerTimeout: g.connectTimeout,
+		AskHostKey: askHostKey(os.Stdin, os.Stderr)}
 }
 
 // envDefaults lets PLOYZ_CONNECT_TIMEOUT stand for --connect-timeout when

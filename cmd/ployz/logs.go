@@ -121,7 +121,9 @@ func printLine(w io.Writer, l observe.Line, asJSON bool) {
 		_ = json.NewEncoder(w).Encode(l)
 		return
 	}
-	fmt.Fprintf(w, "%s %s %s | %s\n", l.Machine, render.ContainerLabel(l.LogRecord), render.LogTime(l.Time), l.Text)
+	// A Container's output is not the operator's: its escape sequences
+	// are shown, not run (--json keeps the raw text, JSON-escaped).
+	_, _ = io.WriteString(w, render.LogLine(l.Machine, l.LogRecord))
 }
 
 // printServiceLogs asks every Machine (or --machine) for its stored lines
@@ -155,10 +157,10 @@ func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) 
 
 func printLogsWarnings(w io.Writer, logs observe.Logs) {
 	for _, n := range logs.Notes {
-		fmt.Fprintln(w, "note:", n)
+		fmt.Fprintln(w, "note:", render.Terminal(n))
 	}
 	for _, m := range logs.Failed {
-		fmt.Fprintf(w, "warning: machine %s did not answer: %s\n", m.Machine, m.Error)
+		fmt.Fprintf(w, "warning: machine %s did not answer: %s\n", m.Machine, render.Terminal(m.Error))
 	}
 }
 
@@ -174,7 +176,7 @@ func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery)
 			return
 		}
 		if e.Err != nil {
-			fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s: %v\n", e.Machine, e.Err)
+			fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s: %s\n", e.Machine, render.Terminal(e.Err.Error()))
 		}
 	})
 	return exitFor(err, false)

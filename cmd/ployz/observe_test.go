@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -70,6 +71,22 @@ func TestWatchKeysQuits(t *testing.T) {
 
 // TestLogsWarningsNameMachines: notes and every Machine that did not
 // answer (with why) go to stderr.
+// A Container's escape sequences are shown, not run, in text; --json
+// keeps the raw text, JSON-escaped.
+func TestLogLinesNeutraliseControls(t *testing.T) {
+	l := observe.Line{Machine: "m1", LogRecord: rpc.LogRecord{ContainerName: "web-1", Text: "\x1b]0;owned\x07\x1b[2Jhi\r"}}
+	var text, js strings.Builder
+	printLine(&text, l, false)
+	printLine(&js, l, true)
+	if strings.ContainsAny(text.String(), "\x1b\x07\r") || !strings.Contains(text.String(), `| \x1b]0;owned\x07\x1b[2Jhi\x0d`) {
+		t.Errorf("text line %q", text.String())
+	}
+	var back observe.Line
+	if err := json.Unmarshal([]byte(js.String()), &back); err != nil || back.Text != l.Text || strings.ContainsRune(js.String(), 0x1b) {
+		t.Errorf("json line %q: %v", js.String(), err)
+	}
+}
+
 func TestLogsWarningsNameMachines(t *testing.T) {
 	var b strings.Builder
 	printLogsWarnings(&b, observe.Logs{Failed: []observe.Failure{{Machine: "m2", Error: "ployz.logs.history.v1 is not advertised"}, {Machine: "m3", Error: "unreachable"}},

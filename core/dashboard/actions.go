@@ -3,9 +3,6 @@ package dashboard
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,34 +10,6 @@ import (
 	"sync"
 	"time"
 )
-
-// TokenHeader carries the session token every action needs. A page of
-// another origin cannot read /api/session (no CORS), so it cannot send it.
-const TokenHeader = "X-Ployz-Token"
-
-func newToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("session token: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
-func (s *Server) session(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"token": s.token, "header": TokenHeader})
-}
-
-// requireToken refuses an action without this run's token.
-func (s *Server) requireToken(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get(TokenHeader)
-		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "refused: missing or wrong " + TokenHeader + " (reload the page for a new session)"})
-			return
-		}
-		next(w, r)
-	}
-}
 
 // Action is one scale, restart, stop or start this dashboard ran, with its output.
 type Action struct {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +19,28 @@ import (
 // theme, with no page error (a CSP refusal would be one).
 func TestBrowser(t *testing.T) {
 	src := newFake()
-	_, ts := serve(t, src, 200*time.Millisecond)
+	s, ts := serveUnbound(t, src, 200*time.Millisecond)
 	// After serve, so the browser closes (its cleanup runs) first.
 	b := browsertest.New(t, 2*time.Minute)
 
+	// The launch link binds the dashboard to this browser and leaves the
+	// clean URL in its address bar.
+	b.Do(t, "open the launch link", chromedp.Navigate(s.LaunchURL()))
+	if u := browsertest.Eval[string](t, b, "location.href"); u != ts.URL+"/" {
+		t.Fatalf("after the launch link the browser is at %q, want %s/", u, ts.URL)
+	}
+	if got := browsertest.Eval[string](t, b, "document.cookie"); got != "" {
+		t.Fatalf("the page's script reads the session cookie %q; want it HttpOnly", got)
+	}
+	// The browser's cookie is the whole credential: a client holding it
+	// reads the API.
+	req, _ := http.NewRequest("GET", ts.URL+"/api/view/cluster", nil)
+	for _, c := range b.Cookies(t, ts.URL) {
+		req.AddCookie(c)
+	}
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("the API with the browser's cookie: %v %v", r, err)
+	}
 	b.Do(t, "open the Cluster page", chromedp.Navigate(ts.URL+"/#/cluster"))
 	b.WaitText(t, "#machines", "drained since", 10*time.Second)
 	if txt := b.Text(t, "#machines"); !strings.Contains(txt, "m3") || !strings.Contains(txt, "1 capabilities") || !strings.Contains(txt, "logstore") || !strings.Contains(txt, "0.9.0") {

@@ -4,5 +4,6 @@
 // client/dashsource implements over the operator library exactly as the
 // CLI's commands call it.
 // The HTTP surface binds to loopback, refuses foreign Host headers (DNS
-// rebinding) and needs a per-run token for every action.
+// rebinding), answers only the browser that spent the one-time launch
+// link (its session cookie) and needs a per-run CSRF token for every action.
 package dashboard

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -192,8 +194,26 @@ func (f *fakeSource) Restart(_ context.Context, ns, svc string, out io.Writer) e
 	return nil
 }
 
-// serve starts a Server over src on a loopback port.
+// serve starts a Server over src on a loopback port; ts.Client() has
+// opened its launch URL, so it holds the session cookie.
 func serve(t *testing.T, src Source, poll time.Duration) (*Server, *httptest.Server) {
+	t.Helper()
+	s, ts := serveUnbound(t, src, poll)
+	jar, _ := cookiejar.New(nil)
+	ts.Client().Jar = jar
+	r, err := ts.Client().Get(s.LaunchURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK || len(jar.Cookies(r.Request.URL)) != 1 {
+		t.Fatalf("launch: %s, cookies %v", r.Status, jar.Cookies(r.Request.URL))
+	}
+	return s, ts
+}
+
+// serveUnbound starts a Server no client has opened yet.
+func serveUnbound(t *testing.T, src Source, poll time.Duration) (*Server, *httptest.Server) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -60,7 +60,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	_, ts := serve(t, newFake(), time.Second)
 	for _, r := range []string{"1h", "24h", "90d"} {
 		var c Charts
-		if code := getJSON(t, ts.URL+"/api/metrics?range="+r+"&namespace=app-prod&service=web", &c); code != 200 || c.Range != r || len(c.Charts) != 1 {
+		if code := getJSON(t, ts.Client(), ts.URL+"/api/metrics?range="+r+"&namespace=app-prod&service=web", &c); code != 200 || c.Range != r || len(c.Charts) != 1 {
 			t.Fatalf("range %s: %d %+v", r, code, c.Range)
 		}
 		if n := len(c.Charts[0].Times); n > 800 {
@@ -68,7 +68,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 	var fe FieldError
-	if code := getJSON(t, ts.URL+"/api/metrics?service=web", &fe); code != 400 || fe.Field != "namespace" {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/metrics?service=web", &fe); code != 400 || fe.Field != "namespace" {
 		t.Fatalf("service without namespace: %d %+v", code, fe)
 	}
 }

@@ -35,7 +35,7 @@ type Options struct {
 type Server struct {
 	src   Source
 	opts  Options
-	token string
+	bind  *binding
 	hosts map[string]bool
 	log   hclog.Logger
 
@@ -55,11 +55,11 @@ func New(src Source, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := newToken()
+	bind, err := newBinding(opts.Listen)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{src: src, opts: opts, token: tok, hosts: hosts, log: opts.Logger.Named("dashboard")}, nil
+	return &Server{src: src, opts: opts, bind: bind, hosts: hosts, log: opts.Logger.Named("dashboard")}, nil
 }
 
 // allowedHosts are the Host headers a browser sends for listen: the
@@ -92,7 +92,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/restart", s.requireToken(s.restart))
 	mux.HandleFunc("POST /api/stop", s.requireToken(s.startStop("stop")))
 	mux.HandleFunc("POST /api/start", s.requireToken(s.startStop("start")))
-	return s.guard(mux)
+	return s.guard(s.authenticate(mux))
 }
 
 // Serve serves on ln until ctx ends.

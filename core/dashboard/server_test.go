@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-func getJSON(t *testing.T, url string, out any) int {
+func getJSON(t *testing.T, c *http.Client, url string, out any) int {
 	t.Helper()
-	r, err := http.Get(url)
+	r, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,30 +27,30 @@ func getJSON(t *testing.T, url string, out any) int {
 func TestViews(t *testing.T) {
 	_, ts := serve(t, newFake(), time.Second)
 	var c Cluster
-	if code := getJSON(t, ts.URL+"/api/view/cluster", &c); code != 200 || len(c.Machines) != 3 || c.Machines[2].DrainedSince == "" || c.Machines[0].Plugins[0].Name != "logstore" {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/cluster", &c); code != 200 || len(c.Machines) != 3 || c.Machines[2].DrainedSince == "" || c.Machines[0].Plugins[0].Name != "logstore" {
 		t.Fatalf("cluster %d %+v", code, c)
 	}
 	var s Services
-	if code := getJSON(t, ts.URL+"/api/view/services", &s); code != 200 || len(s.Services) != 2 || s.Services[0].Ingress != "published" {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/services", &s); code != 200 || len(s.Services) != 2 || s.Services[0].Ingress != "published" {
 		t.Fatalf("services %d %+v", code, s)
 	}
 	var sv Service
-	if code := getJSON(t, ts.URL+"/api/view/service?namespace=app-prod&service=web", &sv); code != 200 || sv.Serving.Pointer != "p7" || len(sv.Containers) != 2 {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/service?namespace=app-prod&service=web", &sv); code != 200 || sv.Serving.Pointer != "p7" || len(sv.Containers) != 2 {
 		t.Fatalf("service %d %+v", code, sv)
 	}
 	var d deploysPage
-	if code := getJSON(t, ts.URL+"/api/view/deploys", &d); code != 200 || d.Revisions[0].Revision != 3 || d.Actions == nil {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/deploys", &d); code != 200 || d.Revisions[0].Revision != 3 || d.Actions == nil {
 		t.Fatalf("deploys %d %+v", code, d)
 	}
 	for url, field := range map[string]string{"/api/view/nope": "view", "/api/view/service?service=web": "namespace", "/api/view/service?namespace=a": "service",
 		"/api/metrics?range=7y": "range", "/api/logs?namespace=app-prod": "service"} {
 		var fe FieldError
-		if code := getJSON(t, ts.URL+url, &fe); code != 400 || fe.Field != field {
+		if code := getJSON(t, ts.Client(), ts.URL+url, &fe); code != 400 || fe.Field != field {
 			t.Errorf("GET %s: %d %+v, want 400 naming %s", url, code, fe, field)
 		}
 	}
 	var e map[string]string
-	if code := getJSON(t, ts.URL+"/api/view/service?namespace=app-prod&service=db", &e); code != 502 || !strings.Contains(e["error"], "no Container") {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/service?namespace=app-prod&service=db", &e); code != 502 || !strings.Contains(e["error"], "no Container") {
 		t.Errorf("a Source error: %d %v", code, e)
 	}
 }
@@ -58,7 +58,7 @@ func TestViews(t *testing.T) {
 func TestAssetsAndHeaders(t *testing.T) {
 	_, ts := serve(t, newFake(), time.Second)
 	for path, want := range map[string]string{"/": "<main id=\"view\"", "/app.js": "EventSource", "/style.css": "prefers-color-scheme", "/vendor/uPlot.iife.min.js": "uPlot"} {
-		r, err := http.Get(ts.URL + path)
+		r, err := ts.Client().Get(ts.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,37 +81,41 @@ func TestForeignHostRefused(t *testing.T) {
 	for _, path := range []string{"/", "/api/session", "/api/view/cluster"} {
 		req, _ := http.NewRequest("GET", ts.URL+path, nil)
 		req.Host = "attacker.example:" + strings.Split(ts.Listener.Addr().String(), ":")[1]
-		r, err := http.DefaultClient.Do(req)
+		r, err := ts.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(r.Body)
 		r.Body.Close()
-		if r.StatusCode != http.StatusMisdirectedRequest || strings.Contains(string(b), s.token) {
+		if r.StatusCode != http.StatusMisdirectedRequest || strings.Contains(string(b), s.bind.csrf) {
 			t.Errorf("GET %s with a foreign Host: %d %s", path, r.StatusCode, b)
 		}
 	}
 	// A rebinding page cannot act even with the right token.
 	req, _ := http.NewRequest("POST", ts.URL+"/api/scale", strings.NewReader(`{"namespace":"app-prod","service":"web","replicas":0}`))
-	req.Host, req.Header[TokenHeader] = "attacker.example", []string{s.token}
-	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusMisdirectedRequest || len(src.scales) != 0 {
+	req.Host, req.Header[TokenHeader] = "attacker.example", []string{s.bind.csrf}
+	if r, err := ts.Client().Do(req); err != nil || r.StatusCode != http.StatusMisdirectedRequest || len(src.scales) != 0 {
 		t.Fatalf("foreign POST: %v %v scales %v", r, err, src.scales)
 	}
-	// localhost on the same port is the same dashboard.
+	// localhost on the same port is the same dashboard (the cookie is
+	// sent by hand: a jar keeps it for the host that set it).
 	req, _ = http.NewRequest("GET", ts.URL+"/api/session", nil)
 	req.Host = "localhost:" + strings.Split(ts.Listener.Addr().String(), ":")[1]
+	for _, c := range ts.Client().Jar.Cookies(req.URL) {
+		req.AddCookie(c)
+	}
 	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != 200 {
 		t.Fatalf("localhost Host: %v %v", r, err)
 	}
 }
 
-func post(t *testing.T, url, token, body string) (int, map[string]any) {
+func post(t *testing.T, c *http.Client, url, token, body string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set(TokenHeader, token)
 	}
-	r, err := http.DefaultClient.Do(req)
+	r, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +130,11 @@ func TestActionsNeedToken(t *testing.T) {
 	_, ts := serve(t, src, time.Second)
 	body := `{"namespace":"app-prod","service":"web","replicas":3}`
 	for _, tok := range []string{"", "0000", strings.Repeat("a", 64)} {
-		if code, _ := post(t, ts.URL+"/api/scale", tok, body); code != http.StatusForbidden {
+		if code, _ := post(t, ts.Client(), ts.URL+"/api/scale", tok, body); code != http.StatusForbidden {
 			t.Errorf("token %q: %d, want 403", tok, code)
 		}
 		for _, verb := range []string{"restart", "stop", "start"} {
-			if code, _ := post(t, ts.URL+"/api/"+verb, tok, `{"namespace":"app-prod","service":"web"}`); code != http.StatusForbidden {
+			if code, _ := post(t, ts.Client(), ts.URL+"/api/"+verb, tok, `{"namespace":"app-prod","service":"web"}`); code != http.StatusForbidden {
 				t.Errorf("%s with token %q: %d, want 403", verb, tok, code)
 			}
 		}
@@ -139,20 +143,20 @@ func TestActionsNeedToken(t *testing.T) {
 		t.Fatalf("refused actions ran: %v %d", src.scales, src.restarts)
 	}
 	var sess map[string]string
-	getJSON(t, ts.URL+"/api/session", &sess)
-	code, a := post(t, ts.URL+"/api/scale", sess["token"], body)
+	getJSON(t, ts.Client(), ts.URL+"/api/session", &sess)
+	code, a := post(t, ts.Client(), ts.URL+"/api/scale", sess["token"], body)
 	if code != 200 || a["status"] != "completed" || !strings.Contains(a["output"].(string), "scale web to 3") || len(src.scales) != 1 {
 		t.Fatalf("scale with the token: %d %v", code, a)
 	}
-	if code, a := post(t, ts.URL+"/api/restart", sess["token"], `{"namespace":"app-prod","service":"web"}`); code != 200 || src.restarts != 1 {
+	if code, a := post(t, ts.Client(), ts.URL+"/api/restart", sess["token"], `{"namespace":"app-prod","service":"web"}`); code != 200 || src.restarts != 1 {
 		t.Fatalf("restart with the token: %d %v", code, a)
 	}
 	// Stop and start need no Saved State: the undeclared stray may stop.
-	if code, a := post(t, ts.URL+"/api/stop", sess["token"], `{"namespace":"app-prod","service":"stray"}`); code != 200 || len(src.stopped) != 1 || src.stopped[0] != "stop app-prod/stray" {
+	if code, a := post(t, ts.Client(), ts.URL+"/api/stop", sess["token"], `{"namespace":"app-prod","service":"stray"}`); code != 200 || len(src.stopped) != 1 || src.stopped[0] != "stop app-prod/stray" {
 		t.Fatalf("stop with the token: %d %v %v", code, a, src.stopped)
 	}
 	var d deploysPage
-	getJSON(t, ts.URL+"/api/view/deploys", &d)
+	getJSON(t, ts.Client(), ts.URL+"/api/view/deploys", &d)
 	if len(d.Actions) != 3 || d.Actions[0].Kind != "stop" || d.Actions[1].Kind != "restart" || d.Actions[2].Status != "completed" || *d.Actions[2].Replicas != 3 {
 		t.Fatalf("action log %+v", d.Actions)
 	}
@@ -175,15 +179,15 @@ func TestScaleValidated(t *testing.T) {
 		`not json`: "body",
 	}
 	for body, field := range cases {
-		code, out := post(t, ts.URL+"/api/scale", s.token, body)
+		code, out := post(t, ts.Client(), ts.URL+"/api/scale", s.bind.csrf, body)
 		if code != 400 || out["field"] != field {
 			t.Errorf("%s: %d %v, want 400 naming %s", body, code, out, field)
 		}
 	}
-	if code, out := post(t, ts.URL+"/api/restart", s.token, `{"namespace":"app-prod","service":"web","replicas":2}`); code != 400 || out["field"] != "replicas" {
+	if code, out := post(t, ts.Client(), ts.URL+"/api/restart", s.bind.csrf, `{"namespace":"app-prod","service":"web","replicas":2}`); code != 400 || out["field"] != "replicas" {
 		t.Errorf("restart with replicas: %d %v", code, out)
 	}
-	if code, out := post(t, ts.URL+"/api/start", s.token, `{"namespace":"app-prod","service":"db"}`); code != 400 || out["field"] != "service" {
+	if code, out := post(t, ts.Client(), ts.URL+"/api/start", s.bind.csrf, `{"namespace":"app-prod","service":"db"}`); code != 400 || out["field"] != "service" {
 		t.Errorf("start of an unknown Service: %d %v", code, out)
 	}
 	if len(src.scales) != 0 || len(src.stopped) != 0 {
@@ -213,12 +217,12 @@ func readEvent(t *testing.T, rd *bufio.Reader) (string, string) {
 }
 
 // openEvents opens an event stream for the test's length (at most 10 s).
-func openEvents(t *testing.T, url string) *bufio.Reader {
+func openEvents(t *testing.T, c *http.Client, url string) *bufio.Reader {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	r, err := http.DefaultClient.Do(req)
+	r, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +236,7 @@ func openEvents(t *testing.T, url string) *bufio.Reader {
 func TestEventsSendChanges(t *testing.T) {
 	src := newFake()
 	_, ts := serve(t, src, 20*time.Millisecond)
-	rd := openEvents(t, ts.URL+"/api/events?view=services")
+	rd := openEvents(t, ts.Client(), ts.URL+"/api/events?view=services")
 	ev, data := readEvent(t, rd)
 	if ev != "view" || !strings.Contains(data, `"desired":"2"`) {
 		t.Fatalf("first event %s %s", ev, data)
@@ -258,13 +262,13 @@ func TestEventsSendChanges(t *testing.T) {
 func TestEventsNameBadInput(t *testing.T) {
 	_, ts := serve(t, newFake(), 20*time.Millisecond)
 	var fe FieldError
-	if code := getJSON(t, ts.URL+"/api/events", &fe); code != 400 || fe.Field != "view" {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/events", &fe); code != 400 || fe.Field != "view" {
 		t.Fatalf("no view: %d %+v", code, fe)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/events?view=service&namespace=app-prod", nil)
-	r, err := http.DefaultClient.Do(req)
+	r, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +284,7 @@ func TestLogsStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/logs?namespace=app-prod&service=web", nil)
-	r, err := http.DefaultClient.Do(req)
+	r, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

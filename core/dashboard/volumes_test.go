@@ -11,7 +11,7 @@ import (
 func TestVolumesView(t *testing.T) {
 	_, ts := serve(t, newFake(), time.Second)
 	var v Volumes
-	if code := getJSON(t, ts.URL+"/api/view/volumes", &v); code != 200 || len(v.Machines) != 3 {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/volumes", &v); code != 200 || len(v.Machines) != 3 {
 		t.Fatalf("volumes %d %+v", code, v)
 	}
 	m1, m2, m3 := v.Machines[0], v.Machines[1], v.Machines[2]
@@ -32,7 +32,7 @@ func TestVolumesView(t *testing.T) {
 func TestVolumeDetailView(t *testing.T) {
 	_, ts := serve(t, newFake(), time.Second)
 	var d VolumeDetail
-	if code := getJSON(t, ts.URL+"/api/view/volume?machine=m1&name=db", &d); code != 200 {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/volume?machine=m1&name=db", &d); code != 200 {
 		t.Fatalf("db %d %+v", code, d)
 	}
 	if d.Machine != "m1" || d.Pool != "tank" || d.Volume.Dataset != "tank/ployz/volumes/db" || len(d.Volume.Snapshots) != 2 {
@@ -51,7 +51,7 @@ func TestVolumeDetailView(t *testing.T) {
 	// The Machine's id picks it as well as its name; an unmounted volume
 	// has no mounts (an empty list, not a missing one).
 	var c map[string]any
-	if code := getJSON(t, ts.URL+"/api/view/volume?machine=m1-id&name=cache", &c); code != 200 || c["machine"] != "m1" || c["mounts"] == nil {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/volume?machine=m1-id&name=cache", &c); code != 200 || c["machine"] != "m1" || c["mounts"] == nil {
 		t.Errorf("cache by Machine id: %d %v", code, c)
 	}
 
@@ -63,12 +63,12 @@ func TestVolumeDetailView(t *testing.T) {
 		"/api/view/volume?machine=m2&name=db":   {"name", `no volume "db" on m2: it has no ZFS pool; it is on m1`},
 	} {
 		var fe FieldError
-		if code := getJSON(t, ts.URL+url, &fe); code != 400 || fe.Field != want.field || !strings.Contains(fe.Msg, want.msg) {
+		if code := getJSON(t, ts.Client(), ts.URL+url, &fe); code != 400 || fe.Field != want.field || !strings.Contains(fe.Msg, want.msg) {
 			t.Errorf("GET %s: %d %+v, want 400 naming %s: %s", url, code, fe, want.field, want.msg)
 		}
 	}
 	var e map[string]string
-	if code := getJSON(t, ts.URL+"/api/view/volume?machine=m3&name=db", &e); code != 502 || !strings.Contains(e["error"], "m3 did not answer: connection refused") {
+	if code := getJSON(t, ts.Client(), ts.URL+"/api/view/volume?machine=m3&name=db", &e); code != 502 || !strings.Contains(e["error"], "m3 did not answer: connection refused") {
 		t.Errorf("a volume on a Machine that did not answer: %d %v", code, e)
 	}
 }
@@ -77,7 +77,7 @@ func TestVolumeDetailView(t *testing.T) {
 func TestVolumesEvents(t *testing.T) {
 	src := newFake()
 	_, ts := serve(t, src, 20*time.Millisecond)
-	rd := openEvents(t, ts.URL+"/api/events?view=volume&machine=m1&name=db")
+	rd := openEvents(t, ts.Client(), ts.URL+"/api/events?view=volume&machine=m1&name=db")
 	if ev, data := readEvent(t, rd); ev != "view" || !strings.Contains(data, `"name":"s2"`) || strings.Contains(data, `"name":"s3"`) {
 		t.Fatalf("first event %s %s", ev, data)
 	}

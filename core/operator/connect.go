@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -33,6 +35,12 @@ func Connect(ctx context.Context, c Context, o DialOptions) (*rpc.Client, Connec
 type DialOptions struct {
 	// AcceptNewHostKey replaces a pinned SSH host key that changed.
 	AcceptNewHostKey bool
+	// AcceptHostKey is the SHA256 fingerprint(s), comma separated, an
+	// unpinned host may present (--accept-host-key).
+	AcceptHostKey string
+	// AskHostKey asks the operator about an unpinned host's key; nil
+	// without a terminal (the key is then refused unless accepted ahead).
+	AskHostKey func(host string, key ssh.PublicKey) (bool, error)
 	// AnswerTimeout bounds the wait for an Entry Machine's first answer
 	// (describe_contract); zero means DefaultAnswerTimeout.
 	AnswerTimeout time.Duration
@@ -47,6 +55,16 @@ const DefaultAnswerTimeout = 20 * time.Second
 // operator store (so every context and enrollment share the pins).
 func KnownHostsPath() string { return filepath.Join(filepath.Dir(DefaultPath()), "known_hosts") }
 
+// SystemKnownHostsPath is the operator's own ~/.ssh/known_hosts, which
+// vouches for (or against) a host ployz has not pinned yet.
+func SystemKnownHostsPath() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".ssh", "known_hosts")
+}
+
 // EnvSSHKey names the variable that selects the SSH key when neither
 // --ssh-key nor the context names one: a path, or the PEM key itself (a CI
 // job's secret variable, never written to disk).
@@ -54,7 +72,8 @@ const EnvSSHKey = "PLOYZ_SSH_KEY"
 
 // SSH returns the ssh:// options for conn.
 func (o DialOptions) SSH(keyFile string) rpc.SSHOptions {
-	opts := rpc.SSHOptions{KeyFile: keyFile, HostKeys: rpc.HostKeys{Path: KnownHostsPath(), Replace: o.AcceptNewHostKey}}
+	opts := rpc.SSHOptions{KeyFile: keyFile, HostKeys: rpc.HostKeys{Path: KnownHostsPath(), Replace: o.AcceptNewHostKey,
+		FirstUse: rpc.FirstContact{SystemKnownHosts: SystemKnownHostsPath(), Accept: o.AcceptHostKey, Ask: o.AskHostKey}}}
 	if v := os.Getenv(EnvSSHKey); keyFile == "" && v != "" {
 		if strings.Contains(v, "PRIVATE KEY-----") {
 			opts.Key = []byte(v)

@@ -73,7 +73,13 @@ func (a *meshAuth) authorize(ctx context.Context) error {
 	if !ok {
 		return status.Error(codes.Unauthenticated, "machine rpc: no peer information on this connection")
 	}
-	info, ok := pr.AuthInfo.(credentials.TLSInfo)
+	return a.check(ctx, pr.Addr, pr.AuthInfo)
+}
+
+// check admits a connection from addr with TLS state info, as authorize
+// does; the gate asks it once per connection after the handshake.
+func (a *meshAuth) check(ctx context.Context, addr net.Addr, auth credentials.AuthInfo) error {
+	info, ok := auth.(credentials.TLSInfo)
 	if !ok || len(info.State.PeerCertificates) == 0 {
 		return status.Error(codes.Unauthenticated, "machine rpc on the mesh accepts only Cluster Machines presenting their RPC identity certificate; "+
 			"operators connect over SSH (ssh://) or the local unix socket")
@@ -93,7 +99,7 @@ func (a *meshAuth) authorize(ctx context.Context) error {
 	if m.Phase != PhaseParticipating {
 		return status.Errorf(codes.PermissionDenied, "machine rpc: machine %s (%s) is %q, not participating", m.Name, short(m.ID), m.Phase)
 	}
-	src := addrOf(pr.Addr)
+	src := addrOf(addr)
 	want := hostOf(m.Address)
 	if !src.IsValid() || !want.IsValid() || src != want {
 		return status.Errorf(codes.PermissionDenied, "machine rpc: the RPC key of machine %s (%s) was presented from %v, but its management address is %v",

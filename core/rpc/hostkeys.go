@@ -18,13 +18,17 @@ import (
 )
 
 // HostKeys pins the SSH host keys of Machines in a known_hosts-format
-// file: the first key a host shows is recorded, and a different key later
-// is refused unless Replace is set (`--accept-new-host-key`).
+// file: a host's first key is pinned once FirstUse vouches for it (or the
+// lab pinned it ahead with Pin), and a different key later is refused
+// unless Replace is set (`--accept-new-host-key`).
 type HostKeys struct {
 	// Path is the known_hosts file, created 0600 on first use.
 	Path string
 	// Replace lets a changed key replace the pinned one, deliberately.
 	Replace bool
+	// FirstUse decides the key of a host nothing is pinned for; its zero
+	// value refuses every such key.
+	FirstUse FirstContact
 }
 
 // HostKeyChangedError is the refusal of a host key that differs from the
@@ -71,6 +75,11 @@ func (h HostKeys) Callback() ssh.HostKeyCallback {
 				e.Pinned = append(e.Pinned, ssh.FingerprintSHA256(w.Key))
 			}
 			return e
+		}
+		if len(ke.Want) == 0 {
+			if err := h.FirstUse.decide(hostname, remote, key); err != nil {
+				return err
+			}
 		}
 		return h.pin(hostname, key)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 // sshServer is a real SSH server on addr with host key hk that accepts
@@ -71,15 +72,20 @@ func clientKeyFile(t *testing.T) string {
 	return p
 }
 
-func TestSSHHostKeyPinnedOnFirstUse(t *testing.T) {
+// TestSSHHostKeyFirstContact: an unpinned host's key is never trusted
+// silently. Without a word from the operator it is refused, naming its
+// fingerprint and --accept-host-key; ~/.ssh/known_hosts listing it pins
+// it, listing another key refuses it; an accepted fingerprint or a yes on
+// the terminal pins it. Once pinned, a changed key is refused.
+func TestSSHHostKeyFirstContact(t *testing.T) {
 	hkA, hkB := newSigner(t), newSigner(t)
 	l := sshServer(t, "127.0.0.1:0", hkA)
 	addr := l.Addr().String()
 	u, _ := url.Parse("ssh://root@" + addr)
 	known := filepath.Join(t.TempDir(), "ployz", "known_hosts")
 	key := clientKeyFile(t)
-	connect := func(replace bool) error {
-		tun, err := NewSSHTunnel(u, SSHOptions{KeyFile: key, HostKeys: HostKeys{Path: known, Replace: replace}})
+	connectWith := func(replace bool, first FirstContact) error {
+		tun, err := NewSSHTunnel(u, SSHOptions{KeyFile: key, HostKeys: HostKeys{Path: known, Replace: replace, FirstUse: first}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,28 +93,76 @@ func TestSSHHostKeyPinnedOnFirstUse(t *testing.T) {
 		_, err = tun.Client(context.Background())
 		return err
 	}
+	connect := func(replace bool) error { return connectWith(replace, FirstContact{}) }
+	fa := ssh.FingerprintSHA256(hkA.PublicKey())
+	pinned := func() []ssh.PublicKey {
+		keys, err := HostKeys{Path: known}.Pinned(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
 
-	if err := connect(false); err != nil {
-		t.Fatalf("first connection: %v", err)
+	// Nobody vouched: refused, naming the fingerprint and the way to accept.
+	var unknown *HostKeyUnknownError
+	if err := connect(false); !errors.As(err, &unknown) || !strings.Contains(err.Error(), fa) || !strings.Contains(err.Error(), "--accept-host-key "+fa) {
+		t.Fatalf("first contact without a decision = %v; want refused naming %s", err, fa)
+	}
+	// Asked on the terminal, and refused there.
+	var asked string
+	no := FirstContact{Ask: func(host string, k ssh.PublicKey) (bool, error) { asked = ssh.FingerprintSHA256(k); return false, nil }}
+	if err := connectWith(false, no); err == nil || asked != fa || len(pinned()) != 0 {
+		t.Fatalf("answered no = %v (asked about %q); pins %v", err, asked, pinned())
+	}
+	// Another fingerprint accepted ahead is not this one.
+	if err := connectWith(false, FirstContact{Accept: ssh.FingerprintSHA256(hkB.PublicKey())}); !errors.As(err, &unknown) {
+		t.Fatalf("another accepted fingerprint = %v; want refused", err)
+	}
+	// ~/.ssh/known_hosts with another key for the host refuses it.
+	sys := filepath.Join(t.TempDir(), "ssh_known_hosts")
+	os.WriteFile(sys, []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hkB.PublicKey())+"\n"), 0o600)
+	var mismatch *HostKeyMismatchError
+	if err := connectWith(false, FirstContact{SystemKnownHosts: sys, Accept: fa}); !errors.As(err, &mismatch) || !strings.Contains(err.Error(), sys) {
+		t.Fatalf("~/.ssh/known_hosts with another key = %v; want refused naming it", err)
+	}
+	if len(pinned()) != 0 {
+		t.Fatalf("refused keys were pinned: %v", pinned())
+	}
+	// ~/.ssh/known_hosts listing this key pins it.
+	os.WriteFile(sys, []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hkA.PublicKey())+"\n"), 0o600)
+	if err := connectWith(false, FirstContact{SystemKnownHosts: sys}); err != nil || len(pinned()) != 1 {
+		t.Fatalf("key in ~/.ssh/known_hosts = %v, pins %v", err, pinned())
 	}
 	fi, err := os.Stat(known)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("known_hosts = %v, %v; want a 0600 file", fi, err)
 	}
+	// Pinned: no decision is needed any more.
 	if err := connect(false); err != nil {
 		t.Fatalf("same key again: %v", err)
+	}
+	// An accepted fingerprint, or a yes on the terminal, pins too.
+	for name, first := range map[string]FirstContact{"--accept-host-key": {Accept: "SHA256:other, " + fa},
+		"a yes": {Ask: func(string, ssh.PublicKey) (bool, error) { return true, nil }}} {
+		if err := (HostKeys{Path: known}).Forget(addr); err != nil {
+			t.Fatal(err)
+		}
+		if err := connectWith(false, first); err != nil || len(pinned()) != 1 {
+			t.Fatalf("%s: %v, pins %v", name, err, pinned())
+		}
 	}
 
 	// The host comes back with another key at the same address.
 	l.Close()
 	l = sshServer(t, addr, hkB)
 	defer l.Close()
-	err = connect(false)
+	// A first-contact decision does not override a pin.
+	fb := ssh.FingerprintSHA256(hkB.PublicKey())
+	err = connectWith(false, FirstContact{Accept: fb, Ask: func(string, ssh.PublicKey) (bool, error) { return true, nil }})
 	var ch *HostKeyChangedError
 	if !errors.As(err, &ch) {
 		t.Fatalf("changed host key = %v; want refused", err)
 	}
-	fa, fb := ssh.FingerprintSHA256(hkA.PublicKey()), ssh.FingerprintSHA256(hkB.PublicKey())
 	if !strings.Contains(err.Error(), fa) || !strings.Contains(err.Error(), fb) || !strings.Contains(err.Error(), "--accept-new-host-key") {
 		t.Fatalf("refusal %q should name %s, %s and --accept-new-host-key", err, fa, fb)
 	}
@@ -151,7 +205,8 @@ func TestSSHHostKeysNeedAFile(t *testing.T) {
 func TestSSHHostKeysPinAndForget(t *testing.T) {
 	lab1, lab2, other := newSigner(t), newSigner(t), newSigner(t)
 	known := filepath.Join(t.TempDir(), "ployz", "known_hosts")
-	hk := HostKeys{Path: known}
+	// The operator says yes to every first contact here.
+	hk := HostKeys{Path: known, FirstUse: FirstContact{Ask: func(string, ssh.PublicKey) (bool, error) { return true, nil }}}
 	key := clientKeyFile(t)
 	connect := func(addr string) error {
 		u, _ := url.Parse("ssh://root@" + addr)
@@ -194,7 +249,8 @@ func TestSSHHostKeysPinAndForget(t *testing.T) {
 	}
 
 	// Re-created at the same address with a new key: refused until the
-	// lab forgets the address, then pinned on first use.
+	// lab forgets the address, then pinned on first use (with the
+	// operator's yes).
 	labL.Close()
 	serve(labAddr, lab2)
 	var ch *HostKeyChangedError
@@ -224,7 +280,8 @@ func TestSSHHostKeysPinAndForget(t *testing.T) {
 // A key given as material (a CI secret) logs in like a key file; a
 // malformed one is refused saying it was material, not a file.
 func TestSSHKeyMaterial(t *testing.T) {
-	l := sshServer(t, "127.0.0.1:0", newSigner(t))
+	host := newSigner(t)
+	l := sshServer(t, "127.0.0.1:0", host)
 	t.Cleanup(func() { l.Close() })
 	u, _ := url.Parse("ssh://root@" + l.Addr().String())
 	pemKey, err := os.ReadFile(clientKeyFile(t))
@@ -232,6 +289,9 @@ func TestSSHKeyMaterial(t *testing.T) {
 		t.Fatal(err)
 	}
 	hk := HostKeys{Path: filepath.Join(t.TempDir(), "known_hosts")}
+	if err := hk.Pin(l.Addr().String(), host.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
 	tun, err := NewSSHTunnel(u, SSHOptions{Key: pemKey, KeyFile: "/nonexistent", HostKeys: hk})
 	if err != nil {
 		t.Fatal(err)

@@ -49,14 +49,15 @@ func (s *Server) GRPCServer() *grpc.Server {
 
 // MeshServer returns the gRPC server for the mesh listener: mutual TLS
 // with id, and every call admitted only from a participating Machine of
-// s's peer list at its own management address (auth.go).
+// s's peer list at its own management address (auth.go); connections not
+// (yet) a participating Machine's are capped and closed soon (gate.go).
 func (s *Server) MeshServer(id *Identity) *grpc.Server { return s.meshServer(id, s) }
 
 // meshServer serves srv with the mesh listener's authentication.
 func (s *Server) meshServer(id *Identity, srv machinepb.MachineServer) *grpc.Server {
 	a := &meshAuth{peers: s.listPeers}
 	opts := append(serverOptions(),
-		grpc.Creds(credentials.NewTLS(serverTLS(id))),
+		grpc.Creds(&gatedCreds{TransportCredentials: credentials.NewTLS(serverTLS(id)), gate: &gate{}, auth: a}),
 		grpc.ChainUnaryInterceptor(a.unary),
 		grpc.ChainStreamInterceptor(a.stream),
 	)

@@ -88,7 +88,8 @@ func NewSSHTunnel(u *url.URL, o SSHOptions) (*SSHTunnel, error) {
 	return &SSHTunnel{addr: host, cfg: &ssh.ClientConfig{
 		User: user,
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)},
-		// Pinned on first use; a changed key is refused (hostkeys.go).
+		// Pinned on first use once vouched for (firstcontact.go); a changed
+		// key is refused (hostkeys.go).
 		HostKeyCallback: o.HostKeys.Callback(),
 		Timeout:         20 * time.Second,
 	}}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -214,4 +216,20 @@ func (b *Browser) ColorScheme(t *testing.T, scheme string) {
 		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
 		t.Fatalf("emulate %s: %v", scheme, err)
 	}
+}
+
+// Cookies are the browser's cookies for url (HttpOnly ones included), as
+// a Go client sends them: a test reads a cookie-bound API as this
+// browser.
+func (b *Browser) Cookies(t testing.TB, url string) []*http.Cookie {
+	t.Helper()
+	res, err := chromedp.Call(b.Ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{url}})
+	if err != nil {
+		t.Fatalf("cookies of %s: %v", url, err)
+	}
+	out := make([]*http.Cookie, 0, len(res.Cookies))
+	for _, c := range res.Cookies {
+		out = append(out, &http.Cookie{Name: c.Name, Value: c.Value})
+	}
+	return out
 }

@@ -23,8 +23,9 @@ import (
 	"github.com/ployz/ployz/sdk/serving"
 )
 
-// VerifyPath answers this Machine's id on every hostname, so a client can
-// tell which Machine's proxy answered.
+// VerifyPath answers VerifyAnswer(this Machine's id, nonce) on every
+// hostname, so a Cluster Machine can tell that a hostname reaches one of
+// its Cluster's proxies; it names no Machine to the public.
 const VerifyPath = "/.ployz-verify"
 
 // Default paths.
@@ -36,7 +37,7 @@ const (
 
 // Spec is the ingress.json document. Field names are frozen.
 type Spec struct {
-	// Machine is this Machine's id: answered on /.ployz-verify, and its
+	// Machine is this Machine's id: keys the answer on /.ployz-verify, and its
 	// Containers come first among a route's upstreams.
 	Machine string `json:"machine"`
 	// Listen is the HTTP listen address, e.g. ":80".

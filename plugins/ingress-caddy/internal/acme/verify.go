@@ -2,6 +2,9 @@ package acme
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,14 +18,21 @@ import (
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
-// VerifyHostname is the hostname check before ordering: http://hostname
-// + ingress.VerifyPath must answer the id of one of machines (this
+// VerifyHostname is the hostname check before ordering:
+// http://hostname + ingress.VerifyPath?n=NONCE must answer
+// ingress.VerifyAnswer(id, NONCE) for the id of one of machines (this
 // Cluster's participating Machines), so no order is placed for a name
-// that does not reach this Cluster.
+// that does not reach this Cluster. A fresh nonce each time: an answer
+// copied from a Machine does not pass the next check.
 func VerifyHostname(ctx context.Context, hostname string, machines []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostname+ingress.VerifyPath, nil)
+	nb := make([]byte, 16)
+	if _, err := rand.Read(nb); err != nil {
+		return fmt.Errorf("verify nonce: %w", err)
+	}
+	nonce := hex.EncodeToString(nb)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostname+ingress.VerifyPath+"?"+ingress.VerifyNonceParam+"="+nonce, nil)
 	if err != nil {
 		return err
 	}
@@ -42,9 +52,11 @@ func VerifyHostname(ctx context.Context, hostname string, machines []string) err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	id := strings.ToLower(strings.TrimSpace(string(b)))
-	if resp.StatusCode != http.StatusOK || !slices.Contains(machines, id) {
-		return fmt.Errorf("reaches elsewhere: %s answered %d %q, not a Machine of this Cluster", ingress.VerifyPath, resp.StatusCode, id)
+	got := strings.ToLower(strings.TrimSpace(string(b)))
+	if resp.StatusCode == http.StatusOK && slices.ContainsFunc(machines, func(id string) bool {
+		return hmac.Equal([]byte(got), []byte(ingress.VerifyAnswer(id, nonce)))
+	}) {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("reaches elsewhere: %s answered %d %q, not a Machine of this Cluster", ingress.VerifyPath, resp.StatusCode, got)
 }

@@ -22,13 +22,15 @@ const (
 	RouteHandler = "ployz_route"
 	// TCPHandler proxies a layer4 connection to its port's upstreams.
 	TCPHandler = "ployz_tcp"
+	// VerifyHandler answers ingress.VerifyPath (ingress.VerifyAnswer).
+	VerifyHandler = "ployz_verify"
 )
 
 // CaddyConfig is the Caddy JSON config for routes: HTTP only on listen
 // (automatic HTTPS off), no admin endpoint and no autosave. It names
 // listeners, not routes: every request goes through RouteHandler, which
 // looks its hostname up in the proxy's routing table and proxies it, so
-// routing changes never change the config. ingress.VerifyPath answers machine on any host. Each
+// routing changes never change the config. ingress.VerifyPath is answered by VerifyHandler on any host. Each
 // tcp route with upstreams gets a layer4 listener on its port (l4.go):
 // only the set of those ports changes the config. stateDir holds Caddy's
 // storage. The output is deterministic for equal input, so comparing
@@ -63,7 +65,7 @@ func serverRoutes(machine string, challenges bool) []any {
 	return []any{
 		obj{
 			"match":    []any{obj{"path": []string{ingress.VerifyPath}}},
-			"handle":   []any{obj{"handler": "static_response", "status_code": 200, "body": machine + "\n"}},
+			"handle":   []any{obj{"handler": VerifyHandler, "machine": machine}},
 			"terminal": true,
 		},
 		obj{"handle": []any{route}},

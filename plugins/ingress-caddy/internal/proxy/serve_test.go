@@ -122,8 +122,8 @@ func webRow(key, machine, upstream string, ready bool, host string) store.Row[st
 
 // TestServeRealCaddy runs the embedded Caddy on a loopback port in front
 // of real upstreams: nothing listens before the first store read, a ready
-// route proxies, a pending one answers 502, /.ployz-verify answers the
-// Machine id, a store outage keeps the loaded config, a new ready
+// route proxies, a pending one answers 502, /.ployz-verify answers a
+// nonce keyed by the Machine id (never the id), a store outage keeps the loaded config, a new ready
 // Container is added, and a spec change ends Serve.
 func TestServeRealCaddy(t *testing.T) {
 	up1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "one ", r.Host) }))
@@ -166,8 +166,12 @@ func TestServeRealCaddy(t *testing.T) {
 	if code, body, err := get(t, listen, "pending.example.test", "/"); err != nil || code != 502 || !strings.Contains(body, "no ready Container") {
 		t.Fatalf("pending: %d %q %v", code, body, err)
 	}
-	if code, body, _ := get(t, listen, "anything.example", "/.ployz-verify"); code != 200 || strings.TrimSpace(body) != "m1" {
+	// The public answer is keyed by the Machine id but names no Machine.
+	if code, body, _ := get(t, listen, "anything.example", "/.ployz-verify?n=n0nce"); code != 200 || strings.TrimSpace(body) != ingress.VerifyAnswer("m1", "n0nce") || strings.Contains(body, "m1") {
 		t.Fatalf("verify: %d %q", code, body)
+	}
+	if code, body, _ := get(t, listen, "anything.example", "/.ployz-verify"); code != 400 || strings.Contains(body, "m1") {
+		t.Fatalf("verify without a nonce: %d %q", code, body)
 	}
 	if code, _, _ := get(t, listen, "unknown.example.test", "/"); code != 404 {
 		t.Fatalf("unknown host: %d", code)

@@ -14,5 +14,7 @@
 // A segment is a run of records, each [len uint32][crc32 uint32][body]
 // with body = [time_unix_nano int64][stream byte][line]; a torn or
 // corrupt record ends the reading of that segment. Retention deletes
-// whole hours, oldest first.
+// whole hours past the age cap, and over the size cap the oldest chunk of
+// the Container holding the most bytes, so one Container's flood does not
+// evict the others' history.
 package logstore

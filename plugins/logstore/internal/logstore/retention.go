@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/ployz/ployz/plugins/internal/obsfs"
@@ -32,13 +31,16 @@ type Eviction struct {
 }
 
 // Enforce deletes whole hours, oldest first, while the oldest hour is past
-// the age cap, the Observe Store is near its size cap, or the disk is
-// under its free floor. Within the newest hour (a flood fills one) it
-// deletes chunks, least recently written first. The size cap acts from an
-// eighth under the cap and deletes down to a quarter under it: Run calls
-// Enforce again once a sixteenth was written, so a flood never takes the
-// store past the cap (acting only from a sixteenth under it, a pass just
-// short of that mark let the next sixteenth and a poll overshoot). now is the clock (tests pass a fake one).
+// the age cap. While the Observe Store is near its size cap or the disk is
+// under its free floor it deletes chunks fairly: each time the oldest
+// chunk of the Container holding the most bytes, so a flooding Container
+// pays with its own history and another Container's lines stay while it
+// holds less. The size cap acts from an eighth under the cap and deletes
+// down to a quarter under it: Run calls Enforce again once a sixteenth
+// was written, so a flood never takes the store past the cap (acting only
+// from a sixteenth under it, a pass just short of that mark let the next
+// sixteenth and a poll overshoot). now is the clock (tests pass a fake
+// one).
 func (s *Store) Enforce(now time.Time, b observe.Budget, u Usage) ([]Eviction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -92,11 +94,9 @@ func (e *enforcer) measure(others int64) error {
 	return nil
 }
 
-// reason is why data of an hour ending at end must go now, "" if none.
-func (e *enforcer) reason(end time.Time) string {
+// reason is why more must go now, "" if nothing must.
+func (e *enforcer) reason() string {
 	switch {
-	case e.b.MaxAgeSeconds > 0 && !end.After(e.now.Add(-e.b.MaxAge())):
-		return "age cap"
 	case e.over && e.used > e.b.MaxBytes-e.b.MaxBytes/4:
 		return "size cap"
 	case e.free >= 0 && e.b.MinFreeBytes > 0 && e.free < e.b.MinFreeBytes:
@@ -113,22 +113,17 @@ func (e *enforcer) freed(n int64) {
 }
 
 func (e *enforcer) run() error {
-	for i, h := range e.hours {
+	for _, h := range e.hours {
 		start, _ := time.ParseInLocation(hourLayout, h, time.UTC)
-		end := start.Add(time.Hour)
-		reason := e.reason(end)
-		switch {
-		case reason == "":
-			return nil
-		case reason == "age cap" || i < len(e.hours)-1:
-			if err := e.dropHour(h, end, reason); err != nil {
-				return err
-			}
-		default:
-			return e.dropChunks(h, end)
+		if e.b.MaxAgeSeconds <= 0 || start.Add(time.Hour).After(e.now.Add(-e.b.MaxAge())) {
+			break
 		}
+		if err := e.dropHour(h, start.Add(time.Hour), "age cap"); err != nil {
+			return err
+		}
+		delete(e.chs, h)
 	}
-	return nil
+	return e.dropFair()
 }
 
 func (e *enforcer) dropHour(h string, end time.Time, reason string) error {
@@ -152,37 +147,62 @@ func (e *enforcer) dropHour(h string, end time.Time, reason string) error {
 	return nil
 }
 
-// dropChunks deletes chunks of the newest hour h, least recently written
-// first, until the budget holds; each Container losing one gets a gap.
-func (e *enforcer) dropChunks(h string, end time.Time) error {
-	s := e.s
-	chs := e.chs[h]
-	sort.SliceStable(chs, func(i, j int) bool { return chs[i].lastWrite() < chs[j].lastWrite() })
-	for _, c := range chs {
-		reason := e.reason(end)
-		if reason == "" {
+// dropFair deletes chunks while the budget does not hold: each time the
+// oldest chunk of the Container that holds the most bytes (ties: the
+// lower id). Each Container losing one gets a gap from its start.
+func (e *enforcer) dropFair() error {
+	held := map[string][]chunk{} // per Container, oldest first
+	bytes := map[string]int64{}
+	for _, h := range e.hours { // hours are sorted, chunks within one by time
+		for _, c := range e.chs[h] {
+			held[c.id] = append(held[c.id], c)
+			bytes[c.id] += c.size
+		}
+	}
+	for reason := e.reason(); reason != ""; reason = e.reason() {
+		id := ""
+		for cid, n := range bytes {
+			if len(held[cid]) > 0 && (id == "" || n > bytes[id] || n == bytes[id] && cid < id) {
+				id = cid
+			}
+		}
+		if id == "" {
 			return nil
 		}
-		if err := os.Remove(c.path(s.dir)); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("log store: delete chunk %s/%s: %w", h, c.name, err)
-		}
-		if oc := s.open[c.id]; oc != nil && oc.hour == h && oc.first == c.first {
-			delete(s.open, c.id)
-		}
-		e.freed(c.size)
-		e.out = append(e.out, Eviction{Hour: h, Container: c.id, Bytes: c.size, Reason: reason})
-		if cc := s.containers[c.id]; cc != nil && c.lastWrite() > cc.EvictedBefore {
-			cc.EvictedBefore, cc.EvictedReason = c.lastWrite(), reason
-			s.catDirty = true
+		c := held[id][0]
+		held[id] = held[id][1:]
+		bytes[id] -= c.size
+		if err := e.dropChunk(c, reason); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// pruneLocked forgets Containers none of whose lines are kept any more.
+func (e *enforcer) dropChunk(c chunk, reason string) error {
+	s := e.s
+	if err := os.Remove(c.path(s.dir)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("log store: delete chunk %s/%s: %w", c.hour, c.name, err)
+	}
+	_ = os.Remove(filepath.Join(s.dir, "hours", c.hour)) // only when that was its last chunk
+	if oc := s.open[c.id]; oc != nil && oc.hour == c.hour && oc.first == c.first {
+		delete(s.open, c.id)
+	}
+	e.freed(c.size)
+	e.out = append(e.out, Eviction{Hour: c.hour, Container: c.id, Bytes: c.size, Reason: reason})
+	if cc := s.containers[c.id]; cc != nil && c.lastWrite() > cc.EvictedBefore {
+		cc.EvictedBefore, cc.EvictedReason = c.lastWrite(), reason
+		s.catDirty = true
+	}
+	return nil
+}
+
+// pruneLocked forgets Containers none of whose lines are kept any more:
+// older than the last hour deleted, or than the Container's own newest
+// chunk deleted (its chunks go oldest first).
 func (s *Store) pruneLocked() error {
 	for id, c := range s.containers {
-		if c.Last != 0 && c.Last < s.retention.EvictedBefore {
+		if c.Last != 0 && (c.Last < s.retention.EvictedBefore || c.Last < c.EvictedBefore) {
 			delete(s.containers, id)
 			s.catDirty = true
 		}
