@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -90,6 +92,7 @@ func (fc *Cluster) serve(m *Machine, addr string) {
 		Peers: func(context.Context) ([]rpc.Peer, error) { return fc.peers, nil },
 		Dial:  func(_ context.Context, p rpc.Peer) (*rpc.Client, error) { return rpc.DialUnix(p.Address) }})
 	fc.routes(srv, m)
+	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: "test.exec", Handler: fc.exec(m)})
 	lis, err := net.Listen("unix", addr)
 	if err != nil {
 		fc.t.Fatal(err)
@@ -292,4 +295,44 @@ func (fc *Cluster) ContainerIDs() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// exec runs a pretend process in one of m's Containers: it writes its
+// argv on stdout, echoes its stdin there, names the Container on stderr
+// and exits with N for argv "exit N" (else 0).
+func (fc *Cluster) exec(m *Machine) rpc.StreamHandler {
+	return func(_ context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+		var req rpc.ExecRequest
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return err
+		}
+		fc.mu.Lock()
+		c, ok := m.ctrs[req.ID]
+		fc.mu.Unlock()
+		if !ok {
+			return rpc.Errorf(rpc.CodeNotFound, "no Container %q", req.ID)
+		}
+		stderr, _ := json.Marshal(rpc.ExecOutput{Stream: "stderr"})
+		if err := s.Send(rpc.StreamFrame{Data: []byte(strings.Join(req.Cmd, " ") + "\n")}); err != nil {
+			return err
+		}
+		for req.Stdin {
+			f, err := s.Recv()
+			if err != nil || f.EOF {
+				break
+			}
+			if err := s.Send(rpc.StreamFrame{Data: f.Data}); err != nil {
+				return err
+			}
+		}
+		if err := s.Send(rpc.StreamFrame{Data: []byte("in " + c.name + "\n"), Event: stderr}); err != nil {
+			return err
+		}
+		code := 0
+		if len(req.Cmd) == 2 && req.Cmd[0] == "exit" {
+			code, _ = strconv.Atoi(req.Cmd[1])
+		}
+		exit, _ := json.Marshal(rpc.ExecExit{ExitCode: code})
+		return s.Send(rpc.StreamFrame{Event: exit})
+	}
 }
