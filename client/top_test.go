@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/observe"
+	"github.com/ployz/ployz/core/rpc"
 )
 
 // TestWatchTopSamplesEachTick: the live view's loop hands over a sample
@@ -77,4 +78,23 @@ func TestWatchTopSamplesEachTick(t *testing.T) {
 	if fetches != 4 {
 		t.Fatalf("%d fetches for 4 samples", fetches)
 	}
+}
+
+// TestTopNamesMachinesWithoutMetrics: Machines that do not serve metrics
+// (the fake Cluster's) are named as failures, with a *PartialError
+// beside the rows; WatchTop hands over the same at once.
+func TestTopNamesMachinesWithoutMetrics(t *testing.T) {
+	_, s := newFake(t, "m1", "m2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rows, failed, err := s.Top(ctx, rpc.Target{All: true})
+	if !IsPartial(err) || len(rows) != 0 || len(failed) != 2 || failed[0].Machine == failed[1].Machine {
+		t.Fatalf("top: rows %v, failed %+v, %v", rows, failed, err)
+	}
+	s.WatchTop(ctx, rpc.Target{All: true}, nil, time.Second, func(ts TopSample) {
+		if len(ts.Failed) != 2 || ts.Err != nil || ts.At.IsZero() {
+			t.Errorf("sample %+v", ts)
+		}
+		cancel()
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/client/volumerun"
+	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumes"
 )
@@ -45,4 +46,22 @@ func TestVolumeList(t *testing.T) {
 			t.Errorf("list lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+// TestVolume: a volume's description has its size, copy (epoch and
+// floor), resume token, snapshots and bookmarks; none is "none".
+func TestVolume(t *testing.T) {
+	var b strings.Builder
+	Volume(&b, "m1", rpc.Volume{Name: "db", Dataset: "tank/db", SizeBytes: 1 << 30, ReadOnly: true, Copy: &rpc.VolumeCopy{Role: "mirror", Epoch: 2, Floor: 3},
+		ResumeToken: "tok", Snapshots: []rpc.VolumeSnapshot{{Name: "run-3", GUID: "g3"}}, Bookmarks: []rpc.VolumeBookmark{{Name: "run-2", GUID: "g2"}}})
+	contains(t, "volume", b.String(), "Volume db on m1", "size: 1GiB", "readonly: on", "copy: mirror (writer epoch 2), run floor gen 3",
+		"resume token: tok", "run-3 1970-01-01T00:00:00Z used 0B guid g3", "bookmarks:", "run-2 1970-01-01T00:00:00Z guid g2")
+	b.Reset()
+	Volume(&b, "m2", rpc.Volume{Name: "tmp"})
+	contains(t, "bare volume", b.String(), "size: none", "readonly: off", "snapshots: none")
+	b.Reset()
+	if err := VolumeRuns(&b, []operator.VolumeRun{{Volume: "db", Gen: 3, Kind: "move", Target: "m2", State: operator.RunDone}}); err != nil {
+		t.Fatal(err)
+	}
+	contains(t, "runs", b.String(), "VOLUME GEN KIND TARGET STATE STARTED STEPS", "db 3 move m2 done")
 }

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
@@ -168,7 +169,9 @@ func (fc *fakeCluster) down(name string) { fc.ms[name].srv.Stop() }
 // runner is a Runner on the cluster (context "lab") reporting into
 // fc.events.
 func (fc *fakeCluster) runner() *Runner {
-	return &Runner{Entry: fc.ent, Store: fc.st, Context: "lab", OnEvent: fc.events.add, waits: fc.waits}
+	rn := New(client.New(fc.st, fc.ent, "lab"), fc.events.add)
+	rn.waits = fc.waits
+	return rn
 }
 
 // copies reads every Machine's copy of name, as a run does.
