@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
@@ -35,7 +36,9 @@ func TestExecTarget(t *testing.T) {
 func TestExecRunsInTheContainer(t *testing.T) {
 	_, s := newFake(t, "m1", "m2")
 	deployShop(t, s)
-	ctx := context.Background()
+	// A stdin that never reaches the process would hang it: fail instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	snap, cs, err := s.ServiceContainers(ctx, "shop-production", "web")
 	if err != nil {
 		t.Fatal(err)
