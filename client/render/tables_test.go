@@ -8,6 +8,7 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/release"
@@ -151,3 +152,24 @@ func TestMetricsChart(t *testing.T) {
 }
 
 func sprintf(f string, a ...any) string { return fmt.Sprintf(f, a...) }
+
+// TestDeliveryTable: a push's table has a row per Machine with what it
+// already held and why a delivery failed.
+func TestDeliveryTable(t *testing.T) {
+	var b strings.Builder
+	DeliveryTable(&b, []images.Result{{MachineName: "m1", Outcome: "pushed", Bytes: 100, SkippedLayers: 2}, {MachineName: "m2", Outcome: "failed", Error: "disk full"}})
+	contains(t, "deliveries", b.String(), "MACHINE OUTCOME BYTES LAYERS HELD ERROR", "m1 pushed 100 2", "m2 failed 0 0 disk full")
+}
+
+// TestDeploysTable: a stale running Deploy says since when its CLI went
+// quiet, Machines are sorted with their steps in flight, and an
+// unreadable record is a warning.
+func TestDeploysTable(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.Local)
+	recs := []deploy.Record{{DeploymentID: "d1", Namespace: "shop-production", Revision: 3, Status: "running", Stale: true, UpdatedAt: at, StartedAt: at,
+		Machines: []deploy.MachineRecord{{Machine: "m2", Status: "running", InFlight: []string{"web create_container web-3"}}, {Machine: "m1", Status: "completed"}}}}
+	var b strings.Builder
+	Deploys(&b, recs, []string{"d0"})
+	contains(t, "deploys", b.String(), "d1 shop-production 3 running (no word from its CLI since 09:00:00) 2026-12-01 09:00:00",
+		"m1 completed; m2 running: web create_container web-3", "warning: the record of deploy d0 is unreadable by this version")
+}

@@ -168,15 +168,8 @@ func volumeSend() *cobra.Command {
 	var snap, from, token, to string
 	cmd := volumeOp("send NAME --snapshot SNAP [--from SNAP0] > FILE | --to MACHINE", "Write a snapshot's stream (full, or incremental --from) to stdout, or copy it to another Machine (--to)", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
 		req := rpc.SendVolumeRequest{Volume: args[0], Snapshot: snap, FromSnapshot: from, ResumeToken: token}
-		if token == "" {
-			if err := volume.ValidSnapshot(snap); err != nil {
-				return fmt.Errorf("--snapshot: %w", err)
-			}
-			if from != "" {
-				if err := volume.ValidSnapshot(from); err != nil {
-					return fmt.Errorf("--from: %w", err)
-				}
-			}
+		if err := volumerun.CheckSend(req); err != nil {
+			return err
 		}
 		if to != "" {
 			return sendToMachine(c, rn, m, to, req)
