@@ -1,7 +1,10 @@
 package client
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
@@ -27,4 +30,64 @@ func ExecTarget(service, ns string, snap deploy.Snapshot, cs []rpc.ContainerObse
 		named = " named " + container
 	}
 	return rpc.ContainerObservation{}, fmt.Errorf("service %s in %s has no running Container%s", service, ns, named)
+}
+
+// ExecIO is where a process's output goes and, when Stdin is set, what
+// it reads (its end closes the process's stdin).
+type ExecIO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Exec runs argv in co on its Machine (a terminal allocated with tty),
+// copying its output to o as it arrives, and returns its exit code.
+func (s *Session) Exec(ctx context.Context, co rpc.ContainerObservation, argv []string, tty bool, o ExecIO) (int, error) {
+	st, err := s.ent.OpenStream(ctx, rpc.Target{One: co.MachineID}, rpc.CmdExec, rpc.ExecRequest{ID: co.ID, Cmd: argv, TTY: tty, Stdin: o.Stdin != nil})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	if o.Stdin != nil {
+		go sendStdin(st, o.Stdin)
+	}
+	code := 0
+	for {
+		f, err := st.Recv()
+		if err != nil {
+			return 0, err
+		}
+		if f.Done {
+			return code, nil
+		}
+		if len(f.Data) > 0 {
+			var out rpc.ExecOutput
+			json.Unmarshal(f.Event, &out) //nolint:errcheck // no event: stdout
+			if out.Stream == "stderr" {
+				o.Stderr.Write(f.Data)
+			} else {
+				o.Stdout.Write(f.Data)
+			}
+			continue
+		}
+		var ex rpc.ExecExit
+		if json.Unmarshal(f.Event, &ex) == nil {
+			code = ex.ExitCode
+		}
+	}
+}
+
+// sendStdin sends what r gives as data frames until it ends, then closes
+// the sending side so the process sees EOF.
+func sendStdin(st *rpc.ClientStream, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && st.Send(rpc.StreamFrame{Data: append([]byte(nil), buf[:n]...)}) != nil {
+			return
+		}
+		if err != nil {
+			st.CloseSend() //nolint:errcheck // the process sees EOF or the stream is gone
+			return
+		}
+	}
 }

@@ -1,8 +1,11 @@
 package client
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
@@ -24,5 +27,37 @@ func TestExecTarget(t *testing.T) {
 	var nse *NoServiceError
 	if _, err := ExecTarget("web", "shop", deploy.Snapshot{}, nil, ""); !errors.As(err, &nse) || nse.Service != "web" {
 		t.Errorf("no Containers: %v, want a NoServiceError", err)
+	}
+}
+
+// TestExecRunsInTheContainer: Exec opens the exec stream on the Machine
+// running the Container, sends stdin until it ends, splits stdout from
+// stderr and answers the process's exit code.
+func TestExecRunsInTheContainer(t *testing.T) {
+	_, s := newFake(t, "m1", "m2")
+	deployShop(t, s)
+	// A stdin that never reaches the process would hang it: fail instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	snap, cs, err := s.ServiceContainers(ctx, "shop-production", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, err := ExecTarget("web", "shop-production", snap, cs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errw strings.Builder
+	code, err := s.Exec(ctx, co, []string{"cat"}, false, ExecIO{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errw})
+	if err != nil || code != 0 || out.String() != "cat\nhello\n" || errw.String() != "in "+co.Name+"\n" {
+		t.Fatalf("cat: code %d, %v, stdout %q, stderr %q", code, err, out.String(), errw.String())
+	}
+	out.Reset()
+	if code, err := s.Exec(ctx, co, []string{"exit", "3"}, false, ExecIO{Stdout: &out, Stderr: &errw}); err != nil || code != 3 || out.String() != "exit 3\n" {
+		t.Fatalf("exit 3: code %d, %v, stdout %q", code, err, out.String())
+	}
+	co.ID = "gone"
+	if _, err := s.Exec(ctx, co, []string{"true"}, false, ExecIO{Stdout: &out, Stderr: &errw}); err == nil {
+		t.Fatal("exec in a Container the Machine does not have: no error")
 	}
 }

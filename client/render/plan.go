@@ -113,6 +113,16 @@ func Deliveries(w io.Writer, res []images.Result) {
 	}
 }
 
+// DeliveryTable is the table of an image push, one row per Machine.
+func DeliveryTable(w io.Writer, res []images.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MACHINE\tOUTCOME\tBYTES\tLAYERS HELD\tERROR")
+	for _, r := range res {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.MachineName, r.Outcome, r.Bytes, r.SkippedLayers, r.Error)
+	}
+	tw.Flush()
+}
+
 // Outcome prints a plan's outcome, per Machine, with each step that did
 // not complete and its log tail.
 func Outcome(w io.Writer, p deploy.Plan, o deploy.Outcome) {

@@ -45,3 +45,21 @@ func CheckSetCopy(machine string, req rpc.SetVolumeCopyRequest) error {
 	}
 	return nil
 }
+
+// CheckSend refuses a send whose snapshots no Machine would accept,
+// naming --snapshot or --from; a resume token names what it continues,
+// so it needs neither.
+func CheckSend(req rpc.SendVolumeRequest) error {
+	if req.ResumeToken != "" {
+		return nil
+	}
+	if err := volume.ValidSnapshot(req.Snapshot); err != nil {
+		return fmt.Errorf("--snapshot: %w", err)
+	}
+	if req.FromSnapshot != "" {
+		if err := volume.ValidSnapshot(req.FromSnapshot); err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+	}
+	return nil
+}

@@ -40,3 +40,22 @@ func TestCheckSetCopy(t *testing.T) {
 		t.Errorf("no machine: %v", err)
 	}
 }
+
+// TestCheckSend: a send needs a valid --snapshot and, when given, --from;
+// a resume token needs neither.
+func TestCheckSend(t *testing.T) {
+	if err := CheckSend(rpc.SendVolumeRequest{Volume: "db", Snapshot: "s2", FromSnapshot: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSend(rpc.SendVolumeRequest{Volume: "db", ResumeToken: "1-abc"}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	for want, req := range map[string]rpc.SendVolumeRequest{
+		"--snapshot": {Volume: "db"},
+		"--from":     {Volume: "db", Snapshot: "s2", FromSnapshot: "a/b"},
+	} {
+		if err := CheckSend(req); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%+v: %v, want an error naming %s", req, err, want)
+		}
+	}
+}

@@ -24,12 +24,12 @@ func TestMoveFinishes(t *testing.T) {
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
 	oldID := fc.container("m1", "shop-production-db-0001", "db", "exited")
 	fc.container("m1", "other", "logs", "running") // mounts another volume: stays
-	spec := fc.ms["m1"].ctrs[oldID].ex.Spec
+	spec := fc.ms["m1"].Ctrs[oldID].Spec
 	key := creationKey(spec, "db", 1, oldID)
 	newID := fc.container("m2", key, "db", "created")
 	fc.pointTo("m1", oldID)
 
-	prev, err := fc.st.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
+	prev, err := fc.Store.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestMoveFinishes(t *testing.T) {
 	prev.Steps = []operator.RunStep{{Name: "check-writer", Machine: "m1", Outcome: operator.RunDone},
 		{Name: "promote", Machine: "m2", Outcome: operator.RunDone}, {Name: "create", Machine: "m2", Outcome: operator.RunDone},
 		{Name: "start", Machine: "m2", Outcome: operator.RunFailed}}
-	if err := fc.st.SaveVolumeRun(prev); err != nil {
+	if err := fc.Store.SaveVolumeRun(prev); err != nil {
 		t.Fatal(err)
 	}
 
@@ -45,17 +45,17 @@ func TestMoveFinishes(t *testing.T) {
 	if err != nil || res.Run == nil || res.Run.State != operator.RunDone {
 		t.Fatalf("finish: %+v %v\n%s", res, err, &fc.events)
 	}
-	if len(fc.ms["m2"].ctrs) != 1 || fc.ms["m2"].ctrs[newID].state != "running" {
-		t.Fatalf("m2's Containers: %+v, want %s alone and running", fc.ms["m2"].ctrs, key)
+	if len(fc.ms["m2"].Ctrs) != 1 || fc.ms["m2"].Ctrs[newID].State != "running" {
+		t.Fatalf("m2's Containers: %+v, want %s alone and running", fc.ms["m2"].Ctrs, key)
 	}
-	if _, ok := fc.ms["m1"].ctrs[oldID]; ok || len(fc.ms["m1"].ctrs) != 1 {
-		t.Fatalf("m1 kept the old Container or lost the other: %+v", fc.ms["m1"].ctrs)
+	if _, ok := fc.ms["m1"].Ctrs[oldID]; ok || len(fc.ms["m1"].Ctrs) != 1 {
+		t.Fatalf("m1 kept the old Container or lost the other: %+v", fc.ms["m1"].Ctrs)
 	}
-	p := fc.ptrs[serving.ServiceKey("shop-production", "db")]
+	p := fc.Pointer(serving.ServiceKey("shop-production", "db"))
 	if len(p.Containers) != 1 || p.Containers[0].ID != newID || p.Containers[0].MachineID != "id-m2" {
 		t.Fatalf("pointer %+v, want the new Container on m2", p)
 	}
-	r, _, _ := fc.st.LastVolumeRun("lab", "db", "move")
+	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move")
 	if r.Gen != 2 || r.State != operator.RunDone || r.Finishes != 1 || r.Source != "m1" {
 		t.Fatalf("run %+v, want gen 2 done finishing gen 1 from m1", r)
 	}
@@ -80,7 +80,7 @@ func TestMoveFinishes(t *testing.T) {
 		!strings.Contains(res.Nothing.Message, "m2 already is the Writer of db") || !strings.Contains(res.Nothing.Message, "nothing to do") {
 		t.Fatalf("again: %+v %v", res, err)
 	}
-	if r, _, _ := fc.st.LastVolumeRun("lab", "db", "move"); r.Gen != 2 {
+	if r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move"); r.Gen != 2 {
 		t.Fatalf("nothing to do opened run %d", r.Gen)
 	}
 }
@@ -95,15 +95,15 @@ func TestMoveFinishRefusals(t *testing.T) {
 	if res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{}); err != nil || res.Nothing == nil || !strings.Contains(res.Nothing.Message, "nothing to do") {
 		t.Fatalf("no run recorded: %+v %v", res, err)
 	}
-	prev, _ := fc.st.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
+	prev, _ := fc.Store.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
 	prev.State, prev.Source = operator.RunLost, "m1"
-	fc.st.SaveVolumeRun(prev) //nolint:errcheck
+	fc.Store.SaveVolumeRun(prev) //nolint:errcheck
 	fc.down("m1")
 	res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{ReadyTimeout: time.Minute})
 	if err == nil || res.Run != nil || !strings.Contains(err.Error(), "finish move gen 1 from m1") {
 		t.Fatalf("source down: %v", err)
 	}
-	if r, _, _ := fc.st.LastVolumeRun("lab", "db", "move"); r.Gen != 1 {
+	if r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move"); r.Gen != 1 {
 		t.Fatalf("a refusal opened run %d", r.Gen)
 	}
 }
@@ -118,9 +118,9 @@ func TestMoveShipsFiles(t *testing.T) {
 	id := fc.container("m1", "shop-production-db-0001", "db", "running")
 	secret := []byte("hunter2")
 	digest := "sha256:f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7"
-	ctr := fc.ms["m1"].ctrs[id]
-	ctr.ex.Spec.Files = []rpc.FileSpec{{Target: "/run/secrets/pw", Digest: digest, Kind: "file", Mode: 0o400, Source: "secret:pw"}}
-	ctr.ex.Files = map[string][]byte{digest: secret}
+	ctr := fc.ms["m1"].Ctrs[id]
+	ctr.Spec.Files = []rpc.FileSpec{{Target: "/run/secrets/pw", Digest: digest, Kind: "file", Mode: 0o400, Source: "secret:pw"}}
+	ctr.Files = map[string][]byte{digest: secret}
 	ctx, rn := context.Background(), fc.runner()
 	mp, err := rn.planMove(ctx, "db", "m1", "m2")
 	if err != nil || len(mp.units) != 1 || string(mp.units[0].files[digest]) != "hunter2" {
@@ -136,11 +136,11 @@ func TestMoveShipsFiles(t *testing.T) {
 	if err := mv.create(&operator.RunStep{}, u); err != nil {
 		t.Fatal(err)
 	}
-	if got := fc.ms["m2"].ctrs[u.newID]; got == nil || string(got.ex.Files[digest]) != "hunter2" {
+	if got := fc.ms["m2"].Ctrs[u.newID]; got == nil || string(got.Files[digest]) != "hunter2" {
 		t.Fatalf("the target's Container was created without the secret: %+v", got)
 	}
 
-	ctr.ex.Files = nil // an older source, or content it no longer holds
+	ctr.Files = nil // an older source, or content it no longer holds
 	if _, err := rn.planMove(ctx, "db", "m1", "m2"); err == nil || !strings.Contains(err.Error(), "secret:pw") || !strings.Contains(err.Error(), "did not answer its content") {
 		t.Fatalf("content missing: %v", err)
 	}
@@ -152,9 +152,9 @@ func (fc *fakeCluster) fastAsks() { fc.waits.askEvery = 5 * time.Millisecond }
 // dockerCalls counts m's fake Docker calls of kind and its plain
 // Container commands.
 func (fc *fakeCluster) dockerCalls(m, kind string) (task, plain int) {
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	for _, c := range fc.ms[m].calls {
+	fc.Lock()
+	defer fc.Unlock()
+	for _, c := range fc.ms[m].Calls {
 		switch c {
 		case "docker " + kind:
 			task++
@@ -175,19 +175,19 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 1})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
 	oldID := fc.container("m1", "shop-production-db-0001", "db", "exited")
-	key := creationKey(fc.ms["m1"].ctrs[oldID].ex.Spec, "db", 1, oldID)
+	key := creationKey(fc.ms["m1"].Ctrs[oldID].Spec, "db", 1, oldID)
 	newID := fc.container("m2", key, "db", "created")
-	fc.ms["m2"].images = []string{}
+	fc.ms["m2"].Images = []string{}
 	fc.serveTasks("m2", 150*time.Millisecond)
-	prev, _ := fc.st.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
+	prev, _ := fc.Store.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
 	prev.State, prev.Source, prev.Stopped = operator.RunFailed, "m1", []string{"shop-production-db-0001"}
-	fc.st.SaveVolumeRun(prev) //nolint:errcheck
+	fc.Store.SaveVolumeRun(prev) //nolint:errcheck
 
 	if _, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{Grace: time.Second, ReadyTimeout: time.Minute}); err != nil {
 		t.Fatalf("finish: %v\n%s", err, &fc.events)
 	}
-	if fc.ms["m2"].ctrs[newID].state != "running" {
-		t.Fatalf("%s is %s, want running", key, fc.ms["m2"].ctrs[newID].state)
+	if fc.ms["m2"].Ctrs[newID].State != "running" {
+		t.Fatalf("%s is %s, want running", key, fc.ms["m2"].Ctrs[newID].State)
 	}
 	for _, kind := range []string{"pull", "start"} {
 		if task, plain := fc.dockerCalls("m2", kind); task != 1 || plain != 0 {
@@ -200,7 +200,7 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 			t.Fatalf("no progress %q in:\n%s", line, &fc.events)
 		}
 	}
-	r, _, _ := fc.st.LastVolumeRun("lab", "db", "move")
+	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move")
 	if r.State != operator.RunDone || len(r.Steps) < 4 || r.Steps[2].Name != "pull-image" || r.Steps[2].Outcome != operator.RunDone {
 		t.Fatalf("run %+v", r)
 	}
@@ -233,7 +233,7 @@ func TestMoveCutUndoThroughTasks(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no snapshot in common") || res.Run == nil || res.Run.State != operator.RunUndone {
 		t.Fatalf("run: %+v %v\n%s", res, err, &fc.events)
 	}
-	if st := fc.ms["m1"].ctrs[id].state; st != "running" || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer {
+	if st := fc.ms["m1"].Ctrs[id].State; st != "running" || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer {
 		t.Fatalf("after the undo: Container %s, copy %s; want running, writer\n%s", st, fc.ms["m1"].vols["db"].copy.Role, &fc.events)
 	}
 	for _, kind := range []string{"stop", "start"} {
@@ -244,7 +244,7 @@ func TestMoveCutUndoThroughTasks(t *testing.T) {
 	if !fc.reported(EventProgress, "m1", "m1: docker stop shop-production-db-0001 (busy, 0s)") || !fc.reported(EventNote, "m1", "undone: m1 is the Writer") {
 		t.Fatalf("events:\n%s", &fc.events)
 	}
-	r, _, _ := fc.st.LastVolumeRun("lab", "db", "move")
+	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move")
 	if r.State != operator.RunUndone || len(r.Stopped) != 1 {
 		t.Fatalf("run %+v, want undone with the stop recorded", r)
 	}

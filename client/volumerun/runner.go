@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -34,6 +35,13 @@ type Runner struct {
 	RegistryAuth func(images []string) (func(image string) string, error)
 
 	waits waits
+}
+
+// New is a Runner on s's Entry Machine and store, recording runs under
+// s's context; a Move's target pulls with the operator's registry
+// credentials (client.RegistryAuthFor). onEvent may be nil.
+func New(s *client.Session, onEvent func(Event)) *Runner {
+	return &Runner{Entry: s.Entry(), Store: s.Store(), Context: s.ContextName(), OnEvent: onEvent, RegistryAuth: client.RegistryAuthFor}
 }
 
 // waits are how long a run waits on Machines; zero fields take the

@@ -42,6 +42,11 @@ func (f *projectFlags) resolveProject(ctx context.Context, st *operator.Store, c
 	return client.ProjectName(ctx, st, ctxName, f.project, f.env, "compose.yaml")
 }
 
+// namespace is the namespace of the project f names (resolveProject).
+func (f *projectFlags) namespace(ctx context.Context, s *client.Session) (string, error) {
+	return s.Namespace(ctx, f.project, f.env, "compose.yaml")
+}
+
 type deployFlags struct {
 	projectFlags
 	dryRun  bool

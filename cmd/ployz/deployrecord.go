@@ -2,15 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"sort"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/operator"
 )
@@ -49,7 +45,7 @@ attempted). This is the operator's record, not an observation of the Cluster:
 				if g.json {
 					return printJSON(c.OutOrStdout(), res)
 				}
-				printDeploys(c.OutOrStdout(), res)
+				render.Deploys(c.OutOrStdout(), res.Deploys, res.Unreadable)
 				return nil
 			})
 		},
@@ -72,29 +68,4 @@ func withContext(f func(st *operator.Store, ctxName string) error) error {
 		return err
 	}
 	return f(st, oc.Name)
-}
-
-func printDeploys(w io.Writer, res deployLsResult) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEPLOYMENT\tNAMESPACE\tREVISION\tSTATUS\tSTARTED\tMACHINES")
-	for _, r := range res.Deploys {
-		status := r.Status
-		if r.Stale {
-			status += " (no word from its CLI since " + r.UpdatedAt.Local().Format(time.TimeOnly) + ")"
-		}
-		var ms []string
-		for _, m := range r.Machines {
-			s := m.Machine + " " + m.Status
-			if len(m.InFlight) > 0 {
-				s += ": " + strings.Join(m.InFlight, ", ")
-			}
-			ms = append(ms, s)
-		}
-		sort.Strings(ms)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.DeploymentID, r.Namespace, r.Revision, status, r.StartedAt.Local().Format(time.DateTime), strings.Join(ms, "; "))
-	}
-	tw.Flush()
-	for _, id := range res.Unreadable {
-		fmt.Fprintf(w, "warning: the record of deploy %s is unreadable by this version\n", id)
-	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -23,8 +22,8 @@ func execCommand() *cobra.Command {
 		Short: "Run a command inside a Container of a Service",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withSession(c, func(s session) error {
-				ns, snap, cs, err := f.observeService(c.Context(), s.client(), args[0])
+			return withClient(c, func(s *client.Session) error {
+				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
 				if err != nil {
 					return err
 				}
@@ -43,57 +42,22 @@ func execCommand() *cobra.Command {
 	return cmd
 }
 
-func runExec(c *cobra.Command, s session, co rpc.ContainerObservation, argv []string, interactive, tty bool) error {
-	ctx := c.Context()
-	st, err := s.ent.OpenStream(ctx, rpc.Target{One: co.MachineID}, rpc.CmdExec, rpc.ExecRequest{ID: co.ID, Cmd: argv, TTY: tty, Stdin: interactive})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+// runExec runs argv in co with this terminal's stdin (interactive) in
+// raw mode (tty) and exits with the process's code.
+func runExec(c *cobra.Command, s *client.Session, co rpc.ContainerObservation, argv []string, interactive, tty bool) error {
 	if tty && term.IsTerminal(int(os.Stdin.Fd())) {
 		old, err := term.MakeRaw(int(os.Stdin.Fd()))
 		if err == nil {
 			defer term.Restore(int(os.Stdin.Fd()), old) //nolint:errcheck // best effort on the way out
 		}
 	}
+	o := client.ExecIO{Stdout: c.OutOrStdout(), Stderr: c.ErrOrStderr()}
 	if interactive {
-		go func() {
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := os.Stdin.Read(buf)
-				if n > 0 && st.Send(rpc.StreamFrame{Data: append([]byte(nil), buf[:n]...)}) != nil {
-					return
-				}
-				if err != nil {
-					st.CloseSend() //nolint:errcheck // the process sees EOF or the stream is gone
-					return
-				}
-			}
-		}()
+		o.Stdin = os.Stdin
 	}
-	code := 0
-	for {
-		f, err := st.Recv()
-		if err != nil {
-			return err
-		}
-		if f.Done {
-			break
-		}
-		if len(f.Data) > 0 {
-			var out rpc.ExecOutput
-			json.Unmarshal(f.Event, &out) //nolint:errcheck // no event: stdout
-			if out.Stream == "stderr" {
-				c.ErrOrStderr().Write(f.Data)
-			} else {
-				c.OutOrStdout().Write(f.Data)
-			}
-			continue
-		}
-		var ex rpc.ExecExit
-		if json.Unmarshal(f.Event, &ex) == nil {
-			code = ex.ExitCode
-		}
+	code, err := s.Exec(c.Context(), co, argv, tty, o)
+	if err != nil {
+		return err
 	}
 	if code != 0 {
 		return &exitError{code: code, err: fmt.Errorf("exit %d", code), silent: true}

@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
 )
@@ -37,7 +37,7 @@ func imageCommand() *cobra.Command {
 						return err
 					}
 				} else {
-					printDeliveries(c.OutOrStdout(), res)
+					render.DeliveryTable(c.OutOrStdout(), res)
 				}
 				if client.DeliveryFailed(res) {
 					return &exitError{code: 3, err: fmt.Errorf("image %s did not reach every Machine", args[0]), silent: g.json}
@@ -68,16 +68,6 @@ func pushProgress() images.Progress {
 		}
 		b.Set64(sent) //nolint:errcheck // display only
 	}
-}
-
-// printDeliveries is the table of an image push, one row per Machine.
-func printDeliveries(out io.Writer, res []images.Result) {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "MACHINE\tOUTCOME\tBYTES\tLAYERS HELD\tERROR")
-	for _, r := range res {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.MachineName, r.Outcome, r.Bytes, r.SkippedLayers, r.Error)
-	}
-	w.Flush()
 }
 
 // buildCommand is `ployz build [SERVICE…] [--push]`: build the compose
@@ -151,7 +141,7 @@ func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.R
 			return err
 		}
 	} else if res != nil {
-		printDeliveries(c.OutOrStdout(), res)
+		render.DeliveryTable(c.OutOrStdout(), res)
 	}
 	if client.DeliveryFailed(res) {
 		return &exitError{code: 3, err: errors.New("an image did not reach every Machine"), silent: g.json}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
-	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -45,12 +44,12 @@ on stderr and the command exits 3; none is skipped silently.
 time. Without --since the last --tail lines (default 100) are printed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withSession(c, func(s session) error {
-				p, err := f.project.resolveProject(c.Context(), s.st, s.ctx)
+			return withClient(c, func(s *client.Session) error {
+				ns, err := f.project.namespace(c.Context(), s)
 				if err != nil {
 					return err
 				}
-				q := rpc.LogQuery{Namespace: deploy.Namespace(p, f.project.env), Service: args[0], Deployment: f.deployment,
+				q := rpc.LogQuery{Namespace: ns, Service: args[0], Deployment: f.deployment,
 					Container: f.container, Grep: f.grep}
 				if f.follow {
 					return followServiceLogs(c, s, f, q)
@@ -72,50 +71,6 @@ time. Without --since the last --tail lines (default 100) are printed.`,
 	return cmd
 }
 
-// parseWhen reads a --since/--until value: a duration back from now or
-// an RFC 3339 time; empty is 0.
-func parseWhen(flag, v string, now time.Time) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	if d, err := time.ParseDuration(v); err == nil {
-		if d < 0 {
-			return 0, fmt.Errorf("--%s %s: a duration back from now must be positive", flag, v)
-		}
-		return now.Add(-d).UnixNano(), nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return 0, fmt.Errorf("--%s %q: neither a duration (2h) nor an RFC 3339 time", flag, v)
-	}
-	return t.UnixNano(), nil
-}
-
-// historyRequest builds log_history's request from the flags.
-func (f logsFlags) historyRequest(q rpc.LogQuery, now time.Time) (rpc.LogHistoryRequest, error) {
-	since, err := parseWhen("since", f.since, now)
-	if err != nil {
-		return rpc.LogHistoryRequest{}, err
-	}
-	until, err := parseWhen("until", f.until, now)
-	if err != nil {
-		return rpc.LogHistoryRequest{}, err
-	}
-	if until != 0 && until < since {
-		return rpc.LogHistoryRequest{}, fmt.Errorf("--until is before --since")
-	}
-	req := rpc.LogHistoryRequest{LogQuery: q, Since: since, Until: until, Limit: rpc.MaxLogLimit}
-	switch tail := f.tail; {
-	case tail > rpc.MaxLogLimit:
-		return req, fmt.Errorf("--tail %d exceeds %d", tail, rpc.MaxLogLimit)
-	case tail > 0:
-		req.Limit, req.Newest = tail, true
-	case tail < 0 && f.since == "":
-		req.Limit, req.Newest = 100, true
-	}
-	return req, nil
-}
-
 func printLine(w io.Writer, l observe.Line, asJSON bool) {
 	if asJSON {
 		_ = json.NewEncoder(w).Encode(l)
@@ -129,8 +84,8 @@ func printLine(w io.Writer, l observe.Line, asJSON bool) {
 // printServiceLogs asks every Machine (or --machine) for its stored lines
 // and prints them merged by time; a Machine without a Log Store is named
 // with the capability it lacks (observe.History).
-func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
-	req, err := f.historyRequest(q, time.Now())
+func printServiceLogs(c *cobra.Command, s *client.Session, f logsFlags, q rpc.LogQuery) error {
+	req, err := client.LogWindow{Since: f.since, Until: f.until, Tail: f.tail}.Request(q, time.Now())
 	if err != nil {
 		return err
 	}
@@ -138,7 +93,7 @@ func printServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) 
 	if f.machine != "" {
 		t = rpc.Target{Set: []string{f.machine}}
 	}
-	logs, err := s.client().LogHistory(c.Context(), t, req)
+	logs, err := s.LogHistory(c.Context(), t, req)
 	if err != nil && !client.IsPartial(err) {
 		return err
 	}
@@ -167,10 +122,10 @@ func printLogsWarnings(w io.Writer, logs observe.Logs) {
 // followServiceLogs prints a Service's lines on every Machine as they
 // are stored, until Ctrl-C; a Machine whose stream cannot open or breaks
 // is named, and the command exits 3.
-func followServiceLogs(c *cobra.Command, s session, f logsFlags, q rpc.LogQuery) error {
+func followServiceLogs(c *cobra.Command, s *client.Session, f logsFlags, q rpc.LogQuery) error {
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := s.client().FollowLogs(ctx, client.LogFollow{Query: q, Machine: f.machine, Tail: f.tail}, func(e client.LogEvent) {
+	err := s.FollowLogs(ctx, client.LogFollow{Query: q, Machine: f.machine, Tail: f.tail}, func(e client.LogEvent) {
 		if e.Line != nil {
 			printLine(c.OutOrStdout(), *e.Line, g.json)
 			return

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/enroll"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
@@ -147,32 +146,7 @@ func printInspection(c *cobra.Command, in rpc.Inspection) error {
 	if g.json {
 		return printJSON(c.OutOrStdout(), in)
 	}
-	w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "id\t%s\nname\t%s\nphase\t%s\nsubnet\t%s\nmanagement\t%s\nendpoints\t%s\nversion\t%s\n",
-		in.ID, in.Name, in.Phase, in.Subnet, in.ManagementIP, strings.Join(in.Endpoints, ", "), in.DaemonVersion)
-	if len(in.Labels) > 0 {
-		var ls []string
-		for k, v := range in.Labels {
-			ls = append(ls, k+"="+v)
-		}
-		sort.Strings(ls)
-		fmt.Fprintf(w, "labels\t%s\n", strings.Join(ls, ", "))
-	}
-	fmt.Fprintf(w, "capabilities\t%s\n", strings.Join(in.Capabilities, ", "))
-	if err := w.Flush(); err != nil || len(in.Plugins) == 0 {
-		return err
-	}
-	fmt.Fprintln(c.OutOrStdout())
-	w = tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PLUGIN\tVERSION\tAPI\tLIFECYCLE\tHEALTH\tPID\tDIGEST\tCAPABILITIES")
-	for _, p := range in.Plugins {
-		health := p.Health
-		if p.Error != "" {
-			health += " (" + p.Error + ")"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Version, p.APIVersion, p.Lifecycle, health, p.Pid, short(p.SHA256), strings.Join(p.Capabilities, ","))
-	}
-	return w.Flush()
+	return render.Inspection(c.OutOrStdout(), in)
 }
 
 func machineLs() *cobra.Command {
@@ -189,40 +163,7 @@ func machineLs() *cobra.Command {
 				if g.json {
 					return printJSON(c.OutOrStdout(), list)
 				}
-				fmt.Fprintf(c.ErrOrStderr(), "observed by %s at %s\n", list.ObserverName, list.ObservedAt.Format("15:04:05"))
-				sort.SliceStable(list.Machines, func(i, j int) bool {
-					a, b := list.Machines[i], list.Machines[j]
-					return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
-				})
-				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NAME\tID\tSUBNET\tMANAGEMENT\tPHASE\tACCEPTS\tMEMBERSHIP\tRTT\tROW\tVERSION")
-				var refused []rpc.MachineView
-				for _, m := range list.Machines {
-					rtt := "-"
-					if m.RTTMillis > 0 {
-						rtt = fmt.Sprintf("%.1fms", m.RTTMillis)
-					}
-					row := m.Trust
-					if row == "" {
-						row = "-"
-					}
-					if m.Trust == "refused" {
-						refused = append(refused, m)
-					}
-					ver := m.Version
-					if ver == "" {
-						ver = "-"
-					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, short(m.ID), m.Subnet, m.ManagementIP, m.Phase, client.Accepts(m.Labels), m.Membership, rtt, row, ver)
-				}
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				for _, m := range refused {
-					fmt.Fprintf(c.ErrOrStderr(), "machines row of %s (%s) refused by %s: %s; it acts on the last row it accepted, if any\n",
-						m.Name, short(m.ID), list.ObserverName, m.TrustReason)
-				}
-				return nil
+				return render.Machines(c.OutOrStdout(), c.ErrOrStderr(), list)
 			})
 		},
 	}
@@ -361,12 +302,7 @@ func machineRtt() *cobra.Command {
 				if g.json {
 					return printJSON(c.OutOrStdout(), ms)
 				}
-				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "MACHINE\tID\tADDRESS\tSTATE\tRTT")
-				for _, m := range ms.Members {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.2fms\n", m.MachineName, short(m.MachineID), m.Addr, m.State, m.RTTMillis)
-				}
-				return w.Flush()
+				return render.Membership(c.OutOrStdout(), ms)
 			})
 		},
 	}

@@ -6,8 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/client"
-	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
 )
 
 // pluginCommand is `ployz plugin`.
@@ -34,12 +32,9 @@ func pluginUpgrade() *cobra.Command {
 			if bundle == "" {
 				return fmt.Errorf("--bundle: required (the release bundle holding bin/ployz-%s)", args[0])
 			}
-			m, err := release.OpenManifest(bundle)
+			m, err := client.OpenBundle(bundle)
 			if err != nil {
-				return fmt.Errorf("--bundle %s: %w", bundle, err)
-			}
-			if m.ProtocolMajor != version.ProtocolMajor {
-				return fmt.Errorf("--bundle %s: protocol_major is %d, this CLI speaks %d; an upgrade never crosses a protocol major", bundle, m.ProtocolMajor, version.ProtocolMajor)
+				return err
 			}
 			return runUpgrade(c, client.Upgrade{Bundle: bundle, Manifest: m, Plugin: args[0]}, dryRun)
 		},

@@ -5,9 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,12 +22,12 @@ func serviceInspect() *cobra.Command {
 		Short: "Show a Service's execution status and ingress status",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withSession(c, func(s session) error {
-				p, err := f.resolveProject(c.Context(), s.st, s.ctx)
+			return withClient(c, func(s *client.Session) error {
+				ns, err := f.namespace(c.Context(), s)
 				if err != nil {
 					return err
 				}
-				in, snap, err := s.client().InspectService(c.Context(), deploy.Namespace(p, f.env), args[0], nil)
+				in, snap, err := s.InspectService(c.Context(), ns, args[0], nil)
 				if err != nil {
 					return err
 				}
@@ -37,54 +35,7 @@ func serviceInspect() *cobra.Command {
 					return printJSON(c.OutOrStdout(), in)
 				}
 				render.Unobserved(c.ErrOrStderr(), snap)
-				w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintf(w, "service\t%s\nnamespace\t%s\nservice id\t%s\n", in.Service, in.Namespace, in.ServiceID)
-				if d := in.Declared; d != nil {
-					fmt.Fprintf(w, "declared\t%s, replicas %d, image %s, readiness %s\n", d.Mode, d.Replicas, d.Image, d.Readiness)
-				}
-				e := in.Execution
-				fmt.Fprintf(w, "execution\t%s (desired %d, running %d, ready %d, restarts %d)\n", e.Status, e.Desired, e.Running, e.Ready, e.Restarts)
-				if len(e.NotReadyOn) > 0 {
-					fmt.Fprintf(w, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
-				}
-				if in.Ingress.Reason != "" {
-					fmt.Fprintf(w, "ingress\t%s (%s)\n", in.Ingress.Status, in.Ingress.Reason)
-				} else {
-					fmt.Fprintf(w, "ingress\t%s\n", in.Ingress.Status)
-				}
-				for _, r := range in.Ingress.Routes {
-					fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Key(), r.ContainerPort)
-				}
-				for _, m := range in.Ingress.Machines {
-					if m.Error != "" {
-						fmt.Fprintf(w, "  on %s\tunknown: %s\n", m.Machine, m.Error)
-					}
-					for _, r := range m.Routes {
-						detail := r.Detail
-						if len(r.Upstreams) > 0 {
-							detail = strings.TrimSpace("-> " + strings.Join(r.Upstreams, ",") + " " + detail)
-						}
-						fmt.Fprintf(w, "  on %s\t%s %s %s\n", m.Machine, r.Key(), r.State, detail)
-					}
-				}
-				if sv := in.Serving; sv != nil {
-					acked := 0
-					for _, a := range sv.Acks {
-						if a.Current(sv.Pointer) {
-							acked++
-						}
-					}
-					fmt.Fprintf(w, "serving pointer\t%s (deployment %s, %d Container(s)), acked by %d of %d Machines", sv.Pointer, sv.Deployment, len(sv.Containers), acked, len(sv.Acks))
-					if p := sv.Pending(); len(p) > 0 {
-						fmt.Fprintf(w, "; waiting for %s", strings.Join(p, ", "))
-					}
-					fmt.Fprintln(w)
-				}
-				for _, co := range in.Containers {
-					fmt.Fprintf(w, "  container\t%s on %s: %s, ready %t, %s, restarts %d, last exit %s\n", co.Name, machineName(snap, co.MachineID),
-						co.State, co.Ready, co.IP, co.RestartCount, render.LastExit(co, time.Now()))
-				}
-				return w.Flush()
+				return render.ServiceInspection(c.OutOrStdout(), in, snap, time.Now())
 			})
 		},
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,13 +8,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/ployz/ployz/core/observe"
+	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -46,10 +45,10 @@ header says when it was drawn and names any Machine that did not answer.
 			if interval < topMinInterval {
 				return fmt.Errorf("--interval: %s is below the minimum of %s", interval, topMinInterval)
 			}
-			return withSession(c, func(s session) error {
+			return withClient(c, func(s *client.Session) error {
 				t := machineTarget(machine)
 				if out, ok := liveTerminal(c.OutOrStdout(), once || g.json); ok {
-					return topLive(c.Context(), s.ent, t, out, interval)
+					return topLive(c.Context(), s, t, out, interval)
 				}
 				return topOnce(c, s, t)
 			})
@@ -63,22 +62,22 @@ header says when it was drawn and names any Machine that did not answer.
 
 // topOnce prints one snapshot: a table (Machines that did not answer on
 // stderr) or, with --json, the rows and failures.
-func topOnce(c *cobra.Command, s session, t rpc.Target) error {
-	rows, ms, err := observe.Top(c.Context(), s.ent, t)
-	if err != nil {
+func topOnce(c *cobra.Command, s *client.Session, t rpc.Target) error {
+	rows, failed, err := s.Top(c.Context(), t)
+	if err != nil && !client.IsPartial(err) {
 		return err
 	}
 	if g.json {
-		if err := printJSON(c.OutOrStdout(), map[string]any{"containers": rows, "machines": observe.Failed(ms)}); err != nil {
+		if err := printJSON(c.OutOrStdout(), map[string]any{"containers": rows, "machines": failed}); err != nil {
 			return err
 		}
 	} else {
-		printTop(c.OutOrStdout(), rows, 0)
-		for _, f := range observe.Failed(ms) {
+		render.Top(c.OutOrStdout(), rows, 0)
+		for _, f := range failed {
 			fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s did not answer: %s\n", f.Machine, f.Error)
 		}
 	}
-	return partialMetrics(ms)
+	return exitFor(err, false)
 }
 
 // liveTerminal returns out as a terminal when the live view applies: not
@@ -91,92 +90,9 @@ func liveTerminal(out io.Writer, oneShot bool) (*os.File, bool) {
 	return f, true
 }
 
-// printTop prints rows as a table; maxRows > 0 keeps the first (busiest)
-// ones and says how many were left out.
-func printTop(w io.Writer, rows []observe.TopRow, maxRows int) {
-	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "MACHINE\tCONTAINER\tNAMESPACE\tSERVICE\tCPU\tMEMORY")
-	shown := rows
-	if maxRows > 0 && len(rows) > maxRows {
-		shown = rows[:maxRows-1]
-	}
-	for _, r := range shown {
-		cpu, mem := "-", "-"
-		if r.CPU != nil {
-			cpu = fmt.Sprintf("%.1f%%", *r.CPU*100)
-		}
-		if r.Memory != nil {
-			mem = fmtValue("mem.bytes", *r.Memory)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Container, r.Namespace, r.Service, cpu, mem)
-	}
-	tw.Flush()
-	if len(shown) < len(rows) {
-		fmt.Fprintf(w, "… %d more Containers (a taller terminal shows them)\n", len(rows)-len(shown))
-	}
-}
-
-// topFrame renders one screen of the live view for a terminal of height
-// lines: a header (when it was drawn, the pace, the Machines that did not
-// answer or the error of the whole refresh), then the busiest rows that fit.
-func topFrame(now time.Time, every time.Duration, rows []observe.TopRow, failed []observe.Failure, fetchErr error, height int) string {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "ployz top — %s — every %s — q or Ctrl-C quits\n", now.Format("15:04:05"), every)
-	if fetchErr != nil {
-		fmt.Fprintf(&b, "refresh failed: %v\n", fetchErr)
-	}
-	if len(failed) > 0 {
-		names := make([]string, 0, len(failed))
-		for _, f := range failed {
-			names = append(names, f.Machine)
-		}
-		fmt.Fprintf(&b, "no answer from %s:\n", strings.Join(names, ", "))
-		for _, f := range failed {
-			fmt.Fprintf(&b, "  %s: %s\n", f.Machine, f.Error)
-		}
-	}
-	b.WriteString("\n")
-	maxRows := 0
-	if height > 0 {
-		maxRows = max(height-strings.Count(b.String(), "\n")-1, 2)
-	}
-	printTop(&b, rows, maxRows)
-	return b.String()
-}
-
-// topLoop is the live view's refresh: fetch, draw a frame, wait for the
-// next tick, until ctx ends. Its parts are fields so a test drives it with
-// a fake Cluster, screen and clock.
-type topLoop struct {
-	every   time.Duration
-	timeout time.Duration // of one fetch
-	fetch   func(ctx context.Context) ([]observe.TopRow, []observe.Failure, error)
-	draw    func(frame string)
-	height  func() int
-	now     func() time.Time
-}
-
-// run draws a frame at once, then one per tick, and returns when ctx ends.
-func (l topLoop) run(ctx context.Context, ticks <-chan time.Time) {
-	for {
-		fctx, cancel := context.WithTimeout(ctx, l.timeout)
-		rows, failed, err := l.fetch(fctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		l.draw(topFrame(l.now(), l.every, rows, failed, err, l.height()))
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticks:
-		}
-	}
-}
-
 // topLive redraws the view on the alternate screen every interval until
 // q, Ctrl-C or ctx ends, then restores the terminal.
-func topLive(ctx context.Context, c observe.Caller, t rpc.Target, out *os.File, every time.Duration) error {
+func topLive(ctx context.Context, s *client.Session, t rpc.Target, out *os.File, every time.Duration) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, quit := context.WithCancel(ctx)
@@ -192,15 +108,11 @@ func topLive(ctx context.Context, c observe.Caller, t rpc.Target, out *os.File, 
 	go watchKeys(os.Stdin, quit)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	topLoop{every: every, timeout: topFetchTimeout, now: time.Now,
-		fetch: func(ctx context.Context) ([]observe.TopRow, []observe.Failure, error) {
-			rows, ms, err := observe.Top(ctx, c, t)
-			return rows, observe.Failed(ms), err
-		},
-		height: func() int { _, h, _ := term.GetSize(int(out.Fd())); return h },
+	s.WatchTop(ctx, t, tick.C, topFetchTimeout, func(sample client.TopSample) {
+		_, h, _ := term.GetSize(int(out.Fd()))
 		// Raw mode turns off the terminal's \n → \r\n.
-		draw: func(frame string) { fmt.Fprint(out, "\x1b[H\x1b[2J"+strings.ReplaceAll(frame, "\n", "\r\n")) },
-	}.run(ctx, tick.C)
+		fmt.Fprint(out, "\x1b[H\x1b[2J"+strings.ReplaceAll(render.TopFrame(sample, every, h), "\n", "\r\n"))
+	})
 	return nil
 }
 

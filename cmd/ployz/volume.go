@@ -3,18 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/volumes"
 	"github.com/ployz/ployz/sdk/volume"
 )
 
@@ -46,7 +45,7 @@ refused. The volume is mounted on the Machine at ` + "/var/lib/ployz/volumes/NAM
 			if err != nil {
 				return err
 			}
-			return withSession(c, func(s session) error {
+			return withClient(c, func(s *client.Session) error {
 				v, err := volumeRunner(c, s).Create(c.Context(), machine, name, n)
 				if err != nil {
 					return err
@@ -67,7 +66,7 @@ func volumeLs() *cobra.Command {
 		Short: "List every Machine's Provisioned Volumes",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withSession(c, func(s session) error {
+			return withClient(c, func(s *client.Session) error {
 				ms, err := volumeRunner(c, s).List(c.Context(), machineTarget(machine))
 				if err != nil {
 					return err
@@ -77,7 +76,7 @@ func volumeLs() *cobra.Command {
 						return err
 					}
 				} else {
-					printVolumeList(c.OutOrStdout(), ms)
+					render.VolumeList(c.OutOrStdout(), ms)
 				}
 				if u := volumerun.Unanswered(ms); u != "" {
 					return &exitError{code: 3, err: fmt.Errorf("volume list is partial%s", u)}
@@ -90,79 +89,11 @@ func volumeLs() *cobra.Command {
 	return cmd
 }
 
-func printVolumeList(w io.Writer, ms []volumes.MachineVolumes) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MACHINE\tNAME\tCOPY\tSIZE\tUSED\tSNAPSHOTS\tMOUNTPOINT")
-	var notes []string
-	for _, m := range ms {
-		if n := m.Note(); n != "" {
-			notes = append(notes, m.Machine+": "+n)
-		}
-		if m.List == nil {
-			continue
-		}
-		for _, v := range m.List.Volumes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Machine, v.Name, volumerun.Role(v), sizeOrNone(v.SizeBytes), units.BytesSize(float64(v.UsedBytes)), len(v.Snapshots), v.Mountpoint)
-		}
-	}
-	tw.Flush()
-	for _, n := range notes {
-		fmt.Fprintln(w, n)
-	}
-}
-
-func sizeOrNone(n uint64) string {
-	if n == 0 {
-		return "none"
-	}
-	return units.BytesSize(float64(n))
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
-}
-
 func printVolume(c *cobra.Command, machine string, v rpc.Volume) error {
 	if g.json {
 		return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "volume": v})
 	}
-	w := c.OutOrStdout()
-	fmt.Fprintf(w, "Volume %s on %s\n", v.Name, machine)
-	fmt.Fprintf(w, "  dataset:     %s\n  mountpoint:  %s\n  size:        %s\n  used:        %s\n", v.Dataset, v.Mountpoint, sizeOrNone(v.SizeBytes), units.BytesSize(float64(v.UsedBytes)))
-	if v.Created != 0 {
-		fmt.Fprintf(w, "  created:     %s\n", time.Unix(0, v.Created).UTC().Format(time.RFC3339))
-	}
-	fmt.Fprintf(w, "  readonly:    %s\n", onOff(v.ReadOnly))
-	if v.Copy != nil {
-		fmt.Fprintf(w, "  copy:        %s", v.Copy.Role)
-		if v.Copy.Epoch != 0 {
-			fmt.Fprintf(w, " (writer epoch %d)", v.Copy.Epoch)
-		}
-		if v.Copy.Floor != 0 {
-			fmt.Fprintf(w, ", run floor gen %d", v.Copy.Floor)
-		}
-		fmt.Fprintln(w)
-	}
-	if v.ResumeToken != "" {
-		fmt.Fprintf(w, "  resume token: %s (an interrupted receive; `ployz volume send --resume-token` continues it)\n", v.ResumeToken)
-	}
-	if len(v.Snapshots) == 0 {
-		fmt.Fprintln(w, "  snapshots:   none")
-	} else {
-		fmt.Fprintln(w, "  snapshots:")
-	}
-	for _, sn := range v.Snapshots {
-		fmt.Fprintf(w, "    %s  %s  used %s  guid %s\n", sn.Name, time.Unix(0, sn.Created).UTC().Format(time.RFC3339), units.BytesSize(float64(sn.UsedBytes)), sn.GUID)
-	}
-	if len(v.Bookmarks) > 0 {
-		fmt.Fprintln(w, "  bookmarks:   (pruned run snapshots: incremental bases)")
-	}
-	for _, b := range v.Bookmarks {
-		fmt.Fprintf(w, "    %s  %s  guid %s\n", b.Name, time.Unix(0, b.Created).UTC().Format(time.RFC3339), b.GUID)
-	}
+	render.Volume(c.OutOrStdout(), machine, v)
 	return nil
 }
 
@@ -177,7 +108,7 @@ func volumeOp(use, short string, run func(c *cobra.Command, rn *volumerun.Runner
 			if err := volumerun.CheckName(args[0]); err != nil {
 				return err
 			}
-			return withSession(c, func(s session) error {
+			return withClient(c, func(s *client.Session) error {
 				rn := volumeRunner(c, s)
 				m, err := rn.Locate(c.Context(), args[0], machine)
 				if err != nil {
@@ -237,15 +168,8 @@ func volumeSend() *cobra.Command {
 	var snap, from, token, to string
 	cmd := volumeOp("send NAME --snapshot SNAP [--from SNAP0] > FILE | --to MACHINE", "Write a snapshot's stream (full, or incremental --from) to stdout, or copy it to another Machine (--to)", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
 		req := rpc.SendVolumeRequest{Volume: args[0], Snapshot: snap, FromSnapshot: from, ResumeToken: token}
-		if token == "" {
-			if err := volume.ValidSnapshot(snap); err != nil {
-				return fmt.Errorf("--snapshot: %w", err)
-			}
-			if from != "" {
-				if err := volume.ValidSnapshot(from); err != nil {
-					return fmt.Errorf("--from: %w", err)
-				}
-			}
+		if err := volumerun.CheckSend(req); err != nil {
+			return err
 		}
 		if to != "" {
 			return sendToMachine(c, rn, m, to, req)
@@ -316,8 +240,8 @@ receive leaves a resume token (` + "`ployz volume inspect`" + `) for
 			if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				return errors.New("stdin is a terminal: redirect a file or pipe `ployz volume send` into it")
 			}
-			return withSession(c, func(s session) error {
-				got, err := volumerun.ReceiveStream(c.Context(), s.ent, machine, rpc.ReceiveVolumeRequest{Volume: args[0], Resumable: resumable}, in)
+			return withClient(c, func(s *client.Session) error {
+				got, err := volumerun.ReceiveStream(c.Context(), s.Entry(), machine, rpc.ReceiveVolumeRequest{Volume: args[0], Resumable: resumable}, in)
 				if err != nil {
 					return err
 				}

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -23,27 +22,8 @@ import (
 
 // volumeRunner is the volume library on s, its progress printed on c's
 // stderr.
-func volumeRunner(c *cobra.Command, s session) *volumerun.Runner {
-	return &volumerun.Runner{Entry: s.ent, Store: s.st, Context: s.ctx, OnEvent: printEvent(c.ErrOrStderr()), RegistryAuth: registryAuthFor}
-}
-
-// printEvent prints a run's events as lines: steps indented under the
-// run, progress within a step further.
-func printEvent(w io.Writer) func(volumerun.Event) {
-	return func(e volumerun.Event) {
-		switch e.Kind {
-		case volumerun.EventStep:
-			fmt.Fprintf(w, "  %-14s %-8s %s\n", e.Step, e.Machine, e.Text)
-		case volumerun.EventProgress:
-			fmt.Fprintf(w, "    %s\n", e.Text)
-		case volumerun.EventNote:
-			fmt.Fprintf(w, "  %s\n", e.Text)
-		case volumerun.EventWarning:
-			fmt.Fprintf(w, "warning: %s\n", e.Text)
-		default:
-			fmt.Fprintln(w, e.Text)
-		}
-	}
+func volumeRunner(c *cobra.Command, s *client.Session) *volumerun.Runner {
+	return volumerun.New(s, render.VolumeEvent(c.ErrOrStderr()))
 }
 
 // runVolumeCmd checks NAME, then runs fn with the volume library; Ctrl-C
@@ -53,7 +33,7 @@ func runVolumeCmd(c *cobra.Command, name string, fn func(ctx context.Context, rn
 	if err := volumerun.CheckName(name); err != nil {
 		return err
 	}
-	return withSession(c, func(s session) error {
+	return withClient(c, func(s *client.Session) error {
 		ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		res, err := fn(ctx, volumeRunner(c, s))
@@ -64,21 +44,17 @@ func runVolumeCmd(c *cobra.Command, name string, fn func(ctx context.Context, rn
 // printRun prints how a run command ended and answers its error.
 func printRun(c *cobra.Command, res volumerun.Result, err error) error {
 	switch {
+	case res.Nothing != nil && g.json:
+		return printJSON(c.OutOrStdout(), map[string]any{"run": nil, "writer": res.Nothing.Writer, "message": res.Nothing.Message})
 	case res.Nothing != nil:
-		if g.json {
-			return printJSON(c.OutOrStdout(), map[string]any{"run": nil, "writer": res.Nothing.Writer, "message": res.Nothing.Message})
-		}
-		fmt.Fprintln(c.OutOrStdout(), res.Nothing.Message)
+		render.VolumeRunEnd(c.OutOrStdout(), res)
 		return nil
-	case res.Run == nil:
-		return err
-	case g.json:
+	case res.Run != nil && g.json:
 		if perr := printJSON(c.OutOrStdout(), map[string]any{"run": res.Run}); perr != nil && err == nil {
 			return perr
 		}
 	default:
-		r := res.Run
-		fmt.Fprintf(c.OutOrStdout(), "volume %s: %s run gen %d %s\n", r.Volume, r.Kind, r.Gen, r.State)
+		render.VolumeRunEnd(c.OutOrStdout(), res)
 	}
 	return err
 }
@@ -142,7 +118,7 @@ these themselves; this is for repair and tests.`,
 			if err := volumerun.CheckSetCopy(machine, req); err != nil {
 				return err
 			}
-			return withSession(c, func(s session) error {
+			return withClient(c, func(s *client.Session) error {
 				out, err := volumeRunner(c, s).SetCopy(c.Context(), machine, req)
 				if err != nil {
 					return err
@@ -187,12 +163,7 @@ func volumeRunsCmd() *cobra.Command {
 					}
 					return printJSON(c.OutOrStdout(), map[string]any{"runs": runs})
 				}
-				tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "VOLUME\tGEN\tKIND\tTARGET\tSTATE\tSTARTED\tSTEPS")
-				for _, r := range runs {
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", r.Volume, r.Gen, r.Kind, r.Target, r.State, r.Started.Local().Format(time.DateTime), len(r.Steps))
-				}
-				return tw.Flush()
+				return render.VolumeRuns(c.OutOrStdout(), runs)
 			})
 		},
 	}

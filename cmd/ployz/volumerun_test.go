@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -47,24 +46,5 @@ func TestPrintRun(t *testing.T) {
 	var doc struct{ Run operator.VolumeRun }
 	if err := printRun(cmd, volumerun.Result{Run: run}, failed); err != failed || json.Unmarshal(out.Bytes(), &doc) != nil || doc.Run.State != operator.RunUndone || doc.Run.Error != run.Error {
 		t.Fatalf("--json run: %v %s", err, out.String())
-	}
-}
-
-// TestPrintEvent: each kind of event is the line it always was.
-func TestPrintEvent(t *testing.T) {
-	var b strings.Builder
-	p := printEvent(&b)
-	p(volumerun.Event{Kind: volumerun.EventBegin, Text: "volume db: sync run gen 3"})
-	p(volumerun.Event{Kind: volumerun.EventStep, Step: "send", Machine: "m2", Text: "done: full run-3: 100B direct"})
-	p(volumerun.Event{Kind: volumerun.EventProgress, Step: "stop", Machine: "m1", Text: "m1: docker stop web-ab12 (busy, 12s)"})
-	p(volumerun.Event{Kind: volumerun.EventNote, Machine: "m1", Text: "undone: m1 is the Writer of db again and its Containers run"})
-	p(volumerun.Event{Kind: volumerun.EventWarning, Text: "volume run record not saved: disk full"})
-	want := "volume db: sync run gen 3\n" +
-		"  send           m2       done: full run-3: 100B direct\n" +
-		"    m1: docker stop web-ab12 (busy, 12s)\n" +
-		"  undone: m1 is the Writer of db again and its Containers run\n" +
-		"warning: volume run record not saved: disk full\n"
-	if b.String() != want {
-		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

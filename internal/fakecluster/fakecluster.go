@@ -11,8 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+
+	"google.golang.org/grpc"
 
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -35,28 +39,50 @@ type Cluster struct {
 	ptrs  map[string]rpc.ServiceServing
 	seq   int
 	peers []rpc.Peer
+	o     Options
 }
 
-// Machine is one fake Machine.
+// Machine is one fake Machine. A test reads or changes its exported
+// fields with the Cluster locked (Lock) while calls may be in flight.
 type Machine struct {
 	id, name string
 	labels   map[string]string
-	ctrs     map[string]*fakeCtr
+	srv      *grpc.Server
+	// Ctrs are its Containers by id.
+	Ctrs map[string]*Container
+	// Calls are the commands it served, in order.
+	Calls []string
+	// Images are the image tags it holds (nil: app:1).
+	Images []string
 	// FailCreate makes create_container fail here; FailReset, reset.
 	FailCreate, FailReset bool
 	// WasReset is set by a reset.
 	WasReset bool
 }
 
-type fakeCtr struct {
-	id, name string
-	spec     rpc.ContainerSpec
-	state    string
+// Container is one fake Container: what export_container answers, and
+// its state.
+type Container struct {
+	rpc.ContainerExport
+	State string
+}
+
+// Options change what every Machine is and serves.
+type Options struct {
+	// Labels are every Machine's labels to begin with.
+	Labels map[string]string
+	// Routes adds a test's own routes to each Machine's server (fc's
+	// Handle serves one under its lock, as the Cluster's own are); it runs
+	// before NewWith returns.
+	Routes func(fc *Cluster, srv *rpc.Server, m *Machine)
 }
 
 // New serves Machines named names, each labelled only with what a
 // drain sets, until the test ends.
-func New(t testing.TB, names ...string) *Cluster {
+func New(t testing.TB, names ...string) *Cluster { return NewWith(t, Options{}, names...) }
+
+// NewWith is New with o's labels and routes on every Machine.
+func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	t.Helper()
 	// No local Docker: a Deploy delivers no image (Machines hold app:1).
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
@@ -65,12 +91,15 @@ func New(t testing.TB, names ...string) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}}
+	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
 	}
 	for _, p := range fc.peers {
-		m := &Machine{id: p.ID, name: p.Name, labels: map[string]string{}, ctrs: map[string]*fakeCtr{}}
+		m := &Machine{id: p.ID, name: p.Name, labels: maps.Clone(o.Labels), Ctrs: map[string]*Container{}}
+		if m.labels == nil {
+			m.labels = map[string]string{}
+		}
 		fc.ms = append(fc.ms, m)
 		fc.serve(m, p.Address)
 	}
@@ -90,13 +119,96 @@ func (fc *Cluster) serve(m *Machine, addr string) {
 		Peers: func(context.Context) ([]rpc.Peer, error) { return fc.peers, nil },
 		Dial:  func(_ context.Context, p rpc.Peer) (*rpc.Client, error) { return rpc.DialUnix(p.Address) }})
 	fc.routes(srv, m)
+	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: "test.exec", Handler: fc.exec(m)})
+	if fc.o.Routes != nil {
+		fc.o.Routes(fc, srv, m)
+	}
 	lis, err := net.Listen("unix", addr)
 	if err != nil {
 		fc.t.Fatal(err)
 	}
-	g := srv.GRPCServer()
-	go g.Serve(lis) //nolint:errcheck // ends with Stop
-	fc.t.Cleanup(g.Stop)
+	m.srv = srv.GRPCServer()
+	go m.srv.Serve(lis) //nolint:errcheck // ends with Stop
+	fc.t.Cleanup(m.srv.Stop)
+}
+
+// Down stops Machine name answering (a Machine that does not answer).
+func (fc *Cluster) Down(name string) { fc.Machine(name).srv.Stop() }
+
+// Lock holds the Cluster still: no call is served until Unlock.
+func (fc *Cluster) Lock() { fc.mu.Lock() }
+
+// Unlock lets calls be served again.
+func (fc *Cluster) Unlock() { fc.mu.Unlock() }
+
+// Handle serves cmd on m's server with h, under the Cluster's lock and
+// counted in m.Calls.
+func (fc *Cluster) Handle(srv *rpc.Server, m *Machine, cmd string, h func(raw json.RawMessage) (any, error)) {
+	srv.Handle(rpc.Route{Command: cmd, Capability: "test." + cmd, Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		m.Calls = append(m.Calls, cmd)
+		return h(raw)
+	}})
+}
+
+// ID is the Machine's id ("id-" and its name).
+func (m *Machine) ID() string { return m.id }
+
+// Name is the Machine's name.
+func (m *Machine) Name() string { return m.name }
+
+// Find is the Container ref names (an id or a name); call it with the
+// Cluster locked.
+func (m *Machine) Find(ref string) (*Container, error) {
+	for _, c := range m.Ctrs {
+		if c.ID == ref || c.Name == ref {
+			return c, nil
+		}
+	}
+	return nil, rpc.Errorf(rpc.CodeNotFound, "no Container %q", ref)
+}
+
+// SetState puts the Container ref names in state to and answers its
+// observation; call it with the Cluster locked.
+func (fc *Cluster) SetState(m *Machine, ref, to string) (rpc.ContainerObservation, error) {
+	c, err := m.Find(ref)
+	if err != nil {
+		return rpc.ContainerObservation{}, err
+	}
+	c.State = to
+	return fc.obs(m, c), nil
+}
+
+// AddContainer gives m a Container named name of spec in state, as if
+// created earlier, and returns its id.
+func (fc *Cluster) AddContainer(m *Machine, name string, spec rpc.ContainerSpec, state string) string {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.add(m, rpc.ContainerExport{Name: name, Spec: spec}, state).ID
+}
+
+// add records a Container on m under the next id; the lock is held.
+func (fc *Cluster) add(m *Machine, ex rpc.ContainerExport, state string) *Container {
+	fc.seq++
+	ex.ID = fmt.Sprintf("c%d", fc.seq)
+	c := &Container{ContainerExport: ex, State: state}
+	m.Ctrs[c.ID] = c
+	return c
+}
+
+// SetPointer sets the Serving Pointer of service key k.
+func (fc *Cluster) SetPointer(k string, p rpc.ServiceServing) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.ptrs[k] = p
+}
+
+// Pointer is the Serving Pointer of service key k.
+func (fc *Cluster) Pointer(k string) rpc.ServiceServing {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.ptrs[k]
 }
 
 // EntryURL is the entry's connection URL (for --connect).
@@ -119,9 +231,9 @@ func (fc *Cluster) Running() []string {
 	defer fc.mu.Unlock()
 	var out []string
 	for _, m := range fc.ms {
-		for _, c := range m.ctrs {
-			if c.state == "running" {
-				out = append(out, m.name+":"+c.spec.Service)
+		for _, c := range m.Ctrs {
+			if c.State == "running" {
+				out = append(out, m.name+":"+c.Spec.Service)
 			}
 		}
 	}
@@ -129,33 +241,20 @@ func (fc *Cluster) Running() []string {
 	return out
 }
 
-func (fc *Cluster) obs(m *Machine, c *fakeCtr) rpc.ContainerObservation {
-	sp := c.spec
+func (fc *Cluster) obs(m *Machine, c *Container) rpc.ContainerObservation {
+	sp := c.Spec
 	labels := maps.Clone(sp.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	labels[rpc.LabelKind] = "service"
-	return rpc.ContainerObservation{ID: c.id, Name: c.name, MachineID: m.id, Namespace: sp.Namespace, Service: sp.Service, ServiceID: sp.ServiceID,
-		Deployment: sp.DeploymentID, SpecHash: sp.SpecHash, Image: sp.Image, State: c.state, Ready: c.state == "running", Spec: &sp, Labels: labels}
+	return rpc.ContainerObservation{ID: c.ID, Name: c.Name, MachineID: m.id, Namespace: sp.Namespace, Service: sp.Service, ServiceID: sp.ServiceID,
+		Deployment: sp.DeploymentID, SpecHash: sp.SpecHash, Image: sp.Image, State: c.State, Ready: c.State == "running", Spec: &sp, Labels: labels}
 }
 
 func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
-	handle := func(cmd string, h func(raw json.RawMessage) (any, error)) {
-		srv.Handle(rpc.Route{Command: cmd, Capability: "test." + cmd, Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
-			fc.mu.Lock()
-			defer fc.mu.Unlock()
-			return h(raw)
-		}})
-	}
-	find := func(ref string) (*fakeCtr, error) {
-		for _, c := range m.ctrs {
-			if c.id == ref || c.name == ref {
-				return c, nil
-			}
-		}
-		return nil, rpc.Errorf(rpc.CodeNotFound, "no Container %q", ref)
-	}
+	handle := func(cmd string, h func(raw json.RawMessage) (any, error)) { fc.Handle(srv, m, cmd, h) }
+	find := m.Find
 	handle(rpc.CmdListMachines, func(json.RawMessage) (any, error) {
 		out := rpc.MachineList{ObserverID: m.id, ObserverName: m.name}
 		for _, o := range fc.ms {
@@ -196,12 +295,27 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return out, nil
 	})
+	// Every Machine holds app:1 unless the test set its Images.
 	handle(rpc.CmdListImages, func(json.RawMessage) (any, error) {
-		return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: []string{"app:1"}}}}, nil
+		tags := m.Images
+		if tags == nil {
+			tags = []string{"app:1"}
+		}
+		return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: tags}}}, nil
+	})
+	handle(rpc.CmdPullImage, func(json.RawMessage) (any, error) { return rpc.PullImageResult{}, nil })
+	handle(rpc.CmdExportContainer, func(raw json.RawMessage) (any, error) {
+		var req rpc.ContainerRef
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		c, err := find(req.ID)
+		if err != nil {
+			return nil, err
+		}
+		return c.ContainerExport, nil
 	})
 	handle(rpc.CmdListContainers, func(json.RawMessage) (any, error) {
 		out := rpc.ContainerList{MachineID: m.id, Labels: maps.Clone(m.labels)}
-		for _, c := range m.ctrs {
+		for _, c := range m.Ctrs {
 			out.Containers = append(out.Containers, fc.obs(m, c))
 		}
 		return out, nil
@@ -215,21 +329,13 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		if _, err := find(req.Name); err == nil {
 			return nil, rpc.Errorf(rpc.CodeConflict, "name: a Container %q exists", req.Name)
 		}
-		fc.seq++
-		c := &fakeCtr{id: fmt.Sprintf("c%d", fc.seq), name: req.Name, spec: req.Spec, state: "created"}
-		m.ctrs[c.id] = c
-		return fc.obs(m, c), nil
+		return fc.obs(m, fc.add(m, rpc.ContainerExport{Name: req.Name, Spec: req.Spec, Files: req.Files}, "created")), nil
 	})
 	state := func(cmd, to string) {
 		handle(cmd, func(raw json.RawMessage) (any, error) {
 			var req rpc.ContainerRef
 			json.Unmarshal(raw, &req) //nolint:errcheck
-			c, err := find(req.ID)
-			if err != nil {
-				return nil, err
-			}
-			c.state = to
-			return fc.obs(m, c), nil
+			return fc.SetState(m, req.ID, to)
 		})
 	}
 	state(rpc.CmdStartContainer, "running")
@@ -241,7 +347,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		if err != nil {
 			return nil, err
 		}
-		delete(m.ctrs, c.id)
+		delete(m.Ctrs, c.ID)
 		return nil, nil
 	})
 	handle(rpc.CmdWaitReady, func(raw json.RawMessage) (any, error) {
@@ -251,8 +357,8 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		if err != nil {
 			return nil, err
 		}
-		if c.state != "running" {
-			return rpc.WaitReadyResult{Outcome: "exited", Message: c.state}, nil
+		if c.State != "running" {
+			return rpc.WaitReadyResult{Outcome: "exited", Message: c.State}, nil
 		}
 		return rpc.WaitReadyResult{Outcome: "ready"}, nil
 	})
@@ -286,10 +392,50 @@ func (fc *Cluster) ContainerIDs() []string {
 	defer fc.mu.Unlock()
 	var out []string
 	for _, m := range fc.ms {
-		for id := range m.ctrs {
+		for id := range m.Ctrs {
 			out = append(out, id)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// exec runs a pretend process in one of m's Containers: it writes its
+// argv on stdout, echoes its stdin there, names the Container on stderr
+// and exits with N for argv "exit N" (else 0).
+func (fc *Cluster) exec(m *Machine) rpc.StreamHandler {
+	return func(_ context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+		var req rpc.ExecRequest
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return err
+		}
+		fc.mu.Lock()
+		c, ok := m.Ctrs[req.ID]
+		fc.mu.Unlock()
+		if !ok {
+			return rpc.Errorf(rpc.CodeNotFound, "no Container %q", req.ID)
+		}
+		stderr, _ := json.Marshal(rpc.ExecOutput{Stream: "stderr"})
+		if err := s.Send(rpc.StreamFrame{Data: []byte(strings.Join(req.Cmd, " ") + "\n")}); err != nil {
+			return err
+		}
+		for req.Stdin {
+			f, err := s.Recv()
+			if err != nil || f.EOF {
+				break
+			}
+			if err := s.Send(rpc.StreamFrame{Data: f.Data}); err != nil {
+				return err
+			}
+		}
+		if err := s.Send(rpc.StreamFrame{Data: []byte("in " + c.Name + "\n"), Event: stderr}); err != nil {
+			return err
+		}
+		code := 0
+		if len(req.Cmd) == 2 && req.Cmd[0] == "exit" {
+			code, _ = strconv.Atoi(req.Cmd[1])
+		}
+		exit, _ := json.Marshal(rpc.ExecExit{ExitCode: code})
+		return s.Send(rpc.StreamFrame{Event: exit})
+	}
 }

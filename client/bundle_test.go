@@ -1,0 +1,88 @@
+package client
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/release"
+	"github.com/ployz/ployz/core/version"
+)
+
+// writeBundle writes a bundle of protocol major into dir under name,
+// carrying bin/ployzd.
+func writeBundle(t *testing.T, dir, name string, major int) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ployzd")
+	if err := os.WriteFile(bin, []byte("daemon"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := release.Manifest{Version: "9.9.9", ProtocolMajor: major, OS: "linux", Arch: runtime.GOARCH}
+	if _, err := release.Write(f, m, []release.Source{{Path: "bin/ployzd", From: bin}}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBundlePathAndOpen: a named bundle is taken as named; else this
+// version's beside the program, whose absence names --bundle; a bundle
+// of another protocol major is refused.
+func TestBundlePathAndOpen(t *testing.T) {
+	dir := t.TempDir()
+	if p, err := BundlePath("x.tar.gz", dir); err != nil || p != "x.tar.gz" {
+		t.Fatalf("named: %q %v", p, err)
+	}
+	if _, err := BundlePath("", dir); err == nil || !strings.Contains(err.Error(), "--bundle: no "+OwnBundle()) {
+		t.Fatalf("none beside: %v", err)
+	}
+	own := writeBundle(t, dir, OwnBundle(), version.ProtocolMajor)
+	if p, err := BundlePath("", dir); err != nil || p != own {
+		t.Fatalf("beside: %q %v", p, err)
+	}
+	if m, err := OpenBundle(own); err != nil || m.Version != "9.9.9" {
+		t.Fatalf("open: %+v %v", m, err)
+	}
+	other := writeBundle(t, dir, "other.tar.gz", version.ProtocolMajor+1)
+	if _, err := OpenBundle(other); err == nil || !strings.Contains(err.Error(), "never crosses a protocol major") {
+		t.Fatalf("another major: %v", err)
+	}
+}
+
+// TestInstallDir: without a bundle the loose binaries of dir are
+// installed, said so; with one it is unpacked with this program's binary
+// beside its own, and cleanup removes it.
+func TestInstallDir(t *testing.T) {
+	dir := t.TempDir()
+	var said []string
+	progress := func(f string, a ...any) { said = append(said, f) }
+	if bin, _, err := InstallDir(dir, "", progress); err != nil || bin != dir || len(said) != 1 || !strings.Contains(said[0], "loose binaries") {
+		t.Fatalf("no bundle: %q %v %q", bin, err, said)
+	}
+	writeBundle(t, dir, OwnBundle(), version.ProtocolMajor)
+	self := filepath.Join(t.TempDir(), "ployz")
+	if err := os.WriteFile(self, []byte("cli"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, cleanup, err := InstallDir(dir, self, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(bin, "ployzd")); err != nil || string(b) != "daemon" {
+		t.Fatalf("ployzd unpacked: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(bin, "ployz")); runtime.GOOS == "linux" && (err != nil || string(b) != "cli") {
+		t.Fatalf("this program beside it: %q %v", b, err)
+	}
+	cleanup()
+	if _, err := os.Stat(bin); !os.IsNotExist(err) {
+		t.Fatalf("cleanup left %s: %v", bin, err)
+	}
+}

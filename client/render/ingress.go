@@ -1,0 +1,67 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ployz/ployz/client"
+)
+
+// IngressConfig is each Machine's loaded ingress routes: what its proxy
+// loaded and when, what it refused or skipped, and each route's state.
+func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, m := range ms {
+		fmt.Fprintf(w, "machine %s (%s)\n", m.Machine, m.MachineID)
+		switch {
+		case m.Error != "":
+			fmt.Fprintf(w, "  error\t%s\n", m.Error)
+			continue
+		case !m.Status.Running && m.Status.LoadError != "":
+			fmt.Fprintf(w, "  proxy\tnothing loaded: caddy refused the config: %s\n", m.Status.LoadError)
+			continue
+		case !m.Status.Running:
+			fmt.Fprintf(w, "  proxy\tnot running (nothing loaded)\n")
+			continue
+		}
+		st := m.Status
+		tlsOn := ""
+		if st.ListenTLS != "" {
+			tlsOn = ", https " + st.ListenTLS
+		}
+		fmt.Fprintf(w, "  loaded\t%s, config %s, listen %s%s\n", time.Unix(st.Loaded, 0).UTC().Format(time.RFC3339), st.ConfigHash, st.Listen, tlsOn)
+		if st.Stale {
+			fmt.Fprintf(w, "  stale\tthe proxy has not reported for over 30 s; routes below are its last report\n")
+		}
+		if st.StoreError != "" {
+			fmt.Fprintf(w, "  store\tunreachable, keeping the loaded config: %s\n", st.StoreError)
+		}
+		if st.LoadError != "" {
+			fmt.Fprintf(w, "  caddy\trefused the newest config: %s\n", st.LoadError)
+		}
+		if len(st.Routes) == 0 {
+			fmt.Fprintf(w, "  routes\tnone\n")
+		}
+		for _, r := range st.Routes {
+			ups := strings.Join(r.Upstreams, ",")
+			if ups == "" {
+				ups = "-"
+			}
+			ptr := ""
+			if r.Pointer != "" {
+				ptr = " [serving pointer " + r.Pointer + "]"
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
+		}
+		for _, sk := range st.Skipped {
+			fmt.Fprintf(w, "  skipped\t%s: %s\n", sk.Container, sk.Reason)
+		}
+		for _, sk := range st.SkippedCertificates {
+			fmt.Fprintf(w, "  skipped certificate\t%s: %s\n", sk.Name, sk.Reason)
+		}
+	}
+	return w.Flush()
+}

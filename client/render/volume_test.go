@@ -1,0 +1,67 @@
+package render
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/client/volumerun"
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumes"
+)
+
+// TestPrintEvent: each kind of event is the line it always was.
+func TestPrintEvent(t *testing.T) {
+	var b strings.Builder
+	p := VolumeEvent(&b)
+	p(volumerun.Event{Kind: volumerun.EventBegin, Text: "volume db: sync run gen 3"})
+	p(volumerun.Event{Kind: volumerun.EventStep, Step: "send", Machine: "m2", Text: "done: full run-3: 100B direct"})
+	p(volumerun.Event{Kind: volumerun.EventProgress, Step: "stop", Machine: "m1", Text: "m1: docker stop web-ab12 (busy, 12s)"})
+	p(volumerun.Event{Kind: volumerun.EventNote, Machine: "m1", Text: "undone: m1 is the Writer of db again and its Containers run"})
+	p(volumerun.Event{Kind: volumerun.EventWarning, Text: "volume run record not saved: disk full"})
+	want := "volume db: sync run gen 3\n" +
+		"  send           m2       done: full run-3: 100B direct\n" +
+		"    m1: docker stop web-ab12 (busy, 12s)\n" +
+		"  undone: m1 is the Writer of db again and its Containers run\n" +
+		"warning: volume run record not saved: disk full\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// VolumeList prints every Machine's volumes, then a note per Machine
+// that has no pool or did not answer (volumes.MachineVolumes.Note).
+func TestVolumeList(t *testing.T) {
+	ms := []volumes.MachineVolumes{
+		{Machine: "m1", List: &rpc.VolumeList{Pool: "ployz", Volumes: []rpc.Volume{{Name: "db", SizeBytes: 1 << 30, UsedBytes: 1 << 20, Mountpoint: "/var/lib/ployz/volumes/db",
+			Snapshots: []rpc.VolumeSnapshot{{Name: "s1"}}, Copy: &rpc.VolumeCopy{Role: "writer"}}}}},
+		{Machine: "m2", List: &rpc.VolumeList{}},
+		{Machine: "m3", Error: "down"},
+	}
+	var b strings.Builder
+	VolumeList(&b, ms)
+	for _, want := range []string{"m1       db    writer  1GiB  1MiB  1          /var/lib/ployz/volumes/db",
+		"m2: no ZFS pool, no Provisioned Volumes (`ployz machine update m2 --zfs-pool NAME`)", "m3: no answer: down"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("list lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestVolume: a volume's description has its size, copy (epoch and
+// floor), resume token, snapshots and bookmarks; none is "none".
+func TestVolume(t *testing.T) {
+	var b strings.Builder
+	Volume(&b, "m1", rpc.Volume{Name: "db", Dataset: "tank/db", SizeBytes: 1 << 30, ReadOnly: true, Copy: &rpc.VolumeCopy{Role: "mirror", Epoch: 2, Floor: 3},
+		ResumeToken: "tok", Snapshots: []rpc.VolumeSnapshot{{Name: "run-3", GUID: "g3"}}, Bookmarks: []rpc.VolumeBookmark{{Name: "run-2", GUID: "g2"}}})
+	contains(t, "volume", b.String(), "Volume db on m1", "size: 1GiB", "readonly: on", "copy: mirror (writer epoch 2), run floor gen 3",
+		"resume token: tok", "run-3 1970-01-01T00:00:00Z used 0B guid g3", "bookmarks:", "run-2 1970-01-01T00:00:00Z guid g2")
+	b.Reset()
+	Volume(&b, "m2", rpc.Volume{Name: "tmp"})
+	contains(t, "bare volume", b.String(), "size: none", "readonly: off", "snapshots: none")
+	b.Reset()
+	if err := VolumeRuns(&b, []operator.VolumeRun{{Volume: "db", Gen: 3, Kind: "move", Target: "m2", State: operator.RunDone}}); err != nil {
+		t.Fatal(err)
+	}
+	contains(t, "runs", b.String(), "VOLUME GEN KIND TARGET STATE STARTED STEPS", "db 3 move m2 done")
+}
