@@ -172,11 +172,8 @@ func (s *Session) makePlan(ctx context.Context, dp *DeployPlan) error {
 	return nil
 }
 
-// ApplyDeploy saves the compose file as the next Saved State revision and
-// runs the plan (cancelling ctx stops it between steps), then retries the
-// context's pending removals. A partial outcome, a refused prune or a
-// held placement returns the result with a *PartialError.
-func (s *Session) ApplyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (DeployResult, error) {
+// applyDeploy is ApplyDeploy (client/history.go) before its history.
+func (s *Session) applyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (DeployResult, error) {
 	res := dp.Result()
 	if err := s.save(dp); err != nil {
 		return res, err

@@ -39,6 +39,8 @@ type fakeCluster struct {
 	waits waits
 	// events are what the runners reported, in order.
 	events events
+	// history is what record_history received, in order.
+	history []rpc.HistoryEntry
 }
 
 // events collects a Runner's events.
@@ -207,6 +209,14 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		}})
 	}
 	id := "id-" + m.name
+	handle(rpc.CmdRecordHistory, func(raw json.RawMessage) (any, error) {
+		var req rpc.RecordHistoryRequest
+		if err := rpc.Decode(rpc.CmdRecordHistory, raw, &req); err != nil {
+			return nil, err
+		}
+		fc.history = append(fc.history, req.Entry)
+		return rpc.HistoryRecorded{ID: req.Entry.ID}, req.Validate()
+	})
 	volOf := func(name string, v *fakeVol) rpc.Volume {
 		c := v.copy.View()
 		return rpc.Volume{MachineID: id, Name: name, Pool: "tank", Mountpoint: volume.MountRoot + "/" + name, Copy: &c, ReadOnly: c.Role == volumecopy.Mirror,

@@ -32,6 +32,8 @@ type Runner struct {
 	// RegistryAuth answers the registry credentials for images a Move's
 	// target pulls (nil: anonymous pulls).
 	RegistryAuth func(images []string) (func(image string) string, error)
+	// Operator, when named, is who the Cluster's history says ran each run.
+	Operator operator.Operator
 
 	waits waits
 }
@@ -138,6 +140,7 @@ func (rn *Runner) runVolume(ctx context.Context, cp Copies, kind, target string,
 		return Result{}, err
 	}
 	err = r.finish(fn(r))
+	r.recordHistory(err)
 	return Result{Run: &r.run}, err
 }
 

@@ -36,6 +36,7 @@ type session struct {
 	st  *operator.Store
 	ent *rpc.Client
 	ctx string
+	op  operator.Operator
 }
 
 // client is the operator library over the session's store and entry.
@@ -43,7 +44,7 @@ func (s session) client() *client.Session { return client.New(s.st, s.ent, s.ctx
 
 func withSession(c *cobra.Command, f func(s session) error) error {
 	return withClient(c, func(s *client.Session) error {
-		return f(session{st: s.Store(), ent: s.Entry(), ctx: s.ContextName()})
+		return f(session{st: s.Store(), ent: s.Entry(), ctx: s.ContextName(), op: s.Operator()})
 	})
 }
 

@@ -24,7 +24,7 @@ import (
 // volumeRunner is the volume library on s, its progress printed on c's
 // stderr.
 func volumeRunner(c *cobra.Command, s session) *volumerun.Runner {
-	return &volumerun.Runner{Entry: s.ent, Store: s.st, Context: s.ctx, OnEvent: printEvent(c.ErrOrStderr()), RegistryAuth: registryAuthFor}
+	return &volumerun.Runner{Entry: s.ent, Store: s.st, Context: s.ctx, OnEvent: printEvent(c.ErrOrStderr()), RegistryAuth: registryAuthFor, Operator: s.op}
 }
 
 // printEvent prints a run's events as lines: steps indented under the

@@ -35,6 +35,8 @@ type Cluster struct {
 	ptrs  map[string]rpc.ServiceServing
 	seq   int
 	peers []rpc.Peer
+	// history is the Cluster's replicated history table, by id.
+	history map[string]rpc.HistoryEntry
 }
 
 // Machine is one fake Machine.
@@ -65,7 +67,7 @@ func New(t testing.TB, names ...string) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}}
+	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, history: map[string]rpc.HistoryEntry{}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
 	}
@@ -267,6 +269,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return out, nil
 	})
+	fc.historyRoutes(m, handle)
 	handle(rpc.CmdMoveServingPointer, func(raw json.RawMessage) (any, error) {
 		var req rpc.MoveServingPointerRequest
 		json.Unmarshal(raw, &req) //nolint:errcheck
