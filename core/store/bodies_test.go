@@ -46,6 +46,8 @@ func TestBodyFixtures(t *testing.T) {
 	check("serving", &ServingBody{})
 	check("serving_ack", &ServingAckBody{})
 	check("history", &HistoryBody{})
+	check("revision", &RevisionBody{})
+	check("deploy_record", &DeployRecordBody{})
 }
 
 func TestServingBodyHas(t *testing.T) {
