@@ -99,7 +99,7 @@ func (s *Session) removeNamespace(ctx context.Context, snap deploy.Snapshot, pro
 	}
 	rep.Status = "done"
 	// An empty revision records that nothing is declared any more.
-	if _, err := s.st.SaveState(s.name, project, env, nil); err != nil {
+	if _, err := s.saveRevision(ctx, project, env, nil); err != nil {
 		rep.Status, rep.Reason = "stalled", err.Error()
 	} else if err := s.st.ClearRemoval(s.name, project, env); err != nil {
 		rep.Status, rep.Reason = "stalled", err.Error()

@@ -145,3 +145,33 @@ func TestDeployRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("record not an object: %v", err)
 	}
 }
+
+// TestRevisionsConcurrentSaves: operators saving at once through one
+// entry each get a distinct number, and every revision is kept.
+func TestRevisionsConcurrentSaves(t *testing.T) {
+	d, _ := sealingDaemon(t)
+	const n = 8
+	got := make(chan int, n)
+	for i := range n {
+		go func() {
+			raw, _ := json.Marshal(rpc.SaveRevisionRequest{ID: "r-" + string(rune('a'+i)), Project: "shop", Environment: "production",
+				Compose: []byte("name: shop\n"), Operator: store.HistoryOperator{Name: "ana"}})
+			out, err := d.saveRevision(t.Context(), raw)
+			if err != nil {
+				t.Error(err)
+				got <- 0
+				return
+			}
+			got <- out.(rpc.RevisionSaved).Revision
+		}()
+	}
+	seen := map[int]bool{}
+	for range n {
+		seen[<-got] = true
+	}
+	for i := 1; i <= n; i++ {
+		if !seen[i] {
+			t.Fatalf("numbers %v: want 1 to %d, each once", seen, n)
+		}
+	}
+}

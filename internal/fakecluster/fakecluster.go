@@ -37,6 +37,7 @@ type Cluster struct {
 	peers []rpc.Peer
 	// history is the Cluster's replicated history table, by id.
 	history map[string]rpc.HistoryEntry
+	saved   savedState
 }
 
 // Machine is one fake Machine.
@@ -67,7 +68,8 @@ func New(t testing.TB, names ...string) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, history: map[string]rpc.HistoryEntry{}}
+	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, history: map[string]rpc.HistoryEntry{},
+		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
 	}
@@ -270,6 +272,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		return out, nil
 	})
 	fc.historyRoutes(m, handle)
+	fc.savedStateRoutes(handle)
 	handle(rpc.CmdMoveServingPointer, func(raw json.RawMessage) (any, error) {
 		var req rpc.MoveServingPointerRequest
 		json.Unmarshal(raw, &req) //nolint:errcheck
