@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/internal/fakecluster"
 )
 
 // TestCLIHistoryJSON: history --json lists the deploy and the scale the
@@ -88,5 +90,38 @@ func TestCtxOperator(t *testing.T) {
 	}
 	if _, errs, code := cli(t, nil, "ctx", "operator", "a\x01b"); code == 0 || !strings.Contains(errs, "control characters") {
 		t.Fatalf("control character: exit %d\n%s", code, errs)
+	}
+}
+
+// TestCLIImportReportedOnce: the first command reaching the Cluster of a
+// context imports this computer's older records and says so on stderr;
+// the next command says nothing.
+func TestCLIImportReportedOnce(t *testing.T) {
+	t.Setenv(operator.EnvPath, filepath.Join(t.TempDir(), "operator.db"))
+	t.Setenv(operator.EnvContext, "")
+	fc := fakecluster.New(t, "m1")
+	st, err := operator.Open(operator.DefaultPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveContext(operator.Context{Name: "lab", Connections: []operator.Connection{{URL: fc.EntryURL()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Use("lab"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SaveState("lab", "shop", "production", []byte("name: shop\nservices:\n  web:\n    image: app:1\n")); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	_, errs, code := cli(t, nil, "history", "--json")
+	if code != 0 || !strings.Contains(errs, "imported this computer's records of context lab into the Cluster: 1 Saved State revision(s), 0 deploy record(s)") {
+		t.Fatalf("first contact: exit %d\n%s", code, errs)
+	}
+	if _, errs, code := cli(t, nil, "history", "--json"); code != 0 || strings.Contains(errs, "imported") {
+		t.Fatalf("second command: exit %d\n%s", code, errs)
+	}
+	if revs := fc.Revisions("shop-production"); len(revs) != 1 {
+		t.Fatalf("Cluster revisions %+v", revs)
 	}
 }

@@ -71,7 +71,8 @@ func (d *Daemon) saveRevision(ctx context.Context, raw json.RawMessage) (any, er
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
 	}
-	if !slices.ContainsFunc(rows, func(r store.Row[store.RevisionBody]) bool { return r.Key == req.ID }) {
+	existing := slices.ContainsFunc(rows, func(r store.Row[store.RevisionBody]) bool { return r.Key == req.ID })
+	if !existing {
 		row, err := newRevisionRow(req, ns, rows, sealer, d.record().ID)
 		if err != nil {
 			return nil, err
@@ -83,19 +84,16 @@ func (d *Daemon) saveRevision(ctx context.Context, raw json.RawMessage) (any, er
 	}
 	numbered := numberRevisions(rows)
 	i := slices.IndexFunc(numbered, func(r store.Row[store.RevisionBody]) bool { return r.Key == req.ID })
-	return rpc.RevisionSaved{ID: req.ID, Revision: i + 1}, nil
+	return rpc.RevisionSaved{ID: req.ID, Revision: i + 1, Existing: existing}, nil
 }
 
 // newRevisionRow is req's row: stamped above every revision of the
-// namespace seen here (unless imported with its own time), compose sealed.
+// namespace seen here, compose sealed.
 func newRevisionRow(req rpc.SaveRevisionRequest, ns string, rows []store.Row[store.RevisionBody], sealer *store.Sealer, owner string) (store.Row[store.RevisionBody], error) {
-	body := store.RevisionBody{Namespace: ns, Project: req.Project, Environment: req.Environment, CreatedAt: req.CreatedAt,
+	body := store.RevisionBody{Namespace: ns, Project: req.Project, Environment: req.Environment, CreatedAt: time.Now().UnixMilli(),
 		Operator: req.Operator, Source: req.Source, SourceRevision: req.SourceRevision}
-	if body.CreatedAt == 0 {
-		body.CreatedAt = time.Now().UnixMilli()
-		for _, r := range rows {
-			body.CreatedAt = max(body.CreatedAt, r.Body.CreatedAt+1)
-		}
+	for _, r := range rows {
+		body.CreatedAt = max(body.CreatedAt, r.Body.CreatedAt+1)
 	}
 	if len(req.Compose) > 0 {
 		sealed, err := sealer.Seal(req.ID, req.Compose)

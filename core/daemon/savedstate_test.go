@@ -39,8 +39,8 @@ func saveRev(t *testing.T, d *Daemon, req rpc.SaveRevisionRequest) rpc.RevisionS
 // TestRevisionsSealedAndNumbered: revisions are numbered per namespace
 // as they are saved, the compose sealed in the row (the environment
 // value never in plain text) and opened when listed; saving an id again
-// changes nothing; a revision imported with an earlier time numbers
-// before the others.
+// changes nothing; an imported revision numbers after the others, so no
+// number answered before moves.
 func TestRevisionsSealedAndNumbered(t *testing.T) {
 	d, st := sealingDaemon(t)
 	compose := []byte("name: shop\nservices:\n  web:\n    image: app:1\n    environment: {TOKEN: s3cret}\n")
@@ -53,14 +53,14 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-b", Project: "shop", Environment: "production"}); got.Revision != 2 {
 		t.Fatalf("removal revision %+v", got)
 	}
-	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-a", Project: "shop", Environment: "production", Compose: []byte("x")}); got.Revision != 1 {
+	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-a", Project: "shop", Environment: "production", Compose: []byte("x")}); got.Revision != 1 || !got.Existing {
 		t.Fatalf("saving r-a again %+v", got)
 	}
 	row, _, err := st.Revisions().Get(t.Context(), "r-a")
 	if err != nil || !strings.HasPrefix(row.Body.Compose, store.SealedPrefix) || strings.Contains(row.Raw, "s3cret") || row.Body.Operator.Name != "ana" {
 		t.Fatalf("row r-a %+v: want the compose sealed, %v", row, err)
 	}
-	saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-imp", Project: "shop", Environment: "production", Compose: compose, CreatedAt: 1000, Source: "import:home", SourceRevision: 1})
+	saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-imp", Project: "shop", Environment: "production", Compose: compose, Source: "import:home", SourceRevision: 1})
 
 	list := func(req rpc.ListRevisionsRequest) []rpc.Revision {
 		t.Helper()
@@ -78,14 +78,14 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 			t.Errorf("%s: compose answered unasked", r.ID)
 		}
 	}
-	if strings.Join(order, ",") != "r-imp,r-a,r-b" || all[2].Revision != 3 || !all[2].Removal {
+	if strings.Join(order, ",") != "r-a,r-b,r-imp" || all[1].Revision != 2 || !all[1].Removal || all[2].Revision != 3 {
 		t.Fatalf("revisions %v (%+v)", order, all)
 	}
-	one := list(rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: 2, WithCompose: true})
+	one := list(rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: 1, WithCompose: true})
 	if len(one) != 1 || one[0].ID != "r-a" || string(one[0].Compose) != string(compose) {
-		t.Fatalf("revision 2: %+v", one)
+		t.Fatalf("revision 1: %+v", one)
 	}
-	if latest := list(rpc.ListRevisionsRequest{Namespace: "shop-production", Latest: true}); len(latest) != 1 || latest[0].ID != "r-b" {
+	if latest := list(rpc.ListRevisionsRequest{Namespace: "shop-production", Latest: true}); len(latest) != 1 || latest[0].ID != "r-imp" {
 		t.Fatalf("latest: %+v", latest)
 	}
 }

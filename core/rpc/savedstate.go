@@ -26,15 +26,16 @@ const (
 const maxComposeBytes = 1 << 20
 
 // SaveRevisionRequest saves one revision of Project's Environment. An
-// empty Compose is a removal's revision. CreatedAt and Source are set by
-// an import only (the entry stamps a new revision's time).
+// empty Compose is a removal's revision. Source and SourceRevision are
+// set by an import only. The entry stamps every revision's time, an
+// imported one's too: a revision saved now numbers after every revision
+// the Cluster holds, so no number it answered before moves.
 type SaveRevisionRequest struct {
 	ID             string                `json:"id"`
 	Project        string                `json:"project"`
 	Environment    string                `json:"environment"`
 	Compose        []byte                `json:"compose,omitempty"`
 	Operator       store.HistoryOperator `json:"operator"`
-	CreatedAt      int64                 `json:"created_at,omitempty"`
 	Source         string                `json:"source,omitempty"`
 	SourceRevision int                   `json:"source_revision,omitempty"`
 }
@@ -44,6 +45,8 @@ type SaveRevisionRequest struct {
 type RevisionSaved struct {
 	ID       string `json:"id"`
 	Revision int    `json:"revision"`
+	// Existing says the id was saved before: nothing was written.
+	Existing bool `json:"existing,omitempty"`
 }
 
 // ListRevisionsRequest asks for a namespace's revisions (all, or one by
@@ -109,8 +112,6 @@ func (r SaveRevisionRequest) Validate() error {
 		return InvalidField("compose", "%d bytes: at most %d", len(r.Compose), maxComposeBytes)
 	case r.Operator.Name == "" || len(r.Operator.Name) > 128 || !printable(r.Operator.Name):
 		return InvalidField("operator.name", "%q: want 1 to 128 printable characters", r.Operator.Name)
-	case r.CreatedAt < 0:
-		return InvalidField("created_at", "%d: want unix milliseconds", r.CreatedAt)
 	case r.SourceRevision < 0:
 		return InvalidField("source_revision", "%d: a revision is a number from 1", r.SourceRevision)
 	}

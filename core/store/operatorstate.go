@@ -32,7 +32,7 @@ type RevisionBody struct {
 	// empty revision.
 	Compose string `json:"compose,omitempty"`
 	// CreatedAt (unix ms) is stamped by the entry, above every revision
-	// of the namespace it has seen; an imported revision keeps its own.
+	// of the namespace it has seen (an imported revision's too).
 	CreatedAt int64           `json:"created_at"`
 	Operator  HistoryOperator `json:"operator"`
 	// Source names where an imported revision came from

@@ -66,9 +66,14 @@ func decodeValid[T interface{ Validate() error }](cmd string, raw json.RawMessag
 func (s *savedState) save(req rpc.SaveRevisionRequest) rpc.RevisionSaved {
 	ns := deploy.Namespace(req.Project, req.Environment)
 	if i := slices.IndexFunc(s.revs, func(r rpc.Revision) bool { return r.ID == req.ID }); i >= 0 {
-		return rpc.RevisionSaved{ID: req.ID, Revision: s.revs[i].Revision}
+		return rpc.RevisionSaved{ID: req.ID, Revision: s.revs[i].Revision, Existing: true}
 	}
-	at := cmp.Or(req.CreatedAt, time.Now().UnixMilli())
+	at := time.Now().UnixMilli()
+	for _, r := range s.revs {
+		if r.Namespace == ns {
+			at = max(at, r.CreatedAt+1)
+		}
+	}
 	s.revs = append(s.revs, rpc.Revision{ID: req.ID, Namespace: ns, Project: req.Project, Environment: req.Environment,
 		CreatedAt: at, Operator: req.Operator, Removal: len(req.Compose) == 0, Compose: req.Compose})
 	s.number(ns)
