@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 
@@ -39,7 +40,8 @@ func (d *Daemon) recordHistory(ctx context.Context, raw json.RawMessage) (any, e
 	return rpc.HistoryRecorded{ID: req.Entry.ID}, nil
 }
 
-// listHistory answers the entries the request selects, newest first.
+// listHistory answers the entries the request selects, newest first; the
+// store selects them and Select orders them as every reader does.
 func (d *Daemon) listHistory(ctx context.Context, raw json.RawMessage) (any, error) {
 	var req rpc.ListHistoryRequest
 	if err := rpc.Decode(rpc.CmdListHistory, raw, &req); err != nil {
@@ -52,7 +54,7 @@ func (d *Daemon) listHistory(ctx context.Context, raw json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.History().List(ctx)
+	rows, err := st.HistoryNewest(ctx, req.Namespace, req.Kind, cmp.Or(req.Limit, rpc.HistoryDefaultLimit))
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read history: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // sealingDaemon is storeDaemon with a Cluster secret to seal with.
-func sealingDaemon(t *testing.T) (*Daemon, *store.Client) {
+func sealingDaemon(t testing.TB) (*Daemon, *store.Client) {
 	t.Helper()
 	d, st := storeDaemon(t, "m1id")
 	secret, err := store.NewClusterSecret()

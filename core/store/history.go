@@ -1,5 +1,7 @@
 package store
 
+import "context"
+
 // History is the operator history table, one row per operation keyed by
 // the id the operation minted (HistoryBody).
 func (c *Client) History() Table[HistoryBody] { return Table[HistoryBody]{c, "history", "id"} }
@@ -29,4 +31,14 @@ type HistoryBody struct {
 type HistoryOperator struct {
 	Name           string `json:"name"`
 	KeyFingerprint string `json:"key_fingerprint,omitempty"`
+}
+
+// HistoryNewest returns at most limit history rows, newest started first
+// (then by id), of namespace ns and kind ("" for any): the store filters
+// and orders, so a long history is not read whole.
+func (c *Client) HistoryNewest(ctx context.Context, ns, kind string, limit int) ([]Row[HistoryBody], error) {
+	t := c.History()
+	q := t.selectSQL() + ` WHERE (? = '' OR json_extract(body, '$.namespace') = ?) AND (? = '' OR json_extract(body, '$.kind') = ?)
+		ORDER BY json_extract(body, '$.started_at') DESC, id DESC LIMIT ?`
+	return t.query(ctx, Stmt(q, ns, ns, kind, kind, limit))
 }
