@@ -26,10 +26,7 @@ func (d *Daemon) recordHistory(ctx context.Context, raw json.RawMessage) (any, e
 	if err := rpc.Decode(rpc.CmdRecordHistory, raw, &req); err != nil {
 		return nil, err
 	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := d.storeClient()
+	st, err := d.checkedStore(req)
 	if err != nil {
 		return nil, err
 	}
@@ -47,10 +44,7 @@ func (d *Daemon) listHistory(ctx context.Context, raw json.RawMessage) (any, err
 	if err := rpc.Decode(rpc.CmdListHistory, raw, &req); err != nil {
 		return nil, err
 	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := d.storeClient()
+	st, err := d.checkedStore(req)
 	if err != nil {
 		return nil, err
 	}

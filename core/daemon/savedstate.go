@@ -53,10 +53,7 @@ func (d *Daemon) saveRevision(ctx context.Context, raw json.RawMessage) (any, er
 	if err := rpc.Decode(rpc.CmdSaveRevision, raw, &req); err != nil {
 		return nil, err
 	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := d.storeClient()
+	st, err := d.checkedStore(req)
 	if err != nil {
 		return nil, err
 	}
@@ -121,10 +118,7 @@ func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, e
 	if err := rpc.Decode(rpc.CmdListRevisions, raw, &req); err != nil {
 		return nil, err
 	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := d.storeClient()
+	st, err := d.checkedStore(req)
 	if err != nil {
 		return nil, err
 	}
@@ -169,10 +163,7 @@ func (d *Daemon) putDeployRecord(ctx context.Context, raw json.RawMessage) (any,
 	if err := rpc.Decode(rpc.CmdPutDeployRecord, raw, &req); err != nil {
 		return nil, err
 	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := d.storeClient()
+	st, err := d.checkedStore(req)
 	if err != nil {
 		return nil, err
 	}
@@ -190,10 +181,7 @@ func (d *Daemon) listDeployRecords(ctx context.Context, raw json.RawMessage) (an
 	if err := rpc.Decode(rpc.CmdListDeployRecords, raw, &req); err != nil {
 		return nil, err
 	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := d.storeClient()
+	st, err := d.checkedStore(req)
 	if err != nil {
 		return nil, err
 	}

@@ -14,10 +14,7 @@ import (
 func (fc *Cluster) historyRoutes(m *Machine, handle func(string, func(json.RawMessage) (any, error))) {
 	handle(rpc.CmdRecordHistory, func(raw json.RawMessage) (any, error) {
 		var req rpc.RecordHistoryRequest
-		if err := rpc.Decode(rpc.CmdRecordHistory, raw, &req); err != nil {
-			return nil, err
-		}
-		if err := req.Validate(); err != nil {
+		if err := decodeValid(rpc.CmdRecordHistory, raw, &req); err != nil {
 			return nil, err
 		}
 		req.Entry.RecordedBy = m.id
@@ -26,10 +23,7 @@ func (fc *Cluster) historyRoutes(m *Machine, handle func(string, func(json.RawMe
 	})
 	handle(rpc.CmdListHistory, func(raw json.RawMessage) (any, error) {
 		var req rpc.ListHistoryRequest
-		if err := rpc.Decode(rpc.CmdListHistory, raw, &req); err != nil {
-			return nil, err
-		}
-		if err := req.Validate(); err != nil {
+		if err := decodeValid(rpc.CmdListHistory, raw, &req); err != nil {
 			return nil, err
 		}
 		return rpc.HistoryList{Entries: req.Select(slices.Collect(maps.Values(fc.history)))}, nil
