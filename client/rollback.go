@@ -33,7 +33,7 @@ func (s *Session) rollbackTarget(ctx context.Context, p Project, to int) (rollba
 	rev := to
 	if rev == 0 {
 		if rev = previousCompleted(records, latest.Revision); rev == 0 {
-			return rollback{}, fmt.Errorf("%s: no completed Deploy of a revision before %d is recorded on this computer; --to REVISION names one",
+			return rollback{}, fmt.Errorf("%s: no completed Deploy of a revision before %d is recorded (in the Cluster, or on this computer for an older entry); --to REVISION names one",
 				deploy.Namespace(project, env), latest.Revision)
 		}
 	}
