@@ -172,13 +172,10 @@ func (s *Session) makePlan(ctx context.Context, dp *DeployPlan) error {
 	return nil
 }
 
-// ApplyDeploy saves the compose file as the next Saved State revision and
-// runs the plan (cancelling ctx stops it between steps), then retries the
-// context's pending removals. A partial outcome, a refused prune or a
-// held placement returns the result with a *PartialError.
-func (s *Session) ApplyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (DeployResult, error) {
+// applyDeploy is ApplyDeploy (client/history.go) before its history.
+func (s *Session) applyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (DeployResult, error) {
 	res := dp.Result()
-	if err := s.save(dp); err != nil {
+	if err := s.save(ctx, dp); err != nil {
 		return res, err
 	}
 	res.Plan = dp.Plan
@@ -230,12 +227,12 @@ func readyTimeout(d time.Duration) time.Duration {
 
 // save records the compose file as the next Saved State revision; a
 // deploy supersedes a pending removal of the same namespace.
-func (s *Session) save(dp *DeployPlan) error {
-	saved, err := s.st.SaveState(s.name, dp.app.Project, dp.app.Environment, dp.req.Compose)
+func (s *Session) save(ctx context.Context, dp *DeployPlan) error {
+	rev, err := s.saveRevision(ctx, dp.app.Project, dp.app.Environment, dp.req.Compose)
 	if err != nil {
 		return err
 	}
-	dp.Plan.Revision = saved.Revision
+	dp.Plan.Revision = rev
 	return s.st.ClearRemoval(s.name, dp.app.Project, dp.app.Environment)
 }
 

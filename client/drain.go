@@ -75,12 +75,8 @@ type Drain struct {
 	Hooks   Hooks
 }
 
-// Drain marks a Machine drained (no new Container is placed there) or
-// not, then redeploys every namespace's latest Saved State, so a drained
-// Machine's Service Containers are replaced elsewhere, start-first. A
-// namespace that failed, or a Container with nowhere else to go, returns
-// the report with a *PartialError.
-func (s *Session) Drain(ctx context.Context, d Drain) (ReconcileReport, error) {
+// drain is Drain (client/history.go) before its history.
+func (s *Session) drain(ctx context.Context, d Drain) (ReconcileReport, error) {
 	in, err := s.markDrained(ctx, d.Machine, !d.Undrain)
 	if err != nil {
 		return ReconcileReport{}, fmt.Errorf("mark %s: %w", d.Machine, err)

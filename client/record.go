@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -23,6 +24,7 @@ const (
 // A failed write warns once and never fails the Deploy.
 type deployRecord struct {
 	st     *operator.Store
+	remote func(operator.DeployRow) error // the Cluster's copy (nil: none)
 	ctx    string
 	rec    *deploy.Recorder
 	warn   func(error)
@@ -31,15 +33,15 @@ type deployRecord struct {
 	done   chan struct{}
 }
 
-func recordDeploy(st *operator.Store, ctxName string, p deploy.Plan, why string, warn func(error)) *deployRecord {
-	d := &deployRecord{st: st, ctx: ctxName, rec: deploy.NewRecorder(p, why, time.Now()), warn: warn, stop: make(chan struct{}), done: make(chan struct{})}
+func recordDeploy(st *operator.Store, ctxName string, p deploy.Plan, why string, warn func(error), remote func(operator.DeployRow) error) *deployRecord {
+	d := &deployRecord{st: st, remote: remote, ctx: ctxName, rec: deploy.NewRecorder(p, why, time.Now()), warn: warn, stop: make(chan struct{}), done: make(chan struct{})}
 	d.write(true)
 	go d.loop()
 	return d
 }
 
 func (s *Session) recordDeploy(p deploy.Plan, why string, h Hooks) *deployRecord {
-	return recordDeploy(s.st, s.name, p, why, h.warn)
+	return recordDeploy(s.st, s.name, p, why, h.warn, s.remoteRecords(context.Background()))
 }
 
 func (d *deployRecord) loop() {
@@ -67,9 +69,12 @@ func (d *deployRecord) write(always bool) bool {
 		return false
 	}
 	body, err := json.Marshal(rec)
+	row := operator.DeployRow{Context: d.ctx, DeploymentID: rec.DeploymentID, Namespace: rec.Namespace, StartedAt: rec.StartedAt, UpdatedAt: rec.UpdatedAt, Body: body}
 	if err == nil {
-		err = d.st.SaveDeploy(operator.DeployRow{Context: d.ctx, DeploymentID: rec.DeploymentID, Namespace: rec.Namespace,
-			StartedAt: rec.StartedAt, UpdatedAt: rec.UpdatedAt, Body: body})
+		err = d.st.SaveDeploy(row)
+	}
+	if err == nil && d.remote != nil {
+		err = d.remote(row)
 	}
 	if err != nil && !d.warned {
 		d.warned = true

@@ -29,7 +29,7 @@ func TestDeployRecordWrittenLive(t *testing.T) {
 	p := deploy.Plan{DeploymentID: "d1", Namespace: "app-prod", Project: "app", Environment: "prod", Revision: 3,
 		Rows: []deploy.Row{{MachineID: "a", Machine: "m1", Op: deploy.OpCreate}, {MachineID: "b", Machine: "m2", Op: deploy.OpCreate}}}
 	var warns []error
-	rec := recordDeploy(st, "lab", p, "scale web to 2", func(err error) { warns = append(warns, err) })
+	rec := recordDeploy(st, "lab", p, "scale web to 2", func(err error) { warns = append(warns, err) }, nil)
 	s := deploy.Step{MachineID: "a", Machine: "m1", Service: "web", Action: rpc.CmdWaitReady, Container: "web-1"}
 	rec.rec.Event(deploy.Event{Step: s})
 	deadline := time.Now().Add(5 * time.Second)

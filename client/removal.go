@@ -29,11 +29,8 @@ type ProjectRemoval struct {
 	Unobserved []deploy.Unobserved `json:"unobserved"`
 }
 
-// RemoveProject marks a project's environment for removal and removes
-// every Container of it the Machines it reaches hold. A removal left
-// stalled (a Machine unreachable, a step failed) returns a *PartialError;
-// a later Deploy or RemoveProject finishes it. Nothing retries on a timer.
-func (s *Session) RemoveProject(ctx context.Context, project, env string, h Hooks) (ProjectRemoval, error) {
+// removeProject is RemoveProject (client/history.go) before its history.
+func (s *Session) removeProject(ctx context.Context, project, env string, h Hooks) (ProjectRemoval, error) {
 	ns := deploy.Namespace(project, env)
 	if err := s.st.MarkRemoval(s.name, project, env); err != nil {
 		return ProjectRemoval{}, err
@@ -102,7 +99,7 @@ func (s *Session) removeNamespace(ctx context.Context, snap deploy.Snapshot, pro
 	}
 	rep.Status = "done"
 	// An empty revision records that nothing is declared any more.
-	if _, err := s.st.SaveState(s.name, project, env, nil); err != nil {
+	if _, err := s.saveRevision(ctx, project, env, nil); err != nil {
 		rep.Status, rep.Reason = "stalled", err.Error()
 	} else if err := s.st.ClearRemoval(s.name, project, env); err != nil {
 		rep.Status, rep.Reason = "stalled", err.Error()

@@ -20,24 +20,24 @@ type rollback struct {
 // rollbackTarget reads the revision to return to: to, else the newest
 // revision below the latest whose Deploy completed. A removal's empty
 // revision is refused; nothing is changed by any refusal.
-func (s *Session) rollbackTarget(p Project, to int) (rollback, error) {
-	st, ctxName, project, env := s.st, s.name, p.Name, p.Environment
-	latest, err := st.LatestState(ctxName, project, env)
+func (s *Session) rollbackTarget(ctx context.Context, p Project, to int) (rollback, error) {
+	project, env := p.Name, p.Environment
+	latest, err := s.latestState(ctx, p)
 	if err != nil {
 		return rollback{}, fmt.Errorf("%w: nothing to roll back to", err)
 	}
-	records, err := namespaceRecords(st, ctxName, deploy.Namespace(project, env))
+	records, err := s.namespaceRecords(ctx, deploy.Namespace(project, env))
 	if err != nil {
 		return rollback{}, err
 	}
 	rev := to
 	if rev == 0 {
 		if rev = previousCompleted(records, latest.Revision); rev == 0 {
-			return rollback{}, fmt.Errorf("%s: no completed Deploy of a revision before %d is recorded on this computer; --to REVISION names one",
+			return rollback{}, fmt.Errorf("%s: no completed Deploy of a revision before %d is recorded (in the Cluster, or on this computer for an older entry); --to REVISION names one",
 				deploy.Namespace(project, env), latest.Revision)
 		}
 	}
-	state, err := st.State(ctxName, project, env, rev)
+	state, err := s.stateAt(ctx, p, rev)
 	if err != nil {
 		return rollback{}, err
 	}
@@ -57,7 +57,7 @@ func (s *Session) PlanRollback(ctx context.Context, p Project, to int, dryRun bo
 	if to < 0 {
 		return nil, fmt.Errorf("--to %d: a revision is a number from 1", to)
 	}
-	target, err := s.rollbackTarget(p, to)
+	target, err := s.rollbackTarget(ctx, p, to)
 	if err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ func (s *Session) Removals() ([]operator.Removal, error) { return s.st.Removals(
 
 // planLatest plans a Deploy of p's latest Saved State changed by edit.
 func (s *Session) planLatest(ctx context.Context, p Project, why string, edit func([]byte) ([]byte, error), restart ...string) (*DeployPlan, error) {
-	latest, err := s.st.LatestState(s.name, p.Name, p.Environment)
+	latest, err := s.latestState(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("%w; deploy it first with `ployz deploy`", err)
 	}

@@ -21,6 +21,10 @@ type Options struct {
 	// SSHKey is the private key for an ssh:// Connect.
 	SSHKey string
 	Dial   operator.DialOptions
+	// OnImport, when set, has Open import the context's local Saved State
+	// and deploy records into the Cluster once (ImportLocalState) and
+	// hears how it went.
+	OnImport func(ImportReport, error)
 }
 
 // Session is an open operator context: the local store, a connection to
@@ -54,7 +58,11 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		st.Close()
 		return nil, err
 	}
-	return &Session{st: st, ent: ent, name: name, own: true, opts: o, conn: conn}, nil
+	s := &Session{st: st, ent: ent, name: name, own: true, opts: o, conn: conn}
+	if o.OnImport != nil {
+		o.OnImport(s.ImportLocalState(ctx))
+	}
+	return s, nil
 }
 
 // New is a Session over a store and an entry the caller opened and

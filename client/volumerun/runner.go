@@ -33,6 +33,8 @@ type Runner struct {
 	// RegistryAuth answers the registry credentials for images a Move's
 	// target pulls (nil: anonymous pulls).
 	RegistryAuth func(images []string) (func(image string) string, error)
+	// Operator, when named, is who the Cluster's history says ran each run.
+	Operator operator.Operator
 
 	waits waits
 }
@@ -41,7 +43,7 @@ type Runner struct {
 // s's context; a Move's target pulls with the operator's registry
 // credentials (client.RegistryAuthFor). onEvent may be nil.
 func New(s *client.Session, onEvent func(Event)) *Runner {
-	return &Runner{Entry: s.Entry(), Store: s.Store(), Context: s.ContextName(), OnEvent: onEvent, RegistryAuth: client.RegistryAuthFor}
+	return &Runner{Entry: s.Entry(), Store: s.Store(), Context: s.ContextName(), OnEvent: onEvent, RegistryAuth: client.RegistryAuthFor, Operator: s.Operator()}
 }
 
 // waits are how long a run waits on Machines; zero fields take the
@@ -146,6 +148,7 @@ func (rn *Runner) runVolume(ctx context.Context, cp Copies, kind, target string,
 		return Result{}, err
 	}
 	err = r.finish(fn(r))
+	r.recordHistory(err)
 	return Result{Run: &r.run}, err
 }
 

@@ -90,7 +90,7 @@ func ctxCommand() *cobra.Command {
 			return st.RemoveContext(args[0])
 		},
 	}
-	cmd.AddCommand(ls, use, show, rm, ctxExport(), ctxImport())
+	cmd.AddCommand(ls, use, show, rm, ctxExport(), ctxImport(), ctxOperator())
 	return cmd
 }
 

@@ -74,7 +74,9 @@ func (g globals) clientOptions() client.Options {
 // withClient runs f with an operator library Session on the flags'
 // context, closed after.
 func withClient(c *cobra.Command, f func(*client.Session) error) error {
-	s, err := client.Open(c.Context(), g.clientOptions())
+	o := g.clientOptions()
+	o.OnImport = importReport(c.ErrOrStderr())
+	s, err := client.Open(c.Context(), o)
 	if err != nil {
 		return err
 	}

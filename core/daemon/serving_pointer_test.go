@@ -23,7 +23,7 @@ import (
 // storeDaemon is a participating Daemon on a real store node of its own
 // (no mesh, no plugins): what the Serving Pointer handlers and the retire
 // loop read and write.
-func storeDaemon(t *testing.T, self string) (*Daemon, *store.Client) {
+func storeDaemon(t testing.TB, self string) (*Daemon, *store.Client) {
 	t.Helper()
 	addr := freeAddr(t)
 	n, err := server.Start(context.Background(), server.Config{
@@ -39,7 +39,7 @@ func storeDaemon(t *testing.T, self string) (*Daemon, *store.Client) {
 	return d, st
 }
 
-func hcall(t *testing.T, h Handler, req any) (any, error) {
+func hcall(t testing.TB, h Handler, req any) (any, error) {
 	t.Helper()
 	raw, err := json.Marshal(req)
 	if err != nil {
@@ -49,7 +49,7 @@ func hcall(t *testing.T, h Handler, req any) (any, error) {
 }
 
 // freeAddr is a loopback TCP address nothing listens on right now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -52,6 +52,12 @@ var payloadTypes = map[string]func() any{
 	CmdQueryMetrics:       func() any { return &QueryMetricsRequest{} },
 	CmdUpgradeMachine:     func() any { return &UpgradeRequest{} },
 	CmdUpgradePlugin:      func() any { return &UpgradeRequest{} },
+	CmdRecordHistory:      func() any { return &RecordHistoryRequest{} },
+	CmdListHistory:        func() any { return &ListHistoryRequest{} },
+	CmdSaveRevision:       func() any { return &SaveRevisionRequest{} },
+	CmdListRevisions:      func() any { return &ListRevisionsRequest{} },
+	CmdPutDeployRecord:    func() any { return &PutDeployRecordRequest{} },
+	CmdListDeployRecords:  func() any { return &ListDeployRecordsRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.
@@ -105,6 +111,11 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(seed(CmdQueryMetrics), []byte(`{"step_seconds":1.5}`))
 	f.Add(seed(CmdUpgradeMachine), []byte(`{"version":"v1.2.3","sha256":"`+strings.Repeat("ab", 32)+`","size":1024}`))
 	f.Add(seed(CmdUpgradePlugin), []byte(`{"version":"../x","sha256":"zz","size":-1,"plugin":"volume-zfs"}`))
+	f.Add(seed(CmdRecordHistory), []byte(`{"entry":{"id":"h1","kind":"deploy","operator":{"name":"ana"},"started_at":5,"outcome":"running","revision":"x"}}`))
+	f.Add(seed(CmdListHistory), []byte(`{"kind":"nope","limit":-3}`))
+	f.Add(seed(CmdSaveRevision), []byte(`{"id":"r1","project":"shop","environment":"production","compose":"bmFtZTogc2hvcAo=","operator":{"name":"ana"}}`))
+	f.Add(seed(CmdListRevisions), []byte(`{"namespace":"shop-production","revision":"7"}`))
+	f.Add(seed(CmdPutDeployRecord), []byte(`{"deployment_id":"d1","namespace":"n","started_at":1,"updated_at":2,"record":{"status":"running"}}`))
 	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
 		command := payloadCommands[int(which)%len(payloadCommands)]
 		mk := payloadTypes[command]

@@ -45,6 +45,9 @@ func TestBodyFixtures(t *testing.T) {
 	check("container", &ContainerBody{})
 	check("serving", &ServingBody{})
 	check("serving_ack", &ServingAckBody{})
+	check("history", &HistoryBody{})
+	check("revision", &RevisionBody{})
+	check("deploy_record", &DeployRecordBody{})
 }
 
 func TestServingBodyHas(t *testing.T) {

@@ -40,6 +40,9 @@ type Cluster struct {
 	seq   int
 	peers []rpc.Peer
 	o     Options
+	// history is the Cluster's replicated history table, by id.
+	history map[string]rpc.HistoryEntry
+	saved   savedState
 }
 
 // Machine is one fake Machine. A test reads or changes its exported
@@ -91,7 +94,8 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o}
+	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
+		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
 	}
@@ -373,6 +377,8 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return out, nil
 	})
+	fc.historyRoutes(m, handle)
+	fc.savedStateRoutes(handle)
 	handle(rpc.CmdMoveServingPointer, func(raw json.RawMessage) (any, error) {
 		var req rpc.MoveServingPointerRequest
 		json.Unmarshal(raw, &req) //nolint:errcheck

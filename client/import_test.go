@@ -1,0 +1,94 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/operator"
+)
+
+// localDeploy saves a revision and a completed deploy record of it in a
+// store only, as a version before the Cluster kept them did.
+func localDeploy(t *testing.T, st *operator.Store, replicas int) int {
+	t.Helper()
+	compose := strings.Replace(shopCompose, "replicas: 2", "replicas: "+string(rune('0'+replicas)), 1)
+	saved, err := st.SaveState("lab", "shop", "production", []byte(compose))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	body, _ := json.Marshal(deploy.Record{DeploymentID: deploy.NewID(6), Namespace: "shop-production", Project: "shop", Environment: "production",
+		Revision: saved.Revision, Status: deploy.RecordCompleted, StartedAt: now, UpdatedAt: now})
+	var rec deploy.Record
+	_ = json.Unmarshal(body, &rec)
+	if err := st.SaveDeploy(operator.DeployRow{Context: "lab", DeploymentID: rec.DeploymentID, Namespace: "shop-production", StartedAt: now, UpdatedAt: now, Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	return saved.Revision
+}
+
+// TestImportLocalStateOnce: a teammate deployed through the Cluster
+// first; this computer's three older-format revisions and their records
+// are imported once (a second import moves nothing), numbered after the
+// teammate's revision, the records renumbered to match, so a rollback
+// from this computer finds them in the Cluster.
+func TestImportLocalStateOnce(t *testing.T) {
+	fc, teammate := newFake(t, "m1", "m2")
+	ctx := context.Background()
+	deployShop(t, teammate) // Cluster revision 1, by the teammate
+
+	st, ent := fc.NewSession()
+	for _, n := range []int{1, 3, 2} {
+		localDeploy(t, st, n)
+	}
+	s := New(st, ent, "lab")
+	rep, err := s.ImportLocalState(ctx)
+	if err != nil || !rep.Done || rep.Revisions != 3 || rep.Records != 3 || rep.Already {
+		t.Fatalf("first import: %+v, %v", rep, err)
+	}
+	if !strings.Contains(rep.String(), "3 Saved State revision(s), 3 deploy record(s)") {
+		t.Fatalf("report %q", rep.String())
+	}
+	again, err := s.ImportLocalState(ctx)
+	if err != nil || again.Moved() || !again.Already {
+		t.Fatalf("second import: %+v, %v", again, err)
+	}
+	revs := fc.Revisions("shop-production")
+	if len(revs) != 4 || fc.DeployRecordCount() != 4 {
+		t.Fatalf("Cluster holds %d revisions, %d records after importing twice; want 4 and 4", len(revs), fc.DeployRecordCount())
+	}
+	recs, err := s.namespaceRecords(ctx, "shop-production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nums []int
+	for _, r := range recs {
+		nums = append(nums, r.Revision)
+	}
+	if len(nums) != 4 || nums[0] != 4 { // the newest record is the last local deploy: revision 3 here, 4 there
+		t.Fatalf("record revisions %v", nums)
+	}
+	latest, err := s.latestState(ctx, Project{Name: "shop", Environment: "production"})
+	if err != nil || latest.Revision != 4 || !strings.Contains(string(latest.Compose), "replicas: 2") {
+		t.Fatalf("latest %+v, %v", latest, err)
+	}
+	dp, err := s.PlanRollback(ctx, Project{Name: "shop", Environment: "production"}, 0, true, 0)
+	if err != nil || dp.Why != "rollback to revision 3" {
+		t.Fatalf("rollback from the importing computer: %v %v", dp, err)
+	}
+}
+
+// TestImportWithoutContextImportsNothing: a Session with no context
+// (--connect) has no marker to keep and moves nothing.
+func TestImportWithoutContextImportsNothing(t *testing.T) {
+	fc, _ := newFake(t, "m1")
+	st, ent := fc.NewSession()
+	rep, err := New(st, ent, "").ImportLocalState(context.Background())
+	if err != nil || rep.Done || rep.Moved() {
+		t.Fatalf("%+v, %v", rep, err)
+	}
+}

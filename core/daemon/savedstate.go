@@ -1,0 +1,211 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// revisionMu serializes save_revision on this Machine, so the revisions
+// it stamps have distinct, growing created_at. Two entries writing at
+// once may still stamp out of order; numbering on read (numberRevisions)
+// then keeps both, in (created_at, id) order.
+var revisionMu sync.Mutex
+
+// defaultDeployRecords is list_deploy_records' limit when none is given.
+const defaultDeployRecords = 200
+
+func (d *Daemon) savedStateRoutes() []rpc.Route {
+	return []rpc.Route{
+		{Command: rpc.CmdSaveRevision, Capability: rpc.CapSaveRevision, Handler: d.saveRevision},
+		{Command: rpc.CmdListRevisions, Capability: rpc.CapListRevisions, Handler: d.listRevisions},
+		{Command: rpc.CmdPutDeployRecord, Capability: rpc.CapPutDeployRecord, Handler: d.putDeployRecord},
+		{Command: rpc.CmdListDeployRecords, Capability: rpc.CapListDeployRecords, Handler: d.listDeployRecords},
+	}
+}
+
+// composeSealer seals and opens revisions' compose files with this
+// Machine's Cluster secret.
+func (d *Daemon) composeSealer() (*store.Sealer, error) {
+	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "no Cluster secret on this Machine to seal Saved State with: %v", err)
+	}
+	s, err := store.NewSealer(secret, store.SavedStatePurpose, "revisions", "compose")
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "%v", err)
+	}
+	return s, nil
+}
+
+// saveRevision writes one revision, its compose sealed, and answers its
+// number. Saving an id that exists answers that revision unchanged, so
+// an import repeated moves nothing twice.
+func (d *Daemon) saveRevision(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.SaveRevisionRequest
+	if err := rpc.Decode(rpc.CmdSaveRevision, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.checkedStore(req)
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := d.composeSealer()
+	if err != nil {
+		return nil, err
+	}
+	ns := deploy.Namespace(req.Project, req.Environment)
+	revisionMu.Lock()
+	defer revisionMu.Unlock()
+	rows, err := st.Revisions().ListNamespace(ctx, ns)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
+	}
+	existing := slices.ContainsFunc(rows, func(r store.Row[store.RevisionBody]) bool { return r.Key == req.ID })
+	if !existing {
+		row, err := newRevisionRow(req, ns, rows, sealer, d.record().ID)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := st.Revisions().Put(ctx, row); err != nil {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "write revision: %v", err)
+		}
+		rows = append(rows, row)
+	}
+	numbered := numberRevisions(rows)
+	i := slices.IndexFunc(numbered, func(r store.Row[store.RevisionBody]) bool { return r.Key == req.ID })
+	return rpc.RevisionSaved{ID: req.ID, Revision: i + 1, Existing: existing}, nil
+}
+
+// newRevisionRow is req's row: stamped above every revision of the
+// namespace seen here, compose sealed.
+func newRevisionRow(req rpc.SaveRevisionRequest, ns string, rows []store.Row[store.RevisionBody], sealer *store.Sealer, owner string) (store.Row[store.RevisionBody], error) {
+	body := store.RevisionBody{Namespace: ns, Project: req.Project, Environment: req.Environment, CreatedAt: time.Now().UnixMilli(),
+		Operator: req.Operator, Source: req.Source, SourceRevision: req.SourceRevision}
+	for _, r := range rows {
+		body.CreatedAt = max(body.CreatedAt, r.Body.CreatedAt+1)
+	}
+	if len(req.Compose) > 0 {
+		sealed, err := sealer.Seal(req.ID, req.Compose)
+		if err != nil {
+			return store.Row[store.RevisionBody]{}, rpc.Errorf(rpc.CodeInternal, "%v", err)
+		}
+		body.Compose = sealed
+	}
+	return store.Row[store.RevisionBody]{Key: req.ID, Owner: owner, Body: body}, nil
+}
+
+// numberRevisions orders a namespace's revisions as every reader numbers
+// them: by created_at, then id.
+func numberRevisions(rows []store.Row[store.RevisionBody]) []store.Row[store.RevisionBody] {
+	slices.SortFunc(rows, func(a, b store.Row[store.RevisionBody]) int {
+		return cmp.Or(cmp.Compare(a.Body.CreatedAt, b.Body.CreatedAt), cmp.Compare(a.Key, b.Key))
+	})
+	return rows
+}
+
+// listRevisions answers a namespace's numbered revisions, oldest first,
+// their compose files opened when asked.
+func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ListRevisionsRequest
+	if err := rpc.Decode(rpc.CmdListRevisions, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.checkedStore(req)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.Revisions().ListNamespace(ctx, req.Namespace)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
+	}
+	numbered := numberRevisions(rows)
+	out := rpc.RevisionList{Revisions: []rpc.Revision{}}
+	for i, r := range numbered {
+		n := i + 1
+		if (req.Revision != 0 && n != req.Revision) || (req.Latest && n != len(numbered)) {
+			continue
+		}
+		rev := rpc.Revision{ID: r.Key, Namespace: r.Body.Namespace, Project: r.Body.Project, Environment: r.Body.Environment,
+			Revision: n, CreatedAt: r.Body.CreatedAt, Operator: r.Body.Operator, Removal: r.Body.Compose == ""}
+		if req.WithCompose && !rev.Removal {
+			if rev.Compose, err = d.openCompose(r); err != nil {
+				return nil, err
+			}
+		}
+		out.Revisions = append(out.Revisions, rev)
+	}
+	return out, nil
+}
+
+func (d *Daemon) openCompose(r store.Row[store.RevisionBody]) ([]byte, error) {
+	sealer, err := d.composeSealer()
+	if err != nil {
+		return nil, err
+	}
+	b, err := sealer.Open(r.Key, r.Body.Compose)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "revision of %s: %v", r.Body.Namespace, err)
+	}
+	return b, nil
+}
+
+// putDeployRecord writes one Deploy's record under its deployment id.
+func (d *Daemon) putDeployRecord(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.PutDeployRecordRequest
+	if err := rpc.Decode(rpc.CmdPutDeployRecord, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.checkedStore(req)
+	if err != nil {
+		return nil, err
+	}
+	row := store.Row[store.DeployRecordBody]{Key: req.DeploymentID, Owner: d.record().ID, Body: store.DeployRecordBody{
+		Namespace: req.Namespace, Revision: req.Revision, StartedAt: req.StartedAt, UpdatedAt: req.UpdatedAt, Record: req.Record}}
+	if _, err := st.DeployRecords().Put(ctx, row); err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "write deploy record: %v", err)
+	}
+	return struct{}{}, nil
+}
+
+// listDeployRecords answers the newest records, of one namespace or all.
+func (d *Daemon) listDeployRecords(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ListDeployRecordsRequest
+	if err := rpc.Decode(rpc.CmdListDeployRecords, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.checkedStore(req)
+	if err != nil {
+		return nil, err
+	}
+	var rows []store.Row[store.DeployRecordBody]
+	if req.Namespace != "" {
+		rows, err = st.DeployRecords().ListNamespace(ctx, req.Namespace)
+	} else {
+		rows, err = st.DeployRecords().List(ctx)
+	}
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read deploy records: %v", err)
+	}
+	return rpc.DeployRecordList{Records: newestRecords(rows, cmp.Or(req.Limit, defaultDeployRecords))}, nil
+}
+
+// newestRecords are at most limit records, newest start first.
+func newestRecords(rows []store.Row[store.DeployRecordBody], limit int) []rpc.PutDeployRecordRequest {
+	slices.SortFunc(rows, func(a, b store.Row[store.DeployRecordBody]) int {
+		return cmp.Or(cmp.Compare(b.Body.StartedAt, a.Body.StartedAt), cmp.Compare(b.Key, a.Key))
+	})
+	out := []rpc.PutDeployRecordRequest{}
+	for _, r := range rows[:min(limit, len(rows))] {
+		out = append(out, rpc.PutDeployRecordRequest{DeploymentID: r.Key, Namespace: r.Body.Namespace, Revision: r.Body.Revision,
+			StartedAt: r.Body.StartedAt, UpdatedAt: r.Body.UpdatedAt, Record: r.Body.Record})
+	}
+	return out
+}

@@ -1,0 +1,177 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// sealingDaemon is storeDaemon with a Cluster secret to seal with.
+func sealingDaemon(t testing.TB) (*Daemon, *store.Client) {
+	t.Helper()
+	d, st := storeDaemon(t, "m1id")
+	secret, err := store.NewClusterSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WriteClusterSecretFile(store.ClusterSecretPath(d.cfg.DataDir), secret); err != nil {
+		t.Fatal(err)
+	}
+	return d, st
+}
+
+func saveRev(t *testing.T, d *Daemon, req rpc.SaveRevisionRequest) rpc.RevisionSaved {
+	t.Helper()
+	if req.Operator.Name == "" {
+		req.Operator.Name = "ana"
+	}
+	out, err := hcall(t, d.saveRevision, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(rpc.RevisionSaved)
+}
+
+// TestRevisionsSealedAndNumbered: revisions are numbered per namespace
+// as they are saved, the compose sealed in the row (the environment
+// value never in plain text) and opened when listed; saving an id again
+// changes nothing; an imported revision numbers after the others, so no
+// number answered before moves.
+func TestRevisionsSealedAndNumbered(t *testing.T) {
+	d, st := sealingDaemon(t)
+	compose := []byte("name: shop\nservices:\n  web:\n    image: app:1\n    environment: {TOKEN: s3cret}\n")
+	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-a", Project: "shop", Environment: "production", Compose: compose}); got.Revision != 1 {
+		t.Fatalf("first revision %+v", got)
+	}
+	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-other", Project: "blog", Environment: "production", Compose: compose}); got.Revision != 1 {
+		t.Fatalf("another namespace's first revision %+v", got)
+	}
+	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-b", Project: "shop", Environment: "production"}); got.Revision != 2 {
+		t.Fatalf("removal revision %+v", got)
+	}
+	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-a", Project: "shop", Environment: "production", Compose: []byte("x")}); got.Revision != 1 || !got.Existing {
+		t.Fatalf("saving r-a again %+v", got)
+	}
+	row, _, err := st.Revisions().Get(t.Context(), "r-a")
+	if err != nil || !strings.HasPrefix(row.Body.Compose, store.SealedPrefix) || strings.Contains(row.Raw, "s3cret") || row.Body.Operator.Name != "ana" {
+		t.Fatalf("row r-a %+v: want the compose sealed, %v", row, err)
+	}
+	saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-imp", Project: "shop", Environment: "production", Compose: compose, Source: "import:home", SourceRevision: 1})
+
+	list := func(req rpc.ListRevisionsRequest) []rpc.Revision {
+		t.Helper()
+		out, err := hcall(t, d.listRevisions, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(rpc.RevisionList).Revisions
+	}
+	all := list(rpc.ListRevisionsRequest{Namespace: "shop-production"})
+	var order []string
+	for _, r := range all {
+		order = append(order, r.ID)
+		if r.Compose != nil {
+			t.Errorf("%s: compose answered unasked", r.ID)
+		}
+	}
+	if strings.Join(order, ",") != "r-a,r-b,r-imp" || all[1].Revision != 2 || !all[1].Removal || all[2].Revision != 3 {
+		t.Fatalf("revisions %v (%+v)", order, all)
+	}
+	one := list(rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: 1, WithCompose: true})
+	if len(one) != 1 || one[0].ID != "r-a" || string(one[0].Compose) != string(compose) {
+		t.Fatalf("revision 1: %+v", one)
+	}
+	if latest := list(rpc.ListRevisionsRequest{Namespace: "shop-production", Latest: true}); len(latest) != 1 || latest[0].ID != "r-imp" {
+		t.Fatalf("latest: %+v", latest)
+	}
+}
+
+// TestRevisionsRefuseBadInput: a malformed revision number or project is
+// refused naming the field; without a Cluster secret nothing is saved
+// in plain text.
+func TestRevisionsRefuseBadInput(t *testing.T) {
+	d, st := storeDaemon(t, "m1id")
+	var e *rpc.Error
+	if _, err := hcall(t, d.listRevisions, map[string]any{"namespace": "shop-production", "revision": "two"}); !errors.As(err, &e) || e.Details["field"] != "revision" {
+		t.Fatalf("malformed revision: %v", err)
+	}
+	if _, err := hcall(t, d.listRevisions, rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: -1}); !errors.As(err, &e) || e.Details["field"] != "revision" {
+		t.Fatalf("negative revision: %v", err)
+	}
+	if _, err := hcall(t, d.saveRevision, rpc.SaveRevisionRequest{ID: "r1", Project: "a/b", Environment: "p", Operator: store.HistoryOperator{Name: "ana"}}); !errors.As(err, &e) || e.Details["field"] != "project" {
+		t.Fatalf("bad project: %v", err)
+	}
+	_, err := hcall(t, d.saveRevision, rpc.SaveRevisionRequest{ID: "r1", Project: "shop", Environment: "p", Compose: []byte("x"), Operator: store.HistoryOperator{Name: "ana"}})
+	if !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
+		t.Fatalf("no secret: %v", err)
+	}
+	if rows, _ := st.Revisions().List(t.Context()); len(rows) != 0 {
+		t.Fatalf("saved without a secret: %+v", rows)
+	}
+}
+
+// TestDeployRecordsRoundTrip: records are rewritten by deployment id and
+// listed newest first, by namespace.
+func TestDeployRecordsRoundTrip(t *testing.T) {
+	d, _ := storeDaemon(t, "m1id")
+	put := func(id, ns string, started int64, status string) {
+		t.Helper()
+		rec, _ := json.Marshal(map[string]string{"deployment_id": id, "status": status})
+		if _, err := hcall(t, d.putDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: id, Namespace: ns, Revision: 1, StartedAt: started, UpdatedAt: started, Record: rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("d1", "shop-production", 100, "running")
+	put("d2", "blog-production", 200, "completed")
+	put("d3", "shop-production", 300, "completed")
+	put("d1", "shop-production", 100, "failed")
+	out, err := hcall(t, d.listDeployRecords, rpc.ListDeployRecordsRequest{Namespace: "shop-production"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := out.(rpc.DeployRecordList).Records
+	if len(recs) != 2 || recs[0].DeploymentID != "d3" || recs[1].DeploymentID != "d1" || !strings.Contains(string(recs[1].Record), `"failed"`) {
+		t.Fatalf("records %+v", recs)
+	}
+	if out, _ := hcall(t, d.listDeployRecords, rpc.ListDeployRecordsRequest{Limit: 1}); len(out.(rpc.DeployRecordList).Records) != 1 {
+		t.Fatalf("limit 1: %+v", out)
+	}
+	var e *rpc.Error
+	if _, err := hcall(t, d.putDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: "d4", Namespace: "n", StartedAt: 1, Record: []byte(`[1]`)}); !errors.As(err, &e) || e.Details["field"] != "record" {
+		t.Fatalf("record not an object: %v", err)
+	}
+}
+
+// TestRevisionsConcurrentSaves: operators saving at once through one
+// entry each get a distinct number, and every revision is kept.
+func TestRevisionsConcurrentSaves(t *testing.T) {
+	d, _ := sealingDaemon(t)
+	const n = 8
+	got := make(chan int, n)
+	for i := range n {
+		go func() {
+			raw, _ := json.Marshal(rpc.SaveRevisionRequest{ID: "r-" + string(rune('a'+i)), Project: "shop", Environment: "production",
+				Compose: []byte("name: shop\n"), Operator: store.HistoryOperator{Name: "ana"}})
+			out, err := d.saveRevision(t.Context(), raw)
+			if err != nil {
+				t.Error(err)
+				got <- 0
+				return
+			}
+			got <- out.(rpc.RevisionSaved).Revision
+		}()
+	}
+	seen := map[int]bool{}
+	for range n {
+		seen[<-got] = true
+	}
+	for i := 1; i <= n; i++ {
+		if !seen[i] {
+			t.Fatalf("numbers %v: want 1 to %d, each once", seen, n)
+		}
+	}
+}

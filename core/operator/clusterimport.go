@@ -1,0 +1,36 @@
+package operator
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+func importedKey(context string) string { return "imported_to_cluster:" + context }
+
+// ImportedToCluster reports when context's Saved State and deploy
+// records were imported into its Cluster (zero: never).
+func (s *Store) ImportedToCluster(context string) (time.Time, error) {
+	var at string
+	err := s.db.QueryRow(`SELECT value FROM settings WHERE key = ?`, importedKey(context)).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("import marker of context %q: %w", context, err)
+	}
+	t, _ := time.Parse(time.RFC3339, at)
+	return t, nil
+}
+
+// MarkImportedToCluster records that context's import is done, so it
+// runs once.
+func (s *Store) MarkImportedToCluster(context string, at time.Time) error {
+	_, err := s.db.Exec(`INSERT INTO settings(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+		importedKey(context), at.UTC().Format(time.RFC3339))
+	if err != nil {
+		return fmt.Errorf("import marker of context %q: %w", context, err)
+	}
+	return nil
+}
