@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -19,75 +19,41 @@ func ctxCommand() *cobra.Command {
 	ls := &cobra.Command{
 		Use: "ls", Short: "List contexts", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			all, err := st.Contexts()
-			if err != nil {
-				return err
-			}
-			if g.json {
-				if all == nil {
-					all = []operator.Context{}
+			return withStore(func(st *operator.Store) error {
+				all, err := st.Contexts()
+				if err != nil {
+					return err
 				}
-				return printJSON(c.OutOrStdout(), all)
-			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "CURRENT\tNAME\tCONNECTIONS")
-			for _, x := range all {
-				cur := ""
-				if x.Current {
-					cur = "*"
+				if g.json {
+					return printJSON(c.OutOrStdout(), append([]operator.Context{}, all...))
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\n", cur, x.Name, len(x.Connections))
-			}
-			return w.Flush()
+				return render.Contexts(c.OutOrStdout(), all)
+			})
 		},
 	}
 	use := &cobra.Command{
 		Use: "use NAME", Short: "Select the current context", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return st.Use(args[0])
+			return withStore(func(st *operator.Store) error { return st.Use(args[0]) })
 		},
 	}
 	show := &cobra.Command{
 		Use: "show [NAME]", Short: "Show a context and its connections (default: the one commands use)", Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			x, err := contextNamed(st, args)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), x)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "context %s (network %s)\n", x.Name, x.Network)
-			for i, conn := range x.Connections {
-				fmt.Fprintf(c.OutOrStdout(), "  %d. %s\n", i+1, conn.URL)
-			}
-			return nil
+			return withStore(func(st *operator.Store) error {
+				x, err := contextNamed(st, args)
+				if err != nil || g.json {
+					return orJSON(c, x, err)
+				}
+				render.Context(c.OutOrStdout(), x)
+				return nil
+			})
 		},
 	}
 	rm := &cobra.Command{
 		Use: "rm NAME", Short: "Remove a context (its allocation history is kept)", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return st.RemoveContext(args[0])
+			return withStore(func(st *operator.Store) error { return st.RemoveContext(args[0]) })
 		},
 	}
 	cmd.AddCommand(ls, use, show, rm, ctxExport(), ctxImport(), ctxOperator())
@@ -112,20 +78,14 @@ func ctxExport() *cobra.Command {
 		Short: "Print a context (connections, pinned SSH host keys; no private key) for `ctx import` or PLOYZ_CONTEXT",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			x, err := contextNamed(st, args)
-			if err != nil {
-				return err
-			}
-			e, err := operator.ExportContext(x, rpc.HostKeys{Path: operator.KnownHostsPath()})
-			if err != nil {
-				return err
-			}
-			return printJSON(c.OutOrStdout(), e)
+			return withStore(func(st *operator.Store) error {
+				x, err := contextNamed(st, args)
+				if err != nil {
+					return err
+				}
+				e, err := operator.ExportContext(x, rpc.HostKeys{Path: operator.KnownHostsPath()})
+				return orJSON(c, e, err)
+			})
 		},
 	}
 }
@@ -151,12 +111,9 @@ func ctxImport() *cobra.Command {
 			if name != "" {
 				e.Name = name
 			}
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.Import(e, rpc.HostKeys{Path: operator.KnownHostsPath()}, replace, use); err != nil {
+			if err := withStore(func(st *operator.Store) error {
+				return st.Import(e, rpc.HostKeys{Path: operator.KnownHostsPath()}, replace, use)
+			}); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.ErrOrStderr(), "imported context %s: %d connections, %d host keys pinned\n", e.Name, len(e.Connections), len(e.HostKeys))

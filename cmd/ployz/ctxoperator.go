@@ -31,36 +31,33 @@ under, or set it (NAME) or go back to the default (--reset): user@host.
 			if reset && len(args) == 1 {
 				return fmt.Errorf("--reset: takes no NAME")
 			}
-			st, err := openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			x, err := operator.Resolve(st, g.context)
-			if err != nil {
-				return err
-			}
-			switch {
-			case reset:
-				err = st.SetOperatorName(x.Name, "")
-			case len(args) == 1:
-				err = st.SetOperatorName(x.Name, args[0])
-			}
-			if err != nil {
-				return err
-			}
-			name, err := st.OperatorName(x.Name)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), ctxOperatorResult{Context: x.Name, Name: name})
-			}
-			fmt.Fprintln(c.OutOrStdout(), name)
-			if v := strings.TrimSpace(os.Getenv(operator.EnvOperator)); v != "" && (reset || len(args) == 1) {
-				fmt.Fprintf(c.ErrOrStderr(), "note: %s=%s overrides the saved name while it is set\n", operator.EnvOperator, v)
-			}
-			return nil
+			return withStore(func(st *operator.Store) error {
+				x, err := operator.Resolve(st, g.context)
+				if err != nil {
+					return err
+				}
+				switch {
+				case reset:
+					err = st.SetOperatorName(x.Name, "")
+				case len(args) == 1:
+					err = st.SetOperatorName(x.Name, args[0])
+				}
+				if err != nil {
+					return err
+				}
+				name, err := st.OperatorName(x.Name)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return printJSON(c.OutOrStdout(), ctxOperatorResult{Context: x.Name, Name: name})
+				}
+				fmt.Fprintln(c.OutOrStdout(), name)
+				if v := strings.TrimSpace(os.Getenv(operator.EnvOperator)); v != "" && (reset || len(args) == 1) {
+					fmt.Fprintf(c.ErrOrStderr(), "note: %s=%s overrides the saved name while it is set\n", operator.EnvOperator, v)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&reset, "reset", false, "go back to the default name (user@host)")

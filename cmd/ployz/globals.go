@@ -66,6 +66,16 @@ func openStore() (*operator.Store, error) {
 	return operator.Open(operator.DefaultPath())
 }
 
+// withStore runs f with the operator store open, closed after.
+func withStore(f func(st *operator.Store) error) error {
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return f(st)
+}
+
 // clientOptions is the operator context and connection the flags name.
 func (g globals) clientOptions() client.Options {
 	return client.Options{Context: g.context, Connect: g.connect, SSHKey: g.sshKey, Dial: g.dialOptions()}
@@ -82,6 +92,14 @@ func withClient(c *cobra.Command, f func(*client.Session) error) error {
 	}
 	defer s.Close()
 	return f(s)
+}
+
+// orJSON returns err, or prints v as JSON on standard output.
+func orJSON(c *cobra.Command, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	return printJSON(c.OutOrStdout(), v)
 }
 
 func printJSON(w io.Writer, v any) error {
