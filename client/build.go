@@ -92,6 +92,20 @@ func buildArgs(kvs []string) (map[string]string, error) {
 	return over, nil
 }
 
+// BuildAndPush builds app's build: Services (names, or all) for the
+// Machines' platform and delivers the tags to every Machine that lacks
+// them: `ployz build --push`, without a Deploy.
+func BuildAndPush(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build, progress images.Progress) ([]images.Result, error) {
+	if err := BuildApp(ctx, ent, app, b); err != nil {
+		return nil, err
+	}
+	var tags []string
+	for _, s := range Built(*app, b.Names) {
+		tags = append(tags, s.Spec.Image)
+	}
+	return images.Deliver(ctx, ent, tags, progress)
+}
+
 // Built is app's build: Services, only those named when names is set.
 func Built(app deploy.App, names []string) []deploy.Service {
 	var out []deploy.Service

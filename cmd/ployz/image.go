@@ -97,15 +97,7 @@ func buildCommand() *cobra.Command {
 				return printBuilt(c, app, names, nil)
 			}
 			return withClient(c, func(s *client.Session) error {
-				ent := s.Entry()
-				if err := client.BuildApp(c.Context(), ent, &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}); err != nil {
-					return err
-				}
-				var tags []string
-				for _, b := range client.Built(app, names) {
-					tags = append(tags, b.Spec.Image)
-				}
-				res, err := images.Deliver(c.Context(), ent, tags, pushProgress())
+				res, err := client.BuildAndPush(c.Context(), s.Entry(), &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}, pushProgress())
 				if err != nil {
 					return err
 				}
