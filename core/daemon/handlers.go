@@ -42,7 +42,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range d.servingRoutes() {
+	for _, r := range append(d.servingRoutes(), d.leaseRoutes()...) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {

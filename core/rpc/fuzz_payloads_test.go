@@ -52,6 +52,9 @@ var payloadTypes = map[string]func() any{
 	CmdQueryMetrics:       func() any { return &QueryMetricsRequest{} },
 	CmdUpgradeMachine:     func() any { return &UpgradeRequest{} },
 	CmdUpgradePlugin:      func() any { return &UpgradeRequest{} },
+	CmdAcquireLease:       func() any { return &AcquireLeaseRequest{} },
+	CmdRenewLease:         func() any { return &RenewLeaseRequest{} },
+	CmdReleaseLease:       func() any { return &ReleaseLeaseRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.

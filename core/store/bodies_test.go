@@ -45,6 +45,7 @@ func TestBodyFixtures(t *testing.T) {
 	check("container", &ContainerBody{})
 	check("serving", &ServingBody{})
 	check("serving_ack", &ServingAckBody{})
+	check("lease", &LeaseBody{})
 }
 
 func TestServingBodyHas(t *testing.T) {
