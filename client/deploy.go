@@ -178,6 +178,11 @@ func (s *Session) makePlan(ctx context.Context, dp *DeployPlan) error {
 // held placement returns the result with a *PartialError.
 func (s *Session) ApplyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (DeployResult, error) {
 	res := dp.Result()
+	ctx, release, err := s.Hold(ctx, NamespaceScope(dp.Plan.Namespace), dp.leaseCommand(), h.warn)
+	if err != nil {
+		return res, err
+	}
+	defer release()
 	if err := s.save(dp); err != nil {
 		return res, err
 	}

@@ -67,6 +67,13 @@ func (s *Session) AddMachine(ctx context.Context, e Enrollment) (rpc.Inspection,
 		return rpc.Inspection{}, err
 	}
 	defer target.Close()
+	// One enrollment at a time across operators: subnet choice reads
+	// the Machines the last one published.
+	ctx, release, err := s.Hold(ctx, EnrollScope, "machine add "+e.Dest, nil)
+	if err != nil {
+		return rpc.Inspection{}, err
+	}
+	defer release()
 	in, err := enroll.Add(ctx, s.ent, target, e.Options)
 	if err != nil || s.name == "" {
 		return in, err

@@ -35,6 +35,11 @@ type ProjectRemoval struct {
 // a later Deploy or RemoveProject finishes it. Nothing retries on a timer.
 func (s *Session) RemoveProject(ctx context.Context, project, env string, h Hooks) (ProjectRemoval, error) {
 	ns := deploy.Namespace(project, env)
+	ctx, release, err := s.Hold(ctx, NamespaceScope(ns), "project rm", h.warn)
+	if err != nil {
+		return ProjectRemoval{}, err
+	}
+	defer release()
 	if err := s.st.MarkRemoval(s.name, project, env); err != nil {
 		return ProjectRemoval{}, err
 	}

@@ -32,6 +32,8 @@ type Runner struct {
 	// RegistryAuth answers the registry credentials for images a Move's
 	// target pulls (nil: anonymous pulls).
 	RegistryAuth func(images []string) (func(image string) string, error)
+	// Lease takes a run's volume lease (lease.go); nil runs unleased.
+	Lease LeaseFunc
 
 	waits waits
 }
@@ -133,6 +135,11 @@ type volumeRun struct {
 // runVolume opens a run of kind on cp's volume, drives it with fn and
 // ends it.
 func (rn *Runner) runVolume(ctx context.Context, cp Copies, kind, target string, fn func(r *volumeRun) error) (Result, error) {
+	ctx, release, err := rn.lease(ctx, cp.Name, kind)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
 	r, err := rn.beginRun(ctx, cp, kind, target)
 	if err != nil {
 		return Result{}, err

@@ -35,6 +35,10 @@ type Cluster struct {
 	ptrs  map[string]rpc.ServiceServing
 	seq   int
 	peers []rpc.Peer
+	// leases are the entry's leases (leases.go); Renewals counts the
+	// renewals it granted.
+	leases   map[string]fakeLease
+	renewals int
 }
 
 // Machine is one fake Machine.
@@ -65,7 +69,7 @@ func New(t testing.TB, names ...string) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}}
+	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, leases: map[string]fakeLease{}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
 	}
@@ -275,6 +279,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		fc.ptrs[req.Service] = p
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
+	fc.leaseRoutes(handle)
 }
 
 // Label is one of the Machine's labels ("" when unset).
