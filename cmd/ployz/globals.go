@@ -24,6 +24,9 @@ type globals struct {
 	json             bool
 	yes              bool
 	connectTimeout   time.Duration
+	// wait makes a command wait for another operator's lease on its
+	// scope instead of refusing (lease.go).
+	wait bool
 }
 
 var g globals
@@ -36,6 +39,7 @@ func addGlobalFlags(root *cobra.Command) {
 	f.BoolVar(&g.acceptNewHostKey, "accept-new-host-key", false, "replace a Machine's pinned SSH host key that changed (after re-installing it)")
 	f.BoolVar(&g.json, "json", false, "print one JSON document on stdout")
 	f.DurationVar(&g.connectTimeout, "connect-timeout", operator.DefaultAnswerTimeout, "how long to wait for an Entry Machine's first answer (env PLOYZ_CONNECT_TIMEOUT)")
+	f.BoolVar(&g.wait, "wait", false, "when another operator's command holds the namespace, volume or enrollment, wait for it instead of refusing")
 	f.BoolVarP(&g.yes, "yes", "y", os.Getenv("PLOYZ_AUTO_CONFIRM") == "1", "skip confirmations (never data-loss confirmations)")
 }
 
@@ -75,7 +79,8 @@ func withClient(c *cobra.Command, f func(*client.Session) error) error {
 		return err
 	}
 	defer s.Close()
-	return f(s)
+	s.SetLeaseWait(leaseWaitFor(c))
+	return leaseRefusal(c.OutOrStdout(), f(s))
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -36,14 +36,21 @@ type session struct {
 	st  *operator.Store
 	ent *rpc.Client
 	ctx string
+	// cl is the Session opened (its operator and lease wait).
+	cl *client.Session
 }
 
 // client is the operator library over the session's store and entry.
-func (s session) client() *client.Session { return client.New(s.st, s.ent, s.ctx) }
+func (s session) client() *client.Session {
+	if s.cl != nil {
+		return s.cl
+	}
+	return client.New(s.st, s.ent, s.ctx)
+}
 
 func withSession(c *cobra.Command, f func(s session) error) error {
 	return withClient(c, func(s *client.Session) error {
-		return f(session{st: s.Store(), ent: s.Entry(), ctx: s.ContextName()})
+		return f(session{st: s.Store(), ent: s.Entry(), ctx: s.ContextName(), cl: s})
 	})
 }
 

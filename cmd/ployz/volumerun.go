@@ -24,7 +24,11 @@ import (
 // volumeRunner is the volume library on s, its progress printed on c's
 // stderr.
 func volumeRunner(c *cobra.Command, s session) *volumerun.Runner {
-	return &volumerun.Runner{Entry: s.ent, Store: s.st, Context: s.ctx, OnEvent: printEvent(c.ErrOrStderr()), RegistryAuth: registryAuthFor}
+	rn := &volumerun.Runner{Entry: s.ent, Store: s.st, Context: s.ctx, OnEvent: printEvent(c.ErrOrStderr()), RegistryAuth: registryAuthFor}
+	rn.Lease = func(ctx context.Context, scope, command string) (context.Context, func(), error) {
+		return s.client().Hold(ctx, scope, command, func(err error) { fmt.Fprintf(c.ErrOrStderr(), "warning: %v\n", err) })
+	}
+	return rn
 }
 
 // printEvent prints a run's events as lines: steps indented under the
