@@ -122,28 +122,35 @@ func TestLeaseBadInput(t *testing.T) {
 // gossip with each other.
 func twoEntries(t *testing.T) (*Daemon, *Daemon) {
 	t.Helper()
-	key := make([]byte, 32)
-	start := func(name string, boot []string) (*server.Node, *store.Client) {
-		addr := freeAddr(t)
-		n, err := server.Start(context.Background(), server.Config{DBPath: filepath.Join(t.TempDir(), name+".db"),
-			SchemaSQL: store.SchemaSQL(), GossipKey: key, Fast: true, SyncInterval: 100 * time.Millisecond,
-			GossipAddr: "127.0.0.1:0", Bootstrap: boot, APIAddr: addr, Token: "tok"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n, store.New(addr, store.WithToken("tok"))
+	addr1, addr2 := freeAddr(t), freeAddr(t)
+	n1 := startLeaseNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
+	startLeaseNode(t, filepath.Join(t.TempDir(), "two.db"), addr2, []string{n1.GossipAddr()})
+	d1, d2 := leaseDaemon(t, "m1", addr1), leaseDaemon(t, "m2", addr2)
+	waitMembers(t, d1.active.store)
+	waitMembers(t, d2.active.store)
+	return d1, d2
+}
+
+// startLeaseNode starts a store node on dbPath serving its API on addr,
+// gossiping with boot.
+func startLeaseNode(t *testing.T, dbPath, addr string, boot []string) *server.Node {
+	t.Helper()
+	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: store.SchemaSQL(),
+		GossipKey: make([]byte, 32), Fast: true, SyncInterval: 100 * time.Millisecond,
+		GossipAddr: "127.0.0.1:0", Bootstrap: boot, APIAddr: addr, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	n1, st1 := start("one", nil)
-	_, st2 := start("two", []string{n1.GossipAddr()})
-	daemon := func(id string, st *store.Client) *Daemon {
-		waitMembers(t, st)
-		d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: t.TempDir()}, log: hclog.NewNullLogger(),
-			rec: machine.Record{ID: id, Name: id, Phase: machine.Participating}, active: &active{store: st}}
-		d.leases.settle = 500 * time.Millisecond
-		return d
-	}
-	return daemon("m1", st1), daemon("m2", st2)
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// leaseDaemon is a participating Daemon on the store API at addr.
+func leaseDaemon(t *testing.T, id, addr string) *Daemon {
+	d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: t.TempDir()}, log: hclog.NewNullLogger(),
+		rec: machine.Record{ID: id, Name: id, Phase: machine.Participating}, active: &active{store: store.New(addr, store.WithToken("tok"))}}
+	d.leases.settle = 500 * time.Millisecond
+	return d
 }
 
 func waitMembers(t *testing.T, st *store.Client) {
@@ -178,5 +185,54 @@ func TestLeaseConcurrentEntries(t *testing.T) {
 		default:
 			t.Fatalf("round %d: ana %v, bo %v: want exactly one holder, the other refused naming it", round, errs[0], errs[1])
 		}
+	}
+}
+
+// TestLeasePartitionHeal: two entries whose stores cannot reach each
+// other each grant the same scope (the documented hazard); once the
+// partition heals the rows merge to one, and only that holder's renewal
+// succeeds: the other is refused naming the winner, so its command stops.
+func TestLeasePartitionHeal(t *testing.T) {
+	addr1, addr2 := freeAddr(t), freeAddr(t)
+	db2 := filepath.Join(t.TempDir(), "two.db")
+	n1 := startLeaseNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
+	n2 := startLeaseNode(t, db2, addr2, nil) // no peer: partitioned from the start
+	d1, d2 := leaseDaemon(t, "m1", addr1), leaseDaemon(t, "m2", addr2)
+	const scope = "namespace:split"
+	if _, err := hcall(t, d1.acquireLease, acquireReq(scope, "ana", "nonce-ana-1", time.Minute)); err != nil {
+		t.Fatalf("ana's side: %v", err)
+	}
+	if _, err := hcall(t, d2.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); err != nil {
+		t.Fatalf("bo's side: %v", err)
+	}
+	n2.Close()
+	startLeaseNode(t, db2, addr2, []string{n1.GossipAddr()}) // heal
+	waitMembers(t, d2.active.store)
+	var winner string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r1, _, _ := d1.active.store.Leases().Get(context.Background(), scope)
+		r2, _, _ := d2.active.store.Leases().Get(context.Background(), scope)
+		if r1.Body.Nonce != "" && r1.Body.Nonce == r2.Body.Nonce {
+			winner = r1.Body.Holder.Name
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rows never merged: %+v / %+v", r1.Body, r2.Body)
+		}
+	}
+	later := time.Now().Add(time.Minute).UnixMilli()
+	_, err1 := hcall(t, d1.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later})
+	_, err2 := hcall(t, d2.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-bo-01", Expires: later})
+	switch winner {
+	case "ana":
+		if err1 != nil || !heldBy(err2, "ana") {
+			t.Fatalf("ana won: ana's renew %v, bo's %v", err1, err2)
+		}
+	case "bo":
+		if err2 != nil || !heldBy(err1, "bo") {
+			t.Fatalf("bo won: bo's renew %v, ana's %v", err2, err1)
+		}
+	default:
+		t.Fatalf("winner %q", winner)
 	}
 }
