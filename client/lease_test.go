@@ -113,3 +113,22 @@ func TestLeaseBadScope(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainAndEnrollHoldLeases: a drain's redeploy of a leased namespace
+// fails naming the holder (and the drain is partial); an enrollment
+// while another holds "enroll" is refused before it dials the Machine.
+func TestDrainAndEnrollHoldLeases(t *testing.T) {
+	fc, s := newFake(t, "m1", "m2")
+	deployShop(t, s)
+	fc.HoldLease(shopScope, "bo@ci", "restart web", time.Minute)
+	rep, err := s.Drain(context.Background(), Drain{Machine: "m2"})
+	if !IsPartial(err) || len(rep.Namespaces) != 1 || !strings.Contains(rep.Namespaces[0].Error, "held by bo@ci") {
+		t.Fatalf("drain under bo's lease: %+v, %v", rep, err)
+	}
+	fc.HoldLease(EnrollScope, "bo@ci", "machine add m3", time.Minute)
+	_, err = s.AddMachine(context.Background(), Enrollment{Dest: "unix:///nonexistent/m3.sock"})
+	var held *LeaseHeldError
+	if !errors.As(err, &held) || held.Holder.Name != "bo@ci" || held.Scope != EnrollScope {
+		t.Fatalf("add under bo's enroll lease: %v", err)
+	}
+}
