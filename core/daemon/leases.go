@@ -38,7 +38,10 @@ func (d *Daemon) leaseRoutes() []rpc.Route {
 // caller is refused naming that holder.
 func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, error) {
 	var req rpc.AcquireLeaseRequest
-	if err := decodeValid(rpc.CmdAcquireLease, raw, &req); err != nil {
+	if err := rpc.Decode(rpc.CmdAcquireLease, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	st, err := d.storeClient()
@@ -123,7 +126,10 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // over, merged away, released) is refused, so its command stops.
 func (d *Daemon) renewLease(ctx context.Context, raw json.RawMessage) (any, error) {
 	var req rpc.RenewLeaseRequest
-	if err := decodeValid(rpc.CmdRenewLease, raw, &req); err != nil {
+	if err := rpc.Decode(rpc.CmdRenewLease, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	st, err := d.storeClient()
@@ -151,7 +157,10 @@ func (d *Daemon) renewLease(ctx context.Context, raw json.RawMessage) (any, erro
 // releaseLease deletes the caller's lease; another's is left alone.
 func (d *Daemon) releaseLease(ctx context.Context, raw json.RawMessage) (any, error) {
 	var req rpc.ReleaseLeaseRequest
-	if err := decodeValid(rpc.CmdReleaseLease, raw, &req); err != nil {
+	if err := rpc.Decode(rpc.CmdReleaseLease, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	st, err := d.storeClient()
@@ -195,12 +204,4 @@ func (d *Daemon) listLeases(ctx context.Context, _ json.RawMessage) (any, error)
 func leaseView(r store.Row[store.LeaseBody]) rpc.Lease {
 	return rpc.Lease{Scope: r.Key, Holder: rpc.LeaseHolder(r.Body.Holder), Command: r.Body.Command,
 		Started: r.Body.Started, Expires: r.Body.Expires, Entry: r.Body.Entry}
-}
-
-// decodeValid decodes a request and validates it.
-func decodeValid(cmd string, raw json.RawMessage, req interface{ Validate() error }) error {
-	if err := rpc.Decode(cmd, raw, req); err != nil {
-		return err
-	}
-	return req.Validate()
 }
