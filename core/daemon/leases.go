@@ -44,11 +44,13 @@ func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := d.storeClient()
-	if err != nil {
+	if _, err := d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+		return nil, d.grantLease(ctx, st, req, row, ok)
+	}); err != nil {
 		return nil, err
 	}
-	if err := d.grantLease(ctx, st, req); err != nil {
+	st, err := d.storeClient()
+	if err != nil {
 		return nil, err
 	}
 	d.settleLease(ctx, st)
@@ -66,16 +68,26 @@ func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	return leaseView(row), nil
 }
 
-// grantLease writes the caller's row unless a live lease of another
-// nonce holds the scope.
-func (d *Daemon) grantLease(ctx context.Context, st *store.Client, req rpc.AcquireLeaseRequest) error {
+// withLease reads scope's row and runs f with it, holding this entry's
+// grant lock so no other grant, renewal or release here interleaves.
+func (d *Daemon) withLease(ctx context.Context, scope string, f func(*store.Client, store.Row[store.LeaseBody], bool) (any, error)) (any, error) {
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
 	d.leases.mu.Lock()
 	defer d.leases.mu.Unlock()
-	now := time.Now().UnixMilli()
-	row, ok, err := st.Leases().Get(ctx, req.Scope)
+	row, ok, err := st.Leases().Get(ctx, scope)
 	if err != nil {
-		return rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", req.Scope, err)
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", scope, err)
 	}
+	return f(st, row, ok)
+}
+
+// grantLease writes the caller's row unless a live lease of another
+// nonce holds the scope.
+func (d *Daemon) grantLease(ctx context.Context, st *store.Client, req rpc.AcquireLeaseRequest, row store.Row[store.LeaseBody], ok bool) error {
+	now := time.Now().UnixMilli()
 	started := now
 	if ok && row.Body.Nonce == req.Nonce {
 		started = row.Body.Started
@@ -132,26 +144,19 @@ func (d *Daemon) renewLease(ctx context.Context, raw json.RawMessage) (any, erro
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := d.storeClient()
-	if err != nil {
-		return nil, err
-	}
-	d.leases.mu.Lock()
-	defer d.leases.mu.Unlock()
-	row, ok, err := st.Leases().Get(ctx, req.Scope)
-	switch {
-	case err != nil:
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", req.Scope, err)
-	case !ok:
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held (released or expired and freed)", req.Scope)
-	case row.Body.Nonce != req.Nonce:
-		return nil, rpc.LeaseHeld(leaseView(row))
-	}
-	row.Body.Expires, row.Owner, row.UpdatedAt = req.Expires, d.record().ID, 0
-	if _, err := st.Leases().Put(ctx, row); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
-	}
-	return leaseView(row), nil
+	return d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+		switch {
+		case !ok:
+			return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held (released or expired and freed)", req.Scope)
+		case row.Body.Nonce != req.Nonce:
+			return nil, rpc.LeaseHeld(leaseView(row))
+		}
+		row.Body.Expires, row.Owner, row.UpdatedAt = req.Expires, d.record().ID, 0
+		if _, err := st.Leases().Put(ctx, row); err != nil {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
+		}
+		return leaseView(row), nil
+	})
 }
 
 // releaseLease deletes the caller's lease; another's is left alone.
@@ -163,22 +168,14 @@ func (d *Daemon) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := d.storeClient()
-	if err != nil {
-		return nil, err
-	}
-	d.leases.mu.Lock()
-	defer d.leases.mu.Unlock()
-	row, ok, err := st.Leases().Get(ctx, req.Scope)
-	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", req.Scope, err)
-	}
-	if ok && row.Body.Nonce == req.Nonce {
-		if _, err := st.Leases().Delete(ctx, req.Scope); err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "delete lease %s: %v", req.Scope, err)
+	return d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+		if ok && row.Body.Nonce == req.Nonce {
+			if _, err := st.Leases().Delete(ctx, req.Scope); err != nil {
+				return nil, rpc.Errorf(rpc.CodeUnavailable, "delete lease %s: %v", req.Scope, err)
+			}
 		}
-	}
-	return struct{}{}, nil
+		return struct{}{}, nil
+	})
 }
 
 // listLeases answers the live leases.
