@@ -175,6 +175,11 @@ func (s *Session) makePlan(ctx context.Context, dp *DeployPlan) error {
 // applyDeploy is ApplyDeploy (client/history.go) before its history.
 func (s *Session) applyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (DeployResult, error) {
 	res := dp.Result()
+	ctx, release, err := s.Hold(ctx, NamespaceScope(dp.Plan.Namespace), dp.leaseCommand(), h.warn)
+	if err != nil {
+		return res, err
+	}
+	defer release()
 	if err := s.save(ctx, dp); err != nil {
 		return res, err
 	}

@@ -62,6 +62,13 @@ func Init(ctx context.Context, o Options, e Enrollment) (rpc.Inspection, error) 
 // connection to the context.
 func (s *Session) AddMachine(ctx context.Context, e Enrollment) (rpc.Inspection, error) {
 	e.Options.Store, e.Options.Context = s.st, s.name
+	// One enrollment at a time across operators: subnet choice reads
+	// the Machines the last one published.
+	ctx, release, err := s.Hold(ctx, EnrollScope, "machine add "+e.Dest, nil)
+	if err != nil {
+		return rpc.Inspection{}, err
+	}
+	defer release()
 	target, dest, err := dialTarget(ctx, s.opts, e)
 	if err != nil {
 		return rpc.Inspection{}, err

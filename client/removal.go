@@ -32,6 +32,11 @@ type ProjectRemoval struct {
 // removeProject is RemoveProject (client/history.go) before its history.
 func (s *Session) removeProject(ctx context.Context, project, env string, h Hooks) (ProjectRemoval, error) {
 	ns := deploy.Namespace(project, env)
+	ctx, release, err := s.Hold(ctx, NamespaceScope(ns), "project rm", h.warn)
+	if err != nil {
+		return ProjectRemoval{}, err
+	}
+	defer release()
 	if err := s.st.MarkRemoval(s.name, project, env); err != nil {
 		return ProjectRemoval{}, err
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
@@ -58,6 +59,11 @@ func (s *Session) PlanStartStop(ctx context.Context, ns, service, verb string) (
 // did not observe (their Containers untouched), returns a *PartialError.
 func (s *Session) ApplyRows(ctx context.Context, rp *RowsPlan, h Hooks) (RowsResult, error) {
 	res := RowsResult{Plan: rp.Plan, Unobserved: rp.Snapshot.Missing}
+	ctx, release, err := s.Hold(ctx, NamespaceScope(rp.Plan.Namespace), strings.Trim(rp.Plan.DeploymentID, "()"), h.warn)
+	if err != nil {
+		return res, err
+	}
+	defer release()
 	if rp.Plan.Changes() > 0 {
 		res.Outcome = (&deploy.Executor{C: s.ent, Progress: h.step, ReadyTimeout: DefaultReadyTimeout}).Run(ctx, rp.Plan)
 	} else {

@@ -41,6 +41,8 @@ type Session struct {
 	// conn is the connection the entry was dialed over (its SSH key
 	// names the operator).
 	conn operator.Connection
+	// leaseWait says whether a held scope is waited for (lease.go).
+	leaseWait LeaseWait
 }
 
 // Open opens the operator store and connects to an Entry Machine.

@@ -35,15 +35,23 @@ type Runner struct {
 	RegistryAuth func(images []string) (func(image string) string, error)
 	// Operator, when named, is who the Cluster's history says ran each run.
 	Operator operator.Operator
+	// Lease takes a run's volume lease (lease.go); nil runs unleased.
+	Lease LeaseFunc
 
 	waits waits
 }
 
 // New is a Runner on s's Entry Machine and store, recording runs under
-// s's context; a Move's target pulls with the operator's registry
+// s's context and its operator, each run under its volume's lease; a Move's target pulls with the operator's registry
 // credentials (client.RegistryAuthFor). onEvent may be nil.
 func New(s *client.Session, onEvent func(Event)) *Runner {
-	return &Runner{Entry: s.Entry(), Store: s.Store(), Context: s.ContextName(), OnEvent: onEvent, RegistryAuth: client.RegistryAuthFor, Operator: s.Operator()}
+	r := &Runner{Entry: s.Entry(), Store: s.Store(), Context: s.ContextName(), OnEvent: onEvent, RegistryAuth: client.RegistryAuthFor, Operator: s.Operator()}
+	// Each run holds its volume's lease; losing it is reported as a
+	// warning and ends the run before its next step.
+	r.Lease = func(ctx context.Context, scope, command string) (context.Context, func(), error) {
+		return s.Hold(ctx, scope, command, func(err error) { r.emit(Event{Kind: EventWarning, Text: err.Error()}) })
+	}
+	return r
 }
 
 // waits are how long a run waits on Machines; zero fields take the
@@ -143,6 +151,11 @@ type volumeRun struct {
 // runVolume opens a run of kind on cp's volume, drives it with fn and
 // ends it.
 func (rn *Runner) runVolume(ctx context.Context, cp Copies, kind, target string, fn func(r *volumeRun) error) (Result, error) {
+	ctx, release, err := rn.lease(ctx, cp.Name, kind)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
 	r, err := rn.beginRun(ctx, cp, kind, target)
 	if err != nil {
 		return Result{}, err

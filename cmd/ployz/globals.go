@@ -26,6 +26,9 @@ type globals struct {
 	json           bool
 	yes            bool
 	connectTimeout time.Duration
+	// wait makes a command wait for another operator's lease on its
+	// scope instead of refusing (lease.go).
+	wait bool
 }
 
 var g globals
@@ -39,6 +42,7 @@ func addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&g.acceptHostKey, "accept-host-key", os.Getenv("PLOYZ_ACCEPT_HOST_KEY"), "on first contact, trust a Machine whose SSH host key has this SHA256 fingerprint (comma separated for several; env PLOYZ_ACCEPT_HOST_KEY); without it a new host key is asked about on a terminal, refused elsewhere")
 	f.BoolVar(&g.json, "json", false, "print one JSON document on stdout")
 	f.DurationVar(&g.connectTimeout, "connect-timeout", operator.DefaultAnswerTimeout, "how long to wait for an Entry Machine's first answer (env PLOYZ_CONNECT_TIMEOUT)")
+	f.BoolVar(&g.wait, "wait", false, "when another operator's command holds the namespace, volume or enrollment, wait for it instead of refusing")
 	f.BoolVarP(&g.yes, "yes", "y", os.Getenv("PLOYZ_AUTO_CONFIRM") == "1", "skip confirmations (never data-loss confirmations)")
 }
 
@@ -91,7 +95,8 @@ func withClient(c *cobra.Command, f func(*client.Session) error) error {
 		return err
 	}
 	defer s.Close()
-	return f(s)
+	s.SetLeaseWait(leaseWaitFor(c))
+	return leaseRefusal(c.OutOrStdout(), f(s))
 }
 
 // orJSON returns err, or prints v as JSON on standard output.

@@ -157,6 +157,9 @@ func applyRows(c *cobra.Command, s *client.Session, rp *client.RowsPlan) error {
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := s.ApplyRows(ctx, rp, cliHooks(c))
+	if err != nil && !client.IsPartial(err) {
+		return err
+	}
 	if g.json {
 		if perr := printJSON(c.OutOrStdout(), res); perr != nil {
 			return perr

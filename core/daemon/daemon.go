@@ -121,6 +121,8 @@ type Daemon struct {
 	phaseChanged chan struct{}
 	// peerGrace overrides departedGrace (tests).
 	peerGrace time.Duration
+	// leases serializes this entry's lease grants (leases.go).
+	leases leaseState
 }
 
 // active holds the parts a Cluster member runs.

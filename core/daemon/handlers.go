@@ -42,7 +42,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.leaseRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {

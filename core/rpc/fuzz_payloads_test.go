@@ -58,6 +58,9 @@ var payloadTypes = map[string]func() any{
 	CmdListRevisions:      func() any { return &ListRevisionsRequest{} },
 	CmdPutDeployRecord:    func() any { return &PutDeployRecordRequest{} },
 	CmdListDeployRecords:  func() any { return &ListDeployRecordsRequest{} },
+	CmdAcquireLease:       func() any { return &AcquireLeaseRequest{} },
+	CmdRenewLease:         func() any { return &RenewLeaseRequest{} },
+	CmdReleaseLease:       func() any { return &ReleaseLeaseRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.

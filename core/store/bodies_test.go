@@ -48,6 +48,7 @@ func TestBodyFixtures(t *testing.T) {
 	check("history", &HistoryBody{})
 	check("revision", &RevisionBody{})
 	check("deploy_record", &DeployRecordBody{})
+	check("lease", &LeaseBody{})
 }
 
 func TestServingBodyHas(t *testing.T) {

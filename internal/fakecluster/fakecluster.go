@@ -43,6 +43,10 @@ type Cluster struct {
 	// history is the Cluster's replicated history table, by id.
 	history map[string]rpc.HistoryEntry
 	saved   savedState
+	// leases are the entry's leases (leases.go); Renewals counts the
+	// renewals it granted.
+	leases   map[string]fakeLease
+	renewals int
 }
 
 // Machine is one fake Machine. A test reads or changes its exported
@@ -95,7 +99,7 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
-		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}}
+		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
 	}
@@ -387,6 +391,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		fc.ptrs[req.Service] = p
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
+	fc.leaseRoutes(handle)
 }
 
 // Label is one of the Machine's labels ("" when unset).

@@ -1,0 +1,204 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// defaultLeaseSettle is how long an acquire waits after its write before
+// it re-reads the row: long enough for a concurrent write another entry
+// accepted to reach this store and the CRDT merge to pick one.
+const defaultLeaseSettle = time.Second
+
+// leaseState serializes this entry's read-then-write of lease rows;
+// writes through other entries are settled by re-reading (settleLease).
+type leaseState struct {
+	mu sync.Mutex
+	// settle overrides defaultLeaseSettle (tests).
+	settle time.Duration
+}
+
+func (d *Daemon) leaseRoutes() []rpc.Route {
+	return []rpc.Route{
+		{Command: rpc.CmdAcquireLease, Capability: rpc.CapAcquireLease, Handler: d.acquireLease},
+		{Command: rpc.CmdRenewLease, Capability: rpc.CapRenewLease, Handler: d.renewLease},
+		{Command: rpc.CmdReleaseLease, Capability: rpc.CapReleaseLease, Handler: d.releaseLease},
+		{Command: rpc.CmdListLeases, Capability: rpc.CapListLeases, Handler: d.listLeases},
+	}
+}
+
+// acquireLease grants the scope's lease when its row is absent, expired
+// or already the caller's, then re-reads it once the write settled: a
+// concurrent grant by another entry may have won the merge, and then the
+// caller is refused naming that holder.
+func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.AcquireLeaseRequest
+	if err := rpc.Decode(rpc.CmdAcquireLease, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+		return nil, d.grantLease(ctx, st, req, row, ok)
+	}); err != nil {
+		return nil, err
+	}
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	d.settleLease(ctx, st)
+	row, ok, err := st.Leases().Get(ctx, req.Scope)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "re-read lease %s: %v", req.Scope, err)
+	}
+	if !ok || row.Body.Nonce != req.Nonce {
+		if ok && row.Body.Live(time.Now().UnixMilli()) {
+			return nil, rpc.LeaseHeld(leaseView(row))
+		}
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "lease %s was released while it was granted; try again", req.Scope)
+	}
+	d.log.Info("lease granted", "scope", req.Scope, "holder", req.Holder.Name, "command", req.Command)
+	return leaseView(row), nil
+}
+
+// withLease reads scope's row and runs f with it, holding this entry's
+// grant lock so no other grant, renewal or release here interleaves.
+func (d *Daemon) withLease(ctx context.Context, scope string, f func(*store.Client, store.Row[store.LeaseBody], bool) (any, error)) (any, error) {
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	d.leases.mu.Lock()
+	defer d.leases.mu.Unlock()
+	row, ok, err := st.Leases().Get(ctx, scope)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", scope, err)
+	}
+	return f(st, row, ok)
+}
+
+// grantLease writes the caller's row unless a live lease of another
+// nonce holds the scope.
+func (d *Daemon) grantLease(ctx context.Context, st *store.Client, req rpc.AcquireLeaseRequest, row store.Row[store.LeaseBody], ok bool) error {
+	now := time.Now().UnixMilli()
+	started := now
+	if ok && row.Body.Nonce == req.Nonce {
+		started = row.Body.Started
+	} else if ok && row.Body.Live(now) {
+		return rpc.LeaseHeld(leaseView(row))
+	}
+	body := store.LeaseBody{Holder: store.LeaseHolder(req.Holder), Command: req.Command, Started: started,
+		Expires: req.Expires, Nonce: req.Nonce, Entry: d.record().ID}
+	if _, err := st.Leases().Put(ctx, store.Row[store.LeaseBody]{Key: req.Scope, Owner: d.record().ID, Body: body}); err != nil {
+		return rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
+	}
+	return nil
+}
+
+// settleLease waits for a concurrent write to reach this store: the
+// settle time, then while the store reports gaps (at most the settle
+// time again). A store with no peer up has nothing to wait for; that
+// is also the partitioned case docs/leases.md describes.
+func (d *Daemon) settleLease(ctx context.Context, st *store.Client) {
+	h, err := st.Health(ctx)
+	if err != nil || h.Members == 0 {
+		return
+	}
+	settle := defaultLeaseSettle
+	if d.leases.settle > 0 {
+		settle = d.leases.settle
+	}
+	deadline := time.Now().Add(2 * settle)
+	sleepCtx(ctx, settle)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if h, err := st.Health(ctx); err != nil || h.Gaps == 0 {
+			return
+		}
+		sleepCtx(ctx, settle/10)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// renewLease extends the lease the caller holds; one it lost (taken
+// over, merged away, released) is refused, so its command stops.
+func (d *Daemon) renewLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.RenewLeaseRequest
+	if err := rpc.Decode(rpc.CmdRenewLease, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+		switch {
+		case !ok:
+			return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held (released or expired and freed)", req.Scope)
+		case row.Body.Nonce != req.Nonce:
+			return nil, rpc.LeaseHeld(leaseView(row))
+		}
+		row.Body.Expires, row.Owner, row.UpdatedAt = req.Expires, d.record().ID, 0
+		if _, err := st.Leases().Put(ctx, row); err != nil {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
+		}
+		return leaseView(row), nil
+	})
+}
+
+// releaseLease deletes the caller's lease; another's is left alone.
+func (d *Daemon) releaseLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ReleaseLeaseRequest
+	if err := rpc.Decode(rpc.CmdReleaseLease, raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+		if ok && row.Body.Nonce == req.Nonce {
+			if _, err := st.Leases().Delete(ctx, req.Scope); err != nil {
+				return nil, rpc.Errorf(rpc.CodeUnavailable, "delete lease %s: %v", req.Scope, err)
+			}
+		}
+		return struct{}{}, nil
+	})
+}
+
+// listLeases answers the live leases.
+func (d *Daemon) listLeases(ctx context.Context, _ json.RawMessage) (any, error) {
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.Leases().List(ctx)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read leases: %v", err)
+	}
+	out := rpc.Leases{Leases: []rpc.Lease{}}
+	now := time.Now().UnixMilli()
+	for _, r := range rows {
+		if r.Body.Live(now) {
+			out.Leases = append(out.Leases, leaseView(r))
+		}
+	}
+	return out, nil
+}
+
+func leaseView(r store.Row[store.LeaseBody]) rpc.Lease {
+	return rpc.Lease{Scope: r.Key, Holder: rpc.LeaseHolder(r.Body.Holder), Command: r.Body.Command,
+		Started: r.Body.Started, Expires: r.Body.Expires, Entry: r.Body.Entry}
+}
