@@ -269,7 +269,7 @@ func TestPluginsHostedOneWay(t *testing.T) {
 			t.Logf("refusal: %s", p.Error)
 			return nil
 		})
-		if code, body, err := hostGet(m1.IP.String(), "anything.example.test", ingress.VerifyPath); err != nil || code != 200 || !strings.Contains(body, in.ID) {
+		if code, body, err := hostGet(m1.IP.String(), "anything.example.test", ingress.VerifyPath+"?n=e2e"); err != nil || code != 200 || strings.TrimSpace(body) != ingress.VerifyAnswer(in.ID, "e2e") {
 			t.Errorf("the old ingress does not answer: %d %q %v", code, body, err)
 		}
 		if pid, _ := l.Exec(ctx, "m1", "systemctl", "show", "-p", "MainPID", "--value", pluginhost.UnitName("ingress-caddy")); pid != strconv.Itoa(old.Pid) {
