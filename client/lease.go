@@ -34,11 +34,11 @@ const EnrollScope = "enroll"
 
 // LeaseHeldError refuses a command whose scope another holder leases.
 type LeaseHeldError struct {
-	Scope   string
-	Holder  operator.Operator
-	Command string
-	Since   time.Time
-	Expires time.Time
+	Scope   string            `json:"scope"`
+	Holder  operator.Operator `json:"holder"`
+	Command string            `json:"command"`
+	Since   time.Time         `json:"since"`
+	Expires time.Time         `json:"expires"`
 }
 
 func (e *LeaseHeldError) Error() string {

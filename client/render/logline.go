@@ -2,9 +2,11 @@ package render
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -55,4 +57,15 @@ func unsafe(r rune) bool {
 		return false
 	}
 	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f)
+}
+
+// LogsWarnings names, after a history's lines, what the Machines noted and
+// each Machine that did not answer (their text neutralised like lines).
+func LogsWarnings(w io.Writer, logs observe.Logs) {
+	for _, n := range logs.Notes {
+		fmt.Fprintln(w, "note:", Terminal(n))
+	}
+	for _, m := range logs.Failed {
+		fmt.Fprintf(w, "warning: machine %s did not answer: %s\n", m.Machine, Terminal(m.Error))
+	}
 }

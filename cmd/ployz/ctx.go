@@ -21,13 +21,7 @@ func ctxCommand() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withStore(func(st *operator.Store) error {
 				all, err := st.Contexts()
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), append([]operator.Context{}, all...))
-				}
-				return render.Contexts(c.OutOrStdout(), all)
+				return show(c, append([]operator.Context{}, all...), err, func(w io.Writer) error { return render.Contexts(w, all) })
 			})
 		},
 	}

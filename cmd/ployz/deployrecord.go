@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -42,11 +43,7 @@ attempted). This is the operator's record, not an observation of the Cluster:
 				if res.Deploys == nil {
 					res.Deploys = []deploy.Record{}
 				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), res)
-				}
-				render.Deploys(c.OutOrStdout(), res.Deploys, res.Unreadable)
-				return nil
+				return show(c, res, nil, func(w io.Writer) error { render.Deploys(w, res.Deploys, res.Unreadable); return nil })
 			})
 		},
 	}

@@ -99,6 +99,18 @@ func withClient(c *cobra.Command, f func(*client.Session) error) error {
 	return leaseRefusal(c.OutOrStdout(), f(s))
 }
 
+// show is how a command prints its result: err (the command's) wins;
+// then v as JSON with --json, else text on standard output.
+func show(c *cobra.Command, v any, err error, text func(w io.Writer) error) error {
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(c.OutOrStdout(), v)
+	}
+	return text(c.OutOrStdout())
+}
+
 // orJSON returns err, or prints v as JSON on standard output.
 func orJSON(c *cobra.Command, v any, err error) error {
 	if err != nil {

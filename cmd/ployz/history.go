@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/client"
@@ -36,13 +38,7 @@ ended. The history is replicated: any operator reaching any Machine sees it.`,
 			}
 			return withClient(c, func(s *client.Session) error {
 				entries, err := s.History(c.Context(), f)
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), historyResult{Entries: entries})
-				}
-				return render.History(c.OutOrStdout(), entries)
+				return show(c, historyResult{Entries: entries}, err, func(w io.Writer) error { return render.History(w, entries) })
 			})
 		},
 	}

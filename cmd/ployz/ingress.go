@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/client"
@@ -16,13 +18,7 @@ func ingressCommand() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
 				ms, err := client.IngressFanout(c.Context(), s.Entry())
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), ms)
-				}
-				return render.IngressConfig(c.OutOrStdout(), ms)
+				return show(c, ms, err, func(w io.Writer) error { return render.IngressConfig(w, ms) })
 			})
 		},
 	})

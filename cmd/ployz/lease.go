@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/client/render"
 )
 
 // exitLeaseHeld is the exit code of a command refused because another
@@ -37,9 +36,7 @@ func leaseRefusal(stdout io.Writer, err error) error {
 		return err
 	}
 	if g.json {
-		printJSON(stdout, map[string]any{"error": err.Error(), "lease": map[string]any{ //nolint:errcheck // the exit code tells it too
-			"scope": held.Scope, "holder": held.Holder, "command": held.Command,
-			"since": held.Since.UTC().Format(time.RFC3339), "expires": held.Expires.UTC().Format(time.RFC3339)}})
+		printJSON(stdout, map[string]any{"error": err.Error(), "lease": held}) //nolint:errcheck // the exit code tells it too
 	}
 	return &exitError{code: exitLeaseHeld, err: fmt.Errorf("%w (or pass --wait)", err)}
 }
@@ -53,19 +50,7 @@ func leaseCommand() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
 				ls, err := s.Leases(c.Context())
-				if err != nil || g.json {
-					if err == nil {
-						err = printJSON(c.OutOrStdout(), ls)
-					}
-					return err
-				}
-				tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SCOPE\tHOLDER\tCOMMAND\tSINCE\tEXPIRES")
-				for _, l := range ls {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Scope, l.Holder.Name, l.Command,
-						time.UnixMilli(l.Started).UTC().Format(time.RFC3339), time.UnixMilli(l.Expires).UTC().Format(time.RFC3339))
-				}
-				return tw.Flush()
+				return show(c, ls, err, func(w io.Writer) error { return render.Leases(w, ls) })
 			})
 		},
 	})

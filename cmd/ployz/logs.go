@@ -105,18 +105,9 @@ func printServiceLogs(c *cobra.Command, s *client.Session, f logsFlags, q rpc.Lo
 		for _, l := range logs.Lines {
 			printLine(c.OutOrStdout(), l, false)
 		}
-		printLogsWarnings(c.ErrOrStderr(), logs)
+		render.LogsWarnings(c.ErrOrStderr(), logs)
 	}
 	return exitFor(err, false)
-}
-
-func printLogsWarnings(w io.Writer, logs observe.Logs) {
-	for _, n := range logs.Notes {
-		fmt.Fprintln(w, "note:", render.Terminal(n))
-	}
-	for _, m := range logs.Failed {
-		fmt.Fprintf(w, "warning: machine %s did not answer: %s\n", m.Machine, render.Terminal(m.Error))
-	}
 }
 
 // followServiceLogs prints a Service's lines on every Machine as they

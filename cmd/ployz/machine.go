@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"strings"
@@ -143,10 +144,7 @@ func enrollment(dest string, o enroll.Options) client.Enrollment {
 }
 
 func printInspection(c *cobra.Command, in rpc.Inspection) error {
-	if g.json {
-		return printJSON(c.OutOrStdout(), in)
-	}
-	return render.Inspection(c.OutOrStdout(), in)
+	return show(c, in, nil, func(w io.Writer) error { return render.Inspection(w, in) })
 }
 
 func machineLs() *cobra.Command {
@@ -157,13 +155,7 @@ func machineLs() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
 				list, err := s.Machines(c.Context())
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), list)
-				}
-				return render.Machines(c.OutOrStdout(), c.ErrOrStderr(), list)
+				return show(c, list, err, func(w io.Writer) error { return render.Machines(w, c.ErrOrStderr(), list) })
 			})
 		},
 	}
@@ -296,13 +288,7 @@ func machineRtt() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
 				ms, err := s.Membership(c.Context())
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), ms)
-				}
-				return render.Membership(c.OutOrStdout(), ms)
+				return show(c, ms, err, func(w io.Writer) error { return render.Membership(w, ms) })
 			})
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -43,7 +44,7 @@ func TestLogLinesNeutraliseControls(t *testing.T) {
 
 func TestLogsWarningsNameMachines(t *testing.T) {
 	var b strings.Builder
-	printLogsWarnings(&b, observe.Logs{Failed: []observe.Failure{{Machine: "m2", Error: "ployz.logs.history.v1 is not advertised"}, {Machine: "m3", Error: "unreachable"}},
+	render.LogsWarnings(&b, observe.Logs{Failed: []observe.Failure{{Machine: "m2", Error: "ployz.logs.history.v1 is not advertised"}, {Machine: "m3", Error: "unreachable"}},
 		Notes: []string{"m1: no lines from a to b: deleted by retention (size cap)"}})
 	out := b.String()
 	for _, want := range []string{"note: m1: no lines", "machine m2 did not answer: ployz.logs.history.v1", "machine m3 did not answer"} {

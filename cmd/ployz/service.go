@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,16 +38,12 @@ func lsCommand() *cobra.Command {
 			return withClient(c, func(s *client.Session) error {
 				ns := s.NamespaceOrAll(c.Context(), f.project, f.env, "compose.yaml", all)
 				out, snap, err := s.Services(c.Context(), ns)
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), map[string]any{"services": out, "unobserved": snap.Missing})
-				}
-				render.Unobserved(c.ErrOrStderr(), snap)
-				marks, _ := s.Removals()
-				render.RemovalMarks(c.ErrOrStderr(), marks)
-				return render.Services(c.OutOrStdout(), out)
+				return show(c, map[string]any{"services": out, "unobserved": snap.Missing}, err, func(w io.Writer) error {
+					render.Unobserved(c.ErrOrStderr(), snap)
+					marks, _ := s.Removals()
+					render.RemovalMarks(c.ErrOrStderr(), marks)
+					return render.Services(w, out)
+				})
 			})
 		},
 	}
@@ -69,14 +66,10 @@ func psCommand() *cobra.Command {
 					service = args[0]
 				}
 				out, snap, err := s.Containers(c.Context(), s.NamespaceOrAll(c.Context(), f.project, f.env, "compose.yaml", all), service)
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), map[string]any{"containers": out, "unobserved": snap.Missing})
-				}
-				render.Unobserved(c.ErrOrStderr(), snap)
-				return render.Containers(c.OutOrStdout(), out, time.Now())
+				return show(c, map[string]any{"containers": out, "unobserved": snap.Missing}, err, func(w io.Writer) error {
+					render.Unobserved(c.ErrOrStderr(), snap)
+					return render.Containers(w, out, time.Now())
+				})
 			})
 		},
 	}

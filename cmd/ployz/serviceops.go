@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -28,14 +29,10 @@ func serviceInspect() *cobra.Command {
 					return err
 				}
 				in, snap, err := s.InspectService(c.Context(), ns, args[0], nil)
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), in)
-				}
-				render.Unobserved(c.ErrOrStderr(), snap)
-				return render.ServiceInspection(c.OutOrStdout(), in, snap, time.Now())
+				return show(c, in, err, func(w io.Writer) error {
+					render.Unobserved(c.ErrOrStderr(), snap)
+					return render.ServiceInspection(w, in, snap, time.Now())
+				})
 			})
 		},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 
@@ -48,10 +49,7 @@ func runUpgrade(c *cobra.Command, up client.Upgrade, dryRun bool) error {
 			return err
 		}
 		if dryRun {
-			if g.json {
-				return printJSON(c.OutOrStdout(), plan.Actions)
-			}
-			return render.UpgradePlan(c.OutOrStdout(), plan.Actions)
+			return show(c, plan.Actions, nil, func(w io.Writer) error { return render.UpgradePlan(w, plan.Actions) })
 		}
 		o, err := s.ApplyUpgrade(c.Context(), plan, render.UpgradeHooks(progressTo(c), filepath.Base(up.Bundle)))
 		if g.json {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -90,11 +91,7 @@ func volumeLs() *cobra.Command {
 }
 
 func printVolume(c *cobra.Command, machine string, v rpc.Volume) error {
-	if g.json {
-		return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "volume": v})
-	}
-	render.Volume(c.OutOrStdout(), machine, v)
-	return nil
+	return show(c, map[string]any{"machine": machine, "volume": v}, nil, func(w io.Writer) error { render.Volume(w, machine, v); return nil })
 }
 
 // volumeOp is a command on one named volume on the Machine holding it.
@@ -136,14 +133,10 @@ func volumeInspect() *cobra.Command {
 
 func volumeRm() *cobra.Command {
 	cmd := volumeOp("rm NAME", "Destroy a Provisioned Volume and its snapshots (refused while a Container mounts it)", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
-		if err := rn.Remove(c.Context(), m, args[0]); err != nil {
+		return show(c, map[string]any{"machine": m, "removed": args[0]}, rn.Remove(c.Context(), m, args[0]), func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "removed volume %s from %s\n", args[0], m)
 			return err
-		}
-		if g.json {
-			return printJSON(c.OutOrStdout(), map[string]any{"machine": m, "removed": args[0]})
-		}
-		fmt.Fprintf(c.OutOrStdout(), "removed volume %s from %s\n", args[0], m)
-		return nil
+		})
 	})
 	cmd.Args = cobra.ExactArgs(1)
 	return cmd

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -120,14 +121,10 @@ these themselves; this is for repair and tests.`,
 			}
 			return withClient(c, func(s *client.Session) error {
 				out, err := volumeRunner(c, s).SetCopy(c.Context(), machine, req)
-				if err != nil {
+				return show(c, map[string]any{"machine": machine, "set": out}, err, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "%s's copy of %s: %s (floor gen %d, changed %v)\n", machine, args[0], out.Copy.Role, out.Copy.Floor, out.Changed)
 					return err
-				}
-				if g.json {
-					return printJSON(c.OutOrStdout(), map[string]any{"machine": machine, "set": out})
-				}
-				fmt.Fprintf(c.OutOrStdout(), "%s's copy of %s: %s (floor gen %d, changed %v)\n", machine, args[0], out.Copy.Role, out.Copy.Floor, out.Changed)
-				return nil
+				})
 			})
 		},
 	}
@@ -154,16 +151,7 @@ func volumeRunsCmd() *cobra.Command {
 			}
 			return withContext(func(st *operator.Store, ctxName string) error {
 				runs, err := st.VolumeRuns(ctxName, name, limit)
-				if err != nil {
-					return err
-				}
-				if g.json {
-					if runs == nil {
-						runs = []operator.VolumeRun{}
-					}
-					return printJSON(c.OutOrStdout(), map[string]any{"runs": runs})
-				}
-				return render.VolumeRuns(c.OutOrStdout(), runs)
+				return show(c, map[string]any{"runs": append([]operator.VolumeRun{}, runs...)}, err, func(w io.Writer) error { return render.VolumeRuns(w, runs) })
 			})
 		},
 	}
