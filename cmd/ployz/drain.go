@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -53,19 +54,12 @@ func setDrained(c *cobra.Command, machine string, drained bool) error {
 				fmt.Fprintf(c.ErrOrStderr(), "%s takes new Containers again\n", in.Name)
 			}
 		}, Confirm: func(dp *client.DeployPlan) error { return confirmPlan(c, dp) }, Done: namespaceDone(c), Hooks: cliHooks(c)})
-		if err != nil && !client.IsPartial(err) {
-			return err
-		}
-		if g.json {
-			if perr := printJSON(c.OutOrStdout(), rep); perr != nil {
-				return perr
-			}
-		} else {
+		return showPartial(c, rep, err, g.json, func(io.Writer) error {
 			for _, r := range rep.Remaining {
 				fmt.Fprintf(c.ErrOrStderr(), "still on %s: %s/%s (%s): %s\n", rep.Machine, r.Namespace, r.Service, r.Container, r.Reason)
 			}
-		}
-		return exitFor(err, g.json)
+			return nil
+		})
 	})
 }
 

@@ -111,6 +111,19 @@ func show(c *cobra.Command, v any, err error, text func(w io.Writer) error) erro
 	return text(c.OutOrStdout())
 }
 
+// showPartial is show for a result that may be partial: a partial err
+// still prints v, then exits 3 (silent: the JSON document carries the
+// failures); any other err is returned with nothing printed.
+func showPartial(c *cobra.Command, v any, err error, silent bool, text func(w io.Writer) error) error {
+	if err != nil && !client.IsPartial(err) {
+		return err
+	}
+	if perr := show(c, v, nil, text); perr != nil {
+		return perr
+	}
+	return exitFor(err, silent)
+}
+
 // orJSON returns err, or prints v as JSON on standard output.
 func orJSON(c *cobra.Command, v any, err error) error {
 	if err != nil {

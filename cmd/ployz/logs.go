@@ -94,20 +94,13 @@ func printServiceLogs(c *cobra.Command, s *client.Session, f logsFlags, q rpc.Lo
 		t = rpc.Target{Set: []string{f.machine}}
 	}
 	logs, err := s.LogHistory(c.Context(), t, req)
-	if err != nil && !client.IsPartial(err) {
-		return err
-	}
-	if g.json {
-		if err := printJSON(c.OutOrStdout(), logs); err != nil {
-			return err
-		}
-	} else {
+	return showPartial(c, logs, err, false, func(w io.Writer) error {
 		for _, l := range logs.Lines {
-			printLine(c.OutOrStdout(), l, false)
+			printLine(w, l, false)
 		}
 		render.LogsWarnings(c.ErrOrStderr(), logs)
-	}
-	return exitFor(err, false)
+		return nil
+	})
 }
 
 // followServiceLogs prints a Service's lines on every Machine as they

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"time"
 
@@ -46,17 +47,10 @@ printed as a named gap, and a Machine that does not answer is named.`,
 					}
 				}
 				ms, err := s.Metrics(c.Context(), machineTarget(machine), req)
-				if err != nil && !client.IsPartial(err) {
-					return err
-				}
-				if g.json {
-					if err := printJSON(c.OutOrStdout(), map[string]any{"machines": ms}); err != nil {
-						return err
-					}
-				} else {
-					render.Metrics(c.OutOrStdout(), c.ErrOrStderr(), ms, req.Since, now.UnixNano())
-				}
-				return exitFor(err, false)
+				return showPartial(c, map[string]any{"machines": ms}, err, false, func(w io.Writer) error {
+					render.Metrics(w, c.ErrOrStderr(), ms, req.Since, now.UnixNano())
+					return nil
+				})
 			})
 		},
 	}

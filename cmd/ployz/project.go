@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -25,15 +26,7 @@ func projectRm() *cobra.Command {
 					return err
 				}
 				rm, err := s.RemoveProject(c.Context(), args[0], env, cliHooks(c))
-				if err != nil && !client.IsPartial(err) {
-					return err
-				}
-				if g.json {
-					if perr := printJSON(c.OutOrStdout(), rm); perr != nil {
-						return perr
-					}
-				}
-				return exitFor(err, g.json)
+				return showPartial(c, rm, err, g.json, func(io.Writer) error { return nil })
 			})
 		},
 	}

@@ -154,15 +154,10 @@ func applyRows(c *cobra.Command, s *client.Session, rp *client.RowsPlan) error {
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := s.ApplyRows(ctx, rp, cliHooks(c))
-	if err != nil && !client.IsPartial(err) {
-		return err
-	}
-	if g.json {
-		if perr := printJSON(c.OutOrStdout(), res); perr != nil {
-			return perr
+	return showPartial(c, res, err, g.json, func(io.Writer) error {
+		if rp.Plan.Changes() > 0 {
+			render.Outcome(errw, rp.Plan, res.Outcome)
 		}
-	} else if rp.Plan.Changes() > 0 {
-		render.Outcome(errw, rp.Plan, res.Outcome)
-	}
-	return exitFor(err, g.json)
+		return nil
+	})
 }

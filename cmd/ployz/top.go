@@ -64,20 +64,13 @@ header says when it was drawn and names any Machine that did not answer.
 // stderr) or, with --json, the rows and failures.
 func topOnce(c *cobra.Command, s *client.Session, t rpc.Target) error {
 	rows, failed, err := s.Top(c.Context(), t)
-	if err != nil && !client.IsPartial(err) {
-		return err
-	}
-	if g.json {
-		if err := printJSON(c.OutOrStdout(), map[string]any{"containers": rows, "machines": failed}); err != nil {
-			return err
-		}
-	} else {
-		render.Top(c.OutOrStdout(), rows, 0)
+	return showPartial(c, map[string]any{"containers": rows, "machines": failed}, err, false, func(w io.Writer) error {
+		render.Top(w, rows, 0)
 		for _, f := range failed {
 			fmt.Fprintf(c.ErrOrStderr(), "warning: machine %s did not answer: %s\n", f.Machine, f.Error)
 		}
-	}
-	return exitFor(err, false)
+		return nil
+	})
 }
 
 // liveTerminal returns out as a terminal when the live view applies: not
