@@ -72,6 +72,7 @@ func TestDemoRunsTwice(t *testing.T) {
 	keyFile := lab.KeyPath(filepath.Join(home, ".local", "state", "ployz", "lab", name))
 	rollbackScenario(t, env, l, name)
 	ciJob(t, env, keyFile, name)
+	teamScenario(t, env, keyFile, name)
 	pins, _ := os.ReadFile(known)
 	for _, a := range l.Addrs() {
 		if !strings.Contains(string(pins), a+" ") {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -300,26 +299,8 @@ func (o *operator) killAfter(t *testing.T, marker string, args ...string) {
 	o.pins.pin(t)
 	cmd := exec.Command(filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
-	errs, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	sc := bufio.NewScanner(errs)
-	for sc.Scan() {
-		seen = append(seen, sc.Text())
-		if strings.Contains(sc.Text(), marker) {
-			cmd.Process.Kill() //nolint:errcheck // it may have just exited
-			cmd.Wait()         //nolint:errcheck // killed on purpose
-			t.Logf("killed ployz %s after %q", strings.Join(args, " "), sc.Text())
-			return
-		}
-	}
-	cmd.Wait() //nolint:errcheck // reported below
-	t.Fatalf("ployz %s ended without %q:\n%s", strings.Join(args, " "), marker, strings.Join(seen, "\n"))
+	killAt(t, cmd, marker)
+	t.Logf("killed ployz %s after %q", strings.Join(args, " "), marker)
 }
 
 const rivalCompose = `name: rival
