@@ -172,17 +172,24 @@ func ingressFailover(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 // kernel's memcg OOM is then seen only as a SIGKILL).
 func lastExitOOM(t *testing.T, op *operator, id string) {
 	t.Helper()
-	for _, c := range ps(t, op, "hello").Containers {
-		if c.ID != id {
-			continue
+	// ps shows the Container's row, which the Machine rewrites from
+	// Docker's events: the restart lands a moment after the exit, so the
+	// check waits for it (the time it took is logged).
+	start := time.Now()
+	eventually(t, 15*time.Second, "ps shows the OOM kill and the restart", func() error {
+		for _, c := range ps(t, op, "hello").Containers {
+			if c.ID != id {
+				continue
+			}
+			if c.ExitCode != 137 || c.RestartCount == 0 {
+				return fmt.Errorf("after an OOM kill %s shows exit code %d and %d restarts; want 137 and at least 1", id[:12], c.ExitCode, c.RestartCount)
+			}
+			t.Logf("after the OOM kill ps says of %s (%s later): restarts %d, exit code %d, oom_killed %v, finished %s",
+				id[:12], time.Since(start).Round(100*time.Millisecond), c.RestartCount, c.ExitCode, c.OOMKilled, c.FinishedAt)
+			return nil
 		}
-		t.Logf("after the OOM kill ps says of %s: restarts %d, exit code %d, oom_killed %v, finished %s", id[:12], c.RestartCount, c.ExitCode, c.OOMKilled, c.FinishedAt)
-		if c.ExitCode != 137 || c.RestartCount == 0 {
-			t.Errorf("after an OOM kill %s shows exit code %d and %d restarts; want 137 and at least 1", id[:12], c.ExitCode, c.RestartCount)
-		}
-		return
-	}
-	t.Errorf("Container %s (OOM-killed, restarted) is gone from ps", id[:12])
+		return fmt.Errorf("Container %s (OOM-killed, restarted) is gone from ps", id[:12])
+	})
 }
 
 // sendOnce sends one request (a POST carries a body net/http cannot
