@@ -6,7 +6,6 @@ import (
 	"path"
 	"regexp"
 	"strconv"
-	"strings"
 )
 
 // A release source is a directory tree served as static files:
@@ -71,20 +70,21 @@ func ValidChannel(c string) error {
 }
 
 // Line is the release line of version v: "v" and its major number
-// (0.4.2 and v0.4.2 are v0; a version without a leading number, such as a
-// development build's commit hash, is v0).
+// (0.4.2 and v0.4.2 are v0). A version without a dotted leading number,
+// such as a development build's commit hash (174911b), is v0.
 func Line(v string) string {
-	v = strings.TrimPrefix(v, "v")
-	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
-	if end < 0 {
-		end = len(v)
+	m := lineRE.FindStringSubmatch(v)
+	if m == nil {
+		return "v0"
 	}
-	n, err := strconv.Atoi(v[:end])
+	n, err := strconv.Atoi(m[1])
 	if err != nil {
-		n = 0
+		return "v0"
 	}
 	return "v" + strconv.Itoa(n)
 }
+
+var lineRE = regexp.MustCompile(`^v?([0-9]{1,9})\.`)
 
 // ChannelPath is the pointer file of channel on line.
 func ChannelPath(line, channel string) string { return path.Join(line, channel) }

@@ -190,7 +190,7 @@ func TestReleaseLine(t *testing.T) {
 	o, _ := OpenOrigin(root)
 	_, err = o.Resolve(context.Background(), "v0", "stable")
 	refused(t, "v0 channel of a v1-only source", err, "v0/stable", "not found")
-	for v, want := range map[string]string{"0.4.2": "v0", "v1.2.3": "v1", "ebafd6b-dirty": "v0", "12.0.0-rc1": "v12", "0.0.0-dev": "v0"} {
+	for v, want := range map[string]string{"0.4.2": "v0", "v1.2.3": "v1", "ebafd6b-dirty": "v0", "12.0.0-rc1": "v12", "0.0.0-dev": "v0", "174911b": "v0", "1749115": "v0", "9.9.9-upgrade-test": "v9"} {
 		if got := Line(v); got != want {
 			t.Errorf("Line(%q) = %s, want %s", v, got, want)
 		}
