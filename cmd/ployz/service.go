@@ -16,7 +16,18 @@ import (
 // serviceCommand is `ployz service`.
 func serviceCommand() *cobra.Command {
 	svc := &cobra.Command{Use: "service", Short: "Inspect Services"}
-	svc.AddCommand(serviceInspect(), restartCommand())
+	svc.AddCommand(serviceInspect(), restartCommand(), &cobra.Command{
+		Use:   "restore-replicas",
+		Short: "Replace the replicas Down Machines served on the Machines that answer, start-first (every saved project)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withClient(c, func(s *client.Session) error {
+				rep, err := s.RestoreReplicas(c.Context(), client.Reconcile{Confirm: func(dp *client.DeployPlan) error { return confirmPlan(c, dp) },
+					Done: namespaceDone(c), Hooks: cliHooks(c)})
+				return showPartial(c, rep, err, g.json, func(io.Writer) error { return nil })
+			})
+		},
+	})
 	return svc
 }
 

@@ -141,6 +141,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	if !snap.Complete() {
 		p.Warnings = append(p.Warnings, "not every Machine was observed: "+snap.MissingNames()+"; nothing is placed there")
 	}
+	p.Warnings = append(p.Warnings, downWarnings(snap)...)
 	declared := map[string]bool{}
 	load := map[string]int{}
 	for _, m := range snap.Machines {

@@ -181,6 +181,11 @@ type Snapshot struct {
 	VolumesListed bool `json:"volumes_listed,omitempty"`
 	// VolumesUnlisted are the Machines that did not list their volumes.
 	VolumesUnlisted []Unobserved `json:"volumes_unlisted,omitempty"`
+	// Serving are the Serving Pointers' Containers by "namespace/service",
+	// read only when a Machine is Down (ObserveServing); ServingUnread
+	// says why they could not be.
+	Serving       map[string][]rpc.ServingContainer `json:"-"`
+	ServingUnread string                            `json:"-"`
 }
 
 // Complete reports whether every Machine the entry knows was observed.
