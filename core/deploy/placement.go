@@ -137,6 +137,10 @@ func (pl *placer) row(c rpc.ContainerObservation, op, reason string) Row {
 		switch {
 		case len(pl.svc.HostPorts) > 0:
 			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: host port "+joinInts(pl.svc.HostPorts)+" would clash"
+		case pl.svc.UpdateOrder == StopFirst:
+			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: deploy.update_config.order"
+		case pl.svc.UpdateOrder == StartFirst:
+			r.Reason = reason + "; start-first: deploy.update_config.order"
 		case (pl.desired() == 1 || pl.svc.Mode == ModeGlobal) && len(pl.svc.localVolumes()) > 0:
 			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: single Container on volume "+strings.Join(pl.svc.localVolumes(), ", ")
 		}

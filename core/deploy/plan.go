@@ -239,6 +239,29 @@ func eligible(ns string, svc Service, snap Snapshot) ([]MachineState, []string, 
 	return stay, []string{fmt.Sprintf("service %q stays on drained %s: %s", svc.Name, names(stay), why)}, nil
 }
 
+// admitHost narrows ms, when svc declares host keys (spec.host), to the
+// Machines whose release applies them: an older one would ignore them and
+// run a Container other than the file says.
+func admitHost(svc Service, ms []MachineState) ([]MachineState, error) {
+	if svc.Spec.Host == nil {
+		return ms, nil
+	}
+	var keep []MachineState
+	var old []string
+	for _, m := range ms {
+		if slices.Contains(m.Capabilities, rpc.CapContainerHost) {
+			keep = append(keep, m)
+		} else {
+			old = append(old, m.Name)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("service %q declares keys such as cap_add, tmpfs or ulimits, and no eligible Machine applies them (%s lack capability %s: they run an older release; upgrade them)",
+			svc.Name, strings.Join(old, ", "), rpc.CapContainerHost)
+	}
+	return keep, nil
+}
+
 // admitKinds narrows ms to the Machines that accept services and carry
 // every role svc needs; an error names the flag or role none satisfies.
 func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
@@ -291,11 +314,14 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 	if err != nil {
 		return nil, err
 	}
+	if ms, err = admitHost(svc, ms); err != nil {
+		return nil, err
+	}
 	for _, c := range svc.Constraints {
 		var keep []MachineState
 		known := false
 		for _, m := range ms {
-			v, has := m.Labels[c.Label]
+			v, has := rpc.ConstraintValue(m.Name, m.Labels, c.Label)
 			known = known || has
 			if c.Op == "==" && has && v == c.Value || c.Op == "!=" && v != c.Value {
 				keep = append(keep, m)
