@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
@@ -248,10 +245,8 @@ func machineRm() *cobra.Command {
 				p := mr.Machine
 				question, typed := mr.Question()
 				// Data loss needs the name typed; -y never covers it.
-				if typed && typedName == "" && term.IsTerminal(int(os.Stdin.Fd())) {
-					fmt.Fprint(c.ErrOrStderr(), question)
-					line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-					typedName = strings.TrimSpace(line)
+				if typed && typedName == "" {
+					typedName, _ = askLine(c, question)
 				}
 				if typed && typedName != p.Name {
 					return fmt.Errorf("machine %s holds %s; removing it loses them: pass --confirm %s", p.Name, mr.Holds, p.Name)

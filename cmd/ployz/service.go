@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"time"
 
@@ -9,8 +8,6 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
-	"github.com/ployz/ployz/core/deploy"
-	"github.com/ployz/ployz/core/rpc"
 )
 
 // serviceCommand is `ployz service`.
@@ -87,15 +84,4 @@ func psCommand() *cobra.Command {
 	f.add(cmd, false)
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "every namespace")
 	return cmd
-}
-
-// observeService resolves the project from f, then observes the
-// Containers of service in its namespace.
-func (f projectFlags) observeService(ctx context.Context, s *client.Session, service string) (string, deploy.Snapshot, []rpc.ContainerObservation, error) {
-	ns, err := f.namespace(ctx, s)
-	if err != nil {
-		return "", deploy.Snapshot{}, nil, err
-	}
-	snap, cs, err := s.ServiceContainers(ctx, ns, service)
-	return ns, snap, cs, err
 }
