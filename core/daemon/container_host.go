@@ -2,9 +2,10 @@ package daemon
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
@@ -80,7 +81,7 @@ func validateHost(h *rpc.HostSpec) error {
 	}
 	for k := range h.LogOptions {
 		if !localLogOptions[k] {
-			return rpc.InvalidField("spec.host.log_options."+k, "the local log driver does not take it (%s)", strings.Join(sortedKeys(localLogOptions), ", "))
+			return rpc.InvalidField("spec.host.log_options."+k, "the local log driver does not take it (%s)", strings.Join(slices.Sorted(maps.Keys(localLogOptions)), ", "))
 		}
 	}
 	return nil
@@ -120,7 +121,7 @@ func applyHost(h *rpc.HostSpec, cfg *container.Config, host *container.HostConfi
 		host.Tmpfs = h.Tmpfs
 	}
 	host.ShmSize = h.ShmBytes
-	for _, name := range sortedKeys(h.Ulimits) {
+	for _, name := range slices.Sorted(maps.Keys(h.Ulimits)) {
 		u := h.Ulimits[name]
 		host.Ulimits = append(host.Ulimits, &dockerunits.Ulimit{Name: name, Soft: u.Soft, Hard: u.Hard})
 	}
@@ -138,13 +139,4 @@ func applyHost(h *rpc.HostSpec, cfg *container.Config, host *container.HostConfi
 	if len(h.LogOptions) > 0 {
 		host.LogConfig.Config = h.LogOptions
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

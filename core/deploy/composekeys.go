@@ -3,6 +3,8 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -119,7 +121,7 @@ var topKeys = map[string]keyRule{
 // not apply, each naming the Service and the key.
 func checkKeys(raw map[string]any) ([]string, error) {
 	var out []string
-	for _, k := range sortedKeys(raw) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		r, known := topKeys[k]
 		switch {
 		case strings.HasPrefix(k, "x-"):
@@ -132,16 +134,16 @@ func checkKeys(raw map[string]any) ([]string, error) {
 		}
 	}
 	svcs, _ := raw["services"].(map[string]any)
-	for _, name := range sortedKeys(svcs) {
+	for _, name := range slices.Sorted(maps.Keys(svcs)) {
 		m, _ := svcs[name].(map[string]any)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			w, err := checkKey(name, k, serviceKeys)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, w...)
 			if dm, isMap := m[k].(map[string]any); k == "deploy" && isMap {
-				for _, dk := range sortedKeys(dm) {
+				for _, dk := range slices.Sorted(maps.Keys(dm)) {
 					w, err := checkKey(name, "deploy."+dk, prefixed("deploy.", deployKeys))
 					if err != nil {
 						return nil, err
@@ -175,15 +177,6 @@ func prefixed(p string, rules map[string]keyRule) map[string]keyRule {
 	for k, r := range rules {
 		out[p+k] = r
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -338,7 +331,7 @@ func logOptions(h *rpc.HostSpec, s types.ServiceConfig) ([]string, error) {
 		return nil, fmt.Errorf("%s: %q: Ployz logs with Docker's local driver, which `ployz logs` and the Log Store read; use local or json-file, or remove it", key, driver)
 	}
 	var warns []string
-	for _, k := range sortedKeys(opts) {
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
 		switch k {
 		case "max-size", "max-file", "compress":
 			if h.LogOptions == nil {

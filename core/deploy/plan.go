@@ -246,15 +246,7 @@ func admitHost(svc Service, ms []MachineState) ([]MachineState, error) {
 	if svc.Spec.Host == nil {
 		return ms, nil
 	}
-	var keep []MachineState
-	var old []string
-	for _, m := range ms {
-		if slices.Contains(m.Capabilities, rpc.CapContainerHost) {
-			keep = append(keep, m)
-		} else {
-			old = append(old, m.Name)
-		}
-	}
+	keep, old := splitMachines(ms, func(m MachineState) bool { return slices.Contains(m.Capabilities, rpc.CapContainerHost) })
 	if len(keep) == 0 {
 		return nil, fmt.Errorf("service %q declares keys such as cap_add, tmpfs or ulimits, and no eligible Machine applies them (%s lack capability %s: they run an older release; upgrade them)",
 			svc.Name, strings.Join(old, ", "), rpc.CapContainerHost)
@@ -265,15 +257,7 @@ func admitHost(svc Service, ms []MachineState) ([]MachineState, error) {
 // admitKinds narrows ms to the Machines that accept services and carry
 // every role svc needs; an error names the flag or role none satisfies.
 func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
-	var keep []MachineState
-	var refusing []string
-	for _, m := range ms {
-		if rpc.Accepts(m.Labels, rpc.AcceptServices) {
-			keep = append(keep, m)
-		} else {
-			refusing = append(refusing, m.Name)
-		}
-	}
+	keep, refusing := splitMachines(ms, func(m MachineState) bool { return rpc.Accepts(m.Labels, rpc.AcceptServices) })
 	if len(keep) == 0 {
 		return nil, fmt.Errorf("no eligible Machine accepts services: the label %s of %s leaves services out (`ployz machine update NAME --accepts services,...`)",
 			rpc.MachineLabelAccepts, strings.Join(refusing, ", "))
@@ -292,6 +276,18 @@ func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
 		keep = with
 	}
 	return keep, nil
+}
+
+// splitMachines keeps the Machines of ms that pass ok and names the others.
+func splitMachines(ms []MachineState, ok func(MachineState) bool) (keep []MachineState, others []string) {
+	for _, m := range ms {
+		if ok(m) {
+			keep = append(keep, m)
+		} else {
+			others = append(others, m.Name)
+		}
+	}
+	return keep, others
 }
 
 // holdsService reports whether m runs a Container of service.

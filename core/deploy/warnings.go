@@ -3,7 +3,9 @@ package deploy
 import (
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -108,7 +110,7 @@ func scalarsOf(compose []byte) []scalar {
 		}
 		switch t := v.(type) {
 		case map[string]any:
-			for _, k := range sortedKeys(t) {
+			for _, k := range slices.Sorted(maps.Keys(t)) {
 				walk(svc, join(k), t[k])
 			}
 		case []any:
@@ -119,9 +121,9 @@ func scalarsOf(compose []byte) []scalar {
 			out = append(out, scalar{service: svc, key: key, value: t})
 		}
 	}
-	for _, k := range sortedKeys(doc) {
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
 		if svcs, ok := doc[k].(map[string]any); ok && k == "services" {
-			for _, name := range sortedKeys(svcs) {
+			for _, name := range slices.Sorted(maps.Keys(svcs)) {
 				walk(name, "", svcs[name])
 			}
 			continue
