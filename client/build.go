@@ -21,9 +21,12 @@ type Build struct {
 	Reuse bool
 	// Args are KEY=VALUE build arguments for every build: Service.
 	Args []string
-	// Log hears one line per Service built; Output is Docker's build
-	// output. Either may be nil.
+	// Log hears one line per Service built; Output hears each build
+	// step's start, output lines and end, as plain lines. Either may be nil.
 	Log, Output io.Writer
+	// DryRun computes each Service's tag from its build inputs and builds
+	// nothing (no build, push or pull).
+	DryRun bool
 }
 
 // BuildApp builds each build: Service of app and points its spec at the
@@ -68,16 +71,51 @@ func BuildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build) er
 			args = map[string]string{}
 		}
 		maps.Copy(args, over)
+		req := images.BuildRequest{Repo: s.Build.Repo, Context: s.Build.Context,
+			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args, Platform: platform, Progress: plainSteps(b.Output, s.Name)}
+		if b.DryRun {
+			tag, err := images.InputTag(req)
+			if err != nil {
+				return fmt.Errorf("service %q: %w", s.Name, err)
+			}
+			fmt.Fprintf(log, "dry run: %s would be built as %s (nothing built, pushed or pulled)\n", s.Name, tag)
+			s.Spec.Image = tag
+			continue
+		}
 		fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context)
-		tag, err := images.Build(ctx, images.BuildRequest{Repo: s.Build.Repo, Context: s.Build.Context,
-			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args, Platform: platform}, b.Output)
+		built, err := images.Build(ctx, req)
 		if err != nil {
 			return fmt.Errorf("service %q: build failed, nothing was deployed: %w", s.Name, err)
 		}
-		fmt.Fprintf(log, "built %s as %s\n", s.Name, tag)
+		tag := built.Tag
+		if built.Built {
+			fmt.Fprintf(log, "built %s as %s\n", s.Name, tag)
+		} else {
+			fmt.Fprintf(log, "%s unchanged: %s already built, nothing built\n", s.Name, tag)
+		}
 		s.Spec.Image = tag
 	}
 	return nil
+}
+
+// plainSteps writes a build's steps to w as plain lines, each naming
+// the Service; nil without w.
+func plainSteps(w io.Writer, service string) func(images.BuildEvent) {
+	if w == nil {
+		return nil
+	}
+	return func(e images.BuildEvent) {
+		switch {
+		case e.Log != "":
+			fmt.Fprintf(w, "%s | %s\n", service, e.Log)
+		case e.Error != "":
+			fmt.Fprintf(w, "%s ERR %s: %s\n", service, e.Step, e.Error)
+		case e.Done && e.Cached:
+			fmt.Fprintf(w, "%s cached %s\n", service, e.Step)
+		case e.Done:
+			fmt.Fprintf(w, "%s done %s\n", service, e.Step)
+		}
+	}
 }
 
 func buildArgs(kvs []string) (map[string]string, error) {

@@ -131,7 +131,7 @@ func (s *Session) PlanDeploy(ctx context.Context, req DeployRequest) (*DeployPla
 // images reach Machines without a registry.
 func (s *Session) buildAndDeliver(ctx context.Context, dp *DeployPlan) error {
 	endBuild := dp.trace.Phase("build")
-	err := BuildApp(ctx, s.ent, &dp.app, Build{Reuse: dp.req.NoBuild, Args: dp.req.BuildArgs, Log: dp.req.BuildLog, Output: dp.req.BuildOutput})
+	err := BuildApp(ctx, s.ent, &dp.app, Build{Reuse: dp.req.NoBuild, Args: dp.req.BuildArgs, Log: dp.req.BuildLog, Output: dp.req.BuildOutput, DryRun: dp.req.DryRun})
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,8 @@ func BenchmarkImageDelivery(b *testing.B) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+benchImage+"\nCOPY small.txt /\n"), 0o644) //nolint:errcheck
 	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("one small change\n"), 0o644)                       //nolint:errcheck
-	tag, err := images.Build(ctx, images.BuildRequest{Repo: "ployz-bench-delivery-v2", Context: dir}, nil)
+	built, err := images.Build(ctx, images.BuildRequest{Repo: "ployz-bench-delivery-v2", Context: dir})
+	tag := built.Tag
 	if err != nil {
 		t.Fatal(err)
 	}

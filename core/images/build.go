@@ -2,18 +2,19 @@ package images
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 )
 
@@ -22,29 +23,96 @@ const maxContext = 512 << 20
 
 // BuildRequest is one compose build: section, with paths resolved.
 type BuildRequest struct {
-	// Repo names the image; the built image is tagged Repo:<content id>.
+	// Repo names the image; the built image is tagged Repo:<input tag>.
 	Repo       string
 	Context    string // a directory
 	Dockerfile string // relative to Context; default Dockerfile
 	Target     string
 	Args       map[string]string
 	// Platform (os/arch) is what the image must run on: the target
-	// Machines' (TargetPlatform). Empty, or the local Docker's own,
-	// builds for the local Docker's.
+	// Machines' (TargetPlatform). Empty builds for the local Docker's.
 	Platform string
+	// Secrets are compose's build.secrets, served to RUN --mount=type=secret.
+	Secrets []BuildSecret
+	// SSH are compose's build.ssh entries: "default" or "ID=PATH[,PATH]".
+	SSH []string
+	// AdditionalContexts are named contexts: a directory, or a
+	// docker-image:// (or other BuildKit) source.
+	AdditionalContexts map[string]string
+	// CacheFrom are cache sources: an image reference or
+	// "type=registry,ref=...".
+	CacheFrom []string
+	// Progress hears each step of the build; may be nil.
+	Progress func(BuildEvent)
 }
 
-// Build builds req with the operator's local Docker (its classic builder,
-// through the Docker API) and tags the result by content: the same
-// context and arguments give the same tag, so an unchanged service does
-// not redeploy. Build output goes to out; a failure returns Docker's
-// error before anything reaches a Machine.
-func Build(ctx context.Context, req BuildRequest, out io.Writer) (string, error) {
+// BuildSecret is one build secret: its id and where its value is read.
+type BuildSecret struct {
+	ID   string `json:"id"`
+	File string `json:"file,omitempty"`
+	Env  string `json:"env,omitempty"`
+}
+
+// BuildEvent is one step of a build as BuildKit reports it: its start,
+// an output line (Log), or its end.
+type BuildEvent struct {
+	Step   string
+	Log    string
+	Done   bool
+	Cached bool
+	Error  string
+}
+
+// Built is what Build did: the tag, and whether it built (false: the
+// local Docker already held the tag of these inputs).
+type Built struct {
+	Tag   string
+	Built bool
+}
+
+// Build builds req with the BuildKit of the operator's local Docker and
+// tags the result by its inputs (InputTag): the same context, Dockerfile,
+// arguments and platform give the same tag, so an unchanged Service
+// neither rebuilds nor redeploys. A failure returns BuildKit's error
+// before anything reaches a Machine.
+func Build(ctx context.Context, req BuildRequest) (Built, error) {
+	if req.Dockerfile == "" {
+		req.Dockerfile = "Dockerfile"
+	}
+	tag, err := InputTag(req)
+	if err != nil {
+		return Built{}, err
+	}
 	docker, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		return "", fmt.Errorf("local docker: %w", err)
+		return Built{}, fmt.Errorf("local docker: %w", err)
 	}
 	defer docker.Close()
+	if _, err := docker.ImageInspect(ctx, tag); err == nil {
+		return Built{Tag: tag}, docker.ImageTag(ctx, tag, req.Repo+":latest")
+	}
+	bk, err := dialBuildKit(ctx, docker)
+	if err != nil {
+		return Built{}, fmt.Errorf("local docker's buildkit: %w", err)
+	}
+	defer bk.Close()
+	if req.Platform == localPlatform(ctx, docker) {
+		req.Platform = ""
+	}
+	if _, err := solve(ctx, bk, req, []string{tag, req.Repo + ":latest"}); err != nil {
+		if req.Platform != "" {
+			return Built{}, fmt.Errorf("build %s for %s (the Machines' platform; RUN steps of another platform need emulation such as binfmt/QEMU in this computer's Docker): %w", req.Context, req.Platform, err)
+		}
+		return Built{}, fmt.Errorf("build %s: %w", req.Context, err)
+	}
+	return Built{Tag: tag, Built: true}, nil
+}
+
+// InputTag is the tag a build of req gets, from its inputs alone: the
+// context's files (less .dockerignore's), the Dockerfile, target,
+// arguments, platform, secret and SSH ids and additional contexts. A dry
+// run plans with it without building.
+func InputTag(req BuildRequest) (string, error) {
 	st, err := os.Stat(req.Context)
 	if err != nil || !st.IsDir() {
 		return "", fmt.Errorf("build context %s: not a directory", req.Context)
@@ -52,48 +120,54 @@ func Build(ctx context.Context, req BuildRequest, out io.Writer) (string, error)
 	if req.Dockerfile == "" {
 		req.Dockerfile = "Dockerfile"
 	}
-	ignore, err := dockerIgnore(req.Context)
-	if err != nil {
-		return "", err
-	}
-	tarball, err := TarDir(req.Context, maxContext, true, ignore)
-	if err != nil {
+	h := sha256.New()
+	field := func(k, v string) { fmt.Fprintf(h, "%s=%d:%s\n", k, len(v), v) }
+	if err := hashDir(h, "context", req.Context); err != nil {
 		return "", fmt.Errorf("build context: %w", err)
 	}
-	args := map[string]*string{}
-	for k, v := range req.Args {
-		args[k] = &v
-	}
-	opts := build.ImageBuildOptions{
-		Dockerfile: filepath.ToSlash(req.Dockerfile), Target: req.Target, BuildArgs: args,
-		Remove: true, ForceRemove: true, Version: build.BuilderV1,
-	}
-	if req.Platform != "" && req.Platform != localPlatform(ctx, docker) {
-		opts.Platform = req.Platform
-	}
-	resp, err := docker.ImageBuild(ctx, bytes.NewReader(tarball), opts)
+	df, err := os.ReadFile(filepath.Join(req.Context, req.Dockerfile))
 	if err != nil {
-		return "", fmt.Errorf("docker build %s: %w", req.Context, err)
+		return "", fmt.Errorf("build.dockerfile: %w", err)
 	}
-	defer resp.Body.Close()
-	id, err := buildResult(resp.Body, out)
-	if err != nil {
-		if opts.Platform != "" {
-			return "", fmt.Errorf("docker build %s for %s (the Machines' platform; this computer's Docker needs emulation such as binfmt/QEMU to run other platforms' build steps): %w", req.Context, opts.Platform, err)
+	field("dockerfile", string(df))
+	field("target", req.Target)
+	field("platform", req.Platform)
+	for _, k := range slices.Sorted(maps.Keys(req.Args)) {
+		field("arg:"+k, req.Args[k])
+	}
+	for _, s := range req.Secrets {
+		field("secret", s.ID)
+	}
+	for _, s := range req.SSH {
+		field("ssh", s)
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.AdditionalContexts)) {
+		src := req.AdditionalContexts[k]
+		if strings.Contains(src, "://") {
+			field("context:"+k, src)
+			continue
 		}
-		return "", fmt.Errorf("docker build %s: %w", req.Context, err)
-	}
-	tag := contentTag(req.Repo, id)
-	for _, t := range []string{tag, req.Repo + ":latest"} {
-		if err := docker.ImageTag(ctx, id, t); err != nil {
-			return "", fmt.Errorf("tag %s: %w", t, err)
+		if err := hashDir(h, "context:"+k, src); err != nil {
+			return "", fmt.Errorf("build.additional_contexts.%s: %w", k, err)
 		}
 	}
-	return tag, nil
+	return req.Repo + ":" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-func contentTag(repo, id string) string {
-	return repo + ":" + strings.TrimPrefix(id, "sha256:")[:12]
+// hashDir adds a directory's names, modes and content (as TarDir lays
+// them out, without times) less what its .dockerignore leaves out.
+func hashDir(h io.Writer, name, dir string) error {
+	ignore, err := dockerIgnore(dir)
+	if err != nil {
+		return err
+	}
+	tarball, err := TarDir(dir, maxContext, true, ignore)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(h, "%s=%d:", name, len(tarball))
+	_, err = h.Write(tarball)
+	return err
 }
 
 // LastBuilt is the content tag of repo's most recent build in the
@@ -108,48 +182,12 @@ func LastBuilt(ctx context.Context, repo string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no build of %s in this computer's Docker (run `ployz build`): %w", repo, err)
 	}
-	tag := contentTag(repo, info.ID)
-	if err := docker.ImageTag(ctx, info.ID, tag); err != nil {
-		return "", fmt.Errorf("tag %s: %w", tag, err)
-	}
-	return tag, nil
-}
-
-// buildResult copies the build's log lines to out and returns the image
-// id, or the error the stream reports.
-func buildResult(r io.Reader, out io.Writer) (string, error) {
-	if out == nil {
-		out = io.Discard
-	}
-	id := ""
-	dec := json.NewDecoder(r)
-	for {
-		var m struct {
-			Stream string `json:"stream"`
-			Error  string `json:"error"`
-			Aux    struct {
-				ID string `json:"ID"`
-			} `json:"aux"`
-		}
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return "", fmt.Errorf("read build output: %w", err)
-		}
-		if m.Error != "" {
-			return "", errors.New(strings.TrimSpace(m.Error))
-		}
-		if m.Stream != "" {
-			fmt.Fprint(out, m.Stream)
-		}
-		if m.Aux.ID != "" {
-			id = m.Aux.ID
+	for _, t := range info.RepoTags {
+		if i := strings.LastIndex(t, ":"); t[:max(i, 0)] == repo && t[i+1:] != "latest" {
+			return t, nil
 		}
 	}
-	if id == "" {
-		return "", errors.New("docker reported no image id")
-	}
-	return id, nil
+	return "", fmt.Errorf("%s:latest has no content tag in this computer's Docker (run `ployz build`)", repo)
 }
 
 // dockerIgnore reads the context's .dockerignore: one pattern a line,

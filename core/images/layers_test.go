@@ -31,12 +31,14 @@ func TestLayerSkippingLoads(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644)                                         //nolint:errcheck
 	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("v1"), 0o644)                              //nolint:errcheck
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY big.bin /\n"), 0o644) //nolint:errcheck
-	base, err := Build(ctx, BuildRequest{Repo: repo + "-base", Context: dir}, nil)
+	bb, err := Build(ctx, BuildRequest{Repo: repo + "-base", Context: dir})
+	base := bb.Tag
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+"\nCOPY small.txt /\n"), 0o644) //nolint:errcheck
-	app, err := Build(ctx, BuildRequest{Repo: repo + "-app", Context: dir}, nil)
+	ab, err := Build(ctx, BuildRequest{Repo: repo + "-app", Context: dir})
+	app := ab.Tag
 	if err != nil {
 		t.Fatal(err)
 	}
