@@ -367,9 +367,11 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 }
 
 // ensureVolumes creates the spec's named volumes missing on this Machine.
+// An anonymous volume (no source: compose's `- /app/node_modules`) is
+// Docker's to create with the Container, and removed with it.
 func (o *containerOps) ensureVolumes(ctx context.Context, spec rpc.ContainerSpec) error {
 	for _, m := range spec.Mounts {
-		if m.Type != "volume" {
+		if m.Type != "volume" || m.Source == "" {
 			continue
 		}
 		_, err := o.docker.VolumeInspect(ctx, m.Source)
