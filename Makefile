@@ -143,7 +143,7 @@ fuzz:
 	for d in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 	  for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$d/*_test.go); do \
 	    n=$$((n+1)); echo "== $$d $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d || failed="$$failed $$d:$$f"; \
+	    GO=$(GO) packaging/fuzz-target.sh $$d $$f $(FUZZTIME) || failed="$$failed $$d:$$f"; \
 	  done; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed"; exit 1; fi; \
@@ -172,7 +172,7 @@ fuzz-short:
 	@failed=""; \
 	for t in $(FUZZ_SHORT); do \
 	  echo "== $${t%%:*} $${t#*:} ($(FUZZ_SHORT_TIME))"; \
-	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_SHORT_TIME) -fuzzminimizetime 10x $${t%%:*} || failed="$$failed $$t"; \
+	  GO=$(GO) packaging/fuzz-target.sh $${t%%:*} $${t#*:} $(FUZZ_SHORT_TIME) -fuzzminimizetime 10x || failed="$$failed $$t"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz-short: FAILED:$$failed"; exit 1; fi
 
