@@ -1,8 +1,13 @@
 # The public interface of the repository: build, demo, test, bench.
 # `make demo` and `make test` install what they need (packaging/prereq.sh).
 
+comma := ,
+empty :=
+space := $(empty) $(empty)
+# RELEASE_PUBKEYS: base64 Ed25519 release keys every binary trusts (docs/releases.md).
+RELEASE_PUBKEYS ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
-LDFLAGS := -s -w -X github.com/ployz/ployz/core/version.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/ployz/ployz/core/version.Version=$(VERSION) -X github.com/ployz/ployz/core/release.trustedKeys=$(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS)))
 PLUGINS := $(notdir $(patsubst %/,%,$(filter-out plugins/internal/,$(wildcard plugins/*/))))
 BIN     := $(CURDIR)/bin
 GO      ?= go
@@ -22,28 +27,43 @@ build:
 prereq:
 	@packaging/prereq.sh
 
-## release: dist/ — per linux arch a bundle (ployzd, plugins, units, manifest)
-## and a .deb; the CLI for linux/darwin x amd64/arm64; completions and man pages
+## release: one version into the release source dist/ (docs/releases.md):
+## dist/v<major>/<version>/ holds per linux arch a bundle and a .deb, the
+## CLI for linux/darwin x amd64/arm64, install.sh, SHA256SUMS and the index
+## release.json with its Ed25519 signature; dist/v<major>/<CHANNEL> points
+## at the version. Other versions in dist/ stay (a source keeps its history).
+## Signs with RELEASE_KEY=FILE or $$PLOYZ_RELEASE_KEY; the binaries it builds
+## trust that key's public half and RELEASE_PUBKEYS.
 RELEASE_ARCHES ?= amd64 arm64
 CLI_TARGETS    ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
-DIST           := $(CURDIR)/dist
+DIST           ?= $(CURDIR)/dist
+CHANNEL        ?= edge
+RELEASE_KEY    ?=
+RELEASE_DEB    ?= true
+RELEASE_DOCS   ?= true
+# RELEASE_TRUST is evaluated only by `make release` (it runs go).
+RELEASE_TRUST = $(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS) $(shell $(GO) run ./internal/releasekey pub $(RELEASE_KEY))))
+RELEASE_LDFLAGS = $(LDFLAGS) -X github.com/ployz/ployz/core/release.trustedKeys=$(RELEASE_TRUST)
 release:
-	rm -rf $(DIST) && mkdir -p $(DIST)
+	@test -n "$(RELEASE_TRUST)" || { echo "release: no signing key: RELEASE_KEY=FILE or PLOYZ_RELEASE_KEY (go run ./internal/releasekey gen FILE)"; exit 1; }
+	rm -rf $(DIST)/.build && mkdir -p $(DIST)/.build
 	@for a in $(RELEASE_ARCHES); do \
 	  echo "== linux/$$a: ployzd and plugins"; \
-	  GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/linux-$$a/ployzd ./cmd/ployzd || exit 1; \
+	  GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' -o $(DIST)/.build/linux-$$a/ployzd ./cmd/ployzd || exit 1; \
 	  for p in $(PLUGINS); do \
-	    GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/linux-$$a/ployz-$$p ./plugins/$$p || exit 1; \
+	    GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' -o $(DIST)/.build/linux-$$a/ployz-$$p ./plugins/$$p || exit 1; \
 	  done; \
 	done
 	@for t in $(CLI_TARGETS); do \
 	  echo "== CLI $$t"; \
-	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/ployz-cli-$(VERSION)-$${t%/*}-$${t#*/}/ployz ./cmd/ployz || exit 1; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' -o $(DIST)/.build/cli-$${t%/*}-$${t#*/}/ployz ./cmd/ployz || exit 1; \
 	done
-	cd packaging/release && $(GO) run . -version '$(VERSION)' -dist $(DIST) -units ../systemd -arch '$(shell echo $(RELEASE_ARCHES) | tr ' ' ',')'
-	$(GO) run ./cmd/ployz gendocs --out $(DIST)/docs
-	@for a in $(RELEASE_ARCHES); do rm -rf $(DIST)/linux-$$a; done
-	@ls -la $(DIST)
+	cd packaging/release && $(GO) run . -version '$(VERSION)' -dist $(DIST) -build $(DIST)/.build -units ../systemd \
+	  -arch '$(subst $(space),$(comma),$(RELEASE_ARCHES))' -cli '$(subst $(space),$(comma),$(CLI_TARGETS))' \
+	  -deb=$(RELEASE_DEB) -key '$(RELEASE_KEY)' -channel '$(CHANNEL)' -script ../install.sh
+	if [ '$(RELEASE_DOCS)' = true ]; then $(GO) run ./cmd/ployz gendocs --out $(DIST)/docs; fi
+	rm -rf $(DIST)/.build
+	@ls -la $(DIST) $(DIST)/v*
 
 ## demo: the main job — a 3-Machine lab on this host, printed with its addresses
 demo: prereq build

@@ -163,6 +163,7 @@ func (s *Session) makePlan(ctx context.Context, dp *DeployPlan) error {
 	if err := deploy.ObserveVolumes(ctx, s.ent, dp.app, &snap); err != nil {
 		return err
 	}
+	deploy.ObserveServing(ctx, s.ent, &snap)
 	dp.Snapshot = snap
 	dp.Plan, err = deploy.MakePlan(dp.app, snap, deploy.PlanOptions{NoPrune: dp.req.NoPrune, Pull: dp.req.Pull, Restart: dp.req.Restart})
 	if err != nil {

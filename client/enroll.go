@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/ployz/ployz/core/enroll"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -20,6 +22,10 @@ type Enrollment struct {
 	// InstallDir, when set, gives the binaries to install over SSH on a
 	// Machine without Ployz, and what removes them after.
 	InstallDir func() (dir string, cleanup func(), err error)
+	// Channel, when set, is where a Machine without Ployz gets it from
+	// instead (ChannelInstallDir); Init saves it as the new context's
+	// release source.
+	Channel *ReleaseChannel
 }
 
 // Init founds a Cluster on the Machine and saves the operator context
@@ -54,6 +60,11 @@ func Init(ctx context.Context, o Options, e Enrollment) (rpc.Inspection, error) 
 	}
 	if err := st.SaveContext(operator.Context{Name: name, Network: in.Network, Connections: []operator.Connection{{URL: dest, SSHKey: o.SSHKey}}}); err != nil {
 		return in, err
+	}
+	if e.Channel != nil {
+		if err := st.SetReleaseSetting(name, operator.ReleaseSetting{Source: e.Channel.Source, Channel: e.Channel.Channel}); err != nil {
+			return in, err
+		}
 	}
 	return in, st.Use(name)
 }
@@ -110,16 +121,39 @@ func ensureInstalled(ctx context.Context, u *url.URL, o Options, e Enrollment) e
 	if err != nil {
 		return err
 	}
+	progress := e.Options.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	// What the server runs decides the bundle, and an unsupported one is
+	// refused here, before anything (Docker included) is written there.
+	plat, err := DetectPlatform(sc)
+	if err != nil {
+		return err
+	}
 	dir, cleanup := "", func() {}
-	if e.InstallDir != nil {
+	switch {
+	case installed(sc):
+	case e.Channel != nil:
+		if dir, cleanup, err = ChannelInstallDir(ctx, *e.Channel, plat, progress); err != nil {
+			return err
+		}
+	case e.InstallDir != nil:
 		if dir, cleanup, err = e.InstallDir(); err != nil {
 			return err
 		}
 	}
 	defer cleanup()
-	progress := e.Options.Progress
-	if progress == nil {
-		progress = func(string, ...any) {}
-	}
 	return enroll.EnsureInstalled(ctx, sc, dir, progress)
+}
+
+// installed reports whether the server behind c already has ployzd
+// (then nothing is fetched for it).
+func installed(c *ssh.Client) bool {
+	s, err := c.NewSession()
+	if err != nil {
+		return false
+	}
+	defer s.Close()
+	return s.Run("test -x /usr/local/bin/ployzd") == nil
 }

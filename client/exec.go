@@ -91,3 +91,13 @@ func sendStdin(st *rpc.ClientStream, r io.Reader) {
 		}
 	}
 }
+
+// ServiceExecTarget observes service's Containers in ns and picks the one
+// a command runs in (ExecTarget).
+func (s *Session) ServiceExecTarget(ctx context.Context, ns, service, container string) (rpc.ContainerObservation, error) {
+	snap, cs, err := s.ServiceContainers(ctx, ns, service)
+	if err != nil {
+		return rpc.ContainerObservation{}, err
+	}
+	return ExecTarget(service, ns, snap, cs, container)
+}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -16,27 +17,48 @@ type MachineRemoval struct {
 	// volumes, or could not be asked; Holds says what, for people.
 	HoldsData bool
 	Holds     string
+	// Lost is set by PlanForgetMachine (`machine rm --force`): the
+	// Machine did not answer, Silence says how it was asked; it is
+	// forgotten without a reset.
+	Lost    bool
+	Silence string
+}
+
+// Question is what the caller asks before ApplyRemoveMachine; typed
+// says the answer must be the Machine's name (it holds data, and a plain
+// yes never covers that), else it is yes or no.
+func (mr *MachineRemoval) Question() (question string, typed bool) {
+	p := mr.Machine
+	switch {
+	case mr.HoldsData:
+		return fmt.Sprintf("Machine %s holds %s. Type its name to remove it: ", p.Name, mr.Holds), true
+	case mr.Lost:
+		return fmt.Sprintf("Machine %s (%s) does not answer (%s). Forget it for good, without a reset?", p.Name, shortMachineID(p.ID), mr.Silence), false
+	}
+	return fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it?", p.Name, shortMachineID(p.ID)), false
+}
+
+// Removed is the line that reports the removal done.
+func (mr *MachineRemoval) Removed() string {
+	return fmt.Sprintf("removed %s (%s) from the Cluster", mr.Machine.Name, shortMachineID(mr.Machine.ID))
+}
+
+func shortMachineID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
 }
 
 // PlanRemoveMachine resolves ref (a name, id or id prefix) and asks the
 // Machine what it holds. The Entry Machine of this Session cannot remove
 // itself.
 func (s *Session) PlanRemoveMachine(ctx context.Context, ref string) (*MachineRemoval, error) {
-	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
-		return nil, err
-	}
-	peers := make([]rpc.Peer, len(list.Machines))
-	for i, m := range list.Machines {
-		peers[i] = rpc.Peer{ID: m.ID, Name: m.Name}
-	}
-	p, err := rpc.Resolve(peers, ref)
+	_, mv, err := s.resolveRemoval(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if p.ID == list.ObserverID {
-		return nil, fmt.Errorf("machine %s is the Entry Machine of this connection; remove it through another Machine (--connect)", p.Name)
-	}
+	p := rpc.Peer{ID: mv.ID, Name: mv.Name}
 	mr := &MachineRemoval{Machine: p}
 	var held rpc.ContainerList
 	lerr := s.ent.Call(ctx, rpc.Target{One: p.ID}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &held)
@@ -57,14 +79,85 @@ func (s *Session) PlanRemoveMachine(ctx context.Context, ref string) (*MachineRe
 // reset happened.
 func (s *Session) ApplyRemoveMachine(ctx context.Context, mr *MachineRemoval, reset bool) (wasReset bool, err error) {
 	var resetErr error
+	reset = reset && !mr.Lost
 	if reset {
 		resetErr = s.ent.Call(ctx, rpc.Target{One: mr.Machine.ID}, rpc.CmdReset, nil, nil)
 	}
 	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdForgetMachine, rpc.ForgetMachineRequest{ID: mr.Machine.ID}, nil); err != nil {
 		return reset && resetErr == nil, err
 	}
+	// The subnet stays in the allocation history, so it is never given to
+	// another Machine; the state records why it is no longer joined.
+	s.st.SetAllocationState(s.name, mr.Machine.ID, "removed") //nolint:errcheck // bookkeeping only
 	if resetErr != nil {
 		return false, partial(fmt.Errorf("removed from the Cluster, but resetting %s failed: %w (it keeps its old state until reset)", mr.Machine.Name, resetErr))
 	}
 	return reset, nil
+}
+
+// resolveRemoval resolves ref among the Machines the entry lists,
+// refusing the entry itself.
+func (s *Session) resolveRemoval(ctx context.Context, ref string) (rpc.MachineList, rpc.MachineView, error) {
+	var list rpc.MachineList
+	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+		return list, rpc.MachineView{}, err
+	}
+	peers := make([]rpc.Peer, len(list.Machines))
+	for i, m := range list.Machines {
+		peers[i] = rpc.Peer{ID: m.ID, Name: m.Name}
+	}
+	p, err := rpc.Resolve(peers, ref)
+	if err != nil {
+		return list, rpc.MachineView{}, err
+	}
+	if p.ID == list.ObserverID {
+		return list, rpc.MachineView{}, fmt.Errorf("machine %s is the Entry Machine of this connection; remove it through another Machine (--connect)", p.Name)
+	}
+	for _, m := range list.Machines {
+		if m.ID == p.ID {
+			return list, m, nil
+		}
+	}
+	return list, rpc.MachineView{ID: p.ID, Name: p.Name}, nil
+}
+
+// lostProbeTimeout bounds the call that checks a Machine no longer
+// answers before `machine rm --force` forgets it.
+const lostProbeTimeout = 5 * time.Second
+
+// PlanForgetMachine plans `ployz machine rm --force`: the Cluster forgets
+// a Machine that will never return (its rows, so every Machine drops it
+// as a peer; its subnet stays reserved in the allocation history), with
+// no reset, since nothing reaches it. It is refused while the Machine
+// answers, naming how: its daemon answered a call through the entry, or
+// the entry's store membership sees it up. Such a Machine is removed
+// with a reset (PlanRemoveMachine).
+func (s *Session) PlanForgetMachine(ctx context.Context, ref string) (*MachineRemoval, error) {
+	list, mv, err := s.resolveRemoval(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, lostProbeTimeout)
+	defer cancel()
+	var in rpc.Inspection
+	callErr := s.ent.Call(pctx, rpc.Target{One: mv.ID}, rpc.CmdInspect, nil, &in)
+	refuse := func(how string) error {
+		return fmt.Errorf("machine %s answers (%s): --force is for a Machine that will never return; `ployz machine rm %s` removes and resets one that answers",
+			mv.Name, how, mv.Name)
+	}
+	switch {
+	case callErr == nil:
+		return nil, refuse(fmt.Sprintf("its daemon answered inspect through %s: phase %s, version %s", list.ObserverName, in.Phase, in.DaemonVersion))
+	case mv.Membership == "up":
+		return nil, refuse(fmt.Sprintf("the store membership of %s sees it up: it answers gossip probes", list.ObserverName))
+	}
+	return &MachineRemoval{Machine: rpc.Peer{ID: mv.ID, Name: mv.Name}, Lost: true,
+		Silence: fmt.Sprintf("inspect through %s: %v; store membership: %s", list.ObserverName, callErr, orUnknown(mv.Membership))}, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,28 @@ const storeService = `  store:
     deploy: {replicas: %d}
 volumes:
   data:
+`
+
+// composeKeysFile declares the host keys (docs/compose.md) and a Swarm
+// placement constraint; TestDeploy/compose-keys reads them back from Docker.
+const composeKeysFile = `name: keys
+services:
+  tuned:
+    image: ployz-testapp:latest
+    cap_add: [NET_ADMIN]
+    cap_drop: [MKNOD]
+    tmpfs: ["/scratch:size=8m"]
+    sysctls: {net.core.somaxconn: "512"}
+    extra_hosts: ["db.example:10.9.9.9"]
+    ulimits: {nofile: {soft: 1024, hard: 2048}}
+    shm_size: 32m
+    pids_limit: 100
+    stop_signal: SIGINT
+    volumes: ["/cache"]
+    init: true
+    deploy:
+      placement: {constraints: ["node.hostname==m2"]}
+      restart_policy: {condition: on-failure, max_attempts: 3}
 `
 
 // TestDeploy drives deploys of a three-Service app across three real
@@ -433,6 +456,70 @@ func TestDeploy(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	t.Run("compose-keys", func(t *testing.T) {
+		// The host keys of a compose file reach Docker as Docker Compose
+		// sets them, on the Machine the Swarm constraint names; a key
+		// that would run something else is refused, naming Service and key.
+		doc, errs, code := deployFile(t, op, composeKeysFile)
+		if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("deploy with host keys: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+		}
+		out, err := l.Exec(ctx, "m2", "sh", "-c", `docker inspect $(docker ps -q --filter label=ployz.service=tuned)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []struct {
+			Config     struct{ StopSignal string }
+			HostConfig struct {
+				CapAdd, CapDrop, ExtraHosts []string
+				Tmpfs, Sysctls              map[string]string
+				Init                        *bool
+				ShmSize                     int64
+				PidsLimit                   *int64
+				Ulimits                     []struct {
+					Name       string
+					Soft, Hard int64
+				}
+				RestartPolicy struct {
+					Name              string
+					MaximumRetryCount int
+				}
+			}
+			Mounts []struct{ Type, Name, Destination string }
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 {
+			t.Fatalf("docker inspect of tuned on m2 (the constraint's Machine): %v\n%s", err, out)
+		}
+		h := got[0].HostConfig
+		anon := false
+		for _, m := range got[0].Mounts {
+			anon = anon || (m.Type == "volume" && m.Destination == "/cache")
+		}
+		for what, ok := range map[string]bool{
+			"cap_add":          slices.Contains(h.CapAdd, "NET_ADMIN") || slices.Contains(h.CapAdd, "CAP_NET_ADMIN"),
+			"cap_drop":         slices.Contains(h.CapDrop, "MKNOD") || slices.Contains(h.CapDrop, "CAP_MKNOD"),
+			"tmpfs":            h.Tmpfs["/scratch"] == "size=8m",
+			"sysctls":          h.Sysctls["net.core.somaxconn"] == "512",
+			"extra_hosts":      slices.Contains(h.ExtraHosts, "db.example:10.9.9.9"),
+			"init":             h.Init != nil && *h.Init,
+			"shm_size":         h.ShmSize == 32<<20,
+			"pids_limit":       h.PidsLimit != nil && *h.PidsLimit == 100,
+			"ulimits":          len(h.Ulimits) == 1 && h.Ulimits[0].Name == "nofile" && h.Ulimits[0].Soft == 1024 && h.Ulimits[0].Hard == 2048,
+			"restart_policy":   h.RestartPolicy.Name == "on-failure" && h.RestartPolicy.MaximumRetryCount == 3,
+			"stop_signal":      got[0].Config.StopSignal == "SIGINT",
+			"anonymous volume": anon,
+		} {
+			if !ok {
+				t.Errorf("%s did not reach Docker on m2: %+v mounts %+v", what, h, got[0].Mounts)
+			}
+		}
+		_, errs, code = deployFile(t, op, strings.Replace(composeKeysFile, "    init: true", "    init: true\n    network_mode: host", 1))
+		if code == 0 || !strings.Contains(errs, "tuned") || !strings.Contains(errs, "network_mode") {
+			t.Errorf("network_mode: host: exit %d, want a refusal naming the Service and the key:\n%s", code, errs)
+		}
+		op.must(t, "project", "rm", "keys", "-y")
 	})
 
 	t.Run("bad-input", func(t *testing.T) {

@@ -89,7 +89,7 @@ func deployCommand() *cobra.Command {
 
 // request is the library's Deploy request for compose bytes.
 func (f deployFlags) request(compose []byte, errw io.Writer) client.DeployRequest {
-	return client.DeployRequest{Compose: compose, File: f.file, Project: f.project, Environment: f.env, Env: environ(),
+	return client.DeployRequest{Compose: compose, File: f.file, Project: f.project, Environment: f.env, Env: client.Environ(),
 		NoPrune: f.noPrune, Pull: f.pull, NoBuild: f.noBuild, BuildArgs: f.buildArgs, Restart: f.restart, ReadyTimeout: f.timeout,
 		DryRun: f.dryRun, BuildLog: errw, BuildOutput: buildLog(errw)}
 }
@@ -174,31 +174,28 @@ func cliHooks(c *cobra.Command) client.Hooks {
 	return render.Hooks(w, live)
 }
 
-func environ() map[string]string {
-	m := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
-}
-
 // confirm asks on the terminal unless -y; without a terminal it refuses.
 func confirm(c *cobra.Command, question string) error {
 	if g.yes {
 		return nil
 	}
-	if !term.IsTerminal(int(os.Stdin.Fd())) {
+	line, ok := askLine(c, question+" [y/N] ")
+	if !ok {
 		return errors.New("refusing to change the Cluster without confirmation: stdin is not a terminal; pass -y to confirm")
 	}
-	fmt.Fprintf(c.ErrOrStderr(), "%s [y/N] ", question)
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+	if a := strings.ToLower(line); a != "y" && a != "yes" {
 		return errors.New("not confirmed; nothing changed")
 	}
 	return nil
 }
 
-// registryAuthFor is client.RegistryAuthFor (Volume moves pull too).
-func registryAuthFor(imgs []string) (func(string) string, error) { return client.RegistryAuthFor(imgs) }
+// askLine prints prompt and reads one trimmed line from a terminal stdin;
+// ok is false, with nothing printed, when stdin is no terminal.
+func askLine(c *cobra.Command, prompt string) (line string, ok bool) {
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return "", false
+	}
+	fmt.Fprint(c.ErrOrStderr(), prompt)
+	line, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	return strings.TrimSpace(line), true
+}

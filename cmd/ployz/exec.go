@@ -23,11 +23,11 @@ func execCommand() *cobra.Command {
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withClient(c, func(s *client.Session) error {
-				ns, snap, cs, err := f.observeService(c.Context(), s, args[0])
+				ns, err := f.namespace(c.Context(), s)
 				if err != nil {
 					return err
 				}
-				target, err := client.ExecTarget(args[0], ns, snap, cs, container)
+				target, err := s.ServiceExecTarget(c.Context(), ns, args[0], container)
 				if err != nil {
 					return err
 				}

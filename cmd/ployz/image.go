@@ -86,7 +86,7 @@ func buildCommand() *cobra.Command {
 				return fmt.Errorf("compose file: %w", err)
 			}
 			app, err := deploy.Load(c.Context(), deploy.Source{Compose: b, Filename: filepath.Base(f.file), WorkingDir: filepath.Dir(f.file),
-				ProjectName: f.project, Environment: f.env, Env: environ()})
+				ProjectName: f.project, Environment: f.env, Env: client.Environ()})
 			if err != nil {
 				return err
 			}

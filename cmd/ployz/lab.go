@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ployz/ployz/client"
 )
 
 // labBinary is the lab's own binary. The lab drives Docker and the e2e/lab
@@ -23,9 +24,9 @@ func labCommand() *cobra.Command {
 		Short:              "Run a local lab of Machines as containers on this host (Linux)",
 		DisableFlagParsing: true,
 		RunE: func(c *cobra.Command, args []string) error {
-			bin, err := findLabBinary()
+			bin, err := client.FindSibling(labBinary, "Linux only; make build puts it in bin/")
 			if err != nil {
-				return err
+				return fmt.Errorf("ployz lab needs %w", err)
 			}
 			cmd := exec.CommandContext(c.Context(), bin, args...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -37,28 +38,4 @@ func labCommand() *cobra.Command {
 			return err
 		},
 	}
-}
-
-func findLabBinary() (string, error) {
-	if p := filepath.Join(executableDir(), labBinary); fileExists(p) {
-		return p, nil
-	}
-	p, err := exec.LookPath(labBinary)
-	if err != nil {
-		return "", fmt.Errorf("ployz lab needs %s beside ployz or on PATH (Linux only; make build puts it in bin/): %w", labBinary, err)
-	}
-	return p, nil
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// executableDir is where this binary lives: make build puts every binary
-// in bin/, so siblings (ployz-lab, and the binaries enroll installs) are
-// found there.
-func executableDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "bin"
-	}
-	return filepath.Dir(exe)
 }

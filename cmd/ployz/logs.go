@@ -89,11 +89,7 @@ func printServiceLogs(c *cobra.Command, s *client.Session, f logsFlags, q rpc.Lo
 	if err != nil {
 		return err
 	}
-	t := rpc.Target{All: true}
-	if f.machine != "" {
-		t = rpc.Target{Set: []string{f.machine}}
-	}
-	logs, err := s.LogHistory(c.Context(), t, req)
+	logs, err := s.LogHistory(c.Context(), machineTarget(f.machine), req)
 	return showPartial(c, logs, err, false, func(w io.Writer) error {
 		for _, l := range logs.Lines {
 			printLine(w, l, false)

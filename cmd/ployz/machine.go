@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
@@ -229,32 +226,33 @@ func updateMachine(c *cobra.Command, ref string, req rpc.UpdateMachineRequest) e
 }
 
 func machineRm() *cobra.Command {
-	var confirm string
-	var noReset bool
+	var typedName string
+	var noReset, force bool
 	cmd := &cobra.Command{
 		Use:   "rm MACHINE",
-		Short: "Remove a Machine from the Cluster and reset it",
+		Short: "Remove a Machine from the Cluster and reset it (--force: forget one that will never return)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withClient(c, func(s *client.Session) error {
-				mr, err := s.PlanRemoveMachine(c.Context(), args[0])
+				plan := s.PlanRemoveMachine
+				if force {
+					plan = s.PlanForgetMachine
+				}
+				mr, err := plan(c.Context(), args[0])
 				if err != nil {
 					return err
 				}
 				p := mr.Machine
+				question, typed := mr.Question()
 				// Data loss needs the name typed; -y never covers it.
-				if mr.HoldsData {
-					if confirm == "" && term.IsTerminal(int(os.Stdin.Fd())) {
-						fmt.Fprintf(c.ErrOrStderr(), "Machine %s holds %s. Type its name to remove it: ", p.Name, mr.Holds)
-						line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-						confirm = strings.TrimSpace(line)
-					}
-					if confirm != p.Name {
-						return fmt.Errorf("machine %s holds %s; removing it loses them: pass --confirm %s", p.Name, mr.Holds, p.Name)
-					}
-				} else if !g.yes && confirm == "" {
-					if !ask(c, fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it? [y/N] ", p.Name, short(p.ID))) {
-						return fmt.Errorf("not confirmed")
+				if typed && typedName == "" {
+					typedName, _ = askLine(c, question)
+				}
+				if typed && typedName != p.Name {
+					return fmt.Errorf("machine %s holds %s; removing it loses them: pass --confirm %s", p.Name, mr.Holds, p.Name)
+				} else if !typed && typedName == "" {
+					if err := confirm(c, question); err != nil {
+						return err
 					}
 				}
 				wasReset, err := s.ApplyRemoveMachine(c.Context(), mr, !noReset)
@@ -264,20 +262,15 @@ func machineRm() *cobra.Command {
 				if err != nil && !client.IsPartial(err) {
 					return err
 				}
-				fmt.Fprintf(c.ErrOrStderr(), "removed %s (%s) from the Cluster\n", p.Name, short(p.ID))
+				fmt.Fprintln(c.ErrOrStderr(), mr.Removed())
 				return exitFor(err, false)
 			})
 		},
 	}
-	cmd.Flags().StringVar(&confirm, "confirm", "", "the Machine's name, typed, for a Machine that holds data")
+	cmd.Flags().StringVar(&typedName, "confirm", "", "the Machine's name, typed, for a Machine that holds data")
 	cmd.Flags().BoolVar(&noReset, "no-reset", false, "only remove the Machine's rows (it is gone for good)")
+	cmd.Flags().BoolVar(&force, "force", false, "forget a Machine that will never return, without a reset; refused while it answers")
 	return cmd
-}
-
-func ask(c *cobra.Command, prompt string) bool {
-	fmt.Fprint(c.ErrOrStderr(), prompt)
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-	return strings.EqualFold(strings.TrimSpace(line), "y") || strings.EqualFold(strings.TrimSpace(line), "yes")
 }
 
 func machineRtt() *cobra.Command {
@@ -292,11 +285,4 @@ func machineRtt() *cobra.Command {
 			})
 		},
 	}
-}
-
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
 }

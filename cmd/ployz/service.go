@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"time"
 
@@ -9,14 +8,23 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
-	"github.com/ployz/ployz/core/deploy"
-	"github.com/ployz/ployz/core/rpc"
 )
 
 // serviceCommand is `ployz service`.
 func serviceCommand() *cobra.Command {
 	svc := &cobra.Command{Use: "service", Short: "Inspect Services"}
-	svc.AddCommand(serviceInspect(), restartCommand())
+	svc.AddCommand(serviceInspect(), restartCommand(), &cobra.Command{
+		Use:   "restore-replicas",
+		Short: "Replace the replicas Down Machines served on the Machines that answer, start-first (every saved project)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withClient(c, func(s *client.Session) error {
+				rep, err := s.RestoreReplicas(c.Context(), client.Reconcile{Confirm: func(dp *client.DeployPlan) error { return confirmPlan(c, dp) },
+					Done: namespaceDone(c), Hooks: cliHooks(c)})
+				return showPartial(c, rep, err, g.json, func(io.Writer) error { return nil })
+			})
+		},
+	})
 	return svc
 }
 
@@ -76,15 +84,4 @@ func psCommand() *cobra.Command {
 	f.add(cmd, false)
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "every namespace")
 	return cmd
-}
-
-// observeService resolves the project from f, then observes the
-// Containers of service in its namespace.
-func (f projectFlags) observeService(ctx context.Context, s *client.Session, service string) (string, deploy.Snapshot, []rpc.ContainerObservation, error) {
-	ns, err := f.namespace(ctx, s)
-	if err != nil {
-		return "", deploy.Snapshot{}, nil, err
-	}
-	snap, cs, err := s.ServiceContainers(ctx, ns, service)
-	return ns, snap, cs, err
 }

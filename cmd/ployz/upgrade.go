@@ -22,7 +22,7 @@ func machineUpgrade() *cobra.Command {
 			"release and swaps store, daemon and plugins one unit at a time, health-checking each step. A failed step\n" +
 			"puts that Machine back on its release and stops the rollout. Exit 3 when any Machine did not end upgraded.",
 		RunE: func(c *cobra.Command, names []string) error {
-			p, err := client.BundlePath(bundle, executableDir())
+			p, err := client.BundlePath(bundle, client.ExecutableDir())
 			if err != nil {
 				return err
 			}
@@ -68,5 +68,5 @@ func runUpgrade(c *cobra.Command, up client.Upgrade, dryRun bool) error {
 // beside it, plus this CLI.
 func installDir(progress func(string, ...any)) (string, func(), error) {
 	self, _ := os.Executable()
-	return client.InstallDir(executableDir(), self, progress)
+	return client.InstallDir(client.ExecutableDir(), self, progress)
 }

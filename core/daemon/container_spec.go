@@ -103,6 +103,9 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 	if err := validateFiles(s.Files, req.Files); err != nil {
 		return s, err
 	}
+	if err := validateHost(s.Host); err != nil {
+		return s, err
+	}
 	for i, c := range s.Constraints {
 		if c.Label == "" {
 			return s, rpc.InvalidField(fmt.Sprintf("spec.constraints[%d].label", i), "is empty")
@@ -143,7 +146,9 @@ func validateMounts(mounts []rpc.MountSpec) error {
 		}
 		switch m.Type {
 		case "volume":
-			if !containerNameRE.MatchString(m.Source) {
+			// No source: an anonymous volume, Machine-local and removed
+			// with the Container (remove_container removes its volumes).
+			if m.Source != "" && !containerNameRE.MatchString(m.Source) {
 				return rpc.InvalidField(f+".source", "%q is not a volume name", m.Source)
 			}
 		case "bind":
@@ -296,6 +301,7 @@ func buildCreate(s rpc.ContainerSpec, networkName, dns, notifyDir string) docker
 		host.Binds = append(host.Binds, notifyDir+":"+notifyMountTarget)
 		cfg.Env = append(cfg.Env, "NOTIFY_SOCKET="+notifyMountTarget+"/"+notifySocketName)
 	}
+	applyHost(s.Host, cfg, host)
 	if h := s.Healthcheck; h != nil {
 		cfg.Healthcheck = &container.HealthConfig{Test: h.Test, Interval: ms(h.IntervalMS), Timeout: ms(h.TimeoutMS),
 			StartPeriod: ms(h.StartPeriodMS), Retries: h.Retries}

@@ -458,7 +458,7 @@ func (o *containerOps) removeContainer(ctx context.Context, raw json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	if err := o.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: req.Force}); err != nil {
+	if err := o.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: req.Force, RemoveVolumes: true}); err != nil {
 		return nil, dockerErr(err, "remove container %s", req.ID)
 	}
 	o.ready.forget(c.ID)

@@ -192,7 +192,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	d.rpc = rpc.NewServer(rpc.Options{Logger: d.log.Named("rpc"), Local: d.local, Peers: d.peers,
-		ExtraCapabilities: d.plugins.Capabilities, Dial: d.dialPeer})
+		ExtraCapabilities: d.capabilities, Dial: d.dialPeer})
 	d.routes()
 	g := d.rpc.GRPCServer()
 	lis, err := listenUnix(cfg.Socket)
@@ -241,6 +241,12 @@ func (d *Daemon) installBundled(dir string) {
 	if err != nil {
 		d.log.Error("bundled plugins not installed", "error", err)
 	}
+}
+
+// capabilities are what the plugins serve and what this daemon applies
+// without a command of its own (rpc.CapContainerHost).
+func (d *Daemon) capabilities() []string {
+	return append(d.plugins.Capabilities(), rpc.CapContainerHost)
 }
 
 func (d *Daemon) local() (string, string) {

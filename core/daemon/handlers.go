@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -79,7 +80,7 @@ func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
 	}
 	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(), RPCKey: d.rpcKey(),
 		ManagementIP: meshaddr.ManagementIP(k).String(), Labels: rec.Labels,
-		DaemonVersion: version.Version, Capabilities: d.rpc.Capabilities(), Endpoints: []string{},
+		DaemonVersion: version.Version, OS: runtime.GOOS, Arch: runtime.GOARCH, Capabilities: d.rpc.Capabilities(), Endpoints: []string{},
 		StoreEventsDropped: store.DroppedEvents()}
 	in.Hostname, _ = os.Hostname()
 	for _, p := range d.plugins.Status() {

@@ -86,6 +86,10 @@ type Service struct {
 	// PullPolicy is compose's pull_policy (always, missing or never; ""
 	// is missing).
 	PullPolicy string `json:"pull_policy,omitempty"`
+	// UpdateOrder is deploy.update_config.order: start-first or
+	// stop-first; "" lets the plan choose (start-first unless a host
+	// port or a single Container on a volume needs stop-first).
+	UpdateOrder string `json:"update_order,omitempty"`
 	// Build is compose's build: the image is built on the operator's
 	// computer and pushed to the Machines that lack it, never pulled.
 	Build *Build `json:"build,omitempty"`

@@ -74,7 +74,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 	}
 	var raw map[string]any
 	var proj *types.Project
-	loadWarns, err := captureComposeWarnings(func() error {
+	loadWarns, err := captureComposeWarnings(src.Compose, func() error {
 		var err error
 		raw, err = loader.LoadModelWithContext(ctx, details, opts, func(o *loader.Options) {
 			o.SkipNormalization, o.SkipDefaultValues, o.SkipConsistencyCheck, o.SkipValidation = true, true, true, true
@@ -98,7 +98,11 @@ func Load(ctx context.Context, src Source) (App, error) {
 	if !nameRE.MatchString(name) {
 		return App{}, fmt.Errorf("project name %q: want lowercase letters, digits, - and _", name)
 	}
-	app := App{Project: name, Environment: env, Warnings: append(loadWarns, unsupportedKeys(raw)...), Files: map[string][]byte{}}
+	keyWarns, err := checkKeys(raw)
+	if err != nil {
+		return App{}, err
+	}
+	app := App{Project: name, Environment: env, Warnings: append(loadWarns, keyWarns...), Files: map[string][]byte{}}
 	pvs, err := provisionedVolumes(app.Namespace(), proj.Volumes, raw)
 	if err != nil {
 		return App{}, err
@@ -159,6 +163,21 @@ func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes) (Servic
 	if err := applyVolumes(ns, &svc, &spec, s.Volumes, pvs); err != nil {
 		return Service{}, nil, err
 	}
+	hw, err := hostKeys(&spec, s)
+	if err != nil {
+		return Service{}, nil, err
+	}
+	sw, err := swarmDeploy(&svc, &spec, s.Deploy)
+	if err != nil {
+		return Service{}, nil, err
+	}
+	hostWarns := append(hw, sw...)
+	for i, w := range hostWarns {
+		hostWarns[i] = fmt.Sprintf("service %q: %s", s.Name, w)
+	}
+	if svc.UpdateOrder == StartFirst && len(svc.HostPorts) > 0 {
+		hostWarns = append(hostWarns, fmt.Sprintf("service %q: deploy.update_config.order start-first: replaced stop-first, since host port %s cannot be bound twice", s.Name, joinInts(svc.HostPorts)))
+	}
 	hasHC := applyHealthcheck(&spec, s.HealthCheck)
 	for dep := range s.DependsOn {
 		svc.DependsOn = append(svc.DependsOn, dep)
@@ -173,7 +192,7 @@ func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes) (Servic
 		return Service{}, nil, err
 	}
 	svc.Spec = spec
-	return svc, append(warns, mw...), nil
+	return svc, append(append(warns, mw...), hostWarns...), nil
 }
 
 // applyEnvAndLabels copies environment and labels; a variable without a
@@ -202,9 +221,11 @@ func applyEnvAndLabels(spec *rpc.ContainerSpec, s types.ServiceConfig) error {
 
 // applyPolicies reads restart, pull_policy and stop_grace_period.
 func applyPolicies(svc *Service, spec *rpc.ContainerSpec, s types.ServiceConfig) error {
-	switch s.Restart {
-	case "", "unless-stopped":
-	case "always", "on-failure", "no":
+	switch name, n, _ := strings.Cut(s.Restart, ":"); {
+	case s.Restart == "", s.Restart == "unless-stopped":
+	case s.Restart == "always", s.Restart == "on-failure", s.Restart == "no":
+		spec.Restart = s.Restart
+	case name == "on-failure" && isCount(n):
 		spec.Restart = s.Restart
 	default:
 		return fmt.Errorf("restart: %q is not one of no, always, on-failure, unless-stopped", s.Restart)
@@ -278,6 +299,19 @@ func checkMode(svc Service) ([]string, error) {
 	return nil, nil
 }
 
+// isCount reports whether s is a non-negative decimal number.
+func isCount(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 func durMS(d *types.Duration) int64 {
 	if d == nil {
 		return 0
@@ -310,7 +344,8 @@ func applyVolumes(ns string, svc *Service, spec *rpc.ContainerSpec, vols []types
 		switch v.Type {
 		case types.VolumeTypeVolume:
 			if v.Source == "" {
-				return fmt.Errorf("volumes[%d]: anonymous volumes are not supported; name it", i)
+				// Anonymous: Machine-local, removed with the Container.
+				break
 			}
 			if pv, ok := pvs[v.Source]; ok {
 				// A Provisioned Volume is a directory on its Writer's

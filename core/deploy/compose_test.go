@@ -101,7 +101,7 @@ networks:
 services:
   web:
     image: x
-    privileged: true
+    hostname: h1
     x-colour: blue
     deploy:
       replicas: 0
@@ -111,7 +111,7 @@ services:
 		t.Fatal(err)
 	}
 	all := strings.Join(app.Warnings, "\n")
-	for _, want := range []string{`top-level key "networks"`, `key "privileged"`, `unknown extension x-colour`, `"deploy.update_config"`} {
+	for _, want := range []string{`top-level key "networks"`, `key "hostname" is ignored`, `unknown extension x-colour`, `"deploy.update_config"`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings lack %q:\n%s", want, all)
 		}
@@ -173,8 +173,15 @@ func TestComposeWarningsAreTidy(t *testing.T) {
 		t.Fatalf("compose-go logged raw lines: %q", logged.String())
 	}
 	all := strings.Join(app.Warnings, "\n")
-	if strings.Count(all, "variables not set, used as blank strings: LANG_X, TZ, ZED") != 1 || strings.Count(all, "version") != 1 {
-		t.Fatalf("warnings:\n%s", all)
+	for _, want := range []string{
+		`variable TZ is not set, so a blank string is used (service "s" key "environment.A", service "s" key "environment.B")`,
+		`variable LANG_X is not set, so a blank string is used (service "s" key "environment.B")`,
+		`variable ZED is not set, so a blank string is used (service "s" key "environment.C")`,
+		`top-level key "version" is obsolete`,
+	} {
+		if strings.Count(all, want) != 1 {
+			t.Fatalf("warnings lack %q once:\n%s", want, all)
+		}
 	}
 	for _, w := range app.Warnings {
 		if strings.Contains(w, "level=") || strings.Contains(w, "time=") {

@@ -41,7 +41,8 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 	if spec.SpecHash, err = snap.Salts.hash(spec); err != nil {
 		return nil, ServiceSummary{}, nil, err
 	}
-	pl := &placer{svc: svc, snap: snap, spec: spec, unsalted: SpecHash(spec), machines: map[string]MachineState{}, load: load, restart: restart}
+	pl := &placer{svc: svc, snap: snap, spec: spec, unsalted: SpecHash(spec), machines: map[string]MachineState{}, load: load, restart: restart,
+		lost: snap.lostReplicas(ns, svc.Name)}
 	for _, c := range existing {
 		pl.specLive = pl.specLive || pl.current(c) && Running(c)
 	}
@@ -58,6 +59,9 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 		// volume while the real one may sit on an unobserved Machine.
 		sum.Unplaced = []string{fmt.Sprintf("service %q held: volume %s is on no observed Machine and may be on one not observed: %s",
 			svc.Name, strings.Join(svc.localVolumes(), ", "), snap.MissingNames())}
+		if hint := volumeRestoreHint(svc, snap); hint != "" {
+			sum.Unplaced[0] += "; " + hint
+		}
 		return nil, sum, nil, nil
 	}
 	if err != nil {
@@ -109,6 +113,10 @@ type placer struct {
 	rows     []Row
 	creates  []Row
 	removes  []Row
+	// lost are the Containers the Service's Serving Pointer names on
+	// Down Machines; retires the rows that take them out of it.
+	lost    []rpc.ServingContainer
+	retires []Row
 }
 
 func (pl *placer) name() string { return pl.spec.Namespace + "-" + pl.svc.Name + "-" + NewID(2) }
@@ -129,6 +137,10 @@ func (pl *placer) row(c rpc.ContainerObservation, op, reason string) Row {
 		switch {
 		case len(pl.svc.HostPorts) > 0:
 			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: host port "+joinInts(pl.svc.HostPorts)+" would clash"
+		case pl.svc.UpdateOrder == StopFirst:
+			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: deploy.update_config.order"
+		case pl.svc.UpdateOrder == StartFirst:
+			r.Reason = reason + "; start-first: deploy.update_config.order"
 		case (pl.desired() == 1 || pl.svc.Mode == ModeGlobal) && len(pl.svc.localVolumes()) > 0:
 			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: single Container on volume "+strings.Join(pl.svc.localVolumes(), ", ")
 		}
@@ -160,6 +172,9 @@ func (pl *placer) stopAll(existing, hooks []rpc.ContainerObservation) []Row {
 	}
 	for _, h := range hooks {
 		rows = append(rows, pl.row(h, OpRemove, "leftover pre-deploy hook Container"))
+	}
+	for _, c := range pl.lost {
+		rows = append(rows, pl.retireRow(c))
 	}
 	return rows
 }
@@ -317,7 +332,8 @@ func (pl *placer) replicated(elig []MachineState, existing []rpc.ContainerObserv
 		total[m.ID]++
 		pl.creates = append(pl.creates, pl.createRow(m, fmt.Sprintf("replica %d of %d", kept+1, pl.svc.Replicas)))
 	}
-	pl.rows = append(append(pl.rows, pl.creates...), pl.removes...)
+	pl.restoreReplicas(kept)
+	pl.rows = append(append(append(pl.rows, pl.creates...), pl.removes...), pl.retires...)
 	return nil
 }
 

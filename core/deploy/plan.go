@@ -141,6 +141,7 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	if !snap.Complete() {
 		p.Warnings = append(p.Warnings, "not every Machine was observed: "+snap.MissingNames()+"; nothing is placed there")
 	}
+	p.Warnings = append(p.Warnings, downWarnings(snap)...)
 	declared := map[string]bool{}
 	load := map[string]int{}
 	for _, m := range snap.Machines {
@@ -238,18 +239,25 @@ func eligible(ns string, svc Service, snap Snapshot) ([]MachineState, []string, 
 	return stay, []string{fmt.Sprintf("service %q stays on drained %s: %s", svc.Name, names(stay), why)}, nil
 }
 
+// admitHost narrows ms, when svc declares host keys (spec.host), to the
+// Machines whose release applies them: an older one would ignore them and
+// run a Container other than the file says.
+func admitHost(svc Service, ms []MachineState) ([]MachineState, error) {
+	if svc.Spec.Host == nil {
+		return ms, nil
+	}
+	keep, old := splitMachines(ms, func(m MachineState) bool { return slices.Contains(m.Capabilities, rpc.CapContainerHost) })
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("service %q declares keys such as cap_add, tmpfs or ulimits, and no eligible Machine applies them (%s lack capability %s: they run an older release; upgrade them)",
+			svc.Name, strings.Join(old, ", "), rpc.CapContainerHost)
+	}
+	return keep, nil
+}
+
 // admitKinds narrows ms to the Machines that accept services and carry
 // every role svc needs; an error names the flag or role none satisfies.
 func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
-	var keep []MachineState
-	var refusing []string
-	for _, m := range ms {
-		if rpc.Accepts(m.Labels, rpc.AcceptServices) {
-			keep = append(keep, m)
-		} else {
-			refusing = append(refusing, m.Name)
-		}
-	}
+	keep, refusing := splitMachines(ms, func(m MachineState) bool { return rpc.Accepts(m.Labels, rpc.AcceptServices) })
 	if len(keep) == 0 {
 		return nil, fmt.Errorf("no eligible Machine accepts services: the label %s of %s leaves services out (`ployz machine update NAME --accepts services,...`)",
 			rpc.MachineLabelAccepts, strings.Join(refusing, ", "))
@@ -268,6 +276,18 @@ func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
 		keep = with
 	}
 	return keep, nil
+}
+
+// splitMachines keeps the Machines of ms that pass ok and names the others.
+func splitMachines(ms []MachineState, ok func(MachineState) bool) (keep []MachineState, others []string) {
+	for _, m := range ms {
+		if ok(m) {
+			keep = append(keep, m)
+		} else {
+			others = append(others, m.Name)
+		}
+	}
+	return keep, others
 }
 
 // holdsService reports whether m runs a Container of service.
@@ -290,11 +310,14 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 	if err != nil {
 		return nil, err
 	}
+	if ms, err = admitHost(svc, ms); err != nil {
+		return nil, err
+	}
 	for _, c := range svc.Constraints {
 		var keep []MachineState
 		known := false
 		for _, m := range ms {
-			v, has := m.Labels[c.Label]
+			v, has := rpc.ConstraintValue(m.Name, m.Labels, c.Label)
 			known = known || has
 			if c.Op == "==" && has && v == c.Value || c.Op == "!=" && v != c.Value {
 				keep = append(keep, m)

@@ -217,7 +217,7 @@ func createVolumeRows(svc Service, vs []newVolume) []Row {
 func ObserveVolumes(ctx context.Context, c Caller, app App, snap *Snapshot) error {
 	need := false
 	for _, svc := range app.Services {
-		need = need || len(volumesToCreate(app, svc, *snap)) > 0
+		need = need || len(volumesToCreate(app, svc, *snap)) > 0 || writerMaybeDown(svc, *snap)
 	}
 	if !need {
 		return nil

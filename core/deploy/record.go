@@ -106,7 +106,7 @@ func NewRecorder(p Plan, why string, now time.Time) *Recorder {
 		r.rec.Images[s.Name] = s.Image
 	}
 	for _, row := range p.Rows {
-		if row.Op == OpUnchanged || r.machine(row.MachineID, row.Machine) != nil {
+		if row.Op == OpUnchanged || row.Op == OpRetire || r.machine(row.MachineID, row.Machine) != nil {
 			continue
 		}
 		r.rec.Machines = append(r.rec.Machines, MachineRecord{MachineID: row.MachineID, Machine: row.Machine, Status: MachinePending})

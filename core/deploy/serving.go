@@ -114,7 +114,7 @@ func (sr *serviceRun) leaveStopFirst(ctx context.Context, ps *pointerState) {
 	}
 	next := sr.e.pointerSet(p, g, *ps, func(i int) []rpc.ServingContainer {
 		r := p.Rows[i]
-		if slices.Contains(leaving, r.OldID) || r.Op == OpCreate || r.Op == OpHook {
+		if slices.Contains(leaving, r.OldID) || r.Op == OpCreate || r.Op == OpHook || r.Op == OpRetire {
 			return nil
 		}
 		return old(r)
@@ -164,6 +164,13 @@ func (sr *serviceRun) pointAtNew(ctx context.Context, ps *pointerState, u *bring
 		r := p.Rows[i]
 		switch {
 		case r.Op == OpHook:
+			return nil
+		case r.Op == OpRetire:
+			// Out of the pointer only when its replacements came up: a
+			// failed Service keeps naming it, for when its Machine returns.
+			if u.skipped[i] || sr.rs.skipReason(ctx, p, r) != "" {
+				return old(r)
+			}
 			return nil
 		case u.skipped[i]:
 			return old(r) // never touched: still what it was

@@ -148,6 +148,8 @@ type MachineState struct {
 	// list_images did not answer.
 	Images      []string `json:"images,omitempty"`
 	ImagesKnown bool     `json:"images_known"`
+	// Capabilities are what its daemon serves (from list_machines).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // LabelDrained marks a drained Machine (`ployz machine drain`): no new
@@ -181,6 +183,11 @@ type Snapshot struct {
 	VolumesListed bool `json:"volumes_listed,omitempty"`
 	// VolumesUnlisted are the Machines that did not list their volumes.
 	VolumesUnlisted []Unobserved `json:"volumes_unlisted,omitempty"`
+	// Serving are the Serving Pointers' Containers by "namespace/service",
+	// read only when a Machine is Down (ObserveServing); ServingUnread
+	// says why they could not be.
+	Serving       map[string][]rpc.ServingContainer `json:"-"`
+	ServingUnread string                            `json:"-"`
 }
 
 // Complete reports whether every Machine the entry knows was observed.
@@ -225,7 +232,7 @@ func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapsho
 	idx := map[string]int{}
 	for _, m := range list.Machines {
 		idx[m.ID] = len(snap.Machines)
-		snap.Machines = append(snap.Machines, MachineState{ID: m.ID, Name: m.Name, Labels: m.Labels, Membership: m.Membership})
+		snap.Machines = append(snap.Machines, MachineState{ID: m.ID, Name: m.Name, Labels: m.Labels, Membership: m.Membership, Capabilities: m.Capabilities})
 	}
 	fr, err := c.Fanout(ctx, rpc.Target{All: true}, rpc.CmdListContainers, rpc.ListContainersRequest{Namespace: ns})
 	if err != nil {

@@ -179,7 +179,7 @@ func (s *Store) RemoveContext(name string) error {
 	}
 	for _, q := range []string{`DELETE FROM contexts WHERE name = ?`, `DELETE FROM connections WHERE context = ?`,
 		`DELETE FROM settings WHERE key = 'current_context' AND value = ?`,
-		`DELETE FROM settings WHERE key = 'operator_name:' || ?`} {
+		`DELETE FROM settings WHERE key = 'operator_name:' || ?`, `DELETE FROM settings WHERE key = 'release:' || ?`} {
 		if _, err := s.db.Exec(q, name); err != nil {
 			return err
 		}

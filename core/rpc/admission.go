@@ -40,6 +40,21 @@ func ValidRole(r string) error {
 	return nil
 }
 
+// ConstraintMachineName is the constraint label that stands for the
+// Machine's name (compose's node.hostname), not for a label it carries.
+const ConstraintMachineName = "ployz.machine.name"
+
+// ConstraintValue is the value a placement constraint on label compares
+// for a Machine named name with labels: its name for
+// ConstraintMachineName, else the label's value.
+func ConstraintValue(name string, labels map[string]string, label string) (string, bool) {
+	if label == ConstraintMachineName {
+		return name, true
+	}
+	v, ok := labels[label]
+	return v, ok
+}
+
 // HasRole reports whether a Machine with labels has role r.
 func HasRole(labels map[string]string, r string) bool {
 	_, ok := labels[MachineLabelRolePrefix+r]
@@ -105,7 +120,7 @@ func AdmitLabels(machine string, labels map[string]string, s ContainerSpec) erro
 		}
 	}
 	for i, c := range s.Constraints {
-		v, ok := labels[c.Label]
+		v, ok := ConstraintValue(machine, labels, c.Label)
 		if (c.Op == "==") != (ok && v == c.Value) {
 			have := "unset"
 			if ok {

@@ -109,6 +109,69 @@ type ContainerSpec struct {
 	// names each by digest, so a changed file changes SpecHash; the
 	// content travels in CreateContainerRequest.Files.
 	Files []FileSpec `json:"files,omitempty"`
+	// Host holds the compose keys that shape the Container's Docker
+	// host config (cap_add, devices, sysctls, ulimits, ...). Nil: none,
+	// so a spec that declares none hashes as it did before it existed.
+	Host *HostSpec `json:"host,omitempty"`
+}
+
+// CapContainerHost is advertised by a Machine whose create_container
+// applies ContainerSpec.Host. A Machine without it would ignore the
+// field, so the planner never sends it a spec that carries one.
+const CapContainerHost = "ployz.container.host.v1"
+
+// HostSpec is what a compose Service declares about its Container beyond
+// image, command, environment, ports and mounts, as Docker Compose
+// applies it to the create request. Every field is optional.
+type HostSpec struct {
+	CapAdd      []string          `json:"cap_add,omitempty"`
+	CapDrop     []string          `json:"cap_drop,omitempty"`
+	Privileged  bool              `json:"privileged,omitempty"`
+	Init        bool              `json:"init,omitempty"`
+	ReadOnly    bool              `json:"read_only,omitempty"`
+	SecurityOpt []string          `json:"security_opt,omitempty"`
+	Devices     []DeviceSpec      `json:"devices,omitempty"`
+	GPUs        []DeviceRequest   `json:"device_requests,omitempty"`
+	Tmpfs       map[string]string `json:"tmpfs,omitempty"` // path -> mount options ("" none)
+	ShmBytes    int64             `json:"shm_size_bytes,omitempty"`
+	Ulimits     map[string]Ulimit `json:"ulimits,omitempty"`
+	Sysctls     map[string]string `json:"sysctls,omitempty"`
+	// ExtraHosts are /etc/hosts entries, each "host:ip", sorted.
+	ExtraHosts []string `json:"extra_hosts,omitempty"`
+	StopSignal string   `json:"stop_signal,omitempty"`
+	// StopTimeoutSeconds is stop_grace_period for Docker's own stops
+	// (a Machine shutting down); nil leaves Docker's default.
+	StopTimeoutSeconds *int `json:"stop_timeout_seconds,omitempty"`
+	// MemoryReservationBytes is deploy.resources.reservations.memory
+	// (or mem_reservation): Docker's soft limit.
+	MemoryReservationBytes int64 `json:"memory_reservation_bytes,omitempty"`
+	PidsLimit              int64 `json:"pids_limit,omitempty"`
+	// LogOptions are logging.options for Docker's local log driver,
+	// which Ployz always uses (the Log Store reads its files).
+	LogOptions map[string]string `json:"log_options,omitempty"`
+}
+
+// DeviceSpec maps one host device into the Container (compose devices).
+type DeviceSpec struct {
+	Source      string `json:"source"`
+	Target      string `json:"target,omitempty"`      // "" is Source
+	Permissions string `json:"permissions,omitempty"` // "" is rwm
+}
+
+// DeviceRequest asks Docker for devices by driver and capability, e.g.
+// GPUs (deploy.resources.reservations.devices, gpus).
+type DeviceRequest struct {
+	Driver       string            `json:"driver,omitempty"`
+	Count        int               `json:"count,omitempty"` // -1: all
+	DeviceIDs    []string          `json:"device_ids,omitempty"`
+	Capabilities []string          `json:"capabilities,omitempty"`
+	Options      map[string]string `json:"options,omitempty"`
+}
+
+// Ulimit is one resource limit; Soft and Hard are equal for a single value.
+type Ulimit struct {
+	Soft int64 `json:"soft"`
+	Hard int64 `json:"hard"`
 }
 
 // FileSpec is one file or small directory shipped with a deploy.

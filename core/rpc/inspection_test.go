@@ -26,6 +26,9 @@ func TestInspectionFixture(t *testing.T) {
 	if d := doc.New.StoreEventsDropped; len(d) != 2 || d["containers"] != 3 || d["machines"] != 1 || doc.New.DaemonVersion != "1.1.0" {
 		t.Fatalf("inspection: %+v", doc.New)
 	}
+	if doc.New.OS != "linux" || doc.New.Arch != "arm64" || doc.Old.Arch != "" {
+		t.Fatalf("os/arch: new %s/%s, old %q", doc.New.OS, doc.New.Arch, doc.Old.Arch)
+	}
 	if doc.Old.StoreEventsDropped != nil || doc.Old.ID == "" {
 		t.Fatalf("older daemon's inspection: %+v", doc.Old)
 	}

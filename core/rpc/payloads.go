@@ -14,22 +14,26 @@ import (
 
 // Inspection is the inspect command's payload: this Machine as it sees itself.
 type Inspection struct {
-	ID              string            `json:"id"`
-	Name            string            `json:"name,omitempty"`
-	Hostname        string            `json:"hostname,omitempty"`
-	Phase           machine.Phase     `json:"phase"`
-	PublicKey       string            `json:"public_key"`
-	RPCKey          string            `json:"rpc_key,omitempty"`
-	ManagementIP    string            `json:"management_ip"`
-	Subnet          string            `json:"subnet,omitempty"`
-	Network         string            `json:"network,omitempty"`
-	Endpoints       []string          `json:"endpoints"`
-	Labels          map[string]string `json:"labels,omitempty"`
-	StoreVersions   map[string]int64  `json:"store_versions,omitempty"`
-	DaemonVersion   string            `json:"daemon_version"`
-	Capabilities    []string          `json:"capabilities"`
-	ClusterMachines int               `json:"cluster_machines,omitempty"`
-	Plugins         []PluginView      `json:"plugins,omitempty"`
+	ID            string            `json:"id"`
+	Name          string            `json:"name,omitempty"`
+	Hostname      string            `json:"hostname,omitempty"`
+	Phase         machine.Phase     `json:"phase"`
+	PublicKey     string            `json:"public_key"`
+	RPCKey        string            `json:"rpc_key,omitempty"`
+	ManagementIP  string            `json:"management_ip"`
+	Subnet        string            `json:"subnet,omitempty"`
+	Network       string            `json:"network,omitempty"`
+	Endpoints     []string          `json:"endpoints"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	StoreVersions map[string]int64  `json:"store_versions,omitempty"`
+	DaemonVersion string            `json:"daemon_version"`
+	// OS and Arch are what the daemon was built for (GOOS, GOARCH): the
+	// bundle an upgrade from a channel fetches. Absent from older daemons.
+	OS              string       `json:"os,omitempty"`
+	Arch            string       `json:"arch,omitempty"`
+	Capabilities    []string     `json:"capabilities"`
+	ClusterMachines int          `json:"cluster_machines,omitempty"`
+	Plugins         []PluginView `json:"plugins,omitempty"`
 	// StoreEventsDropped counts, by table, the store subscription changes
 	// this daemon dropped since it started because the store repeated or
 	// reordered them (absent when none, and from older daemons): above

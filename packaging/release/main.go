@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"flag"
 	"fmt"
 	"os"
@@ -18,45 +19,122 @@ import (
 
 func main() {
 	v := flag.String("version", "", "release version")
-	dist := flag.String("dist", "dist", "output directory; binaries are read from dist/linux-<arch>")
+	dist := flag.String("dist", "dist", "the release source directory: this version goes to <dist>/<line>/<version>/")
+	build := flag.String("build", "dist/.build", "binaries the Makefile compiled: <build>/linux-<arch>/ and <build>/cli-<os>-<arch>/ployz")
 	units := flag.String("units", "../systemd", "directory of the systemd units")
 	arches := flag.String("arch", "amd64,arm64", "comma-separated linux arches")
+	clis := flag.String("cli", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "comma-separated os/arch of the CLIs")
 	deb := flag.Bool("deb", true, "also build a .deb per arch")
+	script := flag.String("script", "../install.sh", "the install script put in the release")
+	key := flag.String("key", "", "release signing key file (default: $"+release.EnvReleaseKey+")")
+	channels := flag.String("channel", "edge", "comma-separated channels pointed at this version")
 	flag.Parse()
-	if err := run(*v, *dist, *units, strings.Split(*arches, ","), *deb); err != nil {
+	r := releaseRun{version: *v, dist: *dist, build: *build, units: *units, arches: split(*arches), clis: split(*clis),
+		deb: *deb, script: *script, key: *key, channels: split(*channels)}
+	if err := r.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
 }
 
-func run(v, dist, units string, arches []string, deb bool) error {
-	if err := release.ValidVersion(v); err != nil {
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// releaseRun is one `make release`: the artifacts of one version in the
+// release source, then the signed index and the channel pointers.
+type releaseRun struct {
+	version, dist, build, units, script, key string
+	arches, clis, channels                   []string
+	deb                                      bool
+}
+
+func (r releaseRun) run() error {
+	if err := release.ValidVersion(r.version); err != nil {
 		return fmt.Errorf("--version: %w", err)
 	}
-	unitFiles, err := filepath.Glob(filepath.Join(units, "*.service"))
-	if err != nil || len(unitFiles) == 0 {
-		return fmt.Errorf("--units %s: no *.service files", units)
+	// The key first: a release that cannot be signed is not built.
+	key, err := release.LoadPrivateKey(r.key)
+	if err != nil {
+		return err
 	}
-	for _, a := range arches {
-		bins := filepath.Join(dist, "linux-"+a)
-		srcs, err := sources(bins, unitFiles)
+	unitFiles, err := filepath.Glob(filepath.Join(r.units, "*.service"))
+	if err != nil || len(unitFiles) == 0 {
+		return fmt.Errorf("--units %s: no *.service files", r.units)
+	}
+	out := filepath.Join(r.dist, release.Line(r.version), r.version)
+	if err := os.RemoveAll(out); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	ix := release.Index{Version: r.version, ProtocolMajor: version.ProtocolMajor}
+	for _, a := range r.arches {
+		arts, err := r.linux(out, a, unitFiles)
 		if err != nil {
 			return err
 		}
-		out := filepath.Join(dist, release.BundleName(v, "linux", a))
-		if err := writeBundle(out, v, a, srcs); err != nil {
-			return err
-		}
-		fmt.Println(out)
-		if deb {
-			p, err := writeDeb(dist, v, a, srcs)
-			if err != nil {
-				return err
-			}
-			fmt.Println(p)
-		}
+		ix.Artifacts = append(ix.Artifacts, arts...)
 	}
+	for _, t := range r.clis {
+		goos, arch, _ := strings.Cut(t, "/")
+		name := release.CLIName(r.version, goos, arch)
+		if err := copyFile(filepath.Join(r.build, "cli-"+goos+"-"+arch, "ployz"), filepath.Join(out, name), 0o755); err != nil {
+			return fmt.Errorf("CLI %s: %w", t, err)
+		}
+		ix.Artifacts = append(ix.Artifacts, release.Artifact{Name: name, Kind: release.KindCLI, OS: goos, Arch: arch})
+	}
+	if err := copyFile(r.script, filepath.Join(out, release.ScriptName), 0o755); err != nil {
+		return fmt.Errorf("--script: %w", err)
+	}
+	ix.Artifacts = append(ix.Artifacts, release.Artifact{Name: release.ScriptName, Kind: release.KindScript})
+	signed, err := release.Publish(r.dist, ix, key, r.channels)
+	if err != nil {
+		return err
+	}
+	// The newest install script also sits at the top, for `curl .../install.sh | sh`.
+	if err := copyFile(r.script, filepath.Join(r.dist, release.ScriptName), 0o755); err != nil {
+		return err
+	}
+	fmt.Printf("release %s (line %s, %d artifacts) signed by key %s in %s; channels %s\n",
+		signed.Version, signed.Line, len(signed.Artifacts), release.KeyID(key.Public().(ed25519.PublicKey)), out, strings.Join(r.channels, ", "))
 	return nil
+}
+
+// linux writes arch's bundle (and .deb) into out.
+func (r releaseRun) linux(out, a string, unitFiles []string) ([]release.Artifact, error) {
+	srcs, err := sources(filepath.Join(r.build, "linux-"+a), unitFiles)
+	if err != nil {
+		return nil, err
+	}
+	name := release.BundleName(r.version, "linux", a)
+	if err := writeBundle(filepath.Join(out, name), r.version, a, srcs); err != nil {
+		return nil, err
+	}
+	arts := []release.Artifact{{Name: name, Kind: release.KindBundle, OS: "linux", Arch: a}}
+	if r.deb {
+		p, err := writeDeb(out, r.version, a, srcs)
+		if err != nil {
+			return nil, err
+		}
+		arts = append(arts, release.Artifact{Name: filepath.Base(p), Kind: release.KindDeb, OS: "linux", Arch: a})
+	}
+	return arts, nil
+}
+
+func copyFile(from, to string, mode os.FileMode) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, mode)
 }
 
 // sources lists ployzd and every plugin binary in bins, and the units.
