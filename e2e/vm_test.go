@@ -90,6 +90,7 @@ func TestVMLab(t *testing.T) {
 	// restored and a killed Move finished (vm_move_test.go). m1 joined
 	// without a pool; both get the VM's pool "ployz" first.
 	t.Run("volume-move", func(t *testing.T) {
+		t.Cleanup(func() { dumpOnFailure(ctx, t, l) })
 		op.must(t, "machine", "update", "m1", "--zfs-pool", "ployz")
 		vmVolumeMove(ctx, t, l, op, refuser(op))
 	})
@@ -177,4 +178,18 @@ func vmMembership(ctx context.Context, t *testing.T, l *lab.Lab, id string, want
 		}
 		return fmt.Errorf("m2 is %s", s)
 	})
+}
+
+// dumpOnFailure logs, when t failed, what each Machine says about itself:
+// ployzd's last lines, the kernel's OOM kills, memory and ZFS's ARC (a
+// 1 GiB VM runs Docker, Ployz and a pool).
+func dumpOnFailure(ctx context.Context, t *testing.T, l *lab.Lab) {
+	if !t.Failed() {
+		return
+	}
+	for _, m := range l.Machines {
+		out, _ := l.Exec(ctx, m.Name, "sh", "-c", "systemctl status ployz --no-pager | head -5; journalctl -u ployz --no-pager -o short-unix -n 30; "+
+			"dmesg | grep -i -E 'oom|killed process' | tail -5; free -m; grep -E '^(size|c_max) ' /proc/spl/kstat/zfs/arcstats 2>/dev/null")
+		t.Logf("%s after the failure:\n%s", m.Name, out)
+	}
 }
