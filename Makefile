@@ -143,7 +143,7 @@ vm-test: build
 
 vm-lab-test: build
 	@PLOYZ_PREREQ_VM=1 packaging/prereq.sh
-	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 40m -v -run '^TestVMLab$$' ./e2e/
+	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 60m -v -run '^TestVMLab$$' ./e2e/
 
 ## bench: benchmarks; they print ratios and never gate CI. Their output
 ## (bin/bench.txt) rewrites the <!-- bench:Name --> blocks of docs/benchmarks.md.

@@ -46,8 +46,13 @@ func vmMoveFinish(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 		t.Fatalf("after the killed move m2's Service Container is %q, want one created and not running", created)
 	}
 
+	// The killed CLI's lease on volume:db outlives it until it expires
+	// (docs/leases.md): a rerun is refused naming it, and --wait finishes.
+	if _, errs, code := op.run(t, "volume", "move", "db", "--to", "m2"); code != 4 || !strings.Contains(errs, "volume:db is held by") {
+		t.Fatalf("a rerun while the killed move's lease holds: exit %d, want 4 naming the lease:\n%s", code, errs)
+	}
 	var run moveDoc
-	op.json(t, &run, "volume", "move", "db", "--to", "m2")
+	op.json(t, &run, "volume", "move", "db", "--to", "m2", "--wait")
 	var steps []string
 	for _, st := range run.Run.Steps {
 		steps = append(steps, st.Name+"/"+st.Outcome)

@@ -31,12 +31,13 @@ func needVMLab(t testing.TB) {
 // TestVMLab runs a 2-Machine lab of virtual machines with their own
 // kernels (issue 18): a Cluster over SSH on kernel WireGuard, Containers
 // reaching each other across the mesh, a healthy ZFS pool on each, a
-// partition and its heal, and a real power-off and boot.
+// partition and its heal, a real power-off and boot, and a volume Move
+// under a write loop with its Restore.
 func TestVMLab(t *testing.T) {
 	needVMLab(t)
 	l := lab.ForTestVM(t, 2)
 	op := newVMOperator(t, l)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	ids := map[string]string{}
 
@@ -83,6 +84,15 @@ func TestVMLab(t *testing.T) {
 		vmKernelWG(ctx, t, l)
 		vmZpools(ctx, t, l)
 		vmContainers(ctx, t, l, false)
+	})
+	// make test's VM step ends here (the power cycle left out): a stateful
+	// Service moved with its Provisioned Volume under a write loop, then
+	// restored and a killed Move finished (vm_move_test.go). m1 joined
+	// without a pool; both get the VM's pool "ployz" first.
+	t.Run("volume-move", func(t *testing.T) {
+		t.Cleanup(func() { dumpOnFailure(ctx, t, l) })
+		op.must(t, "machine", "update", "m1", "--zfs-pool", "ployz")
+		vmVolumeMove(ctx, t, l, op, refuser(op))
 	})
 }
 
@@ -168,4 +178,18 @@ func vmMembership(ctx context.Context, t *testing.T, l *lab.Lab, id string, want
 		}
 		return fmt.Errorf("m2 is %s", s)
 	})
+}
+
+// dumpOnFailure logs, when t failed, what each Machine says about itself:
+// ployzd's last lines, the kernel's OOM kills, memory and ZFS's ARC (a
+// 1 GiB VM runs Docker, Ployz and a pool).
+func dumpOnFailure(ctx context.Context, t *testing.T, l *lab.Lab) {
+	if !t.Failed() {
+		return
+	}
+	for _, m := range l.Machines {
+		out, _ := l.Exec(ctx, m.Name, "sh", "-c", "systemctl status ployz --no-pager | head -5; journalctl -u ployz --no-pager -o short-unix -n 30; "+
+			"dmesg | grep -i -E 'oom|killed process' | tail -5; free -m; grep -E '^(size|c_max) ' /proc/spl/kstat/zfs/arcstats 2>/dev/null")
+		t.Logf("%s after the failure:\n%s", m.Name, out)
+	}
 }

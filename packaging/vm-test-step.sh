@@ -39,7 +39,8 @@ if [ -e "$bin/vm-image.log" ] || [ -e "$bin/vm-image.rc" ]; then
   fi
 fi
 
-need=15
+# volume-move is not measured yet: budgeted at the 8 minutes more.
+need=23
 if image=$("$bin/ployz-lab" image --vm --cached 2>/dev/null); then
   state="built ($image)"
 else
@@ -53,5 +54,6 @@ if [ "$left" -lt "$need" ]; then
   exit 1
 fi
 echo "make test: VM scenarios with $left of $budget minutes left (VM image $state)"
-PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR="$bin" exec go test -count=1 -timeout "$((left - 1))m" -v \
-  -run '^TestVMLab$/^(cluster|kernel-wireguard|containers-across-mesh|zfs|partition-heal)$' ./e2e/
+run='^TestVMLab$/^(cluster|kernel-wireguard|containers-across-mesh|zfs|partition-heal|volume-move)$'
+echo "make test: go test -run '$run' ./e2e/ (TestVMLab without its power cycle: the volume scenario is volume-move)"
+PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR="$bin" exec go test -count=1 -timeout "$((left - 1))m" -v -run "$run" ./e2e/
