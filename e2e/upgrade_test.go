@@ -417,6 +417,7 @@ func upgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *operato
 	// sockets to the new binary's process before the old one stops.
 	if hl.fail > 0 {
 		t.Errorf("%d HTTP requests failed during the upgrade; first: %v", hl.fail, hl.samples)
+		journalsSince(t, ctx, l, start)
 	}
 	// A query never answered is a drop: the sockets' handoff must not lose
 	// one. An answer later than the loop's 1 s timeout is printed, not
@@ -478,6 +479,7 @@ func brokenRollsBack(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 		time.Since(start).Round(100*time.Millisecond), hl.ok, hl.fail, hl.longest.Round(time.Millisecond), hl.where)
 	if hl.fail > 0 {
 		t.Errorf("%d HTTP requests failed while the broken ingress was tried and rolled back; first: %v", hl.fail, hl.samples)
+		journalsSince(t, ctx, l, start)
 	}
 	if code != 3 {
 		t.Fatalf("broken bundle: exit %d, want 3\n%s", code, out)
@@ -589,6 +591,7 @@ func pluginUpgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *o
 	}
 	if hl.fail > 0 {
 		t.Errorf("%d HTTP requests failed during the plugin upgrade; first: %v", hl.fail, hl.samples)
+		journalsSince(t, ctx, l, start)
 	}
 	for _, m := range l.Machines {
 		got, err := l.Exec(ctx, m.Name, "sh", "-c", "sha256sum /proc/$(systemctl show -p MainPID --value ployz-plugin@ingress-caddy.service)/exe | cut -c1-64")
@@ -606,5 +609,18 @@ func pluginUpgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *o
 		if a.Do != "skip" {
 			t.Errorf("after the plugin upgrade, %s: %s (%s), want skip", a.Name, a.Do, a.Reason)
 		}
+	}
+}
+
+// journalsSince prints, for a failed load loop, what every Machine's
+// daemon and ingress logged since start (warnings, ejections, the
+// upgrade's steps), with times to set against the failures' samples.
+func journalsSince(t *testing.T, ctx context.Context, l *lab.Lab, start time.Time) {
+	t.Helper()
+	for _, m := range l.Machines {
+		out, _ := l.Exec(ctx, m.Name, "sh", "-c", fmt.Sprintf(
+			"journalctl -u ployz.service -u 'ployz-plugin@*' -u ployz-store.service -u ployz-wireguard.service -o short-precise --no-pager --since @%d | "+
+				"grep -iE 'eject|warn|error|fail|upgrade|step|handoff|start|stop' | tail -80", start.Unix()-1))
+		t.Logf("%s journal since %s:\n%s", m.Name, start.Format("15:04:05"), out)
 	}
 }

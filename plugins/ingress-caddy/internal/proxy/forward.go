@@ -25,9 +25,15 @@ import (
 //
 //   - upstreams in the route's order, ejected ones last (table.go);
 //   - a dial failure is retried at once on the next upstream, whatever
-//     the method (nothing was sent); a GET, HEAD or OPTIONS without a
-//     body that fails before a response is retried too; at most
-//     forwardRetries retries;
+//     the method (nothing was sent), and once every upstream has refused
+//     a dial the round starts again after dialRoundPause, until
+//     dialBudget has passed since the request arrived: a mesh that stops
+//     forwarding for a moment (its WireGuard process restarting during an
+//     upgrade, on a Machine whose upstreams are all remote) costs latency,
+//     not a 502. A dial's own timeout is short, so a SYN lost in such a
+//     moment is retried with a fresh dial rather than waited for;
+//   - a GET, HEAD or OPTIONS without a body that fails before a response
+//     is retried too, at most forwardRetries times;
 //   - a failed round trip (other than by the client going away) ejects
 //     its upstream;
 //   - the client's X-Forwarded-* are replaced (no client is trusted),
@@ -39,6 +45,13 @@ const (
 	// as the client connections a busy route multiplexes onto it.
 	idlePerUpstream     = 64
 	upstreamIdleTimeout = 2 * time.Minute
+)
+
+// dialBudget and dialRoundPause bound the rounds of dials (variables
+// for tests).
+var (
+	dialBudget     = 5 * time.Second
+	dialRoundPause = 100 * time.Millisecond
 )
 
 type routeKey struct{}
@@ -95,25 +108,71 @@ func (f *forwardProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt == nil {
 		return nil, errNoRoute
 	}
-	var err error
-	for i, d := range ordered(rt.dials) {
-		if i > forwardRetries {
-			break
-		}
-		req.URL.Host = d
-		var res *http.Response
-		if res, err = f.tr.RoundTrip(req); err == nil {
+	a := attempt{f: f, req: req, deadline: time.Now().Add(dialBudget)}
+	for {
+		res, again := a.round(ordered(rt.dials))
+		if res != nil {
 			return res, nil
 		}
-		if req.Context().Err() != nil || errors.Is(err, context.Canceled) {
-			return nil, err // the client went away: not the upstream's failure
+		if !again {
+			return nil, a.err
 		}
-		eject(d, err)
-		if !isDialError(err) && !replayable(req) {
-			break
+		if err := a.pause(); err != nil {
+			return nil, err
 		}
 	}
-	return nil, err
+}
+
+// attempt is one request's way through its route's upstreams.
+type attempt struct {
+	f        *forwardProxy
+	req      *http.Request
+	deadline time.Time
+	tries    int
+	retries  int // failures after something may have been sent
+	err      error
+}
+
+// round tries each upstream once, within the budget. It reports whether
+// a new round may follow: only when every upstream failed to dial and the
+// budget is left.
+func (a *attempt) round(dials []string) (*http.Response, bool) {
+	for _, d := range dials {
+		if a.tries > 0 && !time.Now().Before(a.deadline) {
+			return nil, false // many upstreams timing out: the budget bounds the wait too
+		}
+		a.tries++
+		a.req.URL.Host = d
+		res, err := a.f.tr.RoundTrip(a.req)
+		if err == nil {
+			return res, false
+		}
+		a.err = err
+		if a.req.Context().Err() != nil || errors.Is(err, context.Canceled) {
+			return nil, false // the client went away: not the upstream's failure
+		}
+		eject(d, err)
+		if isDialError(err) {
+			continue // nothing was sent
+		}
+		if a.retries++; a.retries > forwardRetries || !replayable(a.req) {
+			return nil, false
+		}
+	}
+	return nil, a.retries == 0 && time.Now().Before(a.deadline)
+}
+
+// pause waits before the next round, or gives up when the client went
+// away.
+func (a *attempt) pause() error {
+	t := time.NewTimer(dialRoundPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-a.req.Context().Done():
+		return a.req.Context().Err()
+	}
 }
 
 var errNoRoute = errors.New("no ployz route for this request")

@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,4 +120,116 @@ func serveOneRoute(t *testing.T, upstream, host string) string {
 	loads := serveSpec(t, listen, src)
 	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
 	return listen
+}
+
+// forwardTo sends one request through the forwarder's policy to dials,
+// as the proxy does for a routed request.
+func forwardTo(t *testing.T, method string, dials ...string) (*http.Response, error) {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader("one shot")
+	}
+	ctx := context.WithValue(context.Background(), routeKey{}, &httpRoute{dials: dials})
+	req, err := http.NewRequestWithContext(ctx, method, "http://upstream/x", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newForwarder().RoundTrip(req)
+}
+
+// refusedAddr is a loopback address nobody listens on (for now).
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestForwardDialRounds: while every upstream refuses the dial (a mesh
+// that stops forwarding for a moment), a POST waits for one to come
+// back rather than answering 502, and its body arrives whole.
+func TestForwardDialRounds(t *testing.T) {
+	a, b := refusedAddr(t), refusedAddr(t)
+	got := make(chan string, 1)
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		l, err := net.Listen("tcp4", b)
+		if err != nil {
+			got <- "listen: " + err.Error()
+			return
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			got <- string(body)
+		})}
+		t.Cleanup(func() { srv.Close() })
+		srv.Serve(l)
+	}()
+	start := time.Now()
+	res, err := forwardTo(t, http.MethodPost, a, b)
+	if err != nil {
+		t.Fatalf("after %s: %v, want the upstream that came back to answer", time.Since(start), err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("status %d after %s", res.StatusCode, time.Since(start))
+	}
+	if body := <-got; body != "one shot" {
+		t.Fatalf("the upstream read %q, want the POST's body", body)
+	}
+}
+
+// TestForwardDialBudget: upstreams that stay unreachable end in an
+// error once the budget is spent, not in a request held forever.
+func TestForwardDialBudget(t *testing.T) {
+	defer func(b time.Duration) { dialBudget = b }(dialBudget)
+	dialBudget = 300 * time.Millisecond
+	start := time.Now()
+	if res, err := forwardTo(t, http.MethodGet, refusedAddr(t), refusedAddr(t)); err == nil {
+		res.Body.Close()
+		t.Fatalf("unreachable upstreams answered %d", res.StatusCode)
+	}
+	if took := time.Since(start); took < dialBudget || took > dialBudget+2*time.Second {
+		t.Fatalf("gave up after %s, want about the budget (%s)", took, dialBudget)
+	}
+}
+
+// TestForwardNoReplayOfSentPOST: a POST whose upstream dropped the
+// connection after receiving it is not sent to the next upstream (it may
+// have been processed); a body-less GET is.
+func TestForwardNoReplayOfSentPOST(t *testing.T) {
+	var dropped, answered atomic.Int32
+	drop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dropped.Add(1)
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	defer drop.Close()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answered.Add(1) }))
+	defer ok.Close()
+	host := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+	if res, err := forwardTo(t, http.MethodPost, host(drop), host(ok)); err == nil {
+		res.Body.Close()
+		t.Fatalf("a POST the first upstream dropped answered %d through the second", res.StatusCode)
+	}
+	if dropped.Load() != 1 || answered.Load() != 0 {
+		t.Fatalf("POST: dropped %d, answered %d; want 1, 0", dropped.Load(), answered.Load())
+	}
+	unEject(host(drop))
+	res, err := forwardTo(t, http.MethodGet, host(drop), host(ok))
+	if err != nil {
+		t.Fatalf("GET: %v, want the second upstream's answer", err)
+	}
+	res.Body.Close()
+	if dropped.Load() != 2 || answered.Load() != 1 {
+		t.Fatalf("GET: dropped %d, answered %d; want 2, 1", dropped.Load(), answered.Load())
+	}
 }
