@@ -78,6 +78,10 @@ type IngressState struct {
 	Owner     string   `json:"owner"`
 	State     string   `json:"state"`
 	Upstreams []string `json:"upstreams,omitempty"` // ip:port, local ones first
+	// Local is how many of Upstreams (the first ones) run on this
+	// Machine: the proxy spreads requests within the local ones and,
+	// when none answers or there is none, within the rest.
+	Local int `json:"local,omitempty"`
 	// Containers are the upstreams' Container ids, in Upstreams' order.
 	Containers []string `json:"containers,omitempty"`
 	// Pointer is the id of the owner's Serving Pointer the upstreams

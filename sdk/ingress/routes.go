@@ -207,9 +207,12 @@ func (rc *routeComputation) upstreams(rt *Route, c *claim, prev Route) {
 	for _, u := range us {
 		rt.Upstreams = append(rt.Upstreams, u.addr.String())
 		rt.Containers = append(rt.Containers, u.id)
+		if u.local {
+			rt.Local++
+		}
 	}
 	if len(us) == 0 && rt.Pointer != "" && rc.in.Young[rt.Pointer] && prev.Owner == rt.Owner && len(prev.Upstreams) > 0 {
-		rt.Upstreams, rt.Containers, rt.Pointer = prev.Upstreams, prev.Containers, prev.Pointer
+		rt.Upstreams, rt.Containers, rt.Pointer, rt.Local = prev.Upstreams, prev.Containers, prev.Pointer, prev.Local
 		rc.held[rt.Owner] = prev.Pointer
 	}
 }

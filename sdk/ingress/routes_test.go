@@ -35,12 +35,16 @@ func TestComputeLocalFirstOnlyReady(t *testing.T) {
 	}
 	r := got.Routes[0]
 	want := []string{"10.210.1.9:8080", "10.210.2.5:8080", "10.210.3.2:8080"}
-	if r.Owner != "demo/web" || r.State != rpc.RoutePublished || !slices.Equal(r.Upstreams, want) {
-		t.Fatalf("route %+v, want upstreams %v", r, want)
+	if r.Owner != "demo/web" || r.State != rpc.RoutePublished || !slices.Equal(r.Upstreams, want) || r.Local != 1 {
+		t.Fatalf("route %+v, want upstreams %v, one local", r, want)
 	}
 	// From m3's point of view its own Container comes first.
-	if r := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m3", Prev: nil}).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" {
-		t.Fatalf("m3 upstreams %v", r.Upstreams)
+	if r := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m3", Prev: nil}).Routes[0]; r.Upstreams[0] != "10.210.3.2:8080" || r.Local != 1 {
+		t.Fatalf("m3 upstreams %v (%d local)", r.Upstreams, r.Local)
+	}
+	// m4 runs none of them: every upstream is remote.
+	if r := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m4", Prev: nil}).Routes[0]; r.Local != 0 || len(r.Upstreams) != 3 {
+		t.Fatalf("m4 upstreams %v (%d local)", r.Upstreams, r.Local)
 	}
 }
 
@@ -192,7 +196,7 @@ func TestComputeYoungPointerHoldsPreviousUpstreams(t *testing.T) {
 	first := Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p1}, Machine: "m1"})
 	in := Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{p2}, Machine: "m1", Prev: first.ByKey(), Young: map[string]bool{"p2": true}}
 	got := Compute(in)
-	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || got.Pointers["demo/web"] != "p1" {
+	if r := got.Routes[0]; !slices.Equal(r.Containers, []string{"old"}) || r.Pointer != "p1" || r.Local != 1 || got.Pointers["demo/web"] != "p1" {
 		t.Fatalf("held route %+v, acks %v", r, got.Pointers)
 	}
 	// Once the new row is ready, the pointer is followed and acked.

@@ -23,7 +23,9 @@ import (
 // ReverseProxy does the HTTP work (hop-by-hop headers, trailers,
 // upgrades, streaming flushes); the policy is ours:
 //
-//   - upstreams in the route's order, ejected ones last (table.go);
+//   - this Machine's upstreams first, then the others, each group
+//     starting one further than the last request (spread over the
+//     replicas), ejected ones last (table.go);
 //   - a dial failure is retried at once on the next upstream, whatever
 //     the method (nothing was sent), and once every upstream has refused
 //     a dial the round starts again after dialRoundPause, until
@@ -110,7 +112,7 @@ func (f *forwardProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	a := attempt{f: f, req: req, deadline: time.Now().Add(dialBudget)}
 	for {
-		res, again := a.round(ordered(rt.dials))
+		res, again := a.round(rt.order(time.Now()))
 		if res != nil {
 			return res, nil
 		}
@@ -192,10 +194,12 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// badGateway answers a request no upstream answered (as reverse_proxy
-// did: 502, empty body).
-func badGateway(w http.ResponseWriter, _ *http.Request, _ error) {
-	w.WriteHeader(http.StatusBadGateway)
+// badGateway answers a request no upstream answered: 502 with a body
+// that says so, telling it apart from an upstream's own 502. Which
+// upstreams failed and why is in the ejection log, not in the answer:
+// mesh addresses are no business of the public.
+func badGateway(w http.ResponseWriter, r *http.Request, _ error) {
+	_ = plain(w, http.StatusBadGateway, "ployz: no Container of "+hostKey(r.Host)+" answered\n")
 }
 
 type keepOpen struct{ io.Reader }

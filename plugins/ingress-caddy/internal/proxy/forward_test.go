@@ -130,7 +130,7 @@ func forwardTo(t *testing.T, method string, dials ...string) (*http.Response, er
 	if method == http.MethodPost {
 		body = strings.NewReader("one shot")
 	}
-	ctx := context.WithValue(context.Background(), routeKey{}, &httpRoute{dials: dials})
+	ctx := context.WithValue(context.Background(), routeKey{}, &httpRoute{upstreams: upstreams{dials: dials}})
 	req, err := http.NewRequestWithContext(ctx, method, "http://upstream/x", body)
 	if err != nil {
 		t.Fatal(err)
@@ -231,5 +231,48 @@ func TestForwardNoReplayOfSentPOST(t *testing.T) {
 	res.Body.Close()
 	if dropped.Load() != 2 || answered.Load() != 1 {
 		t.Fatalf("GET: dropped %d, answered %d; want 2, 1", dropped.Load(), answered.Load())
+	}
+}
+
+// TestForwardSpreadsOverRemoteReplicas: through the real proxy on m1,
+// which runs no replica of web, requests spread over m2's and m3's
+// instead of all going to the first; the status says none is local.
+func TestForwardSpreadsOverRemoteReplicas(t *testing.T) {
+	var hits [2]atomic.Int32
+	var ups [2]*httptest.Server
+	for i := range ups {
+		ups[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits[i].Add(1) }))
+		defer ups[i].Close()
+	}
+	listen := freePort(t)
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{
+		webRow("c2", "m2", ups[0].URL, true, "web.example.test"),
+		webRow("c3", "m3", ups[1].URL, true, "web.example.test"),
+	}, nil)
+	loads := serveSpec(t, listen, src)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
+		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 && st.Routes[0].Local == 0
+	})
+	for i := 0; i < 6; i++ {
+		if code, _, err := get(t, listen, "web.example.test", "/"); err != nil || code != http.StatusOK {
+			t.Fatalf("request %d: %d %v", i, code, err)
+		}
+	}
+	if a, b := hits[0].Load(), hits[1].Load(); a != 3 || b != 3 {
+		t.Fatalf("m2's replica got %d requests, m3's %d; want 3 and 3", a, b)
+	}
+}
+
+// TestForwardNoUpstreamAnsweredSaysSo: a route whose every upstream
+// refuses answers 502 with a body naming the host, not an empty 502 that
+// looks like the application's own.
+func TestForwardNoUpstreamAnsweredSaysSo(t *testing.T) {
+	defer func(b time.Duration) { dialBudget = b }(dialBudget)
+	dialBudget = 200 * time.Millisecond
+	listen := serveOneRoute(t, "http://"+refusedAddr(t), "web.example.test")
+	code, body, err := get(t, listen, "web.example.test", "/")
+	if err != nil || code != http.StatusBadGateway || body != "ployz: no Container of web.example.test answered\n" {
+		t.Fatalf("got %d %q %v", code, body, err)
 	}
 }

@@ -345,4 +345,5 @@ func TestServeFollowsAndAcksServingPointer(t *testing.T) {
 // (in a Cluster they are disjoint /24s of the Cluster network; a row's
 // address is checked only against its own owner's subnet).
 var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
-	"m1": netip.MustParsePrefix("127.0.0.0/8"), "m2": netip.MustParsePrefix("127.0.0.0/8")}}
+	"m1": netip.MustParsePrefix("127.0.0.0/8"), "m2": netip.MustParsePrefix("127.0.0.0/8"),
+	"m3": netip.MustParsePrefix("127.0.0.0/8")}}

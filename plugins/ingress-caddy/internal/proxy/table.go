@@ -32,14 +32,26 @@ type routeTable struct {
 }
 
 // httpRoute is one hostname: an answer of its own (status != 0: pending
-// or ownerless conflict) or the upstreams to proxy to, in order.
+// or ownerless conflict) or the upstreams to proxy to.
 type httpRoute struct {
 	status int
 	body   string
-	dials  []string
+	upstreams
 }
 
-type tcpRoute struct{ dials []string }
+type tcpRoute struct{ upstreams }
+
+// upstreams are a route's addresses, this Machine's first (the first
+// local of them), and the turn that spreads requests over them.
+type upstreams struct {
+	dials []string
+	local int
+	turn  atomic.Uint32
+}
+
+func newUpstreams(rt ingress.Route) upstreams {
+	return upstreams{dials: rt.Upstreams, local: min(max(rt.Local, 0), len(rt.Upstreams))}
+}
 
 // buildTable turns routes into a routing table.
 func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *routeTable {
@@ -53,7 +65,7 @@ func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *rou
 	for _, rt := range routes {
 		if rt.Protocol == "tcp" {
 			if rt.Owner != "" && len(rt.Upstreams) > 0 {
-				t.tcp[rt.Port] = &tcpRoute{dials: rt.Upstreams}
+				t.tcp[rt.Port] = &tcpRoute{upstreams: newUpstreams(rt)}
 			}
 			continue
 		}
@@ -65,7 +77,7 @@ func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *rou
 			t.http[rt.Hostname] = &httpRoute{status: http.StatusBadGateway,
 				body: "ployz: no ready Container for " + rt.Hostname + "\n"}
 		default:
-			t.http[rt.Hostname] = &httpRoute{dials: rt.Upstreams}
+			t.http[rt.Hostname] = &httpRoute{upstreams: newUpstreams(rt)}
 		}
 	}
 	return t
@@ -140,29 +152,48 @@ func isEjected(addr string, now time.Time) bool {
 	return false
 }
 
-// ordered returns dials with the ejected ones moved last, keeping order
-// otherwise; dials itself when none is ejected (no allocation).
-func ordered(dials []string) []string {
-	now := time.Now()
-	n := 0
-	for _, d := range dials {
+// order is the order one request or connection tries the upstreams in:
+// the local ones, then the remote ones, each group starting one further
+// than the last request's so that requests spread over the replicas (a
+// Machine without a local replica does not send all its traffic to the
+// first remote one); ejected upstreams go last. One upstream needs no
+// order (no allocation).
+func (u *upstreams) order(now time.Time) []string {
+	if len(u.dials) < 2 {
+		return u.dials
+	}
+	turn := int(u.turn.Add(1) - 1) // a new route's first request: the route's order
+	out := make([]string, 0, len(u.dials))
+	out = appendRotated(out, u.dials[:u.local], turn)
+	out = appendRotated(out, u.dials[u.local:], turn)
+	late := 0
+	for i, d := range out {
 		if isEjected(d, now) {
-			n++
+			late++
+			continue
+		}
+		out[i-late] = d
+	}
+	if late == 0 {
+		return out
+	}
+	kept := out[:len(out)-late]
+	for _, d := range u.dials {
+		if isEjected(d, now) {
+			kept = append(kept, d)
 		}
 	}
-	if n == 0 {
-		return dials
+	return kept
+}
+
+// appendRotated appends group to out starting at index turn (mod its
+// length).
+func appendRotated(out, group []string, turn int) []string {
+	if len(group) == 0 {
+		return out
 	}
-	out := make([]string, 0, len(dials))
-	var late []string
-	for _, d := range dials {
-		if isEjected(d, now) {
-			late = append(late, d)
-		} else {
-			out = append(out, d)
-		}
-	}
-	return append(out, late...)
+	k := turn % len(group)
+	return append(append(out, group[k:]...), group[:k]...)
 }
 
 // hostKey is r.Host as a table key: lowercase, without port or final dot.

@@ -53,7 +53,7 @@ func (h tcpHandler) Handle(cx *layer4.Connection, _ layer4.Handler) error {
 		addr    string
 		lastErr error
 	)
-	for _, d := range ordered(rt.dials) {
+	for _, d := range rt.order(time.Now()) {
 		c, err := net.DialTimeout("tcp", d, tcpDialTimeout)
 		if err != nil {
 			eject(d, err)
