@@ -82,6 +82,10 @@ type IngressState struct {
 	// Machine: the proxy spreads requests within the local ones and,
 	// when none answers or there is none, within the rest.
 	Local int `json:"local,omitempty"`
+	// Down lists the Machines this Machine holds Down whose ready
+	// Containers of the owner were left out; with no upstream left the
+	// route answers 503 saying so.
+	Down []string `json:"down,omitempty"`
 	// Containers are the upstreams' Container ids, in Upstreams' order.
 	Containers []string `json:"containers,omitempty"`
 	// Pointer is the id of the owner's Serving Pointer the upstreams

@@ -68,6 +68,7 @@ type claim struct {
 	services map[string]bool       // claimants
 	ups      map[string][]upstream // service -> eligible upstreams
 	waiting  map[string]int        // service -> ready Containers the pointer does not name
+	down     map[string][]string   // service -> Machines held Down with ready Containers of it
 }
 
 // ServiceKey is the "namespace/service" key of Services in routes,
@@ -151,7 +152,7 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 		k := id.Key()
 		c := rc.claims[k]
 		if c == nil {
-			c = &claim{route: id, services: map[string]bool{}, ups: map[string][]upstream{}, waiting: map[string]int{}}
+			c = &claim{route: id, services: map[string]bool{}, ups: map[string][]upstream{}, waiting: map[string]int{}, down: map[string][]string{}}
 			rc.claims[k] = c
 		}
 		c.services[svc] = true
@@ -159,6 +160,10 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 		case serving.NotReady:
 		case serving.Waiting:
 			c.waiting[svc]++
+		case serving.OnDown:
+			if o := strings.ToLower(r.Owner); !slices.Contains(c.down[svc], o) {
+				c.down[svc] = append(c.down[svc], o)
+			}
 		case serving.Serves:
 			c.ups[svc] = append(c.ups[svc], upstream{addr: netip.AddrPortFrom(ip, uint16(rt.ContainerPort)),
 				id: r.Key, local: strings.EqualFold(r.Owner, rc.machine)})
@@ -193,6 +198,9 @@ func (rc *routeComputation) route(k string, c *claim) Route {
 // loaded, and is not acked yet.
 func (rc *routeComputation) upstreams(rt *Route, c *claim, prev Route) {
 	rt.Pointer = rc.out.Pointers[rt.Owner]
+	if d := c.down[rt.Owner]; len(d) > 0 {
+		rt.Down = slices.Sorted(slices.Values(d))
+	}
 	us := c.ups[rt.Owner]
 	slices.SortFunc(us, func(a, b upstream) int {
 		if a.local != b.local {
@@ -226,6 +234,9 @@ func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
 	case len(claimants) > 1:
 		rt.State, rt.Claimants = rpc.RouteConflict, claimants
 		rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; " + rt.Owner + " keeps it"
+	case len(rt.Upstreams) == 0 && len(rt.Down) > 0:
+		rt.State = rpc.RoutePending
+		rt.Detail = "every ready Container is on a Machine this one holds Down (" + strings.Join(rt.Down, ", ") + "): " + downAnswer(*rt)
 	case len(rt.Upstreams) == 0 && c.waiting[rt.Owner] > 0:
 		rt.State = rpc.RoutePending
 		rt.Detail = fmt.Sprintf("no ready Container the Serving Pointer names (%d ready, not adopted): %s", c.waiting[rt.Owner], pendingAnswer(*rt))
@@ -233,6 +244,9 @@ func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
 		rt.State, rt.Detail = rpc.RoutePending, "no ready Container: "+pendingAnswer(*rt)
 	case rc.held[rt.Owner] != "" || rt.Pointer != rc.out.Pointers[rt.Owner]:
 		rt.State, rt.Detail = rpc.RoutePublished, "holding the previous upstreams until the Serving Pointer's Containers are seen ready"
+	case len(rt.Down) > 0:
+		rt.State = rpc.RoutePublished
+		rt.Detail = "left out: the Containers on " + strings.Join(rt.Down, ", ") + ", which this Machine holds Down"
 	default:
 		rt.State = rpc.RoutePublished
 	}
@@ -281,6 +295,13 @@ var ReservedPorts = map[int]string{
 }
 
 // pendingAnswer is what a pending route does, for its Detail.
+func downAnswer(rt Route) string {
+	if rt.Protocol == "tcp" {
+		return "no listener (connections refused)"
+	}
+	return "answering 503"
+}
+
 func pendingAnswer(rt Route) string {
 	if rt.Protocol == "tcp" {
 		return "no listener (connections refused)"

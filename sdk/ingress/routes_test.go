@@ -281,3 +281,24 @@ func TestComputeIgnoresUnvouchedRows(t *testing.T) {
 // use: Machine mN holds 10.210.N.0/24.
 var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
 	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}
+
+// TestComputeLeavesOutDownMachines: upstreams on a Machine this one holds
+// Down are left out and named; with none left the route is pending and
+// says it answers 503.
+func TestComputeLeavesOutDownMachines(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		row("a", "m1", "demo", "web", "10.210.1.9", true, hello(8080)),
+		row("b", "m2", "demo", "web", "10.210.2.5", true, hello(8080)),
+	}
+	ms := testMachines
+	ms.Down = map[string]bool{"m2": true}
+	r := Compute(Input{Machines: ms, Containers: rows, Machine: "m3"}).Routes[0]
+	if !slices.Equal(r.Upstreams, []string{"10.210.1.9:8080"}) || !slices.Equal(r.Down, []string{"m2"}) || r.State != rpc.RoutePublished || !strings.Contains(r.Detail, "m2") {
+		t.Fatalf("route with m2 down: %+v", r)
+	}
+	ms.Down = map[string]bool{"m1": true, "m2": true}
+	r = Compute(Input{Machines: ms, Containers: rows, Machine: "m3"}).Routes[0]
+	if len(r.Upstreams) != 0 || !slices.Equal(r.Down, []string{"m1", "m2"}) || r.State != rpc.RoutePending || !strings.Contains(r.Detail, "503") {
+		t.Fatalf("route with every replica down: %+v", r)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/ployz/ployz/core/store"
 )
 
@@ -35,6 +37,11 @@ const (
 	// that Machine's subnet). A forged or stray row must not make every
 	// Machine proxy to 169.254.169.254 or to its own loopback.
 	Refused
+	// OnDown: ready as far as its row says, but its Machine is Down in
+	// this Machine's membership view: no lookup or request is sent into
+	// a dead Machine. Its row is not waited for: a dead Machine writes
+	// none. It serves again once the view holds its Machine up.
+	OnDown
 )
 
 // ReadyAddr is the row's IPv4 address when the row says Ready in its
@@ -63,6 +70,9 @@ type Machines struct {
 	// Subnets maps each participating Machine's id to its subnet; a
 	// Machine absent here vouches for no address.
 	Subnets map[string]netip.Prefix
+	// Down holds the (lowercase) ids of the Machines this Machine's
+	// membership view holds Down; nil without a view.
+	Down map[string]bool
 }
 
 // Vouched reports why ip is not an address the row's owner can vouch for,
@@ -87,6 +97,9 @@ func Judge(r store.Row[store.ContainerBody], pointers map[string]store.ServingBo
 	}
 	if ms.Vouched(r.Owner, ip) != nil {
 		return ip, Refused
+	}
+	if ms.Down[strings.ToLower(r.Owner)] {
+		return ip, OnDown
 	}
 	if p, ok := pointers[ServiceKey(r.Body.Namespace, r.Body.Service)]; ok && !p.Has(r.Key, r.Owner, r.Body) {
 		return ip, Waiting
@@ -123,6 +136,9 @@ type Set struct {
 	// Refused counts ready rows whose address their owner cannot vouch
 	// for (Machines.Vouched); they never serve.
 	Refused int
+	// Down lists the Machines (sorted, once each) whose ready Containers
+	// were left out because this Machine holds them Down.
+	Down []string
 	// Held: the pointer is young and none of its Containers is seen ready
 	// yet, so Members are the previous set's.
 	Held bool
@@ -159,6 +175,10 @@ func Compute(in Input) map[string]Set {
 			s.Refused++
 		case Waiting:
 			s.Waiting++
+		case OnDown:
+			if o := strings.ToLower(r.Owner); !slices.Contains(s.Down, o) {
+				s.Down = append(s.Down, o)
+			}
 		case Serves:
 			s.Members = append(s.Members, Member{Key: r.Key, Owner: strings.ToLower(r.Owner), IP: ip, Body: b})
 		}
@@ -168,6 +188,7 @@ func Compute(in Input) map[string]Set {
 		if p, ok := pointers[k]; ok {
 			s.Pointer = p.ID
 		}
+		slices.Sort(s.Down)
 		slices.SortFunc(s.Members, func(a, b Member) int { return a.IP.Compare(b.IP) })
 		s.Members = slices.CompactFunc(s.Members, func(a, b Member) bool { return a.IP == b.IP })
 		if prev := in.Prev[k]; len(s.Members) == 0 && s.Pointer != "" && in.Young[s.Pointer] && len(prev.Members) > 0 {
@@ -229,11 +250,28 @@ var WatchQueries = []string{
 	`SELECT id, json_extract(body, '$.session'), json_extract(body, '$.subnet'), json_extract(body, '$.phase') FROM machines`,
 }
 
+// MembershipPoll is how often Watch reads the store's membership view: a
+// Machine going Down changes no row, so this bounds how long after the
+// verdict its Containers are still served.
+const MembershipPoll = time.Second
+
+// Watch follows what Read reads until ctx ends: the WatchQueries by
+// subscription, and the membership view every MembershipPoll (a change
+// of the Machines it holds Down wakes the watch). do runs f with a
+// client (store.TokenFileClient.Do).
+func Watch(ctx context.Context, do func(f func(*store.Client) error) error, log hclog.Logger) *store.Watch {
+	w := store.NewWatch(ctx, do, WatchQueries, log)
+	w.FollowMembership(ctx, do, MembershipPoll, log)
+	return w
+}
+
 // Participating is the phase of a Machine row whose Containers may serve.
 const Participating = "participating"
 
 // Read reads what Compute takes from the store: the containers, serving
-// and machines tables (Containers, Pointers, Machines).
+// and machines tables (Containers, Pointers, Machines), and the store's
+// membership view (Machines.Down; none when the store has no view or
+// does not answer it: a view that cannot be read leaves nothing out).
 func Read(ctx context.Context, c *store.Client) (Input, error) {
 	var in Input
 	var err error
@@ -248,7 +286,23 @@ func Read(ctx context.Context, c *store.Client) (Input, error) {
 		return in, err
 	}
 	in.Machines = MachinesOf(ms)
+	if view, err := c.Membership(ctx); err == nil {
+		in.Machines.Down = DownOf(ms, view)
+	}
 	return in, nil
+}
+
+// DownOf maps the store sites the view holds down to the ids of the
+// Machines whose records name them.
+func DownOf(rows []store.Row[store.MachineBody], view store.Membership) map[string]bool {
+	sites := view.DownSites()
+	out := map[string]bool{}
+	for _, r := range rows {
+		if r.Body.StoreSite != "" && sites[r.Body.StoreSite] {
+			out[strings.ToLower(r.Key)] = true
+		}
+	}
+	return out
 }
 
 // MachinesOf indexes machines rows: every Machine's session, and the

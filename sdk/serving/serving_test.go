@@ -170,3 +170,40 @@ func TestMachinesOf(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeLeavesOutDownMachines: a ready row on a Machine the view
+// holds Down does not serve, whatever its row says; the set names the
+// Machine; once the view holds it up again the row serves.
+func TestComputeLeavesOutDownMachines(t *testing.T) {
+	rows := []store.Row[store.ContainerBody]{
+		crow("a", "m1", "demo", "web", "10.210.1.2", "d1", true),
+		crow("b", "M2", "demo", "web", "10.210.2.2", "d1", true),
+		crow("c", "m2", "demo", "api", "10.210.2.3", "d1", true),
+	}
+	ms := testMachines
+	ms.Down = map[string]bool{"m2": true}
+	got := Compute(Input{Machines: ms, Containers: rows})
+	if k := keys(got["demo/web"]); !slices.Equal(k, []string{"a"}) || !slices.Equal(got["demo/web"].Down, []string{"m2"}) {
+		t.Fatalf("web: serving %v, down %v; want [a], [m2]", k, got["demo/web"].Down)
+	}
+	if api := got["demo/api"]; len(api.Members) != 0 || !slices.Equal(api.Down, []string{"m2"}) {
+		t.Fatalf("api, every replica on m2: %+v", api)
+	}
+	if k := keys(Compute(Input{Machines: testMachines, Containers: rows})["demo/web"]); !slices.Equal(k, []string{"a", "b"}) {
+		t.Fatalf("m2 up again: serving %v", k)
+	}
+}
+
+// TestDownOf: the view's down sites become the ids of the Machines whose
+// records name them; sites no record names are ignored.
+func TestDownOf(t *testing.T) {
+	rows := []store.Row[store.MachineBody]{
+		{Key: "M1", Body: store.MachineBody{StoreSite: "s-1"}},
+		{Key: "m2", Body: store.MachineBody{StoreSite: "s-2"}},
+		{Key: "m3"},
+	}
+	view := store.Membership{Members: []store.Member{{Site: "s-1", State: "down"}, {Site: "s-2", State: "suspect"}, {Site: "s-9", State: "down"}}}
+	if got := DownOf(rows, view); len(got) != 1 || !got["m1"] {
+		t.Fatalf("DownOf: %v, want only m1", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/crdt"
 )
 
@@ -43,7 +44,23 @@ func TestAdminSocketMembership(t *testing.T) {
 	dir := t.TempDir()
 	c := newTestCluster(t, 3, 7, func(i int, cfg *Config) {
 		cfg.AdminPath = filepath.Join(dir, "admin"+string(rune('0'+i))+".sock")
+		cfg.APIAddr, cfg.Token = "127.0.0.1:0", "membership-token"
 	})
+	// The store API's GET /v1/membership gives the same view to readers
+	// without the admin socket (Internal DNS, the ingress).
+	api := store.New(c.node(0).APIAddr(), store.WithToken("membership-token"))
+	apiState := func(site string) string {
+		m, err := api.Membership(context.Background())
+		if err != nil {
+			t.Fatalf("GET /v1/membership: %v", err)
+		}
+		for _, x := range m.Members {
+			if x.Site == site {
+				return x.State
+			}
+		}
+		return ""
+	}
 	sock := filepath.Join(dir, "admin0.sock")
 	if got := adminCall(t, sock, "Ping"); len(got) != 1 || string(got[0]) != `"Success"` {
 		t.Fatalf("Ping: %s", got)
@@ -72,10 +89,19 @@ func TestAdminSocketMembership(t *testing.T) {
 		s, r := states("MembershipStates"), states("Rtts")
 		return len(s) == 2 && s[peer].Json.State == "up" && r[peer].Json.RTT > 0
 	})
+	if st := apiState(peer); st != "up" {
+		t.Fatalf("the API's view of the peer: %q, want up", st)
+	}
 	c.node(2).Close()
 	waitFor(t, detectWait(15*time.Second), "crashed peer marked down", func() bool {
 		return states("MembershipStates")[peer].Json.State == "down"
 	})
+	if st := apiState(peer); st != store.MemberDown {
+		t.Fatalf("the API's view of the crashed peer: %q, want down", st)
+	}
+	if down := (store.Membership{Members: []store.Member{{Site: peer, State: apiState(peer)}}}).DownSites(); !down[peer] {
+		t.Fatalf("DownSites: %v", down)
+	}
 	if got := adminCall(t, sock, "Nope"); len(got) != 1 || string(got[0][:8]) != `{"Error"` {
 		t.Fatalf("unknown command: %s", got)
 	}

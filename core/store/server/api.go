@@ -29,6 +29,7 @@ func newAPIServer(n *Node, tokenless bool) *http.Server {
 	mux.HandleFunc("POST /v1/subscriptions", n.handleSubscribe)
 	mux.HandleFunc("GET /v1/subscriptions/{id}", n.handleResubscribe)
 	mux.HandleFunc("GET /v1/health", n.handleHealth)
+	mux.HandleFunc("GET /v1/membership", n.handleMembership)
 	mux.HandleFunc("POST /v1/updates/{table}", n.handleUpdates)
 	mux.HandleFunc("POST /v1/table_stats", n.handleTableStats)
 	return &http.Server{
@@ -171,6 +172,25 @@ func (h healthQuery) unhealthy(gaps, queue int64, lag float64) bool {
 	over := func(limit *int64, v int64) bool { return limit != nil && v > *limit }
 	return over(h.gaps, gaps) || over(h.maxQueue, queue) ||
 		(h.p99Lag != nil && lag > *h.p99Lag && (h.queueSize == nil || queue > *h.queueSize))
+}
+
+// handleMembership answers this node's SWIM view of the other members
+// (store.Client.Membership): a Ployz addition to Corrosion's API, so that
+// Internal DNS and the ingress can leave out Machines this one holds
+// down without reaching the root-only admin socket. A reader that gets
+// 404 (a store without it) has no membership view.
+func (n *Node) handleMembership(w http.ResponseWriter, _ *http.Request) {
+	type member struct {
+		Site  string `json:"site"`
+		State string `json:"state"`
+	}
+	out := struct {
+		Members []member `json:"members"`
+	}{Members: []member{}}
+	for _, m := range n.Members() {
+		out.Members = append(out.Members, member{Site: m.Name, State: m.State})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (n *Node) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -52,10 +52,10 @@ func (s StoreSource) Read(ctx context.Context) (in serving.Input, err error) {
 	return in, err
 }
 
-// Watch implements Source: a store.Watch of what Read reads
-// (serving.WatchQueries).
+// Watch implements Source: serving.Watch of what Read reads (the tables,
+// and the membership view).
 func (s StoreSource) Watch(ctx context.Context, log hclog.Logger) *store.Watch {
-	return store.NewWatch(ctx, s.tf.Do, serving.WatchQueries, log)
+	return serving.Watch(ctx, s.tf.Do, log)
 }
 
 // Load keeps h's Table current from src until ctx ends. The first

@@ -73,6 +73,9 @@ func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *rou
 		case rt.Owner == "":
 			t.http[rt.Hostname] = &httpRoute{status: http.StatusServiceUnavailable,
 				body: "ployz: " + rt.Hostname + " is claimed by several Services; nothing is published\n"}
+		case len(rt.Upstreams) == 0 && len(rt.Down) > 0:
+			t.http[rt.Hostname] = &httpRoute{status: http.StatusServiceUnavailable,
+				body: "ployz: every Container of " + rt.Hostname + " is on a Machine that is down (" + strings.Join(rt.Down, ", ") + ")\n"}
 		case len(rt.Upstreams) == 0:
 			t.http[rt.Hostname] = &httpRoute{status: http.StatusBadGateway,
 				body: "ployz: no ready Container for " + rt.Hostname + "\n"}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/serving"
 )
 
@@ -23,10 +22,10 @@ type Watcher interface {
 // reported: a net under the subscriptions, not the way changes arrive.
 const SafetyPoll = 10 * time.Second
 
-// Watch implements Watcher: a store.Watch of what Input reads
-// (serving.WatchQueries).
+// Watch implements Watcher: serving.Watch of what Input reads (the
+// tables, and the membership view).
 func (s StoreSource) Watch(ctx context.Context, log hclog.Logger) <-chan struct{} {
-	return store.NewWatch(ctx, s.tf.Do, serving.WatchQueries, log).C
+	return serving.Watch(ctx, s.tf.Do, log).C
 }
 
 var _ Watcher = StoreSource{}
