@@ -62,8 +62,13 @@ func (tm teammate) history(t *testing.T, args ...string) []rpc.HistoryEntry {
 // imports A's exported context; she sees A's history, scales web, and A
 // sees her scale under her name and key. B's CLI killed mid-scale leaves
 // the namespace's lease: A's scale is refused naming B (exit 4) until it
-// expires, and with --wait runs once it has.
-func teamScenario(t *testing.T, envA []string, keyFileA, name string) {
+// expires, and with --wait runs once it has. Then, under keep-alive load
+// through every Machine's ingress, B deploys another message on web,
+// restarts api and rolls back to revision 1 with no failed request; a
+// rollback to an unknown revision is refused naming it, with nothing
+// recorded; B removes the project, and A sees each of B's operations,
+// completed, under B's name.
+func teamScenario(t *testing.T, l *lab.Lab, envA []string, keyFileA, name string) {
 	t.Helper()
 	homeB := t.TempDir()
 	keyB := filepath.Join(homeB, "id_ed25519")
@@ -124,6 +129,50 @@ func teamScenario(t *testing.T, envA []string, keyFileA, name string) {
 	t.Logf("alice's scale --wait ran %s after bob's CLI was killed", time.Since(killedAt).Round(time.Second))
 	if h := b.history(t, "--kind", "scale", "-p", "hello", "--limit", "1"); len(h) != 1 || h[0].Operator.Name != "alice" {
 		t.Fatalf("bob's view of the last scale: %+v, want alice's", h)
+	}
+	start := time.Now()
+	bobChanges(t, l, a, b, fpB, name)
+	t.Logf("bob's changes under load passed in %s", time.Since(start).Round(time.Second))
+}
+
+// bobChanges: B deploys, restarts and rolls back under load through
+// every ingress (no request may fail), is refused an unknown revision
+// with nothing recorded, then removes the project; A's history shows
+// each operation as B's, completed.
+func bobChanges(t *testing.T, l *lab.Lab, a, b teammate, fpB, name string) {
+	t.Helper()
+	loop := startLoop(l, "hello.example.test")
+	b.must(t, "deploy", "-f", helloWith(t, "hello from web", "hello from bob"), "-y")
+	webSays(t, l, "hello from bob")
+	b.must(t, "service", "restart", "api", "-p", "hello", "-y")
+	b.must(t, "rollback", "-p", "hello", "--to", "1", "-y")
+	webSays(t, l, "hello from web")
+	loop.end(t, "bob's deploy, restart of api and rollback to revision 1")
+
+	newest := b.history(t, "-p", "hello", "--limit", "1")
+	out, errs, code := b.run(t, nil, "rollback", "-p", "hello", "--to", "999", "-y")
+	if code == 0 || !strings.Contains(errs, "revision 999") {
+		t.Fatalf("rollback to an unknown revision: exit %d, stderr %q, stdout %q; want refused naming revision 999", code, errs, out)
+	}
+	if h := b.history(t, "-p", "hello", "--limit", "1"); len(h) != 1 || len(newest) != 1 || h[0].ID != newest[0].ID {
+		t.Fatalf("the refused rollback recorded an operation: newest before %+v, after %+v", newest, h)
+	}
+
+	b.must(t, "project", "rm", "hello", "-y")
+	seen := a.history(t, "--context", name, "-p", "hello", "--limit", "4")
+	var kinds []string
+	for _, e := range seen {
+		kinds = append(kinds, e.Kind)
+		if e.Operator.Name != "bob" || e.Operator.KeyFingerprint != fpB || e.Outcome != rpc.OutcomeCompleted {
+			t.Errorf("alice's view of bob's %s: %+v, want bob's (%s), completed", e.Kind, e, fpB)
+		}
+	}
+	want := []string{rpc.HistoryRemove, rpc.HistoryRollback, rpc.HistoryRestart, rpc.HistoryDeploy}
+	if strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Fatalf("alice's newest history of hello: %v, want %v (bob's, newest first)", kinds, want)
+	}
+	if seen[1].Revision == 0 || !strings.Contains(seen[1].Detail, "rollback to revision 1") {
+		t.Errorf("alice's view of bob's rollback: %+v, want its revision and \"rollback to revision 1\"", seen[1])
 	}
 }
 
