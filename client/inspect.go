@@ -49,6 +49,9 @@ type ExecutionStatus struct {
 	// the Machines holding a Container that is not ready.
 	Restarts   int      `json:"restarts"`
 	NotReadyOn []string `json:"not_ready_on,omitempty"`
+	// DownOn names the Down Machines holding Containers the Serving
+	// Pointer names: unreachable, left out of DNS and ingress answers.
+	DownOn []string `json:"down_on,omitempty"`
 }
 
 // InspectService is one Service of ns: execution and ingress status, the
@@ -71,6 +74,10 @@ func (s *Session) InspectService(ctx context.Context, ns, service string, fanout
 		return Inspection{}, snap, NoService(service, ns, snap)
 	}
 	in.Execution = execution(in.Execution.Desired, cs, snap)
+	deploy.ObserveServing(ctx, s.ent, &snap) // only when a Machine is Down
+	for _, c := range snap.LostReplicas(ns, service) {
+		in.Execution.DownOn = append(in.Execution.DownOn, views.MachineName(snap, c.MachineID))
+	}
 	if in.Declared != nil && in.Declared.Mode == deploy.ModeGlobal {
 		in.Execution.Desired = len(cs)
 	}

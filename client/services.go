@@ -40,6 +40,7 @@ func (s *Session) Services(ctx context.Context, ns string) ([]views.ServiceRow, 
 	if err != nil {
 		return nil, snap, err
 	}
+	deploy.ObserveServing(ctx, s.ent, &snap) // only when a Machine is Down: what it holds
 	return views.Services(snap, s.Declared(ctx), s.Removing(), ns), snap, nil
 }
 

@@ -114,6 +114,7 @@ func TestIngressHTTP(t *testing.T) {
 	var in rpc.Inspection
 	op.json(t, &in, "machine", "init", "root@"+l.Machines[0].IP.String(), "--name", l.Machines[0].Name)
 	ids[l.Machines[0].IP.String()] = in.ID
+	m1Subnet := in.Subnet
 	for _, m := range l.Machines[1:] {
 		op.json(t, &in, "machine", "add", "root@"+m.IP.String(), "--name", m.Name)
 		ids[m.IP.String()] = in.ID
@@ -282,6 +283,8 @@ func TestIngressHTTP(t *testing.T) {
 	ingressZeroGap(t, ctx, l, op)
 	ingressConflict(t, ctx, l, op)
 	idlePloyzCPU(t, ctx, l)
+	// Last: it powers m2 off and on again.
+	t.Run("machine-loss", func(t *testing.T) { machineLoss(t, ctx, l, op, ids, gateway(t, m1Subnet)) })
 }
 
 // idlePloyzCPU prints (never gates) the CPU every Ployz process of each

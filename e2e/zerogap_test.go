@@ -32,6 +32,7 @@ type requestLoop struct {
 	// idle keep-alive connections from other faults.
 	idleClosed int
 	samples    []string
+	failedAt   []time.Time          // when each failure was seen
 	first      map[string]time.Time // message + "@" + Container hostname
 	mu         sync.Mutex
 	stop       chan struct{}
@@ -78,6 +79,7 @@ func startLoopOn(host string, targets []loopTarget) *requestLoop {
 				code, body, err := oneShotURL(clients[i%len(targets)], tg.url, host)
 				var doc struct{ Message, Hostname string }
 				r.mu.Lock()
+				failures := r.failed
 				switch {
 				case err != nil:
 					if errors.Is(err, errIdleClosed) {
@@ -94,6 +96,9 @@ func startLoopOn(host string, targets []loopTarget) *requestLoop {
 					if _, seen := r.first[k]; !seen {
 						r.first[k] = time.Now()
 					}
+				}
+				if r.failed > failures {
+					r.failedAt = append(r.failedAt, time.Now())
 				}
 				r.mu.Unlock()
 			}

@@ -78,6 +78,7 @@ func (x *Source) Services(ctx context.Context) (dashboard.Services, error) {
 	if err != nil {
 		return dashboard.Services{}, err
 	}
+	deploy.ObserveServing(ctx, s.Entry(), &snap)
 	decl := s.Declared(ctx)
 	removing := s.Removing()
 	ing := &ingressOnce{ctx: ctx, ent: s.Entry()}

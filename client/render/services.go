@@ -59,6 +59,9 @@ func ServiceInspection(w io.Writer, in client.Inspection, snap deploy.Snapshot, 
 	}
 	e := in.Execution
 	fmt.Fprintf(tw, "execution\t%s (desired %d, running %d, ready %d, restarts %d)\n", e.Status, e.Desired, e.Running, e.Ready, e.Restarts)
+	if len(e.DownOn) > 0 {
+		fmt.Fprintf(tw, "  on Down Machines\t%s (unreachable, left out of DNS and ingress; a deploy replaces them)\n", strings.Join(e.DownOn, ", "))
+	}
 	if len(e.NotReadyOn) > 0 {
 		fmt.Fprintf(tw, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
 	}

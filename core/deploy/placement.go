@@ -42,7 +42,7 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 		return nil, ServiceSummary{}, nil, err
 	}
 	pl := &placer{svc: svc, snap: snap, spec: spec, unsalted: SpecHash(spec), machines: map[string]MachineState{}, load: load, restart: restart,
-		lost: snap.lostReplicas(ns, svc.Name)}
+		lost: snap.LostReplicas(ns, svc.Name)}
 	for _, c := range existing {
 		pl.specLive = pl.specLive || pl.current(c) && Running(c)
 	}

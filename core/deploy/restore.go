@@ -57,9 +57,9 @@ func ObserveServing(ctx context.Context, c Caller, snap *Snapshot) {
 	}
 }
 
-// lostReplicas are the Containers svc's Serving Pointer names on Down
-// Machines, in pointer order.
-func (s Snapshot) lostReplicas(ns, service string) []rpc.ServingContainer {
+// LostReplicas are the Containers svc's Serving Pointer names on Down
+// Machines, in pointer order (none unless ObserveServing read them).
+func (s Snapshot) LostReplicas(ns, service string) []rpc.ServingContainer {
 	var out []rpc.ServingContainer
 	for _, c := range s.Serving[ingress.ServiceKey(ns, service)] {
 		if m, ok := s.Machine(c.MachineID); ok && m.Down() {

@@ -24,6 +24,11 @@ type ServiceRow struct {
 	// NotReadyOn names the Machines holding a Container that is not ready.
 	Below      bool     `json:"below_replicas,omitempty"`
 	NotReadyOn []string `json:"not_ready_on,omitempty"`
+	// DownOn names the Down Machines that hold Containers the Service's
+	// Serving Pointer names: they serve nowhere (Internal DNS and the
+	// ingress leave them out) until the Machine is up again or a deploy
+	// replaces them.
+	DownOn []string `json:"down_on,omitempty"`
 }
 
 // Judge sets Below from the declared replica count.
@@ -32,17 +37,26 @@ func (r *ServiceRow) Judge() {
 	r.Below = err == nil && r.Ready < want
 	sort.Strings(r.NotReadyOn)
 	r.NotReadyOn = slices.Compact(r.NotReadyOn)
+	sort.Strings(r.DownOn)
+	r.DownOn = slices.Compact(r.DownOn)
 }
 
 // Note is the human column for a Service below its replicas.
 func (r ServiceRow) Note() string {
+	if r.Ready == 0 && len(r.DownOn) > 0 {
+		return "every serving replica is on a Down Machine (" + strings.Join(r.DownOn, ", ") + ")"
+	}
 	if !r.Below {
 		return ""
 	}
-	if len(r.NotReadyOn) == 0 {
-		return "below replicas"
+	note := "below replicas"
+	if len(r.NotReadyOn) > 0 {
+		note += "; not ready on " + strings.Join(r.NotReadyOn, ", ")
 	}
-	return "below replicas; not ready on " + strings.Join(r.NotReadyOn, ", ")
+	if len(r.DownOn) > 0 {
+		note += "; replicas on Down " + strings.Join(r.DownOn, ", ")
+	}
+	return note
 }
 
 // Services joins what the latest Saved States declare (namespace ->
@@ -88,6 +102,9 @@ func Services(snap deploy.Snapshot, decl map[string]map[string]deploy.Service, r
 	}
 	out := make([]ServiceRow, 0, len(rows))
 	for _, r := range rows {
+		for _, c := range snap.LostReplicas(r.Namespace, r.Service) {
+			r.DownOn = append(r.DownOn, MachineName(snap, c.MachineID))
+		}
 		r.Judge()
 		out = append(out, *r)
 	}

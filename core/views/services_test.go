@@ -59,3 +59,27 @@ func TestServicesJoinsDeclaredAndObserved(t *testing.T) {
 		t.Error("MachineName")
 	}
 }
+
+// TestServicesNamesDownMachines: Containers the Serving Pointer names on
+// a Down Machine (unobserved) are named in the row; with none ready
+// elsewhere the note says every serving replica is Down.
+func TestServicesNamesDownMachines(t *testing.T) {
+	snap := deploy.Snapshot{Machines: []deploy.MachineState{
+		{ID: "id1", Name: "m1", Observed: true, Containers: []rpc.ContainerObservation{
+			{MachineID: "id1", Namespace: "app-prod", Service: "web", State: "running", Ready: true},
+		}},
+		{ID: "id2", Name: "m2", Membership: deploy.MembershipDown},
+	}, Serving: map[string][]rpc.ServingContainer{
+		"app-prod/web": {{ID: "c1", MachineID: "id1"}, {ID: "c2", MachineID: "id2"}},
+		"app-prod/api": {{ID: "c3", MachineID: "id2"}},
+	}}
+	decl := map[string]map[string]deploy.Service{"app-prod": {"web": {Name: "web", Replicas: 2}, "api": {Name: "api", Replicas: 1}}}
+	got := Services(snap, decl, nil, "")
+	api, web := got[0], got[1]
+	if len(web.DownOn) != 1 || web.DownOn[0] != "m2" || web.Note() != "below replicas; replicas on Down m2" {
+		t.Errorf("web: %+v, note %q", web, web.Note())
+	}
+	if len(api.DownOn) != 1 || api.Note() != "every serving replica is on a Down Machine (m2)" {
+		t.Errorf("api: %+v, note %q", api, api.Note())
+	}
+}

@@ -106,6 +106,21 @@ func (l *Lab) Stop(ctx context.Context, name string) error {
 	return err
 }
 
+// PowerOff cuts Machine name's power: its container is killed, nothing
+// inside shuts down cleanly (no unit stops, no row is withdrawn); a VM
+// Machine powers off as Stop does.
+func (l *Lab) PowerOff(ctx context.Context, name string) error {
+	m, err := l.Machine(name)
+	if err != nil {
+		return err
+	}
+	if l.VM {
+		return l.vmPower(ctx, m, false)
+	}
+	_, err = docker(ctx, "kill", m.Container)
+	return err
+}
+
 // Start starts a stopped Machine (a VM boots its kernel) and waits until
 // it has booted.
 func (l *Lab) Start(ctx context.Context, name string) error {

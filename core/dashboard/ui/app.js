@@ -178,7 +178,7 @@
             el("td", {}, el("a", { href: "#/service/" + encodeURIComponent(row.namespace) + "/" + encodeURIComponent(row.service) }, row.service)),
             el("td", { class: "hide-narrow" }, row.namespace), el("td", {}, row.desired),
             el("td", { class: "hide-narrow" }, row.running), el("td", {}, row.ready),
-            el("td", {}, st(row.execution), row.below_replicas ? el("div", { class: "muted" }, row.not_ready_on ? "not ready on " + row.not_ready_on.join(", ") : "below replicas") : null),
+            el("td", {}, st(row.execution), row.down_on ? el("div", { class: "muted" }, (row.ready ? "replicas on Down " : "every serving replica is on Down ") + row.down_on.join(", ")) : null, row.below_replicas ? el("div", { class: "muted" }, row.not_ready_on ? "not ready on " + row.not_ready_on.join(", ") : "below replicas") : null),
             el("td", {}, st(row.ingress)),
             el("td", { class: "certs" }, (row.certificates || []).length ? row.certificates.map(cert) : "-"),
             el("td", { class: "hide-narrow" }, row.restarts),

@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// lossCompose is web with one replica per Machine of three (the
+// scheduler spreads them) and a route; no placement cap, so a deploy can
+// restore the third replica on the two Machines that remain.
+const lossCompose = `name: loss
+services:
+  web:
+    image: ployz-testapp:latest
+    environment: {MESSAGE: "loss"}
+    healthcheck:
+      test: ["CMD", "/testapp", "healthcheck"]
+      interval: 1s
+      timeout: 2s
+      retries: 3
+    deploy: {replicas: 3}
+    x-ports:
+      - hostname: loss.example.test
+        container_port: 8080
+`
+
+// dnsWatch resolves one name through one Machine's Internal DNS again and
+// again (one query per lookup, no retry) and keeps when each answer named
+// a given address.
+type dnsWatch struct {
+	mu       sync.Mutex
+	queries  int
+	failed   int
+	naming   []time.Time // answers that named the address
+	lastFail string
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startDNSWatch(ctx context.Context, l *lab.Lab, machine, server, name, addr string) *dnsWatch {
+	w := &dnsWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			out, err := l.Exec(ctx, machine, "ployz-dns", "lookup", "--server", server, name)
+			now := time.Now()
+			lines := strings.Fields(out)
+			w.mu.Lock()
+			w.queries++
+			switch {
+			case err != nil || len(lines) == 0 || lines[0] != "NOERROR":
+				w.failed++
+				w.lastFail = fmt.Sprintf("%s: %q %v", now.Format("15:04:05.000"), out, err)
+			case slices.Contains(lines[1:], addr):
+				w.naming = append(w.naming, now)
+			}
+			w.mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *dnsWatch) end() { close(w.stop); <-w.done }
+
+// namingAfter counts the answers after t that named the address, and
+// returns the last one.
+func (w *dnsWatch) namingAfter(t time.Time) (int, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, last := 0, time.Time{}
+	for _, at := range w.naming {
+		if at.After(t) {
+			n++
+		}
+		last = at
+	}
+	return n, last
+}
+
+// failedAfter counts the loop's failures after t.
+func (r *requestLoop) failedAfter(t time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, at := range r.failedAt {
+		if at.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// downOutOfAnswers is how long after the membership's Down verdict a
+// dead Machine's Containers may still be answered: DNS and the ingress
+// read the membership every second (serving.MembershipPoll), and the
+// verdict is read from `machine ls`, which lags the store's own view.
+const downOutOfAnswers = 5 * time.Second
+
+// machineLoss powers m2 off while keep-alive loops go through m1's and
+// m3's ingress and m1 resolves web without pause: no request fails, and
+// once m1 holds m2 Down (plus downOutOfAnswers) no DNS answer names m2's
+// Container. A deploy then restores three ready replicas on m1 and m3
+// under the same loops with no failed request; when m2 boots again its
+// old Container is not answered and is retired.
+func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, ids map[string]string, m1Gateway string) {
+	if doc, errs, code := deployFile(t, op, lossCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy loss: exit %d\n%s", code, errs)
+	}
+	on := map[string]string{} // Machine -> its web Container's IP
+	oldID := ""
+	for _, c := range ps(t, op, "loss").Containers {
+		if c.Service == "web" && c.Ready {
+			on[c.Machine] = c.IP
+			if c.Machine == "m2" {
+				oldID = c.ID
+			}
+		}
+	}
+	if len(on) != 3 || on["m2"] == "" {
+		t.Fatalf("web ready on %v, want one replica on each of m1, m2, m3", on)
+	}
+	m2ID := ids[l.Machines[1].IP.String()]
+	targets := slices.DeleteFunc(httpTargets(l), func(tg loopTarget) bool { return strings.HasPrefix(tg.name, l.Machines[1].IP.String()+":") })
+	loop := startLoopOn("loss.example.test", targets)
+	dns := startDNSWatch(ctx, l, "m1", m1Gateway+":53", "web.loss-production.internal", on["m2"])
+	time.Sleep(2 * time.Second)
+	if n, _ := dns.namingAfter(time.Time{}); n == 0 {
+		t.Fatalf("m1's DNS never named m2's Container %s before the power-off", on["m2"])
+	}
+
+	offAt := time.Now()
+	if err := l.PowerOff(ctx, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	var verdictAt time.Time
+	eventually(t, 90*time.Second, "m1 holds m2 down", func() error {
+		list, err := lsFrom(ctx, l, "m1")
+		if err != nil {
+			return err
+		}
+		if s := membership(list, m2ID); s != "down" {
+			return fmt.Errorf("m2 is %s", s)
+		}
+		verdictAt = time.Now()
+		return nil
+	})
+	time.Sleep(downOutOfAnswers + 3*time.Second)
+	after := verdictAt.Add(downOutOfAnswers)
+	late, lastNaming := dns.namingAfter(after)
+	t.Logf("benchmark: power-off of m2 -> m1's Down verdict %s; last DNS answer on m1 naming m2's Container %s after the power-off (%s from the verdict); %d answers named it later than %s after the verdict",
+		verdictAt.Sub(offAt).Round(100*time.Millisecond), lastNaming.Sub(offAt).Round(100*time.Millisecond),
+		lastNaming.Sub(verdictAt).Round(100*time.Millisecond), late, downOutOfAnswers)
+	if late > 0 {
+		t.Errorf("m1's DNS named m2's Container %d times more than %s after m1 held m2 down", late, downOutOfAnswers)
+	}
+	if f := loop.failedAfter(after); f > 0 {
+		t.Errorf("%d requests through m1 and m3 failed more than %s after the Down verdict", f, downOutOfAnswers)
+	}
+	loop.end(t, "m2's power-off (through m1 and m3)")
+
+	// ls names the Down Machine that holds one of web's serving replicas.
+	eventually(t, 30*time.Second, "ls names m2 as Down for web", func() error {
+		var doc struct {
+			Services []struct {
+				Service string   `json:"service"`
+				DownOn  []string `json:"down_on"`
+			} `json:"services"`
+		}
+		op.json(t, &doc, "ls", "-p", "loss")
+		for _, s := range doc.Services {
+			if s.Service == "web" && slices.Equal(s.DownOn, []string{"m2"}) {
+				return nil
+			}
+		}
+		return fmt.Errorf("ls: %+v", doc.Services)
+	})
+	loop = startLoopOn("loss.example.test", targets)
+
+	// Capacity back in one command: the same deploy places the missing
+	// replica on m1 or m3, start-first, and leaves m2's alone.
+	if doc, errs, code := deployFile(t, op, lossCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy with m2 down: exit %d\n%s", code, errs)
+	}
+	ready := 0
+	for _, c := range ps(t, op, "loss").Containers {
+		if c.Service == "web" && c.Ready && c.Machine != "m2" {
+			ready++
+		}
+	}
+	if ready != 3 {
+		t.Errorf("after the restoring deploy: %d ready web replicas on m1 and m3, want 3", ready)
+	}
+	loop.end(t, "the deploy restoring web's replicas with m2 down")
+
+	// m2 comes back: its old Container runs again (Docker's restart
+	// policy) but the Serving Pointer names the replacements, so it is
+	// not answered, and m2's retire loop stops it.
+	if err := l.Start(ctx, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, "m1 holds m2 up again", func() error {
+		list, err := lsFrom(ctx, l, "m1")
+		if err != nil {
+			return err
+		}
+		if s := membership(list, m2ID); s != "up" {
+			return fmt.Errorf("m2 is %s", s)
+		}
+		return nil
+	})
+	backAt := time.Now()
+	eventually(t, 120*time.Second, "m2's superseded web Container retired", func() error {
+		out, err := l.Exec(ctx, "m2", "docker", "inspect", "-f", "{{.State.Running}}", oldID)
+		if err == nil && strings.TrimSpace(out) == "true" {
+			return fmt.Errorf("still running")
+		}
+		return nil
+	})
+	dns.end()
+	if n, last := dns.namingAfter(backAt); n > 0 {
+		t.Errorf("m1's DNS named m2's superseded Container %d times after m2 came back (last %s)", n, last.Format("15:04:05.000"))
+	}
+	if dns.failed > 0 {
+		t.Errorf("m1's DNS: %d of %d lookups failed; last: %s", dns.failed, dns.queries, dns.lastFail)
+	}
+	t.Logf("m1's DNS: %d lookups of web during the loss, the restore and the return", dns.queries)
+}
