@@ -63,16 +63,16 @@ func (m Membership) DownSites() map[string]bool {
 // FollowMembership wakes the watch whenever the set of members the store
 // holds down changes, reading the membership every interval until ctx
 // ends: a Machine going down changes no row, yet what a reader of the
-// rows serves depends on it. Without a membership view (ErrNoMembership)
-// it stops asking.
+// rows serves depends on it. A store without a membership view
+// (ErrNoMembership: one from before it, until the Machine's upgrade
+// replaces it) is asked again only every withoutViewEvery.
 func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) error) error, every time.Duration, log hclog.Logger) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
 		var last string
+		noView := false
 		for {
 			var m Membership
 			err := do(func(c *Client) error {
@@ -80,11 +80,15 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 				m, err = c.Membership(ctx)
 				return err
 			})
+			wait := every
 			switch {
 			case errors.Is(err, ErrNoMembership):
-				log.Info("the store answers no membership: Machines it holds down are not left out")
-				return
+				if !noView {
+					log.Info("the store answers no membership: Machines it holds down are not left out", "asking again every", withoutViewEvery)
+				}
+				noView, wait = true, withoutViewEvery
 			case err == nil:
+				noView = false
 				if k := downKey(m); k != last {
 					last = k
 					w.wake()
@@ -93,11 +97,15 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-time.After(wait):
 			}
 		}
 	}()
 }
+
+// withoutViewEvery is how often FollowMembership asks a store that had
+// no membership view (a variable for tests).
+var withoutViewEvery = 30 * time.Second
 
 // downKey is the down sites in the answer's order (the store sorts them).
 func downKey(m Membership) string {

@@ -54,12 +54,20 @@ func TestFollowMembershipWakesOnDownChanges(t *testing.T) {
 	}
 }
 
-// TestFollowMembershipStopsWithoutAView: a store that answers 404 (no
-// membership view) is not asked again.
-func TestFollowMembershipStopsWithoutAView(t *testing.T) {
+// TestFollowMembershipWithoutAView: a store that answers 404 (no
+// membership view) is asked again only every withoutViewEvery, and once
+// it answers (upgraded) a down member wakes the watch.
+func TestFollowMembershipWithoutAView(t *testing.T) {
+	defer func(d time.Duration) { withoutViewEvery = d }(withoutViewEvery)
+	withoutViewEvery = 400 * time.Millisecond
 	var asked atomic.Int32
+	var upgraded atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)
+		if upgraded.Load() {
+			w.Write([]byte(`{"members":[{"site":"a","state":"down"}]}`))
+			return
+		}
 		http.NotFound(w, r)
 	}))
 	defer srv.Close()
@@ -70,9 +78,16 @@ func TestFollowMembershipStopsWithoutAView(t *testing.T) {
 	do := func(f func(*Client) error) error { return f(c) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	NewWatch(ctx, do, nil, nil).FollowMembership(ctx, do, 10*time.Millisecond, nil)
+	w := NewWatch(ctx, do, nil, nil)
+	w.FollowMembership(ctx, do, 10*time.Millisecond, nil)
 	time.Sleep(200 * time.Millisecond)
 	if n := asked.Load(); n != 2 {
-		t.Fatalf("asked %d times, want 2 (the test's, then the follower's once)", n)
+		t.Fatalf("asked %d times in 200 ms, want 2 (the test's, then the follower's once)", n)
+	}
+	upgraded.Store(true)
+	select {
+	case <-w.C:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the upgraded store's down member did not wake the watch")
 	}
 }
