@@ -13,7 +13,7 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 export CGO_ENABLED := 0
 
-.PHONY: build demo test vm-image unit race release-module cross lab-test vm-step vm-test vm-lab-test bench fuzz fuzz-short cover proto prereq clean release
+.PHONY: build demo test vm-image unit race release-module cross lab-test vm-step vm-test vm-lab-test record-zfs-session bench fuzz fuzz-short cover proto prereq clean release
 
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
 build:
@@ -144,6 +144,13 @@ vm-test: build
 vm-lab-test: build
 	@PLOYZ_PREREQ_VM=1 packaging/prereq.sh
 	PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 60m -v -run '^TestVMLab$$' ./e2e/
+
+## record-zfs-session: re-record the zfs/zpool session volume-zfs's unit
+## test replays, on a 1-Machine VM lab (packaging/record-zfs-session.sh);
+## after changing which zfs commands its Manager runs.
+record-zfs-session: build
+	@PLOYZ_PREREQ_VM=1 packaging/prereq.sh
+	PLOYZ_BIN_DIR=$(BIN) packaging/record-zfs-session.sh
 
 ## bench: benchmarks; they print ratios and never gate CI. Their output
 ## (bin/bench.txt) rewrites the <!-- bench:Name --> blocks of docs/benchmarks.md.

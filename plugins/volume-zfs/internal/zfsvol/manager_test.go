@@ -1,9 +1,3 @@
-//go:build zfsvol_recorded
-
-// Built only with -tags zfsvol_recorded until testdata/zfs-session.json is
-// recorded on a VM lab Machine (see the test's comment): without the
-// session the replay has nothing to answer from.
-
 package zfsvol
 
 import (
@@ -31,14 +25,12 @@ const recordedPool = "ployz"
 // TestManagerAgainstRecordedZFS drives the Volume service through a
 // volume's life against the zfs double (zfsdouble_test.go), which
 // answers with what the real zfs and zpool printed for the same calls on
-// a VM lab Machine (testdata/zfs-session.json). Re-record it there, on a
-// pool named ployz with no ployz/volumes in it yet, after changing which
-// commands Manager runs:
-//
-//	go test -c -o zfsvol.test ./plugins/volume-zfs/internal/zfsvol
-//	# on the Machine, as root:
-//	PLOYZ_ZFSDOUBLE_RECORD=/root/rec ./zfsvol.test (built with -tags zfsvol_recorded) -test.run TestManagerAgainstRecordedZFS -test.v
-//	# then copy /root/rec/* into testdata/
+// a VM lab Machine (testdata/zfs-session.json): a different command, in
+// another order or with other arguments or stdin, fails it. After
+// changing which commands Manager runs, re-record it on a VM lab Machine
+// (a fresh pool named ployz) with `make record-zfs-session`
+// (packaging/record-zfs-session.sh), which runs this test there as root
+// with PLOYZ_ZFSDOUBLE_RECORD=DIR and copies DIR into testdata/.
 //
 // Recording, the test also writes the volumes' data through their
 // mountpoints and holds one busy: host actions that are no zfs command,
