@@ -262,16 +262,7 @@ func TestCluster(t *testing.T) {
 		if err := l.Start(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 120*time.Second, "m2 rejoins with no operator action", func() error {
-			list, err := lsFrom(ctx, l, "m1")
-			if err != nil {
-				return err
-			}
-			if s := membership(list, ids["m2"]); s != "up" {
-				return fmt.Errorf("m2 is %s", s)
-			}
-			return nil
-		})
+		awaitMembership(t, ctx, l, "m1", ids["m2"], "up", 120*time.Second) // rejoins with no operator action
 	})
 
 	t.Run("daemon-restart", func(t *testing.T) {

@@ -283,8 +283,10 @@ func TestIngressHTTP(t *testing.T) {
 	ingressZeroGap(t, ctx, l, op)
 	ingressConflict(t, ctx, l, op)
 	idlePloyzCPU(t, ctx, l)
-	// Last: it powers m2 off and on again.
-	t.Run("machine-loss", func(t *testing.T) { machineLoss(t, ctx, l, op, ids, gateway(t, m1Subnet)) })
+	// Last: they cut m2 off, then power it off, and bring it back.
+	for _, how := range []machineCut{partition, powerCut} {
+		t.Run("machine-loss-"+how.name, func(t *testing.T) { machineLoss(t, ctx, l, op, ids, gateway(t, m1Subnet), how) })
+	}
 }
 
 // idlePloyzCPU prints (never gates) the CPU every Ployz process of each

@@ -12,10 +12,11 @@ import (
 	"github.com/ployz/ployz/e2e/lab"
 )
 
-// lossCompose is web with one replica per Machine of three (the
-// scheduler spreads them) and a route; no placement cap, so a deploy can
-// restore the third replica on the two Machines that remain.
-const lossCompose = `name: loss
+// lossCompose is project's web with one replica per Machine of three
+// (the scheduler spreads them) and a route; no placement cap, so a deploy
+// can restore the third replica on the two Machines that remain.
+func lossCompose(project string) string {
+	return `name: ` + project + `
 services:
   web:
     image: ployz-testapp:latest
@@ -27,9 +28,24 @@ services:
       retries: 3
     deploy: {replicas: 3}
     x-ports:
-      - hostname: loss.example.test
+      - hostname: ` + project + `.example.test
         container_port: 8080
 `
+}
+
+// machineCut is one way m2 is lost (cut) and comes back (restore).
+type machineCut struct {
+	name         string
+	cut, restore func(l *lab.Lab, ctx context.Context, machine string) error
+}
+
+// The two losses the issue names: a power cut (m2's container killed,
+// then booted) and a partition (m2 keeps running, cut off the lab
+// network, then healed).
+var (
+	powerCut  = machineCut{"power-off", (*lab.Lab).PowerOff, (*lab.Lab).Start}
+	partition = machineCut{"partition", (*lab.Lab).Partition, (*lab.Lab).Heal}
+)
 
 // dnsWatch resolves one name through one Machine's Internal DNS again and
 // again (one query per lookup, no retry) and keeps when each answer named
@@ -90,6 +106,25 @@ func (w *dnsWatch) namingAfter(t time.Time) (int, time.Time) {
 	return n, last
 }
 
+// awaitMembership waits until Machine from's `machine ls` says Machine id
+// is want (up, suspect, down), and returns when it saw it.
+func awaitMembership(t *testing.T, ctx context.Context, l *lab.Lab, from, id, want string, within time.Duration) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, within, from+" holds "+id+" "+want, func() error {
+		list, err := lsFrom(ctx, l, from)
+		if err != nil {
+			return err
+		}
+		if s := membership(list, id); s != want {
+			return fmt.Errorf("%s is %s", id, s)
+		}
+		at = time.Now()
+		return nil
+	})
+	return at
+}
+
 // failedAfter counts the loop's failures after t.
 func (r *requestLoop) failedAfter(t time.Time) int {
 	r.mu.Lock()
@@ -109,19 +144,22 @@ func (r *requestLoop) failedAfter(t time.Time) int {
 // verdict is read from `machine ls`, which lags the store's own view.
 const downOutOfAnswers = 5 * time.Second
 
-// machineLoss powers m2 off while keep-alive loops go through m1's and
-// m3's ingress and m1 resolves web without pause: no request fails, and
-// once m1 holds m2 Down (plus downOutOfAnswers) no DNS answer names m2's
-// Container. A deploy then restores three ready replicas on m1 and m3
-// under the same loops with no failed request; when m2 boots again its
-// old Container is not answered and is retired.
-func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, ids map[string]string, m1Gateway string) {
-	if doc, errs, code := deployFile(t, op, lossCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
-		t.Fatalf("deploy loss: exit %d\n%s", code, errs)
+// machineLoss loses m2 (how: a power cut or a partition) while
+// keep-alive loops go through m1's and m3's ingress and m1 resolves web
+// without pause: no request fails, and once m1 holds m2 Down (plus
+// downOutOfAnswers) no DNS answer names m2's Container. A deploy then
+// restores three ready replicas on m1 and m3 under the same loops with no
+// failed request; when m2 is back its old Container is not answered and
+// is retired. Each loss deploys its own project (loss-<how>).
+func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, ids map[string]string, m1Gateway string, how machineCut) {
+	project := "loss-" + how.name
+	host := project + ".example.test"
+	if doc, errs, code := deployFile(t, op, lossCompose(project)); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("deploy %s: exit %d\n%s", project, code, errs)
 	}
 	on := map[string]string{} // Machine -> its web Container's IP
 	oldID := ""
-	for _, c := range ps(t, op, "loss").Containers {
+	for _, c := range ps(t, op, project).Containers {
 		if c.Service == "web" && c.Ready {
 			on[c.Machine] = c.IP
 			if c.Machine == "m2" {
@@ -134,34 +172,23 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 	}
 	m2ID := ids[l.Machines[1].IP.String()]
 	targets := slices.DeleteFunc(httpTargets(l), func(tg loopTarget) bool { return strings.HasPrefix(tg.name, l.Machines[1].IP.String()+":") })
-	loop := startLoopOn("loss.example.test", targets)
-	dns := startDNSWatch(ctx, l, "m1", m1Gateway+":53", "web.loss-production.internal", on["m2"])
+	loop := startLoopOn(host, targets)
+	dns := startDNSWatch(ctx, l, "m1", m1Gateway+":53", "web."+project+"-production.internal", on["m2"])
 	time.Sleep(2 * time.Second)
 	if n, _ := dns.namingAfter(time.Time{}); n == 0 {
 		t.Fatalf("m1's DNS never named m2's Container %s before the power-off", on["m2"])
 	}
 
 	offAt := time.Now()
-	if err := l.PowerOff(ctx, "m2"); err != nil {
+	if err := how.cut(l, ctx, "m2"); err != nil {
 		t.Fatal(err)
 	}
-	var verdictAt time.Time
-	eventually(t, 90*time.Second, "m1 holds m2 down", func() error {
-		list, err := lsFrom(ctx, l, "m1")
-		if err != nil {
-			return err
-		}
-		if s := membership(list, m2ID); s != "down" {
-			return fmt.Errorf("m2 is %s", s)
-		}
-		verdictAt = time.Now()
-		return nil
-	})
+	verdictAt := awaitMembership(t, ctx, l, "m1", m2ID, "down", 90*time.Second)
 	time.Sleep(downOutOfAnswers + 3*time.Second)
 	after := verdictAt.Add(downOutOfAnswers)
 	late, lastNaming := dns.namingAfter(after)
-	t.Logf("benchmark: power-off of m2 -> m1's Down verdict %s; last DNS answer on m1 naming m2's Container %s after the power-off (%s from the verdict); %d answers named it later than %s after the verdict",
-		verdictAt.Sub(offAt).Round(100*time.Millisecond), lastNaming.Sub(offAt).Round(100*time.Millisecond),
+	t.Logf("benchmark: %s of m2 -> m1's Down verdict %s; last DNS answer on m1 naming m2's Container %s after the cut (%s from the verdict); %d answers named it later than %s after the verdict",
+		how.name, verdictAt.Sub(offAt).Round(100*time.Millisecond), lastNaming.Sub(offAt).Round(100*time.Millisecond),
 		lastNaming.Sub(verdictAt).Round(100*time.Millisecond), late, downOutOfAnswers)
 	if late > 0 {
 		t.Errorf("m1's DNS named m2's Container %d times more than %s after m1 held m2 down", late, downOutOfAnswers)
@@ -169,7 +196,7 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 	if f := loop.failedAfter(after); f > 0 {
 		t.Errorf("%d requests through m1 and m3 failed more than %s after the Down verdict", f, downOutOfAnswers)
 	}
-	loop.end(t, "m2's power-off (through m1 and m3)")
+	loop.end(t, "m2's "+how.name+" (through m1 and m3)")
 
 	// ls names the Down Machine that holds one of web's serving replicas.
 	eventually(t, 30*time.Second, "ls names m2 as Down for web", func() error {
@@ -179,7 +206,7 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 				DownOn  []string `json:"down_on"`
 			} `json:"services"`
 		}
-		op.json(t, &doc, "ls", "-p", "loss")
+		op.json(t, &doc, "ls", "-p", project)
 		for _, s := range doc.Services {
 			if s.Service == "web" && slices.Equal(s.DownOn, []string{"m2"}) {
 				return nil
@@ -187,15 +214,15 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 		}
 		return fmt.Errorf("ls: %+v", doc.Services)
 	})
-	loop = startLoopOn("loss.example.test", targets)
+	loop = startLoopOn(host, targets)
 
 	// Capacity back in one command: the same deploy places the missing
 	// replica on m1 or m3, start-first, and leaves m2's alone.
-	if doc, errs, code := deployFile(t, op, lossCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+	if doc, errs, code := deployFile(t, op, lossCompose(project)); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 		t.Fatalf("deploy with m2 down: exit %d\n%s", code, errs)
 	}
 	ready := 0
-	for _, c := range ps(t, op, "loss").Containers {
+	for _, c := range ps(t, op, project).Containers {
 		if c.Service == "web" && c.Ready && c.Machine != "m2" {
 			ready++
 		}
@@ -205,23 +232,13 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 	}
 	loop.end(t, "the deploy restoring web's replicas with m2 down")
 
-	// m2 comes back: its old Container runs again (Docker's restart
-	// policy) but the Serving Pointer names the replacements, so it is
-	// not answered, and m2's retire loop stops it.
-	if err := l.Start(ctx, "m2"); err != nil {
+	// m2 comes back: its old Container runs (again, after a power cut:
+	// Docker's restart policy) but the Serving Pointer names the
+	// replacements, so it is not answered, and m2's retire loop stops it.
+	if err := how.restore(l, ctx, "m2"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 120*time.Second, "m1 holds m2 up again", func() error {
-		list, err := lsFrom(ctx, l, "m1")
-		if err != nil {
-			return err
-		}
-		if s := membership(list, m2ID); s != "up" {
-			return fmt.Errorf("m2 is %s", s)
-		}
-		return nil
-	})
-	backAt := time.Now()
+	backAt := awaitMembership(t, ctx, l, "m1", m2ID, "up", 120*time.Second)
 	eventually(t, 120*time.Second, "m2's superseded web Container retired", func() error {
 		out, err := l.Exec(ctx, "m2", "docker", "inspect", "-f", "{{.State.Running}}", oldID)
 		if err == nil && strings.TrimSpace(out) == "true" {
@@ -237,4 +254,7 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 		t.Errorf("m1's DNS: %d of %d lookups failed; last: %s", dns.failed, dns.queries, dns.lastFail)
 	}
 	t.Logf("m1's DNS: %d lookups of web during the loss, the restore and the return", dns.queries)
+	if out, errs, code := op.run(t, "project", "rm", project, "-y"); code != 0 {
+		t.Errorf("project rm %s: exit %d\n%s%s", project, code, out, errs)
+	}
 }
