@@ -95,21 +95,19 @@ func (l *Lab) partitionRules(ctx context.Context, name, op string) error {
 // Stop stops Machine name's container, as a power-off would; a VM Machine
 // really powers off.
 func (l *Lab) Stop(ctx context.Context, name string) error {
-	m, err := l.Machine(name)
-	if err != nil {
-		return err
-	}
-	if l.VM {
-		return l.vmPower(ctx, m, false)
-	}
-	_, err = docker(ctx, "stop", "-t", "10", m.Container)
-	return err
+	return l.powerDown(ctx, name, "stop", "-t", "10")
 }
 
 // PowerOff cuts Machine name's power: its container is killed, nothing
 // inside shuts down cleanly (no unit stops, no row is withdrawn); a VM
 // Machine powers off as Stop does.
 func (l *Lab) PowerOff(ctx context.Context, name string) error {
+	return l.powerDown(ctx, name, "kill")
+}
+
+// powerDown powers a VM Machine off, or runs `docker ARGS... CONTAINER`
+// for a container Machine.
+func (l *Lab) powerDown(ctx context.Context, name string, args ...string) error {
 	m, err := l.Machine(name)
 	if err != nil {
 		return err
@@ -117,7 +115,7 @@ func (l *Lab) PowerOff(ctx context.Context, name string) error {
 	if l.VM {
 		return l.vmPower(ctx, m, false)
 	}
-	_, err = docker(ctx, "kill", m.Container)
+	_, err = docker(ctx, append(args, m.Container)...)
 	return err
 }
 
