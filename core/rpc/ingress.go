@@ -79,8 +79,8 @@ type IngressState struct {
 	State     string   `json:"state"`
 	Upstreams []string `json:"upstreams,omitempty"` // ip:port, local ones first
 	// Local is how many of Upstreams (the first ones) run on this
-	// Machine: the proxy spreads requests within the local ones and,
-	// when none answers or there is none, within the rest.
+	// Machine: the proxy spreads requests over those, and tries the rest
+	// in order when none answers or there is none.
 	Local int `json:"local,omitempty"`
 	// Down lists the Machines this Machine holds Down whose ready
 	// Containers of the owner were left out; with no upstream left the

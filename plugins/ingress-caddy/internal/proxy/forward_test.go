@@ -234,10 +234,10 @@ func TestForwardNoReplayOfSentPOST(t *testing.T) {
 	}
 }
 
-// TestForwardSpreadsOverRemoteReplicas: through the real proxy on m1,
-// which runs no replica of web, requests spread over m2's and m3's
-// instead of all going to the first; the status says none is local.
-func TestForwardSpreadsOverRemoteReplicas(t *testing.T) {
+// TestForwardSpreadsOverLocalReplicas: through the real proxy on m1,
+// which runs two replicas of web, requests spread over both instead of
+// all going to the first; the status says both are local.
+func TestForwardSpreadsOverLocalReplicas(t *testing.T) {
 	var hits [2]atomic.Int32
 	var ups [2]*httptest.Server
 	for i := range ups {
@@ -247,12 +247,13 @@ func TestForwardSpreadsOverRemoteReplicas(t *testing.T) {
 	listen := freePort(t)
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{
-		webRow("c2", "m2", ups[0].URL, true, "web.example.test"),
-		webRow("c3", "m3", ups[1].URL, true, "web.example.test"),
+		webRow("c1", "m1", ups[0].URL, true, "web.example.test"),
+		webRow("c2", "m1", ups[1].URL, true, "web.example.test"),
+		webRow("c3", "m3", "http://127.0.0.1:1", true, "web.example.test"),
 	}, nil)
 	loads := serveSpec(t, listen, src)
 	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
-		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 && st.Routes[0].Local == 0
+		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 3 && st.Routes[0].Local == 2
 	})
 	for i := 0; i < 6; i++ {
 		if code, _, err := get(t, listen, "web.example.test", "/"); err != nil || code != http.StatusOK {
@@ -260,7 +261,7 @@ func TestForwardSpreadsOverRemoteReplicas(t *testing.T) {
 		}
 	}
 	if a, b := hits[0].Load(), hits[1].Load(); a != 3 || b != 3 {
-		t.Fatalf("m2's replica got %d requests, m3's %d; want 3 and 3", a, b)
+		t.Fatalf("the local replicas got %d and %d requests; want 3 and 3", a, b)
 	}
 }
 

@@ -42,7 +42,7 @@ type httpRoute struct {
 type tcpRoute struct{ upstreams }
 
 // upstreams are a route's addresses, this Machine's first (the first
-// local of them), and the turn that spreads requests over them.
+// local of them), and the turn that spreads requests over the local ones.
 type upstreams struct {
 	dials []string
 	local int
@@ -156,11 +156,13 @@ func isEjected(addr string, now time.Time) bool {
 }
 
 // order is the order one request or connection tries the upstreams in:
-// the local ones, then the remote ones, each group starting one further
-// than the last request's so that requests spread over the replicas (a
-// Machine without a local replica does not send all its traffic to the
-// first remote one); ejected upstreams go last. One upstream needs no
-// order (no allocation).
+// the local ones, each request starting one further than the last (so
+// requests spread over this Machine's replicas), then the remote ones in
+// the route's order; ejected upstreams go last. Remote upstreams are not
+// rotated: a request caught on a Machine whose mesh restarts (an upgrade)
+// can hang until the client gives up, and rotating would put every
+// remote Machine's restart in the path of a remote-only Machine's
+// traffic instead of one. One upstream needs no order (no allocation).
 func (u *upstreams) order(now time.Time) []string {
 	if len(u.dials) < 2 {
 		return u.dials
@@ -168,7 +170,7 @@ func (u *upstreams) order(now time.Time) []string {
 	turn := int(u.turn.Add(1) - 1) // a new route's first request: the route's order
 	out := make([]string, 0, len(u.dials))
 	out = appendRotated(out, u.dials[:u.local], turn)
-	out = appendRotated(out, u.dials[u.local:], turn)
+	out = append(out, u.dials[u.local:]...)
 	late := 0
 	for i, d := range out {
 		if isEjected(d, now) {

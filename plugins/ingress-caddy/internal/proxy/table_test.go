@@ -8,9 +8,8 @@ import (
 )
 
 // TestUpstreamsOrderSpreads: successive requests start at successive
-// upstreams within the local group, and a Machine with no local replica
-// spreads over the remote ones; every order holds every upstream once,
-// local ones first.
+// upstreams within the local group; remote ones keep the route's order
+// (see order); every order holds every upstream once, local ones first.
 func TestUpstreamsOrderSpreads(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -18,7 +17,7 @@ func TestUpstreamsOrderSpreads(t *testing.T) {
 		local int
 		first []string // the first upstream of successive orders
 	}{
-		{"remote only", []string{"r1", "r2", "r3"}, 0, []string{"r1", "r2", "r3", "r1"}},
+		{"remote only", []string{"r1", "r2", "r3"}, 0, []string{"r1", "r1", "r1"}},
 		{"one local", []string{"l1", "r1", "r2"}, 1, []string{"l1", "l1", "l1"}},
 		{"two local", []string{"l1", "l2", "r1"}, 2, []string{"l1", "l2", "l1"}},
 		{"one upstream", []string{"r1"}, 0, []string{"r1", "r1"}},
