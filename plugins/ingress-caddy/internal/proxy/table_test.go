@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"errors"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // TestUpstreamsOrderSpreads: successive requests start at successive
@@ -54,5 +57,25 @@ func TestUpstreamsOrderEjectedLast(t *testing.T) {
 		if want := []string{"ej-r1", "ej-l1", "ej-r2"}; !slices.Equal(got, want) {
 			t.Fatalf("order %v, want %v", got, want)
 		}
+	}
+}
+
+// TestBuildTableDownRoute: a route whose every ready Container is on a
+// Down Machine answers 503 naming the Machines; a route merely without a
+// ready Container keeps its 502.
+func TestBuildTableDownRoute(t *testing.T) {
+	tb := buildTable([]ingress.Route{
+		{Hostname: "down.example.test", Owner: "demo/down", Down: []string{"m2", "m3"}},
+		{Hostname: "pending.example.test", Owner: "demo/pending"},
+		{Hostname: "some.example.test", Owner: "demo/some", Upstreams: []string{"10.210.1.2:8080"}, Down: []string{"m2"}},
+	}, nil)
+	if r := tb.http["down.example.test"]; r.status != http.StatusServiceUnavailable || r.body != "ployz: every Container of down.example.test is on a Machine that is down (m2, m3)\n" {
+		t.Fatalf("down route: %d %q", r.status, r.body)
+	}
+	if r := tb.http["pending.example.test"]; r.status != http.StatusBadGateway {
+		t.Fatalf("pending route: %d %q", r.status, r.body)
+	}
+	if r := tb.http["some.example.test"]; r.status != 0 || len(r.dials) != 1 {
+		t.Fatalf("route with an upstream left: %+v", r)
 	}
 }
