@@ -27,6 +27,16 @@ func Inspection(out io.Writer, in rpc.Inspection) error {
 		fmt.Fprintf(w, "labels\t%s\n", strings.Join(ls, ", "))
 	}
 	fmt.Fprintf(w, "capabilities\t%s\n", strings.Join(in.Capabilities, ", "))
+	if len(in.StoreEventsDropped) > 0 {
+		// Duplicate or out-of-order store changes its subscriptions
+		// dropped: none in a healthy Cluster, so worth a line when any.
+		var ds []string
+		for table, n := range in.StoreEventsDropped {
+			ds = append(ds, fmt.Sprintf("%s %d", table, n))
+		}
+		sort.Strings(ds)
+		fmt.Fprintf(w, "store events dropped\t%s (duplicate or out of order; see the daemon's log)\n", strings.Join(ds, ", "))
+	}
 	if err := w.Flush(); err != nil || len(in.Plugins) == 0 {
 		return err
 	}

@@ -90,11 +90,12 @@ func TestIngressConfig(t *testing.T) {
 func TestMachineTables(t *testing.T) {
 	var b strings.Builder
 	in := rpc.Inspection{ID: "0123456789", Name: "m1", Labels: map[string]string{"b": "2", "a": "1"},
-		Plugins: []rpc.PluginView{{Name: "ployz-dns", Health: "failing", Error: "timeout", SHA256: "abcdef0123"}}}
+		Plugins:            []rpc.PluginView{{Name: "ployz-dns", Health: "failing", Error: "timeout", SHA256: "abcdef0123"}},
+		StoreEventsDropped: map[string]int64{"serving": 1, "containers": 3}}
 	if err := Inspection(&b, in); err != nil {
 		t.Fatal(err)
 	}
-	contains(t, "inspect", b.String(), "labels        a=1, b=2", "PLUGIN", "failing (timeout)", "abcdef01 ")
+	contains(t, "inspect", b.String(), "a=1, b=2", "PLUGIN", "failing (timeout)", "abcdef01 ", "store events dropped  containers 3, serving 1")
 	b.Reset()
 	var errw strings.Builder
 	list := rpc.MachineList{ObserverName: "m1", Machines: []rpc.MachineView{{Name: "zeta", ID: "2"}, {Name: "alpha", ID: "1", Trust: "refused", TrustReason: "bad signature"}}}
