@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -178,8 +179,20 @@ func Removal(w io.Writer, r client.RemovalReport) {
 
 // Unobserved warns of the Machines a snapshot misses.
 func Unobserved(w io.Writer, snap deploy.Snapshot) {
-	if !snap.Complete() {
-		fmt.Fprintln(w, "warning: not observed:", snap.MissingNames())
+	var down []string
+	var other deploy.Snapshot
+	for _, u := range snap.Missing {
+		if m, ok := snap.Machine(u.MachineID); ok && m.Down() {
+			down = append(down, cmp.Or(u.Name, u.MachineID))
+			continue
+		}
+		other.Missing = append(other.Missing, u)
+	}
+	if len(down) > 0 {
+		fmt.Fprintf(w, "warning: Down: %s: unreachable, its Containers are not listed and are left out of DNS and the ingress; `ployz service restore-replicas` replaces what it served (docs/machine-loss.md)\n", strings.Join(down, ", "))
+	}
+	if !other.Complete() {
+		fmt.Fprintln(w, "warning: not observed:", other.MissingNames())
 	}
 }
 

@@ -174,3 +174,23 @@ func TestDeploysTable(t *testing.T) {
 	contains(t, "deploys", b.String(), "d1 shop-production 3 running (no word from its CLI since 09:00:00) 2026-12-01 09:00:00",
 		"m1 completed; m2 running: web create_container web-3", "warning: the record of deploy d0 is unreadable by this version")
 }
+
+// TestUnobservedNamesDownApart: a Down Machine is named as Down, with
+// what follows from it; another unobserved Machine keeps its reason.
+func TestUnobservedNamesDownApart(t *testing.T) {
+	snap := deploy.Snapshot{
+		Machines: []deploy.MachineState{{ID: "id2", Name: "m2", Membership: deploy.MembershipDown}, {ID: "id3", Name: "m3", Membership: "up"}},
+		Missing:  []deploy.Unobserved{{MachineID: "id2", Name: "m2", Reason: "timeout"}, {MachineID: "id3", Name: "m3", Reason: "refused"}},
+	}
+	var b strings.Builder
+	Unobserved(&b, snap)
+	contains(t, "unobserved", b.String(), "warning: Down: m2: unreachable", "restore-replicas", "warning: not observed: m3 (refused)")
+	if strings.Contains(b.String(), "m2 (timeout)") {
+		t.Errorf("the Down Machine is also listed as merely unobserved:\n%s", b.String())
+	}
+	b.Reset()
+	Unobserved(&b, deploy.Snapshot{})
+	if b.Len() != 0 {
+		t.Errorf("a complete snapshot printed %q", b.String())
+	}
+}
