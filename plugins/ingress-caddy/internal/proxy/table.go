@@ -162,33 +162,40 @@ func isEjected(addr string, now time.Time) bool {
 // rotated: a request caught on a Machine whose mesh restarts (an upgrade)
 // can hang until the client gives up, and rotating would put every
 // remote Machine's restart in the path of a remote-only Machine's
-// traffic instead of one. One upstream needs no order (no allocation).
+// traffic instead of one. With fewer than two local upstreams there is
+// nothing to rotate (no allocation unless one is ejected).
 func (u *upstreams) order(now time.Time) []string {
-	if len(u.dials) < 2 {
-		return u.dials
+	if u.local < 2 {
+		return ordered(u.dials, now)
 	}
 	turn := int(u.turn.Add(1) - 1) // a new route's first request: the route's order
 	out := make([]string, 0, len(u.dials))
 	out = appendRotated(out, u.dials[:u.local], turn)
-	out = append(out, u.dials[u.local:]...)
-	late := 0
-	for i, d := range out {
+	return ordered(append(out, u.dials[u.local:]...), now)
+}
+
+// ordered returns dials with the ejected ones moved last, keeping order
+// otherwise; dials itself when none is ejected (no allocation).
+func ordered(dials []string, now time.Time) []string {
+	n := 0
+	for _, d := range dials {
 		if isEjected(d, now) {
-			late++
-			continue
-		}
-		out[i-late] = d
-	}
-	if late == 0 {
-		return out
-	}
-	kept := out[:len(out)-late]
-	for _, d := range u.dials {
-		if isEjected(d, now) {
-			kept = append(kept, d)
+			n++
 		}
 	}
-	return kept
+	if n == 0 {
+		return dials
+	}
+	out := make([]string, 0, len(dials))
+	late := make([]string, 0, n)
+	for _, d := range dials {
+		if isEjected(d, now) {
+			late = append(late, d)
+		} else {
+			out = append(out, d)
+		}
+	}
+	return append(out, late...)
 }
 
 // appendRotated appends group to out starting at index turn (mod its
