@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -89,7 +92,7 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 				noView, wait = true, withoutViewEvery
 			case err == nil:
 				noView = false
-				if k := downKey(m); k != last {
+				if k := strings.Join(slices.Sorted(maps.Keys(m.DownSites())), ","); k != last {
 					last = k
 					w.wake()
 				}
@@ -106,14 +109,3 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 // withoutViewEvery is how often FollowMembership asks a store that had
 // no membership view (a variable for tests).
 var withoutViewEvery = 30 * time.Second
-
-// downKey is the down sites in the answer's order (the store sorts them).
-func downKey(m Membership) string {
-	k := ""
-	for _, x := range m.Members {
-		if x.State == MemberDown {
-			k += x.Site + ","
-		}
-	}
-	return k
-}
