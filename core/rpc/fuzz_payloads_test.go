@@ -61,6 +61,9 @@ var payloadTypes = map[string]func() any{
 	CmdAcquireLease:       func() any { return &AcquireLeaseRequest{} },
 	CmdRenewLease:         func() any { return &RenewLeaseRequest{} },
 	CmdReleaseLease:       func() any { return &ReleaseLeaseRequest{} },
+	CmdPutAllocation:      func() any { return &PutAllocationRequest{} },
+	CmdMarkRemoval:        func() any { return &MarkRemovalRequest{} },
+	CmdClearRemoval:       func() any { return &ClearRemovalRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.
@@ -119,6 +122,8 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(seed(CmdSaveRevision), []byte(`{"id":"r1","project":"shop","environment":"production","compose":"bmFtZTogc2hvcAo=","operator":{"name":"ana"}}`))
 	f.Add(seed(CmdListRevisions), []byte(`{"namespace":"shop-production","revision":"7"}`))
 	f.Add(seed(CmdPutDeployRecord), []byte(`{"deployment_id":"d1","namespace":"n","started_at":1,"updated_at":2,"record":{"status":"running"}}`))
+	f.Add(seed(CmdPutAllocation), []byte(`{"machine_id":"m3","subnet":"10.210.3.0/24","state":"allocated","operator":{"name":"ana"}}`))
+	f.Add(seed(CmdMarkRemoval), []byte(`{"project":"shop","environment":"production","operator":{"name":"ana"},"created_at":"x"}`))
 	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
 		command := payloadCommands[int(which)%len(payloadCommands)]
 		mk := payloadTypes[command]

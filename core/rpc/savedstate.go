@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/ployz/ployz/core/store"
 )
@@ -101,16 +100,16 @@ type DeployRecordList struct {
 
 // Validate refuses a malformed request, naming the field.
 func (r SaveRevisionRequest) Validate() error {
-	switch {
-	case r.ID == "" || len(r.ID) > historyMaxID || !isToken(r.ID):
+	if r.ID == "" || len(r.ID) > historyMaxID || !isToken(r.ID) {
 		return InvalidField("id", "%q: want 1 to %d letters, digits, '-' or '_'", r.ID, historyMaxID)
-	case r.Project == "" || len(r.Project) > 64 || !printable(r.Project) || strings.ContainsAny(r.Project, "/ "):
-		return InvalidField("project", "%q: want a project name", r.Project)
-	case r.Environment == "" || len(r.Environment) > 64 || !printable(r.Environment) || strings.ContainsAny(r.Environment, "/ "):
-		return InvalidField("environment", "%q: want an environment name", r.Environment)
+	}
+	if err := validProjectEnv(r.Project, r.Environment); err != nil {
+		return err
+	}
+	switch {
 	case len(r.Compose) > maxComposeBytes:
 		return InvalidField("compose", "%d bytes: at most %d", len(r.Compose), maxComposeBytes)
-	case r.Operator.Name == "" || len(r.Operator.Name) > 128 || !printable(r.Operator.Name):
+	case !validOperator(r.Operator):
 		return InvalidField("operator.name", "%q: want 1 to 128 printable characters", r.Operator.Name)
 	case r.SourceRevision < 0:
 		return InvalidField("source_revision", "%d: a revision is a number from 1", r.SourceRevision)

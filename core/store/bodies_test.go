@@ -49,6 +49,8 @@ func TestBodyFixtures(t *testing.T) {
 	check("revision", &RevisionBody{})
 	check("deploy_record", &DeployRecordBody{})
 	check("lease", &LeaseBody{})
+	check("allocation", &AllocationBody{})
+	check("removal", &RemovalBody{})
 }
 
 func TestServingBodyHas(t *testing.T) {

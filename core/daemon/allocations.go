@@ -1,0 +1,192 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+)
+
+// allocationMu serializes put_allocation's read-check-write on this
+// entry. Operators enrolling at once are serialized across entries by
+// the "enroll" lease; this keeps one entry's own writes from racing.
+var allocationMu sync.Mutex
+
+// allocationRoutes serve the allocation history and the removal marks
+// (docs/formats.md).
+func (d *Daemon) allocationRoutes() []rpc.Route {
+	return []rpc.Route{
+		{Command: rpc.CmdPutAllocation, Capability: rpc.CapPutAllocation, Handler: d.putAllocation},
+		{Command: rpc.CmdListAllocations, Capability: rpc.CapListAllocations, Handler: d.listAllocations},
+		{Command: rpc.CmdMarkRemoval, Capability: rpc.CapMarkRemoval, Handler: d.markRemoval},
+		{Command: rpc.CmdClearRemoval, Capability: rpc.CapClearRemoval, Handler: d.clearRemoval},
+		{Command: rpc.CmdListRemovals, Capability: rpc.CapListRemovals, Handler: d.listRemovals},
+	}
+}
+
+// putAllocation records a Machine's subnet, or moves its state. A
+// Machine keeps the subnet it was first given; a subnet in the history
+// or on a published Machine under another id is refused, so no subnet
+// is handed out twice whoever asks.
+func (d *Daemon) putAllocation(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.PutAllocationRequest
+	if err := rpc.Decode(rpc.CmdPutAllocation, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.checkedStore(req)
+	if err != nil {
+		return nil, err
+	}
+	allocationMu.Lock()
+	defer allocationMu.Unlock()
+	rows, err := st.Allocations().List(ctx)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
+	}
+	if err := subnetTaken(ctx, st, rows, req.Allocation); err != nil {
+		return nil, err
+	}
+	row := allocationRow(rows, req.Allocation, d.record().ID)
+	if _, err := st.Allocations().Put(ctx, row); err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "write allocation: %v", err)
+	}
+	return allocationView(row), nil
+}
+
+// subnetTaken refuses a's subnet when a's Machine was given another one,
+// or another Machine holds it in the history or in the machines table.
+func subnetTaken(ctx context.Context, st *store.Client, rows []store.Row[store.AllocationBody], a rpc.Allocation) error {
+	for _, r := range rows {
+		switch {
+		case r.Key == a.MachineID && r.Body.Subnet != a.Subnet:
+			return rpc.Errorf(rpc.CodeConflict, "subnet: machine %s was given %s, not %s", a.MachineID, r.Body.Subnet, a.Subnet).With("field", "subnet")
+		case r.Key != a.MachineID && r.Body.Subnet == a.Subnet:
+			return rpc.Errorf(rpc.CodeConflict, "subnet: %s was given to machine %s (%s)", a.Subnet, r.Body.MachineName, r.Key).With("field", "subnet")
+		}
+	}
+	machines, err := st.Machines().List(ctx)
+	if err != nil {
+		return rpc.Errorf(rpc.CodeUnavailable, "read machines: %v", err)
+	}
+	for _, m := range machines {
+		if m.Key != a.MachineID && m.Body.Subnet == a.Subnet {
+			return rpc.Errorf(rpc.CodeConflict, "subnet: %s is Machine %s's (%s)", a.Subnet, m.Body.Name, m.Key).With("field", "subnet")
+		}
+	}
+	return nil
+}
+
+// allocationRow is a's row: a new one stamped now, or the existing one
+// with its state (and name, when given) moved on.
+func allocationRow(rows []store.Row[store.AllocationBody], a rpc.Allocation, owner string) store.Row[store.AllocationBody] {
+	now := time.Now().UnixMilli()
+	i := slices.IndexFunc(rows, func(r store.Row[store.AllocationBody]) bool { return r.Key == a.MachineID })
+	if i < 0 {
+		return store.Row[store.AllocationBody]{Key: a.MachineID, Owner: owner, Body: store.AllocationBody{Subnet: a.Subnet,
+			MachineName: a.MachineName, State: a.State, Operator: a.Operator, CreatedAt: now, UpdatedAt: now, Source: a.Source}}
+	}
+	row := rows[i]
+	row.Owner, row.UpdatedAt = owner, 0
+	row.Body.State, row.Body.UpdatedAt = a.State, now
+	row.Body.MachineName = cmp.Or(a.MachineName, row.Body.MachineName)
+	return row
+}
+
+func allocationView(r store.Row[store.AllocationBody]) rpc.Allocation {
+	return rpc.Allocation{MachineID: r.Key, MachineName: r.Body.MachineName, Subnet: r.Body.Subnet, State: r.Body.State,
+		Operator: r.Body.Operator, CreatedAt: r.Body.CreatedAt, UpdatedAt: r.Body.UpdatedAt, Source: r.Body.Source}
+}
+
+// listAllocations answers the whole allocation history, oldest first.
+func (d *Daemon) listAllocations(ctx context.Context, _ json.RawMessage) (any, error) {
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.Allocations().List(ctx)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
+	}
+	slices.SortFunc(rows, func(a, b store.Row[store.AllocationBody]) int {
+		return cmp.Or(cmp.Compare(a.Body.CreatedAt, b.Body.CreatedAt), cmp.Compare(a.Key, b.Key))
+	})
+	out := rpc.Allocations{Allocations: []rpc.Allocation{}}
+	for _, r := range rows {
+		out.Allocations = append(out.Allocations, allocationView(r))
+	}
+	return out, nil
+}
+
+// markRemoval marks a namespace for removal; a namespace already marked
+// keeps its first mark.
+func (d *Daemon) markRemoval(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.MarkRemovalRequest
+	if err := rpc.Decode(rpc.CmdMarkRemoval, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.checkedStore(req)
+	if err != nil {
+		return nil, err
+	}
+	ns := deploy.Namespace(req.Project, req.Environment)
+	row, ok, err := st.Removals().Get(ctx, ns)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read removal mark of %s: %v", ns, err)
+	}
+	if !ok {
+		row = store.Row[store.RemovalBody]{Key: ns, Owner: d.record().ID, Body: store.RemovalBody{Project: req.Project,
+			Environment: req.Environment, Operator: req.Operator, CreatedAt: time.Now().UnixMilli()}}
+		if _, err := st.Removals().Put(ctx, row); err != nil {
+			return nil, rpc.Errorf(rpc.CodeUnavailable, "write removal mark of %s: %v", ns, err)
+		}
+	}
+	return removalView(row), nil
+}
+
+func removalView(r store.Row[store.RemovalBody]) rpc.RemovalMark {
+	return rpc.RemovalMark{Project: r.Body.Project, Environment: r.Body.Environment, Operator: r.Body.Operator, CreatedAt: r.Body.CreatedAt}
+}
+
+// clearRemoval drops a namespace's mark (none: nothing to do).
+func (d *Daemon) clearRemoval(ctx context.Context, raw json.RawMessage) (any, error) {
+	var req rpc.ClearRemovalRequest
+	if err := rpc.Decode(rpc.CmdClearRemoval, raw, &req); err != nil {
+		return nil, err
+	}
+	st, err := d.checkedStore(req)
+	if err != nil {
+		return nil, err
+	}
+	ns := deploy.Namespace(req.Project, req.Environment)
+	if _, err := st.Removals().Delete(ctx, ns); err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "delete removal mark of %s: %v", ns, err)
+	}
+	return struct{}{}, nil
+}
+
+// listRemovals answers the pending removal marks by project and
+// environment.
+func (d *Daemon) listRemovals(ctx context.Context, _ json.RawMessage) (any, error) {
+	st, err := d.storeClient()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.Removals().List(ctx)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.CodeUnavailable, "read removal marks: %v", err)
+	}
+	out := rpc.RemovalMarks{Removals: []rpc.RemovalMark{}}
+	for _, r := range rows {
+		out.Removals = append(out.Removals, removalView(r))
+	}
+	slices.SortFunc(out.Removals, func(a, b rpc.RemovalMark) int {
+		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.Environment, b.Environment))
+	})
+	return out, nil
+}
