@@ -169,7 +169,7 @@ func (s *Session) makePlan(ctx context.Context, dp *DeployPlan) error {
 	if err != nil {
 		return err
 	}
-	dp.PendingRemovals, _ = s.st.Removals(s.name)
+	dp.PendingRemovals, _ = s.Removals(ctx)
 	return nil
 }
 
@@ -239,7 +239,7 @@ func (s *Session) save(ctx context.Context, dp *DeployPlan) error {
 		return err
 	}
 	dp.Plan.Revision = rev
-	return s.st.ClearRemoval(s.name, dp.app.Project, dp.app.Environment)
+	return s.clearRemoval(ctx, dp.app.Project, dp.app.Environment)
 }
 
 // pruneRefused makes a refused prune or a held placement a partial

@@ -48,12 +48,17 @@ func Init(ctx context.Context, o Options, e Enrollment) (rpc.Inspection, error) 
 	if _, err := st.Context(name); err == nil {
 		return rpc.Inspection{}, fmt.Errorf("context %q already exists; pass --context NAME for a new Cluster, or `ployz machine add` to grow it", name)
 	}
-	e.Options.Store, e.Options.Context = st, name
 	target, dest, err := dialTarget(ctx, o, e)
 	if err != nil {
 		return rpc.Inspection{}, err
 	}
 	defer target.Close()
+	// The founding Machine's allocation is recorded in the Cluster it
+	// founds, once it is initialized.
+	founder := &Session{st: st, ent: target, name: name, opts: o, conn: operator.Connection{URL: dest, SSHKey: o.SSHKey}}
+	alloc := founder.allocations()
+	alloc.founding = true
+	e.Options.Allocations = alloc
 	in, err := enroll.Init(ctx, target, e.Options)
 	if err != nil {
 		return in, err
@@ -72,9 +77,10 @@ func Init(ctx context.Context, o Options, e Enrollment) (rpc.Inspection, error) 
 // AddMachine enrolls the Machine into the Session's Cluster and adds its
 // connection to the context.
 func (s *Session) AddMachine(ctx context.Context, e Enrollment) (rpc.Inspection, error) {
-	e.Options.Store, e.Options.Context = s.st, s.name
+	e.Options.Allocations = s.allocations()
 	// One enrollment at a time across operators: subnet choice reads
-	// the Machines the last one published.
+	// the Cluster's allocation history and the Machines the last one
+	// published.
 	ctx, release, err := s.Hold(ctx, EnrollScope, "machine add "+e.Dest, nil)
 	if err != nil {
 		return rpc.Inspection{}, err

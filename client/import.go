@@ -14,56 +14,85 @@ import (
 )
 
 // ImportReport is what importing this computer's operator store into
-// its Cluster moved: Saved State revisions and deploy records saved
-// before the Cluster kept them. Done says the import ran (once per
-// context); moving nothing is a done import too.
+// its Cluster moved: Saved State revisions, deploy records, allocations
+// and removal marks kept here before the Cluster kept them. Done says
+// the import ran (once per context); moving nothing is a done import too.
 type ImportReport struct {
-	Context   string `json:"context"`
-	Revisions int    `json:"revisions"`
-	Records   int    `json:"records"`
-	Done      bool   `json:"done"`
+	Context     string `json:"context"`
+	Revisions   int    `json:"revisions"`
+	Records     int    `json:"records"`
+	Allocations int    `json:"allocations"`
+	Removals    int    `json:"removals"`
+	Done        bool   `json:"done"`
 	// Already says an earlier import of the context ran: nothing tried.
 	Already bool `json:"already,omitempty"`
 }
 
 // Moved reports whether the import moved anything.
-func (r ImportReport) Moved() bool { return r.Revisions > 0 || r.Records > 0 }
+func (r ImportReport) Moved() bool {
+	return r.Revisions > 0 || r.Records > 0 || r.Allocations > 0 || r.Removals > 0
+}
 
 // String is the sentence the CLI prints once.
 func (r ImportReport) String() string {
-	return fmt.Sprintf("imported this computer's records of context %s into the Cluster: %d Saved State revision(s), %d deploy record(s)",
-		r.Context, r.Revisions, r.Records)
+	return fmt.Sprintf("imported this computer's records of context %s into the Cluster: %d Saved State revision(s), %d deploy record(s), %d subnet allocation(s), %d removal mark(s)",
+		r.Context, r.Revisions, r.Records, r.Allocations, r.Removals)
 }
 
-// ImportLocalState imports the context's revisions and deploy records
-// from this computer's operator store into the Cluster, once: a marker
-// per context makes later calls answer Already. Each revision is saved
-// under an id derived from what it is, and each record under its
-// deployment id, so an import interrupted and run again moves nothing
-// twice. An entry that keeps no revisions (an older release) is left
-// alone and asked again next time; a Session without a context has
-// nothing to mark and imports nothing.
+// ImportLocalState imports the context's revisions, deploy records,
+// allocation history and removal marks from this computer's operator
+// store into the Cluster, once: a marker per part and context makes
+// later calls answer Already (a context imported by a release that moved
+// only Saved State imports the rest once). Each revision is saved under
+// an id derived from what it is, each record under its deployment id,
+// each allocation under its Machine id and each mark under its
+// namespace, so an import interrupted and run again moves nothing twice.
+// A part the entry does not keep (an older release) is left alone and
+// asked again next time; a Session without a context has nothing to
+// mark and imports nothing.
 func (s *Session) ImportLocalState(ctx context.Context) (ImportReport, error) {
 	rep := ImportReport{Context: s.name}
 	if s.name == "" {
 		return rep, nil
 	}
-	if at, err := s.st.ImportedToCluster(s.name); err != nil || !at.IsZero() {
-		rep.Already = err == nil
-		return rep, err
+	parts := []struct {
+		part operator.ImportPart
+		run  func(context.Context, *ImportReport) error
+	}{{operator.ImportSavedState, s.importSavedState}, {operator.ImportMarks, s.importMarks}}
+	ran, already := false, 0
+	for _, p := range parts {
+		at, err := s.st.ImportedToCluster(s.name, p.part)
+		if err != nil {
+			return rep, err
+		}
+		if !at.IsZero() {
+			already++
+			continue
+		}
+		err = p.run(ctx, &rep)
+		if unsupported(err) {
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
+		if err := s.st.MarkImportedToCluster(s.name, p.part, time.Now()); err != nil {
+			return rep, err
+		}
+		ran = true
 	}
-	renumber, err := s.importRevisions(ctx, &rep)
-	if unsupported(err) {
-		return ImportReport{Context: s.name}, nil
-	}
+	rep.Done, rep.Already = ran, already == len(parts)
+	return rep, nil
+}
+
+// importSavedState imports the revisions, then the records renumbered
+// as the Cluster numbered their revisions.
+func (s *Session) importSavedState(ctx context.Context, rep *ImportReport) error {
+	renumber, err := s.importRevisions(ctx, rep)
 	if err != nil {
-		return rep, err
+		return err
 	}
-	if err := s.importRecords(ctx, renumber, &rep); err != nil {
-		return rep, err
-	}
-	rep.Done = true
-	return rep, s.st.MarkImportedToCluster(s.name, time.Now())
+	return s.importRecords(ctx, renumber, rep)
 }
 
 // revisionKey is a local revision: namespace and number.

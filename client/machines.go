@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -22,6 +23,9 @@ type MachineRemoval struct {
 	// forgotten without a reset.
 	Lost    bool
 	Silence string
+	// Subnet is the Machine's, recorded as removed in the allocation
+	// history (never given again).
+	Subnet string
 }
 
 // Question is what the caller asks before ApplyRemoveMachine; typed
@@ -59,7 +63,7 @@ func (s *Session) PlanRemoveMachine(ctx context.Context, ref string) (*MachineRe
 		return nil, err
 	}
 	p := rpc.Peer{ID: mv.ID, Name: mv.Name}
-	mr := &MachineRemoval{Machine: p}
+	mr := &MachineRemoval{Machine: p, Subnet: mv.Subnet}
 	var held rpc.ContainerList
 	lerr := s.ent.Call(ctx, rpc.Target{One: p.ID}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &held)
 	if lerr != nil || len(held.Volumes) > 0 || len(held.Containers) > 0 {
@@ -88,7 +92,9 @@ func (s *Session) ApplyRemoveMachine(ctx context.Context, mr *MachineRemoval, re
 	}
 	// The subnet stays in the allocation history, so it is never given to
 	// another Machine; the state records why it is no longer joined.
-	s.st.SetAllocationState(s.name, mr.Machine.ID, "removed") //nolint:errcheck // bookkeeping only
+	if subnet, err := netip.ParsePrefix(mr.Subnet); err == nil {
+		s.allocations().SetState(ctx, mr.Machine.ID, mr.Machine.Name, subnet, "removed") //nolint:errcheck // bookkeeping only
+	}
 	if resetErr != nil {
 		return false, partial(fmt.Errorf("removed from the Cluster, but resetting %s failed: %w (it keeps its old state until reset)", mr.Machine.Name, resetErr))
 	}
@@ -151,7 +157,7 @@ func (s *Session) PlanForgetMachine(ctx context.Context, ref string) (*MachineRe
 	case mv.Membership == "up":
 		return nil, refuse(fmt.Sprintf("the store membership of %s sees it up: it answers gossip probes", list.ObserverName))
 	}
-	return &MachineRemoval{Machine: rpc.Peer{ID: mv.ID, Name: mv.Name}, Lost: true,
+	return &MachineRemoval{Machine: rpc.Peer{ID: mv.ID, Name: mv.Name}, Subnet: mv.Subnet, Lost: true,
 		Silence: fmt.Sprintf("inspect through %s: %v; store membership: %s", list.ObserverName, callErr, orUnknown(mv.Membership))}, nil
 }
 

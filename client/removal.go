@@ -37,7 +37,7 @@ func (s *Session) removeProject(ctx context.Context, project, env string, h Hook
 		return ProjectRemoval{}, err
 	}
 	defer release()
-	if err := s.st.MarkRemoval(s.name, project, env); err != nil {
+	if err := s.markRemoval(ctx, project, env); err != nil {
 		return ProjectRemoval{}, err
 	}
 	snap, err := deploy.Observe(ctx, s.ent, "", false)
@@ -59,7 +59,7 @@ func (s *Session) removeProject(ctx context.Context, project, env string, h Hook
 // left. Marks are never retried on a timer; each operation that meets
 // them tries again.
 func (s *Session) finishRemovals(ctx context.Context, snap deploy.Snapshot, skipNS string, h Hooks) []RemovalReport {
-	marks, err := s.st.Removals(s.name)
+	marks, err := s.Removals(ctx)
 	if err != nil {
 		h.warn(fmt.Errorf("removal marks: %w", err))
 		return nil
@@ -106,7 +106,7 @@ func (s *Session) removeNamespace(ctx context.Context, snap deploy.Snapshot, pro
 	// An empty revision records that nothing is declared any more.
 	if _, err := s.saveRevision(ctx, project, env, nil); err != nil {
 		rep.Status, rep.Reason = "stalled", err.Error()
-	} else if err := s.st.ClearRemoval(s.name, project, env); err != nil {
+	} else if err := s.clearRemoval(ctx, project, env); err != nil {
 		rep.Status, rep.Reason = "stalled", err.Error()
 	}
 	return rep

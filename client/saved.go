@@ -83,17 +83,14 @@ func (s *Session) Declared(ctx context.Context) map[string]map[string]deploy.Ser
 }
 
 // Removing names the namespaces with a pending removal mark.
-func (s *Session) Removing() map[string]bool {
-	marks, _ := s.st.Removals(s.name)
+func (s *Session) Removing(ctx context.Context) map[string]bool {
+	marks, _ := s.Removals(ctx)
 	removing := map[string]bool{}
 	for _, m := range marks {
 		removing[deploy.Namespace(m.Project, m.Environment)] = true
 	}
 	return removing
 }
-
-// Removals are the context's pending removal marks.
-func (s *Session) Removals() ([]operator.Removal, error) { return s.st.Removals(s.name) }
 
 // planLatest plans a Deploy of p's latest Saved State changed by edit.
 func (s *Session) planLatest(ctx context.Context, p Project, why string, edit func([]byte) ([]byte, error), restart ...string) (*DeployPlan, error) {

@@ -41,7 +41,7 @@ func (s *Session) Services(ctx context.Context, ns string) ([]views.ServiceRow, 
 		return nil, snap, err
 	}
 	deploy.ObserveServing(ctx, s.ent, &snap) // only when a Machine is Down: what it holds
-	return views.Services(snap, s.Declared(ctx), s.Removing(), ns), snap, nil
+	return views.Services(snap, s.Declared(ctx), s.Removing(ctx), ns), snap, nil
 }
 
 // ContainerRow is one Service Container and the Machine running it.

@@ -21,9 +21,9 @@ type Options struct {
 	// SSHKey is the private key for an ssh:// Connect.
 	SSHKey string
 	Dial   operator.DialOptions
-	// OnImport, when set, has Open import the context's local Saved State
-	// and deploy records into the Cluster once (ImportLocalState) and
-	// hears how it went.
+	// OnImport, when set, has Open import the context's local Saved
+	// State, deploy records, allocations and removal marks into the
+	// Cluster once (ImportLocalState) and hears how it went.
 	OnImport func(ImportReport, error)
 }
 

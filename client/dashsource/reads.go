@@ -80,7 +80,7 @@ func (x *Source) Services(ctx context.Context) (dashboard.Services, error) {
 	}
 	deploy.ObserveServing(ctx, s.Entry(), &snap)
 	decl := s.Declared(ctx)
-	removing := s.Removing()
+	removing := s.Removing(ctx)
 	ing := &ingressOnce{ctx: ctx, ent: s.Entry()}
 	out := dashboard.Services{Unobserved: snap.Missing}
 	for _, r := range views.Services(snap, decl, removing, "") {

@@ -48,7 +48,7 @@ func lsCommand() *cobra.Command {
 				out, snap, err := s.Services(c.Context(), ns)
 				return show(c, map[string]any{"services": out, "unobserved": snap.Missing}, err, func(w io.Writer) error {
 					render.Unobserved(c.ErrOrStderr(), snap)
-					marks, _ := s.Removals()
+					marks, _ := s.Removals(c.Context())
 					render.RemovalMarks(c.ErrOrStderr(), marks)
 					return render.Services(w, out)
 				})

@@ -62,13 +62,12 @@ func (d *Daemon) putAllocation(ctx context.Context, raw json.RawMessage) (any, e
 // subnetTaken refuses a's subnet when a's Machine was given another one,
 // or another Machine holds it in the history or in the machines table.
 func subnetTaken(ctx context.Context, st *store.Client, rows []store.Row[store.AllocationBody], a rpc.Allocation) error {
+	hist := rpc.Allocations{}
 	for _, r := range rows {
-		switch {
-		case r.Key == a.MachineID && r.Body.Subnet != a.Subnet:
-			return rpc.Errorf(rpc.CodeConflict, "subnet: machine %s was given %s, not %s", a.MachineID, r.Body.Subnet, a.Subnet).With("field", "subnet")
-		case r.Key != a.MachineID && r.Body.Subnet == a.Subnet:
-			return rpc.Errorf(rpc.CodeConflict, "subnet: %s was given to machine %s (%s)", a.Subnet, r.Body.MachineName, r.Key).With("field", "subnet")
-		}
+		hist.Allocations = append(hist.Allocations, allocationView(r))
+	}
+	if err := hist.Refuses(a); err != nil {
+		return err
 	}
 	machines, err := st.Machines().List(ctx)
 	if err != nil {

@@ -13,15 +13,45 @@ import (
 	"github.com/ployz/ployz/core/store"
 )
 
+// Allocations is where an enrollment chooses and records the subnets it
+// gives Machines: the Cluster's allocation history (client), or an older
+// release's local operator store (LocalAllocations).
+type Allocations interface {
+	// Allocate answers machineID's subnet: the one it was given before
+	// (a retry resumes), else the lowest /24 of network that neither the
+	// history nor observed uses, recorded before it is answered so it is
+	// in the history before anything publishes or joins it.
+	Allocate(ctx context.Context, machineID, machineName string, network netip.Prefix, observed []netip.Prefix) (netip.Prefix, error)
+	// SetState records how the enrollment with this allocation stands:
+	// joined, failed or removed.
+	SetState(ctx context.Context, machineID, machineName string, subnet netip.Prefix, state string) error
+}
+
+// LocalAllocations keeps the allocation history of one context in this
+// computer's operator store, as releases before the Cluster kept it did.
+type LocalAllocations struct {
+	Store   *operator.Store
+	Context string
+}
+
+// Allocate is Allocations.Allocate in the local store.
+func (l LocalAllocations) Allocate(_ context.Context, machineID, machineName string, network netip.Prefix, observed []netip.Prefix) (netip.Prefix, error) {
+	return l.Store.Allocate(l.Context, machineID, machineName, network, observed)
+}
+
+// SetState is Allocations.SetState in the local store.
+func (l LocalAllocations) SetState(_ context.Context, machineID, _ string, _ netip.Prefix, state string) error {
+	return l.Store.SetAllocationState(l.Context, machineID, state)
+}
+
 // Options describes the Machine being enrolled.
 type Options struct {
-	Store     *operator.Store
-	Context   string            // operator context the Cluster lives in
-	Name      string            // Machine name; default the target's hostname
-	Network   netip.Prefix      // Cluster network (init only)
-	Endpoints []string          // WireGuard endpoints; default what the target discovers
-	Labels    map[string]string // placement labels
-	Progress  Progress
+	Allocations Allocations
+	Name        string            // Machine name; default the target's hostname
+	Network     netip.Prefix      // Cluster network (init only)
+	Endpoints   []string          // WireGuard endpoints; default what the target discovers
+	Labels      map[string]string // placement labels
+	Progress    Progress
 }
 
 func (o *Options) progress(f string, a ...any) {
@@ -59,7 +89,7 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 		o.Network = netip.MustParsePrefix("10.210.0.0/16")
 	}
 	// Saved before the target publishes it (docs/architecture.md bet 6).
-	subnet, err := o.Store.Allocate(o.Context, in.ID, o.Name, o.Network, nil)
+	subnet, err := o.Allocations.Allocate(ctx, in.ID, o.Name, o.Network, nil)
 	if err != nil {
 		return in, err
 	}
@@ -67,10 +97,10 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 	req := rpc.InitializeRequest{Name: o.Name, Network: o.Network.String(), Subnet: subnet.String(), Endpoints: o.Endpoints, Labels: o.Labels}
 	var out rpc.Inspection
 	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInitialize, req, &out); err != nil {
-		o.Store.SetAllocationState(o.Context, in.ID, "failed") //nolint:errcheck // the call's error is the one to report
+		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") //nolint:errcheck // the call's error is the one to report
 		return out, fmt.Errorf("initialize %s: %w", o.Name, err)
 	}
-	o.Store.SetAllocationState(o.Context, in.ID, "joined") //nolint:errcheck // bookkeeping only
+	o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "joined") //nolint:errcheck // bookkeeping only
 	return out, nil
 }
 
@@ -119,7 +149,7 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 		}
 		peers = append(peers, p)
 	}
-	subnet, err := o.Store.Allocate(o.Context, in.ID, o.Name, network, observed)
+	subnet, err := o.Allocations.Allocate(ctx, in.ID, o.Name, network, observed)
 	if err != nil {
 		return in, err
 	}
@@ -147,13 +177,13 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 		Peers: peers, TargetVersions: pub.StoreVersions, ClusterSecret: pub.ClusterSecret,
 		TrustedMachines: pub.TrustedMachines, Endorsement: pub.Endorsement}, &out)
 	if err != nil {
-		o.Store.SetAllocationState(o.Context, in.ID, "failed") //nolint:errcheck // the call's error is the one to report
+		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") //nolint:errcheck // the call's error is the one to report
 		return out, fmt.Errorf("join %s: %w", o.Name, err)
 	}
 	if out.Phase != machine.Participating {
 		return out, fmt.Errorf("machine %s is still %s: its store has not caught up yet; run `ployz machine add` again to keep waiting", o.Name, out.Phase)
 	}
-	o.Store.SetAllocationState(o.Context, in.ID, "joined") //nolint:errcheck // bookkeeping only
+	o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "joined") //nolint:errcheck // bookkeeping only
 	return out, nil
 }
 

@@ -135,3 +135,18 @@ func (r MarkRemovalRequest) Validate() error {
 
 // Validate refuses a malformed request, naming the field.
 func (r ClearRemovalRequest) Validate() error { return validProjectEnv(r.Project, r.Environment) }
+
+// Refuses answers why a cannot be recorded over the history h (nil: it
+// can): a's Machine was given another subnet, or another Machine was
+// given a's. A conflict naming the subnet field.
+func (h Allocations) Refuses(a Allocation) *Error {
+	for _, r := range h.Allocations {
+		switch {
+		case r.MachineID == a.MachineID && r.Subnet != a.Subnet:
+			return Errorf(CodeConflict, "subnet: machine %s was given %s, not %s", a.MachineID, r.Subnet, a.Subnet).With("field", "subnet")
+		case r.MachineID != a.MachineID && r.Subnet == a.Subnet:
+			return Errorf(CodeConflict, "subnet: %s was given to machine %s (%s)", a.Subnet, r.MachineName, r.MachineID).With("field", "subnet")
+		}
+	}
+	return nil
+}

@@ -47,6 +47,8 @@ type Cluster struct {
 	// renewals it granted.
 	leases   map[string]fakeLease
 	renewals int
+	// marks are the allocation history and removal marks (allocations.go).
+	marks operatorMarks
 }
 
 // Machine is one fake Machine. A test reads or changes its exported
@@ -78,6 +80,9 @@ type Container struct {
 type Options struct {
 	// Labels are every Machine's labels to begin with.
 	Labels map[string]string
+	// Unsupported are commands no Machine serves, as an older release
+	// does not: a caller gets unsupported.
+	Unsupported []string
 	// Routes adds a test's own routes to each Machine's server (fc's
 	// Handle serves one under its lock, as the Cluster's own are); it runs
 	// before NewWith returns.
@@ -99,7 +104,8 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
-		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{}}
+		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{},
+		marks: operatorMarks{removals: map[string]rpc.RemovalMark{}}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
 	}
@@ -152,6 +158,9 @@ func (fc *Cluster) Unlock() { fc.mu.Unlock() }
 // Handle serves cmd on m's server with h, under the Cluster's lock and
 // counted in m.Calls.
 func (fc *Cluster) Handle(srv *rpc.Server, m *Machine, cmd string, h func(raw json.RawMessage) (any, error)) {
+	if slices.Contains(fc.o.Unsupported, cmd) {
+		return
+	}
 	srv.Handle(rpc.Route{Command: cmd, Capability: "test." + cmd, Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
 		fc.mu.Lock()
 		defer fc.mu.Unlock()
@@ -392,6 +401,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
 	fc.leaseRoutes(handle)
+	fc.allocationRoutes(handle)
 }
 
 // Label is one of the Machine's labels ("" when unset).
