@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +92,57 @@ func TestImportWithoutContextImportsNothing(t *testing.T) {
 	rep, err := New(st, ent, "").ImportLocalState(context.Background())
 	if err != nil || rep.Done || rep.Moved() {
 		t.Fatalf("%+v, %v", rep, err)
+	}
+}
+
+// TestImportMovesAllocationsAndRemovalsOnce: this computer's allocation
+// history and removal mark, kept by a release before the Cluster kept
+// them, are imported once, even for a context whose Saved State an
+// earlier release already imported; a second import moves nothing, and
+// an allocation the Cluster already holds is left as it is.
+func TestImportMovesAllocationsAndRemovalsOnce(t *testing.T) {
+	fc, teammate := newFake(t, "m1")
+	ctx := context.Background()
+	net16 := netip.MustParsePrefix("10.210.0.0/16")
+	if _, err := teammate.allocations().Allocate(ctx, "id-m1", "m1", net16, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, ent := fc.NewSession()
+	for _, id := range []string{"id-m1", "id-m2", "id-m3"} {
+		if _, err := st.Allocate("lab", id, strings.TrimPrefix(id, "id-"), net16, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SetAllocationState("lab", "id-m3", "removed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkRemoval("lab", "shop", "production"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkImportedToCluster("lab", operator.ImportSavedState, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, ent, "lab")
+	rep, err := s.ImportLocalState(ctx)
+	if err != nil || !rep.Done || rep.Already || rep.Allocations != 2 || rep.Removals != 1 || rep.Revisions != 0 {
+		t.Fatalf("first import: %+v, %v", rep, err)
+	}
+	if !strings.Contains(rep.String(), "2 subnet allocation(s), 1 removal mark(s)") {
+		t.Fatalf("report %q", rep.String())
+	}
+	again, err := s.ImportLocalState(ctx)
+	if err != nil || again.Moved() || !again.Already {
+		t.Fatalf("second import: %+v, %v", again, err)
+	}
+	got := map[string]string{}
+	for _, a := range fc.Allocations() {
+		got[a.MachineID] = a.Subnet + " " + a.State + " " + a.Source
+	}
+	want := map[string]string{"id-m1": "10.210.0.0/24 allocated ", "id-m2": "10.210.1.0/24 allocated import:lab", "id-m3": "10.210.2.0/24 removed import:lab"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("Cluster history %v, want %v", got, want)
+	}
+	if marks := fc.RemovalMarks(); len(marks) != 1 || marks["shop-production"].Project != "shop" {
+		t.Fatalf("Cluster marks %+v", marks)
 	}
 }

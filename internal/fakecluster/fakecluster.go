@@ -274,8 +274,10 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 	find := m.Find
 	handle(rpc.CmdListMachines, func(json.RawMessage) (any, error) {
 		out := rpc.MachineList{ObserverID: m.id, ObserverName: m.name}
-		for _, o := range fc.ms {
-			out.Machines = append(out.Machines, rpc.MachineView{ID: o.id, Name: o.name, Labels: maps.Clone(o.labels)})
+		for i, o := range fc.ms {
+			// Each Machine's subnet is its place's /24 of 10.210.0.0/16.
+			out.Machines = append(out.Machines, rpc.MachineView{ID: o.id, Name: o.name, Labels: maps.Clone(o.labels),
+				Subnet: fmt.Sprintf("10.210.%d.0/24", i+1)})
 		}
 		return out, nil
 	})
