@@ -85,7 +85,7 @@ type RemovalMarks struct {
 // Validate refuses a malformed request, naming the field.
 func (r PutAllocationRequest) Validate() error {
 	switch {
-	case r.MachineID == "" || len(r.MachineID) > historyMaxID || !isToken(r.MachineID):
+	case !isID(r.MachineID):
 		return InvalidField("machine_id", "%q: want 1 to %d letters, digits, '-' or '_'", clip(r.MachineID), historyMaxID)
 	case len(r.MachineName) > 128 || !printable(r.MachineName):
 		return InvalidField("machine_name", "%q: want at most 128 printable characters", clip(r.MachineName))

@@ -93,7 +93,7 @@ type HistoryList struct {
 func (r RecordHistoryRequest) Validate() error {
 	e := r.Entry
 	switch {
-	case e.ID == "" || len(e.ID) > historyMaxID || !isToken(e.ID):
+	case !isID(e.ID):
 		return InvalidField("entry.id", "%q: want 1 to %d letters, digits, '-' or '_'", e.ID, historyMaxID)
 	case e.Kind == "" || len(e.Kind) > 32 || !isToken(e.Kind):
 		return InvalidField("entry.kind", "%q: want a kind such as %s", e.Kind, strings.Join(HistoryKinds, ", "))
@@ -159,6 +159,10 @@ func (r ListHistoryRequest) Select(entries []HistoryEntry) []HistoryEntry {
 	}
 	return out
 }
+
+// isID reports whether s is an id a caller mints: 1 to historyMaxID
+// letters, digits, '-' or '_'.
+func isID(s string) bool { return s != "" && len(s) <= historyMaxID && isToken(s) }
 
 func isToken(s string) bool {
 	for _, c := range s {

@@ -100,7 +100,7 @@ type DeployRecordList struct {
 
 // Validate refuses a malformed request, naming the field.
 func (r SaveRevisionRequest) Validate() error {
-	if r.ID == "" || len(r.ID) > historyMaxID || !isToken(r.ID) {
+	if !isID(r.ID) {
 		return InvalidField("id", "%q: want 1 to %d letters, digits, '-' or '_'", r.ID, historyMaxID)
 	}
 	if err := validProjectEnv(r.Project, r.Environment); err != nil {
@@ -133,7 +133,7 @@ func (r ListRevisionsRequest) Validate() error {
 // Validate refuses a malformed request, naming the field.
 func (r PutDeployRecordRequest) Validate() error {
 	switch {
-	case r.DeploymentID == "" || len(r.DeploymentID) > historyMaxID || !isToken(r.DeploymentID):
+	case !isID(r.DeploymentID):
 		return InvalidField("deployment_id", "%q: want 1 to %d letters, digits, '-' or '_'", r.DeploymentID, historyMaxID)
 	case r.Namespace == "" || len(r.Namespace) > 128:
 		return InvalidField("namespace", "%q: want a namespace", r.Namespace)
