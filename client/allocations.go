@@ -104,6 +104,7 @@ func (a *clusterAllocations) SetState(ctx context.Context, machineID, machineNam
 	}
 	if a.founding {
 		// An older release founded the Cluster: keep the history here.
+		// Allocating within the subnet itself records exactly it.
 		if _, err := a.local.Allocate(ctx, machineID, machineName, subnet, nil); err != nil {
 			return err
 		}
