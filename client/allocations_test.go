@@ -149,3 +149,38 @@ func TestAllocationsFallBackForAnOlderEntry(t *testing.T) {
 		t.Fatal("the older entry's Cluster was written")
 	}
 }
+
+// TestFoundingAllocation: founding a Cluster chooses the lowest subnet
+// and records it once the founder is initialized, in the new Cluster,
+// or, founded by an older release, in this computer's store.
+func TestFoundingAllocation(t *testing.T) {
+	net16 := netip.MustParsePrefix("10.210.0.0/16")
+	for _, older := range []bool{false, true} {
+		var o fakecluster.Options
+		if older {
+			o.Unsupported = []string{rpc.CmdListAllocations, rpc.CmdPutAllocation}
+		}
+		fc := fakecluster.NewWith(t, o, "m1")
+		al := New(fc.Store, fc.Entry, "lab").allocations()
+		al.founding = true
+		ctx := context.Background()
+		subnet, err := al.Allocate(ctx, "id-m1", "m1", net16, nil)
+		if err != nil || subnet.String() != "10.210.0.0/24" {
+			t.Fatalf("older %v: founding subnet %v, %v", older, subnet, err)
+		}
+		if len(fc.Allocations()) != 0 {
+			t.Fatalf("older %v: recorded before the founder was initialized", older)
+		}
+		if err := al.SetState(ctx, "id-m1", "m1", subnet, "joined"); err != nil {
+			t.Fatal(err)
+		}
+		local, _ := fc.Store.Allocations("lab")
+		cluster := fc.Allocations()
+		if older && (len(local) != 1 || local[0].Subnet != subnet || local[0].State != "joined" || len(cluster) != 0) {
+			t.Fatalf("older entry: local %+v, Cluster %+v", local, cluster)
+		}
+		if !older && (len(local) != 0 || len(cluster) != 1 || cluster[0].Subnet != subnet.String() || cluster[0].State != "joined") {
+			t.Fatalf("local %+v, Cluster %+v", local, cluster)
+		}
+	}
+}
