@@ -117,22 +117,11 @@ func (d *Daemon) putVolumeRun(ctx context.Context, raw json.RawMessage) (any, er
 		row = store.Row[store.VolumeRunBody]{Key: key, Owner: d.record().ID, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen,
 			Kind: req.Kind, StartedAt: req.StartedAt, Operator: req.Operator}}
 	}
-	row.Body = updatedRun(row.Body, req)
+	row.Body = row.Body.Recorded(req.Run, req.State, req.Error, req.UpdatedAt)
 	if _, err := st.VolumeRuns().Put(ctx, row); err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "write volume run %s: %v", key, err)
 	}
 	return rpc.VolumeRunPut{}, nil
-}
-
-// updatedRun is b with req's record; an open record does not reopen a
-// run the Cluster marked lost.
-func updatedRun(b store.VolumeRunBody, req rpc.PutVolumeRunRequest) store.VolumeRunBody {
-	b.Run, b.UpdatedAt = req.Run, req.UpdatedAt
-	if b.State == store.VolumeRunLost && req.State == store.VolumeRunOpen {
-		return b
-	}
-	b.State, b.Error = req.State, req.Error
-	return b
 }
 
 // listVolumeRuns answers the newest runs of one volume or all, of a

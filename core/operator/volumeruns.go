@@ -57,6 +57,9 @@ type VolumeRun struct {
 	// Finishes is the gen of the Move this run finishes (one that failed
 	// after its point of no return): its creation keys are that gen's.
 	Finishes uint64 `json:"finishes,omitempty"`
+	// Operator names who drove the run (the Cluster's record of it; a
+	// run only this computer's store kept names none).
+	Operator string `json:"operator,omitempty"`
 }
 
 // RunStep is one step's outcome.

@@ -43,8 +43,9 @@ type VolumeRunBody struct {
 func VolumeRunKey(volume string, gen uint64) string { return fmt.Sprintf("%s/%d", volume, gen) }
 
 // VolumeRuns is the volume_runs table.
-func (c *Client) VolumeRuns() Table[VolumeRunBody] { return Table[VolumeRunBody]{c, "volume_runs", "id"} }
-
+func (c *Client) VolumeRuns() Table[VolumeRunBody] {
+	return Table[VolumeRunBody]{c, "volume_runs", "id"}
+}
 
 // VolumeRunsOf returns volume's runs ("" for every volume), newest first:
 // by gen within a volume, by start across volumes.
@@ -110,4 +111,16 @@ func LeaseTag(nonce string) string {
 	}
 	sum := sha256.Sum256([]byte(nonce))
 	return hex.EncodeToString(sum[:12])
+}
+
+// Recorded is b with a driver's newer record of the run; an open record
+// does not reopen a run the Cluster marked lost (its driver, still
+// writing steps, lost the volume).
+func (b VolumeRunBody) Recorded(run json.RawMessage, state, errText string, updated int64) VolumeRunBody {
+	b.Run, b.UpdatedAt = run, updated
+	if b.State == VolumeRunLost && state == VolumeRunOpen {
+		return b
+	}
+	b.State, b.Error = state, errText
+	return b
 }
