@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -33,4 +34,40 @@ func (s *Store) MarkImportedToCluster(context string, at time.Time) error {
 		return fmt.Errorf("import marker of context %q: %w", context, err)
 	}
 	return nil
+}
+
+func importedRunsKey(context string) string { return "imported_volume_runs_to_cluster:" + context }
+
+// VolumeRunsImportedToCluster reports whether context's Volume Runs
+// were imported into its Cluster (a marker of their own: a store whose
+// Saved State an earlier release imported still holds its runs).
+func (s *Store) VolumeRunsImportedToCluster(context string) (bool, error) {
+	var at string
+	err := s.db.QueryRow(`SELECT value FROM settings WHERE key = ?`, importedRunsKey(context)).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("volume runs import marker of context %q: %w", context, err)
+	}
+	return true, nil
+}
+
+// MarkVolumeRunsImportedToCluster records that context's Volume Runs
+// are in its Cluster, so they are imported once.
+func (s *Store) MarkVolumeRunsImportedToCluster(context string, at time.Time) error {
+	_, err := s.db.Exec(`INSERT INTO settings(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+		importedRunsKey(context), at.UTC().Format(time.RFC3339))
+	if err != nil {
+		return fmt.Errorf("volume runs import marker of context %q: %w", context, err)
+	}
+	return nil
+}
+
+// AllVolumeRuns are every run of context this store holds, oldest
+// first (an import moves them all).
+func (s *Store) AllVolumeRuns(context string) ([]VolumeRun, error) {
+	runs, err := s.VolumeRuns(context, "", -1)
+	slices.Reverse(runs)
+	return runs, err
 }
