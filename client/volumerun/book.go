@@ -19,13 +19,6 @@ import (
 // finished by another. Against an entry that keeps none (an older
 // release) the operator store numbers and keeps them, as before.
 
-// unsupported reports a refusal of an entry that does not know the
-// command.
-func unsupported(err error) bool {
-	var e *rpc.Error
-	return errors.As(err, &e) && e.Code == rpc.CodeUnsupported
-}
-
 // operatorName is who the Cluster says drove a run: the Runner's
 // Operator, else the default (user@host).
 func (rn *Runner) operatorName() operator.Operator {
@@ -51,7 +44,7 @@ func (rn *Runner) beginRecord(ctx context.Context, cp Copies, kind, target strin
 			r.Gen = out.Gen
 			return r, false, nil
 		}
-		if !unsupported(err) {
+		if !client.Unsupported(err) {
 			return operator.VolumeRun{}, false, fmt.Errorf("begin a %s run of volume %s in the Cluster: %w", kind, cp.Name, err)
 		}
 	}
@@ -82,7 +75,7 @@ func (rn *Runner) clusterRuns(ctx context.Context, req rpc.ListVolumeRunsRequest
 	}
 	var out rpc.VolumeRunList
 	err = rn.Entry.Call(ctx, rpc.Target{}, rpc.CmdListVolumeRuns, req, &out)
-	if unsupported(err) {
+	if client.Unsupported(err) {
 		return nil, true, nil
 	}
 	if err != nil {

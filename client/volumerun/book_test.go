@@ -12,7 +12,6 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/internal/fakecluster"
-	"github.com/ployz/ployz/sdk/volume"
 )
 
 // beginRun records a run of kind on volume in the Cluster, as a runner
@@ -137,15 +136,7 @@ func TestOpenRunHeldRefusesOtherOperator(t *testing.T) {
 // TestVolumeRunsOlderEntry: an entry that keeps no Volume Runs (an
 // older release) leaves them to the operator store, as before.
 func TestVolumeRunsOlderEntry(t *testing.T) {
-	fc := &fakeCluster{t: t, ms: map[string]*fakeMachine{}}
-	fakecluster.NewWith(t, fakecluster.Options{Labels: map[string]string{volume.PoolLabel: "tank"}, NoVolumeRuns: true,
-		Routes: func(c *fakecluster.Cluster, srv *rpc.Server, m *fakecluster.Machine) {
-			fc.Cluster = c
-			fm := &fakeMachine{Machine: m, vols: map[string]*fakeVol{}}
-			fc.ms[m.Name()] = fm
-			fc.routes(srv, fm)
-			fc.dataRoutes(srv, fm)
-		}}, "m1", "m2")
+	fc := newFakeClusterWith(t, fakecluster.Options{NoVolumeRuns: true}, "m1", "m2")
 	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 1, Floor: 4})
 	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror, Floor: 4})
 	fc.snaps("m1", "db", "run-0")

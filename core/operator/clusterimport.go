@@ -36,32 +36,22 @@ func (s *Store) MarkImportedToCluster(context string, at time.Time) error {
 	return nil
 }
 
-func importedRunsKey(context string) string { return "imported_volume_runs_to_cluster:" + context }
+// runsMarker is the import marker name of context's Volume Runs, kept
+// apart from its Saved State's.
+func runsMarker(context string) string { return "volume_runs:" + context }
 
 // VolumeRunsImportedToCluster reports whether context's Volume Runs
 // were imported into its Cluster (a marker of their own: a store whose
 // Saved State an earlier release imported still holds its runs).
 func (s *Store) VolumeRunsImportedToCluster(context string) (bool, error) {
-	var at string
-	err := s.db.QueryRow(`SELECT value FROM settings WHERE key = ?`, importedRunsKey(context)).Scan(&at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("volume runs import marker of context %q: %w", context, err)
-	}
-	return true, nil
+	at, err := s.ImportedToCluster(runsMarker(context))
+	return !at.IsZero(), err
 }
 
 // MarkVolumeRunsImportedToCluster records that context's Volume Runs
 // are in its Cluster, so they are imported once.
 func (s *Store) MarkVolumeRunsImportedToCluster(context string, at time.Time) error {
-	_, err := s.db.Exec(`INSERT INTO settings(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
-		importedRunsKey(context), at.UTC().Format(time.RFC3339))
-	if err != nil {
-		return fmt.Errorf("volume runs import marker of context %q: %w", context, err)
-	}
-	return nil
+	return s.MarkImportedToCluster(runsMarker(context), at)
 }
 
 // AllVolumeRuns are every run of context this store holds, oldest
