@@ -11,6 +11,7 @@ import (
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 )
 
 // The run book: Volume Runs are recorded in the Cluster (volume_runs,
@@ -89,7 +90,7 @@ func (rn *Runner) clusterRuns(ctx context.Context, req rpc.ListVolumeRunsRequest
 
 // fromCluster is a Cluster record as the run it is; the Cluster's
 // state and error are the run's (it marks runs lost).
-func (rn *Runner) fromCluster(rec rpc.VolumeRunRecord) operator.VolumeRun {
+func (rn *Runner) fromCluster(rec store.VolumeRunBody) operator.VolumeRun {
 	var r operator.VolumeRun
 	_ = json.Unmarshal(rec.Run, &r) // tolerant: what parses is kept, the row's own fields rule
 	r.Context, r.Volume, r.Gen, r.Kind, r.State = rn.Context, rec.Volume, rec.Gen, rec.Kind, rec.State

@@ -27,6 +27,17 @@ func (fc *fakeCluster) saveRun(r operator.VolumeRun) error {
 	return (&volumeRun{Runner: fc.runner(), ctx: context.Background(), run: r}).saveRecord()
 }
 
+// mirroredDB is a Cluster whose db has its Writer on m1 and a Mirror on
+// m2, both holding snapshot run-0: ready to sync.
+func mirroredDB(t *testing.T) *fakeCluster {
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 1})
+	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror})
+	fc.snaps("m1", "db", "run-0")
+	fc.snaps("m2", "db", "run-0")
+	return fc
+}
+
 // operatorB is a second operator (its own operator store, as on another
 // computer) reaching the same Cluster.
 func (fc *fakeCluster) operatorB() *Runner {
@@ -41,11 +52,7 @@ func (fc *fakeCluster) operatorB() *Runner {
 // the Move A left failed past its point of no return, and neither
 // operator store holds a run.
 func TestTwoOperatorsShareVolumeRuns(t *testing.T) {
-	fc := newFakeCluster(t, "m1", "m2")
-	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 1})
-	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror})
-	fc.snaps("m1", "db", "run-0")
-	fc.snaps("m2", "db", "run-0")
+	fc := mirroredDB(t)
 	a := fc.runner()
 	a.Operator = operator.Operator{Name: "ana@laptop"}
 	if _, err := a.Sync(context.Background(), "db"); err != nil {
@@ -99,11 +106,7 @@ func TestTwoOperatorsShareVolumeRuns(t *testing.T) {
 // lease, B cannot begin one; once A's lease is gone, B's run marks A's
 // open run lost.
 func TestOpenRunHeldRefusesOtherOperator(t *testing.T) {
-	fc := newFakeCluster(t, "m1", "m2")
-	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 1})
-	fc.volume("m2", "db", volumecopy.Copy{Role: volumecopy.Mirror})
-	fc.snaps("m1", "db", "run-0")
-	fc.snaps("m2", "db", "run-0")
+	fc := mirroredDB(t)
 	a := fc.runner()
 	ctx, release, err := a.lease(context.Background(), "db", "sync")
 	if err != nil {

@@ -142,7 +142,7 @@ func (d *Daemon) listVolumeRuns(ctx context.Context, raw json.RawMessage) (any, 
 	}
 	leases := map[string]*store.LeaseBody{}
 	now := time.Now().UnixMilli()
-	out := rpc.VolumeRunList{Runs: []rpc.VolumeRunRecord{}}
+	out := rpc.VolumeRunList{Runs: []store.VolumeRunBody{}}
 	for _, r := range rows {
 		if len(out.Runs) == cmp.Or(req.Limit, rpc.HistoryDefaultLimit) {
 			break
@@ -160,12 +160,7 @@ func (d *Daemon) listVolumeRuns(ctx context.Context, raw json.RawMessage) (any, 
 				r.Body.State, r.Body.Error = store.VolumeRunLost, lostRunError
 			}
 		}
-		out.Runs = append(out.Runs, runRecord(r.Body))
+		out.Runs = append(out.Runs, r.Body)
 	}
 	return out, nil
-}
-
-func runRecord(b store.VolumeRunBody) rpc.VolumeRunRecord {
-	return rpc.VolumeRunRecord{Volume: b.Volume, Gen: b.Gen, Kind: b.Kind, State: b.State, Error: b.Error,
-		StartedAt: b.StartedAt, UpdatedAt: b.UpdatedAt, Operator: b.Operator, Run: b.Run}
 }

@@ -26,7 +26,7 @@ func begin(t *testing.T, d *Daemon, req rpc.BeginVolumeRunRequest) rpc.VolumeRun
 	return out.(rpc.VolumeRunBegun)
 }
 
-func listRuns(t *testing.T, d *Daemon, req rpc.ListVolumeRunsRequest) []rpc.VolumeRunRecord {
+func listRuns(t *testing.T, d *Daemon, req rpc.ListVolumeRunsRequest) []store.VolumeRunBody {
 	t.Helper()
 	out, err := hcall(t, d.listVolumeRuns, req)
 	if err != nil {

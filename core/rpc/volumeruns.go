@@ -86,23 +86,10 @@ type ListVolumeRunsRequest struct {
 	Limit  int    `json:"limit,omitempty"`
 }
 
-// VolumeRunRecord is one run as the Cluster answers it: an open run
-// whose driver's lease is gone is answered lost.
-type VolumeRunRecord struct {
-	Volume    string                `json:"volume"`
-	Gen       uint64                `json:"gen"`
-	Kind      string                `json:"kind"`
-	State     string                `json:"state"`
-	Error     string                `json:"error,omitempty"`
-	StartedAt int64                 `json:"started_at"`
-	UpdatedAt int64                 `json:"updated_at"`
-	Operator  store.HistoryOperator `json:"operator"`
-	Run       json.RawMessage       `json:"run"`
-}
-
-// VolumeRunList answers list_volume_runs, newest first.
+// VolumeRunList answers list_volume_runs, newest first: the rows'
+// bodies, an open run whose driver's lease is gone answered lost.
 type VolumeRunList struct {
-	Runs []VolumeRunRecord `json:"runs"`
+	Runs []store.VolumeRunBody `json:"runs"`
 }
 
 func validVolume(v string) error {

@@ -102,7 +102,7 @@ func (fc *Cluster) putRun(req rpc.PutVolumeRunRequest) (any, error) {
 }
 
 func (fc *Cluster) listRuns(req rpc.ListVolumeRunsRequest) rpc.VolumeRunList {
-	out := rpc.VolumeRunList{Runs: []rpc.VolumeRunRecord{}}
+	out := rpc.VolumeRunList{Runs: []store.VolumeRunBody{}}
 	now := time.Now().UnixMilli()
 	for _, r := range fc.runsOf(req.Volume) {
 		if req.Kind != "" && r.Body.Kind != req.Kind {
@@ -112,8 +112,7 @@ func (fc *Cluster) listRuns(req rpc.ListVolumeRunsRequest) rpc.VolumeRunList {
 		if b.State == store.VolumeRunOpen && !store.VolumeRunHeld(b, fc.volumeLease(b.Volume), now) {
 			b.State = store.VolumeRunLost
 		}
-		out.Runs = append(out.Runs, rpc.VolumeRunRecord{Volume: b.Volume, Gen: b.Gen, Kind: b.Kind, State: b.State, Error: b.Error,
-			StartedAt: b.StartedAt, UpdatedAt: b.UpdatedAt, Operator: b.Operator, Run: b.Run})
+		out.Runs = append(out.Runs, b)
 	}
 	out.Runs = out.Runs[:min(len(out.Runs), cmp.Or(req.Limit, rpc.HistoryDefaultLimit))]
 	return out
