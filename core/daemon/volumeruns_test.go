@@ -161,7 +161,7 @@ func TestVolumeRunBadInput(t *testing.T) {
 		t.Fatalf("bad requests wrote %d runs", len(rows))
 	}
 	// A malformed gen on the wire (not a number) is refused too.
-	if _, err := d.putVolumeRun(context.Background(), json.RawMessage(`{"volume":"db","gen":"one","state":"done"}`)); err == nil {
-		t.Fatal("a string gen was accepted")
+	if _, err := d.putVolumeRun(context.Background(), json.RawMessage(`{"volume":"db","gen":"one","state":"done"}`)); err == nil || !strings.Contains(err.Error(), "gen") {
+		t.Fatalf("a string gen: %v, want refused naming gen", err)
 	}
 }

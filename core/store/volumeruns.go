@@ -61,18 +61,18 @@ func (c *Client) VolumeRunsOf(ctx context.Context, volume string) ([]Row[VolumeR
 	if err != nil {
 		return nil, err
 	}
-	SortVolumeRuns(rows)
+	SortVolumeRuns(rows, volume)
 	return rows, nil
 }
 
-// SortVolumeRuns orders runs newest first: by start, then volume, then
-// gen (within a volume gens grow with starts).
-func SortVolumeRuns(rows []Row[VolumeRunBody]) {
+// SortVolumeRuns orders runs newest first: one volume's by gen, every
+// volume's (volume "") by start, then volume, then gen.
+func SortVolumeRuns(rows []Row[VolumeRunBody], volume string) {
 	slices.SortFunc(rows, func(a, b Row[VolumeRunBody]) int {
-		if a.Body.Volume == b.Body.Volume {
+		if volume != "" {
 			return cmp.Compare(b.Body.Gen, a.Body.Gen)
 		}
-		return cmp.Or(cmp.Compare(b.Body.StartedAt, a.Body.StartedAt), cmp.Compare(a.Body.Volume, b.Body.Volume))
+		return cmp.Or(cmp.Compare(b.Body.StartedAt, a.Body.StartedAt), cmp.Compare(a.Body.Volume, b.Body.Volume), cmp.Compare(b.Body.Gen, a.Body.Gen))
 	})
 }
 

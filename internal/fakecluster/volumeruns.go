@@ -57,7 +57,7 @@ func (fc *Cluster) runsOf(volume string) []store.Row[store.VolumeRunBody] {
 			rows = append(rows, r)
 		}
 	}
-	store.SortVolumeRuns(rows)
+	store.SortVolumeRuns(rows, volume)
 	return rows
 }
 
