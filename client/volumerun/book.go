@@ -37,16 +37,9 @@ func (rn *Runner) beginRecord(ctx context.Context, cp Copies, kind, target strin
 	r = operator.VolumeRun{Context: rn.Context, Volume: cp.Name, Kind: kind, Target: target, State: operator.RunOpen,
 		Started: now, Updated: now, Host: host, Pid: os.Getpid(), Steps: []operator.RunStep{}, Operator: rn.operatorName().Name}
 	if rn.Entry != nil {
-		raw, _ := json.Marshal(r)
-		var out rpc.VolumeRunBegun
-		err = rn.Entry.Call(ctx, rpc.Target{}, rpc.CmdBeginVolumeRun, rpc.BeginVolumeRunRequest{Volume: cp.Name, Kind: kind, Floor: cp.floor(),
-			StartedAt: now.UnixMilli(), Operator: rn.operatorName().History(), LeaseNonce: client.HeldLeaseNonce(ctx, client.VolumeScope(cp.Name)), Run: raw}, &out)
-		if err == nil {
-			r.Gen = out.Gen
-			return r, false, nil
-		}
-		if !client.Unsupported(err) {
-			return operator.VolumeRun{}, false, fmt.Errorf("begin a %s run of volume %s in the Cluster: %w", kind, cp.Name, err)
+		r.Gen, err = rn.clusterBegin(ctx, cp, r)
+		if err == nil || !client.Unsupported(err) {
+			return r, false, err
 		}
 	}
 	if rn.Store == nil {
@@ -54,6 +47,22 @@ func (rn *Runner) beginRecord(ctx context.Context, cp Copies, kind, target strin
 	}
 	r, err = rn.Store.BeginVolumeRunAbove(rn.Context, cp.Name, kind, target, cp.floor(), now)
 	return r, true, err
+}
+
+// clusterBegin asks the entry to open r under the volume's lease (the
+// one ctx holds) and answers its gen.
+func (rn *Runner) clusterBegin(ctx context.Context, cp Copies, r operator.VolumeRun) (uint64, error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return 0, err
+	}
+	var out rpc.VolumeRunBegun
+	err = rn.Entry.Call(ctx, rpc.Target{}, rpc.CmdBeginVolumeRun, rpc.BeginVolumeRunRequest{Volume: cp.Name, Kind: r.Kind, Floor: cp.floor(),
+		StartedAt: r.Started.UnixMilli(), Operator: rn.operatorName().History(), LeaseNonce: client.HeldLeaseNonce(ctx, client.VolumeScope(cp.Name)), Run: raw}, &out)
+	if err != nil && !client.Unsupported(err) {
+		return 0, fmt.Errorf("begin a %s run of volume %s in the Cluster: %w", r.Kind, cp.Name, err)
+	}
+	return out.Gen, err
 }
 
 // saveRecord rewrites the run's record where it was begun.
