@@ -21,23 +21,26 @@ type ImportReport struct {
 	Context   string `json:"context"`
 	Revisions int    `json:"revisions"`
 	Records   int    `json:"records"`
-	Done      bool   `json:"done"`
+	// VolumeRuns are the Volume Runs moved (importruns.go).
+	VolumeRuns int  `json:"volume_runs"`
+	Done       bool `json:"done"`
 	// Already says an earlier import of the context ran: nothing tried.
 	Already bool `json:"already,omitempty"`
 }
 
 // Moved reports whether the import moved anything.
-func (r ImportReport) Moved() bool { return r.Revisions > 0 || r.Records > 0 }
+func (r ImportReport) Moved() bool { return r.Revisions > 0 || r.Records > 0 || r.VolumeRuns > 0 }
 
 // String is the sentence the CLI prints once.
 func (r ImportReport) String() string {
-	return fmt.Sprintf("imported this computer's records of context %s into the Cluster: %d Saved State revision(s), %d deploy record(s)",
-		r.Context, r.Revisions, r.Records)
+	return fmt.Sprintf("imported this computer's records of context %s into the Cluster: %d Saved State revision(s), %d deploy record(s), %d Volume Run(s)",
+		r.Context, r.Revisions, r.Records, r.VolumeRuns)
 }
 
-// ImportLocalState imports the context's revisions and deploy records
-// from this computer's operator store into the Cluster, once: a marker
-// per context makes later calls answer Already. Each revision is saved
+// ImportLocalState imports the context's revisions, deploy records and
+// Volume Runs from this computer's operator store into the Cluster,
+// once: a marker per context (one for the runs, which a later release
+// moved) makes later calls answer Already. Each revision is saved
 // under an id derived from what it is, and each record under its
 // deployment id, so an import interrupted and run again moves nothing
 // twice. An entry that keeps no revisions (an older release) is left
@@ -48,22 +51,37 @@ func (s *Session) ImportLocalState(ctx context.Context) (ImportReport, error) {
 	if s.name == "" {
 		return rep, nil
 	}
-	if at, err := s.st.ImportedToCluster(s.name); err != nil || !at.IsZero() {
-		rep.Already = err == nil
-		return rep, err
-	}
-	renumber, err := s.importRevisions(ctx, &rep)
-	if unsupported(err) {
-		return ImportReport{Context: s.name}, nil
-	}
+	at, err := s.st.ImportedToCluster(s.name)
 	if err != nil {
 		return rep, err
 	}
-	if err := s.importRecords(ctx, renumber, &rep); err != nil {
-		return rep, err
+	if at.IsZero() {
+		if err := s.importSavedState(ctx, &rep); err != nil || !rep.Done {
+			return rep, err
+		}
+	}
+	ran, err := s.importVolumeRuns(ctx, &rep)
+	rep.Done = rep.Done || ran
+	rep.Already = !rep.Done && err == nil && !at.IsZero()
+	return rep, err
+}
+
+// importSavedState imports the revisions and deploy records and marks
+// them done; an entry that keeps none leaves rep not Done.
+func (s *Session) importSavedState(ctx context.Context, rep *ImportReport) error {
+	renumber, err := s.importRevisions(ctx, rep)
+	if unsupported(err) {
+		*rep = ImportReport{Context: s.name}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.importRecords(ctx, renumber, rep); err != nil {
+		return err
 	}
 	rep.Done = true
-	return rep, s.st.MarkImportedToCluster(s.name, time.Now())
+	return s.st.MarkImportedToCluster(s.name, time.Now())
 }
 
 // revisionKey is a local revision: namespace and number.

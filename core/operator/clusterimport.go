@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -33,4 +34,30 @@ func (s *Store) MarkImportedToCluster(context string, at time.Time) error {
 		return fmt.Errorf("import marker of context %q: %w", context, err)
 	}
 	return nil
+}
+
+// runsMarker is the import marker name of context's Volume Runs, kept
+// apart from its Saved State's.
+func runsMarker(context string) string { return "volume_runs:" + context }
+
+// VolumeRunsImportedToCluster reports whether context's Volume Runs
+// were imported into its Cluster (a marker of their own: a store whose
+// Saved State an earlier release imported still holds its runs).
+func (s *Store) VolumeRunsImportedToCluster(context string) (bool, error) {
+	at, err := s.ImportedToCluster(runsMarker(context))
+	return !at.IsZero(), err
+}
+
+// MarkVolumeRunsImportedToCluster records that context's Volume Runs
+// are in its Cluster, so they are imported once.
+func (s *Store) MarkVolumeRunsImportedToCluster(context string, at time.Time) error {
+	return s.MarkImportedToCluster(runsMarker(context), at)
+}
+
+// AllVolumeRuns are every run of context this store holds, oldest
+// first (an import moves them all).
+func (s *Store) AllVolumeRuns(context string) ([]VolumeRun, error) {
+	runs, err := s.VolumeRuns(context, "", -1)
+	slices.Reverse(runs)
+	return runs, err
 }

@@ -61,6 +61,9 @@ var payloadTypes = map[string]func() any{
 	CmdAcquireLease:       func() any { return &AcquireLeaseRequest{} },
 	CmdRenewLease:         func() any { return &RenewLeaseRequest{} },
 	CmdReleaseLease:       func() any { return &ReleaseLeaseRequest{} },
+	CmdBeginVolumeRun:     func() any { return &BeginVolumeRunRequest{} },
+	CmdPutVolumeRun:       func() any { return &PutVolumeRunRequest{} },
+	CmdListVolumeRuns:     func() any { return &ListVolumeRunsRequest{} },
 }
 
 // payloadCommands is payloadTypes' keys in order; a fuzz input picks one by index.

@@ -49,6 +49,7 @@ func TestBodyFixtures(t *testing.T) {
 	check("revision", &RevisionBody{})
 	check("deploy_record", &DeployRecordBody{})
 	check("lease", &LeaseBody{})
+	check("volume_run", &VolumeRunBody{})
 }
 
 func TestServingBodyHas(t *testing.T) {
