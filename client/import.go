@@ -14,85 +14,87 @@ import (
 )
 
 // ImportReport is what importing this computer's operator store into
-// its Cluster moved: Saved State revisions, deploy records, allocations
-// and removal marks kept here before the Cluster kept them. Done says
-// the import ran (once per context); moving nothing is a done import too.
+// its Cluster moved: Saved State revisions, deploy records, Volume Runs,
+// allocations and removal marks kept before the Cluster kept them. Done
+// says the import ran (once per context); moving nothing is a done
+// import too.
 type ImportReport struct {
-	Context     string `json:"context"`
-	Revisions   int    `json:"revisions"`
-	Records     int    `json:"records"`
-	Allocations int    `json:"allocations"`
-	Removals    int    `json:"removals"`
-	Done        bool   `json:"done"`
+	Context   string `json:"context"`
+	Revisions int    `json:"revisions"`
+	Records   int    `json:"records"`
+	// VolumeRuns are the Volume Runs moved (importruns.go).
+	VolumeRuns int `json:"volume_runs"`
+	// Allocations and Removals are the allocation history rows and the
+	// removal marks moved (importmarks.go).
+	Allocations int  `json:"allocations"`
+	Removals    int  `json:"removals"`
+	Done        bool `json:"done"`
 	// Already says an earlier import of the context ran: nothing tried.
 	Already bool `json:"already,omitempty"`
 }
 
 // Moved reports whether the import moved anything.
 func (r ImportReport) Moved() bool {
-	return r.Revisions > 0 || r.Records > 0 || r.Allocations > 0 || r.Removals > 0
+	return r.Revisions > 0 || r.Records > 0 || r.VolumeRuns > 0 || r.Allocations > 0 || r.Removals > 0
 }
 
 // String is the sentence the CLI prints once.
 func (r ImportReport) String() string {
-	return fmt.Sprintf("imported this computer's records of context %s into the Cluster: %d Saved State revision(s), %d deploy record(s), %d subnet allocation(s), %d removal mark(s)",
-		r.Context, r.Revisions, r.Records, r.Allocations, r.Removals)
+	return fmt.Sprintf("imported this computer's records of context %s into the Cluster: %d Saved State revision(s), %d deploy record(s), %d Volume Run(s), %d subnet allocation(s), %d removal mark(s)",
+		r.Context, r.Revisions, r.Records, r.VolumeRuns, r.Allocations, r.Removals)
 }
 
 // ImportLocalState imports the context's revisions, deploy records,
-// allocation history and removal marks from this computer's operator
-// store into the Cluster, once: a marker per part and context makes
-// later calls answer Already (a context imported by a release that moved
-// only Saved State imports the rest once). Each revision is saved under
-// an id derived from what it is, each record under its deployment id,
-// each allocation under its Machine id and each mark under its
-// namespace, so an import interrupted and run again moves nothing twice.
-// A part the entry does not keep (an older release) is left alone and
-// asked again next time; a Session without a context has nothing to
-// mark and imports nothing.
+// Volume Runs, allocation history and removal marks from this
+// computer's operator store into the Cluster, once: a marker per context
+// (one each for the runs and for the allocations and marks, which later
+// releases moved) makes later calls answer Already. Each revision is saved
+// under an id derived from what it is, and each record under its
+// deployment id, so an import interrupted and run again moves nothing
+// twice. An entry that keeps no revisions (an older release) is left
+// alone and asked again next time; a Session without a context has
+// nothing to mark and imports nothing.
 func (s *Session) ImportLocalState(ctx context.Context) (ImportReport, error) {
 	rep := ImportReport{Context: s.name}
 	if s.name == "" {
 		return rep, nil
 	}
-	parts := []struct {
-		part operator.ImportPart
-		run  func(context.Context, *ImportReport) error
-	}{{operator.ImportSavedState, s.importSavedState}, {operator.ImportMarks, s.importMarks}}
-	ran, already := false, 0
-	for _, p := range parts {
-		at, err := s.st.ImportedToCluster(s.name, p.part)
-		if err != nil {
-			return rep, err
-		}
-		if !at.IsZero() {
-			already++
-			continue
-		}
-		err = p.run(ctx, &rep)
-		if unsupported(err) {
-			continue
-		}
-		if err != nil {
-			return rep, err
-		}
-		if err := s.st.MarkImportedToCluster(s.name, p.part, time.Now()); err != nil {
-			return rep, err
-		}
-		ran = true
+	at, err := s.st.ImportedToCluster(s.name)
+	if err != nil {
+		return rep, err
 	}
-	rep.Done, rep.Already = ran, already == len(parts)
-	return rep, nil
+	if at.IsZero() {
+		if err := s.importSavedState(ctx, &rep); err != nil || !rep.Done {
+			return rep, err
+		}
+	}
+	ran, err := s.importVolumeRuns(ctx, &rep)
+	if err == nil {
+		var marks bool
+		marks, err = s.importMarks(ctx, &rep)
+		ran = ran || marks
+	}
+	rep.Done = rep.Done || ran
+	rep.Already = !rep.Done && err == nil && !at.IsZero()
+	return rep, err
 }
 
-// importSavedState imports the revisions, then the records renumbered
-// as the Cluster numbered their revisions.
+// importSavedState imports the revisions and deploy records and marks
+// them done; an entry that keeps none leaves rep not Done.
 func (s *Session) importSavedState(ctx context.Context, rep *ImportReport) error {
 	renumber, err := s.importRevisions(ctx, rep)
+	if unsupported(err) {
+		*rep = ImportReport{Context: s.name}
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	return s.importRecords(ctx, renumber, rep)
+	if err := s.importRecords(ctx, renumber, rep); err != nil {
+		return err
+	}
+	rep.Done = true
+	return s.st.MarkImportedToCluster(s.name, time.Now())
 }
 
 // revisionKey is a local revision: namespace and number.

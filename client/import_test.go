@@ -119,7 +119,7 @@ func TestImportMovesAllocationsAndRemovalsOnce(t *testing.T) {
 	if err := st.MarkRemoval("lab", "shop", "production"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkImportedToCluster("lab", operator.ImportSavedState, time.Now()); err != nil {
+	if err := st.MarkImportedToCluster("lab", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s := New(st, ent, "lab")

@@ -5,18 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 )
 
 // importMarks imports the allocation history and the removal marks this
-// computer kept: what the Cluster holds already is left as it is.
-func (s *Session) importMarks(ctx context.Context, rep *ImportReport) error {
-	if err := s.importAllocations(ctx, rep); err != nil {
-		return err
+// computer kept, once (a marker of their own: a store an earlier release
+// imported still holds them); what the Cluster holds already is left as
+// it is. ran is false when an earlier import did it, or the entry keeps
+// none (asked again next time).
+func (s *Session) importMarks(ctx context.Context, rep *ImportReport) (ran bool, err error) {
+	if done, err := s.st.PartImportedToCluster(operator.ImportMarks, s.name); err != nil || done {
+		return false, err
 	}
-	return s.importRemovals(ctx, rep)
+	err = s.importAllocations(ctx, rep)
+	if err == nil {
+		err = s.importRemovals(ctx, rep)
+	}
+	switch {
+	case unsupported(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, s.st.MarkPartImportedToCluster(operator.ImportMarks, s.name, time.Now())
 }
 
 // importAllocations records every local allocation whose Machine the

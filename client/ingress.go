@@ -55,7 +55,12 @@ type MachineIngress struct {
 
 // IngressFanout asks every Machine for its loaded ingress routes.
 func IngressFanout(ctx context.Context, ent *rpc.Client) ([]MachineIngress, error) {
-	fr, err := ent.Fanout(ctx, rpc.Target{All: true}, rpc.CmdIngressStatus, rpc.IngressStatusRequest{})
+	return IngressOn(ctx, ent, rpc.Target{All: true})
+}
+
+// IngressOn is IngressFanout for the Machines t names.
+func IngressOn(ctx context.Context, ent *rpc.Client, t rpc.Target) ([]MachineIngress, error) {
+	fr, err := ent.Fanout(ctx, t, rpc.CmdIngressStatus, rpc.IngressStatusRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("ingress status: %w", err)
 	}

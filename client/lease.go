@@ -122,6 +122,7 @@ func (s *Session) takeLease(ctx context.Context, scope, command string, w LeaseW
 	}
 	h.ctx, h.stop = context.WithCancelCause(ctx)
 	if h.granted {
+		h.ctx = context.WithValue(h.ctx, leaseNonceKey(scope), h.nonce)
 		go h.renew()
 	} else {
 		close(h.done)
@@ -237,4 +238,15 @@ func newNonce() string {
 	b := make([]byte, 12)
 	rand.Read(b) //nolint:errcheck // crypto/rand never fails on Linux
 	return hex.EncodeToString(b)
+}
+
+// leaseNonceKey keys a held lease's nonce in the context Hold answers.
+type leaseNonceKey string
+
+// HeldLeaseNonce is the nonce of scope's lease held for ctx (a context
+// Hold answered), "" when none was granted: an entry checks a Volume
+// Run's begin against it.
+func HeldLeaseNonce(ctx context.Context, scope string) string {
+	n, _ := ctx.Value(leaseNonceKey(scope)).(string)
+	return n
 }

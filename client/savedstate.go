@@ -22,6 +22,10 @@ import (
 // this (an older release), or a namespace the Cluster holds nothing of
 // yet, the local store answers as before.
 
+// Unsupported reports a refusal of an entry that does not know the
+// command (an older release): callers fall back to the operator store.
+func Unsupported(err error) bool { return unsupported(err) }
+
 // unsupported reports a refusal of an entry that does not know the
 // command.
 func unsupported(err error) bool {

@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
@@ -47,8 +50,16 @@ func (s *Session) Services(ctx context.Context, ns string) ([]views.ServiceRow, 
 // ContainerRow is one Service Container and the Machine running it.
 type ContainerRow struct {
 	Machine string `json:"machine"`
+	// Down marks a Container that a Serving Pointer names on a Down
+	// Machine: the Machine cannot be asked, so the row holds only what
+	// the pointer knows (id, deployment, image id) and its state is
+	// StateUnknown.
+	Down bool `json:"down,omitempty"`
 	rpc.ContainerObservation
 }
+
+// StateUnknown is the state of a Container on a Down Machine.
+const StateUnknown = "unknown"
 
 // Containers observes the Machines and lists ns's Service Containers
 // ("" every namespace), only service's when it is set. The snapshot names
@@ -66,5 +77,34 @@ func (s *Session) Containers(ctx context.Context, ns, service string) ([]Contain
 			}
 		}
 	}
-	return out, snap, nil
+	deploy.ObserveServing(ctx, s.ent, &snap) // only when a Machine is Down: what it holds
+	return append(out, LostRows(snap, ns, service)...), snap, nil
+}
+
+// LostRows are the Containers the Serving Pointers of ns ("" every
+// namespace) name on Down Machines, service's only when it is set, in
+// Service then pointer order: they still count as the Service's replicas
+// until a deploy replaces them, so a listing that left them out would
+// hide what restore-replicas is for.
+func LostRows(snap deploy.Snapshot, ns, service string) []ContainerRow {
+	var out []ContainerRow
+	for _, key := range slices.Sorted(maps.Keys(snap.Serving)) {
+		sns, svc, _ := strings.Cut(key, "/")
+		if (ns != "" && sns != ns) || (service != "" && svc != service) {
+			continue
+		}
+		for _, c := range snap.LostReplicas(sns, svc) {
+			out = append(out, ContainerRow{Machine: views.MachineName(snap, c.MachineID), Down: true, ContainerObservation: rpc.ContainerObservation{
+				ID: c.ID, Name: shortContainerID(c.ID), MachineID: c.MachineID, Namespace: sns, Service: svc,
+				Deployment: c.Deployment, ImageID: c.ImageID, State: StateUnknown}})
+		}
+	}
+	return out
+}
+
+func shortContainerID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

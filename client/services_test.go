@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
 )
 
 // TestServicesAndContainers: after a Deploy, Services counts the
@@ -65,5 +66,35 @@ func TestNamespaceResolution(t *testing.T) {
 	}
 	if ns := s.NamespaceOrAll(ctx, "shop", deploy.DefaultEnvironment, none, true); ns != "" {
 		t.Fatalf("all: %q, want every namespace", ns)
+	}
+}
+
+// TestLostRows: ps lists the Containers a Serving Pointer names on a
+// Down Machine, state unknown, filtered by namespace and Service; a
+// Machine that is only unobserved, or up, adds none.
+func TestLostRows(t *testing.T) {
+	snap := deploy.Snapshot{Machines: []deploy.MachineState{
+		{ID: "id1", Name: "m1", Observed: true},
+		{ID: "id2", Name: "m2", Membership: deploy.MembershipDown},
+		{ID: "id3", Name: "m3"},
+	}, Serving: map[string][]rpc.ServingContainer{
+		"app-prod/web":  {{ID: "c1", MachineID: "id1"}, {ID: "c2aaaaaaaaaaaaaaaa", MachineID: "id2", Deployment: "d7", ImageID: "sha256:1"}, {ID: "c3", MachineID: "id3"}},
+		"app-prod/api":  {{ID: "c4", MachineID: "id2"}},
+		"other-prod/db": {{ID: "c5", MachineID: "id2"}},
+	}}
+	got := LostRows(snap, "app-prod", "")
+	if len(got) != 2 || got[0].Service != "api" || got[1].Service != "web" {
+		t.Fatalf("app-prod: %+v, want api's c4 then web's c2", got)
+	}
+	web := got[1]
+	if !web.Down || web.Machine != "m2" || web.ID != "c2aaaaaaaaaaaaaaaa" || web.Name != "c2aaaaaaaaaa" || web.State != StateUnknown ||
+		web.Ready || web.Deployment != "d7" || web.ImageID != "sha256:1" || web.Namespace != "app-prod" {
+		t.Errorf("web's lost row: %+v", web)
+	}
+	if got := LostRows(snap, "", "db"); len(got) != 1 || got[0].ID != "c5" {
+		t.Errorf("every namespace, db: %+v", got)
+	}
+	if got := LostRows(deploy.Snapshot{Machines: snap.Machines}, "", ""); len(got) != 0 {
+		t.Errorf("no Serving Pointer read: %+v", got)
 	}
 }

@@ -45,6 +45,19 @@ func localJSON(ctx context.Context, l *lab.Lab, name string, v any, args ...stri
 	return json.Unmarshal([]byte(out), v)
 }
 
+// localJSONList is localJSON for a command that prints a JSON array: it
+// decodes from the first line that opens one.
+func localJSONList(ctx context.Context, l *lab.Lab, name string, v any, args ...string) error {
+	out, err := l.Exec(ctx, name, append(append([]string{"ployz", "--connect", "local"}, args...), "--json")...)
+	if err != nil {
+		return err
+	}
+	if i := strings.Index("\n"+out, "\n["); i >= 0 {
+		out = out[i:]
+	}
+	return json.Unmarshal([]byte(out), v)
+}
+
 // lsFrom returns Machine name's own observation, through its local socket.
 func lsFrom(ctx context.Context, l *lab.Lab, name string) (rpc.MachineList, error) {
 	var list rpc.MachineList

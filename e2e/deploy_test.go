@@ -26,6 +26,7 @@ type deployDoc struct {
 type psDoc struct {
 	Containers []struct {
 		Machine string `json:"machine"`
+		Down    bool   `json:"down"`
 		rpc.ContainerObservation
 	} `json:"containers"`
 }

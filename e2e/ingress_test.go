@@ -283,10 +283,12 @@ func TestIngressHTTP(t *testing.T) {
 	ingressZeroGap(t, ctx, l, op)
 	ingressConflict(t, ctx, l, op)
 	idlePloyzCPU(t, ctx, l)
-	// Last: they cut m2 off, then power it off, and bring it back.
+	// Last: they cut m2 off, then power it off, and bring it back; then
+	// m2 is powered off and forgotten for good.
 	for _, how := range []machineCut{partition, powerCut} {
 		t.Run("machine-loss-"+how.name, func(t *testing.T) { machineLoss(t, ctx, l, op, ids, gateway(t, m1Subnet), how) })
 	}
+	t.Run("machine-forget", func(t *testing.T) { machineForget(t, ctx, l, op, ids) })
 }
 
 // idlePloyzCPU prints (never gates) the CPU every Ployz process of each

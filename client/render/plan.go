@@ -189,7 +189,7 @@ func Unobserved(w io.Writer, snap deploy.Snapshot) {
 		other.Missing = append(other.Missing, u)
 	}
 	if len(down) > 0 {
-		fmt.Fprintf(w, "warning: Down: %s: unreachable, its Containers are not listed and are left out of DNS and the ingress; `ployz service restore-replicas` replaces what it served (docs/machine-loss.md)\n", strings.Join(down, ", "))
+		fmt.Fprintf(w, "warning: Down: %s: unreachable, its Containers' state is unknown and they are left out of DNS and the ingress; `ployz service restore-replicas` replaces what it served (docs/machine-loss.md)\n", strings.Join(down, ", "))
 	}
 	if !other.Complete() {
 		fmt.Fprintln(w, "warning: not observed:", other.MissingNames())

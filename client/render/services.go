@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -42,8 +43,14 @@ func Containers(w io.Writer, rows []client.ContainerRow, now time.Time) error {
 		if health == "" {
 			health = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%d\t%s\t%s\t%s\n", r.Machine, r.Namespace, r.Service, r.Name, r.State, health, r.Ready,
-			r.RestartCount, LastExit(r.ContainerObservation, now), r.IP, r.Image)
+		state, last, image := r.State, LastExit(r.ContainerObservation, now), r.Image
+		if r.Down {
+			// Only the Serving Pointer speaks for it: no health, exit or
+			// image name, and the state says why.
+			state, last, image = r.State+" (Machine down)", "-", cmp.Or(r.ImageID, "-")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%d\t%s\t%s\t%s\n", r.Machine, r.Namespace, r.Service, r.Name, state, health, r.Ready,
+			r.RestartCount, last, cmp.Or(r.IP, "-"), image)
 	}
 	return tw.Flush()
 }

@@ -44,6 +44,13 @@ func TestServiceTables(t *testing.T) {
 	}
 	contains(t, "ps", b.String(), "LAST EXIT", "m1       shop-production  web      web-1      running  -       true")
 	b.Reset()
+	rows = append(rows, client.ContainerRow{Machine: "m2", Down: true, ContainerObservation: rpc.ContainerObservation{Namespace: "shop-production",
+		Service: "web", Name: "0123456789ab", State: client.StateUnknown, ImageID: "sha256:feed"}})
+	if err := Containers(&b, rows, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	contains(t, "ps of a Down Machine's Container", b.String(), "m2 shop-production web 0123456789ab unknown (Machine down) - false 0 - - sha256:feed")
+	b.Reset()
 	RemovalMarks(&b, []operator.Removal{{Project: "shop", Environment: "staging", CreatedAt: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)}})
 	contains(t, "marks", b.String(), "note: shop-staging has a pending removal since 2026-12-01 09:30; `ployz project rm shop --env staging` retries it")
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -45,12 +46,12 @@ func VolumeRunEnd(w io.Writer, res volumerun.Result) {
 	}
 }
 
-// VolumeRuns is the table of recorded Volume Runs.
+// VolumeRuns is the table of recorded Volume Runs, with who drove each.
 func VolumeRuns(w io.Writer, runs []operator.VolumeRun) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VOLUME\tGEN\tKIND\tTARGET\tSTATE\tSTARTED\tSTEPS")
+	fmt.Fprintln(tw, "VOLUME\tGEN\tKIND\tTARGET\tSTATE\tSTARTED\tSTEPS\tOPERATOR")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", r.Volume, r.Gen, r.Kind, r.Target, r.State, r.Started.Local().Format(time.DateTime), len(r.Steps))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Volume, r.Gen, r.Kind, r.Target, r.State, r.Started.Local().Format(time.DateTime), len(r.Steps), cmp.Or(r.Operator, "-"))
 	}
 	return tw.Flush()
 }

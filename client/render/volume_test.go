@@ -60,8 +60,8 @@ func TestVolume(t *testing.T) {
 	Volume(&b, "m2", rpc.Volume{Name: "tmp"})
 	contains(t, "bare volume", b.String(), "size: none", "readonly: off", "snapshots: none")
 	b.Reset()
-	if err := VolumeRuns(&b, []operator.VolumeRun{{Volume: "db", Gen: 3, Kind: "move", Target: "m2", State: operator.RunDone}}); err != nil {
+	if err := VolumeRuns(&b, []operator.VolumeRun{{Volume: "db", Gen: 3, Kind: "move", Target: "m2", State: operator.RunDone, Operator: "ana@laptop"}}); err != nil {
 		t.Fatal(err)
 	}
-	contains(t, "runs", b.String(), "VOLUME GEN KIND TARGET STATE STARTED STEPS", "db 3 move m2 done")
+	contains(t, "runs", b.String(), "VOLUME GEN KIND TARGET STATE STARTED STEPS OPERATOR", "db 3 move m2 done", "ana@laptop")
 }

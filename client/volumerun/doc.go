@@ -4,9 +4,10 @@
 // a run is built from (create, inspect, send, receive, locate).
 //
 // A Runner is given everything it uses: the Entry Machine's RPC client,
-// the operator store that numbers runs (their gen, kept above every floor
-// a Machine reports) and records each step, the operator context, and the
-// registry credentials a Move's pulls need. It never prints and never
+// through which the Cluster numbers runs (their gen, above every gen of
+// the volume and every floor a Machine reports) and records each step
+// (book.go), the operator store that does so against an older entry, the
+// operator context, and the registry credentials a Move's pulls need. It never prints and never
 // prompts: each run returns the recorded run (or why none was needed) and
 // a typed error (*rpc.Error naming the field at fault), and streams its
 // progress as Events to a callback. A data-loss step is taken only when

@@ -94,16 +94,23 @@ func (v *fakeVol) snapshots() []rpc.VolumeSnapshot {
 }
 
 func newFakeCluster(t *testing.T, names ...string) *fakeCluster {
+	return newFakeClusterWith(t, fakecluster.Options{}, names...)
+}
+
+// newFakeClusterWith is newFakeCluster with o's other options (its
+// labels and routes are the volume Machines').
+func newFakeClusterWith(t *testing.T, o fakecluster.Options, names ...string) *fakeCluster {
 	t.Helper()
 	fc := &fakeCluster{t: t, ms: map[string]*fakeMachine{}}
-	fakecluster.NewWith(t, fakecluster.Options{Labels: map[string]string{volume.PoolLabel: "tank"},
-		Routes: func(c *fakecluster.Cluster, srv *rpc.Server, m *fakecluster.Machine) {
-			fc.Cluster = c
-			fm := &fakeMachine{Machine: m, vols: map[string]*fakeVol{}}
-			fc.ms[m.Name()] = fm
-			fc.routes(srv, fm)
-			fc.dataRoutes(srv, fm)
-		}}, names...)
+	o.Labels = map[string]string{volume.PoolLabel: "tank"}
+	o.Routes = func(c *fakecluster.Cluster, srv *rpc.Server, m *fakecluster.Machine) {
+		fc.Cluster = c
+		fm := &fakeMachine{Machine: m, vols: map[string]*fakeVol{}}
+		fc.ms[m.Name()] = fm
+		fc.routes(srv, fm)
+		fc.dataRoutes(srv, fm)
+	}
+	fakecluster.NewWith(t, o, names...)
 	return fc
 }
 

@@ -90,22 +90,19 @@ func (rn *Runner) Move(ctx context.Context, name, to string, o MoveOptions) (Res
 var unfinished = []string{operator.RunFailed, operator.RunLost, operator.RunCancelled, operator.RunOpen}
 
 // finishMove is a Move to the Machine that already is the Writer (design:
-// once the source answers, running the Move again finishes it): when this
-// computer's last Move of the volume went there and ended short, a run
+// once the source answers, running the Move again finishes it): when the
+// last Move of the volume (any operator's) went there and ended short, a run
 // takes its remaining steps on the Containers the source still has.
 func (rn *Runner) finishMove(ctx context.Context, cp Copies, to string, o MoveOptions) (Result, error) {
 	nothingToMove := func(why string) (Result, error) {
 		return nothing(to, fmt.Sprintf("%s already is the Writer of %s and %s: nothing to do", to, cp.Name, why))
 	}
-	if rn.Store == nil {
-		return Result{}, errors.New("finish a move: no operator store to read the last one from")
-	}
-	prev, ok, err := rn.Store.LastVolumeRun(rn.Context, cp.Name, "move")
+	prev, ok, err := rn.LastRun(ctx, cp.Name, "move")
 	if err != nil {
 		return Result{}, err
 	}
 	if !ok || prev.Target != to || !slices.Contains(unfinished, prev.State) {
-		return nothingToMove("no Move of it to " + to + " is left unfinished here")
+		return nothingToMove("no Move of it to " + to + " is left unfinished")
 	}
 	src := moveSource(prev)
 	if src == "" {

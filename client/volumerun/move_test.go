@@ -29,7 +29,7 @@ func TestMoveFinishes(t *testing.T) {
 	newID := fc.container("m2", key, "db", "created")
 	fc.pointTo("m1", oldID)
 
-	prev, err := fc.Store.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
+	prev, err := fc.beginRun("db", "move", "m2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestMoveFinishes(t *testing.T) {
 	prev.Steps = []operator.RunStep{{Name: "check-writer", Machine: "m1", Outcome: operator.RunDone},
 		{Name: "promote", Machine: "m2", Outcome: operator.RunDone}, {Name: "create", Machine: "m2", Outcome: operator.RunDone},
 		{Name: "start", Machine: "m2", Outcome: operator.RunFailed}}
-	if err := fc.Store.SaveVolumeRun(prev); err != nil {
+	if err := fc.saveRun(prev); err != nil {
 		t.Fatal(err)
 	}
 
@@ -55,7 +55,7 @@ func TestMoveFinishes(t *testing.T) {
 	if len(p.Containers) != 1 || p.Containers[0].ID != newID || p.Containers[0].MachineID != "id-m2" {
 		t.Fatalf("pointer %+v, want the new Container on m2", p)
 	}
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "move")
 	if r.Gen != 2 || r.State != operator.RunDone || r.Finishes != 1 || r.Source != "m1" {
 		t.Fatalf("run %+v, want gen 2 done finishing gen 1 from m1", r)
 	}
@@ -80,7 +80,7 @@ func TestMoveFinishes(t *testing.T) {
 		!strings.Contains(res.Nothing.Message, "m2 already is the Writer of db") || !strings.Contains(res.Nothing.Message, "nothing to do") {
 		t.Fatalf("again: %+v %v", res, err)
 	}
-	if r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move"); r.Gen != 2 {
+	if r, _, _ := fc.runner().LastRun(context.Background(), "db", "move"); r.Gen != 2 {
 		t.Fatalf("nothing to do opened run %d", r.Gen)
 	}
 }
@@ -95,15 +95,15 @@ func TestMoveFinishRefusals(t *testing.T) {
 	if res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{}); err != nil || res.Nothing == nil || !strings.Contains(res.Nothing.Message, "nothing to do") {
 		t.Fatalf("no run recorded: %+v %v", res, err)
 	}
-	prev, _ := fc.Store.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
+	prev, _ := fc.beginRun("db", "move", "m2")
 	prev.State, prev.Source = operator.RunLost, "m1"
-	fc.Store.SaveVolumeRun(prev) //nolint:errcheck
+	fc.saveRun(prev) //nolint:errcheck
 	fc.down("m1")
 	res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{ReadyTimeout: time.Minute})
 	if err == nil || res.Run != nil || !strings.Contains(err.Error(), "finish move gen 1 from m1") {
 		t.Fatalf("source down: %v", err)
 	}
-	if r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move"); r.Gen != 1 {
+	if r, _, _ := fc.runner().LastRun(context.Background(), "db", "move"); r.Gen != 1 {
 		t.Fatalf("a refusal opened run %d", r.Gen)
 	}
 }
@@ -179,9 +179,9 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 	newID := fc.container("m2", key, "db", "created")
 	fc.ms["m2"].Images = []string{}
 	fc.serveTasks("m2", 150*time.Millisecond)
-	prev, _ := fc.Store.BeginVolumeRun("lab", "db", "move", "m2", time.Now())
+	prev, _ := fc.beginRun("db", "move", "m2")
 	prev.State, prev.Source, prev.Stopped = operator.RunFailed, "m1", []string{"shop-production-db-0001"}
-	fc.Store.SaveVolumeRun(prev) //nolint:errcheck
+	fc.saveRun(prev) //nolint:errcheck
 
 	if _, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{Grace: time.Second, ReadyTimeout: time.Minute}); err != nil {
 		t.Fatalf("finish: %v\n%s", err, &fc.events)
@@ -200,7 +200,7 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 			t.Fatalf("no progress %q in:\n%s", line, &fc.events)
 		}
 	}
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "move")
 	if r.State != operator.RunDone || len(r.Steps) < 4 || r.Steps[2].Name != "pull-image" || r.Steps[2].Outcome != operator.RunDone {
 		t.Fatalf("run %+v", r)
 	}
@@ -244,7 +244,7 @@ func TestMoveCutUndoThroughTasks(t *testing.T) {
 	if !fc.reported(EventProgress, "m1", "m1: docker stop shop-production-db-0001 (busy, 0s)") || !fc.reported(EventNote, "m1", "undone: m1 is the Writer") {
 		t.Fatalf("events:\n%s", &fc.events)
 	}
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "move")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "move")
 	if r.State != operator.RunUndone || len(r.Stopped) != 1 {
 		t.Fatalf("run %+v, want undone with the stop recorded", r)
 	}

@@ -44,7 +44,7 @@ func (rn *Runner) Release(ctx context.Context, name string, o ReleaseOptions) (R
 			strings.Join(cp.Missing, ", "), cp.Name).With("field", "name").With("machines", cp.Missing)
 	}
 	if len(cp.Writers) == 0 && len(cp.Mirrors) > 0 {
-		if done, err := rn.released(cp); err != nil || done != "" {
+		if done, err := rn.released(ctx, cp); err != nil || done != "" {
 			if err != nil {
 				return Result{}, err
 			}
@@ -71,13 +71,10 @@ func (rn *Runner) Release(ctx context.Context, name string, o ReleaseOptions) (R
 	})
 }
 
-// released names the Machine whose Writer this computer's last Release of
+// released names the Machine whose Writer the last Release (any operator's) of
 // cp's volume demoted, when it holds a Mirror now; "" when there is none.
-func (rn *Runner) released(cp Copies) (string, error) {
-	if rn.Store == nil {
-		return "", nil
-	}
-	prev, ok, err := rn.Store.LastVolumeRun(rn.Context, cp.Name, "release")
+func (rn *Runner) released(ctx context.Context, cp Copies) (string, error) {
+	prev, ok, err := rn.LastRun(ctx, cp.Name, "release")
 	if err != nil || !ok {
 		return "", err
 	}

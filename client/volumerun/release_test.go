@@ -40,7 +40,7 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("release: %v\n%s", err, errw)
 	}
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "release")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "release")
 	want := "check-writer/done@m1 check-mirror/done@m2 check-mirror/done@m3 snapshot/done@m1 send/done@m2 send/done@m3 " +
 		"stop/done@m1 snapshot-cut/done@m1 send/done@m2 send/done@m3 demote-writer/done@m1"
 	if got := stepsOf(r); got != want || r.State != operator.RunDone || r.Source != "m1" {
@@ -69,7 +69,7 @@ func TestRelease(t *testing.T) {
 	if err != nil || res.Run != nil || res.Nothing == nil || res.Nothing.Writer != "m1" || !strings.Contains(res.Nothing.Message, "nothing to do") {
 		t.Fatalf("again: %+v %v", res, err)
 	}
-	if r, _, _ := fc.Store.LastVolumeRun("lab", "db", "release"); r.Gen != 1 {
+	if r, _, _ := fc.runner().LastRun(context.Background(), "db", "release"); r.Gen != 1 {
 		t.Fatalf("nothing to do opened run %d", r.Gen)
 	}
 }
@@ -87,7 +87,7 @@ func TestReleaseUndo(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "connection reset") {
 		t.Fatalf("release: %v", err)
 	}
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "release")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "release")
 	want := "check-writer/done@m1 check-mirror/done@m2 snapshot/done@m1 send/done@m2 stop/done@m1 snapshot-cut/done@m1 send/failed@m2 undo-start/done@m1"
 	if got := stepsOf(r); got != want || r.State != operator.RunUndone {
 		t.Fatalf("run %s, steps\n%s\nwant\n%s", r.State, got, want)
@@ -108,7 +108,7 @@ func TestReleaseUndo(t *testing.T) {
 	if _, errw, err := runRelease(fc, ReleaseOptions{}); err != nil {
 		t.Fatalf("again: %v\n%s", err, errw)
 	}
-	if r, _, _ := fc.Store.LastVolumeRun("lab", "db", "release"); r.Gen != 2 || r.State != operator.RunDone || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Mirror {
+	if r, _, _ := fc.runner().LastRun(context.Background(), "db", "release"); r.Gen != 2 || r.State != operator.RunDone || fc.ms["m1"].vols["db"].copy.Role != volumecopy.Mirror {
 		t.Fatalf("again: run %d %s, m1 %s", r.Gen, r.State, fc.ms["m1"].vols["db"].copy.Role)
 	}
 }
@@ -120,13 +120,13 @@ func TestReleaseNoMirror(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), "no second copy") {
 		t.Fatalf("no --force: %v", err)
 	}
-	if _, ok, _ := fc.Store.LastVolumeRun("lab", "db", "release"); ok || fc.ms["m1"].Ctrs[id].State != "running" {
+	if _, ok, _ := fc.runner().LastRun(context.Background(), "db", "release"); ok || fc.ms["m1"].Ctrs[id].State != "running" {
 		t.Fatal("a refusal opened a run or stopped the Container")
 	}
 	if _, errw, err := runRelease(fc, ReleaseOptions{Force: true}); err != nil {
 		t.Fatalf("--force: %v\n%s", err, errw)
 	}
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "release")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "release")
 	want := "check-writer/done@m1 snapshot/done@m1 stop/done@m1 snapshot-cut/done@m1 demote-writer/done@m1"
 	if got := stepsOf(r); got != want {
 		t.Fatalf("steps\n%s\nwant\n%s", got, want)
@@ -155,7 +155,7 @@ func TestReleaseRefusals(t *testing.T) {
 	if _, _, err := runRelease(fc, ReleaseOptions{}); err == nil || !strings.Contains(err.Error(), "m3 did not answer") {
 		t.Fatalf("m3 down: %v", err)
 	}
-	if _, ok, _ := fc.Store.LastVolumeRun("lab", "db", "release"); ok {
+	if _, ok, _ := fc.runner().LastRun(context.Background(), "db", "release"); ok {
 		t.Fatal("a refusal opened a run")
 	}
 	if fc.ms["m1"].vols["db"].copy.Role != volumecopy.Writer {

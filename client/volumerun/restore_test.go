@@ -38,7 +38,7 @@ func TestDeleteMirror(t *testing.T) {
 			t.Errorf("--on %s: %v, want %q", on, err, want)
 		}
 	}
-	if _, ok, _ := fc.Store.LastVolumeRun("lab", "db", "delete-mirror"); ok || fc.ms["m2"].vols["db"].copy.Role != volumecopy.Mirror {
+	if _, ok, _ := fc.runner().LastRun(context.Background(), "db", "delete-mirror"); ok || fc.ms["m2"].vols["db"].copy.Role != volumecopy.Mirror {
 		t.Fatal("a refusal opened a run or changed the Mirror")
 	}
 	delete(fc.ms["m2"].Ctrs, leftover)
@@ -54,7 +54,7 @@ func TestDeleteMirror(t *testing.T) {
 		stepsOf(*r) != "check-mirror/done@m2 forget-mirror/done@m2 remove/done@m2" {
 		t.Fatalf("run: %+v", r)
 	}
-	if saved, _, _ := fc.Store.LastVolumeRun("lab", "db", "delete-mirror"); stepsOf(saved) != stepsOf(*res.Run) || saved.State != operator.RunDone {
+	if saved, _, _ := fc.runner().LastRun(context.Background(), "db", "delete-mirror"); stepsOf(saved) != stepsOf(*res.Run) || saved.State != operator.RunDone {
 		t.Fatalf("the store recorded %+v", saved)
 	}
 	if slices.Contains(fc.ms["m1"].Calls, "set_volume_copy") || fc.ms["m1"].vols["db"].copy.Floor != 1 {
@@ -85,7 +85,7 @@ func TestRestorePromotes(t *testing.T) {
 		t.Fatalf("restore --force: %v\n%s", err, &fc.events)
 	}
 	got := fc.ms["m2"].vols["db"].copy
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "restore")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "restore")
 	if got.Role != volumecopy.Writer || got.Epoch == 0 || r.State != operator.RunDone || stepsOf(r) != "check-mirror/done@m2 promote/done@m2" {
 		t.Fatalf("m2 %+v, run %s %s", got, r.State, stepsOf(r))
 	}
@@ -134,7 +134,7 @@ func TestRestoreDemotesOlderWriter(t *testing.T) {
 	if _, err := rn.Restore(ctx, "db", "m2", false); err != nil {
 		t.Fatalf("demote: %v\n%s", err, &fc.events)
 	}
-	r, _, _ := fc.Store.LastVolumeRun("lab", "db", "restore")
+	r, _, _ := fc.runner().LastRun(context.Background(), "db", "restore")
 	if fc.ms["m1"].vols["db"].copy.Role != volumecopy.Mirror || fc.ms["m2"].vols["db"].copy.Role != volumecopy.Writer ||
 		stepsOf(r) != "check-writer/done@m2 demote-writer/done@m1" {
 		t.Fatalf("after: m1 %s m2 %s, steps %s", fc.ms["m1"].vols["db"].copy.Role, fc.ms["m2"].vols["db"].copy.Role, stepsOf(r))
@@ -154,7 +154,7 @@ func TestRunAboveOtherOperatorsFloor(t *testing.T) {
 	if _, err := fc.runner().DeleteMirror(context.Background(), "db", "m2"); err != nil {
 		t.Fatalf("delete-mirror: %v\n%s", err, &fc.events)
 	}
-	r, ok, err := fc.Store.LastVolumeRun("lab", "db", "delete-mirror")
+	r, ok, err := fc.runner().LastRun(context.Background(), "db", "delete-mirror")
 	if !ok || err != nil || r.Gen != 71 || r.State != operator.RunDone {
 		t.Fatalf("run %+v %v %v, want gen 71 done", r, ok, err)
 	}

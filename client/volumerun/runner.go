@@ -14,8 +14,8 @@ import (
 
 // Volume Runs (the design): the operator drives them. A run is a fixed
 // list of steps, each admitted by the Machine it touches against its own
-// copy (set_volume_copy's expected copy and floor); the operator store
-// keeps one open run per Volume, numbered by its gen. Streams go Machine
+// copy (set_volume_copy's expected copy and floor); the Cluster keeps one
+// open run per Volume, numbered by its gen (book.go). Streams go Machine
 // to Machine (send_volume_to into the target's volume transport, port
 // 7574) where both serve it, else through this process (xfer.go).
 
@@ -24,7 +24,8 @@ type Runner struct {
 	// Entry is the Entry Machine's client: every Machine is reached
 	// through it.
 	Entry *rpc.Client
-	// Store numbers and records the runs; only runs need it.
+	// Store numbers and records the runs when the entry keeps none (an
+	// older release); nil: the Cluster's record only.
 	Store *operator.Store
 	// Context is the operator context runs are recorded under.
 	Context string
@@ -138,8 +139,11 @@ func nothing(machine, msg string) (Result, error) {
 // volumeRun drives one run and records each step's outcome.
 type volumeRun struct {
 	*Runner
-	ctx   context.Context
-	run   operator.VolumeRun
+	ctx context.Context
+	run operator.VolumeRun
+	// local says the run is recorded in the operator store (an entry
+	// that keeps no Volume Runs), not the Cluster.
+	local bool
 	waits waits
 	// step is the step running now, for its progress events.
 	cur string
@@ -165,15 +169,11 @@ func (rn *Runner) runVolume(ctx context.Context, cp Copies, kind, target string,
 	return Result{Run: &r.run}, err
 }
 
-// beginRun opens the run with a gen above every floor the copies showed:
-// another operator computer's runs may have raised them past this
-// store's gens (the two operators' runs can still collide, as any two
-// operators driving one Volume can).
+// beginRun opens the run with a gen above every gen of the volume the
+// Cluster holds and every floor the copies showed (runs an older
+// release recorded only on another computer may have raised them).
 func (rn *Runner) beginRun(ctx context.Context, cp Copies, kind, target string) (*volumeRun, error) {
-	if rn.Store == nil {
-		return nil, errors.New("volume runs: no operator store to record the run in")
-	}
-	r, err := rn.Store.BeginVolumeRunAbove(rn.Context, cp.Name, kind, target, cp.floor(), time.Now())
+	r, local, err := rn.beginRecord(ctx, cp, kind, target)
 	var open *operator.RunOpenError
 	if errors.As(err, &open) {
 		return nil, rpc.Errorf(rpc.CodeConflict, "%v: wait for it, or end its process", err).With("gen", open.Run.Gen)
@@ -182,7 +182,7 @@ func (rn *Runner) beginRun(ctx context.Context, cp Copies, kind, target string) 
 		return nil, err
 	}
 	rn.emit(Event{Kind: EventBegin, Text: fmt.Sprintf("volume %s: %s run gen %d", cp.Name, kind, r.Gen)})
-	return &volumeRun{Runner: rn, ctx: ctx, run: r, waits: rn.waits.orDefault()}, nil
+	return &volumeRun{Runner: rn, ctx: ctx, run: r, local: local, waits: rn.waits.orDefault()}, nil
 }
 
 // progress reports a line within the step running now.
@@ -227,7 +227,7 @@ func (r *volumeRun) step(name, machine string, fn func(st *operator.RunStep) err
 
 func (r *volumeRun) save() {
 	r.run.Updated = time.Now()
-	if err := r.Store.SaveVolumeRun(r.run); err != nil {
+	if err := r.saveRecord(); err != nil {
 		r.emit(Event{Kind: EventWarning, Text: fmt.Sprintf("volume run record not saved: %v", err)})
 	}
 }

@@ -14,7 +14,7 @@ func importReport(w io.Writer) func(client.ImportReport, error) {
 	return func(rep client.ImportReport, err error) {
 		switch {
 		case err != nil:
-			fmt.Fprintf(w, "warning: this computer's Saved State, deploy records, allocations and removal marks are not imported into the Cluster yet (the next command tries again): %v\n", err)
+			fmt.Fprintf(w, "warning: this computer's Saved State, deploy records, Volume Runs, allocations and removal marks are not imported into the Cluster yet (the next command tries again): %v\n", err)
 		case rep.Done && rep.Moved():
 			fmt.Fprintln(w, rep.String())
 		}

@@ -11,16 +11,19 @@ import (
 
 func ingressCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "ingress", Short: "Inspect the Ingress Proxies"}
-	cmd.AddCommand(&cobra.Command{
+	var machine string
+	config := &cobra.Command{
 		Use:   "config",
 		Short: "Show each Machine's loaded ingress routes",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
-				ms, err := client.IngressFanout(c.Context(), s.Entry())
+				ms, err := client.IngressOn(c.Context(), s.Entry(), machineTarget(machine))
 				return show(c, ms, err, func(w io.Writer) error { return render.IngressConfig(w, ms) })
 			})
 		},
-	})
+	}
+	config.Flags().StringVar(&machine, "machine", "", "only this Machine (name or id)")
+	cmd.AddCommand(config)
 	return cmd
 }

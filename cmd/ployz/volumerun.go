@@ -139,7 +139,7 @@ func volumeRunsCmd() *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "runs [NAME]",
-		Short: "List the Volume Runs this computer drove (the operator store), newest first",
+		Short: "List the Volume Runs of the Cluster, every operator's, newest first",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			name := ""
@@ -149,8 +149,8 @@ func volumeRunsCmd() *cobra.Command {
 			if limit < 1 {
 				return fmt.Errorf("--limit: must be at least 1, got %d", limit)
 			}
-			return withContext(func(st *operator.Store, ctxName string) error {
-				runs, err := st.VolumeRuns(ctxName, name, limit)
+			return withClient(c, func(s *client.Session) error {
+				runs, err := volumeRunner(c, s).Runs(c.Context(), name, limit)
 				return show(c, map[string]any{"runs": append([]operator.VolumeRun{}, runs...)}, err, func(w io.Writer) error { return render.VolumeRuns(w, runs) })
 			})
 		},

@@ -25,10 +25,11 @@ const (
 	StepSkipped = "skipped"
 )
 
-// VolumeRun is the operator's record of one Volume Run: the one open run
-// of a Volume is the operator's lease on it, numbered by Gen. It is the
-// operator's bookkeeping, never the Cluster's truth: every step is
-// admitted by the Machine it touches against its own copy. The JSON
+// VolumeRun is the operators' record of one Volume Run, numbered by Gen:
+// kept in the Cluster (volume_runs, this JSON inside the row's body), or
+// by this store against an entry that keeps none (the functions below).
+// It is bookkeeping, never the Cluster's truth about copies: every step
+// is admitted by the Machine it touches against its own copy. The JSON
 // names are frozen; fields are only added.
 type VolumeRun struct {
 	Context string    `json:"context"`
@@ -57,6 +58,9 @@ type VolumeRun struct {
 	// Finishes is the gen of the Move this run finishes (one that failed
 	// after its point of no return): its creation keys are that gen's.
 	Finishes uint64 `json:"finishes,omitempty"`
+	// Operator names who drove the run (the Cluster's record of it; a
+	// run only this computer's store kept names none).
+	Operator string `json:"operator,omitempty"`
 }
 
 // RunStep is one step's outcome.
@@ -107,7 +111,8 @@ var alive = func(host string, pid int) bool {
 	return err == nil && p.Signal(syscall.Signal(0)) == nil
 }
 
-// BeginVolumeRun opens a run on a Volume with the next gen, refusing
+// BeginVolumeRun opens a run on a Volume with the next gen of this
+// store (an entry that keeps no runs: client/volumerun's book), refusing
 // (RunOpenError) while another open run's process is alive; an open run
 // whose process is gone is marked lost first.
 func (s *Store) BeginVolumeRun(context, volume, kind, target string, now time.Time) (VolumeRun, error) {

@@ -49,6 +49,7 @@ func TestBodyFixtures(t *testing.T) {
 	check("revision", &RevisionBody{})
 	check("deploy_record", &DeployRecordBody{})
 	check("lease", &LeaseBody{})
+	check("volume_run", &VolumeRunBody{})
 	check("allocation", &AllocationBody{})
 	check("removal", &RemovalBody{})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 )
 
 // Cluster is Machines answering, from in-memory records, the Machine
@@ -47,6 +48,8 @@ type Cluster struct {
 	// renewals it granted.
 	leases   map[string]fakeLease
 	renewals int
+	// runs is the Cluster's volume_runs table, by key (volumeruns.go).
+	runs map[string]store.Row[store.VolumeRunBody]
 	// marks are the allocation history and removal marks (allocations.go).
 	marks operatorMarks
 }
@@ -87,6 +90,9 @@ type Options struct {
 	// Handle serves one under its lock, as the Cluster's own are); it runs
 	// before NewWith returns.
 	Routes func(fc *Cluster, srv *rpc.Server, m *Machine)
+	// NoVolumeRuns plays entries from before the Cluster kept Volume
+	// Runs: they do not serve begin_volume_run and its kin.
+	NoVolumeRuns bool
 }
 
 // New serves Machines named names, each labelled only with what a
@@ -105,6 +111,7 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
 		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{},
+		runs:  map[string]store.Row[store.VolumeRunBody]{},
 		marks: operatorMarks{removals: map[string]rpc.RemovalMark{}}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
@@ -403,6 +410,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
 	fc.leaseRoutes(handle)
+	fc.volumeRunRoutes(handle)
 	fc.allocationRoutes(handle)
 }
 
