@@ -182,17 +182,11 @@ func TestCluster(t *testing.T) {
 		if err := l.Partition(ctx, "m3"); err != nil {
 			t.Fatal(err)
 		}
-		// Both sides keep answering with their own observation and accept writes.
-		eventually(t, 90*time.Second, "m1 sees m3 down", func() error {
-			list, err := lsFrom(ctx, l, "m1")
-			if err != nil {
-				return err
-			}
-			if s := membership(list, ids["m3"]); s != "down" && s != "suspect" {
-				return fmt.Errorf("m3 is %s", s)
-			}
-			return nil
-		})
+		// Both sides keep answering with their own observation and accept
+		// writes. m1 must reach the verdict, not only suspicion: measured
+		// 7.6 s after a partition began (docs/machine-loss.md); the bound
+		// is for a loaded host, the condition is exact.
+		awaitMembership(t, ctx, l, "m1", ids["m3"], "down", 90*time.Second)
 		if _, err := l.Exec(ctx, "m1", "ployz", "--connect", "local", "machine", "rename", ids["m1"], "twin"); err != nil {
 			t.Fatal(err)
 		}
@@ -262,16 +256,9 @@ func TestCluster(t *testing.T) {
 		if err := l.Stop(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 90*time.Second, "m1 marks m2 down", func() error {
-			list, err := lsFrom(ctx, l, "m1")
-			if err != nil {
-				return err
-			}
-			if s := membership(list, ids["m2"]); s != "down" && s != "suspect" {
-				return fmt.Errorf("m2 is %s", s)
-			}
-			return nil
-		})
+		// Down, not suspect: measured 6-7.6 s after a power cut
+		// (docs/machine-loss.md).
+		awaitMembership(t, ctx, l, "m1", ids["m2"], "down", 90*time.Second)
 		if err := l.Start(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}

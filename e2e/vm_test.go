@@ -61,7 +61,7 @@ func TestVMLab(t *testing.T) {
 		if err := l.Partition(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}
-		vmMembership(ctx, t, l, ids["m2"], "down", "suspect")
+		vmMembership(ctx, t, l, ids["m2"], "down")
 		if err := l.Heal(ctx, "m2"); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestVMLab(t *testing.T) {
 		if ok, err := l.Reachable(ctx, "m1", "m2"); err != nil || ok {
 			t.Fatalf("m2 still answers after power-off (ok=%t err=%v)", ok, err)
 		}
-		vmMembership(ctx, t, l, ids["m2"], "down", "suspect")
+		vmMembership(ctx, t, l, ids["m2"], "down")
 		start := time.Now()
 		if err := l.Start(ctx, "m2"); err != nil {
 			t.Fatal(err)
@@ -163,21 +163,12 @@ func vmZpools(ctx context.Context, t *testing.T, l *lab.Lab) {
 	}
 }
 
-// vmMembership waits until m1 sees Machine id in one of the states want.
-func vmMembership(ctx context.Context, t *testing.T, l *lab.Lab, id string, want ...string) {
-	eventually(t, 3*time.Minute, "m1 sees m2 "+strings.Join(want, "/"), func() error {
-		list, err := lsFrom(ctx, l, "m1")
-		if err != nil {
-			return err
-		}
-		s := membership(list, id)
-		for _, w := range want {
-			if s == w {
-				return nil
-			}
-		}
-		return fmt.Errorf("m2 is %s", s)
-	})
+// vmMembership waits until m1 sees Machine id in state want, exactly:
+// "down" is the verdict, which suspicion alone is not. The bound is wide
+// for emulated (TCG) Machines on a loaded host; SWIM's own timeout is
+// about 4 s in a two-Machine Cluster (docs/machine-loss.md).
+func vmMembership(ctx context.Context, t *testing.T, l *lab.Lab, id, want string) {
+	awaitMembership(t, ctx, l, "m1", id, want, 3*time.Minute)
 }
 
 // dumpOnFailure logs, when t failed, what each Machine says about itself:

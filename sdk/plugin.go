@@ -40,6 +40,11 @@ type Plugin struct {
 	Configure func(ctx context.Context, apiVersion uint32, config []byte) error
 	// Register registers the kind services on the plugin's gRPC server.
 	Register func(s *grpc.Server)
+	// StoreEventsDropped, for a plugin that subscribes to the store,
+	// reports the changes its subscriptions dropped as duplicate or out
+	// of order, by table (core/store.DroppedEvents). Info answers it, so
+	// the host shows it in `machine inspect` and the metrics.
+	StoreEventsDropped func() map[string]int64
 }
 
 // Validate checks the description before serving, so a mistake shows up
@@ -80,7 +85,7 @@ type baseServer struct {
 
 // Info answers from the Plugin description and the serving process's pid.
 func (b *baseServer) Info(context.Context, *pluginv1.InfoRequest) (*pluginv1.InfoResponse, error) {
-	return &pluginv1.InfoResponse{
+	info := &pluginv1.InfoResponse{
 		Name:          b.p.Name,
 		Kind:          b.p.Kind,
 		PluginVersion: b.p.Version,
@@ -89,7 +94,11 @@ func (b *baseServer) Info(context.Context, *pluginv1.InfoRequest) (*pluginv1.Inf
 		Capabilities:  slices.Clone(b.p.Capabilities),
 		ConfigSchema:  b.p.ConfigSchema,
 		Pid:           int64(os.Getpid()),
-	}, nil
+	}
+	if b.p.StoreEventsDropped != nil {
+		info.StoreEventsDropped = b.p.StoreEventsDropped()
+	}
+	return info, nil
 }
 
 // Configure refuses an API version the plugin never advertised, because

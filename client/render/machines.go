@@ -30,12 +30,7 @@ func Inspection(out io.Writer, in rpc.Inspection) error {
 	if len(in.StoreEventsDropped) > 0 {
 		// Duplicate or out-of-order store changes its subscriptions
 		// dropped: none in a healthy Cluster, so worth a line when any.
-		var ds []string
-		for table, n := range in.StoreEventsDropped {
-			ds = append(ds, fmt.Sprintf("%s %d", table, n))
-		}
-		sort.Strings(ds)
-		fmt.Fprintf(w, "store events dropped\t%s (duplicate or out of order; see the daemon's log)\n", strings.Join(ds, ", "))
+		fmt.Fprintf(w, "store events dropped\t%s (duplicate or out of order; see the daemon's log)\n", droppedByTable(in.StoreEventsDropped))
 	}
 	if err := w.Flush(); err != nil || len(in.Plugins) == 0 {
 		return err
@@ -50,7 +45,26 @@ func Inspection(out io.Writer, in rpc.Inspection) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Version, p.APIVersion, p.Lifecycle, health, p.Pid, shortID(p.SHA256), strings.Join(p.Capabilities, ","))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// A plugin process's own subscriptions (DNS, ingress) count apart.
+	for _, p := range in.Plugins {
+		if len(p.StoreEventsDropped) > 0 {
+			fmt.Fprintf(out, "plugin %s dropped store events: %s (duplicate or out of order; see its log)\n", p.Name, droppedByTable(p.StoreEventsDropped))
+		}
+	}
+	return nil
+}
+
+// droppedByTable lists dropped store events as "table n", by table.
+func droppedByTable(m map[string]int64) string {
+	ds := make([]string, 0, len(m))
+	for table, n := range m {
+		ds = append(ds, fmt.Sprintf("%s %d", table, n))
+	}
+	sort.Strings(ds)
+	return strings.Join(ds, ", ")
 }
 
 // Machines is the table of the Machines the entry observes, by name;

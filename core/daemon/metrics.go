@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"path/filepath"
+	"reflect"
+	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/meshaddr"
+	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/observe"
 	metricsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1"
 )
@@ -26,10 +31,72 @@ const (
 func (d *Daemon) metricsPlugin() servingPlugin {
 	return servingPlugin{name: MetricsPlugin, what: "metrics", spec: d.metricsSpec,
 		check: func(b []byte) error { _, err := observe.ParseSpec(b); return err },
-		kept:  []string{metricsSpecFile}}
+		kept:  []string{metricsSpecFile, d.countersPath()}}
 }
 
-func (d *Daemon) metricsLoop(ctx context.Context) { d.keepConfigured(ctx, d.metricsPlugin()) }
+// countersName is the file in RunDir ployzd keeps its observe.Counters in
+// for the metrics plugin.
+const countersName = "counters.json"
+
+func (d *Daemon) countersPath() string { return filepath.Join(d.cfg.RunDir, countersName) }
+
+// countersEvery is how often the counters file is brought up to date: the
+// metrics plugin's own tick.
+const countersEvery = 10 * time.Second
+
+func (d *Daemon) metricsLoop(ctx context.Context) {
+	go d.countersLoop(ctx)
+	d.keepConfigured(ctx, d.metricsPlugin())
+}
+
+// countersLoop rewrites the counters file whenever the counts change,
+// and once at the start: a file left by the previous ployzd holds counts
+// of processes since gone.
+func (d *Daemon) countersLoop(ctx context.Context) {
+	var last *observe.Counters
+	for {
+		c := countersOf(store.DroppedEvents(), d.pluginStatus())
+		if last == nil || !reflect.DeepEqual(c, *last) {
+			if err := observe.WriteCounters(d.countersPath(), c); err != nil {
+				d.log.Warn("counters for the metrics plugin not written; retrying", "error", err)
+			} else {
+				last = &c
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(countersEvery):
+		}
+	}
+}
+
+func (d *Daemon) pluginStatus() []pluginhost.PluginStatus {
+	if d.plugins == nil {
+		return nil
+	}
+	return d.plugins.Status()
+}
+
+// countersOf is what the counters file says: this daemon's dropped store
+// events and each plugin process's own, as its Info last reported them.
+func countersOf(own map[string]int64, plugins []pluginhost.PluginStatus) observe.Counters {
+	var c observe.Counters
+	add := func(process string, n map[string]int64) {
+		if len(n) == 0 {
+			return
+		}
+		if c.StoreEventsDropped == nil {
+			c.StoreEventsDropped = map[string]map[string]int64{}
+		}
+		c.StoreEventsDropped[process] = n
+	}
+	add(observe.DaemonProcess, own)
+	for _, p := range plugins {
+		add(p.Name, p.StoreEventsDropped)
+	}
+	return c
+}
 
 // stopMetrics is the reset path: the spec names this Machine's id and its
 // mesh address, both gone; the plugin the host starts again collects on
@@ -43,7 +110,7 @@ func (d *Daemon) metricsSpec() ([]byte, error) {
 	}
 	rec := d.record()
 	spec := observe.Spec{MachineID: rec.ID, Budget: observe.BudgetFromLabels(rec.Labels),
-		MetricsListen: netip.AddrPortFrom(meshaddr.ManagementIP(k), MetricsPort).String()}
+		MetricsListen: netip.AddrPortFrom(meshaddr.ManagementIP(k), MetricsPort).String(), CountersFile: d.countersPath()}
 	return json.Marshal(spec)
 }
 

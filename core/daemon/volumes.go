@@ -473,22 +473,12 @@ func (d *Daemon) receiveVolume(ctx context.Context, raw json.RawMessage, s rpc.S
 		if err := st.Send(&volumev1.ReceiveChunk{Header: &volumev1.ReceiveHeader{Volume: req.Volume, Resumable: req.Resumable}}); err != nil {
 			return err
 		}
-		for {
-			f, err := s.Recv()
-			if err != nil {
-				cancel()
-				return status.Errorf(codes.Canceled, "volume: upload ended early: %v", err)
-			}
-			if f.EOF {
-				break
-			}
-			if len(f.Data) == 0 {
-				continue
-			}
-			if err := st.Send(&volumev1.ReceiveChunk{Data: f.Data}); err != nil {
-				// The plugin ended the stream: its answer says why.
-				break
-			}
+		// An error from Send is the plugin ending the stream: its answer
+		// below says why.
+		err = rpc.ReadUpload(s, func(b []byte) error { return st.Send(&volumev1.ReceiveChunk{Data: b}) })
+		if errors.Is(err, rpc.ErrUploadCut) {
+			cancel()
+			return status.Errorf(codes.Canceled, "volume: %v", err)
 		}
 		resp, err := st.CloseAndRecv()
 		if err != nil {

@@ -135,20 +135,10 @@ func mustEvent(v any) json.RawMessage {
 func RecvData(s rpc.StreamConn) *io.PipeReader {
 	pr, pw := io.Pipe()
 	go func() {
-		for {
-			f, err := s.Recv()
-			if err != nil {
-				pw.CloseWithError(fmt.Errorf("upload ended early: %w", err))
-				return
-			}
-			if f.EOF {
-				pw.Close()
-				return
-			}
-			if _, err := pw.Write(f.Data); err != nil {
-				return
-			}
-		}
+		pw.CloseWithError(rpc.ReadUpload(s, func(b []byte) error {
+			_, err := pw.Write(b)
+			return err
+		}))
 	}()
 	return pr
 }

@@ -179,6 +179,22 @@ func TestTamperedBinaryRefused(t *testing.T) {
 	}
 }
 
+// TestStatusKeepsDroppedStoreEvents: the dropped store events a plugin's
+// Info reports reach its status at attach and stay current after: the
+// test plugin counts one more on each Info, so a count past the first
+// proves the health ticks ask again.
+func TestStatusKeepsDroppedStoreEvents(t *testing.T) {
+	dir := t.TempDir()
+	install(t, dir, bins.alpha, "alpha", pluginhost.LifecycleManaged)
+	h := newHost(t, dir)
+	defer h.Close()
+	first := statusOf(t, h, "alpha").StoreEventsDropped["serving"]
+	if first < 1 {
+		t.Fatalf("status after attach: %+v, want the Info's dropped events", statusOf(t, h, "alpha"))
+	}
+	waitFor(t, "a later Info's count", func() bool { return statusOf(t, h, "alpha").StoreEventsDropped["serving"] > first })
+}
+
 // TestKill9ManagedRestart: SIGKILL a managed plugin; its capability is
 // withdrawn and calls are refused naming it; the host restarts the plugin
 // and the capability comes back.

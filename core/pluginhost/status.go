@@ -56,4 +56,8 @@ type PluginStatus struct {
 	Restarts int `json:"restarts"`
 	// Launched is true when this host started the current process.
 	Launched bool `json:"launched"`
+	// StoreEventsDropped is what the process's Info last reported: the
+	// store subscription changes it dropped as duplicate or out of order,
+	// by table (nil when none). Refreshed on each health tick.
+	StoreEventsDropped map[string]int64 `json:"store_events_dropped,omitempty"`
 }

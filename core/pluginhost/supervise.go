@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"syscall"
@@ -74,6 +75,7 @@ func (s *supervisor) status() PluginStatus {
 	defer s.mu.Unlock()
 	st := s.st
 	st.Capabilities = append([]string{}, s.st.Capabilities...)
+	st.StoreEventsDropped = maps.Clone(s.st.StoreEventsDropped)
 	return st
 }
 
@@ -182,6 +184,7 @@ func (s *supervisor) publish(e Entry, inst *instance) {
 		st.Kind, st.Version, st.Description = inst.info.GetKind(), inst.info.GetPluginVersion(), inst.info.GetDescription()
 		st.APIVersions, st.APIVersion = inst.info.GetApiVersions(), inst.api
 		st.Capabilities, st.Pid, st.Launched = served, inst.pid, inst.launched
+		st.StoreEventsDropped = inst.info.GetStoreEventsDropped()
 		st.RunningSHA256 = ""
 		if inst.running != "" && inst.running != e.SHA256 {
 			st.RunningSHA256 = inst.running
@@ -251,8 +254,22 @@ func (s *supervisor) watch(ctx context.Context, inst *instance) string {
 			return fmt.Sprintf("health status %s", resp.GetStatus())
 		default:
 			failures = 0
+			s.refreshInfo(ctx, inst, interval)
 		}
 	}
+}
+
+// refreshInfo asks a healthy plugin's Info again for what changes while it
+// runs (its dropped store events); a failed answer keeps the last one, the
+// health check alone judges the plugin.
+func (s *supervisor) refreshInfo(ctx context.Context, inst *instance, interval time.Duration) {
+	cctx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
+	defer cancel()
+	info, err := pluginv1.NewPluginClient(inst.conn).Info(cctx, &pluginv1.InfoRequest{})
+	if err != nil {
+		return
+	}
+	s.update(func(st *PluginStatus) { st.StoreEventsDropped = info.GetStoreEventsDropped() })
 }
 
 // switchLongLived moves a long-lived plugin whose process runs another

@@ -56,6 +56,11 @@ type PluginView struct {
 	SwitchError   string   `json:"switch_error,omitempty"` // additive: the running binary could not be switched
 	Pid           int      `json:"pid,omitempty"`
 	Restarts      int      `json:"restarts"`
+	// StoreEventsDropped is the plugin process's own count of store
+	// subscription changes dropped as duplicate or out of order, by table
+	// (absent when none, for a plugin reading no store, and from older
+	// daemons and plugins).
+	StoreEventsDropped map[string]int64 `json:"store_events_dropped,omitempty"`
 }
 
 // InitializeRequest founds a Cluster on this Machine.

@@ -315,3 +315,29 @@ func (s *ClientStream) CloseAndAnswer(out any) error {
 
 // Close ends the stream.
 func (s *ClientStream) Close() { s.cancel() }
+
+// ErrUploadCut is how ReadUpload fails when the client's stream ends or
+// breaks before its EOF frame.
+var ErrUploadCut = errors.New("upload ended early")
+
+// ReadUpload reads a client's data frames until its EOF frame, handing
+// each non-empty chunk to data in order (a volume or image upload). A
+// stream that ends first fails with ErrUploadCut; an error from data
+// ends it and is returned as is.
+func ReadUpload(s StreamConn, data func([]byte) error) error {
+	for {
+		f, err := s.Recv()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUploadCut, err)
+		}
+		if f.EOF {
+			return nil
+		}
+		if len(f.Data) == 0 {
+			continue
+		}
+		if err := data(f.Data); err != nil {
+			return err
+		}
+	}
+}

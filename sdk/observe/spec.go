@@ -47,6 +47,9 @@ type Spec struct {
 	// text format on (GET /metrics), normally the Machine's mesh address;
 	// empty serves none.
 	MetricsListen string `json:"metrics_listen,omitempty"`
+	// CountersFile is the file ployzd keeps its Counters in, which the
+	// metrics plugin serves on its endpoint; empty reads none.
+	CountersFile string `json:"counters_file,omitempty"`
 }
 
 // Budget is the disk the Observe Store may use, shared by logs and
@@ -94,6 +97,8 @@ func ParseSpec(b []byte) (Spec, error) {
 	switch {
 	case !filepath.IsAbs(s.DockerRoot):
 		return Spec{}, fmt.Errorf("observe spec field \"docker_root\": %q is not an absolute path", s.DockerRoot)
+	case s.CountersFile != "" && !filepath.IsAbs(s.CountersFile):
+		return Spec{}, fmt.Errorf("observe spec field \"counters_file\": %q is not an absolute path", s.CountersFile)
 	case !filepath.IsAbs(s.StateDir):
 		return Spec{}, fmt.Errorf("observe spec field \"state_dir\": %q is not an absolute path", s.StateDir)
 	case s.Budget.MaxBytes < 0:

@@ -24,6 +24,7 @@ func TestParseSpecDefaultsAndFields(t *testing.T) {
 		`{"budget":{"max_bytes":-1}}`:       "budget.max_bytes",
 		`{"budget":{"max_age_seconds":-1}}`: "budget.max_age_seconds",
 		`{"budget":{"min_free_bytes":-1}}`:  "budget.min_free_bytes",
+		`{"counters_file":"counters.json"}`: "counters_file",
 	} {
 		if _, err := ParseSpec([]byte(in)); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: error %v does not name %s", in, err, field)
@@ -64,5 +65,28 @@ func TestParseBudget(t *testing.T) {
 	}
 	if b := BudgetFromLabels(map[string]string{BudgetLabel: "x"}); b.MaxBytes != 0 {
 		t.Errorf("a bad label gave %+v, want the default", b)
+	}
+}
+
+// TestCountersRoundTrip: what ployzd writes the metrics plugin reads; no
+// file yet is no counts, a broken one an error naming it.
+func TestCountersRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "counters.json")
+	if c, err := ReadCounters(path); err != nil || c.StoreEventsDropped != nil {
+		t.Fatalf("no file: %+v, %v", c, err)
+	}
+	want := Counters{StoreEventsDropped: map[string]map[string]int64{DaemonProcess: {"serving": 2}, "dns": {"containers": 1}}}
+	if err := WriteCounters(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadCounters(path)
+	if err != nil || got.StoreEventsDropped["ployzd"]["serving"] != 2 || got.StoreEventsDropped["dns"]["containers"] != 1 {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadCounters(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("broken file: %v, want an error naming it", err)
 	}
 }

@@ -5,7 +5,9 @@
 //	go build -ldflags "-X main.name=alpha -X main.apiVersions=1,2,3"
 //
 // It serves the DNS kind's Status call under capability
-// "ployz-test.dns.status.v1", answering with its pid in listen_addrs.
+// "ployz-test.dns.status.v1", answering with its pid in listen_addrs, and
+// reports one more dropped "serving" store event in each Info, so a test
+// sees the host keep that count current.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 
@@ -30,6 +33,8 @@ var (
 const Capability = "ployz-test.dns.status.v1"
 
 type server struct{ dnsv1.UnimplementedDNSServer }
+
+var infos atomic.Int64
 
 func (server) Status(context.Context, *dnsv1.StatusRequest) (*dnsv1.StatusResponse, error) {
 	return &dnsv1.StatusResponse{Serving: true, ListenAddrs: []string{strconv.Itoa(os.Getpid())}}, nil
@@ -52,6 +57,9 @@ func main() {
 		APIVersions:  versions,
 		Capabilities: []string{Capability},
 		Register:     func(s *grpc.Server) { dnsv1.RegisterDNSServer(s, server{}) },
+		StoreEventsDropped: func() map[string]int64 {
+			return map[string]int64{"serving": infos.Add(1)}
+		},
 		// A config saying "reject" is refused, so tests see Configure arrive.
 		Configure: func(_ context.Context, _ uint32, config []byte) error {
 			if strings.Contains(string(config), "reject") {

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ployz/ployz/core/fdstore"
+	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 )
@@ -77,6 +78,8 @@ func Plugin(version string, s *Status) *sdk.Plugin {
 		Kind:        sdk.KindDNS,
 		Version:     version,
 		Description: "Internal DNS: answers <service>.<namespace>.internal names from the store, forwards the rest.",
+		// The loader's store subscriptions (serving.Watch) count here.
+		StoreEventsDropped: store.DroppedEvents,
 	}
 	if s != nil {
 		p.Capabilities = []string{Capability}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ployz/ployz/core/fdstore"
+	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
 )
@@ -61,6 +62,8 @@ func plugin(version, specPath string, kept *ingress.Spec) *sdk.Plugin {
 		Description:  "Ingress Proxy: embedded Caddy routing HTTP hostnames and TCP ports to ready Containers from the store.",
 		Capabilities: ingress.Capabilities(kept),
 		Register:     func(*grpc.Server) {}, // the proxy is driven by its spec and the store
+		// The route builder's store subscriptions (serving.Watch) count here.
+		StoreEventsDropped: store.DroppedEvents,
 	}
 	if specPath != "" {
 		p.Configure = func(_ context.Context, _ uint32, config []byte) error { return applySpec(specPath, config) }

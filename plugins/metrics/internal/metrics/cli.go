@@ -75,6 +75,9 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 	go size.Run(ctx)
 	col := &Collector{Sys: Sys{Proc: "/proc", Cgroup: "/sys/fs/cgroup", Containers: filepath.Join(spec.DockerRoot, "containers"), DiskPath: spec.DockerRoot},
 		ObserveBytes: size.Last}
+	if spec.CountersFile != "" {
+		col.Counters = func() (observe.Counters, error) { return observe.ReadCounters(spec.CountersFile) }
+	}
 	if spec.MetricsListen != "" {
 		l, err := net.Listen("tcp", spec.MetricsListen)
 		if err != nil {

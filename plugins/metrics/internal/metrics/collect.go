@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ployz/ployz/sdk/observe"
 )
 
 // Metric names. Counters are stored as per-second rates over the tick.
@@ -80,6 +82,10 @@ type Tick struct {
 	Subjects map[string]Subject // by Key
 	Values   map[string][]Value // by subject Key
 	Markers  []Marker
+	// Counters are ployzd's (observe.Counters), served on the Prometheus
+	// endpoint only; CountersGap says why they could not be read.
+	Counters    observe.Counters
+	CountersGap string
 }
 
 // counters are the raw cumulative readings rates are computed from.
@@ -100,6 +106,8 @@ type Collector struct {
 	// ObserveBytes, when set, reports the Observe Store's size (read on
 	// its own tick: a Slow source).
 	ObserveBytes func() (float64, error)
+	// Counters, when set, reads ployzd's counters file.
+	Counters func() (observe.Counters, error)
 }
 
 // dockerState is the part of config.v2.json the collector reads.
@@ -162,6 +170,12 @@ func (c *Collector) Collect(now time.Time) Tick {
 	}
 	c.listed = nil
 	c.ready = true
+	if c.Counters != nil {
+		var err error
+		if t.Counters, err = c.Counters(); err != nil {
+			t.CountersGap = err.Error()
+		}
+	}
 	return t
 }
 

@@ -2,7 +2,9 @@ package metrics
 
 import (
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,6 +16,8 @@ import (
 // promName turns a metric name into a Prometheus one: cpu.cores ->
 // ployz_cpu_cores.
 func promName(metric string) string { return "ployz_" + strings.ReplaceAll(metric, ".", "_") }
+
+const gapHelp = "1 for each value the last sample could not read, with the reason."
 
 // WritePrometheus writes the last tick in Prometheus' text format: one
 // gauge family per metric, labelled by scope (machine or container) and
@@ -49,7 +53,7 @@ func WritePrometheus(w io.Writer, t Tick) error {
 		}
 		for _, v := range t.Values[k] {
 			if v.Gap != "" {
-				f := family("ployz_metric_gap", "1 for each value the last sample could not read, with the reason.")
+				f := family("ployz_metric_gap", gapHelp)
 				gl := append(append([]*dto.LabelPair{}, labels...),
 					&dto.LabelPair{Name: proto.String("metric"), Value: proto.String(v.Metric)},
 					&dto.LabelPair{Name: proto.String("reason"), Value: proto.String(v.Gap)})
@@ -61,6 +65,7 @@ func WritePrometheus(w io.Writer, t Tick) error {
 			f.Metric = append(f.Metric, &dto.Metric{Label: labels, Gauge: &dto.Gauge{Value: proto.Float64(v.Value)}})
 		}
 	}
+	addCounters(fams, family, t)
 	names := make([]string, 0, len(fams))
 	for n := range fams {
 		names = append(names, n)
@@ -72,6 +77,40 @@ func WritePrometheus(w io.Writer, t Tick) error {
 		}
 	}
 	return nil
+}
+
+// MetricStoreEventsDropped is ployzd's count (observe.Counters) of store
+// subscription changes dropped as duplicate or out of order, served as
+// ployz_store_events_dropped_total{process,table}: a Prometheus counter,
+// reset when the counting process restarts.
+const MetricStoreEventsDropped = "store.events_dropped"
+
+// addCounters adds the tick's counters from ployzd, or their gap.
+func addCounters(fams map[string]*dto.MetricFamily, gauge func(name, help string) *dto.MetricFamily, t Tick) {
+	machine := &dto.LabelPair{Name: proto.String("scope"), Value: proto.String("machine")}
+	if t.CountersGap != "" {
+		f := gauge("ployz_metric_gap", gapHelp)
+		f.Metric = append(f.Metric, &dto.Metric{Label: []*dto.LabelPair{
+			{Name: proto.String("metric"), Value: proto.String(MetricStoreEventsDropped)},
+			{Name: proto.String("reason"), Value: proto.String(t.CountersGap)}, machine,
+		}, Gauge: &dto.Gauge{Value: proto.Float64(1)}})
+		return
+	}
+	if len(t.Counters.StoreEventsDropped) == 0 {
+		return
+	}
+	f := &dto.MetricFamily{Name: proto.String(promName(MetricStoreEventsDropped) + "_total"), Type: dto.MetricType_COUNTER.Enum(),
+		Help: proto.String("Store subscription changes a process (ployzd or a plugin) dropped as duplicate or out of order, by table, since it started.")}
+	for _, process := range slices.Sorted(maps.Keys(t.Counters.StoreEventsDropped)) {
+		byTable := t.Counters.StoreEventsDropped[process]
+		for _, table := range slices.Sorted(maps.Keys(byTable)) {
+			f.Metric = append(f.Metric, &dto.Metric{Label: []*dto.LabelPair{
+				{Name: proto.String("process"), Value: proto.String(process)}, machine,
+				{Name: proto.String("table"), Value: proto.String(table)},
+			}, Counter: &dto.Counter{Value: proto.Float64(float64(byTable[table]))}})
+		}
+	}
+	fams[f.GetName()] = f
 }
 
 // Handler serves /metrics from the Server's last tick.

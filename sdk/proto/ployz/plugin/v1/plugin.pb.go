@@ -86,9 +86,14 @@ type InfoResponse struct {
 	Description string `protobuf:"bytes,7,opt,name=description,proto3" json:"description,omitempty"`
 	// pid is the process id of the serving process, so a host can tell a
 	// re-attach to the same process from a restart.
-	Pid           int64 `protobuf:"varint,8,opt,name=pid,proto3" json:"pid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pid int64 `protobuf:"varint,8,opt,name=pid,proto3" json:"pid,omitempty"`
+	// store_events_dropped counts, by table, the store subscription changes
+	// this process dropped since it started because the store repeated or
+	// reordered them; empty when none, or for a plugin that reads no store.
+	// The host asks Info again on its health ticks to keep it current.
+	StoreEventsDropped map[string]int64 `protobuf:"bytes,9,rep,name=store_events_dropped,json=storeEventsDropped,proto3" json:"store_events_dropped,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -175,6 +180,13 @@ func (x *InfoResponse) GetPid() int64 {
 		return x.Pid
 	}
 	return 0
+}
+
+func (x *InfoResponse) GetStoreEventsDropped() map[string]int64 {
+	if x != nil {
+		return x.StoreEventsDropped
+	}
+	return nil
 }
 
 // ConfigureRequest carries the negotiated API version and the configuration.
@@ -274,7 +286,7 @@ var File_ployz_plugin_v1_plugin_proto protoreflect.FileDescriptor
 const file_ployz_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x1cployz/plugin/v1/plugin.proto\x12\x0fployz.plugin.v1\"\r\n" +
-	"\vInfoRequest\"\xfd\x01\n" +
+	"\vInfoRequest\"\xad\x03\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0eplugin_version\x18\x02 \x01(\tR\rpluginVersion\x12!\n" +
@@ -283,7 +295,11 @@ const file_ployz_plugin_v1_plugin_proto_rawDesc = "" +
 	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12 \n" +
 	"\vdescription\x18\a \x01(\tR\vdescription\x12\x10\n" +
-	"\x03pid\x18\b \x01(\x03R\x03pid\"K\n" +
+	"\x03pid\x18\b \x01(\x03R\x03pid\x12g\n" +
+	"\x14store_events_dropped\x18\t \x03(\v25.ployz.plugin.v1.InfoResponse.StoreEventsDroppedEntryR\x12storeEventsDropped\x1aE\n" +
+	"\x17StoreEventsDroppedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"K\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\rR\n" +
 	"apiVersion\x12\x16\n" +
@@ -305,23 +321,25 @@ func file_ployz_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_ployz_plugin_v1_plugin_proto_rawDescData
 }
 
-var file_ployz_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_ployz_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_ployz_plugin_v1_plugin_proto_goTypes = []any{
 	(*InfoRequest)(nil),       // 0: ployz.plugin.v1.InfoRequest
 	(*InfoResponse)(nil),      // 1: ployz.plugin.v1.InfoResponse
 	(*ConfigureRequest)(nil),  // 2: ployz.plugin.v1.ConfigureRequest
 	(*ConfigureResponse)(nil), // 3: ployz.plugin.v1.ConfigureResponse
+	nil,                       // 4: ployz.plugin.v1.InfoResponse.StoreEventsDroppedEntry
 }
 var file_ployz_plugin_v1_plugin_proto_depIdxs = []int32{
-	0, // 0: ployz.plugin.v1.Plugin.Info:input_type -> ployz.plugin.v1.InfoRequest
-	2, // 1: ployz.plugin.v1.Plugin.Configure:input_type -> ployz.plugin.v1.ConfigureRequest
-	1, // 2: ployz.plugin.v1.Plugin.Info:output_type -> ployz.plugin.v1.InfoResponse
-	3, // 3: ployz.plugin.v1.Plugin.Configure:output_type -> ployz.plugin.v1.ConfigureResponse
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	4, // 0: ployz.plugin.v1.InfoResponse.store_events_dropped:type_name -> ployz.plugin.v1.InfoResponse.StoreEventsDroppedEntry
+	0, // 1: ployz.plugin.v1.Plugin.Info:input_type -> ployz.plugin.v1.InfoRequest
+	2, // 2: ployz.plugin.v1.Plugin.Configure:input_type -> ployz.plugin.v1.ConfigureRequest
+	1, // 3: ployz.plugin.v1.Plugin.Info:output_type -> ployz.plugin.v1.InfoResponse
+	3, // 4: ployz.plugin.v1.Plugin.Configure:output_type -> ployz.plugin.v1.ConfigureResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_ployz_plugin_v1_plugin_proto_init() }
@@ -335,7 +353,7 @@ func file_ployz_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ployz_plugin_v1_plugin_proto_rawDesc), len(file_ployz_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
