@@ -237,7 +237,6 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 	t.Logf("benchmark: %s of m2 -> m1's Down verdict %s; last DNS answer on m1 naming m2's Container %s after the cut (%s from the verdict); %d answers named it later than %s after the verdict",
 		how.name, verdictAt.Sub(offAt).Round(100*time.Millisecond), lastNaming.Sub(offAt).Round(100*time.Millisecond),
 		lastNaming.Sub(verdictAt).Round(100*time.Millisecond), late, downOutOfAnswers)
-	routes.end()
 	lateRoutes, lastRouted := routes.namingAfter(after)
 	t.Logf("benchmark: %s of m2 -> last upstream list of m1's ingress naming m2's Container %s after the cut (%s from the verdict); "+
 		"%d requests through m1 and m3 failed between the cut and the verdict, %d after it",
@@ -311,8 +310,14 @@ func machineLoss(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, id
 		return nil
 	})
 	dns.end()
+	routes.end()
 	if n, last := dns.namingAfter(backAt); n > 0 {
 		t.Errorf("m1's DNS named m2's superseded Container %d times after m2 came back (last %s)", n, last.Format("15:04:05.000"))
+	}
+	// No duplicate serving after the return or the heal: m1's ingress
+	// follows the Serving Pointer, which names the replacements.
+	if n, last := routes.namingAfter(backAt); n > 0 {
+		t.Errorf("m1's ingress routed %s to m2's superseded Container in %d reads after m2 came back (last %s)", host, n, last.Format("15:04:05.000"))
 	}
 	if dns.failed > 0 {
 		t.Errorf("m1's DNS: %d of %d lookups failed; last: %s", dns.failed, dns.queries, dns.lastFail)
