@@ -32,6 +32,19 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 	for _, r := range d.ctrs.routes() {
 		d.rpc.Handle(r)
 	}
+	c := serveSocket(t, d.rpc)
+	putMachine(t, st, d.record().ID, "test", machine.Participating)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.observeLoop(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c, d, st, to
+}
+
+// serveSocket serves srv on a Machine RPC socket until the test ends
+// and answers a client of it.
+func serveSocket(t testing.TB, srv *rpc.Server) *rpc.Client {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "pze")
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +54,7 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := d.rpc.GRPCServer()
+	g := srv.GRPCServer()
 	go g.Serve(lis) //nolint:errcheck // ends with Stop
 	t.Cleanup(g.Stop)
 	c, err := rpc.DialUnix(filepath.Join(dir, "s"))
@@ -49,12 +62,7 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	putMachine(t, st, d.record().ID, "test", machine.Participating)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.observeLoop(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return c, d, st, to
+	return c
 }
 
 // proxy acks Serving Pointers for one Machine the way the ingress plugin

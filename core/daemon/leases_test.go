@@ -120,7 +120,7 @@ func TestLeaseBadInput(t *testing.T) {
 
 // twoEntries are two participating Daemons on two real store nodes that
 // gossip with each other.
-func twoEntries(t *testing.T) (*Daemon, *Daemon) {
+func twoEntries(t testing.TB) (*Daemon, *Daemon) {
 	t.Helper()
 	addr1, addr2 := freeAddr(t), freeAddr(t)
 	n1 := startLeaseNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
@@ -133,7 +133,7 @@ func twoEntries(t *testing.T) (*Daemon, *Daemon) {
 
 // startLeaseNode starts a store node on dbPath serving its API on addr,
 // gossiping with boot.
-func startLeaseNode(t *testing.T, dbPath, addr string, boot []string) *server.Node {
+func startLeaseNode(t testing.TB, dbPath, addr string, boot []string) *server.Node {
 	t.Helper()
 	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: store.SchemaSQL(),
 		GossipKey: make([]byte, 32), Fast: true, SyncInterval: 100 * time.Millisecond,
@@ -146,14 +146,14 @@ func startLeaseNode(t *testing.T, dbPath, addr string, boot []string) *server.No
 }
 
 // leaseDaemon is a participating Daemon on the store API at addr.
-func leaseDaemon(t *testing.T, id, addr string) *Daemon {
+func leaseDaemon(t testing.TB, id, addr string) *Daemon {
 	d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: t.TempDir()}, log: hclog.NewNullLogger(),
 		rec: machine.Record{ID: id, Name: id, Phase: machine.Participating}, active: &active{store: store.New(addr, store.WithToken("tok"))}}
 	d.leases.settle = 500 * time.Millisecond
 	return d
 }
 
-func waitMembers(t *testing.T, st *store.Client) {
+func waitMembers(t testing.TB, st *store.Client) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if h, err := st.Health(context.Background()); err == nil && h.Members > 0 {
@@ -234,5 +234,51 @@ func TestLeasePartitionHeal(t *testing.T) {
 		}
 	default:
 		t.Fatalf("winner %q", winner)
+	}
+}
+
+// TestLeaseOfDepartedEntry: a live lease granted through a Machine that
+// has since been forgotten (its operator's deploy died with it) still
+// holds: a second operator's acquire is refused naming the scope, the
+// holder and since when, and the row is left as it was. Once the lease
+// expires the scope is granted, through this entry.
+func TestLeaseOfDepartedEntry(t *testing.T) {
+	ctx := context.Background()
+	d, st := storeDaemon(t, "m1")
+	putMachine(t, st, "m1", "m1", machine.Participating)
+	putMachine(t, st, "m-gone", "gone", machine.Participating)
+	const scope = "namespace:web-prod"
+	started := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	held := store.Row[store.LeaseBody]{Key: scope, Owner: "m-gone", Body: store.LeaseBody{
+		Holder: store.LeaseHolder{Name: "ana@laptop", KeyFingerprint: "SHA256:ana"}, Command: "deploy",
+		Started: started.UnixMilli(), Expires: time.Now().Add(time.Second).UnixMilli(), Nonce: "nonce-ana-1", Entry: "m-gone"}}
+	if _, err := st.Leases().Put(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hcall(t, d.forgetMachine, rpc.ForgetMachineRequest{ID: "m-gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.Machines().Get(ctx, "m-gone"); ok {
+		t.Fatal("m-gone is still a Machine after forget")
+	}
+
+	_, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute))
+	var e *rpc.Error
+	if !heldBy(err, "ana@laptop") || !errors.As(err, &e) || e.Details["scope"] != scope ||
+		!strings.Contains(e.Message, scope) || !strings.Contains(e.Message, "since "+started.UTC().Format(time.RFC3339)) {
+		t.Fatalf("bo's acquire: %v; want a conflict naming %s, ana@laptop and since %s", err, scope, started.UTC().Format(time.RFC3339))
+	}
+	row, ok, err := st.Leases().Get(ctx, scope)
+	if err != nil || !ok || row.Owner != held.Owner || row.Body != held.Body {
+		t.Fatalf("after the refusal the row is %+v (ok %v, %v); want it unchanged: %+v", row, ok, err, held)
+	}
+
+	time.Sleep(time.Until(time.UnixMilli(held.Body.Expires)) + 50*time.Millisecond)
+	res, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute))
+	if err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+	if l := res.(rpc.Lease); l.Holder.Name != "bo" || l.Entry != "m1" || l.Started <= held.Body.Expires-time.Second.Milliseconds() {
+		t.Fatalf("granted %+v; want bo's own lease through m1, started now", l)
 	}
 }

@@ -62,7 +62,7 @@ func freeAddr(t testing.TB) string {
 // Handler is a Machine RPC handler as the daemon registers it.
 type Handler = func(context.Context, json.RawMessage) (any, error)
 
-func putMachine(t *testing.T, st *store.Client, id, name string, phase machine.Phase) {
+func putMachine(t testing.TB, st *store.Client, id, name string, phase machine.Phase) {
 	t.Helper()
 	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: id, Owner: id,
 		Body: store.MachineBody{Name: name, Phase: string(phase)}}); err != nil {
