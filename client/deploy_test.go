@@ -152,7 +152,7 @@ func TestStartStopAndRemoveProject(t *testing.T) {
 	if ids := fc.ContainerIDs(); len(ids) != 0 {
 		t.Fatalf("Containers left: %v", ids)
 	}
-	if saved, _ := s.LatestSaved(); len(saved) != 0 {
+	if saved, _ := s.LatestSaved(ctx); len(saved) != 0 {
 		t.Fatalf("a removed project still has a Saved State: %+v", saved)
 	}
 }

@@ -128,7 +128,7 @@ func partialReconcile(rep ReconcileReport, failed int) string {
 // namespace is reported and the others go on.
 func (s *Session) Reconcile(ctx context.Context, r Reconcile) (ReconcileReport, error) {
 	var rep ReconcileReport
-	states, err := s.LatestSaved()
+	states, err := s.LatestSaved(ctx)
 	if err != nil {
 		return rep, err
 	}

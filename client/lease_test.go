@@ -33,7 +33,7 @@ func TestDeployRefusedWhileLeased(t *testing.T) {
 	if got := fc.Running(); len(got) != 0 {
 		t.Fatalf("a refused deploy ran Containers: %v", got)
 	}
-	if saved, _ := s.LatestSaved(); len(saved) != 0 {
+	if saved, _ := s.LatestSaved(context.Background()); len(saved) != 0 {
 		t.Fatalf("a refused deploy saved a revision: %+v", saved)
 	}
 	fc.HoldLease(shopScope, "bo@ci", "scale web", -time.Second) // bo's process died: expired

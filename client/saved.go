@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
 )
 
 // Project names a project's environment (its namespace is
@@ -18,10 +20,50 @@ type Project struct {
 // Namespace is the project environment's namespace.
 func (p Project) Namespace() string { return deploy.Namespace(p.Name, p.Environment) }
 
-// LatestSaved returns the latest Saved State of every project of the
-// context that still declares something (a removed project's latest
-// revision is empty), one per namespace.
-func (s *Session) LatestSaved() ([]operator.SavedState, error) {
+// LatestSaved returns the latest Saved State of every project that still
+// declares something (a removed project's latest revision is empty), one
+// per namespace: the Cluster's, so a teammate's projects count, plus this
+// store's for a namespace the Cluster holds nothing of (never deployed
+// since the import) or for every namespace when the entry keeps no
+// revisions (an older release).
+func (s *Session) LatestSaved(ctx context.Context) ([]operator.SavedState, error) {
+	local, err := s.localLatestSaved()
+	if err != nil {
+		return nil, err
+	}
+	var out rpc.RevisionList
+	err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRevisions, rpc.ListRevisionsRequest{AllNamespaces: true, Latest: true, WithCompose: true}, &out)
+	switch {
+	case unsupported(err) || invalidField(err, "namespace"):
+		// An entry from before all_namespaces refuses the empty namespace.
+		return local, nil
+	case err != nil:
+		return nil, fmt.Errorf("latest revisions: %w", err)
+	}
+	var states []operator.SavedState
+	held := map[string]bool{}
+	for _, r := range out.Revisions {
+		held[r.Namespace] = true
+		if !r.Removal {
+			states = append(states, savedState(s.name, r))
+		}
+	}
+	for _, st := range local {
+		if !held[deploy.Namespace(st.Project, st.Environment)] {
+			states = append(states, st)
+		}
+	}
+	return states, nil
+}
+
+// invalidField reports a refusal naming field.
+func invalidField(err error, field string) bool {
+	var e *rpc.Error
+	return errors.As(err, &e) && e.Code == rpc.CodeInvalidArgument && e.Details["field"] == field
+}
+
+// localLatestSaved is LatestSaved from this computer's store alone.
+func (s *Session) localLatestSaved() ([]operator.SavedState, error) {
 	states, err := s.st.States(s.name)
 	if err != nil {
 		return nil, err
@@ -45,8 +87,8 @@ func (s *Session) LatestSaved() ([]operator.SavedState, error) {
 
 // ProjectOf finds the project and environment of a namespace from the
 // latest Saved States (a namespace alone cannot be split: both may hold '-').
-func (s *Session) ProjectOf(ns string) (Project, error) {
-	states, err := s.LatestSaved()
+func (s *Session) ProjectOf(ctx context.Context, ns string) (Project, error) {
+	states, err := s.LatestSaved(ctx)
 	if err != nil {
 		return Project{}, err
 	}
@@ -67,7 +109,7 @@ func loadDeclarations(ctx context.Context, s operator.SavedState) (deploy.App, e
 // latest Saved State of every project in the context.
 func (s *Session) Declared(ctx context.Context) map[string]map[string]deploy.Service {
 	out := map[string]map[string]deploy.Service{}
-	states, _ := s.LatestSaved()
+	states, _ := s.LatestSaved(ctx)
 	for _, st := range states {
 		app, err := loadDeclarations(ctx, st)
 		if err != nil {

@@ -115,7 +115,7 @@ func (x *Source) deployLatest(ctx context.Context, ns string, out io.Writer, pla
 	if err != nil {
 		return err
 	}
-	p, err := s.ProjectOf(ns)
+	p, err := s.ProjectOf(ctx, ns)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -122,12 +123,34 @@ func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.Revisions().ListNamespace(ctx, req.Namespace)
+	var rows []store.Row[store.RevisionBody]
+	if req.AllNamespaces {
+		rows, err = st.Revisions().List(ctx)
+	} else {
+		rows, err = st.Revisions().ListNamespace(ctx, req.Namespace)
+	}
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
 	}
-	numbered := numberRevisions(rows)
+	byNamespace := map[string][]store.Row[store.RevisionBody]{}
+	for _, r := range rows {
+		byNamespace[r.Body.Namespace] = append(byNamespace[r.Body.Namespace], r)
+	}
 	out := rpc.RevisionList{Revisions: []rpc.Revision{}}
+	for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
+		revs, err := d.revisionsOf(numberRevisions(byNamespace[ns]), req)
+		if err != nil {
+			return nil, err
+		}
+		out.Revisions = append(out.Revisions, revs...)
+	}
+	return out, nil
+}
+
+// revisionsOf answers the revisions of one namespace's numbered rows
+// that req asks for.
+func (d *Daemon) revisionsOf(numbered []store.Row[store.RevisionBody], req rpc.ListRevisionsRequest) ([]rpc.Revision, error) {
+	var out []rpc.Revision
 	for i, r := range numbered {
 		n := i + 1
 		if (req.Revision != 0 && n != req.Revision) || (req.Latest && n != len(numbered)) {
@@ -136,11 +159,12 @@ func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, e
 		rev := rpc.Revision{ID: r.Key, Namespace: r.Body.Namespace, Project: r.Body.Project, Environment: r.Body.Environment,
 			Revision: n, CreatedAt: r.Body.CreatedAt, Operator: r.Body.Operator, Removal: r.Body.Compose == ""}
 		if req.WithCompose && !rev.Removal {
+			var err error
 			if rev.Compose, err = d.openCompose(r); err != nil {
 				return nil, err
 			}
 		}
-		out.Revisions = append(out.Revisions, rev)
+		out = append(out, rev)
 	}
 	return out, nil
 }

@@ -88,6 +88,11 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 	if latest := list(rpc.ListRevisionsRequest{Namespace: "shop-production", Latest: true}); len(latest) != 1 || latest[0].ID != "r-imp" {
 		t.Fatalf("latest: %+v", latest)
 	}
+	every := list(rpc.ListRevisionsRequest{AllNamespaces: true, Latest: true, WithCompose: true})
+	if len(every) != 2 || every[0].ID != "r-other" || every[0].Revision != 1 || string(every[0].Compose) != string(compose) ||
+		every[1].ID != "r-imp" || every[1].Revision != 3 {
+		t.Fatalf("latest of every namespace: %+v, want blog's r-other (1) and shop's r-imp (3), opened", every)
+	}
 }
 
 // TestRevisionsRefuseBadInput: a malformed revision number or project is
@@ -101,6 +106,12 @@ func TestRevisionsRefuseBadInput(t *testing.T) {
 	}
 	if _, err := hcall(t, d.listRevisions, rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: -1}); !errors.As(err, &e) || e.Details["field"] != "revision" {
 		t.Fatalf("negative revision: %v", err)
+	}
+	if _, err := hcall(t, d.listRevisions, rpc.ListRevisionsRequest{AllNamespaces: true, Namespace: "shop-production", Latest: true}); !errors.As(err, &e) || e.Details["field"] != "namespace" {
+		t.Fatalf("every namespace and one: %v", err)
+	}
+	if _, err := hcall(t, d.listRevisions, rpc.ListRevisionsRequest{AllNamespaces: true}); !errors.As(err, &e) || e.Details["field"] != "all_namespaces" {
+		t.Fatalf("every namespace's every revision: %v", err)
 	}
 	if _, err := hcall(t, d.saveRevision, rpc.SaveRevisionRequest{ID: "r1", Project: "a/b", Environment: "p", Operator: store.HistoryOperator{Name: "ana"}}); !errors.As(err, &e) || e.Details["field"] != "project" {
 		t.Fatalf("bad project: %v", err)

@@ -50,12 +50,15 @@ type RevisionSaved struct {
 
 // ListRevisionsRequest asks for a namespace's revisions (all, or one by
 // number; 0 with Latest: the newest), oldest first. Compose files are
-// answered only with WithCompose.
+// answered only with WithCompose. AllNamespaces (with Latest, and no
+// Namespace) asks for the newest revision of every namespace, by
+// namespace: what `ps` and `ls` declare.
 type ListRevisionsRequest struct {
-	Namespace   string `json:"namespace"`
-	Revision    int    `json:"revision,omitempty"`
-	Latest      bool   `json:"latest,omitempty"`
-	WithCompose bool   `json:"with_compose,omitempty"`
+	Namespace     string `json:"namespace,omitempty"`
+	Revision      int    `json:"revision,omitempty"`
+	Latest        bool   `json:"latest,omitempty"`
+	WithCompose   bool   `json:"with_compose,omitempty"`
+	AllNamespaces bool   `json:"all_namespaces,omitempty"`
 }
 
 // Revision is one numbered revision.
@@ -120,6 +123,12 @@ func (r SaveRevisionRequest) Validate() error {
 // Validate refuses a malformed request, naming the field.
 func (r ListRevisionsRequest) Validate() error {
 	switch {
+	case r.AllNamespaces && r.Namespace != "":
+		return InvalidField("namespace", "%q: all_namespaces asks for every namespace", r.Namespace)
+	case r.AllNamespaces && (!r.Latest || r.Revision != 0):
+		return InvalidField("all_namespaces", "answers each namespace's newest revision only: set latest, and no revision")
+	case r.AllNamespaces:
+		return nil
 	case r.Namespace == "" || len(r.Namespace) > 128:
 		return InvalidField("namespace", "%q: want a namespace", r.Namespace)
 	case r.Revision < 0:

@@ -97,15 +97,14 @@ func (s *savedState) number(ns string) {
 }
 
 func (s *savedState) list(req rpc.ListRevisionsRequest) rpc.RevisionList {
-	var of []rpc.Revision
+	count := map[string]int{}
 	for _, r := range s.revs {
-		if r.Namespace == req.Namespace {
-			of = append(of, r)
-		}
+		count[r.Namespace]++
 	}
 	out := rpc.RevisionList{Revisions: []rpc.Revision{}}
-	for _, r := range of {
-		if (req.Revision != 0 && r.Revision != req.Revision) || (req.Latest && r.Revision != len(of)) {
+	for _, r := range s.revs {
+		if (!req.AllNamespaces && r.Namespace != req.Namespace) ||
+			(req.Revision != 0 && r.Revision != req.Revision) || (req.Latest && r.Revision != count[r.Namespace]) {
 			continue
 		}
 		if !req.WithCompose {
