@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -45,5 +46,19 @@ func TestDeclaredFromAnOlderEntry(t *testing.T) {
 	saved, err := s.LatestSaved(context.Background())
 	if err != nil || len(saved) != 1 || saved[0].Project != "shop" {
 		t.Fatalf("from this computer's store: %+v, %v", saved, err)
+	}
+}
+
+// TestTeammateFindsTheOnlyProject: B, with no compose file and no
+// --project-name, acts on the one project the Cluster holds, though B's
+// computer never saved it.
+func TestTeammateFindsTheOnlyProject(t *testing.T) {
+	fc, a := newFake(t, "m1", "m2")
+	deployShop(t, a)
+	st, ent := fc.NewSession()
+	b := New(st, ent, "lab")
+	missing := filepath.Join(t.TempDir(), "compose.yaml")
+	if ns, err := b.Namespace(context.Background(), "", "production", missing); err != nil || ns != "shop-production" {
+		t.Fatalf("B's namespace: %q, %v", ns, err)
 	}
 }

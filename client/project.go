@@ -15,6 +15,17 @@ import (
 // (one that is missing or does not load is passed over), else the
 // context's only project with saved state.
 func ProjectName(ctx context.Context, st *operator.Store, contextName, named, env, composePath string) (string, error) {
+	return projectName(ctx, named, env, composePath, func() ([]operator.SavedState, error) { return st.States(contextName) })
+}
+
+// ProjectName is the package's ProjectName with the Saved States the
+// Session sees (LatestSaved: the Cluster's, so a teammate's only project
+// is found too, and a removed one is not).
+func (s *Session) ProjectName(ctx context.Context, named, env, composePath string) (string, error) {
+	return projectName(ctx, named, env, composePath, func() ([]operator.SavedState, error) { return s.LatestSaved(ctx) })
+}
+
+func projectName(ctx context.Context, named, env, composePath string, saved func() ([]operator.SavedState, error)) (string, error) {
 	if named != "" {
 		return named, nil
 	}
@@ -23,7 +34,7 @@ func ProjectName(ctx context.Context, st *operator.Store, contextName, named, en
 			return app.Project, nil
 		}
 	}
-	states, err := st.States(contextName)
+	states, err := saved()
 	if err != nil {
 		return "", err
 	}

@@ -12,10 +12,10 @@ import (
 )
 
 // Namespace is the namespace of the project a command acts on in env:
-// named, else composePath's name:, else the context's only project with
-// saved state (ProjectName).
+// named, else composePath's name:, else the only project with a Saved
+// State (Session.ProjectName).
 func (s *Session) Namespace(ctx context.Context, named, env, composePath string) (string, error) {
-	p, err := ProjectName(ctx, s.st, s.name, named, env, composePath)
+	p, err := s.ProjectName(ctx, named, env, composePath)
 	if err != nil {
 		return "", err
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/deploy"
-	"github.com/ployz/ployz/core/operator"
 )
 
 // projectFlags name a project and environment.
@@ -37,9 +36,9 @@ func (f *projectFlags) add(c *cobra.Command, withFile bool) {
 }
 
 // resolveProject finds the project name: the flag, else ./compose.yaml's
-// name, else the context's only project with saved state.
-func (f *projectFlags) resolveProject(ctx context.Context, st *operator.Store, ctxName string) (string, error) {
-	return client.ProjectName(ctx, st, ctxName, f.project, f.env, "compose.yaml")
+// name, else the only project with a Saved State.
+func (f *projectFlags) resolveProject(ctx context.Context, s *client.Session) (string, error) {
+	return s.ProjectName(ctx, f.project, f.env, "compose.yaml")
 }
 
 // namespace is the namespace of the project f names (resolveProject).

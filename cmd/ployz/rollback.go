@@ -22,7 +22,7 @@ func rollbackCommand() *cobra.Command {
 				return fmt.Errorf("--to %d: a revision is a number from 1", to)
 			}
 			return withClient(c, func(s *client.Session) error {
-				p, err := f.resolveProject(c.Context(), s.Store(), s.ContextName())
+				p, err := f.resolveProject(c.Context(), s)
 				if err != nil {
 					return err
 				}

@@ -44,7 +44,7 @@ func serviceInspect() *cobra.Command {
 // project's latest Saved State that plan makes.
 func latestDeploy(c *cobra.Command, f projectFlags, plan func(s *client.Session, p client.Project) (*client.DeployPlan, error)) error {
 	return withClient(c, func(s *client.Session) error {
-		p, err := f.resolveProject(c.Context(), s.Store(), s.ContextName())
+		p, err := f.resolveProject(c.Context(), s)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func startStopCommand(verb string) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withClient(c, func(s *client.Session) error {
-				p, err := f.resolveProject(c.Context(), s.Store(), s.ContextName())
+				p, err := f.resolveProject(c.Context(), s)
 				if err != nil {
 					return err
 				}
