@@ -161,6 +161,11 @@ func (s *Session) importRecords(ctx context.Context, renumber map[revisionKey]in
 		if err != nil {
 			return err
 		}
+		// History first: a record put makes the next import skip it, and
+		// the entry's id is stable, so writing it again changes nothing.
+		if err := s.importHistory(ctx, r, req); err != nil {
+			return err
+		}
 		if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdPutDeployRecord, req, nil); err != nil {
 			return fmt.Errorf("import deploy record %s: %w", r.DeploymentID, err)
 		}

@@ -63,6 +63,17 @@ func TestImportLocalStateOnce(t *testing.T) {
 	if len(revs) != 4 || fc.DeployRecordCount() != 4 {
 		t.Fatalf("Cluster holds %d revisions, %d records after importing twice; want 4 and 4", len(revs), fc.DeployRecordCount())
 	}
+	// Each imported record is a deploy in the Cluster's history, once,
+	// under the Cluster's revision number.
+	imported := map[int]int{}
+	for _, e := range fc.History() {
+		if strings.HasPrefix(e.ID, "imp-") && e.Kind == "deploy" && e.Namespace == "shop-production" && e.Outcome == "completed" {
+			imported[e.Revision]++
+		}
+	}
+	if !maps.Equal(imported, map[int]int{2: 1, 3: 1, 4: 1}) {
+		t.Fatalf("imported history entries by revision: %v, want revisions 2, 3 and 4 once each", imported)
+	}
 	recs, err := s.namespaceRecords(ctx, "shop-production")
 	if err != nil {
 		t.Fatal(err)

@@ -75,7 +75,8 @@ func membership(list rpc.MachineList, id string) string {
 
 // TestCluster forms a Cluster over SSH from this host and exercises it:
 // mesh between containers, partitions, power loss, daemon restarts and
-// bad input (issue 5).
+// bad input (issue 5); last, a second operator's older store imported on
+// first contact and two operators adding Machines at once (issue 39).
 func TestCluster(t *testing.T) {
 	needLab(t)
 	l := lab.ForTest(t, 3)
@@ -316,6 +317,19 @@ func TestCluster(t *testing.T) {
 			}
 			return nil
 		})
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Last: it removes m2 and adds both Machines back (team_add_test.go).
+	t.Run("two-operators", func(t *testing.T) {
+		start := time.Now()
+		b := secondOperator(t, l, op)
+		importOnFirstContact(t, op, b)
+		t.Logf("bob's older store imported once in %s", time.Since(start).Round(100*time.Millisecond))
+		concurrentAdds(ctx, t, l, op, b, ids["m2"])
+		t.Logf("two-operators passed in %s", time.Since(start).Round(100*time.Millisecond))
 	})
 }
 
