@@ -72,7 +72,7 @@ func TestDoesNotAnswerUnvouchedAddresses(t *testing.T) {
 	for _, r := range tb.Refused() {
 		reasons[r.Key] = r.Reason
 	}
-	want := map[string]string{"meta": "outside", "lo": "outside", "other": "outside", "joining": "no participating", "ghost": "no participating"}
+	want := map[string]string{"meta": "link-local", "lo": "outside", "other": "outside", "joining": "no participating", "ghost": "no participating"}
 	if len(reasons) != len(want) {
 		t.Fatalf("refused %v, want %v", reasons, want)
 	}
