@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -115,6 +116,17 @@ func Routable(ip netip.Addr) error {
 	}
 	return nil
 }
+
+// refusedRows is this process's last count of refused rows (SetRefused).
+var refusedRows atomic.Int64
+
+// SetRefused records how many ready rows the process's latest serving
+// computation refused; a plugin calls it after each load.
+func SetRefused(n int) { refusedRows.Store(int64(n)) }
+
+// RefusedRows is the count SetRefused last recorded (sdk.Plugin's
+// RefusedContainerRows).
+func RefusedRows() int64 { return refusedRows.Load() }
 
 // Judge classifies one row; pointers maps ServiceKey to the Service's
 // Serving Pointer (absent: every ready Container serves).

@@ -105,6 +105,7 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 			t := Build(in)
 			h.SetTable(t)
 			refusal.report(log, t.Refused())
+			serving.SetRefused(len(t.Refused()))
 			if failing || first {
 				log.Info("loaded from the store", "containers", len(in.Containers), "pointers", len(in.Pointers), "names", t.Len(),
 					"refused", len(t.Refused()), "subscribed", w.Live())

@@ -298,6 +298,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 		}
 	}
 	l.st.Skipped = next.Skipped
+	serving.SetRefused(next.Refused)
 	l.certs.status(&l.st)
 	if applied {
 		// Caddy runs exactly this computation: ack its pointers.
