@@ -45,6 +45,11 @@ type Plugin struct {
 	// of order, by table (core/store.DroppedEvents). Info answers it, so
 	// the host shows it in `machine inspect` and the metrics.
 	StoreEventsDropped func() map[string]int64
+	// RefusedContainerRows, for a plugin that serves Containers (DNS,
+	// ingress), reports how many ready containers rows its last serving
+	// computation refused (serving.RefusedRows), so `machine inspect`
+	// shows forged or stray rows.
+	RefusedContainerRows func() int64
 }
 
 // Validate checks the description before serving, so a mistake shows up
@@ -97,6 +102,9 @@ func (b *baseServer) Info(context.Context, *pluginv1.InfoRequest) (*pluginv1.Inf
 	}
 	if b.p.StoreEventsDropped != nil {
 		info.StoreEventsDropped = b.p.StoreEventsDropped()
+	}
+	if b.p.RefusedContainerRows != nil {
+		info.RefusedContainerRows = b.p.RefusedContainerRows()
 	}
 	return info, nil
 }

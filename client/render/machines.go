@@ -53,6 +53,9 @@ func Inspection(out io.Writer, in rpc.Inspection) error {
 		if len(p.StoreEventsDropped) > 0 {
 			fmt.Fprintf(out, "plugin %s dropped store events: %s (duplicate or out of order; see its log)\n", p.Name, droppedByTable(p.StoreEventsDropped))
 		}
+		if p.RefusedContainerRows > 0 {
+			fmt.Fprintf(out, "plugin %s refuses %d containers rows: their Machine cannot vouch for the address (forged or stray; see its log)\n", p.Name, p.RefusedContainerRows)
+		}
 	}
 	return nil
 }

@@ -98,13 +98,17 @@ func TestMachineTables(t *testing.T) {
 	var b strings.Builder
 	in := rpc.Inspection{ID: "0123456789", Name: "m1", Labels: map[string]string{"b": "2", "a": "1"},
 		Plugins: []rpc.PluginView{{Name: "ployz-dns", Health: "failing", Error: "timeout", SHA256: "abcdef0123",
-			StoreEventsDropped: map[string]int64{"serving": 2, "containers": 1}}, {Name: "ployz-metrics"}},
+			StoreEventsDropped: map[string]int64{"serving": 2, "containers": 1}, RefusedContainerRows: 2}, {Name: "ployz-metrics"}},
 		StoreEventsDropped: map[string]int64{"serving": 1, "containers": 3}}
 	if err := Inspection(&b, in); err != nil {
 		t.Fatal(err)
 	}
 	contains(t, "inspect", b.String(), "a=1, b=2", "PLUGIN", "failing (timeout)", "abcdef01 ", "store events dropped  containers 3, serving 1",
-		"plugin ployz-dns dropped store events: containers 1, serving 2 (duplicate or out of order; see its log)")
+		"plugin ployz-dns dropped store events: containers 1, serving 2 (duplicate or out of order; see its log)",
+		"plugin ployz-dns refuses 2 containers rows: their Machine cannot vouch for the address")
+	if strings.Contains(b.String(), "plugin ployz-metrics refuses") {
+		t.Errorf("inspect names refusals of a plugin that reported none:\n%s", b.String())
+	}
 	if strings.Contains(b.String(), "plugin ployz-metrics dropped") {
 		t.Errorf("inspect names drops of a plugin that reported none:\n%s", b.String())
 	}

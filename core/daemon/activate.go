@@ -97,11 +97,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 	if cli, err := dockernet.NewClient(); err != nil {
 		d.log.Error("docker", "error", err)
 	} else {
-		network := rec.Network
-		if !network.IsValid() {
-			network = meshaddr.DefaultNetwork
-		}
-		ncfg := dockernet.Config{Subnet: rec.Subnet, ClusterNetwork: network, ChainPrefix: inputChainPrefix, Logger: d.log.Named("dockernet")}
+		ncfg := dockernet.Config{Subnet: rec.Subnet, ClusterNetwork: clusterNetwork(rec), ChainPrefix: inputChainPrefix, Logger: d.log.Named("dockernet")}
 		if _, err := dockernet.EnsureNetwork(ctx, cli, ncfg); err != nil {
 			d.log.Error("docker network ployz", "error", err)
 		} else if err := dockernet.EnsureForwarding(ncfg); err != nil {
@@ -256,4 +252,13 @@ func meshPeers(ps []machine.Peer) []mesh.Peer {
 		out = append(out, mesh.Peer{PublicKey: k, Endpoints: slices.Clone(p.Endpoints), Subnet: p.Subnet})
 	}
 	return out
+}
+
+// clusterNetwork is the Cluster network of rec, or the default one for a
+// record from before it was kept.
+func clusterNetwork(rec machine.Record) netip.Prefix {
+	if rec.Network.IsValid() {
+		return rec.Network.Masked()
+	}
+	return meshaddr.DefaultNetwork
 }

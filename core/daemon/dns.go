@@ -49,9 +49,7 @@ func (d *Daemon) dnsSpec() ([]byte, error) {
 		Upstreams: ups,
 		StoreAPI:  d.storeSocket(),
 	}
-	if rec.Network.IsValid() {
-		spec.Network = rec.Network.Masked().String()
-	}
+	spec.Network = clusterNetwork(rec).String()
 	b, err := json.MarshalIndent(spec, "", "  ")
 	return append(b, '\n'), err
 }

@@ -87,7 +87,7 @@ func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
 		in.Plugins = append(in.Plugins, rpc.PluginView{Name: p.Name, Kind: p.Kind, Version: p.Version, APIVersion: p.APIVersion,
 			Lifecycle: string(p.Lifecycle), Health: string(p.Health), Error: p.Error, Capabilities: p.Capabilities,
 			SHA256: p.SHA256, RunningSHA256: p.RunningSHA256, SwitchError: p.SwitchError, Pid: p.Pid, Restarts: p.Restarts,
-			StoreEventsDropped: p.StoreEventsDropped})
+			StoreEventsDropped: p.StoreEventsDropped, RefusedContainerRows: p.RefusedContainerRows})
 	}
 	if rec.Subnet.IsValid() {
 		in.Subnet, in.Network = rec.Subnet.String(), rec.Network.String()

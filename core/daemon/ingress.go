@@ -47,6 +47,9 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 	// Certificate private keys are sealed with the Cluster key
 	// (store.ClusterSecretPath).
 	spec.ClusterSecretFile = filepath.Join(d.cfg.DataDir, "store", "cluster-secret")
+	// Container addresses are bounded by the network this Machine's own
+	// record holds, not by what a machines row claims (docs/security.md).
+	spec.Network = clusterNetwork(rec).String()
 	// HTTPS from the daemon's environment (ployz.service's
 	// EnvironmentFile): PLOYZ_ACME_DIRECTORY unset is Let's Encrypt,
 	// empty is off. ParseSpec checks the values.

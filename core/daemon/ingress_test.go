@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ import (
 func TestIngressSpecAndStatus(t *testing.T) {
 	run := t.TempDir()
 	d := &Daemon{cfg: Config{DataDir: "/var/lib/ployz", RunDir: run}, log: hclog.NewNullLogger(),
-		rec: machine.Record{ID: "abc", Phase: machine.Participating}}
+		rec: machine.Record{ID: "abc", Phase: machine.Participating}} // no network kept: the default
 	b, err := d.ingressSpec()
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func TestIngressSpecAndStatus(t *testing.T) {
 		t.Fatalf("the daemon's spec does not parse: %v\n%s", err, b)
 	}
 	if s.Machine != "abc" || s.Listen != ":80" || s.StoreAPI != filepath.Join(run, "store", "api.sock") || s.StoreTokenFile != "" || s.ClusterSecretFile != store.ClusterSecretPath("/var/lib/ployz") ||
-		s.StatusFile != filepath.Join(run, "ingress-status.json") || s.StateDir != "/var/lib/ployz/ingress" {
+		s.StatusFile != filepath.Join(run, "ingress-status.json") || s.StateDir != "/var/lib/ployz/ingress" || s.NetworkPrefix() != netip.MustParsePrefix("10.210.0.0/16") {
 		t.Fatalf("%+v", s)
 	}
 	// No status file: not running, but an answer.

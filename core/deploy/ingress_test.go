@@ -107,6 +107,8 @@ func TestTCPIngressRoutes(t *testing.T) {
 		"gossip":                {[]string{"{ingress_port: 7570, container_port: 80}"}, "x-ports[0].ingress_port: 7570"},
 		"store api":             {[]string{"{ingress_port: 7571, container_port: 80}"}, "x-ports[0].ingress_port: 7571"},
 		"wireguard":             {[]string{"{ingress_port: 51820, container_port: 80}"}, "x-ports[0].ingress_port: 51820"},
+		"volume transport":      {[]string{"{ingress_port: 7574, container_port: 80}"}, "x-ports[0].ingress_port: 7574 is used by the volume transport"},
+		"metrics":               {[]string{"{ingress_port: 9101, container_port: 80}"}, "x-ports[0].ingress_port: 9101 is used by the metrics endpoint"},
 		"udp":                   {[]string{"{ingress_port: 8081, container_port: 80, protocol: udp}"}, "x-ports[0].protocol: udp ingress is not supported"},
 		"bad protocol":          {[]string{"{ingress_port: 8081, container_port: 80, protocol: sctp}"}, "x-ports[0].protocol"},
 		"with hostname":         {[]string{"{ingress_port: 8081, hostname: a.example.test, container_port: 80}"}, "x-ports[0].ingress_port: excludes hostname"},

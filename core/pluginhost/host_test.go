@@ -189,6 +189,9 @@ func TestStatusKeepsDroppedStoreEvents(t *testing.T) {
 	h := newHost(t, dir)
 	defer h.Close()
 	first := statusOf(t, h, "alpha").StoreEventsDropped["serving"]
+	if n := statusOf(t, h, "alpha").RefusedContainerRows; n != 3 {
+		t.Errorf("refused containers rows %d, want the Info's 3", n)
+	}
 	if first < 1 {
 		t.Fatalf("status after attach: %+v, want the Info's dropped events", statusOf(t, h, "alpha"))
 	}

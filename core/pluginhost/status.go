@@ -60,4 +60,8 @@ type PluginStatus struct {
 	// store subscription changes it dropped as duplicate or out of order,
 	// by table (nil when none). Refreshed on each health tick.
 	StoreEventsDropped map[string]int64 `json:"store_events_dropped,omitempty"`
+	// RefusedContainerRows is what the process's Info last reported: the
+	// ready containers rows its serving computation refused (forged or
+	// stray addresses). Refreshed on each health tick.
+	RefusedContainerRows int64 `json:"refused_container_rows,omitempty"`
 }

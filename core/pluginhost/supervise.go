@@ -185,6 +185,7 @@ func (s *supervisor) publish(e Entry, inst *instance) {
 		st.APIVersions, st.APIVersion = inst.info.GetApiVersions(), inst.api
 		st.Capabilities, st.Pid, st.Launched = served, inst.pid, inst.launched
 		st.StoreEventsDropped = inst.info.GetStoreEventsDropped()
+		st.RefusedContainerRows = inst.info.GetRefusedContainerRows()
 		st.RunningSHA256 = ""
 		if inst.running != "" && inst.running != e.SHA256 {
 			st.RunningSHA256 = inst.running
@@ -269,7 +270,9 @@ func (s *supervisor) refreshInfo(ctx context.Context, inst *instance, interval t
 	if err != nil {
 		return
 	}
-	s.update(func(st *PluginStatus) { st.StoreEventsDropped = info.GetStoreEventsDropped() })
+	s.update(func(st *PluginStatus) {
+		st.StoreEventsDropped, st.RefusedContainerRows = info.GetStoreEventsDropped(), info.GetRefusedContainerRows()
+	})
 }
 
 // switchLongLived moves a long-lived plugin whose process runs another

@@ -61,6 +61,11 @@ type PluginView struct {
 	// (absent when none, for a plugin reading no store, and from older
 	// daemons and plugins).
 	StoreEventsDropped map[string]int64 `json:"store_events_dropped,omitempty"`
+	// RefusedContainerRows counts the ready containers rows the plugin's
+	// last serving computation refused because their owner cannot vouch
+	// for the address (forged or stray; absent when none, and from older
+	// daemons and plugins).
+	RefusedContainerRows int64 `json:"refused_container_rows,omitempty"`
 }
 
 // InitializeRequest founds a Cluster on this Machine.

@@ -10,7 +10,7 @@ import (
 
 // refusal is what every ParseSpec error looks like: a JSON error, or a
 // named field with the reason.
-var refusal = regexp.MustCompile(`^ingress spec: (field "(machine|listen|store_api|listen_tls|acme\.directory|acme\.ca_file|acme\.email|acme\.rank_delay_seconds)" |json: |unexpected end of JSON input|invalid character |cannot unmarshal |.*looking for beginning of value)`)
+var refusal = regexp.MustCompile(`^ingress spec: (field "(machine|listen|store_api|listen_tls|acme\.directory|acme\.ca_file|acme\.email|acme\.rank_delay_seconds|network)" |json: |unexpected end of JSON input|invalid character |cannot unmarshal |.*looking for beginning of value)`)
 
 // FuzzParseSpec: ParseSpec never panics, refuses with a named field (or a
 // JSON error), and what it accepts is usable and survives a round trip
@@ -22,6 +22,8 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte(`{"machine":"m1","listen":":80","store_api":"h:1","listen_tls":":8443"}`))
 	f.Add([]byte(`{"machine":" ","listen":":0"}`))
 	f.Add([]byte(`{"machine":"m","listen":"[::1]:80","store_api":"h:1","acme":{"directory":"http://x","ca_file":"rel"}}`))
+	f.Add([]byte(`{"machine":"m1","listen":":80","store_api":"h:1","network":"10.210.0.0/16"}`))
+	f.Add([]byte(`{"machine":"m1","listen":":80","store_api":"h:1","network":"fd00::/8"}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"acme":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

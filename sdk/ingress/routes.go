@@ -19,6 +19,9 @@ type Route = rpc.IngressState
 type Routes struct {
 	Routes  []Route
 	Skipped []rpc.SkippedRoute
+	// Refused counts the ready rows ignored because their owner cannot
+	// vouch for their address (serving.Refused); each is also in Skipped.
+	Refused int
 	// Pointers maps every Service with a Serving Pointer to the pointer's
 	// id: the config computed here follows exactly these.
 	Pointers map[string]string
@@ -138,6 +141,7 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 	if verdict == serving.Refused {
 		// Ignored whole: a row no Machine vouches for claims no hostname
 		// or port either, so it cannot put a route into conflict.
+		rc.out.Refused++
 		rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
 			Reason: fmt.Sprintf("field \"ip\": %v; its routes are ignored", rc.in.Vouched(r.Owner, ip))})
 		return

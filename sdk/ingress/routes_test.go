@@ -272,8 +272,8 @@ func TestComputeIgnoresUnvouchedRows(t *testing.T) {
 			t.Errorf("skipped %s: %q, want the field and address %s", key, r, ip)
 		}
 	}
-	if len(reasons) != 4 {
-		t.Errorf("skipped %+v", got.Skipped)
+	if len(reasons) != 4 || got.Refused != 4 {
+		t.Errorf("skipped %+v, refused %d; want the 4 rows", got.Skipped, got.Refused)
 	}
 }
 

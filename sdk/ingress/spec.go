@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -60,6 +61,20 @@ type Spec struct {
 	// served on ListenTLS (default DefaultListenTLS). See tls.go.
 	ACME      *ACMESpec `json:"acme,omitempty"`
 	ListenTLS string    `json:"listen_tls,omitempty"`
+	// Network is the Cluster network from this Machine's own record, e.g.
+	// "10.210.0.0/16": no Container address outside it is proxied, whatever
+	// a machines row claims (sdk/serving). Empty: not bounded by one.
+	Network string `json:"network,omitempty"`
+}
+
+// NetworkPrefix is Network parsed (ParseSpec checked it); invalid when
+// empty.
+func (s Spec) NetworkPrefix() netip.Prefix {
+	p, err := netip.ParsePrefix(s.Network)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return p.Masked()
 }
 
 // ParseSpec decodes and validates an ingress.json document, filling
@@ -80,6 +95,11 @@ func ParseSpec(b []byte) (Spec, error) {
 	}
 	if err := s.checkTLS(); err != nil {
 		return Spec{}, err
+	}
+	if s.Network != "" {
+		if p, err := netip.ParsePrefix(s.Network); err != nil || !p.Addr().Is4() {
+			return Spec{}, fieldErr("network", fmt.Sprintf("%q is not an IPv4 prefix", s.Network))
+		}
 	}
 	if s.StatusFile == "" {
 		s.StatusFile = DefaultStatusPath

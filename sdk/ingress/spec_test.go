@@ -1,6 +1,8 @@
 package ingress
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/ployz/ployz/sdk"
@@ -16,6 +18,24 @@ func TestCapabilitiesAreValidNames(t *testing.T) {
 			if err := sdk.ValidCapability(c); err != nil {
 				t.Errorf("spec %+v: %v", s, err)
 			}
+		}
+	}
+}
+
+// TestSpecNetwork: the Cluster network parses to the prefix serving bounds
+// addresses by; one that is not an IPv4 prefix is refused naming the field.
+func TestSpecNetwork(t *testing.T) {
+	base := `{"machine":"m1","listen":":80","store_api":"/run/ployz/store/api.sock"`
+	s, err := ParseSpec([]byte(base + `,"network":"10.210.7.0/16"}`))
+	if err != nil || s.NetworkPrefix() != netip.MustParsePrefix("10.210.0.0/16") {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if s, err := ParseSpec([]byte(base + `}`)); err != nil || s.NetworkPrefix().IsValid() {
+		t.Fatalf("no network: %+v %v", s, err)
+	}
+	for _, bad := range []string{"10.210.0.0", "fd00::/8", "x"} {
+		if _, err := ParseSpec([]byte(base + `,"network":"` + bad + `"}`)); err == nil || !strings.Contains(err.Error(), `"network"`) {
+			t.Errorf("network %q: %v, want a refusal naming the field", bad, err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -73,11 +74,22 @@ type Machines struct {
 	// Down holds the (lowercase) ids of the Machines this Machine's
 	// membership view holds Down; nil without a view.
 	Down map[string]bool
+	// Network is the Cluster network every Machine subnet is carved from,
+	// as this Machine's own record (not the store) says; invalid when the
+	// reader was not told it. A machines row is any store writer's to
+	// forge, so its subnet alone bounds nothing: this does.
+	Network netip.Prefix
 }
 
 // Vouched reports why ip is not an address the row's owner can vouch for,
 // or nil when it lies in that participating Machine's subnet.
 func (m Machines) Vouched(owner string, ip netip.Addr) error {
+	if err := Routable(ip); err != nil {
+		return err
+	}
+	if m.Network.IsValid() && !m.Network.Contains(ip) {
+		return fmt.Errorf("address %s is outside the Cluster network %s", ip, m.Network)
+	}
 	subnet, ok := m.Subnets[strings.ToLower(owner)]
 	if !ok {
 		return fmt.Errorf("address %s: its owner %q is no participating Machine with a subnet", ip, owner)
@@ -87,6 +99,34 @@ func (m Machines) Vouched(owner string, ip netip.Addr) error {
 	}
 	return nil
 }
+
+// Routable reports why ip can never be a Container's address, whatever
+// subnet a (possibly forged) machines row claims: link-local (cloud
+// metadata, 169.254.169.254), unspecified, multicast and broadcast.
+// Loopback is left to the Cluster network bound (Machines.Network, which
+// ployzd always hands its plugins): test backends listen there.
+func Routable(ip netip.Addr) error {
+	switch {
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return fmt.Errorf("address %s is link-local", ip)
+	case ip.IsUnspecified():
+		return fmt.Errorf("address %s is unspecified", ip)
+	case ip.IsMulticast(), ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return fmt.Errorf("address %s is multicast or broadcast", ip)
+	}
+	return nil
+}
+
+// refusedRows is this process's last count of refused rows (SetRefused).
+var refusedRows atomic.Int64
+
+// SetRefused records how many ready rows the process's latest serving
+// computation refused; a plugin calls it after each load.
+func SetRefused(n int) { refusedRows.Store(int64(n)) }
+
+// RefusedRows is the count SetRefused last recorded (sdk.Plugin's
+// RefusedContainerRows).
+func RefusedRows() int64 { return refusedRows.Load() }
 
 // Judge classifies one row; pointers maps ServiceKey to the Service's
 // Serving Pointer (absent: every ready Container serves).
@@ -272,7 +312,9 @@ const Participating = "participating"
 // and machines tables (Containers, Pointers, Machines), and the store's
 // membership view (Machines.Down; none when the store has no view or
 // does not answer it: a view that cannot be read leaves nothing out).
-func Read(ctx context.Context, c *store.Client) (Input, error) {
+// network is the Cluster network from the reader's spec (Machines.Network;
+// invalid: not bounded by one).
+func Read(ctx context.Context, c *store.Client, network netip.Prefix) (Input, error) {
 	var in Input
 	var err error
 	if in.Containers, err = c.Containers().List(ctx); err != nil {
@@ -286,6 +328,7 @@ func Read(ctx context.Context, c *store.Client) (Input, error) {
 		return in, err
 	}
 	in.Machines = MachinesOf(ms)
+	in.Machines.Network = network
 	if view, err := c.Membership(ctx); err == nil {
 		in.Machines.Down = DownOf(ms, view)
 	}

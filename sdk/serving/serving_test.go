@@ -140,7 +140,7 @@ func TestComputeRefusesUnvouchedAddresses(t *testing.T) {
 	if k := keys(Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{named}})["demo/web"]); len(k) != 1 || k[0] != "ok" {
 		t.Fatalf("a pointer naming a refused row: serving %v", k)
 	}
-	for key, want := range map[string]string{"meta": "outside", "ghost": "no participating"} {
+	for key, want := range map[string]string{"meta": "link-local", "other": "outside", "ghost": "no participating"} {
 		i := slices.IndexFunc(rows, func(r store.Row[store.ContainerBody]) bool { return r.Key == key })
 		err := testMachines.Vouched(rows[i].Owner, netip.MustParseAddr(rows[i].Body.IP))
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), rows[i].Body.IP) {
@@ -205,5 +205,45 @@ func TestDownOf(t *testing.T) {
 	view := store.Membership{Members: []store.Member{{Site: "s-1", State: "down"}, {Site: "s-2", State: "suspect"}, {Site: "s-9", State: "down"}}}
 	if got := DownOf(rows, view); len(got) != 1 || !got["m1"] {
 		t.Fatalf("DownOf: %v, want only m1", got)
+	}
+}
+
+// TestComputeRefusesForgedMachineSubnets: a store writer forges a
+// participating machines row whose subnet holds cloud metadata, loopback
+// or another network, and a ready containers row inside it. None of those
+// addresses ever serves, and each is counted; a row inside the Cluster
+// network still serves.
+func TestComputeRefusesForgedMachineSubnets(t *testing.T) {
+	ms := MachinesOf([]store.Row[store.MachineBody]{
+		{Key: "m1", Body: store.MachineBody{Phase: Participating, Subnet: "10.210.1.0/24"}},
+		{Key: "meta", Body: store.MachineBody{Phase: Participating, Subnet: "169.254.169.0/24"}},
+		{Key: "lo", Body: store.MachineBody{Phase: Participating, Subnet: "127.0.0.0/8"}},
+		{Key: "lan", Body: store.MachineBody{Phase: Participating, Subnet: "192.168.1.0/24"}},
+		{Key: "all", Body: store.MachineBody{Phase: Participating, Subnet: "0.0.0.0/0"}},
+	})
+	ms.Network = netip.MustParsePrefix("10.210.0.0/16")
+	rows := []store.Row[store.ContainerBody]{
+		crow("ok", "m1", "demo", "web", "10.210.1.2", "d1", true),
+		crow("meta", "meta", "demo", "web", "169.254.169.254", "d1", true),
+		crow("lo", "lo", "demo", "web", "127.0.0.1", "d1", true),
+		crow("lan", "lan", "demo", "web", "192.168.1.1", "d1", true),
+		crow("all", "all", "demo", "web", "239.1.2.3", "d1", true),
+	}
+	s := Compute(Input{Machines: ms, Containers: rows})["demo/web"]
+	if k := keys(s); len(k) != 1 || k[0] != "ok" || s.Refused != 4 {
+		t.Fatalf("serving %v, refused %d; want [ok], 4", k, s.Refused)
+	}
+	for key, want := range map[string]string{"meta": "link-local", "lo": "Cluster network", "lan": "Cluster network", "all": "multicast"} {
+		i := slices.IndexFunc(rows, func(r store.Row[store.ContainerBody]) bool { return r.Key == key })
+		err := ms.Vouched(rows[i].Owner, netip.MustParseAddr(rows[i].Body.IP))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), rows[i].Body.IP) {
+			t.Errorf("%s: %v, want it to say %q and name the address", key, err, want)
+		}
+	}
+	// Without the Cluster network (an older spec, or a test's loopback
+	// backends) link-local and multicast are still refused.
+	ms.Network = netip.Prefix{}
+	if s := Compute(Input{Machines: ms, Containers: rows})["demo/web"]; s.Refused != 2 || len(s.Members) != 3 {
+		t.Fatalf("without a network: serving %v, refused %d; want ok, lo and lan, 2", keys(s), s.Refused)
 	}
 }

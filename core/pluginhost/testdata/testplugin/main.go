@@ -60,6 +60,7 @@ func main() {
 		StoreEventsDropped: func() map[string]int64 {
 			return map[string]int64{"serving": infos.Add(1)}
 		},
+		RefusedContainerRows: func() int64 { return 3 },
 		// A config saying "reject" is refused, so tests see Configure arrive.
 		Configure: func(_ context.Context, _ uint32, config []byte) error {
 			if strings.Contains(string(config), "reject") {

@@ -27,6 +27,7 @@ import (
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // Capability is advertised in Info by a process that serves DNS (`serve`).
@@ -80,6 +81,8 @@ func Plugin(version string, s *Status) *sdk.Plugin {
 		Description: "Internal DNS: answers <service>.<namespace>.internal names from the store, forwards the rest.",
 		// The loader's store subscriptions (serving.Watch) count here.
 		StoreEventsDropped: store.DroppedEvents,
+		// Forged or stray containers rows the table does not answer.
+		RefusedContainerRows: serving.RefusedRows,
 	}
 	if s != nil {
 		p.Capabilities = []string{Capability}

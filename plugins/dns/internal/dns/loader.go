@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,17 +37,21 @@ type Source interface {
 
 // StoreSource reads the replicated store at the spec's store_api, with
 // the token from its store_token_file, and watches it by subscription.
-type StoreSource struct{ tf *store.TokenFileClient }
+// Container addresses outside the spec's Cluster network are refused.
+type StoreSource struct {
+	tf      *store.TokenFileClient
+	network netip.Prefix
+}
 
 // NewStoreSource returns the store Source of cfg.
 func NewStoreSource(cfg dnsspec.Config) StoreSource {
-	return StoreSource{store.NewTokenFileClient(cfg.StoreAPI, cfg.StoreTokenFile)}
+	return StoreSource{store.NewTokenFileClient(cfg.StoreAPI, cfg.StoreTokenFile), cfg.NetworkPrefix}
 }
 
 // Read implements Source.
 func (s StoreSource) Read(ctx context.Context) (in serving.Input, err error) {
 	err = s.tf.Do(func(c *store.Client) error {
-		in, err = serving.Read(ctx, c)
+		in, err = serving.Read(ctx, c, s.network)
 		return err
 	})
 	return in, err
@@ -100,6 +105,7 @@ func Load(ctx context.Context, h *Handler, src Source, poll time.Duration, log h
 			t := Build(in)
 			h.SetTable(t)
 			refusal.report(log, t.Refused())
+			serving.SetRefused(len(t.Refused()))
 			if failing || first {
 				log.Info("loaded from the store", "containers", len(in.Containers), "pointers", len(in.Pointers), "names", t.Len(),
 					"refused", len(t.Refused()), "subscribed", w.Live())

@@ -2,10 +2,13 @@ package dns
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -72,7 +75,7 @@ func TestDoesNotAnswerUnvouchedAddresses(t *testing.T) {
 	for _, r := range tb.Refused() {
 		reasons[r.Key] = r.Reason
 	}
-	want := map[string]string{"meta": "outside", "lo": "outside", "other": "outside", "joining": "no participating", "ghost": "no participating"}
+	want := map[string]string{"meta": "link-local", "lo": "outside", "other": "outside", "joining": "no participating", "ghost": "no participating"}
 	if len(reasons) != len(want) {
 		t.Fatalf("refused %v, want %v", reasons, want)
 	}
@@ -127,5 +130,32 @@ func TestJoiningMachineAnswersOnceParticipating(t *testing.T) {
 	got, ok := NewTable(ms, forgedRows()).Lookup(ParseName("joining.demo.internal"), "m1", netip.Prefix{}, 0)
 	if !ok || !slices.Equal(ips(got), []string{"10.210.4.2"}) {
 		t.Fatalf("participating: %v %v", ips(got), ok)
+	}
+}
+
+// forgedSource serves the forged tables to Load.
+type forgedSource struct{}
+
+func (forgedSource) Read(context.Context) (serving.Input, error) {
+	return serving.Input{Machines: forgedMachines(), Containers: forgedRows()}, nil
+}
+
+func (forgedSource) Watch(ctx context.Context, log hclog.Logger) *store.Watch {
+	return store.NewWatch(ctx, func(func(*store.Client) error) error { return errors.New("no store here") }, nil, log)
+}
+
+// TestLoadCountsRefusedRows: each load records how many rows it refused,
+// which the plugin's Info hands to `machine inspect`.
+func TestLoadCountsRefusedRows(t *testing.T) {
+	serving.SetRefused(0)
+	up, _ := upstream(t)
+	h := NewHandler(testCfg(t, up), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	loaded := make(chan struct{})
+	go Load(ctx, h, forgedSource{}, time.Hour, hclog.NewNullLogger(), func() { close(loaded) })
+	<-loaded
+	if n := serving.RefusedRows(); n != 5 {
+		t.Fatalf("refused rows %d, want the 5 forged ones", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // Main is the ployz-ingress-caddy command line; it returns the exit status.
@@ -64,6 +65,8 @@ func plugin(version, specPath string, kept *ingress.Spec) *sdk.Plugin {
 		Register:     func(*grpc.Server) {}, // the proxy is driven by its spec and the store
 		// The route builder's store subscriptions (serving.Watch) count here.
 		StoreEventsDropped: store.DroppedEvents,
+		// Forged or stray containers rows no route is given.
+		RefusedContainerRows: serving.RefusedRows,
 	}
 	if specPath != "" {
 		p.Configure = func(_ context.Context, _ uint32, config []byte) error { return applySpec(specPath, config) }

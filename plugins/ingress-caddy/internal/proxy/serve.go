@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"reflect"
 	"sync/atomic"
@@ -68,18 +69,22 @@ type Source interface {
 
 // StoreSource reads the replicated store at the spec's store_api, with
 // the token from its store_token_file.
-type StoreSource struct{ tf *store.TokenFileClient }
+// Container addresses outside the spec's Cluster network are refused.
+type StoreSource struct {
+	tf      *store.TokenFileClient
+	network netip.Prefix
+}
 
 // NewStoreSource returns the store Source of spec s.
 func NewStoreSource(s ingress.Spec) StoreSource {
-	return StoreSource{store.NewTokenFileClient(s.StoreAPI, s.StoreTokenFile)}
+	return StoreSource{store.NewTokenFileClient(s.StoreAPI, s.StoreTokenFile), s.NetworkPrefix()}
 }
 
 // Input implements Source.
 func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
 	var in ingress.Input
 	err := s.tf.Do(func(c *store.Client) error {
-		r, err := serving.Read(ctx, c)
+		r, err := serving.Read(ctx, c, s.network)
 		in.Containers, in.Pointers, in.Machines = r.Containers, r.Pointers, r.Machines
 		return err
 	})
@@ -293,6 +298,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 		}
 	}
 	l.st.Skipped = next.Skipped
+	serving.SetRefused(next.Refused)
 	l.certs.status(&l.st)
 	if applied {
 		// Caddy runs exactly this computation: ack its pointers.

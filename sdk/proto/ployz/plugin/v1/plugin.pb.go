@@ -92,8 +92,13 @@ type InfoResponse struct {
 	// reordered them; empty when none, or for a plugin that reads no store.
 	// The host asks Info again on its health ticks to keep it current.
 	StoreEventsDropped map[string]int64 `protobuf:"bytes,9,rep,name=store_events_dropped,json=storeEventsDropped,proto3" json:"store_events_dropped,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// refused_container_rows is how many ready containers rows this
+	// process's last serving computation refused because their owner cannot
+	// vouch for the address (sdk/serving): forged or stray rows; 0 for a
+	// plugin that serves no Containers.
+	RefusedContainerRows int64 `protobuf:"varint,10,opt,name=refused_container_rows,json=refusedContainerRows,proto3" json:"refused_container_rows,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -187,6 +192,13 @@ func (x *InfoResponse) GetStoreEventsDropped() map[string]int64 {
 		return x.StoreEventsDropped
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetRefusedContainerRows() int64 {
+	if x != nil {
+		return x.RefusedContainerRows
+	}
+	return 0
 }
 
 // ConfigureRequest carries the negotiated API version and the configuration.
@@ -286,7 +298,7 @@ var File_ployz_plugin_v1_plugin_proto protoreflect.FileDescriptor
 const file_ployz_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x1cployz/plugin/v1/plugin.proto\x12\x0fployz.plugin.v1\"\r\n" +
-	"\vInfoRequest\"\xad\x03\n" +
+	"\vInfoRequest\"\xe3\x03\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0eplugin_version\x18\x02 \x01(\tR\rpluginVersion\x12!\n" +
@@ -296,7 +308,9 @@ const file_ployz_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12 \n" +
 	"\vdescription\x18\a \x01(\tR\vdescription\x12\x10\n" +
 	"\x03pid\x18\b \x01(\x03R\x03pid\x12g\n" +
-	"\x14store_events_dropped\x18\t \x03(\v25.ployz.plugin.v1.InfoResponse.StoreEventsDroppedEntryR\x12storeEventsDropped\x1aE\n" +
+	"\x14store_events_dropped\x18\t \x03(\v25.ployz.plugin.v1.InfoResponse.StoreEventsDroppedEntryR\x12storeEventsDropped\x124\n" +
+	"\x16refused_container_rows\x18\n" +
+	" \x01(\x03R\x14refusedContainerRows\x1aE\n" +
 	"\x17StoreEventsDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"K\n" +
