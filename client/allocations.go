@@ -97,7 +97,7 @@ func (a *clusterAllocations) record(ctx context.Context, machineID, machineName 
 func (a *clusterAllocations) SetState(ctx context.Context, machineID, machineName string, subnet netip.Prefix, state string) error {
 	if !a.fallback {
 		err := a.put(ctx, machineID, machineName, subnet, state)
-		if !unsupported(err) {
+		if !Unsupported(err) {
 			return err
 		}
 		a.fallback = true
@@ -122,7 +122,7 @@ func (a *clusterAllocations) put(ctx context.Context, machineID, machineName str
 func (a *clusterAllocations) list(ctx context.Context) ([]rpc.Allocation, error) {
 	var out rpc.Allocations
 	err := a.ent.Call(ctx, rpc.Target{}, rpc.CmdListAllocations, nil, &out)
-	if unsupported(err) {
+	if Unsupported(err) {
 		a.fallback = true
 		return nil, nil
 	}

@@ -83,7 +83,7 @@ func (s *Session) ImportLocalState(ctx context.Context) (ImportReport, error) {
 // them done; an entry that keeps none leaves rep not Done.
 func (s *Session) importSavedState(ctx context.Context, rep *ImportReport) error {
 	renumber, err := s.importRevisions(ctx, rep)
-	if unsupported(err) {
+	if Unsupported(err) {
 		*rep = ImportReport{Context: s.name}
 		return nil
 	}

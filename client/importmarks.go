@@ -26,7 +26,7 @@ func (s *Session) importMarks(ctx context.Context, rep *ImportReport) (ran bool,
 		err = s.importRemovals(ctx, rep)
 	}
 	switch {
-	case unsupported(err):
+	case Unsupported(err):
 		return false, nil
 	case err != nil:
 		return false, err

@@ -28,7 +28,7 @@ func (s *Session) importVolumeRuns(ctx context.Context, rep *ImportReport) (ran 
 	for _, r := range runs {
 		var out rpc.VolumeRunPut
 		err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdPutVolumeRun, importedRun(r, who), &out)
-		if unsupported(err) {
+		if Unsupported(err) {
 			return false, nil
 		}
 		if err != nil {

@@ -37,19 +37,20 @@ func (mr *MachineRemoval) Question() (question string, typed bool) {
 	case mr.HoldsData:
 		return fmt.Sprintf("Machine %s holds %s. Type its name to remove it: ", p.Name, mr.Holds), true
 	case mr.Lost:
-		return fmt.Sprintf("Machine %s (%s) does not answer (%s). Forget it for good, without a reset?", p.Name, shortMachineID(p.ID), mr.Silence), false
+		return fmt.Sprintf("Machine %s (%s) does not answer (%s). Forget it for good, without a reset?", p.Name, shortID(p.ID, 8), mr.Silence), false
 	}
-	return fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it?", p.Name, shortMachineID(p.ID)), false
+	return fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it?", p.Name, shortID(p.ID, 8)), false
 }
 
 // Removed is the line that reports the removal done.
 func (mr *MachineRemoval) Removed() string {
-	return fmt.Sprintf("removed %s (%s) from the Cluster", mr.Machine.Name, shortMachineID(mr.Machine.ID))
+	return fmt.Sprintf("removed %s (%s) from the Cluster", mr.Machine.Name, shortID(mr.Machine.ID, 8))
 }
 
-func shortMachineID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+// shortID is id's first n characters: a Machine's 8, a Container's 12.
+func shortID(id string, n int) string {
+	if len(id) > n {
+		return id[:n]
 	}
 	return id
 }

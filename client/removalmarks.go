@@ -18,7 +18,7 @@ import (
 func (s *Session) markRemoval(ctx context.Context, project, env string) error {
 	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdMarkRemoval, rpc.MarkRemovalRequest{RemovalMark: rpc.RemovalMark{Project: project,
 		Environment: env, Operator: s.Operator().History()}}, nil)
-	if unsupported(err) {
+	if Unsupported(err) {
 		return s.st.MarkRemoval(s.name, project, env)
 	}
 	if err != nil {
@@ -31,7 +31,7 @@ func (s *Session) markRemoval(ctx context.Context, project, env string) error {
 // mark this computer kept before the Cluster did is finished too).
 func (s *Session) clearRemoval(ctx context.Context, project, env string) error {
 	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdClearRemoval, rpc.ClearRemovalRequest{Project: project, Environment: env}, nil)
-	if err != nil && !unsupported(err) {
+	if err != nil && !Unsupported(err) {
 		return fmt.Errorf("clear the removal mark of %s/%s in the Cluster: %w", project, env, err)
 	}
 	return s.st.ClearRemoval(s.name, project, env)
@@ -42,7 +42,7 @@ func (s *Session) clearRemoval(ctx context.Context, project, env string) error {
 func (s *Session) Removals(ctx context.Context) ([]operator.Removal, error) {
 	var out rpc.RemovalMarks
 	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRemovals, nil, &out)
-	if unsupported(err) {
+	if Unsupported(err) {
 		return s.st.Removals(s.name)
 	}
 	if err != nil {

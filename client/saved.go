@@ -34,7 +34,7 @@ func (s *Session) LatestSaved(ctx context.Context) ([]operator.SavedState, error
 	var out rpc.RevisionList
 	err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRevisions, rpc.ListRevisionsRequest{AllNamespaces: true, Latest: true, WithCompose: true}, &out)
 	switch {
-	case unsupported(err) || invalidField(err, "namespace"):
+	case Unsupported(err) || invalidField(err, "namespace"):
 		// An entry from before all_namespaces refuses the empty namespace.
 		return local, nil
 	case err != nil:

@@ -24,11 +24,7 @@ import (
 
 // Unsupported reports a refusal of an entry that does not know the
 // command (an older release): callers fall back to the operator store.
-func Unsupported(err error) bool { return unsupported(err) }
-
-// unsupported reports a refusal of an entry that does not know the
-// command.
-func unsupported(err error) bool {
+func Unsupported(err error) bool {
 	var e *rpc.Error
 	return errors.As(err, &e) && e.Code == rpc.CodeUnsupported
 }
@@ -45,7 +41,7 @@ func (s *Session) saveRevision(ctx context.Context, project, env string, compose
 	err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdSaveRevision, rpc.SaveRevisionRequest{ID: newRevisionID(), Project: project,
 		Environment: env, Compose: compose, Operator: s.Operator().History()}, &out)
 	switch {
-	case unsupported(err):
+	case Unsupported(err):
 		return local.Revision, nil
 	case err != nil:
 		return 0, fmt.Errorf("save revision of %s in the Cluster: %w", deploy.Namespace(project, env), err)
@@ -60,7 +56,7 @@ func newRevisionID() string { return "r-" + deploy.NewID(10) }
 func (s *Session) clusterRevisions(ctx context.Context, req rpc.ListRevisionsRequest) (revs []rpc.Revision, local bool, err error) {
 	var out rpc.RevisionList
 	err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRevisions, req, &out)
-	if unsupported(err) {
+	if Unsupported(err) {
 		return nil, true, nil
 	}
 	if err != nil {
@@ -119,7 +115,7 @@ func (s *Session) stateAt(ctx context.Context, p Project, rev int) (operator.Sav
 func (s *Session) namespaceRecords(ctx context.Context, ns string) ([]deploy.Record, error) {
 	var out rpc.DeployRecordList
 	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListDeployRecords, rpc.ListDeployRecordsRequest{Namespace: ns, Limit: operator.KeepDeploys}, &out)
-	if unsupported(err) || (err == nil && len(out.Records) == 0) {
+	if Unsupported(err) || (err == nil && len(out.Records) == 0) {
 		return namespaceRecords(s.st, s.name, ns)
 	}
 	if err != nil {
@@ -151,7 +147,7 @@ func (s *Session) remoteRecords(ctx context.Context) func(operator.DeployRow) er
 		_ = json.Unmarshal(r.Body, &rev) // the revision is the record's; a reader parses the rest
 		err := s.ent.Call(context.WithoutCancel(ctx), rpc.Target{}, rpc.CmdPutDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: r.DeploymentID,
 			Namespace: r.Namespace, Revision: rev.Revision, StartedAt: r.StartedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(), Record: r.Body}, nil)
-		if unsupported(err) {
+		if Unsupported(err) {
 			skip = true
 			return nil
 		}

@@ -95,16 +95,9 @@ func LostRows(snap deploy.Snapshot, ns, service string) []ContainerRow {
 		}
 		for _, c := range snap.LostReplicas(sns, svc) {
 			out = append(out, ContainerRow{Machine: views.MachineName(snap, c.MachineID), Down: true, ContainerObservation: rpc.ContainerObservation{
-				ID: c.ID, Name: shortContainerID(c.ID), MachineID: c.MachineID, Namespace: sns, Service: svc,
+				ID: c.ID, Name: shortID(c.ID, 12), MachineID: c.MachineID, Namespace: sns, Service: svc,
 				Deployment: c.Deployment, ImageID: c.ImageID, State: StateUnknown}})
 		}
 	}
 	return out
-}
-
-func shortContainerID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
