@@ -27,6 +27,7 @@ import (
 const (
 	baseRepo    = "ployz-lab-base"
 	machineRepo = "ployz-lab-machine"
+	bareRepo    = "ployz-lab-bare"
 	// TestAppImage is the workload image every lab Machine can run.
 	TestAppImage = "ployz-testapp:latest"
 )
@@ -66,9 +67,22 @@ func BuildMachineImageFor(ctx context.Context, dist OS, binDir string, logf func
 	return buildMachine(ctx, dist, base, binDir, logf)
 }
 
+// BuildBareImageFor returns the tag of a dist Machine image without Ployz:
+// the base with only the lab's docker drop-in, for tests that install
+// Ployz the way a user does (a .deb, a release channel).
+func BuildBareImageFor(ctx context.Context, dist OS, logf func(string, ...any)) (string, error) {
+	suite, err := dist.suite()
+	if err != nil {
+		return "", err
+	}
+	base, err := buildBase(ctx, dist, suite, logf)
+	if err != nil {
+		return "", err
+	}
+	return layerImage(ctx, bareRepo+"-"+string(dist), base, nil, nil, logf)
+}
+
 func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(string, ...any)) (string, error) {
-	h := sha256.New()
-	h.Write([]byte(base))
 	files, err := binaryFiles(binDir, "machine image")
 	if err != nil {
 		return "", err
@@ -77,6 +91,14 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 	if err != nil {
 		return "", err
 	}
+	return layerImage(ctx, machineRepo+"-"+string(dist), base, files, units, logf)
+}
+
+// layerImage commits base with files (image path -> host path), units and
+// the docker drop-in layered over it, tagged repo:<hash of all of them>.
+func layerImage(ctx context.Context, repo, base string, files map[string]string, units map[string][]byte, logf func(string, ...any)) (string, error) {
+	h := sha256.New()
+	h.Write([]byte(base))
 	if err := hashFiles(h, files); err != nil {
 		return "", err
 	}
@@ -85,7 +107,6 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 		h.Write(units[dst])
 	}
 	h.Write([]byte(dockerDropIn))
-	repo := machineRepo + "-" + string(dist)
 	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
 	if imageExists(ctx, tag) {
 		return tag, nil
