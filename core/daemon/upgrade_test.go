@@ -8,8 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
