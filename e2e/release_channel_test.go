@@ -40,7 +40,9 @@ func TestReleaseChannel(t *testing.T) {
 	defer cancel()
 	dist := t.TempDir()
 	key := filepath.Join(t.TempDir(), "release.key")
-	if out, err := exec.CommandContext(ctx, "go", "run", "./internal/releasekey", "gen", key).CombinedOutput(); err != nil {
+	gen := exec.CommandContext(ctx, "go", "run", "./internal/releasekey", "gen", key)
+	gen.Dir = ".."
+	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("releasekey gen: %v\n%s", err, out)
 	}
 	// Both releases are built while the lab boots; the channel is then
