@@ -103,26 +103,7 @@ func TestReleaseChannel(t *testing.T) {
 
 	cluster := *l
 	cluster.Machines = l.Machines[:2]
-	for _, m := range cluster.Machines {
-		eventually(t, 90*time.Second, m.Name+" ingress unit active", func() error {
-			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-plugin@ingress-caddy.service")
-			if err != nil || out != "active" {
-				return fmt.Errorf("%q: %v", out, err)
-			}
-			return nil
-		})
-	}
-	if doc, errs, code := deployFile(t, op, ingressCompose); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
-		t.Fatalf("deploy: exit %d\n%s", code, errs)
-	}
-	for _, m := range cluster.Machines {
-		eventually(t, 60*time.Second, m.Name+" serves hello", func() error {
-			if code, _, err := hostGet(m.IP.String(), "hello.example.test", "/"); err != nil || code != 200 {
-				return fmt.Errorf("%d %v", code, err)
-			}
-			return nil
-		})
-	}
+	deployHello(t, ctx, &cluster, op)
 
 	setChannel(t, dist, channelV2)
 	channelUpgrade(t, ctx, &cluster, op)
@@ -161,16 +142,7 @@ func setChannel(t *testing.T, dist, v string) {
 // network and returns its URL.
 func serveDist(t *testing.T, l *lab.Lab, dist string) string {
 	t.Helper()
-	gw, err := exec.Command("docker", "network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", l.Network).Output()
-	if err != nil {
-		t.Fatalf("lab network gateway: %v", err)
-	}
-	bind := strings.TrimSpace(string(gw))
-	if net.ParseIP(bind) == nil { // no explicit gateway: Docker's is the subnet's .1
-		a := l.Machines[0].IP.As4()
-		a[3] = 1
-		bind = net.IP(a[:]).String()
-	}
+	bind := hostOnLab(t, context.Background(), l)
 	ln, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
 	if err != nil {
 		t.Fatalf("serve the release source: %v", err)

@@ -56,26 +56,27 @@ func BuildMachineImage(ctx context.Context, binDir string, logf func(string, ...
 // binaries in binDir, building that OS's Debian base first when its recipe
 // changed.
 func BuildMachineImageFor(ctx context.Context, dist OS, binDir string, logf func(string, ...any)) (string, error) {
-	suite, err := dist.suite()
-	if err != nil {
-		return "", err
-	}
-	base, err := buildBase(ctx, dist, suite, logf)
+	base, err := baseFor(ctx, dist, logf)
 	if err != nil {
 		return "", err
 	}
 	return buildMachine(ctx, dist, base, binDir, logf)
 }
 
-// BuildBareImageFor returns the tag of a dist Machine image without Ployz:
-// the base with only the lab's docker drop-in, for tests that install
-// Ployz the way a user does (a .deb, a release channel).
-func BuildBareImageFor(ctx context.Context, dist OS, logf func(string, ...any)) (string, error) {
+// baseFor is dist's base image, built when its recipe changed.
+func baseFor(ctx context.Context, dist OS, logf func(string, ...any)) (string, error) {
 	suite, err := dist.suite()
 	if err != nil {
 		return "", err
 	}
-	base, err := buildBase(ctx, dist, suite, logf)
+	return buildBase(ctx, dist, suite, logf)
+}
+
+// BuildBareImageFor returns the tag of a dist Machine image without Ployz:
+// the base with only the lab's docker drop-in, for tests that install
+// Ployz the way a user does (a .deb, a release channel).
+func BuildBareImageFor(ctx context.Context, dist OS, logf func(string, ...any)) (string, error) {
+	base, err := baseFor(ctx, dist, logf)
 	if err != nil {
 		return "", err
 	}
