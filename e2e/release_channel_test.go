@@ -183,7 +183,7 @@ func tamperedRefused(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	if code == 0 || !strings.Contains(errs, name) {
 		t.Errorf("tampered bundle: exit %d, want a refusal naming %s:\n%s", code, name, errs)
 	}
-	if out, err := l.Exec(ctx, m.Name, "sh", "-c", "ls /usr/local/bin /etc/systemd/system | grep ployz; test -e /var/lib/ployz && echo /var/lib/ployz; true"); err != nil || out != "" {
+	if out, err := l.Exec(ctx, m.Name, "sh", "-c", "for p in /usr/local/bin/ployzd /usr/local/bin/ployz /etc/systemd/system/ployz.service /var/lib/ployz; do test -e $p && echo $p; done; true"); err != nil || out != "" {
 		t.Errorf("m3 after the refusal: %q %v, want nothing of Ployz", out, err)
 	}
 	t.Logf("tampered bundle refused: %s", lastLine(errs))
