@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,10 @@ type Upgrade struct {
 	All   bool
 	// Plugin, when set, upgrades only this plugin on every Machine.
 	Plugin string
+	// Release, when set instead of Bundle, is a verified release from a
+	// channel: each Machine gets that release's bundle for its own arch,
+	// fetched once per arch. Manifest then only names the version.
+	Release *release.Release
 }
 
 // UpgradePlan is a rollout's order, for the caller to show before
@@ -32,6 +37,8 @@ type UpgradePlan struct {
 	Actions []release.Action
 	up      Upgrade
 	conns   map[string]operator.Connection // by Machine id, for ssh actions
+	// bundles are a channel release's fetched bundles, by arch.
+	bundles *archBundles
 }
 
 // UpgradeHooks hear a rollout as it goes; every field may be nil.
@@ -55,6 +62,11 @@ func (s *Session) PlanUpgrade(ctx context.Context, up Upgrade) (*UpgradePlan, er
 	}
 	p := &UpgradePlan{up: up}
 	var err error
+	if up.Release != nil {
+		p.up.Manifest = &release.Manifest{Version: up.Release.Index.Version}
+		up.Manifest = p.up.Manifest
+		p.bundles = &archBundles{r: up.Release, paths: map[string]string{}, manifests: map[string]*release.Manifest{}}
+	}
 	if up.Plugin != "" {
 		p.Actions, err = release.PlanPlugin(s.pluginTargets(ctx, list.Machines), up.Manifest, up.Plugin)
 		return p, err
@@ -95,6 +107,7 @@ func (s *Session) pluginTargets(ctx context.Context, ms []rpc.MachineView) []rel
 // Machine back on its release and stops the rollout. When not every
 // Machine ended upgraded it returns the outcome with a *PartialError.
 func (s *Session) ApplyUpgrade(ctx context.Context, p *UpgradePlan, h UpgradeHooks) (release.Outcome, error) {
+	defer p.bundles.close()
 	o := release.Rollout(ctx, p.Actions, func(ctx context.Context, a release.Action) release.MachineOutcome {
 		if a.Do == "ssh" {
 			return s.upgradeSSH(ctx, p, a, h)
@@ -132,6 +145,11 @@ func (h UpgradeHooks) steps(a release.Action) func(rpc.UpgradeStep) {
 // only the plugin when the upgrade names one).
 func (s *Session) upgradeOne(ctx context.Context, p *UpgradePlan, a release.Action, h UpgradeHooks) release.MachineOutcome {
 	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeFailed}
+	bundle, m, err := s.bundleFor(ctx, p, a)
+	if err != nil {
+		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "fetch", err.Error()
+		return mo
+	}
 	h.pushing(a, "")
 	push := release.Push
 	if plugin := p.up.Plugin; plugin != "" {
@@ -139,7 +157,7 @@ func (s *Session) upgradeOne(ctx context.Context, p *UpgradePlan, a release.Acti
 			return release.PushPlugin(ctx, c, id, b, m, plugin)
 		}
 	}
-	started, err := push(ctx, s.ent, a.MachineID, p.up.Bundle, p.up.Manifest)
+	started, err := push(ctx, s.ent, a.MachineID, bundle, m)
 	if err != nil {
 		// Nothing changed on the Machine: it refused or never got the bundle.
 		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "push", err.Error()
@@ -200,6 +218,11 @@ func (s *Session) sshConnections(ctx context.Context) map[string]operator.Connec
 // through the shell instead of Machine RPC.
 func (s *Session) upgradeSSH(ctx context.Context, p *UpgradePlan, a release.Action, h UpgradeHooks) release.MachineOutcome {
 	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeRefused, FailedStep: "push"}
+	bundle, m, err := s.bundleFor(ctx, p, a)
+	if err != nil {
+		mo.FailedStep, mo.Error = "fetch", err.Error()
+		return mo
+	}
 	conn := p.conns[a.MachineID]
 	sh, done, err := s.sshShell(ctx, conn)
 	if err != nil {
@@ -208,7 +231,7 @@ func (s *Session) upgradeSSH(ctx context.Context, p *UpgradePlan, a release.Acti
 	}
 	defer done()
 	h.pushing(a, conn.URL)
-	id, err := release.PushSSH(ctx, sh, p.up.Bundle, p.up.Manifest, a.From)
+	id, err := release.PushSSH(ctx, sh, bundle, m, a.From)
 	if err != nil {
 		mo.Error = err.Error()
 		return mo
@@ -249,4 +272,60 @@ func (s *Session) sshShell(ctx context.Context, conn operator.Connection) (relea
 		return string(out), err
 	}
 	return sh, func() { t.Close() }, nil
+}
+
+// bundleFor is the bundle a Machine gets: the plan's one, or from a
+// channel release the one for the Machine's arch (as its daemon reports
+// it), fetched and verified on first need.
+func (s *Session) bundleFor(ctx context.Context, p *UpgradePlan, a release.Action) (string, *release.Manifest, error) {
+	if p.bundles == nil {
+		return p.up.Bundle, p.up.Manifest, nil
+	}
+	var in rpc.Inspection
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := s.ent.Call(cctx, rpc.Target{One: a.MachineID}, rpc.CmdInspect, nil, &in); err != nil {
+		return "", nil, fmt.Errorf("machine %s: which arch it runs: %w", a.Name, err)
+	}
+	if in.Arch == "" {
+		return "", nil, fmt.Errorf("machine %s: its release (%s) does not say its arch; upgrade it with --bundle", a.Name, in.DaemonVersion)
+	}
+	if in.OS != "" && in.OS != "linux" {
+		return "", nil, fmt.Errorf("machine %s runs %s/%s; releases are built for linux", a.Name, in.OS, in.Arch)
+	}
+	return p.bundles.get(ctx, in.Arch)
+}
+
+// archBundles are one channel release's bundles fetched so far, by arch,
+// in a temporary directory removed when the rollout ends.
+type archBundles struct {
+	r         *release.Release
+	dir       string
+	paths     map[string]string
+	manifests map[string]*release.Manifest
+}
+
+func (b *archBundles) get(ctx context.Context, arch string) (string, *release.Manifest, error) {
+	if p, ok := b.paths[arch]; ok {
+		return p, b.manifests[arch], nil
+	}
+	if b.dir == "" {
+		d, err := os.MkdirTemp("", "ployz-upgrade-")
+		if err != nil {
+			return "", nil, err
+		}
+		b.dir = d
+	}
+	p, m, err := FetchBundle(ctx, b.r, arch, b.dir)
+	if err != nil {
+		return "", nil, err
+	}
+	b.paths[arch], b.manifests[arch] = p, m
+	return p, m, nil
+}
+
+func (b *archBundles) close() {
+	if b != nil && b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
 }

@@ -25,6 +25,9 @@ type operator struct {
 	key   string
 	// env is added to the CLI's environment (e.g. DOCKER_CONFIG).
 	env []string
+	// cli, when set, is the CLI run instead of PLOYZ_BIN_DIR's (a
+	// release's own CLI, which trusts that release's key).
+	cli string
 	// pins pins the lab Machines' SSH host keys in the CLI's known_hosts
 	// before it contacts them: it trusts no unpinned key without a
 	// terminal to ask on.
@@ -47,7 +50,11 @@ func (o *operator) run(t testing.TB, args ...string) (string, string, int) {
 func (o *operator) runCtx(ctx context.Context, t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	o.pins.pin(t)
-	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
+	bin := o.cli
+	if bin == "" {
+		bin = filepath.Join(os.Getenv(lab.EnvBinDir), "ployz")
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -95,7 +102,11 @@ type streamed struct {
 func (o *operator) stream(ctx context.Context, t testing.TB, args ...string) *streamed {
 	t.Helper()
 	o.pins.pin(t)
-	cmd := exec.CommandContext(ctx, filepath.Join(os.Getenv(lab.EnvBinDir), "ployz"), append([]string{"--ssh-key", o.key}, args...)...)
+	bin := o.cli
+	if bin == "" {
+		bin = filepath.Join(os.Getenv(lab.EnvBinDir), "ployz")
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--ssh-key", o.key}, args...)...)
 	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	outp, err := cmd.StdoutPipe()

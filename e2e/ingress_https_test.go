@@ -28,6 +28,23 @@ import (
 // certificate through real HTTP-01 validation, shares it through the
 // certificates table, and every Machine serves that same certificate on
 // :443, verified against Pebble's root, while :80 keeps serving.
+// hostOnLab is this host's address on l's Docker network, where a server
+// the test starts is reachable from the Machines.
+func hostOnLab(t *testing.T, ctx context.Context, l *lab.Lab) string {
+	t.Helper()
+	gw, err := exec.CommandContext(ctx, "docker", "network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", l.Network).Output()
+	if err != nil {
+		t.Fatalf("lab network gateway: %v", err)
+	}
+	bind := strings.TrimSpace(string(gw))
+	if net.ParseIP(bind) == nil { // no explicit gateway: Docker's is the subnet's .1
+		a := l.Machines[0].IP.As4()
+		a[3] = 1
+		bind = net.IP(a[:]).String()
+	}
+	return bind
+}
+
 func TestIngressHTTPS(t *testing.T) {
 	needLab(t)
 	const host, rankDelay = "hello.example.test", 5
@@ -37,17 +54,8 @@ func TestIngressHTTPS(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	gw, err := exec.CommandContext(ctx, "docker", "network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", l.Network).Output()
-	if err != nil {
-		t.Fatalf("lab network gateway: %v", err)
-	}
 	m1 := l.Machines[0].IP.String()
-	bind := strings.TrimSpace(string(gw))
-	if net.ParseIP(bind) == nil { // no explicit gateway: Docker's is the subnet's .1
-		a := l.Machines[0].IP.As4()
-		a[3] = 1
-		bind = net.IP(a[:]).String()
-	}
+	bind := hostOnLab(t, ctx, l)
 	p := acmetest.Start(t, acmetest.Options{Bind: bind, ResolveTo: m1, HTTPPort: 80})
 	ca, err := os.ReadFile(p.CAFile)
 	if err != nil {

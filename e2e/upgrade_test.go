@@ -346,6 +346,14 @@ func upgradeLab(t *testing.T, ctx context.Context) (*lab.Lab, *operator, map[str
 		op.json(t, &in, "machine", "add", "root@"+m.IP.String(), "--name", m.Name)
 		gws[m.Name] = gateway(t, in.Subnet)
 	}
+	deployHello(t, ctx, l, op)
+	return l, op, gws
+}
+
+// deployHello waits for every Machine of l's ingress, deploys hello
+// behind it and waits until every Machine serves it.
+func deployHello(t *testing.T, ctx context.Context, l *lab.Lab, op *operator) {
+	t.Helper()
 	for _, m := range l.Machines {
 		eventually(t, 90*time.Second, m.Name+" ingress unit active", func() error {
 			out, err := l.Exec(ctx, m.Name, "systemctl", "is-active", "ployz-plugin@ingress-caddy.service")
@@ -366,7 +374,6 @@ func upgradeLab(t *testing.T, ctx context.Context) (*lab.Lab, *operator, map[str
 			return nil
 		})
 	}
-	return l, op, gws
 }
 
 func gateway(t *testing.T, subnet string) string {

@@ -50,7 +50,7 @@ func ctxCommand() *cobra.Command {
 			return withStore(func(st *operator.Store) error { return st.RemoveContext(args[0]) })
 		},
 	}
-	cmd.AddCommand(ls, use, show, rm, ctxExport(), ctxImport(), ctxOperator())
+	cmd.AddCommand(ls, use, show, rm, ctxExport(), ctxImport(), ctxOperator(), ctxRelease())
 	return cmd
 }
 

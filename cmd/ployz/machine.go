@@ -32,6 +32,7 @@ type enrollFlags struct {
 	accepts   []string
 	budget    string
 	zfsPool   string
+	channel   channelFlags
 }
 
 func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
@@ -41,6 +42,7 @@ func (f *enrollFlags) add(c *cobra.Command, withNetwork bool) {
 	c.Flags().StringSliceVar(&f.accepts, "accepts", nil, acceptsFlagHelp)
 	c.Flags().StringVar(&f.budget, "observe-budget", "", observeBudgetFlagHelp)
 	c.Flags().StringVar(&f.zfsPool, "zfs-pool", "", zfsPoolFlagHelp)
+	f.channel.add(c)
 	if withNetwork {
 		c.Flags().StringVar(&f.network, "network", "10.210.0.0/16", "Cluster network the Machine subnets come from")
 	}
@@ -87,7 +89,9 @@ func machineInit() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := client.Init(c.Context(), g.clientOptions(), enrollment(args[0], o))
+			e := enrollment(args[0], o)
+			e.Channel = f.channel.picked()
+			in, err := client.Init(c.Context(), g.clientOptions(), e)
 			if err != nil {
 				return err
 			}
@@ -126,7 +130,11 @@ func addMachine(c *cobra.Command, f enrollFlags, dest string) (rpc.Inspection, e
 	}
 	var in rpc.Inspection
 	err = withClient(c, func(s *client.Session) error {
-		if in, err = s.AddMachine(c.Context(), enrollment(dest, o)); err != nil {
+		e := enrollment(dest, o)
+		if e.Channel, err = f.channel.saved(s); err != nil {
+			return err
+		}
+		if in, err = s.AddMachine(c.Context(), e); err != nil {
 			return err
 		}
 		return printInspection(c, in)
@@ -135,7 +143,7 @@ func addMachine(c *cobra.Command, f enrollFlags, dest string) (rpc.Inspection, e
 }
 
 // enrollment is the Machine at dest, installed from this CLI's bundle
-// when it lacks Ployz.
+// when it lacks Ployz (the caller sets Channel to install from one).
 func enrollment(dest string, o enroll.Options) client.Enrollment {
 	return client.Enrollment{Dest: dest, Options: o, InstallDir: func() (string, func(), error) { return installDir(o.Progress) }}
 }

@@ -36,7 +36,7 @@ func pluginUpgrade() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runUpgrade(c, client.Upgrade{Bundle: bundle, Manifest: m, Plugin: args[0]}, dryRun)
+			return runUpgrade(c, client.Upgrade{Bundle: bundle, Manifest: m, Plugin: args[0]}, nil, dryRun)
 		},
 	}
 	c.Flags().StringVar(&bundle, "bundle", "", "release bundle whose bin/ployz-NAME is installed")

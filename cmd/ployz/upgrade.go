@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 func machineUpgrade() *cobra.Command {
 	var all, dryRun bool
 	var bundle string
+	var ch channelFlags
 	c := &cobra.Command{
 		Use:   "upgrade [NAME...|--all]",
 		Short: "Upgrade Machines to a release bundle, one at a time, going back on a failed step",
@@ -22,28 +24,53 @@ func machineUpgrade() *cobra.Command {
 			"release and swaps store, daemon and plugins one unit at a time, health-checking each step. A failed step\n" +
 			"puts that Machine back on its release and stops the rollout. Exit 3 when any Machine did not end upgraded.",
 		RunE: func(c *cobra.Command, names []string) error {
+			up := client.Upgrade{Names: names, All: all}
+			if bundle == "" && (ch.Source != "" || ch.Channel != "") {
+				return runUpgrade(c, up, &ch, dryRun)
+			}
 			p, err := client.BundlePath(bundle, client.ExecutableDir())
+			if err != nil && bundle == "" {
+				// No bundle beside the CLI: the context's channel, if any.
+				return runUpgrade(c, up, &ch, dryRun)
+			}
 			if err != nil {
 				return err
 			}
-			m, err := client.OpenBundle(p)
-			if err != nil {
+			if up.Manifest, err = client.OpenBundle(p); err != nil {
 				return err
 			}
-			return runUpgrade(c, client.Upgrade{Bundle: p, Manifest: m, Names: names, All: all}, dryRun)
+			up.Bundle = p
+			return runUpgrade(c, up, nil, dryRun)
 		},
 	}
+	ch.add(c)
 	c.Flags().BoolVar(&all, "all", false, "every Machine the Entry Machine observes")
-	c.Flags().StringVar(&bundle, "bundle", "", "release bundle (default: the one of this CLI's version beside it, "+client.OwnBundle()+")")
+	c.Flags().StringVar(&bundle, "bundle", "", "release bundle (default: the one of this CLI's version beside it, "+client.OwnBundle()+", else the channel's release)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	return c
 }
 
 // runUpgrade plans the rollout and prints it (--dry-run), or runs it
 // with each step on stderr and prints the outcome (a table or --json);
-// not every Machine upgraded exits 3.
-func runUpgrade(c *cobra.Command, up client.Upgrade, dryRun bool) error {
+// not every Machine upgraded exits 3. With ch, the release comes from
+// the channel (the flags, else the context's): each Machine gets the
+// verified bundle of its own arch.
+func runUpgrade(c *cobra.Command, up client.Upgrade, ch *channelFlags, dryRun bool) error {
 	return withClient(c, func(s *client.Session) error {
+		name := filepath.Base(up.Bundle)
+		if ch != nil {
+			rc, err := ch.saved(s)
+			if err != nil {
+				return err
+			}
+			if rc == nil {
+				return fmt.Errorf("--bundle: no %s beside the CLI, and no release source (--release-source, `ployz ctx release`, $%s)", client.OwnBundle(), client.EnvReleaseSource)
+			}
+			if up.Release, err = rc.Latest(c.Context()); err != nil {
+				return err
+			}
+			name = fmt.Sprintf("%s %s (%s, key %s)", rc.Channel, up.Release.Index.Version, rc.Source, up.Release.KeyID)
+		}
 		plan, err := s.PlanUpgrade(c.Context(), up)
 		if err != nil {
 			return err
@@ -51,7 +78,7 @@ func runUpgrade(c *cobra.Command, up client.Upgrade, dryRun bool) error {
 		if dryRun {
 			return show(c, plan.Actions, nil, func(w io.Writer) error { return render.UpgradePlan(w, plan.Actions) })
 		}
-		o, err := s.ApplyUpgrade(c.Context(), plan, render.UpgradeHooks(progressTo(c), filepath.Base(up.Bundle)))
+		o, err := s.ApplyUpgrade(c.Context(), plan, render.UpgradeHooks(progressTo(c), name))
 		if g.json {
 			if perr := printJSON(c.OutOrStdout(), o); perr != nil {
 				return perr

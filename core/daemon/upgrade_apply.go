@@ -102,6 +102,9 @@ func (a *applier) run(ctx context.Context) error {
 	failed, err := a.swap(ctx, a.cfg.To)
 	if err == nil {
 		a.st.State = rpc.UpgradeDone
+		if a.cfg.Plugin == "" {
+			a.prune()
+		}
 		return nil
 	}
 	a.st.Failed, a.st.Error = failed, err.Error()
@@ -114,6 +117,26 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	a.st.State = rpc.UpgradeRolledBack
 	return err
+}
+
+// prune removes every release but the current one (To) and the one the
+// way back needs (From): a Machine keeps two releases, not all it ran.
+func (a *applier) prune() {
+	entries, err := os.ReadDir(a.root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() || n == a.cfg.To || n == a.cfg.From || strings.HasPrefix(n, ".") {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(a.root, n)); err != nil {
+			a.cfg.Log.Warn("old release not removed", "release", n, "error", err)
+			continue
+		}
+		a.cfg.Log.Info("old release removed", "release", n)
+	}
 }
 
 // abort ends an upgrade that failed before anything changed.

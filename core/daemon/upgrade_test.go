@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
@@ -199,5 +202,29 @@ func TestDNSAnswers(t *testing.T) {
 	defer silent.Close()
 	if err := dnsAnswers(silent.LocalAddr().String()); err == nil {
 		t.Fatal("a silent server counted as serving DNS")
+	}
+}
+
+// TestPruneKeepsTwoReleases: after an upgrade the Machine keeps the
+// release it runs and the one the way back needs; older ones, the
+// current link, the status file and uploads in flight stay as they are.
+func TestPruneKeepsTwoReleases(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"0.8.0/bin", "0.9.0/bin", "1.0.0/bin", ".upload-x"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("1.0.0", filepath.Join(root, "current"))
+	os.WriteFile(filepath.Join(root, "status.json"), []byte("{}"), 0o600)
+	a := &applier{cfg: ApplyConfig{From: "0.9.0", To: "1.0.0", Log: hclog.NewNullLogger()}, root: root}
+	a.prune()
+	entries, _ := os.ReadDir(root)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{".upload-x", "0.9.0", "1.0.0", "current", "status.json"}; !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
 	}
 }

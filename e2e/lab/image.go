@@ -27,6 +27,7 @@ import (
 const (
 	baseRepo    = "ployz-lab-base"
 	machineRepo = "ployz-lab-machine"
+	bareRepo    = "ployz-lab-bare"
 	// TestAppImage is the workload image every lab Machine can run.
 	TestAppImage = "ployz-testapp:latest"
 )
@@ -55,20 +56,34 @@ func BuildMachineImage(ctx context.Context, binDir string, logf func(string, ...
 // binaries in binDir, building that OS's Debian base first when its recipe
 // changed.
 func BuildMachineImageFor(ctx context.Context, dist OS, binDir string, logf func(string, ...any)) (string, error) {
-	suite, err := dist.suite()
-	if err != nil {
-		return "", err
-	}
-	base, err := buildBase(ctx, dist, suite, logf)
+	base, err := baseFor(ctx, dist, logf)
 	if err != nil {
 		return "", err
 	}
 	return buildMachine(ctx, dist, base, binDir, logf)
 }
 
+// baseFor is dist's base image, built when its recipe changed.
+func baseFor(ctx context.Context, dist OS, logf func(string, ...any)) (string, error) {
+	suite, err := dist.suite()
+	if err != nil {
+		return "", err
+	}
+	return buildBase(ctx, dist, suite, logf)
+}
+
+// BuildBareImageFor returns the tag of a dist Machine image without Ployz:
+// the base with only the lab's docker drop-in, for tests that install
+// Ployz the way a user does (a .deb, a release channel).
+func BuildBareImageFor(ctx context.Context, dist OS, logf func(string, ...any)) (string, error) {
+	base, err := baseFor(ctx, dist, logf)
+	if err != nil {
+		return "", err
+	}
+	return layerImage(ctx, bareRepo+"-"+string(dist), base, nil, nil, logf)
+}
+
 func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(string, ...any)) (string, error) {
-	h := sha256.New()
-	h.Write([]byte(base))
 	files, err := binaryFiles(binDir, "machine image")
 	if err != nil {
 		return "", err
@@ -77,6 +92,14 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 	if err != nil {
 		return "", err
 	}
+	return layerImage(ctx, machineRepo+"-"+string(dist), base, files, units, logf)
+}
+
+// layerImage commits base with files (image path -> host path), units and
+// the docker drop-in layered over it, tagged repo:<hash of all of them>.
+func layerImage(ctx context.Context, repo, base string, files map[string]string, units map[string][]byte, logf func(string, ...any)) (string, error) {
+	h := sha256.New()
+	h.Write([]byte(base))
 	if err := hashFiles(h, files); err != nil {
 		return "", err
 	}
@@ -85,7 +108,6 @@ func buildMachine(ctx context.Context, dist OS, base, binDir string, logf func(s
 		h.Write(units[dst])
 	}
 	h.Write([]byte(dockerDropIn))
-	repo := machineRepo + "-" + string(dist)
 	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:16]
 	if imageExists(ctx, tag) {
 		return tag, nil

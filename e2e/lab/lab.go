@@ -60,6 +60,10 @@ type Options struct {
 	// VM runs each Machine as a QEMU virtual machine with its own kernel
 	// (kernel WireGuard, ZFS) instead of a container; OS must be VMOS.
 	VM bool
+	// Bare starts Machines without Ployz (no binaries, no units): the
+	// Debian base with Docker, for tests that install Ployz as a user
+	// would. BinDir is not read.
+	Bare bool
 }
 
 // DefaultName is the lab `ployz lab` uses when none is named.
@@ -140,7 +144,11 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if o.VM {
 		return upVM(ctx, o)
 	}
-	image, err := BuildMachineImageFor(ctx, o.OS, o.BinDir, o.Logf)
+	build := func() (string, error) { return BuildMachineImageFor(ctx, o.OS, o.BinDir, o.Logf) }
+	if o.Bare {
+		build = func() (string, error) { return BuildBareImageFor(ctx, o.OS, o.Logf) }
+	}
+	image, err := build()
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,12 @@ func ForTestVM(t testing.TB, n int) *Lab {
 	return forTest(t, Options{Machines: n, VM: true})
 }
 
+// ForTestBare is ForTest with Machines that have no Ployz (Options.Bare).
+func ForTestBare(t testing.TB, n int) *Lab {
+	t.Helper()
+	return forTest(t, Options{Machines: n, Bare: true})
+}
+
 func forTest(t testing.TB, o Options) *Lab {
 	t.Helper()
 	binDir := os.Getenv(EnvBinDir)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/ed25519"
+	"embed"
 	"flag"
 	"fmt"
 	"os"
@@ -178,12 +179,29 @@ func debVersion(v string) string {
 	return "0.0.0~" + v
 }
 
-// writeDeb packages the same files for dpkg: binaries where the units
-// expect them, units under /lib/systemd/system.
+// debScripts are the package's maintainer scripts (docs/releases.md, "The
+// .deb"): postinst links /usr/local/bin to the package's binaries where
+// nothing is yet, prerm stops Ployz, postrm removes those links.
+//
+//go:embed deb
+var debScripts embed.FS
+
+// DebBinDir is where the .deb puts the binaries: the package's own
+// directory, which `machine upgrade` never writes.
+const DebBinDir = "/usr/lib/ployz/bin/"
+
+// writeDeb packages the same files for dpkg: binaries in DebBinDir (linked
+// from /usr/local/bin, where the units run them, by postinst), units under
+// /lib/systemd/system.
 func writeDeb(dist, v, arch string, srcs []release.Source) (string, error) {
+	scripts, err := writeScripts()
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(scripts)
 	var contents files.Contents
 	for _, s := range srcs {
-		dst := "/usr/local/bin/" + filepath.Base(s.Path)
+		dst := DebBinDir + filepath.Base(s.Path)
 		if strings.HasPrefix(s.Path, "systemd/") {
 			dst = "/lib/systemd/system/" + filepath.Base(s.Path)
 		}
@@ -194,7 +212,8 @@ func writeDeb(dist, v, arch string, srcs []release.Source) (string, error) {
 		Name: "ployz", Arch: arch, Platform: "linux", Version: debVersion(v), VersionSchema: "none",
 		Maintainer: "Ployz <hello@ployz.sh>", Homepage: "https://ployz.sh", License: "Apache-2.0",
 		Description:  "Ployz Machine daemon, replicated store and plugins",
-		Overridables: nfpm.Overridables{Contents: contents, Depends: []string{"systemd"}, Recommends: []string{"docker.io | docker-ce"}},
+		Overridables: nfpm.Overridables{Contents: contents, Depends: []string{"systemd"}, Recommends: []string{"docker.io | docker-ce"},
+			Scripts: nfpm.Scripts{PostInstall: filepath.Join(scripts, "postinst"), PreRemove: filepath.Join(scripts, "prerm"), PostRemove: filepath.Join(scripts, "postrm")}},
 	})
 	pkg, err := nfpm.Get("deb")
 	if err != nil {
@@ -217,4 +236,24 @@ func writeDeb(dist, v, arch string, srcs []release.Source) (string, error) {
 		return "", fmt.Errorf("deb %s: %w", arch, err)
 	}
 	return out, nil
+}
+
+// writeScripts copies the embedded maintainer scripts into a temporary
+// directory for nfpm, which reads them by path.
+func writeScripts() (string, error) {
+	dir, err := os.MkdirTemp("", "ployz-deb-")
+	if err != nil {
+		return "", err
+	}
+	for _, n := range []string{"postinst", "prerm", "postrm"} {
+		b, err := debScripts.ReadFile("deb/" + n)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, n), b, 0o755)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("deb script %s: %w", n, err)
+		}
+	}
+	return dir, nil
 }
