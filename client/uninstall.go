@@ -72,10 +72,10 @@ type HostOutcome struct {
 	Error     string             `json:"error,omitempty"`
 }
 
-// Nothing reports an uninstall that found no Ployz footprint at all and
-// no Cluster to leave.
+// Nothing reports an uninstall that found no Cluster to leave and no
+// Ployz footprint to remove (volume data it keeps aside).
 func (o HostOutcome) Nothing() bool {
-	return o.Cluster == ClusterNotMember && len(footprint.Leftovers(o.Items, false)) == 0
+	return o.Cluster == ClusterNotMember && len(footprint.Leftovers(o.Items, true)) == 0
 }
 
 // Cluster standings of a HostOutcome.

@@ -23,7 +23,7 @@ func HostOutcome(w io.Writer, o client.HostOutcome) error {
 		return nil
 	}
 	if o.Nothing() {
-		_, err := fmt.Fprintf(w, "nothing to remove on %s: no Ployz footprint found\n", o.Host)
+		_, err := fmt.Fprintf(w, "nothing to remove on %s: no Ployz footprint found (%d kept: volume data)\n", o.Host, o.Kept)
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
