@@ -34,10 +34,14 @@ func resetAndUninstall(ctx context.Context, t *testing.T, l *lab.Lab, op *operat
 		t.Fatalf("reset: %+v", reset)
 	}
 	twoLeft(ctx, t, l, reset.MachineID)
-	in, err := inspectLocal(ctx, l, "m3")
-	if err != nil || in.Phase != "uninitialized" {
-		t.Fatalf("m3 after reset: %+v, %v", in, err)
-	}
+	// The Machine tears down after it answered the reset.
+	eventually(t, 30*time.Second, "m3 uninitialized", func() error {
+		in, err := inspectLocal(ctx, l, "m3")
+		if err == nil && in.Phase != "uninitialized" {
+			err = fmt.Errorf("m3 is %s", in.Phase)
+		}
+		return err
+	})
 	if out, err := l.Exec(ctx, "m3", "systemctl", "is-active", "ployz.service"); err != nil || out != "active" {
 		t.Fatalf("ployzd after reset: %q, %v", out, err)
 	}
