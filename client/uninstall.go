@@ -70,6 +70,9 @@ type HostOutcome struct {
 	Kept      int                `json:"kept"`
 	Failed    int                `json:"failed"`
 	Error     string             `json:"error,omitempty"`
+	// ConnectionRemoved: the context's connection to the host went with
+	// it, so no later command dials a host without Ployz.
+	ConnectionRemoved bool `json:"connection_removed,omitempty"`
 }
 
 // Nothing reports an uninstall that found no Cluster to leave and no
@@ -234,6 +237,9 @@ func (s *Session) Uninstall(ctx context.Context, hu *HostUninstall, o footprint.
 		err := partial(fmt.Errorf("uninstall on %s: %d of the footprint's items failed", hu.Host, out.Failed))
 		out.Error = err.Error()
 		return out, err
+	}
+	if !o.DryRun && s.name != "" && (hu.Leave == nil || !hu.Leave.Last) {
+		out.ConnectionRemoved, _ = s.st.RemoveConnection(s.name, hu.Host) //nolint:errcheck // bookkeeping only
 	}
 	return out, leaveErr
 }

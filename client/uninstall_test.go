@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/footprint"
+	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/internal/fakehost"
 )
 
@@ -53,8 +54,16 @@ func TestUninstallLeavesThenRemoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The context's connection to the host goes with it; the others stay.
+	conns := []operator.Connection{{URL: "ssh://root@m1"}, {URL: "ssh://root@fake"}}
+	if err := s.st.SaveContext(operator.Context{Name: "lab", Connections: conns}); err != nil {
+		t.Fatal(err)
+	}
 	h := fakehost.Installed()
 	o, err := s.Uninstall(ctx, onHost(h, mr), footprint.Options{})
+	if c, _ := s.st.Context("lab"); !o.ConnectionRemoved || len(c.Connections) != 1 || c.Connections[0].URL != "ssh://root@m1" {
+		t.Errorf("connections after uninstall: %+v (removed %t)", c.Connections, o.ConnectionRemoved)
+	}
 	if err != nil || o.Cluster != ClusterLeft || !m3.WasReset {
 		t.Fatalf("uninstall: %+v, %v", o, err)
 	}

@@ -66,6 +66,26 @@ func resetAndUninstall(ctx context.Context, t *testing.T, l *lab.Lab, op *operat
 		t.Fatalf("uninstall: %+v", un)
 	}
 	t.Logf("uninstalled m3 in %s: %d removed, %d kept", time.Since(start).Round(100*time.Millisecond), un.Removed, un.Kept)
+	// The probes found the real thing: what any Machine of the lab has
+	// was there and went, and the dry run named the same items.
+	states := map[string]footprint.State{}
+	for _, r := range un.Items {
+		states[r.Name] = r.State
+	}
+	for _, r := range dry.Items {
+		if (r.State == footprint.WouldRemove) != (states[r.Name] == footprint.Removed) {
+			t.Errorf("%s: dry run said %s, uninstall did %s", r.Name, r.State, states[r.Name])
+		}
+	}
+	for _, name := range []string{"ployz* units", "filter PLOYZ-INPUT", "filter PLOYZ-FORWARD", footprint.MeshLink,
+		footprint.UnitDir + "/ployz*.service", footprint.BinDir + "/ployzd", footprint.DataDir, footprint.RunDir} {
+		if states[name] != footprint.Removed {
+			t.Errorf("%s: %s, want removed", name, states[name])
+		}
+	}
+	if !un.ConnectionRemoved {
+		t.Error("the context's connection to m3 stayed")
+	}
 	sh := func(ctx context.Context, cmd string) (string, error) { return l.Exec(ctx, "m3", "sh", "-c", cmd) }
 	if left := footprint.Leftovers(footprint.Survey(ctx, sh), true); len(left) > 0 {
 		b, _ := json.Marshal(left)

@@ -37,9 +37,15 @@ func HostOutcome(w io.Writer, o client.HostOutcome) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d removed, %d kept, %d failed, %d would be removed\n",
-		o.Removed, o.Kept, o.Failed, footprint.Count(o.Items, footprint.WouldRemove))
-	return err
+	if _, err := fmt.Fprintf(w, "%d removed, %d kept, %d failed, %d would be removed\n",
+		o.Removed, o.Kept, o.Failed, footprint.Count(o.Items, footprint.WouldRemove)); err != nil {
+		return err
+	}
+	if o.ConnectionRemoved {
+		_, err := fmt.Fprintf(w, "removed %s from this context's connections\n", o.Host)
+		return err
+	}
+	return nil
 }
 
 func clusterWords(c string) string {
