@@ -23,6 +23,10 @@ type MachineRemoval struct {
 	// forgotten without a reset.
 	Lost    bool
 	Silence string
+	// Last is set by PlanResetMachine for the Cluster's only Machine,
+	// which is also the Entry Machine: it resets itself and the Cluster
+	// ends (no other Machine is left to forget it).
+	Last bool
 	// Subnet is the Machine's, recorded as removed in the allocation
 	// history (never given again).
 	Subnet string
@@ -38,6 +42,8 @@ func (mr *MachineRemoval) Question() (question string, typed bool) {
 		return fmt.Sprintf("Machine %s holds %s. Type its name to remove it: ", p.Name, mr.Holds), true
 	case mr.Lost:
 		return fmt.Sprintf("Machine %s (%s) does not answer (%s). Forget it for good, without a reset?", p.Name, shortID(p.ID, 8), mr.Silence), false
+	case mr.Last:
+		return fmt.Sprintf("Machine %s (%s) is the Cluster's only Machine: resetting it ends the Cluster. Continue?", p.Name, shortID(p.ID, 8)), false
 	}
 	return fmt.Sprintf("Remove machine %s (%s) from the Cluster and reset it?", p.Name, shortID(p.ID, 8)), false
 }
@@ -63,10 +69,15 @@ func (s *Session) PlanRemoveMachine(ctx context.Context, ref string) (*MachineRe
 	if err != nil {
 		return nil, err
 	}
-	p := rpc.Peer{ID: mv.ID, Name: mv.Name}
-	mr := &MachineRemoval{Machine: p, Subnet: mv.Subnet}
+	mr := &MachineRemoval{Machine: rpc.Peer{ID: mv.ID, Name: mv.Name}, Subnet: mv.Subnet}
+	s.askHolds(ctx, mr, rpc.Target{One: mv.ID})
+	return mr, nil
+}
+
+// askHolds asks the Machine at t what it holds, for mr's question.
+func (s *Session) askHolds(ctx context.Context, mr *MachineRemoval, t rpc.Target) {
 	var held rpc.ContainerList
-	lerr := s.ent.Call(ctx, rpc.Target{One: p.ID}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &held)
+	lerr := s.ent.Call(ctx, t, rpc.CmdListContainers, rpc.ListContainersRequest{}, &held)
 	if lerr != nil || len(held.Volumes) > 0 || len(held.Containers) > 0 {
 		mr.HoldsData = true
 		mr.Holds = fmt.Sprintf("%d Service Containers and %d volumes", len(held.Containers), len(held.Volumes))
@@ -74,7 +85,6 @@ func (s *Session) PlanRemoveMachine(ctx context.Context, ref string) (*MachineRe
 			mr.Holds = "data this computer could not list (" + lerr.Error() + ")"
 		}
 	}
-	return mr, nil
 }
 
 // ApplyRemoveMachine resets the Machine (unless !reset) and makes the
@@ -83,6 +93,14 @@ func (s *Session) PlanRemoveMachine(ctx context.Context, ref string) (*MachineRe
 // forgotten, and that returns a *PartialError. wasReset says whether the
 // reset happened.
 func (s *Session) ApplyRemoveMachine(ctx context.Context, mr *MachineRemoval, reset bool) (wasReset bool, err error) {
+	if mr.Last {
+		// The only Machine is the entry: it resets itself, and no other
+		// Machine is left to forget it.
+		if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdReset, nil, nil); err != nil {
+			return false, fmt.Errorf("reset %s: %w", mr.Machine.Name, err)
+		}
+		return true, nil
+	}
 	var resetErr error
 	reset = reset && !mr.Lost
 	if reset {

@@ -331,6 +331,12 @@ func TestCluster(t *testing.T) {
 		concurrentAdds(ctx, t, l, op, b, ids["m2"])
 		t.Logf("two-operators passed in %s", time.Since(start).Round(100*time.Millisecond))
 	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// After two-operators: m3 leaves, comes back, and is uninstalled.
+	t.Run("reset-and-uninstall", func(t *testing.T) { resetAndUninstall(ctx, t, l, op) })
 }
 
 // forgedMachinesRow: m2, a member, rewrites m1's row through its own store

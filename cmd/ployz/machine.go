@@ -20,7 +20,7 @@ import (
 func machineCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "machine", Aliases: []string{"m"}, Short: "Form a Cluster and manage its Machines"}
 	cmd.AddCommand(machineInit(), machineAdd(), machineLs(), machineInspect(), machineRename(), machineUpdate(), machineRm(), machineRtt(),
-		machineDrain(), machineUndrain(), machineUpgrade())
+		machineDrain(), machineUndrain(), machineUpgrade(), machineReset(), machineUninstall())
 	return cmd
 }
 
@@ -251,17 +251,8 @@ func machineRm() *cobra.Command {
 					return err
 				}
 				p := mr.Machine
-				question, typed := mr.Question()
-				// Data loss needs the name typed; -y never covers it.
-				if typed && typedName == "" {
-					typedName, _ = askLine(c, question)
-				}
-				if typed && typedName != p.Name {
-					return fmt.Errorf("machine %s holds %s; removing it loses them: pass --confirm %s", p.Name, mr.Holds, p.Name)
-				} else if !typed && typedName == "" {
-					if err := confirm(c, question); err != nil {
-						return err
-					}
+				if err := confirmRemoval(c, mr, typedName); err != nil {
+					return err
 				}
 				wasReset, err := s.ApplyRemoveMachine(c.Context(), mr, !noReset)
 				if wasReset {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -96,6 +97,22 @@ func (s *Store) AddConnection(name string, conn Connection) error {
 	}
 	c.Connections = append(c.Connections, conn)
 	return s.SaveContext(c)
+}
+
+// RemoveConnection drops the connection with url from a context (an
+// uninstalled Machine's); removed says whether it was there. The last
+// connection stays: a context without one reaches nothing.
+func (s *Store) RemoveConnection(name, url string) (removed bool, err error) {
+	c, err := s.Context(name)
+	if err != nil {
+		return false, err
+	}
+	kept := slices.DeleteFunc(slices.Clone(c.Connections), func(have Connection) bool { return have.URL == url })
+	if len(kept) == len(c.Connections) || len(kept) == 0 {
+		return false, nil
+	}
+	c.Connections = kept
+	return true, s.SaveContext(c)
 }
 
 // Contexts lists every context, the current one marked.

@@ -41,6 +41,15 @@ func TestContexts(t *testing.T) {
 	if err != nil || c.Name != "prod" || len(c.Connections) != 3 || c.Connections[2].URL != "ssh://root@10.0.0.2" {
 		t.Fatalf("current = %+v, %v", c, err)
 	}
+	if removed, err := s.RemoveConnection("prod", "ssh://root@10.0.0.2"); err != nil || !removed {
+		t.Fatalf("remove a connection: %t, %v", removed, err)
+	}
+	if removed, err := s.RemoveConnection("prod", "ssh://root@10.0.0.2"); err != nil || removed {
+		t.Fatalf("remove it again: %t, %v", removed, err)
+	}
+	if c, _ := s.Current(); len(c.Connections) != 2 {
+		t.Fatalf("after removal: %+v", c)
+	}
 	if err := s.Use("nope"); err == nil || !strings.Contains(err.Error(), "valid: prod") {
 		t.Fatalf("use of an unknown context should list valid ones: %v", err)
 	}
