@@ -1,8 +1,6 @@
 package dockernet
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -62,18 +60,10 @@ func TestDirectRoutingExemption(t *testing.T) {
 	for _, b := range []string{"ip", "iptables"} {
 		prereq.Command(t, b)
 	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	id := hex.EncodeToString(b)
-	machine, peer, stranger, ctr := "pzm"+id, "pzp"+id, "pzs"+id, "pzc"+id
-	for _, ns := range []string{machine, peer, stranger, ctr} {
-		ip(t, "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	cfg := Config{MeshInterface: "pzwg" + id, Bridge: "pzbr" + id, ChainPrefix: "PZT" + id, Subnet: netip.MustParsePrefix("10.99.3.0/24")}
-	lan := "pzln" + id
-	ip(t, "link", "add", cfg.MeshInterface, "netns", machine, "type", "veth", "peer", "name", "pzq"+id, "netns", peer)
-	ip(t, "link", "add", lan, "netns", machine, "type", "veth", "peer", "name", "pzo"+id, "netns", stranger)
+	n := newNSLab(t)
+	id, machine, peer, stranger, lan, cfg := n.id, n.machine, n.peer, n.stranger, n.lan, n.cfg
+	ctr := "pzc" + id
+	addNS(t, ctr)
 	ip(t, "link", "add", cfg.Bridge, "netns", machine, "type", "veth", "peer", "name", "eth0", "netns", ctr)
 	for _, c := range [][]string{
 		{machine, "addr", "add", "10.99.1.1/24", "dev", cfg.MeshInterface},
@@ -100,15 +90,7 @@ func TestDirectRoutingExemption(t *testing.T) {
 			return
 		}
 		lis = l
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		go acceptAndClose(l)
 	})
 	if lis == nil {
 		t.FailNow()
