@@ -137,6 +137,18 @@ func TestSmokeDebian12(t *testing.T) {
 
 	// The DNS process parks its port-53 socket in systemd's fd store; the
 	// same socket (same inode) after a restart shows this systemd keeps it.
+	// Docker 28's raw-table drops on Debian 12's iptables and Docker 20.10
+	// (which also created the network with trusted_host_interfaces).
+	t.Run("docker28-direct-routing", func(t *testing.T) {
+		webOn := map[string]string{}
+		for _, c := range ps(t, op, "smoke").Containers {
+			if c.Service == "web" && c.Ready {
+				webOn[c.Machine] = c.ID[:12]
+			}
+		}
+		docker28Rules(t, ctx, l, webOn)
+	})
+
 	t.Run("fdstore", func(t *testing.T) {
 		ino := func() (string, error) {
 			out, err := l.Exec(ctx, "m1", "ss", "-Hlune", "src", gws["m1"]+":53")

@@ -488,6 +488,9 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 	if err := dockernet.RemoveInput(dockernet.Config{ChainPrefix: inputChainPrefix}); err != nil {
 		d.log.Warn("reset: remove input filter", "error", err)
 	}
+	if err := dockernet.RemoveDirectRouting(dockernet.Config{ChainPrefix: inputChainPrefix}); err != nil {
+		d.log.Warn("reset: remove direct routing exemption", "error", err)
+	}
 	if sub := d.record().Subnet; sub.IsValid() {
 		if err := dockernet.RemoveForwarding(dockernet.Config{Subnet: sub, ChainPrefix: inputChainPrefix}); err != nil {
 			d.log.Warn("reset: remove forwarding rules", "error", err)

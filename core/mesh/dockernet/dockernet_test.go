@@ -84,6 +84,9 @@ func TestEnsure(t *testing.T) {
 	if first := firstRule(t, "filter", "DOCKER-USER"); first != "-A DOCKER-USER -j "+fwd {
 		t.Errorf("DOCKER-USER starts with %q", first)
 	}
+	if first := firstRule(t, "raw", "PREROUTING"); first != "-A PREROUTING -j "+rawChain(cfg) {
+		t.Errorf("raw PREROUTING starts with %q", first)
+	}
 	// Something inserted ahead of our jump is fixed by the next ensure.
 	exec.Command("iptables", "-t", "filter", "-I", "DOCKER-USER", "1", "-s", cfg.Subnet.String(), "-j", "RETURN").Run()
 	defer exec.Command("iptables", "-t", "filter", "-D", "DOCKER-USER", "-s", cfg.Subnet.String(), "-j", "RETURN").Run()
@@ -117,6 +120,9 @@ func TestEnsure(t *testing.T) {
 	}
 	if _, err := iptables("-t", "nat", "-S", post); err == nil {
 		t.Errorf("%s still exists after RemoveForwarding", post)
+	}
+	if _, err := iptables("-t", "raw", "-S", rawChain(cfg)); err == nil {
+		t.Errorf("raw %s still exists after RemoveForwarding", rawChain(cfg))
 	}
 }
 

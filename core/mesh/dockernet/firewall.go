@@ -12,6 +12,8 @@ import (
 //	filter <prefix>-FORWARD (jumped from DOCKER-USER, or FORWARD without Docker):
 //	  accept mesh → bridge and bridge → mesh; Docker's FORWARD policy is DROP
 //	  and it only admits new connections into a bridge for published ports.
+//	raw <prefix>-PREROUTING (jumped first from raw PREROUTING): exempts the
+//	  mesh from Docker 28's direct-routing drops (raw.go).
 //
 // Container traffic to other Machines keeps Docker's MASQUERADE: it leaves
 // as this Machine's .1, which ployz-wg holds. Builds before this one also
@@ -53,14 +55,21 @@ func EnsureForwarding(cfg Config) error {
 		return err
 	}
 	cfg.Logger.Named("dockernet").Debug("forwarding ensured", "bridge", cfg.Bridge, "mesh", cfg.MeshInterface, "parent", parent)
+	// Docker 28's raw-table drops come before filter (raw.go).
+	if err := EnsureDirectRouting(cfg); err != nil {
+		return fmt.Errorf("direct routing exemption: %w", err)
+	}
 	return nil
 }
 
-// RemoveForwarding deletes the jumps and chains EnsureForwarding made, and
-// the nat exemption chain of earlier builds.
+// RemoveForwarding deletes the jumps and chains EnsureForwarding made
+// (the raw exemption too), and the nat exemption chain of earlier builds.
 func RemoveForwarding(cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
+		return err
+	}
+	if err := RemoveDirectRouting(cfg); err != nil {
 		return err
 	}
 	fwd, post := chains(cfg)

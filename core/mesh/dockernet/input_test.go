@@ -39,6 +39,44 @@ func inNS(t *testing.T, name string, fn func()) {
 	<-done
 }
 
+// nsLab is a Machine namespace linked to a mesh peer (veth cfg.MeshInterface
+// ↔ pzq<id>) and to a LAN stranger (veth lan ↔ pzo<id>), all removed when
+// the test ends; addresses and routes are each test's own.
+type nsLab struct {
+	id, machine, peer, stranger, lan string
+	cfg                              Config
+}
+
+func newNSLab(t *testing.T) nsLab {
+	b := make([]byte, 3)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	n := nsLab{id: id, machine: "pzm" + id, peer: "pzp" + id, stranger: "pzs" + id, lan: "pzln" + id,
+		cfg: Config{MeshInterface: "pzwg" + id, Bridge: "pzbr" + id, ChainPrefix: "PZT" + id, Subnet: netip.MustParsePrefix("10.99.3.0/24")}}
+	for _, ns := range []string{n.machine, n.peer, n.stranger} {
+		addNS(t, ns)
+	}
+	ip(t, "link", "add", n.cfg.MeshInterface, "netns", n.machine, "type", "veth", "peer", "name", "pzq"+id, "netns", n.peer)
+	ip(t, "link", "add", n.lan, "netns", n.machine, "type", "veth", "peer", "name", "pzo"+id, "netns", n.stranger)
+	return n
+}
+
+// acceptAndClose answers every connection to l by closing it, until l closes.
+func acceptAndClose(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
+}
+
+func addNS(t *testing.T, ns string) {
+	ip(t, "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+}
+
 func ip(t *testing.T, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -55,18 +93,8 @@ func TestInputFilter(t *testing.T) {
 	for _, b := range []string{"ip", "iptables", "ip6tables"} {
 		prereq.Command(t, b)
 	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	id := hex.EncodeToString(b)
-	machine, peer, stranger := "pzm"+id, "pzp"+id, "pzs"+id
-	for _, ns := range []string{machine, peer, stranger} {
-		ip(t, "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	cfg := Config{MeshInterface: "pzwg" + id, Bridge: "pzbr" + id, ChainPrefix: "PZT" + id, Subnet: netip.MustParsePrefix("10.99.3.0/24")}
-	lan := "pzln" + id
-	ip(t, "link", "add", cfg.MeshInterface, "netns", machine, "type", "veth", "peer", "name", "pzq"+id, "netns", peer)
-	ip(t, "link", "add", lan, "netns", machine, "type", "veth", "peer", "name", "pzo"+id, "netns", stranger)
+	n := newNSLab(t)
+	id, machine, peer, stranger, lan, cfg := n.id, n.machine, n.peer, n.stranger, n.lan, n.cfg
 	for _, c := range [][]string{
 		{machine, "addr", "add", "10.99.1.1/24", "dev", cfg.MeshInterface},
 		{machine, "addr", "add", "fd99:1::1/64", "dev", cfg.MeshInterface, "nodad"},
@@ -95,15 +123,7 @@ func TestInputFilter(t *testing.T) {
 				return
 			}
 			lis = append(lis, l)
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
+			go acceptAndClose(l)
 		}
 	})
 	defer func() {

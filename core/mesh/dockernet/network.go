@@ -35,6 +35,13 @@ const (
 const (
 	optBridge = "com.docker.network.bridge.name"
 	optMTU    = "com.docker.network.driver.mtu"
+	// optTrusted (Docker 28.2+) makes Docker itself accept direct-routed
+	// packets from the mesh ahead of its raw-table drop, and is the only
+	// exemption its nftables backend honours. Older Dockers ignore unknown
+	// bridge options. Set at creation only, not compared by mismatch: an
+	// existing network keeps working through the raw chain (raw.go), and
+	// recreating it would mean moving its Containers.
+	optTrusted = "com.docker.network.bridge.trusted_host_interfaces"
 )
 
 // DefaultClusterNetwork is the range mesh destinations come from; traffic to
@@ -138,7 +145,7 @@ func EnsureNetwork(ctx context.Context, cli client.APIClient, cfg Config) (strin
 			Subnet:  cfg.Subnet.String(),
 			Gateway: cfg.gateway().String(),
 		}}},
-		Options: map[string]string{optBridge: cfg.Bridge, optMTU: strconv.Itoa(cfg.MTU)},
+		Options: map[string]string{optBridge: cfg.Bridge, optMTU: strconv.Itoa(cfg.MTU), optTrusted: cfg.MeshInterface},
 		Labels:  map[string]string{ManagedLabel: "true"},
 	})
 	if err != nil {
