@@ -103,6 +103,26 @@ type Build struct {
 	Dockerfile string            `json:"dockerfile,omitempty"`
 	Target     string            `json:"target,omitempty"`
 	Args       map[string]string `json:"args,omitempty"`
+	// Secrets are build.secrets: each served to RUN --mount=type=secret
+	// under its id, read from a file or this computer's environment.
+	Secrets []BuildSecret `json:"secrets,omitempty"`
+	// SSH are build.ssh entries: "default" or "ID=PATH".
+	SSH []string `json:"ssh,omitempty"`
+	// AdditionalContexts are build.additional_contexts: an absolute
+	// directory, or a source with a scheme (docker-image://...).
+	AdditionalContexts map[string]string `json:"additional_contexts,omitempty"`
+	// CacheFrom are build.cache_from entries.
+	CacheFrom []string `json:"cache_from,omitempty"`
+}
+
+// BuildSecret is one build secret as Docker Compose serves it: its id
+// (the reference's target, else its source) and where its value is read
+// (a file, or an environment variable of the deploying process). Never
+// the value itself.
+type BuildSecret struct {
+	ID   string `json:"id"`
+	File string `json:"file,omitempty"`
+	Env  string `json:"env,omitempty"`
 }
 
 // Hook is one x-pre_deploy command, run once in a Container of the
