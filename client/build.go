@@ -82,7 +82,7 @@ func BuildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build) er
 			s.Spec.Image = tag
 			continue
 		}
-		fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context)
+		req.Starting = func(string) { fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context) }
 		built, err := images.Build(ctx, req)
 		if err != nil {
 			return fmt.Errorf("service %q: build failed, nothing was deployed: %w", s.Name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,5 +106,19 @@ func removeTags(ctx context.Context, cli *dockerclient.Client, repo string) {
 				cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true}) //nolint:errcheck // best effort
 			}
 		}
+	}
+}
+
+// TestBuildRequestCarriesBuildInputs: what the compose file's build:
+// declares beyond context and arguments reaches BuildKit.
+func TestBuildRequestCarriesBuildInputs(t *testing.T) {
+	b := deploy.Build{Repo: "r", Context: "/c", Dockerfile: "D", Target: "final",
+		Secrets: []deploy.BuildSecret{{ID: "token", File: "/c/token"}, {ID: "npm", Env: "NPM_TOKEN"}},
+		SSH:     []string{"default"}, AdditionalContexts: map[string]string{"assets": "/a"}, CacheFrom: []string{"r:cache"}}
+	req := buildRequest(b, map[string]string{"A": "1"}, "linux/arm64")
+	want := []images.BuildSecret{{ID: "token", File: "/c/token"}, {ID: "npm", Env: "NPM_TOKEN"}}
+	if !slices.Equal(req.Secrets, want) || !slices.Equal(req.SSH, b.SSH) || req.AdditionalContexts["assets"] != "/a" ||
+		!slices.Equal(req.CacheFrom, b.CacheFrom) || req.Platform != "linux/arm64" || req.Args["A"] != "1" || req.Target != "final" || req.Dockerfile != "D" {
+		t.Fatalf("request %+v", req)
 	}
 }

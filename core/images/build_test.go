@@ -79,8 +79,12 @@ func TestBuildTagsByContent(t *testing.T) {
 	if info.Config.Labels["greeting"] != "hi" {
 		t.Fatalf("build arg not applied: labels %v", info.Config.Labels)
 	}
-	if b2, err := Build(ctx, req); err != nil || b2.Tag != tag1 || b2.Built {
-		t.Fatalf("same context: %+v (%v), want %q not built", b2, err, tag1)
+	// Starting is heard only when a build starts: an unchanged context
+	// says nothing of building.
+	var starts []string
+	req.Starting = func(tag string) { starts = append(starts, tag) }
+	if b2, err := Build(ctx, req); err != nil || b2.Tag != tag1 || b2.Built || len(starts) != 0 {
+		t.Fatalf("same context: %+v (%v, started %v), want %q not built", b2, err, starts, tag1)
 	}
 	if last, err := LastBuilt(ctx, repo); err != nil || last != tag1 {
 		t.Fatalf("last built %q (%v), want %q", last, err, tag1)
@@ -90,8 +94,8 @@ func TestBuildTagsByContent(t *testing.T) {
 		t.Fatalf("a change under .dockerignore: %+v (%v)", b3, err)
 	}
 	write("app.txt", "v2")
-	if b4, err := Build(ctx, req); err != nil || b4.Tag == tag1 || !b4.Built {
-		t.Fatalf("changed file: %+v (%v), want a new build", b4, err)
+	if b4, err := Build(ctx, req); err != nil || b4.Tag == tag1 || !b4.Built || len(starts) != 1 || starts[0] != b4.Tag {
+		t.Fatalf("changed file: %+v (%v, started %v), want a new build", b4, err, starts)
 	}
 	write("build/Dockerfile.app", "FROM scratch\nCOPY missing.txt /\n")
 	req.Target = ""
