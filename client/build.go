@@ -101,12 +101,8 @@ func BuildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build) er
 // buildRequest is the BuildKit request for one Service's build: section
 // with its arguments (the --build-arg overrides applied) and platform.
 func buildRequest(b deploy.Build, args map[string]string, platform string) images.BuildRequest {
-	req := images.BuildRequest{Repo: b.Repo, Context: b.Context, Dockerfile: b.Dockerfile, Target: b.Target,
-		Args: args, Platform: platform, SSH: b.SSH, AdditionalContexts: b.AdditionalContexts, CacheFrom: b.CacheFrom}
-	for _, sec := range b.Secrets {
-		req.Secrets = append(req.Secrets, images.BuildSecret{ID: sec.ID, File: sec.File, Env: sec.Env})
-	}
-	return req
+	return images.BuildRequest{Repo: b.Repo, Context: b.Context, Dockerfile: b.Dockerfile, Target: b.Target,
+		Args: args, Platform: platform, Secrets: b.Secrets, SSH: b.SSH, AdditionalContexts: b.AdditionalContexts, CacheFrom: b.CacheFrom}
 }
 
 // plainSteps writes a build's steps to w as plain lines, each naming

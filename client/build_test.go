@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/image"
 	dockerclient "github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/internal/dockertest"
 	"github.com/ployz/ployz/internal/fakecluster"
 	"github.com/ployz/ployz/internal/prereq"
 )
@@ -52,7 +52,7 @@ func TestBuildAppForMachinesPlatform(t *testing.T) {
 	} else if v.Arch == "arm64" {
 		t.Skip("this computer builds arm64 natively; the test needs another platform")
 	}
-	base := shellImage(t, cli)
+	base := dockertest.ShellImage(t)
 	dir := t.TempDir()
 	df := "# syntax=docker/dockerfile:1\nARG BASE\nFROM --platform=$BUILDPLATFORM $BASE AS build\nARG TARGETPLATFORM\nARG BUILDPLATFORM\n" +
 		"RUN mkdir /out && echo \"$BUILDPLATFORM -> $TARGETPLATFORM\" > /out/platforms\nFROM scratch\nCOPY --from=build /out/ /\n"
@@ -60,7 +60,7 @@ func TestBuildAppForMachinesPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo := "ployz-clienttest-crossplatform"
-	t.Cleanup(func() { removeTags(ctx, cli, repo) })
+	t.Cleanup(func() { dockertest.RemoveRepo(repo) })
 	app := &deploy.App{Services: []deploy.Service{{Name: "web", Build: &deploy.Build{Repo: repo, Context: dir, Args: map[string]string{"BASE": base}}}}}
 	var log strings.Builder
 	if err := BuildApp(ctx, fc.Entry, app, Build{Log: &log, Output: &log}); err != nil {
@@ -79,41 +79,11 @@ func TestBuildAppForMachinesPlatform(t *testing.T) {
 	}
 }
 
-// shellImage is an image with a shell the local Docker already holds
-// (nothing is pulled in tests): the lab's base image.
-func shellImage(t *testing.T, cli *dockerclient.Client) string {
-	t.Helper()
-	list, err := cli.ImageList(context.Background(), image.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, im := range list {
-		for _, tag := range im.RepoTags {
-			if strings.HasPrefix(tag, "ployz-lab-base-") {
-				return tag
-			}
-		}
-	}
-	prereq.Missing(t, "a local image with a shell (ployz-lab-base-*, built by the lab)", nil)
-	return ""
-}
-
-func removeTags(ctx context.Context, cli *dockerclient.Client, repo string) {
-	list, _ := cli.ImageList(ctx, image.ListOptions{})
-	for _, im := range list {
-		for _, tag := range im.RepoTags {
-			if strings.HasPrefix(tag, repo+":") {
-				cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true}) //nolint:errcheck // best effort
-			}
-		}
-	}
-}
-
 // TestBuildRequestCarriesBuildInputs: what the compose file's build:
 // declares beyond context and arguments reaches BuildKit.
 func TestBuildRequestCarriesBuildInputs(t *testing.T) {
 	b := deploy.Build{Repo: "r", Context: "/c", Dockerfile: "D", Target: "final",
-		Secrets: []deploy.BuildSecret{{ID: "token", File: "/c/token"}, {ID: "npm", Env: "NPM_TOKEN"}},
+		Secrets: []images.BuildSecret{{ID: "token", File: "/c/token"}, {ID: "npm", Env: "NPM_TOKEN"}},
 		SSH:     []string{"default"}, AdditionalContexts: map[string]string{"assets": "/a"}, CacheFrom: []string{"r:cache"}}
 	req := buildRequest(b, map[string]string{"A": "1"}, "linux/arm64")
 	want := []images.BuildSecret{{ID: "token", File: "/c/token"}, {ID: "npm", Env: "NPM_TOKEN"}}

@@ -33,6 +33,7 @@ import (
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/internal/dockertest"
 )
 
 // registryVersion is the distribution release the lab registry is built
@@ -334,7 +335,7 @@ func TestBuildAndShippedConfig(t *testing.T) {
 		"web/Dockerfile":      []byte(webDockerfile),
 		"build_token.txt":     []byte("lab-build-token"),
 		"proxy/upstream.conf": []byte("upstream http://web:8080\nname v1\n"),
-		"compose.yaml":        []byte(fmt.Sprintf(builtCompose, labBaseImage(t))),
+		"compose.yaml":        []byte(fmt.Sprintf(builtCompose, dockertest.ShellImage(t))),
 	} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -345,13 +346,8 @@ func TestBuildAndShippedConfig(t *testing.T) {
 		}
 	}
 	const repo = "built-production-web"
-	removeBuilt := func() {
-		for _, tag := range hostImages(t, repo) {
-			exec.Command("docker", "rmi", tag).Run() //nolint:errcheck // best effort
-		}
-	}
-	removeBuilt()
-	t.Cleanup(removeBuilt)
+	dockertest.RemoveRepo(repo)
+	t.Cleanup(func() { dockertest.RemoveRepo(repo) })
 	deployDir := func(t *testing.T) (deployDoc, string) {
 		t.Helper()
 		out, errs, code := op.run(t, "deploy", "-f", filepath.Join(dir, "compose.yaml"), "-y", "--json")
@@ -447,19 +443,6 @@ func TestBuildAndShippedConfig(t *testing.T) {
 			t.Errorf("the dry run did not print a plan replacing web:\n%s", errs)
 		}
 	})
-}
-
-// labBaseImage is the lab's Debian base image: it has a shell, and the
-// operator's Docker holds it, so a build stage can run FROM it offline.
-func labBaseImage(t *testing.T) string {
-	t.Helper()
-	for _, img := range hostImages(t, "") {
-		if strings.HasPrefix(img, "ployz-lab-base-") {
-			return img
-		}
-	}
-	t.Fatal("no ployz-lab-base-* image in this computer's Docker")
-	return ""
 }
 
 // hostImages lists the repo:tag names this computer's Docker holds

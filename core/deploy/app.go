@@ -9,6 +9,7 @@
 package deploy
 
 import (
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -104,8 +105,9 @@ type Build struct {
 	Target     string            `json:"target,omitempty"`
 	Args       map[string]string `json:"args,omitempty"`
 	// Secrets are build.secrets: each served to RUN --mount=type=secret
-	// under its id, read from a file or this computer's environment.
-	Secrets []BuildSecret `json:"secrets,omitempty"`
+	// under its id (the reference's target, else its source), read from a
+	// file or this computer's environment; never the value itself.
+	Secrets []images.BuildSecret `json:"secrets,omitempty"`
 	// SSH are build.ssh entries: "default" or "ID=PATH".
 	SSH []string `json:"ssh,omitempty"`
 	// AdditionalContexts are build.additional_contexts: an absolute
@@ -113,16 +115,6 @@ type Build struct {
 	AdditionalContexts map[string]string `json:"additional_contexts,omitempty"`
 	// CacheFrom are build.cache_from entries.
 	CacheFrom []string `json:"cache_from,omitempty"`
-}
-
-// BuildSecret is one build secret as Docker Compose serves it: its id
-// (the reference's target, else its source) and where its value is read
-// (a file, or an environment variable of the deploying process). Never
-// the value itself.
-type BuildSecret struct {
-	ID   string `json:"id"`
-	File string `json:"file,omitempty"`
-	Env  string `json:"env,omitempty"`
 }
 
 // Hook is one x-pre_deploy command, run once in a Container of the

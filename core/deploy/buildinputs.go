@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/ployz/ployz/core/images"
 )
 
 // buildInputs fills b's secrets, SSH agents, additional contexts and
@@ -50,15 +52,15 @@ func buildInputs(b *Build, dir string, bc types.BuildConfig, defs types.Secrets)
 // buildSecrets resolves build.secrets against the top-level secrets: the
 // id is the reference's target, else its source (as Docker Compose
 // does); BuildKit reads a file: or an environment: secret.
-func buildSecrets(dir string, refs []types.ServiceSecretConfig, defs types.Secrets) ([]BuildSecret, error) {
-	var out []BuildSecret
+func buildSecrets(dir string, refs []types.ServiceSecretConfig, defs types.Secrets) ([]images.BuildSecret, error) {
+	var out []images.BuildSecret
 	for i, ref := range refs {
 		field := fmt.Sprintf("build.secrets[%d]", i)
 		def, ok := defs[ref.Source]
 		if !ok {
 			return nil, fmt.Errorf("%s: secret %q is not declared under the top-level secrets:", field, ref.Source)
 		}
-		s := BuildSecret{ID: ref.Source}
+		s := images.BuildSecret{ID: ref.Source}
 		if ref.Target != "" {
 			s.ID = ref.Target
 		}

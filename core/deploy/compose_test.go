@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ployz/ployz/core/images"
 )
 
 func load(t *testing.T, yaml string, env string) (App, error) {
@@ -354,7 +356,7 @@ secrets:
 		t.Fatal(err)
 	}
 	b := byName(app)["web"].Build
-	want := []BuildSecret{{ID: "token", File: "/src/shop/token.txt"}, {ID: "npm", Env: "NPM_TOKEN"}}
+	want := []images.BuildSecret{{ID: "token", File: "/src/shop/token.txt"}, {ID: "npm", Env: "NPM_TOKEN"}}
 	if b == nil || !slices.Equal(b.Secrets, want) {
 		t.Fatalf("secrets %+v, want %+v", b.Secrets, want)
 	}
