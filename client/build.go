@@ -71,8 +71,8 @@ func BuildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build) er
 			args = map[string]string{}
 		}
 		maps.Copy(args, over)
-		req := images.BuildRequest{Repo: s.Build.Repo, Context: s.Build.Context,
-			Dockerfile: s.Build.Dockerfile, Target: s.Build.Target, Args: args, Platform: platform, Progress: plainSteps(b.Output, s.Name)}
+		req := buildRequest(*s.Build, args, platform)
+		req.Progress = plainSteps(b.Output, s.Name)
 		if b.DryRun {
 			tag, err := images.InputTag(req)
 			if err != nil {
@@ -82,7 +82,7 @@ func BuildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build) er
 			s.Spec.Image = tag
 			continue
 		}
-		fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context)
+		req.Starting = func(string) { fmt.Fprintf(log, "building %s from %s\n", s.Name, s.Build.Context) }
 		built, err := images.Build(ctx, req)
 		if err != nil {
 			return fmt.Errorf("service %q: build failed, nothing was deployed: %w", s.Name, err)
@@ -96,6 +96,13 @@ func BuildApp(ctx context.Context, ent *rpc.Client, app *deploy.App, b Build) er
 		s.Spec.Image = tag
 	}
 	return nil
+}
+
+// buildRequest is the BuildKit request for one Service's build: section
+// with its arguments (the --build-arg overrides applied) and platform.
+func buildRequest(b deploy.Build, args map[string]string, platform string) images.BuildRequest {
+	return images.BuildRequest{Repo: b.Repo, Context: b.Context, Dockerfile: b.Dockerfile, Target: b.Target,
+		Args: args, Platform: platform, Secrets: b.Secrets, SSH: b.SSH, AdditionalContexts: b.AdditionalContexts, CacheFrom: b.CacheFrom}
 }
 
 // plainSteps writes a build's steps to w as plain lines, each naming

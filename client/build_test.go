@@ -1,9 +1,20 @@
 package client
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	dockerclient "github.com/docker/docker/client"
+
+	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/internal/dockertest"
+	"github.com/ployz/ployz/internal/fakecluster"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 func TestDeliveryFailed(t *testing.T) {
@@ -13,5 +24,71 @@ func TestDeliveryFailed(t *testing.T) {
 	}
 	if !DeliveryFailed(append(ok, images.Result{MachineName: "m3", Outcome: "failed"})) {
 		t.Error("a Machine that failed went unnoticed")
+	}
+}
+
+// TestBuildAppForMachinesPlatform: an operator on this (amd64) computer
+// deploying to a Machine that reports linux/arm64 gets an arm64 image
+// from the real local Docker: the target is the Machines' platform, and
+// the RUN steps run in a $BUILDPLATFORM stage, so no emulation is needed.
+func TestBuildAppForMachinesPlatform(t *testing.T) {
+	docker := os.Getenv("DOCKER_HOST")
+	fc := fakecluster.New(t, "m1")
+	fc.Machine("m1").Platform = "linux/arm64"
+	// The fake Cluster hides the local Docker; this build needs it.
+	if docker == "" {
+		os.Unsetenv("DOCKER_HOST")
+	} else {
+		os.Setenv("DOCKER_HOST", docker)
+	}
+	cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
+	if err != nil {
+		prereq.Missing(t, "a Docker client", err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	if v, err := cli.ServerVersion(ctx); err != nil {
+		prereq.Missing(t, "a Docker daemon to build images", err)
+	} else if v.Arch == "arm64" {
+		t.Skip("this computer builds arm64 natively; the test needs another platform")
+	}
+	base := dockertest.ShellImage(t)
+	dir := t.TempDir()
+	df := "# syntax=docker/dockerfile:1\nARG BASE\nFROM --platform=$BUILDPLATFORM $BASE AS build\nARG TARGETPLATFORM\nARG BUILDPLATFORM\n" +
+		"RUN mkdir /out && echo \"$BUILDPLATFORM -> $TARGETPLATFORM\" > /out/platforms\nFROM scratch\nCOPY --from=build /out/ /\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo := "ployz-clienttest-crossplatform"
+	t.Cleanup(func() { dockertest.RemoveRepo(repo) })
+	app := &deploy.App{Services: []deploy.Service{{Name: "web", Build: &deploy.Build{Repo: repo, Context: dir, Args: map[string]string{"BASE": base}}}}}
+	var log strings.Builder
+	if err := BuildApp(ctx, fc.Entry, app, Build{Log: &log, Output: &log}); err != nil {
+		t.Fatalf("build: %v\n%s", err, log.String())
+	}
+	tag := app.Services[0].Spec.Image
+	info, err := cli.ImageInspect(ctx, tag)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", tag, err)
+	}
+	if info.Os+"/"+info.Architecture != "linux/arm64" {
+		t.Fatalf("%s is %s/%s, want linux/arm64 (the Machine's)", tag, info.Os, info.Architecture)
+	}
+	if !strings.Contains(log.String(), "-> linux/arm64") {
+		t.Errorf("the build stage did not see TARGETPLATFORM linux/arm64:\n%s", log.String())
+	}
+}
+
+// TestBuildRequestCarriesBuildInputs: what the compose file's build:
+// declares beyond context and arguments reaches BuildKit.
+func TestBuildRequestCarriesBuildInputs(t *testing.T) {
+	b := deploy.Build{Repo: "r", Context: "/c", Dockerfile: "D", Target: "final",
+		Secrets: []images.BuildSecret{{ID: "token", File: "/c/token"}, {ID: "npm", Env: "NPM_TOKEN"}},
+		SSH:     []string{"default"}, AdditionalContexts: map[string]string{"assets": "/a"}, CacheFrom: []string{"r:cache"}}
+	req := buildRequest(b, map[string]string{"A": "1"}, "linux/arm64")
+	want := []images.BuildSecret{{ID: "token", File: "/c/token"}, {ID: "npm", Env: "NPM_TOKEN"}}
+	if !slices.Equal(req.Secrets, want) || !slices.Equal(req.SSH, b.SSH) || req.AdditionalContexts["assets"] != "/a" ||
+		!slices.Equal(req.CacheFrom, b.CacheFrom) || req.Platform != "linux/arm64" || req.Args["A"] != "1" || req.Target != "final" || req.Dockerfile != "D" {
+		t.Fatalf("request %+v", req)
 	}
 }

@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // benchImage is a ~200 MB FROM-scratch image of incompressible bytes.
@@ -98,10 +100,8 @@ func BenchmarkImageDelivery(b *testing.B) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := fmt.Sprintf("image delivery, 200 MB to %d Machines: ployz image push %.1fs, parallel docker save|load %.1fs, ratio %.2fx",
-		len(l.Machines), ployz.Seconds(), manual.Seconds(), ployz.Seconds()/manual.Seconds())
-	t.Log(line)
-	fmt.Fprintln(os.Stderr, line)
+	report(t, fmt.Sprintf("image delivery, 200 MB to %d Machines: ployz image push %.1fs, parallel docker save|load %.1fs, ratio %.2fx",
+		len(l.Machines), ployz.Seconds(), manual.Seconds(), ployz.Seconds()/manual.Seconds()))
 
 	// A new image that adds one small layer over the delivered one: only
 	// that layer should move.
@@ -125,18 +125,17 @@ func BenchmarkImageDelivery(b *testing.B) {
 		}
 		moved += r.Bytes
 	}
-	line = fmt.Sprintf("second push, one small layer changed: %.1fs, %d bytes moved to %d Machines (%d per Machine)",
-		second.Seconds(), moved, len(res), moved/int64(max(len(res), 1)))
-	t.Log(line)
-	fmt.Fprintln(os.Stderr, line)
+	report(t, fmt.Sprintf("second push, one small layer changed: %.1fs, %d bytes moved to %d Machines (%d per Machine)",
+		second.Seconds(), moved, len(res), moved/int64(max(len(res), 1))))
 	if moved/int64(max(len(res), 1)) > 1<<20 {
 		t.Errorf("second push moved %d bytes per Machine, want about the small layer", moved/int64(len(res)))
 	}
 }
 
 // buildContext writes a FROM-scratch Go web app (the lab's test app) plus
-// size bytes of fresh random data, so every call builds a new image that
-// no Machine and no build cache holds.
+// size bytes of fresh random data and a small version.txt (the one source
+// file a rebuild changes), so every call builds a new image that no
+// Machine and no build cache holds.
 func buildContext(t testing.TB, size int64) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -147,9 +146,10 @@ func buildContext(t testing.TB, size int64) string {
 	blob := make([]byte, size)
 	rand.Read(blob) //nolint:errcheck // never fails
 	for name, body := range map[string][]byte{
-		"testapp":    bin,
-		"blob":       blob,
-		"Dockerfile": []byte("FROM scratch\nCOPY testapp /testapp\nCOPY blob /blob\nENTRYPOINT [\"/testapp\"]\n"),
+		"testapp":     bin,
+		"blob":        blob,
+		"version.txt": []byte("v1\n"),
+		"Dockerfile":  []byte("FROM scratch\nCOPY testapp /testapp\nCOPY blob /blob\nCOPY version.txt /version.txt\nENTRYPOINT [\"/testapp\"]\n"),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o755); err != nil {
 			t.Fatal(err)
@@ -158,40 +158,108 @@ func buildContext(t testing.TB, size int64) string {
 	return dir
 }
 
+// bumpVersion changes the context's one small source file.
+func bumpVersion(t testing.TB, dir, v string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "version.txt"), []byte(v+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildKitCLI is the nearest this computer has to `docker buildx build`:
+// buildx when installed, else a docker CLI whose own BuildKit client
+// builds with DOCKER_BUILDKIT=1 (Docker 20.10's CLI has one built in; a
+// newer CLI without buildx refuses). It returns the command and its name.
+func buildKitCLI(ctx context.Context, t testing.TB) ([]string, string) {
+	t.Helper()
+	if exec.CommandContext(ctx, "docker", "buildx", "version").Run() == nil {
+		return []string{"docker", "buildx", "build", "--load"}, "docker buildx build --load"
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY Dockerfile /\n"), 0o644) //nolint:errcheck
+	for _, cli := range []string{"docker", "/usr/bin/docker"} {
+		c := exec.CommandContext(ctx, cli, "build", "-q", "-t", "ployz-bench-probe:1", dir)
+		c.Env = append(os.Environ(), "DOCKER_BUILDKIT=1")
+		if c.Run() == nil {
+			exec.Command("docker", "rmi", "ployz-bench-probe:1").Run() //nolint:errcheck // best effort
+			return []string{cli, "build"}, "DOCKER_BUILDKIT=1 " + cli + " build"
+		}
+	}
+	prereq.Missing(t, "buildx or a docker CLI that builds with DOCKER_BUILDKIT=1", nil)
+	return nil, ""
+}
+
+// buildWith runs one timed build of dir with cli (a buildKitCLI command).
+func buildWith(ctx context.Context, t testing.TB, cli []string, tag, dir string) time.Duration {
+	t.Helper()
+	c := exec.CommandContext(ctx, cli[0], append(cli[1:], "-q", "-t", tag, dir)...)
+	c.Env = append(os.Environ(), "DOCKER_BUILDKIT=1")
+	start := time.Now()
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cli, err, out)
+	}
+	return time.Since(start)
+}
+
 // BenchmarkBuildDeploy times the first deploy of a Service whose image is
 // built locally (`ployz deploy` of a compose file with build:, 3 replicas
-// on 3 Machines, until every Container is ready) against building the
-// same kind of image with `docker build` and `docker save | docker load`
-// into the same 3 Machines in parallel by hand, in the same run.
+// on 3 Machines, until every Container is ready; ployz builds with the
+// local Docker's BuildKit) against building the same kind of image with
+// BuildKit's `docker build` and `docker save | docker load` into the same
+// 3 Machines in parallel by hand, in the same run. Then a rebuild after
+// one changed source file: `ployz build` against the same BuildKit CLI
+// build of the same change, each context built once before.
 func BenchmarkBuildDeploy(b *testing.B) {
 	ctx, l, op := benchCluster(b)
 	var t testing.TB = b
 	const size = 64 << 20
+	cli, cliName := buildKitCLI(ctx, t)
 
 	web := buildContext(t, size)
 	compose := filepath.Join(t.TempDir(), "compose.yaml")
 	os.WriteFile(compose, []byte("name: benchbuild\nservices:\n  web:\n    build: {context: "+web+"}\n    environment: {MESSAGE: built}\n    deploy: {replicas: 3, placement: {max_replicas_per_node: 1}}\n"), 0o644) //nolint:errcheck
-	t.Cleanup(func() { exec.Command("docker", "rmi", "benchbuild-production-web:latest").Run() })                                                                                                                     //nolint:errcheck // best effort
+	t.Cleanup(func() {
+		out, _ := exec.Command("docker", "images", "-q", "benchbuild-production-web").Output()
+		exec.Command("docker", append([]string{"rmi", "-f"}, strings.Fields(string(out))...)...).Run() //nolint:errcheck // best effort
+	})
 	start := time.Now()
 	out, errs, code := op.run(t, "deploy", "-f", compose, "-y", "--json")
 	ployz := time.Since(start)
 	if code != 0 {
 		t.Fatalf("deploy: exit %d\n%s\n%s", code, out, errs)
 	}
+	if !strings.Contains(errs, "built web as benchbuild-production-web:") {
+		t.Fatalf("the deploy did not build web:\n%s", errs)
+	}
 
 	manualCtx := buildContext(t, size)
+	t.Cleanup(func() { exec.Command("docker", "rmi", "ployz-bench-manual:1", "ployz-bench-manual:2").Run() }) //nolint:errcheck // best effort
+	built := buildWith(ctx, t, cli, "ployz-bench-manual:1", manualCtx)
 	start = time.Now()
-	if out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-t", "ployz-bench-manual:1", manualCtx).CombinedOutput(); err != nil {
-		t.Fatalf("docker build: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", "ployz-bench-manual:1").Run() }) //nolint:errcheck // best effort
 	err := saveLoadAll(ctx, l, "ployz-bench-manual:1")
-	manual := time.Since(start)
+	manual := built + time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := fmt.Sprintf("first deploy of a locally built %d MB image, 3 replicas on %d Machines, until ready: ployz deploy %.1fs, docker build + parallel docker save|load %.1fs, ratio %.2fx",
-		size>>20, len(l.Machines), ployz.Seconds(), manual.Seconds(), ployz.Seconds()/manual.Seconds())
+	report(t, fmt.Sprintf("first deploy of a locally built %d MB image, 3 replicas on %d Machines, until ready: ployz deploy (BuildKit) %.1fs, %s + parallel docker save|load %.1fs, ratio %.2fx",
+		size>>20, len(l.Machines), ployz.Seconds(), cliName, manual.Seconds(), ployz.Seconds()/manual.Seconds()))
+
+	// One changed source file, rebuilt: both contexts were built once.
+	bumpVersion(t, web, "v2")
+	start = time.Now()
+	out, errs, code = op.run(t, "build", "-f", compose)
+	rebuild := time.Since(start)
+	if code != 0 || !strings.Contains(errs, "built web as") {
+		t.Fatalf("ployz build: exit %d\n%s\n%s", code, out, errs)
+	}
+	bumpVersion(t, manualCtx, "v2")
+	manualRebuild := buildWith(ctx, t, cli, "ployz-bench-manual:2", manualCtx)
+	report(t, fmt.Sprintf("rebuild after one changed source file (%d MB context): ployz build %.2fs, %s %.2fs, ratio %.2fx",
+		size>>20, rebuild.Seconds(), cliName, manualRebuild.Seconds(), rebuild.Seconds()/manualRebuild.Seconds()))
+}
+
+// report prints a benchmark's figure to the test log and stderr.
+func report(t testing.TB, line string) {
 	t.Log(line)
 	fmt.Fprintln(os.Stderr, line)
 }

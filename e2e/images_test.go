@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -17,7 +19,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +33,7 @@ import (
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/internal/dockertest"
 )
 
 // registryVersion is the distribution release the lab registry is built
@@ -236,10 +242,15 @@ func TestImagePull(t *testing.T) {
 	})
 }
 
+// builtCompose's web is built with what Docker Compose users write today
+// (webDockerfile): its build secret comes from the top-level secrets.
 const builtCompose = `name: built
 services:
   web:
-    build: {context: ./web, args: {GREETING: from-build}}
+    build:
+      context: ./web
+      args: {GREETING: from-build, BASE: %s}
+      secrets: [build_token]
     environment: {MESSAGE: built-web}
   proxy:
     image: ployz-testapp:latest
@@ -249,6 +260,36 @@ services:
     x-ports:
       - hostname: built.example.test
         container_port: 8080
+secrets:
+  build_token: {file: ./build_token.txt}
+`
+
+// webDockerfile uses the syntax directive, a $BUILDPLATFORM stage on an
+// image the operator's Docker holds (nothing can be pulled), a heredoc
+// RUN with a cache mount and a secret mount, and a FROM scratch stage
+// with the static testapp. The RUN fails the build unless the secret is
+// served; the image keeps only that it was.
+const webDockerfile = `# syntax=docker/dockerfile:1
+ARG BASE
+FROM --platform=$BUILDPLATFORM ${BASE} AS prep
+ARG TARGETARCH
+RUN --mount=type=cache,target=/var/cache/prep --mount=type=secret,id=build_token,required=true <<EOF
+set -e
+mkdir -p /out
+echo run >> /var/cache/prep/runs
+test "$(cat /run/secrets/build_token)" = "lab-build-token"
+echo served > /out/secret
+echo "$TARGETARCH" > /out/arch
+EOF
+COPY <<EOF /out/greeting
+hello from a heredoc
+EOF
+FROM scratch
+ARG GREETING
+LABEL greeting=$GREETING
+COPY testapp /testapp
+COPY --from=prep /out/ /build/
+ENTRYPOINT ["/testapp"]
 `
 
 // proxyGet is hostGet that also returns the X-Proxy-Name header.
@@ -271,10 +312,13 @@ func proxyGet(ip, host string) (string, string, error) {
 }
 
 // TestBuildAndShippedConfig: a compose file whose web Service is built
-// from a local context (FROM scratch + the static testapp binary) and
-// whose proxy mounts a config file next to the compose file deploys with
-// no manual image step and answers through the ingress; editing the
-// config file and redeploying replaces only the proxy.
+// by the operator's BuildKit from a Dockerfile written for Docker
+// Compose (webDockerfile: syntax directive, heredocs, a cache and a
+// secret mount, a $BUILDPLATFORM stage) and whose proxy mounts a config
+// file next to the compose file deploys with no manual image step and
+// answers through the ingress; editing the config file and redeploying
+// builds nothing and replaces only the proxy; a dry run after a source
+// change builds nothing and says so.
 func TestBuildAndShippedConfig(t *testing.T) {
 	needLab(t)
 	l := lab.ForTest(t, 2)
@@ -288,9 +332,10 @@ func TestBuildAndShippedConfig(t *testing.T) {
 	}
 	for name, body := range map[string][]byte{
 		"web/testapp":         bin,
-		"web/Dockerfile":      []byte("FROM scratch\nARG GREETING\nLABEL greeting=$GREETING\nCOPY testapp /testapp\nENTRYPOINT [\"/testapp\"]\n"),
+		"web/Dockerfile":      []byte(webDockerfile),
+		"build_token.txt":     []byte("lab-build-token"),
 		"proxy/upstream.conf": []byte("upstream http://web:8080\nname v1\n"),
-		"compose.yaml":        []byte(builtCompose),
+		"compose.yaml":        []byte(fmt.Sprintf(builtCompose, dockertest.ShellImage(t))),
 	} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -300,15 +345,17 @@ func TestBuildAndShippedConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", "built-production-web:latest").Run() }) //nolint:errcheck // best effort
-	deployDir := func(t *testing.T) deployDoc {
+	const repo = "built-production-web"
+	dockertest.RemoveRepo(repo)
+	t.Cleanup(func() { dockertest.RemoveRepo(repo) })
+	deployDir := func(t *testing.T) (deployDoc, string) {
 		t.Helper()
 		out, errs, code := op.run(t, "deploy", "-f", filepath.Join(dir, "compose.yaml"), "-y", "--json")
 		var doc deployDoc
 		if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 			t.Fatalf("deploy: exit %d\n%s\n%s", code, out, errs)
 		}
-		return doc
+		return doc, errs
 	}
 	answer := func(t *testing.T, want string) {
 		t.Helper()
@@ -325,10 +372,26 @@ func TestBuildAndShippedConfig(t *testing.T) {
 		}
 	}
 
+	var tag, created string
 	t.Run("first-deploy", func(t *testing.T) {
-		doc := deployDir(t)
-		if img := serviceImage(doc.Plan, "web"); !strings.HasPrefix(img, "built-production-web:") {
-			t.Errorf("web image %q is not content-tagged", img)
+		doc, errs := deployDir(t)
+		tag = serviceImage(doc.Plan, "web")
+		if !strings.HasPrefix(tag, repo+":") {
+			t.Errorf("web image %q is not content-tagged", tag)
+		}
+		if !strings.Contains(errs, "built web as "+tag) {
+			t.Errorf("the deploy did not say it built web as %s:\n%s", tag, errs)
+		}
+		info := inspectHostImage(t, tag)
+		created = info.Created
+		if info.Architecture != "amd64" || info.Config.Labels["greeting"] != "from-build" {
+			t.Errorf("built image: %s, labels %v", info.Architecture, info.Config.Labels)
+		}
+		files := hostImageFiles(t, tag, "/build")
+		for f, want := range map[string]string{"secret": "served\n", "arch": "amd64\n", "greeting": "hello from a heredoc\n"} {
+			if files[f] != want {
+				t.Errorf("/build/%s = %q, want %q (files %v)", f, files[f], want, files)
+			}
 		}
 		answer(t, "v1")
 	})
@@ -336,15 +399,115 @@ func TestBuildAndShippedConfig(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "proxy/upstream.conf"), []byte("upstream http://web:8080\nname v2\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		doc := deployDir(t)
+		doc, errs := deployDir(t)
 		if o := ops(doc.Plan, "web"); o[deploy.OpUnchanged] != 1 || len(o) != 1 {
 			t.Errorf("web rows %v, want unchanged only (same build, same tag)", o)
 		}
 		if o := ops(doc.Plan, "proxy"); o[deploy.OpReplace] != 1 {
 			t.Errorf("proxy rows %v, want one replace", o)
 		}
+		// The unchanged context built nothing: no build step, the same
+		// tag, the same image (its creation time).
+		if strings.Contains(errs, "building web") || !strings.Contains(errs, "web unchanged: "+tag+" already built, nothing built") {
+			t.Errorf("the second deploy built, or did not say it built nothing:\n%s", errs)
+		}
+		if again := inspectHostImage(t, tag).Created; again != created {
+			t.Errorf("%s created %s, then %s: rebuilt", tag, created, again)
+		}
 		answer(t, "v2")
 	})
+	t.Run("dry-run-builds-nothing", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(dir, "web/version.txt"), []byte("v2"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before, builtBefore := hostImages(t, ""), hostImages(t, repo)
+		out, errs, code := op.run(t, "deploy", "-f", filepath.Join(dir, "compose.yaml"), "-y", "--dry-run")
+		after, builtAfter := hostImages(t, ""), hostImages(t, repo)
+		if code != 0 {
+			t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errs)
+		}
+		m := regexp.MustCompile(`dry run: web would be built as (\S+) \(nothing built, pushed or pulled\)`).FindStringSubmatch(errs)
+		if m == nil || m[1] == tag {
+			t.Fatalf("the dry run did not say web would be built under a new tag:\n%s", errs)
+		}
+		if slices.Contains(after, m[1]) || !slices.Equal(builtBefore, builtAfter) {
+			t.Errorf("the dry run built %s: %s images %v, then %v", m[1], repo, builtBefore, builtAfter)
+		}
+		for _, img := range after {
+			if !slices.Contains(before, img) && strings.HasPrefix(img, repo) {
+				t.Errorf("the dry run added %s to this computer's Docker", img)
+			}
+		}
+		// The plan (on stderr) replaces web, whose sources changed.
+		if !strings.Contains(errs, "plan for built-production") || !regexp.MustCompile(`(?m)^\S+\s+web\s+replace`).MatchString(errs) {
+			t.Errorf("the dry run did not print a plan replacing web:\n%s", errs)
+		}
+	})
+}
+
+// hostImages lists the repo:tag names this computer's Docker holds
+// (only repo's when set).
+func hostImages(t *testing.T, repo string) []string {
+	t.Helper()
+	args := []string{"images", "--format", "{{.Repository}}:{{.Tag}}"}
+	if repo != "" {
+		args = append(args, repo)
+	}
+	out, err := exec.Command("docker", args...).Output()
+	if err != nil {
+		t.Fatalf("docker images: %v", err)
+	}
+	var tags []string
+	for _, l := range strings.Fields(string(out)) {
+		if !strings.HasSuffix(l, ":<none>") {
+			tags = append(tags, l)
+		}
+	}
+	return tags
+}
+
+type hostImage struct {
+	Created      string
+	Architecture string
+	Config       struct{ Labels map[string]string }
+}
+
+func inspectHostImage(t *testing.T, ref string) hostImage {
+	t.Helper()
+	out, err := exec.Command("docker", "image", "inspect", ref).Output()
+	var infos []hostImage
+	if err != nil || json.Unmarshal(out, &infos) != nil || len(infos) != 1 {
+		t.Fatalf("docker image inspect %s: %v", ref, err)
+	}
+	return infos[0]
+}
+
+// hostImageFiles reads the regular files under dir of an image in this
+// computer's Docker (a created, never started Container copied out).
+func hostImageFiles(t *testing.T, ref, dir string) map[string]string {
+	t.Helper()
+	id, err := exec.Command("docker", "create", ref).Output()
+	if err != nil {
+		t.Fatalf("docker create %s: %v", ref, err)
+	}
+	ctr := strings.TrimSpace(string(id))
+	defer exec.Command("docker", "rm", ctr).Run() //nolint:errcheck // best effort
+	out, err := exec.Command("docker", "cp", ctr+":"+dir, "-").Output()
+	if err != nil {
+		t.Fatalf("docker cp %s: %v", dir, err)
+	}
+	files := map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(out))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return files
+		}
+		if h.Typeflag == tar.TypeReg {
+			b, _ := io.ReadAll(tr)
+			files[path.Base(h.Name)] = string(b)
+		}
+	}
 }
 
 // serviceImage is the image a plan's rows give a Service.

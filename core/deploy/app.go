@@ -9,6 +9,7 @@
 package deploy
 
 import (
+	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -103,6 +104,17 @@ type Build struct {
 	Dockerfile string            `json:"dockerfile,omitempty"`
 	Target     string            `json:"target,omitempty"`
 	Args       map[string]string `json:"args,omitempty"`
+	// Secrets are build.secrets: each served to RUN --mount=type=secret
+	// under its id (the reference's target, else its source), read from a
+	// file or this computer's environment; never the value itself.
+	Secrets []images.BuildSecret `json:"secrets,omitempty"`
+	// SSH are build.ssh entries: "default" or "ID=PATH".
+	SSH []string `json:"ssh,omitempty"`
+	// AdditionalContexts are build.additional_contexts: an absolute
+	// directory, or a source with a scheme (docker-image://...).
+	AdditionalContexts map[string]string `json:"additional_contexts,omitempty"`
+	// CacheFrom are build.cache_from entries.
+	CacheFrom []string `json:"cache_from,omitempty"`
 }
 
 // Hook is one x-pre_deploy command, run once in a Container of the

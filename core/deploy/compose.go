@@ -115,7 +115,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 			err = sh.service(&svc, s)
 		}
 		if err == nil && s.Build != nil {
-			if svc.Build, err = buildOf(src.WorkingDir, app.Namespace(), s); err == nil {
+			if svc.Build, err = buildOf(src.WorkingDir, app.Namespace(), s, proj.Secrets); err == nil {
 				svc.Spec.Image = svc.Build.Repo
 			}
 		}
@@ -439,7 +439,7 @@ func dependencyOrder(svcs []Service) ([]Service, error) {
 // buildOf resolves a service's build: section against the compose file's
 // directory. The image is named after the service's image: (without its
 // tag), else <namespace>-<service>.
-func buildOf(dir, ns string, s types.ServiceConfig) (*Build, error) {
+func buildOf(dir, ns string, s types.ServiceConfig, secrets types.Secrets) (*Build, error) {
 	b := s.Build
 	if b.DockerfileInline != "" {
 		return nil, errors.New("build.dockerfile_inline: not supported; put the Dockerfile in the context")
@@ -475,6 +475,9 @@ func buildOf(dir, ns string, s types.ServiceConfig) (*Build, error) {
 			out.Args = map[string]string{}
 		}
 		out.Args[k] = *v
+	}
+	if err := buildInputs(out, dir, *b, secrets); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ployz/ployz/core/images"
 )
 
 func load(t *testing.T, yaml string, env string) (App, error) {
@@ -326,6 +329,52 @@ volumes:
 		_, err := load(t, "name: p\nservices:\n  db:\n    image: x\n    volumes: [\"data:/d\"]\nvolumes:\n  data: "+c.vol+"\n", "")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.vol, err, c.want)
+		}
+	}
+}
+
+// TestLoadBuildInputs: build.secrets, ssh, additional_contexts and
+// cache_from reach the Build as Docker Compose hands them to BuildKit
+// (they were dropped, so RUN --mount=type=secret found no secret); what
+// a build cannot read is refused naming the field.
+func TestLoadBuildInputs(t *testing.T) {
+	yaml := `name: shop
+services:
+  web:
+    build:
+      context: ./app
+      secrets: [token, {source: npmrc, target: npm}]
+      ssh: [default, "deploy=./keys/id"]
+      additional_contexts: {assets: ./assets, base: "docker-image://alpine:3"}
+      cache_from: [shop/web:cache]
+secrets:
+  token: {file: ./token.txt}
+  npmrc: {environment: NPM_TOKEN}
+`
+	app, err := Load(context.Background(), Source{Compose: []byte(yaml), WorkingDir: "/src/shop", DeclarationsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := byName(app)["web"].Build
+	want := []images.BuildSecret{{ID: "token", File: "/src/shop/token.txt"}, {ID: "npm", Env: "NPM_TOKEN"}}
+	if b == nil || !slices.Equal(b.Secrets, want) {
+		t.Fatalf("secrets %+v, want %+v", b.Secrets, want)
+	}
+	if !slices.Equal(b.SSH, []string{"default", "deploy=/src/shop/keys/id"}) {
+		t.Errorf("ssh %v", b.SSH)
+	}
+	if b.AdditionalContexts["assets"] != "/src/shop/assets" || b.AdditionalContexts["base"] != "docker-image://alpine:3" {
+		t.Errorf("additional contexts %v", b.AdditionalContexts)
+	}
+	if !slices.Equal(b.CacheFrom, []string{"shop/web:cache"}) {
+		t.Errorf("cache_from %v", b.CacheFrom)
+	}
+	for y, field := range map[string]string{
+		"name: a\nservices:\n  s:\n    build: {context: ., secrets: [c]}\nsecrets:\n  c: {external: true}\n":                    "build.secrets[0]",
+		"name: a\nservices:\n  s:\n    build: {context: ., additional_contexts: {x: \"service:other\"}}\n  other: {build: .}\n": "build.additional_contexts.x",
+	} {
+		if _, err := Load(context.Background(), Source{Compose: []byte(y), WorkingDir: "/src/a", DeclarationsOnly: true}); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: err %v, want it to name %s", y, err, field)
 		}
 	}
 }

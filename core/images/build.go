@@ -44,6 +44,9 @@ type BuildRequest struct {
 	CacheFrom []string
 	// Progress hears each step of the build; may be nil.
 	Progress func(BuildEvent)
+	// Starting hears the tag just before a build starts, never when
+	// the local Docker already holds it; may be nil.
+	Starting func(tag string)
 }
 
 // BuildSecret is one build secret: its id and where its value is read.
@@ -98,6 +101,9 @@ func Build(ctx context.Context, req BuildRequest) (Built, error) {
 	defer bk.Close()
 	if req.Platform == localPlatform(ctx, docker) {
 		req.Platform = ""
+	}
+	if req.Starting != nil {
+		req.Starting(tag)
 	}
 	if _, err := solve(ctx, bk, req, []string{tag, req.Repo + ":latest"}); err != nil {
 		if req.Platform != "" {

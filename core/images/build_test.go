@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/ployz/ployz/internal/dockertest"
 	"github.com/ployz/ployz/internal/prereq"
 )
 
@@ -48,16 +48,7 @@ func TestBuildTagsByContent(t *testing.T) {
 	write("node_modules/huge.bin", "ignored")
 	write(".dockerignore", "node_modules\n")
 	repo := "ployz-buildtest-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	t.Cleanup(func() {
-		list, _ := cli.ImageList(ctx, image.ListOptions{})
-		for _, im := range list {
-			for _, tag := range im.RepoTags {
-				if strings.HasPrefix(tag, repo+":") {
-					cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true}) //nolint:errcheck // best effort
-				}
-			}
-		}
-	})
+	t.Cleanup(func() { dockertest.RemoveRepo(repo) })
 	req := BuildRequest{Repo: repo, Context: dir, Dockerfile: "build/Dockerfile.app", Target: "base", Args: map[string]string{"GREETING": "hi"}}
 	var log strings.Builder
 	req.Progress = func(e BuildEvent) { fmt.Fprintf(&log, "%s %s %v\n", e.Step, e.Log, e.Done) }
@@ -79,8 +70,12 @@ func TestBuildTagsByContent(t *testing.T) {
 	if info.Config.Labels["greeting"] != "hi" {
 		t.Fatalf("build arg not applied: labels %v", info.Config.Labels)
 	}
-	if b2, err := Build(ctx, req); err != nil || b2.Tag != tag1 || b2.Built {
-		t.Fatalf("same context: %+v (%v), want %q not built", b2, err, tag1)
+	// Starting is heard only when a build starts: an unchanged context
+	// says nothing of building.
+	var starts []string
+	req.Starting = func(tag string) { starts = append(starts, tag) }
+	if b2, err := Build(ctx, req); err != nil || b2.Tag != tag1 || b2.Built || len(starts) != 0 {
+		t.Fatalf("same context: %+v (%v, started %v), want %q not built", b2, err, starts, tag1)
 	}
 	if last, err := LastBuilt(ctx, repo); err != nil || last != tag1 {
 		t.Fatalf("last built %q (%v), want %q", last, err, tag1)
@@ -90,8 +85,8 @@ func TestBuildTagsByContent(t *testing.T) {
 		t.Fatalf("a change under .dockerignore: %+v (%v)", b3, err)
 	}
 	write("app.txt", "v2")
-	if b4, err := Build(ctx, req); err != nil || b4.Tag == tag1 || !b4.Built {
-		t.Fatalf("changed file: %+v (%v), want a new build", b4, err)
+	if b4, err := Build(ctx, req); err != nil || b4.Tag == tag1 || !b4.Built || len(starts) != 1 || starts[0] != b4.Tag {
+		t.Fatalf("changed file: %+v (%v, started %v), want a new build", b4, err, starts)
 	}
 	write("build/Dockerfile.app", "FROM scratch\nCOPY missing.txt /\n")
 	req.Target = ""
@@ -107,7 +102,7 @@ func TestBuildTagsByContent(t *testing.T) {
 func TestBuildKitFeatures(t *testing.T) {
 	cli := dockerOrSkip(t)
 	ctx := context.Background()
-	base := localBase(t, cli)
+	base := dockertest.ShellImage(t)
 	dir, extra := t.TempDir(), t.TempDir()
 	df := "# syntax=docker/dockerfile:1\n" +
 		"ARG BASE\n" +
@@ -132,7 +127,7 @@ func TestBuildKitFeatures(t *testing.T) {
 		}
 	}
 	repo := "ployz-buildtest-features"
-	t.Cleanup(func() { removeRepo(ctx, cli, repo) })
+	t.Cleanup(func() { dockertest.RemoveRepo(repo) })
 	req := BuildRequest{Repo: repo, Context: dir, Args: map[string]string{"BASE": base},
 		Secrets:            []BuildSecret{{ID: "token", File: filepath.Join(dir, "token")}},
 		AdditionalContexts: map[string]string{"extra": extra}, Platform: "linux/arm64"}
@@ -195,36 +190,6 @@ func TestInputTagFields(t *testing.T) {
 	}
 	if _, err := InputTag(BuildRequest{Repo: "r", Context: dir, Dockerfile: "nope"}); err == nil || !strings.Contains(err.Error(), "build.dockerfile") {
 		t.Errorf("missing Dockerfile: %v", err)
-	}
-}
-
-// localBase is an image with a shell the local Docker already holds
-// (nothing can be pulled here): the lab's base image.
-func localBase(t *testing.T, cli *client.Client) string {
-	t.Helper()
-	list, err := cli.ImageList(context.Background(), image.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, im := range list {
-		for _, tag := range im.RepoTags {
-			if strings.HasPrefix(tag, "ployz-lab-base-") {
-				return tag
-			}
-		}
-	}
-	prereq.Missing(t, "a local image with a shell (ployz-lab-base-*, built by the lab)", nil)
-	return ""
-}
-
-func removeRepo(ctx context.Context, cli *client.Client, repo string) {
-	list, _ := cli.ImageList(ctx, image.ListOptions{})
-	for _, im := range list {
-		for _, tag := range im.RepoTags {
-			if strings.HasPrefix(tag, repo+":") {
-				cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true}) //nolint:errcheck // best effort
-			}
-		}
 	}
 }
 

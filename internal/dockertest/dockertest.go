@@ -104,3 +104,38 @@ func importEmit() (string, error) {
 	}
 	return ref, nil
 }
+
+// ShellImage is an image with a shell that the local Docker already
+// holds, for a build stage that runs commands with nothing to pull: the
+// lab's Debian base (ployz-lab-base-*, built by the lab). It ends tb
+// through prereq when there is none.
+func ShellImage(tb testing.TB) string {
+	tb.Helper()
+	Daemon(tb)
+	out, err := exec.Command("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
+	if err != nil {
+		tb.Fatalf("docker images: %v", err)
+	}
+	for _, img := range strings.Fields(string(out)) {
+		if strings.HasPrefix(img, "ployz-lab-base-") {
+			return img
+		}
+	}
+	prereq.Missing(tb, "a local image with a shell (ployz-lab-base-*, built by the lab)", nil)
+	return ""
+}
+
+// RemoveRepo removes every tag of repo from the local Docker, best
+// effort: what a test's builds left.
+func RemoveRepo(repo string) {
+	out, _ := exec.Command("docker", "images", "--format", "{{.Repository}}:{{.Tag}}", repo).Output()
+	var tags []string
+	for _, img := range strings.Fields(string(out)) {
+		if !strings.HasSuffix(img, ":<none>") {
+			tags = append(tags, img)
+		}
+	}
+	if len(tags) > 0 {
+		exec.Command("docker", append([]string{"rmi", "-f"}, tags...)...).Run() //nolint:errcheck // best effort
+	}
+}

@@ -66,6 +66,8 @@ type Machine struct {
 	Calls []string
 	// Images are the image tags it holds (nil: app:1).
 	Images []string
+	// Platform is the os/arch it reports with its images ("": none).
+	Platform string
 	// FailCreate makes create_container fail here; FailReset, reset.
 	FailCreate, FailReset bool
 	// WasReset is set by a reset.
@@ -327,7 +329,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		if tags == nil {
 			tags = []string{"app:1"}
 		}
-		return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: tags}}}, nil
+		return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: tags}}, Platform: m.Platform}, nil
 	})
 	handle(rpc.CmdPullImage, func(json.RawMessage) (any, error) { return rpc.PullImageResult{}, nil })
 	handle(rpc.CmdExportContainer, func(raw json.RawMessage) (any, error) {
