@@ -84,12 +84,7 @@ func TestComputeRefusesUntrustedMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The store's machines table, forged: m9 is new, m2 moved.
-	table := MachinesOf([]store.Row[store.MachineBody]{
-		{Key: "m1", Body: store.MachineBody{Phase: Participating, Subnet: "10.210.1.0/24"}},
-		{Key: "m2", Body: store.MachineBody{Phase: Participating, Subnet: "10.210.20.0/24"}},
-		{Key: "m9", Body: store.MachineBody{Phase: Participating, Subnet: "10.210.99.0/24"}},
-	})
-	table.Network = netip.MustParsePrefix("10.210.0.0/16")
+	table := participatingTable("m1", "10.210.1.0/24", "m2", "10.210.20.0/24", "m9", "10.210.99.0/24")
 	rows := []store.Row[store.ContainerBody]{
 		crow("good", "m1", "demo", "web", "10.210.1.2", "d1", true),
 		crow("forged-id", "m9", "demo", "web", "10.210.99.2", "d1", true),
