@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -153,6 +154,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("forged-machines-row", func(t *testing.T) {
 		forgedMachinesRow(ctx, t, l, ids)
+		forgedMachineServesNothing(ctx, t, l, ids)
 	})
 
 	t.Run("deleted-machines-row", func(t *testing.T) {
@@ -466,6 +468,104 @@ func forgedMachinesRow(ctx context.Context, t *testing.T, l *lab.Lab, ids map[st
 			}
 			return nil
 		})
+	}
+}
+
+// forgedMachineServesNothing: m2, a member, forges a participating
+// machines row under a new id with a subnet inside the Cluster network,
+// and a ready containers row of it with an address there and an ingress
+// route. Every ployzd refuses the unsigned row, so m2's Internal DNS and
+// Ingress Proxy (which cannot verify rows; ployzd's trust list tells them)
+// answer and route nothing of it, and m2's machine inspect counts it.
+func forgedMachineServesNothing(ctx context.Context, t *testing.T, l *lab.Lab, ids map[string]string) {
+	const (
+		fid, ctr = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0", "forged-container"
+		ip, host = "10.210.250.7", "forged.example"
+	)
+	cleanup := func() {
+		for _, stmt := range []string{`DELETE FROM containers WHERE id = '` + ctr + `'`, `DELETE FROM machines WHERE id = '` + fid + `'`} {
+			if out, err := storeWrite(ctx, l, "m2", stmt); err != nil {
+				t.Errorf("clean up the forged rows: %v: %s", err, out)
+			}
+		}
+	}
+	defer cleanup()
+	start := time.Now()
+	defer func() { t.Logf("the forged Machine's Container checked on m2 in %s", time.Since(start).Round(100*time.Millisecond)) }()
+	for _, stmt := range []string{
+		fmt.Sprintf(`INSERT INTO machines (id, owner, body) VALUES ('%s', '%s', '{"name":"forged","subnet":"10.210.250.0/24","phase":"participating"}')`, fid, fid),
+		fmt.Sprintf(`INSERT INTO containers (id, owner, body) VALUES ('%s', '%s', '{"namespace":"forged","service":"web","ip":"%s","state":"running","ready":true,"ingress":[{"hostname":"%s","container_port":8080}]}')`, ctr, fid, ip, host),
+	} {
+		if out, err := storeWrite(ctx, l, "m2", stmt); err != nil || !strings.Contains(out, `"rows_affected":1`) {
+			t.Fatalf("forge through m2's store: %v: %s", err, out)
+		}
+	}
+	eventually(t, 30*time.Second, "m2's plugins refuse the forged Machine's Container", func() error {
+		var in rpc.Inspection
+		if err := localJSON(ctx, l, "m2", &in, "machine", "inspect"); err != nil {
+			return err
+		}
+		for _, want := range []string{"dns", "ingress-caddy"} {
+			n := int64(-1)
+			for _, p := range in.Plugins {
+				if p.Name == want {
+					n = p.RefusedContainerRows
+				}
+			}
+			if n < 1 {
+				return fmt.Errorf("plugin %s refuses %d rows", want, n)
+			}
+		}
+		return nil
+	})
+	// The ingress skipped it for the trust list's reason, not another.
+	status, err := l.Exec(ctx, "m2", "cat", "/run/ployz/ingress-status.json")
+	if err != nil {
+		t.Fatalf("m2 ingress status: %v: %s", err, status)
+	}
+	var st rpc.IngressStatus
+	if err := json.Unmarshal([]byte(status), &st); err != nil {
+		t.Fatalf("m2 ingress status: %v: %s", err, status)
+	}
+	skipped := false
+	for _, s := range st.Skipped {
+		skipped = skipped || s.Container == ctr && strings.Contains(s.Reason, "no participating machines row this Machine accepted")
+	}
+	if !skipped {
+		t.Fatalf("m2's ingress did not skip the forged Container for its untrusted owner:\n%s", status)
+	}
+	for _, r := range st.Routes {
+		if r.Hostname == host {
+			t.Fatalf("m2's ingress routes %s: %+v", host, r)
+		}
+	}
+	list, err := lsFrom(ctx, l, "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := ""
+	for _, v := range list.Machines {
+		if v.ID == ids["m2"] {
+			p, err := netip.ParsePrefix(v.Subnet)
+			if err != nil {
+				t.Fatalf("m2's subnet %q: %v", v.Subnet, err)
+			}
+			gw = p.Masked().Addr().Next().String()
+		}
+		if v.ID == fid && v.Trust != "refused" {
+			t.Errorf("the forged row is %q on m2, want refused", v.Trust)
+		}
+	}
+	if rc, got, err := lookupFrom(ctx, l, "m2", gw+":53", "web.forged.internal"); err != nil || rc != "NXDOMAIN" || len(got) != 0 {
+		t.Fatalf("m2's DNS answers the forged Container: %s %v %v", rc, got, err)
+	}
+	logs, _ := l.Exec(ctx, "m2", "sh", "-c", "journalctl -u ployz-plugin@dns --no-pager -o cat | grep 'not answering a Container'")
+	if !strings.Contains(logs, ctr) || !strings.Contains(logs, "accepted") {
+		t.Errorf("m2's DNS did not log refusing the forged Container for its owner:\n%s", logs)
+	}
+	trusted, err := l.Exec(ctx, "m2", "sh", "-c", "stat -c %a /run/ployz/trusted-machines.json && cat /run/ployz/trusted-machines.json")
+	if err != nil || !strings.HasPrefix(trusted, "600") || strings.Contains(trusted, fid) || !strings.Contains(trusted, ids["m1"]) {
+		t.Errorf("m2's trust list (mode 600, the three Machines, not the forged one): %v\n%s", err, trusted)
 	}
 }
 

@@ -25,7 +25,7 @@ const (
 func (d *Daemon) dnsPlugin() servingPlugin {
 	return servingPlugin{name: DNSPlugin, what: "internal dns", spec: d.dnsSpec,
 		check: func(b []byte) error { _, err := dns.ParseSpec(b); return err },
-		kept:  []string{dnsSpecFile}}
+		kept:  []string{dnsSpecFile, d.trustedMachinesPath()}}
 }
 
 func (d *Daemon) dnsLoop(ctx context.Context) { d.keepConfigured(ctx, d.dnsPlugin()) }
@@ -50,6 +50,7 @@ func (d *Daemon) dnsSpec() ([]byte, error) {
 		StoreAPI:  d.storeSocket(),
 	}
 	spec.Network = clusterNetwork(rec).String()
+	spec.TrustedMachinesFile = d.trustedMachinesPath()
 	b, err := json.MarshalIndent(spec, "", "  ")
 	return append(b, '\n'), err
 }

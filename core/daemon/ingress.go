@@ -28,7 +28,7 @@ func (d *Daemon) ingressStatusPath() string { return filepath.Join(d.cfg.RunDir,
 func (d *Daemon) ingressPlugin() servingPlugin {
 	return servingPlugin{name: IngressPlugin, what: "ingress", spec: d.ingressSpec,
 		check: func(b []byte) error { _, err := ingress.ParseSpec(b); return err },
-		kept:  []string{ingressSpecFile, d.ingressStatusPath()}}
+		kept:  []string{ingressSpecFile, d.ingressStatusPath(), d.trustedMachinesPath()}}
 }
 
 func (d *Daemon) ingressLoop(ctx context.Context) { d.keepConfigured(ctx, d.ingressPlugin()) }
@@ -50,6 +50,8 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 	// Container addresses are bounded by the network this Machine's own
 	// record holds, not by what a machines row claims (docs/security.md).
 	spec.Network = clusterNetwork(rec).String()
+	// Only from Machines whose machines row this Machine accepted.
+	spec.TrustedMachinesFile = d.trustedMachinesPath()
 	// HTTPS from the daemon's environment (ployz.service's
 	// EnvironmentFile): PLOYZ_ACME_DIRECTORY unset is Let's Encrypt,
 	// empty is off. ParseSpec checks the values.

@@ -44,6 +44,7 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 	// endpoints, membership, or its row signed again when it publishes),
 	// polled every peerPeriod while the subscription is not open.
 	w := d.watchStore(ctx, `SELECT id, body FROM machines`)
+	trusted := trustedWriter{path: d.trustedMachinesPath()}
 	for {
 		rec := d.record()
 		var expires time.Time
@@ -51,6 +52,11 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 		if err == nil {
 			if d.selfRowStale(vs) {
 				d.kickPublish()
+			}
+			// The serving plugins take Container addresses only from the
+			// Machines accepted here (sdk/serving.TrustedMachines).
+			if err := trusted.write(vs); err != nil {
+				d.log.Warn("trust list for the serving plugins not written; retrying", "error", err)
 			}
 			var peers []mesh.Peer
 			peers, expires = departed.merge(peersFromRows(trust.Accepted(vs), rec.ID))

@@ -132,7 +132,8 @@ func TestServingSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the daemon's DNS spec does not parse: %v\n%s", err, b)
 	}
-	if ds.Machine != "m1" || ds.Listen != "10.210.1.1:53" || ds.Subnet != "10.210.1.0/24" || ds.Network != "10.210.0.0/16" {
+	if ds.Machine != "m1" || ds.Listen != "10.210.1.1:53" || ds.Subnet != "10.210.1.0/24" || ds.Network != "10.210.0.0/16" ||
+		ds.TrustedMachinesFile != d.trustedMachinesPath() {
 		t.Fatalf("dns spec %+v", ds)
 	}
 	ib, err := d.ingressSpec()
@@ -143,7 +144,8 @@ func TestServingSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the daemon's ingress spec does not parse: %v\n%s", err, ib)
 	}
-	if is.Machine != "m1" || is.ACME != nil || is.ListenTLS != "" || is.StatusFile != d.ingressStatusPath() {
+	if is.Machine != "m1" || is.ACME != nil || is.ListenTLS != "" || is.StatusFile != d.ingressStatusPath() ||
+		is.TrustedMachinesFile != d.trustedMachinesPath() {
 		t.Fatalf("ingress spec %+v", is)
 	}
 	d.rec.Subnet = netip.Prefix{}

@@ -50,6 +50,10 @@ func NewWatch(ctx context.Context, do func(f func(*Client) error) error, queries
 // reader should poll.
 func (w *Watch) Live() bool { return w.down.Load() == 0 }
 
+// Wake wakes the reader as a change of the tables would: for a follower
+// of something else the reader's input depends on (a file).
+func (w *Watch) Wake() { w.wake() }
+
 func (w *Watch) wake() {
 	select {
 	case w.c <- struct{}{}:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ployz/ployz/sdk/serving"
@@ -43,6 +44,12 @@ type Spec struct {
 	// Network or loopback; others are refused, so the DNS is no open
 	// resolver. Empty means Subnet and loopback only.
 	Network string `json:"network,omitempty"`
+	// TrustedMachinesFile is the trust list ployzd keeps
+	// (serving.TrustedMachines, /run/ployz/trusted-machines.json): a
+	// Container address is taken only from a Machine whose machines row
+	// ployzd accepted, with that row's subnet. Empty, or no file there
+	// yet: the machines table alone is taken, as before the list existed.
+	TrustedMachinesFile string `json:"trusted_machines_file,omitempty"`
 }
 
 // Config is a validated Spec in typed form.
@@ -90,6 +97,9 @@ func ParseSpec(b []byte) (Config, error) {
 			return Config{}, fieldErr("network", fmt.Sprintf("%q is not a prefix", s.Network))
 		}
 		c.NetworkPrefix = c.NetworkPrefix.Masked()
+	}
+	if s.TrustedMachinesFile != "" && !filepath.IsAbs(s.TrustedMachinesFile) {
+		return Config{}, fieldErr("trusted_machines_file", fmt.Sprintf("%q is not an absolute path", s.TrustedMachinesFile))
 	}
 	if err := serving.CheckStoreAPI(s.StoreAPI); err != nil {
 		return Config{}, fieldErr("store_api", err.Error())

@@ -14,7 +14,7 @@ func TestParseSpecIgnoresUnknownFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Machine != "m1" || c.ListenAddr.String() != "10.210.1.1:53" || c.SubnetPrefix.String() != "10.210.1.0/24" ||
-		len(c.UpstreamAddrs) != 2 || c.UpstreamAddrs[0].String() != "1.1.1.1:53" || c.UpstreamAddrs[1].String() != "9.9.9.9:5353" {
+		len(c.UpstreamAddrs) != 2 || c.TrustedMachinesFile != "" || c.UpstreamAddrs[0].String() != "1.1.1.1:53" || c.UpstreamAddrs[1].String() != "9.9.9.9:5353" {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -27,6 +27,7 @@ func TestParseSpecMalformedNamesTheField(t *testing.T) {
 		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"fd00::/64","store_api":"127.0.0.1:7571"}`:                                       `"subnet"`,
 		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"nope"}`:                                             `"store_api"`,
 		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"127.0.0.1:1","upstreams":["8.8.8.8","dns.google"]}`: `"upstreams[1]"`,
+		`{"machine":"m1","listen":"10.210.1.1:53","subnet":"10.210.1.0/24","store_api":"127.0.0.1:1","trusted_machines_file":"run/t.json"}`: `"trusted_machines_file"`,
 		`{"machine":"m1","listen":53}`: `listen`,
 		`not json`:                     `dns spec`,
 	}
@@ -35,5 +36,12 @@ func TestParseSpecMalformedNamesTheField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseSpec(%s) = %v, want an error naming %s", in, err, want)
 		}
+	}
+}
+
+func TestParseSpecTrustedMachinesFile(t *testing.T) {
+	c, err := ParseSpec([]byte(strings.Replace(goodSpec, `{`, `{"trusted_machines_file":"/run/ployz/trusted-machines.json",`, 1)))
+	if err != nil || c.TrustedMachinesFile != "/run/ployz/trusted-machines.json" {
+		t.Fatalf("%+v %v", c, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ployz/ployz/sdk/serving"
@@ -65,6 +66,12 @@ type Spec struct {
 	// "10.210.0.0/16": no Container address outside it is proxied, whatever
 	// a machines row claims (sdk/serving). Empty: not bounded by one.
 	Network string `json:"network,omitempty"`
+	// TrustedMachinesFile is the trust list ployzd keeps
+	// (serving.TrustedMachines, /run/ployz/trusted-machines.json): a
+	// Container address is taken only from a Machine whose machines row
+	// ployzd accepted, with that row's subnet. Empty, or no file there
+	// yet: the machines table alone is taken, as before the list existed.
+	TrustedMachinesFile string `json:"trusted_machines_file,omitempty"`
 }
 
 // NetworkPrefix is Network parsed (ParseSpec checked it); invalid when
@@ -89,6 +96,9 @@ func ParseSpec(b []byte) (Spec, error) {
 	}
 	if _, p, err := net.SplitHostPort(s.Listen); err != nil || p == "" || p == "0" {
 		return Spec{}, fieldErr("listen", fmt.Sprintf("%q is not a [host]:port", s.Listen))
+	}
+	if s.TrustedMachinesFile != "" && !filepath.IsAbs(s.TrustedMachinesFile) {
+		return Spec{}, fieldErr("trusted_machines_file", fmt.Sprintf("%q is not an absolute path", s.TrustedMachinesFile))
 	}
 	if err := serving.CheckStoreAPI(s.StoreAPI); err != nil {
 		return Spec{}, fieldErr("store_api", err.Error())

@@ -39,3 +39,15 @@ func TestSpecNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecTrustedMachinesFile: ployzd's trust list is an absolute path;
+// absent, the spec is one an older ployzd wrote.
+func TestSpecTrustedMachinesFile(t *testing.T) {
+	base := `{"machine":"m1","listen":":80","store_api":"/run/ployz/store/api.sock"`
+	if s, err := ParseSpec([]byte(base + `,"trusted_machines_file":"/run/ployz/trusted-machines.json"}`)); err != nil || s.TrustedMachinesFile != "/run/ployz/trusted-machines.json" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if _, err := ParseSpec([]byte(base + `,"trusted_machines_file":"trusted.json"}`)); err == nil || !strings.Contains(err.Error(), `"trusted_machines_file"`) {
+		t.Fatalf("relative path: %v, want a refusal naming the field", err)
+	}
+}

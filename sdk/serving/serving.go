@@ -79,6 +79,11 @@ type Machines struct {
 	// reader was not told it. A machines row is any store writer's to
 	// forge, so its subnet alone bounds nothing: this does.
 	Network netip.Prefix
+	// Trusted maps each participating Machine whose machines row ployzd
+	// accepted (its signature verified, TrustedMachines) to that row's
+	// subnet; nil when the reader has no trust list (an older ployzd):
+	// then the machines table alone is taken.
+	Trusted map[string]netip.Prefix
 }
 
 // Vouched reports why ip is not an address the row's owner can vouch for,
@@ -96,6 +101,23 @@ func (m Machines) Vouched(owner string, ip netip.Addr) error {
 	}
 	if !subnet.Contains(ip) {
 		return fmt.Errorf("address %s is outside its Machine's subnet %s", ip, subnet)
+	}
+	return m.trusts(owner, subnet)
+}
+
+// trusts reports why owner's subnet in the store is not the one ployzd
+// accepted for it (a forged row: a new Machine id, or a changed subnet),
+// or nil when it is, or when there is no trust list.
+func (m Machines) trusts(owner string, subnet netip.Prefix) error {
+	if m.Trusted == nil {
+		return nil
+	}
+	accepted, ok := m.Trusted[strings.ToLower(owner)]
+	if !ok {
+		return fmt.Errorf("its owner %q has no participating machines row this Machine accepted (unsigned or forged)", owner)
+	}
+	if accepted != subnet {
+		return fmt.Errorf("its owner's subnet %s in the store is not the one this Machine accepted (%s)", subnet, accepted)
 	}
 	return nil
 }
@@ -297,12 +319,24 @@ const MembershipPoll = time.Second
 
 // Watch follows what Read reads until ctx ends: the WatchQueries by
 // subscription, and the membership view every MembershipPoll (a change
-// of the Machines it holds Down wakes the watch). do runs f with a
-// client (store.TokenFileClient.Do).
-func Watch(ctx context.Context, do func(f func(*store.Client) error) error, log hclog.Logger) *store.Watch {
+// of the Machines it holds Down wakes the watch), and the trust list at
+// trustedFile every TrustedPoll (ployzd accepting a row changes it, not
+// the table; "" follows none). do runs f with a client
+// (store.TokenFileClient.Do).
+func Watch(ctx context.Context, do func(f func(*store.Client) error) error, trustedFile string, log hclog.Logger) *store.Watch {
 	w := store.NewWatch(ctx, do, WatchQueries, log)
 	w.FollowMembership(ctx, do, MembershipPoll, log)
+	go followTrusted(trustedFile).run(ctx, w.Wake)
 	return w
+}
+
+// Bounds are what a reader's spec bounds Container addresses with,
+// beyond what the machines table says.
+type Bounds struct {
+	// Network is the Cluster network (invalid: not bounded by one).
+	Network netip.Prefix
+	// TrustedFile is ployzd's trust list (TrustedMachines; "": none).
+	TrustedFile string
 }
 
 // Participating is the phase of a Machine row whose Containers may serve.
@@ -312,11 +346,14 @@ const Participating = "participating"
 // and machines tables (Containers, Pointers, Machines), and the store's
 // membership view (Machines.Down; none when the store has no view or
 // does not answer it: a view that cannot be read leaves nothing out).
-// network is the Cluster network from the reader's spec (Machines.Network;
-// invalid: not bounded by one).
-func Read(ctx context.Context, c *store.Client, network netip.Prefix) (Input, error) {
+// b are the bounds from the reader's spec: the Cluster network
+// (Machines.Network) and ployzd's trust list (Machines.Trusted).
+func Read(ctx context.Context, c *store.Client, b Bounds) (Input, error) {
 	var in Input
-	var err error
+	trusted, err := ReadTrusted(b.TrustedFile)
+	if err != nil {
+		return in, err
+	}
 	if in.Containers, err = c.Containers().List(ctx); err != nil {
 		return in, err
 	}
@@ -328,7 +365,10 @@ func Read(ctx context.Context, c *store.Client, network netip.Prefix) (Input, er
 		return in, err
 	}
 	in.Machines = MachinesOf(ms)
-	in.Machines.Network = network
+	in.Machines.Network = b.Network
+	if trusted != nil {
+		in.Machines.Trusted = trusted.Subnets()
+	}
 	if view, err := c.Membership(ctx); err == nil {
 		in.Machines.Down = DownOf(ms, view)
 	}

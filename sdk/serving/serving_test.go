@@ -20,6 +20,19 @@ func crow(key, owner, ns, svc, ip, dep string, ready bool) store.Row[store.Conta
 var testMachines = Machines{Subnets: map[string]netip.Prefix{
 	"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24"), "m3": netip.MustParsePrefix("10.210.3.0/24")}}
 
+// participatingTable is MachinesOf a machines table of participating
+// Machines (id, subnet pairs) in the Cluster network 10.210.0.0/16.
+func participatingTable(idSubnets ...string) Machines {
+	var rows []store.Row[store.MachineBody]
+	for i := 0; i+1 < len(idSubnets); i += 2 {
+		rows = append(rows, store.Row[store.MachineBody]{Key: idSubnets[i],
+			Body: store.MachineBody{Phase: Participating, Subnet: idSubnets[i+1]}})
+	}
+	ms := MachinesOf(rows)
+	ms.Network = netip.MustParsePrefix("10.210.0.0/16")
+	return ms
+}
+
 func pointer(svc, id string, cs ...store.ServingContainer) store.Row[store.ServingBody] {
 	return store.Row[store.ServingBody]{Key: svc, Body: store.ServingBody{ID: id, Containers: cs}}
 }
@@ -214,14 +227,8 @@ func TestDownOf(t *testing.T) {
 // addresses ever serves, and each is counted; a row inside the Cluster
 // network still serves.
 func TestComputeRefusesForgedMachineSubnets(t *testing.T) {
-	ms := MachinesOf([]store.Row[store.MachineBody]{
-		{Key: "m1", Body: store.MachineBody{Phase: Participating, Subnet: "10.210.1.0/24"}},
-		{Key: "meta", Body: store.MachineBody{Phase: Participating, Subnet: "169.254.169.0/24"}},
-		{Key: "lo", Body: store.MachineBody{Phase: Participating, Subnet: "127.0.0.0/8"}},
-		{Key: "lan", Body: store.MachineBody{Phase: Participating, Subnet: "192.168.1.0/24"}},
-		{Key: "all", Body: store.MachineBody{Phase: Participating, Subnet: "0.0.0.0/0"}},
-	})
-	ms.Network = netip.MustParsePrefix("10.210.0.0/16")
+	ms := participatingTable("m1", "10.210.1.0/24", "meta", "169.254.169.0/24", "lo", "127.0.0.0/8",
+		"lan", "192.168.1.0/24", "all", "0.0.0.0/0")
 	rows := []store.Row[store.ContainerBody]{
 		crow("ok", "m1", "demo", "web", "10.210.1.2", "d1", true),
 		crow("meta", "meta", "demo", "web", "169.254.169.254", "d1", true),

@@ -2,7 +2,6 @@ package dns
 
 import (
 	"context"
-	"net/netip"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -38,29 +37,32 @@ type Source interface {
 // StoreSource reads the replicated store at the spec's store_api, with
 // the token from its store_token_file, and watches it by subscription.
 // Container addresses outside the spec's Cluster network are refused.
+// So are those whose owner ployzd's trust list (trusted_machines_file)
+// does not hold with the subnet the store says.
 type StoreSource struct {
-	tf      *store.TokenFileClient
-	network netip.Prefix
+	tf     *store.TokenFileClient
+	bounds serving.Bounds
 }
 
 // NewStoreSource returns the store Source of cfg.
 func NewStoreSource(cfg dnsspec.Config) StoreSource {
-	return StoreSource{store.NewTokenFileClient(cfg.StoreAPI, cfg.StoreTokenFile), cfg.NetworkPrefix}
+	return StoreSource{store.NewTokenFileClient(cfg.StoreAPI, cfg.StoreTokenFile),
+		serving.Bounds{Network: cfg.NetworkPrefix, TrustedFile: cfg.TrustedMachinesFile}}
 }
 
 // Read implements Source.
 func (s StoreSource) Read(ctx context.Context) (in serving.Input, err error) {
 	err = s.tf.Do(func(c *store.Client) error {
-		in, err = serving.Read(ctx, c, s.network)
+		in, err = serving.Read(ctx, c, s.bounds)
 		return err
 	})
 	return in, err
 }
 
 // Watch implements Source: serving.Watch of what Read reads (the tables,
-// and the membership view).
+// the membership view and the trust list).
 func (s StoreSource) Watch(ctx context.Context, log hclog.Logger) *store.Watch {
-	return serving.Watch(ctx, s.tf.Do, log)
+	return serving.Watch(ctx, s.tf.Do, s.bounds.TrustedFile, log)
 }
 
 // Load keeps h's Table current from src until ctx ends. The first

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os"
 	"reflect"
 	"sync/atomic"
@@ -69,22 +68,25 @@ type Source interface {
 
 // StoreSource reads the replicated store at the spec's store_api, with
 // the token from its store_token_file.
-// Container addresses outside the spec's Cluster network are refused.
+// Container addresses outside the spec's Cluster network are refused, and
+// so are those whose owner ployzd's trust list (trusted_machines_file)
+// does not hold with the subnet the store says.
 type StoreSource struct {
-	tf      *store.TokenFileClient
-	network netip.Prefix
+	tf     *store.TokenFileClient
+	bounds serving.Bounds
 }
 
 // NewStoreSource returns the store Source of spec s.
 func NewStoreSource(s ingress.Spec) StoreSource {
-	return StoreSource{store.NewTokenFileClient(s.StoreAPI, s.StoreTokenFile), s.NetworkPrefix()}
+	return StoreSource{store.NewTokenFileClient(s.StoreAPI, s.StoreTokenFile),
+		serving.Bounds{Network: s.NetworkPrefix(), TrustedFile: s.TrustedMachinesFile}}
 }
 
 // Input implements Source.
 func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
 	var in ingress.Input
 	err := s.tf.Do(func(c *store.Client) error {
-		r, err := serving.Read(ctx, c, s.network)
+		r, err := serving.Read(ctx, c, s.bounds)
 		in.Containers, in.Pointers, in.Machines = r.Containers, r.Pointers, r.Machines
 		return err
 	})

@@ -23,9 +23,9 @@ type Watcher interface {
 const SafetyPoll = 10 * time.Second
 
 // Watch implements Watcher: serving.Watch of what Input reads (the
-// tables, and the membership view).
+// tables, the membership view and the trust list).
 func (s StoreSource) Watch(ctx context.Context, log hclog.Logger) <-chan struct{} {
-	return serving.Watch(ctx, s.tf.Do, log).C
+	return serving.Watch(ctx, s.tf.Do, s.bounds.TrustedFile, log).C
 }
 
 var _ Watcher = StoreSource{}
