@@ -66,10 +66,12 @@ type chain struct {
 }
 
 // chains are dockernet's: the input filter (both families), the mesh ↔
-// bridge forwarding, and the nat exemption of earlier builds.
+// bridge forwarding, the raw exemption from Docker 28's direct-routing
+// drops, and the nat exemption of earlier builds.
 var chains = []chain{
 	{"filter", ChainPrefix + "-INPUT", []string{"INPUT"}, true},
 	{"filter", ChainPrefix + "-FORWARD", []string{"DOCKER-USER", "FORWARD"}, false},
+	{"raw", ChainPrefix + "-PREROUTING", []string{"PREROUTING"}, false},
 	{"nat", ChainPrefix + "-POSTROUTING", []string{"POSTROUTING"}, false},
 }
 
