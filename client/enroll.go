@@ -127,6 +127,12 @@ func ensureInstalled(ctx context.Context, u *url.URL, o Options, e Enrollment) e
 	if err != nil {
 		return err
 	}
+	return installOver(ctx, sc, e)
+}
+
+// installOver is ensureInstalled on an open SSH connection: what the
+// server runs picks the bundle, wherever this CLI runs.
+func installOver(ctx context.Context, sc *ssh.Client, e Enrollment) error {
 	progress := e.Options.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
