@@ -50,7 +50,7 @@ func TestBuildAppForMachinesPlatform(t *testing.T) {
 	if v, err := cli.ServerVersion(ctx); err != nil {
 		prereq.Missing(t, "a Docker daemon to build images", err)
 	} else if v.Arch == "arm64" {
-		t.Skip("this computer builds arm64 natively; the test needs another platform")
+		prereq.Skip(t, "this computer builds arm64 natively; the test needs another platform")
 	}
 	base := dockertest.ShellImage(t)
 	dir := t.TempDir()
