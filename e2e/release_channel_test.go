@@ -210,11 +210,7 @@ func channelUpgrade(t *testing.T, ctx context.Context, cluster *lab.Lab, op *ope
 	if code != 0 || o.Version != channelV2 {
 		t.Errorf("upgrade --all: exit %d, version %q", code, o.Version)
 	}
-	for _, m := range o.Machines {
-		if m.Outcome != release.OutcomeUpgraded {
-			t.Errorf("%s: %s at %s: %s", m.Name, m.Outcome, m.FailedStep, m.Error)
-		}
-	}
+	o.requireUpgraded(t)
 	if hl.fail > 0 {
 		t.Errorf("%d HTTP requests failed during the upgrade; first: %v", hl.fail, hl.samples)
 	}

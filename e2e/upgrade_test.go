@@ -190,6 +190,16 @@ type upgradeOutcome struct {
 	Millis int64 `json:"ms"`
 }
 
+// requireUpgraded fails t for every Machine the rollout did not upgrade.
+func (o upgradeOutcome) requireUpgraded(t *testing.T) {
+	t.Helper()
+	for _, m := range o.Machines {
+		if m.Outcome != release.OutcomeUpgraded {
+			t.Errorf("%s: %s at %s: %s", m.Name, m.Outcome, m.FailedStep, m.Error)
+		}
+	}
+}
+
 // TestUpgrade forms a Cluster from the loose binaries `make build` left in
 // bin/, deploys a Service behind the ingress, then upgrades every Machine
 // to a bundle of this tree with another version string under keep-alive
@@ -591,11 +601,7 @@ func pluginUpgradeUnderLoad(t *testing.T, ctx context.Context, l *lab.Lab, op *o
 	if code != 0 || len(o.Machines) != 3 {
 		t.Errorf("plugin upgrade: exit %d, %+v", code, o.Machines)
 	}
-	for _, m := range o.Machines {
-		if m.Outcome != release.OutcomeUpgraded {
-			t.Errorf("%s: %s at %s: %s", m.Name, m.Outcome, m.FailedStep, m.Error)
-		}
-	}
+	o.requireUpgraded(t)
 	if hl.fail > 0 {
 		t.Errorf("%d HTTP requests failed during the plugin upgrade; first: %v", hl.fail, hl.samples)
 		journalsSince(t, ctx, l, start)
