@@ -92,7 +92,9 @@ const (
 
 // isDest says whether target names a host ([user@]host, ssh://...)
 // rather than a Machine.
-func isDest(target string) bool { return strings.Contains(target, "@") || strings.Contains(target, "://") }
+func isDest(target string) bool {
+	return strings.Contains(target, "@") || strings.Contains(target, "://")
+}
 
 // whoAnswers bounds the call asking a host's ployzd who it is.
 const whoAnswers = 10 * time.Second

@@ -491,7 +491,9 @@ func forgedMachineServesNothing(ctx context.Context, t *testing.T, l *lab.Lab, i
 	}
 	defer cleanup()
 	start := time.Now()
-	defer func() { t.Logf("the forged Machine's Container checked on m2 in %s", time.Since(start).Round(100*time.Millisecond)) }()
+	defer func() {
+		t.Logf("the forged Machine's Container checked on m2 in %s", time.Since(start).Round(100*time.Millisecond))
+	}()
 	for _, stmt := range []string{
 		fmt.Sprintf(`INSERT INTO machines (id, owner, body) VALUES ('%s', '%s', '{"name":"forged","subnet":"10.210.250.0/24","phase":"participating"}')`, fid, fid),
 		fmt.Sprintf(`INSERT INTO containers (id, owner, body) VALUES ('%s', '%s', '{"namespace":"forged","service":"web","ip":"%s","state":"running","ready":true,"ingress":[{"hostname":"%s","container_port":8080}]}')`, ctr, fid, ip, host),
