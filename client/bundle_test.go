@@ -57,22 +57,12 @@ func TestBundlePathAndOpen(t *testing.T) {
 	}
 }
 
-// trustNewKey makes the test trust only a new release key, returned.
-func trustNewKey(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release.TrustForTest(pub))
-	return key
-}
-
 // TestOpenSignedBundle: a --bundle signed by a trusted key opens with its
 // proof for the Machines; unsigned, signed by another key, or changed
 // after signing, it is refused naming the file and the trusted key.
 func TestOpenSignedBundle(t *testing.T) {
-	key := trustNewKey(t)
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
 	trusted := release.KeyID(key.Public().(ed25519.PublicKey))
 	dir := t.TempDir()
 	p := writeBundle(t, dir, "b.tar.gz", version.ProtocolMajor)
@@ -107,7 +97,8 @@ func TestOpenSignedBundle(t *testing.T) {
 // one is unpacked with this program's binary beside its own, and cleanup
 // removes it.
 func TestInstallDir(t *testing.T) {
-	key := trustNewKey(t)
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
 	dir := t.TempDir()
 	var said []string
 	progress := func(f string, a ...any) { said = append(said, f) }

@@ -47,17 +47,6 @@ func unsignedReq(v string, b []byte) rpc.UpgradeRequest {
 	return rpc.UpgradeRequest{Version: v, SHA256: hex.EncodeToString(s[:]), Size: int64(len(b))}
 }
 
-// releaseKey makes this test process trust a new release key only.
-func releaseKey(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release.TrustForTest(pub))
-	return key
-}
-
 // signedReq is unsignedReq with the bundle's detached signature by key.
 func signedReq(v string, b []byte, key ed25519.PrivateKey) rpc.UpgradeRequest {
 	r := unsignedReq(v, b)
@@ -98,7 +87,8 @@ func TestUpgradeRequestValidate(t *testing.T) {
 
 func TestStageReleaseVerifies(t *testing.T) {
 	root := t.TempDir()
-	key := releaseKey(t)
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
 	reqFor := func(v string, b []byte) rpc.UpgradeRequest { return signedReq(v, b, key) }
 	b := testBundle(t, "9.9.9", runtime.GOARCH)
 	dir, err := stageRelease(root, reqFor("9.9.9", b), bytes.NewReader(b))
@@ -267,7 +257,8 @@ func TestPruneKeepsTwoReleases(t *testing.T) {
 func TestUploadRefusedUnlessSigned(t *testing.T) {
 	dataDir := t.TempDir()
 	c, _, _ := runDaemon(t, dataDir)
-	key := releaseKey(t)
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
 	_, other, _ := ed25519.GenerateKey(nil)
 	dir := t.TempDir()
 	write := func(v string) release.Bundle {

@@ -34,6 +34,16 @@ func TrustForTest(keys ...ed25519.PublicKey) (restore func()) {
 	return func() { testKeys = old }
 }
 
+// TrustNewKeyForTest makes this process trust only a new release key
+// until restore is called, and returns the key to sign with. For tests.
+func TrustNewKeyForTest() (key ed25519.PrivateKey, restore func()) {
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err) // the system's random source failed
+	}
+	return key, TrustForTest(pub)
+}
+
 // TrustedKeys are the release keys this build accepts signatures from.
 func TrustedKeys() ([]ed25519.PublicKey, error) {
 	if testKeys != nil {
