@@ -59,10 +59,10 @@ func OpenSignedBundle(p string) (b release.Bundle, keyID string, err error) {
 // InstallDir is where enrolling takes the binaries it installs on a
 // Machine without Ployz: OwnBundle in dir, refused unless a trusted
 // release key signed it, unpacked into a temporary directory with every
-// digest verified, plus self (this program's
-// binary, "" for none) when it runs on linux; without a bundle, the loose
-// binaries in dir (a development build, as in the lab), said so through
-// progress. cleanup removes the temporary directory.
+// digest verified, plus self (this program's binary, "" for none) when
+// it runs on linux; without a bundle, the loose binaries in dir (a
+// development build, as in the lab: the same build as this CLI), said so
+// through progress. cleanup removes the temporary directory.
 func InstallDir(dir, self string, progress func(string, ...any)) (bin string, cleanup func(), err error) {
 	none := func() {}
 	p, err := BundlePath("", dir)
