@@ -127,7 +127,8 @@ func (s *Session) Run(ctx context.Context, p *RunPlan, req RunRequest, o RunIO) 
 	if !req.Detach {
 		send := &streamSender{st: st}
 		if rr.Stdin {
-			go send.stdin(o.Stdin)
+			// The stream stays open after stdin's end, for control events.
+			go pumpStdin(o.Stdin, send.send, func() { send.send(rpc.StreamFrame{EOF: true}) }) //nolint:errcheck // the process sees EOF or the stream is gone
 		}
 		if o.Control != nil {
 			go send.controls(ctx, o.Control)
@@ -164,14 +165,7 @@ func relayRun(st *rpc.ClientStream, o RunIO, res *RunResult) error {
 		if err != nil {
 			return err
 		}
-		if len(f.Data) > 0 {
-			var out rpc.ExecOutput
-			json.Unmarshal(f.Event, &out) //nolint:errcheck // no event: stdout
-			if out.Stream == "stderr" {
-				o.Stderr.Write(f.Data) //nolint:errcheck // the terminal's, not ours to fail on
-			} else {
-				o.Stdout.Write(f.Data) //nolint:errcheck // the terminal's, not ours to fail on
-			}
+		if writeOutput(f, o.Stdout, o.Stderr) {
 			continue
 		}
 		var e rpc.RunEvent
@@ -198,22 +192,6 @@ func (s *streamSender) send(f rpc.StreamFrame) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st.Send(f)
-}
-
-// stdin sends what r gives until it ends, then an EOF frame; the stream
-// stays open for control events.
-func (s *streamSender) stdin(r io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 && s.send(rpc.StreamFrame{Data: append([]byte(nil), buf[:n]...)}) != nil {
-			return
-		}
-		if err != nil {
-			s.send(rpc.StreamFrame{EOF: true}) //nolint:errcheck // the process sees EOF or the stream is gone
-			return
-		}
-	}
 }
 
 // controls sends each control event until ctx ends or c closes.

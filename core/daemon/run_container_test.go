@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,26 +21,9 @@ import (
 // client's disappearance behave as over Machine RPC.
 func serveRuns(t *testing.T, o *containerOps) *rpc.Client {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "pzrun") // a socket path must fit in 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	srv := rpc.NewServer(rpc.Options{Local: func() (string, string) { return "m-test", "test" }})
 	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdRunContainer, Capability: rpc.CapRunContainer, Handler: o.runContainer})
-	lis, err := net.Listen("unix", filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(lis) //nolint:errcheck // ends with Stop
-	t.Cleanup(g.Stop)
-	c, err := rpc.DialUnix(filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return serveSocket(t, srv)
 }
 
 // runReq is a run of testapp's one-shot mode with args in a Service

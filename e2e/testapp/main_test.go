@@ -215,14 +215,18 @@ func (s *syncBuffer) String() string {
 // with 130.
 func TestOneShot(t *testing.T) {
 	bin := build(t)
-	cmd := exec.Command(bin, "--exit-code", "3", "--say", "hello", "--cat")
+	shown := filepath.Join(t.TempDir(), "shown")
+	if err := os.WriteFile(shown, []byte("shown file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--exit-code", "3", "--say", "hello", "--show", shown, "--cat")
 	cmd.Env = append(os.Environ(), "MESSAGE=v7")
 	cmd.Stdin = strings.NewReader("from stdin\n")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || out.String() != "testapp run: MESSAGE=v7\nhello\nfrom stdin\n" || !strings.Contains(errb.String(), "tty=false") {
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || out.String() != "testapp run: MESSAGE=v7\nhello\nshown file\nfrom stdin\n" || !strings.Contains(errb.String(), "tty=false") {
 		t.Fatalf("exit-code 3: %v, stdout %q, stderr %q", err, out.String(), errb.String())
 	}
 	cmd = exec.Command(bin, "--exit-code", "0", "--sleep", "30s")
