@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +191,20 @@ func TestRun(t *testing.T) {
 		r := <-res
 		if r.code != 130 || !strings.Contains(r.out, "got interrupt") {
 			t.Fatalf("Ctrl-C: exit %d, want 130 from the process\n%s\n%s", r.code, r.out, r.errs)
+		}
+	})
+
+	t.Run("tty", func(t *testing.T) {
+		// script(1) gives the CLI a terminal, as an operator's shell does:
+		// the process gets one too, and the exit code still comes through.
+		op.pins.pin(t)
+		argv := []string{op.bin(), "--ssh-key", op.key, "run", "web", "-p", "jobs", "--", "/testapp", "--exit-code", "5"}
+		cmd := exec.Command("script", "-qefc", strings.Join(argv, " "), "/dev/null")
+		cmd.Env = op.environ()
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 5 || !strings.Contains(string(out), "tty=true") || !strings.Contains(string(out), "MESSAGE=from-web-env") {
+			t.Fatalf("ployz run in a terminal: %v\n%s", err, out)
 		}
 	})
 

@@ -406,3 +406,36 @@ func TestReapVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestReapStopsARunNobodyRelays: the reaper of the process relaying an
+// attached run leaves it running; a restarted daemon's reaper (which
+// relays nothing) stops it, since its terminal is gone.
+func TestReapStopsARunNobodyRelays(t *testing.T) {
+	to := newTestOps(t)
+	c := serveRuns(t, to.containerOps)
+	s, done := openRun(t, c, to.runReq("run-o", "--exit-code", "0", "--sleep", "120s"))
+	defer done()
+	lines := make(chan string, 64)
+	res := make(chan *runOutcome, 1)
+	go func() { out, _ := readRun(s, lines); res <- out }()
+	waitLine(t, lines, "sleeping")
+	if err := to.reapRuns(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	in, err := to.cli.ContainerInspect(context.Background(), to.namespace+"-run-o")
+	if err != nil || !in.State.Running {
+		t.Fatalf("the relaying daemon's reaper touched its own run: %v %+v", err, in.State)
+	}
+	restarted := newContainerOps(to.cfg)
+	if err := restarted.reapRuns(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-res:
+		if out.exited == nil || out.exited.ExitCode != 143 || !strings.Contains(out.stdout.String(), "got terminated") {
+			t.Fatalf("the orphaned run: %+v, stdout %q", out.exited, out.stdout.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the orphaned run was not stopped within 30s")
+	}
+}
