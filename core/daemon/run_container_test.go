@@ -92,6 +92,18 @@ func openRun(t *testing.T, c *rpc.Client, req rpc.RunContainerRequest) (*rpc.Cli
 	return s, func() { s.Close(); cancel() }
 }
 
+// openSleeping opens a run of testapp's --sleep and returns once it
+// sleeps; res answers what the stream said once it ends.
+func openSleeping(t *testing.T, c *rpc.Client, req rpc.RunContainerRequest) (*rpc.ClientStream, <-chan *runOutcome, context.CancelFunc) {
+	t.Helper()
+	s, done := openRun(t, c, req)
+	lines := make(chan string, 64)
+	res := make(chan *runOutcome, 1)
+	go func() { out, _ := readRun(s, lines); res <- out }()
+	waitLine(t, lines, "sleeping")
+	return s, res, done
+}
+
 // waitLine reads lines until one contains want.
 func waitLine(t *testing.T, lines <-chan string, want string) {
 	t.Helper()
@@ -182,12 +194,8 @@ func TestRunContainerTTY(t *testing.T) {
 func TestRunContainerSignalAndListing(t *testing.T) {
 	to := newTestOps(t)
 	c := serveRuns(t, to.containerOps)
-	s, done := openRun(t, c, to.runReq("run-s", "--exit-code", "0", "--sleep", "60s"))
+	s, res, done := openSleeping(t, c, to.runReq("run-s", "--exit-code", "0", "--sleep", "60s"))
 	defer done()
-	lines := make(chan string, 64)
-	res := make(chan *runOutcome, 1)
-	go func() { out, _ := readRun(s, lines); res <- out }()
-	waitLine(t, lines, "sleeping")
 
 	plain := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
 	if len(plain.Containers) != 0 {
@@ -223,13 +231,9 @@ func TestRunContainerClientGone(t *testing.T) {
 			req.Name += "-kept"
 		}
 		req.Keep = keep
-		s, done := openRun(t, c, req)
-		lines := make(chan string, 64)
-		started := make(chan *runOutcome, 1)
-		go func() { out, _ := readRun(s, lines); started <- out }()
-		waitLine(t, lines, "sleeping")
+		_, res, done := openSleeping(t, c, req)
 		done() // the client goes away
-		<-started
+		<-res
 		id := to.containerByName(t, req.Name)
 		deadline := time.Now().Add(40 * time.Second)
 		for {
@@ -413,12 +417,8 @@ func TestReapVerdict(t *testing.T) {
 func TestReapStopsARunNobodyRelays(t *testing.T) {
 	to := newTestOps(t)
 	c := serveRuns(t, to.containerOps)
-	s, done := openRun(t, c, to.runReq("run-o", "--exit-code", "0", "--sleep", "120s"))
+	_, res, done := openSleeping(t, c, to.runReq("run-o", "--exit-code", "0", "--sleep", "120s"))
 	defer done()
-	lines := make(chan string, 64)
-	res := make(chan *runOutcome, 1)
-	go func() { out, _ := readRun(s, lines); res <- out }()
-	waitLine(t, lines, "sleeping")
 	if err := to.reapRuns(context.Background(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
