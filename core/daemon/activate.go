@@ -149,7 +149,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 		defer close(a.done)
 		loops := []func(context.Context){
 			func(ctx context.Context) { m.Run(ctx) }, //nolint:errcheck // logs its own failures
-			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop,
+			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop,
 		}
 		done := make(chan struct{}, len(loops))
 		for _, l := range loops {

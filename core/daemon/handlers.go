@@ -58,18 +58,22 @@ func (d *Daemon) routes() {
 	d.upgradeRoutes()
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageRelay, Capability: rpc.CapImageRelay, Handler: d.imageRelay})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress,
+		Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.pullImageProgress })})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: rpc.CapExec, Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.exec })})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdRunContainer, Capability: rpc.CapRunContainer,
+		Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.runContainer })})
+}
+
+// withDocker serves a stream of the Container ops, refused while this
+// Machine has no Docker client.
+func (d *Daemon) withDocker(h func(*containerOps) rpc.StreamHandler) rpc.StreamHandler {
+	return func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 		if d.ctrs == nil || d.ctrs.docker == nil {
 			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
 		}
-		return d.ctrs.pullImageProgress(ctx, raw, s)
-	}})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: rpc.CapExec, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-		if d.ctrs == nil || d.ctrs.docker == nil {
-			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
-		}
-		return d.ctrs.exec(ctx, raw, s)
-	}})
+		return h(d.ctrs)(ctx, raw, s)
+	}
 }
 
 func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {

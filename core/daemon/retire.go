@@ -89,7 +89,7 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 			continue
 		}
 		in, err := d.ctrs.docker.ContainerInspect(ctx, r.Key)
-		if err != nil || in.State == nil || !in.State.Running || in.Config == nil || in.Config.Labels[rpc.LabelKind] == "hook" {
+		if err != nil || in.State == nil || !in.State.Running || in.Config == nil || !rpc.IsReplica(in.Config.Labels) {
 			continue
 		}
 		created, err := time.Parse(time.RFC3339Nano, in.Created)

@@ -52,7 +52,7 @@ const (
 	LabelDeployment = "ployz.deployment" // deployment id that created it
 	LabelSpecHash   = "ployz.spec_hash"  // hash of the resolved spec: up-to-date detection
 	LabelReadiness  = "ployz.readiness"  // healthcheck, notify or none
-	LabelKind       = "ployz.kind"       // service or hook
+	LabelKind       = "ployz.kind"       // service, hook or run (KindService...)
 	LabelSpec       = "ployz.spec"       // the resolved spec as JSON (secrets redacted)
 )
 
@@ -74,7 +74,7 @@ type ContainerSpec struct {
 	ServiceID    string            `json:"service_id"`
 	DeploymentID string            `json:"deployment_id"`
 	SpecHash     string            `json:"spec_hash"`
-	Kind         string            `json:"kind,omitempty"` // service (default) or hook
+	Kind         string            `json:"kind,omitempty"` // service (default), hook or run
 	Image        string            `json:"image"`
 	Entrypoint   []string          `json:"entrypoint,omitempty"`
 	Command      []string          `json:"command,omitempty"`
@@ -286,6 +286,10 @@ type ContainerExport struct {
 // ListContainersRequest filters a live listing.
 type ListContainersRequest struct {
 	Namespace string `json:"namespace,omitempty"` // empty: every Service Container
+	// OneOffs lists the one-off run Containers (kind run) too; without
+	// it they are left out, so a caller that predates them never counts
+	// one as a replica.
+	OneOffs bool `json:"one_offs,omitempty"`
 }
 
 // ContainerObservation is one Container as its Machine sees it now.

@@ -1,6 +1,7 @@
 package fakecluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,6 +69,11 @@ type Machine struct {
 	Images []string
 	// Platform is the os/arch it reports with its images ("": none).
 	Platform string
+	// Volumes are its Docker volumes, Writers the Provisioned Volumes
+	// whose Writer it holds (list_containers answers them).
+	Volumes, Writers []string
+	// Runs are the run_container requests it served, in order.
+	Runs []rpc.RunContainerRequest
 	// FailCreate makes create_container fail here; FailReset, reset.
 	FailCreate, FailReset bool
 	// WasReset is set by a reset.
@@ -79,6 +85,8 @@ type Machine struct {
 type Container struct {
 	rpc.ContainerExport
 	State string
+	// Keep marks a one-off run kept after it ends.
+	Keep bool
 }
 
 // Options change what every Machine is and serves.
@@ -143,6 +151,9 @@ func (fc *Cluster) serve(m *Machine, addr string) {
 		Dial:  func(_ context.Context, p rpc.Peer) (*rpc.Client, error) { return rpc.DialUnix(p.Address) }})
 	fc.routes(srv, m)
 	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: "test.exec", Handler: fc.exec(m)})
+	if !slices.Contains(fc.o.Unsupported, rpc.CmdRunContainer) {
+		srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdRunContainer, Capability: rpc.CapRunContainer, Handler: fc.run(m)})
+	}
 	if fc.o.Routes != nil {
 		fc.o.Routes(fc, srv, m)
 	}
@@ -273,7 +284,10 @@ func (fc *Cluster) obs(m *Machine, c *Container) rpc.ContainerObservation {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[rpc.LabelKind] = "service"
+	labels[rpc.LabelKind] = cmp.Or(sp.Kind, rpc.KindService)
+	if c.Keep {
+		labels[rpc.LabelRunKeep] = "1"
+	}
 	return rpc.ContainerObservation{ID: c.ID, Name: c.Name, MachineID: m.id, Namespace: sp.Namespace, Service: sp.Service, ServiceID: sp.ServiceID,
 		Deployment: sp.DeploymentID, SpecHash: sp.SpecHash, Image: sp.Image, State: c.State, Ready: c.State == "running", Spec: &sp, Labels: labels}
 }
@@ -286,7 +300,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		for i, o := range fc.ms {
 			// Each Machine's subnet is its place's /24 of 10.210.0.0/16.
 			out.Machines = append(out.Machines, rpc.MachineView{ID: o.id, Name: o.name, Labels: maps.Clone(o.labels),
-				Subnet: fmt.Sprintf("10.210.%d.0/24", i+1)})
+				Subnet: fmt.Sprintf("10.210.%d.0/24", i+1), Capabilities: fc.capabilities()})
 		}
 		return out, nil
 	})
@@ -341,9 +355,14 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return c.ContainerExport, nil
 	})
-	handle(rpc.CmdListContainers, func(json.RawMessage) (any, error) {
-		out := rpc.ContainerList{MachineID: m.id, Labels: maps.Clone(m.labels)}
+	handle(rpc.CmdListContainers, func(raw json.RawMessage) (any, error) {
+		var req rpc.ListContainersRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		out := rpc.ContainerList{MachineID: m.id, Labels: maps.Clone(m.labels), Volumes: m.Volumes, Writers: m.Writers}
 		for _, c := range m.Ctrs {
+			if c.Spec.Kind == rpc.KindRun && !req.OneOffs {
+				continue // as ployzd: one-off runs only when asked
+			}
 			out.Containers = append(out.Containers, fc.obs(m, c))
 		}
 		return out, nil
