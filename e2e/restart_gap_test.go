@@ -39,9 +39,9 @@ sub try { my ($proto, $addr, $port) = @_;
   return bind($s, pack_sockaddr_in6($port, inet_pton(AF_INET6, $addr))) ? $s : undef; }
 print try("tcp", $mgmt, 7599) ? "control bound\n" : "control refused: $!\n";
 my @t; for my $p (@ARGV[1..$#ARGV]) { my ($proto, $port) = split m{/}, $p; push @t, [$proto, $_, $port] for ("::", $mgmt); }
-my ($n, @held) = (0);
+my ($n, %held) = (0);
 until (-e "/tmp/squat.stop") {
-  for my $t (@t) { $n++; my $s = try(@$t) or next; listen($s, 16) if $t->[0] eq "tcp"; push @held, $s; print "bound @$t\n"; }
+  for my $t (@t) { next if $held{"@$t"}; $n++; my $s = try(@$t) or next; listen($s, 16) if $t->[0] eq "tcp"; $held{"@$t"} = $s; print "bound @$t\n"; }
   select(undef, undef, undef, 0.002);
 }
 print "attempts $n\n";`
@@ -74,6 +74,12 @@ func restartGap(ctx context.Context, t *testing.T, l *lab.Lab, m *lab.Machine, m
 		t.Fatalf("start the squatter: %v", err)
 	}
 	defer l.Exec(ctx, m.Name, "kill", pid) //nolint:errcheck // gone already when it stopped
+	defer func() {
+		if t.Failed() { // what the squatter got explains a unit that did not come back
+			out, _ := l.Exec(ctx, m.Name, "cat", "/tmp/squat.log")
+			t.Logf("squatter log:\n%s", out)
+		}
+	}()
 	eventually(t, 10*time.Second, "the squatter runs", func() error {
 		out, _ := l.Exec(ctx, m.Name, "cat", "/tmp/squat.log")
 		if !strings.Contains(out, "control bound") {
