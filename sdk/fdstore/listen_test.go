@@ -1,12 +1,10 @@
 package fdstore
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,72 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ployz/ployz/sdk/fdstore/fdstoretest"
 )
-
-// manager stands in for systemd: it receives notifications on a unixgram
-// socket at $NOTIFY_SOCKET and keeps the fds they carry, as the fd store
-// does.
-type manager struct {
-	t    *testing.T
-	conn *net.UnixConn
-	path string
-}
-
-func newManager(t *testing.T) *manager {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "notify")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Net: "unixgram", Name: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	return &manager{t: t, conn: c, path: path}
-}
-
-// next returns the next notification and the fds it carried (the test
-// closes them); ok is false when none arrives within wait.
-func (m *manager) next(wait time.Duration) (state string, fds []int, ok bool) {
-	m.t.Helper()
-	buf, oob := make([]byte, 512), make([]byte, unix.CmsgSpace(4*8))
-	_ = m.conn.SetReadDeadline(time.Now().Add(wait))
-	n, oobn, _, _, err := m.conn.ReadMsgUnix(buf, oob)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return "", nil, false
-	}
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	for i := range msgs {
-		r, err := unix.ParseUnixRights(&msgs[i])
-		if err == nil {
-			fds = append(fds, r...)
-		}
-	}
-	return string(buf[:n]), fds, true
-}
-
-// expect fails unless the next notification is state carrying n fds.
-func (m *manager) expect(state string, n int) []int {
-	m.t.Helper()
-	got, fds, ok := m.next(5 * time.Second)
-	if !ok || got != state || len(fds) != n {
-		m.t.Fatalf("notification %q with %d fds (received: %v), want %q with %d", got, len(fds), ok, state, n)
-	}
-	return fds
-}
-
-// none fails if a notification arrives within a short while.
-func (m *manager) none() {
-	m.t.Helper()
-	if got, fds, ok := m.next(300 * time.Millisecond); ok {
-		m.t.Fatalf("unexpected notification %q with %d fds", got, len(fds))
-	}
-}
 
 func inode(t *testing.T, fd int) uint64 {
 	t.Helper()
@@ -128,13 +63,13 @@ func freePort(t *testing.T) int {
 // under the same name is the same socket, answering it. Forget hands the
 // port back.
 func TestListenTCPKeepsThePort(t *testing.T) {
-	m := newManager(t)
+	m := fdstoretest.NewManager(t)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	l, err := ListenTCP("test-rpc", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := m.expect("FDSTORE=1\nFDNAME=test-rpc", 1)
+	stored := m.Expect("FDSTORE=1\nFDNAME=test-rpc", 1)
 	defer unix.Close(stored[0])
 	ino := connInode(t, l)
 	if got := inode(t, stored[0]); got != ino {
@@ -156,7 +91,7 @@ func TestListenTCPKeepsThePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.none() // already in the store
+	m.None() // already in the store
 	if got := connInode(t, again); got != ino {
 		t.Fatalf("listening again gave socket %d, want the kept %d", got, ino)
 	}
@@ -171,7 +106,7 @@ func TestListenTCPKeepsThePort(t *testing.T) {
 	}
 
 	Forget("test-rpc")
-	m.expect("FDSTOREREMOVE=1\nFDNAME=test-rpc", 0)
+	m.Expect("FDSTOREREMOVE=1\nFDNAME=test-rpc", 0)
 	again.Close()
 	unix.Close(stored[0]) // systemd closes its copy on FDSTOREREMOVE
 	free, err := net.Listen("tcp", addr)
@@ -187,13 +122,13 @@ func TestListenTCPKeepsThePort(t *testing.T) {
 // TestListenMovedAddress: a kept socket bound elsewhere is dropped from
 // the store and a new one parked in its place.
 func TestListenMovedAddress(t *testing.T) {
-	m := newManager(t)
+	m := fdstoretest.NewManager(t)
 	first := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	l, err := ListenUDP("test-gossip", first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := m.expect("FDSTORE=1\nFDNAME=test-gossip", 1)
+	stored := m.Expect("FDSTORE=1\nFDNAME=test-gossip", 1)
 	unix.Close(stored[0])
 	l.Close()
 	moved := "127.0.0.1:" + strconv.Itoa(freePort(t))
@@ -202,8 +137,8 @@ func TestListenMovedAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	m.expect("FDSTOREREMOVE=1\nFDNAME=test-gossip", 0)
-	stored = m.expect("FDSTORE=1\nFDNAME=test-gossip", 1)
+	m.Expect("FDSTOREREMOVE=1\nFDNAME=test-gossip", 0)
+	stored = m.Expect("FDSTORE=1\nFDNAME=test-gossip", 1)
 	defer unix.Close(stored[0])
 	if got := l.LocalAddr().String(); got != moved {
 		t.Fatalf("listening on %s, want %s", got, moved)
@@ -212,7 +147,7 @@ func TestListenMovedAddress(t *testing.T) {
 		t.Fatalf("the store got socket %d, the conn is %d", got, want)
 	}
 	Forget("test-gossip")
-	m.expect("FDSTOREREMOVE=1\nFDNAME=test-gossip", 0)
+	m.Expect("FDSTOREREMOVE=1\nFDNAME=test-gossip", 0)
 	if free, err := net.ListenPacket("udp", first); err != nil {
 		t.Errorf("%s still taken after its socket moved: %v", first, err)
 	} else {
@@ -248,7 +183,7 @@ func TestListenOutsideSystemd(t *testing.T) {
 // The passing is real: a child process is started with the sockets at
 // fds 3.. and the LISTEN_ variables, as systemd starts a unit.
 func TestListenTakesPassedSockets(t *testing.T) {
-	m := newManager(t)
+	m := fdstoretest.NewManager(t)
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	tl, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
@@ -286,7 +221,7 @@ func TestListenTakesPassedSockets(t *testing.T) {
 	if !strings.Contains(string(out), want) {
 		t.Fatalf("child listened on other sockets than it was passed (want %q):\n%s", want, out)
 	}
-	m.none() // both were in the store already
+	m.None() // both were in the store already
 }
 
 // TestPassedChild is TestListenTakesPassedSockets' child process.

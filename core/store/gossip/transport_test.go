@@ -2,60 +2,16 @@ package gossip
 
 import (
 	"net"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"golang.org/x/sys/unix"
-)
 
-// fakeStore stands in for systemd's fd store: it sets NOTIFY_SOCKET and
-// keeps every fd a notification carries, as systemd does until the unit
-// stops, counting the sockets parked.
-func fakeStore(t *testing.T) (parked func() int) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "notify")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Net: "unixgram", Name: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("NOTIFY_SOCKET", path)
-	var mu sync.Mutex
-	var fds []int
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf, oob := make([]byte, 512), make([]byte, unix.CmsgSpace(4*8))
-		for {
-			_, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
-			if err != nil {
-				return
-			}
-			msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
-			for i := range msgs {
-				r, _ := unix.ParseUnixRights(&msgs[i])
-				mu.Lock()
-				fds = append(fds, r...)
-				mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		c.Close()
-		<-done
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	})
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(fds)
-	}
-}
+	"github.com/ployz/ployz/sdk/fdstore"
+	"github.com/ployz/ployz/sdk/fdstore/fdstoretest"
+)
 
 // TestKeptGossipSocketsOutliveAStop: a member started with KeepAs under a
 // service manager parks its TCP and UDP sockets; once it shuts down
@@ -63,7 +19,8 @@ func fakeStore(t *testing.T) (parked func() int) {
 // packet, a stream) waits in the kept sockets for the member started
 // next on the same address, which takes them over instead of binding.
 func TestKeptGossipSocketsOutliveAStop(t *testing.T) {
-	parked := fakeStore(t)
+	m := fdstoretest.NewManager(t)
+	t.Cleanup(func() { fdstore.Forget("test-gossip-tcp"); fdstore.Forget("test-gossip-udp") })
 	port := freeGossipPort(t)
 	bind := "127.0.0.1:" + strconv.Itoa(port)
 	got := make(chan string, 4)
@@ -73,7 +30,10 @@ func TestKeptGossipSocketsOutliveAStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tcp and udp parked", func() bool { return parked() == 2 })
+	// systemd's copies: they keep the sockets while no member runs.
+	for _, fd := range append(m.Expect("FDSTORE=1\nFDNAME=test-gossip-tcp", 1), m.Expect("FDSTORE=1\nFDNAME=test-gossip-udp", 1)...) {
+		defer unix.Close(fd)
+	}
 	b, err := Start(Config{Name: "b", Bind: "127.0.0.1:0", Fast: fast})
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +71,7 @@ func TestKeptGossipSocketsOutliveAStop(t *testing.T) {
 			t.Fatalf("not received after the restart: %v", want)
 		}
 	}
-	if n := parked(); n != 2 {
-		t.Fatalf("%d sockets parked in all; the restart should have taken the 2 kept ones", n)
-	}
+	m.None() // the restart took the kept sockets, parking nothing new
 }
 
 // freeGossipPort is a port free for both TCP and UDP on 127.0.0.1.
@@ -126,15 +84,4 @@ func freeGossipPort(t *testing.T) int {
 	tl.Close()
 	ul.Close()
 	return tl.Addr().(*net.TCPAddr).Port
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
