@@ -20,6 +20,7 @@ import (
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/fdstore"
 )
 
 // Units the daemon starts and never stops outside a reset.
@@ -117,19 +118,22 @@ func (d *Daemon) activate(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a := &active{cancel: cancel, done: make(chan struct{}), mesh: m, store: st}
-	// Machine RPC over the mesh, on the management address.
-	lis, err := net.Listen("tcp", netip.AddrPortFrom(m.ManagementIP(), uint16(d.cfg.RPCPort)).String())
+	// Machine RPC over the mesh, on the management address. Both ports
+	// stay in the fd store across restarts of ployzd, so no local user can
+	// take one in between (meshListen).
+	lis, err := meshListen(RPCFDName, m.ManagementIP(), d.cfg.RPCPort)
 	if err != nil {
 		cancel()
 		return fmt.Errorf("machine rpc on the mesh: %w", err)
 	}
 	if d.identity == nil {
+		lis.Close()
 		cancel()
 		return fmt.Errorf("machine rpc on the mesh: no RPC identity")
 	}
 	// The volume transport: a source Machine's send_volume_to streams
 	// into receive_volume here, authenticated as Machine RPC is.
-	vlis, err := net.Listen("tcp", netip.AddrPortFrom(m.ManagementIP(), uint16(d.cfg.VolumePort)).String())
+	vlis, err := meshListen(VolumeFDName, m.ManagementIP(), d.cfg.VolumePort)
 	if err != nil {
 		lis.Close()
 		cancel()
@@ -160,6 +164,30 @@ func (d *Daemon) activate(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// Names of ployzd's mesh listeners in ployz.service's fd store.
+const (
+	RPCFDName    = "ployz-rpc"
+	VolumeFDName = "ployz-volume"
+)
+
+// meshListen listens on ip:port with the socket kept in the fd store under
+// name (fdstore.ListenTCP): a restart of ployzd (an upgrade, a crash)
+// never frees the port.
+func meshListen(name string, ip netip.Addr, port int) (net.Listener, error) {
+	l, err := fdstore.ListenTCP(name, netip.AddrPortFrom(ip, uint16(port)).String())
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// releaseMeshPorts takes the mesh listeners out of the fd store: after a
+// reset the ports are no longer this Machine's.
+func releaseMeshPorts() {
+	fdstore.Forget(RPCFDName)
+	fdstore.Forget(VolumeFDName)
 }
 
 // deactivate stops the loops and the mesh RPC listener. The store unit and

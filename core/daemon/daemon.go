@@ -28,6 +28,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/volumecopy"
+	"github.com/ployz/ployz/sdk/fdstore"
 )
 
 // Ports from docs/architecture.md ("Network").
@@ -141,6 +142,9 @@ func (d *Daemon) recordPath() string { return filepath.Join(d.cfg.DataDir, "mach
 // plugins) keeps running after Run returns: only a reset stops it.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
+	// The sockets kept across the last restart become close-on-exec
+	// before any child (a plugin, systemctl) could inherit one.
+	fdstore.Claim()
 	d := &Daemon{cfg: cfg, log: cfg.Logger, tasks: volumecopy.NewTasks()}
 	d.tasks.Base = ctx
 	d.tasks.Ended = d.volumeTaskEnded

@@ -477,6 +477,7 @@ func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
 }
 
 func (d *Daemon) finishReset(ctx context.Context) error {
+	releaseMeshPorts()
 	d.stopDNS(ctx)
 	d.stopIngress(ctx)
 	d.stopMetrics(ctx)

@@ -13,9 +13,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"github.com/ployz/ployz/core/fdstore"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
+	"github.com/ployz/ployz/sdk/fdstore"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/serving"
 )

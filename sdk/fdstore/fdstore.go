@@ -1,8 +1,3 @@
-// Package fdstore keeps listening sockets in systemd's file descriptor
-// store, so a serving process (Internal DNS, the Ingress Proxy) can
-// restart onto new software while the kernel queues what arrives instead
-// of refusing it. Outside systemd (no NOTIFY_SOCKET) every call is a
-// no-op.
 package fdstore
 
 import (
@@ -31,10 +26,12 @@ func Park(name string, c syscall.Conn) error {
 	return serr
 }
 
-// Forget removes the sockets named name from the fd store (and from what
-// a handoff passes on).
+// Forget removes the sockets named name from the fd store, from what a
+// handoff passes on and, when systemd passed one back and nothing took it,
+// from this process: once no process holds it the port is free again.
 func Forget(name string) {
 	drop(name)
+	closeInherited(name)
 	_ = Notify("FDSTOREREMOVE=1\nFDNAME=" + name)
 }
 

@@ -2,6 +2,7 @@ package fdstore
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"syscall"
@@ -62,4 +63,21 @@ func drop(name string) {
 		_ = unix.Close(fd)
 		delete(held.fds, name)
 	}
+}
+
+// heldCopy returns a close-on-exec duplicate of the socket held under
+// name, or nil: what a process that closed its listener (ployzd leaving
+// the Cluster parts, a plugin reloading its spec) listens on again.
+func heldCopy(name string) *os.File {
+	held.Lock()
+	defer held.Unlock()
+	fd, ok := held.fds[name]
+	if !ok {
+		return nil
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(dup), name)
 }
