@@ -189,17 +189,17 @@ func TestIsolationKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("isolated", []flow{
-		{a1, "", "10.98.1.4:8080", true},                // own namespace, same bridge
-		{a1, "", "10.98.1.3:8080", false},               // B on the same bridge
-		{a1, "", "10.98.2.5:8080", false},               // B on another Machine
-		{b1, "", "10.98.2.5:8080", true},                // B to B over the mesh
-		{remote, "10.98.2.5", "10.98.1.3:8080", true},   // B arriving over the mesh
-		{remote, "10.98.2.5", "10.98.1.2:8080", false},  // B arriving at A
-		{remote, "10.98.2.1", "10.98.1.2:8080", true},   // a Machine (ingress)
-		{remote, "10.98.2.5", "10.98.1.1:9000", true},   // a published port
-		{a1, "", "10.98.2.1:8080", true},                // to a Machine
-		{"pzca2" + id, "", "10.98.1.2:8080", true},      // A to A
-		{"pzca2" + id, "", "10.98.1.3:8080", false},     // A to B
+		{a1, "", "10.98.1.4:8080", true},               // own namespace, same bridge
+		{a1, "", "10.98.1.3:8080", false},              // B on the same bridge
+		{a1, "", "10.98.2.5:8080", false},              // B on another Machine
+		{b1, "", "10.98.2.5:8080", true},               // B to B over the mesh
+		{remote, "10.98.2.5", "10.98.1.3:8080", true},  // B arriving over the mesh
+		{remote, "10.98.2.5", "10.98.1.2:8080", false}, // B arriving at A
+		{remote, "10.98.2.1", "10.98.1.2:8080", true},  // a Machine (ingress)
+		{remote, "10.98.2.5", "10.98.1.1:9000", true},  // a published port
+		{a1, "", "10.98.2.1:8080", true},               // to a Machine
+		{"pzca2" + id, "", "10.98.1.2:8080", true},     // A to A
+		{"pzca2" + id, "", "10.98.1.3:8080", false},    // A to B
 	})
 
 	// 10.98.1.3 leaves B and joins A (an address reused), and B's last
