@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"net/netip"
+	"path/filepath"
+	"testing"
+
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/serving"
+)
+
+func isoRow(key, owner, ns, ip, state string, created int64) store.Row[store.ContainerBody] {
+	return store.Row[store.ContainerBody]{Key: key, Owner: owner, Body: store.ContainerBody{Namespace: ns, IP: ip, State: state, CreatedAt: created}}
+}
+
+// TestIsolationOf computes the membership of two projects across two
+// Machines: an address reused goes to the newer Container only, and rows
+// whose owner cannot vouch for the address, or whose Container ended,
+// add nothing.
+func TestIsolationOf(t *testing.T) {
+	ms := serving.Machines{Network: netip.MustParsePrefix("10.210.0.0/16"), Subnets: map[string]netip.Prefix{
+		"m1": netip.MustParsePrefix("10.210.1.0/24"), "m2": netip.MustParsePrefix("10.210.2.0/24")}}
+	rows := []store.Row[store.ContainerBody]{
+		isoRow("a-web", "m1", "a", "10.210.1.2", "running", 100),
+		isoRow("a-db", "m2", "a", "10.210.2.2", "running", 100),
+		isoRow("b-web", "m1", "b", "10.210.1.3", "running", 100),
+		isoRow("b-db-new", "m2", "b", "10.210.2.4", "running", 300),
+		// b's old db left 10.210.2.5; a's new db took it before b's row went
+		isoRow("b-db-old", "m2", "b", "10.210.2.5", "running", 100),
+		isoRow("a-db-new", "m2", "a", "10.210.2.5", "running", 200),
+		isoRow("b-ended", "m2", "b", "10.210.2.6", "exited", 100),
+		isoRow("forged", "m1", "b", "10.210.2.7", "running", 100), // m2's subnet
+		isoRow("gone-machine", "m3", "b", "10.210.3.2", "running", 100),
+		isoRow("outside", "m1", "b", "192.168.1.2", "running", 100),
+		isoRow("v6", "m1", "b", "fd00::2", "running", 100),
+		isoRow("no-ip", "m1", "b", "", "created", 100),
+		isoRow("by-hand", "m1", "", "10.210.1.9", "running", 100),
+	}
+	got := isolationOf(rows, ms)
+	want := map[string][]string{
+		"a": {"10.210.1.2", "10.210.2.2", "10.210.2.5"},
+		"b": {"10.210.1.3", "10.210.2.4"},
+		"":  {"10.210.1.9"},
+	}
+	if got.Network != ms.Network || len(got.Namespaces) != len(want) {
+		t.Fatalf("membership %+v, want %v", got, want)
+	}
+	for ns, as := range want {
+		g := got.Namespaces[ns]
+		if len(g) != len(as) {
+			t.Errorf("namespace %q: %v, want %v", ns, g, as)
+			continue
+		}
+		for i := range as {
+			if g[i].String() != as[i] {
+				t.Errorf("namespace %q: %v, want %v", ns, g, as)
+				break
+			}
+		}
+	}
+	// The same rows in another order make the same rules.
+	rev := make([]store.Row[store.ContainerBody], len(rows))
+	for i, r := range rows {
+		rev[len(rows)-1-i] = r
+	}
+	if k := isolationOf(rev, ms).Key(); k != got.Key() {
+		t.Errorf("row order changed the membership:\n%s\n%s", k, got.Key())
+	}
+}
+
+func TestIsolationSavedRoundTrip(t *testing.T) {
+	ms := serving.Machines{Network: netip.MustParsePrefix("10.210.0.0/16"), Subnets: map[string]netip.Prefix{"m1": netip.MustParsePrefix("10.210.1.0/24")}}
+	iso := isolationOf([]store.Row[store.ContainerBody]{isoRow("x", "m1", "a", "10.210.1.2", "running", 1), isoRow("y", "m1", "b", "10.210.1.3", "running", 1)}, ms)
+	p := filepath.Join(t.TempDir(), isolationFile)
+	if err := saveIsolation(p, iso); err != nil {
+		t.Fatal(err)
+	}
+	back, err := loadIsolation(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Key() != iso.Key() {
+		t.Errorf("saved %s, loaded %s", iso.Key(), back.Key())
+	}
+}
