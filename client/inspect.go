@@ -26,6 +26,23 @@ type Inspection struct {
 	Serving    *rpc.ServiceServing        `json:"serving,omitempty"`
 	Containers []rpc.ContainerObservation `json:"containers"`
 	Unobserved []deploy.Unobserved        `json:"unobserved,omitempty"`
+	// Networks are the networks the Service's Containers are on: today
+	// its namespace's own, which reaches that namespace's Containers only
+	// (docs/security.md, "Namespace isolation").
+	Networks []ServiceNetwork `json:"networks"`
+}
+
+// ServiceNetwork is one network a Service is on: who its Containers
+// reach over it.
+type ServiceNetwork struct {
+	Name string `json:"name"`
+	// Namespaces whose Containers share it.
+	Namespaces []string `json:"namespaces"`
+}
+
+// namespaceNetworks are the networks of a Service of ns.
+func namespaceNetworks(ns string) []ServiceNetwork {
+	return []ServiceNetwork{{Name: ns, Namespaces: []string{ns}}}
 }
 
 // Declaration is what the latest Saved State declares of a Service.
@@ -65,7 +82,7 @@ func (s *Session) InspectService(ctx context.Context, ns, service string, fanout
 	if err != nil {
 		return Inspection{}, snap, err
 	}
-	in := Inspection{Namespace: ns, Service: service, Containers: cs, Unobserved: snap.Missing}
+	in := Inspection{Namespace: ns, Service: service, Containers: cs, Unobserved: snap.Missing, Networks: namespaceNetworks(ns)}
 	if sv, ok := s.Declared(ctx)[ns][service]; ok {
 		in.Declared = &Declaration{Mode: sv.Mode, Replicas: sv.Replicas, Image: sv.Spec.Image, Readiness: sv.Spec.Readiness}
 		in.Execution.Desired = sv.Replicas

@@ -72,6 +72,9 @@ func ServiceInspection(w io.Writer, in client.Inspection, snap deploy.Snapshot, 
 	if len(e.NotReadyOn) > 0 {
 		fmt.Fprintf(tw, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
 	}
+	for _, n := range in.Networks {
+		fmt.Fprintf(tw, "network\t%s (reaches the Containers of %s only)\n", n.Name, strings.Join(n.Namespaces, ", "))
+	}
 	serviceIngress(tw, in.Ingress)
 	if sv := in.Serving; sv != nil {
 		acked := 0
