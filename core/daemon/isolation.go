@@ -46,7 +46,7 @@ type isolation struct {
 // Machine, by the machines rows) vouches for. An address two rows claim
 // (reused before the old row went) belongs to the newer Container only,
 // so the old namespace never reaches its successor. Rows of Containers
-// that ended hold no address.
+// that ended hold no address; a container without a namespace is open.
 func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) dockernet.Isolation {
 	type claim struct {
 		ns, key string
@@ -74,8 +74,13 @@ func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) doc
 	}
 	iso := dockernet.Isolation{Network: ms.Network, Namespaces: map[string][]netip.Addr{}}
 	for a, c := range won {
+		if c.ns == "" { // no namespace label: the operator's own
+			iso.Open = append(iso.Open, a)
+			continue
+		}
 		iso.Namespaces[c.ns] = append(iso.Namespaces[c.ns], a)
 	}
+	sort.Slice(iso.Open, func(i, j int) bool { return iso.Open[i].Less(iso.Open[j]) })
 	for _, as := range iso.Namespaces {
 		sort.Slice(as, func(i, j int) bool { return as[i].Less(as[j]) })
 	}
@@ -197,6 +202,7 @@ func (d *Daemon) isolationView() *rpc.IsolationView {
 type savedIsolation struct {
 	Network    string              `json:"network"`
 	Namespaces map[string][]string `json:"namespaces"`
+	Open       []string            `json:"open,omitempty"`
 }
 
 func saveIsolation(path string, iso dockernet.Isolation) error {
@@ -205,6 +211,9 @@ func saveIsolation(path string, iso dockernet.Isolation) error {
 		for _, a := range as {
 			s.Namespaces[ns] = append(s.Namespaces[ns], a.String())
 		}
+	}
+	for _, a := range iso.Open {
+		s.Open = append(s.Open, a.String())
 	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
@@ -229,6 +238,13 @@ func loadIsolation(path string) (dockernet.Isolation, error) {
 	}
 	if iso.Network, err = netip.ParsePrefix(s.Network); err != nil {
 		return iso, fmt.Errorf("%s: field \"network\": %w", path, err)
+	}
+	for _, a := range s.Open {
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			return iso, fmt.Errorf("%s: field \"open\": %w", path, err)
+		}
+		iso.Open = append(iso.Open, addr)
 	}
 	iso.Namespaces = map[string][]netip.Addr{}
 	for ns, as := range s.Namespaces {

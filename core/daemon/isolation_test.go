@@ -40,7 +40,6 @@ func TestIsolationOf(t *testing.T) {
 	want := map[string][]string{
 		"a": {"10.210.1.2", "10.210.2.2", "10.210.2.5"},
 		"b": {"10.210.1.3", "10.210.2.4"},
-		"":  {"10.210.1.9"},
 	}
 	if got.Network != ms.Network || len(got.Namespaces) != len(want) {
 		t.Fatalf("membership %+v, want %v", got, want)
@@ -58,6 +57,9 @@ func TestIsolationOf(t *testing.T) {
 			}
 		}
 	}
+	if len(got.Open) != 1 || got.Open[0].String() != "10.210.1.9" {
+		t.Errorf("open addresses %v, want the one run by hand", got.Open)
+	}
 	// The same rows in another order make the same rules.
 	rev := make([]store.Row[store.ContainerBody], len(rows))
 	for i, r := range rows {
@@ -70,7 +72,7 @@ func TestIsolationOf(t *testing.T) {
 
 func TestIsolationSavedRoundTrip(t *testing.T) {
 	ms := serving.Machines{Network: netip.MustParsePrefix("10.210.0.0/16"), Subnets: map[string]netip.Prefix{"m1": netip.MustParsePrefix("10.210.1.0/24")}}
-	iso := isolationOf([]store.Row[store.ContainerBody]{isoRow("x", "m1", "a", "10.210.1.2", "running", 1), isoRow("y", "m1", "b", "10.210.1.3", "running", 1)}, ms)
+	iso := isolationOf([]store.Row[store.ContainerBody]{isoRow("x", "m1", "a", "10.210.1.2", "running", 1), isoRow("y", "m1", "b", "10.210.1.3", "running", 1), isoRow("z", "m1", "", "10.210.1.4", "running", 1)}, ms)
 	p := filepath.Join(t.TempDir(), isolationFile)
 	if err := saveIsolation(p, iso); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 //	  ! -s <network>: RETURN            not from a Container
 //	  -d <any Machine .1>: RETURN       to a Machine (its DNS, ingress, RPC)
 //	  -s <any Machine .1>: RETURN       from a Machine (ingress, masqueraded)
+//	  -s/-d <open address>: RETURN      a container the operator runs by hand
 //	  -s <member of N> -g <prefix>-NS-<hash of N>    for every member
 //	  DROP                              an unknown Container address
 //	filter <prefix>-NS-<hash>:
@@ -37,16 +38,24 @@ import (
 
 // Isolation is the membership the rules enforce: each namespace's
 // Container addresses, within Network (the Cluster network, whose /24s'
-// .1 addresses are Machines).
+// .1 addresses are Machines). Open are the addresses of containers
+// outside every namespace (no namespace label: run by hand by someone
+// with Docker on a Machine, as trusted as the Machine): they reach and
+// are reached by everything.
 type Isolation struct {
 	Network    netip.Prefix
 	Namespaces map[string][]netip.Addr
+	Open       []netip.Addr
 }
 
 // Key is a canonical form of iso, equal for equal memberships.
 func (iso Isolation) Key() string {
 	var b strings.Builder
 	b.WriteString(iso.Network.String())
+	b.WriteString("\nopen=")
+	for _, a := range sortedAddrs(iso.Open) {
+		b.WriteString(a.String() + ",")
+	}
 	for _, ns := range iso.names() {
 		fmt.Fprintf(&b, "\n%s=", ns)
 		for _, a := range sortedAddrs(iso.Namespaces[ns]) {
@@ -156,6 +165,9 @@ func isolationRestore(cfg Config, iso Isolation, stale []string) string {
 		"-s " + machines + " -j RETURN",
 	} {
 		fmt.Fprintf(&b, "-A %s %s\n", entry, r)
+	}
+	for _, a := range sortedAddrs(iso.Open) {
+		fmt.Fprintf(&b, "-A %s -s %s/32 -j RETURN\n-A %s -d %s/32 -j RETURN\n", entry, a, entry, a)
 	}
 	for _, ns := range names {
 		for _, a := range sortedAddrs(iso.Namespaces[ns]) {

@@ -28,7 +28,7 @@ func TestIsolationRestoreGolden(t *testing.T) {
 	iso := Isolation{Network: netip.MustParsePrefix("10.210.0.0/16"), Namespaces: map[string][]netip.Addr{
 		"shop":    addrs("10.210.1.7", "10.210.2.3", "10.210.1.7"),
 		"billing": addrs("10.210.1.9"),
-	}}
+	}, Open: addrs("10.210.2.9")}
 	got := isolationRestore(Config{}, iso, []string{"PLOYZ-NS-000000000000", namespaceChain(Config{}, "shop")})
 	golden := filepath.Join("testdata", "isolation.restore")
 	if os.Getenv("PLOYZ_UPDATE_GOLDEN") == "1" {
@@ -83,7 +83,7 @@ func TestIsolationKernel(t *testing.T) {
 	id, machine, peer, cfg := n.id, n.machine, n.peer, n.cfg
 	cfg.Subnet = netip.MustParsePrefix("10.98.1.0/24")
 	cfg.ClusterNetwork = netip.MustParsePrefix("10.98.0.0/16")
-	ctrs := map[string]string{"a1": "10.98.1.2", "b1": "10.98.1.3", "a2": "10.98.1.4"}
+	ctrs := map[string]string{"a1": "10.98.1.2", "b1": "10.98.1.3", "a2": "10.98.1.4", "o1": "10.98.1.5"}
 	ip(t, "-n", machine, "link", "add", cfg.Bridge, "type", "bridge")
 	for name, addr := range ctrs {
 		ns := "pzc" + name + id
@@ -183,7 +183,7 @@ func TestIsolationKernel(t *testing.T) {
 	}
 	check("forwarding, no membership yet", []flow{{a1, "", "10.98.1.3:8080", true}})
 	iso := Isolation{Network: cfg.ClusterNetwork, Namespaces: map[string][]netip.Addr{
-		"A": addrs("10.98.1.2", "10.98.1.4"), "B": addrs("10.98.1.3", "10.98.2.5")}}
+		"A": addrs("10.98.1.2", "10.98.1.4"), "B": addrs("10.98.1.3", "10.98.2.5")}, Open: addrs("10.98.1.5")}
 	inNS(t, machine, func() { err = EnsureIsolation(cfg, iso) })
 	if err != nil {
 		t.Fatal(err)
