@@ -103,6 +103,24 @@ func TestNamespaceIsolation(t *testing.T) {
 		refused(aWeb, "db."+bWeb.ns+".internal:8080") // by name
 	})
 
+	// The control: with m1's isolation chain flushed by hand, the same
+	// dial connects (the refusals above are the isolation's), and the
+	// daemon's periodic pass puts the rules back.
+	t.Run("flushed-rules-come-back", func(t *testing.T) {
+		out, err := l.Exec(ctx, "m1", "sh", "-c", `for x in iptables-nft iptables-legacy; do $x -w 5 -S PLOYZ-ISOLATE >/dev/null 2>&1 && $x -w 5 -F PLOYZ-ISOLATE && echo $x; done`)
+		if err != nil || strings.TrimSpace(out) == "" {
+			t.Fatalf("flush PLOYZ-ISOLATE on m1: %q, %v", out, err)
+		}
+		reaches(aWeb, bDB.ip+":8080")
+		eventually(t, 60*time.Second, "m1 restores its isolation", func() error {
+			if dial(aWeb, bDB.ip+":8080") == nil {
+				return fmt.Errorf("alpha web still reaches beta db")
+			}
+			return nil
+		})
+		refused(aWeb, bDB.ip+":8080")
+	})
+
 	t.Run("visible", func(t *testing.T) {
 		for _, m := range l.Machines {
 			var in rpc.Inspection

@@ -92,8 +92,9 @@ func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) doc
 func (d *Daemon) isolationLoop(ctx context.Context) {
 	a := d.act()
 	w := d.watchStore(ctx, `SELECT id, owner, body FROM containers`, `SELECT id, body FROM machines`)
+	rewrite := true
 	for {
-		if err := d.enforceIsolation(ctx, a.store); err != nil && ctx.Err() == nil {
+		if err := d.enforceIsolation(ctx, a.store, rewrite); err != nil && ctx.Err() == nil {
 			d.log.Warn("namespace isolation not updated; the rules before hold", "error", err)
 		}
 		t := time.NewTimer(waitPeriod(w, isolationPeriod, false))
@@ -102,15 +103,19 @@ func (d *Daemon) isolationLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C:
+			// The periodic pass rewrites the chains even when the rows
+			// did not change: rules someone flushed come back.
+			rewrite = true
 		case <-w.C:
 			t.Stop()
+			rewrite = false
 		}
 	}
 }
 
 // enforceIsolation reads the rows and commits the membership when it
-// changed.
-func (d *Daemon) enforceIsolation(ctx context.Context, st *store.Client) error {
+// changed, or whatever it is when rewrite is set.
+func (d *Daemon) enforceIsolation(ctx context.Context, st *store.Client, rewrite bool) error {
 	d.iso.mu.Lock()
 	cfg := d.iso.cfg
 	d.iso.mu.Unlock()
@@ -127,23 +132,29 @@ func (d *Daemon) enforceIsolation(ctx context.Context, st *store.Client) error {
 	}
 	ms := serving.MachinesOf(mrows)
 	ms.Network = clusterNetwork(d.record())
-	return d.commitIsolation(*cfg, isolationOf(rows, ms))
+	return d.commitIsolation(*cfg, isolationOf(rows, ms), rewrite)
 }
 
-// commitIsolation programs iso unless the kernel holds it already, and
-// saves it for the next boot.
-func (d *Daemon) commitIsolation(cfg dockernet.Config, iso dockernet.Isolation) error {
+// commitIsolation programs iso unless the kernel holds it already (as
+// far as this daemon knows: rewrite commits it anyway, one atomic
+// replacement), and saves a changed membership for the next boot.
+func (d *Daemon) commitIsolation(cfg dockernet.Config, iso dockernet.Isolation, rewrite bool) error {
 	d.iso.mu.Lock()
 	defer d.iso.mu.Unlock()
 	key := iso.Key()
-	if key == d.iso.key && d.iso.err == nil {
+	same := key == d.iso.key && d.iso.err == nil
+	if same && !rewrite {
 		return nil
 	}
 	if err := dockernet.EnsureIsolation(cfg, iso); err != nil {
 		d.iso.err = err
 		return err
 	}
-	d.iso.key, d.iso.iso, d.iso.err = key, iso, nil
+	d.iso.err = nil
+	if same {
+		return nil
+	}
+	d.iso.key, d.iso.iso = key, iso
 	d.iso.gen++
 	d.iso.at = time.Now().UTC()
 	d.log.Info("namespace isolation updated", "generation", d.iso.gen, "namespaces", len(iso.Namespaces), "addresses", iso.Addresses())
