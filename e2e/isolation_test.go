@@ -68,8 +68,10 @@ func TestNamespaceIsolation(t *testing.T) {
 	if aWeb.ns == bWeb.ns || aWeb.machine != "m1" || bWeb.machine != "m1" || aDB.machine != "m2" || bDB.machine != "m3" {
 		t.Fatalf("placement: alpha web %+v db %+v, beta web %+v db %+v", aWeb, aDB, bWeb, bDB)
 	}
+	// testapp get (5 s timeout) rather than a newer subcommand: the
+	// testapp image tag is shared by every lab on the host.
 	dial := func(from isoContainer, addr string) error {
-		_, err := l.Exec(ctx, from.machine, "docker", "exec", from.id, "/testapp", "dial", addr, "1500ms")
+		_, err := l.Exec(ctx, from.machine, "docker", "exec", from.id, "/testapp", "get", "http://"+addr+"/")
 		return err
 	}
 	reaches := func(from isoContainer, addr string) {

@@ -27,9 +27,7 @@
 // /bytes?n=N (N zero bytes, for throughput measurements).
 // `testapp healthcheck` probes /healthz on localhost, for Docker HEALTHCHECK
 // in an image that has no shell or curl; `testapp get URL` prints a URL's
-// body, a client for tests inside such a container; `testapp dial
-// HOST:PORT [TIMEOUT]` opens a TCP connection (default timeout 2s) and
-// exits 0 when it is established, 1 when not (isolation tests).
+// body, a client for tests inside such a container.
 package main
 
 import (
@@ -60,9 +58,6 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "get" {
 		os.Exit(get(os.Args[2]))
-	}
-	if len(os.Args) > 2 && os.Args[1] == "dial" {
-		os.Exit(dial(os.Args[2], os.Args[3:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "notify" {
 		os.Exit(notifyAndWait())
@@ -309,28 +304,6 @@ func get(url string) int {
 		fmt.Fprintln(os.Stderr, "testapp get: status", resp.Status)
 		return 1
 	}
-	return 0
-}
-
-// dial opens a TCP connection to addr and closes it: "connected" on
-// stdout and 0, or the error on stderr and 1. args may hold a timeout.
-func dial(addr string, args []string) int {
-	timeout := 2 * time.Second
-	if len(args) > 0 {
-		d, err := time.ParseDuration(args[0])
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "testapp dial: timeout %q: %v\n", args[0], err)
-			return 1
-		}
-		timeout = d
-	}
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testapp dial:", err)
-		return 1
-	}
-	c.Close()
-	fmt.Println("connected")
 	return 0
 }
 

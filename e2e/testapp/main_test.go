@@ -111,15 +111,6 @@ func TestReadyDelayAndNotify(t *testing.T) {
 	if err := exec.Command(bin, "get", "http://127.0.0.1:1/").Run(); err == nil {
 		t.Error("get of an unreachable URL exited 0")
 	}
-	if out, err := exec.Command(bin, "dial", strings.TrimPrefix(base, "http://")).Output(); err != nil || strings.TrimSpace(string(out)) != "connected" {
-		t.Errorf("dial of the listener: %q, %v", out, err)
-	}
-	if err := exec.Command(bin, "dial", "127.0.0.1:1", "500ms").Run(); err == nil {
-		t.Error("dial of a closed port exited 0")
-	}
-	if err := exec.Command(bin, "dial", "127.0.0.1:1", "soon").Run(); err == nil {
-		t.Error("dial with a bad timeout exited 0")
-	}
 	if code, body := httpGet(base + "/log?line=follow-me-42"); code != 200 {
 		t.Errorf("/log = %d %s", code, body)
 	}
