@@ -109,7 +109,7 @@ func TestNamespaceIsolation(t *testing.T) {
 	// dial connects (the refusals above are the isolation's), and the
 	// daemon's periodic pass puts the rules back.
 	t.Run("flushed-rules-come-back", func(t *testing.T) {
-		out, err := l.Exec(ctx, "m1", "sh", "-c", `for x in iptables-nft iptables-legacy; do $x -w 5 -S PLOYZ-ISOLATE >/dev/null 2>&1 && $x -w 5 -F PLOYZ-ISOLATE && echo $x; done`)
+		out, err := l.Exec(ctx, "m1", "sh", "-c", `for x in iptables-nft iptables-legacy; do $x -w 5 -S PLOYZ-ISOLATE >/dev/null 2>&1 && $x -w 5 -F PLOYZ-ISOLATE && echo $x; done; true`)
 		if err != nil || strings.TrimSpace(out) == "" {
 			t.Fatalf("flush PLOYZ-ISOLATE on m1: %q, %v", out, err)
 		}
