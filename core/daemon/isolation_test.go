@@ -2,10 +2,18 @@ package daemon
 
 import (
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/serving"
 )
 
@@ -83,5 +91,73 @@ func TestIsolationSavedRoundTrip(t *testing.T) {
 	}
 	if back.Key() != iso.Key() {
 		t.Errorf("saved %s, loaded %s", iso.Key(), back.Key())
+	}
+}
+
+// TestIsolationRestoredAtStart: a daemon starting where the kernel holds
+// no isolation chains (a reboot) restores the membership it saved, before
+// reading any store; an unreadable file leaves the network open, as a
+// first start does. Real iptables, chains of the test's own prefix.
+func TestIsolationRestoredAtStart(t *testing.T) {
+	prereq.Root(t, "iptables chains")
+	prereq.Command(t, "iptables")
+	prereq.Command(t, "iptables-restore")
+	t.Setenv(dockernet.EnvIptables, "iptables")
+	cfg := dockernet.Config{ChainPrefix: "PZR" + machine.NewID()[:6], Subnet: netip.MustParsePrefix("10.210.7.0/24")}
+	t.Cleanup(func() { dockernet.RemoveForwarding(cfg) }) //nolint:errcheck // best effort
+	dataDir := t.TempDir()
+	ms := serving.Machines{Network: netip.MustParsePrefix("10.210.0.0/16"), Subnets: map[string]netip.Prefix{"m1": cfg.Subnet}}
+	saved := isolationOf([]store.Row[store.ContainerBody]{isoRow("x", "m1", "shop", "10.210.7.2", "running", 1)}, ms)
+	if err := saveIsolation(filepath.Join(dataDir, isolationFile), saved); err != nil {
+		t.Fatal(err)
+	}
+	listing := func() string {
+		out, err := exec.Command("iptables", "-S").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, cfg.ChainPrefix) {
+				mine = append(mine, l)
+			}
+		}
+		return strings.Join(mine, "\n")
+	}
+	d := &Daemon{cfg: Config{DataDir: dataDir}, log: hclog.NewNullLogger()}
+	d.startIsolation(cfg)
+	got := listing()
+	for _, want := range []string{"-A " + cfg.ChainPrefix + "-ISOLATE -s 10.210.7.2/32 -g " + cfg.ChainPrefix + "-NS-", "-d 10.210.7.2/32 -j RETURN", "-A " + cfg.ChainPrefix + "-ISOLATE -j DROP"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after start, no %q in:\n%s", want, got)
+		}
+	}
+	if v := d.isolationView(); v == nil || v.Generation != 0 {
+		t.Errorf("before the store is read the view is %+v, want generation 0", v)
+	}
+
+	// A membership committed from rows is saved for the next start.
+	moved := isolationOf([]store.Row[store.ContainerBody]{isoRow("y", "m1", "blog", "10.210.7.3", "running", 1)}, ms)
+	if err := d.commitIsolation(cfg, moved, false); err != nil {
+		t.Fatal(err)
+	}
+	if v := d.isolationView(); v.Generation != 1 || v.Namespaces != 1 || v.Addresses != 1 || v.ChangedAt == "" {
+		t.Errorf("view after a commit: %+v", v)
+	}
+	back, err := loadIsolation(filepath.Join(dataDir, isolationFile))
+	if err != nil || back.Key() != moved.Key() {
+		t.Errorf("saved %v, %v; want %s", back, err, moved.Key())
+	}
+	if got := listing(); strings.Contains(got, "10.210.7.2") || !strings.Contains(got, "10.210.7.3") {
+		t.Errorf("after the commit:\n%s", got)
+	}
+
+	if err := os.WriteFile(filepath.Join(dataDir, isolationFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d2 := &Daemon{cfg: Config{DataDir: dataDir}, log: hclog.NewNullLogger()}
+	d2.startIsolation(cfg) // logs and keeps what the kernel holds
+	if got := listing(); !strings.Contains(got, "10.210.7.3") {
+		t.Errorf("an unreadable file changed the rules:\n%s", got)
 	}
 }
