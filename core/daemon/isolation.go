@@ -92,23 +92,31 @@ func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) doc
 func (d *Daemon) isolationLoop(ctx context.Context) {
 	a := d.act()
 	w := d.watchStore(ctx, `SELECT id, owner, body FROM containers`, `SELECT id, body FROM machines`)
-	rewrite := true
+	// Every idlePeriod the chains are rewritten even when the rows did
+	// not change (one atomic replacement): rules someone flushed come
+	// back. Timed apart from the wakes, which a busy table never stops.
+	var rewritten time.Time
 	for {
-		if err := d.enforceIsolation(ctx, a.store, rewrite); err != nil && ctx.Err() == nil {
+		rewrite := time.Since(rewritten) >= idlePeriod
+		err := d.enforceIsolation(ctx, a.store, rewrite)
+		if err != nil && ctx.Err() == nil {
 			d.log.Warn("namespace isolation not updated; the rules before hold", "error", err)
 		}
-		t := time.NewTimer(waitPeriod(w, isolationPeriod, false))
+		if err == nil && rewrite {
+			rewritten = time.Now()
+		}
+		wait := waitPeriod(w, isolationPeriod, false)
+		if until := time.Until(rewritten.Add(idlePeriod)); until < wait {
+			wait = max(until, isolationPeriod) // a failing rewrite retries at that pace
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
-			// The periodic pass rewrites the chains even when the rows
-			// did not change: rules someone flushed come back.
-			rewrite = true
 		case <-w.C:
 			t.Stop()
-			rewrite = false
 		}
 	}
 }
