@@ -11,11 +11,10 @@ import (
 	"github.com/ployz/ployz/e2e/lab"
 )
 
-// isolationProject is a project with a web and a db, each pinned to a
-// Machine; message tells a redeploy of db apart.
-func isolationProject(name, webOn, dbOn, message string) string {
-	svc := func(svc, on, msg string) string {
-		return fmt.Sprintf(`  %s:
+// isoService is one pinned testapp Service; networks, when set, is its
+// compose networks list.
+func isoService(svc, on, msg, networks string) string {
+	s := fmt.Sprintf(`  %s:
     image: %s
     environment: {MESSAGE: "%s"}
     healthcheck:
@@ -26,8 +25,19 @@ func isolationProject(name, webOn, dbOn, message string) string {
     deploy:
       placement: {constraints: ["node.hostname==%s"]}
 `, svc, lab.TestAppImage, msg, on)
+	if networks != "" {
+		s += "    networks: " + networks + "\n"
 	}
-	return "name: " + name + "\nservices:\n" + svc("web", webOn, name) + svc("db", dbOn, message)
+	return s
+}
+
+// sharedNetwork declares the external network "payments" as "pay".
+const sharedNetwork = "networks:\n  pay: {external: true, name: payments}\n"
+
+// isolationProject is a project with a web and a db, each pinned to a
+// Machine; message tells a redeploy of db apart.
+func isolationProject(name, webOn, dbOn, message string) string {
+	return "name: " + name + "\nservices:\n" + isoService("web", webOn, name, "") + isoService("db", dbOn, message, "")
 }
 
 // isoContainer is one Service Container as ps reports it.
@@ -140,14 +150,14 @@ func TestNamespaceIsolation(t *testing.T) {
 				if err := localJSON(ctx, l, m.Name, &in, "machine", "inspect"); err != nil {
 					return err
 				}
-				if v := in.Isolation; v == nil || v.Generation < 1 || v.ChangedAt == "" || v.Namespaces < 2 || v.Error != "" {
+				if v := in.Isolation; v == nil || v.Generation < 1 || v.ChangedAt == "" || v.Networks < 2 || v.Error != "" {
 					return fmt.Errorf("isolation %+v", v)
 				}
 				return nil
 			})
 		}
 		out := op.must(t, "service", "inspect", "web", "-p", "alpha")
-		if !strings.Contains(out, "network") || !strings.Contains(out, "reaches the Containers of "+aWeb.ns+" only") {
+		if !strings.Contains(out, "network       "+aWeb.ns+" (shared with the Services of "+aWeb.ns+" on it)") {
 			t.Errorf("service inspect names no network:\n%s", out)
 		}
 	})
@@ -165,5 +175,34 @@ func TestNamespaceIsolation(t *testing.T) {
 		refused(aWeb, nDB.ip+":8080")
 		refused(aWeb, bDB.ip+":8080") // the old address, free or reused
 		reaches(aWeb, aDB.ip+":8080")
+		bDB = nDB
+	})
+
+	// alpha's web and a new api of beta join the external network
+	// "payments": they reach each other, and nothing else of the other
+	// project; beta's web, not on it, still reaches nothing of alpha.
+	t.Run("external-network", func(t *testing.T) {
+		alpha := "name: alpha\n" + sharedNetwork + "services:\n" + isoService("web", "m1", "alpha", "[default, pay]") + isoService("db", "m2", "alpha-db-1", "")
+		beta := "name: beta\n" + sharedNetwork + "services:\n" + isoService("web", "m1", "beta", "") + isoService("db", "m3", "beta-db-2", "") +
+			isoService("api", "m3", "beta-api", "[default, pay]")
+		for _, p := range []string{alpha, beta} {
+			if doc, errs, code := deployFile(t, op, p); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+				t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+			}
+		}
+		web, api := isoContainerOf(t, op, "alpha", "web"), isoContainerOf(t, op, "beta", "api")
+		reaches(web, api.ip+":8080")                 // across the mesh, over payments
+		reaches(web, "api."+api.ns+".internal:8080") // by name
+		reaches(api, web.ip+":8080")                 // and back
+		reaches(web, aDB.ip+":8080")                 // its own namespace still
+		reaches(api, bDB.ip+":8080")
+		refused(web, bDB.ip+":8080")  // nothing else of beta
+		refused(api, aDB.ip+":8080")  // nothing else of alpha
+		refused(bWeb, web.ip+":8080") // beta's web is not on payments
+		refused(web, bWeb.ip+":8080")
+		out := op.must(t, "service", "inspect", "web", "-p", "alpha")
+		if !strings.Contains(out, "external:payments (shared with the Services of "+web.ns+", "+api.ns+" on it)") {
+			t.Errorf("service inspect does not name the shared network:\n%s", out)
+		}
 	})
 }

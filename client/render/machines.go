@@ -70,7 +70,7 @@ func isolationLine(v *rpc.IsolationView) string {
 	case v.Generation == 0 && v.Error == "":
 		return "starting: the rules restored at start hold until the store is read"
 	}
-	s := fmt.Sprintf("generation %d, changed %s: %d namespaces, %d addresses", v.Generation, v.ChangedAt, v.Namespaces, v.Addresses)
+	s := fmt.Sprintf("generation %d, changed %s: %d networks, %d addresses", v.Generation, v.ChangedAt, v.Networks, v.Addresses)
 	if v.Error != "" {
 		s += "; last change failed (the rules before hold): " + v.Error
 	}

@@ -73,7 +73,7 @@ func ServiceInspection(w io.Writer, in client.Inspection, snap deploy.Snapshot, 
 		fmt.Fprintf(tw, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
 	}
 	for _, n := range in.Networks {
-		fmt.Fprintf(tw, "network\t%s (reaches the Containers of %s only)\n", n.Name, strings.Join(n.Namespaces, ", "))
+		fmt.Fprintf(tw, "network\t%s (shared with the Services of %s on it)\n", n.Name, strings.Join(n.Namespaces, ", "))
 	}
 	serviceIngress(tw, in.Ingress)
 	if sv := in.Serving; sv != nil {

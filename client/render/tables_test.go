@@ -74,7 +74,7 @@ func TestServiceInspection(t *testing.T) {
 	contains(t, "inspect", b.String(), "declared      replicated, replicas 2, image app:1, readiness http",
 		"execution     degraded (desired 2, running 2, ready 1, restarts 0)", "not ready on  m2", "ingress       serving",
 		"route         shop.test -> :8080", "on m1         shop.test serving -> 10.0.0.2:8080", "on m3         unknown: down",
-		"container     web-1 on m1: running, ready true", "network       shop-production (reaches the Containers of shop-production only)")
+		"container     web-1 on m1: running, ready true", "network       shop-production (shared with the Services of shop-production on it)")
 }
 
 // TestIngressConfig: a Machine that did not answer, one whose proxy
@@ -101,11 +101,11 @@ func TestMachineTables(t *testing.T) {
 		Plugins: []rpc.PluginView{{Name: "ployz-dns", Health: "failing", Error: "timeout", SHA256: "abcdef0123",
 			StoreEventsDropped: map[string]int64{"serving": 2, "containers": 1}, RefusedContainerRows: 2}, {Name: "ployz-metrics"}},
 		StoreEventsDropped: map[string]int64{"serving": 1, "containers": 3},
-		Isolation:          &rpc.IsolationView{Generation: 3, ChangedAt: "2026-12-06T20:00:00Z", Namespaces: 2, Addresses: 5}}
+		Isolation:          &rpc.IsolationView{Generation: 3, ChangedAt: "2026-12-06T20:00:00Z", Networks: 2, Addresses: 5}}
 	if err := Inspection(&b, in); err != nil {
 		t.Fatal(err)
 	}
-	contains(t, "inspect", b.String(), "isolation             generation 3, changed 2026-12-06T20:00:00Z: 2 namespaces, 5 addresses", "a=1, b=2", "PLUGIN", "failing (timeout)", "abcdef01 ", "store events dropped  containers 3, serving 1",
+	contains(t, "inspect", b.String(), "isolation             generation 3, changed 2026-12-06T20:00:00Z: 2 networks, 5 addresses", "a=1, b=2", "PLUGIN", "failing (timeout)", "abcdef01 ", "store events dropped  containers 3, serving 1",
 		"plugin ployz-dns dropped store events: containers 1, serving 2 (duplicate or out of order; see its log)",
 		"plugin ployz-dns refuses 2 containers rows: their Machine cannot vouch for the address")
 	if strings.Contains(b.String(), "plugin ployz-metrics refuses") {

@@ -42,15 +42,18 @@ type isolation struct {
 }
 
 // isolationOf computes the membership from the containers rows: each
-// namespace's Container addresses that the row's owner (a participating
-// Machine, by the machines rows) vouches for. An address two rows claim
+// network's Container addresses that the row's owner (a participating
+// Machine, by the machines rows) vouches for. A row's networks are its
+// namespace's alone unless it names others (compose networks); a network
+// its namespace may not be on (another namespace's) is left out. An address two rows claim
 // (reused before the old row went) belongs to the newer Container only,
 // so the old namespace never reaches its successor. Rows of Containers
 // that ended hold no address; a container without a namespace is open.
 func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) dockernet.Isolation {
 	type claim struct {
-		ns, key string
-		created int64
+		ns, key  string
+		networks []string
+		created  int64
 	}
 	won := map[netip.Addr]claim{}
 	for _, r := range rows {
@@ -66,25 +69,41 @@ func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) doc
 		if ms.Vouched(r.Owner, a) != nil {
 			continue
 		}
-		c := claim{ns: b.Namespace, key: r.Key, created: b.CreatedAt}
+		c := claim{ns: b.Namespace, key: r.Key, networks: rowNetworks(b), created: b.CreatedAt}
 		if old, ok := won[a]; ok && (old.created > c.created || old.created == c.created && old.key > c.key) {
 			continue
 		}
 		won[a] = c
 	}
-	iso := dockernet.Isolation{Network: ms.Network, Namespaces: map[string][]netip.Addr{}}
+	iso := dockernet.Isolation{Cluster: ms.Network, Networks: map[string][]netip.Addr{}}
 	for a, c := range won {
 		if c.ns == "" { // no namespace label: the operator's own
 			iso.Open = append(iso.Open, a)
 			continue
 		}
-		iso.Namespaces[c.ns] = append(iso.Namespaces[c.ns], a)
+		for _, n := range c.networks {
+			iso.Networks[n] = append(iso.Networks[n], a)
+		}
 	}
 	sort.Slice(iso.Open, func(i, j int) bool { return iso.Open[i].Less(iso.Open[j]) })
-	for _, as := range iso.Namespaces {
+	for _, as := range iso.Networks {
 		sort.Slice(as, func(i, j int) bool { return as[i].Less(as[j]) })
 	}
 	return iso
+}
+
+// rowNetworks are the isolation networks a containers row is on.
+func rowNetworks(b store.ContainerBody) []string {
+	var out []string
+	for _, n := range b.Networks {
+		if rpc.NetworkAllowed(b.Namespace, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return []string{b.Namespace}
+	}
+	return out
 }
 
 // isolationLoop keeps the rules in step with the containers and machines
@@ -165,7 +184,7 @@ func (d *Daemon) commitIsolation(cfg dockernet.Config, iso dockernet.Isolation, 
 	d.iso.key, d.iso.iso = key, iso
 	d.iso.gen++
 	d.iso.at = time.Now().UTC()
-	d.log.Info("namespace isolation updated", "generation", d.iso.gen, "namespaces", len(iso.Namespaces), "addresses", iso.Addresses())
+	d.log.Info("namespace isolation updated", "generation", d.iso.gen, "networks", len(iso.Networks), "addresses", iso.Addresses())
 	if err := saveIsolation(filepath.Join(d.cfg.DataDir, isolationFile), iso); err != nil {
 		d.log.Warn("namespace isolation not saved for the next boot", "error", err)
 	}
@@ -207,7 +226,7 @@ func (d *Daemon) isolationView() *rpc.IsolationView {
 	if d.iso.cfg == nil {
 		return nil
 	}
-	v := &rpc.IsolationView{Generation: d.iso.gen, Namespaces: len(d.iso.iso.Namespaces), Addresses: d.iso.iso.Addresses()}
+	v := &rpc.IsolationView{Generation: d.iso.gen, Networks: len(d.iso.iso.Networks), Addresses: d.iso.iso.Addresses()}
 	if !d.iso.at.IsZero() {
 		v.ChangedAt = d.iso.at.Format(time.RFC3339)
 	}
@@ -219,16 +238,16 @@ func (d *Daemon) isolationView() *rpc.IsolationView {
 
 // savedIsolation is isolationFile's format.
 type savedIsolation struct {
-	Network    string              `json:"network"`
-	Namespaces map[string][]string `json:"namespaces"`
-	Open       []string            `json:"open,omitempty"`
+	Cluster  string              `json:"cluster"`
+	Networks map[string][]string `json:"networks"`
+	Open     []string            `json:"open,omitempty"`
 }
 
 func saveIsolation(path string, iso dockernet.Isolation) error {
-	s := savedIsolation{Network: iso.Network.String(), Namespaces: map[string][]string{}}
-	for ns, as := range iso.Namespaces {
+	s := savedIsolation{Cluster: iso.Cluster.String(), Networks: map[string][]string{}}
+	for n, as := range iso.Networks {
 		for _, a := range as {
-			s.Namespaces[ns] = append(s.Namespaces[ns], a.String())
+			s.Networks[n] = append(s.Networks[n], a.String())
 		}
 	}
 	for _, a := range iso.Open {
@@ -255,8 +274,8 @@ func loadIsolation(path string) (dockernet.Isolation, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return iso, fmt.Errorf("%s: %w", path, err)
 	}
-	if iso.Network, err = netip.ParsePrefix(s.Network); err != nil {
-		return iso, fmt.Errorf("%s: field \"network\": %w", path, err)
+	if iso.Cluster, err = netip.ParsePrefix(s.Cluster); err != nil {
+		return iso, fmt.Errorf("%s: field \"cluster\": %w", path, err)
 	}
 	for _, a := range s.Open {
 		addr, err := netip.ParseAddr(a)
@@ -265,14 +284,14 @@ func loadIsolation(path string) (dockernet.Isolation, error) {
 		}
 		iso.Open = append(iso.Open, addr)
 	}
-	iso.Namespaces = map[string][]netip.Addr{}
-	for ns, as := range s.Namespaces {
+	iso.Networks = map[string][]netip.Addr{}
+	for n, as := range s.Networks {
 		for _, a := range as {
 			addr, err := netip.ParseAddr(a)
 			if err != nil {
-				return iso, fmt.Errorf("%s: field \"namespaces.%s\": %w", path, ns, err)
+				return iso, fmt.Errorf("%s: field \"networks.%s\": %w", path, n, err)
 			}
-			iso.Namespaces[ns] = append(iso.Namespaces[ns], addr)
+			iso.Networks[n] = append(iso.Networks[n], addr)
 		}
 	}
 	return iso, nil

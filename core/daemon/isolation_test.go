@@ -44,16 +44,30 @@ func TestIsolationOf(t *testing.T) {
 		isoRow("no-ip", "m1", "b", "", "created", 100),
 		isoRow("by-hand", "m1", "", "10.210.1.9", "running", 100),
 	}
+	// Compose networks: b's api is on b's default and the external
+	// "payments", a's worker on a's own "jobs" network only; a row naming
+	// another namespace's network gets nothing of it.
+	api := isoRow("b-api", "m1", "b", "10.210.1.10", "running", 100)
+	api.Body.Networks = []string{"b", "external:payments"}
+	worker := isoRow("a-worker", "m2", "a", "10.210.2.10", "running", 100)
+	worker.Body.Networks = []string{"a/jobs"}
+	pay := isoRow("a-pay", "m2", "a", "10.210.2.11", "running", 100)
+	pay.Body.Networks = []string{"external:payments", "b"}
+	sneaky := isoRow("a-sneaky", "m2", "a", "10.210.2.12", "running", 100)
+	sneaky.Body.Networks = []string{"b", "b/back"}
+	rows = append(rows, api, worker, pay, sneaky)
 	got := isolationOf(rows, ms)
 	want := map[string][]string{
-		"a": {"10.210.1.2", "10.210.2.2", "10.210.2.5"},
-		"b": {"10.210.1.3", "10.210.2.4"},
+		"a":                 {"10.210.1.2", "10.210.2.2", "10.210.2.5", "10.210.2.12"},
+		"a/jobs":            {"10.210.2.10"},
+		"b":                 {"10.210.1.3", "10.210.1.10", "10.210.2.4"},
+		"external:payments": {"10.210.1.10", "10.210.2.11"},
 	}
-	if got.Network != ms.Network || len(got.Namespaces) != len(want) {
+	if got.Cluster != ms.Network || len(got.Networks) != len(want) {
 		t.Fatalf("membership %+v, want %v", got, want)
 	}
 	for ns, as := range want {
-		g := got.Namespaces[ns]
+		g := got.Networks[ns]
 		if len(g) != len(as) {
 			t.Errorf("namespace %q: %v, want %v", ns, g, as)
 			continue
@@ -141,7 +155,7 @@ func TestIsolationRestoredAtStart(t *testing.T) {
 	if err := d.commitIsolation(cfg, moved, false); err != nil {
 		t.Fatal(err)
 	}
-	if v := d.isolationView(); v.Generation != 1 || v.Namespaces != 1 || v.Addresses != 1 || v.ChangedAt == "" {
+	if v := d.isolationView(); v.Generation != 1 || v.Networks != 1 || v.Addresses != 1 || v.ChangedAt == "" {
 		t.Errorf("view after a commit: %+v", v)
 	}
 	back, err := loadIsolation(filepath.Join(dataDir, isolationFile))

@@ -30,7 +30,7 @@ func TestInspectionFixture(t *testing.T) {
 	if doc.New.OS != "linux" || doc.New.Arch != "arm64" || doc.Old.Arch != "" {
 		t.Fatalf("os/arch: new %s/%s, old %q", doc.New.OS, doc.New.Arch, doc.Old.Arch)
 	}
-	if iso := doc.New.Isolation; iso == nil || iso.Generation != 4 || iso.ChangedAt != "2026-12-06T20:00:00Z" || iso.Namespaces != 2 || iso.Addresses != 5 || doc.Old.Isolation != nil {
+	if iso := doc.New.Isolation; iso == nil || iso.Generation != 4 || iso.ChangedAt != "2026-12-06T20:00:00Z" || iso.Networks != 2 || iso.Addresses != 5 || doc.Old.Isolation != nil {
 		t.Fatalf("isolation: new %+v, old %+v", doc.New.Isolation, doc.Old.Isolation)
 	}
 	if doc.Old.StoreEventsDropped != nil || doc.Old.ID == "" {

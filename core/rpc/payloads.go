@@ -50,9 +50,11 @@ type IsolationView struct {
 	// (0: none yet; the kernel holds what the last run restored).
 	Generation int64 `json:"generation"`
 	// ChangedAt is when the rules last changed (RFC 3339, UTC).
-	ChangedAt  string `json:"changed_at,omitempty"`
-	Namespaces int    `json:"namespaces"`
-	Addresses  int    `json:"addresses"`
+	ChangedAt string `json:"changed_at,omitempty"`
+	// Networks counts the isolation networks (each namespace's own, its
+	// compose networks, the external ones), Addresses the Containers.
+	Networks  int `json:"networks"`
+	Addresses int `json:"addresses"`
 	// Error is why the last change could not be committed (the rules of
 	// the generation before still hold).
 	Error string `json:"error,omitempty"`

@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// Namespace isolation: a Container reaches the Containers of its own
-// namespace and nothing else of the Cluster network's Containers. It is
+// Namespace isolation: a Container reaches the Containers that share one
+// of its networks (by default the one network of its namespace) and
+// nothing else of the Cluster network's Containers. It is
 // enforced where the packet is forwarded with its true source, which for
 // a Container is always its own Machine: traffic to another Machine
 // leaves masqueraded as the Machine's .1 (firewall.go), so the receiving
@@ -26,61 +27,98 @@ import (
 //	  -d <any Machine .1>: RETURN       to a Machine (its DNS, ingress, RPC)
 //	  -s <any Machine .1>: RETURN       from a Machine (ingress, masqueraded)
 //	  -s/-d <open address>: RETURN      a container the operator runs by hand
-//	  -s <member of N> -g <prefix>-NS-<hash of N>    for every member
+//	  -s <address> -g <prefix>-NS-<hash of its networks>   for every member
 //	  DROP                              an unknown Container address
-//	filter <prefix>-NS-<hash>:
-//	  -d <member of N>: RETURN          for every member
+//	filter <prefix>-NS-<hash>, one per set of networks some address is on:
+//	  -d <member of any of them>: RETURN
 //	  DROP
 //
 // The chains are rewritten in one iptables-restore commit, so a change
 // (an address leaving namespace B and joining A) is never seen half
 // done, and no namespace chain is ever empty of its DROP.
 
-// Isolation is the membership the rules enforce: each namespace's
-// Container addresses, within Network (the Cluster network, whose /24s'
-// .1 addresses are Machines). Open are the addresses of containers
+// Isolation is the membership the rules enforce: each network's Container
+// addresses (an address may be on several), within Cluster (the Cluster
+// network, whose /24s' .1 addresses are Machines). Open are the addresses of containers
 // outside every namespace (no namespace label: run by hand by someone
 // with Docker on a Machine, as trusted as the Machine): they reach and
 // are reached by everything.
 type Isolation struct {
-	Network    netip.Prefix
-	Namespaces map[string][]netip.Addr
-	Open       []netip.Addr
+	Cluster  netip.Prefix
+	Networks map[string][]netip.Addr
+	Open     []netip.Addr
 }
 
 // Key is a canonical form of iso, equal for equal memberships.
 func (iso Isolation) Key() string {
 	var b strings.Builder
-	b.WriteString(iso.Network.String())
+	b.WriteString(iso.Cluster.String())
 	b.WriteString("\nopen=")
 	for _, a := range sortedAddrs(iso.Open) {
 		b.WriteString(a.String() + ",")
 	}
-	for _, ns := range iso.names() {
-		fmt.Fprintf(&b, "\n%s=", ns)
-		for _, a := range sortedAddrs(iso.Namespaces[ns]) {
+	for _, n := range iso.names() {
+		fmt.Fprintf(&b, "\n%s=", n)
+		for _, a := range sortedAddrs(iso.Networks[n]) {
 			b.WriteString(a.String() + ",")
 		}
 	}
 	return b.String()
 }
 
-// Addresses counts the member addresses.
-func (iso Isolation) Addresses() int {
-	n := 0
-	for _, as := range iso.Namespaces {
-		n += len(as)
-	}
-	return n
-}
+// Addresses counts the distinct member addresses.
+func (iso Isolation) Addresses() int { return len(iso.memberships()) }
 
 func (iso Isolation) names() []string {
-	names := make([]string, 0, len(iso.Namespaces))
-	for ns := range iso.Namespaces {
-		names = append(names, ns)
+	names := make([]string, 0, len(iso.Networks))
+	for n := range iso.Networks {
+		names = append(names, n)
 	}
 	slices.Sort(names)
 	return names
+}
+
+// memberships maps each member address to the sorted networks it is on.
+func (iso Isolation) memberships() map[netip.Addr][]string {
+	m := map[netip.Addr][]string{}
+	for _, n := range iso.names() {
+		for _, a := range sortedAddrs(iso.Networks[n]) {
+			m[a] = append(m[a], n)
+		}
+	}
+	return m
+}
+
+// reach is one set of networks some address is on: its chain lets that
+// address reach every member of any of them.
+type reach struct {
+	chain   string
+	members []netip.Addr
+}
+
+// reaches groups the member addresses by their set of networks, each set
+// with its chain; ordered by chain name, and the addresses by address.
+func (iso Isolation) reaches(cfg Config) (map[netip.Addr]string, []reach) {
+	byAddr := map[netip.Addr]string{}
+	sets := map[string]reach{}
+	for a, nets := range iso.memberships() {
+		c := networksChain(cfg, nets)
+		byAddr[a] = c
+		if _, ok := sets[c]; ok {
+			continue
+		}
+		var members []netip.Addr
+		for _, n := range nets {
+			members = append(members, iso.Networks[n]...)
+		}
+		sets[c] = reach{chain: c, members: sortedAddrs(members)}
+	}
+	out := make([]reach, 0, len(sets))
+	for _, r := range sets {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b reach) int { return strings.Compare(a.chain, b.chain) })
+	return byAddr, out
 }
 
 func sortedAddrs(as []netip.Addr) []netip.Addr {
@@ -97,10 +135,11 @@ func NamespaceChainPrefix(chainPrefix string) string {
 	return prefixOf(Config{ChainPrefix: chainPrefix}) + "-NS-"
 }
 
-// namespaceChain names ns's chain: a hash, since namespace names may be
-// longer than iptables' 28 bytes.
-func namespaceChain(cfg Config, ns string) string {
-	h := sha256.Sum256([]byte(ns))
+// networksChain names the chain of a set of networks (sorted): a hash,
+// since network names may be longer than iptables' 28 bytes. A single
+// network's chain hashes its name alone.
+func networksChain(cfg Config, nets []string) string {
+	h := sha256.Sum256([]byte(strings.Join(nets, "\x00")))
 	return NamespaceChainPrefix(cfg.ChainPrefix) + hex.EncodeToString(h[:6])
 }
 
@@ -128,10 +167,10 @@ func machineAddrs(network netip.Prefix) string {
 func isolationRestore(cfg Config, iso Isolation, stale []string) string {
 	var b bytes.Buffer
 	entry := isolateChain(cfg)
-	names := iso.names()
+	byAddr, sets := iso.reaches(cfg)
 	want := map[string]bool{}
-	for _, ns := range names {
-		want[namespaceChain(cfg, ns)] = true
+	for _, r := range sets {
+		want[r.chain] = true
 	}
 	var gone []string
 	for _, c := range stale {
@@ -143,24 +182,23 @@ func isolationRestore(cfg Config, iso Isolation, stale []string) string {
 	// (a chain is deleted empty and unreferenced).
 	b.WriteString("*filter\n")
 	fmt.Fprintf(&b, ":%s - [0:0]\n", entry)
-	for _, ns := range names {
-		fmt.Fprintf(&b, ":%s - [0:0]\n", namespaceChain(cfg, ns))
+	for _, r := range sets {
+		fmt.Fprintf(&b, ":%s - [0:0]\n", r.chain)
 	}
 	for _, c := range gone {
 		fmt.Fprintf(&b, ":%s - [0:0]\n", c)
 	}
-	for _, ns := range names {
-		c := namespaceChain(cfg, ns)
-		for _, a := range sortedAddrs(iso.Namespaces[ns]) {
-			fmt.Fprintf(&b, "-A %s -d %s/32 -j RETURN\n", c, a)
+	for _, r := range sets {
+		for _, a := range r.members {
+			fmt.Fprintf(&b, "-A %s -d %s/32 -j RETURN\n", r.chain, a)
 		}
-		fmt.Fprintf(&b, "-A %s -j DROP\n", c)
+		fmt.Fprintf(&b, "-A %s -j DROP\n", r.chain)
 	}
-	net, machines := iso.Network.Masked().String(), machineAddrs(iso.Network)
+	cluster, machines := iso.Cluster.Masked().String(), machineAddrs(iso.Cluster)
 	for _, r := range []string{
 		"-m conntrack --ctstate DNAT -j RETURN",
-		"! -d " + net + " -j RETURN",
-		"! -s " + net + " -j RETURN",
+		"! -d " + cluster + " -j RETURN",
+		"! -s " + cluster + " -j RETURN",
 		"-d " + machines + " -j RETURN",
 		"-s " + machines + " -j RETURN",
 	} {
@@ -169,10 +207,12 @@ func isolationRestore(cfg Config, iso Isolation, stale []string) string {
 	for _, a := range sortedAddrs(iso.Open) {
 		fmt.Fprintf(&b, "-A %s -s %s/32 -j RETURN\n-A %s -d %s/32 -j RETURN\n", entry, a, entry, a)
 	}
-	for _, ns := range names {
-		for _, a := range sortedAddrs(iso.Namespaces[ns]) {
-			fmt.Fprintf(&b, "-A %s -s %s/32 -g %s\n", entry, a, namespaceChain(cfg, ns))
-		}
+	addrs := make([]netip.Addr, 0, len(byAddr))
+	for a := range byAddr {
+		addrs = append(addrs, a)
+	}
+	for _, a := range sortedAddrs(addrs) {
+		fmt.Fprintf(&b, "-A %s -s %s/32 -g %s\n", entry, a, byAddr[a])
 	}
 	fmt.Fprintf(&b, "-A %s -j DROP\n", entry)
 	for _, c := range gone {
@@ -185,8 +225,8 @@ func isolationRestore(cfg Config, iso Isolation, stale []string) string {
 // EnsureIsolation makes the chains enforce iso in one commit. The jump
 // from <prefix>-FORWARD is EnsureForwarding's.
 func EnsureIsolation(cfg Config, iso Isolation) error {
-	if !iso.Network.IsValid() || !iso.Network.Addr().Is4() || iso.Network.Bits() > 24 {
-		return fmt.Errorf("isolation network %v: want an IPv4 prefix of /24 or wider", iso.Network)
+	if !iso.Cluster.IsValid() || !iso.Cluster.Addr().Is4() || iso.Cluster.Bits() > 24 {
+		return fmt.Errorf("isolation cluster network %v: want an IPv4 prefix of /24 or wider", iso.Cluster)
 	}
 	x := ipv4()
 	stale, err := x.chainsWithPrefix("filter", NamespaceChainPrefix(cfg.ChainPrefix))

@@ -22,14 +22,15 @@ func addrs(ss ...string) []netip.Addr {
 }
 
 // TestIsolationRestoreGolden pins the rules one membership makes: the
-// chain layout the kernel test exercises, and the stale namespace chain
-// deleted in the same commit.
+// chain layout the kernel test exercises (an address on two networks has
+// the chain of that pair), and the stale chain deleted in the same commit.
 func TestIsolationRestoreGolden(t *testing.T) {
-	iso := Isolation{Network: netip.MustParsePrefix("10.210.0.0/16"), Namespaces: map[string][]netip.Addr{
-		"shop":    addrs("10.210.1.7", "10.210.2.3", "10.210.1.7"),
-		"billing": addrs("10.210.1.9"),
+	iso := Isolation{Cluster: netip.MustParsePrefix("10.210.0.0/16"), Networks: map[string][]netip.Addr{
+		"shop":              addrs("10.210.1.7", "10.210.2.3", "10.210.1.7"),
+		"billing":           addrs("10.210.1.9", "10.210.2.4"),
+		"external:payments": addrs("10.210.2.3", "10.210.2.4"),
 	}, Open: addrs("10.210.2.9")}
-	got := isolationRestore(Config{}, iso, []string{"PLOYZ-NS-000000000000", namespaceChain(Config{}, "shop")})
+	got := isolationRestore(Config{}, iso, []string{"PLOYZ-NS-000000000000", networksChain(Config{}, []string{"shop"})})
 	golden := filepath.Join("testdata", "isolation.restore")
 	if os.Getenv("PLOYZ_UPDATE_GOLDEN") == "1" {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -59,14 +60,14 @@ func TestMachineAddrs(t *testing.T) {
 
 func TestIsolationKeyIgnoresOrder(t *testing.T) {
 	n := netip.MustParsePrefix("10.210.0.0/16")
-	a := Isolation{Network: n, Namespaces: map[string][]netip.Addr{"a": addrs("10.210.1.3", "10.210.1.2"), "b": addrs("10.210.2.2")}}
-	b := Isolation{Network: n, Namespaces: map[string][]netip.Addr{"b": addrs("10.210.2.2"), "a": addrs("10.210.1.2", "10.210.1.3")}}
+	a := Isolation{Cluster: n, Networks: map[string][]netip.Addr{"a": addrs("10.210.1.3", "10.210.1.2"), "b": addrs("10.210.2.2")}}
+	b := Isolation{Cluster: n, Networks: map[string][]netip.Addr{"b": addrs("10.210.2.2"), "a": addrs("10.210.1.2", "10.210.1.3")}}
 	if a.Key() != b.Key() {
 		t.Errorf("equal memberships, different keys:\n%s\n%s", a.Key(), b.Key())
 	}
-	b.Namespaces["b"] = addrs("10.210.1.3")
+	b.Networks["b"] = addrs("10.210.1.3")
 	if a.Key() == b.Key() {
-		t.Error("an address moved between namespaces and the key did not change")
+		t.Error("an address moved between networks and the key did not change")
 	}
 }
 
@@ -182,8 +183,9 @@ func TestIsolationKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("forwarding, no membership yet", []flow{{a1, "", "10.98.1.3:8080", true}})
-	iso := Isolation{Network: cfg.ClusterNetwork, Namespaces: map[string][]netip.Addr{
-		"A": addrs("10.98.1.2", "10.98.1.4"), "B": addrs("10.98.1.3", "10.98.2.5")}, Open: addrs("10.98.1.5")}
+	iso := Isolation{Cluster: cfg.ClusterNetwork, Networks: map[string][]netip.Addr{
+		"A": addrs("10.98.1.2", "10.98.1.4"), "B": addrs("10.98.1.3", "10.98.2.5"), "S": addrs("10.98.1.4", "10.98.2.5")},
+		Open: addrs("10.98.1.5")}
 	inNS(t, machine, func() { err = EnsureIsolation(cfg, iso) })
 	if err != nil {
 		t.Fatal(err)
@@ -204,13 +206,15 @@ func TestIsolationKernel(t *testing.T) {
 
 	// 10.98.1.3 leaves B and joins A (an address reused), and B's last
 	// local member goes: its chain goes with it once B is gone.
-	iso.Namespaces = map[string][]netip.Addr{"A": addrs("10.98.1.2", "10.98.1.3", "10.98.1.4"), "B": addrs("10.98.2.5")}
+	iso.Networks = map[string][]netip.Addr{"A": addrs("10.98.1.2", "10.98.1.3", "10.98.1.4"), "B": addrs("10.98.2.5")}
+	// S is gone too: A's .4 no longer reaches B's 10.98.2.5.
 	inNS(t, machine, func() { err = EnsureIsolation(cfg, iso) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("address reused by A", []flow{{a1, "", "10.98.1.3:8080", true}, {remote, "10.98.2.5", "10.98.1.3:8080", false}})
-	delete(iso.Namespaces, "B")
+	check("address reused by A", []flow{{a1, "", "10.98.1.3:8080", true}, {remote, "10.98.2.5", "10.98.1.3:8080", false},
+		{"pzca2" + id, "", "10.98.2.5:8080", false}})
+	delete(iso.Networks, "B")
 	inNS(t, machine, func() { err = EnsureIsolation(cfg, iso) })
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +222,7 @@ func TestIsolationKernel(t *testing.T) {
 	check("B gone", []flow{{remote, "10.98.2.5", "10.98.1.3:8080", false}, {a1, "", "10.98.1.3:8080", true}})
 	inNS(t, machine, func() {
 		out, _ := exec.Command(iptablesCommand(), "-S").Output()
-		if strings.Contains(string(out), namespaceChain(cfg, "B")) {
+		if strings.Contains(string(out), networksChain(cfg, []string{"B"})) {
 			t.Errorf("B's chain outlived B:\n%s", out)
 		}
 		err = EnsureForwarding(cfg) // a daemon restart keeps the membership
