@@ -128,14 +128,8 @@ func (d *Daemon) isolationLoop(ctx context.Context) {
 		if until := time.Until(rewritten.Add(idlePeriod)); until < wait {
 			wait = max(until, isolationPeriod) // a failing rewrite retries at that pace
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, w, wait) {
 			return
-		case <-t.C:
-		case <-w.C:
-			t.Stop()
 		}
 	}
 }

@@ -1,14 +1,12 @@
 package dockernet
 
 import (
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ployz/ployz/internal/prereq"
 )
@@ -121,47 +119,11 @@ func TestIsolationKernel(t *testing.T) {
 		}
 	})
 
-	var lis []net.Listener
 	for name := range ctrs {
-		inNS(t, "pzc"+name+id, func() {
-			l, err := net.Listen("tcp", ":8080")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			lis = append(lis, l)
-			go acceptAndClose(l)
-		})
+		listenIn(t, "pzc"+name+id, "8080")
 	}
-	inNS(t, peer, func() {
-		l, err := net.Listen("tcp", ":8080")
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		lis = append(lis, l)
-		go acceptAndClose(l)
-	})
-	defer func() {
-		for _, l := range lis {
-			l.Close()
-		}
-	}()
-	reach := func(ns, src, dst string) bool {
-		ok := false
-		inNS(t, ns, func() {
-			d := net.Dialer{Timeout: 700 * time.Millisecond}
-			if src != "" {
-				d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
-			}
-			c, err := d.Dial("tcp", dst)
-			if err == nil {
-				c.Close()
-				ok = true
-			}
-		})
-		return ok
-	}
+	listenIn(t, peer, "8080")
+	reach := func(ns, src, dst string) bool { return connects(t, ns, src, dst) }
 	type flow struct {
 		ns, src, dst string
 		want         bool
