@@ -77,6 +77,9 @@ func ServiceInspection(w io.Writer, in client.Inspection, snap deploy.Snapshot, 
 	if len(e.NotReadyOn) > 0 {
 		fmt.Fprintf(tw, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
 	}
+	for _, n := range in.Networks {
+		fmt.Fprintf(tw, "network\t%s (shared with the Services of %s on it)\n", n.Name, strings.Join(n.Namespaces, ", "))
+	}
 	serviceIngress(tw, in.Ingress)
 	if sv := in.Serving; sv != nil {
 		acked := 0

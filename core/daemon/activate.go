@@ -107,6 +107,8 @@ func (d *Daemon) activate(ctx context.Context) error {
 			// Machine reaches ours (a server or VM; a container Machine
 			// inherits forwarding, so the lab never showed it).
 			d.log.Error("forwarding between the mesh and the ployz network", "error", err)
+		} else {
+			d.startIsolation(ncfg)
 		}
 		cli.Close()
 	}
@@ -154,6 +156,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 		loops := []func(context.Context){
 			func(ctx context.Context) { m.Run(ctx) }, //nolint:errcheck // logs its own failures
 			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop,
+			d.isolationLoop,
 		}
 		done := make(chan struct{}, len(loops))
 		for _, l := range loops {

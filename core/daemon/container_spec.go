@@ -46,6 +46,11 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 			return s, rpc.InvalidField(f, "is empty")
 		}
 	}
+	for i, n := range s.Networks {
+		if !rpc.NetworkAllowed(s.Namespace, n) {
+			return s, rpc.InvalidField(fmt.Sprintf("spec.networks[%d]", i), "%q is not a network of namespace %s (%s, %s/<name> or %s<name>)", n, s.Namespace, s.Namespace, s.Namespace, rpc.ExternalNetworkPrefix)
+		}
+	}
 	switch s.Kind {
 	case "":
 		s.Kind = rpc.KindService

@@ -124,6 +124,8 @@ type Daemon struct {
 	peerGrace time.Duration
 	// leases serializes this entry's lease grants (leases.go).
 	leases leaseState
+	// iso is the namespace isolation this Machine enforces (isolation.go).
+	iso isolation
 }
 
 // active holds the parts a Cluster member runs.

@@ -85,7 +85,7 @@ func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
 	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(), RPCKey: d.rpcKey(),
 		ManagementIP: meshaddr.ManagementIP(k).String(), Labels: rec.Labels,
 		DaemonVersion: version.Version, OS: runtime.GOOS, Arch: runtime.GOARCH, Capabilities: d.rpc.Capabilities(), Endpoints: []string{},
-		StoreEventsDropped: store.DroppedEvents()}
+		StoreEventsDropped: store.DroppedEvents(), Isolation: d.isolationView()}
 	in.Hostname, _ = os.Hostname()
 	for _, p := range d.plugins.Status() {
 		in.Plugins = append(in.Plugins, rpc.PluginView{Name: p.Name, Kind: p.Kind, Version: p.Version, APIVersion: p.APIVersion,
@@ -501,7 +501,9 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 			d.log.Warn("reset: remove forwarding rules", "error", err)
 		}
 	}
+	d.iso.forget()
 	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath(),
+		filepath.Join(d.cfg.DataDir, isolationFile),
 		filepath.Join(d.cfg.DataDir, trust.PinsFile)} {
 		if err := os.RemoveAll(p); err != nil {
 			return err

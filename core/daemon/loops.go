@@ -72,14 +72,8 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 				}
 			}
 		}
-		t := time.NewTimer(untilExpiry(waitPeriod(w, peerPeriod, rec.Phase == machine.Joining), expires))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, w, untilExpiry(waitPeriod(w, peerPeriod, rec.Phase == machine.Joining), expires)) {
 			return
-		case <-t.C:
-		case <-w.C:
-			t.Stop()
 		}
 	}
 }

@@ -313,6 +313,7 @@ func serviceContainerBody(o rpc.ContainerObservation, in container.InspectRespon
 		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt,
 		RestartCount: o.RestartCount, ExitCode: o.ExitCode, OOMKilled: o.OOMKilled, FinishedAt: o.FinishedAt}
 	if o.Spec != nil {
+		b.Networks = o.Spec.Networks
 		for _, r := range o.Spec.Ingress {
 			b.Ingress = append(b.Ingress, store.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort, Protocol: r.Protocol, Port: r.Port})
 		}

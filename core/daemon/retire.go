@@ -40,14 +40,8 @@ func (d *Daemon) retireLoop(ctx context.Context) {
 	// while superseded Containers wait (for acks or retireAfter).
 	w := d.watchStore(ctx, `SELECT id, body FROM serving`, `SELECT id, body FROM serving_acks`)
 	for {
-		t := time.NewTimer(waitPeriod(w, retirePeriod, len(firstSeen) > 0))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, w, waitPeriod(w, retirePeriod, len(firstSeen) > 0)) {
 			return
-		case <-t.C:
-		case <-w.C:
-			t.Stop()
 		}
 		if d.record().Phase != machine.Participating || d.ctrs == nil || d.ctrs.docker == nil {
 			continue

@@ -35,3 +35,16 @@ func waitPeriod(w *store.Watch, busy time.Duration, pending bool) time.Duration 
 	}
 	return busy
 }
+
+// pause waits d, or less when w reports a change; false when ctx ended.
+func pause(ctx context.Context, w *store.Watch, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-w.C:
+	}
+	return true
+}

@@ -1,5 +1,7 @@
 package rpc
 
+import "strings"
+
 // Service Container commands. The CLI plans a Deploy and sends these to
 // each target Machine in turn; the daemon admits every creation against
 // its own fresh facts (docs/architecture.md bet 10) and otherwise only does what it
@@ -113,6 +115,30 @@ type ContainerSpec struct {
 	// host config (cap_add, devices, sysctls, ulimits, ...). Nil: none,
 	// so a spec that declares none hashes as it did before it existed.
 	Host *HostSpec `json:"host,omitempty"`
+	// Networks are the isolation networks the Container is on, sorted:
+	// its namespace (the default network), "<namespace>/<name>" for a
+	// compose network of its own, "external:<name>" for one shared
+	// between namespaces. Nil: the default network only, as every
+	// release before compose networks wrote (and hashed).
+	Networks []string `json:"networks,omitempty"`
+}
+
+// ExternalNetworkPrefix starts the isolation network of a compose
+// network declared external: true, shared by every namespace declaring it.
+const ExternalNetworkPrefix = "external:"
+
+// NetworkAllowed reports whether a Container of namespace ns may be on
+// isolation network n: its own namespace's networks and external ones.
+func NetworkAllowed(ns, n string) bool {
+	switch {
+	case n == ns:
+		return true
+	case strings.HasPrefix(n, ns+"/"):
+		return len(n) > len(ns)+1
+	case strings.HasPrefix(n, ExternalNetworkPrefix):
+		return len(n) > len(ExternalNetworkPrefix)
+	}
+	return false
 }
 
 // CapContainerHost is advertised by a Machine whose create_container

@@ -97,6 +97,9 @@ type ContainerBody struct {
 	ExitCode     int    `json:"exit_code,omitempty"`
 	OOMKilled    bool   `json:"oom_killed,omitempty"`
 	FinishedAt   string `json:"finished_at,omitempty"` // RFC 3339
+	// Networks are the isolation networks of the Container's spec
+	// (rpc.ContainerSpec.Networks); absent: its namespace's only.
+	Networks []string `json:"networks,omitempty"`
 }
 
 // IngressRoute is one ingress route of a Container: a hostname (HTTP) or,
