@@ -22,7 +22,7 @@ import (
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/sdk/volume"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/version"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
 )
