@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/ployz/ployz/core/store/localsock"
+	"github.com/ployz/ployz/internal/localsock"
 )
 
 // Client talks to one store API endpoint: a unix socket (Ployz's own
