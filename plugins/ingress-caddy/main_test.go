@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/server"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -114,8 +113,8 @@ func TestBinaryServesFromStore(t *testing.T) {
 		t.Fatalf("through the proxy: %q", body)
 	}
 	out, err := exec.Command(bin, "status", "--file", status).Output()
-	var s rpc.IngressStatus
-	if err != nil || json.Unmarshal(out, &s) != nil || len(s.Routes) != 1 || s.Routes[0].State != rpc.RoutePublished || s.MachineID != "m1" {
+	var s ingress.Status
+	if err != nil || json.Unmarshal(out, &s) != nil || len(s.Routes) != 1 || s.Routes[0].State != ingress.RoutePublished || s.MachineID != "m1" {
 		t.Fatalf("status: %v %s", err, out)
 	}
 	skipped := map[string]string{}

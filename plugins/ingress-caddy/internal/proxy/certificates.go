@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/acme"
 	"github.com/ployz/ployz/sdk/ingress"
 )
@@ -63,7 +62,7 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	}
 	var hs []string
 	for _, r := range routes {
-		if r.Hostname != "" && r.Protocol == "" && (r.State == rpc.RoutePublished || r.State == rpc.RoutePending) {
+		if r.Hostname != "" && r.Protocol == "" && (r.State == ingress.RoutePublished || r.State == ingress.RoutePending) {
 			hs = append(hs, r.Hostname)
 		}
 	}
@@ -89,7 +88,7 @@ func (c *certificates) changed() <-chan struct{} {
 }
 
 // status fills the status file's HTTPS fields.
-func (c *certificates) status(st *rpc.IngressStatus) {
+func (c *certificates) status(st *ingress.Status) {
 	if c == nil {
 		return
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 
 	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -111,7 +110,7 @@ type Options struct {
 	Interval time.Duration
 	Log      hclog.Logger
 	// OnLoad runs after every successful Caddy load (tests).
-	OnLoad func(rpc.IngressStatus)
+	OnLoad func(ingress.Status)
 }
 
 // Serve keeps an embedded Caddy loaded with the routes the store derives
@@ -162,8 +161,8 @@ type loader struct {
 	running     bool           // Caddy serves (a config was loaded)
 	loaded      []byte         // the config Caddy runs
 	cur         ingress.Routes // the routes it was computed from
-	st          rpc.IngressStatus
-	written     rpc.IngressStatus
+	st          ingress.Status
+	written     ingress.Status
 	writtenAt   time.Time
 	backoff     time.Duration
 	failing     bool
@@ -185,7 +184,7 @@ func newLoader(ctx context.Context, o Options) (*loader, error) {
 	if l.spec, l.raw, err = ingress.LoadSpec(o.SpecPath); err != nil {
 		return nil, err
 	}
-	l.st = rpc.IngressStatus{MachineID: l.spec.Machine, Listen: l.spec.Listen}
+	l.st = ingress.Status{MachineID: l.spec.Machine, Listen: l.spec.Listen}
 	if l.src == nil {
 		l.src = NewStoreSource(l.spec)
 	}
