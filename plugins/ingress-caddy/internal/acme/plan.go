@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/serving"
 )
 
 // participating lists the ids of the Machines whose record says they
@@ -24,7 +24,7 @@ func participating(ctx context.Context, s Store) ([]string, error) {
 	}
 	var ids []string
 	for _, r := range rows {
-		if r.Body.Phase == string(machine.Participating) {
+		if r.Body.Phase == serving.Participating {
 			ids = append(ids, strings.ToLower(r.Key))
 		}
 	}

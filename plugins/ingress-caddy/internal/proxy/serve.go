@@ -22,9 +22,9 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage" // file_system storage
 	"github.com/hashicorp/go-hclog"
 	_ "github.com/mholt/caddy-l4/modules/l4proxy" // the layer4 app, proxy, first (tcp routes)
+	"github.com/ployz/ployz/internal/fsutil"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 
-	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -375,7 +375,7 @@ func (l *loader) writeStatus() {
 		return
 	}
 	b, _ := json.MarshalIndent(l.st, "", "  ")
-	if err := machine.WriteFileAtomic(l.spec.StatusFile, append(b, '\n'), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(l.spec.StatusFile, append(b, '\n'), 0o644); err != nil {
 		l.log.Warn("write status", "path", l.spec.StatusFile, "error", err)
 		return
 	}
