@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
 )
 
@@ -135,7 +136,7 @@ func twoEntries(t testing.TB) (*Daemon, *Daemon) {
 // gossiping with boot.
 func startLeaseNode(t testing.TB, dbPath, addr string, boot []string) *server.Node {
 	t.Helper()
-	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: store.SchemaSQL(),
+	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: schema.SQL(),
 		GossipKey: make([]byte, 32), Fast: true, SyncInterval: 100 * time.Millisecond,
 		GossipAddr: "127.0.0.1:0", Bootstrap: boot, APIAddr: addr, Token: "tok"})
 	if err != nil {

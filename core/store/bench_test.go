@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/store/crdt"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
 )
 
@@ -33,10 +34,10 @@ func newBenchPair(b *testing.B) *benchPair {
 	}
 	b.Cleanup(func() { raw.Close() })
 	raw.SetMaxOpenConns(1)
-	if _, err := raw.Exec(SchemaSQL()); err != nil {
+	if _, err := raw.Exec(schema.SQL()); err != nil {
 		b.Fatal(err)
 	}
-	n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0", NoAuth: true})
+	n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: schema.SQL(), APIAddr: "127.0.0.1:0", NoAuth: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func startLatencyCluster(b *testing.B, size int, auth bool) *latencyCluster {
 	for i := 0; i < size; i++ {
 		cfg := server.Config{
 			DBPath: filepath.Join(dir, strconv.Itoa(i)+".db"), SubsPath: filepath.Join(dir, strconv.Itoa(i)+".subs.db"),
-			SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Bootstrap: boot, Fast: true,
+			SchemaSQL: schema.SQL(), APIAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Bootstrap: boot, Fast: true,
 		}
 		if auth {
 			cfg.Token, cfg.GossipKey = "tok", []byte("0123456789abcdef0123456789abcdef")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
 )
 
@@ -28,7 +29,7 @@ func startServer(t *testing.T) *testServer {
 	ln.Close()
 	s := &testServer{t: t, cfg: server.Config{
 		DBPath:    filepath.Join(t.TempDir(), "store.db"),
-		SchemaSQL: SchemaSQL(),
+		SchemaSQL: schema.SQL(),
 		APIAddr:   addr,
 		Token:     "tok",
 	}}

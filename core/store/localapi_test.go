@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
 	"github.com/ployz/ployz/internal/asnobody"
 )
@@ -87,7 +88,7 @@ func startSocketServer(t *testing.T) (sock string) {
 	t.Helper()
 	sock = filepath.Join(t.TempDir(), "run", "api.sock")
 	n, err := server.Start(context.Background(), server.Config{
-		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: SchemaSQL(), APISocket: sock,
+		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: schema.SQL(), APISocket: sock,
 	})
 	if err != nil {
 		t.Fatal(err)
