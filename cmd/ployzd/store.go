@@ -11,9 +11,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // storeCommand runs the replicated store (Ployz's Corrosion-compatible

@@ -18,6 +18,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 func TestIngressSpecAndStatus(t *testing.T) {
@@ -68,7 +69,7 @@ func TestContainerRowCarriesIngressRoutes(t *testing.T) {
 			{Protocol: "tcp", Port: 8081, ContainerPort: 8080}}}}
 	b := serviceContainerBody(ob, container.InspectResponse{})
 	if len(b.Ingress) != 2 || b.Ingress[0].Hostname != "hello.example.test" || b.Ingress[0].ContainerPort != 8080 ||
-		b.Ingress[1] != (store.IngressRoute{Protocol: "tcp", Port: 8081, ContainerPort: 8080}) {
+		b.Ingress[1] != (sdkstore.IngressRoute{Protocol: "tcp", Port: 8081, ContainerPort: 8080}) {
 		t.Fatalf("row %+v", b)
 	}
 	raw, _ := json.Marshal(b)

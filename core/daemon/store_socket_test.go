@@ -15,10 +15,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // impostor holds the store API's old TCP port the way any local user

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	sdkstore "github.com/ployz/ployz/sdk/store"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -27,7 +28,7 @@ type Sealer struct {
 }
 
 // NewSealer derives the sealer of table's field from secret.
-func NewSealer(secret ClusterSecret, purpose, table, field string) (*Sealer, error) {
+func NewSealer(secret sdkstore.ClusterSecret, purpose, table, field string) (*Sealer, error) {
 	if secret.IsZero() {
 		return nil, errors.New("seal: the Cluster secret is empty")
 	}

@@ -14,12 +14,12 @@ import (
 
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/plugins/dns/internal/dns"
 	"github.com/ployz/ployz/sdk/plugintest"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 	pluginv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/v1"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestBinaryServesAndAdvertises builds ployz-dns and runs it the way

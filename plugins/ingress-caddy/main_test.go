@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/plugintest"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestBinaryServesFromStore builds ployz-ingress-caddy and runs it the way

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Routes is one computation from the store: the routes sorted by key, the

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func row(key, machine, ns, svc, ip string, ready bool, routes ...store.IngressRoute) store.Row[store.ContainerBody] {

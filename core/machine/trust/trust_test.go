@@ -15,9 +15,9 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/meshaddr"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 type edSigner struct{ k ed25519.PrivateKey }

@@ -8,7 +8,7 @@ import (
 	dnsspec "github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/serving"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Loader timing. With live subscriptions the Table is rebuilt on every

@@ -13,9 +13,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // testStore is a real store node on loopback (core/store/storetest)

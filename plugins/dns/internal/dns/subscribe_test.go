@@ -8,7 +8,7 @@ import (
 
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestFollowsStoreBySubscription: with polling slowed to a minute, only

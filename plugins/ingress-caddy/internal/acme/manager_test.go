@@ -12,10 +12,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 var pebbleBin string // built once for the package's tests

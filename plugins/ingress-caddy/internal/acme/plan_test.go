@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func planManager(t *testing.T, id string, now *time.Time, st *memStore) *Manager {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // testSealer derives a sealer from a Cluster secret of 32 bytes b.

@@ -3,7 +3,7 @@ package acme
 import (
 	"context"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Store is what a Manager reads and writes in the replicated store.

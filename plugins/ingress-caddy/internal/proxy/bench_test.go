@@ -29,9 +29,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Load shape: benchClients concurrent keep-alive clients (one connection

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestForwardHeaders: the upstream sees the client's Host, X-Forwarded-*

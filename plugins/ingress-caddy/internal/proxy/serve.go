@@ -25,10 +25,10 @@ import (
 	"github.com/ployz/ployz/internal/fsutil"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Loader timing: a Source that is a Watcher (the store) is read when it

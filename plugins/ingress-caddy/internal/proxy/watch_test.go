@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestServeFollowsStoreSubscriptions runs Serve on a real store node:

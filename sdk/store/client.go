@@ -1,6 +1,3 @@
-// Package store is the core's client for the replicated store: it speaks
-// Corrosion's HTTP API subset, so it works against Ployz's own store server
-// (package server) or a real Corrosion agent alike.
 package store
 
 import (
