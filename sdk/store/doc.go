@@ -10,8 +10,9 @@
 //   - the bodies of the tables a plugin reads (machines, containers,
 //     serving) and of the rows a plugin owns (certificates, serving_acks):
 //     frozen formats, pinned by testdata/bodies.json;
-//   - TokenFileClient, which re-reads its bearer token file after a
-//     failure;
+//   - Reader and Writer: the narrow interface a plugin is written against
+//     (what it reads, the rows it owns), served by TokenFileClient, which
+//     re-reads its bearer token file after a failure;
 //   - Watch: subscriptions that tell a reader when to read again;
 //   - ClusterSecret: the secret a Machine keeps on disk, from which a
 //     plugin derives the key it seals a field of its rows with.

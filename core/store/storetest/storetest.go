@@ -35,6 +35,10 @@ func NoAuth() Option { return func(c *server.Config) { c.Token, c.NoAuth = "", t
 // WithToken requires tok as the TCP API's bearer token.
 func WithToken(tok string) Option { return func(c *server.Config) { c.Token = tok } }
 
+// Addr serves the TCP API at addr (host:port) instead of a free port: a
+// store restarted where its clients already point.
+func Addr(addr string) Option { return func(c *server.Config) { c.APIAddr = addr } }
+
 // Socket serves the API on a unix socket at path (no token) instead of
 // TCP.
 func Socket(path string) Option {

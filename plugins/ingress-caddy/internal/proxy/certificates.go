@@ -10,6 +10,7 @@ import (
 
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/acme"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // certificates is the proxy's side of HTTPS: nil when the spec has no
@@ -33,7 +34,7 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 		return nil, nil
 	}
 	if st == nil {
-		st = acme.NewTokenFileStore(spec.StoreAPI, spec.StoreTokenFile)
+		st = store.NewTokenFileClient(spec.StoreAPI, spec.StoreTokenFile)
 	}
 	keys, err := acme.LoadSealer(spec.ClusterSecretFile)
 	if err != nil {

@@ -84,20 +84,14 @@ func NewStoreSource(s ingress.Spec) StoreSource {
 // Input implements Source.
 func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
 	var in ingress.Input
-	err := s.tf.Do(func(c *store.Client) error {
-		r, err := serving.Read(ctx, c, s.bounds)
-		in.Containers, in.Pointers, in.Machines = r.Containers, r.Pointers, r.Machines
-		return err
-	})
+	r, err := serving.Read(ctx, s.tf, s.bounds)
+	in.Containers, in.Pointers, in.Machines = r.Containers, r.Pointers, r.Machines
 	return in, err
 }
 
 // Ack implements Source: the Machine's serving_acks row.
 func (s StoreSource) Ack(ctx context.Context, machine string, ack store.ServingAckBody) error {
-	return s.tf.Do(func(c *store.Client) error {
-		_, err := c.ServingAcks().Put(ctx, store.Row[store.ServingAckBody]{Key: machine, Owner: machine, Body: ack})
-		return err
-	})
+	return s.tf.PutServingAck(ctx, store.Row[store.ServingAckBody]{Key: machine, Owner: machine, Body: ack})
 }
 
 // Options tune Serve.
