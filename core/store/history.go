@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 

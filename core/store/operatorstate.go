@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	sdkstore "github.com/ployz/ployz/sdk/store"
 	"golang.org/x/crypto/chacha20poly1305"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // SealedPrefix starts a sealed value: "enc:v1:" + base64(24-byte nonce ‖

@@ -1,9 +1,10 @@
 package store
 
 import (
-	sdkstore "github.com/ployz/ployz/sdk/store"
 	"strings"
 	"testing"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // TestSealerBindsRowAndCluster: a sealed value opens for its row only,

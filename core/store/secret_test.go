@@ -1,11 +1,12 @@
 package store
 
 import (
-	sdkstore "github.com/ployz/ployz/sdk/store"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 func TestClusterSecretFile(t *testing.T) {

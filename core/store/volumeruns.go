@@ -7,8 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	sdkstore "github.com/ployz/ployz/sdk/store"
 	"slices"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // VolumeRunOpen and VolumeRunLost are the run states the Cluster itself

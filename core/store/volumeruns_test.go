@@ -1,8 +1,9 @@
 package store
 
 import (
-	sdkstore "github.com/ployz/ployz/sdk/store"
 	"testing"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // TestNextVolumeRun: the next gen is above every gen and the floor; an

@@ -1,53 +1,24 @@
 package store
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
 	"testing"
+
+	"github.com/ployz/ployz/internal/bodyfixture"
 )
 
 // TestBodyFixtures pins the JSON of the rows a plugin reads or owns
 // (docs/formats.md, "Stable promise"; the entries moved verbatim from
-// core/store's fixture, and certificate was added): each fixture decodes,
+// core/store's fixture, and certificate was added): each entry decodes,
 // re-encodes byte-identically, and still decodes with a field a newer
-// writer added.
+// writer added (bodyfixture.Check).
 func TestBodyFixtures(t *testing.T) {
-	raw, err := os.ReadFile("testdata/bodies.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fx); err != nil {
-		t.Fatal(err)
-	}
-	check := func(name string, v any) {
-		t.Helper()
-		b, ok := fx[name]
-		if !ok {
-			t.Fatalf("fixture %q missing", name)
-		}
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		again, _ := json.Marshal(v)
-		var want bytes.Buffer
-		if err := json.Compact(&want, b); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(again, want.Bytes()) {
-			t.Errorf("%s re-encodes as\n%s\nwant\n%s", name, again, want.Bytes())
-		}
-		newer := append(bytes.TrimSuffix(bytes.TrimSpace(b), []byte("}")), []byte(`,"added_later":{"x":1}}`)...)
-		if err := json.Unmarshal(newer, v); err != nil {
-			t.Errorf("%s with an unknown field: %v", name, err)
-		}
-	}
-	check("machine", &MachineBody{})
-	check("container", &ContainerBody{})
-	check("serving", &ServingBody{})
-	check("serving_ack", &ServingAckBody{})
-	check("certificate", &CertificateBody{})
+	bodyfixture.Check(t, "testdata/bodies.json", map[string]any{
+		"machine":     &MachineBody{},
+		"container":   &ContainerBody{},
+		"serving":     &ServingBody{},
+		"serving_ack": &ServingAckBody{},
+		"certificate": &CertificateBody{},
+	})
 }
 
 func TestServingBodyHas(t *testing.T) {
