@@ -7,7 +7,7 @@ space := $(empty) $(empty)
 # RELEASE_PUBKEYS: base64 Ed25519 release keys every binary trusts (docs/releases.md).
 RELEASE_PUBKEYS ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
-LDFLAGS := -s -w -X github.com/ployz/ployz/core/version.Version=$(VERSION) -X github.com/ployz/ployz/core/release.trustedKeys=$(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS)))
+LDFLAGS := -s -w -X github.com/ployz/ployz/internal/version.Version=$(VERSION) -X github.com/ployz/ployz/core/release.trustedKeys=$(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS)))
 PLUGINS := $(notdir $(patsubst %/,%,$(filter-out plugins/internal/,$(wildcard plugins/*/))))
 BIN     := $(CURDIR)/bin
 GO      ?= go

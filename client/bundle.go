@@ -7,7 +7,7 @@ import (
 	"runtime"
 
 	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // OwnBundle is the name of the release bundle of this program's version

@@ -21,9 +21,9 @@ import (
 
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/version"
 	"github.com/ployz/ployz/e2e/lab"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // devReleaseKey is the release key `make build` made beside the lab's
@@ -60,7 +60,7 @@ func buildBundle(t *testing.T, v string, brokenIngress bool) string {
 		t.Fatal(err)
 	}
 	trust := base64.StdEncoding.EncodeToString(devReleaseKey(t).Public().(ed25519.PublicKey))
-	ld := "-s -w -X github.com/ployz/ployz/core/version.Version=" + v + " -X github.com/ployz/ployz/core/release.trustedKeys=" + trust
+	ld := "-s -w -X github.com/ployz/ployz/internal/version.Version=" + v + " -X github.com/ployz/ployz/core/release.trustedKeys=" + trust
 	pkgs := map[string]string{"ployzd": "./cmd/ployzd"}
 	for _, b := range release.Binaries[1:] {
 		pkgs[b] = "./plugins/" + strings.TrimPrefix(b, "ployz-")
@@ -594,7 +594,7 @@ func pluginBundle(t *testing.T, from, v, plugin string) (string, string) {
 	}
 	root, _ := filepath.Abs("..")
 	out := filepath.Join(dir, "r", "bin", "ployz-"+plugin)
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/ployz/ployz/core/version.Version="+v, "-o", out, "./plugins/"+plugin)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/ployz/ployz/internal/version.Version="+v, "-o", out, "./plugins/"+plugin)
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", plugin, err, b)

@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // contains fails t for each of want that out lacks, runs of spaces (a
@@ -63,7 +64,7 @@ func TestServiceInspection(t *testing.T) {
 		Declared:  &client.Declaration{Mode: "replicated", Replicas: 2, Image: "app:1", Readiness: "http"},
 		Execution: client.ExecutionStatus{Status: "degraded", Desired: 2, Running: 2, Ready: 1, NotReadyOn: []string{"m2"}},
 		Ingress: client.IngressStatus{Status: "serving", Routes: []deploy.IngressRoute{{Hostname: "shop.test", ContainerPort: 8080}},
-			Machines: []client.MachineRoutes{{Machine: "m1", Routes: []rpc.IngressState{{Hostname: "shop.test", State: "serving", Upstreams: []string{"10.0.0.2:8080"}}}}, {Machine: "m3", Error: "down"}}},
+			Machines: []client.MachineRoutes{{Machine: "m1", Routes: []ingress.Route{{Hostname: "shop.test", State: "serving", Upstreams: []string{"10.0.0.2:8080"}}}}, {Machine: "m3", Error: "down"}}},
 		Containers: []rpc.ContainerObservation{{Name: "web-1", MachineID: "id-m1", State: "running", Ready: true}},
 		Networks:   []client.ServiceNetwork{{Name: "shop-production", Namespaces: []string{"shop-production"}}}}
 	snap := deploy.Snapshot{Machines: []deploy.MachineState{{ID: "id-m1", Name: "m1"}}}
@@ -81,9 +82,9 @@ func TestServiceInspection(t *testing.T) {
 // loaded nothing, and one with a route and its serving pointer.
 func TestIngressConfig(t *testing.T) {
 	ms := []client.MachineIngress{{Machine: "m1", MachineID: "id1", Error: "unreachable"},
-		{Machine: "m2", MachineID: "id2", Status: &rpc.IngressStatus{LoadError: "bad"}},
-		{Machine: "m3", MachineID: "id3", Status: &rpc.IngressStatus{Running: true, Listen: ":80", Loaded: 1, ConfigHash: "abc",
-			Routes: []rpc.IngressState{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"}}}}}
+		{Machine: "m2", MachineID: "id2", Status: &ingress.Status{LoadError: "bad"}},
+		{Machine: "m3", MachineID: "id3", Status: &ingress.Status{Running: true, Listen: ":80", Loaded: 1, ConfigHash: "abc",
+			Routes: []ingress.Route{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"}}}}}
 	var b strings.Builder
 	if err := IngressConfig(&b, ms); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/meshaddr"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
@@ -212,7 +213,7 @@ func (d *Daemon) deactivate() {
 
 // startStore writes the store unit's arguments, (re)starts the unit when
 // they changed, and waits until its API answers.
-func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Record) (*store.Client, error) {
+func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Record) (*sdkstore.Client, error) {
 	dir := filepath.Join(d.cfg.DataDir, "store")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -229,7 +230,7 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	// ployz-store.service fixes the db path, API socket and admin socket;
 	// the Machine-specific rest comes from this env file.
 	secretPath := store.ClusterSecretPath(d.cfg.DataDir)
-	if _, err := store.ReadClusterSecretFile(secretPath); err != nil {
+	if _, err := sdkstore.ReadClusterSecretFile(secretPath); err != nil {
 		return nil, fmt.Errorf("this Machine has no usable Cluster secret (minted at init, received at join): %w", err)
 	}
 	args := []string{
@@ -254,7 +255,7 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	} else if err := d.cfg.Units.Start(ctx, StoreUnit); err != nil {
 		return nil, err
 	}
-	st := store.New(d.storeSocket())
+	st := sdkstore.New(d.storeSocket())
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var lastErr error

@@ -26,9 +26,9 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/sdk/fdstore"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Ports from docs/architecture.md ("Network").

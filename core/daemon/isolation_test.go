@@ -12,9 +12,9 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh/dockernet"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func isoRow(key, owner, ns, ip, state string, created int64) store.Row[store.ContainerBody] {

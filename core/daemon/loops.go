@@ -13,8 +13,8 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Loop periods. Each loop re-derives everything from rows and Docker, so a

@@ -21,7 +21,7 @@ import (
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // upgradeRoutes adds upgrade_machine and upgrade_status (docs/upgrades.md).

@@ -21,7 +21,7 @@ import (
 
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 func testBundle(t *testing.T, v, arch string) []byte {

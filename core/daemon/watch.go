@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // idlePeriod is how often a loop that follows the store by subscription

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc/machinepb"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // payloadTypes is every request payload a Machine decodes from a caller,

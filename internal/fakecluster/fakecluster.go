@@ -22,6 +22,7 @@ import (
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // Cluster is Machines answering, from in-memory records, the Machine
@@ -50,7 +51,7 @@ type Cluster struct {
 	leases   map[string]fakeLease
 	renewals int
 	// runs is the Cluster's volume_runs table, by key (volumeruns.go).
-	runs map[string]store.Row[store.VolumeRunBody]
+	runs map[string]sdkstore.Row[store.VolumeRunBody]
 	// marks are the allocation history and removal marks (allocations.go).
 	marks operatorMarks
 }
@@ -121,7 +122,7 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
 		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{},
-		runs:  map[string]store.Row[store.VolumeRunBody]{},
+		runs:  map[string]sdkstore.Row[store.VolumeRunBody]{},
 		marks: operatorMarks{removals: map[string]rpc.RemovalMark{}}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})

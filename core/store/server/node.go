@@ -17,7 +17,7 @@ import (
 
 	"github.com/ployz/ployz/core/store/crdt"
 	"github.com/ployz/ployz/core/store/gossip"
-	"github.com/ployz/ployz/core/store/localsock"
+	"github.com/ployz/ployz/internal/localsock"
 )
 
 // GossipFDName names the gossip sockets in ployz-store.service's fd store

@@ -103,9 +103,9 @@ func TestSubscriptionExactChangesAndResume(t *testing.T) {
 
 	// Server restart: the live subscription reconnects with ?from= and
 	// neither misses nor repeats a change.
-	srv.node.Close()
+	srv.Stop()
 	time.Sleep(100 * time.Millisecond)
-	srv.start()
+	srv.Restart()
 	mustExec(`UPDATE containers SET body = '{"v":2}' WHERE id = 'c2'`)
 	expect("update", 3, "c2", `{"v":2}`)
 	mustExec(`INSERT INTO containers (id, owner) VALUES ('c3', 'm1')`)
@@ -153,12 +153,12 @@ func TestSubscriptionGone(t *testing.T) {
 	if ev := next(t, skip); ev.Kind != EventChange || ev.ChangeKind != "insert" || ev.ChangeID != 1 || ev.Values[0] != "v1" {
 		t.Fatalf("SkipRows event %+v, want insert 1 of v1", ev)
 	}
-	srv.node.Close()
+	srv.Stop()
 	// The subscription state is gone, as after the idle drop.
-	if err := os.Remove(filepath.Join(filepath.Dir(srv.cfg.DBPath), "subscriptions.db")); err != nil {
+	if err := os.Remove(filepath.Join(filepath.Dir(srv.DBPath()), "subscriptions.db")); err != nil {
 		t.Fatal(err)
 	}
-	srv.start()
+	srv.Restart()
 	select {
 	case _, ok := <-skip.Events:
 		if ok {

@@ -1,6 +1,3 @@
-// Package store is the core's client for the replicated store: it speaks
-// Corrosion's HTTP API subset, so it works against Ployz's own store server
-// (package server) or a real Corrosion agent alike.
 package store
 
 import (
@@ -17,7 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/ployz/ployz/core/store/localsock"
+	"github.com/ployz/ployz/internal/localsock"
 )
 
 // Client talks to one store API endpoint: a unix socket (Ployz's own

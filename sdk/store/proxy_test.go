@@ -67,7 +67,7 @@ func TestSubscriptionResumesAfterNetworkDrop(t *testing.T) {
 	ctx := context.Background()
 	srv := startServer(t)
 	direct := srv.client()
-	p := newCutProxy(t, srv.cfg.APIAddr)
+	p := newCutProxy(t, srv.API())
 	viaProxy := New(p.ln.Addr().String(), WithToken("tok"))
 	sub, err := viaProxy.Subscribe(ctx, Stmt(`SELECT id, body FROM volumes`), SubscribeOptions{SkipRows: true})
 	if err != nil {
@@ -119,7 +119,7 @@ func TestSubscriptionResumeBeforeFirstChange(t *testing.T) {
 	if _, err := direct.Exec(ctx, Stmt(`INSERT INTO volumes (id, body) VALUES ('a', '{}'), ('b', '{}')`)); err != nil {
 		t.Fatal(err)
 	}
-	p := newCutProxy(t, srv.cfg.APIAddr)
+	p := newCutProxy(t, srv.API())
 	viaProxy := New(p.ln.Addr().String(), WithToken("tok"))
 	sub, err := viaProxy.Subscribe(ctx, Stmt(`SELECT id, body FROM volumes ORDER BY id`), SubscribeOptions{})
 	if err != nil {

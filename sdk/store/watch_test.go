@@ -51,8 +51,8 @@ func TestWatch(t *testing.T) {
 	exec(`UPDATE containers SET body = '{"state":"exited","ip":"10.0.0.3"}' WHERE id = 'c1'`)
 	wake("a selected column's change")
 
-	srv.node.Close()
-	srv.start()
+	srv.Stop()
+	srv.Restart()
 	exec(`UPDATE containers SET body = '{"state":"running","ip":"10.0.0.3"}' WHERE id = 'c1'`)
 	wake("a change after the restart")
 }

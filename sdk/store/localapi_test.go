@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/internal/asnobody"
 )
 
@@ -85,15 +85,7 @@ func TestTokenNotSentToAnotherUsersListener(t *testing.T) {
 // startSocketServer runs a store serving its API on a unix socket only.
 func startSocketServer(t *testing.T) (sock string) {
 	t.Helper()
-	sock = filepath.Join(t.TempDir(), "run", "api.sock")
-	n, err := server.Start(context.Background(), server.Config{
-		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: SchemaSQL(), APISocket: sock,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return sock
+	return storetest.Start(t, storetest.Socket(filepath.Join(t.TempDir(), "run", "api.sock"))).API()
 }
 
 // TestSocketClientNeedsNoToken: the socket serves the same API without a

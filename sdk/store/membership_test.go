@@ -75,6 +75,12 @@ func TestFollowMembershipWithoutAView(t *testing.T) {
 	if _, err := c.Membership(context.Background()); err != ErrNoMembership {
 		t.Fatalf("Membership from a store without it: %v, want ErrNoMembership", err)
 	}
+	// A plugin's client keeps its connection to such a store.
+	tf := NewTokenFileClient(srv.URL, "")
+	if _, err := tf.Membership(context.Background()); err != ErrNoMembership || tf.c == nil {
+		t.Fatalf("TokenFileClient.Membership: %v (client kept: %v), want ErrNoMembership and the client kept", err, tf.c != nil)
+	}
+	asked.Store(1) // as if only the test above had asked
 	do := func(f func(*Client) error) error { return f(c) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -2,7 +2,7 @@
 package version
 
 // Version is the release of this build. `make build` overrides it with
-// -ldflags "-X github.com/ployz/ployz/core/version.Version=...".
+// -ldflags "-X github.com/ployz/ployz/internal/version.Version=...".
 var Version = "0.0.0-dev"
 
 // ProtocolMajor is the Machine RPC major version this build speaks.
