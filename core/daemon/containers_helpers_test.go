@@ -46,6 +46,9 @@ func dockerForTest(t *testing.T) *client.Client {
 		cli.Close()
 		prereq.Missing(t, "a Docker daemon for Service Containers", err)
 	}
+	// Negotiated now, before tests share the client between goroutines
+	// (Events reads the negotiated version unguarded).
+	cli.NegotiateAPIVersion(ctx)
 	t.Cleanup(func() { cli.Close() })
 	return cli
 }

@@ -45,8 +45,17 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 		return
 	}
 	defer cli.Close()
+	// Docker's client negotiates its API version on first use and Events
+	// reads that version unguarded (a data race with rescan's first
+	// request): the event stream gets a client of its own.
+	evCli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		d.log.Error("observe: docker client", "error", err)
+		return
+	}
+	defer evCli.Close()
 	trigger := make(chan struct{}, 1)
-	go d.watchEvents(ctx, cli, trigger)
+	go d.watchEvents(ctx, evCli, trigger)
 	tick := time.NewTicker(rescanPeriod)
 	defer tick.Stop()
 	var readyChanged <-chan struct{} // a notify verdict changes no Docker state
