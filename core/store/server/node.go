@@ -59,11 +59,12 @@ type Node struct {
 	gsp  *gossip.Gossip
 	subs *subManager
 
-	applyCh chan []crdt.Changeset
-	syncCh  chan envelope
-	outCh   chan crdt.Changeset
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	applyCh   chan []crdt.Changeset
+	syncReqs  pendingSyncs
+	syncSkips int // rounds requestSync skipped in a row (syncLoop only)
+	outCh     chan crdt.Changeset
+	stop      chan struct{}
+	wg        sync.WaitGroup
 
 	apiLn   net.Listener
 	api     *http.Server
@@ -73,6 +74,7 @@ type Node struct {
 
 	updates updateHub
 	out     senders
+	sent    sentBytes
 
 	hookMu sync.Mutex
 	hooks  []func(crdt.Commit)
@@ -123,10 +125,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Log, eng: eng,
-		applyCh: make(chan []crdt.Changeset, 1024),
-		syncCh:  make(chan envelope, 16),
-		outCh:   make(chan crdt.Changeset, 4096),
-		stop:    make(chan struct{}),
+		applyCh:  make(chan []crdt.Changeset, 1024),
+		syncReqs: pendingSyncs{ready: make(chan struct{}, 1)},
+		outCh:    make(chan crdt.Changeset, 4096),
+		stop:     make(chan struct{}),
 	}
 	n.out.n = n
 	if n.subs, err = openSubs(ctx, cfg.SubsPath, eng, cfg.Log.Named("subs")); err != nil {
