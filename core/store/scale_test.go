@@ -40,6 +40,11 @@ func TestScale10(t *testing.T) {
 	if r.WireBps > 20_000 {
 		t.Errorf("at rest each node sends %.0f B/s, bound 20000", r.WireBps)
 	}
+	// Digest requests (about 120 bytes, three a second); whole books were
+	// 860 bytes each at 10 nodes and grow with every member.
+	if r.SyncReqBps > 1000 {
+		t.Errorf("at rest each node sends %.0f B/s of sync requests, bound 1000: are books sent instead of digests?", r.SyncReqBps)
+	}
 	if r.SyncReqBps <= 0 || r.WireBps <= 0 {
 		t.Errorf("traffic counters read wire %.0f B/s, sync requests %.0f B/s at rest: both must count", r.WireBps, r.SyncReqBps)
 	}

@@ -83,6 +83,9 @@ type Node struct {
 // nodeMeta is published through gossip so peers can find each other's API.
 type nodeMeta struct {
 	API string `json:"api,omitempty"`
+	// SyncDigest: the node answers msgSyncDigest, so peers send it a
+	// digest of their book instead of the book itself.
+	SyncDigest bool `json:"sync_digest,omitempty"`
 }
 
 // Start opens the database, applies the schema, joins the Cluster and, when
@@ -150,7 +153,7 @@ func (n *Node) startNet(cfg Config) error {
 			return fmt.Errorf("listen for API on %s: %w", cfg.APIAddr, err)
 		}
 	}
-	meta, _ := json.Marshal(nodeMeta{API: n.APIAddr()})
+	meta, _ := json.Marshal(nodeMeta{API: n.APIAddr(), SyncDigest: true})
 	if cfg.GossipAddr != "" {
 		n.gsp, err = gossip.Start(gossip.Config{
 			// Bootstrap peers are joined by rejoinLoop, so an unreachable

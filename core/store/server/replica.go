@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/ployz/ployz/core/store/crdt"
 )
 
@@ -31,7 +33,7 @@ func (n *Node) onMessage(b []byte) {
 		case n.applyCh <- env.Changesets:
 		default: // overloaded: anti-entropy will pull these again
 		}
-	case msgSyncReq:
+	case msgSyncReq, msgSyncDigest, msgSyncWant:
 		n.syncReqs.put(env)
 	}
 }
@@ -116,7 +118,7 @@ func (n *Node) syncLoop() {
 			return
 		case <-n.syncReqs.ready:
 			for _, r := range n.syncReqs.take() {
-				n.answerSync(r)
+				n.handleSync(r)
 			}
 		case <-t.C:
 			n.requestSync()
@@ -141,18 +143,31 @@ func (n *Node) requestSync() {
 	if len(peers) == 0 {
 		return
 	}
-	msg, err := encodeEnvelope(envelope{Kind: msgSyncReq, From: n.eng.Site(), Book: n.eng.Book()})
-	if err != nil {
-		n.log.Error("encode sync request", "error", err)
-		return
-	}
-	// A request that fits one packet goes best-effort: one is sent every
-	// SyncInterval anyway, and a TCP connection per peer per round was
-	// most of what an idle store spent.
+	book := n.eng.Book()
+	var full, digest []byte
 	for _, p := range peers {
-		n.sent.syncRequests.Add(int64(len(msg)))
-		n.out.sendRequest(p, msg, len(msg) > udpLimit)
+		msg := &full
+		if digestCapable(p) {
+			msg = &digest
+		}
+		if *msg == nil {
+			var err error
+			if *msg, err = n.syncRequest(book, msg == &digest); err != nil {
+				n.log.Error("encode sync request", "error", err)
+				return
+			}
+		}
+		n.sendSyncRequest(p, *msg)
 	}
+}
+
+// sendSyncRequest sends a sync request (a book, a digest) to one peer.
+// One that fits a packet goes best-effort: one is sent every SyncInterval
+// anyway, and a TCP connection per peer per round was most of what an
+// idle store spent.
+func (n *Node) sendSyncRequest(p *memberlist.Node, msg []byte) {
+	n.sent.syncRequests.Add(int64(len(msg)))
+	n.out.sendRequest(p, msg, len(msg) > udpLimit)
 }
 
 // answerSync streams to the requester every version this node holds that
@@ -170,16 +185,7 @@ func (n *Node) answerSync(req envelope) {
 	if n.out.answering(peer.Name) {
 		return
 	}
-	mine := n.eng.Book()
-	// Local versions leave only below the durable mark: raise it first
-	// (a broadcast may have been dropped), and serve none above it if
-	// that fails, or power loss could hand them out again.
-	if top := mine.Max(n.eng.Site()); top > n.eng.Shared() {
-		if err := n.eng.MarkShared(top); err != nil {
-			n.log.Error("persist version mark before a sync answer", "error", err)
-		}
-	}
-	mine.Clip(n.eng.Site(), n.eng.Shared())
+	mine := n.servable()
 	budget := 8 * syncChunk // versions per answer; the next round continues
 	for site := range mine {
 		for _, r := range req.Book.Missing(mine, site) {
