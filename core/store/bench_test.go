@@ -286,3 +286,56 @@ func waitBody(b *testing.B, s *Subscription, want string) {
 		}
 	}
 }
+
+// BenchmarkContainersSubscription times a write of one Container row to
+// the change event of the subscription every Machine's DNS and ingress
+// hold (`SELECT id, owner, body FROM containers`, sdk/serving), with 20
+// and with 2,000 rows in the table. The store re-runs a subscription's
+// whole query after each commit, so the difference is the cost of that
+// scan (issue 49: what grows with the Cluster).
+func BenchmarkContainersSubscription(b *testing.B) {
+	for _, rows := range []int{20, 2000} {
+		b.Run(fmt.Sprintf("%drows", rows), func(b *testing.B) {
+			ctx := context.Background()
+			p := newBenchPair(b)
+			owner := p.n.Engine().Site()
+			for i := 0; i < rows; i++ {
+				if _, _, err := p.n.Engine().Exec(ctx, []crdt.Stmt{containerRow("c"+strconv.Itoa(i), owner)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err := p.c.Subscribe(ctx, Stmt(`SELECT id, owner, body FROM containers`), SubscribeOptions{SkipRows: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			<-s.Events // eoq
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				id := "w" + strconv.Itoa(i)
+				if _, _, err := p.n.Engine().Exec(ctx, []crdt.Stmt{containerRow(id, owner)}); err != nil {
+					b.Fatal(err)
+				}
+				waitInsert(b, s, id)
+			}
+		})
+	}
+}
+
+func waitInsert(b *testing.B, s *Subscription, id string) {
+	b.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev, ok := <-s.Events:
+			if !ok {
+				b.Fatalf("subscription ended: %v", s.Err())
+			}
+			if ev.Kind == EventChange && ev.ChangeKind == "insert" && ev.Values[0] == id {
+				return
+			}
+		case <-timeout:
+			b.Fatalf("no insert of %s within 20s", id)
+		}
+	}
+}

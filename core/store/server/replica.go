@@ -157,7 +157,7 @@ func (n *Node) requestSync() {
 				return
 			}
 		}
-		n.sendSyncRequest(p, *msg)
+		n.sendSyncRequest(p, *msg, msg == &full)
 	}
 }
 
@@ -165,9 +165,9 @@ func (n *Node) requestSync() {
 // One that fits a packet goes best-effort: one is sent every SyncInterval
 // anyway, and a TCP connection per peer per round was most of what an
 // idle store spent.
-func (n *Node) sendSyncRequest(p *memberlist.Node, msg []byte) {
+func (n *Node) sendSyncRequest(p *memberlist.Node, msg []byte, book bool) {
 	n.sent.syncRequests.Add(int64(len(msg)))
-	n.out.sendRequest(p, msg, len(msg) > udpLimit)
+	n.out.sendRequest(p, msg, len(msg) > udpLimit, book)
 }
 
 // answerSync streams to the requester every version this node holds that

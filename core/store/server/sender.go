@@ -16,6 +16,7 @@ type outMsg struct {
 	msg      []byte
 	reliable bool
 	answer   bool // part of a sync answer (peerOut.answering)
+	book     bool // a sync request carrying the whole book
 }
 
 // peerOut is one peer's queue. request holds the newest sync request
@@ -43,10 +44,11 @@ func (s *senders) send(node *memberlist.Node, msg []byte, reliable bool) {
 }
 
 // sendRequest puts a sync request in the peer's request slot, replacing
-// one still waiting there.
-func (s *senders) sendRequest(node *memberlist.Node, msg []byte, reliable bool) {
+// one still waiting there, except that a digest never replaces a book:
+// the peer asked for the book (msgSyncWant) and would only ask again.
+func (s *senders) sendRequest(node *memberlist.Node, msg []byte, reliable, book bool) {
 	p := s.peer(node.Name)
-	m := outMsg{node: node, msg: msg, reliable: reliable}
+	m := outMsg{node: node, msg: msg, reliable: reliable, book: book}
 	for {
 		select {
 		case p.request <- m:
@@ -54,7 +56,10 @@ func (s *senders) sendRequest(node *memberlist.Node, msg []byte, reliable bool) 
 		default:
 		}
 		select {
-		case <-p.request: // stale: this one replaces it
+		case old := <-p.request:
+			if old.book && !m.book {
+				m = old
+			}
 		default:
 		}
 	}

@@ -75,7 +75,7 @@ func (n *Node) sendBook(to string) {
 		n.log.Error("encode sync request", "error", err)
 		return
 	}
-	n.sendSyncRequest(peer, msg)
+	n.sendSyncRequest(peer, msg, true)
 }
 
 // servable is the book of what this node may send a peer. Local versions
