@@ -271,6 +271,12 @@ func countUp(n *server.Node) int {
 
 func waitBody(b *testing.B, s *Subscription, want string) {
 	b.Helper()
+	waitEvent(b, s, "with body "+want, func(ev Event) bool { return ev.ChangeKind != "delete" && ev.Values[1] == want })
+}
+
+// waitEvent waits up to 20 s for a change event that match accepts.
+func waitEvent(b *testing.B, s *Subscription, what string, match func(Event) bool) {
+	b.Helper()
 	timeout := time.After(20 * time.Second)
 	for {
 		select {
@@ -278,11 +284,11 @@ func waitBody(b *testing.B, s *Subscription, want string) {
 			if !ok {
 				b.Fatalf("subscription ended: %v", s.Err())
 			}
-			if ev.Kind == EventChange && ev.ChangeKind != "delete" && ev.Values[1] == want {
+			if ev.Kind == EventChange && match(ev) {
 				return
 			}
 		case <-timeout:
-			b.Fatalf("no event with body %s within 20s", want)
+			b.Fatalf("no event %s within 20s", what)
 		}
 	}
 }
@@ -316,26 +322,8 @@ func BenchmarkContainersSubscription(b *testing.B) {
 				if _, _, err := p.n.Engine().Exec(ctx, []crdt.Stmt{containerRow(id, owner)}); err != nil {
 					b.Fatal(err)
 				}
-				waitInsert(b, s, id)
+				waitEvent(b, s, "inserting "+id, func(ev Event) bool { return ev.ChangeKind == "insert" && ev.Values[0] == id })
 			}
 		})
-	}
-}
-
-func waitInsert(b *testing.B, s *Subscription, id string) {
-	b.Helper()
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case ev, ok := <-s.Events:
-			if !ok {
-				b.Fatalf("subscription ended: %v", s.Err())
-			}
-			if ev.Kind == EventChange && ev.ChangeKind == "insert" && ev.Values[0] == id {
-				return
-			}
-		case <-timeout:
-			b.Fatalf("no insert of %s within 20s", id)
-		}
 	}
 }

@@ -44,12 +44,13 @@ type scaleResult struct {
 	Form       time.Duration // until every node saw every other up
 	Load       time.Duration // Rows written and applied everywhere
 	Visible    []time.Duration
-	WireBps    float64 // per node at rest: every byte on the gossip transport
-	StoreBps   float64 // per node at rest: the store's own messages
-	SyncReqBps float64 // of which anti-entropy requests
-	CPU        float64 // per node at rest, fraction of one core (process total / N)
-	RSS        uint64  // per node: process RSS growth / N
-	Heap       uint64  // per node: Go heap in use growth / N
+	WriteCPU   time.Duration // per timed write per node, beyond the at-rest rate: what one write costs a Machine
+	WireBps    float64       // per node at rest: every byte on the gossip transport
+	StoreBps   float64       // per node at rest: the store's own messages
+	SyncReqBps float64       // of which anti-entropy requests
+	CPU        float64       // per node at rest, fraction of one core (process total / N)
+	RSS        uint64        // per node: process RSS growth / N
+	Heap       uint64        // per node: Go heap in use growth / N
 	CatchUp    time.Duration
 	DownFirst  time.Duration // a stopped node: first Down verdict
 	DownAll    time.Duration // every other node's Down verdict
@@ -316,12 +317,22 @@ func runScale(tb testing.TB, cfg scaleConfig) scaleResult {
 	runtime.GC()
 	r.RSS = (processRSS() - min(rss0, processRSS())) / uint64(cfg.Nodes)
 	r.Heap = (heapInUse() - min(heap0, heapInUse())) / uint64(cfg.Nodes)
+	start, cpu0 := time.Now(), processCPU()
 	for i := 0; i < cfg.Writes; i++ {
 		r.Visible = append(r.Visible, c.visible(i, 30*time.Second))
 	}
+	r.WriteCPU = r.writeCPU(processCPU()-cpu0, time.Since(start), cfg)
 	r.CatchUp = c.catchUp(2 * time.Minute)
 	r.DownFirst, r.DownAll = c.down(2 * time.Minute)
 	return r
+}
+
+// writeCPU spreads the CPU the timed writes used over writes and nodes,
+// after taking off what the nodes would have used at rest meanwhile
+// (gossip, probes, sync rounds), so it is what writing costs.
+func (r scaleResult) writeCPU(used, took time.Duration, cfg scaleConfig) time.Duration {
+	idle := time.Duration(r.CPU * float64(cfg.Nodes) * float64(took))
+	return max(0, used-idle) / time.Duration(cfg.Writes*cfg.Nodes)
 }
 
 // visProbe records, for one row at a time, which nodes have applied it.
@@ -426,9 +437,9 @@ func (r scaleResult) quantile(q int) time.Duration {
 
 // String is one line of the curve.
 func (r scaleResult) String() string {
-	return fmt.Sprintf("form %.1fs, load %.1fs, visible p50 %.1fms p99 %.1fms, at rest per node: %.0f B/s on the wire (store %.0f, of which sync requests %.0f), "+
+	return fmt.Sprintf("form %.1fs, load %.1fs, visible p50 %.1fms p99 %.1fms (CPU per write per node %.2fms), at rest per node: %.0f B/s on the wire (store %.0f, of which sync requests %.0f), "+
 		"CPU %.2f%% of a core, RSS %.1f MB, Go heap %.1f MB; catch-up %.1fs; Down first %.1fs, all %.1fs",
-		r.Form.Seconds(), r.Load.Seconds(), ms(r.quantile(50)), ms(r.quantile(99)), r.WireBps, r.StoreBps, r.SyncReqBps,
+		r.Form.Seconds(), r.Load.Seconds(), ms(r.quantile(50)), ms(r.quantile(99)), ms(r.WriteCPU), r.WireBps, r.StoreBps, r.SyncReqBps,
 		100*r.CPU, float64(r.RSS)/(1<<20), float64(r.Heap)/(1<<20), r.CatchUp.Seconds(), r.DownFirst.Seconds(), r.DownAll.Seconds())
 }
 

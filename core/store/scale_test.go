@@ -71,6 +71,7 @@ func BenchmarkStoreScale(b *testing.B) {
 func reportScale(b *testing.B, r scaleResult) {
 	b.ReportMetric(ms(r.quantile(50)), "visible-p50-ms")
 	b.ReportMetric(ms(r.quantile(99)), "visible-p99-ms")
+	b.ReportMetric(ms(r.WriteCPU), "write-cpu-ms/node")
 	b.ReportMetric(r.WireBps, "rest-wire-B/s/node")
 	b.ReportMetric(r.StoreBps, "rest-store-B/s/node")
 	b.ReportMetric(100*r.CPU, "rest-cpu-%core/node")
