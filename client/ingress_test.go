@@ -3,26 +3,26 @@ package client
 import (
 	"testing"
 
-	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 func TestServiceIngressStatus(t *testing.T) {
-	pub := func(h, owner string) rpc.IngressState {
-		return rpc.IngressState{Hostname: h, Owner: owner, State: rpc.RoutePublished, Upstreams: []string{"10.0.0.1:80"}}
+	pub := func(h, owner string) ingress.Route {
+		return ingress.Route{Hostname: h, Owner: owner, State: ingress.RoutePublished, Upstreams: []string{"10.0.0.1:80"}}
 	}
-	st := func(routes ...rpc.IngressState) *rpc.IngressStatus {
-		return &rpc.IngressStatus{Running: true, Routes: routes}
+	st := func(routes ...ingress.Route) *ingress.Status {
+		return &ingress.Status{Running: true, Routes: routes}
 	}
 	hosts := []string{"a.example.test"}
 	cases := map[string]struct {
 		ms   []MachineIngress
 		want string
 	}{
-		"published everywhere": {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/web"))}, {Machine: "m2", Status: st(pub("a.example.test", "d/web"))}}, rpc.RoutePublished},
-		"not loaded on one":    {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/web"))}, {Machine: "m2", Status: st()}}, rpc.RoutePending},
-		"proxy not running":    {[]MachineIngress{{Machine: "m1", Status: &rpc.IngressStatus{}}}, rpc.RoutePending},
-		"owned by another":     {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/other"))}}, rpc.RouteConflict},
-		"stale":                {[]MachineIngress{{Machine: "m1", Status: &rpc.IngressStatus{Running: true, Stale: true, Routes: []rpc.IngressState{pub("a.example.test", "d/web")}}}}, "unknown"},
+		"published everywhere": {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/web"))}, {Machine: "m2", Status: st(pub("a.example.test", "d/web"))}}, ingress.RoutePublished},
+		"not loaded on one":    {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/web"))}, {Machine: "m2", Status: st()}}, ingress.RoutePending},
+		"proxy not running":    {[]MachineIngress{{Machine: "m1", Status: &ingress.Status{}}}, ingress.RoutePending},
+		"owned by another":     {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/other"))}}, ingress.RouteConflict},
+		"stale":                {[]MachineIngress{{Machine: "m1", Status: &ingress.Status{Running: true, Stale: true, Routes: []ingress.Route{pub("a.example.test", "d/web")}}}}, "unknown"},
 		"no answer":            {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/web"))}, {Machine: "m2", Error: "unreachable"}}, "unknown"},
 	}
 	for name, c := range cases {

@@ -15,11 +15,11 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/meshaddr"
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/version"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestPeersFromRows: every other Machine with a usable key and subnet is a

@@ -11,6 +11,7 @@ package deploy
 import (
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // App is a Deploy Intent: the complete declaration of one project in one
@@ -141,7 +142,7 @@ type IngressRoute struct {
 // "tcp/PORT".
 func (r IngressRoute) Key() string {
 	if r.Protocol == "tcp" {
-		return rpc.IngressState{Protocol: r.Protocol, Port: r.Port}.Key()
+		return ingress.Route{Protocol: r.Protocol, Port: r.Port}.Key()
 	}
 	return r.Hostname
 }

@@ -162,7 +162,7 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Protocol: "tcp", Port: p.IngressPort, ContainerPort: p.ContainerPort})
 	case p.Hostname != "":
 		h := strings.ToLower(strings.TrimSuffix(p.Hostname, "."))
-		if err := rpc.ValidHostname(h); err != nil {
+		if err := ingress.ValidHostname(h); err != nil {
 			return fieldErrf("hostname", "%s", err)
 		}
 		svc.Ingress = append(svc.Ingress, IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})

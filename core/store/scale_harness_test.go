@@ -16,6 +16,7 @@ import (
 
 	"github.com/ployz/ployz/core/store/crdt"
 	"github.com/ployz/ployz/core/store/gossip"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
 )
 
@@ -100,7 +101,7 @@ func (c *scaleCluster) startNode(i int) *scaleNode {
 		c.tb.Fatal(err)
 	}
 	n, err := server.Start(context.Background(), server.Config{
-		DBPath: filepath.Join(dir, "store.db"), SchemaSQL: SchemaSQL(), GossipAddr: "127.0.0.1:0",
+		DBPath: filepath.Join(dir, "store.db"), SchemaSQL: schema.SQL(), GossipAddr: "127.0.0.1:0",
 		Bootstrap: boot, GossipKey: scaleKey, Faults: c.faults,
 	})
 	if err != nil {
