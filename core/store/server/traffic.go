@@ -13,8 +13,9 @@ type Traffic struct {
 	Wire gossip.Traffic `json:"wire"`
 	// Broadcast, SyncRequests and SyncAnswers are the store's own
 	// messages before gossip framing: changes pushed to every member,
-	// anti-entropy requests (this node's version book), and the changes
-	// sent in answer to a peer's request.
+	// anti-entropy requests (a digest of this node's version book; the
+	// book itself to a peer that asks for it or reads no digest; asking a
+	// peer for its book), and the changes sent in answer to a request.
 	Broadcast    int64 `json:"broadcast"`
 	SyncRequests int64 `json:"sync_requests"`
 	SyncAnswers  int64 `json:"sync_answers"`
