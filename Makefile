@@ -171,9 +171,11 @@ record-zfs-session: build
 
 ## bench: benchmarks; they print ratios and never gate CI. Their output
 ## (bin/bench.txt) rewrites the <!-- bench:Name --> blocks of docs/benchmarks.md.
+# -timeout: the store's scale harness (docs/scale.md) runs up to 100 nodes
+# in one test binary, past go test's default 10 minutes.
 BENCH_OUT := $(BIN)/bench.txt
 bench: prereq build
-	bash -o pipefail -c "$(GO) test -run '^$$' -bench . $$($(GO) list ./... | grep -v /e2e) | tee $(BENCH_OUT)"
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench . -timeout 60m $$($(GO) list ./... | grep -v /e2e) | tee $(BENCH_OUT)"
 	bash -o pipefail -c "PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./e2e/ | tee -a $(BENCH_OUT)"
 	$(GO) run ./internal/benchdoc/run -doc docs/benchmarks.md -command 'make bench' < $(BENCH_OUT)
 

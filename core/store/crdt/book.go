@@ -1,6 +1,10 @@
 package crdt
 
-import "sort"
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"sort"
+)
 
 // Range is an inclusive range of origin versions.
 type Range struct{ Lo, Hi int64 }
@@ -130,4 +134,29 @@ func (b Book) Clip(site string, hi int64) {
 		return
 	}
 	b[site] = out
+}
+
+// Digest is a hash of every version the book records, the same for any
+// two books that record the same versions: peers compare digests before
+// sending whole books.
+func (b Book) Digest() []byte {
+	sites := make([]string, 0, len(b))
+	for site, rs := range b {
+		if len(rs) > 0 {
+			sites = append(sites, site)
+		}
+	}
+	sort.Strings(sites)
+	h := sha256.New()
+	var buf []byte
+	for _, site := range sites {
+		buf = binary.AppendUvarint(buf[:0], uint64(len(site)))
+		buf = append(buf, site...)
+		buf = binary.AppendUvarint(buf, uint64(len(b[site])))
+		for _, r := range b[site] {
+			buf = binary.AppendVarint(binary.AppendVarint(buf, r.Lo), r.Hi)
+		}
+		h.Write(buf)
+	}
+	return h.Sum(nil)[:16]
 }

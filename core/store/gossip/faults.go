@@ -24,6 +24,8 @@ type Faults struct {
 	isolated map[string]bool
 	drop     float64
 	maxDelay time.Duration
+	latency  time.Duration // every message's base delay (SetLatency)
+	jitter   time.Duration
 }
 
 // NewFaults returns a fault injector drawing randomness from seed.
@@ -44,7 +46,8 @@ func (f *Faults) Partition(groups ...[]string) {
 	}
 }
 
-// Heal removes partitions, drops and delays.
+// Heal removes partitions, drops and the delays of SetLoss. The latency
+// of SetLatency stays: it is the simulated network, not a fault.
 func (f *Faults) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -63,6 +66,15 @@ func (f *Faults) SetLoss(p float64, maxDelay time.Duration) {
 	f.maxDelay = maxDelay
 }
 
+// SetLatency delays every message by base ± jitter (uniform), the one-way
+// latency of a simulated network; SetLoss's delays add to it.
+func (f *Faults) SetLatency(base, jitter time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency = base
+	f.jitter = min(jitter, base)
+}
+
 // verdict returns whether to drop a message from -> to and how long to delay it.
 func (f *Faults) verdict(from, to string) (bool, time.Duration) {
 	if f == nil {
@@ -76,24 +88,31 @@ func (f *Faults) verdict(from, to string) (bool, time.Duration) {
 	if f.drop > 0 && f.rng.Float64() < f.drop {
 		return true, 0
 	}
-	if f.maxDelay > 0 {
-		return false, time.Duration(f.rng.Int63n(int64(f.maxDelay)))
+	delay := f.latency
+	if f.jitter > 0 {
+		delay += time.Duration(f.rng.Int63n(int64(2*f.jitter)+1)) - f.jitter
 	}
-	return false, 0
+	if f.maxDelay > 0 {
+		delay += time.Duration(f.rng.Int63n(int64(f.maxDelay)))
+	}
+	return false, delay
 }
 
 var errInjected = errors.New("connection refused by fault injector")
 
-// faultTransport wraps memberlist's network transport with Faults.
+// faultTransport wraps memberlist's network transport with Faults and
+// counts what the member sends (traffic).
 type faultTransport struct {
 	memberlist.Transport
-	self   string
-	faults *Faults
+	self    string
+	faults  *Faults
+	traffic *traffic
 }
 
 // WriteTo sends a packet unless the injector drops it; a delayed packet is
 // sent later from its own goroutine, which may reorder packets.
 func (t *faultTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	t.traffic.packets.Add(int64(len(b)))
 	drop, delay := t.faults.verdict(t.self, addr)
 	now := time.Now()
 	if drop {
@@ -117,5 +136,9 @@ func (t *faultTransport) DialTimeout(addr string, timeout time.Duration) (net.Co
 		return nil, errInjected
 	}
 	time.Sleep(delay)
-	return t.Transport.DialTimeout(addr, timeout)
+	c, err := t.Transport.DialTimeout(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: c, n: &t.traffic.streams}, nil
 }

@@ -53,6 +53,7 @@ type Gossip struct {
 	addr string
 
 	probeInterval time.Duration
+	traffic       traffic
 
 	mu    sync.Mutex
 	peers map[string]*peer
@@ -116,8 +117,8 @@ func Start(cfg Config) (*Gossip, error) {
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 		addr = cfg.Advertise
 	}
-	mc.Transport = &faultTransport{Transport: nt, self: addr, faults: cfg.Faults}
 	g := &Gossip{cfg: cfg, addr: addr, peers: map[string]*peer{}, probeInterval: mc.ProbeInterval}
+	mc.Transport = &faultTransport{Transport: nt, self: addr, faults: cfg.Faults, traffic: &g.traffic}
 	d := &delegate{g: g}
 	mc.Delegate = d
 	mc.Events = d

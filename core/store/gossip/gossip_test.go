@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"math/rand"
 	"os"
 	"testing"
 	"time"
@@ -41,6 +42,59 @@ func TestFaultsVerdict(t *testing.T) {
 	f.SetLoss(0, 10*time.Millisecond)
 	if drop, d := f.verdict("b", "c"); drop || d >= 10*time.Millisecond {
 		t.Fatalf("delay verdict drop=%v d=%v", drop, d)
+	}
+	f.Heal()
+	f.SetLatency(10*time.Millisecond, 5*time.Millisecond)
+	f.Heal() // the simulated network's latency is not a fault: it stays
+	lo, hi := time.Hour, time.Duration(0)
+	for i := 0; i < 1000; i++ {
+		drop, d := f.verdict("b", "c")
+		if drop {
+			t.Fatal("latency dropped a message")
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 5*time.Millisecond || hi > 15*time.Millisecond || hi-lo < 8*time.Millisecond {
+		t.Fatalf("latency 10±5 ms gave delays from %s to %s", lo, hi)
+	}
+}
+
+// TestTrafficCounts checks that a member counts the packets it sends and
+// both directions of the streams it dials, and nothing it only receives.
+func TestTrafficCounts(t *testing.T) {
+	a, err := Start(Config{Name: "a", Bind: "127.0.0.1:0", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	b, err := Start(Config{Name: "b", Bind: "127.0.0.1:0", Fast: true, Bootstrap: []string{a.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Member("b") == nil || b.Member("a") == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not meet")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// b dialed a to join (push-pull): a stream only b counts.
+	if tb := b.Traffic(); tb.StreamBytes == 0 {
+		t.Fatalf("b joined over a stream it dialed, yet counts %+v", tb)
+	}
+	before := a.Traffic()
+	msg := make([]byte, 5000)
+	rand.Read(msg) // incompressible: memberlist compresses user messages
+	if err := a.Send(a.Member("b"), msg, true); err != nil {
+		t.Fatal(err)
+	}
+	if grew := a.Traffic().StreamBytes - before.StreamBytes; grew < int64(len(msg)) {
+		t.Fatalf("a sent %d bytes over a stream, its stream count grew by %d", len(msg), grew)
+	}
+	time.Sleep(500 * time.Millisecond) // a few probe rounds
+	if a.Traffic().PacketBytes == 0 || b.Traffic().PacketBytes == 0 {
+		t.Fatalf("probes sent no counted packets: a %+v, b %+v", a.Traffic(), b.Traffic())
 	}
 }
 

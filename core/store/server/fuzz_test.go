@@ -67,6 +67,8 @@ func FuzzPeerEnvelope(f *testing.F) {
 			{Table: "kv", PK: `["a"]`, Col: crdt.SentinelCol, ColVersion: 1, CL: 1, Seq: 1},
 		}}, {Site: "site-b", Version: 4, LastVersion: 9}}},
 		{Kind: msgSyncReq, From: "site-b", Book: crdt.Book{"site-a": {{Lo: 1, Hi: 3}}}},
+		{Kind: msgSyncDigest, From: "site-b", Digest: crdt.Book{"site-a": {{Lo: 1, Hi: 3}}}.Digest()},
+		{Kind: msgSyncWant, From: "site-a"},
 	} {
 		b, err := encodeEnvelope(e)
 		if err != nil {

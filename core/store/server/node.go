@@ -64,11 +64,12 @@ type Node struct {
 	gsp  *gossip.Gossip
 	subs *subManager
 
-	applyCh chan []crdt.Changeset
-	syncCh  chan envelope
-	outCh   chan crdt.Changeset
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	applyCh   chan []crdt.Changeset
+	syncReqs  pendingSyncs
+	syncSkips int // rounds requestSync skipped in a row (syncLoop only)
+	outCh     chan crdt.Changeset
+	stop      chan struct{}
+	wg        sync.WaitGroup
 
 	apiLn   net.Listener
 	api     *http.Server
@@ -78,6 +79,7 @@ type Node struct {
 
 	updates updateHub
 	out     senders
+	sent    sentBytes
 
 	hookMu sync.Mutex
 	hooks  []func(crdt.Commit)
@@ -86,6 +88,9 @@ type Node struct {
 // nodeMeta is published through gossip so peers can find each other's API.
 type nodeMeta struct {
 	API string `json:"api,omitempty"`
+	// SyncDigest: the node answers msgSyncDigest, so peers send it a
+	// digest of their book instead of the book itself.
+	SyncDigest bool `json:"sync_digest,omitempty"`
 }
 
 // Start opens the database, applies the schema, joins the Cluster and, when
@@ -128,10 +133,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Log, eng: eng,
-		applyCh: make(chan []crdt.Changeset, 1024),
-		syncCh:  make(chan envelope, 16),
-		outCh:   make(chan crdt.Changeset, 4096),
-		stop:    make(chan struct{}),
+		applyCh:  make(chan []crdt.Changeset, 1024),
+		syncReqs: pendingSyncs{ready: make(chan struct{}, 1)},
+		outCh:    make(chan crdt.Changeset, 4096),
+		stop:     make(chan struct{}),
 	}
 	n.out.n = n
 	if n.subs, err = openSubs(ctx, cfg.SubsPath, eng, cfg.Log.Named("subs")); err != nil {
@@ -153,7 +158,7 @@ func (n *Node) startNet(cfg Config) error {
 			return fmt.Errorf("listen for API on %s: %w", cfg.APIAddr, err)
 		}
 	}
-	meta, _ := json.Marshal(nodeMeta{API: n.APIAddr()})
+	meta, _ := json.Marshal(nodeMeta{API: n.APIAddr(), SyncDigest: true})
 	if cfg.GossipAddr != "" {
 		n.gsp, err = gossip.Start(gossip.Config{
 			// Bootstrap peers are joined by rejoinLoop, so an unreachable

@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/ployz/ployz/core/store/crdt"
 )
 
@@ -14,6 +16,10 @@ const udpLimit = 1200
 
 // syncChunk bounds how many versions one sync answer reads at a time.
 const syncChunk = 256
+
+// maxSyncSkips bounds how many sync rounds in a row a node skips while
+// changes it received wait to be applied.
+const maxSyncSkips = 5
 
 func (n *Node) onMessage(b []byte) {
 	env, err := decodeEnvelope(b)
@@ -27,11 +33,8 @@ func (n *Node) onMessage(b []byte) {
 		case n.applyCh <- env.Changesets:
 		default: // overloaded: anti-entropy will pull these again
 		}
-	case msgSyncReq:
-		select {
-		case n.syncCh <- env:
-		default:
-		}
+	case msgSyncReq, msgSyncDigest, msgSyncWant:
+		n.syncReqs.put(env)
 	}
 }
 
@@ -72,6 +75,7 @@ func (n *Node) broadcastLoop() {
 			continue
 		}
 		for _, m := range n.gsp.Alive() {
+			n.sent.broadcast.Add(int64(len(msg)))
 			n.out.send(m, msg, len(msg) > udpLimit)
 		}
 	}
@@ -112,8 +116,10 @@ func (n *Node) syncLoop() {
 		select {
 		case <-n.stop:
 			return
-		case req := <-n.syncCh:
-			n.answerSync(req)
+		case <-n.syncReqs.ready:
+			for _, r := range n.syncReqs.take() {
+				n.handleSync(r)
+			}
 		case <-t.C:
 			n.requestSync()
 		}
@@ -121,6 +127,14 @@ func (n *Node) syncLoop() {
 }
 
 func (n *Node) requestSync() {
+	// Changes received but not applied yet are missing from the book: a
+	// request now would ask every peer for them again. A few rounds at
+	// most, so a node that never drains its backlog still repairs gaps.
+	if len(n.applyCh) > 0 && n.syncSkips < maxSyncSkips {
+		n.syncSkips++
+		return
+	}
+	n.syncSkips = 0
 	peers := n.gsp.Alive()
 	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	if len(peers) > 3 {
@@ -129,17 +143,31 @@ func (n *Node) requestSync() {
 	if len(peers) == 0 {
 		return
 	}
-	msg, err := encodeEnvelope(envelope{Kind: msgSyncReq, From: n.eng.Site(), Book: n.eng.Book()})
-	if err != nil {
-		n.log.Error("encode sync request", "error", err)
-		return
-	}
-	// A request that fits one packet goes best-effort: one is sent every
-	// SyncInterval anyway, and a TCP connection per peer per round was
-	// most of what an idle store spent.
+	book := n.eng.Book()
+	var full, digest []byte
 	for _, p := range peers {
-		n.out.send(p, msg, len(msg) > udpLimit)
+		msg := &full
+		if digestCapable(p) {
+			msg = &digest
+		}
+		if *msg == nil {
+			var err error
+			if *msg, err = n.syncRequest(book, msg == &digest); err != nil {
+				n.log.Error("encode sync request", "error", err)
+				return
+			}
+		}
+		n.sendSyncRequest(p, *msg, msg == &full)
 	}
+}
+
+// sendSyncRequest sends a sync request (a book, a digest) to one peer.
+// One that fits a packet goes best-effort: one is sent every SyncInterval
+// anyway, and a TCP connection per peer per round was most of what an
+// idle store spent.
+func (n *Node) sendSyncRequest(p *memberlist.Node, msg []byte, book bool) {
+	n.sent.syncRequests.Add(int64(len(msg)))
+	n.out.sendRequest(p, msg, len(msg) > udpLimit, book)
 }
 
 // answerSync streams to the requester every version this node holds that
@@ -149,16 +177,15 @@ func (n *Node) answerSync(req envelope) {
 	if peer == nil {
 		return
 	}
-	mine := n.eng.Book()
-	// Local versions leave only below the durable mark: raise it first
-	// (a broadcast may have been dropped), and serve none above it if
-	// that fails, or power loss could hand them out again.
-	if top := mine.Max(n.eng.Site()); top > n.eng.Shared() {
-		if err := n.eng.MarkShared(top); err != nil {
-			n.log.Error("persist version mark before a sync answer", "error", err)
-		}
+	// While the last answer to this peer is still queued, the request
+	// predates it: answering would send the same versions again, and
+	// each duplicate delays the next request further behind it (a storm
+	// measured at 30 nodes: tens of KB/s per node long after the writes
+	// stopped). The peer asks again within a sync interval.
+	if n.out.answering(peer.Name) {
+		return
 	}
-	mine.Clip(n.eng.Site(), n.eng.Shared())
+	mine := n.servable()
 	budget := 8 * syncChunk // versions per answer; the next round continues
 	for site := range mine {
 		for _, r := range req.Book.Missing(mine, site) {
@@ -175,7 +202,8 @@ func (n *Node) answerSync(req envelope) {
 					n.log.Error("encode sync answer", "error", err)
 					return
 				}
-				n.out.send(peer, msg, true)
+				n.sent.syncAnswers.Add(int64(len(msg)))
+				n.out.sendAnswer(peer, msg)
 			}
 		}
 	}
