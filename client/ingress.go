@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,9 @@ func IngressOf(ns, service string, routes []deploy.IngressRoute, fanout func() (
 		return st
 	}
 	st.Status, st.Machines = ServiceIngress(ingress.ServiceKey(ns, service), hosts, ms)
+	if !slices.ContainsFunc(st.Machines, func(m MachineRoutes) bool { return !m.Off }) {
+		st.Reason = "no Machine accepts ingress (`ployz machine update NAME --accepts ...,ingress`)"
+	}
 	return st
 }
 
@@ -71,10 +75,13 @@ func IngressOn(ctx context.Context, ent *rpc.Client, t rpc.Target) ([]MachineIng
 	return out, nil
 }
 
-// MachineRoutes is one Machine's view of a Service's hostnames.
+// MachineRoutes is one Machine's view of a Service's hostnames. Off: the
+// Machine does not accept ingress, so it serves none of them and counts
+// for nothing in the Service's status.
 type MachineRoutes struct {
 	MachineID string             `json:"machine_id"`
 	Machine   string             `json:"machine"`
+	Off       bool               `json:"off,omitempty"`
 	Routes    []rpc.IngressState `json:"routes,omitempty"`
 	Error     string             `json:"error,omitempty"`
 }
@@ -91,11 +98,13 @@ func routeOfKey(k string) rpc.IngressState {
 }
 
 // ServiceIngress reduces every Machine's loaded routes to the Service's
-// route keys (hostnames and "tcp/PORT"). A route a Machine has not loaded
-// is pending there; one another Service owns is a conflict. The overall
-// status is conflict when any Machine reports one, published when every
-// Machine publishes every route for this Service, unknown when a Machine
-// did not answer, else pending.
+// route keys (hostnames, hostname/path and "tcp/PORT"). A route a Machine
+// has not loaded is pending there; one another Service owns is a
+// conflict; a Machine that does not accept ingress is left out. The
+// overall status is conflict when any Machine reports one, published when
+// every Machine running ingress publishes every route for this Service,
+// unknown when a Machine did not answer, else pending (also when no
+// Machine runs ingress).
 func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (string, []MachineRoutes) {
 	overall := rpc.RoutePublished
 	worse := func(s string) {
@@ -105,8 +114,15 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 		}
 	}
 	var out []MachineRoutes
+	serving := 0
 	for _, m := range ms {
 		mr := MachineRoutes{MachineID: m.MachineID, Machine: m.Machine, Error: m.Error}
+		if m.Status != nil && m.Status.Off {
+			mr.Off = true
+			out = append(out, mr)
+			continue
+		}
+		serving++
 		if m.Status == nil {
 			worse("unknown")
 			out = append(out, mr)
@@ -136,6 +152,9 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 			mr.Routes = append(mr.Routes, r)
 		}
 		out = append(out, mr)
+	}
+	if serving == 0 {
+		overall = rpc.RoutePending
 	}
 	return overall, out
 }

@@ -24,6 +24,9 @@ func TestServiceIngressStatus(t *testing.T) {
 		"owned by another":     {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/other"))}}, rpc.RouteConflict},
 		"stale":                {[]MachineIngress{{Machine: "m1", Status: &rpc.IngressStatus{Running: true, Stale: true, Routes: []rpc.IngressState{pub("a.example.test", "d/web")}}}}, "unknown"},
 		"no answer":            {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/web"))}, {Machine: "m2", Error: "unreachable"}}, "unknown"},
+		// A Machine without ingress serves nothing and counts for nothing.
+		"one without ingress": {[]MachineIngress{{Machine: "m1", Status: st(pub("a.example.test", "d/web"))}, {Machine: "m2", Status: &rpc.IngressStatus{Off: true}}}, rpc.RoutePublished},
+		"none with ingress":   {[]MachineIngress{{Machine: "m1", Status: &rpc.IngressStatus{Off: true}}}, rpc.RoutePending},
 	}
 	for name, c := range cases {
 		got, per := ServiceIngress("d/web", hosts, c.ms)

@@ -20,6 +20,9 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 		case m.Error != "":
 			fmt.Fprintf(w, "  error\t%s\n", m.Error)
 			continue
+		case m.Status.Off:
+			fmt.Fprintf(w, "  proxy\toff: this Machine does not accept ingress (nothing listens on 80 or 443)\n")
+			continue
 		case !m.Status.Running && m.Status.LoadError != "":
 			fmt.Fprintf(w, "  proxy\tnothing loaded: caddy refused the config: %s\n", m.Status.LoadError)
 			continue
@@ -64,4 +67,27 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 		}
 	}
 	return w.Flush()
+}
+
+// IngressDNS is the records to create for the routed hostnames, as a
+// table, then the notes on what they cannot cover.
+func IngressDNS(out io.Writer, d client.IngressDNS) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if len(d.Records) > 0 {
+		fmt.Fprintln(w, "NAME\tTYPE\tVALUE\tMACHINE")
+	}
+	for _, r := range d.Records {
+		note := ""
+		if r.Private {
+			note = "\t(a private address: use the one the Machine is reached at from the internet)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s%s\n", r.Name, r.Type, r.Value, r.Machine, note)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
+	return nil
 }

@@ -105,6 +105,10 @@ func serviceIngress(w io.Writer, ing client.IngressStatus) {
 		fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Key(), r.ContainerPort)
 	}
 	for _, m := range ing.Machines {
+		if m.Off {
+			fmt.Fprintf(w, "  on %s\toff: it does not accept ingress\n", m.Machine)
+			continue
+		}
 		if m.Error != "" {
 			fmt.Fprintf(w, "  on %s\tunknown: %s\n", m.Machine, m.Error)
 		}

@@ -35,6 +35,11 @@ type IngressStatus struct {
 	// Running is false when no status file exists: the Ingress Proxy has
 	// not loaded anything from the store on this Machine.
 	Running bool `json:"running"`
+	// Off is set by the daemon of a Machine whose ployz.accepts leaves
+	// ingress out: no Ingress Proxy runs there and nothing listens on 80
+	// or 443, so it has no routes to report and acks no Serving Pointer.
+	// Absent from older daemons, which run ingress everywhere.
+	Off bool `json:"off,omitempty"`
 	// Stale is set by the daemon when the proxy has not rewritten the
 	// file for StaleAfter (it rewrites it at least every 5 s while
 	// running): the routes are what it last reported, not a live view.

@@ -16,7 +16,8 @@ import (
 )
 
 // participating lists the ids of the Machines whose record says they
-// participate, sorted: the issuing ranks.
+// participate and accept ingress, sorted: the issuing ranks. A Machine
+// without ingress runs no proxy, so it never takes a turn.
 func participating(ctx context.Context, s Store) ([]string, error) {
 	rows, err := s.Machines(ctx)
 	if err != nil {
@@ -24,7 +25,7 @@ func participating(ctx context.Context, s Store) ([]string, error) {
 	}
 	var ids []string
 	for _, r := range rows {
-		if r.Body.Phase == string(machine.Participating) {
+		if r.Body.Phase == string(machine.Participating) && rpc.Accepts(r.Body.Labels, rpc.AcceptIngress) {
 			ids = append(ids, strings.ToLower(r.Key))
 		}
 	}
