@@ -87,12 +87,15 @@ type MachineRoutes struct {
 }
 
 // routeOfKey is the identity of the route a key names: "tcp/PORT" or a
-// hostname (rpc.IngressState.Key).
+// hostname and its path, if any (rpc.IngressState.Key).
 func routeOfKey(k string) rpc.IngressState {
 	if p, ok := strings.CutPrefix(k, "tcp/"); ok {
 		if n, err := strconv.Atoi(p); err == nil {
 			return rpc.IngressState{Protocol: "tcp", Port: n}
 		}
+	}
+	if i := strings.IndexByte(k, '/'); i >= 0 {
+		return rpc.IngressState{Hostname: k[:i], Path: k[i:]}
 	}
 	return rpc.IngressState{Hostname: k}
 }

@@ -35,3 +35,13 @@ func TestServiceIngressStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteOfKey: a route key names its route back, path routes included.
+func TestRouteOfKey(t *testing.T) {
+	for _, r := range []rpc.IngressState{{Hostname: "a.example.test"}, {Hostname: "a.example.test", Path: "/api/v1"},
+		{Hostname: "*.example.test", Path: "/x"}, {Protocol: "tcp", Port: 5432}} {
+		if got := routeOfKey(r.Key()); got.Hostname != r.Hostname || got.Path != r.Path || got.Protocol != r.Protocol || got.Port != r.Port {
+			t.Errorf("routeOfKey(%q) = %+v, want %+v", r.Key(), got, r)
+		}
+	}
+}

@@ -25,7 +25,7 @@ func TestIngressDNSOf(t *testing.T) {
 	}}
 	routes := func(rs ...rpc.IngressState) *rpc.IngressStatus { return &rpc.IngressStatus{Running: true, Routes: rs} }
 	ms := []MachineIngress{
-		{Machine: "m1", Status: routes(rpc.IngressState{Hostname: "app.example.com"}, rpc.IngressState{Hostname: "app.example.com"},
+		{Machine: "m1", Status: routes(rpc.IngressState{Hostname: "app.example.com"}, rpc.IngressState{Hostname: "app.example.com", Path: "/api"},
 			rpc.IngressState{Protocol: "tcp", Port: 5432})},
 		{Machine: "m2", Status: routes(rpc.IngressState{Hostname: "*.example.org"})},
 		{Machine: "m3", Status: &rpc.IngressStatus{Off: true}},

@@ -57,7 +57,7 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 			if r.Pointer != "" {
 				ptr = " [serving pointer " + r.Pointer + "]"
 			}
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
+			fmt.Fprintf(w, "  %s%s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), routeOptions(r.StripPrefix, r.RedirectHTTPS), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
 		}
 		for _, sk := range st.Skipped {
 			fmt.Fprintf(w, "  skipped\t%s: %s\n", sk.Container, sk.Reason)
@@ -90,4 +90,20 @@ func IngressDNS(out io.Writer, d client.IngressDNS) error {
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
 	return nil
+}
+
+// routeOptions is a route's options after its key: " (strip prefix, no
+// https redirect)", or nothing for a route without any.
+func routeOptions(strip bool, redirect *bool) string {
+	var o []string
+	if strip {
+		o = append(o, "strip prefix")
+	}
+	if redirect != nil && !*redirect {
+		o = append(o, "no https redirect")
+	}
+	if len(o) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(o, ", ") + ")"
 }

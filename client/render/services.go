@@ -102,7 +102,7 @@ func serviceIngress(w io.Writer, ing client.IngressStatus) {
 		fmt.Fprintf(w, "ingress\t%s\n", ing.Status)
 	}
 	for _, r := range ing.Routes {
-		fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Key(), r.ContainerPort)
+		fmt.Fprintf(w, "  route\t%s -> :%d%s\n", r.Key(), r.ContainerPort, routeOptions(r.StripPrefix, r.RedirectHTTPS))
 	}
 	for _, m := range ing.Machines {
 		if m.Off {

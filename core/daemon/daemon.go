@@ -246,9 +246,9 @@ func (d *Daemon) installBundled(dir string) {
 }
 
 // capabilities are what the plugins serve and what this daemon applies
-// without a command of its own (rpc.CapContainerHost).
+// without a command of its own (rpc.CapContainerHost, CapContainerRoutes).
 func (d *Daemon) capabilities() []string {
-	return append(d.plugins.Capabilities(), rpc.CapContainerHost)
+	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes)
 }
 
 func (d *Daemon) local() (string, string) {

@@ -314,7 +314,7 @@ func serviceContainerBody(o rpc.ContainerObservation, in container.InspectRespon
 		RestartCount: o.RestartCount, ExitCode: o.ExitCode, OOMKilled: o.OOMKilled, FinishedAt: o.FinishedAt}
 	if o.Spec != nil {
 		for _, r := range o.Spec.Ingress {
-			b.Ingress = append(b.Ingress, store.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort, Protocol: r.Protocol, Port: r.Port})
+			b.Ingress = append(b.Ingress, store.IngressRoute(r)) // the same fields: a new one cannot be left behind
 		}
 	}
 	if in.Config != nil {

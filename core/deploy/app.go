@@ -9,6 +9,8 @@
 package deploy
 
 import (
+	"strings"
+
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -135,22 +137,34 @@ type IngressRoute struct {
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"` // "" is http; tcp
 	Port          int    `json:"port,omitempty"`     // tcp only
+	// Path, StripPrefix and RedirectHTTPS are an HTTP route's options
+	// (rpc.IngressRoute).
+	Path          string `json:"path,omitempty"`
+	StripPrefix   bool   `json:"strip_prefix,omitempty"`
+	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
 }
 
-// Key names the route as the Ingress Proxies report it: its hostname, or
-// "tcp/PORT".
+// Key names the route as the Ingress Proxies report it: its hostname and
+// path, or "tcp/PORT".
 func (r IngressRoute) Key() string {
-	if r.Protocol == "tcp" {
-		return rpc.IngressState{Protocol: r.Protocol, Port: r.Port}.Key()
-	}
-	return r.Hostname
+	return rpc.IngressState{Hostname: r.Hostname, Path: r.Path, Protocol: r.Protocol, Port: r.Port}.Key()
+}
+
+// Options reports whether the route uses what only Machines with
+// rpc.CapContainerRoutes carry into their rows: a path, a wildcard
+// hostname, a stripped prefix or a redirect opt-out.
+func (r IngressRoute) Options() bool {
+	return r.Path != "" || r.StripPrefix || r.RedirectHTTPS != nil || strings.HasPrefix(r.Hostname, "*.")
 }
 
 // The Ployz compose extensions on a service.
 //
 //	x-ports:                      # ingress hostnames, ingress TCP ports and host ports
-//	  - hostname: app.example.com # HTTP ingress route (needs container_port)
-//	    container_port: 8080
+//	  - hostname: app.example.com # HTTP ingress route (needs container_port);
+//	    container_port: 8080      # a wildcard *.example.com matches one label
+//	    path: /api                # optional prefix, whole segments; longest wins
+//	    strip_prefix: true        # the Container sees /users for /api/users
+//	    redirect_https: false     # default: 308 to HTTPS once a certificate is loaded
 //	  - ingress_port: 5432        # TCP ingress route: port 5432 of every
 //	    container_port: 5432      # Machine's Ingress Proxy (protocol tcp only;
 //	    protocol: tcp             # not 53, 80, 443, 7569-7571 or 51820)
@@ -178,6 +192,9 @@ type xPort struct {
 	IngressPort   int    `json:"ingress_port"`
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol"`
+	Path          string `json:"path"`
+	StripPrefix   bool   `json:"strip_prefix"`
+	RedirectHTTPS *bool  `json:"redirect_https"`
 }
 
 type xPlacement struct {

@@ -47,18 +47,27 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 			if err := decodeX(k, v, &ps); err != nil {
 				return nil, err
 			}
-			tcp := map[int]int{} // ingress_port -> entry
+			tcp := map[int]int{}       // ingress_port -> entry
+			routes := map[string]int{} // HTTP route key -> entry
 			for i, p := range ps {
 				if j, dup := tcp[p.IngressPort]; dup && p.IngressPort != 0 {
 					return nil, fmt.Errorf("x-ports[%d].ingress_port: %d is already x-ports[%d]'s", i, p.IngressPort, j)
 				}
 				tcp[p.IngressPort] = i
+				n := len(svc.Ingress)
 				if err := applyXPort(svc, spec, p); err != nil {
 					var fe fieldError
 					if errors.As(err, &fe) {
 						return nil, fmt.Errorf("x-ports[%d].%s: %s", i, fe.field, fe.msg)
 					}
 					return nil, fmt.Errorf("x-ports[%d]: %w", i, err)
+				}
+				if len(svc.Ingress) > n && svc.Ingress[n].Protocol == "" {
+					k := svc.Ingress[n].Key()
+					if j, dup := routes[k]; dup {
+						return nil, fmt.Errorf("x-ports[%d]: route %s is already x-ports[%d]'s (one container_port per hostname and path)", i, k, j)
+					}
+					routes[k] = i
 				}
 			}
 		case "x-placement":
@@ -141,6 +150,16 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 	default:
 		return fieldErrf("protocol", "%q is not tcp or udp", p.Protocol)
 	}
+	if p.Hostname == "" {
+		switch {
+		case p.Path != "":
+			return fieldErrf("path", "needs hostname: paths route HTTP requests")
+		case p.StripPrefix:
+			return fieldErrf("strip_prefix", "needs hostname and path")
+		case p.RedirectHTTPS != nil:
+			return fieldErrf("redirect_https", "needs hostname: redirects are HTTP")
+		}
+	}
 	switch {
 	case p.IngressPort != 0 && p.Hostname != "":
 		return fieldErrf("ingress_port", "excludes hostname: one route per entry")
@@ -161,12 +180,12 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 		svc.Ingress = append(svc.Ingress, IngressRoute{Protocol: "tcp", Port: p.IngressPort, ContainerPort: p.ContainerPort})
 		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Protocol: "tcp", Port: p.IngressPort, ContainerPort: p.ContainerPort})
 	case p.Hostname != "":
-		h := strings.ToLower(strings.TrimSuffix(p.Hostname, "."))
-		if err := rpc.ValidHostname(h); err != nil {
-			return fieldErrf("hostname", "%s", err)
+		r, err := httpRoute(p)
+		if err != nil {
+			return err
 		}
-		svc.Ingress = append(svc.Ingress, IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
-		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
+		svc.Ingress = append(svc.Ingress, r)
+		spec.Ingress = append(spec.Ingress, rpc.IngressRoute(r))
 	case p.HostPort > 0 && p.HostPort <= 65535:
 		proto := p.Protocol
 		if proto == "" {
@@ -178,6 +197,29 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 		return fmt.Errorf("want hostname, ingress_port or host_port (1-65535)")
 	}
 	return nil
+}
+
+// httpRoute is an x-ports hostname entry's route: hostname (a wildcard
+// only as its first label) and path normalised as package ingress matches
+// them, strip_prefix only with a path, redirect_https kept only when it
+// opts out (true is the default, so it hashes as if left out).
+func httpRoute(p xPort) (IngressRoute, error) {
+	h, err := ingress.CheckHostPattern(p.Hostname)
+	if err != nil {
+		return IngressRoute{}, fieldErrf("hostname", "%s", err)
+	}
+	path, err := ingress.CheckPath(p.Path)
+	if err != nil {
+		return IngressRoute{}, fieldErrf("path", "%s", err)
+	}
+	if p.StripPrefix && path == "" {
+		return IngressRoute{}, fieldErrf("strip_prefix", "needs a path other than /")
+	}
+	r := IngressRoute{Hostname: h, ContainerPort: p.ContainerPort, Path: path, StripPrefix: p.StripPrefix}
+	if p.RedirectHTTPS != nil && !*p.RedirectHTTPS {
+		r.RedirectHTTPS = p.RedirectHTTPS
+	}
+	return r, nil
 }
 
 // ParseConstraint parses "label==value" or "label!=value".

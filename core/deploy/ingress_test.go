@@ -40,7 +40,9 @@ func TestIngressRoutesInSpec(t *testing.T) {
 	if SpecHash(a.Spec) == SpecHash(b.Spec) || SpecHash(a.Spec) == SpecHash(c.Spec) || SpecHash(a.Spec) != SpecHash(same.Spec) {
 		t.Fatal("the spec hash does not follow the ingress routes")
 	}
-	for _, bad := range []string{"localhost", "'bad_host.example'", "'*.example.com'"} {
+	// A wildcard is a route of its own since path routing came; only in
+	// the first label, above at least two.
+	for _, bad := range []string{"localhost", "'bad_host.example'", "'*.com'", "'a.*.example.com'", "'*.*.example.com'", "'*'"} {
 		if _, err := load(bad, 80); err == nil || !strings.Contains(err.Error(), "hostname") {
 			t.Errorf("%s: %v", bad, err)
 		}
@@ -118,6 +120,96 @@ func TestTCPIngressRoutes(t *testing.T) {
 	} {
 		if _, err := load(c.entries...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// TestHTTPRouteOptions: x-ports hostname entries take a path prefix
+// (normalised: no final slash, "/" is the whole hostname), strip_prefix,
+// redirect_https (only its opt-out is kept, so true hashes like leaving it
+// out) and wildcard hostnames; they reach the Container spec and the
+// Service's routes, and change the spec hash. Each bad value is refused
+// naming x-ports[i].field.
+func TestHTTPRouteOptions(t *testing.T) {
+	load := func(entries ...string) (Service, error) {
+		c := "name: p\nservices:\n  web:\n    image: x\n    x-ports:\n"
+		for _, e := range entries {
+			c += "      - " + e + "\n"
+		}
+		app, err := Load(context.Background(), Source{Compose: []byte(c)})
+		if err != nil {
+			return Service{}, err
+		}
+		return app.Services[0], nil
+	}
+	s, err := load("{hostname: app.example.test, container_port: 8080, path: /api/, strip_prefix: true, redirect_https: false}",
+		"{hostname: app.example.test, container_port: 8081, path: /}",
+		"{hostname: '*.Example.Test', container_port: 8082, redirect_https: true}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	want := []IngressRoute{
+		{Hostname: "app.example.test", ContainerPort: 8080, Path: "/api", StripPrefix: true, RedirectHTTPS: &no},
+		{Hostname: "app.example.test", ContainerPort: 8081},
+		{Hostname: "*.example.test", ContainerPort: 8082},
+	}
+	if len(s.Ingress) != 3 || len(s.Spec.Ingress) != 3 {
+		t.Fatalf("routes %+v, spec %+v", s.Ingress, s.Spec.Ingress)
+	}
+	for i, w := range want {
+		got, sp := s.Ingress[i], s.Spec.Ingress[i]
+		if got.Key() != w.Key() || got.Path != w.Path || got.StripPrefix != w.StripPrefix || (got.RedirectHTTPS == nil) != (w.RedirectHTTPS == nil) ||
+			sp.Hostname != w.Hostname || sp.Path != w.Path || sp.StripPrefix != w.StripPrefix || (sp.RedirectHTTPS == nil) != (w.RedirectHTTPS == nil) {
+			t.Errorf("route %d: %+v, spec %+v, want %+v", i, got, sp, w)
+		}
+	}
+	if s.Ingress[0].Key() != "app.example.test/api" || !s.Ingress[0].Options() || s.Ingress[1].Options() || !s.Ingress[2].Options() {
+		t.Errorf("keys and options: %s %v %v %v", s.Ingress[0].Key(), s.Ingress[0].Options(), s.Ingress[1].Options(), s.Ingress[2].Options())
+	}
+
+	hash := func(entry string) string {
+		t.Helper()
+		s, err := load(entry)
+		if err != nil {
+			t.Fatalf("%s: %v", entry, err)
+		}
+		return SpecHash(s.Spec)
+	}
+	plain := hash("{hostname: app.example.test, container_port: 80}")
+	if plain != hash("{hostname: app.example.test, container_port: 80, path: /, redirect_https: true}") {
+		t.Error("path / or redirect_https: true changed the spec hash of a plain route")
+	}
+	for _, e := range []string{"{hostname: app.example.test, container_port: 80, path: /api}", "{hostname: app.example.test, container_port: 80, redirect_https: false}",
+		"{hostname: app.example.test, container_port: 80, path: /api, strip_prefix: true}"} {
+		if hash(e) == plain {
+			t.Errorf("%s hashes like the plain route", e)
+		}
+	}
+
+	for name, c := range map[string]struct {
+		entries []string
+		want    string
+	}{
+		"relative path":       {[]string{"{hostname: a.example.test, container_port: 80, path: api}"}, `x-ports[0].path: "api" does not start with /`},
+		"query":               {[]string{"{hostname: a.example.test, container_port: 80, path: '/a?b'}"}, "x-ports[0].path:"},
+		"wildcard path":       {[]string{"{hostname: a.example.test, container_port: 80, path: '/api/*'}"}, "x-ports[0].path:"},
+		"double slash":        {[]string{"{hostname: a.example.test, container_port: 80, path: '/a//b'}"}, "x-ports[0].path: \"/a//b\" has an empty segment"},
+		"dot dot":             {[]string{"{hostname: a.example.test, container_port: 80, path: '/a/../b'}"}, "x-ports[0].path:"},
+		"escape":              {[]string{"{hostname: a.example.test, container_port: 80, path: '/a%2Fb'}"}, "x-ports[0].path:"},
+		"verify path":         {[]string{"{hostname: a.example.test, container_port: 80, path: /.ployz-verify}"}, "x-ports[0].path:"},
+		"strip without path":  {[]string{"{hostname: a.example.test, container_port: 80, strip_prefix: true}"}, "x-ports[0].strip_prefix: needs a path"},
+		"path on tcp":         {[]string{"{ingress_port: 8081, container_port: 80, path: /api}"}, "x-ports[0].path: needs hostname"},
+		"strip on host port":  {[]string{"{host_port: 8081, container_port: 80, strip_prefix: true}"}, "x-ports[0].strip_prefix: needs hostname"},
+		"redirect on tcp":     {[]string{"{ingress_port: 8081, container_port: 80, redirect_https: false}"}, "x-ports[0].redirect_https: needs hostname"},
+		"redirect not a bool": {[]string{"{hostname: a.example.test, container_port: 80, redirect_https: sometimes}"}, "redirect_https"},
+		"same route twice": {[]string{"{hostname: a.example.test, container_port: 80, path: /api}", "{host_port: 8080, container_port: 80}",
+			"{hostname: A.example.test, container_port: 81, path: /api/}"}, "x-ports[2]: route a.example.test/api is already x-ports[0]'s"},
+		"wildcard in the middle": {[]string{"{hostname: 'a.*.example.test', container_port: 80}"}, "x-ports[0].hostname:"},
+		"unknown key":            {[]string{"{hostname: a.example.test, container_port: 80, prefix: /api}"}, `unknown field "prefix"`},
+	} {
+		if _, err := load(c.entries...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", name, err, c.want)
 		}
 	}
 }

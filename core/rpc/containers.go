@@ -59,11 +59,23 @@ const (
 // IngressRoute is one ingress route: HTTP requests for Hostname (Protocol
 // "" or "http"), or TCP connections to Port on every ingress Machine
 // (Protocol "tcp"), reach the Container's ContainerPort.
+//
+// An HTTP route may also name a Path prefix (only requests under it; ""
+// is the whole hostname), strip that prefix before the request reaches the
+// Container (StripPrefix), and opt out of the redirect to HTTPS that
+// every route gets once a certificate for its hostname is loaded
+// (RedirectHTTPS false; nil is the default). Hostname may be a wildcard
+// (*.example.com). Matching is package sdk/ingress's (paths.go). The
+// fields are left out when unset, so a route without them hashes as
+// before they existed.
 type IngressRoute struct {
 	Hostname      string `json:"hostname,omitempty"`
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"`
 	Port          int    `json:"port,omitempty"`
+	Path          string `json:"path,omitempty"`
+	StripPrefix   bool   `json:"strip_prefix,omitempty"`
+	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
 }
 
 // ContainerSpec is the Resolved Service Spec of one Container: everything
@@ -119,6 +131,12 @@ type ContainerSpec struct {
 // applies ContainerSpec.Host. A Machine without it would ignore the
 // field, so the planner never sends it a spec that carries one.
 const CapContainerHost = "ployz.container.host.v1"
+
+// CapContainerRoutes is advertised by a Machine whose Container rows
+// carry an ingress route's path, strip_prefix and redirect_https. An older
+// one would drop them, publishing the route for its whole hostname, so the
+// planner places a Service with such a route only where this is served.
+const CapContainerRoutes = "ployz.container.routes.v1"
 
 // HostSpec is what a compose Service declares about its Container beyond
 // image, command, environment, ports and mounts, as Docker Compose

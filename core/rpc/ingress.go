@@ -77,6 +77,12 @@ type IngressState struct {
 	Hostname string `json:"hostname,omitempty"`
 	Protocol string `json:"protocol,omitempty"` // "" is http
 	Port     int    `json:"port,omitempty"`     // tcp only
+	// Path is an HTTP route's path prefix ("" is the whole hostname);
+	// StripPrefix and RedirectHTTPS are the owner's options for it
+	// (IngressRoute).
+	Path          string `json:"path,omitempty"`
+	StripPrefix   bool   `json:"strip_prefix,omitempty"`
+	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
 	// Owner is "namespace/service" (empty when a conflict has no
 	// previous owner: nothing is published); Claimants lists every
 	// Service that claims the route when State is conflict.
@@ -100,12 +106,13 @@ type IngressState struct {
 	Detail    string   `json:"detail,omitempty"`
 }
 
-// Key names the route: its hostname, or "tcp/PORT".
+// Key names the route: its hostname followed by its path
+// ("app.example.com/api"; the hostname alone without one), or "tcp/PORT".
 func (s IngressState) Key() string {
 	if s.Protocol == "tcp" {
 		return fmt.Sprintf("tcp/%d", s.Port)
 	}
-	return s.Hostname
+	return s.Hostname + s.Path
 }
 
 // SkippedRoute is one route of one Container row that was not used.

@@ -100,12 +100,20 @@ type ContainerBody struct {
 }
 
 // IngressRoute is one ingress route of a Container: a hostname (HTTP) or,
-// with Protocol "tcp", a TCP Port every ingress Machine listens on.
+// with Protocol "tcp", a TCP Port every ingress Machine listens on. An
+// HTTP route may carry a Path prefix, StripPrefix and RedirectHTTPS (false:
+// no redirect to HTTPS; absent: the default), as rpc.IngressRoute
+// describes. A reader that predates them sees a route for the whole
+// hostname; ployz places such routes only on Machines that write them
+// (rpc.CapContainerRoutes).
 type IngressRoute struct {
 	Hostname      string `json:"hostname,omitempty"`
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"`
 	Port          int    `json:"port,omitempty"`
+	Path          string `json:"path,omitempty"`
+	StripPrefix   bool   `json:"strip_prefix,omitempty"`
+	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
 }
 
 // ServingBody is a Service's Serving Pointer (table serving, keyed by

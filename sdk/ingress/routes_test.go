@@ -302,3 +302,62 @@ func TestComputeLeavesOutDownMachines(t *testing.T) {
 		t.Fatalf("route with every replica down: %+v", r)
 	}
 }
+
+// TestComputePathRoutes: a hostname and a path prefix make one route, so
+// two Services split one hostname by path, and a conflict is on one
+// hostname and path alone. The owner's options come with the route: from
+// a serving row before a row that is not, the newest first. Wildcard
+// hostnames are routes; a bad path is skipped naming the field.
+func TestComputePathRoutes(t *testing.T) {
+	no := false
+	api := store.IngressRoute{Hostname: "app.example.test", Path: "/api", StripPrefix: true, RedirectHTTPS: &no, ContainerPort: 8080}
+	site := store.IngressRoute{Hostname: "App.Example.Test.", ContainerPort: 80}
+	wild := store.IngressRoute{Hostname: "*.example.test", ContainerPort: 80}
+	rows := []store.Row[store.ContainerBody]{
+		row("a1", "m1", "demo", "api", "10.210.1.2", true, api),
+		row("s1", "m1", "demo", "site", "10.210.1.3", true, site, wild),
+		row("bad", "m1", "demo", "other", "10.210.1.4", true, store.IngressRoute{Hostname: "app.example.test", Path: "/a//b", ContainerPort: 80}),
+	}
+	got := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1"})
+	byKey := got.ByKey()
+	if len(got.Routes) != 3 || len(got.Skipped) != 1 || !strings.Contains(got.Skipped[0].Reason, `field "ingress[0].path" "/a//b" has an empty segment`) {
+		t.Fatalf("routes %+v skipped %+v", got.Routes, got.Skipped)
+	}
+	a, s, w := byKey["app.example.test/api"], byKey["app.example.test"], byKey["*.example.test"]
+	if a.Owner != "demo/api" || a.Path != "/api" || !a.StripPrefix || a.RedirectHTTPS == nil || *a.RedirectHTTPS || a.State != rpc.RoutePublished ||
+		!slices.Equal(a.Upstreams, []string{"10.210.1.2:8080"}) {
+		t.Errorf("api route %+v", a)
+	}
+	if s.Owner != "demo/site" || s.Path != "" || s.StripPrefix || s.RedirectHTTPS != nil || !slices.Equal(s.Upstreams, []string{"10.210.1.3:80"}) {
+		t.Errorf("site route %+v", s)
+	}
+	if w.Owner != "demo/site" || w.State != rpc.RoutePublished {
+		t.Errorf("wildcard route %+v", w)
+	}
+
+	// A rival for /api is a conflict there only; the previous owner keeps it.
+	rival := row("r1", "m1", "alpha", "api", "10.210.1.5", true, store.IngressRoute{Hostname: "app.example.test", Path: "/api/", ContainerPort: 9000})
+	got = Compute(Input{Machines: testMachines, Containers: append(rows, rival), Machine: "m1", Prev: byKey})
+	byKey = got.ByKey()
+	if r := byKey["app.example.test/api"]; r.State != rpc.RouteConflict || r.Owner != "demo/api" || !r.StripPrefix ||
+		!slices.Equal(r.Claimants, []string{"alpha/api", "demo/api"}) {
+		t.Errorf("contested /api %+v", r)
+	}
+	if r := byKey["app.example.test"]; r.State != rpc.RoutePublished || r.Owner != "demo/site" {
+		t.Errorf("/ is not contested: %+v", r)
+	}
+
+	// Options differ during a Deploy that changes them: the serving
+	// row's win, then the newest row's.
+	older := row("a0", "m1", "demo", "api", "10.210.1.6", true, store.IngressRoute{Hostname: "app.example.test", Path: "/api", ContainerPort: 8080})
+	older.Body.CreatedAt = 100
+	newer := row("a2", "m1", "demo", "api", "10.210.1.7", false, api)
+	newer.Body.CreatedAt = 200
+	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{older, newer}, Machine: "m1"}).Routes[0]; r.StripPrefix || r.RedirectHTTPS != nil {
+		t.Errorf("the ready row's options lost to a row not ready: %+v", r)
+	}
+	newer.Body.Ready = true
+	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{older, newer}, Machine: "m1"}).Routes[0]; !r.StripPrefix || r.RedirectHTTPS == nil {
+		t.Errorf("the newest ready row's options lost: %+v", r)
+	}
+}

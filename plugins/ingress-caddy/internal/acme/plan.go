@@ -132,7 +132,7 @@ func (e *certEvaluation) host(h string) {
 	}
 	needs := true
 	if v.mat != nil && e.now.Before(v.mat.notAfter) {
-		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM})
+		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM, Hostname: h})
 		st.State, st.NotAfter, st.Issuer = rpc.CertIssued, v.mat.notAfter.Unix(), b.Issuer
 		needs = !e.now.Before(v.mat.renewAt())
 	} else if b.Failures > 0 {

@@ -1,6 +1,7 @@
 package acme
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,15 @@ func TestMalformedRowsAndRenewAt(t *testing.T) {
 	}
 	if len(snap.TLS.Certificates) != 2 || len(snap.TLS.Challenges) != 0 {
 		t.Fatalf("loaded %d certificates, %d challenges", len(snap.TLS.Certificates), len(snap.TLS.Challenges))
+	}
+	// Each loaded certificate names its hostname: the proxy redirects
+	// that hostname's HTTP routes to HTTPS.
+	var loadedFor []string
+	for _, c := range snap.TLS.Certificates {
+		loadedFor = append(loadedFor, c.Hostname)
+	}
+	if slices.Sort(loadedFor); !slices.Equal(loadedFor, []string{"good.example.test", "old.example.test"}) {
+		t.Errorf("certificates loaded for %v", loadedFor)
 	}
 	states := map[string]rpc.CertificateState{}
 	for _, s := range snap.States {

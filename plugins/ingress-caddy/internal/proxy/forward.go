@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // The forwarder proxies a routed request to its route's upstreams. It
@@ -39,7 +41,8 @@ import (
 //   - a failed round trip (other than by the client going away) ejects
 //     its upstream;
 //   - the client's X-Forwarded-* are replaced (no client is trusted),
-//     Host is kept.
+//     Host is kept; a route that strips its prefix sends the rest of the
+//     cleaned path and the prefix in X-Forwarded-Prefix.
 const (
 	forwardRetries = 2
 	dialTimeout    = time.Second
@@ -93,6 +96,14 @@ func (f *forwardProxy) serve(w http.ResponseWriter, r *http.Request, rt *httpRou
 
 func rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
+	pr.Out.Header.Del("X-Forwarded-Prefix") // not the client's to say
+	if rt, _ := pr.In.Context().Value(routeKey{}).(*httpRoute); rt != nil && rt.strip {
+		// The upstream sees the path below its prefix, and the prefix in
+		// X-Forwarded-Prefix to build its own links.
+		pr.Out.URL.Path = ingress.StripPath(rt.path, cleanPath(pr.In.URL.Path))
+		pr.Out.URL.RawPath = ""
+		pr.Out.Header.Set("X-Forwarded-Prefix", rt.path)
+	}
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = "" // RoundTrip picks the upstream
 	if pr.Out.Body != nil {

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"reflect"
+	"strconv"
 	"sync/atomic"
 
 	"time"
@@ -282,7 +284,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	tlsIn := l.tls(ctx, next.Routes)
 	// Routing changes swap the table in place; only listeners and
 	// certificates change Caddy's config.
-	publish(buildTable(next.Routes, tlsIn.Challenges))
+	publish(buildTable(next.Routes, tlsIn))
 	cfg, err := caddyconfig.CaddyConfigTLS(l.caddyListen, l.spec.Machine, l.spec.StateDir, next.Routes, tlsIn)
 	if err != nil {
 		return 0, fmt.Errorf("generate caddy config: %w", err)
@@ -330,6 +332,7 @@ func (l *loader) tls(ctx context.Context, routes []ingress.Route) caddyconfig.TL
 		if l.tlsListen == "" {
 			l.tlsListen = parkedListen(FDNameHTTPS, tlsIn.Listen, l.log)
 		}
+		tlsIn.HTTPSPort = listenPort(l.spec.ListenTLS)
 		tlsIn.Listen = l.tlsListen
 	}
 	return tlsIn
@@ -433,4 +436,15 @@ func appliedHash(cfg []byte, routes []ingress.Route, challenges []caddyconfig.Ch
 	}{routes, challenges})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// listenPort is the port of a [host]:port listen address (ParseSpec
+// checked it), 0 when it has none.
+func listenPort(listen string) int {
+	_, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p)
+	return n
 }

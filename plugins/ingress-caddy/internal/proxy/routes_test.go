@@ -1,0 +1,174 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
+// echoBackend answers "NAME METHOD URI PREFIX BODY": which backend, the
+// request line it received and its X-Forwarded-Prefix.
+func echoBackend(t *testing.T, name string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %s %s %s", name, r.Method, r.URL.RequestURI(), r.Header.Get("X-Forwarded-Prefix"), b)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// routeRow is a ready Container row of service in namespace demo behind
+// backend, declaring routes.
+func routeRow(key, service string, backend *httptest.Server, routes ...store.IngressRoute) store.Row[store.ContainerBody] {
+	ip, port, _ := net.SplitHostPort(strings.TrimPrefix(backend.URL, "http://"))
+	p, _ := strconv.Atoi(port)
+	for i := range routes {
+		routes[i].ContainerPort = p
+	}
+	return store.Row[store.ContainerBody]{Key: key, Owner: "m1", Body: store.ContainerBody{
+		Namespace: "demo", Service: service, IP: ip, Ready: true, Ingress: routes}}
+}
+
+// request sends method path with Host host to listen, following no
+// redirect, and returns the status, the Location and the body.
+func request(t *testing.T, method, listen, host, path, header string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+listen+path, strings.NewReader("payload"))
+	req.Host = host
+	if header != "" {
+		req.Header.Set("X-Forwarded-Prefix", header)
+	}
+	c := &http.Client{Timeout: 3 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s%s: %v", method, host, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location"), string(b)
+}
+
+// TestServePathRoutesRealCaddy runs Serve (embedded Caddy, routes from a
+// store source) in front of five Services that share hostnames: paths
+// route by longest whole-segment prefix of the cleaned path, a stripping
+// route hands the rest of the path and its prefix (X-Forwarded-Prefix,
+// never the client's), a wildcard answers one label under it after the
+// exact hostname's routes, and a hostname whose paths do not match is 404.
+func TestServePathRoutesRealCaddy(t *testing.T) {
+	site, api, v2, wild, exact := echoBackend(t, "site"), echoBackend(t, "api"), echoBackend(t, "v2"), echoBackend(t, "wild"), echoBackend(t, "exact")
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{
+		routeRow("c-site", "site", site, store.IngressRoute{Hostname: "a.example.test"}),
+		routeRow("c-api", "api", api, store.IngressRoute{Hostname: "a.example.test", Path: "/api", StripPrefix: true}),
+		routeRow("c-v2", "v2", v2, store.IngressRoute{Hostname: "a.example.test", Path: "/api/v2"}),
+		routeRow("c-wild", "wild", wild, store.IngressRoute{Hostname: "*.example.test"}),
+		routeRow("c-exact", "exact", exact, store.IngressRoute{Hostname: "c.example.test", Path: "/only"}),
+	}, nil)
+	listen := freePort(t)
+	loads := serveSpec(t, listen, src)
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 5 })
+
+	for _, c := range []struct{ host, path, header, want string }{
+		{"a.example.test", "/", "", "site GET /  payload"},
+		{"a.example.test", "/apis", "", "site GET /apis  payload"},
+		{"a.example.test", "/api", "", "api GET / /api payload"},
+		{"a.example.test", "/api/users?page=2", "/evil", "api GET /users?page=2 /api payload"},
+		{"a.example.test", "/api/users/", "", "api GET /users/ /api payload"},
+		{"a.example.test", "/api/v2/x", "", "v2 GET /api/v2/x  payload"},
+		{"a.example.test", "/api/v2x", "", "api GET /v2x /api payload"},
+		{"a.example.test", "/x/../api/v2", "/evil", "v2 GET /x/../api/v2  payload"},
+		{"b.example.test", "/anything", "", "wild GET /anything  payload"},
+		{"C.Example.Test", "/only/1", "", "exact GET /only/1  payload"},
+		{"c.example.test", "/", "", "wild GET /  payload"},
+	} {
+		code, _, body := request(t, "GET", listen, c.host, c.path, c.header)
+		if code != 200 || body != c.want {
+			t.Errorf("%s%s: %d %q, want 200 %q", c.host, c.path, code, body, c.want)
+		}
+	}
+	if code, _, body := request(t, "POST", listen, "a.example.test", "/api/echo", ""); code != 200 || body != "api POST /echo /api payload" {
+		t.Errorf("POST through a stripping route: %d %q", code, body)
+	}
+	for _, host := range []string{"deep.b.example.test", "example.test", "other.test"} {
+		if code, _, _ := request(t, "GET", listen, host, "/", ""); code != 404 {
+			t.Errorf("%s: %d, want 404", host, code)
+		}
+	}
+}
+
+// TestRedirectHTTPSRealCaddy loads CaddyConfigTLS with a certificate for
+// a.test into Caddy: HTTP requests for a.test are redirected with 308 to
+// the same URI on the HTTPS port (method and body kept there), except on
+// a route that opts out, for the ACME challenge and /.ployz-verify; a
+// hostname without a certificate keeps HTTP; HTTPS itself never
+// redirects.
+func TestRedirectHTTPSRealCaddy(t *testing.T) {
+	backend := echoBackend(t, "app")
+	up := backend.Listener.Addr().String()
+	certPEM, keyPEM, der := testCert("a.test")
+	httpAddr, tlsAddr := freePort(t), freePort(t)
+	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
+	no := false
+	routes := []ingress.Route{
+		{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{up}},
+		{Hostname: "a.test", Path: "/legacy", RedirectHTTPS: &no, Owner: "p/legacy", State: "published", Upstreams: []string{up}},
+		{Hostname: "b.test", Owner: "p/b", State: "published", Upstreams: []string{up}},
+	}
+	in := caddyconfig.TLS{Listen: tlsAddr, HTTPSPort: must(strconv.Atoi(tlsPort)),
+		Certificates: []caddyconfig.Certificate{{CertPEM: certPEM, KeyPEM: keyPEM, Hostname: "a.test"}},
+		Challenges:   []caddyconfig.Challenge{{Hostname: "a.test", Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}}
+	publish(buildTable(routes, in))
+	defer publish(nil)
+	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, false); err != nil {
+		t.Fatalf("caddy refused the config: %v", err)
+	}
+	defer caddy.Stop()
+
+	code, loc, _ := request(t, "POST", httpAddr, "A.test", "/orders/7?x=1&y=%2F", "")
+	if want := "https://a.test:" + tlsPort + "/orders/7?x=1&y=%2F"; code != http.StatusPermanentRedirect || loc != want {
+		t.Fatalf("http a.test: %d %q, want 308 to %s", code, loc, want)
+	}
+	for _, c := range []struct{ host, path, want string }{
+		{"a.test", "/legacy/page", "app GET /legacy/page  payload"},
+		{"b.test", "/", "app GET /  payload"},
+		{"a.test", "/.well-known/acme-challenge/tok_1", "tok_1.thumb"},
+	} {
+		if code, _, body := request(t, "GET", httpAddr, c.host, c.path, ""); code != 200 || body != c.want {
+			t.Errorf("http %s%s: %d %q, want 200 %q", c.host, c.path, code, body, c.want)
+		}
+	}
+	if code, _, body := request(t, "GET", httpAddr, "a.test", "/.ployz-verify?n=abc", ""); code != 200 || strings.TrimSpace(body) != ingress.VerifyAnswer("m1", "abc") {
+		t.Errorf("verify on a redirected hostname: %d %q", code, body)
+	}
+
+	// The redirect's target answers the same request over HTTPS.
+	u, _ := url.Parse(loc)
+	req, _ := http.NewRequest("POST", u.String(), strings.NewReader("payload"))
+	resp, err := httpsClient(der, tlsAddr).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "app POST /orders/7?x=1&y=%2F  payload" {
+		t.Fatalf("https after the redirect: %d %q", resp.StatusCode, b)
+	}
+}
