@@ -57,11 +57,28 @@ func (s *Session) IngressDNS(ctx context.Context) (IngressDNS, error) {
 	if err != nil {
 		return IngressDNS{}, err
 	}
+	s.discoveredEndpoints(ctx, list.Machines)
 	ms, err := IngressFanout(ctx, s.ent)
 	if err != nil {
 		return IngressDNS{}, err
 	}
 	return IngressDNSOf(list, ms), nil
+}
+
+// discoveredEndpoints fills in the endpoints of ingress Machines whose
+// row has none (a Cluster's founding Machine publishes none) with those
+// the Machine discovers itself (inspect); one that does not answer keeps
+// none, and IngressDNSOf notes it.
+func (s *Session) discoveredEndpoints(ctx context.Context, ms []rpc.MachineView) {
+	for i, m := range ms {
+		if len(m.Endpoints) > 0 || m.Phase != string(machine.Participating) || !rpc.Accepts(m.Labels, rpc.AcceptIngress) {
+			continue
+		}
+		var in rpc.Inspection
+		if err := s.ent.Call(ctx, rpc.Target{One: m.ID}, rpc.CmdInspect, nil, &in); err == nil {
+			ms[i].Endpoints = in.Endpoints
+		}
+	}
 }
 
 // IngressDNSOf derives the records from a Machine list and the Machines'

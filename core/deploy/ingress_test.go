@@ -53,17 +53,7 @@ func TestIngressRoutesInSpec(t *testing.T) {
 // the Container spec and in the Service's ingress summary; every bad
 // field is refused with x-ports[i].field named.
 func TestTCPIngressRoutes(t *testing.T) {
-	load := func(entries ...string) (Service, error) {
-		c := "name: p\nservices:\n  db:\n    image: x\n    x-ports:\n"
-		for _, e := range entries {
-			c += "      - " + e + "\n"
-		}
-		app, err := Load(context.Background(), Source{Compose: []byte(c)})
-		if err != nil {
-			return Service{}, err
-		}
-		return app.Services[0], nil
-	}
+	load := func(entries ...string) (Service, error) { return loadXPorts("db", entries...) }
 	s, err := load("{ingress_port: 8081, container_port: 8080, protocol: tcp}", "{ingress_port: 5432, container_port: 5432}",
 		"{hostname: db.example.test, container_port: 8080}")
 	if err != nil {
@@ -131,17 +121,7 @@ func TestTCPIngressRoutes(t *testing.T) {
 // Service's routes, and change the spec hash. Each bad value is refused
 // naming x-ports[i].field.
 func TestHTTPRouteOptions(t *testing.T) {
-	load := func(entries ...string) (Service, error) {
-		c := "name: p\nservices:\n  web:\n    image: x\n    x-ports:\n"
-		for _, e := range entries {
-			c += "      - " + e + "\n"
-		}
-		app, err := Load(context.Background(), Source{Compose: []byte(c)})
-		if err != nil {
-			return Service{}, err
-		}
-		return app.Services[0], nil
-	}
+	load := func(entries ...string) (Service, error) { return loadXPorts("web", entries...) }
 	s, err := load("{hostname: app.example.test, container_port: 8080, path: /api/, strip_prefix: true, redirect_https: false}",
 		"{hostname: app.example.test, container_port: 8081, path: /}",
 		"{hostname: '*.Example.Test', container_port: 8082, redirect_https: true}")
@@ -212,4 +192,18 @@ func TestHTTPRouteOptions(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", name, err, c.want)
 		}
 	}
+}
+
+// loadXPorts loads a project whose one Service, service, has the x-ports
+// entries given (YAML flow mappings).
+func loadXPorts(service string, entries ...string) (Service, error) {
+	c := "name: p\nservices:\n  " + service + ":\n    image: x\n    x-ports:\n"
+	for _, e := range entries {
+		c += "      - " + e + "\n"
+	}
+	app, err := Load(context.Background(), Source{Compose: []byte(c)})
+	if err != nil {
+		return Service{}, err
+	}
+	return app.Services[0], nil
 }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
@@ -131,16 +129,7 @@ func TestRedirectHTTPSRealCaddy(t *testing.T) {
 	in := caddyconfig.TLS{Listen: tlsAddr, HTTPSPort: must(strconv.Atoi(tlsPort)),
 		Certificates: []caddyconfig.Certificate{{CertPEM: certPEM, KeyPEM: keyPEM, Hostname: "a.test"}},
 		Challenges:   []caddyconfig.Challenge{{Hostname: "a.test", Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}}
-	publish(buildTable(routes, in))
-	defer publish(nil)
-	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := caddy.Load(cfg, false); err != nil {
-		t.Fatalf("caddy refused the config: %v", err)
-	}
-	defer caddy.Stop()
+	loadTLS(t, httpAddr, routes, in)
 
 	code, loc, _ := request(t, "POST", httpAddr, "A.test", "/orders/7?x=1&y=%2F", "")
 	if want := "https://a.test:" + tlsPort + "/orders/7?x=1&y=%2F"; code != http.StatusPermanentRedirect || loc != want {

@@ -38,16 +38,7 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	in := caddyconfig.TLS{Listen: tlsAddr,
 		Certificates: []caddyconfig.Certificate{{CertPEM: certPEM, KeyPEM: keyPEM}},
 		Challenges:   []caddyconfig.Challenge{{Hostname: "a.test", Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}}
-	publish(buildTable(routes, in))
-	defer publish(nil)
-	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := caddy.Load(cfg, false); err != nil {
-		t.Fatalf("caddy refused the TLS config: %v", err)
-	}
-	defer caddy.Stop()
+	loadTLS(t, httpAddr, routes, in)
 
 	hc := httpsClient(der, tlsAddr)
 	resp, err := hc.Get("https://a.test/")
@@ -89,6 +80,22 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	} else if b, _ := io.ReadAll(resp.Body); resp.Body.Close() == nil && string(b) == "tok_1.thumb" {
 		t.Fatalf("https answered a challenge")
 	}
+}
+
+// loadTLS publishes the table of routes and in, and loads their
+// CaddyConfigTLS (HTTP on httpAddr) into Caddy until the test ends.
+func loadTLS(t *testing.T, httpAddr string, routes []ingress.Route, in caddyconfig.TLS) {
+	t.Helper()
+	publish(buildTable(routes, in))
+	t.Cleanup(func() { publish(nil) })
+	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, false); err != nil {
+		t.Fatalf("caddy refused the TLS config: %v", err)
+	}
+	t.Cleanup(func() { caddy.Stop() })
 }
 
 // testCert is a certificate for name (serial 42, valid for the hour
