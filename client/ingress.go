@@ -24,10 +24,14 @@ type IngressStatus struct {
 	Machines []MachineRoutes       `json:"machines,omitempty"`
 }
 
-// IngressOf is a Service's ingress status for routes; fanout (asked only
-// when there are routes) reads every Machine's proxy.
+// IngressOf is a Service's ingress status for routes (basic
+// authentication's user names shown without their hashes); fanout (asked
+// only when there are routes) reads every Machine's proxy.
 func IngressOf(ns, service string, routes []deploy.IngressRoute, fanout func() ([]MachineIngress, error)) IngressStatus {
-	st := IngressStatus{Routes: routes}
+	st := IngressStatus{Routes: slices.Clone(routes)}
+	for i := range st.Routes {
+		st.Routes[i].BasicAuth = st.Routes[i].BasicAuth.Redacted()
+	}
 	if len(routes) == 0 {
 		st.Status, st.Reason = "not configured", "the Service declares no x-ports hostname or ingress_port"
 		return st

@@ -3,7 +3,9 @@ package client
 import (
 	"testing"
 
+	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 func TestServiceIngressStatus(t *testing.T) {
@@ -43,5 +45,20 @@ func TestRouteOfKey(t *testing.T) {
 		if got := routeOfKey(r.Key()); got.Hostname != r.Hostname || got.Path != r.Path || got.Protocol != r.Protocol || got.Port != r.Port {
 			t.Errorf("routeOfKey(%q) = %+v, want %+v", r.Key(), got, r)
 		}
+	}
+}
+
+// TestIngressOfRedactsUsers: a Service's routes show basic
+// authentication's user names, never their hashes, and the caller's
+// routes keep theirs.
+func TestIngressOfRedactsUsers(t *testing.T) {
+	routes := []deploy.IngressRoute{{Hostname: "a.example.test", ContainerPort: 80,
+		BasicAuth: &routeopt.BasicAuth{Realm: "staff", Users: map[string]string{"alice": "$2y$10$hash"}}}}
+	st := IngressOf("d", "web", routes, func() ([]MachineIngress, error) { return nil, nil })
+	if a := st.Routes[0].BasicAuth; a == nil || a.Realm != "staff" || len(a.Users) != 1 || a.Users["alice"] != "" {
+		t.Fatalf("status route auth %+v: want alice without her hash", a)
+	}
+	if routes[0].BasicAuth.Users["alice"] != "$2y$10$hash" {
+		t.Fatal("the declared route lost its hash")
 	}
 }

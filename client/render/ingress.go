@@ -3,11 +3,16 @@ package render
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/docker/go-units"
+
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/core/rpc"
 )
 
 // IngressConfig is each Machine's loaded ingress routes: what its proxy
@@ -57,7 +62,7 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 			if r.Pointer != "" {
 				ptr = " [serving pointer " + r.Pointer + "]"
 			}
-			fmt.Fprintf(w, "  %s%s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), routeOptions(r.StripPrefix, r.RedirectHTTPS), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
+			fmt.Fprintf(w, "  %s%s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), routeOptions(stateOptions(r)), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
 		}
 		for _, sk := range st.Skipped {
 			fmt.Fprintf(w, "  skipped\t%s: %s\n", sk.Container, sk.Reason)
@@ -93,17 +98,36 @@ func IngressDNS(out io.Writer, d client.IngressDNS) error {
 }
 
 // routeOptions is a route's options after its key: " (strip prefix, no
-// https redirect)", or nothing for a route without any.
-func routeOptions(strip bool, redirect *bool) string {
+// https redirect, body up to 10MiB, ...)", or nothing for a route without
+// any.
+func routeOptions(r rpc.IngressRoute) string {
 	var o []string
-	if strip {
+	if r.StripPrefix {
 		o = append(o, "strip prefix")
 	}
-	if redirect != nil && !*redirect {
+	if r.RedirectHTTPS != nil && !*r.RedirectHTTPS {
 		o = append(o, "no https redirect")
+	}
+	if r.MaxBodyBytes > 0 {
+		o = append(o, "body up to "+units.BytesSize(float64(r.MaxBodyBytes)))
+	}
+	if r.ResponseTimeoutMS > 0 {
+		o = append(o, "response within "+(time.Duration(r.ResponseTimeoutMS)*time.Millisecond).String())
+	}
+	if r.Headers != nil {
+		o = append(o, "header rules")
+	}
+	if r.BasicAuth != nil {
+		o = append(o, "basic auth ("+strings.Join(slices.Sorted(maps.Keys(r.BasicAuth.Users)), ", ")+")")
 	}
 	if len(o) == 0 {
 		return ""
 	}
 	return " (" + strings.Join(o, ", ") + ")"
+}
+
+// stateOptions are a loaded route's options as a route declares them.
+func stateOptions(r rpc.IngressState) rpc.IngressRoute {
+	return rpc.IngressRoute{StripPrefix: r.StripPrefix, RedirectHTTPS: r.RedirectHTTPS, MaxBodyBytes: r.MaxBodyBytes,
+		ResponseTimeoutMS: r.ResponseTimeoutMS, Headers: r.Headers, BasicAuth: r.BasicAuth}
 }

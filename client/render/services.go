@@ -11,6 +11,7 @@ import (
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
 )
 
@@ -102,7 +103,7 @@ func serviceIngress(w io.Writer, ing client.IngressStatus) {
 		fmt.Fprintf(w, "ingress\t%s\n", ing.Status)
 	}
 	for _, r := range ing.Routes {
-		fmt.Fprintf(w, "  route\t%s -> :%d%s\n", r.Key(), r.ContainerPort, routeOptions(r.StripPrefix, r.RedirectHTTPS))
+		fmt.Fprintf(w, "  route\t%s -> :%d%s\n", r.Key(), r.ContainerPort, routeOptions(rpc.IngressRoute(r)))
 	}
 	for _, m := range ing.Machines {
 		if m.Off {

@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // contains fails t for each of want that out lacks, runs of spaces (a
@@ -83,7 +84,9 @@ func TestIngressConfig(t *testing.T) {
 		{Machine: "m2", MachineID: "id2", Status: &rpc.IngressStatus{LoadError: "bad"}},
 		{Machine: "m3", MachineID: "id3", Status: &rpc.IngressStatus{Running: true, Listen: ":80", Loaded: 1, ConfigHash: "abc",
 			Routes: []rpc.IngressState{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"},
-				{Hostname: "shop.test", Path: "/api", StripPrefix: true, RedirectHTTPS: new(bool), Owner: "shop-production/api", State: "serving"}}}},
+				{Hostname: "shop.test", Path: "/api", StripPrefix: true, RedirectHTTPS: new(bool), Owner: "shop-production/api", State: "serving"},
+				{Hostname: "admin.shop.test", MaxBodyBytes: 10 << 20, ResponseTimeoutMS: 90000, Headers: &routeopt.Headers{},
+					BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"bob": "", "alice": ""}}, Owner: "shop-production/admin", State: "serving"}}}},
 		{Machine: "m4", MachineID: "id4", Status: &rpc.IngressStatus{Off: true}}}
 	var b strings.Builder
 	if err := IngressConfig(&b, ms); err != nil {
@@ -91,7 +94,8 @@ func TestIngressConfig(t *testing.T) {
 	}
 	contains(t, "ingress config", b.String(), "machine m1 (id1)", "error    unreachable", "nothing loaded: caddy refused the config: bad",
 		"loaded   1970-01-01T00:00:01Z, config abc, listen :80", "shop.test", "shop-production/web", "[serving pointer p1]",
-		"shop.test/api (strip prefix, no https redirect)", "machine m4 (id4)", "off: this Machine does not accept ingress")
+		"shop.test/api (strip prefix, no https redirect)", "machine m4 (id4)", "off: this Machine does not accept ingress",
+		"admin.shop.test (body up to 10MiB, response within 1m30s, header rules, basic auth (alice, bob))")
 }
 
 // TestIngressDNS: the records as a table, private addresses flagged, and

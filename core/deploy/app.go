@@ -13,6 +13,7 @@ import (
 
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // App is a Deploy Intent: the complete declaration of one project in one
@@ -137,11 +138,15 @@ type IngressRoute struct {
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"` // "" is http; tcp
 	Port          int    `json:"port,omitempty"`     // tcp only
-	// Path, StripPrefix and RedirectHTTPS are an HTTP route's options
+	// Path and the fields after it are an HTTP route's options
 	// (rpc.IngressRoute).
-	Path          string `json:"path,omitempty"`
-	StripPrefix   bool   `json:"strip_prefix,omitempty"`
-	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
+	Path              string              `json:"path,omitempty"`
+	StripPrefix       bool                `json:"strip_prefix,omitempty"`
+	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
+	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
+	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
+	Headers           *routeopt.Headers   `json:"headers,omitempty"`
+	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
 }
 
 // Key names the route as the Ingress Proxies report it: its hostname and
@@ -152,9 +157,11 @@ func (r IngressRoute) Key() string {
 
 // Options reports whether the route uses what only Machines with
 // rpc.CapContainerRoutes carry into their rows: a path, a wildcard
-// hostname, a stripped prefix or a redirect opt-out.
+// hostname, a stripped prefix, a redirect opt-out, a body limit, a
+// response timeout, header rules or basic authentication.
 func (r IngressRoute) Options() bool {
-	return r.Path != "" || r.StripPrefix || r.RedirectHTTPS != nil || strings.HasPrefix(r.Hostname, "*.")
+	return r.Path != "" || r.StripPrefix || r.RedirectHTTPS != nil || strings.HasPrefix(r.Hostname, "*.") ||
+		r.MaxBodyBytes != 0 || r.ResponseTimeoutMS != 0 || r.Headers != nil || r.BasicAuth != nil
 }
 
 // The Ployz compose extensions on a service.
@@ -165,6 +172,10 @@ func (r IngressRoute) Options() bool {
 //	    path: /api                # optional prefix, whole segments; longest wins
 //	    strip_prefix: true        # the Container sees /users for /api/users
 //	    redirect_https: false     # default: 308 to HTTPS once a certificate is loaded
+//	    max_body_size: 10m        # larger request bodies: 413
+//	    response_timeout: 90s     # no response headers by then: 504
+//	    headers: {request: {set: {X-Env: prod}, remove: [X-Debug]}, response: {set: {...}, remove: [Server]}}
+//	    basic_auth: {realm: staff, users: {alice: "$2y$10$..."}}  # bcrypt hashes
 //	  - ingress_port: 5432        # TCP ingress route: port 5432 of every
 //	    container_port: 5432      # Machine's Ingress Proxy (protocol tcp only;
 //	    protocol: tcp             # not 53, 80, 443, 7569-7571 or 51820)
@@ -195,6 +206,11 @@ type xPort struct {
 	Path          string `json:"path"`
 	StripPrefix   bool   `json:"strip_prefix"`
 	RedirectHTTPS *bool  `json:"redirect_https"`
+	// MaxBodySize is a number of bytes or a size string.
+	MaxBodySize     any                 `json:"max_body_size"`
+	ResponseTimeout string              `json:"response_timeout"`
+	Headers         *routeopt.Headers   `json:"headers"`
+	BasicAuth       *routeopt.BasicAuth `json:"basic_auth"`
 }
 
 type xPlacement struct {

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/docker/go-units"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -150,15 +153,8 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 	default:
 		return fieldErrf("protocol", "%q is not tcp or udp", p.Protocol)
 	}
-	if p.Hostname == "" {
-		switch {
-		case p.Path != "":
-			return fieldErrf("path", "needs hostname: paths route HTTP requests")
-		case p.StripPrefix:
-			return fieldErrf("strip_prefix", "needs hostname and path")
-		case p.RedirectHTTPS != nil:
-			return fieldErrf("redirect_https", "needs hostname: redirects are HTTP")
-		}
+	if err := httpOnly(p); err != nil {
+		return err
 	}
 	switch {
 	case p.IngressPort != 0 && p.Hostname != "":
@@ -219,7 +215,72 @@ func httpRoute(p xPort) (IngressRoute, error) {
 	if p.RedirectHTTPS != nil && !*p.RedirectHTTPS {
 		r.RedirectHTTPS = p.RedirectHTTPS
 	}
+	if err := routeLimits(p, &r); err != nil {
+		return IngressRoute{}, err
+	}
+	if r.Headers, err = p.Headers.Normalize(); err != nil {
+		return IngressRoute{}, fieldErrf("headers", "%s", err)
+	}
+	if err := p.BasicAuth.Check(); err != nil {
+		return IngressRoute{}, fieldErrf("basic_auth", "%s", err)
+	}
+	r.BasicAuth = p.BasicAuth
 	return r, nil
+}
+
+// httpOnly refuses the keys of an HTTP route in an entry without a
+// hostname.
+func httpOnly(p xPort) error {
+	if p.Hostname != "" {
+		return nil
+	}
+	for _, k := range []struct {
+		set         bool
+		field, will string
+	}{
+		{p.Path != "", "path", "paths route HTTP requests"}, {p.StripPrefix, "strip_prefix", "it strips an HTTP path"},
+		{p.RedirectHTTPS != nil, "redirect_https", "redirects are HTTP"}, {p.MaxBodySize != nil, "max_body_size", "it bounds HTTP requests"},
+		{p.ResponseTimeout != "", "response_timeout", "it bounds HTTP responses"}, {p.Headers != nil, "headers", "they are HTTP's"},
+		{p.BasicAuth != nil, "basic_auth", "it guards HTTP requests"},
+	} {
+		if k.set {
+			return fieldErrf(k.field, "needs hostname: %s", k.will)
+		}
+	}
+	return nil
+}
+
+// MaxResponseTimeout bounds x-ports response_timeout.
+const MaxResponseTimeout = 24 * time.Hour
+
+// routeLimits fills r's body limit (max_body_size: bytes, or a size such
+// as 10m or 1GiB, binary units) and response timeout (a Go duration,
+// e.g. 90s).
+func routeLimits(p xPort, r *IngressRoute) error {
+	switch v := p.MaxBodySize.(type) {
+	case nil:
+	case float64:
+		if v < 1 || v != float64(int64(v)) {
+			return fieldErrf("max_body_size", "%v is not a whole number of bytes above 0", v)
+		}
+		r.MaxBodyBytes = int64(v)
+	case string:
+		n, err := units.RAMInBytes(v)
+		if err != nil || n < 1 {
+			return fieldErrf("max_body_size", "%q is not a size such as 10m or 1GiB", v)
+		}
+		r.MaxBodyBytes = n
+	default:
+		return fieldErrf("max_body_size", "want a size such as 10m or a number of bytes")
+	}
+	if p.ResponseTimeout != "" {
+		d, err := time.ParseDuration(p.ResponseTimeout)
+		if err != nil || d < time.Millisecond || d > MaxResponseTimeout {
+			return fieldErrf("response_timeout", "%q is not a duration from 1ms to %s (e.g. 90s)", p.ResponseTimeout, MaxResponseTimeout)
+		}
+		r.ResponseTimeoutMS = d.Milliseconds()
+	}
+	return nil
 }
 
 // ParseConstraint parses "label==value" or "label!=value".

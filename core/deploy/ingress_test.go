@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // TestIngressRoutesInSpec: a Service's hostname routes are stamped on its
@@ -206,4 +208,51 @@ func loadXPorts(service string, entries ...string) (Service, error) {
 		return Service{}, err
 	}
 	return app.Services[0], nil
+}
+
+// TestHTTPRouteLimitsAndRules: max_body_size (bytes or a size), a
+// response_timeout, header rules (canonical names) and basic_auth (bcrypt
+// hashes, their $ written $$ as compose interpolation wants) reach the
+// route and its Container spec; each bad value, and any of them without a
+// hostname, is refused naming x-ports[i].field.
+func TestHTTPRouteLimitsAndRules(t *testing.T) {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	s, err := loadXPorts("web", "{hostname: a.example.test, container_port: 80, max_body_size: 10m, response_timeout: 90s, "+
+		"headers: {request: {set: {x-env: prod}, remove: [x-debug]}, response: {remove: [server]}}, basic_auth: {realm: staff, users: {alice: '"+strings.ReplaceAll(string(hash), "$", "$$")+"'}}}",
+		"{hostname: b.example.test, container_port: 80, max_body_size: 1024}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, sp := s.Ingress[0], s.Spec.Ingress[0]
+	if r.MaxBodyBytes != 10<<20 || r.ResponseTimeoutMS != 90000 || r.Headers.Request.Set["X-Env"] != "prod" ||
+		r.Headers.Request.Remove[0] != "X-Debug" || r.Headers.Response.Remove[0] != "Server" || r.BasicAuth.Users["alice"] != string(hash) ||
+		r.BasicAuth.Realm != "staff" || !r.Options() {
+		t.Fatalf("route %+v", r)
+	}
+	if sp.MaxBodyBytes != r.MaxBodyBytes || sp.ResponseTimeoutMS != r.ResponseTimeoutMS || sp.Headers == nil || sp.BasicAuth == nil {
+		t.Fatalf("spec route %+v", sp)
+	}
+	if s.Ingress[1].MaxBodyBytes != 1024 {
+		t.Fatalf("max_body_size in bytes: %+v", s.Ingress[1])
+	}
+	for name, c := range map[string]struct{ entry, want string }{
+		"size word":       {"{hostname: a.example.test, container_port: 80, max_body_size: lots}", `x-ports[0].max_body_size: "lots" is not a size`},
+		"size zero":       {"{hostname: a.example.test, container_port: 80, max_body_size: 0}", "x-ports[0].max_body_size: 0 is not a whole number"},
+		"size fraction":   {"{hostname: a.example.test, container_port: 80, max_body_size: 1.5}", "x-ports[0].max_body_size: 1.5"},
+		"timeout word":    {"{hostname: a.example.test, container_port: 80, response_timeout: soon}", `x-ports[0].response_timeout: "soon" is not a duration`},
+		"timeout zero":    {"{hostname: a.example.test, container_port: 80, response_timeout: 0s}", "x-ports[0].response_timeout:"},
+		"timeout too big": {"{hostname: a.example.test, container_port: 80, response_timeout: 48h}", "x-ports[0].response_timeout:"},
+		"header host":     {"{hostname: a.example.test, container_port: 80, headers: {request: {set: {host: x}}}}", "x-ports[0].headers: request.set: Host is the proxy's"},
+		"header typo":     {"{hostname: a.example.test, container_port: 80, headers: {request: {sett: {a: b}}}}", `unknown field "sett"`},
+		"auth plain":      {"{hostname: a.example.test, container_port: 80, basic_auth: {users: {alice: pw}}}", "x-ports[0].basic_auth: users.alice: not a bcrypt hash"},
+		"auth nobody":     {"{hostname: a.example.test, container_port: 80, basic_auth: {realm: x}}", "x-ports[0].basic_auth: users: none"},
+		"size on tcp":     {"{ingress_port: 8081, container_port: 80, max_body_size: 1m}", "x-ports[0].max_body_size: needs hostname"},
+		"timeout on host": {"{host_port: 8081, container_port: 80, response_timeout: 1s}", "x-ports[0].response_timeout: needs hostname"},
+		"headers on tcp":  {"{ingress_port: 8081, container_port: 80, headers: {}}", "x-ports[0].headers: needs hostname"},
+		"auth on tcp":     {"{ingress_port: 8081, container_port: 80, basic_auth: {}}", "x-ports[0].basic_auth: needs hostname"},
+	} {
+		if _, err := loadXPorts("web", c.entry); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
 }

@@ -1,5 +1,7 @@
 package rpc
 
+import "github.com/ployz/ployz/sdk/ingress/routeopt"
+
 // Service Container commands. The CLI plans a Deploy and sends these to
 // each target Machine in turn; the daemon admits every creation against
 // its own fresh facts (docs/architecture.md bet 10) and otherwise only does what it
@@ -65,17 +67,24 @@ const (
 // Container (StripPrefix), and opt out of the redirect to HTTPS that
 // every route gets once a certificate for its hostname is loaded
 // (RedirectHTTPS false; nil is the default). Hostname may be a wildcard
-// (*.example.com). Matching is package sdk/ingress's (paths.go). The
-// fields are left out when unset, so a route without them hashes as
-// before they existed.
+// (*.example.com). Matching is package sdk/ingress's (paths.go). It may
+// also bound request bodies (MaxBodyBytes: larger ones are answered 413),
+// bound the wait for the Container's response headers
+// (ResponseTimeoutMS: 504 after it), rewrite headers and require basic
+// authentication (package sdk/ingress/routeopt). The fields are left out
+// when unset, so a route without them hashes as before they existed.
 type IngressRoute struct {
-	Hostname      string `json:"hostname,omitempty"`
-	ContainerPort int    `json:"container_port"`
-	Protocol      string `json:"protocol,omitempty"`
-	Port          int    `json:"port,omitempty"`
-	Path          string `json:"path,omitempty"`
-	StripPrefix   bool   `json:"strip_prefix,omitempty"`
-	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
+	Hostname          string              `json:"hostname,omitempty"`
+	ContainerPort     int                 `json:"container_port"`
+	Protocol          string              `json:"protocol,omitempty"`
+	Port              int                 `json:"port,omitempty"`
+	Path              string              `json:"path,omitempty"`
+	StripPrefix       bool                `json:"strip_prefix,omitempty"`
+	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
+	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
+	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
+	Headers           *routeopt.Headers   `json:"headers,omitempty"`
+	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
 }
 
 // ContainerSpec is the Resolved Service Spec of one Container: everything

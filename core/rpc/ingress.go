@@ -3,6 +3,8 @@ package rpc
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // CmdIngressStatus returns this Machine's ingress status: the routes its
@@ -78,11 +80,16 @@ type IngressState struct {
 	Protocol string `json:"protocol,omitempty"` // "" is http
 	Port     int    `json:"port,omitempty"`     // tcp only
 	// Path is an HTTP route's path prefix ("" is the whole hostname);
-	// StripPrefix and RedirectHTTPS are the owner's options for it
-	// (IngressRoute).
-	Path          string `json:"path,omitempty"`
-	StripPrefix   bool   `json:"strip_prefix,omitempty"`
-	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
+	// the fields after it are the owner's options for it (IngressRoute).
+	// A status file carries BasicAuth's user names with their hashes
+	// left out.
+	Path              string              `json:"path,omitempty"`
+	StripPrefix       bool                `json:"strip_prefix,omitempty"`
+	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
+	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
+	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
+	Headers           *routeopt.Headers   `json:"headers,omitempty"`
+	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
 	// Owner is "namespace/service" (empty when a conflict has no
 	// previous owner: nothing is published); Claimants lists every
 	// Service that claims the route when State is conflict.

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/ployz/ployz/sdk/ingress/routeopt"
+
 // The bodies below are frozen formats (docs/formats.md, "Stable promise"): fields
 // are only ever added, each optional with a default; nothing is renamed or
 // repurposed. Readers ignore unknown fields (encoding/json's default), so
@@ -101,19 +103,24 @@ type ContainerBody struct {
 
 // IngressRoute is one ingress route of a Container: a hostname (HTTP) or,
 // with Protocol "tcp", a TCP Port every ingress Machine listens on. An
-// HTTP route may carry a Path prefix, StripPrefix and RedirectHTTPS (false:
-// no redirect to HTTPS; absent: the default), as rpc.IngressRoute
-// describes. A reader that predates them sees a route for the whole
-// hostname; ployz places such routes only on Machines that write them
-// (rpc.CapContainerRoutes).
+// HTTP route may carry a Path prefix, StripPrefix, RedirectHTTPS (false:
+// no redirect to HTTPS; absent: the default), a request body limit, a
+// response timeout, header rules and basic authentication (bcrypt hashes),
+// as rpc.IngressRoute describes. A reader that predates them sees a route
+// for the whole hostname without them; ployz places such routes only on
+// Machines that write them (rpc.CapContainerRoutes).
 type IngressRoute struct {
-	Hostname      string `json:"hostname,omitempty"`
-	ContainerPort int    `json:"container_port"`
-	Protocol      string `json:"protocol,omitempty"`
-	Port          int    `json:"port,omitempty"`
-	Path          string `json:"path,omitempty"`
-	StripPrefix   bool   `json:"strip_prefix,omitempty"`
-	RedirectHTTPS *bool  `json:"redirect_https,omitempty"`
+	Hostname          string              `json:"hostname,omitempty"`
+	ContainerPort     int                 `json:"container_port"`
+	Protocol          string              `json:"protocol,omitempty"`
+	Port              int                 `json:"port,omitempty"`
+	Path              string              `json:"path,omitempty"`
+	StripPrefix       bool                `json:"strip_prefix,omitempty"`
+	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
+	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
+	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
+	Headers           *routeopt.Headers   `json:"headers,omitempty"`
+	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
 }
 
 // ServingBody is a Service's Serving Pointer (table serving, keyed by

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/serving"
 )
 
@@ -80,11 +81,10 @@ type claim struct {
 // under way: then a serving row's win over the others', the newest first
 // (its Serving Pointer names the new Containers once they are ready).
 type routeOpts struct {
-	strip    bool
-	redirect *bool
-	serves   bool
-	created  int64
-	row      string
+	route   store.IngressRoute // the options as the row declares them
+	serves  bool
+	created int64
+	row     string
 }
 
 // wins reports whether o is preferred over p.
@@ -185,7 +185,7 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 			rc.claims[k] = c
 		}
 		c.services[svc] = true
-		o := routeOpts{strip: rt.StripPrefix, redirect: rt.RedirectHTTPS, serves: verdict == serving.Serves, created: b.CreatedAt, row: r.Key}
+		o := routeOpts{route: rt, serves: verdict == serving.Serves, created: b.CreatedAt, row: r.Key}
 		if prev, ok := c.opts[svc]; !ok || o.wins(prev) {
 			c.opts[svc] = o
 		}
@@ -221,8 +221,7 @@ func (rc *routeComputation) route(k string, c *claim) Route {
 	}
 	if rt.Owner != "" {
 		if rt.Protocol == "" {
-			o := c.opts[rt.Owner]
-			rt.StripPrefix, rt.RedirectHTTPS = o.strip && rt.Path != "", o.redirect
+			withOptions(&rt, c.opts[rt.Owner].route)
 		}
 		rc.upstreams(&rt, c, prev)
 	}
@@ -286,6 +285,23 @@ func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
 		rt.Detail = "left out: the Containers on " + strings.Join(rt.Down, ", ") + ", which this Machine holds Down"
 	default:
 		rt.State = rpc.RoutePublished
+	}
+}
+
+// withOptions gives rt the options o declares. Limits that make no sense
+// (negative) and header rules or users that do not check are dropped,
+// not trusted: a row is another Machine's word.
+func withOptions(rt *Route, o store.IngressRoute) {
+	rt.StripPrefix, rt.RedirectHTTPS = o.StripPrefix && rt.Path != "", o.RedirectHTTPS
+	rt.MaxBodyBytes, rt.ResponseTimeoutMS = max(o.MaxBodyBytes, 0), max(o.ResponseTimeoutMS, 0)
+	if h, err := o.Headers.Normalize(); err == nil {
+		rt.Headers = h
+	}
+	if o.BasicAuth.Check() == nil {
+		rt.BasicAuth = o.BasicAuth
+	} else {
+		// Fail closed: a route whose users do not check admits nobody.
+		rt.BasicAuth = &routeopt.BasicAuth{Realm: "ployz", Users: map[string]string{}}
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/serving"
+	"golang.org/x/crypto/bcrypt"
 )
 
 func row(key, machine, ns, svc, ip string, ready bool, routes ...store.IngressRoute) store.Row[store.ContainerBody] {
@@ -359,5 +361,27 @@ func TestComputePathRoutes(t *testing.T) {
 	newer.Body.Ready = true
 	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{older, newer}, Machine: "m1"}).Routes[0]; !r.StripPrefix || r.RedirectHTTPS == nil {
 		t.Errorf("the newest ready row's options lost: %+v", r)
+	}
+}
+
+// TestComputeRouteLimitsAndRules: a route carries its owner's body limit,
+// response timeout, header rules (normalised again: a row is another
+// Machine's word) and users; a row whose users do not check gets a route
+// that admits nobody, never an open one, and a negative limit none.
+func TestComputeRouteLimitsAndRules(t *testing.T) {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	good := store.IngressRoute{Hostname: "a.example.test", ContainerPort: 80, MaxBodyBytes: 1 << 20, ResponseTimeoutMS: 1500,
+		Headers:   &routeopt.Headers{Request: &routeopt.HeaderRules{Set: map[string]string{"x-env": "prod"}}},
+		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": string(hash)}}}
+	bad := store.IngressRoute{Hostname: "b.example.test", ContainerPort: 80, MaxBodyBytes: -5,
+		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": "pw"}}}
+	got := Compute(Input{Machines: testMachines, Machine: "m1", Containers: []store.Row[store.ContainerBody]{
+		row("a", "m1", "demo", "a", "10.210.1.2", true, good), row("b", "m1", "demo", "b", "10.210.1.3", true, bad)}}).ByKey()
+	a, b := got["a.example.test"], got["b.example.test"]
+	if a.MaxBodyBytes != 1<<20 || a.ResponseTimeoutMS != 1500 || a.Headers.Request.Set["X-Env"] != "prod" || a.BasicAuth.Users["alice"] != string(hash) {
+		t.Errorf("route a %+v", a)
+	}
+	if b.MaxBodyBytes != 0 || b.BasicAuth == nil || len(b.BasicAuth.Users) != 0 {
+		t.Errorf("route b %+v: want no limit and nobody admitted", b)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +18,8 @@ import (
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // echoBackend answers "NAME METHOD URI PREFIX BODY": which backend, the
@@ -159,5 +163,122 @@ func TestRedirectHTTPSRealCaddy(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || string(b) != "app POST /orders/7?x=1&y=%2F  payload" {
 		t.Fatalf("https after the redirect: %d %q", resp.StatusCode, b)
+	}
+}
+
+// TestServeRouteOptionsRealCaddy runs Serve (embedded Caddy, routes from a
+// store source) with routes that use every per-route option: basic
+// authentication (401 asking for it, 200 with a user's password), a body
+// limit (413 by Content-Length and while a chunked body streams), a
+// response timeout (504 when no headers come in time; a body that streams
+// after its headers is not cut) and header rules on the request the
+// Container gets and the answer the client gets. The status file shows
+// the users without their hashes.
+func TestServeRouteOptionsRealCaddy(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/slow":
+			time.Sleep(2 * time.Second)
+		case "/stream":
+			w.WriteHeader(200)
+			for i := 0; i < 4; i++ {
+				fmt.Fprint(w, "tick ")
+				w.(http.Flusher).Flush()
+				time.Sleep(200 * time.Millisecond)
+			}
+			return
+		}
+		w.Header().Set("X-Internal", "secret")
+		w.Header().Set("Server", "backend/1.0")
+		fmt.Fprintf(w, "env=%s debug=%s len=%d", r.Header.Get("X-Env"), r.Header.Get("X-Debug"), len(b))
+	}))
+	t.Cleanup(backend.Close)
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{
+		routeRow("c-auth", "auth", backend, store.IngressRoute{Hostname: "auth.example.test",
+			BasicAuth: &routeopt.BasicAuth{Realm: "staff", Users: map[string]string{"alice": string(hash)}}}),
+		routeRow("c-limit", "limit", backend, store.IngressRoute{Hostname: "limit.example.test", MaxBodyBytes: 16}),
+		routeRow("c-slow", "slow", backend, store.IngressRoute{Hostname: "slow.example.test", ResponseTimeoutMS: 300}),
+		routeRow("c-hdr", "hdr", backend, store.IngressRoute{Hostname: "hdr.example.test", Headers: &routeopt.Headers{
+			Request:  &routeopt.HeaderRules{Set: map[string]string{"X-Env": "prod"}, Remove: []string{"X-Debug"}},
+			Response: &routeopt.HeaderRules{Set: map[string]string{"X-Frame-Options": "DENY"}, Remove: []string{"X-Internal", "Server"}}}}),
+	}, nil)
+	listen := freePort(t)
+	spec := writeSpec(t, listen)
+	loads, done, cancel := startServe(spec, src)
+	t.Cleanup(func() { cancel(); <-done })
+	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 4 })
+	c := &http.Client{Timeout: 5 * time.Second}
+	do := func(req *http.Request) (*http.Response, string) {
+		t.Helper()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", req.Method, req.Host, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	req := func(method, host, path string, body io.Reader) *http.Request {
+		r, _ := http.NewRequest(method, "http://"+listen+path, body)
+		r.Host = host
+		return r
+	}
+
+	if resp, _ := do(req("GET", "auth.example.test", "/", nil)); resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Basic realm="staff", charset="UTF-8"` {
+		t.Errorf("no credentials: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	wrong := req("GET", "auth.example.test", "/", nil)
+	wrong.SetBasicAuth("alice", "nope")
+	if resp, _ := do(wrong); resp.StatusCode != 401 {
+		t.Errorf("wrong password: %d", resp.StatusCode)
+	}
+	for i := 0; i < 2; i++ { // the second is admitted from the cache
+		right := req("GET", "auth.example.test", "/", nil)
+		right.SetBasicAuth("alice", "pw")
+		if resp, body := do(right); resp.StatusCode != 200 || !strings.HasPrefix(body, "env=") {
+			t.Errorf("right password (%d): %d %q", i, resp.StatusCode, body)
+		}
+	}
+
+	if resp, body := do(req("POST", "limit.example.test", "/", strings.NewReader("sixteen bytes!!!"))); resp.StatusCode != 200 || !strings.HasSuffix(body, "len=16") {
+		t.Errorf("a body at the limit: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := do(req("POST", "limit.example.test", "/", strings.NewReader("seventeen bytes!!"))); resp.StatusCode != 413 || !strings.Contains(body, "over") {
+		t.Errorf("a declared body over the limit: %d %q", resp.StatusCode, body)
+	}
+	chunked := req("POST", "limit.example.test", "/", io.MultiReader(strings.NewReader(strings.Repeat("x", 10)), strings.NewReader(strings.Repeat("y", 90))))
+	if resp, body := do(chunked); resp.StatusCode != 413 || chunked.ContentLength != -1 && chunked.ContentLength != 0 {
+		t.Errorf("a chunked body over the limit: %d %q (length %d)", resp.StatusCode, body, chunked.ContentLength)
+	}
+
+	start := time.Now()
+	if resp, body := do(req("GET", "slow.example.test", "/slow", nil)); resp.StatusCode != 504 || !strings.Contains(body, "response_timeout") || time.Since(start) > 1500*time.Millisecond {
+		t.Errorf("no headers within the timeout: %d %q after %s", resp.StatusCode, body, time.Since(start))
+	}
+	if resp, body := do(req("GET", "slow.example.test", "/stream", nil)); resp.StatusCode != 200 || body != "tick tick tick tick " {
+		t.Errorf("a body streaming past the timeout after its headers: %d %q", resp.StatusCode, body)
+	}
+
+	h := req("GET", "hdr.example.test", "/", nil)
+	h.Header.Set("X-Env", "dev")
+	h.Header.Set("X-Debug", "1")
+	resp, body := do(h)
+	if resp.StatusCode != 200 || body != "env=prod debug= len=0" {
+		t.Errorf("request header rules: %d %q", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Internal") != "" || resp.Header.Get("Server") != "" {
+		t.Errorf("response header rules: %v", resp.Header)
+	}
+
+	st := readStatus(t, filepath.Join(filepath.Dir(spec), "status.json"))
+	i := slices.IndexFunc(st.Routes, func(r rpc.IngressState) bool { return r.Hostname == "auth.example.test" })
+	if i < 0 || st.Routes[i].BasicAuth == nil || len(st.Routes[i].BasicAuth.Users) != 1 {
+		t.Fatalf("status routes %+v: want auth.example.test's users", st.Routes)
+	}
+	if a, ok := st.Routes[i].BasicAuth.Users["alice"]; !ok || a != "" {
+		t.Errorf("status shows alice as %q, %v: want her name without her hash", a, ok)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -295,7 +296,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	applied := bytes.Equal(cfg, l.loaded)
 	if applied {
 		l.cur = next
-		l.st.Routes = next.Routes
+		l.st.Routes = statusRoutes(next.Routes)
 		if h := appliedHash(cfg, next.Routes, tlsIn.Challenges); h != l.st.ConfigHash {
 			l.st.ConfigHash, l.st.Loaded = h, time.Now().Unix()
 			l.log.Debug("routes applied", "routes", len(next.Routes), "hash", h)
@@ -447,4 +448,14 @@ func listenPort(listen string) int {
 	}
 	n, _ := strconv.Atoi(p)
 	return n
+}
+
+// statusRoutes are routes as the status file shows them: basic
+// authentication's user names without their hashes.
+func statusRoutes(routes []ingress.Route) []ingress.Route {
+	out := slices.Clone(routes)
+	for i := range out {
+		out[i].BasicAuth = out[i].BasicAuth.Redacted()
+	}
+	return out
 }

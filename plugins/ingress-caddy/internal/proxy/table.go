@@ -57,6 +57,7 @@ type httpRoute struct {
 	redirect bool   // HTTP redirects to HTTPS once a certificate covers the hostname
 	status   int
 	body     string
+	options  // limits, header rules, authentication (options.go)
 	upstreams
 }
 
@@ -116,7 +117,8 @@ func buildTable(routes []ingress.Route, tlsIn caddyconfig.TLS) *routeTable {
 // newHTTPRoute is rt as the table serves it.
 func newHTTPRoute(rt ingress.Route) *httpRoute {
 	key := rt.Key()
-	r := &httpRoute{path: rt.Path, strip: rt.StripPrefix && rt.Path != "", redirect: rt.RedirectHTTPS == nil || *rt.RedirectHTTPS}
+	r := &httpRoute{path: rt.Path, strip: rt.StripPrefix && rt.Path != "", redirect: rt.RedirectHTTPS == nil || *rt.RedirectHTTPS,
+		options: newOptions(rt)}
 	switch {
 	case rt.Owner == "":
 		r.status, r.body = http.StatusServiceUnavailable, "ployz: "+key+" is claimed by several Services; nothing is published\n"
@@ -379,9 +381,16 @@ func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 	if h.HTTPSPort != 0 && rt.redirect && t.secures(host) {
 		return redirectHTTPS(w, r, host, h.HTTPSPort)
 	}
+	if !rt.admits(r) {
+		return unauthorized(w, rt.auth.Realm)
+	}
 	if rt.status != 0 {
 		return plain(w, rt.status, rt.body)
 	}
+	if !rt.limitBody(r) {
+		return plain(w, http.StatusRequestEntityTooLarge, "ployz: the request body is over "+strconv.FormatInt(rt.maxBody, 10)+" bytes\n")
+	}
+	rt.prepareResponse(w)
 	forwarder.serve(w, r, rt)
 	return nil
 }
