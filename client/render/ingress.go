@@ -117,6 +117,9 @@ func routeOptions(r rpc.IngressRoute) string {
 	if r.Headers != nil {
 		o = append(o, "header rules")
 	}
+	if r.Compress {
+		o = append(o, "gzip")
+	}
 	if r.BasicAuth != nil {
 		o = append(o, "basic auth ("+strings.Join(slices.Sorted(maps.Keys(r.BasicAuth.Users)), ", ")+")")
 	}
@@ -129,5 +132,5 @@ func routeOptions(r rpc.IngressRoute) string {
 // stateOptions are a loaded route's options as a route declares them.
 func stateOptions(r rpc.IngressState) rpc.IngressRoute {
 	return rpc.IngressRoute{StripPrefix: r.StripPrefix, RedirectHTTPS: r.RedirectHTTPS, MaxBodyBytes: r.MaxBodyBytes,
-		ResponseTimeoutMS: r.ResponseTimeoutMS, Headers: r.Headers, BasicAuth: r.BasicAuth}
+		ResponseTimeoutMS: r.ResponseTimeoutMS, Headers: r.Headers, BasicAuth: r.BasicAuth, Compress: r.Compress}
 }

@@ -147,6 +147,7 @@ type IngressRoute struct {
 	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
 	Headers           *routeopt.Headers   `json:"headers,omitempty"`
 	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
+	Compress          bool                `json:"compress,omitempty"`
 }
 
 // Key names the route as the Ingress Proxies report it: its hostname and
@@ -158,10 +159,10 @@ func (r IngressRoute) Key() string {
 // Options reports whether the route uses what only Machines with
 // rpc.CapContainerRoutes carry into their rows: a path, a wildcard
 // hostname, a stripped prefix, a redirect opt-out, a body limit, a
-// response timeout, header rules or basic authentication.
+// response timeout, header rules, basic authentication or compression.
 func (r IngressRoute) Options() bool {
 	return r.Path != "" || r.StripPrefix || r.RedirectHTTPS != nil || strings.HasPrefix(r.Hostname, "*.") ||
-		r.MaxBodyBytes != 0 || r.ResponseTimeoutMS != 0 || r.Headers != nil || r.BasicAuth != nil
+		r.MaxBodyBytes != 0 || r.ResponseTimeoutMS != 0 || r.Headers != nil || r.BasicAuth != nil || r.Compress
 }
 
 // The Ployz compose extensions on a service.
@@ -176,6 +177,7 @@ func (r IngressRoute) Options() bool {
 //	    response_timeout: 90s     # no response headers by then: 504
 //	    headers: {request: {set: {X-Env: prod}, remove: [X-Debug]}, response: {set: {...}, remove: [Server]}}
 //	    basic_auth: {realm: staff, users: {alice: "$2y$10$..."}}  # bcrypt hashes
+//	    compress: true            # gzip text answers for clients that accept it
 //	  - ingress_port: 5432        # TCP ingress route: port 5432 of every
 //	    container_port: 5432      # Machine's Ingress Proxy (protocol tcp only;
 //	    protocol: tcp             # not 53, 80, 443, 7569-7571 or 51820)
@@ -211,6 +213,7 @@ type xPort struct {
 	ResponseTimeout string              `json:"response_timeout"`
 	Headers         *routeopt.Headers   `json:"headers"`
 	BasicAuth       *routeopt.BasicAuth `json:"basic_auth"`
+	Compress        bool                `json:"compress"`
 }
 
 type xPlacement struct {

@@ -224,7 +224,7 @@ func httpRoute(p xPort) (IngressRoute, error) {
 	if err := p.BasicAuth.Check(); err != nil {
 		return IngressRoute{}, fieldErrf("basic_auth", "%s", err)
 	}
-	r.BasicAuth = p.BasicAuth
+	r.BasicAuth, r.Compress = p.BasicAuth, p.Compress
 	return r, nil
 }
 
@@ -241,7 +241,7 @@ func httpOnly(p xPort) error {
 		{p.Path != "", "path", "paths route HTTP requests"}, {p.StripPrefix, "strip_prefix", "it strips an HTTP path"},
 		{p.RedirectHTTPS != nil, "redirect_https", "redirects are HTTP"}, {p.MaxBodySize != nil, "max_body_size", "it bounds HTTP requests"},
 		{p.ResponseTimeout != "", "response_timeout", "it bounds HTTP responses"}, {p.Headers != nil, "headers", "they are HTTP's"},
-		{p.BasicAuth != nil, "basic_auth", "it guards HTTP requests"},
+		{p.BasicAuth != nil, "basic_auth", "it guards HTTP requests"}, {p.Compress, "compress", "it encodes HTTP answers"},
 	} {
 		if k.set {
 			return fieldErrf(k.field, "needs hostname: %s", k.will)

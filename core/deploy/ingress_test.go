@@ -219,7 +219,7 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	s, err := loadXPorts("web", "{hostname: a.example.test, container_port: 80, max_body_size: 10m, response_timeout: 90s, "+
 		"headers: {request: {set: {x-env: prod}, remove: [x-debug]}, response: {remove: [server]}}, basic_auth: {realm: staff, users: {alice: '"+strings.ReplaceAll(string(hash), "$", "$$")+"'}}}",
-		"{hostname: b.example.test, container_port: 80, max_body_size: 1024}")
+		"{hostname: b.example.test, container_port: 80, max_body_size: 1024, compress: true}")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 	if sp.MaxBodyBytes != r.MaxBodyBytes || sp.ResponseTimeoutMS != r.ResponseTimeoutMS || sp.Headers == nil || sp.BasicAuth == nil {
 		t.Fatalf("spec route %+v", sp)
 	}
-	if s.Ingress[1].MaxBodyBytes != 1024 {
+	if s.Ingress[1].MaxBodyBytes != 1024 || !s.Ingress[1].Compress || !s.Spec.Ingress[1].Compress || r.Compress {
 		t.Fatalf("max_body_size in bytes: %+v", s.Ingress[1])
 	}
 	for name, c := range map[string]struct{ entry, want string }{
@@ -250,6 +250,8 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 		"timeout on host": {"{host_port: 8081, container_port: 80, response_timeout: 1s}", "x-ports[0].response_timeout: needs hostname"},
 		"headers on tcp":  {"{ingress_port: 8081, container_port: 80, headers: {}}", "x-ports[0].headers: needs hostname"},
 		"auth on tcp":     {"{ingress_port: 8081, container_port: 80, basic_auth: {}}", "x-ports[0].basic_auth: needs hostname"},
+		"compress on tcp": {"{ingress_port: 8081, container_port: 80, compress: true}", "x-ports[0].compress: needs hostname"},
+		"compress word":   {"{hostname: a.example.test, container_port: 80, compress: gzip}", "compress"},
 	} {
 		if _, err := loadXPorts("web", c.entry); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)

@@ -90,6 +90,7 @@ type IngressState struct {
 	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
 	Headers           *routeopt.Headers   `json:"headers,omitempty"`
 	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
+	Compress          bool                `json:"compress,omitempty"`
 	// Owner is "namespace/service" (empty when a conflict has no
 	// previous owner: nothing is published); Claimants lists every
 	// Service that claims the route when State is conflict.

@@ -121,6 +121,7 @@ type IngressRoute struct {
 	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
 	Headers           *routeopt.Headers   `json:"headers,omitempty"`
 	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
+	Compress          bool                `json:"compress,omitempty"`
 }
 
 // ServingBody is a Service's Serving Pointer (table serving, keyed by

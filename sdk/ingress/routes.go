@@ -294,6 +294,7 @@ func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
 func withOptions(rt *Route, o store.IngressRoute) {
 	rt.StripPrefix, rt.RedirectHTTPS = o.StripPrefix && rt.Path != "", o.RedirectHTTPS
 	rt.MaxBodyBytes, rt.ResponseTimeoutMS = max(o.MaxBodyBytes, 0), max(o.ResponseTimeoutMS, 0)
+	rt.Compress = o.Compress
 	if h, err := o.Headers.Normalize(); err == nil {
 		rt.Headers = h
 	}

@@ -372,13 +372,13 @@ func TestComputeRouteLimitsAndRules(t *testing.T) {
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	good := store.IngressRoute{Hostname: "a.example.test", ContainerPort: 80, MaxBodyBytes: 1 << 20, ResponseTimeoutMS: 1500,
 		Headers:   &routeopt.Headers{Request: &routeopt.HeaderRules{Set: map[string]string{"x-env": "prod"}}},
-		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": string(hash)}}}
+		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": string(hash)}}, Compress: true}
 	bad := store.IngressRoute{Hostname: "b.example.test", ContainerPort: 80, MaxBodyBytes: -5,
 		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": "pw"}}}
 	got := Compute(Input{Machines: testMachines, Machine: "m1", Containers: []store.Row[store.ContainerBody]{
 		row("a", "m1", "demo", "a", "10.210.1.2", true, good), row("b", "m1", "demo", "b", "10.210.1.3", true, bad)}}).ByKey()
 	a, b := got["a.example.test"], got["b.example.test"]
-	if a.MaxBodyBytes != 1<<20 || a.ResponseTimeoutMS != 1500 || a.Headers.Request.Set["X-Env"] != "prod" || a.BasicAuth.Users["alice"] != string(hash) {
+	if a.MaxBodyBytes != 1<<20 || a.ResponseTimeoutMS != 1500 || a.Headers.Request.Set["X-Env"] != "prod" || a.BasicAuth.Users["alice"] != string(hash) || !a.Compress {
 		t.Errorf("route a %+v", a)
 	}
 	if b.MaxBodyBytes != 0 || b.BasicAuth == nil || len(b.BasicAuth.Users) != 0 {

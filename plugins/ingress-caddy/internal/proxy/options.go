@@ -18,17 +18,19 @@ import (
 
 // options are an HTTP route's per-request rules beyond where it goes:
 // basic authentication, a request body limit, a response timeout and
-// header rules. The zero value applies none.
+// header rules, gzip. The zero value applies none.
 type options struct {
 	auth     *routeopt.BasicAuth
 	maxBody  int64         // 0: no limit
 	timeout  time.Duration // 0: none (the client's patience)
 	request  *routeopt.HeaderRules
 	response *routeopt.HeaderRules
+	compress bool // gzip textual answers for clients that accept it (compress.go)
 }
 
 func newOptions(rt ingress.Route) options {
-	o := options{auth: rt.BasicAuth, maxBody: rt.MaxBodyBytes, timeout: time.Duration(rt.ResponseTimeoutMS) * time.Millisecond}
+	o := options{auth: rt.BasicAuth, maxBody: rt.MaxBodyBytes, timeout: time.Duration(rt.ResponseTimeoutMS) * time.Millisecond,
+		compress: rt.Compress}
 	if rt.Headers != nil {
 		o.request, o.response = rt.Headers.Request, rt.Headers.Response
 	}
@@ -163,10 +165,14 @@ func (o *options) prepareResponse(w http.ResponseWriter) {
 	}
 }
 
-// applyResponse is the forwarder's ModifyResponse: the route's response
-// header rules on the Container's answer.
+// applyResponse is the forwarder's ModifyResponse: gzip (when the route
+// asks for it and the answer suits it), then the route's response header
+// rules on the Container's answer.
 func applyResponse(res *http.Response) error {
 	if rt, _ := res.Request.Context().Value(routeKey{}).(*httpRoute); rt != nil {
+		if rt.compress && compressible(res) {
+			compressResponse(res)
+		}
 		rt.response.Apply(res.Header)
 	}
 	return nil
