@@ -7,7 +7,7 @@ space := $(empty) $(empty)
 # RELEASE_PUBKEYS: base64 Ed25519 release keys every binary trusts (docs/releases.md).
 RELEASE_PUBKEYS ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
-LDFLAGS := -s -w -X github.com/ployz/ployz/core/version.Version=$(VERSION) -X github.com/ployz/ployz/core/release.trustedKeys=$(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS)))
+LDFLAGS := -s -w -X github.com/ployz/ployz/internal/version.Version=$(VERSION) -X github.com/ployz/ployz/core/release.trustedKeys=$(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS)))
 PLUGINS := $(notdir $(patsubst %/,%,$(filter-out plugins/internal/,$(wildcard plugins/*/))))
 BIN     := $(CURDIR)/bin
 GO      ?= go
@@ -15,14 +15,28 @@ export CGO_ENABLED := 0
 
 .PHONY: build demo test vm-image unit race release-module cross lab-test vm-step vm-test vm-lab-test record-zfs-session bench fuzz fuzz-short cover proto prereq clean release
 
+# DEV_RELEASE_KEY: the release key a development build (`make build`)
+# trusts besides RELEASE_PUBKEYS, made by the first build and kept in the
+# build's bin/, never in the repository. The lab signs the bundles it
+# builds with it, so --bundle is checked there as in a release
+# (docs/releases.md, "Development builds"). `make release` never trusts it.
+DEV_RELEASE_KEY ?= $(BIN)/dev-release.key
+BUILD_TRUST = $(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS) $(shell cat $(DEV_RELEASE_KEY).pub)))
+BUILD_LDFLAGS = $(LDFLAGS) -X github.com/ployz/ployz/core/release.trustedKeys=$(BUILD_TRUST)
+
+$(DEV_RELEASE_KEY).pub:
+	@mkdir -p $(dir $@)
+	if [ -f $(DEV_RELEASE_KEY) ]; then $(GO) run ./internal/releasekey pub $(DEV_RELEASE_KEY); \
+	else $(GO) run ./internal/releasekey gen $(DEV_RELEASE_KEY); fi > $@.tmp && mv $@.tmp $@
+
 ## build: static binaries into ./bin (ployz, ployzd, ployz-lab, one per plugin, testapp)
-build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/ployz ./cmd/ployzd ./cmd/ployz-lab
+build: $(DEV_RELEASE_KEY).pub
+	$(GO) build -trimpath -ldflags '$(BUILD_LDFLAGS)' -o $(BIN)/ ./cmd/ployz ./cmd/ployzd ./cmd/ployz-lab
 	@for p in $(PLUGINS); do \
-	  $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ployz-$$p ./plugins/$$p || exit 1; \
+	  $(GO) build -trimpath -ldflags '$(BUILD_LDFLAGS)' -o $(BIN)/ployz-$$p ./plugins/$$p || exit 1; \
 	done
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/testapp ./e2e/testapp
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ployz-example ./sdk/example
+	$(GO) build -trimpath -ldflags '$(BUILD_LDFLAGS)' -o $(BIN)/testapp ./e2e/testapp
+	$(GO) build -trimpath -ldflags '$(BUILD_LDFLAGS)' -o $(BIN)/ployz-example ./sdk/example
 
 prereq:
 	@packaging/prereq.sh
@@ -30,7 +44,8 @@ prereq:
 ## release: one version into the release source dist/ (docs/releases.md):
 ## dist/v<major>/<version>/ holds per linux arch a bundle and a .deb, the
 ## CLI for linux/darwin x amd64/arm64, install.sh, SHA256SUMS and the index
-## release.json with its Ed25519 signature; dist/v<major>/<CHANNEL> points
+## release.json with its Ed25519 signature, and each bundle's own signature
+## <bundle>.sig (for a bundle copied out of dist/); dist/v<major>/<CHANNEL> points
 ## at the version. Other versions in dist/ stay (a source keeps its history).
 ## Signs with RELEASE_KEY=FILE or $$PLOYZ_RELEASE_KEY; the binaries it builds
 ## trust that key's public half and RELEASE_PUBKEYS.
@@ -46,6 +61,8 @@ RELEASE_TRUST = $(subst $(space),$(comma),$(strip $(RELEASE_PUBKEYS) $(shell $(G
 RELEASE_LDFLAGS = $(LDFLAGS) -X github.com/ployz/ployz/core/release.trustedKeys=$(RELEASE_TRUST)
 release:
 	@test -n "$(RELEASE_TRUST)" || { echo "release: no signing key: RELEASE_KEY=FILE or PLOYZ_RELEASE_KEY (go run ./internal/releasekey gen FILE)"; exit 1; }
+	@case ",$(RELEASE_TRUST)," in *",$$(cat $(DEV_RELEASE_KEY).pub 2>/dev/null),"*) \
+	  echo "release: $(DEV_RELEASE_KEY) is the development builds' key (its private half sits in bin/): sign releases with a key of their own"; exit 1;; esac
 	rm -rf $(DIST)/.build && mkdir -p $(DIST)/.build
 	@for a in $(RELEASE_ARCHES); do \
 	  echo "== linux/$$a: ployzd and plugins"; \

@@ -23,6 +23,9 @@ type depRule struct {
 	// onlyVia allows a forbidden package when every package that imports
 	// it is one of these (a library using it for something else).
 	onlyVia map[string][]string
+	// allow lists forbidden packages the rule still lets through, each
+	// with why (coreAllowlist).
+	allow map[string]string
 }
 
 var depRules = []depRule{
@@ -39,9 +42,8 @@ var depRules = []depRule{
 	{pkg: "./cmd/ployz", goos: "darwin", why: "the CLI runs on macOS",
 		forbidden: []string{"golang.zx2c4.com/wireguard/device", "github.com/vishvananda/netlink",
 			"github.com/ployz/ployz/e2e"}},
-	{pkg: "./plugins/...", goos: "linux", why: "plugins talk to the daemon only through the SDK contract",
-		forbidden: []string{"github.com/ployz/ployz/core/daemon", "github.com/ployz/ployz/core/pluginhost",
-			"github.com/ployz/ployz/e2e"}},
+	{pkg: "./plugins/...", goos: "linux", why: "plugins depend on Ployz only through the SDK contract (sdk/)",
+		forbidden: []string{"github.com/ployz/ployz/core/", "github.com/ployz/ployz/e2e"}, allow: coreAllowlist},
 	{pkg: "./core/...", goos: "linux", why: "core never imports a plugin implementation",
 		forbidden: []string{"github.com/ployz/ployz/plugins/"}},
 	{pkg: "./client/...", goos: "linux", why: "the operator library never prints, prompts or parses flags: a CI job or a Go program imports it",
@@ -57,9 +59,21 @@ var depRules = []depRule{
 		forbidden: []string{"github.com/ployz/ployz/client"}},
 	{pkg: "./cmd/ployzd", goos: "linux", why: "the daemon serves Machines; the operator library drives them from outside",
 		forbidden: []string{"github.com/ployz/ployz/client"}},
-	{pkg: "./sdk/...", goos: "linux", why: "the SDK is the contract, not an implementation",
-		forbidden: []string{"github.com/ployz/ployz/plugins/", "github.com/ployz/ployz/core/daemon",
-			"github.com/caddyserver/", "github.com/miekg/dns"}},
+	{pkg: "./sdk/...", goos: "linux", why: "the SDK is the contract, not an implementation: core imports it, never the reverse",
+		forbidden: []string{"github.com/ployz/ployz/plugins/", "github.com/ployz/ployz/core/",
+			"github.com/caddyserver/", "github.com/miekg/dns"}, allow: coreAllowlist},
+}
+
+// coreAllowlist is every core/ package that plugins/ and sdk/ may still
+// link, with why. It should end up empty: a plugin author depends on
+// sdk/ alone (docs/plugins.md).
+var coreAllowlist = map[string]string{}
+
+// coreTestAllowlist is every core/ package that the tests of plugins/ and
+// sdk/ may import beyond coreAllowlist (what they link through it is not
+// checked), with why.
+var coreTestAllowlist = map[string]string{
+	"github.com/ployz/ployz/core/store/storetest": "a real store node for tests: the store's implementation is core's, and a client's or a plugin's tests need one",
 }
 
 // clientIsatty: hclog's colours and the SQLite driver's libc ask isatty
@@ -99,7 +113,7 @@ func TestDependencyRules(t *testing.T) {
 			}
 			for _, d := range deps {
 				for _, f := range r.forbidden {
-					if under(d, f) && !allowedWithin(r.pkg, d) && !onlyVia(importers[d], r.onlyVia[f]) {
+					if under(d, f) && !allowedWithin(r.pkg, d) && !onlyVia(importers[d], r.onlyVia[f]) && r.allow[d] == "" {
 						t.Errorf("%s (GOOS=%s) links %s (imported by %v): %s", r.pkg, r.goos, d, importers[d], r.why)
 					}
 				}
@@ -131,4 +145,73 @@ func onlyVia(importers, allowed []string) bool {
 		}
 	}
 	return true
+}
+
+// TestTestsImportNoCore: the tests of plugins/ and sdk/ reach core/ only
+// through coreAllowlist and coreTestAllowlist. It follows every import of
+// the test binaries (`go list -deps -test`) from the packages under
+// plugins/ and sdk/, and stops at an allowed package.
+func TestTestsImportNoCore(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	cmd := exec.Command(goBin, "list", "-deps", "-test", "-f", `{{.ImportPath}}|{{join .Imports " "}}`, "./plugins/...", "./sdk/...")
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps -test: %v", err)
+	}
+	imports := map[string][]string{}
+	var roots []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, imps, _ := strings.Cut(line, "|")
+		imports[id] = strings.Fields(imps)
+		if p := basePath(id); under(p, "github.com/ployz/ployz/plugins") || under(p, "github.com/ployz/ployz/sdk") {
+			roots = append(roots, id)
+		}
+	}
+	if len(roots) == 0 {
+		t.Fatal("go list -deps -test listed no package under plugins/ or sdk/")
+	}
+	for _, v := range reachedCore(roots, imports) {
+		t.Errorf("the tests of plugins/ or sdk/ reach %s (via %s): only core/ packages in coreAllowlist or coreTestAllowlist may be", v.pkg, v.from)
+	}
+}
+
+type coreVisit struct{ pkg, from string }
+
+// reachedCore walks imports from roots, not into allowed packages, and
+// returns the core/ packages it reaches with the package that imported
+// each.
+func reachedCore(roots []string, imports map[string][]string) []coreVisit {
+	seen := map[string]bool{}
+	var found []coreVisit
+	queue := roots
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		for _, imp := range imports[id] {
+			if seen[imp] {
+				continue
+			}
+			seen[imp] = true
+			p := basePath(imp)
+			if coreAllowlist[p] != "" || coreTestAllowlist[p] != "" {
+				continue
+			}
+			if under(p, "github.com/ployz/ployz/core") {
+				found = append(found, coreVisit{p, basePath(id)})
+				continue
+			}
+			queue = append(queue, imp)
+		}
+	}
+	return found
+}
+
+// basePath strips a test variant's " [p.test]" from a go list ImportPath.
+func basePath(id string) string {
+	p, _, _ := strings.Cut(id, " ")
+	return p
 }

@@ -7,7 +7,7 @@ import (
 	"runtime"
 
 	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // OwnBundle is the name of the release bundle of this program's version
@@ -40,18 +40,39 @@ func OpenBundle(p string) (*release.Manifest, error) {
 	return m, nil
 }
 
+// OpenSignedBundle opens the bundle file at p (OpenBundle) once a release
+// key this build trusts signed it: p.sig beside it, or the signed
+// release.json of its directory listing it (release.VerifyBundleFile).
+// keyID names the key that signed.
+func OpenSignedBundle(p string) (b release.Bundle, keyID string, err error) {
+	proof, keyID, err := release.VerifyBundleFile(p)
+	if err != nil {
+		return b, "", err
+	}
+	m, err := OpenBundle(p)
+	if err != nil {
+		return b, "", err
+	}
+	return release.Bundle{Path: p, Manifest: m, Proof: proof}, keyID, nil
+}
+
 // InstallDir is where enrolling takes the binaries it installs on a
-// Machine without Ployz: OwnBundle in dir unpacked into a temporary
-// directory with every digest verified, plus self (this program's
-// binary, "" for none) when it runs on linux; without a bundle, the loose
-// binaries in dir (a development build, as in the lab), said so through
-// progress. cleanup removes the temporary directory.
+// Machine without Ployz: OwnBundle in dir, refused unless a trusted
+// release key signed it, unpacked into a temporary directory with every
+// digest verified, plus self (this program's binary, "" for none) when
+// it runs on linux; without a bundle, the loose binaries in dir (a
+// development build, as in the lab: the same build as this CLI), said so
+// through progress. cleanup removes the temporary directory.
 func InstallDir(dir, self string, progress func(string, ...any)) (bin string, cleanup func(), err error) {
 	none := func() {}
 	p, err := BundlePath("", dir)
 	if err != nil {
 		progress("no release bundle %s beside the CLI: installing the loose binaries of %s (a development build; `make release` builds bundles)", OwnBundle(), dir)
 		return dir, none, nil
+	}
+	_, keyID, err := release.VerifyBundleFile(p)
+	if err != nil {
+		return "", none, err
 	}
 	tmp, err := os.MkdirTemp("", "ployz-install-")
 	if err != nil {
@@ -69,7 +90,7 @@ func InstallDir(dir, self string, progress func(string, ...any)) (bin string, cl
 			_ = os.WriteFile(filepath.Join(bin, "ployz"), b, 0o755)
 		}
 	}
-	progress("installing Ployz %s from %s", m.Version, p)
+	progress("installing Ployz %s from %s, signed by key %s", m.Version, p, keyID)
 	return bin, cleanup, nil
 }
 

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -8,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // writeBundle writes a bundle of protocol major into dir under name,
@@ -56,17 +57,61 @@ func TestBundlePathAndOpen(t *testing.T) {
 	}
 }
 
+// TestOpenSignedBundle: a --bundle signed by a trusted key opens with its
+// proof for the Machines; unsigned, signed by another key, or changed
+// after signing, it is refused naming the file and the trusted key.
+func TestOpenSignedBundle(t *testing.T) {
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
+	trusted := release.KeyID(key.Public().(ed25519.PublicKey))
+	dir := t.TempDir()
+	p := writeBundle(t, dir, "b.tar.gz", version.ProtocolMajor)
+	refused := func(what, says string) {
+		t.Helper()
+		_, _, err := OpenSignedBundle(p)
+		if err == nil || !strings.Contains(err.Error(), "bundle "+p+": not signed by a trusted release key (trusted: "+trusted+")") || !strings.Contains(err.Error(), says) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	refused("unsigned", "no b.tar.gz.sig beside it")
+	_, other, _ := ed25519.GenerateKey(nil)
+	if err := release.SignBundle(p, other); err != nil {
+		t.Fatal(err)
+	}
+	refused("signed by another key", "which this build does not trust")
+	if err := release.SignBundle(p, key); err != nil {
+		t.Fatal(err)
+	}
+	b, id, err := OpenSignedBundle(p)
+	if err != nil || id != trusted || b.Manifest.Version != "9.9.9" || b.Path != p || b.Proof == nil || len(b.Proof.Signature) == 0 {
+		t.Fatalf("signed: %+v key %q %v", b, id, err)
+	}
+	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte("x"))
+	f.Close()
+	refused("tampered", "does not match its content")
+}
+
 // TestInstallDir: without a bundle the loose binaries of dir are
-// installed, said so; with one it is unpacked with this program's binary
-// beside its own, and cleanup removes it.
+// installed, said so; an unsigned bundle is refused, naming it; a signed
+// one is unpacked with this program's binary beside its own, and cleanup
+// removes it.
 func TestInstallDir(t *testing.T) {
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
 	dir := t.TempDir()
 	var said []string
 	progress := func(f string, a ...any) { said = append(said, f) }
 	if bin, _, err := InstallDir(dir, "", progress); err != nil || bin != dir || len(said) != 1 || !strings.Contains(said[0], "loose binaries") {
 		t.Fatalf("no bundle: %q %v %q", bin, err, said)
 	}
-	writeBundle(t, dir, OwnBundle(), version.ProtocolMajor)
+	own := writeBundle(t, dir, OwnBundle(), version.ProtocolMajor)
+	if _, _, err := InstallDir(dir, "", progress); err == nil || !strings.Contains(err.Error(), "bundle "+own+": not signed by a trusted release key") {
+		t.Fatalf("unsigned bundle beside the CLI: %v", err)
+	}
+	if err := release.SignBundle(own, key); err != nil {
+		t.Fatal(err)
+	}
 	self := filepath.Join(t.TempDir(), "ployz")
 	if err := os.WriteFile(self, []byte("cli"), 0o755); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // EnvReleaseSource and EnvChannel name a release source and channel when

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // TestChannelInstallDirOtherArch: the install directory for an arm64

@@ -187,8 +187,8 @@ func (s *Session) remainingOn(ctx context.Context, machineID string) ([]Remainin
 	}
 	var out []RemainingContainer
 	for _, co := range m.Containers {
-		if co.Labels[rpc.LabelKind] == "hook" {
-			continue
+		if !rpc.IsReplica(co.Labels) {
+			continue // a hook or one-off run: the daemon removes it once it ended
 		}
 		why := "no other eligible Machine"
 		if co.Spec != nil {

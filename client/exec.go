@@ -48,7 +48,7 @@ func (s *Session) Exec(ctx context.Context, co rpc.ContainerObservation, argv []
 	}
 	defer st.Close()
 	if o.Stdin != nil {
-		go sendStdin(st, o.Stdin)
+		go pumpStdin(o.Stdin, st.Send, func() { st.CloseSend() }) //nolint:errcheck // the process sees EOF or the stream is gone
 	}
 	code := 0
 	for {
@@ -59,14 +59,7 @@ func (s *Session) Exec(ctx context.Context, co rpc.ContainerObservation, argv []
 		if f.Done {
 			return code, nil
 		}
-		if len(f.Data) > 0 {
-			var out rpc.ExecOutput
-			json.Unmarshal(f.Event, &out) //nolint:errcheck // no event: stdout
-			if out.Stream == "stderr" {
-				o.Stderr.Write(f.Data)
-			} else {
-				o.Stdout.Write(f.Data)
-			}
+		if writeOutput(f, o.Stdout, o.Stderr) {
 			continue
 		}
 		var ex rpc.ExecExit
@@ -76,17 +69,34 @@ func (s *Session) Exec(ctx context.Context, co rpc.ContainerObservation, argv []
 	}
 }
 
-// sendStdin sends what r gives as data frames until it ends, then closes
-// the sending side so the process sees EOF.
-func sendStdin(st *rpc.ClientStream, r io.Reader) {
+// writeOutput writes a data frame of a process's output to stdout, or to
+// stderr when its event says so (exec's and run_container's framing),
+// and reports whether f was one.
+func writeOutput(f rpc.StreamFrame, stdout, stderr io.Writer) bool {
+	if len(f.Data) == 0 {
+		return false
+	}
+	var out rpc.ExecOutput
+	json.Unmarshal(f.Event, &out) //nolint:errcheck // no event: stdout
+	if out.Stream == "stderr" {
+		stderr.Write(f.Data) //nolint:errcheck // the terminal's, not ours to fail on
+	} else {
+		stdout.Write(f.Data) //nolint:errcheck // the terminal's, not ours to fail on
+	}
+	return true
+}
+
+// pumpStdin sends what r gives as data frames until it ends, then calls
+// eof, so the process sees its input end.
+func pumpStdin(r io.Reader, send func(rpc.StreamFrame) error, eof func()) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
-		if n > 0 && st.Send(rpc.StreamFrame{Data: append([]byte(nil), buf[:n]...)}) != nil {
+		if n > 0 && send(rpc.StreamFrame{Data: append([]byte(nil), buf[:n]...)}) != nil {
 			return
 		}
 		if err != nil {
-			st.CloseSend() //nolint:errcheck // the process sees EOF or the stream is gone
+			eof()
 			return
 		}
 	}

@@ -55,10 +55,10 @@ func IngressOf(ns, service string, routes []deploy.IngressRoute, fanout func() (
 // MachineIngress is one Machine's ingress_status answer, or why there is
 // none.
 type MachineIngress struct {
-	MachineID string             `json:"machine_id"`
-	Machine   string             `json:"machine"`
-	Status    *rpc.IngressStatus `json:"status,omitempty"`
-	Error     string             `json:"error,omitempty"`
+	MachineID string          `json:"machine_id"`
+	Machine   string          `json:"machine"`
+	Status    *ingress.Status `json:"status,omitempty"`
+	Error     string          `json:"error,omitempty"`
 }
 
 // IngressFanout asks every Machine for its loaded ingress routes.
@@ -73,7 +73,7 @@ func IngressOn(ctx context.Context, ent *rpc.Client, t rpc.Target) ([]MachineIng
 		return nil, fmt.Errorf("ingress status: %w", err)
 	}
 	var out []MachineIngress
-	for _, a := range rpc.Answers[rpc.IngressStatus](fr, rpc.CmdIngressStatus) {
+	for _, a := range rpc.Answers[ingress.Status](fr, rpc.CmdIngressStatus) {
 		out = append(out, MachineIngress{MachineID: a.MachineID, Machine: a.Machine, Status: a.Value, Error: a.Error})
 	}
 	return out, nil
@@ -83,25 +83,25 @@ func IngressOn(ctx context.Context, ent *rpc.Client, t rpc.Target) ([]MachineIng
 // Machine does not accept ingress, so it serves none of them and counts
 // for nothing in the Service's status.
 type MachineRoutes struct {
-	MachineID string             `json:"machine_id"`
-	Machine   string             `json:"machine"`
-	Off       bool               `json:"off,omitempty"`
-	Routes    []rpc.IngressState `json:"routes,omitempty"`
-	Error     string             `json:"error,omitempty"`
+	MachineID string          `json:"machine_id"`
+	Machine   string          `json:"machine"`
+	Off       bool            `json:"off,omitempty"`
+	Routes    []ingress.Route `json:"routes,omitempty"`
+	Error     string          `json:"error,omitempty"`
 }
 
 // routeOfKey is the identity of the route a key names: "tcp/PORT" or a
-// hostname and its path, if any (rpc.IngressState.Key).
-func routeOfKey(k string) rpc.IngressState {
+// hostname and its path, if any (ingress.Route.Key).
+func routeOfKey(k string) ingress.Route {
 	if p, ok := strings.CutPrefix(k, "tcp/"); ok {
 		if n, err := strconv.Atoi(p); err == nil {
-			return rpc.IngressState{Protocol: "tcp", Port: n}
+			return ingress.Route{Protocol: "tcp", Port: n}
 		}
 	}
 	if i := strings.IndexByte(k, '/'); i >= 0 {
-		return rpc.IngressState{Hostname: k[:i], Path: k[i:]}
+		return ingress.Route{Hostname: k[:i], Path: k[i:]}
 	}
-	return rpc.IngressState{Hostname: k}
+	return ingress.Route{Hostname: k}
 }
 
 // ServiceIngress reduces every Machine's loaded routes to the Service's
@@ -113,9 +113,9 @@ func routeOfKey(k string) rpc.IngressState {
 // unknown when a Machine did not answer, else pending (also when no
 // Machine runs ingress).
 func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (string, []MachineRoutes) {
-	overall := rpc.RoutePublished
+	overall := ingress.RoutePublished
 	worse := func(s string) {
-		rank := map[string]int{rpc.RoutePublished: 0, rpc.RoutePending: 1, "unknown": 2, rpc.RouteConflict: 3}
+		rank := map[string]int{ingress.RoutePublished: 0, ingress.RoutePending: 1, "unknown": 2, ingress.RouteConflict: 3}
 		if rank[s] > rank[overall] {
 			overall = s
 		}
@@ -135,7 +135,7 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 			out = append(out, mr)
 			continue
 		}
-		loaded := map[string]rpc.IngressState{}
+		loaded := map[string]ingress.Route{}
 		for _, r := range m.Status.Routes {
 			loaded[r.Key()] = r
 		}
@@ -144,16 +144,16 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 			switch {
 			case !m.Status.Running:
 				r = routeOfKey(h)
-				r.State, r.Detail = rpc.RoutePending, strings.TrimSuffix("the Ingress Proxy has loaded nothing on this Machine; "+m.Status.LoadError, "; ")
+				r.State, r.Detail = ingress.RoutePending, strings.TrimSuffix("the Ingress Proxy has loaded nothing on this Machine; "+m.Status.LoadError, "; ")
 			case m.Status.Stale:
 				r.State, r.Detail = "unknown", "the Ingress Proxy has not reported for over 30 s (is ployz-plugin@ingress-caddy.service running?)"
 			case !ok:
 				r = routeOfKey(h)
-				r.State, r.Detail = rpc.RoutePending, "not in the loaded config yet"
+				r.State, r.Detail = ingress.RoutePending, "not in the loaded config yet"
 			case r.Owner == "":
 				// A conflict without a previous owner: nothing published.
 			case r.Owner != owner:
-				r.State, r.Detail = rpc.RouteConflict, "owned by "+r.Owner+"; "+r.Detail
+				r.State, r.Detail = ingress.RouteConflict, "owned by "+r.Owner+"; "+r.Detail
 			}
 			worse(r.State)
 			mr.Routes = append(mr.Routes, r)
@@ -161,7 +161,7 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 		out = append(out, mr)
 	}
 	if serving == 0 {
-		overall = rpc.RoutePending
+		overall = ingress.RoutePending
 	}
 	return overall, out
 }
@@ -169,7 +169,7 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 // CertLine is a route's HTTPS state for `ingress config`: the
 // certificate's state (issued, pending, failed), expiry, issuer and last
 // error; empty when HTTPS is off or the route has no hostname.
-func CertLine(st *rpc.IngressStatus, hostname string) string {
+func CertLine(st *ingress.Status, hostname string) string {
 	if hostname == "" || st.ListenTLS == "" {
 		return ""
 	}
@@ -195,5 +195,5 @@ func CertLine(st *rpc.IngressStatus, hostname string) string {
 		}
 		return out
 	}
-	return "\thttps " + rpc.CertPending
+	return "\thttps " + ingress.CertPending
 }

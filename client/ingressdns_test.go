@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // TestIngressDNSOf: every routed hostname (a wildcard as routed) gets a
@@ -23,12 +24,12 @@ func TestIngressDNSOf(t *testing.T) {
 		{ID: "i4", Name: "m4", Phase: "joining", Endpoints: []string{"198.51.100.4:51820"}},
 		{ID: "i5", Name: "m5", Phase: "participating"},
 	}}
-	routes := func(rs ...rpc.IngressState) *rpc.IngressStatus { return &rpc.IngressStatus{Running: true, Routes: rs} }
+	routes := func(rs ...ingress.Route) *ingress.Status { return &ingress.Status{Running: true, Routes: rs} }
 	ms := []MachineIngress{
-		{Machine: "m1", Status: routes(rpc.IngressState{Hostname: "app.example.com"}, rpc.IngressState{Hostname: "app.example.com", Path: "/api"},
-			rpc.IngressState{Protocol: "tcp", Port: 5432})},
-		{Machine: "m2", Status: routes(rpc.IngressState{Hostname: "*.example.org"})},
-		{Machine: "m3", Status: &rpc.IngressStatus{Off: true}},
+		{Machine: "m1", Status: routes(ingress.Route{Hostname: "app.example.com"}, ingress.Route{Hostname: "app.example.com", Path: "/api"},
+			ingress.Route{Protocol: "tcp", Port: 5432})},
+		{Machine: "m2", Status: routes(ingress.Route{Hostname: "*.example.org"})},
+		{Machine: "m3", Status: &ingress.Status{Off: true}},
 		{Machine: "m5", Error: "unreachable"},
 	}
 	d := IngressDNSOf(list, ms)

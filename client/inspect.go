@@ -26,6 +26,49 @@ type Inspection struct {
 	Serving    *rpc.ServiceServing        `json:"serving,omitempty"`
 	Containers []rpc.ContainerObservation `json:"containers"`
 	Unobserved []deploy.Unobserved        `json:"unobserved,omitempty"`
+	// Networks are the isolation networks the Service's Containers are
+	// on (docs/security.md, "Namespace isolation"): its namespace's own
+	// unless it declares compose networks.
+	Networks []ServiceNetwork `json:"networks"`
+}
+
+// ServiceNetwork is one network a Service is on: who its Containers
+// reach over it.
+type ServiceNetwork struct {
+	// Name is the isolation network: the namespace (its default
+	// network), "<namespace>/<name>", or "external:<name>".
+	Name string `json:"name"`
+	// Namespaces whose declared Services are on it.
+	Namespaces []string `json:"namespaces"`
+}
+
+// serviceNetworks are the networks of service in ns, with the namespaces
+// that share each, as the latest Saved States declare them.
+func serviceNetworks(declared map[string]map[string]deploy.Service, ns, service string) []ServiceNetwork {
+	on := func(sv deploy.Service, svNS string) []string {
+		if len(sv.Spec.Networks) == 0 {
+			return []string{svNS}
+		}
+		return sv.Spec.Networks
+	}
+	mine := []string{ns}
+	if sv, ok := declared[ns][service]; ok {
+		mine = on(sv, ns)
+	}
+	var out []ServiceNetwork
+	for _, n := range mine {
+		sn := ServiceNetwork{Name: n, Namespaces: []string{ns}}
+		for otherNS, svcs := range declared {
+			for _, sv := range svcs {
+				if otherNS != ns && slices.Contains(on(sv, otherNS), n) && !slices.Contains(sn.Namespaces, otherNS) {
+					sn.Namespaces = append(sn.Namespaces, otherNS)
+				}
+			}
+		}
+		sort.Strings(sn.Namespaces)
+		out = append(out, sn)
+	}
+	return out
 }
 
 // Declaration is what the latest Saved State declares of a Service.
@@ -66,7 +109,9 @@ func (s *Session) InspectService(ctx context.Context, ns, service string, fanout
 		return Inspection{}, snap, err
 	}
 	in := Inspection{Namespace: ns, Service: service, Containers: cs, Unobserved: snap.Missing}
-	if sv, ok := s.Declared(ctx)[ns][service]; ok {
+	declared := s.Declared(ctx)
+	in.Networks = serviceNetworks(declared, ns, service)
+	if sv, ok := declared[ns][service]; ok {
 		in.Declared = &Declaration{Mode: sv.Mode, Replicas: sv.Replicas, Image: sv.Spec.Image, Readiness: sv.Spec.Readiness}
 		in.Execution.Desired = sv.Replicas
 		in.Ingress.Routes = sv.Ingress

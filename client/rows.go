@@ -78,8 +78,8 @@ func (s *Session) ApplyRows(ctx context.Context, rp *RowsPlan, h Hooks) (RowsRes
 	return res, nil
 }
 
-// ServiceContainers observes ns and returns the Service's Containers
-// (hooks excluded).
+// ServiceContainers observes ns and returns the Service's replicas
+// (hooks and one-off runs excluded).
 func (s *Session) ServiceContainers(ctx context.Context, ns, service string) (deploy.Snapshot, []rpc.ContainerObservation, error) {
 	snap, err := deploy.Observe(ctx, s.ent, ns, false)
 	if err != nil {
@@ -88,11 +88,12 @@ func (s *Session) ServiceContainers(ctx context.Context, ns, service string) (de
 	return snap, ServiceOf(snap, ns, service), nil
 }
 
-// ServiceOf is a Service's Containers in a snapshot (hooks excluded).
+// ServiceOf is a Service's replicas in a snapshot (hooks and one-off runs
+// excluded).
 func ServiceOf(snap deploy.Snapshot, ns, service string) []rpc.ContainerObservation {
 	var out []rpc.ContainerObservation
 	for _, co := range snap.Containers(ns) {
-		if co.Service == service && co.Labels[rpc.LabelKind] != "hook" {
+		if co.Service == service && rpc.IsReplica(co.Labels) {
 			out = append(out, co)
 		}
 	}

@@ -17,9 +17,12 @@ import (
 
 // Upgrade is a release bundle to roll out (docs/upgrades.md).
 type Upgrade struct {
-	// Bundle is the bundle's path; Manifest its opened manifest.
+	// Bundle is the bundle's path; Manifest its opened manifest; Proof
+	// what signs it (OpenSignedBundle), pushed with it for the Machine
+	// to check.
 	Bundle   string
 	Manifest *release.Manifest
+	Proof    *rpc.BundleProof
 	// Names are the Machines to upgrade; All every one the entry observes.
 	Names []string
 	All   bool
@@ -65,7 +68,7 @@ func (s *Session) PlanUpgrade(ctx context.Context, up Upgrade) (*UpgradePlan, er
 	if up.Release != nil {
 		p.up.Manifest = &release.Manifest{Version: up.Release.Index.Version}
 		up.Manifest = p.up.Manifest
-		p.bundles = &archBundles{r: up.Release, paths: map[string]string{}, manifests: map[string]*release.Manifest{}}
+		p.bundles = &archBundles{r: up.Release, bundles: map[string]release.Bundle{}}
 	}
 	if up.Plugin != "" {
 		p.Actions, err = release.PlanPlugin(s.pluginTargets(ctx, list.Machines), up.Manifest, up.Plugin)
@@ -145,7 +148,7 @@ func (h UpgradeHooks) steps(a release.Action) func(rpc.UpgradeStep) {
 // only the plugin when the upgrade names one).
 func (s *Session) upgradeOne(ctx context.Context, p *UpgradePlan, a release.Action, h UpgradeHooks) release.MachineOutcome {
 	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeFailed}
-	bundle, m, err := s.bundleFor(ctx, p, a)
+	b, err := s.bundleFor(ctx, p, a)
 	if err != nil {
 		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "fetch", err.Error()
 		return mo
@@ -153,11 +156,11 @@ func (s *Session) upgradeOne(ctx context.Context, p *UpgradePlan, a release.Acti
 	h.pushing(a, "")
 	push := release.Push
 	if plugin := p.up.Plugin; plugin != "" {
-		push = func(ctx context.Context, c release.Caller, id, b string, m *release.Manifest) (rpc.UpgradeStarted, error) {
-			return release.PushPlugin(ctx, c, id, b, m, plugin)
+		push = func(ctx context.Context, c release.Caller, id string, b release.Bundle) (rpc.UpgradeStarted, error) {
+			return release.PushPlugin(ctx, c, id, b, plugin)
 		}
 	}
-	started, err := push(ctx, s.ent, a.MachineID, bundle, m)
+	started, err := push(ctx, s.ent, a.MachineID, b)
 	if err != nil {
 		// Nothing changed on the Machine: it refused or never got the bundle.
 		mo.Outcome, mo.FailedStep, mo.Error = release.OutcomeRefused, "push", err.Error()
@@ -218,7 +221,7 @@ func (s *Session) sshConnections(ctx context.Context) map[string]operator.Connec
 // through the shell instead of Machine RPC.
 func (s *Session) upgradeSSH(ctx context.Context, p *UpgradePlan, a release.Action, h UpgradeHooks) release.MachineOutcome {
 	mo := release.MachineOutcome{MachineID: a.MachineID, Name: a.Name, From: a.From, To: a.To, Outcome: release.OutcomeRefused, FailedStep: "push"}
-	bundle, m, err := s.bundleFor(ctx, p, a)
+	b, err := s.bundleFor(ctx, p, a)
 	if err != nil {
 		mo.FailedStep, mo.Error = "fetch", err.Error()
 		return mo
@@ -231,7 +234,7 @@ func (s *Session) upgradeSSH(ctx context.Context, p *UpgradePlan, a release.Acti
 	}
 	defer done()
 	h.pushing(a, conn.URL)
-	id, err := release.PushSSH(ctx, sh, bundle, m, a.From)
+	id, err := release.PushSSH(ctx, sh, b, a.From)
 	if err != nil {
 		mo.Error = err.Error()
 		return mo
@@ -277,51 +280,51 @@ func (s *Session) sshShell(ctx context.Context, conn operator.Connection) (relea
 // bundleFor is the bundle a Machine gets: the plan's one, or from a
 // channel release the one for the Machine's arch (as its daemon reports
 // it), fetched and verified on first need.
-func (s *Session) bundleFor(ctx context.Context, p *UpgradePlan, a release.Action) (string, *release.Manifest, error) {
+func (s *Session) bundleFor(ctx context.Context, p *UpgradePlan, a release.Action) (release.Bundle, error) {
 	if p.bundles == nil {
-		return p.up.Bundle, p.up.Manifest, nil
+		return release.Bundle{Path: p.up.Bundle, Manifest: p.up.Manifest, Proof: p.up.Proof}, nil
 	}
 	var in rpc.Inspection
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := s.ent.Call(cctx, rpc.Target{One: a.MachineID}, rpc.CmdInspect, nil, &in); err != nil {
-		return "", nil, fmt.Errorf("machine %s: which arch it runs: %w", a.Name, err)
+		return release.Bundle{}, fmt.Errorf("machine %s: which arch it runs: %w", a.Name, err)
 	}
 	if in.Arch == "" {
-		return "", nil, fmt.Errorf("machine %s: its release (%s) does not say its arch; upgrade it with --bundle", a.Name, in.DaemonVersion)
+		return release.Bundle{}, fmt.Errorf("machine %s: its release (%s) does not say its arch; upgrade it with --bundle", a.Name, in.DaemonVersion)
 	}
 	if in.OS != "" && in.OS != "linux" {
-		return "", nil, fmt.Errorf("machine %s runs %s/%s; releases are built for linux", a.Name, in.OS, in.Arch)
+		return release.Bundle{}, fmt.Errorf("machine %s runs %s/%s; releases are built for linux", a.Name, in.OS, in.Arch)
 	}
 	return p.bundles.get(ctx, in.Arch)
 }
 
-// archBundles are one channel release's bundles fetched so far, by arch,
-// in a temporary directory removed when the rollout ends.
+// archBundles are one channel release's fetched bundles so far, by
+// arch, in a temporary directory removed when the rollout ends. Each is
+// pushed with the release's signed index, which lists it.
 type archBundles struct {
-	r         *release.Release
-	dir       string
-	paths     map[string]string
-	manifests map[string]*release.Manifest
+	r       *release.Release
+	dir     string
+	bundles map[string]release.Bundle
 }
 
-func (b *archBundles) get(ctx context.Context, arch string) (string, *release.Manifest, error) {
-	if p, ok := b.paths[arch]; ok {
-		return p, b.manifests[arch], nil
+func (b *archBundles) get(ctx context.Context, arch string) (release.Bundle, error) {
+	if got, ok := b.bundles[arch]; ok {
+		return got, nil
 	}
 	if b.dir == "" {
 		d, err := os.MkdirTemp("", "ployz-upgrade-")
 		if err != nil {
-			return "", nil, err
+			return release.Bundle{}, err
 		}
 		b.dir = d
 	}
 	p, m, err := FetchBundle(ctx, b.r, arch, b.dir)
 	if err != nil {
-		return "", nil, err
+		return release.Bundle{}, err
 	}
-	b.paths[arch], b.manifests[arch] = p, m
-	return p, m, nil
+	b.bundles[arch] = release.Bundle{Path: p, Manifest: m, Proof: b.r.Proof()}
+	return b.bundles[arch], nil
 }
 
 func (b *archBundles) close() {

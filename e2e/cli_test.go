@@ -50,12 +50,8 @@ func (o *operator) run(t testing.TB, args ...string) (string, string, int) {
 func (o *operator) runCtx(ctx context.Context, t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	o.pins.pin(t)
-	bin := o.cli
-	if bin == "" {
-		bin = filepath.Join(os.Getenv(lab.EnvBinDir), "ployz")
-	}
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--ssh-key", o.key}, args...)...)
-	cmd.Env = append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
+	cmd := exec.CommandContext(ctx, o.bin(), append([]string{"--ssh-key", o.key}, args...)...)
+	cmd.Env = o.environ()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -68,6 +64,20 @@ func (o *operator) runCtx(ctx context.Context, t testing.TB, args ...string) (st
 		t.Fatalf("ployz %s: %v", strings.Join(args, " "), err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// bin is the CLI the operator runs.
+func (o *operator) bin() string {
+	if o.cli != "" {
+		return o.cli
+	}
+	return filepath.Join(os.Getenv(lab.EnvBinDir), "ployz")
+}
+
+// environ is the CLI's environment: this process's, its operator store
+// and env.
+func (o *operator) environ() []string {
+	return append(append(os.Environ(), "PLOYZ_OPERATOR_STORE="+o.store), o.env...)
 }
 
 // must runs ployz and fails the test on a non-zero exit.

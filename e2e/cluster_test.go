@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // eventually retries f until it returns nil or timeout passes.
@@ -525,7 +526,7 @@ func forgedMachineServesNothing(ctx context.Context, t *testing.T, l *lab.Lab, i
 	if err != nil {
 		t.Fatalf("m2 ingress status: %v: %s", err, status)
 	}
-	var st rpc.IngressStatus
+	var st ingress.Status
 	if err := json.Unmarshal([]byte(status), &st); err != nil {
 		t.Fatalf("m2 ingress status: %v: %s", err, status)
 	}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
 	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -99,20 +98,20 @@ func TestIngressHTTPS(t *testing.T) {
 	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 		t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
 	}
-	var certs map[string]rpc.CertificateState // Machine -> its view of host
-	names := map[string]string{}              // Machine id -> name
+	var certs map[string]ingress.CertificateState // Machine -> its view of host
+	names := map[string]string{}                  // Machine id -> name
 	eventually(t, 90*time.Second, "every Machine loads an issued certificate", func() error {
 		out := op.must(t, "ingress", "config", "--json")
 		var ms []struct {
-			MachineID string             `json:"machine_id"`
-			Machine   string             `json:"machine"`
-			Status    *rpc.IngressStatus `json:"status"`
-			Error     string             `json:"error"`
+			MachineID string          `json:"machine_id"`
+			Machine   string          `json:"machine"`
+			Status    *ingress.Status `json:"status"`
+			Error     string          `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(out), &ms); err != nil {
 			return err
 		}
-		certs = map[string]rpc.CertificateState{}
+		certs = map[string]ingress.CertificateState{}
 		for _, m := range ms {
 			names[m.MachineID] = m.Machine
 			if m.Status == nil {
@@ -123,7 +122,7 @@ func TestIngressHTTPS(t *testing.T) {
 					certs[m.Machine] = c
 				}
 			}
-			if c := certs[m.Machine]; c.State != rpc.CertIssued {
+			if c := certs[m.Machine]; c.State != ingress.CertIssued {
 				return fmt.Errorf("%s: %+v (skipped %+v)", m.Machine, c, m.Status.SkippedCertificates)
 			}
 		}

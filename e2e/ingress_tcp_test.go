@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // tcpIngressCompose publishes testapp's HTTP port as the plain TCP
@@ -101,8 +101,8 @@ func ingressTCP(t *testing.T, ctx context.Context, l *lab.Lab, op *operator) {
 				ContainerPort int    `json:"container_port"`
 			} `json:"routes"`
 			Machines []struct {
-				Machine string             `json:"machine"`
-				Routes  []rpc.IngressState `json:"routes"`
+				Machine string          `json:"machine"`
+				Routes  []ingress.Route `json:"routes"`
 			} `json:"machines"`
 		} `json:"ingress"`
 	}
@@ -112,12 +112,12 @@ func ingressTCP(t *testing.T, ctx context.Context, l *lab.Lab, op *operator) {
 			return err
 		}
 		in := insp.Ingress
-		if in.Status != rpc.RoutePublished || len(in.Routes) != 1 || in.Routes[0].Protocol != "tcp" ||
+		if in.Status != ingress.RoutePublished || len(in.Routes) != 1 || in.Routes[0].Protocol != "tcp" ||
 			in.Routes[0].Port != 8081 || in.Routes[0].ContainerPort != 8080 || len(in.Machines) != 3 {
 			return fmt.Errorf("ingress %s: %s", in.Status, out)
 		}
 		for _, m := range in.Machines {
-			if len(m.Routes) != 1 || m.Routes[0].Key() != "tcp/8081" || m.Routes[0].State != rpc.RoutePublished ||
+			if len(m.Routes) != 1 || m.Routes[0].Key() != "tcp/8081" || m.Routes[0].State != ingress.RoutePublished ||
 				!strings.HasSuffix(m.Routes[0].Owner, "/echo") {
 				return fmt.Errorf("%s routes %+v", m.Machine, m.Routes)
 			}

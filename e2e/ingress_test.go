@@ -151,9 +151,9 @@ func TestIngressHTTP(t *testing.T) {
 		Ingress struct {
 			Status   string `json:"status"`
 			Machines []struct {
-				Machine string             `json:"machine"`
-				Routes  []rpc.IngressState `json:"routes"`
-				Error   string             `json:"error"`
+				Machine string          `json:"machine"`
+				Routes  []ingress.Route `json:"routes"`
+				Error   string          `json:"error"`
 			} `json:"machines"`
 		} `json:"ingress"`
 	}
@@ -162,7 +162,7 @@ func TestIngressHTTP(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &insp); err != nil {
 			return err
 		}
-		if insp.Ingress.Status != rpc.RoutePublished || insp.Execution.Status != "ready" || len(insp.Ingress.Machines) != 3 {
+		if insp.Ingress.Status != ingress.RoutePublished || insp.Execution.Status != "ready" || len(insp.Ingress.Machines) != 3 {
 			return fmt.Errorf("execution %s, ingress %s: %s", insp.Execution.Status, insp.Ingress.Status, out)
 		}
 		// Execution is ready from live Docker; each proxy routes from the
@@ -176,7 +176,7 @@ func TestIngressHTTP(t *testing.T) {
 	})
 	t.Logf("every proxy routes to both web Containers %s after the deploy started", time.Since(start).Round(100*time.Millisecond))
 	for _, m := range insp.Ingress.Machines {
-		if len(m.Routes) != 1 || m.Routes[0].State != rpc.RoutePublished || len(m.Routes[0].Upstreams) != 2 || m.Routes[0].Owner != "hello-prod/web" && !strings.HasSuffix(m.Routes[0].Owner, "/web") {
+		if len(m.Routes) != 1 || m.Routes[0].State != ingress.RoutePublished || len(m.Routes[0].Upstreams) != 2 || m.Routes[0].Owner != "hello-prod/web" && !strings.HasSuffix(m.Routes[0].Owner, "/web") {
 			t.Errorf("%s routes %+v", m.Machine, m.Routes)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // lossCompose is project's web with one replica per Machine of three
@@ -111,7 +111,7 @@ func startRouteWatch(ctx context.Context, l *lab.Lab, machine, host, upstream st
 	return startWatch(200*time.Millisecond, func() (bool, error) {
 		var ms []struct {
 			Status struct {
-				Routes []rpc.IngressState `json:"routes"`
+				Routes []ingress.Route `json:"routes"`
 			} `json:"status"`
 			Error string `json:"error"`
 		}

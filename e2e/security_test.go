@@ -90,6 +90,12 @@ func TestSecurity(t *testing.T) {
 		}
 	})
 
+	// A local user cannot take a port above 1024 while the process
+	// serving it restarts (issue 43): the sockets stay in the fd store.
+	t.Run("restart-gap", func(t *testing.T) {
+		restartGap(ctx, t, l, m1, in.ManagementIP)
+	})
+
 	t.Run("non-member-on-the-lab-network", func(t *testing.T) {
 		subnet := netip.MustParsePrefix(in.Subnet)
 		gw := subnet.Addr().Next()

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,15 +21,37 @@ import (
 
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/version"
 	"github.com/ployz/ployz/e2e/lab"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/internal/version"
 )
 
+// devReleaseKey is the release key `make build` made beside the lab's
+// binaries (DEV_RELEASE_KEY), which they trust: the lab signs the
+// bundles it builds with it, so every --bundle takes the signed path.
+func devReleaseKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	p := filepath.Join(os.Getenv(lab.EnvBinDir), "dev-release.key")
+	k, err := release.LoadPrivateKey(p)
+	if err != nil {
+		t.Fatalf("the development release key `make build` writes beside the binaries: %v", err)
+	}
+	return k
+}
+
+// signBundle writes p.sig, p's signature by the development key.
+func signBundle(t *testing.T, p string) {
+	t.Helper()
+	if err := release.SignBundle(p, devReleaseKey(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // buildBundle compiles ployzd and every plugin of this tree stamped with
-// version v (so every binary differs from the installed one) and writes a
-// release bundle. With brokenIngress the ingress plugin is a program that
-// exits at start.
+// version v (so every binary differs from the installed one), trusting
+// the development release key as `make build` does, and writes a release
+// bundle signed by that key. With brokenIngress the ingress plugin is a
+// program that exits at start.
 func buildBundle(t *testing.T, v string, brokenIngress bool) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -35,7 +59,8 @@ func buildBundle(t *testing.T, v string, brokenIngress bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ld := "-s -w -X github.com/ployz/ployz/core/version.Version=" + v
+	trust := base64.StdEncoding.EncodeToString(devReleaseKey(t).Public().(ed25519.PublicKey))
+	ld := "-s -w -X github.com/ployz/ployz/internal/version.Version=" + v + " -X github.com/ployz/ployz/core/release.trustedKeys=" + trust
 	pkgs := map[string]string{"ployzd": "./cmd/ployzd"}
 	for _, b := range release.Binaries[1:] {
 		pkgs[b] = "./plugins/" + strings.TrimPrefix(b, "ployz-")
@@ -69,6 +94,7 @@ func buildBundle(t *testing.T, v string, brokenIngress bool) string {
 	if _, err := release.Write(f, release.Manifest{Version: v, ProtocolMajor: version.ProtocolMajor, OS: "linux", Arch: runtime.GOARCH}, srcs); err != nil {
 		t.Fatal(err)
 	}
+	signBundle(t, p)
 	return p
 }
 
@@ -219,10 +245,25 @@ func TestUpgrade(t *testing.T) {
 	if len(plan) != 3 || plan[0].Do != "upgrade" || plan[0].To != next {
 		t.Fatalf("dry-run plan %+v", plan)
 	}
+	unsignedRefused(t, op, good)
 
 	upgradeUnderLoad(t, ctx, l, op, gws, good, next)
 	brokenRollsBack(t, ctx, l, op, next)
 	pluginUpgradeUnderLoad(t, ctx, l, op, good, next)
+}
+
+// unsignedRefused: the same bundle without its .sig is refused by
+// `machine upgrade` and `plugin upgrade`, naming the file.
+func unsignedRefused(t *testing.T, op *operator, signed string) {
+	t.Helper()
+	unsigned := filepath.Join(t.TempDir(), filepath.Base(signed))
+	copyFile(t, signed, unsigned, 0o644)
+	for _, args := range [][]string{{"machine", "upgrade", "--all"}, {"plugin", "upgrade", "ingress-caddy"}} {
+		_, errs, code := op.run(t, append(args, "--bundle", unsigned, "--dry-run")...)
+		if code == 0 || !strings.Contains(errs, "bundle "+unsigned+": not signed by a trusted release key") {
+			t.Errorf("%s with an unsigned bundle: exit %d, want a refusal naming %s:\n%s", strings.Join(args, " "), code, unsigned, errs)
+		}
+	}
 }
 
 // TestUpgradeFromPrevious forms the Cluster on release N-1 — the binaries
@@ -335,7 +376,10 @@ func mixedCapability(t *testing.T, op *operator, ls []rpc.MachineView, bundle st
 func buildPrevious(t *testing.T) string {
 	rev := os.Getenv("PLOYZ_UPGRADE_FROM")
 	src, bin := t.TempDir(), t.TempDir()
-	cmd := exec.Command("sh", "-c", "git archive "+rev+" | tar -x -C "+src+" && make -C "+src+" build BIN="+bin+" VERSION=n1-$(git rev-parse --short "+rev+")")
+	// Release N-1 trusts the same development key as this tree's build
+	// (a Makefile older than the key ignores it).
+	key := filepath.Join(os.Getenv(lab.EnvBinDir), "dev-release.key")
+	cmd := exec.Command("sh", "-c", "git archive "+rev+" | tar -x -C "+src+" && make -C "+src+" build BIN="+bin+" DEV_RELEASE_KEY="+key+" VERSION=n1-$(git rev-parse --short "+rev+")")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build release N-1 from %s: %v\n%s", rev, err, out)
@@ -550,7 +594,7 @@ func pluginBundle(t *testing.T, from, v, plugin string) (string, string) {
 	}
 	root, _ := filepath.Abs("..")
 	out := filepath.Join(dir, "r", "bin", "ployz-"+plugin)
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/ployz/ployz/core/version.Version="+v, "-o", out, "./plugins/"+plugin)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/ployz/ployz/internal/version.Version="+v, "-o", out, "./plugins/"+plugin)
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", plugin, err, b)
@@ -569,6 +613,7 @@ func pluginBundle(t *testing.T, from, v, plugin string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	signBundle(t, p)
 	fl, _ := nm.File("bin/ployz-" + plugin)
 	return p, fl.SHA256
 }

@@ -30,3 +30,21 @@ func TestPluginUnitKeepsDataPlaneSockets(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonAndStoreUnitsKeepTheirPorts: ployzd (Machine RPC, the volume
+// transport) and the store (gossip) keep their listening sockets in the
+// fd store, so a restart never frees a port for another local user; that
+// takes notifications from the main process and a store to keep them in.
+func TestDaemonAndStoreUnitsKeepTheirPorts(t *testing.T) {
+	for _, unit := range []string{"ployz.service", "ployz-store.service"} {
+		b, err := Files.ReadFile("systemd/" + unit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"NotifyAccess=main\n", "FileDescriptorStoreMax=8\n"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %q", unit, strings.TrimSpace(want))
+			}
+		}
+	}
+}

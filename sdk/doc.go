@@ -7,9 +7,15 @@
 //   - answers the base service ployz.plugin.v1.Plugin: Info (name, plugin
 //     version, supported plugin-API versions, capability names, JSON config
 //     schema) and Configure (the API version the host chose, the config);
-//   - serves the gRPC service of its kind (dns, ingress, volume, logstore,
-//     metrics) from sdk/proto/ployz/plugin/<kind>/v1 for the capabilities it
-//     advertises, and nothing it does not advertise.
+//   - serves the gRPC service of its kind (dns, volume, logstore, metrics)
+//     from sdk/proto/ployz/plugin/<kind>/v1 for the capabilities it
+//     advertises, and nothing it does not advertise. An ingress has no
+//     service of its own: it reads its routes from the store (sdk/ingress,
+//     sdk/store) and reports what it loaded in its status file.
+//
+// Everything a plugin imports from Ployz is under sdk/: the per-kind
+// contracts (sdk/dns, sdk/ingress, sdk/volume, sdk/observe), the Serving
+// Pointer rule (sdk/serving) and the store's rows and client (sdk/store).
 //
 // A plugin's main function builds a [Plugin] and calls [Main]. Main runs the
 // plugin in one of two modes:

@@ -1,46 +1,25 @@
 package sdk
 
 import (
-	"net"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// fakeSystemd receives one notification on a unixgram socket and returns
-// its text and the fds it carried.
-func fakeSystemd(t *testing.T) (*net.UnixConn, func() (string, []int)) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "notify")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Net: "unixgram", Name: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	return c, func() (string, []int) {
-		buf, oob := make([]byte, 256), make([]byte, 256)
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var fds []int
-		msgs, _ := syscall.ParseSocketControlMessage(oob[:oobn])
-		for _, m := range msgs {
-			r, _ := syscall.ParseUnixRights(&m)
-			fds = append(fds, r...)
-		}
-		return string(buf[:n]), fds
-	}
-}
+	"github.com/ployz/ployz/sdk/fdstore/fdstoretest"
+)
 
 // TestSDBarrierWaitsForSystemd: the barrier returns once the manager
 // closes the pipe end it was sent, and fails when it never does.
 func TestSDBarrierWaitsForSystemd(t *testing.T) {
-	_, recv := fakeSystemd(t)
+	m := fdstoretest.NewManager(t)
+	recv := func() (string, []int) {
+		state, fds, ok := m.Next(5 * time.Second)
+		if !ok {
+			t.Fatal("no notification")
+		}
+		return state, fds
+	}
 	done := make(chan error, 1)
 	go func() { done <- sdBarrier(5 * time.Second) }()
 	state, fds := recv()

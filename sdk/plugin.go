@@ -42,7 +42,7 @@ type Plugin struct {
 	Register func(s *grpc.Server)
 	// StoreEventsDropped, for a plugin that subscribes to the store,
 	// reports the changes its subscriptions dropped as duplicate or out
-	// of order, by table (core/store.DroppedEvents). Info answers it, so
+	// of order, by table (sdk/store.DroppedEvents). Info answers it, so
 	// the host shows it in `machine inspect` and the metrics.
 	StoreEventsDropped func() map[string]int64
 	// RefusedContainerRows, for a plugin that serves Containers (DNS,

@@ -255,7 +255,7 @@ func ingressViews(owner string, routes []deploy.IngressRoute, ms []client.Machin
 			continue
 		}
 		for _, want := range routes {
-			rv := dashboard.RouteView{Machine: m.Machine, Route: want.Key(), State: rpc.RoutePending}
+			rv := dashboard.RouteView{Machine: m.Machine, Route: want.Key(), State: ingress.RoutePending}
 			for _, r := range m.Status.Routes {
 				if r.Key() == want.Key() {
 					rv.State, rv.Detail, rv.Upstreams = r.State, r.Detail, r.Upstreams

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // IngressConfig is each Machine's loaded ingress routes: what its proxy
@@ -130,7 +131,7 @@ func routeOptions(r rpc.IngressRoute) string {
 }
 
 // stateOptions are a loaded route's options as a route declares them.
-func stateOptions(r rpc.IngressState) rpc.IngressRoute {
+func stateOptions(r ingress.Route) rpc.IngressRoute {
 	return rpc.IngressRoute{StripPrefix: r.StripPrefix, RedirectHTTPS: r.RedirectHTTPS, MaxBodyBytes: r.MaxBodyBytes,
 		ResponseTimeoutMS: r.ResponseTimeoutMS, Headers: r.Headers, BasicAuth: r.BasicAuth, Compress: r.Compress}
 }

@@ -27,6 +27,7 @@ func Inspection(out io.Writer, in rpc.Inspection) error {
 		fmt.Fprintf(w, "labels\t%s\n", strings.Join(ls, ", "))
 	}
 	fmt.Fprintf(w, "capabilities\t%s\n", strings.Join(in.Capabilities, ", "))
+	fmt.Fprintf(w, "isolation\t%s\n", isolationLine(in.Isolation))
 	if len(in.StoreEventsDropped) > 0 {
 		// Duplicate or out-of-order store changes its subscriptions
 		// dropped: none in a healthy Cluster, so worth a line when any.
@@ -58,6 +59,22 @@ func Inspection(out io.Writer, in rpc.Inspection) error {
 		}
 	}
 	return nil
+}
+
+// isolationLine says which namespace isolation rules the Machine's
+// kernel enforces.
+func isolationLine(v *rpc.IsolationView) string {
+	switch {
+	case v == nil:
+		return "none (a daemon before isolation, or forwarding not set up: see its log)"
+	case v.Generation == 0 && v.Error == "":
+		return "starting: the rules restored at start hold until the store is read"
+	}
+	s := fmt.Sprintf("generation %d, changed %s: %d networks, %d addresses", v.Generation, v.ChangedAt, v.Networks, v.Addresses)
+	if v.Error != "" {
+		s += "; last change failed (the rules before hold): " + v.Error
+	}
+	return s
 }
 
 // droppedByTable lists dropped store events as "table n", by table.

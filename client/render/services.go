@@ -50,7 +50,11 @@ func Containers(w io.Writer, rows []client.ContainerRow, now time.Time) error {
 			// image name, and the state says why.
 			state, last, image = r.State+" (Machine down)", "-", cmp.Or(r.ImageID, "-")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%d\t%s\t%s\t%s\n", r.Machine, r.Namespace, r.Service, r.Name, state, health, r.Ready,
+		service := r.Service
+		if r.Labels[rpc.LabelKind] == rpc.KindRun {
+			service += " (run)" // a one-off `ployz run`, never a replica
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%d\t%s\t%s\t%s\n", r.Machine, r.Namespace, service, r.Name, state, health, r.Ready,
 			r.RestartCount, last, cmp.Or(r.IP, "-"), image)
 	}
 	return tw.Flush()
@@ -72,6 +76,9 @@ func ServiceInspection(w io.Writer, in client.Inspection, snap deploy.Snapshot, 
 	}
 	if len(e.NotReadyOn) > 0 {
 		fmt.Fprintf(tw, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
+	}
+	for _, n := range in.Networks {
+		fmt.Fprintf(tw, "network\t%s (shared with the Services of %s on it)\n", n.Name, strings.Join(n.Namespaces, ", "))
 	}
 	serviceIngress(tw, in.Ingress)
 	if sv := in.Serving; sv != nil {

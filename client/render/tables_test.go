@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
@@ -64,8 +65,9 @@ func TestServiceInspection(t *testing.T) {
 		Declared:  &client.Declaration{Mode: "replicated", Replicas: 2, Image: "app:1", Readiness: "http"},
 		Execution: client.ExecutionStatus{Status: "degraded", Desired: 2, Running: 2, Ready: 1, NotReadyOn: []string{"m2"}},
 		Ingress: client.IngressStatus{Status: "serving", Routes: []deploy.IngressRoute{{Hostname: "shop.test", ContainerPort: 8080}},
-			Machines: []client.MachineRoutes{{Machine: "m1", Routes: []rpc.IngressState{{Hostname: "shop.test", State: "serving", Upstreams: []string{"10.0.0.2:8080"}}}}, {Machine: "m3", Error: "down"}}},
-		Containers: []rpc.ContainerObservation{{Name: "web-1", MachineID: "id-m1", State: "running", Ready: true}}}
+			Machines: []client.MachineRoutes{{Machine: "m1", Routes: []ingress.Route{{Hostname: "shop.test", State: "serving", Upstreams: []string{"10.0.0.2:8080"}}}}, {Machine: "m3", Error: "down"}}},
+		Containers: []rpc.ContainerObservation{{Name: "web-1", MachineID: "id-m1", State: "running", Ready: true}},
+		Networks:   []client.ServiceNetwork{{Name: "shop-production", Namespaces: []string{"shop-production"}}}}
 	snap := deploy.Snapshot{Machines: []deploy.MachineState{{ID: "id-m1", Name: "m1"}}}
 	var b strings.Builder
 	if err := ServiceInspection(&b, in, snap, time.Now()); err != nil {
@@ -74,20 +76,20 @@ func TestServiceInspection(t *testing.T) {
 	contains(t, "inspect", b.String(), "declared      replicated, replicas 2, image app:1, readiness http",
 		"execution     degraded (desired 2, running 2, ready 1, restarts 0)", "not ready on  m2", "ingress       serving",
 		"route         shop.test -> :8080", "on m1         shop.test serving -> 10.0.0.2:8080", "on m3         unknown: down",
-		"container     web-1 on m1: running, ready true")
+		"container     web-1 on m1: running, ready true", "network       shop-production (shared with the Services of shop-production on it)")
 }
 
 // TestIngressConfig: a Machine that did not answer, one whose proxy
 // loaded nothing, and one with a route and its serving pointer.
 func TestIngressConfig(t *testing.T) {
 	ms := []client.MachineIngress{{Machine: "m1", MachineID: "id1", Error: "unreachable"},
-		{Machine: "m2", MachineID: "id2", Status: &rpc.IngressStatus{LoadError: "bad"}},
-		{Machine: "m3", MachineID: "id3", Status: &rpc.IngressStatus{Running: true, Listen: ":80", Loaded: 1, ConfigHash: "abc",
-			Routes: []rpc.IngressState{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"},
+		{Machine: "m2", MachineID: "id2", Status: &ingress.Status{LoadError: "bad"}},
+		{Machine: "m3", MachineID: "id3", Status: &ingress.Status{Running: true, Listen: ":80", Loaded: 1, ConfigHash: "abc",
+			Routes: []ingress.Route{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"},
 				{Hostname: "shop.test", Path: "/api", StripPrefix: true, RedirectHTTPS: new(bool), Owner: "shop-production/api", State: "serving"},
 				{Hostname: "admin.shop.test", MaxBodyBytes: 10 << 20, ResponseTimeoutMS: 90000, Headers: &routeopt.Headers{},
 					BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"bob": "", "alice": ""}}, Compress: true, Owner: "shop-production/admin", State: "serving"}}}},
-		{Machine: "m4", MachineID: "id4", Status: &rpc.IngressStatus{Off: true}}}
+		{Machine: "m4", MachineID: "id4", Status: &ingress.Status{Off: true}}}
 	var b strings.Builder
 	if err := IngressConfig(&b, ms); err != nil {
 		t.Fatal(err)
@@ -119,11 +121,12 @@ func TestMachineTables(t *testing.T) {
 	in := rpc.Inspection{ID: "0123456789", Name: "m1", Labels: map[string]string{"b": "2", "a": "1"},
 		Plugins: []rpc.PluginView{{Name: "ployz-dns", Health: "failing", Error: "timeout", SHA256: "abcdef0123",
 			StoreEventsDropped: map[string]int64{"serving": 2, "containers": 1}, RefusedContainerRows: 2}, {Name: "ployz-metrics"}},
-		StoreEventsDropped: map[string]int64{"serving": 1, "containers": 3}}
+		StoreEventsDropped: map[string]int64{"serving": 1, "containers": 3},
+		Isolation:          &rpc.IsolationView{Generation: 3, ChangedAt: "2026-12-06T20:00:00Z", Networks: 2, Addresses: 5}}
 	if err := Inspection(&b, in); err != nil {
 		t.Fatal(err)
 	}
-	contains(t, "inspect", b.String(), "a=1, b=2", "PLUGIN", "failing (timeout)", "abcdef01 ", "store events dropped  containers 3, serving 1",
+	contains(t, "inspect", b.String(), "isolation             generation 3, changed 2026-12-06T20:00:00Z: 2 networks, 5 addresses", "a=1, b=2", "PLUGIN", "failing (timeout)", "abcdef01 ", "store events dropped  containers 3, serving 1",
 		"plugin ployz-dns dropped store events: containers 1, serving 2 (duplicate or out of order; see its log)",
 		"plugin ployz-dns refuses 2 containers rows: their Machine cannot vouch for the address")
 	if strings.Contains(b.String(), "plugin ployz-metrics refuses") {

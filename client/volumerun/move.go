@@ -176,7 +176,7 @@ func keyGen(r operator.VolumeRun) uint64 {
 func (rn *Runner) planMove(ctx context.Context, name, writer, target string) (movePlan, error) {
 	mp := movePlan{writer: writer, target: target}
 	var src, dst rpc.ContainerList
-	if err := rn.Entry.Call(ctx, rpc.Target{One: writer}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &src); err != nil {
+	if err := rn.Entry.Call(ctx, rpc.Target{One: writer}, rpc.CmdListContainers, rpc.ListContainersRequest{OneOffs: true}, &src); err != nil {
 		return mp, fmt.Errorf("list Containers on %s: %w", writer, err)
 	}
 	if err := rn.Entry.Call(ctx, rpc.Target{One: target}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &dst); err != nil {
@@ -192,8 +192,15 @@ func (rn *Runner) planMove(ctx context.Context, name, writer, target string) (mo
 		tags = append(tags, im.Tags...)
 	}
 	for _, o := range src.Containers {
-		if !MountsVolume(o.Spec, name) || o.Labels[rpc.LabelKind] == "hook" {
+		if !MountsVolume(o.Spec, name) || o.Labels[rpc.LabelKind] == rpc.KindHook {
 			continue
+		}
+		if o.Labels[rpc.LabelKind] == rpc.KindRun {
+			if deploy.Running(o) {
+				return mp, rpc.Errorf(rpc.CodeFailedPrecond, "Container %s, a one-off `ployz run` of service %s, is running on volume %s on %s: let it end (or stop it), then move",
+					o.Name, o.Service, name, writer).With("container", o.Name)
+			}
+			continue // an ended run is not moved: it never runs again
 		}
 		var ex rpc.ContainerExport
 		if err := rn.Entry.Call(ctx, rpc.Target{One: writer}, rpc.CmdExportContainer, rpc.ExportContainerRequest{ID: o.ID, WithFiles: true}, &ex); err != nil {

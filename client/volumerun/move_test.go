@@ -310,3 +310,26 @@ func (fc *fakeCluster) reported(kind EventKind, machine, prefix string) bool {
 	}
 	return false
 }
+
+// TestMoveAndOneOffRuns: a one-off run on the volume is never moved; a
+// running one holds the move back, naming it, until it ended.
+func TestMoveAndOneOffRuns(t *testing.T) {
+	fc := newFakeCluster(t, "m1", "m2")
+	fc.volume("m1", "db", volumecopy.Copy{Role: volumecopy.Writer, Epoch: 5, Floor: 1})
+	fc.container("m1", "shop-production-db-0001", "db", "running")
+	run := fc.container("m1", "shop-production-db-run-0002", "db", "running")
+	fc.Lock()
+	fc.ms["m1"].Ctrs[run].Spec.Kind = rpc.KindRun
+	fc.Unlock()
+	ctx, rn := context.Background(), fc.runner()
+	if _, err := rn.planMove(ctx, "db", "m1", "m2"); err == nil || !strings.Contains(err.Error(), "shop-production-db-run-0002, a one-off `ployz run` of service db, is running on volume db") {
+		t.Fatalf("a running run on the volume: %v", err)
+	}
+	fc.Lock()
+	fc.ms["m1"].Ctrs[run].State = "exited"
+	fc.Unlock()
+	mp, err := rn.planMove(ctx, "db", "m1", "m2")
+	if err != nil || len(mp.units) != 1 || mp.units[0].old.Name != "shop-production-db-0001" {
+		t.Fatalf("an ended run beside the Service: %+v, %v", mp.units, err)
+	}
+}

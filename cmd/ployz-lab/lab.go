@@ -144,7 +144,7 @@ func loadTestApp(ctx context.Context, l *lab.Lab, binDir string, logf func(strin
 	if err := lab.BuildTestApp(ctx, binDir); err != nil {
 		return err
 	}
-	if err := l.LoadImage(ctx, lab.TestAppImage); err != nil {
+	if err := l.LoadTestApp(ctx); err != nil {
 		return err
 	}
 	logf("lab: loaded %s into every Machine", lab.TestAppImage)

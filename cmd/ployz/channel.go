@@ -10,7 +10,7 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/operator"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // channelFlags are --release-source and --channel (docs/releases.md).

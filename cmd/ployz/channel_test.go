@@ -11,7 +11,7 @@ import (
 
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // publishCLI publishes version v, holding a CLI for this computer, into

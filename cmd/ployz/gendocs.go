@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // gendocsCommand writes shell completions and man pages generated from the

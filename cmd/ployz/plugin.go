@@ -23,7 +23,9 @@ func pluginUpgrade() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "upgrade NAME --bundle FILE",
 		Short: "Swap one bundled plugin onto a release bundle's binary on every Machine, one at a time",
-		Long: "Pushes the bundle to each Machine over Machine RPC; the Machine verifies it and swaps only the plugin NAME\n" +
+		Long: "The bundle must be signed by a release key this CLI trusts: FILE.sig beside it, or the signed release.json of\n" +
+			"its directory listing it (docs/releases.md); each Machine checks that signature again against its own keys.\n" +
+			"Pushes the bundle to each Machine over Machine RPC; the Machine verifies it and swaps only the plugin NAME\n" +
 			"onto the bundle's binary (a data-plane plugin hands its sockets over without a gap), health-checks it and\n" +
 			"the data plane, and on a failure puts the previous binary back and stops the rollout. Daemon, store and the\n" +
 			"other plugins keep running. Exit 3 when any Machine did not end on the bundle's binary.",
@@ -32,14 +34,14 @@ func pluginUpgrade() *cobra.Command {
 			if bundle == "" {
 				return fmt.Errorf("--bundle: required (the release bundle holding bin/ployz-%s)", args[0])
 			}
-			m, err := client.OpenBundle(bundle)
+			b, _, err := client.OpenSignedBundle(bundle)
 			if err != nil {
 				return err
 			}
-			return runUpgrade(c, client.Upgrade{Bundle: bundle, Manifest: m, Plugin: args[0]}, nil, dryRun)
+			return runUpgrade(c, client.Upgrade{Bundle: b.Path, Manifest: b.Manifest, Proof: b.Proof, Plugin: args[0]}, nil, dryRun)
 		},
 	}
-	c.Flags().StringVar(&bundle, "bundle", "", "release bundle whose bin/ployz-NAME is installed")
+	c.Flags().StringVar(&bundle, "bundle", "", "release bundle whose bin/ployz-NAME is installed (signed: FILE.sig or its release's release.json beside it)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	return c
 }

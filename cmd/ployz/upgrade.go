@@ -20,7 +20,9 @@ func machineUpgrade() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "upgrade [NAME...|--all]",
 		Short: "Upgrade Machines to a release bundle, one at a time, going back on a failed step",
-		Long: "Pushes the bundle to each Machine over Machine RPC; the Machine verifies it, installs it beside its\n" +
+		Long: "A --bundle must be signed by a release key this CLI trusts: FILE.sig beside it, or the signed release.json of\n" +
+			"its directory listing it (docs/releases.md); each Machine checks that signature again against its own keys.\n" +
+			"Pushes the bundle to each Machine over Machine RPC; the Machine verifies it, installs it beside its\n" +
 			"release and swaps store, daemon and plugins one unit at a time, health-checking each step. A failed step\n" +
 			"puts that Machine back on its release and stops the rollout. Exit 3 when any Machine did not end upgraded.",
 		RunE: func(c *cobra.Command, names []string) error {
@@ -36,16 +38,17 @@ func machineUpgrade() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if up.Manifest, err = client.OpenBundle(p); err != nil {
+			b, _, err := client.OpenSignedBundle(p)
+			if err != nil {
 				return err
 			}
-			up.Bundle = p
+			up.Bundle, up.Manifest, up.Proof = b.Path, b.Manifest, b.Proof
 			return runUpgrade(c, up, nil, dryRun)
 		},
 	}
 	ch.add(c)
 	c.Flags().BoolVar(&all, "all", false, "every Machine the Entry Machine observes")
-	c.Flags().StringVar(&bundle, "bundle", "", "release bundle (default: the one of this CLI's version beside it, "+client.OwnBundle()+", else the channel's release)")
+	c.Flags().StringVar(&bundle, "bundle", "", "signed release bundle (default: the one of this CLI's version beside it, "+client.OwnBundle()+", else the channel's release)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	return c
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // storeCommand runs the replicated store (Ployz's Corrosion-compatible
@@ -80,7 +81,7 @@ every start.`,
 				cfg.GossipKey = key.GossipKey()
 			}
 			if len(cfg.SchemaPaths) == 0 {
-				cfg.SchemaSQL = store.SchemaSQL()
+				cfg.SchemaSQL = schema.SQL()
 			}
 			if cfg.DBPath == "" {
 				return fmt.Errorf("no database path: pass --db or [db] path in --config")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -45,10 +46,11 @@ func upgradeCommand() *cobra.Command {
 }
 
 // stageCommand is `ployzd upgrade stage`: run from the new bundle's own
-// ployzd over SSH, it verifies and unpacks a bundle copied to the Machine.
+// ployzd over SSH, it verifies (digest and signature) and unpacks a
+// bundle copied to the Machine.
 func stageCommand() *cobra.Command {
 	var req rpc.UpgradeRequest
-	var bundle, dataDir string
+	var bundle, proof, dataDir string
 	c := &cobra.Command{
 		Use:   "stage",
 		Short: "Verify a bundle file and unpack it into DATA_DIR/releases/<version>",
@@ -59,6 +61,15 @@ func stageCommand() *cobra.Command {
 				return err
 			}
 			req.Size = st.Size()
+			if proof != "" {
+				b, err := os.ReadFile(proof)
+				if err != nil {
+					return err
+				}
+				if err := json.Unmarshal(b, &req.Proof); err != nil {
+					return fmt.Errorf("--proof %s: %w", proof, err)
+				}
+			}
 			dir, err := daemon.StageBundleFile(dataDir, bundle, req)
 			if err != nil {
 				return err
@@ -68,6 +79,7 @@ func stageCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&bundle, "bundle", "", "bundle file")
+	c.Flags().StringVar(&proof, "proof", "", "JSON of what signs the bundle (its signature, or its release's signed index)")
 	c.Flags().StringVar(&req.Version, "version", "", "the bundle's version")
 	c.Flags().StringVar(&req.SHA256, "sha256", "", "the bundle's sha256")
 	c.Flags().StringVar(&dataDir, "data-dir", "/var/lib/ployz", "data directory")

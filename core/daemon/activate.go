@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/meshaddr"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/machine"
@@ -20,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/fdstore"
 )
 
 // Units the daemon starts and never stops outside a reset.
@@ -106,6 +108,8 @@ func (d *Daemon) activate(ctx context.Context) error {
 			// Machine reaches ours (a server or VM; a container Machine
 			// inherits forwarding, so the lab never showed it).
 			d.log.Error("forwarding between the mesh and the ployz network", "error", err)
+		} else {
+			d.startIsolation(ncfg)
 		}
 		cli.Close()
 	}
@@ -117,19 +121,22 @@ func (d *Daemon) activate(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a := &active{cancel: cancel, done: make(chan struct{}), mesh: m, store: st}
-	// Machine RPC over the mesh, on the management address.
-	lis, err := net.Listen("tcp", netip.AddrPortFrom(m.ManagementIP(), uint16(d.cfg.RPCPort)).String())
+	// Machine RPC over the mesh, on the management address. Both ports
+	// stay in the fd store across restarts of ployzd, so no local user can
+	// take one in between (meshListen).
+	lis, err := meshListen(RPCFDName, m.ManagementIP(), d.cfg.RPCPort)
 	if err != nil {
 		cancel()
 		return fmt.Errorf("machine rpc on the mesh: %w", err)
 	}
 	if d.identity == nil {
+		lis.Close()
 		cancel()
 		return fmt.Errorf("machine rpc on the mesh: no RPC identity")
 	}
 	// The volume transport: a source Machine's send_volume_to streams
 	// into receive_volume here, authenticated as Machine RPC is.
-	vlis, err := net.Listen("tcp", netip.AddrPortFrom(m.ManagementIP(), uint16(d.cfg.VolumePort)).String())
+	vlis, err := meshListen(VolumeFDName, m.ManagementIP(), d.cfg.VolumePort)
 	if err != nil {
 		lis.Close()
 		cancel()
@@ -149,7 +156,8 @@ func (d *Daemon) activate(ctx context.Context) error {
 		defer close(a.done)
 		loops := []func(context.Context){
 			func(ctx context.Context) { m.Run(ctx) }, //nolint:errcheck // logs its own failures
-			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop,
+			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop,
+			d.isolationLoop,
 		}
 		done := make(chan struct{}, len(loops))
 		for _, l := range loops {
@@ -160,6 +168,30 @@ func (d *Daemon) activate(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// Names of ployzd's mesh listeners in ployz.service's fd store.
+const (
+	RPCFDName    = "ployz-rpc"
+	VolumeFDName = "ployz-volume"
+)
+
+// meshListen listens on ip:port with the socket kept in the fd store under
+// name (fdstore.ListenTCP): a restart of ployzd (an upgrade, a crash)
+// never frees the port.
+func meshListen(name string, ip netip.Addr, port int) (net.Listener, error) {
+	l, err := fdstore.ListenTCP(name, netip.AddrPortFrom(ip, uint16(port)).String())
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// releaseMeshPorts takes the mesh listeners out of the fd store: after a
+// reset the ports are no longer this Machine's.
+func releaseMeshPorts() {
+	fdstore.Forget(RPCFDName)
+	fdstore.Forget(VolumeFDName)
 }
 
 // deactivate stops the loops and the mesh RPC listener. The store unit and
@@ -181,7 +213,7 @@ func (d *Daemon) deactivate() {
 
 // startStore writes the store unit's arguments, (re)starts the unit when
 // they changed, and waits until its API answers.
-func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Record) (*store.Client, error) {
+func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Record) (*sdkstore.Client, error) {
 	dir := filepath.Join(d.cfg.DataDir, "store")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -198,7 +230,7 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	// ployz-store.service fixes the db path, API socket and admin socket;
 	// the Machine-specific rest comes from this env file.
 	secretPath := store.ClusterSecretPath(d.cfg.DataDir)
-	if _, err := store.ReadClusterSecretFile(secretPath); err != nil {
+	if _, err := sdkstore.ReadClusterSecretFile(secretPath); err != nil {
 		return nil, fmt.Errorf("this Machine has no usable Cluster secret (minted at init, received at join): %w", err)
 	}
 	args := []string{
@@ -223,7 +255,7 @@ func (d *Daemon) startStore(ctx context.Context, mgmt netip.Addr, rec machine.Re
 	} else if err := d.cfg.Units.Start(ctx, StoreUnit); err != nil {
 		return nil, err
 	}
-	st := store.New(d.storeSocket())
+	st := sdkstore.New(d.storeSocket())
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var lastErr error

@@ -11,6 +11,7 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // allocationMu serializes put_allocation's read-check-write on this
@@ -45,7 +46,7 @@ func (d *Daemon) putAllocation(ctx context.Context, raw json.RawMessage) (any, e
 	}
 	allocationMu.Lock()
 	defer allocationMu.Unlock()
-	rows, err := st.Allocations().List(ctx)
+	rows, err := store.Allocations(st).List(ctx)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
 	}
@@ -53,7 +54,7 @@ func (d *Daemon) putAllocation(ctx context.Context, raw json.RawMessage) (any, e
 		return nil, err
 	}
 	row := allocationRow(rows, req.Allocation, d.record().ID)
-	if _, err := st.Allocations().Put(ctx, row); err != nil {
+	if _, err := store.Allocations(st).Put(ctx, row); err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "write allocation: %v", err)
 	}
 	return allocationView(row), nil
@@ -61,7 +62,7 @@ func (d *Daemon) putAllocation(ctx context.Context, raw json.RawMessage) (any, e
 
 // subnetTaken refuses a's subnet when a's Machine was given another one,
 // or another Machine holds it in the history or in the machines table.
-func subnetTaken(ctx context.Context, st *store.Client, rows []store.Row[store.AllocationBody], a rpc.Allocation) error {
+func subnetTaken(ctx context.Context, st *sdkstore.Client, rows []sdkstore.Row[store.AllocationBody], a rpc.Allocation) error {
 	hist := rpc.Allocations{}
 	for _, r := range rows {
 		hist.Allocations = append(hist.Allocations, allocationView(r))
@@ -83,11 +84,11 @@ func subnetTaken(ctx context.Context, st *store.Client, rows []store.Row[store.A
 
 // allocationRow is a's row: a new one stamped now, or the existing one
 // with its state (and name, when given) moved on.
-func allocationRow(rows []store.Row[store.AllocationBody], a rpc.Allocation, owner string) store.Row[store.AllocationBody] {
+func allocationRow(rows []sdkstore.Row[store.AllocationBody], a rpc.Allocation, owner string) sdkstore.Row[store.AllocationBody] {
 	now := time.Now().UnixMilli()
-	i := slices.IndexFunc(rows, func(r store.Row[store.AllocationBody]) bool { return r.Key == a.MachineID })
+	i := slices.IndexFunc(rows, func(r sdkstore.Row[store.AllocationBody]) bool { return r.Key == a.MachineID })
 	if i < 0 {
-		return store.Row[store.AllocationBody]{Key: a.MachineID, Owner: owner, Body: store.AllocationBody{Subnet: a.Subnet,
+		return sdkstore.Row[store.AllocationBody]{Key: a.MachineID, Owner: owner, Body: store.AllocationBody{Subnet: a.Subnet,
 			MachineName: a.MachineName, State: a.State, Operator: a.Operator, CreatedAt: now, UpdatedAt: now, Source: a.Source}}
 	}
 	row := rows[i]
@@ -97,7 +98,7 @@ func allocationRow(rows []store.Row[store.AllocationBody], a rpc.Allocation, own
 	return row
 }
 
-func allocationView(r store.Row[store.AllocationBody]) rpc.Allocation {
+func allocationView(r sdkstore.Row[store.AllocationBody]) rpc.Allocation {
 	return rpc.Allocation{MachineID: r.Key, MachineName: r.Body.MachineName, Subnet: r.Body.Subnet, State: r.Body.State,
 		Operator: r.Body.Operator, CreatedAt: r.Body.CreatedAt, UpdatedAt: r.Body.UpdatedAt, Source: r.Body.Source}
 }
@@ -108,11 +109,11 @@ func (d *Daemon) listAllocations(ctx context.Context, _ json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.Allocations().List(ctx)
+	rows, err := store.Allocations(st).List(ctx)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
 	}
-	slices.SortFunc(rows, func(a, b store.Row[store.AllocationBody]) int {
+	slices.SortFunc(rows, func(a, b sdkstore.Row[store.AllocationBody]) int {
 		return cmp.Or(cmp.Compare(a.Body.CreatedAt, b.Body.CreatedAt), cmp.Compare(a.Key, b.Key))
 	})
 	out := rpc.Allocations{Allocations: []rpc.Allocation{}}
@@ -134,21 +135,21 @@ func (d *Daemon) markRemoval(ctx context.Context, raw json.RawMessage) (any, err
 		return nil, err
 	}
 	ns := deploy.Namespace(req.Project, req.Environment)
-	row, ok, err := st.Removals().Get(ctx, ns)
+	row, ok, err := store.Removals(st).Get(ctx, ns)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read removal mark of %s: %v", ns, err)
 	}
 	if !ok {
-		row = store.Row[store.RemovalBody]{Key: ns, Owner: d.record().ID, Body: store.RemovalBody{Project: req.Project,
+		row = sdkstore.Row[store.RemovalBody]{Key: ns, Owner: d.record().ID, Body: store.RemovalBody{Project: req.Project,
 			Environment: req.Environment, Operator: req.Operator, CreatedAt: time.Now().UnixMilli()}}
-		if _, err := st.Removals().Put(ctx, row); err != nil {
+		if _, err := store.Removals(st).Put(ctx, row); err != nil {
 			return nil, rpc.Errorf(rpc.CodeUnavailable, "write removal mark of %s: %v", ns, err)
 		}
 	}
 	return removalView(row), nil
 }
 
-func removalView(r store.Row[store.RemovalBody]) rpc.RemovalMark {
+func removalView(r sdkstore.Row[store.RemovalBody]) rpc.RemovalMark {
 	return rpc.RemovalMark{Project: r.Body.Project, Environment: r.Body.Environment, Operator: r.Body.Operator, CreatedAt: r.Body.CreatedAt}
 }
 
@@ -163,7 +164,7 @@ func (d *Daemon) clearRemoval(ctx context.Context, raw json.RawMessage) (any, er
 		return nil, err
 	}
 	ns := deploy.Namespace(req.Project, req.Environment)
-	if _, err := st.Removals().Delete(ctx, ns); err != nil {
+	if _, err := store.Removals(st).Delete(ctx, ns); err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "delete removal mark of %s: %v", ns, err)
 	}
 	return struct{}{}, nil
@@ -176,7 +177,7 @@ func (d *Daemon) listRemovals(ctx context.Context, _ json.RawMessage) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.Removals().List(ctx)
+	rows, err := store.Removals(st).List(ctx)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read removal marks: %v", err)
 	}

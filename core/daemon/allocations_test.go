@@ -6,6 +6,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 func putAlloc(t *testing.T, d *Daemon, a rpc.Allocation) (rpc.Allocation, error) {
@@ -40,7 +41,7 @@ func TestAllocationHistory(t *testing.T) {
 	if err != nil || first.CreatedAt == 0 || first.State != "allocated" {
 		t.Fatalf("first allocation %+v %v", first, err)
 	}
-	row, ok, err := st.Allocations().Get(t.Context(), "m3id")
+	row, ok, err := store.Allocations(st).Get(t.Context(), "m3id")
 	if err != nil || !ok || row.Body.Subnet != "10.210.3.0/24" || row.Owner != "m1id" || row.Body.Operator.Name != "ana" {
 		t.Fatalf("row %+v %v %v", row, ok, err)
 	}
@@ -52,7 +53,7 @@ func TestAllocationHistory(t *testing.T) {
 	wantCode(t, err, rpc.CodeConflict, "subnet")
 	_, err = putAlloc(t, d, rpc.Allocation{MachineID: "m3id", Subnet: "10.210.9.0/24", State: "allocated"})
 	wantCode(t, err, rpc.CodeConflict, "subnet")
-	if _, err := st.Machines().Put(t.Context(), store.Row[store.MachineBody]{Key: "m2id", Owner: "m2id", Body: store.MachineBody{Name: "m2", Subnet: "10.210.2.0/24"}}); err != nil {
+	if _, err := st.Machines().Put(t.Context(), sdkstore.Row[sdkstore.MachineBody]{Key: "m2id", Owner: "m2id", Body: sdkstore.MachineBody{Name: "m2", Subnet: "10.210.2.0/24"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = putAlloc(t, d, rpc.Allocation{MachineID: "m4id", Subnet: "10.210.2.0/24", State: "allocated"})
@@ -97,7 +98,7 @@ func TestRemovalMarks(t *testing.T) {
 	if _, err := mark("blog", "ben"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := st.Removals().Get(t.Context(), "shop-production"); !ok {
+	if _, ok, _ := store.Removals(st).Get(t.Context(), "shop-production"); !ok {
 		t.Fatal("no removals row keyed by the namespace")
 	}
 	list := func() []rpc.RemovalMark {

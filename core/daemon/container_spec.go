@@ -46,17 +46,22 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 			return s, rpc.InvalidField(f, "is empty")
 		}
 	}
+	for i, n := range s.Networks {
+		if !rpc.NetworkAllowed(s.Namespace, n) {
+			return s, rpc.InvalidField(fmt.Sprintf("spec.networks[%d]", i), "%q is not a network of namespace %s (%s, %s/<name> or %s<name>)", n, s.Namespace, s.Namespace, s.Namespace, rpc.ExternalNetworkPrefix)
+		}
+	}
 	switch s.Kind {
 	case "":
-		s.Kind = "service"
-	case "service", "hook":
+		s.Kind = rpc.KindService
+	case rpc.KindService, rpc.KindHook, rpc.KindRun:
 	default:
-		return s, rpc.InvalidField("spec.kind", "%q is not service or hook", s.Kind)
+		return s, rpc.InvalidField("spec.kind", "%q is not service, hook or run", s.Kind)
 	}
 	switch s.Readiness {
 	case "":
 		s.Readiness = readinessNone
-		if s.Healthcheck != nil {
+		if s.Healthcheck != nil && s.Kind != rpc.KindRun {
 			s.Readiness = readinessHealthcheck
 		}
 	case readinessHealthcheck, readinessNotify, readinessNone:
@@ -65,12 +70,15 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 	}
 	if s.Restart == "" {
 		s.Restart = string(container.RestartPolicyUnlessStopped)
-		if s.Kind == "hook" {
+		if s.Kind != rpc.KindService {
 			s.Restart = string(container.RestartPolicyDisabled)
 		}
 	}
 	if _, err := restartPolicy(s.Restart); err != nil {
 		return s, rpc.InvalidField("spec.restart", "%v", err)
+	}
+	if err := validateOneOff(s); err != nil {
+		return s, err
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -120,6 +128,29 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 		}
 	}
 	return s, nil
+}
+
+// validateOneOff refuses what a one-off run cannot have: it is never
+// restarted, never waited ready, serves no ingress and publishes no host
+// port (the Service's own Containers may hold it on this Machine).
+func validateOneOff(s rpc.ContainerSpec) error {
+	if s.Kind != rpc.KindRun {
+		return nil
+	}
+	switch {
+	case s.Restart != string(container.RestartPolicyDisabled):
+		return rpc.InvalidField("spec.restart", "%q: a one-off run is not restarted (no)", s.Restart)
+	case s.Readiness != readinessNone:
+		return rpc.InvalidField("spec.readiness", "%q: a one-off run is never waited ready (none)", s.Readiness)
+	case len(s.Ingress) > 0:
+		return rpc.InvalidField("spec.ingress", "a one-off run serves no ingress route")
+	}
+	for i, p := range s.Ports {
+		if p.HostPort != 0 {
+			return rpc.InvalidField(fmt.Sprintf("spec.ports[%d].host_port", i), "%d: a one-off run publishes no host port", p.HostPort)
+		}
+	}
+	return nil
 }
 
 func validatePorts(ports []rpc.PortSpec) error {

@@ -149,7 +149,12 @@ func (o *containerOps) judge(c container.InspectResponse, restarts int) (rpc.Wai
 // isHook reports whether c is a one-shot hook, whose wait ends only when
 // it exits (outcome exited; exit code 0 is success).
 func isHook(c container.InspectResponse) bool {
-	return c.Config != nil && c.Config.Labels[rpc.LabelKind] == "hook"
+	return c.Config != nil && c.Config.Labels[rpc.LabelKind] == rpc.KindHook
+}
+
+// isRun reports whether c is a one-off run (`ployz run`).
+func isRun(c container.InspectResponse) bool {
+	return c.Config != nil && c.Config.Labels[rpc.LabelKind] == rpc.KindRun
 }
 
 // settled reports whether a ready Container has run long enough for

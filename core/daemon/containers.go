@@ -61,6 +61,12 @@ type containerOps struct {
 	// started, when set, hears each Container start_container started;
 	// it must not block (the daemon publishes the row in the background).
 	started func(id string)
+	// logsHeld reports whether the Log Store holds a line of Container id
+	// at or after since (unix nanoseconds); nil: there is none to wait
+	// for. An ended one-off run is removed once it does.
+	logsHeld func(ctx context.Context, id string, since int64) (bool, error)
+	// runs are the one-off runs this process relays (run.go).
+	runs runRegistry
 
 	restoreMu   sync.Mutex
 	restoreDone bool
@@ -76,6 +82,7 @@ type containerConfig struct {
 	Facts     func() localFacts
 	Logger    hclog.Logger
 	Started   func(id string)
+	LogsHeld  func(ctx context.Context, id string, since int64) (bool, error)
 }
 
 func newContainerOps(c containerConfig) *containerOps {
@@ -89,7 +96,7 @@ func newContainerOps(c containerConfig) *containerOps {
 		c.Logger = hclog.NewNullLogger()
 	}
 	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts, filesDir: c.FilesDir,
-		exits: newExitLog(), started: c.Started}
+		exits: newExitLog(), started: c.Started, logsHeld: c.LogsHeld}
 	o.ready = newReadiness(c.Logger.Named("notify"), c.NotifyDir, c.StatePath, o.runningSince)
 	return o
 }
@@ -106,7 +113,7 @@ func (d *Daemon) newContainers() *containerOps {
 	}
 	return newContainerOps(containerConfig{Docker: api, NotifyDir: filepath.Join(d.cfg.RunDir, "notify"),
 		StatePath: filepath.Join(d.cfg.DataDir, "readiness.json"), Logger: d.log.Named("containers"),
-		FilesDir: filepath.Join(d.cfg.DataDir, "files"),
+		FilesDir: filepath.Join(d.cfg.DataDir, "files"), LogsHeld: d.logsHeld,
 		Facts: func() localFacts {
 			rec := d.record()
 			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels, Copies: d.copyRoles()}
@@ -216,8 +223,10 @@ func (o *containerOps) inspect(ctx context.Context, id string) (container.Inspec
 
 // observe is a Container as this Machine sees it now.
 func (o *containerOps) observe(c container.InspectResponse, machineID string) rpc.ContainerObservation {
+	// A one-off run is never ready: no DNS name or ingress route leads
+	// to it, whatever its row says of its Service.
 	ob := rpc.ContainerObservation{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), MachineID: machineID, ImageID: c.Image,
-		Ready: o.ready.verdict(c), Health: "none"}
+		Ready: o.ready.verdict(c) && !isRun(c), Health: "none"}
 	if c.Config != nil {
 		l := c.Config.Labels
 		ob.Namespace, ob.Service, ob.ServiceID = l[rpc.LabelNamespace], l[rpc.LabelService], l[rpc.LabelServiceID]
@@ -269,6 +278,9 @@ func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) 
 	exist := map[string]bool{}
 	for _, s := range list {
 		exist[s.ID] = true
+		if s.Labels[rpc.LabelKind] == rpc.KindRun && !req.OneOffs {
+			continue
+		}
 		c, err := o.docker.ContainerInspect(ctx, s.ID)
 		if cerrdefs.IsNotFound(err) {
 			continue // removed since the listing
@@ -297,29 +309,41 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 	if err := rpc.Decode(rpc.CmdCreateContainer, raw, &req); err != nil {
 		return nil, err
 	}
+	if req.Spec.Kind == rpc.KindRun {
+		return nil, rpc.InvalidField("spec.kind", "a Container of kind %s is created by %s, which also removes it", rpc.KindRun, rpc.CmdRunContainer)
+	}
+	return o.create(ctx, req, nil)
+}
+
+// create is create_container's path, also run_container's: validation,
+// admission against this Machine's facts, the image check, volumes and
+// shipped files, then Docker's create. tweak, when set, adjusts Docker's
+// request last (a run's terminal and labels).
+func (o *containerOps) create(ctx context.Context, req rpc.CreateContainerRequest, tweak func(*dockerCreate)) (rpc.ContainerObservation, error) {
+	none := rpc.ContainerObservation{}
 	spec, err := validateSpec(req)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	o.restore(ctx)
 	f := o.facts()
 	if err := admit(spec, f); err != nil {
-		return nil, err
+		return none, err
 	}
 	img, err := o.docker.ImageInspect(ctx, spec.Image)
 	if cerrdefs.IsNotFound(err) {
-		return nil, rpc.Errorf(rpc.CodeNotFound, "image %s is not on machine %s (deploy pulls it from its registry, or push it with `ployz image push`)", spec.Image, f.Name).
+		return none, rpc.Errorf(rpc.CodeNotFound, "image %s is not on machine %s (deploy pulls it from its registry, or push it with `ployz image push`)", spec.Image, f.Name).
 			With("image", spec.Image)
 	}
 	if err != nil {
-		return nil, dockerErr(err, "inspect image %s", spec.Image)
+		return none, dockerErr(err, "inspect image %s", spec.Image)
 	}
 	if spec.Readiness == readinessHealthcheck && spec.Healthcheck == nil &&
 		(img.Config == nil || img.Config.Healthcheck == nil || len(img.Config.Healthcheck.Test) == 0 || img.Config.Healthcheck.Test[0] == "NONE") {
-		return nil, rpc.InvalidField("spec.healthcheck", "readiness healthcheck needs a healthcheck, and image %s has none", spec.Image)
+		return none, rpc.InvalidField("spec.healthcheck", "readiness healthcheck needs a healthcheck, and image %s has none", spec.Image)
 	}
 	if err := o.ensureVolumes(ctx, spec); err != nil {
-		return nil, err
+		return none, err
 	}
 	// The files lock keeps a sweep from removing shipped files between
 	// writing them and the create that mounts them; a Container without
@@ -331,26 +355,29 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 		unlock = sync.OnceFunc(o.filesMu.Unlock)
 		defer unlock()
 		if shipped, err = materialize(o.filesDir, spec.Files, req.Files); err != nil {
-			return nil, err
+			return none, err
 		}
 	}
 	var ns *notifySock
 	notifyDir := ""
 	if spec.Readiness == readinessNotify {
 		if ns, err = o.ready.open(); err != nil {
-			return nil, err
+			return none, err
 		}
 		notifyDir = ns.dir
 	}
 	dc := buildCreate(spec, o.network, f.DNS, notifyDir)
 	dc.host.Mounts = append(dc.host.Mounts, shipped...)
+	if tweak != nil {
+		tweak(&dc)
+	}
 	res, err := o.docker.ContainerCreate(ctx, dc.config, dc.host, dc.network, nil, req.Name)
 	unlock()
 	if err != nil {
 		if ns != nil {
 			ns.close()
 		}
-		return nil, dockerErr(err, "create container %s", req.Name)
+		return none, dockerErr(err, "create container %s", req.Name)
 	}
 	if ns != nil {
 		o.ready.attach(ns, res.ID)
@@ -361,7 +388,7 @@ func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage)
 	o.log.Info("container created", "name", req.Name, "id", short(res.ID), "namespace", spec.Namespace, "service", spec.Service)
 	c, err := o.inspect(ctx, res.ID)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	return o.observe(c, f.MachineID), nil
 }
@@ -456,19 +483,30 @@ func (o *containerOps) removeContainer(ctx context.Context, raw json.RawMessage)
 	if err := rpc.Decode(rpc.CmdRemoveContainer, raw, &req); err != nil {
 		return nil, err
 	}
-	c, err := o.inspect(ctx, req.ID)
+	id, err := o.remove(ctx, req.ID, req.Force)
 	if err != nil {
 		return nil, err
 	}
-	if err := o.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: req.Force, RemoveVolumes: true}); err != nil {
-		return nil, dockerErr(err, "remove container %s", req.ID)
+	return map[string]string{"removed": id}, nil
+}
+
+// remove is remove_container's step, also a one-off run's: the Container
+// with its anonymous volumes, its readiness verdict, and the shipped
+// files no Container mounts any more. It answers the Container's id.
+func (o *containerOps) remove(ctx context.Context, ref string, force bool) (string, error) {
+	c, err := o.inspect(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if err := o.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: force, RemoveVolumes: true}); err != nil {
+		return "", dockerErr(err, "remove container %s", ref)
 	}
 	o.ready.forget(c.ID)
 	o.log.Info("container removed", "name", strings.TrimPrefix(c.Name, "/"), "id", short(c.ID))
 	if err := o.sweepFiles(ctx); err != nil {
 		o.log.Warn("remove unused shipped files", "error", err)
 	}
-	return map[string]string{"removed": c.ID}, nil
+	return c.ID, nil
 }
 
 // exportContainer answers the spec a Service Container was created with:

@@ -352,6 +352,10 @@ func TestCreateRefusesBadFields(t *testing.T) {
 		{"spec.constraints[0].op", func(r *rpc.CreateContainerRequest) { r.Spec.Constraints = []rpc.Constraint{{Label: "a", Op: "~"}} }},
 		{"spec.labels", func(r *rpc.CreateContainerRequest) { r.Spec.Labels = map[string]string{rpc.LabelService: "x"} }},
 		{"spec.memory_bytes", func(r *rpc.CreateContainerRequest) { r.Spec.MemoryBytes = -1 }},
+		{"spec.networks[1]", func(r *rpc.CreateContainerRequest) {
+			r.Spec.Networks = []string{rpc.ExternalNetworkPrefix + "payments", "other-ns/back"}
+		}},
+		{"spec.networks[0]", func(r *rpc.CreateContainerRequest) { r.Spec.Networks = []string{r.Spec.Namespace + "/"} }},
 	}
 	for _, c := range cases {
 		req := rpc.CreateContainerRequest{Name: to.name("bad"), Spec: to.spec("bad", nil)}

@@ -27,8 +27,9 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/volumecopy"
+	"github.com/ployz/ployz/sdk/fdstore"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Ports from docs/architecture.md ("Network").
@@ -125,6 +126,8 @@ type Daemon struct {
 	peerGrace time.Duration
 	// leases serializes this entry's lease grants (leases.go).
 	leases leaseState
+	// iso is the namespace isolation this Machine enforces (isolation.go).
+	iso isolation
 }
 
 // active holds the parts a Cluster member runs.
@@ -143,6 +146,9 @@ func (d *Daemon) recordPath() string { return filepath.Join(d.cfg.DataDir, "mach
 // plugins) keeps running after Run returns: only a reset stops it.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
+	// The sockets kept across the last restart become close-on-exec
+	// before any child (a plugin, systemctl) could inherit one.
+	fdstore.Claim()
 	d := &Daemon{cfg: cfg, log: cfg.Logger, tasks: volumecopy.NewTasks()}
 	d.tasks.Base = ctx
 	d.tasks.Ended = d.volumeTaskEnded

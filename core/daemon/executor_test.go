@@ -14,8 +14,8 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // servedDaemon is one participating Machine as a deploy reaches it: the

@@ -10,7 +10,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func TestExitLogKeepsTheExitDockerClears(t *testing.T) {

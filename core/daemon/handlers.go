@@ -23,8 +23,9 @@ import (
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/sdk/observe"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 	"github.com/ployz/ployz/sdk/volume"
 )
 
@@ -59,18 +60,22 @@ func (d *Daemon) routes() {
 	d.upgradeRoutes()
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageRelay, Capability: rpc.CapImageRelay, Handler: d.imageRelay})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress,
+		Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.pullImageProgress })})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: rpc.CapExec, Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.exec })})
+	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdRunContainer, Capability: rpc.CapRunContainer,
+		Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.runContainer })})
+}
+
+// withDocker serves a stream of the Container ops, refused while this
+// Machine has no Docker client.
+func (d *Daemon) withDocker(h func(*containerOps) rpc.StreamHandler) rpc.StreamHandler {
+	return func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 		if d.ctrs == nil || d.ctrs.docker == nil {
 			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
 		}
-		return d.ctrs.pullImageProgress(ctx, raw, s)
-	}})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: rpc.CapExec, Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-		if d.ctrs == nil || d.ctrs.docker == nil {
-			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
-		}
-		return d.ctrs.exec(ctx, raw, s)
-	}})
+		return h(d.ctrs)(ctx, raw, s)
+	}
 }
 
 func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
@@ -82,7 +87,7 @@ func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
 	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(), RPCKey: d.rpcKey(),
 		ManagementIP: meshaddr.ManagementIP(k).String(), Labels: rec.Labels,
 		DaemonVersion: version.Version, OS: runtime.GOOS, Arch: runtime.GOARCH, Capabilities: d.rpc.Capabilities(), Endpoints: []string{},
-		StoreEventsDropped: store.DroppedEvents()}
+		StoreEventsDropped: sdkstore.DroppedEvents(), Isolation: d.isolationView()}
 	in.Hostname, _ = os.Hostname()
 	for _, p := range d.plugins.Status() {
 		in.Plugins = append(in.Plugins, rpc.PluginView{Name: p.Name, Kind: p.Kind, Version: p.Version, APIVersion: p.APIVersion,
@@ -160,7 +165,7 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 		return nil, err
 	}
 	// The founding Machine mints the Cluster secret; joiners receive it.
-	secret, err := store.NewClusterSecret()
+	secret, err := sdkstore.NewClusterSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +187,7 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s is participating but its Cluster parts did not start: %v", rec.Name, err)
 	}
 	st, _ := d.storeClient()
-	if _, err := st.Cluster().Put(ctx, store.Row[store.ClusterBody]{Key: "network", Owner: rec.ID, Body: store.ClusterBody{Network: network.String(), ProtocolMajor: version.ProtocolMajor}}); err != nil {
+	if _, err := store.Cluster(st).Put(ctx, sdkstore.Row[store.ClusterBody]{Key: "network", Owner: rec.ID, Body: store.ClusterBody{Network: network.String(), ProtocolMajor: version.ProtocolMajor}}); err != nil {
 		return nil, fmt.Errorf("write cluster network: %w", err)
 	}
 	if err := d.publishSelf(ctx); err != nil {
@@ -193,7 +198,7 @@ func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 
 // saveClusterSecret replaces whatever secret a previous Cluster left (an
 // uninitialized Machine has none of its own) with this Cluster's.
-func (d *Daemon) saveClusterSecret(s store.ClusterSecret) error {
+func (d *Daemon) saveClusterSecret(s sdkstore.ClusterSecret) error {
 	path := store.ClusterSecretPath(d.cfg.DataDir)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove a previous Cluster's secret: %w", err)
@@ -243,7 +248,7 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 	if _, err := netip.ParsePrefix(req.Subnet); err != nil {
 		return nil, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
 	}
-	body := store.MachineBody{Name: req.Name, PublicKey: req.PublicKey, Subnet: req.Subnet, Endpoints: req.Endpoints,
+	body := sdkstore.MachineBody{Name: req.Name, PublicKey: req.PublicKey, Subnet: req.Subnet, Endpoints: req.Endpoints,
 		ManagementIP: meshaddr.ManagementIP(k).String(), Phase: string(machine.Joining), RPCKey: req.RPCKey}
 	if req.RPCKey != "" {
 		if _, err := rpc.ParseRPCKey(req.RPCKey); err != nil {
@@ -264,7 +269,7 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
 	}
-	if _, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: req.ID, Owner: req.ID, Body: body}); err != nil {
+	if _, err := st.Machines().Put(ctx, sdkstore.Row[sdkstore.MachineBody]{Key: req.ID, Owner: req.ID, Body: body}); err != nil {
 		return nil, err
 	}
 	h, err := st.Health(ctx)
@@ -307,7 +312,7 @@ func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
 				return nil, rpc.InvalidField(fmt.Sprintf("peers[%d].public_key", i), "not a WireGuard key")
 			}
 		}
-		secret, err := store.ParseClusterSecret(req.ClusterSecret)
+		secret, err := sdkstore.ParseClusterSecret(req.ClusterSecret)
 		if err != nil {
 			return nil, rpc.InvalidField("cluster_secret", "%v (the entry Machine hands it out in publish_machine)", err)
 		}
@@ -441,11 +446,11 @@ func (d *Daemon) forgetMachine(ctx context.Context, raw json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	stmts := []store.Statement{
-		store.Stmt(`DELETE FROM machines WHERE id = ?`, req.ID),
-		store.Stmt(`DELETE FROM containers WHERE owner = ?`, req.ID),
-		store.Stmt(`DELETE FROM volumes WHERE owner = ?`, req.ID),
-		store.Stmt(`DELETE FROM serving_acks WHERE id = ?`, req.ID),
+	stmts := []sdkstore.Statement{
+		sdkstore.Stmt(`DELETE FROM machines WHERE id = ?`, req.ID),
+		sdkstore.Stmt(`DELETE FROM containers WHERE owner = ?`, req.ID),
+		sdkstore.Stmt(`DELETE FROM volumes WHERE owner = ?`, req.ID),
+		sdkstore.Stmt(`DELETE FROM serving_acks WHERE id = ?`, req.ID),
 	}
 	if _, err := st.Exec(ctx, stmts...); err != nil {
 		return nil, err
@@ -477,6 +482,7 @@ func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
 }
 
 func (d *Daemon) finishReset(ctx context.Context) error {
+	releaseMeshPorts()
 	d.stopDNS(ctx)
 	d.stopIngress(ctx)
 	d.stopMetrics(ctx)
@@ -500,7 +506,9 @@ func (d *Daemon) finishReset(ctx context.Context) error {
 			d.log.Warn("reset: remove forwarding rules", "error", err)
 		}
 	}
+	d.iso.forget()
 	for _, p := range []string{filepath.Join(d.cfg.DataDir, "store"), filepath.Join(d.cfg.DataDir, "endpoints.json"), d.keyPath(),
+		filepath.Join(d.cfg.DataDir, isolationFile),
 		filepath.Join(d.cfg.DataDir, trust.PinsFile)} {
 		if err := os.RemoveAll(p); err != nil {
 			return err

@@ -22,6 +22,7 @@ import (
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/observe"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // units records what the daemon asks of systemd (the test host runs no
@@ -53,7 +54,7 @@ func (u *units) seen() []string {
 // machineDaemon is storeDaemon made whole enough for the Machine handlers:
 // an RPC server (capabilities), an empty plugin host, this Cluster's
 // secret, an RPC identity, a subnet, and recorded systemd units.
-func machineDaemon(t *testing.T, self string) (*Daemon, *store.Client, *units) {
+func machineDaemon(t *testing.T, self string) (*Daemon, *sdkstore.Client, *units) {
 	t.Helper()
 	d, st := storeDaemon(t, self)
 	u := &units{}
@@ -65,7 +66,7 @@ func machineDaemon(t *testing.T, self string) (*Daemon, *store.Client, *units) {
 		t.Fatal(err)
 	}
 	d.plugins = h
-	secret, err := store.NewClusterSecret()
+	secret, err := sdkstore.NewClusterSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +204,10 @@ func TestForgetMachine(t *testing.T) {
 	for _, id := range []string{"gone", "kept"} {
 		putMachine(t, st, id, id, machine.Participating)
 		putAck(t, st, id, "ns/web", "p1")
-		if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: "c-" + id, Owner: id, Body: store.ContainerBody{State: "running"}}); err != nil {
+		if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "c-" + id, Owner: id, Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Volumes().Put(ctx, store.Row[store.VolumeBody]{Key: id + "/data", Owner: id, Body: store.VolumeBody{Name: "data"}}); err != nil {
+		if _, err := store.Volumes(st).Put(ctx, sdkstore.Row[store.VolumeBody]{Key: id + "/data", Owner: id, Body: store.VolumeBody{Name: "data"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,7 +227,7 @@ func TestForgetMachine(t *testing.T) {
 		if rows, _ := st.Containers().ListByOwner(ctx, id); (len(rows) == 1) != want {
 			t.Errorf("containers of %s: %d rows", id, len(rows))
 		}
-		if rows, _ := st.Volumes().ListByOwner(ctx, id); (len(rows) == 1) != want {
+		if rows, _ := store.Volumes(st).ListByOwner(ctx, id); (len(rows) == 1) != want {
 			t.Errorf("volumes of %s: %d rows", id, len(rows))
 		}
 	}
@@ -288,7 +289,7 @@ func TestListMachinesAndPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := newKey(t)
-	if _, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: "m2", Owner: "m2", Body: store.MachineBody{
+	if _, err := st.Machines().Put(ctx, sdkstore.Row[sdkstore.MachineBody]{Key: "m2", Owner: "m2", Body: sdkstore.MachineBody{
 		Name: "two", ManagementIP: meshaddr.ManagementIP(key).String(), RPCKey: "ed25519:k2", Phase: "participating", StoreSite: "site-2"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestEnrollmentRefusals(t *testing.T) {
 	d.rec = machine.Record{ID: "m1", Phase: machine.Uninitialized}
 	_, err = hcall(t, d.initialize, rpc.InitializeRequest{Network: "10.210.0.0/16", Subnet: "10.210.1.0/24"})
 	wantField(t, err, "name")
-	secret, _ := store.NewClusterSecret()
+	secret, _ := sdkstore.NewClusterSecret()
 	for field, mutate := range map[string]func(*rpc.JoinRequest){
 		"name":                func(r *rpc.JoinRequest) { r.Name = "" },
 		"subnet":              func(r *rpc.JoinRequest) { r.Subnet = "10.9.0.0/24" },

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // historyRoutes add record_history and list_history: the operator
@@ -30,8 +31,8 @@ func (d *Daemon) recordHistory(ctx context.Context, raw json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	row := store.Row[store.HistoryBody]{Key: req.Entry.ID, Owner: d.record().ID, Body: req.Entry.HistoryBody}
-	if _, err := st.History().Put(ctx, row); err != nil {
+	row := sdkstore.Row[store.HistoryBody]{Key: req.Entry.ID, Owner: d.record().ID, Body: req.Entry.HistoryBody}
+	if _, err := store.History(st).Put(ctx, row); err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "write history: %v", err)
 	}
 	return rpc.HistoryRecorded{ID: req.Entry.ID}, nil
@@ -48,7 +49,7 @@ func (d *Daemon) listHistory(ctx context.Context, raw json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.HistoryNewest(ctx, req.Namespace, req.Kind, cmp.Or(req.Limit, rpc.HistoryDefaultLimit))
+	rows, err := store.HistoryNewest(ctx, st, req.Namespace, req.Kind, cmp.Or(req.Limit, rpc.HistoryDefaultLimit))
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read history: %v", err)
 	}

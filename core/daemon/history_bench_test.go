@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // BenchmarkOperatorHistory is what `ployz history` and a teammate's
@@ -169,8 +170,8 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 	d, st := sealingDaemon(b)
 	fillOperatorState(b, d, 1)
 	for _, id := range []string{"c1", "c2", "c3"} {
-		if _, err := st.Containers().Put(context.Background(), store.Row[store.ContainerBody]{Key: id, Owner: d.record().ID,
-			Body: store.ContainerBody{Service: "web", Namespace: "app0-production", ImageID: "sha256:app", Deployment: "d1", State: "running"}}); err != nil {
+		if _, err := st.Containers().Put(context.Background(), sdkstore.Row[sdkstore.ContainerBody]{Key: id, Owner: d.record().ID,
+			Body: sdkstore.ContainerBody{Service: "web", Namespace: "app0-production", ImageID: "sha256:app", Deployment: "d1", State: "running"}}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -34,7 +34,7 @@ func TestHistoryRecordAndList(t *testing.T) {
 	if _, err := hcall(t, d.recordHistory, rpc.RecordHistoryRequest{Entry: done}); err != nil {
 		t.Fatal(err)
 	}
-	row, ok, err := st.History().Get(t.Context(), "h1")
+	row, ok, err := store.History(st).Get(t.Context(), "h1")
 	if err != nil || !ok || row.Owner != "m1id" || row.Body.Outcome != rpc.OutcomeFailed || row.Body.Operator.Name != "ana@laptop" {
 		t.Fatalf("row h1: %+v %v %v", row, ok, err)
 	}
@@ -80,7 +80,7 @@ func TestHistoryRefusesBadInput(t *testing.T) {
 	if _, err = hcall(t, d.recordHistory, rpc.RecordHistoryRequest{Entry: bad}); !errors.As(err, &e) || e.Details["field"] != "entry.revision" {
 		t.Fatalf("negative revision: %v", err)
 	}
-	if rows, err := st.History().List(t.Context()); err != nil || len(rows) != 0 {
+	if rows, err := store.History(st).List(t.Context()); err != nil || len(rows) != 0 {
 		t.Fatalf("refused entries were written: %v %v", rows, err)
 	}
 }

@@ -80,12 +80,12 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 // refused naming that capability.
 func (d *Daemon) ingressStatus(context.Context, json.RawMessage) (any, error) {
 	if !d.acceptsIngress() {
-		return rpc.IngressStatus{MachineID: d.record().ID, Off: true}, nil
+		return ingress.Status{MachineID: d.record().ID, Off: true}, nil
 	}
 	if err := d.needCapability(ingress.CapHTTP); err != nil {
 		return nil, err
 	}
-	st := rpc.IngressStatus{MachineID: d.record().ID}
+	st := ingress.Status{MachineID: d.record().ID}
 	fi, _ := os.Stat(d.ingressStatusPath())
 	b, err := os.ReadFile(d.ingressStatusPath())
 	if errors.Is(err, os.ErrNotExist) {
@@ -98,6 +98,6 @@ func (d *Daemon) ingressStatus(context.Context, json.RawMessage) (any, error) {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "%s: %v", d.ingressStatusPath(), err)
 	}
 	st.MachineID = d.record().ID
-	st.Stale = fi != nil && time.Since(fi.ModTime()) > rpc.StaleAfterSeconds*time.Second
+	st.Stale = fi != nil && time.Since(fi.ModTime()) > ingress.StaleAfterSeconds*time.Second
 	return st, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 func TestIngressSpecAndStatus(t *testing.T) {
@@ -38,22 +39,22 @@ func TestIngressSpecAndStatus(t *testing.T) {
 	}
 	// No status file: not running, but an answer.
 	got, err := d.ingressStatus(context.Background(), nil)
-	if st := got.(rpc.IngressStatus); err != nil || st.Running || st.MachineID != "abc" {
+	if st := got.(ingress.Status); err != nil || st.Running || st.MachineID != "abc" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	want := rpc.IngressStatus{MachineID: "abc", Running: true, Routes: []rpc.IngressState{{Hostname: "a.b", Owner: "x/y", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.1:80"}}}}
+	want := ingress.Status{MachineID: "abc", Running: true, Routes: []ingress.Route{{Hostname: "a.b", Owner: "x/y", State: ingress.RoutePublished, Upstreams: []string{"10.0.0.1:80"}}}}
 	raw, _ := json.Marshal(want)
 	os.WriteFile(d.ingressStatusPath(), raw, 0o644)
 	got, err = d.ingressStatus(context.Background(), nil)
-	if st := got.(rpc.IngressStatus); err != nil || !st.Running || len(st.Routes) != 1 || st.Routes[0].Upstreams[0] != "10.0.0.1:80" {
+	if st := got.(ingress.Status); err != nil || !st.Running || len(st.Routes) != 1 || st.Routes[0].Upstreams[0] != "10.0.0.1:80" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if got.(rpc.IngressStatus).Stale {
+	if got.(ingress.Status).Stale {
 		t.Fatal("fresh status reported stale")
 	}
 	old := time.Now().Add(-time.Minute)
 	os.Chtimes(d.ingressStatusPath(), old, old)
-	if got, _ = d.ingressStatus(context.Background(), nil); !got.(rpc.IngressStatus).Stale {
+	if got, _ = d.ingressStatus(context.Background(), nil); !got.(ingress.Status).Stale {
 		t.Fatal("a status file a minute old is not stale")
 	}
 	os.WriteFile(d.ingressStatusPath(), []byte("{"), 0o644)
@@ -68,7 +69,7 @@ func TestContainerRowCarriesIngressRoutes(t *testing.T) {
 			{Protocol: "tcp", Port: 8081, ContainerPort: 8080}}}}
 	b := serviceContainerBody(ob, container.InspectResponse{})
 	if len(b.Ingress) != 2 || b.Ingress[0].Hostname != "hello.example.test" || b.Ingress[0].ContainerPort != 8080 ||
-		b.Ingress[1] != (store.IngressRoute{Protocol: "tcp", Port: 8081, ContainerPort: 8080}) {
+		b.Ingress[1] != (sdkstore.IngressRoute{Protocol: "tcp", Port: 8081, ContainerPort: 8080}) {
 		t.Fatalf("row %+v", b)
 	}
 	raw, _ := json.Marshal(b)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // defaultLeaseSettle is how long an acquire waits after its write before
@@ -44,7 +45,7 @@ func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+	if _, err := d.withLease(ctx, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (any, error) {
 		return nil, d.grantLease(ctx, st, req, row, ok)
 	}); err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 		return nil, err
 	}
 	d.settleLease(ctx, st)
-	row, ok, err := st.Leases().Get(ctx, req.Scope)
+	row, ok, err := store.Leases(st).Get(ctx, req.Scope)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "re-read lease %s: %v", req.Scope, err)
 	}
@@ -70,14 +71,14 @@ func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 
 // withLease reads scope's row and runs f with it, holding this entry's
 // grant lock so no other grant, renewal or release here interleaves.
-func (d *Daemon) withLease(ctx context.Context, scope string, f func(*store.Client, store.Row[store.LeaseBody], bool) (any, error)) (any, error) {
+func (d *Daemon) withLease(ctx context.Context, scope string, f func(*sdkstore.Client, sdkstore.Row[store.LeaseBody], bool) (any, error)) (any, error) {
 	st, err := d.storeClient()
 	if err != nil {
 		return nil, err
 	}
 	d.leases.mu.Lock()
 	defer d.leases.mu.Unlock()
-	row, ok, err := st.Leases().Get(ctx, scope)
+	row, ok, err := store.Leases(st).Get(ctx, scope)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", scope, err)
 	}
@@ -86,7 +87,7 @@ func (d *Daemon) withLease(ctx context.Context, scope string, f func(*store.Clie
 
 // grantLease writes the caller's row unless a live lease of another
 // nonce holds the scope.
-func (d *Daemon) grantLease(ctx context.Context, st *store.Client, req rpc.AcquireLeaseRequest, row store.Row[store.LeaseBody], ok bool) error {
+func (d *Daemon) grantLease(ctx context.Context, st *sdkstore.Client, req rpc.AcquireLeaseRequest, row sdkstore.Row[store.LeaseBody], ok bool) error {
 	now := time.Now().UnixMilli()
 	started := now
 	if ok && row.Body.Nonce == req.Nonce {
@@ -96,7 +97,7 @@ func (d *Daemon) grantLease(ctx context.Context, st *store.Client, req rpc.Acqui
 	}
 	body := store.LeaseBody{Holder: store.LeaseHolder(req.Holder), Command: req.Command, Started: started,
 		Expires: req.Expires, Nonce: req.Nonce, Entry: d.record().ID}
-	if _, err := st.Leases().Put(ctx, store.Row[store.LeaseBody]{Key: req.Scope, Owner: d.record().ID, Body: body}); err != nil {
+	if _, err := store.Leases(st).Put(ctx, sdkstore.Row[store.LeaseBody]{Key: req.Scope, Owner: d.record().ID, Body: body}); err != nil {
 		return rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
 	}
 	return nil
@@ -106,7 +107,7 @@ func (d *Daemon) grantLease(ctx context.Context, st *store.Client, req rpc.Acqui
 // settle time, then while the store reports gaps (at most the settle
 // time again). A store with no peer up has nothing to wait for; that
 // is also the partitioned case docs/leases.md describes.
-func (d *Daemon) settleLease(ctx context.Context, st *store.Client) {
+func (d *Daemon) settleLease(ctx context.Context, st *sdkstore.Client) {
 	h, err := st.Health(ctx)
 	if err != nil || h.Members == 0 {
 		return
@@ -144,7 +145,7 @@ func (d *Daemon) renewLease(ctx context.Context, raw json.RawMessage) (any, erro
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	return d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+	return d.withLease(ctx, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (any, error) {
 		switch {
 		case !ok:
 			return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held (released or expired and freed)", req.Scope)
@@ -152,7 +153,7 @@ func (d *Daemon) renewLease(ctx context.Context, raw json.RawMessage) (any, erro
 			return nil, rpc.LeaseHeld(leaseView(row))
 		}
 		row.Body.Expires, row.Owner, row.UpdatedAt = req.Expires, d.record().ID, 0
-		if _, err := st.Leases().Put(ctx, row); err != nil {
+		if _, err := store.Leases(st).Put(ctx, row); err != nil {
 			return nil, rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
 		}
 		return leaseView(row), nil
@@ -168,9 +169,9 @@ func (d *Daemon) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	return d.withLease(ctx, req.Scope, func(st *store.Client, row store.Row[store.LeaseBody], ok bool) (any, error) {
+	return d.withLease(ctx, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (any, error) {
 		if ok && row.Body.Nonce == req.Nonce {
-			if _, err := st.Leases().Delete(ctx, req.Scope); err != nil {
+			if _, err := store.Leases(st).Delete(ctx, req.Scope); err != nil {
 				return nil, rpc.Errorf(rpc.CodeUnavailable, "delete lease %s: %v", req.Scope, err)
 			}
 		}
@@ -184,7 +185,7 @@ func (d *Daemon) listLeases(ctx context.Context, _ json.RawMessage) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.Leases().List(ctx)
+	rows, err := store.Leases(st).List(ctx)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read leases: %v", err)
 	}
@@ -198,7 +199,7 @@ func (d *Daemon) listLeases(ctx context.Context, _ json.RawMessage) (any, error)
 	return out, nil
 }
 
-func leaseView(r store.Row[store.LeaseBody]) rpc.Lease {
+func leaseView(r sdkstore.Row[store.LeaseBody]) rpc.Lease {
 	return rpc.Lease{Scope: r.Key, Holder: rpc.LeaseHolder(r.Body.Holder), Command: r.Body.Command,
 		Started: r.Body.Started, Expires: r.Body.Expires, Entry: r.Body.Entry}
 }

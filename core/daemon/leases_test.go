@@ -14,7 +14,9 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 func acquireReq(scope, who, nonce string, ttl time.Duration) rpc.AcquireLeaseRequest {
@@ -51,7 +53,7 @@ func TestLeaseAcquireConflictRenewRelease(t *testing.T) {
 	if _, err := hcall(t, d.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later}); err != nil {
 		t.Fatal(err)
 	}
-	row, _, _ := st.Leases().Get(context.Background(), scope)
+	row, _, _ := store.Leases(st).Get(context.Background(), scope)
 	if row.Body.Expires != later {
 		t.Fatalf("renewed to %d, want %d", row.Body.Expires, later)
 	}
@@ -61,7 +63,7 @@ func TestLeaseAcquireConflictRenewRelease(t *testing.T) {
 	if _, err := hcall(t, d.releaseLease, rpc.ReleaseLeaseRequest{Scope: scope, Nonce: "nonce-bo-01"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := st.Leases().Get(context.Background(), scope); !ok {
+	if _, ok, _ := store.Leases(st).Get(context.Background(), scope); !ok {
 		t.Fatal("bo's release freed ana's lease")
 	}
 	if _, err := hcall(t, d.releaseLease, rpc.ReleaseLeaseRequest{Scope: scope, Nonce: "nonce-ana-1"}); err != nil {
@@ -135,7 +137,7 @@ func twoEntries(t testing.TB) (*Daemon, *Daemon) {
 // gossiping with boot.
 func startLeaseNode(t testing.TB, dbPath, addr string, boot []string) *server.Node {
 	t.Helper()
-	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: store.SchemaSQL(),
+	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: schema.SQL(),
 		GossipKey: make([]byte, 32), Fast: true, SyncInterval: 100 * time.Millisecond,
 		GossipAddr: "127.0.0.1:0", Bootstrap: boot, APIAddr: addr, Token: "tok"})
 	if err != nil {
@@ -148,12 +150,12 @@ func startLeaseNode(t testing.TB, dbPath, addr string, boot []string) *server.No
 // leaseDaemon is a participating Daemon on the store API at addr.
 func leaseDaemon(t testing.TB, id, addr string) *Daemon {
 	d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: t.TempDir()}, log: hclog.NewNullLogger(),
-		rec: machine.Record{ID: id, Name: id, Phase: machine.Participating}, active: &active{store: store.New(addr, store.WithToken("tok"))}}
+		rec: machine.Record{ID: id, Name: id, Phase: machine.Participating}, active: &active{store: sdkstore.New(addr, sdkstore.WithToken("tok"))}}
 	d.leases.settle = 500 * time.Millisecond
 	return d
 }
 
-func waitMembers(t testing.TB, st *store.Client) {
+func waitMembers(t testing.TB, st *sdkstore.Client) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if h, err := st.Health(context.Background()); err == nil && h.Members > 0 {
@@ -210,8 +212,8 @@ func TestLeasePartitionHeal(t *testing.T) {
 	waitMembers(t, d2.active.store)
 	var winner string
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		r1, _, _ := d1.active.store.Leases().Get(context.Background(), scope)
-		r2, _, _ := d2.active.store.Leases().Get(context.Background(), scope)
+		r1, _, _ := store.Leases(d1.active.store).Get(context.Background(), scope)
+		r2, _, _ := store.Leases(d2.active.store).Get(context.Background(), scope)
 		if r1.Body.Nonce != "" && r1.Body.Nonce == r2.Body.Nonce {
 			winner = r1.Body.Holder.Name
 			break
@@ -249,10 +251,10 @@ func TestLeaseOfDepartedEntry(t *testing.T) {
 	putMachine(t, st, "m-gone", "gone", machine.Participating)
 	const scope = "namespace:web-prod"
 	started := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
-	held := store.Row[store.LeaseBody]{Key: scope, Owner: "m-gone", Body: store.LeaseBody{
+	held := sdkstore.Row[store.LeaseBody]{Key: scope, Owner: "m-gone", Body: store.LeaseBody{
 		Holder: store.LeaseHolder{Name: "ana@laptop", KeyFingerprint: "SHA256:ana"}, Command: "deploy",
 		Started: started.UnixMilli(), Expires: time.Now().Add(time.Second).UnixMilli(), Nonce: "nonce-ana-1", Entry: "m-gone"}}
-	if _, err := st.Leases().Put(ctx, held); err != nil {
+	if _, err := store.Leases(st).Put(ctx, held); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := hcall(t, d.forgetMachine, rpc.ForgetMachineRequest{ID: "m-gone"}); err != nil {
@@ -268,7 +270,7 @@ func TestLeaseOfDepartedEntry(t *testing.T) {
 		!strings.Contains(e.Message, scope) || !strings.Contains(e.Message, "since "+started.UTC().Format(time.RFC3339)) {
 		t.Fatalf("bo's acquire: %v; want a conflict naming %s, ana@laptop and since %s", err, scope, started.UTC().Format(time.RFC3339))
 	}
-	row, ok, err := st.Leases().Get(ctx, scope)
+	row, ok, err := store.Leases(st).Get(ctx, scope)
 	if err != nil || !ok || row.Owner != held.Owner || row.Body != held.Body {
 		t.Fatalf("after the refusal the row is %+v (ok %v, %v); want it unchanged: %+v", row, ok, err, held)
 	}

@@ -155,3 +155,29 @@ func pluginErr(err error, capability string) error {
 	}
 	return rpc.Errorf(rpc.CodeUnavailable, "%s: %s", capability, st.Message()).With("capability", capability)
 }
+
+// logsHeld reports whether this Machine's Log Store holds a line of
+// Container id at or after since (unix nanoseconds): an ended one-off
+// run is removed only then, since the store cannot read the files of a
+// Container Docker removed before it opened them.
+func (d *Daemon) logsHeld(ctx context.Context, id string, since int64) (bool, error) {
+	if d.plugins == nil || !d.plugins.Available(observe.CapLogHistory) {
+		return false, rpc.Errorf(rpc.CodeUnavailable, "no Log Store is serving on this Machine").With("capability", observe.CapLogHistory)
+	}
+	held := false
+	err := d.plugins.Call(ctx, observe.CapLogHistory, func(ctx context.Context, conn *grpc.ClientConn) error {
+		resp, err := logstorev1.NewLogStoreClient(conn).LogHistory(ctx, &logstorev1.LogHistoryRequest{
+			Selector: &logstorev1.Selector{ContainerId: id}, FromUnixNanos: since - 1, Limit: 1})
+		if err != nil {
+			return err
+		}
+		for _, e := range resp.GetEntries() {
+			held = held || e.GetTimeUnixNanos() >= since
+		}
+		return nil
+	})
+	if err != nil {
+		return false, pluginErr(err, observe.CapLogHistory)
+	}
+	return held, nil
+}

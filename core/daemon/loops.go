@@ -13,8 +13,8 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Loop periods. Each loop re-derives everything from rows and Docker, so a
@@ -72,14 +72,8 @@ func (d *Daemon) peerLoop(ctx context.Context) {
 				}
 			}
 		}
-		t := time.NewTimer(untilExpiry(waitPeriod(w, peerPeriod, rec.Phase == machine.Joining), expires))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, w, untilExpiry(waitPeriod(w, peerPeriod, rec.Phase == machine.Joining), expires)) {
 			return
-		case <-t.C:
-		case <-w.C:
-			t.Stop()
 		}
 	}
 }

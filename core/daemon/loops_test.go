@@ -21,11 +21,11 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/version"
 	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestPeersFromRows: every other Machine with a usable key and subnet is a
@@ -351,7 +351,7 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 		t.Errorf("the trust list went with ingress: %v", err)
 	}
 	out, err := hcall(t, d.ingressStatus, rpc.IngressStatusRequest{})
-	if st, ok := out.(rpc.IngressStatus); err != nil || !ok || !st.Off || st.Running || st.MachineID != "m1" {
+	if st, ok := out.(ingress.Status); err != nil || !ok || !st.Off || st.Running || st.MachineID != "m1" {
 		t.Fatalf("ingress_status %+v %v, want off", out, err)
 	}
 	if n := derived.Load(); n != 0 {

@@ -10,8 +10,9 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // gossipDaemon is a participating Daemon whose store node gossips with a
@@ -26,7 +27,7 @@ func gossipDaemon(t *testing.T, self string) (*Daemon, *store.Client, *server.No
 	key := make([]byte, 32)
 	start := func(name string, cfg server.Config) *server.Node {
 		cfg.DBPath = filepath.Join(t.TempDir(), name+".db")
-		cfg.SchemaSQL = store.SchemaSQL()
+		cfg.SchemaSQL = schema.SQL()
 		cfg.GossipKey = key
 		cfg.Fast = true
 		cfg.SyncInterval = 100 * time.Millisecond

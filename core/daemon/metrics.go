@@ -14,9 +14,9 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/observe"
 	metricsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // MetricsPlugin is the metrics plugin's name; MetricsPort is where it

@@ -20,6 +20,7 @@ import (
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // Observation timing: Docker events trigger a rescan after a short
@@ -188,11 +189,11 @@ func (d *Daemon) publishAfterEvent(ctx context.Context, cli client.APIClient, id
 	if ended(action) && b.Ready {
 		down := b
 		down.Ready = false
-		if _, err := a.store.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: down}); err != nil {
+		if _, err := a.store.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: down}); err != nil {
 			return err
 		}
 	}
-	_, err = a.store.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: b})
+	_, err = a.store.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: b})
 	return err
 }
 
@@ -212,7 +213,7 @@ func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]store.ContainerBody{}
+	want := map[string]sdkstore.ContainerBody{}
 	if d.ctrs != nil {
 		exist := map[string]bool{}
 		for _, c := range list {
@@ -238,11 +239,11 @@ func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 	for _, v := range vols.Volumes {
 		wantVol[self+"/"+v.Name] = store.VolumeBody{Name: v.Name, Driver: v.Driver}
 	}
-	return syncOwned(ctx, a.store.Volumes(), self, wantVol)
+	return syncOwned(ctx, store.Volumes(a.store), self, wantVol)
 }
 
 // syncOwned makes the rows owner wrote in t exactly want.
-func syncOwned[B any](ctx context.Context, t store.Table[B], owner string, want map[string]B) error {
+func syncOwned[B any](ctx context.Context, t sdkstore.Table[B], owner string, want map[string]B) error {
 	rows, err := t.ListByOwner(ctx, owner)
 	if err != nil {
 		return err
@@ -262,7 +263,7 @@ func syncOwned[B any](ctx context.Context, t store.Table[B], owner string, want 
 		if h, ok := have[k]; ok && h == string(b) {
 			continue
 		}
-		if _, err := t.Put(ctx, store.Row[B]{Key: k, Owner: owner, Body: body}); err != nil {
+		if _, err := t.Put(ctx, sdkstore.Row[B]{Key: k, Owner: owner, Body: body}); err != nil {
 			return err
 		}
 	}
@@ -273,8 +274,8 @@ func syncOwned[B any](ctx context.Context, t store.Table[B], owner string, want 
 // values never leave the Machine: only names are published. A Service
 // Container (label ployz.namespace) is inspected for its health, readiness
 // and identity; any other container is reported from its summary.
-func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c container.Summary) (store.ContainerBody, error) {
-	b := store.ContainerBody{Image: c.Image, State: c.State, ImageID: c.ImageID, CreatedAt: c.Created}
+func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c container.Summary) (sdkstore.ContainerBody, error) {
+	b := sdkstore.ContainerBody{Image: c.Image, State: c.State, ImageID: c.ImageID, CreatedAt: c.Created}
 	if len(c.Names) > 0 {
 		b.Name = strings.TrimPrefix(c.Names[0], "/")
 	}
@@ -307,14 +308,15 @@ func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c cont
 }
 
 // serviceContainerBody is a Service Container's row from its observation.
-func serviceContainerBody(o rpc.ContainerObservation, in container.InspectResponse) store.ContainerBody {
-	b := store.ContainerBody{Service: o.Service, Deployment: o.Deployment, Image: o.Image, State: o.State, IP: o.IP,
+func serviceContainerBody(o rpc.ContainerObservation, in container.InspectResponse) sdkstore.ContainerBody {
+	b := sdkstore.ContainerBody{Service: o.Service, Deployment: o.Deployment, Image: o.Image, State: o.State, IP: o.IP,
 		Name: o.Name, Namespace: o.Namespace, ServiceID: o.ServiceID, SpecHash: o.SpecHash, ImageID: o.ImageID,
 		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt,
 		RestartCount: o.RestartCount, ExitCode: o.ExitCode, OOMKilled: o.OOMKilled, FinishedAt: o.FinishedAt}
 	if o.Spec != nil {
+		b.Networks = o.Spec.Networks
 		for _, r := range o.Spec.Ingress {
-			b.Ingress = append(b.Ingress, store.IngressRoute(r)) // the same fields: a new one cannot be left behind
+			b.Ingress = append(b.Ingress, sdkstore.IngressRoute(r)) // the same fields: a new one cannot be left behind
 		}
 	}
 	if in.Config != nil {

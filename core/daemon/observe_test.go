@@ -14,11 +14,12 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // observedDaemon is a participating Daemon on a real store node whose
 // Service Container commands run on real Docker (testOps).
-func observedDaemon(t *testing.T) (*Daemon, *store.Client, *testOps) {
+func observedDaemon(t *testing.T) (*Daemon, *sdkstore.Client, *testOps) {
 	t.Helper()
 	to := newTestOps(t)
 	d, st := storeDaemon(t, to.facts.MachineID)
@@ -27,7 +28,7 @@ func observedDaemon(t *testing.T) (*Daemon, *store.Client, *testOps) {
 }
 
 // storeVersion is the store's own head version: it moves on every write.
-func storeVersion(t *testing.T, st *store.Client) int64 {
+func storeVersion(t *testing.T, st *sdkstore.Client) int64 {
 	t.Helper()
 	h, err := st.Health(context.Background())
 	if err != nil {
@@ -42,8 +43,8 @@ func storeVersion(t *testing.T, st *store.Client) int64 {
 func TestSyncOwned(t *testing.T) {
 	_, st := storeDaemon(t, "me")
 	ctx := context.Background()
-	vols := st.Volumes()
-	if _, err := vols.Put(ctx, store.Row[store.VolumeBody]{Key: "other/x", Owner: "other", Body: store.VolumeBody{Name: "x"}}); err != nil {
+	vols := store.Volumes(st)
+	if _, err := vols.Put(ctx, sdkstore.Row[store.VolumeBody]{Key: "other/x", Owner: "other", Body: store.VolumeBody{Name: "x"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]store.VolumeBody{"me/a": {Name: "a", Driver: "local"}, "me/b": {Name: "b", Driver: "local"}}
@@ -85,10 +86,10 @@ func TestRescan(t *testing.T) {
 	spec := to.spec("web", map[string]string{"API_TOKEN": secret, "MODE": "x"})
 	spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: to.namespace + "-data", Target: "/data"}}
 	id := to.createStart(t, "web", spec)
-	if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: "someone-elses", Owner: "other", Body: store.ContainerBody{State: "running"}}); err != nil {
+	if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "someone-elses", Owner: "other", Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: "long-gone", Owner: d.record().ID, Body: store.ContainerBody{State: "running"}}); err != nil {
+	if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "long-gone", Owner: d.record().ID, Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -115,7 +116,7 @@ func TestRescan(t *testing.T) {
 		t.Fatal("the rescan deleted another Machine's row")
 	}
 	vol := d.record().ID + "/" + to.namespace + "-data"
-	if r, ok, _ := st.Volumes().Get(ctx, vol); !ok || r.Body.Name != to.namespace+"-data" || r.Body.Driver != "local" {
+	if r, ok, _ := store.Volumes(st).Get(ctx, vol); !ok || r.Body.Name != to.namespace+"-data" || r.Body.Driver != "local" {
 		t.Fatalf("volume row %s: %+v ok=%v", vol, r.Body, ok)
 	}
 
@@ -147,7 +148,7 @@ func TestRescan(t *testing.T) {
 	if err := d.rescan(ctx, to.cli); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := st.Volumes().Get(ctx, vol); ok {
+	if _, ok, _ := store.Volumes(st).Get(ctx, vol); ok {
 		t.Fatal("the row of a removed volume survived the rescan")
 	}
 }
@@ -164,12 +165,12 @@ func TestObserveLoopFollowsEvents(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the first rescan and the event stream are up
 
 	id := to.createStart(t, "api", to.spec("api", nil))
-	waitRow(t, st, id, 10*time.Second, func(b store.ContainerBody) bool { return b.State == "running" })
+	waitRow(t, st, id, 10*time.Second, func(b sdkstore.ContainerBody) bool { return b.State == "running" })
 	if err := to.cli.ContainerKill(context.Background(), id, "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	// The periodic rescan is 30 s away: only the event path meets 10 s.
-	waitRow(t, st, id, 10*time.Second, func(b store.ContainerBody) bool { return b.State == "exited" && !b.Ready })
+	waitRow(t, st, id, 10*time.Second, func(b sdkstore.ContainerBody) bool { return b.State == "exited" && !b.Ready })
 	if err := to.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestObserveLoopFollowsEvents(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, ok, _ := st.Volumes().Get(context.Background(), d.record().ID+"/"+name); ok {
+		if _, ok, _ := store.Volumes(st).Get(context.Background(), d.record().ID+"/"+name); ok {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -192,10 +193,10 @@ func TestObserveLoopFollowsEvents(t *testing.T) {
 	}
 }
 
-func waitRow(t *testing.T, st *store.Client, id string, within time.Duration, cond func(store.ContainerBody) bool) {
+func waitRow(t *testing.T, st *sdkstore.Client, id string, within time.Duration, cond func(sdkstore.ContainerBody) bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	var last store.ContainerBody
+	var last sdkstore.ContainerBody
 	for time.Now().Before(deadline) {
 		r, ok, err := st.Containers().Get(context.Background(), id)
 		if err == nil && ok {
@@ -208,7 +209,7 @@ func waitRow(t *testing.T, st *store.Client, id string, within time.Duration, co
 	t.Fatalf("row of %s never matched; last %+v", short(id), last)
 }
 
-func waitGone(t *testing.T, st *store.Client, id string, within time.Duration) {
+func waitGone(t *testing.T, st *sdkstore.Client, id string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {

@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // checkedStore runs a decoded request's checks, for a handler that works

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Retire loop timing: superseded Containers are looked for on every
@@ -40,14 +40,8 @@ func (d *Daemon) retireLoop(ctx context.Context) {
 	// while superseded Containers wait (for acks or retireAfter).
 	w := d.watchStore(ctx, `SELECT id, body FROM serving`, `SELECT id, body FROM serving_acks`)
 	for {
-		t := time.NewTimer(waitPeriod(w, retirePeriod, len(firstSeen) > 0))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, w, waitPeriod(w, retirePeriod, len(firstSeen) > 0)) {
 			return
-		case <-t.C:
-		case <-w.C:
-			t.Stop()
 		}
 		if d.record().Phase != machine.Participating || d.ctrs == nil || d.ctrs.docker == nil {
 			continue
@@ -89,7 +83,7 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 			continue
 		}
 		in, err := d.ctrs.docker.ContainerInspect(ctx, r.Key)
-		if err != nil || in.State == nil || !in.State.Running || in.Config == nil || in.Config.Labels[rpc.LabelKind] == "hook" {
+		if err != nil || in.State == nil || !in.State.Running || in.Config == nil || !rpc.IsReplica(in.Config.Labels) {
 			continue
 		}
 		created, err := time.Parse(time.RFC3339Nano, in.Created)

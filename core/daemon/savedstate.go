@@ -12,6 +12,7 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // revisionMu serializes save_revision on this Machine, so the revisions
@@ -65,29 +66,29 @@ func (d *Daemon) saveRevision(ctx context.Context, raw json.RawMessage) (any, er
 	ns := deploy.Namespace(req.Project, req.Environment)
 	revisionMu.Lock()
 	defer revisionMu.Unlock()
-	rows, err := st.Revisions().ListNamespace(ctx, ns)
+	rows, err := store.ListNamespace(ctx, store.Revisions(st), ns)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
 	}
-	existing := slices.ContainsFunc(rows, func(r store.Row[store.RevisionBody]) bool { return r.Key == req.ID })
+	existing := slices.ContainsFunc(rows, func(r sdkstore.Row[store.RevisionBody]) bool { return r.Key == req.ID })
 	if !existing {
 		row, err := newRevisionRow(req, ns, rows, sealer, d.record().ID)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := st.Revisions().Put(ctx, row); err != nil {
+		if _, err := store.Revisions(st).Put(ctx, row); err != nil {
 			return nil, rpc.Errorf(rpc.CodeUnavailable, "write revision: %v", err)
 		}
 		rows = append(rows, row)
 	}
 	numbered := numberRevisions(rows)
-	i := slices.IndexFunc(numbered, func(r store.Row[store.RevisionBody]) bool { return r.Key == req.ID })
+	i := slices.IndexFunc(numbered, func(r sdkstore.Row[store.RevisionBody]) bool { return r.Key == req.ID })
 	return rpc.RevisionSaved{ID: req.ID, Revision: i + 1, Existing: existing}, nil
 }
 
 // newRevisionRow is req's row: stamped above every revision of the
 // namespace seen here, compose sealed.
-func newRevisionRow(req rpc.SaveRevisionRequest, ns string, rows []store.Row[store.RevisionBody], sealer *store.Sealer, owner string) (store.Row[store.RevisionBody], error) {
+func newRevisionRow(req rpc.SaveRevisionRequest, ns string, rows []sdkstore.Row[store.RevisionBody], sealer *store.Sealer, owner string) (sdkstore.Row[store.RevisionBody], error) {
 	body := store.RevisionBody{Namespace: ns, Project: req.Project, Environment: req.Environment, CreatedAt: time.Now().UnixMilli(),
 		Operator: req.Operator, Source: req.Source, SourceRevision: req.SourceRevision}
 	for _, r := range rows {
@@ -96,17 +97,17 @@ func newRevisionRow(req rpc.SaveRevisionRequest, ns string, rows []store.Row[sto
 	if len(req.Compose) > 0 {
 		sealed, err := sealer.Seal(req.ID, req.Compose)
 		if err != nil {
-			return store.Row[store.RevisionBody]{}, rpc.Errorf(rpc.CodeInternal, "%v", err)
+			return sdkstore.Row[store.RevisionBody]{}, rpc.Errorf(rpc.CodeInternal, "%v", err)
 		}
 		body.Compose = sealed
 	}
-	return store.Row[store.RevisionBody]{Key: req.ID, Owner: owner, Body: body}, nil
+	return sdkstore.Row[store.RevisionBody]{Key: req.ID, Owner: owner, Body: body}, nil
 }
 
 // numberRevisions orders a namespace's revisions as every reader numbers
 // them: by created_at, then id.
-func numberRevisions(rows []store.Row[store.RevisionBody]) []store.Row[store.RevisionBody] {
-	slices.SortFunc(rows, func(a, b store.Row[store.RevisionBody]) int {
+func numberRevisions(rows []sdkstore.Row[store.RevisionBody]) []sdkstore.Row[store.RevisionBody] {
+	slices.SortFunc(rows, func(a, b sdkstore.Row[store.RevisionBody]) int {
 		return cmp.Or(cmp.Compare(a.Body.CreatedAt, b.Body.CreatedAt), cmp.Compare(a.Key, b.Key))
 	})
 	return rows
@@ -123,16 +124,16 @@ func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	var rows []store.Row[store.RevisionBody]
+	var rows []sdkstore.Row[store.RevisionBody]
 	if req.AllNamespaces {
-		rows, err = st.Revisions().List(ctx)
+		rows, err = store.Revisions(st).List(ctx)
 	} else {
-		rows, err = st.Revisions().ListNamespace(ctx, req.Namespace)
+		rows, err = store.ListNamespace(ctx, store.Revisions(st), req.Namespace)
 	}
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
 	}
-	byNamespace := map[string][]store.Row[store.RevisionBody]{}
+	byNamespace := map[string][]sdkstore.Row[store.RevisionBody]{}
 	for _, r := range rows {
 		byNamespace[r.Body.Namespace] = append(byNamespace[r.Body.Namespace], r)
 	}
@@ -149,7 +150,7 @@ func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, e
 
 // revisionsOf answers the revisions of one namespace's numbered rows
 // that req asks for.
-func (d *Daemon) revisionsOf(numbered []store.Row[store.RevisionBody], req rpc.ListRevisionsRequest) ([]rpc.Revision, error) {
+func (d *Daemon) revisionsOf(numbered []sdkstore.Row[store.RevisionBody], req rpc.ListRevisionsRequest) ([]rpc.Revision, error) {
 	var out []rpc.Revision
 	for i, r := range numbered {
 		n := i + 1
@@ -169,7 +170,7 @@ func (d *Daemon) revisionsOf(numbered []store.Row[store.RevisionBody], req rpc.L
 	return out, nil
 }
 
-func (d *Daemon) openCompose(r store.Row[store.RevisionBody]) ([]byte, error) {
+func (d *Daemon) openCompose(r sdkstore.Row[store.RevisionBody]) ([]byte, error) {
 	sealer, err := d.composeSealer()
 	if err != nil {
 		return nil, err
@@ -191,9 +192,9 @@ func (d *Daemon) putDeployRecord(ctx context.Context, raw json.RawMessage) (any,
 	if err != nil {
 		return nil, err
 	}
-	row := store.Row[store.DeployRecordBody]{Key: req.DeploymentID, Owner: d.record().ID, Body: store.DeployRecordBody{
+	row := sdkstore.Row[store.DeployRecordBody]{Key: req.DeploymentID, Owner: d.record().ID, Body: store.DeployRecordBody{
 		Namespace: req.Namespace, Revision: req.Revision, StartedAt: req.StartedAt, UpdatedAt: req.UpdatedAt, Record: req.Record}}
-	if _, err := st.DeployRecords().Put(ctx, row); err != nil {
+	if _, err := store.DeployRecords(st).Put(ctx, row); err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "write deploy record: %v", err)
 	}
 	return struct{}{}, nil
@@ -209,11 +210,11 @@ func (d *Daemon) listDeployRecords(ctx context.Context, raw json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
-	var rows []store.Row[store.DeployRecordBody]
+	var rows []sdkstore.Row[store.DeployRecordBody]
 	if req.Namespace != "" {
-		rows, err = st.DeployRecords().ListNamespace(ctx, req.Namespace)
+		rows, err = store.ListNamespace(ctx, store.DeployRecords(st), req.Namespace)
 	} else {
-		rows, err = st.DeployRecords().List(ctx)
+		rows, err = store.DeployRecords(st).List(ctx)
 	}
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read deploy records: %v", err)
@@ -222,8 +223,8 @@ func (d *Daemon) listDeployRecords(ctx context.Context, raw json.RawMessage) (an
 }
 
 // newestRecords are at most limit records, newest start first.
-func newestRecords(rows []store.Row[store.DeployRecordBody], limit int) []rpc.PutDeployRecordRequest {
-	slices.SortFunc(rows, func(a, b store.Row[store.DeployRecordBody]) int {
+func newestRecords(rows []sdkstore.Row[store.DeployRecordBody], limit int) []rpc.PutDeployRecordRequest {
+	slices.SortFunc(rows, func(a, b sdkstore.Row[store.DeployRecordBody]) int {
 		return cmp.Or(cmp.Compare(b.Body.StartedAt, a.Body.StartedAt), cmp.Compare(b.Key, a.Key))
 	})
 	out := []rpc.PutDeployRecordRequest{}

@@ -8,13 +8,14 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // sealingDaemon is storeDaemon with a Cluster secret to seal with.
-func sealingDaemon(t testing.TB) (*Daemon, *store.Client) {
+func sealingDaemon(t testing.TB) (*Daemon, *sdkstore.Client) {
 	t.Helper()
 	d, st := storeDaemon(t, "m1id")
-	secret, err := store.NewClusterSecret()
+	secret, err := sdkstore.NewClusterSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-a", Project: "shop", Environment: "production", Compose: []byte("x")}); got.Revision != 1 || !got.Existing {
 		t.Fatalf("saving r-a again %+v", got)
 	}
-	row, _, err := st.Revisions().Get(t.Context(), "r-a")
+	row, _, err := store.Revisions(st).Get(t.Context(), "r-a")
 	if err != nil || !strings.HasPrefix(row.Body.Compose, store.SealedPrefix) || strings.Contains(row.Raw, "s3cret") || row.Body.Operator.Name != "ana" {
 		t.Fatalf("row r-a %+v: want the compose sealed, %v", row, err)
 	}
@@ -120,7 +121,7 @@ func TestRevisionsRefuseBadInput(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
 		t.Fatalf("no secret: %v", err)
 	}
-	if rows, _ := st.Revisions().List(t.Context()); len(rows) != 0 {
+	if rows, _ := store.Revisions(st).List(t.Context()); len(rows) != 0 {
 		t.Fatalf("saved without a secret: %+v", rows)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // pointerRowWait bounds how long move_serving_pointer waits for the rows

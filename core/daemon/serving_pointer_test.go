@@ -16,8 +16,9 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // storeDaemon is a participating Daemon on a real store node of its own
@@ -27,7 +28,7 @@ func storeDaemon(t testing.TB, self string) (*Daemon, *store.Client) {
 	t.Helper()
 	addr := freeAddr(t)
 	n, err := server.Start(context.Background(), server.Config{
-		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: addr, Token: "tok",
+		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: schema.SQL(), APIAddr: addr, Token: "tok",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,10 +15,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // impostor holds the store API's old TCP port the way any local user
@@ -95,7 +95,7 @@ func TestStoreClientsIgnoreAnImpostorOnTCP(t *testing.T) {
 		"ployzd":  store.NewTokenFileClient(d.storeSocket(), ""),
 	}
 	for name, c := range clients {
-		if rows, err := c.List(ctx); err == nil || len(rows) != 0 {
+		if rows, err := c.Containers(ctx); err == nil || len(rows) != 0 {
 			t.Errorf("%s's client with the store down: %d rows, %v; want an error and none", name, len(rows), err)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/machine/trust"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 type testSigner struct{ k ed25519.PrivateKey }

@@ -21,7 +21,7 @@ import (
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // upgradeRoutes adds upgrade_machine and upgrade_status (docs/upgrades.md).
@@ -92,8 +92,10 @@ func (d *Daemon) stageAndApply(ctx context.Context, req rpc.UpgradeRequest, s rp
 	return s.Send(rpc.StreamFrame{Event: ev})
 }
 
-// stageRelease writes the uploaded bundle, checks its digest and unpacks it
-// into releases/<version> (replacing an unused earlier copy).
+// stageRelease writes the uploaded bundle, checks its digest and its
+// signature by a release key this ployzd was built with (the caller's
+// check is not trusted: any member with RPC access can upload), and
+// unpacks it into releases/<version> (replacing an unused earlier copy).
 func stageRelease(root string, req rpc.UpgradeRequest, in io.Reader) (string, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return "", err
@@ -115,6 +117,9 @@ func stageRelease(root string, req rpc.UpgradeRequest, in io.Reader) (string, er
 	if got := hex.EncodeToString(h.Sum(nil)); got != req.SHA256 {
 		return "", rpc.Errorf(rpc.CodeInvalidArgument, "sha256: the received bundle's digest is %s, the request says %s", got, req.SHA256).With("field", "sha256")
 	}
+	if err := verifySigned(req); err != nil {
+		return "", err
+	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
@@ -132,6 +137,20 @@ func stageRelease(root string, req rpc.UpgradeRequest, in io.Reader) (string, er
 		return "", rpc.Errorf(rpc.CodeInvalidArgument, "version: the bundle is %s, the request says %s", m.Version, req.Version).With("field", "version")
 	}
 	return dir, nil
+}
+
+// verifySigned refuses an upload no trusted release key signed, naming
+// the keys this Machine trusts.
+func verifySigned(req rpc.UpgradeRequest) error {
+	keys, err := release.TrustedKeys()
+	if err != nil {
+		return rpc.Errorf(rpc.CodeInternal, "%v", err)
+	}
+	name := release.BundleName(req.Version, runtime.GOOS, runtime.GOARCH)
+	if _, err := release.VerifyBundle(name, req.SHA256, req.Size, req.Proof, keys); err != nil {
+		return rpc.Errorf(rpc.CodeFailedPrecond, "the uploaded %v", err).With("field", "proof")
+	}
+	return nil
 }
 
 // launchApply starts `ployzd upgrade apply` from the running release in a

@@ -21,7 +21,7 @@ import (
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // ApplyConfig is one swap onto a staged release (`ployzd upgrade apply`).

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"bytes"
+	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -12,12 +15,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 func testBundle(t *testing.T, v, arch string) []byte {
@@ -37,9 +41,17 @@ func testBundle(t *testing.T, v, arch string) []byte {
 	return buf.Bytes()
 }
 
-func reqFor(v string, b []byte) rpc.UpgradeRequest {
+// unsignedReq is the request for bundle b of version v, without a proof.
+func unsignedReq(v string, b []byte) rpc.UpgradeRequest {
 	s := sha256.Sum256(b)
 	return rpc.UpgradeRequest{Version: v, SHA256: hex.EncodeToString(s[:]), Size: int64(len(b))}
+}
+
+// signedReq is unsignedReq with the bundle's detached signature by key.
+func signedReq(v string, b []byte, key ed25519.PrivateKey) rpc.UpgradeRequest {
+	r := unsignedReq(v, b)
+	r.Proof = &rpc.BundleProof{Signature: release.Sign(release.BundleStatement(r.SHA256), key)}
+	return r
 }
 
 func field(err error) string {
@@ -52,7 +64,7 @@ func field(err error) string {
 }
 
 func TestUpgradeRequestValidate(t *testing.T) {
-	ok := reqFor("1.2.3", []byte("x"))
+	ok := unsignedReq("1.2.3", []byte("x"))
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +72,9 @@ func TestUpgradeRequestValidate(t *testing.T) {
 		"version": func(r *rpc.UpgradeRequest) { r.Version = "../../etc" },
 		"sha256":  func(r *rpc.UpgradeRequest) { r.SHA256 = "abc" },
 		"size":    func(r *rpc.UpgradeRequest) { r.Size = 0 },
+		"proof.index": func(r *rpc.UpgradeRequest) {
+			r.Proof = &rpc.BundleProof{Index: make([]byte, rpc.MaxProofBytes+1)}
+		},
 	}
 	for f, edit := range cases {
 		r := ok
@@ -72,6 +87,9 @@ func TestUpgradeRequestValidate(t *testing.T) {
 
 func TestStageReleaseVerifies(t *testing.T) {
 	root := t.TempDir()
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
+	reqFor := func(v string, b []byte) rpc.UpgradeRequest { return signedReq(v, b, key) }
 	b := testBundle(t, "9.9.9", runtime.GOARCH)
 	dir, err := stageRelease(root, reqFor("9.9.9", b), bytes.NewReader(b))
 	if err != nil {
@@ -226,5 +244,71 @@ func TestPruneKeepsTwoReleases(t *testing.T) {
 	}
 	if want := []string{".upload-x", "0.9.0", "1.0.0", "current", "status.json"}; !slices.Equal(left, want) {
 		t.Fatalf("left %v, want %v", left, want)
+	}
+}
+
+// TestUploadRefusedUnlessSigned pushes bundles to a running daemon over
+// its socket as `ployz machine upgrade` and `plugin upgrade` do: one
+// without a signature, one signed by a key the Machine does not trust,
+// one carrying another bundle's signature (tampered) and one whose
+// signed index does not list it are each refused before anything is
+// staged, naming the bundle and the key the Machine trusts. The CLI's
+// checks are not involved: any member with RPC access could push these.
+func TestUploadRefusedUnlessSigned(t *testing.T) {
+	dataDir := t.TempDir()
+	c, _, _ := runDaemon(t, dataDir)
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
+	_, other, _ := ed25519.GenerateKey(nil)
+	dir := t.TempDir()
+	write := func(v string) release.Bundle {
+		b := testBundle(t, v, runtime.GOARCH)
+		p := filepath.Join(dir, release.BundleName(v, runtime.GOOS, runtime.GOARCH))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return release.Bundle{Path: p, Manifest: &release.Manifest{Version: v}}
+	}
+	b, a := write("9.9.9"), write("9.9.8")
+	sigOver := func(bd release.Bundle, k ed25519.PrivateKey) *rpc.BundleProof {
+		sum, _, err := release.Digest(bd.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &rpc.BundleProof{Signature: release.Sign(release.BundleStatement(sum), k)}
+	}
+	aSum, aSize, _ := release.Digest(a.Path)
+	index, _ := json.Marshal(release.Index{Format: 1, Version: "9.9.8", Line: "v9", Artifacts: []release.Artifact{
+		{Name: filepath.Base(a.Path), Kind: release.KindBundle, Size: aSize, SHA256: aSum}}})
+	cases := []struct {
+		what, plugin, says string
+		proof              *rpc.BundleProof
+	}{
+		{"unsigned", "", "no " + filepath.Base(b.Path) + ".sig", nil},
+		{"signed by an untrusted key", "dns", "signed by key " + release.KeyID(other.Public().(ed25519.PublicKey)), sigOver(b, other)},
+		{"another bundle's signature", "", "does not match its content", sigOver(a, key)},
+		{"an index not listing it", "dns", "does not list a bundle", &rpc.BundleProof{Index: index, IndexSignature: release.Sign(index, key)}},
+	}
+	trusted := release.KeyID(key.Public().(ed25519.PublicKey))
+	for _, tc := range cases {
+		b.Proof = tc.proof
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var err error
+		if tc.plugin != "" {
+			_, err = release.PushPlugin(ctx, c, "", b, tc.plugin)
+		} else {
+			_, err = release.Push(ctx, c, "", b)
+		}
+		cancel()
+		if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "proof" ||
+			!strings.Contains(err.Error(), "bundle "+filepath.Base(b.Path)+": not signed by a trusted release key (trusted: "+trusted+")") ||
+			!strings.Contains(err.Error(), tc.says) {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		t.Logf("%s: %v", tc.what, err)
+	}
+	staged, _ := filepath.Glob(filepath.Join(dataDir, "releases", "*"))
+	if len(staged) > 0 {
+		t.Fatalf("refused uploads left %v", staged)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // volumeRunMu serializes begin_volume_run and put_volume_run on this
@@ -29,8 +30,8 @@ func (d *Daemon) volumeRunRoutes() []rpc.Route {
 }
 
 // volumeLease reads volume's lease row (nil: none).
-func volumeLease(ctx context.Context, st *store.Client, volume string) (*store.LeaseBody, error) {
-	row, ok, err := st.Leases().Get(ctx, "volume:"+volume)
+func volumeLease(ctx context.Context, st *sdkstore.Client, volume string) (*store.LeaseBody, error) {
+	row, ok, err := store.Leases(st).Get(ctx, "volume:"+volume)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read lease volume:%s: %v", volume, err)
 	}
@@ -63,7 +64,7 @@ func (d *Daemon) beginVolumeRun(ctx context.Context, raw json.RawMessage) (any, 
 	if req.LeaseNonce != "" && (lease == nil || !lease.Live(now) || lease.Nonce != req.LeaseNonce) {
 		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease volume:%s is not the caller's: take it before a run", req.Volume).With("field", "lease_nonce")
 	}
-	rows, err := st.VolumeRunsOf(ctx, req.Volume)
+	rows, err := store.VolumeRunsOf(ctx, st, req.Volume)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read volume runs: %v", err)
 	}
@@ -76,15 +77,15 @@ func (d *Daemon) beginVolumeRun(ctx context.Context, raw json.RawMessage) (any, 
 	out := rpc.VolumeRunBegun{Gen: gen}
 	for _, r := range lost {
 		r.Body.State, r.Body.Error, r.Body.UpdatedAt = store.VolumeRunLost, lostRunError, now
-		if _, err := st.VolumeRuns().Put(ctx, r); err != nil {
+		if _, err := store.VolumeRuns(st).Put(ctx, r); err != nil {
 			return nil, rpc.Errorf(rpc.CodeUnavailable, "mark volume run %s lost: %v", r.Key, err)
 		}
 		out.Lost = append(out.Lost, r.Body.Gen)
 	}
-	row := store.Row[store.VolumeRunBody]{Key: store.VolumeRunKey(req.Volume, gen), Owner: d.record().ID, Body: store.VolumeRunBody{
+	row := sdkstore.Row[store.VolumeRunBody]{Key: store.VolumeRunKey(req.Volume, gen), Owner: d.record().ID, Body: store.VolumeRunBody{
 		Volume: req.Volume, Gen: gen, Kind: req.Kind, State: store.VolumeRunOpen, StartedAt: req.StartedAt, UpdatedAt: req.StartedAt,
 		Operator: req.Operator, Lease: store.LeaseTag(req.LeaseNonce), Run: req.Run}}
-	if _, err := st.VolumeRuns().Put(ctx, row); err != nil {
+	if _, err := store.VolumeRuns(st).Put(ctx, row); err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "write volume run: %v", err)
 	}
 	return out, nil
@@ -105,7 +106,7 @@ func (d *Daemon) putVolumeRun(ctx context.Context, raw json.RawMessage) (any, er
 	volumeRunMu.Lock()
 	defer volumeRunMu.Unlock()
 	key := store.VolumeRunKey(req.Volume, req.Gen)
-	row, ok, err := st.VolumeRuns().Get(ctx, key)
+	row, ok, err := store.VolumeRuns(st).Get(ctx, key)
 	switch {
 	case err != nil:
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read volume run %s: %v", key, err)
@@ -114,11 +115,11 @@ func (d *Daemon) putVolumeRun(ctx context.Context, raw json.RawMessage) (any, er
 	case !ok && !req.Import:
 		return nil, rpc.Errorf(rpc.CodeNotFound, "volume %s has no run gen %d: begin it first", req.Volume, req.Gen).With("field", "gen")
 	case !ok:
-		row = store.Row[store.VolumeRunBody]{Key: key, Owner: d.record().ID, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen,
+		row = sdkstore.Row[store.VolumeRunBody]{Key: key, Owner: d.record().ID, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen,
 			Kind: req.Kind, StartedAt: req.StartedAt, Operator: req.Operator}}
 	}
 	row.Body = row.Body.Recorded(req.Run, req.State, req.Error, req.UpdatedAt)
-	if _, err := st.VolumeRuns().Put(ctx, row); err != nil {
+	if _, err := store.VolumeRuns(st).Put(ctx, row); err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "write volume run %s: %v", key, err)
 	}
 	return rpc.VolumeRunPut{}, nil
@@ -136,7 +137,7 @@ func (d *Daemon) listVolumeRuns(ctx context.Context, raw json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.VolumeRunsOf(ctx, req.Volume)
+	rows, err := store.VolumeRunsOf(ctx, st, req.Volume)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeUnavailable, "read volume runs: %v", err)
 	}

@@ -76,7 +76,7 @@ func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
 	if b.Gen != 2 || len(b.Lost) != 1 || b.Lost[0] != 1 {
 		t.Fatalf("bo's run: %+v, want gen 2 marking gen 1 lost", b)
 	}
-	row, _, _ := st.VolumeRuns().Get(ctx, "db/1")
+	row, _, _ := store.VolumeRuns(st).Get(ctx, "db/1")
 	if row.Body.State != store.VolumeRunLost || row.Body.Operator.Name != "ana" {
 		t.Fatalf("ana's run row: %+v", row.Body)
 	}
@@ -157,7 +157,7 @@ func TestVolumeRunBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want invalid naming %s", c.field, err, c.field)
 		}
 	}
-	if rows, _ := st.VolumeRuns().List(context.Background()); len(rows) != 0 {
+	if rows, _ := store.VolumeRuns(st).List(context.Background()); len(rows) != 0 {
 		t.Fatalf("bad requests wrote %d runs", len(rows))
 	}
 	// A malformed gen on the wire (not a number) is refused too.

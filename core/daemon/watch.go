@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // idlePeriod is how often a loop that follows the store by subscription
@@ -34,4 +34,17 @@ func waitPeriod(w *store.Watch, busy time.Duration, pending bool) time.Duration 
 		return idlePeriod
 	}
 	return busy
+}
+
+// pause waits d, or less when w reports a change; false when ctx ended.
+func pause(ctx context.Context, w *store.Watch, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-w.C:
+	}
+	return true
 }

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // CertSummary is one hostname's certificate across the Machines that
@@ -25,7 +25,7 @@ type MachineCerts struct {
 	Machine string
 	// HTTPS is false when the Machine's Ingress Proxy serves no HTTPS.
 	HTTPS bool
-	Certs []rpc.CertificateState
+	Certs []ingress.CertificateState
 	Error string
 }
 
@@ -49,7 +49,7 @@ func SummarizeCerts(hostname string, ms []MachineCerts) CertSummary {
 		https++
 		c := certFor(hostname, m.Certs)
 		by[c.State] = append(by[c.State], m.Machine)
-		if c.State == rpc.CertIssued && c.NotAfter > 0 && (out.NotAfter == 0 || c.NotAfter < out.NotAfter) {
+		if c.State == ingress.CertIssued && c.NotAfter > 0 && (out.NotAfter == 0 || c.NotAfter < out.NotAfter) {
 			out.NotAfter = c.NotAfter
 		}
 		if c.Error != "" {
@@ -57,12 +57,12 @@ func SummarizeCerts(hostname string, ms []MachineCerts) CertSummary {
 		}
 	}
 	switch {
-	case len(by[rpc.CertFailed]) > 0:
-		out.State = rpc.CertFailed
-	case len(by[rpc.CertPending]) > 0:
-		out.State = rpc.CertPending
+	case len(by[ingress.CertFailed]) > 0:
+		out.State = ingress.CertFailed
+	case len(by[ingress.CertPending]) > 0:
+		out.State = ingress.CertPending
 	case https > 0:
-		out.State = rpc.CertIssued
+		out.State = ingress.CertIssued
 	case len(by["off"]) > 0:
 		out.State = "off"
 	default:
@@ -71,7 +71,7 @@ func SummarizeCerts(hostname string, ms []MachineCerts) CertSummary {
 	// Name every group of Machines but the one the state already says
 	// for all of them.
 	var parts []string
-	for _, k := range []string{rpc.CertFailed, rpc.CertPending, rpc.CertIssued, "no answer", "off"} {
+	for _, k := range []string{ingress.CertFailed, ingress.CertPending, ingress.CertIssued, "no answer", "off"} {
 		if len(by[k]) == 0 || k == out.State && len(by[k]) == len(ms) {
 			continue
 		}
@@ -86,11 +86,11 @@ func SummarizeCerts(hostname string, ms []MachineCerts) CertSummary {
 	return out
 }
 
-func certFor(hostname string, cs []rpc.CertificateState) rpc.CertificateState {
+func certFor(hostname string, cs []ingress.CertificateState) ingress.CertificateState {
 	for _, c := range cs {
 		if c.Hostname == hostname {
 			return c
 		}
 	}
-	return rpc.CertificateState{Hostname: hostname, State: rpc.CertPending}
+	return ingress.CertificateState{Hostname: hostname, State: ingress.CertPending}
 }

@@ -3,12 +3,12 @@ package dashboard
 import (
 	"testing"
 
-	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 func TestSummarizeCerts(t *testing.T) {
-	issued := func(at int64) []rpc.CertificateState {
-		return []rpc.CertificateState{{Hostname: "web.example.com", State: rpc.CertIssued, NotAfter: at}}
+	issued := func(at int64) []ingress.CertificateState {
+		return []ingress.CertificateState{{Hostname: "web.example.com", State: ingress.CertIssued, NotAfter: at}}
 	}
 	for _, c := range []struct {
 		name     string
@@ -22,7 +22,7 @@ func TestSummarizeCerts(t *testing.T) {
 		{"pending on one", []MachineCerts{{Machine: "m1", HTTPS: true, Certs: issued(200)}, {Machine: "m2", HTTPS: true}},
 			"pending", 200, "pending on m2; issued on m1"},
 		{"failed beats pending, error named", []MachineCerts{{Machine: "m1", HTTPS: true},
-			{Machine: "m2", HTTPS: true, Certs: []rpc.CertificateState{{Hostname: "web.example.com", State: rpc.CertFailed, Error: "acme: rate limited"}}}},
+			{Machine: "m2", HTTPS: true, Certs: []ingress.CertificateState{{Hostname: "web.example.com", State: ingress.CertFailed, Error: "acme: rate limited"}}}},
 			"failed", 0, "failed on m2; pending on m1; last error m2: acme: rate limited"},
 		{"no answer named", []MachineCerts{{Machine: "m1", HTTPS: true, Certs: issued(200)}, {Machine: "m3", Error: "connection refused"}},
 			"issued", 200, "issued on m1; no answer on m3"},

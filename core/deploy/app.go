@@ -13,6 +13,7 @@ import (
 
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
@@ -153,7 +154,7 @@ type IngressRoute struct {
 // Key names the route as the Ingress Proxies report it: its hostname and
 // path, or "tcp/PORT".
 func (r IngressRoute) Key() string {
-	return rpc.IngressState{Hostname: r.Hostname, Path: r.Path, Protocol: r.Protocol, Port: r.Port}.Key()
+	return ingress.Route{Hostname: r.Hostname, Path: r.Path, Protocol: r.Protocol, Port: r.Port}.Key()
 }
 
 // Options reports whether the route uses what only Machines with

@@ -103,6 +103,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 		return App{}, err
 	}
 	app := App{Project: name, Environment: env, Warnings: append(loadWarns, keyWarns...), Files: map[string][]byte{}}
+	app.Warnings = append(app.Warnings, networkWarnings(proj.Networks)...)
 	pvs, err := provisionedVolumes(app.Namespace(), proj.Volumes, raw)
 	if err != nil {
 		return App{}, err
@@ -110,7 +111,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 	app.Provisioned = pvs.list()
 	sh := &shipper{dir: src.WorkingDir, proj: proj, env: src.Env, files: app.Files}
 	for _, s := range proj.Services {
-		svc, warns, err := buildService(app.Namespace(), s, pvs)
+		svc, warns, err := buildService(app.Namespace(), s, pvs, proj.Networks)
 		if err == nil && !src.DeclarationsOnly {
 			err = sh.service(&svc, s)
 		}
@@ -137,7 +138,7 @@ func Load(ctx context.Context, src Source) (App, error) {
 	return app, nil
 }
 
-func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes) (Service, []string, error) {
+func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes, nets types.Networks) (Service, []string, error) {
 	if !nameRE.MatchString(s.Name) {
 		return Service{}, nil, fmt.Errorf("name: want lowercase letters, digits, - and _")
 	}
@@ -167,6 +168,11 @@ func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes) (Servic
 	if err != nil {
 		return Service{}, nil, err
 	}
+	nw, err := applyNetworks(ns, &spec, s, nets)
+	if err != nil {
+		return Service{}, nil, err
+	}
+	hw = append(hw, nw...)
 	sw, err := swarmDeploy(&svc, &spec, s.Deploy)
 	if err != nil {
 		return Service{}, nil, err

@@ -100,7 +100,7 @@ func TestLoadInvalid(t *testing.T) {
 func TestLoadWarnsUnsupportedAndUnknownExtensions(t *testing.T) {
 	app, err := load(t, `name: p
 networks:
-  front: {}
+  front: {driver: overlay}
 services:
   web:
     image: x
@@ -114,7 +114,7 @@ services:
 		t.Fatal(err)
 	}
 	all := strings.Join(app.Warnings, "\n")
-	for _, want := range []string{`top-level key "networks"`, `key "hostname" is ignored`, `unknown extension x-colour`, `"deploy.update_config"`} {
+	for _, want := range []string{`networks.front: driver, ipam, internal, attachable and enable_ipv* are ignored`, `key "hostname" is ignored`, `unknown extension x-colour`, `"deploy.update_config"`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings lack %q:\n%s", want, all)
 		}

@@ -60,7 +60,7 @@ var serviceKeys = map[string]keyRule{
 	"container_name": ignored("Ployz names each Container <namespace>-<service>-<id>, since a Service may run several"),
 	"hostname":       ignored(whyNotYet + "; the Container's hostname is its id"),
 	"domainname":     ignored(whyNotYet),
-	"networks":       ignored(whyNetwork),
+	"networks":       mapped(),
 	"links":          ignored(whyNetwork),
 	"external_links": ignored(whyNetwork),
 	"expose":         ignored("every port is reachable on the namespace's network; publish with ports or x-ports"),
@@ -112,7 +112,7 @@ var deployKeys = map[string]keyRule{
 // topKeys are the top-level keys of a compose file.
 var topKeys = map[string]keyRule{
 	"version": ok(), "name": ok(), "services": ok(), "volumes": ok(), "configs": ok(), "secrets": ok(),
-	"networks": ignored(whyNetwork),
+	"networks": mapped(),
 	"include":  refused("deploy one file; merge included files into it"),
 	"models":   refused("a Service must be a Container"),
 }

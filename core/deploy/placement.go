@@ -17,9 +17,12 @@ func planService(ns string, svc Service, snap Snapshot, depID string, load map[s
 			if c.Namespace != ns || c.Service != svc.Name {
 				continue
 			}
-			if kind(c) == "hook" {
+			switch kind(c) {
+			case rpc.KindHook:
 				hooks = append(hooks, c)
-			} else {
+			case rpc.KindRun:
+				// A one-off run is no replica; its daemon removes it.
+			default:
 				existing = append(existing, c)
 			}
 		}

@@ -146,7 +146,11 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	declared := map[string]bool{}
 	load := map[string]int{}
 	for _, m := range snap.Machines {
-		load[m.ID] = len(m.Containers)
+		for _, c := range m.Containers {
+			if kind(c) != rpc.KindRun {
+				load[m.ID]++
+			}
+		}
 	}
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
@@ -191,8 +195,11 @@ func pruneRows(ns string, snap Snapshot, declared map[string]bool) []Row {
 				continue
 			}
 			reason := "Service no longer declared"
-			if kind(c) == "hook" {
+			switch kind(c) {
+			case rpc.KindHook:
 				reason = "leftover pre-deploy hook of an undeclared Service"
+			case rpc.KindRun:
+				reason = "one-off run of an undeclared Service"
 			}
 			out = append(out, Row{MachineID: m.ID, Machine: m.Name, Service: c.Service, Op: OpRemove, Reason: reason, OldID: c.ID, OldName: c.Name})
 		}
@@ -316,7 +323,7 @@ func splitMachines(ms []MachineState, ok func(MachineState) bool) (keep []Machin
 // holdsService reports whether m runs a Container of service.
 func holdsService(m MachineState, ns, service string) bool {
 	for _, c := range m.Containers {
-		if c.Namespace == ns && c.Service == service {
+		if c.Namespace == ns && c.Service == service && kind(c) != rpc.KindRun {
 			return true
 		}
 	}

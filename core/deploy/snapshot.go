@@ -234,7 +234,9 @@ func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapsho
 		idx[m.ID] = len(snap.Machines)
 		snap.Machines = append(snap.Machines, MachineState{ID: m.ID, Name: m.Name, Labels: m.Labels, Membership: m.Membership, Capabilities: m.Capabilities})
 	}
-	fr, err := c.Fanout(ctx, rpc.Target{All: true}, rpc.CmdListContainers, rpc.ListContainersRequest{Namespace: ns})
+	// One-off runs are observed too: a listing shows them, a plan leaves
+	// them alone (placeService) unless their Service is gone (pruneRows).
+	fr, err := c.Fanout(ctx, rpc.Target{All: true}, rpc.CmdListContainers, rpc.ListContainersRequest{Namespace: ns, OneOffs: true})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("observe Containers: %w", err)
 	}
@@ -331,12 +333,15 @@ func fillFromLabels(c *rpc.ContainerObservation) {
 	set(&c.SpecHash, rpc.LabelSpecHash)
 }
 
-// kind is a Container's ployz.kind: service unless labelled hook.
+// kind is a Container's ployz.kind: service unless labelled (or specced)
+// hook or run.
 func kind(c rpc.ContainerObservation) string {
-	if c.Labels[rpc.LabelKind] == "hook" || c.Spec != nil && c.Spec.Kind == "hook" {
-		return "hook"
+	for _, k := range []string{rpc.KindHook, rpc.KindRun} {
+		if c.Labels[rpc.LabelKind] == k || c.Spec != nil && c.Spec.Kind == k {
+			return k
+		}
 	}
-	return "service"
+	return rpc.KindService
 }
 
 // HasImage reports whether ref (with :latest implied) is among tags.

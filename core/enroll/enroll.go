@@ -10,7 +10,7 @@ import (
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Allocations is where an enrollment chooses and records the subnets it

@@ -66,11 +66,12 @@ type chain struct {
 }
 
 // chains are dockernet's: the input filter (both families), the mesh ↔
-// bridge forwarding, the raw exemption from Docker 28's direct-routing
+// bridge forwarding and the namespace isolation it jumps to, the raw exemption from Docker 28's direct-routing
 // drops, and the nat exemption of earlier builds.
 var chains = []chain{
 	{"filter", ChainPrefix + "-INPUT", []string{"INPUT"}, true},
 	{"filter", ChainPrefix + "-FORWARD", []string{"DOCKER-USER", "FORWARD"}, false},
+	{"filter", ChainPrefix + "-ISOLATE", []string{ChainPrefix + "-FORWARD"}, false},
 	{"raw", ChainPrefix + "-PREROUTING", []string{"PREROUTING"}, false},
 	{"nat", ChainPrefix + "-POSTROUTING", []string{"POSTROUTING"}, false},
 }
@@ -83,6 +84,7 @@ func Items() []Item {
 	for _, c := range chains {
 		items = append(items, c.item())
 	}
+	items = append(items, namespaceChainsItem()) // unreferenced once -ISOLATE went
 	for _, l := range []string{MeshLink, ProbeLink, BridgeLink} {
 		items = append(items, linkItem(l))
 	}
@@ -171,6 +173,20 @@ func (c chain) item() Item {
 	remove := fmt.Sprintf(`for x in %s; do command -v $x >/dev/null 2>&1 && $x -w 5 -t %s -S %s >/dev/null 2>&1 || continue; %s; $x -w 5 -t %s -F %s && $x -w 5 -t %s -X %s; done`,
 		bins, c.table, c.name, strings.Join(jumps, "; "), c.table, c.name, c.table, c.name)
 	return Item{Kind: KindChain, Name: c.table + " " + c.name, Probe: probe, Remove: remove}
+}
+
+// NamespaceChains starts the name of each namespace's isolation chain
+// (one per namespace, named by a hash of it).
+const NamespaceChains = ChainPrefix + "-NS-"
+
+// namespaceChainsItem is every namespace chain in the filter table of
+// either backend: found by listing, flushed and deleted.
+func namespaceChainsItem() Item {
+	bins := strings.Join(xtBins(false), " ")
+	list := `$x -w 5 -t filter -S 2>/dev/null | awk '$1 == "-N" && index($2, "` + NamespaceChains + `") == 1 {print $2}'`
+	probe := fmt.Sprintf(`for x in %s; do command -v $x >/dev/null 2>&1 || continue; for c in $(%s); do echo "$x filter $c"; done; done; true`, bins, list)
+	remove := fmt.Sprintf(`for x in %s; do command -v $x >/dev/null 2>&1 || continue; for c in $(%s); do $x -w 5 -t filter -F $c && $x -w 5 -t filter -X $c; done; done`, bins, list)
+	return Item{Kind: KindChain, Name: "filter " + NamespaceChains + "*", Probe: probe, Remove: remove}
 }
 
 func linkItem(name string) Item {

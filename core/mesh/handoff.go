@@ -6,10 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/fdstore"
+	"github.com/ployz/ployz/sdk/fdstore"
 )
 
 // tunFDName is the TUN's name in the unit's fd store.
@@ -18,14 +17,8 @@ const tunFDName = "tun"
 // keptTUN returns the TUN systemd handed back from the fd store (a restart
 // of the unit), or nil on a first start or outside systemd.
 func keptTUN() *os.File {
-	var kept *os.File
-	for _, f := range activation.Files(true) {
-		if f.Name() == tunFDName && kept == nil {
-			kept = f
-			continue
-		}
-		f.Close()
-	}
+	kept := fdstore.Take(tunFDName)
+	fdstore.CloseUntaken()
 	return kept
 }
 

@@ -145,13 +145,35 @@ func (m *Mesh) createDevice(ctx context.Context) error {
 		return fmt.Errorf("interface %s: wgctrl: %w", name, err)
 	}
 	if m.kind == KindKernel || m.cfg.External {
-		port := m.cfg.ListenPort
-		err := m.wg.ConfigureDevice(name, wgtypes.Config{PrivateKey: &m.cfg.PrivateKey, ListenPort: &port})
+		dev, err := m.wg.Device(name)
 		if err != nil {
-			return fmt.Errorf("interface %s: set key and port: %w", name, err)
+			dev = nil // set both
+		}
+		if cfg := m.keyAndPort(dev); cfg.PrivateKey != nil || cfg.ListenPort != nil {
+			if err := m.wg.ConfigureDevice(name, cfg); err != nil {
+				return fmt.Errorf("interface %s: set key and port: %w", name, err)
+			}
 		}
 	}
 	return ctx.Err()
+}
+
+// keyAndPort sets the device's key and port where dev (nil: not read)
+// lacks them, and nothing it already has: wireguard-go rebinds its UDP
+// socket on every listen_port it is given, dropping the datagrams in
+// flight. A handshake response lost that way leaves the peer without a
+// session until WireGuard retries 5 s later; adopting the device at every
+// ployzd start, during an upgrade right as ployz-wireguard.service's new
+// process handshakes, did that.
+func (m *Mesh) keyAndPort(dev *wgtypes.Device) wgtypes.Config {
+	var cfg wgtypes.Config
+	if dev == nil || dev.PrivateKey != m.cfg.PrivateKey {
+		cfg.PrivateKey = &m.cfg.PrivateKey
+	}
+	if port := m.cfg.ListenPort; dev == nil || dev.ListenPort != port {
+		cfg.ListenPort = &port
+	}
+	return cfg
 }
 
 // configureLink sets MTU, addresses and up state, dropping addresses a

@@ -32,13 +32,13 @@ func (m *Mesh) deviceLost(dev *wgtypes.Device) string {
 	return ""
 }
 
-// restoreLocked puts the whole configuration back on the device: key,
-// port, every peer at its current endpoint, then the link's addresses and
-// the routes, and pokes each peer so handshakes start now. Callers hold
-// m.mu.
-func (m *Mesh) restoreLocked(why string) error {
-	port := m.cfg.ListenPort
-	cfg := wgtypes.Config{PrivateKey: &m.cfg.PrivateKey, ListenPort: &port, ReplacePeers: true}
+// restoreLocked puts the whole configuration back on dev: key and port
+// where it lacks them (keyAndPort), every peer at its current endpoint,
+// then the link's addresses and the routes, and pokes each peer so
+// handshakes start now. Callers hold m.mu.
+func (m *Mesh) restoreLocked(dev *wgtypes.Device, why string) error {
+	cfg := m.keyAndPort(dev)
+	cfg.ReplacePeers = true
 	poke := make([]netip.Addr, 0, len(m.peers))
 	for _, st := range m.peers {
 		pc := peerConfig(st.peer)

@@ -47,7 +47,7 @@ func (m *Mesh) checkEndpoints(now time.Time) error {
 		return fmt.Errorf("interface %s: read device: %w", m.cfg.Interface, err)
 	}
 	if why := m.deviceLost(dev); why != "" {
-		return m.restoreLocked(why)
+		return m.restoreLocked(dev, why)
 	}
 	var remove, cfg wgtypes.Config
 	var poke []netip.Addr

@@ -7,6 +7,10 @@
 // stable format: fields are only added, readers ignore unknown ones
 // (testdata/manifest-v1.json pins it).
 //
+// A bundle from a file or an upload is accepted only when signed by a
+// release key the binary was built with (proof.go): its detached
+// <bundle>.sig, or its release's signed index listing its digest.
+//
 // rollout.go holds the operator-side plan of `ployz machine upgrade`: one
 // Machine at a time, stop at the first failure, an outcome per Machine.
 package release

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ployz/ployz/core/rpc"
 )
 
 // Origin is a release source: an http(s) URL or a local directory
@@ -137,6 +139,7 @@ type Release struct {
 	KeyID string
 	src   *Origin
 	dir   string
+	proof rpc.BundleProof
 }
 
 // Release fetches version's index and its signature and verifies it
@@ -158,7 +161,8 @@ func (s *Origin) Release(ctx context.Context, line, version string, keys []ed255
 	if err != nil {
 		return nil, err
 	}
-	if err := Verify(s.Where(rel), index, sig, keys); err != nil {
+	keyID, err := VerifyKey(s.Where(rel), index, sig, keys)
+	if err != nil {
 		return nil, err
 	}
 	ix, err := ParseIndex(s.Where(rel), index)
@@ -168,17 +172,15 @@ func (s *Origin) Release(ctx context.Context, line, version string, keys []ed255
 	if ix.Version != version || ix.Line != line {
 		return nil, fmt.Errorf("%s: the signed index is of %s (line %s), not %s (line %s): a release's files were moved or replaced", s.Where(rel), ix.Version, ix.Line, version, line)
 	}
-	return &Release{Index: ix, KeyID: keyOf(sig, keys), src: s, dir: dir}, nil
+	return &Release{Index: ix, KeyID: keyID, src: s, dir: dir, proof: rpc.BundleProof{Index: index, IndexSignature: sig}}, nil
 }
 
-// keyOf names the trusted key that signed (Verify passed).
-func keyOf(sig []byte, keys []ed25519.PublicKey) string {
-	for _, k := range keys {
-		if strings.Contains(string(sig), KeyID(k)) {
-			return KeyID(k)
-		}
-	}
-	return ""
+// Proof vouches for this release's bundles to a Machine: the signed
+// index listing them, which every release has (a release published
+// before bundles got a .sig of their own too).
+func (r *Release) Proof() *rpc.BundleProof {
+	p := r.proof
+	return &p
 }
 
 // Download writes artifact a to dst (created, 0 perm bits of mode) and

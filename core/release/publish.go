@@ -12,8 +12,9 @@ import (
 // Publish finishes a release in the source directory root: the files of
 // ix.Artifacts (Name, Kind, OS, Arch) already sit in
 // root/<line>/<version>/; Publish fills in their sizes and digests,
-// writes SHA256SUMS, the index and its signature by key, then points
-// each channel at the version. A channel is written last, so a reader
+// writes SHA256SUMS, the index and its signature by key, a detached
+// signature <bundle>.sig beside each bundle (so a bundle copied out of
+// the source stays verifiable), then points each channel at the version. A channel is written last, so a reader
 // never follows a pointer to a release without its signature.
 func Publish(root string, ix Index, key ed25519.PrivateKey, channels []string) (*Index, error) {
 	ix.Format, ix.Line = IndexFormat, Line(ix.Version)
@@ -38,6 +39,11 @@ func Publish(root string, ix Index, key ed25519.PrivateKey, channels []string) (
 		}
 		ix.Artifacts[i].Size = st.Size()
 		fmt.Fprintf(&sums, "%s  %s\n", ix.Artifacts[i].SHA256, a.Name)
+		if a.Kind == KindBundle {
+			if err := os.WriteFile(p+SigSuffix, Sign(BundleStatement(ix.Artifacts[i].SHA256), key), 0o644); err != nil {
+				return nil, err
+			}
+		}
 	}
 	b, err := json.MarshalIndent(ix, "", "  ")
 	if err != nil {

@@ -35,29 +35,38 @@ func Digest(p string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
-// Push uploads the bundle at p to one Machine over Machine RPC and returns
-// once that Machine verified it and started its swap.
-func Push(ctx context.Context, c Caller, machineID, p string, m *Manifest) (rpc.UpgradeStarted, error) {
-	return push(ctx, c, rpc.CmdUpgradeMachine, machineID, p, m, "")
+// Bundle is a bundle file to push: its opened manifest and what signs it
+// (the Machine checks the proof against its own keys).
+type Bundle struct {
+	Path     string
+	Manifest *Manifest
+	Proof    *rpc.BundleProof
+}
+
+// Push uploads b to one Machine over Machine RPC and returns once that
+// Machine verified it and started its swap.
+func Push(ctx context.Context, c Caller, machineID string, b Bundle) (rpc.UpgradeStarted, error) {
+	return push(ctx, c, rpc.CmdUpgradeMachine, machineID, b, "")
 }
 
 // PushPlugin is Push for a swap of one plugin (upgrade_plugin).
-func PushPlugin(ctx context.Context, c Caller, machineID, p string, m *Manifest, plugin string) (rpc.UpgradeStarted, error) {
-	return push(ctx, c, rpc.CmdUpgradePlugin, machineID, p, m, plugin)
+func PushPlugin(ctx context.Context, c Caller, machineID string, b Bundle, plugin string) (rpc.UpgradeStarted, error) {
+	return push(ctx, c, rpc.CmdUpgradePlugin, machineID, b, plugin)
 }
 
-func push(ctx context.Context, c Caller, command, machineID, p string, m *Manifest, plugin string) (rpc.UpgradeStarted, error) {
+func push(ctx context.Context, c Caller, command, machineID string, b Bundle, plugin string) (rpc.UpgradeStarted, error) {
 	var started rpc.UpgradeStarted
-	sum, size, err := Digest(p)
+	sum, size, err := Digest(b.Path)
 	if err != nil {
 		return started, err
 	}
-	f, err := os.Open(p)
+	f, err := os.Open(b.Path)
 	if err != nil {
 		return started, err
 	}
 	defer f.Close()
-	st, err := c.OpenStream(ctx, rpc.Target{One: machineID}, command, rpc.UpgradeRequest{Version: m.Version, SHA256: sum, Size: size, Plugin: plugin})
+	req := rpc.UpgradeRequest{Version: b.Manifest.Version, SHA256: sum, Size: size, Plugin: plugin, Proof: b.Proof}
+	st, err := c.OpenStream(ctx, rpc.Target{One: machineID}, command, req)
 	if err != nil {
 		return started, err
 	}

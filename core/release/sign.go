@@ -34,6 +34,16 @@ func TrustForTest(keys ...ed25519.PublicKey) (restore func()) {
 	return func() { testKeys = old }
 }
 
+// TrustNewKeyForTest makes this process trust only a new release key
+// until restore is called, and returns the key to sign with. For tests.
+func TrustNewKeyForTest() (key ed25519.PrivateKey, restore func()) {
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err) // the system's random source failed
+	}
+	return key, TrustForTest(pub)
+}
+
 // TrustedKeys are the release keys this build accepts signatures from.
 func TrustedKeys() ([]ed25519.PublicKey, error) {
 	if testKeys != nil {
@@ -136,19 +146,31 @@ var ErrUntrusted = errors.New("release signature refused")
 // keys. name is the index's location, named in every refusal with the
 // keys involved.
 func Verify(name string, index, sig []byte, keys []ed25519.PublicKey) error {
+	_, err := VerifyKey(name, index, sig, keys)
+	return err
+}
+
+// VerifyKey is Verify returning the id of the trusted key that signed.
+func VerifyKey(name string, index, sig []byte, keys []ed25519.PublicKey) (string, error) {
+	id, reason := checkSignature(name+SigSuffix, index, sig, keys)
+	if reason != "" {
+		return "", fmt.Errorf("%w: %s: %s", ErrUntrusted, name, reason)
+	}
+	return id, nil
+}
+
+// checkSignature returns the id of the trusted key whose signature in
+// sig (the file sigName) verifies over data, or why none does.
+func checkSignature(sigName string, data, sig []byte, keys []ed25519.PublicKey) (keyID, reason string) {
 	if len(keys) == 0 {
-		return fmt.Errorf("%w: %s: this build trusts no release key (it was built without RELEASE_PUBKEYS or RELEASE_KEY)", ErrUntrusted, name)
+		return "", "this build trusts no release key (it was built without RELEASE_PUBKEYS or RELEASE_KEY)"
 	}
 	if sig == nil {
-		return fmt.Errorf("%w: %s: unsigned (no %s%s)", ErrUntrusted, name, name, SigSuffix)
+		return "", fmt.Sprintf("unsigned (no %s)", sigName)
 	}
 	var s Signature
 	if err := json.Unmarshal(sig, &s); err != nil || len(s.Signatures) == 0 {
-		return fmt.Errorf("%w: %s%s: not a signature file", ErrUntrusted, name, SigSuffix)
-	}
-	trusted := make([]string, len(keys))
-	for i, k := range keys {
-		trusted[i] = KeyID(k)
+		return "", fmt.Sprintf("%s is not a signature file", sigName)
 	}
 	var seen []string
 	for _, ks := range s.Signatures {
@@ -158,11 +180,23 @@ func Verify(name string, index, sig []byte, keys []ed25519.PublicKey) error {
 				continue
 			}
 			raw, err := base64.StdEncoding.DecodeString(ks.Signature)
-			if err != nil || !ed25519.Verify(k, index, raw) {
-				return fmt.Errorf("%w: %s: the signature by key %s does not match its content (tampered, or signed over other bytes)", ErrUntrusted, name, ks.KeyID)
+			if err != nil || !ed25519.Verify(k, data, raw) {
+				return "", fmt.Sprintf("the signature by key %s does not match its content (tampered, or signed over other bytes)", ks.KeyID)
 			}
-			return nil
+			return ks.KeyID, ""
 		}
 	}
-	return fmt.Errorf("%w: %s: signed by key %s, which this build does not trust (it trusts %s)", ErrUntrusted, name, strings.Join(seen, ", "), strings.Join(trusted, ", "))
+	return "", fmt.Sprintf("signed by key %s, which this build does not trust (it trusts %s)", strings.Join(seen, ", "), keyIDs(keys))
+}
+
+// keyIDs lists keys by id for messages ("none" for no key).
+func keyIDs(keys []ed25519.PublicKey) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = KeyID(k)
+	}
+	return strings.Join(ids, ", ")
 }

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,15 +28,16 @@ const releasesDir = "/var/lib/ployz/releases"
 // starts that ployzd's swap (`ployzd upgrade apply`) in a transient unit,
 // the same swap a route starts. from is the running release's version. It
 // returns the swap's id for AwaitSSH.
-func PushSSH(ctx context.Context, sh Shell, p string, m *Manifest, from string) (string, error) {
+func PushSSH(ctx context.Context, sh Shell, b Bundle, from string) (string, error) {
 	if err := ValidVersion(from); err != nil {
 		return "", fmt.Errorf("running release: %w", err)
 	}
-	sum, _, err := Digest(p)
+	m := b.Manifest
+	sum, _, err := Digest(b.Path)
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open(p)
+	f, err := os.Open(b.Path)
 	if err != nil {
 		return "", err
 	}
@@ -45,10 +47,18 @@ func PushSSH(ctx context.Context, sh Shell, p string, m *Manifest, from string) 
 	if _, err := sh(ctx, fmt.Sprintf("mkdir -p %s && chmod 0700 %s && cat > %s", releasesDir, releasesDir, upload), f); err != nil {
 		return "", fmt.Errorf("copy the bundle: %w", err)
 	}
+	// The proof goes beside it: the staging ployzd checks it as an upload.
+	proof, _ := json.Marshal(b.Proof)
+	if _, err := sh(ctx, fmt.Sprintf("cat > %s.proof", upload), bytes.NewReader(proof)); err != nil {
+		return "", fmt.Errorf("copy the bundle's signature: %w", err)
+	}
 	// Every value below is a validated version, a hex digest or an id.
 	// The bundle's ployzd runs from beside the releases: /tmp may be noexec.
-	stage := fmt.Sprintf(`set -e; d=$(mktemp -d %[4]s/.stage-XXXXXX); trap 'rm -rf "$d" %[1]s' EXIT; `+
-		`tar -xzf %[1]s -C "$d" bin/ployzd; "$d/bin/ployzd" upgrade stage --bundle %[1]s --version %[2]s --sha256 %[3]s`,
+	// A release older than signed bundles has no --proof (this CLI checked
+	// the signature already).
+	stage := fmt.Sprintf(`set -e; d=$(mktemp -d %[4]s/.stage-XXXXXX); trap 'rm -rf "$d" %[1]s %[1]s.proof' EXIT; `+
+		`tar -xzf %[1]s -C "$d" bin/ployzd; p=; if "$d/bin/ployzd" upgrade stage --help | grep -q -e --proof; then p="--proof %[1]s.proof"; fi; `+
+		`"$d/bin/ployzd" upgrade stage --bundle %[1]s $p --version %[2]s --sha256 %[3]s`,
 		upload, m.Version, sum, releasesDir)
 	if out, err := sh(ctx, stage, nil); err != nil {
 		return "", fmt.Errorf("stage %s: %w: %s", m.Version, err, strings.TrimSpace(out))

@@ -33,8 +33,8 @@ func TestOverSSH(t *testing.T) {
 	}
 }
 
-// TestPushSSHCommands: the bundle goes over stdin, the bundle's own ployzd
-// stages it with its digest, the swap starts in a transient unit, and
+// TestPushSSHCommands: the bundle and its proof go over stdin, the
+// bundle's own ployzd stages it with its digest and proof, the swap starts in a transient unit, and
 // AwaitSSH follows the status file to its end.
 func TestPushSSHCommands(t *testing.T) {
 	b := bundle(t, Manifest{Version: "1.1", ProtocolMajor: 1, OS: "linux", Arch: "amd64"})
@@ -44,12 +44,14 @@ func TestPushSSHCommands(t *testing.T) {
 	}
 	sum, _, _ := Digest(p)
 	var cmds []string
-	var uploaded []byte
+	var uploaded, proof []byte
 	polls := 0
 	var id string
 	sh := func(_ context.Context, cmd string, stdin io.Reader) (string, error) {
 		cmds = append(cmds, cmd)
-		if stdin != nil {
+		if stdin != nil && strings.HasSuffix(cmd, ".proof") {
+			proof, _ = io.ReadAll(stdin)
+		} else if stdin != nil {
 			uploaded, _ = io.ReadAll(stdin)
 		}
 		if strings.HasPrefix(cmd, "cat /var/lib/ployz/releases/upgrade.json") {
@@ -66,25 +68,30 @@ func TestPushSSHCommands(t *testing.T) {
 		return "", nil
 	}
 	var err error
-	id, err = PushSSH(context.Background(), sh, p, &Manifest{Version: "1.1"}, "1.0")
+	signed := Bundle{Path: p, Manifest: &Manifest{Version: "1.1"}, Proof: &rpc.BundleProof{Signature: []byte(`{"signatures":[]}`)}}
+	id, err = PushSSH(context.Background(), sh, signed, "1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(uploaded, b) || len(cmds) != 3 {
+	if !bytes.Equal(uploaded, b) || len(cmds) != 4 {
 		t.Fatalf("%d commands, uploaded %d of %d bytes", len(cmds), len(uploaded), len(b))
 	}
-	if !strings.Contains(cmds[1], `"$d/bin/ployzd" upgrade stage`) || !strings.Contains(cmds[1], "--sha256 "+sum) {
-		t.Fatalf("stage command: %s", cmds[1])
+	var got rpc.BundleProof
+	if err := json.Unmarshal(proof, &got); err != nil || string(got.Signature) != string(signed.Proof.Signature) {
+		t.Fatalf("proof uploaded %q: %v", proof, err)
 	}
-	if !strings.Contains(cmds[2], "systemd-run --unit ployz-upgrade-"+id) || !strings.Contains(cmds[2], "/var/lib/ployz/releases/1.1/bin/ployzd upgrade apply --id "+id+" --from 1.0 --to 1.1") {
-		t.Fatalf("start command: %s", cmds[2])
+	if !strings.Contains(cmds[2], `"$d/bin/ployzd" upgrade stage`) || !strings.Contains(cmds[2], "--sha256 "+sum) || !strings.Contains(cmds[2], `p="--proof `) {
+		t.Fatalf("stage command: %s", cmds[2])
+	}
+	if !strings.Contains(cmds[3], "systemd-run --unit ployz-upgrade-"+id) || !strings.Contains(cmds[3], "/var/lib/ployz/releases/1.1/bin/ployzd upgrade apply --id "+id+" --from 1.0 --to 1.1") {
+		t.Fatalf("start command: %s", cmds[3])
 	}
 	var steps []string
 	st, err := AwaitSSH(context.Background(), sh, id, time.Minute, func(s rpc.UpgradeStep) { steps = append(steps, s.Name) })
 	if err != nil || st.State != rpc.UpgradeDone || strings.Join(steps, ",") != "switch,store" {
 		t.Fatalf("await: %+v %v steps %v", st, err, steps)
 	}
-	if _, err := PushSSH(context.Background(), sh, p, &Manifest{Version: "1.1"}, "1.0; rm -rf /"); err == nil {
+	if _, err := PushSSH(context.Background(), sh, signed, "1.0; rm -rf /"); err == nil {
 		t.Fatal("a running version that is no version was put in a command")
 	}
 }

@@ -1,6 +1,10 @@
 package rpc
 
-import "github.com/ployz/ployz/sdk/ingress/routeopt"
+import (
+	"strings"
+
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
+)
 
 // Service Container commands. The CLI plans a Deploy and sends these to
 // each target Machine in turn; the daemon admits every creation against
@@ -54,7 +58,7 @@ const (
 	LabelDeployment = "ployz.deployment" // deployment id that created it
 	LabelSpecHash   = "ployz.spec_hash"  // hash of the resolved spec: up-to-date detection
 	LabelReadiness  = "ployz.readiness"  // healthcheck, notify or none
-	LabelKind       = "ployz.kind"       // service or hook
+	LabelKind       = "ployz.kind"       // service, hook or run (KindService...)
 	LabelSpec       = "ployz.spec"       // the resolved spec as JSON (secrets redacted)
 )
 
@@ -96,7 +100,7 @@ type ContainerSpec struct {
 	ServiceID    string            `json:"service_id"`
 	DeploymentID string            `json:"deployment_id"`
 	SpecHash     string            `json:"spec_hash"`
-	Kind         string            `json:"kind,omitempty"` // service (default) or hook
+	Kind         string            `json:"kind,omitempty"` // service (default), hook or run
 	Image        string            `json:"image"`
 	Entrypoint   []string          `json:"entrypoint,omitempty"`
 	Command      []string          `json:"command,omitempty"`
@@ -135,6 +139,30 @@ type ContainerSpec struct {
 	// host config (cap_add, devices, sysctls, ulimits, ...). Nil: none,
 	// so a spec that declares none hashes as it did before it existed.
 	Host *HostSpec `json:"host,omitempty"`
+	// Networks are the isolation networks the Container is on, sorted:
+	// its namespace (the default network), "<namespace>/<name>" for a
+	// compose network of its own, "external:<name>" for one shared
+	// between namespaces. Nil: the default network only, as every
+	// release before compose networks wrote (and hashed).
+	Networks []string `json:"networks,omitempty"`
+}
+
+// ExternalNetworkPrefix starts the isolation network of a compose
+// network declared external: true, shared by every namespace declaring it.
+const ExternalNetworkPrefix = "external:"
+
+// NetworkAllowed reports whether a Container of namespace ns may be on
+// isolation network n: its own namespace's networks and external ones.
+func NetworkAllowed(ns, n string) bool {
+	switch {
+	case n == ns:
+		return true
+	case strings.HasPrefix(n, ns+"/"):
+		return len(n) > len(ns)+1
+	case strings.HasPrefix(n, ExternalNetworkPrefix):
+		return len(n) > len(ExternalNetworkPrefix)
+	}
+	return false
 }
 
 // CapContainerHost is advertised by a Machine whose create_container
@@ -314,6 +342,10 @@ type ContainerExport struct {
 // ListContainersRequest filters a live listing.
 type ListContainersRequest struct {
 	Namespace string `json:"namespace,omitempty"` // empty: every Service Container
+	// OneOffs lists the one-off run Containers (kind run) too; without
+	// it they are left out, so a caller that predates them never counts
+	// one as a replica.
+	OneOffs bool `json:"one_offs,omitempty"`
 }
 
 // ContainerObservation is one Container as its Machine sees it now.

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc/machinepb"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 // payloadTypes is every request payload a Machine decodes from a caller,
@@ -29,6 +29,7 @@ var payloadTypes = map[string]func() any{
 	CmdWaitReady:          func() any { return &WaitReadyRequest{} },
 	CmdListContainers:     func() any { return &ListContainersRequest{} },
 	CmdExec:               func() any { return &ExecRequest{} },
+	CmdRunContainer:       func() any { return &RunContainerRequest{} },
 	CmdMoveServingPointer: func() any { return &MoveServingPointerRequest{} },
 	CmdServingStatus:      func() any { return &ServingStatusRequest{} },
 	CmdSaltSpecHashes:     func() any { return &SaltSpecHashesRequest{} },
@@ -108,6 +109,8 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(seed(CmdMoveServingPointer), []byte(`{"service":"hello-prod/web","containers":[{"id":"c1"}]}`))
 	f.Add(seed(CmdSaltSpecHashes), []byte(`{"digests":["`+strings.Repeat("ab", 32)+`",7]}`))
 	f.Add(seed(CmdExec), []byte(``))
+	f.Add(seed(CmdRunContainer), []byte(`{"name":"hello-default-web-run-1a2b","spec":{"namespace":"hello-default","service":"web","image":"app:1","kind":"run","entrypoint":["/testapp"],"command":["--exit-code","3"]},"tty":true,"stdin":true,"width":120,"height":40,"keep":true}`))
+	f.Add(seed(CmdRunContainer), []byte(`{"name":"x","spec":{"kind":"service"},"detach":true,"tty":true,"width":-1}`))
 	f.Add(seed(CmdImageRelay), []byte(`{"targets":[{"machine_id":"m2","skip":["a/layer.tar"]},{"machine_id":""}]}`))
 	f.Add(seed(CmdPullImageProgress), []byte(`{"image":"registry.test/app:1","registry_auth":"e30"}`))
 	f.Add(seed(CmdVolumeTask), []byte(`{"volume":"db","gen":3,"expect":"writer","kind":"stop","stop":{"id":"c1","grace_period_seconds":10}}`))

@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// TestInspectionFixture pins the inspect answer's store_events_dropped:
+// TestInspectionFixture pins the inspect answer's store_events_dropped
+// and isolation:
 // read by table from a daemon that has it, absent from an older one (and
 // from a daemon that dropped nothing: omitted, not an empty object), and
 // a later field is ignored.
@@ -28,6 +29,9 @@ func TestInspectionFixture(t *testing.T) {
 	}
 	if doc.New.OS != "linux" || doc.New.Arch != "arm64" || doc.Old.Arch != "" {
 		t.Fatalf("os/arch: new %s/%s, old %q", doc.New.OS, doc.New.Arch, doc.Old.Arch)
+	}
+	if iso := doc.New.Isolation; iso == nil || iso.Generation != 4 || iso.ChangedAt != "2026-12-06T20:00:00Z" || iso.Networks != 2 || iso.Addresses != 5 || doc.Old.Isolation != nil {
+		t.Fatalf("isolation: new %+v, old %+v", doc.New.Isolation, doc.Old.Isolation)
 	}
 	if doc.Old.StoreEventsDropped != nil || doc.Old.ID == "" {
 		t.Fatalf("older daemon's inspection: %+v", doc.Old)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // The payloads of the Machine commands. They are part of the Stable
@@ -39,6 +39,25 @@ type Inspection struct {
 	// reordered them (absent when none, and from older daemons): above
 	// zero, the store server misbehaves.
 	StoreEventsDropped map[string]int64 `json:"store_events_dropped,omitempty"`
+	// Isolation is the namespace isolation this Machine's kernel enforces
+	// (absent from older daemons, which isolate nothing).
+	Isolation *IsolationView `json:"isolation,omitempty"`
+}
+
+// IsolationView is the membership a Machine's isolation rules enforce.
+type IsolationView struct {
+	// Generation counts the rule sets committed since the daemon started
+	// (0: none yet; the kernel holds what the last run restored).
+	Generation int64 `json:"generation"`
+	// ChangedAt is when the rules last changed (RFC 3339, UTC).
+	ChangedAt string `json:"changed_at,omitempty"`
+	// Networks counts the isolation networks (each namespace's own, its
+	// compose networks, the external ones), Addresses the Containers.
+	Networks  int `json:"networks"`
+	Addresses int `json:"addresses"`
+	// Error is why the last change could not be committed (the rules of
+	// the generation before still hold).
+	Error string `json:"error,omitempty"`
 }
 
 // PluginView is one installed plugin as this Machine's plugin host sees it.

@@ -42,7 +42,26 @@ type UpgradeRequest struct {
 	// Plugin names the one plugin upgrade_plugin swaps (additive; only
 	// that command reads it).
 	Plugin string `json:"plugin,omitempty"`
+	// Proof vouches for the bundle with a release key's signature
+	// (additive): a Machine stages only a bundle one of the release keys
+	// it was built with signed (docs/releases.md, "Signed bundles").
+	Proof *BundleProof `json:"proof,omitempty"`
 }
+
+// BundleProof is what signs a bundle: its detached signature file
+// (<bundle>.sig, over the bundle's sha256), or the signed index of the
+// release that lists the bundle's sha256. Each field holds a file's
+// bytes as written by `make release`.
+type BundleProof struct {
+	// Signature is the bundle's <bundle>.sig.
+	Signature []byte `json:"signature,omitempty"`
+	// Index and IndexSignature are release.json and release.json.sig.
+	Index          []byte `json:"index,omitempty"`
+	IndexSignature []byte `json:"index_signature,omitempty"`
+}
+
+// MaxProofBytes bounds each file of a BundleProof.
+const MaxProofBytes = 1 << 20
 
 var upgradePluginRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
@@ -61,6 +80,14 @@ func (r UpgradeRequest) Validate() error {
 	}
 	if r.Plugin != "" && !upgradePluginRE.MatchString(r.Plugin) {
 		return Errorf(CodeInvalidArgument, "plugin: %q is not a plugin name", r.Plugin).With("field", "plugin")
+	}
+	if p := r.Proof; p != nil {
+		names := []string{"signature", "index", "index_signature"}
+		for i, b := range [][]byte{p.Signature, p.Index, p.IndexSignature} {
+			if len(b) > MaxProofBytes {
+				return Errorf(CodeInvalidArgument, "proof.%s: %d bytes, want at most %d", names[i], len(b), MaxProofBytes).With("field", "proof."+names[i])
+			}
+		}
 	}
 	return nil
 }

@@ -1,14 +1,18 @@
 package store
 
+import sdkstore "github.com/ployz/ployz/sdk/store"
+
 // Allocations is the subnet allocation history, one row per Machine id
 // (AllocationBody).
-func (c *Client) Allocations() Table[AllocationBody] {
-	return Table[AllocationBody]{c, "allocations", "id"}
+func Allocations(c *sdkstore.Client) sdkstore.Table[AllocationBody] {
+	return sdkstore.NewTable[AllocationBody](c, "allocations", "id")
 }
 
 // Removals is the project removal marks table, one row per namespace
 // (RemovalBody).
-func (c *Client) Removals() Table[RemovalBody] { return Table[RemovalBody]{c, "removals", "id"} }
+func Removals(c *sdkstore.Client) sdkstore.Table[RemovalBody] {
+	return sdkstore.NewTable[RemovalBody](c, "removals", "id")
+}
 
 // AllocationBody is the subnet an operator gave one Machine: its name
 // then, how its enrollment stands (allocated, joined, failed, removed),

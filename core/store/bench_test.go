@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/store/crdt"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // benchPair is a store node and a raw SQLite database with the same schema
@@ -20,7 +22,7 @@ import (
 type benchPair struct {
 	raw *sql.DB
 	n   *server.Node
-	c   *Client
+	c   *sdkstore.Client
 }
 
 func newBenchPair(b *testing.B) *benchPair {
@@ -33,15 +35,15 @@ func newBenchPair(b *testing.B) *benchPair {
 	}
 	b.Cleanup(func() { raw.Close() })
 	raw.SetMaxOpenConns(1)
-	if _, err := raw.Exec(SchemaSQL()); err != nil {
+	if _, err := raw.Exec(schema.SQL()); err != nil {
 		b.Fatal(err)
 	}
-	n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0", NoAuth: true})
+	n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: schema.SQL(), APIAddr: "127.0.0.1:0", NoAuth: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { n.Close() })
-	return &benchPair{raw: raw, n: n, c: New(n.APIAddr())}
+	return &benchPair{raw: raw, n: n, c: sdkstore.New(n.APIAddr())}
 }
 
 // timings accumulates per-path durations over one interleaved loop.
@@ -84,7 +86,7 @@ func BenchmarkWriteThroughput(b *testing.B) {
 				_, _, err := p.n.Engine().Exec(ctx, []crdt.Stmt{{Query: q, Args: []any{"e" + id}}})
 				return err
 			}),
-			t.run("api", func() error { _, err := p.c.Exec(ctx, Stmt(q, "a"+id)); return err }),
+			t.run("api", func() error { _, err := p.c.Exec(ctx, sdkstore.Stmt(q, "a"+id)); return err }),
 			t.run("http-floor", func() error { _, err := p.c.Health(ctx); return err }),
 		)
 		if err != nil {
@@ -120,7 +122,7 @@ func BenchmarkPointQuery(b *testing.B) {
 				return p.raw.QueryRow(q, id).Scan(&a, &o, &bd)
 			}),
 			t.run("api", func() error {
-				r, err := p.c.Query(ctx, Stmt(q, id))
+				r, err := p.c.Query(ctx, sdkstore.Stmt(q, id))
 				if err == nil && len(r.Rows) != 1 {
 					err = fmt.Errorf("point query for %s: %d rows", id, len(r.Rows))
 				}
@@ -179,8 +181,8 @@ func BenchmarkReplicationAuthOverhead(b *testing.B) {
 // latencyCluster is size store nodes on loopback, each with a
 // subscription on one cluster row.
 type latencyCluster struct {
-	clients []*Client
-	subs    []*Subscription
+	clients []*sdkstore.Client
+	subs    []*sdkstore.Subscription
 }
 
 func startLatencyCluster(b *testing.B, size int, auth bool) *latencyCluster {
@@ -191,7 +193,7 @@ func startLatencyCluster(b *testing.B, size int, auth bool) *latencyCluster {
 	for i := 0; i < size; i++ {
 		cfg := server.Config{
 			DBPath: filepath.Join(dir, strconv.Itoa(i)+".db"), SubsPath: filepath.Join(dir, strconv.Itoa(i)+".subs.db"),
-			SchemaSQL: SchemaSQL(), APIAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Bootstrap: boot, Fast: true,
+			SchemaSQL: schema.SQL(), APIAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Bootstrap: boot, Fast: true,
 		}
 		if auth {
 			cfg.Token, cfg.GossipKey = "tok", []byte("0123456789abcdef0123456789abcdef")
@@ -215,14 +217,14 @@ func startLatencyCluster(b *testing.B, size int, auth bool) *latencyCluster {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	c := &latencyCluster{clients: make([]*Client, size), subs: make([]*Subscription, size)}
+	c := &latencyCluster{clients: make([]*sdkstore.Client, size), subs: make([]*sdkstore.Subscription, size)}
 	for i, n := range nodes {
-		var opts []Option
+		var opts []sdkstore.Option
 		if auth {
-			opts = append(opts, WithToken("tok"))
+			opts = append(opts, sdkstore.WithToken("tok"))
 		}
-		c.clients[i] = New(n.APIAddr(), opts...)
-		s, err := c.clients[i].Subscribe(ctx, Stmt(`SELECT id, body FROM cluster WHERE id = 'bench'`), SubscribeOptions{SkipRows: true})
+		c.clients[i] = sdkstore.New(n.APIAddr(), opts...)
+		s, err := c.clients[i].Subscribe(ctx, sdkstore.Stmt(`SELECT id, body FROM cluster WHERE id = 'bench'`), sdkstore.SubscribeOptions{SkipRows: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -230,7 +232,7 @@ func startLatencyCluster(b *testing.B, size int, auth bool) *latencyCluster {
 		c.subs[i] = s
 		<-s.Events // eoq
 	}
-	if _, err := c.clients[0].Exec(ctx, Stmt(`INSERT INTO cluster (id, body) VALUES ('bench', '0')`)); err != nil {
+	if _, err := c.clients[0].Exec(ctx, sdkstore.Stmt(`INSERT INTO cluster (id, body) VALUES ('bench', '0')`)); err != nil {
 		b.Fatal(err)
 	}
 	for _, s := range c.subs {
@@ -244,7 +246,7 @@ func startLatencyCluster(b *testing.B, size int, auth bool) *latencyCluster {
 func (c *latencyCluster) write(b *testing.B, i int) time.Duration {
 	want := strconv.Itoa(i)
 	start := time.Now()
-	if _, err := c.clients[i%len(c.clients)].Exec(context.Background(), Stmt(`UPDATE cluster SET body = ? WHERE id = 'bench'`, want)); err != nil {
+	if _, err := c.clients[i%len(c.clients)].Exec(context.Background(), sdkstore.Stmt(`UPDATE cluster SET body = ? WHERE id = 'bench'`, want)); err != nil {
 		b.Fatal(err)
 	}
 	for _, s := range c.subs {
@@ -269,7 +271,7 @@ func countUp(n *server.Node) int {
 	return up
 }
 
-func waitBody(b *testing.B, s *Subscription, want string) {
+func waitBody(b *testing.B, s *sdkstore.Subscription, want string) {
 	b.Helper()
 	timeout := time.After(20 * time.Second)
 	for {
@@ -278,7 +280,7 @@ func waitBody(b *testing.B, s *Subscription, want string) {
 			if !ok {
 				b.Fatalf("subscription ended: %v", s.Err())
 			}
-			if ev.Kind == EventChange && ev.ChangeKind != "delete" && ev.Values[1] == want {
+			if ev.Kind == sdkstore.EventChange && ev.ChangeKind != "delete" && ev.Values[1] == want {
 				return
 			}
 		case <-timeout:

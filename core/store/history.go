@@ -1,10 +1,16 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
+)
 
 // History is the operator history table, one row per operation keyed by
 // the id the operation minted (HistoryBody).
-func (c *Client) History() Table[HistoryBody] { return Table[HistoryBody]{c, "history", "id"} }
+func History(c *sdkstore.Client) sdkstore.Table[HistoryBody] {
+	return sdkstore.NewTable[HistoryBody](c, "history", "id")
+}
 
 // HistoryBody is one operation an operator ran against the Cluster: what
 // (Kind), where (Namespace, Services, Revision), who (Operator), when
@@ -36,9 +42,7 @@ type HistoryOperator struct {
 // HistoryNewest returns at most limit history rows, newest started first
 // (then by id), of namespace ns and kind ("" for any): the store filters
 // and orders, so a long history is not read whole.
-func (c *Client) HistoryNewest(ctx context.Context, ns, kind string, limit int) ([]Row[HistoryBody], error) {
-	t := c.History()
-	q := t.selectSQL() + ` WHERE (? = '' OR json_extract(body, '$.namespace') = ?) AND (? = '' OR json_extract(body, '$.kind') = ?)
-		ORDER BY json_extract(body, '$.started_at') DESC, id DESC LIMIT ?`
-	return t.query(ctx, Stmt(q, ns, ns, kind, kind, limit))
+func HistoryNewest(ctx context.Context, c *sdkstore.Client, ns, kind string, limit int) ([]sdkstore.Row[HistoryBody], error) {
+	return History(c).Where(ctx, `WHERE (? = '' OR json_extract(body, '$.namespace') = ?) AND (? = '' OR json_extract(body, '$.kind') = ?)
+		ORDER BY json_extract(body, '$.started_at') DESC, id DESC LIMIT ?`, ns, ns, kind, kind, limit)
 }

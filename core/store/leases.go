@@ -1,5 +1,7 @@
 package store
 
+import sdkstore "github.com/ployz/ployz/sdk/store"
+
 // LeaseBody is one scope's lease (table leases, keyed by scope): the
 // operator whose command holds it, since when and until when (unix
 // milliseconds), and the nonce the holder renews and releases it with.
@@ -24,4 +26,6 @@ type LeaseHolder struct {
 }
 
 // Leases is the leases table, one row per scope.
-func (c *Client) Leases() Table[LeaseBody] { return Table[LeaseBody]{c, "leases", "id"} }
+func Leases(c *sdkstore.Client) sdkstore.Table[LeaseBody] {
+	return sdkstore.NewTable[LeaseBody](c, "leases", "id")
+}

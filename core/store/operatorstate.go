@@ -3,20 +3,24 @@ package store
 import (
 	"context"
 	"encoding/json"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // Revisions is the Saved State revisions table (RevisionBody).
-func (c *Client) Revisions() Table[RevisionBody] { return Table[RevisionBody]{c, "revisions", "id"} }
-
-// DeployRecords is the deploy records table, keyed by deployment id.
-func (c *Client) DeployRecords() Table[DeployRecordBody] {
-	return Table[DeployRecordBody]{c, "deploy_records", "id"}
+func Revisions(c *sdkstore.Client) sdkstore.Table[RevisionBody] {
+	return sdkstore.NewTable[RevisionBody](c, "revisions", "id")
 }
 
-// ListNamespace returns the rows whose body's namespace is ns, ordered by
-// key.
-func (t Table[B]) ListNamespace(ctx context.Context, ns string) ([]Row[B], error) {
-	return t.query(ctx, Stmt(t.selectSQL()+" WHERE json_extract(body, '$.namespace') = ? ORDER BY "+t.key, ns))
+// DeployRecords is the deploy records table, keyed by deployment id.
+func DeployRecords(c *sdkstore.Client) sdkstore.Table[DeployRecordBody] {
+	return sdkstore.NewTable[DeployRecordBody](c, "deploy_records", "id")
+}
+
+// ListNamespace returns the rows of t whose body's namespace is ns,
+// ordered by key.
+func ListNamespace[B any](ctx context.Context, t sdkstore.Table[B], ns string) ([]sdkstore.Row[B], error) {
+	return t.Where(ctx, "WHERE json_extract(body, '$.namespace') = ? ORDER BY "+t.Key(), ns)
 }
 
 // RevisionBody is one Saved State revision of a project's environment.

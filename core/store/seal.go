@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // SealedPrefix starts a sealed value: "enc:v1:" + base64(24-byte nonce ‖
@@ -27,7 +29,7 @@ type Sealer struct {
 }
 
 // NewSealer derives the sealer of table's field from secret.
-func NewSealer(secret ClusterSecret, purpose, table, field string) (*Sealer, error) {
+func NewSealer(secret sdkstore.ClusterSecret, purpose, table, field string) (*Sealer, error) {
 	if secret.IsZero() {
 		return nil, errors.New("seal: the Cluster secret is empty")
 	}

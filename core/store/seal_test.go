@@ -3,13 +3,15 @@ package store
 import (
 	"strings"
 	"testing"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // TestSealerBindsRowAndCluster: a sealed value opens for its row only,
 // and not with another Cluster's secret or once tampered with.
 func TestSealerBindsRowAndCluster(t *testing.T) {
-	a, _ := NewClusterSecret()
-	b, _ := NewClusterSecret()
+	a, _ := sdkstore.NewClusterSecret()
+	b, _ := sdkstore.NewClusterSecret()
 	sa, err := NewSealer(a, SavedStatePurpose, "revisions", "compose")
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +34,7 @@ func TestSealerBindsRowAndCluster(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal naming the field", name, err)
 		}
 	}
-	if _, err := NewSealer(ClusterSecret{}, SavedStatePurpose, "revisions", "compose"); err == nil {
+	if _, err := NewSealer(sdkstore.ClusterSecret{}, SavedStatePurpose, "revisions", "compose"); err == nil {
 		t.Fatal("an empty secret made a sealer")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // VolumeRunOpen and VolumeRunLost are the run states the Cluster itself
@@ -43,20 +45,20 @@ type VolumeRunBody struct {
 func VolumeRunKey(volume string, gen uint64) string { return fmt.Sprintf("%s/%d", volume, gen) }
 
 // VolumeRuns is the volume_runs table.
-func (c *Client) VolumeRuns() Table[VolumeRunBody] {
-	return Table[VolumeRunBody]{c, "volume_runs", "id"}
+func VolumeRuns(c *sdkstore.Client) sdkstore.Table[VolumeRunBody] {
+	return sdkstore.NewTable[VolumeRunBody](c, "volume_runs", "id")
 }
 
 // VolumeRunsOf returns volume's runs ("" for every volume), newest first:
 // by gen within a volume, by start across volumes.
-func (c *Client) VolumeRunsOf(ctx context.Context, volume string) ([]Row[VolumeRunBody], error) {
-	t := c.VolumeRuns()
-	var rows []Row[VolumeRunBody]
+func VolumeRunsOf(ctx context.Context, c *sdkstore.Client, volume string) ([]sdkstore.Row[VolumeRunBody], error) {
+	t := VolumeRuns(c)
+	var rows []sdkstore.Row[VolumeRunBody]
 	var err error
 	if volume == "" {
 		rows, err = t.List(ctx)
 	} else {
-		rows, err = t.query(ctx, Stmt(t.selectSQL()+" WHERE json_extract(body, '$.volume') = ?", volume))
+		rows, err = t.Where(ctx, "WHERE json_extract(body, '$.volume') = ?", volume)
 	}
 	if err != nil {
 		return nil, err
@@ -67,8 +69,8 @@ func (c *Client) VolumeRunsOf(ctx context.Context, volume string) ([]Row[VolumeR
 
 // SortVolumeRuns orders runs newest first: one volume's by gen, every
 // volume's (volume "") by start, then volume, then gen.
-func SortVolumeRuns(rows []Row[VolumeRunBody], volume string) {
-	slices.SortFunc(rows, func(a, b Row[VolumeRunBody]) int {
+func SortVolumeRuns(rows []sdkstore.Row[VolumeRunBody], volume string) {
+	slices.SortFunc(rows, func(a, b sdkstore.Row[VolumeRunBody]) int {
 		if volume != "" {
 			return cmp.Compare(b.Body.Gen, a.Body.Gen)
 		}
@@ -87,7 +89,7 @@ func VolumeRunHeld(run VolumeRunBody, lease *LeaseBody, now int64) bool {
 // runs whose driver no longer holds the volume's lease (to be marked
 // lost), the open run still held (the new run is refused), and the new
 // run's gen, above every gen of the volume and above floor.
-func NextVolumeRun(rows []Row[VolumeRunBody], lease *LeaseBody, floor uint64, now int64) (lost []Row[VolumeRunBody], held *Row[VolumeRunBody], gen uint64) {
+func NextVolumeRun(rows []sdkstore.Row[VolumeRunBody], lease *LeaseBody, floor uint64, now int64) (lost []sdkstore.Row[VolumeRunBody], held *sdkstore.Row[VolumeRunBody], gen uint64) {
 	gen = floor
 	for i, r := range rows {
 		gen = max(gen, r.Body.Gen)

@@ -81,7 +81,7 @@ func Services(snap deploy.Snapshot, decl map[string]map[string]deploy.Service, r
 		}
 	}
 	for _, co := range snap.Containers(ns) {
-		if co.Labels[rpc.LabelKind] == "hook" {
+		if !rpc.IsReplica(co.Labels) {
 			continue
 		}
 		r := rows[co.Namespace+"/"+co.Service]

@@ -204,38 +204,73 @@ func runRecipe(ctx context.Context, suite, tag string) error {
 	return nil
 }
 
+// testAppRef is the content tag of the testapp image this process built
+// (BuildTestApp); "" before it.
+var testAppRef string
+
 // BuildTestApp imports the static testapp binary from binDir as a
-// FROM-scratch image named TestAppImage.
+// FROM-scratch image under a tag of its content, then tags it
+// TestAppImage. Machines load it by the content tag (LoadTestApp): labs
+// of several checkouts share the host's TestAppImage tag, and another
+// one's import may move it between this build and a lab's boot.
 func BuildTestApp(ctx context.Context, binDir string) error {
 	h := sha256.New()
 	if err := hashFiles(h, map[string]string{"testapp": filepath.Join(binDir, "testapp")}); err != nil {
 		return fmt.Errorf("testapp image: %w (run `make build`)", err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
-	// The label records which binary the image holds, so an unchanged
-	// binary is not imported again (each import would orphan the last).
-	old, _ := docker(ctx, "image", "inspect", "--format", `{{.Id}} {{index .Config.Labels "ployz.testapp"}}`, TestAppImage)
-	oldID, oldSum, _ := strings.Cut(old, " ")
-	if oldSum == sum {
-		return nil
+	repo, _, _ := strings.Cut(TestAppImage, ":")
+	ref := repo + ":" + sum
+	if !imageExists(ctx, ref) {
+		var layer bytes.Buffer
+		tw := tar.NewWriter(&layer)
+		if err := addFile(tw, "testapp", filepath.Join(binDir, "testapp"), 0o755); err != nil {
+			return fmt.Errorf("testapp image: %w (run `make build`)", err)
+		}
+		if err := tw.Close(); err != nil {
+			return err
+		}
+		if _, err := dockerIO(ctx, &layer, "import",
+			"-c", `ENTRYPOINT ["/testapp"]`,
+			"-c", "EXPOSE 8080",
+			"-c", "LABEL ployz.testapp="+sum,
+			"-", ref); err != nil {
+			return err
+		}
 	}
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	if err := addFile(tw, "testapp", filepath.Join(binDir, "testapp"), 0o755); err != nil {
-		return fmt.Errorf("testapp image: %w (run `make build`)", err)
-	}
-	if err := tw.Close(); err != nil {
+	if _, err := docker(ctx, "tag", ref, TestAppImage); err != nil {
 		return err
 	}
-	_, err := dockerIO(ctx, &layer, "import",
-		"-c", `ENTRYPOINT ["/testapp"]`,
-		"-c", "EXPOSE 8080",
-		"-c", "LABEL ployz.testapp="+sum,
-		"-", TestAppImage)
-	if err == nil && oldID != "" {
-		docker(ctx, "rmi", oldID) //nolint:errcheck // the replaced image, now untagged; kept if a container uses it
+	testAppRef = ref
+	return nil
+}
+
+// TestAppRef is the content tag of this process's testapp image, for a
+// compose file that must run exactly this build: a deploy delivers the
+// host's image of the tag it names, and the host's TestAppImage is any
+// checkout's latest import. TestAppImage when BuildTestApp did not run.
+func TestAppRef() string {
+	if testAppRef == "" {
+		return TestAppImage
 	}
-	return err
+	return testAppRef
+}
+
+// LoadTestApp loads this process's testapp image into every Machine as
+// TestAppImage (the host's TestAppImage when BuildTestApp did not run).
+func (l *Lab) LoadTestApp(ctx context.Context) error {
+	if testAppRef == "" {
+		return l.LoadImage(ctx, TestAppImage)
+	}
+	if err := l.LoadImage(ctx, testAppRef); err != nil {
+		return err
+	}
+	for _, m := range l.Machines {
+		if _, err := l.Exec(ctx, m.Name, "docker", "tag", testAppRef, TestAppImage); err != nil {
+			return fmt.Errorf("tag %s as %s on %s: %w", testAppRef, TestAppImage, m.Name, err)
+		}
+	}
+	return nil
 }
 
 func imageExists(ctx context.Context, tag string) bool {

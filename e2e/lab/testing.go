@@ -79,7 +79,7 @@ func forTest(t testing.TB, o Options) *Lab {
 		t.Fatalf("lab up: %v", err)
 	}
 	t.Logf("lab %s: %d %s Machines (vm=%t) booted in %s", name, o.Machines, o.OS, o.VM, time.Since(start).Round(100*time.Millisecond))
-	if err := l.LoadImage(ctx, TestAppImage); err != nil {
+	if err := l.LoadTestApp(ctx); err != nil {
 		t.Fatalf("lab: %v", err)
 	}
 	return l

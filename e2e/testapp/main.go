@@ -8,6 +8,10 @@
 //	EXIT_AFTER=10s       exit with EXIT_CODE this long after start
 //	EXIT_CODE=N          the exit code of the two modes above
 //	testapp fill PATH N  writes N pseudo-random bytes to PATH (volume tests)
+//	testapp --exit-code N [--say TEXT] [--show PATH] [--cat] [--sleep D]
+//	                     a one-off task (`ployz run`, oneshot.go): prints
+//	                     MESSAGE, TEXT and PATH, copies stdin with --cat,
+//	                     sleeps D until SIGINT/SIGTERM, exits N
 //	testapp notify       sends READY=1 to $NOTIFY_SOCKET and exits once a
 //	                     BARRIER=1 after it is released (a short-lived
 //	                     notifier, as systemd-notify --ready is); exit 1
@@ -64,6 +68,9 @@ func main() {
 	}
 	if len(os.Args) > 3 && os.Args[1] == "fill" {
 		os.Exit(fill(os.Args[2], os.Args[3]))
+	}
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "--") {
+		os.Exit(oneShot(os.Args[1:]))
 	}
 	code := 1
 	if s := os.Getenv("EXIT_CODE"); s != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -207,4 +208,45 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestOneShot: `testapp --exit-code N` prints its environment's MESSAGE
+// and --say, copies stdin with --cat and exits N; a SIGINT ends --sleep
+// with 130.
+func TestOneShot(t *testing.T) {
+	bin := build(t)
+	shown := filepath.Join(t.TempDir(), "shown")
+	if err := os.WriteFile(shown, []byte("shown file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--exit-code", "3", "--say", "hello", "--show", shown, "--cat")
+	cmd.Env = append(os.Environ(), "MESSAGE=v7")
+	cmd.Stdin = strings.NewReader("from stdin\n")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || out.String() != "testapp run: MESSAGE=v7\nhello\nshown file\nfrom stdin\n" || !strings.Contains(errb.String(), "tty=false") {
+		t.Fatalf("exit-code 3: %v, stdout %q, stderr %q", err, out.String(), errb.String())
+	}
+	cmd = exec.Command(bin, "--exit-code", "0", "--sleep", "30s")
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(pipe)
+	for line := ""; !strings.Contains(line, "sleeping"); {
+		if line, err = r.ReadString('\n'); err != nil {
+			t.Fatalf("before sleeping: %v", err)
+		}
+	}
+	cmd.Process.Signal(os.Interrupt) //nolint:errcheck // checked by the exit code
+	rest, _ := io.ReadAll(r)
+	err = cmd.Wait()
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(string(rest), "got interrupt") {
+		t.Fatalf("SIGINT while sleeping: %v, stdout %q", err, rest)
+	}
 }

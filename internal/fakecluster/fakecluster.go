@@ -1,6 +1,7 @@
 package fakecluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // Cluster is Machines answering, from in-memory records, the Machine
@@ -49,7 +51,7 @@ type Cluster struct {
 	leases   map[string]fakeLease
 	renewals int
 	// runs is the Cluster's volume_runs table, by key (volumeruns.go).
-	runs map[string]store.Row[store.VolumeRunBody]
+	runs map[string]sdkstore.Row[store.VolumeRunBody]
 	// marks are the allocation history and removal marks (allocations.go).
 	marks operatorMarks
 }
@@ -68,6 +70,11 @@ type Machine struct {
 	Images []string
 	// Platform is the os/arch it reports with its images ("": none).
 	Platform string
+	// Volumes are its Docker volumes, Writers the Provisioned Volumes
+	// whose Writer it holds (list_containers answers them).
+	Volumes, Writers []string
+	// Runs are the run_container requests it served, in order.
+	Runs []rpc.RunContainerRequest
 	// FailCreate makes create_container fail here; FailReset, reset.
 	FailCreate, FailReset bool
 	// WasReset is set by a reset.
@@ -79,6 +86,8 @@ type Machine struct {
 type Container struct {
 	rpc.ContainerExport
 	State string
+	// Keep marks a one-off run kept after it ends.
+	Keep bool
 }
 
 // Options change what every Machine is and serves.
@@ -113,7 +122,7 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
 		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{},
-		runs:  map[string]store.Row[store.VolumeRunBody]{},
+		runs:  map[string]sdkstore.Row[store.VolumeRunBody]{},
 		marks: operatorMarks{removals: map[string]rpc.RemovalMark{}}}
 	for _, n := range names {
 		fc.peers = append(fc.peers, rpc.Peer{ID: "id-" + n, Name: n, Address: filepath.Join(dir, n+".sock")})
@@ -143,6 +152,9 @@ func (fc *Cluster) serve(m *Machine, addr string) {
 		Dial:  func(_ context.Context, p rpc.Peer) (*rpc.Client, error) { return rpc.DialUnix(p.Address) }})
 	fc.routes(srv, m)
 	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: "test.exec", Handler: fc.exec(m)})
+	if !slices.Contains(fc.o.Unsupported, rpc.CmdRunContainer) {
+		srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdRunContainer, Capability: rpc.CapRunContainer, Handler: fc.run(m)})
+	}
 	if fc.o.Routes != nil {
 		fc.o.Routes(fc, srv, m)
 	}
@@ -273,7 +285,10 @@ func (fc *Cluster) obs(m *Machine, c *Container) rpc.ContainerObservation {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[rpc.LabelKind] = "service"
+	labels[rpc.LabelKind] = cmp.Or(sp.Kind, rpc.KindService)
+	if c.Keep {
+		labels[rpc.LabelRunKeep] = "1"
+	}
 	return rpc.ContainerObservation{ID: c.ID, Name: c.Name, MachineID: m.id, Namespace: sp.Namespace, Service: sp.Service, ServiceID: sp.ServiceID,
 		Deployment: sp.DeploymentID, SpecHash: sp.SpecHash, Image: sp.Image, State: c.State, Ready: c.State == "running", Spec: &sp, Labels: labels}
 }
@@ -286,7 +301,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		for i, o := range fc.ms {
 			// Each Machine's subnet is its place's /24 of 10.210.0.0/16.
 			out.Machines = append(out.Machines, rpc.MachineView{ID: o.id, Name: o.name, Labels: maps.Clone(o.labels),
-				Subnet: fmt.Sprintf("10.210.%d.0/24", i+1)})
+				Subnet: fmt.Sprintf("10.210.%d.0/24", i+1), Capabilities: fc.capabilities()})
 		}
 		return out, nil
 	})
@@ -341,9 +356,14 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return c.ContainerExport, nil
 	})
-	handle(rpc.CmdListContainers, func(json.RawMessage) (any, error) {
-		out := rpc.ContainerList{MachineID: m.id, Labels: maps.Clone(m.labels)}
+	handle(rpc.CmdListContainers, func(raw json.RawMessage) (any, error) {
+		var req rpc.ListContainersRequest
+		json.Unmarshal(raw, &req) //nolint:errcheck
+		out := rpc.ContainerList{MachineID: m.id, Labels: maps.Clone(m.labels), Volumes: m.Volumes, Writers: m.Writers}
 		for _, c := range m.Ctrs {
+			if c.Spec.Kind == rpc.KindRun && !req.OneOffs {
+				continue // as ployzd: one-off runs only when asked
+			}
 			out.Containers = append(out.Containers, fc.obs(m, c))
 		}
 		return out, nil

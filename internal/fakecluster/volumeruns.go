@@ -8,6 +8,7 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // volumeRunRoutes answer begin_volume_run, put_volume_run and
@@ -50,8 +51,8 @@ func (fc *Cluster) volumeLease(volume string) *store.LeaseBody {
 	return &store.LeaseBody{Nonce: l.nonce, Expires: l.Expires}
 }
 
-func (fc *Cluster) runsOf(volume string) []store.Row[store.VolumeRunBody] {
-	var rows []store.Row[store.VolumeRunBody]
+func (fc *Cluster) runsOf(volume string) []sdkstore.Row[store.VolumeRunBody] {
+	var rows []sdkstore.Row[store.VolumeRunBody]
 	for _, r := range fc.runs {
 		if volume == "" || r.Body.Volume == volume {
 			rows = append(rows, r)
@@ -78,7 +79,7 @@ func (fc *Cluster) beginRun(req rpc.BeginVolumeRunRequest) (any, error) {
 		out.Lost = append(out.Lost, r.Body.Gen)
 	}
 	key := store.VolumeRunKey(req.Volume, gen)
-	fc.runs[key] = store.Row[store.VolumeRunBody]{Key: key, Body: store.VolumeRunBody{Volume: req.Volume, Gen: gen, Kind: req.Kind,
+	fc.runs[key] = sdkstore.Row[store.VolumeRunBody]{Key: key, Body: store.VolumeRunBody{Volume: req.Volume, Gen: gen, Kind: req.Kind,
 		State: store.VolumeRunOpen, StartedAt: req.StartedAt, UpdatedAt: req.StartedAt, Operator: req.Operator,
 		Lease: store.LeaseTag(req.LeaseNonce), Run: req.Run}}
 	return out, nil
@@ -93,7 +94,7 @@ func (fc *Cluster) putRun(req rpc.PutVolumeRunRequest) (any, error) {
 	case !ok && !req.Import:
 		return nil, rpc.Errorf(rpc.CodeNotFound, "volume %s has no run gen %d", req.Volume, req.Gen)
 	case !ok:
-		row = store.Row[store.VolumeRunBody]{Key: key, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen, Kind: req.Kind,
+		row = sdkstore.Row[store.VolumeRunBody]{Key: key, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen, Kind: req.Kind,
 			StartedAt: req.StartedAt, Operator: req.Operator}}
 	}
 	row.Body = row.Body.Recorded(req.Run, req.State, req.Error, req.UpdatedAt)

@@ -15,7 +15,7 @@ import (
 	"github.com/goreleaser/nfpm/v2/files"
 
 	"github.com/ployz/ployz/core/release"
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 )
 
 func main() {
@@ -211,7 +211,7 @@ func writeDeb(dist, v, arch string, srcs []release.Source) (string, error) {
 	info := nfpm.WithDefaults(&nfpm.Info{
 		Name: "ployz", Arch: arch, Platform: "linux", Version: debVersion(v), VersionSchema: "none",
 		Maintainer: "Ployz <hello@ployz.sh>", Homepage: "https://ployz.sh", License: "Apache-2.0",
-		Description:  "Ployz Machine daemon, replicated store and plugins",
+		Description: "Ployz Machine daemon, replicated store and plugins",
 		Overridables: nfpm.Overridables{Contents: contents, Depends: []string{"systemd"}, Recommends: []string{"docker.io | docker-ce"},
 			Scripts: nfpm.Scripts{PostInstall: filepath.Join(scripts, "postinst"), PreRemove: filepath.Join(scripts, "prerm"), PostRemove: filepath.Join(scripts, "postrm")}},
 	})

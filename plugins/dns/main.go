@@ -9,7 +9,7 @@ package main
 import (
 	"os"
 
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/plugins/dns/internal/dns"
 )
 

@@ -14,12 +14,12 @@ import (
 
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/plugins/dns/internal/dns"
 	"github.com/ployz/ployz/sdk/plugintest"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 	pluginv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/v1"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestBinaryServesAndAdvertises builds ployz-dns and runs it the way
@@ -37,13 +37,9 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	api := freePort(t)
-	node, err := server.Start(context.Background(), server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: api, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	st := store.New(api, store.WithToken("tok"))
+	node := storetest.Start(t)
+	api := node.API()
+	st := store.New(api, store.WithToken(node.Token()))
 	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: "m1", Owner: "m1",
 		Body: store.MachineBody{Phase: "participating", Subnet: "10.210.1.0/24"}}); err != nil {
 		t.Fatal(err)
@@ -102,7 +98,10 @@ func TestBinaryServesAndAdvertises(t *testing.T) {
 	p.Configure(t, spec)
 	query()
 	// Status reports serving right after the first load starts answering.
-	var s *dnsv1.StatusResponse
+	var (
+		s   *dnsv1.StatusResponse
+		err error
+	)
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if s, err = dnsv1.NewDNSClient(p.Conn).Status(context.Background(), &dnsv1.StatusRequest{}); err == nil && s.GetServing() {
 			break

@@ -18,11 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/plugintest"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestBinaryServesFromStore builds ployz-ingress-caddy and runs it the way
@@ -44,13 +43,9 @@ func TestBinaryServesFromStore(t *testing.T) {
 	port, _ := strconv.Atoi(upPort)
 
 	dir := t.TempDir()
-	api := freePort(t)
-	node, err := server.Start(context.Background(), server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: api, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	st := store.New(api, store.WithToken("tok"))
+	node := storetest.Start(t)
+	api := node.API()
+	st := store.New(api, store.WithToken(node.Token()))
 	// m1's Container is a loopback test backend: its subnet is 127.0.0.0/8.
 	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: "m1", Owner: "m1",
 		Body: store.MachineBody{Phase: "participating", Subnet: "127.0.0.0/8"}}); err != nil {
@@ -114,8 +109,8 @@ func TestBinaryServesFromStore(t *testing.T) {
 		t.Fatalf("through the proxy: %q", body)
 	}
 	out, err := exec.Command(bin, "status", "--file", status).Output()
-	var s rpc.IngressStatus
-	if err != nil || json.Unmarshal(out, &s) != nil || len(s.Routes) != 1 || s.Routes[0].State != rpc.RoutePublished || s.MachineID != "m1" {
+	var s ingress.Status
+	if err != nil || json.Unmarshal(out, &s) != nil || len(s.Routes) != 1 || s.Routes[0].State != ingress.RoutePublished || s.MachineID != "m1" {
 		t.Fatalf("status: %v %s", err, out)
 	}
 	skipped := map[string]string{}

@@ -10,7 +10,7 @@ package main
 import (
 	"os"
 
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/plugins/metrics/internal/metrics"
 )
 

@@ -11,7 +11,7 @@ package main
 import (
 	"os"
 
-	"github.com/ployz/ployz/core/version"
+	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/plugins/volume-zfs/internal/zfsvol"
 )
 

@@ -3,8 +3,6 @@ package ingress
 import (
 	"fmt"
 	"strings"
-
-	"github.com/ployz/ployz/core/rpc"
 )
 
 // HTTP routes are a hostname and a path prefix. Every ingress honours the
@@ -29,7 +27,7 @@ import (
 const MaxPathLength = 512
 
 // CheckHostPattern normalises an HTTP route's hostname (lowercase, no
-// final dot) and checks it: a hostname as rpc.ValidHostname wants, or a
+// final dot) and checks it: a hostname as ValidHostname wants, or a
 // wildcard "*." followed by one with at least two labels. Errors say what
 // is wrong with the value, for the caller to name its field.
 func CheckHostPattern(h string) (string, error) {
@@ -39,12 +37,12 @@ func CheckHostPattern(h string) (string, error) {
 		if strings.Contains(h, "*") {
 			return "", fmt.Errorf("%q has a wildcard outside its first label (want *.example.com)", h)
 		}
-		return h, rpc.ValidHostname(h)
+		return h, ValidHostname(h)
 	}
 	if strings.Contains(rest, "*") {
 		return "", fmt.Errorf("%q has more than one wildcard (want *.example.com)", h)
 	}
-	if err := rpc.ValidHostname(rest); err != nil {
+	if err := ValidHostname(rest); err != nil {
 		return "", fmt.Errorf("wildcard %q: %w", h, err)
 	}
 	return h, nil
@@ -118,19 +116,7 @@ func HostMatches(pattern, host string) bool {
 		return pattern == host
 	}
 	label, parent, ok := strings.Cut(host, ".")
-	return ok && parent == rest && validLabel(label)
-}
-
-func validLabel(l string) bool {
-	if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-		return false
-	}
-	for _, r := range l {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
+	return ok && parent == rest && validLabel(host, label) == nil
 }
 
 // IsWildcard reports whether a route's hostname is a wildcard.

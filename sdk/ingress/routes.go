@@ -6,20 +6,16 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
-
-// Route is one route as this Machine's Ingress Proxy serves it.
-type Route = rpc.IngressState
 
 // Routes is one computation from the store: the routes sorted by key, the
 // row routes that were skipped and the Serving Pointers followed.
 type Routes struct {
 	Routes  []Route
-	Skipped []rpc.SkippedRoute
+	Skipped []SkippedRoute
 	// Refused counts the ready rows ignored because their owner cannot
 	// vouch for their address (serving.Refused); each is also in Skipped.
 	Refused int
@@ -155,7 +151,7 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 		return
 	}
 	if b.Namespace == "" || b.Service == "" {
-		rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
+		rc.out.Skipped = append(rc.out.Skipped, SkippedRoute{Container: r.Key,
 			Reason: `field "namespace"/"service" is empty: routes need the Service's identity`})
 		return
 	}
@@ -166,14 +162,14 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 		// Ignored whole: a row no Machine vouches for claims no hostname
 		// or port either, so it cannot put a route into conflict.
 		rc.out.Refused++
-		rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
+		rc.out.Skipped = append(rc.out.Skipped, SkippedRoute{Container: r.Key,
 			Reason: fmt.Sprintf("field \"ip\": %v; its routes are ignored", rc.in.Vouched(r.Owner, ip))})
 		return
 	}
 	for i, rt := range b.Ingress {
 		id, err := routeIdentity(rt)
 		if err != nil {
-			rc.out.Skipped = append(rc.out.Skipped, rpc.SkippedRoute{Container: r.Key,
+			rc.out.Skipped = append(rc.out.Skipped, SkippedRoute{Container: r.Key,
 				Reason: fmt.Sprintf("field \"ingress[%d].%s", i, err)})
 			continue
 		}
@@ -265,26 +261,26 @@ func (rc *routeComputation) upstreams(rt *Route, c *claim, prev Route) {
 func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
 	switch {
 	case len(claimants) > 1 && rt.Owner == "":
-		rt.State, rt.Claimants = rpc.RouteConflict, claimants
+		rt.State, rt.Claimants = RouteConflict, claimants
 		rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; nothing published until one remains"
 	case len(claimants) > 1:
-		rt.State, rt.Claimants = rpc.RouteConflict, claimants
+		rt.State, rt.Claimants = RouteConflict, claimants
 		rt.Detail = "claimed by " + strings.Join(claimants, ", ") + "; " + rt.Owner + " keeps it"
 	case len(rt.Upstreams) == 0 && len(rt.Down) > 0:
-		rt.State = rpc.RoutePending
+		rt.State = RoutePending
 		rt.Detail = "every ready Container is on a Machine this one holds Down (" + strings.Join(rt.Down, ", ") + "): " + downAnswer(*rt)
 	case len(rt.Upstreams) == 0 && c.waiting[rt.Owner] > 0:
-		rt.State = rpc.RoutePending
+		rt.State = RoutePending
 		rt.Detail = fmt.Sprintf("no ready Container the Serving Pointer names (%d ready, not adopted): %s", c.waiting[rt.Owner], pendingAnswer(*rt))
 	case len(rt.Upstreams) == 0:
-		rt.State, rt.Detail = rpc.RoutePending, "no ready Container: "+pendingAnswer(*rt)
+		rt.State, rt.Detail = RoutePending, "no ready Container: "+pendingAnswer(*rt)
 	case rc.held[rt.Owner] != "" || rt.Pointer != rc.out.Pointers[rt.Owner]:
-		rt.State, rt.Detail = rpc.RoutePublished, "holding the previous upstreams until the Serving Pointer's Containers are seen ready"
+		rt.State, rt.Detail = RoutePublished, "holding the previous upstreams until the Serving Pointer's Containers are seen ready"
 	case len(rt.Down) > 0:
-		rt.State = rpc.RoutePublished
+		rt.State = RoutePublished
 		rt.Detail = "left out: the Containers on " + strings.Join(rt.Down, ", ") + ", which this Machine holds Down"
 	default:
-		rt.State = rpc.RoutePublished
+		rt.State = RoutePublished
 	}
 }
 

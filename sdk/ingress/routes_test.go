@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -37,7 +36,7 @@ func TestComputeLocalFirstOnlyReady(t *testing.T) {
 	}
 	r := got.Routes[0]
 	want := []string{"10.210.1.9:8080", "10.210.2.5:8080", "10.210.3.2:8080"}
-	if r.Owner != "demo/web" || r.State != rpc.RoutePublished || !slices.Equal(r.Upstreams, want) || r.Local != 1 {
+	if r.Owner != "demo/web" || r.State != RoutePublished || !slices.Equal(r.Upstreams, want) || r.Local != 1 {
 		t.Fatalf("route %+v, want upstreams %v, one local", r, want)
 	}
 	// From m3's point of view its own Container comes first.
@@ -52,7 +51,7 @@ func TestComputeLocalFirstOnlyReady(t *testing.T) {
 
 func TestComputePendingWithoutReadyBackend(t *testing.T) {
 	got := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{row("a", "m1", "demo", "web", "10.210.1.2", false, hello(8080))}, Machine: "m1", Prev: nil})
-	if r := got.Routes[0]; r.State != rpc.RoutePending || len(r.Upstreams) != 0 || r.Owner != "demo/web" {
+	if r := got.Routes[0]; r.State != RoutePending || len(r.Upstreams) != 0 || r.Owner != "demo/web" {
 		t.Fatalf("route %+v", r)
 	}
 }
@@ -61,13 +60,13 @@ func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
 	web := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
 	rival := row("b", "m1", "alpha", "site", "10.210.1.3", true, hello(80))
 	first := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: nil})
-	if first.Routes[0].State != rpc.RoutePublished {
+	if first.Routes[0].State != RoutePublished {
 		t.Fatalf("first %+v", first.Routes)
 	}
 	// alpha/site sorts lower, but demo/web was published first: it stays.
 	got := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: first.ByKey()})
 	r := got.Routes[0]
-	if r.State != rpc.RouteConflict || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
+	if r.State != RouteConflict || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
 		t.Fatalf("conflict route %+v", r)
 	}
 	if !slices.Equal(r.Claimants, []string{"alpha/site", "demo/web"}) || !strings.Contains(r.Detail, "alpha/site") {
@@ -75,11 +74,11 @@ func TestComputeConflictKeepsPreviousOwner(t *testing.T) {
 	}
 	// With no previous owner nothing is published: no owner, no upstream.
 	r = Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web, rival}, Machine: "m1", Prev: nil}).Routes[0]
-	if r.State != rpc.RouteConflict || r.Owner != "" || len(r.Upstreams) != 0 || !strings.Contains(r.Detail, "nothing published") {
+	if r.State != RouteConflict || r.Owner != "" || len(r.Upstreams) != 0 || !strings.Contains(r.Detail, "nothing published") {
 		t.Fatalf("fresh conflict %+v", r)
 	}
 	// The rival leaves: published again.
-	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: map[string]Route{"hello.example.test": {Owner: "demo/web"}}}).Routes[0]; r.State != rpc.RoutePublished {
+	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1", Prev: map[string]Route{"hello.example.test": {Owner: "demo/web"}}}).Routes[0]; r.State != RoutePublished {
 		t.Fatalf("after conflict %+v", r)
 	}
 }
@@ -114,12 +113,12 @@ func TestComputeSkipsInvalidRoutes(t *testing.T) {
 
 func TestValidHostname(t *testing.T) {
 	for _, h := range []string{"a.b", "hello.example.test", "x-1.y2.z"} {
-		if err := rpc.ValidHostname(h); err != nil {
+		if err := ValidHostname(h); err != nil {
 			t.Errorf("%s: %v", h, err)
 		}
 	}
 	for _, h := range []string{"", "localhost", "*.example.com", "a..b", "-a.b", "a.b:80", "A.b", strings.Repeat("a", 64) + ".b"} {
-		if err := rpc.ValidHostname(h); err == nil {
+		if err := ValidHostname(h); err == nil {
 			t.Errorf("%q accepted", h)
 		}
 	}
@@ -171,7 +170,7 @@ func TestComputeFollowsServingPointer(t *testing.T) {
 	// became ready late, or another image): not routed, pending.
 	stale := pointer("demo/web", "p3", store.ServingContainer{ID: "new", Machine: "m2", ImageID: "sha256:bbb", Deployment: "d3"})
 	r := Compute(Input{Machines: testMachines, Containers: rows, Pointers: []store.Row[store.ServingBody]{stale}, Machine: "m1"}).Routes[0]
-	if len(r.Upstreams) != 0 || r.State != rpc.RoutePending || !strings.Contains(r.Detail, "Serving Pointer") {
+	if len(r.Upstreams) != 0 || r.State != RoutePending || !strings.Contains(r.Detail, "Serving Pointer") {
 		t.Fatalf("stale identity %+v", r)
 	}
 }
@@ -180,11 +179,11 @@ func TestComputeStaleSessionNotRouted(t *testing.T) {
 	a := row("a", "m1", "demo", "web", "10.210.1.2", true, hello(8080))
 	a.Body.Session = "boot1"
 	in := Input{Containers: []store.Row[store.ContainerBody]{a}, Machine: "m1", Machines: serving.Machines{Sessions: map[string]string{"m1": "boot2"}, Subnets: testMachines.Subnets}}
-	if r := Compute(in).Routes[0]; r.State != rpc.RoutePending {
+	if r := Compute(in).Routes[0]; r.State != RoutePending {
 		t.Fatalf("stale session routed: %+v", r)
 	}
 	in.Sessions["m1"] = "boot1"
-	if r := Compute(in).Routes[0]; r.State != rpc.RoutePublished {
+	if r := Compute(in).Routes[0]; r.State != RoutePublished {
 		t.Fatalf("current session not routed: %+v", r)
 	}
 }
@@ -210,7 +209,7 @@ func TestComputeYoungPointerHoldsPreviousUpstreams(t *testing.T) {
 	// A pointer that stays unready past the hold window is followed: 502.
 	rows[1].Body.Ready = false
 	in.Young = nil
-	if got := Compute(in); got.Routes[0].State != rpc.RoutePending || got.Pointers["demo/web"] != "p2" {
+	if got := Compute(in); got.Routes[0].State != RoutePending || got.Pointers["demo/web"] != "p2" {
 		t.Fatalf("old pointer %+v", got)
 	}
 }
@@ -234,10 +233,10 @@ func TestComputeTCPRoutes(t *testing.T) {
 	if strings.Join(keys, " ") != "hello.example.test tcp/6379 tcp/8081" {
 		t.Fatalf("routes %v", keys)
 	}
-	if r := got.Routes[2]; r.Owner != "demo/db" || r.State != rpc.RoutePublished || strings.Join(r.Upstreams, ",") != "10.210.1.9:5432,10.210.2.5:5432" {
+	if r := got.Routes[2]; r.Owner != "demo/db" || r.State != RoutePublished || strings.Join(r.Upstreams, ",") != "10.210.1.9:5432,10.210.2.5:5432" {
 		t.Errorf("tcp/8081 %+v", r)
 	}
-	if r := got.Routes[1]; r.State != rpc.RoutePending || !strings.Contains(r.Detail, "no listener") {
+	if r := got.Routes[1]; r.State != RoutePending || !strings.Contains(r.Detail, "no listener") {
 		t.Errorf("tcp/6379 %+v", r)
 	}
 	if len(got.Skipped) != 1 || got.Skipped[0].Container != "d" || !strings.Contains(got.Skipped[0].Reason, `field "ingress[0].port" is 443, used by HTTPS ingress`) {
@@ -262,7 +261,7 @@ func TestComputeIgnoresUnvouchedRows(t *testing.T) {
 	if len(got.Routes) != 1 {
 		t.Fatalf("routes %+v, want only hello.example.test", got.Routes)
 	}
-	if r := got.Routes[0]; r.State != rpc.RoutePublished || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
+	if r := got.Routes[0]; r.State != RoutePublished || r.Owner != "demo/web" || !slices.Equal(r.Upstreams, []string{"10.210.1.2:8080"}) {
 		t.Fatalf("legitimate route %+v", r)
 	}
 	reasons := map[string]string{}
@@ -295,12 +294,12 @@ func TestComputeLeavesOutDownMachines(t *testing.T) {
 	ms := testMachines
 	ms.Down = map[string]bool{"m2": true}
 	r := Compute(Input{Machines: ms, Containers: rows, Machine: "m3"}).Routes[0]
-	if !slices.Equal(r.Upstreams, []string{"10.210.1.9:8080"}) || !slices.Equal(r.Down, []string{"m2"}) || r.State != rpc.RoutePublished || !strings.Contains(r.Detail, "m2") {
+	if !slices.Equal(r.Upstreams, []string{"10.210.1.9:8080"}) || !slices.Equal(r.Down, []string{"m2"}) || r.State != RoutePublished || !strings.Contains(r.Detail, "m2") {
 		t.Fatalf("route with m2 down: %+v", r)
 	}
 	ms.Down = map[string]bool{"m1": true, "m2": true}
 	r = Compute(Input{Machines: ms, Containers: rows, Machine: "m3"}).Routes[0]
-	if len(r.Upstreams) != 0 || !slices.Equal(r.Down, []string{"m1", "m2"}) || r.State != rpc.RoutePending || !strings.Contains(r.Detail, "503") {
+	if len(r.Upstreams) != 0 || !slices.Equal(r.Down, []string{"m1", "m2"}) || r.State != RoutePending || !strings.Contains(r.Detail, "503") {
 		t.Fatalf("route with every replica down: %+v", r)
 	}
 }
@@ -326,14 +325,14 @@ func TestComputePathRoutes(t *testing.T) {
 		t.Fatalf("routes %+v skipped %+v", got.Routes, got.Skipped)
 	}
 	a, s, w := byKey["app.example.test/api"], byKey["app.example.test"], byKey["*.example.test"]
-	if a.Owner != "demo/api" || a.Path != "/api" || !a.StripPrefix || a.RedirectHTTPS == nil || *a.RedirectHTTPS || a.State != rpc.RoutePublished ||
+	if a.Owner != "demo/api" || a.Path != "/api" || !a.StripPrefix || a.RedirectHTTPS == nil || *a.RedirectHTTPS || a.State != RoutePublished ||
 		!slices.Equal(a.Upstreams, []string{"10.210.1.2:8080"}) {
 		t.Errorf("api route %+v", a)
 	}
 	if s.Owner != "demo/site" || s.Path != "" || s.StripPrefix || s.RedirectHTTPS != nil || !slices.Equal(s.Upstreams, []string{"10.210.1.3:80"}) {
 		t.Errorf("site route %+v", s)
 	}
-	if w.Owner != "demo/site" || w.State != rpc.RoutePublished {
+	if w.Owner != "demo/site" || w.State != RoutePublished {
 		t.Errorf("wildcard route %+v", w)
 	}
 
@@ -341,11 +340,11 @@ func TestComputePathRoutes(t *testing.T) {
 	rival := row("r1", "m1", "alpha", "api", "10.210.1.5", true, store.IngressRoute{Hostname: "app.example.test", Path: "/api/", ContainerPort: 9000})
 	got = Compute(Input{Machines: testMachines, Containers: append(rows, rival), Machine: "m1", Prev: byKey})
 	byKey = got.ByKey()
-	if r := byKey["app.example.test/api"]; r.State != rpc.RouteConflict || r.Owner != "demo/api" || !r.StripPrefix ||
+	if r := byKey["app.example.test/api"]; r.State != RouteConflict || r.Owner != "demo/api" || !r.StripPrefix ||
 		!slices.Equal(r.Claimants, []string{"alpha/api", "demo/api"}) {
 		t.Errorf("contested /api %+v", r)
 	}
-	if r := byKey["app.example.test"]; r.State != rpc.RoutePublished || r.Owner != "demo/site" {
+	if r := byKey["app.example.test"]; r.State != RoutePublished || r.Owner != "demo/site" {
 		t.Errorf("/ is not contested: %+v", r)
 	}
 

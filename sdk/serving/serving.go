@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // HoldFor bounds how long a moved Serving Pointer whose Containers are not
@@ -348,19 +348,19 @@ const Participating = "participating"
 // does not answer it: a view that cannot be read leaves nothing out).
 // b are the bounds from the reader's spec: the Cluster network
 // (Machines.Network) and ployzd's trust list (Machines.Trusted).
-func Read(ctx context.Context, c *store.Client, b Bounds) (Input, error) {
+func Read(ctx context.Context, r store.Reader, b Bounds) (Input, error) {
 	var in Input
 	trusted, err := ReadTrusted(b.TrustedFile)
 	if err != nil {
 		return in, err
 	}
-	if in.Containers, err = c.Containers().List(ctx); err != nil {
+	if in.Containers, err = r.Containers(ctx); err != nil {
 		return in, err
 	}
-	if in.Pointers, err = c.Serving().List(ctx); err != nil {
+	if in.Pointers, err = r.ServingPointers(ctx); err != nil {
 		return in, err
 	}
-	ms, err := c.Machines().List(ctx)
+	ms, err := r.Machines(ctx)
 	if err != nil {
 		return in, err
 	}
@@ -369,7 +369,7 @@ func Read(ctx context.Context, c *store.Client, b Bounds) (Input, error) {
 	if trusted != nil {
 		in.Machines.Trusted = trusted.Subnets()
 	}
-	if view, err := c.Membership(ctx); err == nil {
+	if view, err := r.Membership(ctx); err == nil {
 		in.Machines.Down = DownOf(ms, view)
 	}
 	return in, nil

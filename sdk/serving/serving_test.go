@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func crow(key, owner, ns, svc, ip, dep string, ready bool) store.Row[store.ContainerBody] {

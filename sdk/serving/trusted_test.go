@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // trustedFixture is what testdata/trusted-machines.json says.

@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/fsutil"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // PinsFile is the pin file's name in the Machine's data directory.

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Signer is a Machine's RPC identity (rpc.Identity).

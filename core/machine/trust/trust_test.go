@@ -15,8 +15,9 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/ployz/ployz/core/meshaddr"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/schema"
 	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 type edSigner struct{ k ed25519.PrivateKey }
@@ -105,7 +106,7 @@ func newCluster(t *testing.T, n int) *cluster {
 	var boot []string
 	for i := 0; i < n; i++ {
 		node, err := server.Start(context.Background(), server.Config{
-			DBPath: filepath.Join(dir, fmt.Sprint("m", i), "store.db"), SchemaSQL: store.SchemaSQL(),
+			DBPath: filepath.Join(dir, fmt.Sprint("m", i), "store.db"), SchemaSQL: schema.SQL(),
 			APIAddr: "127.0.0.1:0", NoAuth: true, GossipAddr: "127.0.0.1:0", GossipKey: key,
 			Bootstrap: boot, SyncInterval: 100 * time.Millisecond, Fast: true,
 		})

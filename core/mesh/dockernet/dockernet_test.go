@@ -78,8 +78,11 @@ func TestEnsure(t *testing.T) {
 		}
 	}
 	fwd, post := chains(cfg)
-	if n := countRules(t, "filter", fwd); n != 2 {
-		t.Errorf("%s has %d rules, want 2", fwd, n)
+	if n := countRules(t, "filter", fwd); n != 3 {
+		t.Errorf("%s has %d rules, want 3 (isolation, mesh → bridge, bridge → mesh)", fwd, n)
+	}
+	if first := firstRule(t, "filter", fwd); first != "-A "+fwd+" -j "+isolateChain(cfg) {
+		t.Errorf("%s starts with %q, want the jump to isolation", fwd, first)
 	}
 	if first := firstRule(t, "filter", "DOCKER-USER"); first != "-A DOCKER-USER -j "+fwd {
 		t.Errorf("DOCKER-USER starts with %q", first)
@@ -123,6 +126,9 @@ func TestEnsure(t *testing.T) {
 	}
 	if _, err := iptables("-t", "raw", "-S", rawChain(cfg)); err == nil {
 		t.Errorf("raw %s still exists after RemoveForwarding", rawChain(cfg))
+	}
+	if _, err := iptables("-t", "filter", "-S", isolateChain(cfg)); err == nil {
+		t.Errorf("%s still exists after RemoveForwarding", isolateChain(cfg))
 	}
 }
 

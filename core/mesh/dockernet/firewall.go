@@ -3,6 +3,7 @@ package dockernet
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 )
 
@@ -12,6 +13,8 @@ import (
 //	filter <prefix>-FORWARD (jumped from DOCKER-USER, or FORWARD without Docker):
 //	  accept mesh → bridge and bridge → mesh; Docker's FORWARD policy is DROP
 //	  and it only admits new connections into a bridge for published ports.
+//	  after a jump to <prefix>-ISOLATE, which drops Container traffic
+//	  between namespaces (isolate.go).
 //	raw <prefix>-PREROUTING (jumped first from raw PREROUTING): exempts the
 //	  mesh from Docker 28's direct-routing drops (raw.go).
 //
@@ -40,8 +43,17 @@ func EnsureForwarding(cfg Config) error {
 	if err := enableSysctl("/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
 		return err
 	}
+	// Containers on one bridge reach each other through FORWARD (and so
+	// meet the isolation) only with bridge netfilter on.
+	if err := enableBridgeNetfilter(); err != nil {
+		cfg.Logger.Named("dockernet").Warn("Containers on this Machine's bridge are not isolated from each other", "error", err)
+	}
+	if err := ensureIsolateChain(cfg); err != nil {
+		return err
+	}
 	fwd, _ := chains(cfg)
 	if err := writeChain("filter", fwd, [][]string{
+		{"-j", isolateChain(cfg)},
 		{"-i", cfg.MeshInterface, "-o", cfg.Bridge, "-j", "ACCEPT"},
 		{"-i", cfg.Bridge, "-o", cfg.MeshInterface, "-j", "ACCEPT"},
 	}); err != nil {
@@ -63,7 +75,8 @@ func EnsureForwarding(cfg Config) error {
 }
 
 // RemoveForwarding deletes the jumps and chains EnsureForwarding made
-// (the raw exemption too), and the nat exemption chain of earlier builds.
+// (the raw exemption and the isolation chains too), and the nat exemption
+// chain of earlier builds.
 func RemoveForwarding(cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -93,7 +106,21 @@ func RemoveForwarding(cfg Config) error {
 			return fmt.Errorf("iptables %s %s: delete: %w", c.table, c.chain, err)
 		}
 	}
-	return nil
+	return removeIsolation(cfg) // unreferenced now <prefix>-FORWARD is gone
+}
+
+// bridgeNetfilter is the sysctl that sends bridged IPv4 through iptables.
+const bridgeNetfilter = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+
+// enableBridgeNetfilter turns bridge netfilter on, loading br_netfilter
+// where it is missing (dockerd usually loaded it already).
+func enableBridgeNetfilter() error {
+	if _, err := os.Stat(bridgeNetfilter); err != nil {
+		if out, err := exec.Command("modprobe", "br_netfilter").CombinedOutput(); err != nil {
+			return fmt.Errorf("modprobe br_netfilter: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+	}
+	return enableSysctl(bridgeNetfilter, "1")
 }
 
 // writeChain, jumpFirst and iptables drive the IPv4 binary of the backend

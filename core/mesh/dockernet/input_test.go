@@ -72,6 +72,40 @@ func acceptAndClose(l net.Listener) {
 	}
 }
 
+// listenIn answers TCP connections on ports in network namespace ns (by
+// closing them) until the test ends.
+func listenIn(t *testing.T, ns string, ports ...string) {
+	t.Helper()
+	inNS(t, ns, func() {
+		for _, p := range ports {
+			l, err := net.Listen("tcp", ":"+p)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { l.Close() })
+			go acceptAndClose(l)
+		}
+	})
+}
+
+// connects reports whether a TCP connection from namespace ns (from
+// address src; "" for any) to addr is established within 700 ms.
+func connects(t *testing.T, ns, src, addr string) bool {
+	ok := false
+	inNS(t, ns, func() {
+		d := net.Dialer{Timeout: 700 * time.Millisecond}
+		if src != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+		}
+		if c, err := d.Dial("tcp", addr); err == nil {
+			c.Close()
+			ok = true
+		}
+	})
+	return ok
+}
+
 func addNS(t *testing.T, ns string) {
 	ip(t, "netns", "add", ns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
@@ -114,34 +148,8 @@ func TestInputFilter(t *testing.T) {
 	}
 
 	// The Machine's listeners, on every address.
-	var lis []net.Listener
-	inNS(t, machine, func() {
-		for _, p := range []string{"7569", "53", "8080"} {
-			l, err := net.Listen("tcp", ":"+p)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			lis = append(lis, l)
-			go acceptAndClose(l)
-		}
-	})
-	defer func() {
-		for _, l := range lis {
-			l.Close()
-		}
-	}()
-	reach := func(ns, addr string) bool {
-		ok := false
-		inNS(t, ns, func() {
-			c, err := net.DialTimeout("tcp", addr, 700*time.Millisecond)
-			if err == nil {
-				c.Close()
-				ok = true
-			}
-		})
-		return ok
-	}
+	listenIn(t, machine, "7569", "53", "8080")
+	reach := func(ns, addr string) bool { return connects(t, ns, "", addr) }
 	in := Input{MeshTCP: []int{7569, 7570}, MeshUDP: []int{7570}, DNS: 53}
 	attack := []string{"10.99.1.1:7569", "[fd99:1::1]:7569", "10.99.2.1:7569", "[fd99:2::1]:7569", "10.99.1.1:53"}
 	for _, a := range attack {

@@ -27,6 +27,11 @@ type Config struct {
 	Meta   []byte  // small metadata published with the member
 	Fast   bool    // short timers for in-process tests
 	Faults *Faults // optional fault injector
+	// KeepAs, when set, keeps the gossip sockets in systemd's fd store
+	// under KeepAs+"-tcp" and KeepAs+"-udp" (fdstore.ListenTCP), so a
+	// restart never frees the gossip port. Outside systemd it changes
+	// nothing.
+	KeepAs string
 	Log    hclog.Logger
 	// OnMessage receives every user message; it must not block for long.
 	OnMessage func(msg []byte)
@@ -93,11 +98,12 @@ func Start(cfg Config) (*Gossip, error) {
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Logger = cfg.Log.Named("memberlist").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+	tl, ul, err := listenGossip(cfg.Bind, cfg.KeepAs)
 	if err != nil {
-		return nil, fmt.Errorf("gossip listen on %s: %w", cfg.Bind, err)
+		return nil, err
 	}
-	port = nt.GetAutoBindPort()
+	nt := newKeptTransport(tl, ul, cfg.Log.Named("transport"))
+	port = nt.port()
 	mc.BindPort = port
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	if cfg.Advertise != "" {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/store/crdt"
-	"github.com/ployz/ployz/core/store/localsock"
+	"github.com/ployz/ployz/internal/localsock"
 )
 
 // maxAdminFrame bounds one admin request frame.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/crdt"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func adminCall(t *testing.T, path string, cmd any) []json.RawMessage {

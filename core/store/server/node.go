@@ -17,8 +17,13 @@ import (
 
 	"github.com/ployz/ployz/core/store/crdt"
 	"github.com/ployz/ployz/core/store/gossip"
-	"github.com/ployz/ployz/core/store/localsock"
+	"github.com/ployz/ployz/internal/localsock"
 )
+
+// GossipFDName names the gossip sockets in ployz-store.service's fd store
+// (with -tcp and -udp): a restart of the store never frees its gossip
+// port for another local user to take.
+const GossipFDName = "ployz-store-gossip"
 
 // Config configures a store node.
 type Config struct {
@@ -155,7 +160,7 @@ func (n *Node) startNet(cfg Config) error {
 			// peer (each costs up to the TCP timeout) never delays startup.
 			Name: n.eng.Site(), Bind: cfg.GossipAddr, Advertise: cfg.GossipExtAddr,
 			Label: cfg.Label, Key: cfg.GossipKey, Meta: meta, Fast: cfg.Fast, Faults: cfg.Faults, Log: cfg.Log.Named("gossip"),
-			OnMessage: n.onMessage,
+			OnMessage: n.onMessage, KeepAs: GossipFDName,
 		})
 		if err != nil {
 			return err

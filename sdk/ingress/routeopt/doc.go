@@ -2,6 +2,6 @@
 // than a value: header rules and basic authentication. They are declared
 // under x-ports, carried in the Container spec and the replicated
 // Container rows (so this package imports nothing of Ployz's: core/rpc and
-// core/store use it), and honoured by every ingress (sdk/ingress). Field
+// sdk/store use it), and honoured by every ingress (sdk/ingress). Field
 // names are frozen; readers ignore unknown ones.
 package routeopt

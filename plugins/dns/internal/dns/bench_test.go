@@ -10,7 +10,7 @@ import (
 
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // benchRows is 200 Services of 3 Containers each on 3 Machines.

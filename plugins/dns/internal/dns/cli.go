@@ -23,11 +23,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/ployz/ployz/core/fdstore"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
+	"github.com/ployz/ployz/sdk/fdstore"
 	dnsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/dns/v1"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Capability is advertised in Info by a process that serves DNS (`serve`).

@@ -10,7 +10,7 @@ import (
 	dnsspec "github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/serving"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // testCfg is a spec on loopback whose "subnet" is 127.0.0.0/8.

@@ -8,7 +8,7 @@ import (
 	dnsspec "github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/serving"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Loader timing. With live subscriptions the Table is rebuilt on every
@@ -51,12 +51,8 @@ func NewStoreSource(cfg dnsspec.Config) StoreSource {
 }
 
 // Read implements Source.
-func (s StoreSource) Read(ctx context.Context) (in serving.Input, err error) {
-	err = s.tf.Do(func(c *store.Client) error {
-		in, err = serving.Read(ctx, c, s.bounds)
-		return err
-	})
-	return in, err
+func (s StoreSource) Read(ctx context.Context) (serving.Input, error) {
+	return serving.Read(ctx, s.tf, s.bounds)
 }
 
 // Watch implements Source: serving.Watch of what Read reads (the tables,

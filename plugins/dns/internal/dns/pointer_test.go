@@ -10,8 +10,8 @@ import (
 
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func deployed(key, owner, ip, dep string, ready bool) store.Row[store.ContainerBody] {

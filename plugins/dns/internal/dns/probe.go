@@ -11,7 +11,7 @@ import (
 	dnsspec "github.com/ployz/ployz/sdk/dns"
 	"github.com/ployz/ployz/sdk/serving"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Probe checks this binary can serve: the spec at specPath (when not

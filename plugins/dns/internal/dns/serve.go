@@ -14,8 +14,8 @@ import (
 	miekg "github.com/miekg/dns"
 	dnsspec "github.com/ployz/ployz/sdk/dns"
 
-	"github.com/ployz/ployz/core/fdstore"
 	"github.com/ployz/ployz/sdk"
+	"github.com/ployz/ployz/sdk/fdstore"
 )
 
 // ExitCannotServe is the exit status after handing port 53 back because

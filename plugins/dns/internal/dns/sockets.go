@@ -8,11 +8,10 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
-	"github.com/ployz/ployz/core/fdstore"
+	"github.com/ployz/ployz/sdk/fdstore"
 )
 
 // Names of the port-53 sockets in systemd's fd store.
@@ -33,28 +32,27 @@ type Sockets struct {
 // the kernel across restarts. Stored sockets bound elsewhere are dropped.
 func TakeSockets(listen netip.AddrPort, log hclog.Logger) (*Sockets, error) {
 	s := &Sockets{}
-	for _, f := range activation.Files(true) {
-		name := f.Name()
-		switch {
-		case name == FDNameUDP && s.UDP == nil:
-			if pc, err := net.FilePacketConn(f); err == nil && sameAddr(pc.LocalAddr(), listen) {
-				s.UDP = pc
-				hold(FDNameUDP, pc.(syscall.Conn), log)
-				log.Info("took UDP socket from the fd store", "addr", pc.LocalAddr())
-			} else if err == nil {
-				pc.Close()
-			}
-		case name == FDNameTCP && s.TCP == nil:
-			if l, err := net.FileListener(f); err == nil && sameAddr(l.Addr(), listen) {
-				s.TCP = l
-				hold(FDNameTCP, l.(syscall.Conn), log)
-				log.Info("took TCP socket from the fd store", "addr", l.Addr())
-			} else if err == nil {
-				l.Close()
-			}
+	if f := fdstore.Take(FDNameUDP); f != nil {
+		if pc, err := net.FilePacketConn(f); err == nil && sameAddr(pc.LocalAddr(), listen) {
+			s.UDP = pc
+			hold(FDNameUDP, pc.(syscall.Conn), log)
+			log.Info("took UDP socket from the fd store", "addr", pc.LocalAddr())
+		} else if err == nil {
+			pc.Close()
 		}
 		f.Close()
 	}
+	if f := fdstore.Take(FDNameTCP); f != nil {
+		if l, err := net.FileListener(f); err == nil && sameAddr(l.Addr(), listen) {
+			s.TCP = l
+			hold(FDNameTCP, l.(syscall.Conn), log)
+			log.Info("took TCP socket from the fd store", "addr", l.Addr())
+		} else if err == nil {
+			l.Close()
+		}
+		f.Close()
+	}
+	fdstore.CloseUntaken()
 	lc := net.ListenConfig{Control: freebind}
 	var park []syscall.Conn
 	var parkNames []string

@@ -13,50 +13,26 @@ import (
 	"github.com/hashicorp/go-hclog"
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
-// testStore is a real store node on loopback (the pattern of
-// core/store/client_test.go).
+// testStore is a real store node on loopback (core/store/storetest)
+// holding testMachines.
 type testStore struct {
-	t     *testing.T
-	cfg   server.Config
-	node  *server.Node
-	token string
+	*storetest.Node
+	t *testing.T
 }
 
 func startStore(t *testing.T) *testStore {
 	t.Helper()
-	s := &testStore{t: t, token: "sekrit", cfg: server.Config{
-		DBPath:    filepath.Join(t.TempDir(), "store.db"),
-		SchemaSQL: store.SchemaSQL(),
-		APIAddr:   freeAddr(t, "tcp4"),
-		Token:     "sekrit",
-	}}
-	s.start()
+	s := &testStore{Node: storetest.Start(t), t: t}
 	s.putMachines(testMachines)
-	t.Cleanup(func() {
-		if s.node != nil {
-			s.node.Close()
-		}
-	})
 	return s
 }
 
-func (s *testStore) start() {
-	s.t.Helper()
-	n, err := server.Start(context.Background(), s.cfg)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.node = n
-}
-
-func (s *testStore) stop() { s.node.Close(); s.node = nil }
-
-func (s *testStore) client() *store.Client { return store.New(s.cfg.APIAddr, store.WithToken(s.token)) }
+func (s *testStore) client() *store.Client { return store.New(s.API(), store.WithToken(s.Token())) }
 
 func (s *testStore) put(rows ...store.Row[store.ContainerBody]) {
 	s.t.Helper()
@@ -105,9 +81,9 @@ func freeAddr(t testing.TB, network string) string {
 func writeSpec(t *testing.T, dir, listen string, st *testStore, upstreams ...string) string {
 	t.Helper()
 	tok := filepath.Join(dir, "token")
-	os.WriteFile(tok, []byte(st.token+"\n"), 0o600)
+	os.WriteFile(tok, []byte(st.Token()+"\n"), 0o600)
 	b, _ := json.Marshal(map[string]any{"machine": "m1", "listen": listen, "subnet": "127.0.0.0/8",
-		"upstreams": upstreams, "store_api": st.cfg.APIAddr, "store_token_file": tok, "unknown_future_field": true})
+		"upstreams": upstreams, "store_api": st.API(), "store_token_file": tok, "unknown_future_field": true})
 	p := filepath.Join(dir, "dns.json")
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -139,7 +115,7 @@ func logger(t *testing.T) hclog.Logger {
 func TestServeFromStore(t *testing.T) {
 	st := startStore(t)
 	st.put(demoRows()...)
-	st.stop() // the store is down when DNS starts
+	st.Stop() // the store is down when DNS starts
 	up, _ := upstream(t)
 	listen := freeAddr(t, "udp4")
 	dir := t.TempDir()
@@ -179,7 +155,7 @@ func TestServeFromStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	st.start()
+	st.Restart()
 	select {
 	case <-served:
 	case <-time.After(10 * time.Second):
@@ -206,7 +182,7 @@ func TestServeFromStore(t *testing.T) {
 	})
 
 	// The store goes away: the last answers stay.
-	st.stop()
+	st.Stop()
 	time.Sleep(300 * time.Millisecond)
 	for range 20 {
 		r, err := query(t, listen, "api.demo-prod.internal", miekg.TypeA)
@@ -214,7 +190,7 @@ func TestServeFromStore(t *testing.T) {
 			t.Fatalf("store down: %v %v", r, err)
 		}
 	}
-	st.start()
+	st.Restart()
 	st.put(row("c8", "m3", "web", "demo-prod", "svc-web", "10.210.3.8", true))
 	waitUntil(t, "the store to come back", 5*time.Second, func() bool {
 		r, err := query(t, listen, "web.demo-prod.internal", miekg.TypeA)

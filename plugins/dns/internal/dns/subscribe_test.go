@@ -8,7 +8,7 @@ import (
 
 	miekg "github.com/miekg/dns"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestFollowsStoreBySubscription: with polling slowed to a minute, only
@@ -80,9 +80,9 @@ func TestFollowsStoreBySubscription(t *testing.T) {
 	t.Logf("Serving Pointer followed %s after it was written", took)
 
 	// The store restarts: the subscription resumes and changes still arrive.
-	st.stop()
+	st.Stop()
 	time.Sleep(200 * time.Millisecond)
-	st.start()
+	st.Restart()
 	st.put(deployed("new2", "m2", "10.210.2.3", "d2", true))
 	p.Body.Containers = append(p.Body.Containers, store.ServingContainer{ID: "new2"})
 	p.Body.ID = "p3"

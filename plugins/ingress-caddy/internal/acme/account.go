@@ -20,7 +20,7 @@ import (
 
 	xacme "golang.org/x/crypto/acme"
 
-	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/internal/fsutil"
 )
 
 // account is this Machine's registered ACME account.
@@ -100,7 +100,7 @@ func accountKey(stateDir, directory string) (crypto.Signer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("acme account key: %w", err)
 	}
-	if err := machine.WriteFileAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		return nil, fmt.Errorf("acme account key: %w", err)
 	}
 	return k, nil

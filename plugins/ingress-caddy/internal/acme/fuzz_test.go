@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // FuzzParseMaterial: a certificates row's PEM is untrusted input (any

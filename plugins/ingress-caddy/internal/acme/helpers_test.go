@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // memStore is one replicated store every test Machine shares.

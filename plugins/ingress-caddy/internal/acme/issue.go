@@ -15,7 +15,7 @@ import (
 
 	xacme "golang.org/x/crypto/acme"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // issue runs one issuance of hostname's certificate and records the

@@ -10,8 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
-
-	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // Defaults of Config's timing fields.
@@ -68,8 +67,8 @@ type Config struct {
 // Caddy config, the state of every wanted hostname and the skipped rows.
 type Snapshot struct {
 	TLS     caddyconfig.TLS
-	States  []rpc.CertificateState
-	Skipped []rpc.SkippedCertificate
+	States  []ingress.CertificateState
+	Skipped []ingress.SkippedCertificate
 }
 
 // Manager keeps the certificates of the hostnames the proxy routes. Want

@@ -12,10 +12,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 var pebbleBin string // built once for the package's tests
@@ -68,13 +68,13 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func stateOf(m *Manager, h string) rpc.CertificateState {
+func stateOf(m *Manager, h string) ingress.CertificateState {
 	for _, s := range m.Snapshot().States {
 		if s.Hostname == h {
 			return s
 		}
 	}
-	return rpc.CertificateState{}
+	return ingress.CertificateState{}
 }
 
 func leafOf(t *testing.T, certPEM string) (*x509.Certificate, *x509.CertPool) {
@@ -123,7 +123,7 @@ func TestIssuesOnceForTheCluster(t *testing.T) {
 	b.Want([]string{h, h + "."})
 	waitFor(t, 30*time.Second, "both Machines load the certificate", func() error {
 		for _, m := range []*Manager{a, b} {
-			if s := stateOf(m, h); s.State != rpc.CertIssued {
+			if s := stateOf(m, h); s.State != ingress.CertIssued {
 				return fmt.Errorf("%s: %+v", m.cfg.Machine, s)
 			}
 		}
@@ -208,7 +208,7 @@ func TestRenewalFailureKeepsOldMaterial(t *testing.T) {
 	waitFor(t, 2*time.Second, "status reports the failure with the old material", func() error {
 		s := stateOf(a, h)
 		snap := a.Snapshot()
-		if s.State != rpc.CertIssued || s.Error == "" || s.NextAttemptAt == 0 || len(snap.TLS.Certificates) != 1 ||
+		if s.State != ingress.CertIssued || s.Error == "" || s.NextAttemptAt == 0 || len(snap.TLS.Certificates) != 1 ||
 			snap.TLS.Certificates[0].CertPEM != first.Body.CertPEM {
 			return fmt.Errorf("%+v", s)
 		}
@@ -243,7 +243,7 @@ func TestIssuanceFailureIsReported(t *testing.T) {
 	const h = "nope.example.test"
 	a.Want([]string{h})
 	waitFor(t, 30*time.Second, "a failed issuance", func() error {
-		if s := stateOf(a, h); s.State != rpc.CertFailed || s.Error == "" {
+		if s := stateOf(a, h); s.State != ingress.CertFailed || s.Error == "" {
 			return fmt.Errorf("%+v", s)
 		}
 		return nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // material is a certificates row's usable certificate.

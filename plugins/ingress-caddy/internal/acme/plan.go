@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // participating lists the ids of the Machines whose record says they
@@ -25,7 +25,7 @@ func participating(ctx context.Context, s Store) ([]string, error) {
 	}
 	var ids []string
 	for _, r := range rows {
-		if r.Body.Phase == string(machine.Participating) && rpc.Accepts(r.Body.Labels, rpc.AcceptIngress) {
+		if r.Body.Phase == serving.Participating && store.Accepts(r.Body.Labels, store.AcceptIngress) {
 			ids = append(ids, strings.ToLower(r.Key))
 		}
 	}
@@ -105,12 +105,12 @@ func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
 		mat, err := parseMaterial(name, r.Body)
 		if err != nil {
 			v.bad = err.Error()
-			e.snap.Skipped = append(e.snap.Skipped, rpc.SkippedCertificate{Name: r.Key, Reason: err.Error()})
+			e.snap.Skipped = append(e.snap.Skipped, ingress.SkippedCertificate{Name: r.Key, Reason: err.Error()})
 		}
 		v.mat = mat
 		ch, err := parseChallenge(r.Body)
 		if err != nil {
-			e.snap.Skipped = append(e.snap.Skipped, rpc.SkippedCertificate{Name: r.Key, Reason: err.Error()})
+			e.snap.Skipped = append(e.snap.Skipped, ingress.SkippedCertificate{Name: r.Key, Reason: err.Error()})
 		} else if ch != nil {
 			e.snap.TLS.Challenges = append(e.snap.TLS.Challenges, caddyconfig.Challenge{Hostname: name, Token: ch.Token, KeyAuthorization: ch.KeyAuthorization})
 		}
@@ -126,17 +126,17 @@ func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
 func (e *certEvaluation) host(h string) {
 	v, exists := e.views[h]
 	b := v.row.Body
-	st := rpc.CertificateState{Hostname: h, State: rpc.CertPending, Error: b.LastError}
+	st := ingress.CertificateState{Hostname: h, State: ingress.CertPending, Error: b.LastError}
 	if b.NextAttemptAt > 0 && b.Failures > 0 {
 		st.NextAttemptAt = b.NextAttemptAt
 	}
 	needs := true
 	if v.mat != nil && e.now.Before(v.mat.notAfter) {
 		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM, Hostname: h})
-		st.State, st.NotAfter, st.Issuer = rpc.CertIssued, v.mat.notAfter.Unix(), b.Issuer
+		st.State, st.NotAfter, st.Issuer = ingress.CertIssued, v.mat.notAfter.Unix(), b.Issuer
 		needs = !e.now.Before(v.mat.renewAt())
 	} else if b.Failures > 0 {
-		st.State = rpc.CertFailed
+		st.State = ingress.CertFailed
 	}
 	if v.bad != "" {
 		st.Detail = "row skipped: " + v.bad
@@ -153,7 +153,7 @@ func (e *certEvaluation) host(h string) {
 // Machine's challenge is fresh or this Machine's hostname check failed,
 // and only at its rank's turn after the hostname was first wanted (or the
 // next attempt a failure set); one issuance at a time.
-func (e *certEvaluation) schedule(h string, v certView, exists bool, st *rpc.CertificateState) {
+func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress.CertificateState) {
 	m, b := e.m, v.row.Body
 	if m.firstSeen[h].IsZero() {
 		m.firstSeen[h] = e.now

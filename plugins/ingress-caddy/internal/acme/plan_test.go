@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 func planManager(t *testing.T, id string, now *time.Time, st *memStore) *Manager {
@@ -42,7 +42,7 @@ func TestTurnsByRank(t *testing.T) {
 	// A Machine whose ployz.accepts leaves ingress out runs no proxy: it
 	// takes no rank, though it sorts first.
 	st.machines = append(st.machines, store.Row[store.MachineBody]{Key: "m-00", Body: store.MachineBody{Phase: "participating",
-		Labels: map[string]string{rpc.MachineLabelAccepts: rpc.AcceptServices}}})
+		Labels: map[string]string{store.LabelAccepts: "services"}}})
 	a, b, c := planManager(t, "m-a", &now, st), planManager(t, "m-b", &now, st), planManager(t, "m-c", &now, st)
 	for _, m := range []*Manager{a, b, c} {
 		m.Want([]string{"x.example.test"})
@@ -50,7 +50,7 @@ func TestTurnsByRank(t *testing.T) {
 	if evalNow(t, a, st) != "x.example.test" || evalNow(t, b, st) != "" || evalNow(t, c, st) != "" {
 		t.Fatal("rank 0 must issue at once, the others wait")
 	}
-	if s := b.Snapshot().States[0]; s.State != rpc.CertPending || !strings.Contains(s.Detail, "rank 1 of 3") {
+	if s := b.Snapshot().States[0]; s.State != ingress.CertPending || !strings.Contains(s.Detail, "rank 1 of 3") {
 		t.Fatalf("%+v", s)
 	}
 	// m-a writes its challenge; m-b's turn comes but the challenge is fresh.
@@ -79,7 +79,7 @@ func TestTurnsByRank(t *testing.T) {
 	if evalNow(t, a, st) != "" {
 		t.Fatal("m-a issued before next_attempt_at")
 	}
-	if s := a.Snapshot().States[0]; s.State != rpc.CertFailed || s.Error != "boom" || s.NextAttemptAt == 0 {
+	if s := a.Snapshot().States[0]; s.State != ingress.CertFailed || s.Error != "boom" || s.NextAttemptAt == 0 {
 		t.Fatalf("%+v", s)
 	}
 	now = now.Add(2 * time.Minute)
@@ -144,20 +144,20 @@ func TestMalformedRowsAndRenewAt(t *testing.T) {
 	if slices.Sort(loadedFor); !slices.Equal(loadedFor, []string{"good.example.test", "old.example.test"}) {
 		t.Errorf("certificates loaded for %v", loadedFor)
 	}
-	states := map[string]rpc.CertificateState{}
+	states := map[string]ingress.CertificateState{}
 	for _, s := range snap.States {
 		states[s.Hostname] = s
 	}
-	if s := states["good.example.test"]; s.State != rpc.CertIssued || s.NotAfter == 0 {
+	if s := states["good.example.test"]; s.State != ingress.CertIssued || s.NotAfter == 0 {
 		t.Errorf("good: %+v", s)
 	}
-	if s := states["mismatch.example.test"]; s.State != rpc.CertPending || !strings.Contains(s.Detail, "row skipped") {
+	if s := states["mismatch.example.test"]; s.State != ingress.CertPending || !strings.Contains(s.Detail, "row skipped") {
 		t.Errorf("mismatch: %+v", s)
 	}
 	// old.example.test is past two thirds of its life: issued, and due
 	// (rank 0) — the only hostnames due are those without valid material
 	// or past renewal, and one at a time.
-	if s := states["old.example.test"]; s.State != rpc.CertIssued {
+	if s := states["old.example.test"]; s.State != ingress.CertIssued {
 		t.Errorf("old: %+v", s)
 	}
 	if due == "" || due == "good.example.test" {

@@ -13,8 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/crypto/chacha20poly1305"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // SealedPrefix starts a certificates row's key_pem that is sealed: the

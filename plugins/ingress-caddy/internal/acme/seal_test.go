@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // testSealer derives a sealer from a Cluster secret of 32 bytes b.
@@ -154,7 +153,7 @@ func TestManagerSealsOldRowsAndRefusesBrokenOnes(t *testing.T) {
 			!strings.Contains(snap.Skipped[0].Reason, `row "old.example.test": field "key_pem" is sealed`) {
 			t.Fatalf("%s row: skipped %+v", name, snap.Skipped)
 		}
-		if s := snap.States[0]; s.State == rpc.CertIssued || !strings.Contains(s.Detail, "row skipped") {
+		if s := snap.States[0]; s.State == ingress.CertIssued || !strings.Contains(s.Detail, "row skipped") {
 			t.Fatalf("%s row: state %+v", name, s)
 		}
 		if got, _ := st.row("old.example.test"); got.Body.KeyPEM != bad {

@@ -5,14 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
 func TestCaddyConfigDeterministic(t *testing.T) {
 	routes := []ingress.Route{
-		{Hostname: "a.example.test", Owner: "demo/a", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.2:80", "10.0.0.1:80"}},
-		{Hostname: "b.example.test", Owner: "demo/b", State: rpc.RoutePending},
+		{Hostname: "a.example.test", Owner: "demo/a", State: ingress.RoutePublished, Upstreams: []string{"10.0.0.2:80", "10.0.0.1:80"}},
+		{Hostname: "b.example.test", Owner: "demo/b", State: ingress.RoutePending},
 	}
 	c1, err := CaddyConfig(":80", "m1", "/tmp/x", routes)
 	if err != nil {
@@ -33,7 +32,7 @@ func TestCaddyConfigDeterministic(t *testing.T) {
 	}
 	// Routing changes (hostnames, owners, upstreams, states) leave the
 	// config as it is: they never reload Caddy.
-	other := []ingress.Route{{Hostname: "c.example.test", Owner: "demo/c", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.9:80"}}}
+	other := []ingress.Route{{Hostname: "c.example.test", Owner: "demo/c", State: ingress.RoutePublished, Upstreams: []string{"10.0.0.9:80"}}}
 	if c3, _ := CaddyConfig(":80", "m1", "/tmp/x", other); string(c3) != s {
 		t.Errorf("an HTTP routing change changed the config:\n%s\n%s", c3, s)
 	}

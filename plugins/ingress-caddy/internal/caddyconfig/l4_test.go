@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
@@ -38,11 +37,11 @@ func layer4Of(t *testing.T, cfg []byte) (map[string]any, string) {
 // never reach the http app; with no tcp listener there is no layer4 app.
 func TestLayer4Config(t *testing.T) {
 	routes := []ingress.Route{
-		{Hostname: "a.example.test", Owner: "demo/a", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.2:80"}},
-		{Protocol: "tcp", Port: 8081, Owner: "demo/db", State: rpc.RoutePublished, Upstreams: []string{"10.0.0.9:5432", "10.0.0.1:5432"}},
-		{Protocol: "tcp", Port: 9000, Owner: "demo/pending", State: rpc.RoutePending},
-		{Protocol: "tcp", Port: 9001, State: rpc.RouteConflict, Claimants: []string{"a/x", "b/y"}},
-		{Protocol: "tcp", Port: 9002, Owner: "demo/kept", State: rpc.RouteConflict, Claimants: []string{"demo/kept", "z/z"}, Upstreams: []string{"10.0.0.3:22"}},
+		{Hostname: "a.example.test", Owner: "demo/a", State: ingress.RoutePublished, Upstreams: []string{"10.0.0.2:80"}},
+		{Protocol: "tcp", Port: 8081, Owner: "demo/db", State: ingress.RoutePublished, Upstreams: []string{"10.0.0.9:5432", "10.0.0.1:5432"}},
+		{Protocol: "tcp", Port: 9000, Owner: "demo/pending", State: ingress.RoutePending},
+		{Protocol: "tcp", Port: 9001, State: ingress.RouteConflict, Claimants: []string{"a/x", "b/y"}},
+		{Protocol: "tcp", Port: 9002, Owner: "demo/kept", State: ingress.RouteConflict, Claimants: []string{"demo/kept", "z/z"}, Upstreams: []string{"10.0.0.3:22"}},
 	}
 	for listen, host := range map[string]string{":80": "", "127.0.0.1:18080": "127.0.0.1", "[::1]:80": "[::1]"} {
 		cfg, err := CaddyConfig(listen, "m1", "/tmp/x", routes)

@@ -29,9 +29,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Load shape: benchClients concurrent keep-alive clients (one connection
@@ -201,26 +201,21 @@ func serveBenchProxy(b testing.TB, upstream string, t *benchTLS) (addr string, s
 	addr, scheme := listen, "http"
 	var tc *tls.Config
 	if t != nil {
-		n, err := server.Start(ctx, server.Config{DBPath: filepath.Join(dir, "store.db"), SchemaSQL: store.SchemaSQL(), APIAddr: "127.0.0.1:0", NoAuth: true})
-		if err != nil {
-			cancel()
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { n.Close() })
+		n := storetest.Start(b, storetest.NoAuth())
 		blk, _ := pem.Decode(t.certPEM)
 		leaf, err := x509.ParseCertificate(blk.Bytes)
 		if err != nil {
 			cancel()
 			b.Fatal(err)
 		}
-		if _, err := store.New(n.APIAddr()).Certificates().Put(ctx, store.Row[store.CertificateBody]{Key: benchHost, Owner: "m1",
+		if _, err := store.New(n.API()).Certificates().Put(ctx, store.Row[store.CertificateBody]{Key: benchHost, Owner: "m1",
 			Body: store.CertificateBody{Domains: []string{benchHost}, CertPEM: string(t.certPEM), KeyPEM: string(t.keyPEM),
 				NotBefore: leaf.NotBefore.Unix(), NotAfter: leaf.NotAfter.Unix(), Issuer: "m1"}}); err != nil {
 			cancel()
 			b.Fatal(err)
 		}
 		addr, scheme, tc = freePort(b), "https", t.client
-		spec["store_api"], spec["listen_tls"] = n.APIAddr(), addr
+		spec["store_api"], spec["listen_tls"] = n.API(), addr
 		spec["acme"] = map[string]any{"directory": "https://acme.invalid/directory"}
 	}
 	specPath := filepath.Join(dir, "ingress.json")

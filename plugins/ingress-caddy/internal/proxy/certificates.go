@@ -8,9 +8,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/acme"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // certificates is the proxy's side of HTTPS: nil when the spec has no
@@ -34,7 +34,7 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 		return nil, nil
 	}
 	if st == nil {
-		st = acme.NewTokenFileStore(spec.StoreAPI, spec.StoreTokenFile)
+		st = store.NewTokenFileClient(spec.StoreAPI, spec.StoreTokenFile)
 	}
 	keys, err := acme.LoadSealer(spec.ClusterSecretFile)
 	if err != nil {
@@ -64,7 +64,7 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	}
 	var hs []string
 	for _, r := range routes {
-		if r.Hostname != "" && r.Protocol == "" && !ingress.IsWildcard(r.Hostname) && (r.State == rpc.RoutePublished || r.State == rpc.RoutePending) {
+		if r.Hostname != "" && r.Protocol == "" && !ingress.IsWildcard(r.Hostname) && (r.State == ingress.RoutePublished || r.State == ingress.RoutePending) {
 			hs = append(hs, r.Hostname)
 		}
 	}
@@ -90,7 +90,7 @@ func (c *certificates) changed() <-chan struct{} {
 }
 
 // status fills the status file's HTTPS fields.
-func (c *certificates) status(st *rpc.IngressStatus) {
+func (c *certificates) status(st *ingress.Status) {
 	if c == nil {
 		return
 	}

@@ -13,11 +13,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"github.com/ployz/ployz/core/fdstore"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
+	"github.com/ployz/ployz/sdk/fdstore"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Main is the ployz-ingress-caddy command line; it returns the exit status.

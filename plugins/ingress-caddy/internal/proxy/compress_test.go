@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestAcceptsGzip: gzip or * without q=0, case and spaces aside.
@@ -65,7 +65,7 @@ func TestServeCompressRealCaddy(t *testing.T) {
 	listen := freePort(t)
 	loads, done, cancel := startServe(writeSpec(t, listen), src)
 	t.Cleanup(func() { cancel(); <-done })
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 2 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 2 })
 	c := &http.Client{Timeout: 5 * time.Second}
 	get := func(host, path, accept string) *http.Response {
 		t.Helper()

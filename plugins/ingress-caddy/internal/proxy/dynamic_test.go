@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // writeSpec writes a minimal HTTP-only spec and returns its path.
@@ -38,7 +38,7 @@ func writeSpec(t *testing.T, listen string) string {
 
 // serveSpec runs Serve on an HTTP-only spec listening on listen until
 // the test ends, and returns its loads (see startServe).
-func serveSpec(t *testing.T, listen string, src Source) chan rpc.IngressStatus {
+func serveSpec(t *testing.T, listen string, src Source) chan ingress.Status {
 	loads, done, cancel := startServe(writeSpec(t, listen), src)
 	t.Cleanup(func() {
 		cancel()
@@ -69,7 +69,7 @@ func TestRoutingChangesKeepClientConnections(t *testing.T) {
 	rowsA := []store.Row[store.ContainerBody]{webRow("c1", "m1", a.URL, true, "web.example.test")}
 	src.set(rowsA, nil)
 	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 })
 	before := caddyLoads.Load()
 
 	var conns atomic.Int64
@@ -192,7 +192,7 @@ func TestFailoverInsideTheProxy(t *testing.T) {
 		webRow("c2", "m2", live.URL, true, "web.example.test"),
 	}, nil)
 	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
 	deadAddr := strings.TrimPrefix(dead, "http://")
 
 	do := func(method string) (int, string, error) {
@@ -226,12 +226,12 @@ func TestFailoverInsideTheProxy(t *testing.T) {
 	}
 	// Withdrawn, then ready again: tried first at once.
 	src.set([]store.Row[store.ContainerBody]{webRow("c2", "m2", live.URL, true, "web.example.test")}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 })
 	src.set([]store.Row[store.ContainerBody]{
 		webRow("c1", "m1", dead, true, "web.example.test"),
 		webRow("c2", "m2", live.URL, true, "web.example.test"),
 	}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
 	if isEjected(deadAddr, time.Now()) {
 		t.Fatal("an upstream ready again is still ejected")
 	}
@@ -241,7 +241,7 @@ func TestFailoverInsideTheProxy(t *testing.T) {
 		webRow("c1", "m1", "http://"+dying.Addr().String(), true, "web.example.test"),
 		webRow("c2", "m2", live.URL, true, "web.example.test"),
 	}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
+	waitLoad(t, loads, func(st ingress.Status) bool {
 		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 && st.Routes[0].Upstreams[0] == dying.Addr().String()
 	})
 	if code, body, err := do("GET"); err != nil || code != 200 || body != "live" {
@@ -268,7 +268,7 @@ func TestTCPDrainOnRetire(t *testing.T) {
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{tcpRow("c1", "m1", "db", true, port, oldUp)}, nil)
 	loads := serveSpec(t, freePort(t), src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 })
 	before := caddyLoads.Load()
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+pp, 3*time.Second)
 	if err != nil {
@@ -280,7 +280,7 @@ func TestTCPDrainOnRetire(t *testing.T) {
 		t.Fatalf("%q %v", got, err)
 	}
 	src.set([]store.Row[store.ContainerBody]{tcpRow("c1", "m1", "db", false, port, oldUp), tcpRow("c2", "m1", "db", true, port, newUp)}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
+	waitLoad(t, loads, func(st ingress.Status) bool {
 		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 1 && st.Routes[0].Upstreams[0] == "127.0.0.1:"+strconv.Itoa(newUp)
 	})
 	retired := time.Now()
@@ -326,17 +326,17 @@ func TestReloadUnderKeepAliveClients(t *testing.T) {
 	web := webRow("c1", "m1", a.URL, true, "web.example.test")
 	src.set([]store.Row[store.ContainerBody]{web}, nil)
 	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 })
 	before := caddyLoads.Load()
 
 	loop := startPostLoop(listen, 4)
 	for i := 0; i < 3; i++ {
 		time.Sleep(300 * time.Millisecond)
 		src.set([]store.Row[store.ContainerBody]{web, tcpRow("d1", "m1", "db", true, port, echo)}, nil)
-		waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 2 })
+		waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 2 })
 		time.Sleep(300 * time.Millisecond)
 		src.set([]store.Row[store.ContainerBody]{web}, nil)
-		waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+		waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 })
 	}
 	time.Sleep(300 * time.Millisecond)
 	r := loop.end()
@@ -364,7 +364,7 @@ func TestStopAnswersEveryKeepAliveRequest(t *testing.T) {
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{webRow("c1", "m1", a.URL, true, "web.example.test")}, nil)
 	loads, done, cancel := startServe(writeSpec(t, listen), src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 })
 
 	loop := startPostLoop(listen, 4)
 	time.Sleep(500 * time.Millisecond)

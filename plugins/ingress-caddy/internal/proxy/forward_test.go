@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestForwardHeaders: the upstream sees the client's Host, X-Forwarded-*
@@ -118,7 +118,7 @@ func serveOneRoute(t *testing.T, upstream, host string) string {
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{webRow("c1", "m1", upstream, true, host)}, nil)
 	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 })
 	return listen
 }
 
@@ -252,7 +252,7 @@ func TestForwardSpreadsOverLocalReplicas(t *testing.T) {
 		webRow("c3", "m3", "http://127.0.0.1:1", true, "web.example.test"),
 	}, nil)
 	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
+	waitLoad(t, loads, func(st ingress.Status) bool {
 		return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 3 && st.Routes[0].Local == 2
 	})
 	for i := 0; i < 6; i++ {

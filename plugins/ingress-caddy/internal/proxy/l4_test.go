@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // echoServer answers every line with "name: line" until the test ends.
@@ -95,15 +95,15 @@ func TestServeTCPRoutes(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 2 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 2 })
 
 	st := readStatus(t, statusPath)
-	byKey := map[string]rpc.IngressState{}
+	byKey := map[string]ingress.Route{}
 	for _, r := range st.Routes {
 		byKey[r.Key()] = r
 	}
-	if p, q := byKey["tcp/"+pp], byKey["tcp/"+qp]; len(st.Routes) != 2 || q.State != rpc.RoutePending ||
-		p.State != rpc.RoutePublished || p.Owner != "demo/db" || p.Protocol != "tcp" || p.Port != port {
+	if p, q := byKey["tcp/"+pp], byKey["tcp/"+qp]; len(st.Routes) != 2 || q.State != ingress.RoutePending ||
+		p.State != ingress.RoutePublished || p.Owner != "demo/db" || p.Protocol != "tcp" || p.Port != port {
 		t.Fatalf("status routes %+v", st.Routes)
 	}
 	if _, err := net.DialTimeout("tcp", pendingAddr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
@@ -130,7 +130,7 @@ func TestServeTCPRoutes(t *testing.T) {
 		tcpRow("c3", "m1", "cache", false, pendingPort, local),
 		webRow("w1", "m1", "http://127.0.0.1:"+strconv.Itoa(remote), true, "web.example.test"),
 	}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool {
+	waitLoad(t, loads, func(st ingress.Status) bool {
 		for _, r := range st.Routes {
 			if r.Key() == "tcp/"+pp {
 				return len(st.Routes) == 3 && len(r.Upstreams) == 2
@@ -158,7 +158,7 @@ func TestServeTCPRoutes(t *testing.T) {
 		tcpRow("c1", "m2", "db", false, port, remote),
 		tcpRow("c2", "m1", "db", false, port, local),
 	}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && st.Routes[0].State == rpc.RoutePending })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 && st.Routes[0].State == ingress.RoutePending })
 	if _, err := net.DialTimeout("tcp", tcpAddr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("route gone pending: dial %v, want connection refused", err)
 	}
@@ -195,16 +195,16 @@ func TestServeBusyTCPPortLeavesOtherRoutes(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 2 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 2 })
 	st := readStatus(t, statusPath)
 	if st.LoadError != "" || !st.Running {
 		t.Fatalf("the config did not load: %+v", st)
 	}
 	for _, r := range st.Routes {
-		if r.Protocol == "tcp" && (r.State != rpc.RoutePending || !strings.Contains(r.Detail, "in use on this Machine")) {
+		if r.Protocol == "tcp" && (r.State != ingress.RoutePending || !strings.Contains(r.Detail, "in use on this Machine")) {
 			t.Fatalf("busy tcp route %+v", r)
 		}
-		if r.Protocol == "" && r.State != rpc.RoutePublished {
+		if r.Protocol == "" && r.State != ingress.RoutePublished {
 			t.Fatalf("http route %+v", r)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
@@ -30,7 +29,7 @@ func dropBusyPorts(routes []ingress.Route, listen string, loaded ingress.Routes)
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(r.Port)))
 		if err != nil {
 			r.Upstreams, r.Containers = nil, nil
-			r.State = rpc.RoutePending
+			r.State = ingress.RoutePending
 			r.Detail = fmt.Sprintf("port %d is in use on this Machine, so no listener here: %v", r.Port, err)
 			continue
 		}

@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
+	"github.com/ployz/ployz/sdk/store"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -82,7 +81,7 @@ func TestServePathRoutesRealCaddy(t *testing.T) {
 	}, nil)
 	listen := freePort(t)
 	loads := serveSpec(t, listen, src)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 5 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 5 })
 
 	for _, c := range []struct{ host, path, header, want string }{
 		{"a.example.test", "/", "", "site GET /  payload"},
@@ -209,7 +208,7 @@ func TestServeRouteOptionsRealCaddy(t *testing.T) {
 	spec := writeSpec(t, listen)
 	loads, done, cancel := startServe(spec, src)
 	t.Cleanup(func() { cancel(); <-done })
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 4 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 4 })
 	c := &http.Client{Timeout: 5 * time.Second}
 	do := func(req *http.Request) (*http.Response, string) {
 		t.Helper()
@@ -274,7 +273,7 @@ func TestServeRouteOptionsRealCaddy(t *testing.T) {
 	}
 
 	st := readStatus(t, filepath.Join(filepath.Dir(spec), "status.json"))
-	i := slices.IndexFunc(st.Routes, func(r rpc.IngressState) bool { return r.Hostname == "auth.example.test" })
+	i := slices.IndexFunc(st.Routes, func(r ingress.Route) bool { return r.Hostname == "auth.example.test" })
 	if i < 0 || st.Routes[i].BasicAuth == nil || len(st.Routes[i].BasicAuth.Users) != 1 {
 		t.Fatalf("status routes %+v: want auth.example.test's users", st.Routes)
 	}

@@ -25,14 +25,13 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage" // file_system storage
 	"github.com/hashicorp/go-hclog"
 	_ "github.com/mholt/caddy-l4/modules/l4proxy" // the layer4 app, proxy, first (tcp routes)
+	"github.com/ployz/ployz/internal/fsutil"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 
-	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Loader timing: a Source that is a Watcher (the store) is read when it
@@ -88,20 +87,14 @@ func NewStoreSource(s ingress.Spec) StoreSource {
 // Input implements Source.
 func (s StoreSource) Input(ctx context.Context) (ingress.Input, error) {
 	var in ingress.Input
-	err := s.tf.Do(func(c *store.Client) error {
-		r, err := serving.Read(ctx, c, s.bounds)
-		in.Containers, in.Pointers, in.Machines = r.Containers, r.Pointers, r.Machines
-		return err
-	})
+	r, err := serving.Read(ctx, s.tf, s.bounds)
+	in.Containers, in.Pointers, in.Machines = r.Containers, r.Pointers, r.Machines
 	return in, err
 }
 
 // Ack implements Source: the Machine's serving_acks row.
 func (s StoreSource) Ack(ctx context.Context, machine string, ack store.ServingAckBody) error {
-	return s.tf.Do(func(c *store.Client) error {
-		_, err := c.ServingAcks().Put(ctx, store.Row[store.ServingAckBody]{Key: machine, Owner: machine, Body: ack})
-		return err
-	})
+	return s.tf.PutServingAck(ctx, store.Row[store.ServingAckBody]{Key: machine, Owner: machine, Body: ack})
 }
 
 // Options tune Serve.
@@ -114,7 +107,7 @@ type Options struct {
 	Interval time.Duration
 	Log      hclog.Logger
 	// OnLoad runs after every successful Caddy load (tests).
-	OnLoad func(rpc.IngressStatus)
+	OnLoad func(ingress.Status)
 }
 
 // Serve keeps an embedded Caddy loaded with the routes the store derives
@@ -165,8 +158,8 @@ type loader struct {
 	running     bool           // Caddy serves (a config was loaded)
 	loaded      []byte         // the config Caddy runs
 	cur         ingress.Routes // the routes it was computed from
-	st          rpc.IngressStatus
-	written     rpc.IngressStatus
+	st          ingress.Status
+	written     ingress.Status
 	writtenAt   time.Time
 	backoff     time.Duration
 	failing     bool
@@ -188,7 +181,7 @@ func newLoader(ctx context.Context, o Options) (*loader, error) {
 	if l.spec, l.raw, err = ingress.LoadSpec(o.SpecPath); err != nil {
 		return nil, err
 	}
-	l.st = rpc.IngressStatus{MachineID: l.spec.Machine, Listen: l.spec.Listen}
+	l.st = ingress.Status{MachineID: l.spec.Machine, Listen: l.spec.Listen}
 	if l.src == nil {
 		l.src = NewStoreSource(l.spec)
 	}
@@ -380,7 +373,7 @@ func (l *loader) writeStatus() {
 		return
 	}
 	b, _ := json.MarshalIndent(l.st, "", "  ")
-	if err := machine.WriteFileAtomic(l.spec.StatusFile, append(b, '\n'), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(l.spec.StatusFile, append(b, '\n'), 0o644); err != nil {
 		l.log.Warn("write status", "path", l.spec.StatusFile, "error", err)
 		return
 	}

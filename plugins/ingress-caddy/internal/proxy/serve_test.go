@@ -18,10 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // fakeSource hands Serve rows directly and records its acks.
@@ -70,12 +69,12 @@ func (f *fakeSource) Ack(_ context.Context, _ string, a store.ServingAckBody) er
 // startServe runs Serve on specPath with src; every successful load is
 // sent on loads (dropped when full), done delivers Serve's error once
 // cancel (or a spec change) ends it.
-func startServe(specPath string, src Source) (loads chan rpc.IngressStatus, done chan error, cancel context.CancelFunc) {
-	loads, done = make(chan rpc.IngressStatus, 100), make(chan error, 1)
+func startServe(specPath string, src Source) (loads chan ingress.Status, done chan error, cancel context.CancelFunc) {
+	loads, done = make(chan ingress.Status, 100), make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		done <- Serve(ctx, Options{SpecPath: specPath, Source: src, Interval: 50 * time.Millisecond,
-			OnLoad: func(st rpc.IngressStatus) {
+			OnLoad: func(st ingress.Status) {
 				select {
 				case loads <- st:
 				default:
@@ -158,7 +157,7 @@ func TestServeRealCaddy(t *testing.T) {
 		webRow("c2", "m1", up2.URL, false, "web.example.test"),
 		webRow("c3", "m1", up1.URL, false, "pending.example.test"),
 	}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 2 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 2 })
 
 	if code, body, err := get(t, listen, "web.example.test", "/"); err != nil || code != 200 || body != "one web.example.test" {
 		t.Fatalf("web: %d %q %v", code, body, err)
@@ -178,8 +177,8 @@ func TestServeRealCaddy(t *testing.T) {
 	}
 	st := readStatus(t, statusPath)
 	if st.MachineID != "m1" || !st.Running || len(st.Routes) != 2 ||
-		st.Routes[0].Hostname != "pending.example.test" || st.Routes[0].State != rpc.RoutePending ||
-		st.Routes[1].State != rpc.RoutePublished || st.Routes[1].Owner != "demo/web" {
+		st.Routes[0].Hostname != "pending.example.test" || st.Routes[0].State != ingress.RoutePending ||
+		st.Routes[1].State != ingress.RoutePublished || st.Routes[1].Owner != "demo/web" {
 		t.Fatalf("status %+v", st)
 	}
 
@@ -201,7 +200,7 @@ func TestServeRealCaddy(t *testing.T) {
 		webRow("c1", "m2", up1.URL, true, "web.example.test"),
 		webRow("c2", "m1", up2.URL, true, "web.example.test"),
 	}, nil)
-	waitLoad(t, loads, func(st rpc.IngressStatus) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 && len(st.Routes[0].Upstreams) == 2 })
 	if code, body, _ := get(t, listen, "web.example.test", "/"); code != 200 || body != "two" {
 		t.Fatalf("local first: %d %q", code, body)
 	}
@@ -224,7 +223,7 @@ func TestServeRealCaddy(t *testing.T) {
 	}
 }
 
-func waitLoad(t *testing.T, loads chan rpc.IngressStatus, ok func(rpc.IngressStatus) bool) {
+func waitLoad(t *testing.T, loads chan ingress.Status, ok func(ingress.Status) bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -239,13 +238,13 @@ func waitLoad(t *testing.T, loads chan rpc.IngressStatus, ok func(rpc.IngressSta
 	}
 }
 
-func readStatus(t *testing.T, path string) rpc.IngressStatus {
+func readStatus(t *testing.T, path string) ingress.Status {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st rpc.IngressStatus
+	var st ingress.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +271,7 @@ func TestServeReportsRefusedConfig(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if b, err := os.ReadFile(statusPath); err == nil {
-			var st rpc.IngressStatus
+			var st ingress.Status
 			if json.Unmarshal(b, &st) == nil && st.LoadError != "" {
 				if st.Running || !strings.Contains(st.LoadError, "address already in use") {
 					t.Fatalf("status %+v", st)
@@ -320,7 +319,7 @@ func TestServeFollowsAndAcksServingPointer(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	acked := func(id string) {
 		t.Helper()
-		waitLoad(t, loads, func(rpc.IngressStatus) bool { a, _ := src.lastAck(); return a.Pointers["demo/web"] == id })
+		waitLoad(t, loads, func(ingress.Status) bool { a, _ := src.lastAck(); return a.Pointers["demo/web"] == id })
 	}
 	acked("p1")
 	for i := 0; i < 3; i++ {

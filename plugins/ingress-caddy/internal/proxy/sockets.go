@@ -4,12 +4,10 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 
-	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ployz/ployz/core/fdstore"
+	"github.com/ployz/ployz/sdk/fdstore"
 )
 
 // FDNameHTTP and FDNameHTTPS name the HTTP and HTTPS listening sockets
@@ -23,29 +21,6 @@ const (
 // os.File would close its descriptor under Caddy.
 var kept []*os.File
 
-// inherited are the sockets systemd passed back from its fd store, by
-// name, until claimed (activation.Files works once: it clears the env).
-var (
-	inheritOnce sync.Once
-	inherited   map[string]*os.File
-)
-
-func inheritedFile(name string) *os.File {
-	inheritOnce.Do(func() {
-		inherited = map[string]*os.File{}
-		for _, f := range activation.Files(true) {
-			if f.Name() == FDNameHTTP || f.Name() == FDNameHTTPS {
-				inherited[f.Name()] = f
-			} else {
-				f.Close()
-			}
-		}
-	})
-	f := inherited[name]
-	delete(inherited, name)
-	return f
-}
-
 // dropInherited closes the socket named name if systemd passed it back
 // and nothing claimed it (HTTPS is no longer served): connections must
 // be refused, not queued for nobody.
@@ -53,7 +28,7 @@ func dropInherited(name string) {
 	if !fdstore.Available() {
 		return
 	}
-	if f := inheritedFile(name); f != nil {
+	if f := fdstore.Take(name); f != nil {
 		f.Close()
 		fdstore.Forget(name)
 	}
@@ -75,7 +50,7 @@ func parkedListen(name, listen string, log hclog.Logger) string {
 	if !fdstore.Available() {
 		return listen
 	}
-	if f := inheritedFile(name); f != nil {
+	if f := fdstore.Take(name); f != nil {
 		l, err := net.FileListener(f) // a duplicate, to check the address
 		if err == nil && sameListen(l.Addr(), listen) {
 			l.Close()

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestMain runs this package's tests with every store subscription

@@ -3,17 +3,16 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/server"
+	"github.com/ployz/ployz/core/store/storetest"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/serving"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestServeFollowsStoreSubscriptions runs Serve on a real store node:
@@ -86,25 +85,14 @@ func TestServeFollowsStoreSubscriptions(t *testing.T) {
 // loopback test backends.
 const loopbackSubnet = "127.0.0.0/8"
 
-// startStore runs a real store node in dir (token "sekrit", also
-// written to dir/token) and returns its API address and a client.
+// startStore runs a real store node (its token also written to
+// dir/token) and returns its API address and a client.
 func startStore(t testing.TB, dir string) (string, *store.Client) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
+	node := storetest.Start(t)
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(node.Token()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	api := l.Addr().String()
-	l.Close()
-	node, err := server.Start(context.Background(), server.Config{DBPath: filepath.Join(dir, "store.db"),
-		SchemaSQL: store.SchemaSQL(), APIAddr: api, Token: "sekrit"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("sekrit\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return api, store.New(api, store.WithToken("sekrit"))
+	return node.API(), store.New(node.API(), store.WithToken(node.Token()))
 }
 
 func storeSpec(t testing.TB, dir, listen, api, tokenFile string) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/sdk"
+	"github.com/ployz/ployz/sdk/fdstore"
 	"github.com/ployz/ployz/sdk/observe"
 	metricsv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/metrics/v1"
 )
@@ -54,6 +54,10 @@ func serve(version string, args []string, stderr io.Writer) int {
 		func(ctx context.Context, spec string, log hclog.Logger) error { return Run(ctx, spec, srv, log) }, args, stderr)
 }
 
+// FDNameHTTP names the Prometheus endpoint's socket in the unit's fd
+// store.
+const FDNameHTTP = "ployz-metrics-http"
+
 // Run samples every Interval until ctx ends or the kept spec changes.
 func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) error {
 	spec, err := observe.LoadSpec(specPath)
@@ -78,8 +82,12 @@ func Run(ctx context.Context, specPath string, srv *Server, log hclog.Logger) er
 	if spec.CountersFile != "" {
 		col.Counters = func() (observe.Counters, error) { return observe.ReadCounters(spec.CountersFile) }
 	}
-	if spec.MetricsListen != "" {
-		l, err := net.Listen("tcp", spec.MetricsListen)
+	if spec.MetricsListen == "" {
+		fdstore.Forget(FDNameHTTP) // no longer served: the port goes back
+	} else {
+		// Kept in the unit's fd store: a restart or a new spec never
+		// frees the port for another local user to take.
+		l, err := fdstore.ListenTCP(FDNameHTTP, spec.MetricsListen)
 		if err != nil {
 			log.Error("prometheus endpoint not served", "listen", spec.MetricsListen, "error", err)
 		} else {

@@ -1,0 +1,32 @@
+package client
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// TestServiceNetworks: a Service without compose networks is on its
+// namespace's; an external network names every namespace declaring it,
+// another namespace's own network of the same name does not count.
+func TestServiceNetworks(t *testing.T) {
+	svc := func(nets ...string) deploy.Service { return deploy.Service{Spec: rpc.ContainerSpec{Networks: nets}} }
+	declared := map[string]map[string]deploy.Service{
+		"a-prod": {"web": svc("a-prod", "external:pay"), "db": svc()},
+		"b-prod": {"api": svc("b-prod", "external:pay"), "db": svc("b-prod/back")},
+		"c-prod": {"web": svc()},
+	}
+	got := serviceNetworks(declared, "a-prod", "web")
+	want := []ServiceNetwork{{Name: "a-prod", Namespaces: []string{"a-prod"}}, {Name: "external:pay", Namespaces: []string{"a-prod", "b-prod"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("a-prod web: %+v, want %+v", got, want)
+	}
+	if got := serviceNetworks(declared, "a-prod", "db"); !reflect.DeepEqual(got, []ServiceNetwork{{Name: "a-prod", Namespaces: []string{"a-prod"}}}) {
+		t.Errorf("a-prod db: %+v", got)
+	}
+	if got := serviceNetworks(declared, "d-prod", "gone"); !reflect.DeepEqual(got, []ServiceNetwork{{Name: "d-prod", Namespaces: []string{"d-prod"}}}) {
+		t.Errorf("undeclared Service: %+v", got)
+	}
+}

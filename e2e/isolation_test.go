@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/e2e/lab"
+)
+
+// isoService is one pinned testapp Service; networks, when set, is its
+// compose networks list.
+func isoService(svc, on, msg, networks string) string {
+	s := fmt.Sprintf(`  %s:
+    image: %s
+    environment: {MESSAGE: "%s"}
+    healthcheck:
+      test: ["CMD", "/testapp", "healthcheck"]
+      interval: 1s
+      timeout: 2s
+      retries: 3
+    deploy:
+      placement: {constraints: ["node.hostname==%s"]}
+`, svc, lab.TestAppImage, msg, on)
+	if networks != "" {
+		s += "    networks: " + networks + "\n"
+	}
+	return s
+}
+
+// sharedNetwork declares the external network "payments" as "pay".
+const sharedNetwork = "networks:\n  pay: {external: true, name: payments}\n"
+
+// isolationProject is a project with a web and a db, each pinned to a
+// Machine; message tells a redeploy of db apart.
+func isolationProject(name, webOn, dbOn, message string) string {
+	return "name: " + name + "\nservices:\n" + isoService("web", webOn, name, "") + isoService("db", dbOn, message, "")
+}
+
+// isoContainer is one Service Container as ps reports it.
+type isoContainer struct{ machine, id, ip, ns string }
+
+func isoContainerOf(t *testing.T, op *operator, project, service string) isoContainer {
+	t.Helper()
+	for _, c := range ps(t, op, project).Containers {
+		if c.Service == service && c.State == "running" && c.Ready && c.IP != "" {
+			return isoContainer{machine: c.Machine, id: c.ID, ip: c.IP, ns: c.Namespace}
+		}
+	}
+	t.Fatalf("%s/%s: no ready Container in ps", project, service)
+	return isoContainer{}
+}
+
+// TestNamespaceIsolation deploys two projects, alpha and beta, each with
+// a web and a db on different Machines (beta's web shares alpha's web's
+// Machine and bridge), and dials from inside the Containers: each web
+// reaches its own db, by address and by name, and nothing of the other
+// project, across the mesh or on the same bridge; beta's db redeployed
+// to a new address stays out of alpha's reach. Every Machine shows the
+// rules it enforces, and service inspect the network.
+func TestNamespaceIsolation(t *testing.T) {
+	needLab(t)
+	l := lab.ForTest(t, 3)
+	op := newOperator(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	formCluster(t, l, op)
+	for _, p := range []string{isolationProject("alpha", "m1", "m2", "alpha-db-1"), isolationProject("beta", "m1", "m3", "beta-db-1")} {
+		if doc, errs, code := deployFile(t, op, p); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+		}
+	}
+	aWeb, aDB := isoContainerOf(t, op, "alpha", "web"), isoContainerOf(t, op, "alpha", "db")
+	bWeb, bDB := isoContainerOf(t, op, "beta", "web"), isoContainerOf(t, op, "beta", "db")
+	if aWeb.ns == bWeb.ns || aWeb.machine != "m1" || bWeb.machine != "m1" || aDB.machine != "m2" || bDB.machine != "m3" {
+		t.Fatalf("placement: alpha web %+v db %+v, beta web %+v db %+v", aWeb, aDB, bWeb, bDB)
+	}
+	// testapp get (5 s timeout) rather than a newer subcommand: the
+	// testapp image tag is shared by every lab on the host.
+	dial := func(from isoContainer, addr string) error {
+		_, err := l.Exec(ctx, from.machine, "docker", "exec", from.id, "/testapp", "get", "http://"+addr+"/")
+		return err
+	}
+	reaches := func(from isoContainer, addr string) {
+		t.Helper()
+		eventually(t, 30*time.Second, from.ns+" web reaches "+addr, func() error { return dial(from, addr) })
+	}
+	// A refused dial is checked three times: a connection that got
+	// through once would be a hole, however brief.
+	refused := func(from isoContainer, addr string) {
+		t.Helper()
+		for range 3 {
+			if err := dial(from, addr); err == nil {
+				t.Errorf("%s web (on %s) opened a TCP connection to %s", from.ns, from.machine, addr)
+				return
+			}
+		}
+	}
+
+	t.Run("own-namespace", func(t *testing.T) {
+		reaches(aWeb, aDB.ip+":8080")                 // across the mesh
+		reaches(bWeb, bDB.ip+":8080")                 // across the mesh
+		reaches(aWeb, "db."+aWeb.ns+".internal:8080") // by name
+		reaches(bWeb, "db:8080")                      // by the search domain
+	})
+
+	t.Run("other-namespace", func(t *testing.T) {
+		refused(aWeb, bDB.ip+":8080") // across the mesh
+		refused(bWeb, aDB.ip+":8080")
+		refused(aWeb, bWeb.ip+":8080") // on the same bridge
+		refused(bWeb, aWeb.ip+":8080")
+		refused(aWeb, "db."+bWeb.ns+".internal:8080") // by name
+	})
+
+	// The control: with m1's isolation chain flushed by hand, the same
+	// dial connects (the refusals above are the isolation's), and the
+	// daemon's periodic pass puts the rules back.
+	t.Run("flushed-rules-come-back", func(t *testing.T) {
+		out, err := l.Exec(ctx, "m1", "sh", "-c", `for x in iptables-nft iptables-legacy; do $x -w 5 -S PLOYZ-ISOLATE >/dev/null 2>&1 && $x -w 5 -F PLOYZ-ISOLATE && echo $x; done; true`)
+		if err != nil || strings.TrimSpace(out) == "" {
+			t.Fatalf("flush PLOYZ-ISOLATE on m1: %q, %v", out, err)
+		}
+		reaches(aWeb, bDB.ip+":8080")
+		eventually(t, 60*time.Second, "m1 restores its isolation", func() error {
+			if dial(aWeb, bDB.ip+":8080") == nil {
+				return fmt.Errorf("alpha web still reaches beta db")
+			}
+			return nil
+		})
+		refused(aWeb, bDB.ip+":8080")
+	})
+
+	// ployzd restarting keeps the kernel's rules: no moment opens, and
+	// the new daemon takes over from the membership it saved.
+	t.Run("ployzd-restart", func(t *testing.T) {
+		if _, err := l.Exec(ctx, "m1", "systemctl", "restart", "ployz.service"); err != nil {
+			t.Fatal(err)
+		}
+		refused(aWeb, bDB.ip+":8080")
+		reaches(aWeb, aDB.ip+":8080")
+	})
+
+	t.Run("visible", func(t *testing.T) {
+		for _, m := range l.Machines {
+			eventually(t, 30*time.Second, m.Name+" shows its isolation", func() error {
+				var in rpc.Inspection
+				if err := localJSON(ctx, l, m.Name, &in, "machine", "inspect"); err != nil {
+					return err
+				}
+				if v := in.Isolation; v == nil || v.Generation < 1 || v.ChangedAt == "" || v.Networks < 2 || v.Error != "" {
+					return fmt.Errorf("isolation %+v", v)
+				}
+				return nil
+			})
+		}
+		out := op.must(t, "service", "inspect", "web", "-p", "alpha")
+		if !strings.Contains(out, aWeb.ns+" (shared with the Services of "+aWeb.ns+" on it)") {
+			t.Errorf("service inspect names no network:\n%s", out)
+		}
+	})
+
+	t.Run("redeployed-db", func(t *testing.T) {
+		if doc, errs, code := deployFile(t, op, isolationProject("beta", "m1", "m3", "beta-db-2")); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("redeploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+		}
+		nDB := isoContainerOf(t, op, "beta", "db")
+		if nDB.id == bDB.id {
+			t.Fatalf("beta's db was not replaced: %+v", nDB)
+		}
+		t.Logf("beta db moved from %s to %s", bDB.ip, nDB.ip)
+		reaches(bWeb, nDB.ip+":8080")
+		refused(aWeb, nDB.ip+":8080")
+		refused(aWeb, bDB.ip+":8080") // the old address, free or reused
+		reaches(aWeb, aDB.ip+":8080")
+		bDB = nDB
+	})
+
+	// alpha's web and a new api of beta join the external network
+	// "payments": they reach each other, and nothing else of the other
+	// project; beta's web, not on it, still reaches nothing of alpha.
+	t.Run("external-network", func(t *testing.T) {
+		alpha := "name: alpha\n" + sharedNetwork + "services:\n" + isoService("web", "m1", "alpha", "[default, pay]") + isoService("db", "m2", "alpha-db-1", "")
+		beta := "name: beta\n" + sharedNetwork + "services:\n" + isoService("web", "m1", "beta", "") + isoService("db", "m3", "beta-db-2", "") +
+			isoService("api", "m3", "beta-api", "[default, pay]")
+		for _, p := range []string{alpha, beta} {
+			if doc, errs, code := deployFile(t, op, p); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+				t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+			}
+		}
+		web, api := isoContainerOf(t, op, "alpha", "web"), isoContainerOf(t, op, "beta", "api")
+		reaches(web, api.ip+":8080")                 // across the mesh, over payments
+		reaches(web, "api."+api.ns+".internal:8080") // by name
+		reaches(api, web.ip+":8080")                 // and back
+		reaches(web, aDB.ip+":8080")                 // its own namespace still
+		reaches(api, bDB.ip+":8080")
+		refused(web, bDB.ip+":8080")  // nothing else of beta
+		refused(api, aDB.ip+":8080")  // nothing else of alpha
+		refused(bWeb, web.ip+":8080") // beta's web is not on payments
+		refused(web, bWeb.ip+":8080")
+		out := op.must(t, "service", "inspect", "web", "-p", "alpha")
+		if !strings.Contains(out, "external:payments (shared with the Services of "+web.ns+", "+api.ns+" on it)") {
+			t.Errorf("service inspect does not name the shared network:\n%s", out)
+		}
+	})
+}
