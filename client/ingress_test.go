@@ -53,7 +53,7 @@ func TestRouteOfKey(t *testing.T) {
 // routes keep theirs.
 func TestIngressOfRedactsUsers(t *testing.T) {
 	routes := []deploy.IngressRoute{{Hostname: "a.example.test", ContainerPort: 80,
-		BasicAuth: &routeopt.BasicAuth{Realm: "staff", Users: map[string]string{"alice": "$2y$10$hash"}}}}
+		Options: routeopt.Options{BasicAuth: &routeopt.BasicAuth{Realm: "staff", Users: map[string]string{"alice": "$2y$10$hash"}}}}}
 	st := IngressOf("d", "web", routes, func() ([]MachineIngress, error) { return nil, nil })
 	if a := st.Routes[0].BasicAuth; a == nil || a.Realm != "staff" || len(a.Users) != 1 || a.Users["alice"] != "" {
 		t.Fatalf("status route auth %+v: want alice without her hash", a)

@@ -12,8 +12,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/ployz/ployz/client"
-	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // IngressConfig is each Machine's loaded ingress routes: what its proxy
@@ -63,7 +62,7 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 			if r.Pointer != "" {
 				ptr = " [serving pointer " + r.Pointer + "]"
 			}
-			fmt.Fprintf(w, "  %s%s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), routeOptions(stateOptions(r)), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
+			fmt.Fprintf(w, "  %s%s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), routeOptions(r.Options), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
 		}
 		for _, sk := range st.Skipped {
 			fmt.Fprintf(w, "  skipped\t%s: %s\n", sk.Container, sk.Reason)
@@ -101,7 +100,7 @@ func IngressDNS(out io.Writer, d client.IngressDNS) error {
 // routeOptions is a route's options after its key: " (strip prefix, no
 // https redirect, body up to 10MiB, ...)", or nothing for a route without
 // any.
-func routeOptions(r rpc.IngressRoute) string {
+func routeOptions(r routeopt.Options) string {
 	var o []string
 	if r.StripPrefix {
 		o = append(o, "strip prefix")
@@ -128,10 +127,4 @@ func routeOptions(r rpc.IngressRoute) string {
 		return ""
 	}
 	return " (" + strings.Join(o, ", ") + ")"
-}
-
-// stateOptions are a loaded route's options as a route declares them.
-func stateOptions(r ingress.Route) rpc.IngressRoute {
-	return rpc.IngressRoute{StripPrefix: r.StripPrefix, RedirectHTTPS: r.RedirectHTTPS, MaxBodyBytes: r.MaxBodyBytes,
-		ResponseTimeoutMS: r.ResponseTimeoutMS, Headers: r.Headers, BasicAuth: r.BasicAuth, Compress: r.Compress}
 }

@@ -110,7 +110,7 @@ func serviceIngress(w io.Writer, ing client.IngressStatus) {
 		fmt.Fprintf(w, "ingress\t%s\n", ing.Status)
 	}
 	for _, r := range ing.Routes {
-		fmt.Fprintf(w, "  route\t%s -> :%d%s\n", r.Key(), r.ContainerPort, routeOptions(rpc.IngressRoute(r)))
+		fmt.Fprintf(w, "  route\t%s -> :%d%s\n", r.Key(), r.ContainerPort, routeOptions(r.Options))
 	}
 	for _, m := range ing.Machines {
 		if m.Off {

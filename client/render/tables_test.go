@@ -86,9 +86,9 @@ func TestIngressConfig(t *testing.T) {
 		{Machine: "m2", MachineID: "id2", Status: &ingress.Status{LoadError: "bad"}},
 		{Machine: "m3", MachineID: "id3", Status: &ingress.Status{Running: true, Listen: ":80", Loaded: 1, ConfigHash: "abc",
 			Routes: []ingress.Route{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"},
-				{Hostname: "shop.test", Path: "/api", StripPrefix: true, RedirectHTTPS: new(bool), Owner: "shop-production/api", State: "serving"},
-				{Hostname: "admin.shop.test", MaxBodyBytes: 10 << 20, ResponseTimeoutMS: 90000, Headers: &routeopt.Headers{},
-					BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"bob": "", "alice": ""}}, Compress: true, Owner: "shop-production/admin", State: "serving"}}}},
+				{Hostname: "shop.test", Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: new(bool)}, Owner: "shop-production/api", State: "serving"},
+				{Hostname: "admin.shop.test", Options: routeopt.Options{MaxBodyBytes: 10 << 20, ResponseTimeoutMS: 90000, Headers: &routeopt.Headers{},
+					BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"bob": "", "alice": ""}}, Compress: true}, Owner: "shop-production/admin", State: "serving"}}}},
 		{Machine: "m4", MachineID: "id4", Status: &ingress.Status{Off: true}}}
 	var b strings.Builder
 	if err := IngressConfig(&b, ms); err != nil {

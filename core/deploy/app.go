@@ -139,16 +139,9 @@ type IngressRoute struct {
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"` // "" is http; tcp
 	Port          int    `json:"port,omitempty"`     // tcp only
-	// Path and the fields after it are an HTTP route's options
-	// (rpc.IngressRoute).
-	Path              string              `json:"path,omitempty"`
-	StripPrefix       bool                `json:"strip_prefix,omitempty"`
-	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
-	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
-	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
-	Headers           *routeopt.Headers   `json:"headers,omitempty"`
-	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
-	Compress          bool                `json:"compress,omitempty"`
+	// Path and Options are an HTTP route's (rpc.IngressRoute).
+	Path string `json:"path,omitempty"`
+	routeopt.Options
 }
 
 // Key names the route as the Ingress Proxies report it: its hostname and
@@ -157,13 +150,11 @@ func (r IngressRoute) Key() string {
 	return ingress.Route{Hostname: r.Hostname, Path: r.Path, Protocol: r.Protocol, Port: r.Port}.Key()
 }
 
-// Options reports whether the route uses what only Machines with
+// Extended reports whether the route uses what only Machines with
 // rpc.CapContainerRoutes carry into their rows: a path, a wildcard
-// hostname, a stripped prefix, a redirect opt-out, a body limit, a
-// response timeout, header rules, basic authentication or compression.
-func (r IngressRoute) Options() bool {
-	return r.Path != "" || r.StripPrefix || r.RedirectHTTPS != nil || strings.HasPrefix(r.Hostname, "*.") ||
-		r.MaxBodyBytes != 0 || r.ResponseTimeoutMS != 0 || r.Headers != nil || r.BasicAuth != nil || r.Compress
+// hostname or any option.
+func (r IngressRoute) Extended() bool {
+	return r.Path != "" || strings.HasPrefix(r.Hostname, "*.") || r.Options != (routeopt.Options{})
 }
 
 // The Ployz compose extensions on a service.

@@ -211,7 +211,8 @@ func httpRoute(p xPort) (IngressRoute, error) {
 	if p.StripPrefix && path == "" {
 		return IngressRoute{}, fieldErrf("strip_prefix", "needs a path other than /")
 	}
-	r := IngressRoute{Hostname: h, ContainerPort: p.ContainerPort, Path: path, StripPrefix: p.StripPrefix}
+	r := IngressRoute{Hostname: h, ContainerPort: p.ContainerPort, Path: path}
+	r.StripPrefix = p.StripPrefix
 	if p.RedirectHTTPS != nil && !*p.RedirectHTTPS {
 		r.RedirectHTTPS = p.RedirectHTTPS
 	}

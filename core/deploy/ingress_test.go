@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -132,7 +133,7 @@ func TestHTTPRouteOptions(t *testing.T) {
 	}
 	no := false
 	want := []IngressRoute{
-		{Hostname: "app.example.test", ContainerPort: 8080, Path: "/api", StripPrefix: true, RedirectHTTPS: &no},
+		{Hostname: "app.example.test", ContainerPort: 8080, Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: &no}},
 		{Hostname: "app.example.test", ContainerPort: 8081},
 		{Hostname: "*.example.test", ContainerPort: 8082},
 	}
@@ -146,8 +147,8 @@ func TestHTTPRouteOptions(t *testing.T) {
 			t.Errorf("route %d: %+v, spec %+v, want %+v", i, got, sp, w)
 		}
 	}
-	if s.Ingress[0].Key() != "app.example.test/api" || !s.Ingress[0].Options() || s.Ingress[1].Options() || !s.Ingress[2].Options() {
-		t.Errorf("keys and options: %s %v %v %v", s.Ingress[0].Key(), s.Ingress[0].Options(), s.Ingress[1].Options(), s.Ingress[2].Options())
+	if s.Ingress[0].Key() != "app.example.test/api" || !s.Ingress[0].Extended() || s.Ingress[1].Extended() || !s.Ingress[2].Extended() {
+		t.Errorf("keys and options: %s %v %v %v", s.Ingress[0].Key(), s.Ingress[0].Extended(), s.Ingress[1].Extended(), s.Ingress[2].Extended())
 	}
 
 	hash := func(entry string) string {
@@ -226,7 +227,7 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 	r, sp := s.Ingress[0], s.Spec.Ingress[0]
 	if r.MaxBodyBytes != 10<<20 || r.ResponseTimeoutMS != 90000 || r.Headers.Request.Set["X-Env"] != "prod" ||
 		r.Headers.Request.Remove[0] != "X-Debug" || r.Headers.Response.Remove[0] != "Server" || r.BasicAuth.Users["alice"] != string(hash) ||
-		r.BasicAuth.Realm != "staff" || !r.Options() {
+		r.BasicAuth.Realm != "staff" || !r.Extended() {
 		t.Fatalf("route %+v", r)
 	}
 	if sp.MaxBodyBytes != r.MaxBodyBytes || sp.ResponseTimeoutMS != r.ResponseTimeoutMS || sp.Headers == nil || sp.BasicAuth == nil {

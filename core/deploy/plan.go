@@ -272,7 +272,7 @@ func admitHost(svc Service, ms []MachineState) ([]MachineState, error) {
 // whose release writes them into the Container's row: an older one would
 // publish the route for its whole hostname.
 func admitRoutes(svc Service, ms []MachineState) ([]MachineState, error) {
-	i := slices.IndexFunc(svc.Ingress, IngressRoute.Options)
+	i := slices.IndexFunc(svc.Ingress, IngressRoute.Extended)
 	if i < 0 {
 		return ms, nil
 	}
@@ -489,7 +489,7 @@ func sortByName(ms []MachineState) {
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name || ms[i].Name == ms[j].Name && ms[i].ID < ms[j].ID })
 }
 
-// routeProxies refuses routes with options (IngressRoute.Options) while
+// routeProxies refuses routes with options (IngressRoute.Extended) while
 // a Machine that accepts ingress runs an Ingress Proxy without
 // ingress.CapRoutes: it would serve a path route as its whole hostname. A
 // Machine that advertises no ingress at the moment (its proxy restarting,
@@ -497,7 +497,7 @@ func sortByName(ms []MachineState) {
 func routeProxies(app App, snap Snapshot) ([]string, error) {
 	var first IngressRoute
 	for _, svc := range app.Services {
-		if i := slices.IndexFunc(svc.Ingress, IngressRoute.Options); i >= 0 {
+		if i := slices.IndexFunc(svc.Ingress, IngressRoute.Extended); i >= 0 {
 			first = svc.Ingress[i]
 			break
 		}

@@ -78,18 +78,12 @@ const (
 // authentication (package sdk/ingress/routeopt). The fields are left out
 // when unset, so a route without them hashes as before they existed.
 type IngressRoute struct {
-	Hostname          string              `json:"hostname,omitempty"`
-	ContainerPort     int                 `json:"container_port"`
-	Protocol          string              `json:"protocol,omitempty"`
-	Port              int                 `json:"port,omitempty"`
-	Path              string              `json:"path,omitempty"`
-	StripPrefix       bool                `json:"strip_prefix,omitempty"`
-	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
-	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
-	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
-	Headers           *routeopt.Headers   `json:"headers,omitempty"`
-	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
-	Compress          bool                `json:"compress,omitempty"`
+	Hostname      string `json:"hostname,omitempty"`
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol,omitempty"`
+	Port          int    `json:"port,omitempty"`
+	Path          string `json:"path,omitempty"`
+	routeopt.Options
 }
 
 // ContainerSpec is the Resolved Service Spec of one Container: everything

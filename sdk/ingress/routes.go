@@ -77,7 +77,7 @@ type claim struct {
 // under way: then a serving row's win over the others', the newest first
 // (its Serving Pointer names the new Containers once they are ready).
 type routeOpts struct {
-	route   store.IngressRoute // the options as the row declares them
+	options routeopt.Options // as the row declares them
 	serves  bool
 	created int64
 	row     string
@@ -181,7 +181,7 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 			rc.claims[k] = c
 		}
 		c.services[svc] = true
-		o := routeOpts{route: rt, serves: verdict == serving.Serves, created: b.CreatedAt, row: r.Key}
+		o := routeOpts{options: rt.Options, serves: verdict == serving.Serves, created: b.CreatedAt, row: r.Key}
 		if prev, ok := c.opts[svc]; !ok || o.wins(prev) {
 			c.opts[svc] = o
 		}
@@ -217,7 +217,7 @@ func (rc *routeComputation) route(k string, c *claim) Route {
 	}
 	if rt.Owner != "" {
 		if rt.Protocol == "" {
-			withOptions(&rt, c.opts[rt.Owner].route)
+			withOptions(&rt, c.opts[rt.Owner].options)
 		}
 		rc.upstreams(&rt, c, prev)
 	}
@@ -287,16 +287,15 @@ func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
 // withOptions gives rt the options o declares. Limits that make no sense
 // (negative) and header rules or users that do not check are dropped,
 // not trusted: a row is another Machine's word.
-func withOptions(rt *Route, o store.IngressRoute) {
-	rt.StripPrefix, rt.RedirectHTTPS = o.StripPrefix && rt.Path != "", o.RedirectHTTPS
+func withOptions(rt *Route, o routeopt.Options) {
+	rt.Options = o
+	rt.StripPrefix = o.StripPrefix && rt.Path != ""
 	rt.MaxBodyBytes, rt.ResponseTimeoutMS = max(o.MaxBodyBytes, 0), max(o.ResponseTimeoutMS, 0)
-	rt.Compress = o.Compress
-	if h, err := o.Headers.Normalize(); err == nil {
-		rt.Headers = h
+	var err error
+	if rt.Headers, err = o.Headers.Normalize(); err != nil {
+		rt.Headers = nil
 	}
-	if o.BasicAuth.Check() == nil {
-		rt.BasicAuth = o.BasicAuth
-	} else {
+	if o.BasicAuth.Check() != nil {
 		// Fail closed: a route whose users do not check admits nobody.
 		rt.BasicAuth = &routeopt.BasicAuth{Realm: "ployz", Users: map[string]string{}}
 	}

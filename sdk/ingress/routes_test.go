@@ -311,7 +311,7 @@ func TestComputeLeavesOutDownMachines(t *testing.T) {
 // hostnames are routes; a bad path is skipped naming the field.
 func TestComputePathRoutes(t *testing.T) {
 	no := false
-	api := store.IngressRoute{Hostname: "app.example.test", Path: "/api", StripPrefix: true, RedirectHTTPS: &no, ContainerPort: 8080}
+	api := store.IngressRoute{Hostname: "app.example.test", Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: &no}, ContainerPort: 8080}
 	site := store.IngressRoute{Hostname: "App.Example.Test.", ContainerPort: 80}
 	wild := store.IngressRoute{Hostname: "*.example.test", ContainerPort: 80}
 	rows := []store.Row[store.ContainerBody]{
@@ -369,11 +369,11 @@ func TestComputePathRoutes(t *testing.T) {
 // that admits nobody, never an open one, and a negative limit none.
 func TestComputeRouteLimitsAndRules(t *testing.T) {
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	good := store.IngressRoute{Hostname: "a.example.test", ContainerPort: 80, MaxBodyBytes: 1 << 20, ResponseTimeoutMS: 1500,
+	good := store.IngressRoute{Hostname: "a.example.test", ContainerPort: 80, Options: routeopt.Options{MaxBodyBytes: 1 << 20, ResponseTimeoutMS: 1500,
 		Headers:   &routeopt.Headers{Request: &routeopt.HeaderRules{Set: map[string]string{"x-env": "prod"}}},
-		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": string(hash)}}, Compress: true}
-	bad := store.IngressRoute{Hostname: "b.example.test", ContainerPort: 80, MaxBodyBytes: -5,
-		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": "pw"}}}
+		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": string(hash)}}, Compress: true}}
+	bad := store.IngressRoute{Hostname: "b.example.test", ContainerPort: 80, Options: routeopt.Options{MaxBodyBytes: -5,
+		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": "pw"}}}}
 	got := Compute(Input{Machines: testMachines, Machine: "m1", Containers: []store.Row[store.ContainerBody]{
 		row("a", "m1", "demo", "a", "10.210.1.2", true, good), row("b", "m1", "demo", "b", "10.210.1.3", true, bad)}}).ByKey()
 	a, b := got["a.example.test"], got["b.example.test"]

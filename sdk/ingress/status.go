@@ -88,14 +88,8 @@ type Route struct {
 	// the fields after it are the owner's options for it
 	// (store.IngressRoute). A status file carries BasicAuth's user names
 	// with their hashes left out.
-	Path              string              `json:"path,omitempty"`
-	StripPrefix       bool                `json:"strip_prefix,omitempty"`
-	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
-	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
-	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
-	Headers           *routeopt.Headers   `json:"headers,omitempty"`
-	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
-	Compress          bool                `json:"compress,omitempty"`
+	Path string `json:"path,omitempty"`
+	routeopt.Options
 	// Owner is "namespace/service" (empty when a conflict has no
 	// previous owner: nothing is published); Claimants lists every
 	// Service that claims the route when State is conflict.

@@ -100,18 +100,12 @@ type ContainerBody struct {
 // the whole hostname without them; ployz places such routes only on
 // Machines that write them (they advertise ployz.container.routes.v1).
 type IngressRoute struct {
-	Hostname          string              `json:"hostname,omitempty"`
-	ContainerPort     int                 `json:"container_port"`
-	Protocol          string              `json:"protocol,omitempty"`
-	Port              int                 `json:"port,omitempty"`
-	Path              string              `json:"path,omitempty"`
-	StripPrefix       bool                `json:"strip_prefix,omitempty"`
-	RedirectHTTPS     *bool               `json:"redirect_https,omitempty"`
-	MaxBodyBytes      int64               `json:"max_body_bytes,omitempty"`
-	ResponseTimeoutMS int64               `json:"response_timeout_ms,omitempty"`
-	Headers           *routeopt.Headers   `json:"headers,omitempty"`
-	BasicAuth         *routeopt.BasicAuth `json:"basic_auth,omitempty"`
-	Compress          bool                `json:"compress,omitempty"`
+	Hostname      string `json:"hostname,omitempty"`
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol,omitempty"`
+	Port          int    `json:"port,omitempty"`
+	Path          string `json:"path,omitempty"`
+	routeopt.Options
 }
 
 // ServingBody is a Service's Serving Pointer (table serving, keyed by

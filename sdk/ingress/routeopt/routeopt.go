@@ -9,6 +9,27 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
+// Options are what an HTTP route may ask of the ingress beyond where it
+// goes; each is left out of the JSON when unset, so a route without them
+// encodes (and hashes) as before they existed. Spec, row and status
+// routes embed it, so their JSON carries the fields inline.
+type Options struct {
+	// StripPrefix: the upstream sees the path below the route's prefix.
+	StripPrefix bool `json:"strip_prefix,omitempty"`
+	// RedirectHTTPS false opts out of the 308 to HTTPS every route gets
+	// once a certificate for its hostname is loaded; nil is the default.
+	RedirectHTTPS *bool `json:"redirect_https,omitempty"`
+	// MaxBodyBytes bounds request bodies (413 past it); 0: no limit.
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// ResponseTimeoutMS bounds the wait for the upstream's response
+	// headers (504 past it); 0: none.
+	ResponseTimeoutMS int64      `json:"response_timeout_ms,omitempty"`
+	Headers           *Headers   `json:"headers,omitempty"`
+	BasicAuth         *BasicAuth `json:"basic_auth,omitempty"`
+	// Compress gzips textual answers for clients that accept it.
+	Compress bool `json:"compress,omitempty"`
+}
+
 // Headers are an HTTP route's header rules: what the Container receives
 // (Request) and what the client receives (Response). Field names are
 // frozen: they travel in replicated Container rows.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 func TestCaddyConfigDeterministic(t *testing.T) {
@@ -107,7 +108,7 @@ func TestCaddyConfigRedirect(t *testing.T) {
 	no := false
 	routes := []ingress.Route{
 		{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{"10.0.0.1:8080"}},
-		{Hostname: "a.test", Path: "/api", StripPrefix: true, RedirectHTTPS: &no, Owner: "p/api", State: "published", Upstreams: []string{"10.0.0.2:8080"}},
+		{Hostname: "a.test", Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: &no}, Owner: "p/api", State: "published", Upstreams: []string{"10.0.0.2:8080"}},
 		{Hostname: "*.b.test", Owner: "p/any", State: "published", Upstreams: []string{"10.0.0.3:8080"}},
 	}
 	plain, _ := CaddyConfig(":80", "m1", "/tmp/s", routes)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/store"
 )
 
@@ -59,7 +60,7 @@ func TestServeCompressRealCaddy(t *testing.T) {
 	t.Cleanup(backend.Close)
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{
-		routeRow("c-z", "z", backend, store.IngressRoute{Hostname: "z.example.test", Compress: true}),
+		routeRow("c-z", "z", backend, store.IngressRoute{Hostname: "z.example.test", Options: routeopt.Options{Compress: true}}),
 		routeRow("c-plain", "plain", backend, store.IngressRoute{Hostname: "plain.example.test"}),
 	}, nil)
 	listen := freePort(t)

@@ -74,7 +74,7 @@ func TestServePathRoutesRealCaddy(t *testing.T) {
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{
 		routeRow("c-site", "site", site, store.IngressRoute{Hostname: "a.example.test"}),
-		routeRow("c-api", "api", api, store.IngressRoute{Hostname: "a.example.test", Path: "/api", StripPrefix: true}),
+		routeRow("c-api", "api", api, store.IngressRoute{Hostname: "a.example.test", Path: "/api", Options: routeopt.Options{StripPrefix: true}}),
 		routeRow("c-v2", "v2", v2, store.IngressRoute{Hostname: "a.example.test", Path: "/api/v2"}),
 		routeRow("c-wild", "wild", wild, store.IngressRoute{Hostname: "*.example.test"}),
 		routeRow("c-exact", "exact", exact, store.IngressRoute{Hostname: "c.example.test", Path: "/only"}),
@@ -126,7 +126,7 @@ func TestRedirectHTTPSRealCaddy(t *testing.T) {
 	no := false
 	routes := []ingress.Route{
 		{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{up}},
-		{Hostname: "a.test", Path: "/legacy", RedirectHTTPS: &no, Owner: "p/legacy", State: "published", Upstreams: []string{up}},
+		{Hostname: "a.test", Path: "/legacy", Options: routeopt.Options{RedirectHTTPS: &no}, Owner: "p/legacy", State: "published", Upstreams: []string{up}},
 		{Hostname: "b.test", Owner: "p/b", State: "published", Upstreams: []string{up}},
 	}
 	in := caddyconfig.TLS{Listen: tlsAddr, HTTPSPort: must(strconv.Atoi(tlsPort)),
@@ -197,12 +197,12 @@ func TestServeRouteOptionsRealCaddy(t *testing.T) {
 	src := &fakeSource{}
 	src.set([]store.Row[store.ContainerBody]{
 		routeRow("c-auth", "auth", backend, store.IngressRoute{Hostname: "auth.example.test",
-			BasicAuth: &routeopt.BasicAuth{Realm: "staff", Users: map[string]string{"alice": string(hash)}}}),
-		routeRow("c-limit", "limit", backend, store.IngressRoute{Hostname: "limit.example.test", MaxBodyBytes: 16}),
-		routeRow("c-slow", "slow", backend, store.IngressRoute{Hostname: "slow.example.test", ResponseTimeoutMS: 300}),
-		routeRow("c-hdr", "hdr", backend, store.IngressRoute{Hostname: "hdr.example.test", Headers: &routeopt.Headers{
+			Options: routeopt.Options{BasicAuth: &routeopt.BasicAuth{Realm: "staff", Users: map[string]string{"alice": string(hash)}}}}),
+		routeRow("c-limit", "limit", backend, store.IngressRoute{Hostname: "limit.example.test", Options: routeopt.Options{MaxBodyBytes: 16}}),
+		routeRow("c-slow", "slow", backend, store.IngressRoute{Hostname: "slow.example.test", Options: routeopt.Options{ResponseTimeoutMS: 300}}),
+		routeRow("c-hdr", "hdr", backend, store.IngressRoute{Hostname: "hdr.example.test", Options: routeopt.Options{Headers: &routeopt.Headers{
 			Request:  &routeopt.HeaderRules{Set: map[string]string{"X-Env": "prod"}, Remove: []string{"X-Debug"}},
-			Response: &routeopt.HeaderRules{Set: map[string]string{"X-Frame-Options": "DENY"}, Remove: []string{"X-Internal", "Server"}}}}),
+			Response: &routeopt.HeaderRules{Set: map[string]string{"X-Frame-Options": "DENY"}, Remove: []string{"X-Internal", "Server"}}}}}),
 	}, nil)
 	listen := freePort(t)
 	spec := writeSpec(t, listen)
