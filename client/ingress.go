@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,10 +24,14 @@ type IngressStatus struct {
 	Machines []MachineRoutes       `json:"machines,omitempty"`
 }
 
-// IngressOf is a Service's ingress status for routes; fanout (asked only
-// when there are routes) reads every Machine's proxy.
+// IngressOf is a Service's ingress status for routes (basic
+// authentication's user names shown without their hashes); fanout (asked
+// only when there are routes) reads every Machine's proxy.
 func IngressOf(ns, service string, routes []deploy.IngressRoute, fanout func() ([]MachineIngress, error)) IngressStatus {
-	st := IngressStatus{Routes: routes}
+	st := IngressStatus{Routes: slices.Clone(routes)}
+	for i := range st.Routes {
+		st.Routes[i].BasicAuth = st.Routes[i].BasicAuth.Redacted()
+	}
 	if len(routes) == 0 {
 		st.Status, st.Reason = "not configured", "the Service declares no x-ports hostname or ingress_port"
 		return st
@@ -41,6 +46,9 @@ func IngressOf(ns, service string, routes []deploy.IngressRoute, fanout func() (
 		return st
 	}
 	st.Status, st.Machines = ServiceIngress(ingress.ServiceKey(ns, service), hosts, ms)
+	if !slices.ContainsFunc(st.Machines, func(m MachineRoutes) bool { return !m.Off }) {
+		st.Reason = "no Machine accepts ingress (`ployz machine update NAME --accepts ...,ingress`)"
+	}
 	return st
 }
 
@@ -71,31 +79,39 @@ func IngressOn(ctx context.Context, ent *rpc.Client, t rpc.Target) ([]MachineIng
 	return out, nil
 }
 
-// MachineRoutes is one Machine's view of a Service's hostnames.
+// MachineRoutes is one Machine's view of a Service's hostnames. Off: the
+// Machine does not accept ingress, so it serves none of them and counts
+// for nothing in the Service's status.
 type MachineRoutes struct {
 	MachineID string          `json:"machine_id"`
 	Machine   string          `json:"machine"`
+	Off       bool            `json:"off,omitempty"`
 	Routes    []ingress.Route `json:"routes,omitempty"`
 	Error     string          `json:"error,omitempty"`
 }
 
 // routeOfKey is the identity of the route a key names: "tcp/PORT" or a
-// hostname (ingress.Route.Key).
+// hostname and its path, if any (ingress.Route.Key).
 func routeOfKey(k string) ingress.Route {
 	if p, ok := strings.CutPrefix(k, "tcp/"); ok {
 		if n, err := strconv.Atoi(p); err == nil {
 			return ingress.Route{Protocol: "tcp", Port: n}
 		}
 	}
+	if i := strings.IndexByte(k, '/'); i >= 0 {
+		return ingress.Route{Hostname: k[:i], Path: k[i:]}
+	}
 	return ingress.Route{Hostname: k}
 }
 
 // ServiceIngress reduces every Machine's loaded routes to the Service's
-// route keys (hostnames and "tcp/PORT"). A route a Machine has not loaded
-// is pending there; one another Service owns is a conflict. The overall
-// status is conflict when any Machine reports one, published when every
-// Machine publishes every route for this Service, unknown when a Machine
-// did not answer, else pending.
+// route keys (hostnames, hostname/path and "tcp/PORT"). A route a Machine
+// has not loaded is pending there; one another Service owns is a
+// conflict; a Machine that does not accept ingress is left out. The
+// overall status is conflict when any Machine reports one, published when
+// every Machine running ingress publishes every route for this Service,
+// unknown when a Machine did not answer, else pending (also when no
+// Machine runs ingress).
 func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (string, []MachineRoutes) {
 	overall := ingress.RoutePublished
 	worse := func(s string) {
@@ -105,8 +121,15 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 		}
 	}
 	var out []MachineRoutes
+	serving := 0
 	for _, m := range ms {
 		mr := MachineRoutes{MachineID: m.MachineID, Machine: m.Machine, Error: m.Error}
+		if m.Status != nil && m.Status.Off {
+			mr.Off = true
+			out = append(out, mr)
+			continue
+		}
+		serving++
 		if m.Status == nil {
 			worse("unknown")
 			out = append(out, mr)
@@ -136,6 +159,9 @@ func ServiceIngress(owner string, hostnames []string, ms []MachineIngress) (stri
 			mr.Routes = append(mr.Routes, r)
 		}
 		out = append(out, mr)
+	}
+	if serving == 0 {
+		overall = ingress.RoutePending
 	}
 	return overall, out
 }

@@ -167,7 +167,7 @@ func ObservedRoutes(cs []rpc.ContainerObservation) []deploy.IngressRoute {
 	for _, co := range cs {
 		if co.Spec != nil && len(co.Spec.Ingress) > 0 {
 			for _, r := range co.Spec.Ingress {
-				out = append(out, deploy.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort, Protocol: r.Protocol, Port: r.Port})
+				out = append(out, deploy.IngressRoute(r))
 			}
 			break
 		}

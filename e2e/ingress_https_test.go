@@ -20,13 +20,23 @@ import (
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
+// httpsCompose is ingressCompose with a second route on the same hostname,
+// /plain, that opts out of the redirect to HTTPS: HTTP requests there keep
+// reaching web once the certificate is loaded.
+const httpsCompose = ingressCompose + `      - hostname: hello.example.test
+        path: /plain
+        container_port: 8080
+        redirect_https: false
+`
+
 // TestIngressHTTPS runs a real ACME CA (Pebble, with challtestsrv as its
 // DNS resolving every name to m1) on the test host and points the three
 // Machines' daemons at it (PLOYZ_ACME_DIRECTORY in /etc/ployz/ployz.env).
 // After a deploy with an x-ports hostname the Cluster obtains one
 // certificate through real HTTP-01 validation, shares it through the
 // certificates table, and every Machine serves that same certificate on
-// :443, verified against Pebble's root, while :80 keeps serving.
+// :443, verified against Pebble's root, while :80 redirects to it (308)
+// except on the route that opts out.
 // hostOnLab is this host's address on l's Docker network, where a server
 // the test starts is reachable from the Machines.
 func hostOnLab(t *testing.T, ctx context.Context, l *lab.Lab) string {
@@ -84,7 +94,7 @@ func TestIngressHTTPS(t *testing.T) {
 	t.Logf("lab, Pebble and Cluster ready %s after the start", time.Since(start).Round(100*time.Millisecond))
 
 	deployed := time.Now()
-	doc, errs, code := deployFile(t, op, ingressCompose)
+	doc, errs, code := deployFile(t, op, httpsCompose)
 	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 		t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
 	}
@@ -156,9 +166,13 @@ func TestIngressHTTPS(t *testing.T) {
 			}
 			return nil
 		})
-		// HTTP keeps serving, without a redirect.
-		if code, body, err := hostGet(ip, host, "/"); err != nil || code != 200 {
-			t.Errorf("%s http: %d %s %v", m.Name, code, body, err)
+		// HTTP redirects to HTTPS now that a certificate is loaded, keeping
+		// the request (308); the route that opts out keeps serving HTTP.
+		if code, loc, err := hostGetNoRedirect(ip, host, "/page?x=1"); err != nil || code != http.StatusPermanentRedirect || loc != "https://"+host+"/page?x=1" {
+			t.Errorf("%s http: %d to %q %v, want 308 to https://%s/page?x=1", m.Name, code, loc, err, host)
+		}
+		if code, body, err := hostGet(ip, host, "/plain"); err != nil || code != 200 || !strings.Contains(body, `"path":"/plain"`) {
+			t.Errorf("%s http /plain (redirect_https: false): %d %s %v", m.Name, code, body, err)
 		}
 	}
 	if serials["m1"] == "" || serials["m1"] != serials["m2"] || serials["m1"] != serials["m3"] {
@@ -186,7 +200,7 @@ func TestIngressHTTPS(t *testing.T) {
 		t.Errorf("certificates table from m2 (issuer %s): %s %v", issuer, rows, err)
 	}
 	out := op.must(t, "ingress", "config")
-	if strings.Count(out, "https issued") != 3 {
+	if strings.Count(out, "https issued") != 6 { // two routes of the hostname on each Machine
 		t.Errorf("ingress config:\n%s", out)
 	}
 	t.Logf("ingress config:\n%s", out)
@@ -195,11 +209,11 @@ func TestIngressHTTPS(t *testing.T) {
 }
 
 // ingressZeroGapHTTPS runs keep-alive POST loops through every Machine's
-// :80 and :443 (verified TLS) across a redeploy, a scale-down, and
-// `systemctl restart` of the ingress and of ployzd on every Machine: no
-// request may fail.
+// :80 (on /plain, which is not redirected) and :443 (verified TLS) across
+// a redeploy, a scale-down, and `systemctl restart` of the ingress and of
+// ployzd on every Machine: no request may fail.
 func ingressZeroGapHTTPS(t *testing.T, ctx context.Context, l *lab.Lab, op *operator, host string, roots *x509.CertPool) {
-	targets := httpTargets(l)
+	targets := httpTargetsAt(l, "/plain")
 	for _, m := range l.Machines {
 		ip := m.IP.String()
 		targets = append(targets, loopTarget{name: ip + ":443", url: "https://" + host + "/", client: func() *http.Client {
@@ -225,7 +239,7 @@ func ingressZeroGapHTTPS(t *testing.T, ctx context.Context, l *lab.Lab, op *oper
 		do   func()
 	}{
 		{"a redeploy", func() {
-			doc, errs, code := deployFile(t, op, strings.Replace(ingressCompose, "through-ingress", "through-ingress-v2", 1))
+			doc, errs, code := deployFile(t, op, strings.Replace(httpsCompose, "through-ingress", "through-ingress-v2", 1))
 			if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 				t.Fatalf("redeploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
 			}
@@ -240,4 +254,21 @@ func ingressZeroGapHTTPS(t *testing.T, ctx context.Context, l *lab.Lab, op *oper
 		time.Sleep(2 * time.Second)
 		loop.end(t, step.what+" (every Machine's :80 and :443)")
 	}
+}
+
+// hostGetNoRedirect sends GET path with Host host to ip:80 and returns the
+// status and Location without following it.
+func hostGetNoRedirect(ip, host, path string) (int, string, error) {
+	req, err := http.NewRequest("GET", "http://"+ip+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	c := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location"), nil
 }

@@ -282,6 +282,9 @@ func TestIngressHTTP(t *testing.T) {
 
 	// Plain TCP ingress routes (x-ports ingress_port): ingress_tcp_test.go.
 	t.Run("tcp-route", func(t *testing.T) { ingressTCP(t, ctx, l, op) })
+	// Ingress off one Machine, and one hostname split by path between two
+	// Services: ingress_routes_test.go.
+	t.Run("acceptance-and-paths", func(t *testing.T) { ingressAcceptanceAndPaths(t, ctx, l, op) })
 
 	ingressZeroGap(t, ctx, l, op)
 	ingressConflict(t, ctx, l, op)

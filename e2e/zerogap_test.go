@@ -47,10 +47,13 @@ type loopTarget struct {
 }
 
 // httpTargets are every lab Machine's :80.
-func httpTargets(l *lab.Lab) []loopTarget {
+func httpTargets(l *lab.Lab) []loopTarget { return httpTargetsAt(l, "/") }
+
+// httpTargetsAt are every lab Machine's :80, requests going to path.
+func httpTargetsAt(l *lab.Lab, path string) []loopTarget {
 	var ts []loopTarget
 	for _, m := range l.Machines {
-		ts = append(ts, loopTarget{name: m.IP.String() + ":80", url: "http://" + m.IP.String() + "/",
+		ts = append(ts, loopTarget{name: m.IP.String() + ":80", url: "http://" + m.IP.String() + path,
 			client: func() *http.Client { return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}} }})
 	}
 	return ts

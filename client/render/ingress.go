@@ -3,11 +3,16 @@ package render
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/docker/go-units"
+
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // IngressConfig is each Machine's loaded ingress routes: what its proxy
@@ -19,6 +24,9 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 		switch {
 		case m.Error != "":
 			fmt.Fprintf(w, "  error\t%s\n", m.Error)
+			continue
+		case m.Status.Off:
+			fmt.Fprintf(w, "  proxy\toff: this Machine does not accept ingress (nothing listens on 80 or 443)\n")
 			continue
 		case !m.Status.Running && m.Status.LoadError != "":
 			fmt.Fprintf(w, "  proxy\tnothing loaded: caddy refused the config: %s\n", m.Status.LoadError)
@@ -54,7 +62,7 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 			if r.Pointer != "" {
 				ptr = " [serving pointer " + r.Pointer + "]"
 			}
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
+			fmt.Fprintf(w, "  %s%s\t%s\t%s\t%s\t%s%s%s\n", r.Key(), routeOptions(r.Options), r.Owner, r.State, ups, r.Detail, ptr, client.CertLine(st, r.Hostname))
 		}
 		for _, sk := range st.Skipped {
 			fmt.Fprintf(w, "  skipped\t%s: %s\n", sk.Container, sk.Reason)
@@ -64,4 +72,59 @@ func IngressConfig(out io.Writer, ms []client.MachineIngress) error {
 		}
 	}
 	return w.Flush()
+}
+
+// IngressDNS is the records to create for the routed hostnames, as a
+// table, then the notes on what they cannot cover.
+func IngressDNS(out io.Writer, d client.IngressDNS) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if len(d.Records) > 0 {
+		fmt.Fprintln(w, "NAME\tTYPE\tVALUE\tMACHINE")
+	}
+	for _, r := range d.Records {
+		note := ""
+		if r.Private {
+			note = "\t(a private address: use the one the Machine is reached at from the internet)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s%s\n", r.Name, r.Type, r.Value, r.Machine, note)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
+	return nil
+}
+
+// routeOptions is a route's options after its key: " (strip prefix, no
+// https redirect, body up to 10MiB, ...)", or nothing for a route without
+// any.
+func routeOptions(r routeopt.Options) string {
+	var o []string
+	if r.StripPrefix {
+		o = append(o, "strip prefix")
+	}
+	if r.RedirectHTTPS != nil && !*r.RedirectHTTPS {
+		o = append(o, "no https redirect")
+	}
+	if r.MaxBodyBytes > 0 {
+		o = append(o, "body up to "+units.BytesSize(float64(r.MaxBodyBytes)))
+	}
+	if r.ResponseTimeoutMS > 0 {
+		o = append(o, "response within "+(time.Duration(r.ResponseTimeoutMS)*time.Millisecond).String())
+	}
+	if r.Headers != nil {
+		o = append(o, "header rules")
+	}
+	if r.Compress {
+		o = append(o, "gzip")
+	}
+	if r.BasicAuth != nil {
+		o = append(o, "basic auth ("+strings.Join(slices.Sorted(maps.Keys(r.BasicAuth.Users)), ", ")+")")
+	}
+	if len(o) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(o, ", ") + ")"
 }

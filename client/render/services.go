@@ -110,9 +110,13 @@ func serviceIngress(w io.Writer, ing client.IngressStatus) {
 		fmt.Fprintf(w, "ingress\t%s\n", ing.Status)
 	}
 	for _, r := range ing.Routes {
-		fmt.Fprintf(w, "  route\t%s -> :%d\n", r.Key(), r.ContainerPort)
+		fmt.Fprintf(w, "  route\t%s -> :%d%s\n", r.Key(), r.ContainerPort, routeOptions(r.Options))
 	}
 	for _, m := range ing.Machines {
+		if m.Off {
+			fmt.Fprintf(w, "  on %s\toff: it does not accept ingress\n", m.Machine)
+			continue
+		}
 		if m.Error != "" {
 			fmt.Fprintf(w, "  on %s\tunknown: %s\n", m.Machine, m.Error)
 		}

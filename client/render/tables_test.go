@@ -15,6 +15,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // contains fails t for each of want that out lacks, runs of spaces (a
@@ -84,13 +85,32 @@ func TestIngressConfig(t *testing.T) {
 	ms := []client.MachineIngress{{Machine: "m1", MachineID: "id1", Error: "unreachable"},
 		{Machine: "m2", MachineID: "id2", Status: &ingress.Status{LoadError: "bad"}},
 		{Machine: "m3", MachineID: "id3", Status: &ingress.Status{Running: true, Listen: ":80", Loaded: 1, ConfigHash: "abc",
-			Routes: []ingress.Route{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"}}}}}
+			Routes: []ingress.Route{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"},
+				{Hostname: "shop.test", Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: new(bool)}, Owner: "shop-production/api", State: "serving"},
+				{Hostname: "admin.shop.test", Options: routeopt.Options{MaxBodyBytes: 10 << 20, ResponseTimeoutMS: 90000, Headers: &routeopt.Headers{},
+					BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"bob": "", "alice": ""}}, Compress: true}, Owner: "shop-production/admin", State: "serving"}}}},
+		{Machine: "m4", MachineID: "id4", Status: &ingress.Status{Off: true}}}
 	var b strings.Builder
 	if err := IngressConfig(&b, ms); err != nil {
 		t.Fatal(err)
 	}
 	contains(t, "ingress config", b.String(), "machine m1 (id1)", "error    unreachable", "nothing loaded: caddy refused the config: bad",
-		"loaded   1970-01-01T00:00:01Z, config abc, listen :80", "shop.test", "shop-production/web", "[serving pointer p1]")
+		"loaded   1970-01-01T00:00:01Z, config abc, listen :80", "shop.test", "shop-production/web", "[serving pointer p1]",
+		"shop.test/api (strip prefix, no https redirect)", "machine m4 (id4)", "off: this Machine does not accept ingress",
+		"admin.shop.test (body up to 10MiB, response within 1m30s, header rules, gzip, basic auth (alice, bob))")
+}
+
+// TestIngressDNS: the records as a table, private addresses flagged, and
+// the notes after it.
+func TestIngressDNS(t *testing.T) {
+	d := client.IngressDNS{Records: []client.DNSRecord{{Name: "a.example.com", Type: "A", Value: "203.0.113.1", Machine: "m1"},
+		{Name: "a.example.com", Type: "A", Value: "10.0.0.2", Machine: "m2", Private: true}}, Notes: []string{"m3 did not answer"}}
+	var b strings.Builder
+	if err := IngressDNS(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	contains(t, "ingress dns", b.String(), "NAME           TYPE  VALUE        MACHINE", "a.example.com  A     203.0.113.1  m1",
+		"a.example.com  A     10.0.0.2     m2       (a private address", "note: m3 did not answer")
 }
 
 // TestMachineTables: inspect lists labels sorted and plugins; ls sorts

@@ -24,6 +24,17 @@ func ingressCommand() *cobra.Command {
 		},
 	}
 	config.Flags().StringVar(&machine, "machine", "", "only this Machine (name or id)")
-	cmd.AddCommand(config)
+	dns := &cobra.Command{
+		Use:   "dns",
+		Short: "Show the DNS records the routed hostnames need: each points at every Machine that accepts ingress",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withClient(c, func(s *client.Session) error {
+				d, err := s.IngressDNS(c.Context())
+				return show(c, d, err, func(w io.Writer) error { return render.IngressDNS(w, d) })
+			})
+		},
+	}
+	cmd.AddCommand(config, dns)
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/user"
@@ -117,9 +118,10 @@ type Daemon struct {
 	rec    machine.Record
 	active *active       // what runs while joining or participating; nil otherwise
 	kick   chan struct{} // asks publishLoop to write this Machine's row now
-	// phaseChanged is closed (and replaced) when the record's phase
-	// changes, so loops waiting for participation start at once.
-	phaseChanged chan struct{}
+	// recordChanged is closed (and replaced) when the record's phase or
+	// labels change, so loops waiting for participation start at once and
+	// serving plugins follow the acceptance flags.
+	recordChanged chan struct{}
 	// peerGrace overrides departedGrace (tests).
 	peerGrace time.Duration
 	// leases serializes this entry's lease grants (leases.go).
@@ -250,9 +252,9 @@ func (d *Daemon) installBundled(dir string) {
 }
 
 // capabilities are what the plugins serve and what this daemon applies
-// without a command of its own (rpc.CapContainerHost).
+// without a command of its own (rpc.CapContainerHost, CapContainerRoutes).
 func (d *Daemon) capabilities() []string {
-	return append(d.plugins.Capabilities(), rpc.CapContainerHost)
+	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes)
 }
 
 func (d *Daemon) local() (string, string) {
@@ -291,23 +293,24 @@ func (d *Daemon) setRecord(r machine.Record) error {
 		return fmt.Errorf("save machine record: %w", err)
 	}
 	d.mu.Lock()
-	if d.rec.Phase != r.Phase && d.phaseChanged != nil {
-		close(d.phaseChanged)
-		d.phaseChanged = make(chan struct{})
+	if (d.rec.Phase != r.Phase || !maps.Equal(d.rec.Labels, r.Labels)) && d.recordChanged != nil {
+		close(d.recordChanged)
+		d.recordChanged = make(chan struct{})
 	}
 	d.rec = r
 	d.mu.Unlock()
 	return nil
 }
 
-// phaseChange returns a channel closed at the record's next phase change.
-func (d *Daemon) phaseChange() <-chan struct{} {
+// recordChange returns a channel closed at the record's next change of
+// phase or labels.
+func (d *Daemon) recordChange() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.phaseChanged == nil {
-		d.phaseChanged = make(chan struct{})
+	if d.recordChanged == nil {
+		d.recordChanged = make(chan struct{})
 	}
-	return d.phaseChanged
+	return d.recordChanged
 }
 
 func (d *Daemon) storeClient() (*store.Client, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -382,6 +383,9 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 		return nil, err
 	}
 	rec := d.record()
+	// A copy: the current record's map must not change under the loops
+	// that compare it with this one (recordChange).
+	rec.Labels = maps.Clone(rec.Labels)
 	if req.Name != nil {
 		if *req.Name == "" {
 			return nil, rpc.InvalidField("name", "is empty")

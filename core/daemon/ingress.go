@@ -24,12 +24,19 @@ const (
 
 func (d *Daemon) ingressStatusPath() string { return filepath.Join(d.cfg.RunDir, ingressStatusName) }
 
-// ingressPlugin describes the Ingress Proxy as a serving plugin.
+// ingressPlugin describes the Ingress Proxy as a serving plugin. It runs
+// only while this Machine's ployz.accepts leaves ingress in: a Machine
+// without it binds neither 80 nor 443 nor any TCP route's port.
 func (d *Daemon) ingressPlugin() servingPlugin {
 	return servingPlugin{name: IngressPlugin, what: "ingress", spec: d.ingressSpec,
-		check: func(b []byte) error { _, err := ingress.ParseSpec(b); return err },
-		kept:  []string{ingressSpecFile, d.ingressStatusPath(), d.trustedMachinesPath()}}
+		check:    func(b []byte) error { _, err := ingress.ParseSpec(b); return err },
+		kept:     []string{ingressSpecFile, d.ingressStatusPath(), d.trustedMachinesPath()},
+		accepted: d.acceptsIngress}
 }
+
+// acceptsIngress reports whether this Machine's own record accepts
+// ingress (rpc.AcceptIngress; no ployz.accepts label accepts everything).
+func (d *Daemon) acceptsIngress() bool { return rpc.Accepts(d.record().Labels, rpc.AcceptIngress) }
 
 func (d *Daemon) ingressLoop(ctx context.Context) { d.keepConfigured(ctx, d.ingressPlugin()) }
 func (d *Daemon) stopIngress(ctx context.Context) { d.stopServing(ctx, d.ingressPlugin()) }
@@ -67,10 +74,14 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 }
 
 // ingressStatus answers ingress_status from the status file the proxy
-// writes; no file means the proxy has loaded nothing on this Machine. It
+// writes; no file means the proxy has loaded nothing on this Machine. A
+// Machine that does not accept ingress says so (Off) and nothing else. It
 // needs the ingress plugin: while no healthy plugin serves CapHTTP it is
 // refused naming that capability.
 func (d *Daemon) ingressStatus(context.Context, json.RawMessage) (any, error) {
+	if !d.acceptsIngress() {
+		return ingress.Status{MachineID: d.record().ID, Off: true}, nil
+	}
 	if err := d.needCapability(ingress.CapHTTP); err != nil {
 		return nil, err
 	}

@@ -3,8 +3,12 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +19,8 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/meshaddr"
+	"github.com/ployz/ployz/core/pluginhost"
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/sdk/dns"
@@ -298,4 +304,77 @@ func testMesh(t *testing.T) *mesh.Mesh {
 	}
 	t.Cleanup(func() { m.Down() }) //nolint:errcheck // best effort
 	return m
+}
+
+// TestIngressFollowsAcceptance: a participating Machine whose ployz.accepts
+// leaves ingress out derives no ingress spec; the spec and status files
+// the proxy kept are removed and its unit stopped (closing its parked
+// sockets), the trust list DNS shares stays, and ingress_status says
+// off. Accepting ingress again through update_machine configures it at
+// once, without waiting for the next retry.
+func TestIngressFollowsAcceptance(t *testing.T) {
+	d, _, u := machineDaemon(t, "m1")
+	files := t.TempDir()
+	prev := ingressSpecFile
+	t.Cleanup(func() { ingressSpecFile = prev })
+	ingressSpecFile = filepath.Join(files, "ingress.json")
+	d.rec.Phase = machine.Participating
+	d.rec.Labels = map[string]string{rpc.MachineLabelAccepts: rpc.AcceptServices}
+	for _, p := range []string{ingressSpecFile, d.ingressStatusPath(), d.trustedMachinesPath()} {
+		if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := d.ingressPlugin()
+	derive := p.spec
+	var derived atomic.Int32
+	p.spec = func() ([]byte, error) { derived.Add(1); return derive() }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.keepConfigured(ctx, p); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	stop := "stop " + pluginhost.UnitName(IngressPlugin)
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(u.seen(), stop) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !slices.Contains(u.seen(), stop) {
+		t.Fatalf("units %v: the ingress unit was not stopped", u.seen())
+	}
+	for _, p := range []string{ingressSpecFile, d.ingressStatusPath()} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s survived the withdrawal (%v)", p, err)
+		}
+	}
+	if _, err := os.Stat(d.trustedMachinesPath()); err != nil {
+		t.Errorf("the trust list went with ingress: %v", err)
+	}
+	out, err := hcall(t, d.ingressStatus, rpc.IngressStatusRequest{})
+	if st, ok := out.(ingress.Status); err != nil || !ok || !st.Off || st.Running || st.MachineID != "m1" {
+		t.Fatalf("ingress_status %+v %v, want off", out, err)
+	}
+	if n := derived.Load(); n != 0 {
+		t.Fatalf("the ingress spec was derived %d times on a Machine without ingress", n)
+	}
+
+	if _, err := hcall(t, d.updateMachine, rpc.UpdateMachineRequest{LabelsAdd: map[string]string{rpc.MachineLabelAccepts: "services,ingress"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(servingRetryEvery / 2)
+	for derived.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if derived.Load() == 0 {
+		t.Fatalf("accepting ingress again derived no spec within %s", servingRetryEvery/2)
+	}
+	stops := 0
+	for _, c := range u.seen() {
+		if c == stop {
+			stops++
+		}
+	}
+	if stops != 1 {
+		t.Errorf("units %v: the ingress unit stopped %d times, want once", u.seen(), stops)
+	}
 }

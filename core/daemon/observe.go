@@ -325,7 +325,7 @@ func serviceContainerBody(o rpc.ContainerObservation, in container.InspectRespon
 	if o.Spec != nil {
 		b.Networks = o.Spec.Networks
 		for _, r := range o.Spec.Ingress {
-			b.Ingress = append(b.Ingress, sdkstore.IngressRoute{Hostname: r.Hostname, ContainerPort: r.ContainerPort, Protocol: r.Protocol, Port: r.Port})
+			b.Ingress = append(b.Ingress, sdkstore.IngressRoute(r)) // the same fields: a new one cannot be left behind
 		}
 	}
 	if in.Config != nil {

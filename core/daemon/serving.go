@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ployz/ployz/core/machine"
@@ -51,16 +52,34 @@ type servingPlugin struct {
 	// kept are the files the plugin keeps (its spec, its status), removed
 	// on reset once its unit stopped.
 	kept []string
+	// accepted reports whether this Machine runs p at all (nil: always).
+	// While it does not, p's spec is withdrawn and its unit stopped, so
+	// nothing of it listens; the unit the plugin host starts again waits
+	// unconfigured (the ingress acceptance flag, ployz.accepts).
+	accepted func() bool
 }
 
 // keepConfigured hands p its spec once this Machine participates (a
 // joining Machine waits), retrying until the host took it, then refreshing.
+// While the Machine does not accept p (p.accepted) it withdraws p instead,
+// once per change of the record.
 func (d *Daemon) keepConfigured(ctx context.Context, p servingPlugin) {
+	withdrawn := false
 	for ctx.Err() == nil {
 		wait := servingRetryEvery
-		// Taken before reading the phase, so a change in between wakes us.
-		changed := d.phaseChange()
-		if d.record().Phase == machine.Participating {
+		// Taken before reading the record, so a change in between wakes us.
+		changed := d.recordChange()
+		switch {
+		case d.record().Phase != machine.Participating:
+		case p.accepted != nil && !p.accepted():
+			if !withdrawn {
+				withdrawn = d.withdraw(ctx, p)
+			}
+			if withdrawn {
+				wait = servingRefreshEvery
+			}
+		default:
+			withdrawn = false
 			if err := d.configure(ctx, p); err != nil {
 				d.log.Warn(p.what+" not configured; retrying", "plugin", p.name, "error", err)
 			} else {
@@ -91,6 +110,33 @@ func (d *Daemon) configure(ctx context.Context, p servingPlugin) error {
 	return d.plugins.SetConfig(ctx, p.name, spec)
 }
 
+// withdraw stops p on a Machine that does not accept it: the host's
+// config for it is cleared (a process started again waits unconfigured),
+// and when its spec file exists, meaning it serves or may, the spec and
+// status go and its unit stops, which closes the sockets it parked in
+// systemd's fd store. The trust list stays: other plugins read it. It
+// reports whether the host took the cleared config.
+func (d *Daemon) withdraw(ctx context.Context, p servingPlugin) bool {
+	cleared := d.plugins != nil
+	if cleared {
+		if err := d.plugins.SetConfig(ctx, p.name, nil); err != nil {
+			d.log.Warn(p.what+": config not cleared; retrying", "plugin", p.name, "error", err)
+			cleared = false
+		}
+	}
+	if _, err := os.Stat(p.kept[0]); errors.Is(err, os.ErrNotExist) {
+		return cleared
+	}
+	d.log.Info("this Machine does not accept "+p.what+": withdrawing its spec and stopping it", "plugin", p.name)
+	own := slices.DeleteFunc(slices.Clone(p.kept), func(f string) bool { return f == d.trustedMachinesPath() })
+	d.removeFiles(own)
+	if err := d.cfg.Units.Stop(ctx, pluginhost.UnitName(p.name)); err != nil {
+		d.log.Warn("stop "+p.what, "error", err)
+	}
+	d.removeFiles(own)
+	return cleared
+}
+
 // stopServing is the reset path: withdraw p's spec, remove the files it
 // kept, then stop its unit (which releases its parked sockets). The files
 // go first so that the process the host starts again finds no spec and
@@ -102,15 +148,15 @@ func (d *Daemon) stopServing(ctx context.Context, p servingPlugin) {
 			d.log.Warn("reset: withdraw spec", "plugin", p.name, "error", err)
 		}
 	}
-	d.removeKept(p)
+	d.removeFiles(p.kept)
 	if err := d.cfg.Units.Stop(ctx, pluginhost.UnitName(p.name)); err != nil {
 		d.log.Warn("reset: stop "+p.what, "error", err)
 	}
-	d.removeKept(p)
+	d.removeFiles(p.kept)
 }
 
-func (d *Daemon) removeKept(p servingPlugin) {
-	for _, path := range p.kept {
+func (d *Daemon) removeFiles(paths []string) {
+	for _, path := range paths {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("reset: remove", "path", path, "error", err)
 		}

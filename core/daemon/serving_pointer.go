@@ -206,8 +206,10 @@ func readPointers(ctx context.Context, st *store.Client) (map[string]store.Servi
 	return out, nil
 }
 
-// readAcks fills v's acks: every participating Machine with this
-// Machine's membership view of it, and what each acked.
+// readAcks fills v's acks: every participating Machine that runs an
+// Ingress Proxy, with this Machine's membership view of it, and what each
+// acked. A Machine whose own row says it does not accept ingress runs no
+// proxy (its daemon withdrew it), so no ack of its is waited for.
 func (d *Daemon) readAcks(ctx context.Context, st *store.Client, v *servingView) error {
 	as, err := st.ServingAcks().List(ctx)
 	if err != nil {
@@ -223,7 +225,7 @@ func (d *Daemon) readAcks(ctx context.Context, st *store.Client, v *servingView)
 	members := d.members(ctx)
 	self := d.record().ID
 	for _, m := range ms {
-		if m.Body.Phase != string(machine.Participating) {
+		if m.Body.Phase != string(machine.Participating) || !rpc.Accepts(m.Body.Labels, rpc.AcceptIngress) {
 			continue
 		}
 		state := "unknown"

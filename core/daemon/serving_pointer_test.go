@@ -83,13 +83,20 @@ func putAck(t *testing.T, st *store.Client, machineID, svc, pointer string) {
 // each Container is named with the image and deployment its owner's row
 // reports (not what the caller claims), a Container without a row from
 // its Machine is reported unseen, serving_status joins the pointer with
-// every participating Machine's ack, and a delete removes it.
+// every participating Machine's ack (those accepting ingress), and a
+// delete removes it.
 func TestMoveServingPointerAndStatus(t *testing.T) {
 	ctx := context.Background()
 	d, st := storeDaemon(t, "m-self")
 	putMachine(t, st, "m-self", "self", machine.Participating)
 	putMachine(t, st, "m-two", "two", machine.Participating)
 	putMachine(t, st, "m-new", "new", machine.Joining) // not participating: owes no ack
+	// Its own row says it does not accept ingress: no proxy runs there,
+	// so it owes no ack either.
+	if _, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: "m-worker", Owner: "m-worker",
+		Body: store.MachineBody{Name: "worker", Phase: string(machine.Participating), Labels: map[string]string{rpc.MachineLabelAccepts: "services,builds"}}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: "c1", Owner: "m-two",
 		Body: store.ContainerBody{Service: "web", Namespace: "hello-prod", ImageID: "sha256:row", Deployment: "d-row", State: "running"}}); err != nil {
 		t.Fatal(err)

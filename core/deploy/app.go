@@ -9,9 +9,12 @@
 package deploy
 
 import (
+	"strings"
+
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // App is a Deploy Intent: the complete declaration of one project in one
@@ -136,22 +139,37 @@ type IngressRoute struct {
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"` // "" is http; tcp
 	Port          int    `json:"port,omitempty"`     // tcp only
+	// Path and Options are an HTTP route's (rpc.IngressRoute).
+	Path string `json:"path,omitempty"`
+	routeopt.Options
 }
 
-// Key names the route as the Ingress Proxies report it: its hostname, or
-// "tcp/PORT".
+// Key names the route as the Ingress Proxies report it: its hostname and
+// path, or "tcp/PORT".
 func (r IngressRoute) Key() string {
-	if r.Protocol == "tcp" {
-		return ingress.Route{Protocol: r.Protocol, Port: r.Port}.Key()
-	}
-	return r.Hostname
+	return ingress.Route{Hostname: r.Hostname, Path: r.Path, Protocol: r.Protocol, Port: r.Port}.Key()
+}
+
+// Extended reports whether the route uses what only Machines with
+// rpc.CapContainerRoutes carry into their rows: a path, a wildcard
+// hostname or any option.
+func (r IngressRoute) Extended() bool {
+	return r.Path != "" || strings.HasPrefix(r.Hostname, "*.") || r.Options != (routeopt.Options{})
 }
 
 // The Ployz compose extensions on a service.
 //
 //	x-ports:                      # ingress hostnames, ingress TCP ports and host ports
-//	  - hostname: app.example.com # HTTP ingress route (needs container_port)
-//	    container_port: 8080
+//	  - hostname: app.example.com # HTTP ingress route (needs container_port);
+//	    container_port: 8080      # a wildcard *.example.com matches one label
+//	    path: /api                # optional prefix, whole segments; longest wins
+//	    strip_prefix: true        # the Container sees /users for /api/users
+//	    redirect_https: false     # default: 308 to HTTPS once a certificate is loaded
+//	    max_body_size: 10m        # larger request bodies: 413
+//	    response_timeout: 90s     # no response headers by then: 504
+//	    headers: {request: {set: {X-Env: prod}, remove: [X-Debug]}, response: {set: {...}, remove: [Server]}}
+//	    basic_auth: {realm: staff, users: {alice: "$2y$10$..."}}  # bcrypt hashes
+//	    compress: true            # gzip text answers for clients that accept it
 //	  - ingress_port: 5432        # TCP ingress route: port 5432 of every
 //	    container_port: 5432      # Machine's Ingress Proxy (protocol tcp only;
 //	    protocol: tcp             # not 53, 80, 443, 7569-7571 or 51820)
@@ -179,6 +197,15 @@ type xPort struct {
 	IngressPort   int    `json:"ingress_port"`
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol"`
+	Path          string `json:"path"`
+	StripPrefix   bool   `json:"strip_prefix"`
+	RedirectHTTPS *bool  `json:"redirect_https"`
+	// MaxBodySize is a number of bytes or a size string.
+	MaxBodySize     any                 `json:"max_body_size"`
+	ResponseTimeout string              `json:"response_timeout"`
+	Headers         *routeopt.Headers   `json:"headers"`
+	BasicAuth       *routeopt.BasicAuth `json:"basic_auth"`
+	Compress        bool                `json:"compress"`
 }
 
 type xPlacement struct {

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/docker/go-units"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -47,18 +50,27 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 			if err := decodeX(k, v, &ps); err != nil {
 				return nil, err
 			}
-			tcp := map[int]int{} // ingress_port -> entry
+			tcp := map[int]int{}       // ingress_port -> entry
+			routes := map[string]int{} // HTTP route key -> entry
 			for i, p := range ps {
 				if j, dup := tcp[p.IngressPort]; dup && p.IngressPort != 0 {
 					return nil, fmt.Errorf("x-ports[%d].ingress_port: %d is already x-ports[%d]'s", i, p.IngressPort, j)
 				}
 				tcp[p.IngressPort] = i
+				n := len(svc.Ingress)
 				if err := applyXPort(svc, spec, p); err != nil {
 					var fe fieldError
 					if errors.As(err, &fe) {
 						return nil, fmt.Errorf("x-ports[%d].%s: %s", i, fe.field, fe.msg)
 					}
 					return nil, fmt.Errorf("x-ports[%d]: %w", i, err)
+				}
+				if len(svc.Ingress) > n && svc.Ingress[n].Protocol == "" {
+					k := svc.Ingress[n].Key()
+					if j, dup := routes[k]; dup {
+						return nil, fmt.Errorf("x-ports[%d]: route %s is already x-ports[%d]'s (one container_port per hostname and path)", i, k, j)
+					}
+					routes[k] = i
 				}
 			}
 		case "x-placement":
@@ -141,6 +153,9 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 	default:
 		return fieldErrf("protocol", "%q is not tcp or udp", p.Protocol)
 	}
+	if err := httpOnly(p); err != nil {
+		return err
+	}
 	switch {
 	case p.IngressPort != 0 && p.Hostname != "":
 		return fieldErrf("ingress_port", "excludes hostname: one route per entry")
@@ -161,12 +176,12 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 		svc.Ingress = append(svc.Ingress, IngressRoute{Protocol: "tcp", Port: p.IngressPort, ContainerPort: p.ContainerPort})
 		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Protocol: "tcp", Port: p.IngressPort, ContainerPort: p.ContainerPort})
 	case p.Hostname != "":
-		h := strings.ToLower(strings.TrimSuffix(p.Hostname, "."))
-		if err := ingress.ValidHostname(h); err != nil {
-			return fieldErrf("hostname", "%s", err)
+		r, err := httpRoute(p)
+		if err != nil {
+			return err
 		}
-		svc.Ingress = append(svc.Ingress, IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
-		spec.Ingress = append(spec.Ingress, rpc.IngressRoute{Hostname: h, ContainerPort: p.ContainerPort})
+		svc.Ingress = append(svc.Ingress, r)
+		spec.Ingress = append(spec.Ingress, rpc.IngressRoute(r))
 	case p.HostPort > 0 && p.HostPort <= 65535:
 		proto := p.Protocol
 		if proto == "" {
@@ -176,6 +191,95 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 		svc.HostPorts = append(svc.HostPorts, p.HostPort)
 	default:
 		return fmt.Errorf("want hostname, ingress_port or host_port (1-65535)")
+	}
+	return nil
+}
+
+// httpRoute is an x-ports hostname entry's route: hostname (a wildcard
+// only as its first label) and path normalised as package ingress matches
+// them, strip_prefix only with a path, redirect_https kept only when it
+// opts out (true is the default, so it hashes as if left out).
+func httpRoute(p xPort) (IngressRoute, error) {
+	h, err := ingress.CheckHostPattern(p.Hostname)
+	if err != nil {
+		return IngressRoute{}, fieldErrf("hostname", "%s", err)
+	}
+	path, err := ingress.CheckPath(p.Path)
+	if err != nil {
+		return IngressRoute{}, fieldErrf("path", "%s", err)
+	}
+	if p.StripPrefix && path == "" {
+		return IngressRoute{}, fieldErrf("strip_prefix", "needs a path other than /")
+	}
+	r := IngressRoute{Hostname: h, ContainerPort: p.ContainerPort, Path: path}
+	r.StripPrefix = p.StripPrefix
+	if p.RedirectHTTPS != nil && !*p.RedirectHTTPS {
+		r.RedirectHTTPS = p.RedirectHTTPS
+	}
+	if err := routeLimits(p, &r); err != nil {
+		return IngressRoute{}, err
+	}
+	if r.Headers, err = p.Headers.Normalize(); err != nil {
+		return IngressRoute{}, fieldErrf("headers", "%s", err)
+	}
+	if err := p.BasicAuth.Check(); err != nil {
+		return IngressRoute{}, fieldErrf("basic_auth", "%s", err)
+	}
+	r.BasicAuth, r.Compress = p.BasicAuth, p.Compress
+	return r, nil
+}
+
+// httpOnly refuses the keys of an HTTP route in an entry without a
+// hostname.
+func httpOnly(p xPort) error {
+	if p.Hostname != "" {
+		return nil
+	}
+	for _, k := range []struct {
+		set         bool
+		field, will string
+	}{
+		{p.Path != "", "path", "paths route HTTP requests"}, {p.StripPrefix, "strip_prefix", "it strips an HTTP path"},
+		{p.RedirectHTTPS != nil, "redirect_https", "redirects are HTTP"}, {p.MaxBodySize != nil, "max_body_size", "it bounds HTTP requests"},
+		{p.ResponseTimeout != "", "response_timeout", "it bounds HTTP responses"}, {p.Headers != nil, "headers", "they are HTTP's"},
+		{p.BasicAuth != nil, "basic_auth", "it guards HTTP requests"}, {p.Compress, "compress", "it encodes HTTP answers"},
+	} {
+		if k.set {
+			return fieldErrf(k.field, "needs hostname: %s", k.will)
+		}
+	}
+	return nil
+}
+
+// MaxResponseTimeout bounds x-ports response_timeout.
+const MaxResponseTimeout = 24 * time.Hour
+
+// routeLimits fills r's body limit (max_body_size: bytes, or a size such
+// as 10m or 1GiB, binary units) and response timeout (a Go duration,
+// e.g. 90s).
+func routeLimits(p xPort, r *IngressRoute) error {
+	switch v := p.MaxBodySize.(type) {
+	case nil:
+	case float64:
+		if v < 1 || v != float64(int64(v)) {
+			return fieldErrf("max_body_size", "%v is not a whole number of bytes above 0", v)
+		}
+		r.MaxBodyBytes = int64(v)
+	case string:
+		n, err := units.RAMInBytes(v)
+		if err != nil || n < 1 {
+			return fieldErrf("max_body_size", "%q is not a size such as 10m or 1GiB", v)
+		}
+		r.MaxBodyBytes = n
+	default:
+		return fieldErrf("max_body_size", "want a size such as 10m or a number of bytes")
+	}
+	if p.ResponseTimeout != "" {
+		d, err := time.ParseDuration(p.ResponseTimeout)
+		if err != nil || d < time.Millisecond || d > MaxResponseTimeout {
+			return fieldErrf("response_timeout", "%q is not a duration from 1ms to %s (e.g. 90s)", p.ResponseTimeout, MaxResponseTimeout)
+		}
+		r.ResponseTimeoutMS = d.Milliseconds()
 	}
 	return nil
 }

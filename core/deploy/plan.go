@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // Row operations.
@@ -169,6 +170,11 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	}
 	markPulls(p.Rows, snap, o.Pull, app)
 	p.Warnings = append(p.Warnings, routeConflicts(ns, app, snap)...)
+	rw, err := routeProxies(app, snap)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Warnings = append(p.Warnings, rw...)
 	prune := pruneRows(ns, snap, declared)
 	switch {
 	case len(prune) == 0 || o.NoPrune:
@@ -261,6 +267,23 @@ func admitHost(svc Service, ms []MachineState) ([]MachineState, error) {
 	return keep, nil
 }
 
+// admitRoutes narrows ms, when svc declares a route with options (a path,
+// a wildcard hostname, strip_prefix or redirect_https), to the Machines
+// whose release writes them into the Container's row: an older one would
+// publish the route for its whole hostname.
+func admitRoutes(svc Service, ms []MachineState) ([]MachineState, error) {
+	i := slices.IndexFunc(svc.Ingress, IngressRoute.Extended)
+	if i < 0 {
+		return ms, nil
+	}
+	keep, old := splitMachines(ms, func(m MachineState) bool { return slices.Contains(m.Capabilities, rpc.CapContainerRoutes) })
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("x-ports route %s needs Machines that carry its path and options, and no eligible one does (%s lack capability %s: they run an older release; upgrade them)",
+			svc.Ingress[i].Key(), strings.Join(old, ", "), rpc.CapContainerRoutes)
+	}
+	return keep, nil
+}
+
 // admitKinds narrows ms to the Machines that accept services and carry
 // every role svc needs; an error names the flag or role none satisfies.
 func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
@@ -318,6 +341,9 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 		return nil, err
 	}
 	if ms, err = admitHost(svc, ms); err != nil {
+		return nil, err
+	}
+	if ms, err = admitRoutes(svc, ms); err != nil {
 		return nil, err
 	}
 	for _, c := range svc.Constraints {
@@ -463,6 +489,43 @@ func sortByName(ms []MachineState) {
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name || ms[i].Name == ms[j].Name && ms[i].ID < ms[j].ID })
 }
 
+// routeProxies refuses routes with options (IngressRoute.Extended) while
+// a Machine that accepts ingress runs an Ingress Proxy without
+// ingress.CapRoutes: it would serve a path route as its whole hostname. A
+// Machine that advertises no ingress at the moment (its proxy restarting,
+// or Down) cannot be told apart from one that would: a warning says so.
+func routeProxies(app App, snap Snapshot) ([]string, error) {
+	var first IngressRoute
+	for _, svc := range app.Services {
+		if i := slices.IndexFunc(svc.Ingress, IngressRoute.Extended); i >= 0 {
+			first = svc.Ingress[i]
+			break
+		}
+	}
+	if first.Hostname == "" {
+		return nil, nil
+	}
+	var old, unknown []string
+	for _, m := range snap.Machines {
+		switch {
+		case !rpc.Accepts(m.Labels, rpc.AcceptIngress) || slices.Contains(m.Capabilities, ingress.CapRoutes):
+		case m.Membership != "down" && slices.Contains(m.Capabilities, ingress.CapHTTP):
+			old = append(old, m.Name)
+		default:
+			unknown = append(unknown, m.Name)
+		}
+	}
+	if len(old) > 0 {
+		return nil, fmt.Errorf("x-ports route %s has a path or options the Ingress Proxy of %s does not serve (no capability %s: an older release; upgrade it, or take ingress off it with `ployz machine update NAME --accepts services`)",
+			first.Key(), strings.Join(old, ", "), ingress.CapRoutes)
+	}
+	if len(unknown) > 0 {
+		return []string{fmt.Sprintf("x-ports route %s has a path or options, and whether the Ingress Proxy of %s serves them is unknown (it advertises no ingress now); an older release serves the route as its whole hostname",
+			first.Key(), strings.Join(unknown, ", "))}, nil
+	}
+	return nil, nil
+}
+
 // routeConflicts warns about ingress routes the app declares that another
 // Service's observed Containers already claim: the Ingress Proxies keep
 // serving the current owner and report a conflict until one drops it.
@@ -474,7 +537,7 @@ func routeConflicts(ns string, app App, snap Snapshot) []string {
 				continue
 			}
 			for _, r := range c.Spec.Ingress {
-				k := IngressRoute{Hostname: r.Hostname, Protocol: r.Protocol, Port: r.Port}.Key()
+				k := IngressRoute(r).Key()
 				if claims[k] == nil {
 					claims[k] = map[string]bool{}
 				}

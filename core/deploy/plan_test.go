@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 const ns = "hello-production"
@@ -327,6 +328,64 @@ func TestPlanWarnsOfClaimedRoutes(t *testing.T) {
 	}
 	if w := strings.Join(p.Warnings, "\n"); !strings.Contains(w, "hello.example.test is already claimed by shop-production/site") {
 		t.Fatalf("warnings: %s", w)
+	}
+	// A path of the same hostname is a route of its own; the same path is
+	// claimed again.
+	other.Spec.Ingress[0].Path = "/api"
+	web.Ingress = []IngressRoute{{Hostname: "hello.example.test", ContainerPort: 8080}, {Hostname: "hello.example.test", Path: "/api", ContainerPort: 8081}}
+	web.Spec.Ingress = nil
+	app.Services = []Service{web}
+	caps := machine("m1", nil, other)
+	caps.Capabilities = []string{rpc.CapContainerRoutes, ingress.CapHTTP, ingress.CapRoutes}
+	if p, err = MakePlan(app, snapOf(caps), PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(p.Warnings, "\n"); strings.Count(w, "already claimed") != 1 || !strings.Contains(w, "hello.example.test/api is already claimed by shop-production/site") {
+		t.Fatalf("warnings with paths: %s", w)
+	}
+}
+
+// TestPlanRouteOptionsNeedCapabilities: a Service with a path route runs
+// only on Machines whose release carries the path into its rows, and the
+// plan is refused while a Machine that accepts ingress runs an Ingress
+// Proxy without path routes; one advertising no ingress at the moment is
+// a warning, one without ingress nothing. A plain route needs neither.
+func TestPlanRouteOptionsNeedCapabilities(t *testing.T) {
+	with := func(m MachineState, caps ...string) MachineState { m.Capabilities = caps; return m }
+	newest := []string{rpc.CapContainerRoutes, ingress.CapHTTP, ingress.CapRoutes}
+	web := svc("web", 2, func(s *Service) {
+		s.Ingress = []IngressRoute{{Hostname: "app.example.test", Path: "/api", ContainerPort: 8080}}
+	})
+	snap := snapOf(with(machine("m1", nil), newest...), with(machine("m2", nil), ingress.CapHTTP, ingress.CapRoutes))
+	p, err := MakePlan(app(web), snap, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != "m1 web create\nm1 web create" {
+		t.Errorf("rows:\n%s\nwant both on m1, the Machine that carries route paths", got)
+	}
+	if _, err := MakePlan(app(web), snapOf(with(machine("m2", nil), ingress.CapHTTP, ingress.CapRoutes)), PlanOptions{}); err == nil ||
+		!strings.Contains(err.Error(), rpc.CapContainerRoutes) || !strings.Contains(err.Error(), "m2") {
+		t.Errorf("no Machine carries route paths: %v", err)
+	}
+
+	old := with(machine("m3", nil), rpc.CapContainerRoutes, ingress.CapHTTP)
+	if _, err := MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), old), PlanOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "Ingress Proxy of m3") || !strings.Contains(err.Error(), ingress.CapRoutes) {
+		t.Errorf("an older Ingress Proxy: %v", err)
+	}
+	old.Labels = map[string]string{rpc.MachineLabelAccepts: rpc.AcceptServices}
+	if _, err := MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), old), PlanOptions{}); err != nil {
+		t.Errorf("a Machine without ingress refused the plan: %v", err)
+	}
+	p, err = MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), with(machine("m4", nil), rpc.CapContainerRoutes)), PlanOptions{})
+	if err != nil || !strings.Contains(strings.Join(p.Warnings, "\n"), "Ingress Proxy of m4 serves them is unknown") {
+		t.Errorf("an Ingress Proxy advertising nothing: %v %v", err, p.Warnings)
+	}
+
+	plain := svc("web", 1, func(s *Service) { s.Ingress = []IngressRoute{{Hostname: "app.example.test", ContainerPort: 8080}} })
+	if _, err := MakePlan(app(plain), snapOf(machine("m5", nil)), PlanOptions{}); err != nil {
+		t.Errorf("a plain route on an older Machine: %v", err)
 	}
 }
 

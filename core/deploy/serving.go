@@ -320,8 +320,9 @@ func (sr *serviceRun) movePointer(ctx context.Context, ps *pointerState, next []
 	}
 }
 
-// waitAcks waits until every participating Machine that is not Down acks
-// pointer id; past AckTimeout it reports the Machines that did not.
+// waitAcks waits until every participating Machine that runs ingress and
+// is not Down acks pointer id (the entry's serving_status says which);
+// past AckTimeout it reports the Machines that did not.
 func (sr *serviceRun) waitAcks(ctx context.Context, key, id string) {
 	e, p, g := sr.e, sr.p, sr.g
 	timeout := e.AckTimeout

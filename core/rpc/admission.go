@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // Machine roles and acceptance flags are Machine labels, so they travel
@@ -17,13 +19,13 @@ const (
 	// MachineLabelAccepts lists, comma-separated, the kinds of work a
 	// Machine accepts (AcceptServices, AcceptIngress, AcceptBuilds).
 	// Unset, it accepts every kind, as Machines did before the flag.
-	MachineLabelAccepts = "ployz.accepts"
+	MachineLabelAccepts = sdkstore.LabelAccepts
 )
 
 // Kinds of work a Machine may accept.
 const (
 	AcceptServices = "services"
-	AcceptIngress  = "ingress"
+	AcceptIngress  = sdkstore.AcceptIngress
 	AcceptBuilds   = "builds"
 )
 
@@ -61,25 +63,12 @@ func HasRole(labels map[string]string, r string) bool {
 	return ok
 }
 
-// Accepts reports whether a Machine with labels accepts work of kind.
-func Accepts(labels map[string]string, kind string) bool {
-	v, ok := labels[MachineLabelAccepts]
-	if !ok {
-		return true
-	}
-	return slices.Contains(SplitAccepts(v), kind)
-}
+// Accepts reports whether a Machine with labels accepts work of kind
+// (the rule lives in sdk/store, where plugins read it too).
+func Accepts(labels map[string]string, kind string) bool { return sdkstore.Accepts(labels, kind) }
 
 // SplitAccepts splits a ployz.accepts value into its kinds.
-func SplitAccepts(v string) []string {
-	var out []string
-	for _, k := range strings.Split(v, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			out = append(out, k)
-		}
-	}
-	return out
-}
+func SplitAccepts(v string) []string { return sdkstore.SplitAccepts(v) }
 
 // ParseAccepts checks kinds and returns the ployz.accepts value naming
 // them ("" accepts nothing new: a Machine kept for what it runs).

@@ -1,6 +1,10 @@
 package rpc
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
+)
 
 // Service Container commands. The CLI plans a Deploy and sends these to
 // each target Machine in turn; the daemon admits every creation against
@@ -61,11 +65,25 @@ const (
 // IngressRoute is one ingress route: HTTP requests for Hostname (Protocol
 // "" or "http"), or TCP connections to Port on every ingress Machine
 // (Protocol "tcp"), reach the Container's ContainerPort.
+//
+// An HTTP route may also name a Path prefix (only requests under it; ""
+// is the whole hostname), strip that prefix before the request reaches the
+// Container (StripPrefix), and opt out of the redirect to HTTPS that
+// every route gets once a certificate for its hostname is loaded
+// (RedirectHTTPS false; nil is the default). Hostname may be a wildcard
+// (*.example.com). Matching is package sdk/ingress's (paths.go). It may
+// also bound request bodies (MaxBodyBytes: larger ones are answered 413),
+// bound the wait for the Container's response headers
+// (ResponseTimeoutMS: 504 after it), rewrite headers and require basic
+// authentication (package sdk/ingress/routeopt). The fields are left out
+// when unset, so a route without them hashes as before they existed.
 type IngressRoute struct {
 	Hostname      string `json:"hostname,omitempty"`
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"`
 	Port          int    `json:"port,omitempty"`
+	Path          string `json:"path,omitempty"`
+	routeopt.Options
 }
 
 // ContainerSpec is the Resolved Service Spec of one Container: everything
@@ -145,6 +163,12 @@ func NetworkAllowed(ns, n string) bool {
 // applies ContainerSpec.Host. A Machine without it would ignore the
 // field, so the planner never sends it a spec that carries one.
 const CapContainerHost = "ployz.container.host.v1"
+
+// CapContainerRoutes is advertised by a Machine whose Container rows
+// carry an ingress route's path, strip_prefix and redirect_https. An older
+// one would drop them, publishing the route for its whole hostname, so the
+// planner places a Service with such a route only where this is served.
+const CapContainerRoutes = "ployz.container.routes.v1"
 
 // HostSpec is what a compose Service declares about its Container beyond
 // image, command, environment, ports and mounts, as Docker Compose

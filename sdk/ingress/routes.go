@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/serving"
 	"github.com/ployz/ployz/sdk/store"
 )
@@ -68,6 +69,29 @@ type claim struct {
 	ups      map[string][]upstream // service -> eligible upstreams
 	waiting  map[string]int        // service -> ready Containers the pointer does not name
 	down     map[string][]string   // service -> Machines held Down with ready Containers of it
+	opts     map[string]routeOpts  // service -> the options its route is served with
+}
+
+// routeOpts are an HTTP route's options as one Container row declares
+// them. A Service's Containers agree unless a Deploy changing them is
+// under way: then a serving row's win over the others', the newest first
+// (its Serving Pointer names the new Containers once they are ready).
+type routeOpts struct {
+	options routeopt.Options // as the row declares them
+	serves  bool
+	created int64
+	row     string
+}
+
+// wins reports whether o is preferred over p.
+func (o routeOpts) wins(p routeOpts) bool {
+	if o.serves != p.serves {
+		return o.serves
+	}
+	if o.created != p.created {
+		return o.created > p.created
+	}
+	return o.row > p.row
 }
 
 // ServiceKey is the "namespace/service" key of Services in routes,
@@ -152,10 +176,15 @@ func (rc *routeComputation) claim(r store.Row[store.ContainerBody]) {
 		k := id.Key()
 		c := rc.claims[k]
 		if c == nil {
-			c = &claim{route: id, services: map[string]bool{}, ups: map[string][]upstream{}, waiting: map[string]int{}, down: map[string][]string{}}
+			c = &claim{route: id, services: map[string]bool{}, ups: map[string][]upstream{}, waiting: map[string]int{}, down: map[string][]string{},
+				opts: map[string]routeOpts{}}
 			rc.claims[k] = c
 		}
 		c.services[svc] = true
+		o := routeOpts{options: rt.Options, serves: verdict == serving.Serves, created: b.CreatedAt, row: r.Key}
+		if prev, ok := c.opts[svc]; !ok || o.wins(prev) {
+			c.opts[svc] = o
+		}
 		switch verdict {
 		case serving.NotReady:
 		case serving.Waiting:
@@ -187,6 +216,9 @@ func (rc *routeComputation) route(k string, c *claim) Route {
 		rt.Owner = p
 	}
 	if rt.Owner != "" {
+		if rt.Protocol == "" {
+			withOptions(&rt, c.opts[rt.Owner].options)
+		}
 		rc.upstreams(&rt, c, prev)
 	}
 	rc.state(&rt, c, claimants)
@@ -252,6 +284,23 @@ func (rc *routeComputation) state(rt *Route, c *claim, claimants []string) {
 	}
 }
 
+// withOptions gives rt the options o declares. Limits that make no sense
+// (negative) and header rules or users that do not check are dropped,
+// not trusted: a row is another Machine's word.
+func withOptions(rt *Route, o routeopt.Options) {
+	rt.Options = o
+	rt.StripPrefix = o.StripPrefix && rt.Path != ""
+	rt.MaxBodyBytes, rt.ResponseTimeoutMS = max(o.MaxBodyBytes, 0), max(o.ResponseTimeoutMS, 0)
+	var err error
+	if rt.Headers, err = o.Headers.Normalize(); err != nil {
+		rt.Headers = nil
+	}
+	if o.BasicAuth.Check() != nil {
+		// Fail closed: a route whose users do not check admits nobody.
+		rt.BasicAuth = &routeopt.BasicAuth{Realm: "ployz", Users: map[string]string{}}
+	}
+}
+
 // routeIdentity validates one row route and returns the route it claims;
 // errors start with the offending field's name.
 func routeIdentity(rt store.IngressRoute) (Route, error) {
@@ -260,11 +309,15 @@ func routeIdentity(rt store.IngressRoute) (Route, error) {
 	}
 	switch rt.Protocol {
 	case "", "http":
-		h := strings.ToLower(strings.TrimSuffix(rt.Hostname, "."))
-		if err := ValidHostname(h); err != nil {
+		h, err := CheckHostPattern(rt.Hostname)
+		if err != nil {
 			return Route{}, fmt.Errorf("hostname\" %s", err)
 		}
-		return Route{Hostname: h}, nil
+		p, err := CheckPath(rt.Path)
+		if err != nil {
+			return Route{}, fmt.Errorf("path\" %s", err)
+		}
+		return Route{Hostname: h, Path: p}, nil
 	case "tcp":
 		if rt.Port < 1 || rt.Port > 65535 {
 			return Route{}, fmt.Errorf("port\" is %d, want 1-65535", rt.Port)

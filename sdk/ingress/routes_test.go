@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/serving"
 	"github.com/ployz/ployz/sdk/store"
+	"golang.org/x/crypto/bcrypt"
 )
 
 func row(key, machine, ns, svc, ip string, ready bool, routes ...store.IngressRoute) store.Row[store.ContainerBody] {
@@ -299,5 +301,86 @@ func TestComputeLeavesOutDownMachines(t *testing.T) {
 	r = Compute(Input{Machines: ms, Containers: rows, Machine: "m3"}).Routes[0]
 	if len(r.Upstreams) != 0 || !slices.Equal(r.Down, []string{"m1", "m2"}) || r.State != RoutePending || !strings.Contains(r.Detail, "503") {
 		t.Fatalf("route with every replica down: %+v", r)
+	}
+}
+
+// TestComputePathRoutes: a hostname and a path prefix make one route, so
+// two Services split one hostname by path, and a conflict is on one
+// hostname and path alone. The owner's options come with the route: from
+// a serving row before a row that is not, the newest first. Wildcard
+// hostnames are routes; a bad path is skipped naming the field.
+func TestComputePathRoutes(t *testing.T) {
+	no := false
+	api := store.IngressRoute{Hostname: "app.example.test", Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: &no}, ContainerPort: 8080}
+	site := store.IngressRoute{Hostname: "App.Example.Test.", ContainerPort: 80}
+	wild := store.IngressRoute{Hostname: "*.example.test", ContainerPort: 80}
+	rows := []store.Row[store.ContainerBody]{
+		row("a1", "m1", "demo", "api", "10.210.1.2", true, api),
+		row("s1", "m1", "demo", "site", "10.210.1.3", true, site, wild),
+		row("bad", "m1", "demo", "other", "10.210.1.4", true, store.IngressRoute{Hostname: "app.example.test", Path: "/a//b", ContainerPort: 80}),
+	}
+	got := Compute(Input{Machines: testMachines, Containers: rows, Machine: "m1"})
+	byKey := got.ByKey()
+	if len(got.Routes) != 3 || len(got.Skipped) != 1 || !strings.Contains(got.Skipped[0].Reason, `field "ingress[0].path" "/a//b" has an empty segment`) {
+		t.Fatalf("routes %+v skipped %+v", got.Routes, got.Skipped)
+	}
+	a, s, w := byKey["app.example.test/api"], byKey["app.example.test"], byKey["*.example.test"]
+	if a.Owner != "demo/api" || a.Path != "/api" || !a.StripPrefix || a.RedirectHTTPS == nil || *a.RedirectHTTPS || a.State != RoutePublished ||
+		!slices.Equal(a.Upstreams, []string{"10.210.1.2:8080"}) {
+		t.Errorf("api route %+v", a)
+	}
+	if s.Owner != "demo/site" || s.Path != "" || s.StripPrefix || s.RedirectHTTPS != nil || !slices.Equal(s.Upstreams, []string{"10.210.1.3:80"}) {
+		t.Errorf("site route %+v", s)
+	}
+	if w.Owner != "demo/site" || w.State != RoutePublished {
+		t.Errorf("wildcard route %+v", w)
+	}
+
+	// A rival for /api is a conflict there only; the previous owner keeps it.
+	rival := row("r1", "m1", "alpha", "api", "10.210.1.5", true, store.IngressRoute{Hostname: "app.example.test", Path: "/api/", ContainerPort: 9000})
+	got = Compute(Input{Machines: testMachines, Containers: append(rows, rival), Machine: "m1", Prev: byKey})
+	byKey = got.ByKey()
+	if r := byKey["app.example.test/api"]; r.State != RouteConflict || r.Owner != "demo/api" || !r.StripPrefix ||
+		!slices.Equal(r.Claimants, []string{"alpha/api", "demo/api"}) {
+		t.Errorf("contested /api %+v", r)
+	}
+	if r := byKey["app.example.test"]; r.State != RoutePublished || r.Owner != "demo/site" {
+		t.Errorf("/ is not contested: %+v", r)
+	}
+
+	// Options differ during a Deploy that changes them: the serving
+	// row's win, then the newest row's.
+	older := row("a0", "m1", "demo", "api", "10.210.1.6", true, store.IngressRoute{Hostname: "app.example.test", Path: "/api", ContainerPort: 8080})
+	older.Body.CreatedAt = 100
+	newer := row("a2", "m1", "demo", "api", "10.210.1.7", false, api)
+	newer.Body.CreatedAt = 200
+	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{older, newer}, Machine: "m1"}).Routes[0]; r.StripPrefix || r.RedirectHTTPS != nil {
+		t.Errorf("the ready row's options lost to a row not ready: %+v", r)
+	}
+	newer.Body.Ready = true
+	if r := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{older, newer}, Machine: "m1"}).Routes[0]; !r.StripPrefix || r.RedirectHTTPS == nil {
+		t.Errorf("the newest ready row's options lost: %+v", r)
+	}
+}
+
+// TestComputeRouteLimitsAndRules: a route carries its owner's body limit,
+// response timeout, header rules (normalised again: a row is another
+// Machine's word) and users; a row whose users do not check gets a route
+// that admits nobody, never an open one, and a negative limit none.
+func TestComputeRouteLimitsAndRules(t *testing.T) {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	good := store.IngressRoute{Hostname: "a.example.test", ContainerPort: 80, Options: routeopt.Options{MaxBodyBytes: 1 << 20, ResponseTimeoutMS: 1500,
+		Headers:   &routeopt.Headers{Request: &routeopt.HeaderRules{Set: map[string]string{"x-env": "prod"}}},
+		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": string(hash)}}, Compress: true}}
+	bad := store.IngressRoute{Hostname: "b.example.test", ContainerPort: 80, Options: routeopt.Options{MaxBodyBytes: -5,
+		BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"alice": "pw"}}}}
+	got := Compute(Input{Machines: testMachines, Machine: "m1", Containers: []store.Row[store.ContainerBody]{
+		row("a", "m1", "demo", "a", "10.210.1.2", true, good), row("b", "m1", "demo", "b", "10.210.1.3", true, bad)}}).ByKey()
+	a, b := got["a.example.test"], got["b.example.test"]
+	if a.MaxBodyBytes != 1<<20 || a.ResponseTimeoutMS != 1500 || a.Headers.Request.Set["X-Env"] != "prod" || a.BasicAuth.Users["alice"] != string(hash) || !a.Compress {
+		t.Errorf("route a %+v", a)
+	}
+	if b.MaxBodyBytes != 0 || b.BasicAuth == nil || len(b.BasicAuth.Users) != 0 {
+		t.Errorf("route b %+v: want no limit and nobody admitted", b)
 	}
 }

@@ -146,18 +146,24 @@ const (
 	CapTLS = "ployz.ingress.tls.v1"
 	// CapTCP: TCP ports routed to ready Containers.
 	CapTCP = "ployz.ingress.tcp.v1"
+	// CapRoutes: HTTP routes with a path prefix (longest match, optional
+	// strip), wildcard hostnames, and the redirect to HTTPS once a
+	// certificate is loaded (paths.go). An ingress without it serves a
+	// path route as its whole hostname, so ployz refuses to deploy one
+	// while a Machine's ingress lacks it.
+	CapRoutes = "ployz.ingress.routes.v1"
 	// CapSealedKeys: reads certificate private keys sealed with the
 	// Cluster key (docs/security.md). Keys are sealed in the store only
 	// once every participating Machine running an ingress advertises it.
 	CapSealedKeys = "ployz.ingress.sealed-keys.v1"
 )
 
-// Capabilities returns what an ingress serving s offers: HTTP and TCP
-// always, TLS when s turns HTTPS on, sealed keys when s names the Cluster
-// secret that opens them. A nil s (not configured yet) offers
-// HTTP and TCP, which it will serve once configured.
+// Capabilities returns what an ingress serving s offers: HTTP, TCP and
+// path routes always, TLS when s turns HTTPS on, sealed keys when s names
+// the Cluster secret that opens them. A nil s (not configured yet) offers
+// HTTP, TCP and path routes, which it will serve once configured.
 func Capabilities(s *Spec) []string {
-	caps := []string{CapHTTP, CapTCP}
+	caps := []string{CapHTTP, CapTCP, CapRoutes}
 	if s != nil && s.ACME != nil {
 		caps = append(caps, CapTLS)
 	}

@@ -3,6 +3,8 @@ package ingress
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // The status file (Spec.StatusFile): what an ingress has loaded, as it last
@@ -40,6 +42,11 @@ type Status struct {
 	// Running is false when no status file exists: the ingress has not
 	// loaded anything from the store on this Machine.
 	Running bool `json:"running"`
+	// Off is set by the daemon of a Machine whose ployz.accepts leaves
+	// ingress out: no ingress runs there and nothing listens on 80 or
+	// 443, so it has no routes to report and acks no Serving Pointer.
+	// Absent from older daemons, which run ingress everywhere.
+	Off bool `json:"off,omitempty"`
 	// Stale is set by the daemon when the file is older than
 	// StaleAfterSeconds: the routes are what the ingress last reported,
 	// not a live view.
@@ -77,6 +84,12 @@ type Route struct {
 	Hostname string `json:"hostname,omitempty"`
 	Protocol string `json:"protocol,omitempty"` // "" is http
 	Port     int    `json:"port,omitempty"`     // tcp only
+	// Path is an HTTP route's path prefix ("" is the whole hostname);
+	// the fields after it are the owner's options for it
+	// (store.IngressRoute). A status file carries BasicAuth's user names
+	// with their hashes left out.
+	Path string `json:"path,omitempty"`
+	routeopt.Options
 	// Owner is "namespace/service" (empty when a conflict has no
 	// previous owner: nothing is published); Claimants lists every
 	// Service that claims the route when State is conflict.
@@ -100,12 +113,13 @@ type Route struct {
 	Detail    string   `json:"detail,omitempty"`
 }
 
-// Key names the route: its hostname, or "tcp/PORT".
+// Key names the route: its hostname followed by its path
+// ("app.example.com/api"; the hostname alone without one), or "tcp/PORT".
 func (s Route) Key() string {
 	if s.Protocol == "tcp" {
 		return fmt.Sprintf("tcp/%d", s.Port)
 	}
-	return s.Hostname
+	return s.Hostname + s.Path
 }
 
 // SkippedRoute is one route of one Container row that was not used.

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/ployz/ployz/sdk/ingress/routeopt"
+
 // The bodies below are the rows a plugin reads or owns; frozen formats (docs/formats.md, "Stable promise"): fields
 // are only ever added, each optional with a default; nothing is renamed or
 // repurposed. Readers ignore unknown fields (encoding/json's default), so
@@ -89,12 +91,21 @@ type ContainerBody struct {
 }
 
 // IngressRoute is one ingress route of a Container: a hostname (HTTP) or,
-// with Protocol "tcp", a TCP Port every ingress Machine listens on.
+// with Protocol "tcp", a TCP Port every ingress Machine listens on. An
+// HTTP route may carry a Path prefix, StripPrefix, RedirectHTTPS (false:
+// no redirect to HTTPS; absent: the default), a request body limit, a
+// response timeout, header rules, basic authentication (bcrypt hashes)
+// and compression (package sdk/ingress/routeopt; matching is
+// sdk/ingress's paths.go). A reader that predates them sees a route for
+// the whole hostname without them; ployz places such routes only on
+// Machines that write them (they advertise ployz.container.routes.v1).
 type IngressRoute struct {
 	Hostname      string `json:"hostname,omitempty"`
 	ContainerPort int    `json:"container_port"`
 	Protocol      string `json:"protocol,omitempty"`
 	Port          int    `json:"port,omitempty"`
+	Path          string `json:"path,omitempty"`
+	routeopt.Options
 }
 
 // ServingBody is a Service's Serving Pointer (table serving, keyed by

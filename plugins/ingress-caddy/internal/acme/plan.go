@@ -16,7 +16,8 @@ import (
 )
 
 // participating lists the ids of the Machines whose record says they
-// participate, sorted: the issuing ranks.
+// participate and accept ingress, sorted: the issuing ranks. A Machine
+// without ingress runs no proxy, so it never takes a turn.
 func participating(ctx context.Context, s Store) ([]string, error) {
 	rows, err := s.Machines(ctx)
 	if err != nil {
@@ -24,7 +25,7 @@ func participating(ctx context.Context, s Store) ([]string, error) {
 	}
 	var ids []string
 	for _, r := range rows {
-		if r.Body.Phase == serving.Participating {
+		if r.Body.Phase == serving.Participating && store.Accepts(r.Body.Labels, store.AcceptIngress) {
 			ids = append(ids, strings.ToLower(r.Key))
 		}
 	}
@@ -131,7 +132,7 @@ func (e *certEvaluation) host(h string) {
 	}
 	needs := true
 	if v.mat != nil && e.now.Before(v.mat.notAfter) {
-		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM})
+		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM, Hostname: h})
 		st.State, st.NotAfter, st.Issuer = ingress.CertIssued, v.mat.notAfter.Unix(), b.Issuer
 		needs = !e.now.Before(v.mat.renewAt())
 	} else if b.Failures > 0 {

@@ -1,6 +1,7 @@
 package acme
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +33,16 @@ func evalNow(t *testing.T, m *Manager, st *memStore) string {
 }
 
 // Rank k waits k × the rank delay from when it first saw the need, and
-// every Machine waits while another's challenge is fresh.
+// every Machine waits while another's challenge is fresh. Only Machines
+// that accept ingress take a rank.
 func TestTurnsByRank(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	st := newMemStore("m-c", "m-a", "m-b")
 	st.machines = append(st.machines, store.Row[store.MachineBody]{Key: "m-0", Body: store.MachineBody{Phase: "joining"}})
+	// A Machine whose ployz.accepts leaves ingress out runs no proxy: it
+	// takes no rank, though it sorts first.
+	st.machines = append(st.machines, store.Row[store.MachineBody]{Key: "m-00", Body: store.MachineBody{Phase: "participating",
+		Labels: map[string]string{store.LabelAccepts: "services"}}})
 	a, b, c := planManager(t, "m-a", &now, st), planManager(t, "m-b", &now, st), planManager(t, "m-c", &now, st)
 	for _, m := range []*Manager{a, b, c} {
 		m.Want([]string{"x.example.test"})
@@ -128,6 +134,15 @@ func TestMalformedRowsAndRenewAt(t *testing.T) {
 	}
 	if len(snap.TLS.Certificates) != 2 || len(snap.TLS.Challenges) != 0 {
 		t.Fatalf("loaded %d certificates, %d challenges", len(snap.TLS.Certificates), len(snap.TLS.Challenges))
+	}
+	// Each loaded certificate names its hostname: the proxy redirects
+	// that hostname's HTTP routes to HTTPS.
+	var loadedFor []string
+	for _, c := range snap.TLS.Certificates {
+		loadedFor = append(loadedFor, c.Hostname)
+	}
+	if slices.Sort(loadedFor); !slices.Equal(loadedFor, []string{"good.example.test", "old.example.test"}) {
+		t.Errorf("certificates loaded for %v", loadedFor)
 	}
 	states := map[string]ingress.CertificateState{}
 	for _, s := range snap.States {

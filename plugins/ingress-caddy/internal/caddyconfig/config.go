@@ -46,7 +46,7 @@ func CaddyConfig(listen, machine, stateDir string, routes []ingress.Route) ([]by
 			// wrapper is registered by package proxy, which loads this).
 			"listener_wrappers": []any{obj{"wrapper": ConnWrapper}},
 			"automatic_https":   obj{"disable": true},
-			"routes":            serverRoutes(machine, true),
+			"routes":            serverRoutes(machine, true, 0),
 		}}}},
 	}
 	if l4 := layer4App(listen, routes); l4 != nil { // tcp routes: l4.go
@@ -56,11 +56,15 @@ func CaddyConfig(listen, machine, stateDir string, routes []ingress.Route) ([]by
 }
 
 // serverRoutes are an HTTP server's routes: the verify path, then every
-// request to RouteHandler (answering HTTP-01 challenges when challenges).
-func serverRoutes(machine string, challenges bool) []any {
+// request to RouteHandler (answering HTTP-01 challenges when challenges,
+// redirecting to HTTPS on httpsPort when it is not 0).
+func serverRoutes(machine string, challenges bool, httpsPort int) []any {
 	route := obj{"handler": RouteHandler}
 	if challenges {
 		route["challenges"] = true
+	}
+	if httpsPort != 0 {
+		route["https_port"] = httpsPort
 	}
 	return []any{
 		obj{

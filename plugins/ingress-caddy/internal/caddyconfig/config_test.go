@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 func TestCaddyConfigDeterministic(t *testing.T) {
@@ -91,5 +92,59 @@ func TestCaddyConfigTLS(t *testing.T) {
 	}
 	if lp := cfg.Apps.TLS.Certificates.LoadPEM; len(lp) != 1 || lp[0].Certificate != "C" || lp[0].Key != "K" || cfg.Apps.TLS.Automation != nil {
 		t.Fatalf("tls app: %+v", cfg.Apps.TLS)
+	}
+	// Without an HTTPS port nothing redirects.
+	if strings.Contains(string(b), "https_port") {
+		t.Fatalf("https_port without one: %s", b)
+	}
+}
+
+// TestCaddyConfigRedirect: with material and an HTTPS port, the HTTP
+// server's route handler gets the port (it redirects covered hostnames)
+// and the HTTPS server's does not; without material there is no HTTPS
+// server, so nothing redirects whatever the port; the certificate's
+// hostname and the routes' paths and options stay out of the config.
+func TestCaddyConfigRedirect(t *testing.T) {
+	no := false
+	routes := []ingress.Route{
+		{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{"10.0.0.1:8080"}},
+		{Hostname: "a.test", Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: &no}, Owner: "p/api", State: "published", Upstreams: []string{"10.0.0.2:8080"}},
+		{Hostname: "*.b.test", Owner: "p/any", State: "published", Upstreams: []string{"10.0.0.3:8080"}},
+	}
+	plain, _ := CaddyConfig(":80", "m1", "/tmp/s", routes)
+	if none, _ := CaddyConfigTLS(":80", "m1", "/tmp/s", routes, TLS{Listen: "fd/7", HTTPSPort: 443}); string(none) != string(plain) {
+		t.Fatalf("an HTTPS port without material changed the config:\n%s", none)
+	}
+	b, err := CaddyConfigTLS(":80", "m1", "/tmp/s", routes, TLS{Listen: "fd/7", HTTPSPort: 8443,
+		Certificates: []Certificate{{CertPEM: "C", KeyPEM: "K", Hostname: "a.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string `json:"listen"`
+					Routes []struct {
+						Handle []map[string]any `json:"handle"`
+					} `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	h, s := cfg.Apps.HTTP.Servers["ingress"], cfg.Apps.HTTP.Servers["ingress_tls"]
+	if got := h.Routes[1].Handle[0]; got["handler"] != RouteHandler || got["https_port"] != float64(8443) || got["challenges"] != true {
+		t.Errorf("http route handler %v, want https_port 8443", got)
+	}
+	if got := s.Routes[1].Handle[0]; got["https_port"] != nil || s.Listen[0] != "fd/7" {
+		t.Errorf("https server %v %v: it must not redirect", s.Listen, got)
+	}
+	for _, leak := range []string{"a.test", "/api", "strip", "*.b.test", "redirect_https"} {
+		if strings.Contains(string(b), leak) {
+			t.Errorf("the config holds %q: routes change the table, never the config\n%s", leak, b)
+		}
 	}
 }

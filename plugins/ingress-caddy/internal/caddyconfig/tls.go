@@ -18,13 +18,20 @@ type TLS struct {
 	Certificates []Certificate
 	// Challenges are answered on HTTP, each for its own hostname only.
 	Challenges []Challenge
+	// HTTPSPort is the port clients reach HTTPS on (Listen's, which may be
+	// an inherited socket's "fd/N"): HTTP routes of a hostname some
+	// certificate covers redirect there. 0 redirects nothing.
+	HTTPSPort int
 }
 
 // Certificate is PEM material: the leaf first, then its chain, and the
-// private key.
+// private key. Hostname is the name it was loaded for (a wildcard's
+// "*.example.com" too): the routing table redirects that name's HTTP
+// routes to HTTPS. It is not part of the config.
 type Certificate struct {
-	CertPEM string
-	KeyPEM  string
+	CertPEM  string
+	KeyPEM   string
+	Hostname string
 }
 
 // Challenge is one HTTP-01 answer.
@@ -50,11 +57,14 @@ const (
 // server on t.Listen with the same routes as HTTP, which completes a
 // handshake only for a hostname some certificate covers (by SNI). Without
 // material nothing listens on t.Listen, so a Machine whose port 443 is
-// taken keeps serving HTTP until it has a certificate. HTTP keeps serving
-// every route; it does not redirect. t.Challenges are not part of the
-// config: the proxy's routing table answers them on HTTP, so a new
-// challenge reloads nothing. A t without material gives CaddyConfig's
-// bytes. Output is deterministic for equal input.
+// taken keeps serving HTTP until it has a certificate. With material and
+// t.HTTPSPort, the HTTP server's route handler gets that port: it
+// redirects (308) the routes of a covered hostname that do not opt out,
+// so no redirect points at an HTTPS server Caddy does not run.
+// t.Challenges are not part of the config: the proxy's routing table
+// answers them on HTTP, so a new challenge reloads nothing. A t without
+// material gives CaddyConfig's bytes. Output is deterministic for equal
+// input.
 func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t TLS) ([]byte, error) {
 	base, err := CaddyConfig(listen, machine, stateDir, routes)
 	if err != nil || t.Listen == "" || len(t.Certificates) == 0 {
@@ -69,16 +79,18 @@ func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t 
 	apps, _ := cfg["apps"].(obj)
 	httpApp, _ := apps["http"].(obj)
 	servers, _ := httpApp["servers"].(obj)
-	if _, ok := servers[httpServer].(obj); !ok {
+	plainHTTP, ok := servers[httpServer].(obj)
+	if !ok {
 		return nil, fmt.Errorf("caddy config: no http server %q", httpServer)
 	}
+	plainHTTP["routes"] = serverRoutes(machine, true, t.HTTPSPort)
 	servers[httpsServer] = obj{
 		"listen":                  []string{t.Listen},
 		"listener_wrappers":       []any{obj{"wrapper": ConnWrapper}},
 		"automatic_https":         obj{"disable": true},
 		"tls_connection_policies": []any{obj{}},
 		"protocols":               []string{"h1", "h2"},
-		"routes":                  serverRoutes(machine, false),
+		"routes":                  serverRoutes(machine, false, 0),
 	}
 	pems := make([]any, 0, len(t.Certificates))
 	for _, c := range t.Certificates {

@@ -97,7 +97,7 @@ func BenchmarkIngressVsStockCaddy(b *testing.B) {
 		}},
 	}
 	both, _ := json.Marshal(cfg)
-	publish(buildTable(routes, nil))
+	publish(buildTable(routes, caddyconfig.TLS{}))
 	defer publish(nil)
 	if err := caddy.Load(both, false); err != nil {
 		b.Fatal(err)

@@ -56,14 +56,15 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 }
 
 // tls hands the routed hostnames (published or pending) to the manager
-// and returns the TLS input of the Caddy config.
+// and returns the TLS input of the Caddy config. A wildcard is not handed
+// over: HTTP-01 cannot validate one.
 func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	if c == nil {
 		return caddyconfig.TLS{}
 	}
 	var hs []string
 	for _, r := range routes {
-		if r.Hostname != "" && r.Protocol == "" && (r.State == ingress.RoutePublished || r.State == ingress.RoutePending) {
+		if r.Hostname != "" && r.Protocol == "" && !ingress.IsWildcard(r.Hostname) && (r.State == ingress.RoutePublished || r.State == ingress.RoutePending) {
 			hs = append(hs, r.Hostname)
 		}
 	}

@@ -16,12 +16,12 @@ import (
 // every name pointing at the Cluster. Without a challenge path the
 // request still routes.
 func TestChallengeAnsweredOnlyForItsHostname(t *testing.T) {
-	publish(buildTable([]ingress.Route{{Hostname: "b.example.test", Owner: "demo/b", State: "pending"}}, []caddyconfig.Challenge{
+	publish(buildTable([]ingress.Route{{Hostname: "b.example.test", Owner: "demo/b", State: "pending"}}, caddyconfig.TLS{Challenges: []caddyconfig.Challenge{
 		{Hostname: "a.example.test", Token: "tok_a", KeyAuthorization: "tok_a.thumb"},
 		{Hostname: "b.example.test", Token: "tok_b", KeyAuthorization: "tok_b.thumb"},
 		// A second row claiming a's token for b answers for b only.
 		{Hostname: "b.example.test", Token: "tok_a", KeyAuthorization: "tok_a.forged"},
-	}))
+	}}))
 	defer publish(nil)
 	h := routeHandler{Challenges: true}
 	get := func(host, path string) (int, string) {

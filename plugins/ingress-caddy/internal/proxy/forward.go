@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 // The forwarder proxies a routed request to its route's upstreams. It
@@ -39,7 +41,8 @@ import (
 //   - a failed round trip (other than by the client going away) ejects
 //     its upstream;
 //   - the client's X-Forwarded-* are replaced (no client is trusted),
-//     Host is kept.
+//     Host is kept; a route that strips its prefix sends the rest of the
+//     cleaned path and the prefix in X-Forwarded-Prefix.
 const (
 	forwardRetries = 2
 	dialTimeout    = time.Second
@@ -77,11 +80,12 @@ func newForwarder() *forwardProxy {
 		Proxy:               nil,  // never a proxy from the environment
 	}}
 	f.rp = &httputil.ReverseProxy{
-		Rewrite:      rewrite,
-		Transport:    f,
-		BufferPool:   bufferPool{},
-		ErrorHandler: badGateway,
-		ErrorLog:     log.New(logWriter{}, "", 0),
+		Rewrite:        rewrite,
+		Transport:      f,
+		BufferPool:     bufferPool{},
+		ModifyResponse: applyResponse,
+		ErrorHandler:   badGateway,
+		ErrorLog:       log.New(logWriter{}, "", 0),
 	}
 	return f
 }
@@ -93,6 +97,17 @@ func (f *forwardProxy) serve(w http.ResponseWriter, r *http.Request, rt *httpRou
 
 func rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
+	pr.Out.Header.Del("X-Forwarded-Prefix") // not the client's to say
+	if rt, _ := pr.In.Context().Value(routeKey{}).(*httpRoute); rt != nil {
+		rt.request.Apply(pr.Out.Header)
+		if rt.strip {
+			// The upstream sees the path below its prefix, and the prefix
+			// in X-Forwarded-Prefix to build its own links.
+			pr.Out.URL.Path = ingress.StripPath(rt.path, cleanPath(pr.In.URL.Path))
+			pr.Out.URL.RawPath = ""
+			pr.Out.Header.Set("X-Forwarded-Prefix", rt.path)
+		}
+	}
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = "" // RoundTrip picks the upstream
 	if pr.Out.Body != nil {
@@ -110,6 +125,14 @@ func (f *forwardProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt == nil {
 		return nil, errNoRoute
 	}
+	if rt.timeout > 0 {
+		return within(rt.timeout, req, func(req *http.Request) (*http.Response, error) { return f.roundTrip(req, rt) })
+	}
+	return f.roundTrip(req, rt)
+}
+
+// roundTrip is RoundTrip once the route is known.
+func (f *forwardProxy) roundTrip(req *http.Request, rt *httpRoute) (*http.Response, error) {
 	a := attempt{f: f, req: req, deadline: time.Now().Add(dialBudget)}
 	for {
 		res, again := a.round(rt.order(time.Now()))
@@ -195,11 +218,13 @@ func isDialError(err error) bool {
 }
 
 // badGateway answers a request no upstream answered: 502 with a body
-// that says so, telling it apart from an upstream's own 502. Which
+// that says so, telling it apart from an upstream's own 502 (413 and 504
+// when the route's body limit or response timeout ended it). Which
 // upstreams failed and why is in the ejection log, not in the answer:
 // mesh addresses are no business of the public.
-func badGateway(w http.ResponseWriter, r *http.Request, _ error) {
-	_ = plain(w, http.StatusBadGateway, "ployz: no Container of "+hostKey(r.Host)+" answered\n")
+func badGateway(w http.ResponseWriter, r *http.Request, err error) {
+	code, body := errorStatus(r, err)
+	_ = plain(w, code, body)
 }
 
 type keepOpen struct{ io.Reader }

@@ -11,8 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"reflect"
+	"slices"
+	"strconv"
 	"sync/atomic"
 
 	"time"
@@ -275,7 +278,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	tlsIn := l.tls(ctx, next.Routes)
 	// Routing changes swap the table in place; only listeners and
 	// certificates change Caddy's config.
-	publish(buildTable(next.Routes, tlsIn.Challenges))
+	publish(buildTable(next.Routes, tlsIn))
 	cfg, err := caddyconfig.CaddyConfigTLS(l.caddyListen, l.spec.Machine, l.spec.StateDir, next.Routes, tlsIn)
 	if err != nil {
 		return 0, fmt.Errorf("generate caddy config: %w", err)
@@ -286,7 +289,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	applied := bytes.Equal(cfg, l.loaded)
 	if applied {
 		l.cur = next
-		l.st.Routes = next.Routes
+		l.st.Routes = statusRoutes(next.Routes)
 		if h := appliedHash(cfg, next.Routes, tlsIn.Challenges); h != l.st.ConfigHash {
 			l.st.ConfigHash, l.st.Loaded = h, time.Now().Unix()
 			l.log.Debug("routes applied", "routes", len(next.Routes), "hash", h)
@@ -323,6 +326,7 @@ func (l *loader) tls(ctx context.Context, routes []ingress.Route) caddyconfig.TL
 		if l.tlsListen == "" {
 			l.tlsListen = parkedListen(FDNameHTTPS, tlsIn.Listen, l.log)
 		}
+		tlsIn.HTTPSPort = listenPort(l.spec.ListenTLS)
 		tlsIn.Listen = l.tlsListen
 	}
 	return tlsIn
@@ -426,4 +430,25 @@ func appliedHash(cfg []byte, routes []ingress.Route, challenges []caddyconfig.Ch
 	}{routes, challenges})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// listenPort is the port of a [host]:port listen address (ParseSpec
+// checked it), 0 when it has none.
+func listenPort(listen string) int {
+	_, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// statusRoutes are routes as the status file shows them: basic
+// authentication's user names without their hashes.
+func statusRoutes(routes []ingress.Route) []ingress.Route {
+	out := slices.Clone(routes)
+	for i := range out {
+		out[i].BasicAuth = out[i].BasicAuth.Redacted()
+	}
+	return out
 }

@@ -1,7 +1,12 @@
 package proxy
 
 import (
+	"cmp"
+	"net"
 	"net/http"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,16 +31,33 @@ import (
 var table atomic.Pointer[routeTable]
 
 type routeTable struct {
-	http       map[string]*httpRoute        // lowercase hostname
+	http       map[string]*hostRoutes       // lowercase hostname, or a wildcard "*.example.com"
 	tcp        map[int]*tcpRoute            // port
 	challenges map[string]map[string]string // HTTP-01 token -> hostname -> key authorization
+	// secure are the hostnames (and wildcards) a loaded certificate
+	// covers: their routes redirect HTTP to HTTPS while the HTTP server's
+	// handler has an HTTPS port, i.e. while Caddy serves HTTPS.
+	secure map[string]bool
 }
 
-// httpRoute is one hostname: an answer of its own (status != 0: pending
-// or ownerless conflict) or the upstreams to proxy to.
+// hostRoutes are one hostname's routes, the longest path first; plain is
+// the only route when it is for the whole hostname (no path to clean or
+// compare).
+type hostRoutes struct {
+	routes []*httpRoute
+	plain  *httpRoute
+}
+
+// httpRoute is one hostname and path: an answer of its own (status != 0:
+// pending or ownerless conflict) or the upstreams to proxy to, with the
+// route's options.
 type httpRoute struct {
-	status int
-	body   string
+	path     string // "" is the whole hostname
+	strip    bool   // the upstream sees the path without path
+	redirect bool   // HTTP redirects to HTTPS once a certificate covers the hostname
+	status   int
+	body     string
+	options  // limits, header rules, authentication (options.go)
 	upstreams
 }
 
@@ -53,14 +75,21 @@ func newUpstreams(rt ingress.Route) upstreams {
 	return upstreams{dials: rt.Upstreams, local: min(max(rt.Local, 0), len(rt.Upstreams))}
 }
 
-// buildTable turns routes into a routing table.
-func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *routeTable {
-	t := &routeTable{http: map[string]*httpRoute{}, tcp: map[int]*tcpRoute{}, challenges: map[string]map[string]string{}}
-	for _, c := range challenges {
+// buildTable turns routes into a routing table, with the HTTP-01
+// challenges and the hostnames of the certificates in tlsIn.
+func buildTable(routes []ingress.Route, tlsIn caddyconfig.TLS) *routeTable {
+	t := &routeTable{http: map[string]*hostRoutes{}, tcp: map[int]*tcpRoute{}, challenges: map[string]map[string]string{},
+		secure: map[string]bool{}}
+	for _, c := range tlsIn.Challenges {
 		if t.challenges[c.Token] == nil {
 			t.challenges[c.Token] = map[string]string{}
 		}
 		t.challenges[c.Token][c.Hostname] = c.KeyAuthorization
+	}
+	for _, c := range tlsIn.Certificates {
+		if c.Hostname != "" {
+			t.secure[c.Hostname] = true
+		}
 	}
 	for _, rt := range routes {
 		if rt.Protocol == "tcp" {
@@ -69,21 +98,101 @@ func buildTable(routes []ingress.Route, challenges []caddyconfig.Challenge) *rou
 			}
 			continue
 		}
-		switch {
-		case rt.Owner == "":
-			t.http[rt.Hostname] = &httpRoute{status: http.StatusServiceUnavailable,
-				body: "ployz: " + rt.Hostname + " is claimed by several Services; nothing is published\n"}
-		case len(rt.Upstreams) == 0 && len(rt.Down) > 0:
-			t.http[rt.Hostname] = &httpRoute{status: http.StatusServiceUnavailable,
-				body: "ployz: every Container of " + rt.Hostname + " is on a Machine that is down (" + strings.Join(rt.Down, ", ") + ")\n"}
-		case len(rt.Upstreams) == 0:
-			t.http[rt.Hostname] = &httpRoute{status: http.StatusBadGateway,
-				body: "ployz: no ready Container for " + rt.Hostname + "\n"}
-		default:
-			t.http[rt.Hostname] = &httpRoute{upstreams: newUpstreams(rt)}
+		h := t.http[rt.Hostname]
+		if h == nil {
+			h = &hostRoutes{}
+			t.http[rt.Hostname] = h
+		}
+		h.routes = append(h.routes, newHTTPRoute(rt))
+	}
+	for _, h := range t.http {
+		slices.SortFunc(h.routes, func(a, b *httpRoute) int { return cmp.Compare(len(b.path), len(a.path)) })
+		if len(h.routes) == 1 && h.routes[0].path == "" {
+			h.plain = h.routes[0]
 		}
 	}
 	return t
+}
+
+// newHTTPRoute is rt as the table serves it.
+func newHTTPRoute(rt ingress.Route) *httpRoute {
+	key := rt.Key()
+	r := &httpRoute{path: rt.Path, strip: rt.StripPrefix && rt.Path != "", redirect: rt.RedirectHTTPS == nil || *rt.RedirectHTTPS,
+		options: newOptions(rt)}
+	switch {
+	case rt.Owner == "":
+		r.status, r.body = http.StatusServiceUnavailable, "ployz: "+key+" is claimed by several Services; nothing is published\n"
+	case len(rt.Upstreams) == 0 && len(rt.Down) > 0:
+		r.status = http.StatusServiceUnavailable
+		r.body = "ployz: every Container of " + key + " is on a Machine that is down (" + strings.Join(rt.Down, ", ") + ")\n"
+	case len(rt.Upstreams) == 0:
+		r.status, r.body = http.StatusBadGateway, "ployz: no ready Container for "+key+"\n"
+	default:
+		r.upstreams = newUpstreams(rt)
+	}
+	return r
+}
+
+// route is the route a request for host (hostKey) and raw path takes: the
+// longest matching path of the exact hostname, else of the wildcard
+// covering it (package ingress's matching); nil when none matches.
+func (t *routeTable) route(host, raw string) *httpRoute {
+	if rt := t.http[host].match(raw); rt != nil {
+		return rt
+	}
+	if w := wildcardOf(host); w != "" {
+		return t.http[w].match(raw)
+	}
+	return nil
+}
+
+// match is the longest of h's routes whose path matches raw, cleaned.
+func (h *hostRoutes) match(raw string) *httpRoute {
+	if h == nil {
+		return nil
+	}
+	if h.plain != nil {
+		return h.plain
+	}
+	p := cleanPath(raw)
+	for _, rt := range h.routes {
+		if ingress.PathMatches(rt.path, p) {
+			return rt
+		}
+	}
+	return nil
+}
+
+// wildcardOf is the wildcard that would cover host ("*.example.com" for
+// a.example.com), "" when host's first label is not one a wildcard covers.
+func wildcardOf(host string) string {
+	i := strings.IndexByte(host, '.')
+	if i <= 0 || !ingress.HostMatches("*"+host[i:], host) {
+		return ""
+	}
+	return "*" + host[i:]
+}
+
+// secures reports whether a loaded certificate covers host.
+func (t *routeTable) secures(host string) bool {
+	if t.secure[host] {
+		return true
+	}
+	w := wildcardOf(host)
+	return w != "" && t.secure[w]
+}
+
+// cleanPath is a request path as routes match it: path.Clean's, rooted,
+// keeping a final slash (an upstream may tell /dir/ from /dir).
+func cleanPath(raw string) string {
+	if raw == "" || raw == "/" {
+		return "/"
+	}
+	p := path.Clean("/" + raw)
+	if strings.HasSuffix(raw, "/") && p != "/" {
+		p += "/"
+	}
+	return p
 }
 
 // addrs is every upstream address the table routes to.
@@ -92,9 +201,11 @@ func (t *routeTable) addrs() map[string]bool {
 	if t == nil {
 		return m
 	}
-	for _, r := range t.http {
-		for _, d := range r.dials {
-			m[d] = true
+	for _, h := range t.http {
+		for _, r := range h.routes {
+			for _, d := range r.dials {
+				m[d] = true
+			}
 		}
 	}
 	for _, r := range t.tcp {
@@ -226,10 +337,14 @@ func init() { caddy.RegisterModule(routeHandler{}) }
 
 // routeHandler is the HTTP handler "ployz_route" (caddyconfig.RouteHandler):
 // it answers HTTP-01 challenges (when Challenges), unknown hosts,
-// pending and conflicting routes itself and proxies the rest to their
-// route's upstreams (forward.go).
+// pending and conflicting routes itself, redirects to HTTPS (when
+// HTTPSPort) a route that lets it whose hostname a loaded certificate
+// covers, and proxies the rest to their route's upstreams (forward.go).
 type routeHandler struct {
 	Challenges bool `json:"challenges,omitempty"`
+	// HTTPSPort is where HTTPS is served, set on the HTTP server while
+	// Caddy serves HTTPS (caddyconfig.CaddyConfigTLS).
+	HTTPSPort int `json:"https_port,omitempty"`
 }
 
 // CaddyModule implements caddy.Module.
@@ -246,11 +361,12 @@ func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 	if t == nil {
 		return plain(w, http.StatusBadGateway, "ployz: no routes loaded yet\n")
 	}
+	host := hostKey(r.Host)
 	if h.Challenges && strings.HasPrefix(r.URL.Path, ingress.ChallengePathPrefix) {
 		if hosts, ok := t.challenges[strings.TrimPrefix(r.URL.Path, ingress.ChallengePathPrefix)]; ok {
 			// Only for the hostname whose order it is: a certificates
 			// row must not validate any other name pointing here.
-			ka, ok := hosts[hostKey(r.Host)]
+			ka, ok := hosts[host]
 			if !ok {
 				return plain(w, http.StatusNotFound, "ployz: no challenge for this host\n")
 			}
@@ -258,15 +374,37 @@ func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 			return plainBody(w, http.StatusOK, ka)
 		}
 	}
-	rt := t.http[hostKey(r.Host)]
+	rt := t.route(host, r.URL.Path)
 	if rt == nil {
-		return plain(w, http.StatusNotFound, "ployz: no route for this host\n")
+		return plain(w, http.StatusNotFound, "ployz: no route for this host and path\n")
+	}
+	if h.HTTPSPort != 0 && rt.redirect && t.secures(host) {
+		return redirectHTTPS(w, r, host, h.HTTPSPort)
+	}
+	if !rt.admits(r) {
+		return unauthorized(w, rt.auth.Realm)
 	}
 	if rt.status != 0 {
 		return plain(w, rt.status, rt.body)
 	}
+	if !rt.limitBody(r) {
+		return plain(w, http.StatusRequestEntityTooLarge, "ployz: the request body is over "+strconv.FormatInt(rt.maxBody, 10)+" bytes\n")
+	}
+	rt.prepareResponse(w)
 	forwarder.serve(w, r, rt)
 	return nil
+}
+
+// redirectHTTPS answers 308 to the same request over HTTPS: method and
+// body are kept, and clients may remember it.
+func redirectHTTPS(w http.ResponseWriter, r *http.Request, host string, port int) error {
+	target := "https://" + host
+	if port != 443 {
+		target = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	w.Header().Set("Location", target+r.URL.RequestURI())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	return plainBody(w, http.StatusPermanentRedirect, "ployz: "+host+" is served over HTTPS\n")
 }
 
 func plain(w http.ResponseWriter, status int, body string) error {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
@@ -68,14 +69,59 @@ func TestBuildTableDownRoute(t *testing.T) {
 		{Hostname: "down.example.test", Owner: "demo/down", Down: []string{"m2", "m3"}},
 		{Hostname: "pending.example.test", Owner: "demo/pending"},
 		{Hostname: "some.example.test", Owner: "demo/some", Upstreams: []string{"10.210.1.2:8080"}, Down: []string{"m2"}},
-	}, nil)
-	if r := tb.http["down.example.test"]; r.status != http.StatusServiceUnavailable || r.body != "ployz: every Container of down.example.test is on a Machine that is down (m2, m3)\n" {
+	}, caddyconfig.TLS{})
+	if r := tb.route("down.example.test", "/"); r.status != http.StatusServiceUnavailable || r.body != "ployz: every Container of down.example.test is on a Machine that is down (m2, m3)\n" {
 		t.Fatalf("down route: %d %q", r.status, r.body)
 	}
-	if r := tb.http["pending.example.test"]; r.status != http.StatusBadGateway {
+	if r := tb.route("pending.example.test", "/"); r.status != http.StatusBadGateway {
 		t.Fatalf("pending route: %d %q", r.status, r.body)
 	}
-	if r := tb.http["some.example.test"]; r.status != 0 || len(r.dials) != 1 {
+	if r := tb.route("some.example.test", "/x"); r.status != 0 || len(r.dials) != 1 {
 		t.Fatalf("route with an upstream left: %+v", r)
+	}
+}
+
+// TestTableRoutesByHostAndPath: within a hostname the longest matching
+// path wins, on whole segments of the cleaned path; the exact hostname's
+// routes are tried before the wildcard's, which covers one well-formed
+// label; a certificate for a name or its wildcard secures it.
+func TestTableRoutesByHostAndPath(t *testing.T) {
+	r := func(host, path, owner string) ingress.Route {
+		return ingress.Route{Hostname: host, Path: path, Owner: owner, Upstreams: []string{"10.210.1.2:80"}}
+	}
+	tb := buildTable([]ingress.Route{
+		r("a.test", "", "site"), r("a.test", "/api", "api"), r("a.test", "/api/v2", "v2"),
+		r("*.a.test", "", "wild"), r("*.a.test", "/x", "wildx"), r("c.a.test", "/api", "c-api"), r("b.test", "/only", "only"),
+	}, caddyconfig.TLS{Certificates: []caddyconfig.Certificate{{Hostname: "a.test"}, {Hostname: "*.s.test"}}})
+	for _, c := range []struct{ host, path, want string }{
+		{"a.test", "/", "a.test"}, {"a.test", "", "a.test"}, {"a.test", "/apis", "a.test"},
+		{"a.test", "/api", "a.test/api"}, {"a.test", "/api/", "a.test/api"}, {"a.test", "/api/users", "a.test/api"},
+		{"a.test", "/api/v2", "a.test/api/v2"}, {"a.test", "/api/v2x", "a.test/api"}, {"a.test", "/api/v2/deep/er", "a.test/api/v2"},
+		{"a.test", "/api/../api/v2/x", "a.test/api/v2"}, {"a.test", "/x/../api", "a.test/api"}, {"a.test", "//api//v2", "a.test/api/v2"},
+		{"c.a.test", "/", "*.a.test"}, {"c.a.test", "/x/y", "*.a.test/x"}, {"c.a.test", "/api/1", "c.a.test/api"},
+		{"a.b.a.test", "/", ""}, {"bad_label.a.test", "/", ""}, {"b.test", "/", ""}, {"b.test", "/only/1", "b.test/only"}, {"z.test", "/", ""},
+	} {
+		rt := tb.route(c.host, c.path)
+		got := ""
+		if rt != nil {
+			for k, h := range tb.http {
+				if slices.Contains(h.routes, rt) {
+					got = k + rt.path
+				}
+			}
+		}
+		if got != c.want {
+			t.Errorf("route(%q, %q) = %q, want %q", c.host, c.path, got, c.want)
+		}
+	}
+	for host, want := range map[string]bool{"a.test": true, "c.a.test": false, "x.s.test": true, "s.test": false, "b.test": false} {
+		if got := tb.secures(host); got != want {
+			t.Errorf("secures(%q) = %v, want %v", host, got, want)
+		}
+	}
+	for raw, want := range map[string]string{"": "/", "/": "/", "/a/": "/a/", "/a/./b": "/a/b", "/a/../../b/": "/b/", "a": "/a", "/a//b": "/a/b"} {
+		if got := cleanPath(raw); got != want {
+			t.Errorf("cleanPath(%q) = %q, want %q", raw, got, want)
+		}
 	}
 }

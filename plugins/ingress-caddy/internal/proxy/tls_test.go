@@ -29,13 +29,7 @@ import (
 func TestCaddyServesLoadedCertificate(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "backend") }))
 	defer backend.Close()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tpl := &x509.Certificate{SerialNumber: big.NewInt(42), Subject: pkix.Name{CommonName: "a.test"}, DNSNames: []string{"a.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, _ := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
-	kd, _ := x509.MarshalECPrivateKey(key)
-	certPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}))
+	certPEM, keyPEM, der := testCert("a.test")
 	httpAddr, tlsAddr := freePort(t), freePort(t)
 	routes := []ingress.Route{
 		{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: []string{backend.Listener.Addr().String()}},
@@ -44,23 +38,9 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	in := caddyconfig.TLS{Listen: tlsAddr,
 		Certificates: []caddyconfig.Certificate{{CertPEM: certPEM, KeyPEM: keyPEM}},
 		Challenges:   []caddyconfig.Challenge{{Hostname: "a.test", Token: "tok_1", KeyAuthorization: "tok_1.thumb"}}}
-	publish(buildTable(routes, in.Challenges))
-	defer publish(nil)
-	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := caddy.Load(cfg, false); err != nil {
-		t.Fatalf("caddy refused the TLS config: %v", err)
-	}
-	defer caddy.Stop()
+	loadTLS(t, httpAddr, routes, in)
 
-	pool := x509.NewCertPool()
-	pool.AddCert(must(x509.ParseCertificate(der)))
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool},
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, tlsAddr)
-		}}}
+	hc := httpsClient(der, tlsAddr)
 	resp, err := hc.Get("https://a.test/")
 	if err != nil {
 		t.Fatalf("https a.test: %v", err)
@@ -100,6 +80,45 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	} else if b, _ := io.ReadAll(resp.Body); resp.Body.Close() == nil && string(b) == "tok_1.thumb" {
 		t.Fatalf("https answered a challenge")
 	}
+}
+
+// loadTLS publishes the table of routes and in, and loads their
+// CaddyConfigTLS (HTTP on httpAddr) into Caddy until the test ends.
+func loadTLS(t *testing.T, httpAddr string, routes []ingress.Route, in caddyconfig.TLS) {
+	t.Helper()
+	publish(buildTable(routes, in))
+	t.Cleanup(func() { publish(nil) })
+	cfg, err := caddyconfig.CaddyConfigTLS(httpAddr, "m1", t.TempDir(), routes, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, false); err != nil {
+		t.Fatalf("caddy refused the TLS config: %v", err)
+	}
+	t.Cleanup(func() { caddy.Stop() })
+}
+
+// testCert is a certificate for name (serial 42, valid for the hour
+// around now), its key, and the certificate's DER.
+func testCert(name string) (certPEM, keyPEM string, der []byte) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(42), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, _ = x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	kd, _ := x509.MarshalECPrivateKey(key)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})), der
+}
+
+// httpsClient trusts the certificate der and dials tlsAddr whatever the
+// URL's host; it follows no redirect.
+func httpsClient(der []byte, tlsAddr string) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(must(x509.ParseCertificate(der)))
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, tlsAddr)
+		}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 func must[T any](v T, err error) T {

@@ -49,10 +49,10 @@ func TestServeFollowsStoreSubscriptions(t *testing.T) {
 	}()
 	upstreams := func() int {
 		t := table.Load()
-		if t == nil || t.http["web.example.test"] == nil {
+		if t == nil || t.route("web.example.test", "/") == nil {
 			return -1
 		}
-		return len(t.http["web.example.test"].dials)
+		return len(t.route("web.example.test", "/").dials)
 	}
 	within := func(what string, want int, d time.Duration) time.Duration {
 		t.Helper()
