@@ -44,7 +44,7 @@ services:
 // both sides.
 // Screenshots go to $PLOYZ_SCREENSHOTS when set.
 func TestDashboard(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 3)
 	op := newOperator(t, l)
 	formCluster(t, l, op)

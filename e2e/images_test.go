@@ -179,7 +179,7 @@ func selfSigned(t *testing.T, ip string) (certPEM, keyPEM []byte) {
 // with the operator's Docker credentials (each Machine pulls it), and
 // fails clearly, naming each Machine's pull, without them.
 func TestImagePull(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	l := lab.ForTest(t, 2)
@@ -320,7 +320,7 @@ func proxyGet(ip, host string) (string, string, error) {
 // builds nothing and replaces only the proxy; a dry run after a source
 // change builds nothing and says so.
 func TestBuildAndShippedConfig(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 2)
 	op := newOperator(t, l)
 	formCluster(t, l, op)
@@ -526,7 +526,7 @@ func serviceImage(p deploy.Plan, service string) string {
 // entry relays it to the others over the mesh. Every Machine then holds
 // the image, and a second push finds it present everywhere.
 func TestImageDeliveredOnce(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	l := lab.ForTest(t, 3)

@@ -62,7 +62,7 @@ func isoContainerOf(t *testing.T, op *operator, project, service string) isoCont
 // to a new address stays out of alpha's reach. Every Machine shows the
 // rules it enforces, and service inspect the network.
 func TestNamespaceIsolation(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 3)
 	op := newOperator(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)

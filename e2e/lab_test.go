@@ -17,7 +17,7 @@ import (
 // the lab's SSH key, reach one another, and can be partitioned, healed,
 // stopped and started.
 func TestLabMachines(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -162,7 +162,7 @@ func assertReach(ctx context.Context, t *testing.T, l *lab.Lab, want map[[2]stri
 // TestLabCleansUpAfterFailure runs a scenario that fails on purpose in a
 // child process and checks that its lab left no container or network.
 func TestLabCleansUpAfterFailure(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	if os.Getenv("PLOYZ_LAB_FAIL_ON_PURPOSE") == "1" {
 		lab.ForTest(t, 1)
 		t.Fatal("failing on purpose")

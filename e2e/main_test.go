@@ -69,3 +69,15 @@ func needLab(tb testing.TB) {
 		prereq.Skip(tb, "lab scenario or benchmark: runs with PLOYZ_LAB=1 (make test's lab step, after the unit tests; make bench)")
 	}
 }
+
+// needLightLab is needLab for a scenario that may run beside another
+// one: it neither counts failed requests under load nor times a failover,
+// and its bounds hold on a loaded host. Such scenarios run after the
+// sequential ones, as many at once as go test's -parallel allows
+// (GOMAXPROCS: two on the 2-core CI machine), so make test's lab step
+// fits its budget. Each lab has its own network and name prefix.
+func needLightLab(t *testing.T) {
+	t.Helper()
+	needLab(t)
+	t.Parallel()
+}

@@ -52,7 +52,7 @@ type logsDoc struct {
 // line, from every Machine, prefixed with Machine and Container, and the
 // filters narrow it.
 func TestLogsOutliveContainers(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 2)
 	op := newOperator(t, l)
 	formCluster(t, l, op)

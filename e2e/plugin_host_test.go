@@ -61,7 +61,7 @@ func pluginsLs(ctx context.Context, l *lab.Lab, m string) ([]pluginhost.PluginSt
 // tampered ingress binary is refused naming both digests while the old
 // process keeps serving (issue 13).
 func TestPluginsHostedOneWay(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -34,7 +34,7 @@ func pluginView(in rpc.Inspection, name string) (rpc.PluginView, bool) {
 // checks that it keeps serving while ployzd is stopped and killed, and that
 // ployzd re-attaches to the same process (issue 4).
 func TestLongLivedPluginOutlivesDaemon(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -55,7 +55,7 @@ type detachedDoc struct {
 // Ctrl-C reaches the process; a --machine without the Service's volume
 // and an unknown Service are refused.
 func TestRun(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTest(t, 2)
 	op := newOperator(t, l)
 	formCluster(t, l, op)

@@ -37,7 +37,7 @@ services:
 // suite runs on lab.DefaultOS; this keeps the other end of the support
 // matrix honest on every `make test`.
 func TestSmokeDebian12(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	l := lab.ForTestOS(t, 2, lab.Debian12)
 	op := newOperator(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
