@@ -134,7 +134,7 @@ func Serve(ctx context.Context, o Options) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := waitChange(ctx, wait, l.changed, l.certs.changed(), l.specTick.C, o.SpecPath, l.raw); err != nil {
+		if err := l.wait(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -165,6 +165,9 @@ type loader struct {
 	failing     bool
 	lastLoadErr string
 	acked       map[string]string // pointers in this Machine's ack row
+	toAck       map[string]string // pointers the routing table follows, acked once drained
+	ackDue      bool
+	drains      drains // retired tables with requests in flight (drain.go)
 	ages        serving.Ages
 	reloads     int    // Caddy loads after the first
 	caddyListen string // bound on the first load, which follows the first store read
@@ -278,7 +281,8 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	tlsIn := l.tls(ctx, next.Routes)
 	// Routing changes swap the table in place; only listeners and
 	// certificates change Caddy's config.
-	publish(buildTable(next.Routes, tlsIn))
+	built := buildTable(next.Routes, tlsIn)
+	l.drains.add(newDrain(publish(built), built, time.Now()))
 	cfg, err := caddyconfig.CaddyConfigTLS(l.caddyListen, l.spec.Machine, l.spec.StateDir, next.Routes, tlsIn)
 	if err != nil {
 		return 0, fmt.Errorf("generate caddy config: %w", err)
@@ -301,7 +305,8 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	if applied {
 		// Caddy runs exactly this computation: ack its pointers.
 		l.st.Pointers = next.Pointers
-		l.acked = ack(ctx, l.src, l.spec.Machine, next.Pointers, l.acked, l.log)
+		l.toAck, l.ackDue = next.Pointers, true
+		l.ackDrained(ctx)
 	}
 	// Caddy may refuse even the first config (e.g. the port is taken):
 	// the status file says so, with Running false.
@@ -382,25 +387,54 @@ func (l *loader) writeStatus() {
 
 // waitChange waits for wait, a change (changed, certs) or ctx's end;
 // every spec tick it checks the spec file and returns ErrSpecChanged
-// when it changed from raw.
-func waitChange(ctx context.Context, wait time.Duration, changed, certs <-chan struct{}, spec <-chan time.Time, path string, raw []byte) error {
+// when it changed from raw. It reports whether anything but the timer
+// ended the wait.
+func waitChange(ctx context.Context, wait time.Duration, changed, certs <-chan struct{}, spec <-chan time.Time, path string, raw []byte) (bool, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case <-timer.C:
-			return nil
+			return false, nil
 		case <-changed:
-			return nil
+			return true, nil
 		case <-certs:
-			return nil
+			return true, nil
 		case <-spec:
 			if now, err := os.ReadFile(path); err == nil && !bytes.Equal(now, raw) {
-				return ErrSpecChanged
+				return true, ErrSpecChanged
 			}
 		}
+	}
+}
+
+// ackDrained acks the pointers the routing table follows once no
+// request is left on a route they changed (drain.go).
+func (l *loader) ackDrained(ctx context.Context) {
+	if !l.ackDue || l.drains.pending(time.Now(), l.log) {
+		return
+	}
+	l.acked = ack(ctx, l.src, l.spec.Machine, l.toAck, l.acked, l.log)
+	l.ackDue = !maps.Equal(l.acked, l.toAck)
+}
+
+// wait waits up to d for a change, acking meanwhile once the retired
+// tables drain.
+func (l *loader) wait(ctx context.Context, d time.Duration) error {
+	until := time.Now().Add(d)
+	for {
+		step := time.Until(until)
+		polling := l.ackDue && l.drains.pending(time.Now(), l.log)
+		if polling {
+			step = min(step, drainPoll)
+		}
+		woke, err := waitChange(ctx, step, l.changed, l.certs.changed(), l.specTick.C, l.o.SpecPath, l.raw)
+		if err != nil || woke || !polling || !time.Now().Before(until) {
+			return err
+		}
+		l.ackDrained(ctx)
 	}
 }
 

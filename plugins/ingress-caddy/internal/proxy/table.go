@@ -38,6 +38,9 @@ type routeTable struct {
 	// covers: their routes redirect HTTP to HTTPS while the HTTP server's
 	// handler has an HTTPS port, i.e. while Caddy serves HTTPS.
 	secure map[string]bool
+	// entering counts requests between looking their route up here and
+	// counting themselves on it (drain.go).
+	entering atomic.Int64
 }
 
 // hostRoutes are one hostname's routes, the longest path first; plain is
@@ -59,6 +62,7 @@ type httpRoute struct {
 	body     string
 	options  // limits, header rules, authentication (options.go)
 	upstreams
+	inflight atomic.Int64 // requests being proxied on this route (drain.go)
 }
 
 type tcpRoute struct{ upstreams }
@@ -220,8 +224,8 @@ func (t *routeTable) addrs() map[string]bool {
 // not routed before (its Container became ready again) loses any
 // ejection at once; TCP connections to addresses no longer routed start
 // their drain window.
-func publish(next *routeTable) {
-	prev := table.Swap(next)
+func publish(next *routeTable) (prev *routeTable) {
+	prev = table.Swap(next)
 	was, now := prev.addrs(), next.addrs()
 	for a := range now {
 		if !was[a] {
@@ -229,6 +233,7 @@ func publish(next *routeTable) {
 		}
 	}
 	retireTCP(prev, next)
+	return prev
 }
 
 // Passive health: an upstream whose dial or round trip failed is tried
@@ -357,10 +362,27 @@ func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 	if draining.Load() {
 		w.Header().Set("Connection", "close") // lame duck (conns.go)
 	}
-	t := table.Load()
+	t := enterTable()
 	if t == nil {
 		return plain(w, http.StatusBadGateway, "ployz: no routes loaded yet\n")
 	}
+	rt, err := h.answer(t, w, r)
+	if rt != nil {
+		rt.inflight.Add(1) // before leaving the table: a drain sees one or the other
+	}
+	t.entering.Add(-1)
+	if rt == nil {
+		return err
+	}
+	defer rt.inflight.Add(-1)
+	rt.prepareResponse(w)
+	forwarder.serve(w, r, rt)
+	return nil
+}
+
+// answer answers r itself from table t (a challenge, a redirect, a
+// refusal, a route's own status) or returns the route to proxy it to.
+func (h routeHandler) answer(t *routeTable, w http.ResponseWriter, r *http.Request) (*httpRoute, error) {
 	host := hostKey(r.Host)
 	if h.Challenges && strings.HasPrefix(r.URL.Path, ingress.ChallengePathPrefix) {
 		if hosts, ok := t.challenges[strings.TrimPrefix(r.URL.Path, ingress.ChallengePathPrefix)]; ok {
@@ -368,31 +390,26 @@ func (h routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 			// row must not validate any other name pointing here.
 			ka, ok := hosts[host]
 			if !ok {
-				return plain(w, http.StatusNotFound, "ployz: no challenge for this host\n")
+				return nil, plain(w, http.StatusNotFound, "ployz: no challenge for this host\n")
 			}
 			w.Header().Set("Content-Type", "text/plain")
-			return plainBody(w, http.StatusOK, ka)
+			return nil, plainBody(w, http.StatusOK, ka)
 		}
 	}
 	rt := t.route(host, r.URL.Path)
-	if rt == nil {
-		return plain(w, http.StatusNotFound, "ployz: no route for this host and path\n")
+	switch {
+	case rt == nil:
+		return nil, plain(w, http.StatusNotFound, "ployz: no route for this host and path\n")
+	case h.HTTPSPort != 0 && rt.redirect && t.secures(host):
+		return nil, redirectHTTPS(w, r, host, h.HTTPSPort)
+	case !rt.admits(r):
+		return nil, unauthorized(w, rt.auth.Realm)
+	case rt.status != 0:
+		return nil, plain(w, rt.status, rt.body)
+	case !rt.limitBody(r):
+		return nil, plain(w, http.StatusRequestEntityTooLarge, "ployz: the request body is over "+strconv.FormatInt(rt.maxBody, 10)+" bytes\n")
 	}
-	if h.HTTPSPort != 0 && rt.redirect && t.secures(host) {
-		return redirectHTTPS(w, r, host, h.HTTPSPort)
-	}
-	if !rt.admits(r) {
-		return unauthorized(w, rt.auth.Realm)
-	}
-	if rt.status != 0 {
-		return plain(w, rt.status, rt.body)
-	}
-	if !rt.limitBody(r) {
-		return plain(w, http.StatusRequestEntityTooLarge, "ployz: the request body is over "+strconv.FormatInt(rt.maxBody, 10)+" bytes\n")
-	}
-	rt.prepareResponse(w)
-	forwarder.serve(w, r, rt)
-	return nil
+	return rt, nil
 }
 
 // redirectHTTPS answers 308 to the same request over HTTPS: method and

@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Acks wait for the requests in flight. A Serving Pointer ack tells the
+// Deploy it may stop the Containers the pointer left out. A request this
+// proxy had already sent to one of them, or had looked its route up in
+// the previous table and not sent yet, would fail if its Container
+// stopped under it (a POST cannot be retried elsewhere). So after a
+// table swap the ack waits until no request that entered an older table
+// is still on a route whose upstreams changed, for at most ackDrain: a
+// WebSocket or a long poll is not waited for longer, and ends with its
+// Container as it would behind any proxy.
+const drainPoll = 5 * time.Millisecond
+
+// ackDrain bounds an ack's wait (a variable for tests).
+var ackDrain = 10 * time.Second
+
+// enterTable is the table in force, counted as entered: a table swapped
+// out between the load and the count is let go and the new one entered,
+// so a drain that saw no one entering a retired table never misses a
+// request that takes its route from it.
+func enterTable() *routeTable {
+	for {
+		t := table.Load()
+		if t == nil {
+			return nil
+		}
+		t.entering.Add(1)
+		if table.Load() == t {
+			return t
+		}
+		t.entering.Add(-1)
+	}
+}
+
+// drain is a retired table whose changed routes may still carry
+// requests.
+type drain struct {
+	t      *routeTable
+	routes []*httpRoute // routes with an upstream the next table lacks
+	until  time.Time
+}
+
+// newDrain is the drain of prev once next replaced it (nil when there
+// was no table before).
+func newDrain(prev, next *routeTable, now time.Time) *drain {
+	if prev == nil {
+		return nil
+	}
+	kept := next.addrs()
+	d := &drain{t: prev, until: now.Add(ackDrain)}
+	for _, h := range prev.http {
+		for _, r := range h.routes {
+			if slices.ContainsFunc(r.dials, func(a string) bool { return !kept[a] }) {
+				d.routes = append(d.routes, r)
+			}
+		}
+	}
+	return d
+}
+
+// inFlight counts the requests still entering the table or on its
+// changed routes.
+func (d *drain) inFlight() int64 {
+	n := d.t.entering.Load()
+	for _, r := range d.routes {
+		n += r.inflight.Load()
+	}
+	return n
+}
+
+// drains are the retired tables the next ack waits for.
+type drains struct{ list []*drain }
+
+func (ds *drains) add(d *drain) {
+	if d != nil {
+		ds.list = append(ds.list, d)
+	}
+}
+
+// pending drops the drained tables (and those past ackDrain, saying so)
+// and reports whether any still carries requests.
+func (ds *drains) pending(now time.Time, log hclog.Logger) bool {
+	ds.list = slices.DeleteFunc(ds.list, func(d *drain) bool {
+		n := d.inFlight()
+		if n > 0 && now.After(d.until) {
+			log.Info("acking the Serving Pointers with requests still in flight to upstreams they left out", "requests", n, "waited", ackDrain)
+			return true
+		}
+		return n == 0
+	})
+	return len(ds.list) > 0
+}

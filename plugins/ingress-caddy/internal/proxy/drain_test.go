@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
+)
+
+// TestAckWaitsForRequestsInFlight: a POST the proxy sent to a Container
+// before the Serving Pointer left it out holds the ack back (the Deploy
+// stops that Container once every Machine acked) until it is answered,
+// while new requests go to the new Container. A request that does not
+// end holds the ack for ackDrain only.
+func TestAckWaitsForRequestsInFlight(t *testing.T) {
+	defer func(d time.Duration) { ackDrain = d }(ackDrain)
+	ackDrain = 2 * time.Second
+	started, release := make(chan struct{}, 10), make(chan struct{})
+	oldUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		fmt.Fprint(w, "old")
+	}))
+	defer oldUp.Close()
+	var endAll sync.Once
+	defer endAll.Do(func() { close(release) }) // before Close, which waits for handlers
+	newUp := namedBackend(t, "new")
+	listen := freePort(t)
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{
+		webRow("c-old", "m1", oldUp.URL, true, "web.example.test"),
+		webRow("c-new", "m1", newUp.URL, true, "web.example.test"),
+	}, nil)
+	pointTo := func(id, container string) {
+		src.setPointers([]store.Row[store.ServingBody]{{Key: "demo/web", Body: store.ServingBody{ID: id,
+			Containers: []store.ServingContainer{{ID: container, Machine: "m1"}}}}})
+	}
+	pointTo("p1", "c-old")
+	loads := serveSpec(t, listen, src)
+	waitAcked(t, src, "p1", 10*time.Second)
+
+	// In flight to c-old when the pointer moves: the ack waits for it.
+	answered := make(chan string, 2)
+	go func() { answered <- postHost(listen, "web.example.test") }()
+	<-started
+	pointTo("p2", "c-new")
+	waitLoad(t, loads, func(st ingress.Status) bool { return st.Pointers["demo/web"] == "p2" }) // the table routes to c-new
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if got := postHost(listen, "web.example.test"); got != "200 new" {
+			t.Fatalf("a request after the move: %s, want 200 new", got)
+		}
+		if a, _ := src.lastAck(); a.Pointers["demo/web"] == "p2" {
+			t.Fatal("p2 acked while a request to the Container it left out was in flight")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	release <- struct{}{}
+	if got := <-answered; got != "200 old" {
+		t.Errorf("the request in flight: %s, want 200 old", got)
+	}
+	if took := waitAcked(t, src, "p2", time.Second); took > 500*time.Millisecond {
+		t.Errorf("p2 acked %s after the last request to c-old ended", took)
+	}
+
+	// One that never ends (until the test's end) holds it for ackDrain.
+	pointTo("p3", "c-old")
+	waitAcked(t, src, "p3", 10*time.Second)
+	go func() { answered <- postHost(listen, "web.example.test") }()
+	<-started
+	pointTo("p4", "c-new")
+	took := waitAcked(t, src, "p4", 2*ackDrain)
+	if took < ackDrain/2 {
+		t.Errorf("p4 acked after %s with a request in flight, want about ackDrain (%s)", took, ackDrain)
+	}
+	endAll.Do(func() { close(release) })
+	<-answered
+}
+
+// waitAcked waits until src's last ack names pointer id for demo/web and
+// returns how long that took.
+func waitAcked(t *testing.T, src *fakeSource, id string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if a, _ := src.lastAck(); a.Pointers["demo/web"] == id {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("pointer %s not acked within %s", id, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// postHost POSTs to listen with Host host and returns "STATUS BODY".
+func postHost(listen, host string) string {
+	req, _ := http.NewRequest("POST", "http://"+listen+"/", strings.NewReader("one shot"))
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, b)
+}
