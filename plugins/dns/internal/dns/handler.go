@@ -108,7 +108,11 @@ func (h *Handler) AnswerFrom(req *miekg.Msg, src netip.Addr, tcp bool) *miekg.Ms
 	if n.Kind == NameShort {
 		n = shortName(t, n, src)
 	}
-	ips, found := t.Lookup(n, v.machine, v.subnet, h.rot.Add(1))
+	rot := h.rot.Add(1)
+	ips, found := t.Lookup(n, v.machine, v.subnet, rot)
+	if !found && n.Kind == NameService {
+		ips, found = aliasOf(t, n, src, rot)
+	}
 	if !found {
 		resp.Rcode = miekg.RcodeNameError
 		return withOPT(resp, req)
@@ -137,6 +141,19 @@ func shortName(t *Table, n Name, src netip.Addr) Name {
 		return Name{Kind: NameUnknown}
 	}
 	return Name{Kind: NameService, Service: n.Service, Namespace: ns, Key: n.Service + "." + ns}
+}
+
+// aliasOf resolves <alias>.<namespace>.internal (what a Container's
+// search domain makes of <alias>) and <alias>.internal, when no Service
+// of that name is in the caller's namespace: the Containers carrying the
+// alias on a network the caller is on. The namespace must be the
+// caller's own: an alias belongs to its network, not to a namespace's
+// names, so another namespace's domain never answers it.
+func aliasOf(t *Table, n Name, src netip.Addr, rot uint64) (ips []netip.Addr, found bool) {
+	if _, ns, ok := t.Host(src); !ok || ns != n.Namespace {
+		return nil, false
+	}
+	return t.AppendAlias(nil, n.Service, src, rot)
 }
 
 // answerPTR answers a reverse name: a Container address gets its
