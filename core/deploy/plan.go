@@ -284,6 +284,21 @@ func admitRoutes(svc Service, ms []MachineState) ([]MachineState, error) {
 	return keep, nil
 }
 
+// admitAliases narrows ms, when svc declares network aliases, to the
+// Machines whose release writes them into the Container's row: on an
+// older one the alias would never name the Container.
+func admitAliases(svc Service, ms []MachineState) ([]MachineState, error) {
+	if len(svc.Spec.Aliases) == 0 {
+		return ms, nil
+	}
+	keep, old := splitMachines(ms, func(m MachineState) bool { return slices.Contains(m.Capabilities, rpc.CapContainerAliases) })
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("service %q declares network aliases, and no eligible Machine carries them into its rows (%s lack capability %s: they run an older release; upgrade them)",
+			svc.Name, strings.Join(old, ", "), rpc.CapContainerAliases)
+	}
+	return keep, nil
+}
+
 // admitKinds narrows ms to the Machines that accept services and carry
 // every role svc needs; an error names the flag or role none satisfies.
 func admitKinds(svc Service, ms []MachineState) ([]MachineState, error) {
@@ -344,6 +359,9 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 		return nil, err
 	}
 	if ms, err = admitRoutes(svc, ms); err != nil {
+		return nil, err
+	}
+	if ms, err = admitAliases(svc, ms); err != nil {
 		return nil, err
 	}
 	for _, c := range svc.Constraints {

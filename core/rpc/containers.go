@@ -161,6 +161,12 @@ const CapContainerHost = "ployz.container.host.v1"
 // planner places a Service with such a route only where this is served.
 const CapContainerRoutes = "ployz.container.routes.v1"
 
+// CapContainerAliases is advertised by a Machine whose Container rows
+// carry spec.aliases (Internal DNS answers them from the rows). An older
+// one would drop them, so the alias would never name its Containers; the
+// planner places a Service with aliases only where this is served.
+const CapContainerAliases = "ployz.container.aliases.v1"
+
 // HostSpec is what a compose Service declares about its Container beyond
 // image, command, environment, ports and mounts, as Docker Compose
 // applies it to the create request. Every field is optional.
