@@ -45,7 +45,7 @@ type host struct {
 	ptr       string // "<service>.<namespace>.internal."
 	namespace string
 	networks  []string // its isolation networks: whose aliases it resolves
-	rank      int // which row wins an address several rows claim
+	rank      int      // which row wins an address several rows claim
 }
 
 // NewTable indexes Containers with no Serving Pointers (tests, --probe);
