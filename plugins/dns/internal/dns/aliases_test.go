@@ -34,6 +34,7 @@ func aliasRows() []store.Row[store.ContainerBody] {
 // through the caller's search domain (<alias>.<its namespace>.internal),
 // only for a Container on the network carrying it; every other caller
 // gets NXDOMAIN, and a Service of the caller's namespace keeps its name.
+// The UDP hot path and the general path agree.
 func TestAliasAnswersMembersOnly(t *testing.T) {
 	h := NewHandler(testCfg(t), nil)
 	h.SetTable(NewTable(testMachines, aliasRows()))
@@ -62,10 +63,18 @@ func TestAliasAnswersMembersOnly(t *testing.T) {
 		{shopWeb, "web.shop-prod.internal", []string{shopWeb}},
 		{bankWeb, "web.bank-prod.internal", []string{bankWeb}}, // bank's own web before api's alias "web"
 	}
+	s := &wireScratch{}
 	for _, c := range cases {
 		m := new(miekg.Msg)
 		m.SetQuestion(miekg.Fqdn(c.name), miekg.TypeA)
 		r := h.AnswerFrom(m, netip.MustParseAddr(c.from), false)
+		// The UDP hot path answers the same.
+		q, _ := m.Pack()
+		if raw, ok := h.answerWire(q, netip.MustParseAddr(c.from), s); !ok {
+			t.Errorf("%s from %s: the hot path declined", c.name, c.from)
+		} else if w := new(miekg.Msg); w.Unpack(raw) != nil || w.Rcode != r.Rcode || len(w.Answer) != len(r.Answer) {
+			t.Errorf("%s from %s: hot path %v, general path %v", c.name, c.from, w, r)
+		}
 		if c.want == nil {
 			if r.Rcode != miekg.RcodeNameError || len(r.Answer) != 0 {
 				t.Errorf("%s from %s: rcode %s %v, want NXDOMAIN", c.name, c.from, miekg.RcodeToString[r.Rcode], answerIPs(r))
@@ -76,6 +85,24 @@ func TestAliasAnswersMembersOnly(t *testing.T) {
 		slices.Sort(got)
 		if r.Rcode != miekg.RcodeSuccess || !slices.Equal(got, c.want) {
 			t.Errorf("%s from %s: rcode %s %v, want %v", c.name, c.from, miekg.RcodeToString[r.Rcode], got, c.want)
+		}
+	}
+}
+
+// BenchmarkAnswerWireAlias is an alias answered on the UDP hot path: the
+// Service lookup misses, then the caller's networks are searched.
+func BenchmarkAnswerWireAlias(b *testing.B) {
+	h := NewHandler(testCfg(b), nil)
+	h.SetTable(NewTable(testMachines, aliasRows()))
+	m := new(miekg.Msg)
+	m.SetQuestion("pay.bank-prod.internal.", miekg.TypeA)
+	q, _ := m.Pack()
+	src := netip.MustParseAddr("10.210.1.7")
+	s := &wireScratch{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, ok := h.answerWire(q, src, s); !ok || len(r) != len(q)+2*16 {
+			b.Fatal(len(r), ok)
 		}
 	}
 }

@@ -148,8 +148,9 @@ func (t *Table) AppendAlias(dst []netip.Addr, alias string, caller netip.Addr, r
 	}
 	start := len(dst)
 	for _, n := range h.networks {
-		for _, ip := range rotate(nil, t.aliases[aliasKey(n, alias)], rot, nil, true) {
-			if !slices.Contains(dst[start:], ip) {
+		set := t.aliases[aliasKey(n, alias)]
+		for i := range uint64(len(set)) {
+			if ip := set[(rot+i)%uint64(len(set))].IP; !slices.Contains(dst[start:], ip) {
 				dst = append(dst, ip)
 			}
 		}
