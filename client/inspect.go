@@ -40,6 +40,9 @@ type ServiceNetwork struct {
 	Name string `json:"name"`
 	// Namespaces whose declared Services are on it.
 	Namespaces []string `json:"namespaces"`
+	// Aliases are the Service's compose network aliases on it: names
+	// Internal DNS answers only to Containers on this network.
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 // serviceNetworks are the networks of service in ns, with the namespaces
@@ -52,12 +55,13 @@ func serviceNetworks(declared map[string]map[string]deploy.Service, ns, service 
 		return sv.Spec.Networks
 	}
 	mine := []string{ns}
+	var aliases map[string][]string
 	if sv, ok := declared[ns][service]; ok {
-		mine = on(sv, ns)
+		mine, aliases = on(sv, ns), sv.Spec.Aliases
 	}
 	var out []ServiceNetwork
 	for _, n := range mine {
-		sn := ServiceNetwork{Name: n, Namespaces: []string{ns}}
+		sn := ServiceNetwork{Name: n, Namespaces: []string{ns}, Aliases: aliases[n]}
 		for otherNS, svcs := range declared {
 			for _, sv := range svcs {
 				if otherNS != ns && slices.Contains(on(sv, otherNS), n) && !slices.Contains(sn.Namespaces, otherNS) {

@@ -10,16 +10,21 @@ import (
 
 // TestServiceNetworks: a Service without compose networks is on its
 // namespace's; an external network names every namespace declaring it,
-// another namespace's own network of the same name does not count.
+// another namespace's own network of the same name does not count; the
+// Service's aliases are listed on the network carrying them.
 func TestServiceNetworks(t *testing.T) {
 	svc := func(nets ...string) deploy.Service { return deploy.Service{Spec: rpc.ContainerSpec{Networks: nets}} }
+	aliased := func(sv deploy.Service, n string, as ...string) deploy.Service {
+		sv.Spec.Aliases = map[string][]string{n: as}
+		return sv
+	}
 	declared := map[string]map[string]deploy.Service{
-		"a-prod": {"web": svc("a-prod", "external:pay"), "db": svc()},
+		"a-prod": {"web": aliased(svc("a-prod", "external:pay"), "external:pay", "shop"), "db": svc()},
 		"b-prod": {"api": svc("b-prod", "external:pay"), "db": svc("b-prod/back")},
 		"c-prod": {"web": svc()},
 	}
 	got := serviceNetworks(declared, "a-prod", "web")
-	want := []ServiceNetwork{{Name: "a-prod", Namespaces: []string{"a-prod"}}, {Name: "external:pay", Namespaces: []string{"a-prod", "b-prod"}}}
+	want := []ServiceNetwork{{Name: "a-prod", Namespaces: []string{"a-prod"}}, {Name: "external:pay", Namespaces: []string{"a-prod", "b-prod"}, Aliases: []string{"shop"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("a-prod web: %+v, want %+v", got, want)
 	}

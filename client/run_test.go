@@ -120,17 +120,18 @@ func TestRunSpec(t *testing.T) {
 		Entrypoint: []string{"/app"}, Command: []string{"serve"}, Env: map[string]string{"DB": "x"}, Ports: []rpc.PortSpec{{ContainerPort: 80, HostPort: 8080}},
 		Mounts: []rpc.MountSpec{{Type: "volume", Source: "shop_data", Target: "/data"}}, Files: []rpc.FileSpec{{Target: "/etc/app.conf", Digest: "sha256:1", Kind: "file"}},
 		Healthcheck: &rpc.Healthcheck{Test: []string{"CMD", "/app", "health"}}, Readiness: "healthcheck", Restart: "always",
-		Ingress: []rpc.IngressRoute{{Hostname: "shop.test", ContainerPort: 80}}, Constraints: []rpc.Constraint{{Label: "zone", Op: "==", Value: "a"}}}
+		Ingress: []rpc.IngressRoute{{Hostname: "shop.test", ContainerPort: 80}}, Constraints: []rpc.Constraint{{Label: "zone", Op: "==", Value: "a"}},
+		Networks: []string{"external:pay", "shop"}, Aliases: map[string][]string{"external:pay": {"shop-api"}}}
 	argv := []string{"/app", "migrate", "--yes"}
 	s := RunSpec(base, argv)
 	argv[1] = "changed"
 	if s.Kind != rpc.KindRun || s.SpecHash != "" || !slices.Equal(s.Entrypoint, []string{"/app"}) || !slices.Equal(s.Command, []string{"migrate", "--yes"}) {
 		t.Errorf("process: %+v", s)
 	}
-	if s.Ports != nil || s.Healthcheck != nil || s.Ingress != nil || s.Readiness != "none" || s.Restart != "no" {
+	if s.Ports != nil || s.Healthcheck != nil || s.Ingress != nil || s.Aliases != nil || s.Readiness != "none" || s.Restart != "no" {
 		t.Errorf("replica fields kept: %+v", s)
 	}
-	if s.Env["DB"] != "x" || len(s.Mounts) != 1 || len(s.Files) != 1 || s.DeploymentID != "d2" || s.ServiceID != "s1" || len(s.Constraints) != 1 {
+	if s.Env["DB"] != "x" || len(s.Mounts) != 1 || len(s.Files) != 1 || s.DeploymentID != "d2" || s.ServiceID != "s1" || len(s.Constraints) != 1 || len(s.Networks) != 2 {
 		t.Errorf("the Service's own fields lost: %+v", s)
 	}
 	if own := RunSpec(base, nil); !slices.Equal(own.Entrypoint, base.Entrypoint) || !slices.Equal(own.Command, base.Command) {

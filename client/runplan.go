@@ -210,15 +210,17 @@ func heldOn(snap deploy.Snapshot, has func(deploy.MachineState) bool) string {
 // RunSpec is the spec of a one-off run of a Service Container's spec:
 // its image, environment, shipped files, mounts, networks and host keys,
 // with argv (when given) as the process, and nothing that makes it a
-// replica: no ports, healthcheck or ingress, never restarted, never
-// waited ready, no spec hash.
+// replica: no ports, healthcheck, ingress or network aliases (names of
+// serving Containers; a run never serves), never restarted, never
+// waited ready, no spec hash. It keeps the networks, so it resolves the
+// aliases the Service resolves.
 func RunSpec(base rpc.ContainerSpec, argv []string) rpc.ContainerSpec {
 	spec := base
 	spec.Kind, spec.SpecHash = rpc.KindRun, ""
 	if len(argv) > 0 {
 		spec.Entrypoint, spec.Command = slices.Clone(argv[:1]), slices.Clone(argv[1:])
 	}
-	spec.Ports, spec.Healthcheck, spec.Ingress = nil, nil, nil
+	spec.Ports, spec.Healthcheck, spec.Ingress, spec.Aliases = nil, nil, nil, nil
 	spec.Readiness, spec.Restart = deploy.ReadyNone, "no"
 	return spec
 }

@@ -60,7 +60,8 @@ func isoContainerOf(t *testing.T, op *operator, project, service string) isoCont
 // reaches its own db, by address and by name, and nothing of the other
 // project, across the mesh or on the same bridge; beta's db redeployed
 // to a new address stays out of alpha's reach. Every Machine shows the
-// rules it enforces, and service inspect the network.
+// rules it enforces, and service inspect the network. A network alias
+// resolves for the Containers on its network only.
 func TestNamespaceIsolation(t *testing.T) {
 	needLightLab(t)
 	l := lab.ForTest(t, 3)
@@ -203,6 +204,41 @@ func TestNamespaceIsolation(t *testing.T) {
 		out := op.must(t, "service", "inspect", "web", "-p", "alpha")
 		if !strings.Contains(out, "external:payments (shared with the Services of "+web.ns+", "+api.ns+" on it)") {
 			t.Errorf("service inspect does not name the shared network:\n%s", out)
+		}
+	})
+
+	// beta's api takes the alias "payapi" on payments: alpha's web, on
+	// payments, resolves it (through its search domain and as
+	// payapi.internal); beta's web, in api's own namespace but not on
+	// payments, and alpha's db get no such name, while beta's web still
+	// reaches api by its Service name (so the refusal is the name's).
+	t.Run("network-alias", func(t *testing.T) {
+		beta := "name: beta\n" + sharedNetwork + "services:\n" + isoService("web", "m1", "beta", "") + isoService("db", "m3", "beta-db-2", "") +
+			isoService("api", "m3", "beta-api", "{default: null, pay: {aliases: [payapi]}}")
+		if doc, errs, code := deployFile(t, op, beta); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+		}
+		web, db := isoContainerOf(t, op, "alpha", "web"), isoContainerOf(t, op, "alpha", "db")
+		reaches(web, "payapi:8080")
+		reaches(web, "payapi.internal:8080")
+		reaches(bWeb, "api:8080")
+		// No such name: the lookup fails, not the connection.
+		unknown := func(from isoContainer, name string) {
+			t.Helper()
+			for range 3 {
+				err := dial(from, name+":8080")
+				if err == nil || !strings.Contains(err.Error(), "lookup "+name) {
+					t.Errorf("%s (on %s) resolving %s: %v, want a failed lookup", from.ns, from.machine, name, err)
+					return
+				}
+			}
+		}
+		unknown(bWeb, "payapi")
+		unknown(bWeb, "payapi.internal")
+		unknown(db, "payapi")
+		out := op.must(t, "service", "inspect", "api", "-p", "beta")
+		if !strings.Contains(out, "external:payments (shared with the Services of "+web.ns+", "+bWeb.ns+" on it); aliases payapi") {
+			t.Errorf("service inspect does not show the alias:\n%s", out)
 		}
 	})
 }

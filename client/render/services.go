@@ -78,7 +78,11 @@ func ServiceInspection(w io.Writer, in client.Inspection, snap deploy.Snapshot, 
 		fmt.Fprintf(tw, "  not ready on\t%s\n", strings.Join(e.NotReadyOn, ", "))
 	}
 	for _, n := range in.Networks {
-		fmt.Fprintf(tw, "network\t%s (shared with the Services of %s on it)\n", n.Name, strings.Join(n.Namespaces, ", "))
+		fmt.Fprintf(tw, "network\t%s (shared with the Services of %s on it)", n.Name, strings.Join(n.Namespaces, ", "))
+		if len(n.Aliases) > 0 {
+			fmt.Fprintf(tw, "; aliases %s", strings.Join(n.Aliases, ", "))
+		}
+		fmt.Fprintln(tw)
 	}
 	serviceIngress(tw, in.Ingress)
 	if sv := in.Serving; sv != nil {

@@ -58,8 +58,8 @@ func TestServiceTables(t *testing.T) {
 }
 
 // TestServiceInspection: the declaration, execution, ingress, Serving
-// Pointer (acks and who is pending) and Containers (on the Machine's
-// name) are each a line.
+// Pointer (acks and who is pending), Containers (on the Machine's
+// name) and networks (with the Service's aliases on each) are each a line.
 func TestServiceInspection(t *testing.T) {
 	in := client.Inspection{Namespace: "shop-production", Service: "web", ServiceID: "svc1",
 		Declared:  &client.Declaration{Mode: "replicated", Replicas: 2, Image: "app:1", Readiness: "http"},
@@ -67,7 +67,8 @@ func TestServiceInspection(t *testing.T) {
 		Ingress: client.IngressStatus{Status: "serving", Routes: []deploy.IngressRoute{{Hostname: "shop.test", ContainerPort: 8080}},
 			Machines: []client.MachineRoutes{{Machine: "m1", Routes: []ingress.Route{{Hostname: "shop.test", State: "serving", Upstreams: []string{"10.0.0.2:8080"}}}}, {Machine: "m3", Error: "down"}}},
 		Containers: []rpc.ContainerObservation{{Name: "web-1", MachineID: "id-m1", State: "running", Ready: true}},
-		Networks:   []client.ServiceNetwork{{Name: "shop-production", Namespaces: []string{"shop-production"}}}}
+		Networks: []client.ServiceNetwork{{Name: "shop-production", Namespaces: []string{"shop-production"}},
+			{Name: "external:payments", Namespaces: []string{"bank-production", "shop-production"}, Aliases: []string{"pay", "shop-api"}}}}
 	snap := deploy.Snapshot{Machines: []deploy.MachineState{{ID: "id-m1", Name: "m1"}}}
 	var b strings.Builder
 	if err := ServiceInspection(&b, in, snap, time.Now()); err != nil {
@@ -76,7 +77,8 @@ func TestServiceInspection(t *testing.T) {
 	contains(t, "inspect", b.String(), "declared      replicated, replicas 2, image app:1, readiness http",
 		"execution     degraded (desired 2, running 2, ready 1, restarts 0)", "not ready on  m2", "ingress       serving",
 		"route         shop.test -> :8080", "on m1         shop.test serving -> 10.0.0.2:8080", "on m3         unknown: down",
-		"container     web-1 on m1: running, ready true", "network       shop-production (shared with the Services of shop-production on it)")
+		"container     web-1 on m1: running, ready true", "network       shop-production (shared with the Services of shop-production on it)\n",
+		"network       external:payments (shared with the Services of bank-production, shop-production on it); aliases pay, shop-api\n")
 }
 
 // TestIngressConfig: a Machine that did not answer, one whose proxy

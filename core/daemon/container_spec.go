@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 	"github.com/ployz/ployz/sdk/volume"
 )
 
@@ -27,6 +29,28 @@ const (
 	readinessNotify      = "notify"
 	readinessNone        = "none"
 )
+
+// validateNetworks refuses a network the namespace may not be on and an
+// alias on a network the Container is not on, or not one DNS label.
+func validateNetworks(s rpc.ContainerSpec) error {
+	for i, n := range s.Networks {
+		if !sdkstore.NetworkAllowed(s.Namespace, n) {
+			return rpc.InvalidField(fmt.Sprintf("spec.networks[%d]", i), "%q is not a network of namespace %s (%s, %s/<name> or %s<name>)", n, s.Namespace, s.Namespace, s.Namespace, rpc.ExternalNetworkPrefix)
+		}
+	}
+	on := sdkstore.ContainerBody{Namespace: s.Namespace, Networks: s.Networks}.IsolationNetworks()
+	for n, as := range s.Aliases {
+		if !slices.Contains(on, n) {
+			return rpc.InvalidField(fmt.Sprintf("spec.aliases[%q]", n), "the Container is not on network %q (it is on %s)", n, strings.Join(on, ", "))
+		}
+		for i, a := range as {
+			if !sdkstore.ValidAlias(a) {
+				return rpc.InvalidField(fmt.Sprintf("spec.aliases[%q][%d]", n, i), "%q is not one lowercase DNS label (letters, digits and -, at most 63)", a)
+			}
+		}
+	}
+	return nil
+}
 
 // redacted replaces environment values in the ployz.spec label.
 const redacted = "<redacted>"
@@ -46,10 +70,8 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 			return s, rpc.InvalidField(f, "is empty")
 		}
 	}
-	for i, n := range s.Networks {
-		if !rpc.NetworkAllowed(s.Namespace, n) {
-			return s, rpc.InvalidField(fmt.Sprintf("spec.networks[%d]", i), "%q is not a network of namespace %s (%s, %s/<name> or %s<name>)", n, s.Namespace, s.Namespace, s.Namespace, rpc.ExternalNetworkPrefix)
-		}
+	if err := validateNetworks(s); err != nil {
+		return s, err
 	}
 	switch s.Kind {
 	case "":

@@ -356,6 +356,7 @@ func TestCreateRefusesBadFields(t *testing.T) {
 			r.Spec.Networks = []string{rpc.ExternalNetworkPrefix + "payments", "other-ns/back"}
 		}},
 		{"spec.networks[0]", func(r *rpc.CreateContainerRequest) { r.Spec.Networks = []string{r.Spec.Namespace + "/"} }},
+		{`spec.aliases["x"]`, func(r *rpc.CreateContainerRequest) { r.Spec.Aliases = map[string][]string{"x": {"api"}} }},
 	}
 	for _, c := range cases {
 		req := rpc.CreateContainerRequest{Name: to.name("bad"), Spec: to.spec("bad", nil)}

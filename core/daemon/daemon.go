@@ -252,9 +252,10 @@ func (d *Daemon) installBundled(dir string) {
 }
 
 // capabilities are what the plugins serve and what this daemon applies
-// without a command of its own (rpc.CapContainerHost, CapContainerRoutes).
+// without a command of its own (rpc.CapContainerHost, CapContainerRoutes,
+// CapContainerAliases).
 func (d *Daemon) capabilities() []string {
-	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes)
+	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes, rpc.CapContainerAliases)
 }
 
 func (d *Daemon) local() (string, string) {

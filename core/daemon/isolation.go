@@ -69,7 +69,7 @@ func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) doc
 		if ms.Vouched(r.Owner, a) != nil {
 			continue
 		}
-		c := claim{ns: b.Namespace, key: r.Key, networks: rowNetworks(b), created: b.CreatedAt}
+		c := claim{ns: b.Namespace, key: r.Key, networks: b.IsolationNetworks(), created: b.CreatedAt}
 		if old, ok := won[a]; ok && (old.created > c.created || old.created == c.created && old.key > c.key) {
 			continue
 		}
@@ -90,20 +90,6 @@ func isolationOf(rows []store.Row[store.ContainerBody], ms serving.Machines) doc
 		sort.Slice(as, func(i, j int) bool { return as[i].Less(as[j]) })
 	}
 	return iso
-}
-
-// rowNetworks are the isolation networks a containers row is on.
-func rowNetworks(b store.ContainerBody) []string {
-	var out []string
-	for _, n := range b.Networks {
-		if rpc.NetworkAllowed(b.Namespace, n) {
-			out = append(out, n)
-		}
-	}
-	if len(out) == 0 {
-		return []string{b.Namespace}
-	}
-	return out
 }
 
 // isolationLoop keeps the rules in step with the containers and machines

@@ -323,7 +323,7 @@ func serviceContainerBody(o rpc.ContainerObservation, in container.InspectRespon
 		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt,
 		RestartCount: o.RestartCount, ExitCode: o.ExitCode, OOMKilled: o.OOMKilled, FinishedAt: o.FinishedAt}
 	if o.Spec != nil {
-		b.Networks = o.Spec.Networks
+		b.Networks, b.Aliases = o.Spec.Networks, o.Spec.Aliases
 		for _, r := range o.Spec.Ingress {
 			b.Ingress = append(b.Ingress, sdkstore.IngressRoute(r)) // the same fields: a new one cannot be left behind
 		}

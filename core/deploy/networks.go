@@ -5,10 +5,12 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Compose networks become isolation networks (docs/compose.md): the
@@ -30,8 +32,15 @@ func applyNetworks(ns string, spec *rpc.ContainerSpec, s types.ServiceConfig, ne
 			return nil, err
 		}
 		out = append(out, n)
-		if c := s.Networks[k]; c != nil && (len(c.Aliases) > 0 || c.Ipv4Address != "" || c.Ipv6Address != "" || c.MacAddress != "" || c.InterfaceName != "" || len(c.LinkLocalIPs) > 0) {
-			warns = append(warns, fmt.Sprintf("networks.%s: aliases and addresses are ignored: Services are reached by <service>.<namespace>.internal", k))
+		c := s.Networks[k]
+		if c == nil {
+			continue
+		}
+		if err := applyAliases(spec, k, n, c.Aliases); err != nil {
+			return nil, err
+		}
+		if c.Ipv4Address != "" || c.Ipv6Address != "" || c.MacAddress != "" || c.InterfaceName != "" || len(c.LinkLocalIPs) > 0 {
+			warns = append(warns, fmt.Sprintf("networks.%s: addresses are ignored: Containers get theirs from their Machine's subnet and are reached by name", k))
 		}
 	}
 	slices.Sort(out)
@@ -39,6 +48,31 @@ func applyNetworks(ns string, spec *rpc.ContainerSpec, s types.ServiceConfig, ne
 		spec.Networks = slices.Compact(out)
 	}
 	return warns, nil
+}
+
+// applyAliases adds the aliases of compose network k (isolation network
+// n) to spec.Aliases, lowercased (DNS names are case-insensitive),
+// sorted and once each; one that is not a single DNS label is refused
+// naming it.
+func applyAliases(spec *rpc.ContainerSpec, k, n string, aliases []string) error {
+	if len(aliases) == 0 {
+		return nil
+	}
+	var as []string
+	for i, a := range aliases {
+		a = strings.ToLower(a)
+		if !store.ValidAlias(a) {
+			return fmt.Errorf("networks.%s.aliases[%d]: %q: want one DNS label (letters, digits and -, at most 63, no dot): it resolves as <alias> to the Services on %s", k, i, aliases[i], k)
+		}
+		as = append(as, a)
+	}
+	if spec.Aliases == nil {
+		spec.Aliases = map[string][]string{}
+	}
+	as = append(spec.Aliases[n], as...)
+	slices.Sort(as)
+	spec.Aliases[n] = slices.Compact(as)
+	return nil
 }
 
 // isolationNetwork is the isolation network of the compose network k.

@@ -259,12 +259,7 @@ func admitHost(svc Service, ms []MachineState) ([]MachineState, error) {
 	if svc.Spec.Host == nil {
 		return ms, nil
 	}
-	keep, old := splitMachines(ms, func(m MachineState) bool { return slices.Contains(m.Capabilities, rpc.CapContainerHost) })
-	if len(keep) == 0 {
-		return nil, fmt.Errorf("service %q declares keys such as cap_add, tmpfs or ulimits, and no eligible Machine applies them (%s lack capability %s: they run an older release; upgrade them)",
-			svc.Name, strings.Join(old, ", "), rpc.CapContainerHost)
-	}
-	return keep, nil
+	return admitCapable(ms, rpc.CapContainerHost, fmt.Sprintf("service %q declares keys such as cap_add, tmpfs or ulimits, and no eligible Machine applies them", svc.Name))
 }
 
 // admitRoutes narrows ms, when svc declares a route with options (a path,
@@ -276,10 +271,25 @@ func admitRoutes(svc Service, ms []MachineState) ([]MachineState, error) {
 	if i < 0 {
 		return ms, nil
 	}
-	keep, old := splitMachines(ms, func(m MachineState) bool { return slices.Contains(m.Capabilities, rpc.CapContainerRoutes) })
+	return admitCapable(ms, rpc.CapContainerRoutes, fmt.Sprintf("x-ports route %s needs Machines that carry its path and options, and no eligible one does", svc.Ingress[i].Key()))
+}
+
+// admitAliases narrows ms, when svc declares network aliases, to the
+// Machines whose release writes them into the Container's row: on an
+// older one the alias would never name the Container.
+func admitAliases(svc Service, ms []MachineState) ([]MachineState, error) {
+	if len(svc.Spec.Aliases) == 0 {
+		return ms, nil
+	}
+	return admitCapable(ms, rpc.CapContainerAliases, fmt.Sprintf("service %q declares network aliases, and no eligible Machine carries them into its rows", svc.Name))
+}
+
+// admitCapable narrows ms to the Machines advertising capability c; when
+// none does, the error is why, naming the Machines to upgrade.
+func admitCapable(ms []MachineState, c, why string) ([]MachineState, error) {
+	keep, old := splitMachines(ms, func(m MachineState) bool { return slices.Contains(m.Capabilities, c) })
 	if len(keep) == 0 {
-		return nil, fmt.Errorf("x-ports route %s needs Machines that carry its path and options, and no eligible one does (%s lack capability %s: they run an older release; upgrade them)",
-			svc.Ingress[i].Key(), strings.Join(old, ", "), rpc.CapContainerRoutes)
+		return nil, fmt.Errorf("%s (%s lack capability %s: they run an older release; upgrade them)", why, strings.Join(old, ", "), c)
 	}
 	return keep, nil
 }
@@ -344,6 +354,9 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 		return nil, err
 	}
 	if ms, err = admitRoutes(svc, ms); err != nil {
+		return nil, err
+	}
+	if ms, err = admitAliases(svc, ms); err != nil {
 		return nil, err
 	}
 	for _, c := range svc.Constraints {

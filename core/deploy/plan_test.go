@@ -628,3 +628,25 @@ func TestPlanCreatesDeclaredProvisionedVolume(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanAliasesNeedCapability: a Service with network aliases runs
+// only on Machines that carry them into their rows; one without any is
+// placed anywhere.
+func TestPlanAliasesNeedCapability(t *testing.T) {
+	with := func(m MachineState, caps ...string) MachineState { m.Capabilities = caps; return m }
+	api := svc("api", 2, func(s *Service) { s.Spec.Aliases = map[string][]string{"external:payments": {"pay"}} })
+	p, err := MakePlan(app(api), snapOf(with(machine("m1", nil), rpc.CapContainerAliases), machine("m2", nil)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != "m1 api create\nm1 api create" {
+		t.Errorf("rows:\n%s\nwant both on m1, the Machine that carries aliases", got)
+	}
+	if _, err := MakePlan(app(api), snapOf(machine("m2", nil)), PlanOptions{}); err == nil ||
+		!strings.Contains(err.Error(), rpc.CapContainerAliases) || !strings.Contains(err.Error(), "m2") {
+		t.Errorf("no Machine carries aliases: %v", err)
+	}
+	if _, err := MakePlan(app(svc("web", 1, func(*Service) {})), snapOf(machine("m2", nil)), PlanOptions{}); err != nil {
+		t.Errorf("a Service without aliases on an older Machine: %v", err)
+	}
+}

@@ -1,9 +1,8 @@
 package rpc
 
 import (
-	"strings"
-
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Service Container commands. The CLI plans a Deploy and sends these to
@@ -139,25 +138,17 @@ type ContainerSpec struct {
 	// between namespaces. Nil: the default network only, as every
 	// release before compose networks wrote (and hashed).
 	Networks []string `json:"networks,omitempty"`
+	// Aliases are the compose network aliases, by isolation network
+	// (each a network the Container is on, each alias one lowercase DNS
+	// label, sorted): Internal DNS answers them only to Containers on
+	// that network. Nil: none, so the spec hashes as before aliases.
+	Aliases map[string][]string `json:"aliases,omitempty"`
 }
 
 // ExternalNetworkPrefix starts the isolation network of a compose
-// network declared external: true, shared by every namespace declaring it.
-const ExternalNetworkPrefix = "external:"
-
-// NetworkAllowed reports whether a Container of namespace ns may be on
-// isolation network n: its own namespace's networks and external ones.
-func NetworkAllowed(ns, n string) bool {
-	switch {
-	case n == ns:
-		return true
-	case strings.HasPrefix(n, ns+"/"):
-		return len(n) > len(ns)+1
-	case strings.HasPrefix(n, ExternalNetworkPrefix):
-		return len(n) > len(ExternalNetworkPrefix)
-	}
-	return false
-}
+// network declared external: true (store.NetworkAllowed says which
+// networks a namespace may be on).
+const ExternalNetworkPrefix = store.ExternalNetworkPrefix
 
 // CapContainerHost is advertised by a Machine whose create_container
 // applies ContainerSpec.Host. A Machine without it would ignore the
@@ -169,6 +160,12 @@ const CapContainerHost = "ployz.container.host.v1"
 // one would drop them, publishing the route for its whole hostname, so the
 // planner places a Service with such a route only where this is served.
 const CapContainerRoutes = "ployz.container.routes.v1"
+
+// CapContainerAliases is advertised by a Machine whose Container rows
+// carry spec.aliases (Internal DNS answers them from the rows). An older
+// one would drop them, so the alias would never name its Containers; the
+// planner places a Service with aliases only where this is served.
+const CapContainerAliases = "ployz.container.aliases.v1"
 
 // HostSpec is what a compose Service declares about its Container beyond
 // image, command, environment, ports and mounts, as Docker Compose

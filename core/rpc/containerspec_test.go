@@ -8,9 +8,9 @@ import (
 )
 
 // TestContainerSpecHostFixture pins spec.host (capability
-// ployz.container.host.v1): every field reads from its JSON name, later
+// ployz.container.host.v1) and spec.aliases: every field reads from its JSON name, later
 // fields are ignored, and a spec without host keys, as every release
-// before it wrote, neither reads one nor writes one (so its spec hash
+// before it wrote, neither reads one nor writes one, nor aliases (so its spec hash
 // and Saved State stay as they were).
 func TestContainerSpecHostFixture(t *testing.T) {
 	b, err := os.ReadFile("testdata/container-spec.json")
@@ -51,11 +51,14 @@ func TestContainerSpecHostFixture(t *testing.T) {
 			t.Errorf("spec.host.%s did not read: %+v", field, h)
 		}
 	}
+	if a := doc.Spec.Aliases; len(a) != 2 || a["external:payments"][0] != "pay" || len(a["shop-production"]) != 2 || len(doc.Spec.Networks) != 2 {
+		t.Errorf("spec.networks and spec.aliases did not read: %v %v", doc.Spec.Networks, a)
+	}
 	if doc.OldSpec.Host != nil {
 		t.Fatalf("a spec without host keys read %+v", doc.OldSpec.Host)
 	}
 	out, err := json.Marshal(doc.OldSpec)
-	if err != nil || strings.Contains(string(out), `"host"`) {
+	if err != nil || strings.Contains(string(out), `"host"`) || strings.Contains(string(out), `"aliases"`) {
 		t.Fatalf("a spec without host keys encodes as %s %v", out, err)
 	}
 }

@@ -88,6 +88,10 @@ type ContainerBody struct {
 	// Networks are the isolation networks of the Container's spec
 	// (rpc.ContainerSpec.Networks); absent: its namespace's only.
 	Networks []string `json:"networks,omitempty"`
+	// Aliases are the Container's compose network aliases
+	// (rpc.ContainerSpec.Aliases), by isolation network: Internal DNS
+	// answers each only to Containers on that network (NetworkAliases).
+	Aliases map[string][]string `json:"aliases,omitempty"`
 }
 
 // IngressRoute is one ingress route of a Container: a hostname (HTTP) or,

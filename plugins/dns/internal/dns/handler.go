@@ -105,10 +105,7 @@ func (h *Handler) AnswerFrom(req *miekg.Msg, src netip.Addr, tcp bool) *miekg.Ms
 	if n.Kind == NameReverse {
 		return withOPT(h.answerPTR(resp, t, v, n, q, src), req)
 	}
-	if n.Kind == NameShort {
-		n = shortName(t, n, src)
-	}
-	ips, found := t.Lookup(n, v.machine, v.subnet, h.rot.Add(1))
+	ips, found := resolve(nil, t, v, n, src, h.rot.Add(1))
 	if !found {
 		resp.Rcode = miekg.RcodeNameError
 		return withOPT(resp, req)
@@ -137,6 +134,28 @@ func shortName(t *Table, n Name, src netip.Addr) Name {
 		return Name{Kind: NameUnknown}
 	}
 	return Name{Kind: NameService, Service: n.Service, Namespace: ns, Key: n.Service + "." + ns}
+}
+
+// resolve appends to dst the addresses answering the internal name n
+// (no reverse name) for a query from src; both the general path and the
+// UDP hot path answer through it. <alias>.<namespace>.internal (what a
+// Container's search domain makes of <alias>) and <alias>.internal
+// answer a network alias when no Service of that name is in the
+// caller's namespace. The namespace must be the caller's own: an alias
+// belongs to its network, not to a namespace's names, so another
+// namespace's domain never answers it.
+func resolve(dst []netip.Addr, t *Table, v *view, n Name, src netip.Addr, rot uint64) (ips []netip.Addr, found bool) {
+	if n.Kind == NameShort {
+		n = shortName(t, n, src)
+	}
+	ips, found = t.AppendLookup(dst, n, v.machine, v.subnet, rot)
+	if found || n.Kind != NameService {
+		return ips, found
+	}
+	if _, ns, ok := t.Host(src); !ok || ns != n.Namespace {
+		return ips, false
+	}
+	return t.AppendAlias(ips, n.Service, src, rot)
 }
 
 // answerPTR answers a reverse name: a Container address gets its

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/ployz/ployz/sdk/serving"
@@ -23,6 +24,10 @@ type Table struct {
 	// answers and for the caller's namespace of <service>.internal.
 	hosts map[netip.Addr]host
 	sets  map[string]serving.Set
+	// aliases are the serving Containers by compose network alias:
+	// "<network>\x00<alias>" (aliasKey), answered only to a caller on
+	// that network.
+	aliases map[string][]Target
 	// refused are the ready rows whose address their owner cannot vouch
 	// for (serving.Refused): never answered, reported by the loader.
 	refused []Refusal
@@ -39,7 +44,8 @@ type Refusal struct {
 type host struct {
 	ptr       string // "<service>.<namespace>.internal."
 	namespace string
-	rank      int // which row wins an address several rows claim
+	networks  []string // its isolation networks: whose aliases it resolves
+	rank      int      // which row wins an address several rows claim
 }
 
 // NewTable indexes Containers with no Serving Pointers (tests, --probe);
@@ -54,10 +60,16 @@ func NewTable(ms serving.Machines, rows []store.Row[store.ContainerBody]) *Table
 // nearest names.
 func Build(in serving.Input) *Table {
 	sets := serving.Compute(in)
-	t := &Table{services: map[string][]Target{}, ids: map[string][]Target{}, hosts: map[netip.Addr]host{}, sets: sets}
+	t := &Table{services: map[string][]Target{}, ids: map[string][]Target{}, hosts: map[netip.Addr]host{}, sets: sets,
+		aliases: map[string][]Target{}}
 	for _, s := range sets {
 		for _, m := range s.Members {
 			tg := Target{IP: m.IP, Machine: m.Owner}
+			for n, as := range m.Body.NetworkAliases() {
+				for _, a := range as {
+					t.aliases[aliasKey(n, a)] = append(t.aliases[aliasKey(n, a)], tg)
+				}
+			}
 			k := strings.ToLower(m.Body.Service) + "." + strings.ToLower(m.Body.Namespace)
 			t.services[k] = append(t.services[k], tg)
 			if m.Body.ServiceID != "" {
@@ -81,7 +93,7 @@ func Build(in serving.Input) *Table {
 			continue
 		}
 		h := host{ptr: strings.ToLower(b.Service) + "." + strings.ToLower(b.Namespace) + "." + Zone,
-			namespace: strings.ToLower(b.Namespace), rank: hostRank(b)}
+			namespace: strings.ToLower(b.Namespace), networks: b.IsolationNetworks(), rank: hostRank(b)}
 		if old, ok := t.hosts[ip.Unmap()]; !ok || h.rank > old.rank {
 			t.hosts[ip.Unmap()] = h
 		}
@@ -119,6 +131,31 @@ func (t *Table) Len() int { return len(t.services) }
 func (t *Table) Host(a netip.Addr) (ptr, namespace string, ok bool) {
 	h, ok := t.hosts[a.Unmap()]
 	return h.ptr, h.namespace, ok
+}
+
+// aliasKey indexes Table.aliases; a network name holds no NUL.
+func aliasKey(network, alias string) string { return network + "\x00" + alias }
+
+// AppendAlias appends to dst the addresses answering alias for the
+// Container holding caller: the serving Containers carrying that alias
+// on a network the caller is on, each address once, rotated by rot.
+// found is false when the caller is no Container or no such Container
+// serves (NXDOMAIN): a Container off the network never learns the name.
+func (t *Table) AppendAlias(dst []netip.Addr, alias string, caller netip.Addr, rot uint64) (ips []netip.Addr, found bool) {
+	h, ok := t.hosts[caller.Unmap()]
+	if !ok || len(t.aliases) == 0 {
+		return dst, false
+	}
+	start := len(dst)
+	for _, n := range h.networks {
+		set := t.aliases[aliasKey(n, alias)]
+		for i := range uint64(len(set)) {
+			if ip := set[(rot+i)%uint64(len(set))].IP; !slices.Contains(dst[start:], ip) {
+				dst = append(dst, ip)
+			}
+		}
+	}
+	return dst, len(dst) > start
 }
 
 // Lookup appends to dst the addresses for n, local Machine's first for

@@ -63,15 +63,12 @@ func (h *Handler) answerWire(q []byte, src netip.Addr, s *wireScratch) (resp []b
 	}
 	// The name string aliases s.name only for this query: nothing keeps it.
 	name := ParseName(unsafe.String(&s.name[0], wq.nameLen))
-	switch name.Kind {
-	case NameExternal, NameReverse:
+	if name.Kind == NameExternal || name.Kind == NameReverse {
 		return nil, false
-	case NameShort:
-		name = shortName(t, name, src)
 	}
 	v := h.view.Load()
 	s.rot++
-	ips, found := t.AppendLookup(s.ips[:0], name, v.machine, v.subnet, s.rot)
+	ips, found := resolve(s.ips[:0], t, v, name, src, s.rot)
 	rcode := uint16(0)
 	if !found {
 		rcode = 3 // NXDOMAIN
