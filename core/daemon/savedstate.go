@@ -222,10 +222,12 @@ func (d *Daemon) listDeployRecords(ctx context.Context, raw json.RawMessage) (an
 	return rpc.DeployRecordList{Records: newestRecords(rows, cmp.Or(req.Limit, defaultDeployRecords))}, nil
 }
 
-// newestRecords are at most limit records, newest start first.
+// newestRecords are at most limit records, newest start first; Deploys
+// started in the same millisecond (an import of local records) newest
+// revision first.
 func newestRecords(rows []sdkstore.Row[store.DeployRecordBody], limit int) []rpc.PutDeployRecordRequest {
 	slices.SortFunc(rows, func(a, b sdkstore.Row[store.DeployRecordBody]) int {
-		return cmp.Or(cmp.Compare(b.Body.StartedAt, a.Body.StartedAt), cmp.Compare(b.Key, a.Key))
+		return cmp.Or(cmp.Compare(b.Body.StartedAt, a.Body.StartedAt), cmp.Compare(b.Body.Revision, a.Body.Revision), cmp.Compare(b.Key, a.Key))
 	})
 	out := []rpc.PutDeployRecordRequest{}
 	for _, r := range rows[:min(limit, len(rows))] {

@@ -123,7 +123,7 @@ func (s *savedState) listRecords(req rpc.ListDeployRecordsRequest) rpc.DeployRec
 		}
 	}
 	slices.SortFunc(out.Records, func(a, b rpc.PutDeployRecordRequest) int {
-		return cmp.Or(cmp.Compare(b.StartedAt, a.StartedAt), cmp.Compare(b.DeploymentID, a.DeploymentID))
+		return cmp.Or(cmp.Compare(b.StartedAt, a.StartedAt), cmp.Compare(b.Revision, a.Revision), cmp.Compare(b.DeploymentID, a.DeploymentID))
 	})
 	out.Records = out.Records[:min(len(out.Records), cmp.Or(req.Limit, 200))]
 	return out
