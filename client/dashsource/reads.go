@@ -27,7 +27,7 @@ func (x *Source) Cluster(ctx context.Context) (dashboard.Cluster, error) {
 		return dashboard.Cluster{}, err
 	}
 	var list rpc.MachineList
-	if err := s.Entry().Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.Entry(), rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return dashboard.Cluster{}, err
 	}
 	out := dashboard.Cluster{Observer: list.ObserverName, ObservedAt: list.ObservedAt}

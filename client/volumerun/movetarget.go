@@ -49,7 +49,7 @@ func (mv *mover) startOnTarget() error {
 	for _, u := range mv.units {
 		errs = append(errs, mv.step("remove-old", mv.writer, func(st *operator.RunStep) error {
 			st.Detail = u.old.Name
-			return mv.Entry.Call(mv.ctx, rpc.Target{One: mv.writer}, rpc.CmdRemoveContainer, rpc.RemoveContainerRequest{ID: u.old.ID}, nil)
+			return rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.writer}, rpc.RemoveContainer, rpc.RemoveContainerRequest{ID: u.old.ID}, nil)
 		}))
 	}
 	return errors.Join(errs...)
@@ -58,8 +58,7 @@ func (mv *mover) startOnTarget() error {
 // waitReady waits until u's new Container is ready on the target.
 func (mv *mover) waitReady(u *moveUnit) error {
 	var res rpc.WaitReadyResult
-	err := mv.Entry.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdWaitReady,
-		rpc.WaitReadyRequest{ID: u.newID, TimeoutSeconds: int(mv.ReadyTimeout.Seconds())}, &res)
+	err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.target}, rpc.WaitReady, rpc.WaitReadyRequest{ID: u.newID, TimeoutSeconds: int(mv.ReadyTimeout.Seconds())}, &res)
 	if err == nil && res.Outcome != "ready" {
 		err = fmt.Errorf("%s did not become ready: %s %s", u.newName, res.Outcome, res.Message)
 	}
@@ -163,11 +162,11 @@ func sameIDs(a, b []rpc.ServingContainer) bool {
 func (mv *mover) create(st *operator.RunStep, u *moveUnit) error {
 	st.Detail = u.newName
 	var ob rpc.ContainerObservation
-	err := mv.Entry.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdCreateContainer, rpc.CreateContainerRequest{Name: u.newName, Spec: u.spec, Files: u.files}, &ob)
+	err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.target}, rpc.CreateContainer, rpc.CreateContainerRequest{Name: u.newName, Spec: u.spec, Files: u.files}, &ob)
 	var re *rpc.Error
 	if errors.As(err, &re) && re.Code == rpc.CodeConflict {
 		var ex rpc.ContainerExport
-		if xerr := mv.Entry.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdExportContainer, rpc.ContainerRef{ID: u.newName}, &ex); xerr == nil {
+		if xerr := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.target}, rpc.ExportContainer, rpc.ExportContainerRequest{ID: u.newName}, &ex); xerr == nil {
 			st.Outcome, st.Detail = operator.StepSkipped, u.newName+" is there (its creation key)"
 			u.newID = ex.ID
 			return nil

@@ -249,7 +249,7 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 // app0-production on this Machine, so no Docker is asked.
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: d.listMachines})
+	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
 	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.leaseRoutes(), d.allocationRoutes()) {
 		d.rpc.Handle(r)
 	}

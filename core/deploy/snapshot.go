@@ -225,7 +225,7 @@ func (s Snapshot) Containers(ns string) []rpc.ContainerObservation {
 // list_machines or fan-out call as a whole is an error.
 func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapshot, error) {
 	var list rpc.MachineList
-	if err := c.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return Snapshot{}, fmt.Errorf("observe Machines: %w", err)
 	}
 	snap := Snapshot{ObservedAt: time.Now().UTC(), Observer: list.ObserverName}

@@ -76,7 +76,7 @@ func checkFresh(in rpc.Inspection, members []rpc.MachineView) error {
 // Init founds a Cluster on target.
 func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err != nil {
+	if err := rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Inspect, rpc.None{}, &in); err != nil {
 		return in, fmt.Errorf("inspect target: %w", err)
 	}
 	if in.Phase != machine.Uninitialized {
@@ -96,7 +96,7 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 	o.progress("initializing %s (%s) with subnet %s", o.Name, short(in.ID), subnet)
 	req := rpc.InitializeRequest{Name: o.Name, Network: o.Network.String(), Subnet: subnet.String(), Endpoints: o.Endpoints, Labels: o.Labels}
 	var out rpc.Inspection
-	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInitialize, req, &out); err != nil {
+	if err := rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Initialize, req, &out); err != nil {
 		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") //nolint:errcheck // the call's error is the one to report
 		return out, fmt.Errorf("initialize %s: %w", o.Name, err)
 	}
@@ -109,18 +109,18 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 // then the joiner joins with the entry's peers and store version vector.
 func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err != nil {
+	if err := rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Inspect, rpc.None{}, &in); err != nil {
 		return in, fmt.Errorf("inspect target: %w", err)
 	}
 	var list rpc.MachineList
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return in, fmt.Errorf("list machines on the entry: %w", err)
 	}
 	if err := checkFresh(in, list.Machines); err != nil {
 		return in, err
 	}
 	var entryIn rpc.Inspection
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &entryIn); err != nil {
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.Inspect, rpc.None{}, &entryIn); err != nil {
 		return in, fmt.Errorf("inspect entry: %w", err)
 	}
 	network, err := netip.ParsePrefix(entryIn.Network)
@@ -172,7 +172,7 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 	}
 	o.progress("joining %s to %d Machines; waiting for its store to catch up", o.Name, len(peers))
 	var out rpc.Inspection
-	err = target.Call(ctx, rpc.Target{}, rpc.CmdJoin, rpc.JoinRequest{
+	err = rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Join, rpc.JoinRequest{
 		Name: o.Name, Network: network.String(), Subnet: subnet.String(), Endpoints: endpoints, Labels: o.Labels,
 		Peers: peers, TargetVersions: pub.StoreVersions, ClusterSecret: pub.ClusterSecret,
 		TrustedMachines: pub.TrustedMachines, Endorsement: pub.Endorsement}, &out)

@@ -95,7 +95,7 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 		skips[i] = saved.skip(held[i])
 	}
 	var ct rpc.Contract
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdDescribeContract, nil, &ct); err != nil {
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.DescribeContract, rpc.None{}, &ct); err != nil {
 		return nil, err
 	}
 	if slices.Contains(ct.Capabilities, rpc.CapImageRelay) {

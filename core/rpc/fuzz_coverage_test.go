@@ -51,6 +51,26 @@ func TestFuzzCoversEveryDecodedPayload(t *testing.T) {
 	}
 }
 
+// TestFuzzCoversEveryDeclaredRequest: a declared command's handler
+// decodes through its Method, not a visible rpc.Decode call, so the
+// scan above cannot see it; FuzzDecodePayload must fuzz its request type
+// all the same (through the typed decoder too, checkTyped).
+func TestFuzzCoversEveryDeclaredRequest(t *testing.T) {
+	for _, d := range Catalog() {
+		if d.Request == reflect.TypeFor[None]() {
+			continue
+		}
+		mk, ok := payloadTypes[d.Name]
+		if !ok {
+			t.Errorf("%s is declared with request %v, which FuzzDecodePayload does not fuzz", d.Name, d.Request)
+			continue
+		}
+		if got := reflect.TypeOf(mk()).Elem(); got != d.Request {
+			t.Errorf("%s is declared with request %v, FuzzDecodePayload fuzzes %v", d.Name, d.Request, got)
+		}
+	}
+}
+
 // decodeCall is one rpc.Decode call: the command constant and the type
 // of the variable it decodes into.
 type decodeCall struct {

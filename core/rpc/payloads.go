@@ -176,6 +176,11 @@ type ForgetMachineRequest struct {
 	ID string `json:"id"`
 }
 
+// MachineForgotten is forget_machine's answer: the forgotten Machine's id.
+type MachineForgotten struct {
+	Forgotten string `json:"forgotten"`
+}
+
 // Member is one store member as the observing Machine's store sees it.
 type Member struct {
 	ID          string  `json:"id"` // the member's store site id

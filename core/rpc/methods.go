@@ -1,0 +1,27 @@
+package rpc
+
+// The typed commands: each declared once with its request and answer
+// types (Declare), served through Bind and called through Invoke. A new
+// command is a new line here, next to its Cmd/Cap constants; a command
+// not yet here is listed in TestEveryCommandIsDeclared's untyped list.
+var (
+	DescribeContract = Declare[None, Contract](CmdDescribeContract, CapDescribeContract)
+	Inspect          = Declare[None, Inspection](CmdInspect, CapInspect)
+	ListMachines     = Declare[None, MachineList](CmdListMachines, CapListMachines)
+	Initialize       = Declare[InitializeRequest, Inspection](CmdInitialize, CapInitialize)
+	Join             = Declare[JoinRequest, Inspection](CmdJoin, CapJoin)
+	UpdateMachine    = Declare[UpdateMachineRequest, Inspection](CmdUpdateMachine, CapUpdateMachine)
+	ForgetMachine    = Declare[ForgetMachineRequest, MachineForgotten](CmdForgetMachine, CapForgetMachine)
+	// Reset answers the Machine as it starts resetting.
+	Reset = Declare[None, Inspection](CmdReset, CapReset)
+
+	ListContainers  = Declare[ListContainersRequest, ContainerList](CmdListContainers, CapListContainers)
+	CreateContainer = Declare[CreateContainerRequest, ContainerObservation](CmdCreateContainer, CapCreateContainer)
+	StartContainer  = Declare[ContainerRef, ContainerObservation](CmdStartContainer, CapStartContainer)
+	WaitReady       = Declare[WaitReadyRequest, WaitReadyResult](CmdWaitReady, CapWaitReady)
+	StopContainer   = Declare[StopContainerRequest, ContainerObservation](CmdStopContainer, CapStopContainer)
+	RemoveContainer = Declare[RemoveContainerRequest, ContainerRemoved](CmdRemoveContainer, CapRemoveContainer)
+	ExportContainer = Declare[ExportContainerRequest, ContainerExport](CmdExportContainer, CapExportContainer)
+	ListImages      = Declare[ListImagesRequest, ImageList](CmdListImages, CapListImages)
+	PullImage       = Declare[PullImageRequest, PullImageResult](CmdPullImage, CapPullImage)
+)
