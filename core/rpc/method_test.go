@@ -173,3 +173,21 @@ func TestCatalogTypes(t *testing.T) {
 		t.Fatalf("create_container: %+v", d)
 	}
 }
+
+// TestAnswerTypesKeepTheMapsWire: remove_container and forget_machine
+// answered maps before they had types; the types encode the same JSON.
+func TestAnswerTypesKeepTheMapsWire(t *testing.T) {
+	for _, c := range []struct {
+		typed any
+		old   map[string]string
+	}{
+		{ContainerRemoved{Removed: "c1"}, map[string]string{"removed": "c1"}},
+		{MachineForgotten{Forgotten: "m1"}, map[string]string{"forgotten": "m1"}},
+	} {
+		a, _ := json.Marshal(c.typed)
+		b, _ := json.Marshal(c.old)
+		if string(a) != string(b) {
+			t.Errorf("%T encodes %s, the untyped answer was %s", c.typed, a, b)
+		}
+	}
+}
