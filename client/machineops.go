@@ -38,7 +38,7 @@ func (s *Session) UpdateMachine(ctx context.Context, ref string, req rpc.UpdateM
 // store sees.
 func (s *Session) Membership(ctx context.Context) (rpc.Membership, error) {
 	var ms rpc.Membership
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdMembership, nil, &ms)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ReadMembership, rpc.None{}, &ms)
 	return ms, err
 }
 

@@ -64,7 +64,7 @@ func (s *Session) PlanRun(ctx context.Context, req RunRequest) (*RunPlan, error)
 func (s *Session) servingDeployment(ctx context.Context, ns, service string) string {
 	var st rpc.ServingStatus
 	key := ingress.ServiceKey(ns, service)
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &st); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &st); err != nil {
 		return ""
 	}
 	for _, sv := range st.Services {

@@ -91,7 +91,7 @@ func (mv *mover) movePointers() error {
 
 func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit) error {
 	var cur rpc.ServingStatus
-	if err := mv.Entry.Call(mv.ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &cur); err != nil {
+	if err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &cur); err != nil {
 		return err
 	}
 	var ptr rpc.ServiceServing
@@ -124,12 +124,11 @@ func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit
 		return nil
 	}
 	var moved rpc.ServingPointerMoved
-	if err := mv.Entry.Call(mv.ctx, rpc.Target{}, rpc.CmdMoveServingPointer,
-		rpc.MoveServingPointerRequest{Service: key, Deployment: ptr.Deployment, Containers: next}, &moved); err != nil {
+	if err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{}, rpc.MoveServingPointer, rpc.MoveServingPointerRequest{Service: key, Deployment: ptr.Deployment, Containers: next}, &moved); err != nil {
 		return err
 	}
 	var acked rpc.ServingStatus
-	err := mv.Entry.Call(mv.ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}, WaitPointer: moved.ID, WaitSeconds: 10}, &acked)
+	err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{key}, WaitPointer: moved.ID, WaitSeconds: 10}, &acked)
 	st.Detail = fmt.Sprintf("%s → %s (%d Containers)", key, moved.ID, len(next))
 	if err == nil && len(acked.Services) == 1 {
 		sv := acked.Services[0]

@@ -39,9 +39,9 @@ func (d *Daemon) routes() {
 		rpc.Bind(rpc.UpdateMachine, d.updateMachine),
 		rpc.Bind(rpc.ForgetMachine, d.forgetMachine),
 		rpc.Bind(rpc.Reset, d.reset),
-		{Command: rpc.CmdMembership, Capability: rpc.CapMembership, Handler: d.membership},
+		rpc.Bind(rpc.ReadMembership, d.membership),
 		{Command: rpc.CmdIngressStatus, Capability: rpc.CapIngressStatus, Handler: d.ingressStatus},
-		{Command: rpc.CmdSaltSpecHashes, Capability: rpc.CapSaltSpecHashes, Handler: d.saltSpecHashes},
+		rpc.Bind(rpc.SaltSpecHashes, d.saltSpecHashes),
 	} {
 		d.rpc.Handle(r)
 	}

@@ -59,7 +59,7 @@ func TestMembership(t *testing.T) {
 	var m rpc.Member
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		res, err := hcall(t, d.membership, nil)
+		res, err := hcall(t, typed(d.membership), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

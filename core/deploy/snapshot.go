@@ -98,7 +98,7 @@ func SaltSpecs(ctx context.Context, c Caller, app App) (SpecSalts, error) {
 		return SpecSalts{}, nil
 	}
 	var res rpc.SaltSpecHashesResult
-	err := c.Call(ctx, rpc.Target{}, rpc.CmdSaltSpecHashes, rpc.SaltSpecHashesRequest{Digests: digests}, &res)
+	err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.SaltSpecHashes, rpc.SaltSpecHashesRequest{Digests: digests}, &res)
 	var re *rpc.Error
 	if errors.As(err, &re) && re.Code == rpc.CodeUnsupported {
 		return nil, fmt.Errorf("%w: it lacks capability %s (it runs an older version); deploying through it would write unsalted spec hashes, "+

@@ -24,4 +24,10 @@ var (
 	ExportContainer = Declare[ExportContainerRequest, ContainerExport](CmdExportContainer, CapExportContainer)
 	ListImages      = Declare[ListImagesRequest, ImageList](CmdListImages, CapListImages)
 	PullImage       = Declare[PullImageRequest, PullImageResult](CmdPullImage, CapPullImage)
+
+	// A Method named like its answer type takes a verb: ReadMembership.
+	ReadMembership     = Declare[None, Membership](CmdMembership, CapMembership)
+	SaltSpecHashes     = Declare[SaltSpecHashesRequest, SaltSpecHashesResult](CmdSaltSpecHashes, CapSaltSpecHashes)
+	ReadServingStatus  = Declare[ServingStatusRequest, ServingStatus](CmdServingStatus, CapServingStatus)
+	MoveServingPointer = Declare[MoveServingPointerRequest, ServingPointerMoved](CmdMoveServingPointer, CapMoveServingPointer)
 )

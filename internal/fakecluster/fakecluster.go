@@ -330,9 +330,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		fc.ms = slices.DeleteFunc(fc.ms, func(o *Machine) bool { return o.id == req.ID })
 		return rpc.MachineForgotten{Forgotten: req.ID}, nil
 	})
-	handle(rpc.CmdSaltSpecHashes, func(raw json.RawMessage) (any, error) {
-		var req rpc.SaltSpecHashesRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.SaltSpecHashes, func(req rpc.SaltSpecHashesRequest) (rpc.SaltSpecHashesResult, error) {
 		var out rpc.SaltSpecHashesResult
 		for _, d := range req.Digests {
 			h := fnv.New64a()
@@ -402,9 +400,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return rpc.WaitReadyResult{Outcome: "ready"}, nil
 	})
-	handle(rpc.CmdServingStatus, func(raw json.RawMessage) (any, error) {
-		var req rpc.ServingStatusRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.ReadServingStatus, func(req rpc.ServingStatusRequest) (rpc.ServingStatus, error) {
 		out := rpc.ServingStatus{ObserverID: m.id}
 		for _, k := range req.Services {
 			if p, ok := fc.ptrs[k]; ok {
@@ -415,9 +411,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 	})
 	fc.historyRoutes(m, handle)
 	fc.savedStateRoutes(handle)
-	handle(rpc.CmdMoveServingPointer, func(raw json.RawMessage) (any, error) {
-		var req rpc.MoveServingPointerRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.MoveServingPointer, func(req rpc.MoveServingPointerRequest) (rpc.ServingPointerMoved, error) {
 		fc.seq++
 		p := rpc.ServiceServing{Service: req.Service, Pointer: fmt.Sprintf("p%d", fc.seq), Deployment: req.Deployment, Containers: req.Containers}
 		fc.ptrs[req.Service] = p
