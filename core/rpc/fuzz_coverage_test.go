@@ -46,7 +46,15 @@ func TestFuzzCoversEveryDecodedPayload(t *testing.T) {
 			}
 		}
 	}
-	if found < len(payloadTypes)/2 {
+	// Declared commands decode through their Method, out of the scan's
+	// sight (TestFuzzCoversEveryDeclaredRequest covers them).
+	typed := 0
+	for _, d := range Catalog() {
+		if _, ok := payloadTypes[d.Name]; ok {
+			typed++
+		}
+	}
+	if found < (len(payloadTypes)-typed)/2 {
 		t.Fatalf("found only %d rpc.Decode calls: the source scan is broken", found)
 	}
 }

@@ -11,7 +11,8 @@ import (
 
 // None is the request or response of a command that carries none. A
 // None request goes on the wire without a payload and a None answer as
-// JSON null, as the untyped commands always sent them.
+// JSON null, as the untyped commands sent them; a command that answered
+// {} declares struct{} instead.
 type None struct{}
 
 // Method is one command declared with its types: its wire name, its

@@ -30,4 +30,26 @@ var (
 	SaltSpecHashes     = Declare[SaltSpecHashesRequest, SaltSpecHashesResult](CmdSaltSpecHashes, CapSaltSpecHashes)
 	ReadServingStatus  = Declare[ServingStatusRequest, ServingStatus](CmdServingStatus, CapServingStatus)
 	MoveServingPointer = Declare[MoveServingPointerRequest, ServingPointerMoved](CmdMoveServingPointer, CapMoveServingPointer)
+
+	RecordHistory     = Declare[RecordHistoryRequest, HistoryRecorded](CmdRecordHistory, CapRecordHistory)
+	ListHistory       = Declare[ListHistoryRequest, HistoryList](CmdListHistory, CapListHistory)
+	SaveRevision      = Declare[SaveRevisionRequest, RevisionSaved](CmdSaveRevision, CapSaveRevision)
+	ListRevisions     = Declare[ListRevisionsRequest, RevisionList](CmdListRevisions, CapListRevisions)
+	PutDeployRecord   = Declare[PutDeployRecordRequest, struct{}](CmdPutDeployRecord, CapPutDeployRecord) // answers {}
+	ListDeployRecords = Declare[ListDeployRecordsRequest, DeployRecordList](CmdListDeployRecords, CapListDeployRecords)
+
+	BeginVolumeRun = Declare[BeginVolumeRunRequest, VolumeRunBegun](CmdBeginVolumeRun, CapBeginVolumeRun)
+	PutVolumeRun   = Declare[PutVolumeRunRequest, VolumeRunPut](CmdPutVolumeRun, CapPutVolumeRun)
+	ListVolumeRuns = Declare[ListVolumeRunsRequest, VolumeRunList](CmdListVolumeRuns, CapListVolumeRuns)
+
+	PutAllocation   = Declare[PutAllocationRequest, Allocation](CmdPutAllocation, CapPutAllocation)
+	ListAllocations = Declare[None, Allocations](CmdListAllocations, CapListAllocations)
+	MarkRemoval     = Declare[MarkRemovalRequest, RemovalMark](CmdMarkRemoval, CapMarkRemoval)
+	ClearRemoval    = Declare[ClearRemovalRequest, struct{}](CmdClearRemoval, CapClearRemoval) // answers {}
+	ListRemovals    = Declare[None, RemovalMarks](CmdListRemovals, CapListRemovals)
+
+	AcquireLease = Declare[AcquireLeaseRequest, Lease](CmdAcquireLease, CapAcquireLease)
+	RenewLease   = Declare[RenewLeaseRequest, Lease](CmdRenewLease, CapRenewLease)
+	ReleaseLease = Declare[ReleaseLeaseRequest, struct{}](CmdReleaseLease, CapReleaseLease) // answers {}
+	ListLeases   = Declare[None, Leases](CmdListLeases, CapListLeases)
 )

@@ -301,7 +301,6 @@ func (fc *Cluster) obs(m *Machine, c *Container) rpc.ContainerObservation {
 }
 
 func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
-	handle := func(cmd string, h func(raw json.RawMessage) (any, error)) { fc.Handle(srv, m, cmd, h) }
 	find := m.Find
 	HandleMethod(fc, srv, m, rpc.ListMachines, func(rpc.None) (rpc.MachineList, error) {
 		out := rpc.MachineList{ObserverID: m.id, ObserverName: m.name}
@@ -409,17 +408,17 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return out, nil
 	})
-	fc.historyRoutes(m, handle)
-	fc.savedStateRoutes(handle)
+	fc.historyRoutes(srv, m)
+	fc.savedStateRoutes(srv, m)
 	HandleMethod(fc, srv, m, rpc.MoveServingPointer, func(req rpc.MoveServingPointerRequest) (rpc.ServingPointerMoved, error) {
 		fc.seq++
 		p := rpc.ServiceServing{Service: req.Service, Pointer: fmt.Sprintf("p%d", fc.seq), Deployment: req.Deployment, Containers: req.Containers}
 		fc.ptrs[req.Service] = p
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
-	fc.leaseRoutes(handle)
-	fc.volumeRunRoutes(handle)
-	fc.allocationRoutes(handle)
+	fc.leaseRoutes(srv, m)
+	fc.volumeRunRoutes(srv, m)
+	fc.allocationRoutes(srv, m)
 }
 
 // Label is one of the Machine's labels ("" when unset).
