@@ -39,7 +39,7 @@ func (r *volumeRun) runTask(t containerTask) error {
 	for {
 		asked := time.Now()
 		var st rpc.VolumeTaskState
-		if err := r.Entry.Call(r.ctx, rpc.Target{One: t.machine}, rpc.CmdVolumeTask, req, &st); err != nil {
+		if err := rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: t.machine}, rpc.VolumeTask, req, &st); err != nil {
 			switch {
 			case busy && r.ctx.Err() != nil:
 				return cancelled()

@@ -503,7 +503,7 @@ func (e *Executor) logTail(r Row, id string) []string {
 	req := rpc.LogHistoryRequest{LogQuery: rpc.LogQuery{Container: id}, Limit: 20, Newest: true}
 	for attempt := 0; ; attempt++ {
 		var h rpc.LogHistory
-		if err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, rpc.CmdLogHistory, req, &h); err != nil {
+		if err := rpc.InvokeInto(ctx, e.C, rpc.Target{One: r.MachineID}, rpc.ReadLogHistory, req, &h); err != nil {
 			return []string{fmt.Sprintf("(output not available: %s: %v)", rpc.CapLogHistory, err)}
 		}
 		if len(h.Lines) > 0 || attempt == 1 {

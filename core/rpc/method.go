@@ -143,7 +143,7 @@ type Fanouter interface {
 // InvokeAll calls m on the Machines t names (every Machine when t names
 // none) and decodes each answer as Resp.
 func InvokeAll[Req, Resp any](ctx context.Context, c Fanouter, t Target, m Method[Req, Resp], req Req) ([]Answer[Resp], error) {
-	fr, err := c.Fanout(ctx, t, m.Name, wirePayload(req))
+	fr, err := FanoutMethod(ctx, c, t, m, req)
 	if err != nil {
 		return nil, err
 	}
@@ -156,4 +156,18 @@ func wirePayload(req any) any {
 		return nil
 	}
 	return req
+}
+
+// FanoutMethod is InvokeAll for a caller that reads each Machine's
+// result itself (its order, its own wording of a failure); it decodes a
+// payload with m.Answer.
+func FanoutMethod[Req, Resp any](ctx context.Context, c Fanouter, t Target, m Method[Req, Resp], req Req) (FanoutResult, error) {
+	return c.Fanout(ctx, t, m.Name, wirePayload(req))
+}
+
+// Answer decodes one Machine's answer to m.
+func (m Method[Req, Resp]) Answer(payload json.RawMessage) (Resp, error) {
+	var resp Resp
+	err := json.Unmarshal(payload, &resp)
+	return resp, err
 }

@@ -29,16 +29,6 @@ var untyped = map[string]string{
 	// Unary commands still served and called with raw payloads.
 	CmdPublishMachine: "answer is an ad hoc map the joiner decodes into its own struct",
 	CmdIngressStatus:  "answer type lives in sdk/ingress",
-	CmdQueryMetrics:   "not yet converted",
-	CmdLogHistory:     "not yet converted",
-	CmdVolumeTask:     "not yet converted",
-	CmdCreateVolume:   "capability lives in sdk/volume",
-	CmdRemoveVolume:   "capability lives in sdk/volume",
-	CmdListVolumes:    "capability lives in sdk/volume",
-	CmdInspectVolume:  "capability lives in sdk/volume",
-	CmdSnapshotVolume: "capability lives in sdk/volume",
-	CmdSetVolumeCopy:  "not yet converted",
-	CmdUpgradeStatus:  "not yet converted",
 }
 
 func TestEveryCommandIsDeclared(t *testing.T) {
@@ -152,7 +142,7 @@ func TestCatalogTypes(t *testing.T) {
 	}
 }
 
-// TestAnswerTypesKeepTheMapsWire: remove_container and forget_machine
+// TestAnswerTypesKeepTheMapsWire: remove_container, forget_machine and remove_volume
 // answered maps before they had types; the types encode the same JSON.
 func TestAnswerTypesKeepTheMapsWire(t *testing.T) {
 	for _, c := range []struct {
@@ -161,6 +151,7 @@ func TestAnswerTypesKeepTheMapsWire(t *testing.T) {
 	}{
 		{ContainerRemoved{Removed: "c1"}, map[string]string{"removed": "c1"}},
 		{MachineForgotten{Forgotten: "m1"}, map[string]string{"forgotten": "m1"}},
+		{VolumeRemoved{MachineID: "m1", Removed: "db"}, map[string]string{"removed": "db", "machine_id": "m1"}},
 	} {
 		a, _ := json.Marshal(c.typed)
 		b, _ := json.Marshal(c.old)

@@ -1,5 +1,10 @@
 package rpc
 
+import (
+	"github.com/ployz/ployz/sdk/observe"
+	"github.com/ployz/ployz/sdk/volume"
+)
+
 // The typed commands: each declared once with its request and answer
 // types (Declare), served through Bind and called through Invoke. A new
 // command is a new line here, next to its Cmd/Cap constants; a command
@@ -52,4 +57,19 @@ var (
 	RenewLease   = Declare[RenewLeaseRequest, Lease](CmdRenewLease, CapRenewLease)
 	ReleaseLease = Declare[ReleaseLeaseRequest, struct{}](CmdReleaseLease, CapReleaseLease) // answers {}
 	ListLeases   = Declare[None, Leases](CmdListLeases, CapListLeases)
+
+	// The volume plugin's commands keep its capabilities (sdk/volume).
+	CreateVolume   = Declare[CreateVolumeRequest, Volume](CmdCreateVolume, volume.CapCreate)
+	RemoveVolume   = Declare[VolumeRequest, VolumeRemoved](CmdRemoveVolume, volume.CapRemove)
+	ListVolumes    = Declare[None, VolumeList](CmdListVolumes, volume.CapList)
+	InspectVolume  = Declare[VolumeRequest, Volume](CmdInspectVolume, volume.CapInspect)
+	SnapshotVolume = Declare[SnapshotVolumeRequest, Volume](CmdSnapshotVolume, volume.CapSnapshot)
+	SetVolumeCopy  = Declare[SetVolumeCopyRequest, VolumeCopySet](CmdSetVolumeCopy, CapSetVolumeCopy)
+	VolumeTask     = Declare[VolumeTaskRequest, VolumeTaskState](CmdVolumeTask, CapVolumeTask)
+
+	// The observe plugins' commands keep their capabilities (sdk/observe).
+	QueryMetrics   = Declare[QueryMetricsRequest, MetricsAnswer](CmdQueryMetrics, observe.CapQueryMetrics)
+	ReadLogHistory = Declare[LogHistoryRequest, LogHistory](CmdLogHistory, observe.CapLogHistory)
+
+	ReadUpgradeStatus = Declare[None, UpgradeStatus](CmdUpgradeStatus, CapUpgradeStatus)
 )
