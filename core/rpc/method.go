@@ -87,10 +87,12 @@ func (m Method[Req, Resp]) DecodeRequest(raw json.RawMessage) (Req, error) {
 // answer encoded from Resp. Set Available on the result when the route
 // can be down.
 func Bind[Req, Resp any](m Method[Req, Resp], h func(context.Context, Req) (Resp, error)) Route {
-	return Route{Command: m.Name, Capability: m.Capability, Handler: m.handler(h)}
+	return Route{Command: m.Name, Capability: m.Capability, Handler: m.Handler(h)}
 }
 
-func (m Method[Req, Resp]) handler(h func(context.Context, Req) (Resp, error)) Handler {
+// Handler returns the untyped Handler serving m with h, for a route
+// table that sets its own capability (a test double).
+func (m Method[Req, Resp]) Handler(h func(context.Context, Req) (Resp, error)) Handler {
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		req, err := m.DecodeRequest(raw)
 		if err != nil {
@@ -105,12 +107,6 @@ func (m Method[Req, Resp]) handler(h func(context.Context, Req) (Resp, error)) H
 		}
 		return resp, nil
 	}
-}
-
-// Handler returns the untyped Handler serving m with h, for a route
-// table that sets its own capability (a test double).
-func (m Method[Req, Resp]) Handler(h func(context.Context, Req) (Resp, error)) Handler {
-	return m.handler(h)
 }
 
 // Caller is one call to one Machine, as *Client makes it.
