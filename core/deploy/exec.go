@@ -402,7 +402,7 @@ func (e *Executor) call(ctx context.Context, s Step, r Row, a action, id string,
 		return nil, e.containerStep(ctx, t, a.cmd, id, r.StopGraceSeconds)
 	case rpc.CmdCreateVolume:
 		// The Machine makes a volume it creates its Writer.
-		return nil, e.C.Call(ctx, t, a.cmd, rpc.CreateVolumeRequest{Name: r.Volume, SizeBytes: r.SizeBytes}, nil)
+		return nil, rpc.InvokeInto(ctx, e.C, t, rpc.CreateVolume, rpc.CreateVolumeRequest{Name: r.Volume, SizeBytes: r.SizeBytes}, nil)
 	default:
 		return nil, e.containerStep(ctx, t, a.cmd, id, 0)
 	}
