@@ -34,7 +34,7 @@ func (d *Daemon) routes() {
 		rpc.Bind(rpc.Inspect, d.inspect),
 		rpc.Bind(rpc.Initialize, d.initialize),
 		rpc.Bind(rpc.Join, d.join),
-		{Command: rpc.CmdPublishMachine, Capability: rpc.CapPublishMachine, Handler: d.publishMachine},
+		rpc.Bind(rpc.PublishMachine, d.publishMachine),
 		rpc.Bind(rpc.ListMachines, d.listMachines),
 		rpc.Bind(rpc.UpdateMachine, d.updateMachine),
 		rpc.Bind(rpc.ForgetMachine, d.forgetMachine),
@@ -225,36 +225,32 @@ func parseEnrollment(name, network, subnet string, endpoints []string) (netip.Pr
 	return n, s.Masked(), eps, nil
 }
 
-func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.PublishMachineRequest
-	if err := rpc.Decode(rpc.CmdPublishMachine, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) publishMachine(ctx context.Context, req rpc.PublishMachineRequest) (rpc.MachinePublished, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.MachinePublished{}, err
 	}
 	if req.ID == "" {
-		return nil, rpc.InvalidField("id", "is empty")
+		return rpc.MachinePublished{}, rpc.InvalidField("id", "is empty")
 	}
 	k, err := wgtypes.ParseKey(req.PublicKey)
 	if err != nil {
-		return nil, rpc.InvalidField("public_key", "not a WireGuard key: %v", err)
+		return rpc.MachinePublished{}, rpc.InvalidField("public_key", "not a WireGuard key: %v", err)
 	}
 	if _, err := netip.ParsePrefix(req.Subnet); err != nil {
-		return nil, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
+		return rpc.MachinePublished{}, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
 	}
 	body := sdkstore.MachineBody{Name: req.Name, PublicKey: req.PublicKey, Subnet: req.Subnet, Endpoints: req.Endpoints,
 		ManagementIP: meshaddr.ManagementIP(k).String(), Phase: string(machine.Joining), RPCKey: req.RPCKey}
 	if req.RPCKey != "" {
 		if _, err := rpc.ParseRPCKey(req.RPCKey); err != nil {
-			return nil, rpc.InvalidField("rpc_key", "%v", err)
+			return rpc.MachinePublished{}, rpc.InvalidField("rpc_key", "%v", err)
 		}
 		// The entry vouches for the joiner's keys and signs its first
 		// row; the joiner repeats the endorsement in its own rows.
 		if d.trust != nil {
 			if err := trust.SignEnrollment(d.identity, d.record().ID, req.ID, &body, time.Now()); err != nil {
-				return nil, rpc.InvalidField("rpc_key", "%v", err)
+				return rpc.MachinePublished{}, rpc.InvalidField("rpc_key", "%v", err)
 			}
 		}
 	}
@@ -263,20 +259,20 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 	// Read before the row is written: a refused call leaves nothing.
 	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
+		return rpc.MachinePublished{}, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
 	}
 	if _, err := st.Machines().Put(ctx, sdkstore.Row[sdkstore.MachineBody]{Key: req.ID, Owner: req.ID, Body: body}); err != nil {
-		return nil, err
+		return rpc.MachinePublished{}, err
 	}
 	h, err := st.Health(ctx)
 	if err != nil {
-		return nil, err
+		return rpc.MachinePublished{}, err
 	}
-	out := map[string]any{"store_versions": h.Vector, "cluster_secret": secret.Hex()}
+	out := rpc.MachinePublished{StoreVersions: h.Vector, ClusterSecret: secret.Hex()}
 	if d.trust != nil {
 		// What this Machine trusts becomes the joiner's starting pins.
-		out["trusted_machines"] = d.trust.Export(d.record().ID, d.publicKeyString())
-		out["endorsement"] = body.Endorsement
+		pins := d.trust.Export(d.record().ID, d.publicKeyString())
+		out.TrustedMachines, out.Endorsement = &pins, body.Endorsement
 	}
 	return out, nil
 }

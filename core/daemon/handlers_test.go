@@ -142,30 +142,30 @@ func TestPublishMachine(t *testing.T) {
 	} {
 		req := good
 		mutate(&req)
-		_, err := hcall(t, d.publishMachine, req)
+		_, err := hcall(t, typed(d.publishMachine), req)
 		wantField(t, err, field)
 	}
 	if rows, _ := st.Machines().List(ctx); len(rows) != 0 {
 		t.Fatalf("a refused request wrote %d machines rows", len(rows))
 	}
 
-	res, err := hcall(t, d.publishMachine, good)
+	res, err := hcall(t, typed(d.publishMachine), good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := res.(map[string]any)
+	out := res.(rpc.MachinePublished)
 	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out["cluster_secret"] != secret.Hex() {
-		t.Fatalf("cluster_secret %v, want this Cluster's", out["cluster_secret"])
+	if out.ClusterSecret != secret.Hex() {
+		t.Fatalf("cluster_secret %v, want this Cluster's", out.ClusterSecret)
 	}
 	h, err := st.Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := out["store_versions"].(map[string]int64); v[h.ActorID] < 1 {
+	if v := out.StoreVersions; v[h.ActorID] < 1 {
 		t.Fatalf("store_versions %v does not include the joiner's row (site %s)", v, h.ActorID)
 	}
 	row, ok, err := st.Machines().Get(ctx, "joiner")
@@ -184,7 +184,7 @@ func TestPublishMachine(t *testing.T) {
 	}
 	other := good
 	other.ID, other.Name = "joiner2", "m3"
-	if _, err := hcall(t, d.publishMachine, other); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := hcall(t, typed(d.publishMachine), other); rpcCode(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("no secret: %v", err)
 	}
 	if _, ok, _ := st.Machines().Get(ctx, "joiner2"); ok {
@@ -192,7 +192,7 @@ func TestPublishMachine(t *testing.T) {
 	}
 	// A Machine with no store refuses before writing anything.
 	d.active = nil
-	if _, err := hcall(t, d.publishMachine, good); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := hcall(t, typed(d.publishMachine), good); rpcCode(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("no store: %v", err)
 	}
 }

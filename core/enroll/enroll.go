@@ -7,10 +7,8 @@ import (
 	"slices"
 
 	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/sdk/store"
 )
 
 // Allocations is where an enrollment chooses and records the subnets it
@@ -158,15 +156,10 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 		endpoints = in.Endpoints
 	}
 	o.progress("publishing %s (%s) with subnet %s through %s", o.Name, short(in.ID), subnet, entryIn.Name)
-	var pub struct {
-		StoreVersions map[string]int64 `json:"store_versions"`
-		ClusterSecret string           `json:"cluster_secret"`
-		// The entry's pins and its endorsement of the joiner
-		// (core/machine/trust), forwarded as they are.
-		TrustedMachines *trust.Pins        `json:"trusted_machines"`
-		Endorsement     *store.Endorsement `json:"endorsement"`
-	}
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdPublishMachine, rpc.PublishMachineRequest{
+	// The entry's pins and its endorsement of the joiner
+	// (core/machine/trust) are forwarded as they are.
+	var pub rpc.MachinePublished
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.PublishMachine, rpc.PublishMachineRequest{
 		ID: in.ID, Name: o.Name, PublicKey: in.PublicKey, Subnet: subnet.String(), Endpoints: endpoints, RPCKey: in.RPCKey}, &pub); err != nil {
 		return in, fmt.Errorf("publish %s: %w", o.Name, err)
 	}

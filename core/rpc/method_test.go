@@ -11,6 +11,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ployz/ployz/core/machine/trust"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // untyped lists the commands not yet declared with their types (methods.go),
@@ -32,10 +35,6 @@ var untyped = map[string]string{
 	CmdUpgradePlugin:     "stream",
 
 	// Unary commands still served and called with raw payloads.
-	// publish_machine answers a map whose trust keys are absent without
-	// trust pins and null without an endorsement; a struct would move one
-	// of the two, so it waits for its own answer type and fixture.
-	CmdPublishMachine: "map answer: typing it moves bytes",
 	// ingress_status answers sdk/ingress's Status, and sdk/ingress
 	// imports core/rpc; issue 47 item 1 moves those types.
 	CmdIngressStatus: "answer type in sdk/ingress (import cycle)",
@@ -151,13 +150,21 @@ func TestCatalogTypes(t *testing.T) {
 	}
 }
 
-// TestAnswerTypesKeepTheMapsWire: remove_container, forget_machine and remove_volume
-// answered maps before they had types; the types encode the same JSON.
+// TestAnswerTypesKeepTheMapsWire: remove_container, forget_machine,
+// remove_volume and publish_machine answered maps before they had types;
+// the types encode the same JSON.
 func TestAnswerTypesKeepTheMapsWire(t *testing.T) {
+	pins := &trust.Pins{Strict: true}
 	for _, c := range []struct {
 		typed any
-		old   map[string]string
+		old   any
 	}{
+		{MachinePublished{StoreVersions: map[string]int64{"s": 3}, ClusterSecret: "c"},
+			map[string]any{"store_versions": map[string]int64{"s": 3}, "cluster_secret": "c"}},
+		{MachinePublished{StoreVersions: map[string]int64{}, ClusterSecret: "c", TrustedMachines: pins},
+			map[string]any{"store_versions": map[string]int64{}, "cluster_secret": "c", "trusted_machines": *pins, "endorsement": (*store.Endorsement)(nil)}},
+		{MachinePublished{ClusterSecret: "c", TrustedMachines: pins, Endorsement: &store.Endorsement{By: "m1"}},
+			map[string]any{"store_versions": map[string]int64(nil), "cluster_secret": "c", "trusted_machines": *pins, "endorsement": &store.Endorsement{By: "m1"}}},
 		{ContainerRemoved{Removed: "c1"}, map[string]string{"removed": "c1"}},
 		{MachineForgotten{Forgotten: "m1"}, map[string]string{"forgotten": "m1"}},
 		{VolumeRemoved{MachineID: "m1", Removed: "db"}, map[string]string{"removed": "db", "machine_id": "m1"}},

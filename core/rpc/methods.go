@@ -18,7 +18,8 @@ var (
 	UpdateMachine    = Declare[UpdateMachineRequest, Inspection](CmdUpdateMachine, CapUpdateMachine)
 	ForgetMachine    = Declare[ForgetMachineRequest, MachineForgotten](CmdForgetMachine, CapForgetMachine)
 	// Reset answers the Machine as it starts resetting.
-	Reset = Declare[None, Inspection](CmdReset, CapReset)
+	Reset          = Declare[None, Inspection](CmdReset, CapReset)
+	PublishMachine = Declare[PublishMachineRequest, MachinePublished](CmdPublishMachine, CapPublishMachine)
 
 	ListContainers  = Declare[ListContainersRequest, ContainerList](CmdListContainers, CapListContainers)
 	CreateContainer = Declare[CreateContainerRequest, ContainerObservation](CmdCreateContainer, CapCreateContainer)

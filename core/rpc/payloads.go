@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/ployz/ployz/core/machine"
@@ -107,6 +108,28 @@ type PublishMachineRequest struct {
 	// RPCKey is the joiner's rpc_key, published with its row so the
 	// Cluster can call it before it gossips its own row.
 	RPCKey string `json:"rpc_key,omitempty"`
+}
+
+// MachinePublished is publish_machine's answer: what the joiner needs
+// from the entry to join (JoinRequest).
+type MachinePublished struct {
+	StoreVersions map[string]int64 `json:"store_versions"`
+	ClusterSecret string           `json:"cluster_secret"`
+	// TrustedMachines are the entry's pins, the joiner's starting ones,
+	// and Endorsement its endorsement of the joiner's keys (nil without
+	// an rpc_key); both absent from an entry without trust pins.
+	TrustedMachines *trust.Pins        `json:"trusted_machines,omitempty"`
+	Endorsement     *store.Endorsement `json:"endorsement,omitempty"`
+}
+
+// MarshalJSON writes what the untyped answer wrote: with trust pins, an
+// endorsement key even when it is null; without, neither key.
+func (p MachinePublished) MarshalJSON() ([]byte, error) {
+	out := map[string]any{"store_versions": p.StoreVersions, "cluster_secret": p.ClusterSecret}
+	if p.TrustedMachines != nil {
+		out["trusted_machines"], out["endorsement"] = p.TrustedMachines, p.Endorsement
+	}
+	return json.Marshal(out)
 }
 
 // JoinRequest makes this Machine join a Cluster.
