@@ -113,7 +113,7 @@ func (a *clusterAllocations) SetState(ctx context.Context, machineID, machineNam
 }
 
 func (a *clusterAllocations) put(ctx context.Context, machineID, machineName string, subnet netip.Prefix, state string) error {
-	return a.ent.Call(ctx, rpc.Target{}, rpc.CmdPutAllocation, rpc.PutAllocationRequest{Allocation: rpc.Allocation{MachineID: machineID,
+	return rpc.InvokeInto(ctx, a.ent, rpc.Target{}, rpc.PutAllocation, rpc.PutAllocationRequest{Allocation: rpc.Allocation{MachineID: machineID,
 		MachineName: machineName, Subnet: subnet.String(), State: state, Operator: a.op}}, nil)
 }
 
@@ -121,7 +121,7 @@ func (a *clusterAllocations) put(ctx context.Context, machineID, machineName str
 // sets fallback.
 func (a *clusterAllocations) list(ctx context.Context) ([]rpc.Allocation, error) {
 	var out rpc.Allocations
-	err := a.ent.Call(ctx, rpc.Target{}, rpc.CmdListAllocations, nil, &out)
+	err := rpc.InvokeInto(ctx, a.ent, rpc.Target{}, rpc.ListAllocations, rpc.None{}, &out)
 	if Unsupported(err) {
 		a.fallback = true
 		return nil, nil

@@ -30,7 +30,7 @@ type enrollCluster struct {
 func newEnrollCluster(t *testing.T) *enrollCluster {
 	ec := &enrollCluster{published: map[string]string{}}
 	ec.Cluster = fakecluster.NewWith(t, fakecluster.Options{Routes: func(fc *fakecluster.Cluster, srv *rpc.Server, m *fakecluster.Machine) {
-		fc.Handle(srv, m, rpc.CmdInspect, func(json.RawMessage) (any, error) {
+		fakecluster.HandleMethod(fc, srv, m, rpc.Inspect, func(rpc.None) (rpc.Inspection, error) {
 			return rpc.Inspection{ID: m.ID(), Name: m.Name(), Phase: machine.Participating, Network: "10.210.0.0/16"}, nil
 		})
 		fc.Handle(srv, m, rpc.CmdPublishMachine, func(raw json.RawMessage) (any, error) {
@@ -62,12 +62,12 @@ func (ec *enrollCluster) home(t *testing.T) *Session {
 // that joins when asked; it answers its unix:// address.
 func newTarget(t *testing.T, id string) string {
 	srv := rpc.NewServer(rpc.Options{Local: func() (string, string) { return id, id }})
-	srv.Handle(rpc.Route{Command: rpc.CmdInspect, Capability: "test.inspect", Handler: func(context.Context, json.RawMessage) (any, error) {
+	srv.Handle(rpc.Bind(rpc.Inspect, func(context.Context, rpc.None) (rpc.Inspection, error) {
 		return rpc.Inspection{ID: id, Hostname: id, Phase: machine.Uninitialized}, nil
-	}})
-	srv.Handle(rpc.Route{Command: rpc.CmdJoin, Capability: "test.join", Handler: func(context.Context, json.RawMessage) (any, error) {
+	}))
+	srv.Handle(rpc.Bind(rpc.Join, func(context.Context, rpc.JoinRequest) (rpc.Inspection, error) {
 		return rpc.Inspection{ID: id, Name: id, Phase: machine.Participating}, nil
-	}})
+	}))
 	addr := filepath.Join(t.TempDir(), id+".sock")
 	lis, err := net.Listen("unix", addr)
 	if err != nil {

@@ -111,7 +111,7 @@ func (s *Session) markDrained(ctx context.Context, machine string, drained bool)
 		req = rpc.UpdateMachineRequest{LabelsAdd: map[string]string{deploy.LabelDrained: time.Now().UTC().Format(time.RFC3339)}}
 	}
 	var in rpc.Inspection
-	err := s.ent.Call(ctx, rpc.Target{One: machine}, rpc.CmdUpdateMachine, req, &in)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{One: machine}, rpc.UpdateMachine, req, &in)
 	return in, err
 }
 

@@ -26,7 +26,7 @@ func (s *Session) History(ctx context.Context, f HistoryFilter) ([]rpc.HistoryEn
 		return nil, err
 	}
 	var out rpc.HistoryList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListHistory, f, &out); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListHistory, f, &out); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	if out.Entries == nil {

@@ -118,7 +118,7 @@ func (s *Session) importRevisions(ctx context.Context, rep *ImportReport) (map[r
 			return nil, err
 		}
 		var out rpc.RevisionSaved
-		err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdSaveRevision, rpc.SaveRevisionRequest{ID: importedID(s.name, st), Project: st.Project,
+		err = rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.SaveRevision, rpc.SaveRevisionRequest{ID: importedID(s.name, st), Project: st.Project,
 			Environment: st.Environment, Compose: st.Compose, Operator: s.Operator().History(),
 			Source: "import:" + s.name, SourceRevision: st.Revision}, &out)
 		if err != nil {
@@ -146,7 +146,7 @@ func (s *Session) importRecords(ctx context.Context, renumber map[revisionKey]in
 		return err
 	}
 	var have rpc.DeployRecordList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListDeployRecords, rpc.ListDeployRecordsRequest{Limit: rpc.HistoryMaxLimit}, &have); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListDeployRecords, rpc.ListDeployRecordsRequest{Limit: rpc.HistoryMaxLimit}, &have); err != nil {
 		return fmt.Errorf("import deploy records: %w", err)
 	}
 	there := map[string]bool{}
@@ -166,7 +166,7 @@ func (s *Session) importRecords(ctx context.Context, renumber map[revisionKey]in
 		if err := s.importHistory(ctx, r, req); err != nil {
 			return err
 		}
-		if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdPutDeployRecord, req, nil); err != nil {
+		if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.PutDeployRecord, req, nil); err != nil {
 			return fmt.Errorf("import deploy record %s: %w", r.DeploymentID, err)
 		}
 		rep.Records++

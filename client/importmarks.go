@@ -44,7 +44,7 @@ func (s *Session) importAllocations(ctx context.Context, rep *ImportReport) erro
 		return err
 	}
 	var have rpc.Allocations
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListAllocations, nil, &have); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListAllocations, rpc.None{}, &have); err != nil {
 		return fmt.Errorf("import allocations: %w", err)
 	}
 	op := s.Operator().History()
@@ -52,7 +52,7 @@ func (s *Session) importAllocations(ctx context.Context, rep *ImportReport) erro
 		if slices.ContainsFunc(have.Allocations, func(h rpc.Allocation) bool { return h.MachineID == a.MachineID }) {
 			continue
 		}
-		err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdPutAllocation, rpc.PutAllocationRequest{Allocation: rpc.Allocation{MachineID: a.MachineID,
+		err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.PutAllocation, rpc.PutAllocationRequest{Allocation: rpc.Allocation{MachineID: a.MachineID,
 			MachineName: a.MachineName, Subnet: a.Subnet.String(), State: a.State, Operator: op, Source: "import:" + s.name}}, nil)
 		var e *rpc.Error
 		switch {
@@ -74,7 +74,7 @@ func (s *Session) importRemovals(ctx context.Context, rep *ImportReport) error {
 		return err
 	}
 	var have rpc.RemovalMarks
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRemovals, nil, &have); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListRemovals, rpc.None{}, &have); err != nil {
 		return fmt.Errorf("import removal marks: %w", err)
 	}
 	there := map[string]bool{}

@@ -27,7 +27,7 @@ func (s *Session) importVolumeRuns(ctx context.Context, rep *ImportReport) (ran 
 	who := s.Operator().History()
 	for _, r := range runs {
 		var out rpc.VolumeRunPut
-		err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdPutVolumeRun, importedRun(r, who), &out)
+		err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.PutVolumeRun, importedRun(r, who), &out)
 		if Unsupported(err) {
 			return false, nil
 		}

@@ -75,7 +75,7 @@ func (s *Session) discoveredEndpoints(ctx context.Context, ms []rpc.MachineView)
 			continue
 		}
 		var in rpc.Inspection
-		if err := s.ent.Call(ctx, rpc.Target{One: m.ID}, rpc.CmdInspect, nil, &in); err == nil {
+		if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{One: m.ID}, rpc.Inspect, rpc.None{}, &in); err == nil {
 			ms[i].Endpoints = in.Endpoints
 		}
 	}

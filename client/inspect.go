@@ -139,7 +139,7 @@ func (s *Session) InspectService(ctx context.Context, ns, service string, fanout
 	}
 	in.Ingress = IngressOf(ns, service, in.Ingress.Routes, fanout)
 	var sst rpc.ServingStatus
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ingress.ServiceKey(ns, service)}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{ingress.ServiceKey(ns, service)}}, &sst); err == nil && len(sst.Services) == 1 && sst.Services[0].Pointer != "" {
 		in.Serving = &sst.Services[0]
 	}
 	return in, snap, nil

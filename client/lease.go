@@ -137,7 +137,7 @@ func (h *heldLease) acquire(ctx context.Context, command string) error {
 	op := h.s.Operator()
 	req := rpc.AcquireLeaseRequest{Scope: h.scope, Holder: rpc.LeaseHolder{Name: op.Name, KeyFingerprint: op.KeyFingerprint},
 		Command: command, Nonce: h.nonce, Expires: time.Now().Add(leaseTTL).UnixMilli()}
-	err := h.s.ent.Call(ctx, rpc.Target{}, rpc.CmdAcquireLease, req, nil)
+	err := rpc.InvokeInto(ctx, h.s.ent, rpc.Target{}, rpc.AcquireLease, req, nil)
 	var e *rpc.Error
 	switch {
 	case err == nil:
@@ -180,7 +180,7 @@ func (h *heldLease) renew() {
 		case <-t.C:
 		}
 		next := time.Now().Add(leaseTTL)
-		err := h.s.ent.Call(h.ctx, rpc.Target{}, rpc.CmdRenewLease, rpc.RenewLeaseRequest{Scope: h.scope, Nonce: h.nonce, Expires: next.UnixMilli()}, nil)
+		err := rpc.InvokeInto(h.ctx, h.s.ent, rpc.Target{}, rpc.RenewLease, rpc.RenewLeaseRequest{Scope: h.scope, Nonce: h.nonce, Expires: next.UnixMilli()}, nil)
 		var e *rpc.Error
 		switch {
 		case err == nil:
@@ -221,14 +221,14 @@ func (h *heldLease) release() {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 10*time.Second)
 		defer cancel()
-		h.s.ent.Call(ctx, rpc.Target{}, rpc.CmdReleaseLease, rpc.ReleaseLeaseRequest{Scope: h.scope, Nonce: h.nonce}, nil) //nolint:errcheck // an unreleased lease expires
+		rpc.InvokeInto(ctx, h.s.ent, rpc.Target{}, rpc.ReleaseLease, rpc.ReleaseLeaseRequest{Scope: h.scope, Nonce: h.nonce}, nil) //nolint:errcheck // an unreleased lease expires
 	})
 }
 
 // Leases lists the Cluster's live leases.
 func (s *Session) Leases(ctx context.Context) ([]rpc.Lease, error) {
 	var out rpc.Leases
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListLeases, nil, &out); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListLeases, rpc.None{}, &out); err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
 	return out.Leases, nil

@@ -52,7 +52,7 @@ const (
 // breaks is given up, and any given up returns a *PartialError.
 func (s *Session) FollowLogs(ctx context.Context, f LogFollow, emit func(LogEvent)) error {
 	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return fmt.Errorf("logs: list machines: %w", err)
 	}
 	if f.Tail < 0 {

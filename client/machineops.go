@@ -14,7 +14,7 @@ import (
 // Machines is the Machine list the Entry Machine observes, as it sent it.
 func (s *Session) Machines(ctx context.Context) (rpc.MachineList, error) {
 	var list rpc.MachineList
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list)
 	return list, err
 }
 
@@ -22,7 +22,7 @@ func (s *Session) Machines(ctx context.Context) (rpc.MachineList, error) {
 // sees itself.
 func (s *Session) InspectMachine(ctx context.Context, ref string) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	err := s.ent.Call(ctx, rpc.Target{One: ref}, rpc.CmdInspect, nil, &in)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{One: ref}, rpc.Inspect, rpc.None{}, &in)
 	return in, err
 }
 
@@ -30,7 +30,7 @@ func (s *Session) InspectMachine(ctx context.Context, ref string) (rpc.Inspectio
 // returns it as it then sees itself.
 func (s *Session) UpdateMachine(ctx context.Context, ref string, req rpc.UpdateMachineRequest) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	err := s.ent.Call(ctx, rpc.Target{One: ref}, rpc.CmdUpdateMachine, req, &in)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{One: ref}, rpc.UpdateMachine, req, &in)
 	return in, err
 }
 
@@ -38,7 +38,7 @@ func (s *Session) UpdateMachine(ctx context.Context, ref string, req rpc.UpdateM
 // store sees.
 func (s *Session) Membership(ctx context.Context) (rpc.Membership, error) {
 	var ms rpc.Membership
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdMembership, nil, &ms)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ReadMembership, rpc.None{}, &ms)
 	return ms, err
 }
 

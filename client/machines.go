@@ -77,7 +77,7 @@ func (s *Session) PlanRemoveMachine(ctx context.Context, ref string) (*MachineRe
 // askHolds asks the Machine at t what it holds, for mr's question.
 func (s *Session) askHolds(ctx context.Context, mr *MachineRemoval, t rpc.Target) {
 	var held rpc.ContainerList
-	lerr := s.ent.Call(ctx, t, rpc.CmdListContainers, rpc.ListContainersRequest{}, &held)
+	lerr := rpc.InvokeInto(ctx, s.ent, t, rpc.ListContainers, rpc.ListContainersRequest{}, &held)
 	if lerr != nil || len(held.Volumes) > 0 || len(held.Containers) > 0 {
 		mr.HoldsData = true
 		mr.Holds = fmt.Sprintf("%d Service Containers and %d volumes", len(held.Containers), len(held.Volumes))
@@ -96,7 +96,7 @@ func (s *Session) ApplyRemoveMachine(ctx context.Context, mr *MachineRemoval, re
 	if mr.Last {
 		// The only Machine is the entry: it resets itself, and no other
 		// Machine is left to forget it.
-		if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdReset, nil, nil); err != nil {
+		if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.Reset, rpc.None{}, nil); err != nil {
 			return false, fmt.Errorf("reset %s: %w", mr.Machine.Name, err)
 		}
 		return true, nil
@@ -104,9 +104,9 @@ func (s *Session) ApplyRemoveMachine(ctx context.Context, mr *MachineRemoval, re
 	var resetErr error
 	reset = reset && !mr.Lost
 	if reset {
-		resetErr = s.ent.Call(ctx, rpc.Target{One: mr.Machine.ID}, rpc.CmdReset, nil, nil)
+		resetErr = rpc.InvokeInto(ctx, s.ent, rpc.Target{One: mr.Machine.ID}, rpc.Reset, rpc.None{}, nil)
 	}
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdForgetMachine, rpc.ForgetMachineRequest{ID: mr.Machine.ID}, nil); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ForgetMachine, rpc.ForgetMachineRequest{ID: mr.Machine.ID}, nil); err != nil {
 		return reset && resetErr == nil, err
 	}
 	// The subnet stays in the allocation history, so it is never given to
@@ -124,7 +124,7 @@ func (s *Session) ApplyRemoveMachine(ctx context.Context, mr *MachineRemoval, re
 // refusing the entry itself.
 func (s *Session) resolveRemoval(ctx context.Context, ref string) (rpc.MachineList, rpc.MachineView, error) {
 	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return list, rpc.MachineView{}, err
 	}
 	peers := make([]rpc.Peer, len(list.Machines))
@@ -165,7 +165,7 @@ func (s *Session) PlanForgetMachine(ctx context.Context, ref string) (*MachineRe
 	pctx, cancel := context.WithTimeout(ctx, lostProbeTimeout)
 	defer cancel()
 	var in rpc.Inspection
-	callErr := s.ent.Call(pctx, rpc.Target{One: mv.ID}, rpc.CmdInspect, nil, &in)
+	callErr := rpc.InvokeInto(pctx, s.ent, rpc.Target{One: mv.ID}, rpc.Inspect, rpc.None{}, &in)
 	refuse := func(how string) error {
 		return fmt.Errorf("machine %s answers (%s): --force is for a Machine that will never return; `ployz machine rm %s` removes and resets one that answers",
 			mv.Name, how, mv.Name)

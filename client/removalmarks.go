@@ -16,7 +16,7 @@ import (
 
 // markRemoval marks project's env for removal.
 func (s *Session) markRemoval(ctx context.Context, project, env string) error {
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdMarkRemoval, rpc.MarkRemovalRequest{RemovalMark: rpc.RemovalMark{Project: project,
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.MarkRemoval, rpc.MarkRemovalRequest{RemovalMark: rpc.RemovalMark{Project: project,
 		Environment: env, Operator: s.Operator().History()}}, nil)
 	if Unsupported(err) {
 		return s.st.MarkRemoval(s.name, project, env)
@@ -30,7 +30,7 @@ func (s *Session) markRemoval(ctx context.Context, project, env string) error {
 // clearRemoval drops project's env's mark, in the Cluster and here (a
 // mark this computer kept before the Cluster did is finished too).
 func (s *Session) clearRemoval(ctx context.Context, project, env string) error {
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdClearRemoval, rpc.ClearRemovalRequest{Project: project, Environment: env}, nil)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ClearRemoval, rpc.ClearRemovalRequest{Project: project, Environment: env}, nil)
 	if err != nil && !Unsupported(err) {
 		return fmt.Errorf("clear the removal mark of %s/%s in the Cluster: %w", project, env, err)
 	}
@@ -41,7 +41,7 @@ func (s *Session) clearRemoval(ctx context.Context, project, env string) error {
 // computer's against an older entry.
 func (s *Session) Removals(ctx context.Context) ([]operator.Removal, error) {
 	var out rpc.RemovalMarks
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRemovals, nil, &out)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListRemovals, rpc.None{}, &out)
 	if Unsupported(err) {
 		return s.st.Removals(s.name)
 	}

@@ -21,7 +21,7 @@ import (
 // that failed returns a *PartialError.
 func (s *Session) RestoreReplicas(ctx context.Context, r Reconcile) (ReconcileReport, error) {
 	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return ReconcileReport{}, err
 	}
 	down, other := membershipNames(list)

@@ -45,7 +45,7 @@ func (s *Session) PlanRun(ctx context.Context, req RunRequest) (*RunPlan, error)
 		return nil, err
 	}
 	var ex rpc.ContainerExport
-	if err := s.ent.Call(ctx, rpc.Target{One: ch.from.MachineID}, rpc.CmdExportContainer, rpc.ExportContainerRequest{ID: ch.from.ID, WithFiles: true}, &ex); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{One: ch.from.MachineID}, rpc.ExportContainer, rpc.ExportContainerRequest{ID: ch.from.ID, WithFiles: true}, &ex); err != nil {
 		return nil, fmt.Errorf("read the spec of %s: %w", ch.from.Name, err)
 	}
 	for _, f := range ex.Spec.Files {
@@ -64,7 +64,7 @@ func (s *Session) PlanRun(ctx context.Context, req RunRequest) (*RunPlan, error)
 func (s *Session) servingDeployment(ctx context.Context, ns, service string) string {
 	var st rpc.ServingStatus
 	key := ingress.ServiceKey(ns, service)
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &st); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &st); err != nil {
 		return ""
 	}
 	for _, sv := range st.Services {
@@ -148,7 +148,7 @@ func (s *Session) pullFor(ctx context.Context, p *RunPlan) error {
 	if auth != nil {
 		req.RegistryAuth = auth(p.Spec.Image)
 	}
-	if err := s.ent.Call(ctx, rpc.Target{One: p.MachineID}, rpc.CmdPullImage, req, nil); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{One: p.MachineID}, rpc.PullImage, req, nil); err != nil {
 		return fmt.Errorf("machine %s lacks image %s and could not pull it (`ployz image push %s --machine %s` delivers it): %w",
 			p.Machine, p.Spec.Image, p.Spec.Image, p.Machine, err)
 	}

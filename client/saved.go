@@ -32,7 +32,7 @@ func (s *Session) LatestSaved(ctx context.Context) ([]operator.SavedState, error
 		return nil, err
 	}
 	var out rpc.RevisionList
-	err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRevisions, rpc.ListRevisionsRequest{AllNamespaces: true, Latest: true, WithCompose: true}, &out)
+	err = rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListRevisions, rpc.ListRevisionsRequest{AllNamespaces: true, Latest: true, WithCompose: true}, &out)
 	switch {
 	case Unsupported(err) || invalidField(err, "namespace"):
 		// An entry from before all_namespaces refuses the empty namespace.

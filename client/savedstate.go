@@ -38,7 +38,7 @@ func (s *Session) saveRevision(ctx context.Context, project, env string, compose
 		return 0, err
 	}
 	var out rpc.RevisionSaved
-	err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdSaveRevision, rpc.SaveRevisionRequest{ID: newRevisionID(), Project: project,
+	err = rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.SaveRevision, rpc.SaveRevisionRequest{ID: newRevisionID(), Project: project,
 		Environment: env, Compose: compose, Operator: s.Operator().History()}, &out)
 	switch {
 	case Unsupported(err):
@@ -55,7 +55,7 @@ func newRevisionID() string { return "r-" + deploy.NewID(10) }
 // the entry keeps none (an older release) or holds none of ns.
 func (s *Session) clusterRevisions(ctx context.Context, req rpc.ListRevisionsRequest) (revs []rpc.Revision, local bool, err error) {
 	var out rpc.RevisionList
-	err = s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRevisions, req, &out)
+	err = rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListRevisions, req, &out)
 	if Unsupported(err) {
 		return nil, true, nil
 	}
@@ -71,7 +71,7 @@ func (s *Session) clusterRevisions(ctx context.Context, req rpc.ListRevisionsReq
 // clusterHolds reports whether the Cluster holds any revision of ns.
 func (s *Session) clusterHolds(ctx context.Context, ns string) bool {
 	var out rpc.RevisionList
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListRevisions, rpc.ListRevisionsRequest{Namespace: ns, Latest: true}, &out)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListRevisions, rpc.ListRevisionsRequest{Namespace: ns, Latest: true}, &out)
 	return err == nil && len(out.Revisions) > 0
 }
 
@@ -114,7 +114,7 @@ func (s *Session) stateAt(ctx context.Context, p Project, rev int) (operator.Sav
 // else (an older entry, or none there yet) this store's.
 func (s *Session) namespaceRecords(ctx context.Context, ns string) ([]deploy.Record, error) {
 	var out rpc.DeployRecordList
-	err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListDeployRecords, rpc.ListDeployRecordsRequest{Namespace: ns, Limit: operator.KeepDeploys}, &out)
+	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListDeployRecords, rpc.ListDeployRecordsRequest{Namespace: ns, Limit: operator.KeepDeploys}, &out)
 	if Unsupported(err) || (err == nil && len(out.Records) == 0) {
 		return namespaceRecords(s.st, s.name, ns)
 	}
@@ -145,7 +145,7 @@ func (s *Session) remoteRecords(ctx context.Context) func(operator.DeployRow) er
 			Revision int `json:"revision"`
 		}
 		_ = json.Unmarshal(r.Body, &rev) // the revision is the record's; a reader parses the rest
-		err := s.ent.Call(context.WithoutCancel(ctx), rpc.Target{}, rpc.CmdPutDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: r.DeploymentID,
+		err := rpc.InvokeInto(context.WithoutCancel(ctx), s.ent, rpc.Target{}, rpc.PutDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: r.DeploymentID,
 			Namespace: r.Namespace, Revision: rev.Revision, StartedAt: r.StartedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(), Record: r.Body}, nil)
 		if Unsupported(err) {
 			skip = true

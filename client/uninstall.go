@@ -19,7 +19,7 @@ import (
 // itself and the Cluster ends (MachineRemoval.Last).
 func (s *Session) PlanResetMachine(ctx context.Context, ref string) (*MachineRemoval, error) {
 	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return nil, err
 	}
 	p, err := rpc.Resolve(machinePeers(list), ref)
@@ -106,7 +106,7 @@ const whoAnswers = 10 * time.Second
 // Machine of another Cluster is refused: it must leave that one first.
 func (s *Session) PlanUninstall(ctx context.Context, target, sshDest string) (*HostUninstall, error) {
 	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return nil, err
 	}
 	var want rpc.Peer
@@ -187,7 +187,7 @@ func (s *Session) whoIs(ctx context.Context, conn operator.Connection) (in rpc.I
 		return in, false
 	}
 	defer c.Close()
-	return in, c.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in) == nil && in.ID != ""
+	return in, rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.Inspect, rpc.None{}, &in) == nil && in.ID != ""
 }
 
 // Leave applies a planned reset (PlanResetMachine) and says how it went.

@@ -60,7 +60,7 @@ type UpgradeHooks struct {
 // SSH connection to it), or, with Plugin, the plugin's.
 func (s *Session) PlanUpgrade(ctx context.Context, up Upgrade) (*UpgradePlan, error) {
 	var list rpc.MachineList
-	if err := s.ent.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return nil, err
 	}
 	p := &UpgradePlan{up: up}
@@ -95,7 +95,7 @@ func (s *Session) pluginTargets(ctx context.Context, ms []rpc.MachineView) []rel
 		t := release.PluginTarget{Machine: v}
 		var in rpc.Inspection
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := s.ent.Call(cctx, rpc.Target{One: v.ID}, rpc.CmdInspect, nil, &in); err != nil {
+		if err := rpc.InvokeInto(cctx, s.ent, rpc.Target{One: v.ID}, rpc.Inspect, rpc.None{}, &in); err != nil {
 			t.InspectErr = err.Error()
 		} else {
 			t.Inspection = &in
@@ -208,7 +208,7 @@ func (s *Session) sshConnections(ctx context.Context) map[string]operator.Connec
 			continue
 		}
 		var in rpc.Inspection
-		if err := c.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err == nil && in.ID != "" {
+		if err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.Inspect, rpc.None{}, &in); err == nil && in.ID != "" {
 			out[in.ID] = conn
 		}
 		c.Close()
@@ -287,7 +287,7 @@ func (s *Session) bundleFor(ctx context.Context, p *UpgradePlan, a release.Actio
 	var in rpc.Inspection
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := s.ent.Call(cctx, rpc.Target{One: a.MachineID}, rpc.CmdInspect, nil, &in); err != nil {
+	if err := rpc.InvokeInto(cctx, s.ent, rpc.Target{One: a.MachineID}, rpc.Inspect, rpc.None{}, &in); err != nil {
 		return release.Bundle{}, fmt.Errorf("machine %s: which arch it runs: %w", a.Name, err)
 	}
 	if in.Arch == "" {

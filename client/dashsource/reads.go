@@ -2,7 +2,6 @@ package dashsource
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,7 +26,7 @@ func (x *Source) Cluster(ctx context.Context) (dashboard.Cluster, error) {
 		return dashboard.Cluster{}, err
 	}
 	var list rpc.MachineList
-	if err := s.Entry().Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, s.Entry(), rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return dashboard.Cluster{}, err
 	}
 	out := dashboard.Cluster{Observer: list.ObserverName, ObservedAt: list.ObservedAt}
@@ -47,20 +46,21 @@ func (x *Source) Cluster(ctx context.Context) (dashboard.Cluster, error) {
 // Machine has none.
 func inspectAll(ctx context.Context, s *client.Session) (plugins map[string][]rpc.PluginView, failed map[string]string) {
 	plugins, failed = map[string][]rpc.PluginView{}, map[string]string{}
-	fr, err := s.Entry().Fanout(ctx, rpc.Target{All: true}, rpc.CmdInspect, nil)
+	fr, err := rpc.FanoutMethod(ctx, s.Entry(), rpc.Target{All: true}, rpc.Inspect, rpc.None{})
 	if err != nil {
 		return plugins, failed
 	}
 	for _, r := range fr.Results {
-		var in rpc.Inspection
-		switch {
-		case r.Error != nil:
+		if r.Error != nil {
 			failed[r.MachineID] = r.Error.Error()
-		case json.Unmarshal(r.Payload, &in) != nil:
-			failed[r.MachineID] = "malformed inspect answer"
-		default:
-			plugins[r.MachineID] = in.Plugins
+			continue
 		}
+		in, err := rpc.Inspect.Answer(r.Payload)
+		if err != nil {
+			failed[r.MachineID] = "malformed inspect answer"
+			continue
+		}
+		plugins[r.MachineID] = in.Plugins
 	}
 	for _, o := range fr.Omitted {
 		failed[o.MachineID] = o.Reason

@@ -57,7 +57,7 @@ func (rn *Runner) clusterBegin(ctx context.Context, cp Copies, r operator.Volume
 		return 0, err
 	}
 	var out rpc.VolumeRunBegun
-	err = rn.Entry.Call(ctx, rpc.Target{}, rpc.CmdBeginVolumeRun, rpc.BeginVolumeRunRequest{Volume: cp.Name, Kind: r.Kind, Floor: cp.floor(),
+	err = rpc.InvokeInto(ctx, rn.Entry, rpc.Target{}, rpc.BeginVolumeRun, rpc.BeginVolumeRunRequest{Volume: cp.Name, Kind: r.Kind, Floor: cp.floor(),
 		StartedAt: r.Started.UnixMilli(), Operator: rn.operatorName().History(), LeaseNonce: client.HeldLeaseNonce(ctx, client.VolumeScope(cp.Name)), Run: raw}, &out)
 	if err != nil && !client.Unsupported(err) {
 		return 0, fmt.Errorf("begin a %s run of volume %s in the Cluster: %w", r.Kind, cp.Name, err)
@@ -74,7 +74,7 @@ func (r *volumeRun) saveRecord() error {
 	if err != nil {
 		return err
 	}
-	return r.Entry.Call(context.WithoutCancel(r.ctx), rpc.Target{}, rpc.CmdPutVolumeRun, rpc.PutVolumeRunRequest{Volume: r.run.Volume,
+	return rpc.InvokeInto(context.WithoutCancel(r.ctx), r.Entry, rpc.Target{}, rpc.PutVolumeRun, rpc.PutVolumeRunRequest{Volume: r.run.Volume,
 		Gen: r.run.Gen, State: r.run.State, Error: r.run.Error, UpdatedAt: r.run.Updated.UnixMilli(), Run: raw}, nil)
 }
 
@@ -84,7 +84,7 @@ func (rn *Runner) clusterRuns(ctx context.Context, req rpc.ListVolumeRunsRequest
 		return nil, true, nil
 	}
 	var out rpc.VolumeRunList
-	err = rn.Entry.Call(ctx, rpc.Target{}, rpc.CmdListVolumeRuns, req, &out)
+	err = rpc.InvokeInto(ctx, rn.Entry, rpc.Target{}, rpc.ListVolumeRuns, req, &out)
 	if client.Unsupported(err) {
 		return nil, true, nil
 	}

@@ -237,7 +237,7 @@ func MountsVolume(spec *rpc.ContainerSpec, name string) bool {
 // containers lists the Containers on machine.
 func (rn *Runner) containers(ctx context.Context, machine string) ([]rpc.ContainerObservation, error) {
 	var l rpc.ContainerList
-	if err := rn.Entry.Call(ctx, rpc.Target{One: machine}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &l); err != nil {
+	if err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: machine}, rpc.ListContainers, rpc.ListContainersRequest{}, &l); err != nil {
 		return nil, fmt.Errorf("list Containers on %s: %w", machine, err)
 	}
 	return l.Containers, nil

@@ -157,26 +157,23 @@ func (fc *fakeCluster) container(m, name, vol, state string) string {
 }
 
 func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
-	handle := func(cmd string, h func(raw json.RawMessage) (any, error)) { fc.Handle(srv, m.Machine, cmd, h) }
 	id := m.ID()
 	volOf := func(name string, v *fakeVol) rpc.Volume {
 		c := v.copy.View()
 		return rpc.Volume{MachineID: id, Name: name, Pool: "tank", Mountpoint: volume.MountRoot + "/" + name, Copy: &c, ReadOnly: c.Role == volumecopy.Mirror,
 			Snapshots: v.snapshots()}
 	}
-	handle(rpc.CmdListVolumes, func(json.RawMessage) (any, error) {
+	fakecluster.HandleMethod(fc.Cluster, srv, m.Machine, rpc.ListVolumes, func(rpc.None) (rpc.VolumeList, error) {
 		out := rpc.VolumeList{MachineID: id, Pool: "tank", Volumes: []rpc.Volume{}}
 		for n, v := range m.vols {
 			out.Volumes = append(out.Volumes, volOf(n, v))
 		}
 		return out, nil
 	})
-	handle(rpc.CmdInspectVolume, func(raw json.RawMessage) (any, error) {
-		var req rpc.VolumeRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	fakecluster.HandleMethod(fc.Cluster, srv, m.Machine, rpc.InspectVolume, func(req rpc.VolumeRequest) (rpc.Volume, error) {
 		v, ok := m.vols[req.Name]
 		if !ok {
-			return nil, rpc.Errorf(rpc.CodeNotFound, "name: no volume %q on this Machine", req.Name)
+			return rpc.Volume{}, rpc.Errorf(rpc.CodeNotFound, "name: no volume %q on this Machine", req.Name)
 		}
 		out := volOf(req.Name, v)
 		if v.inspected++; v.token != "" && v.inspected > v.tokenAfter {
@@ -184,9 +181,7 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		}
 		return out, nil
 	})
-	handle(rpc.CmdSetVolumeCopy, func(raw json.RawMessage) (any, error) {
-		var req rpc.SetVolumeCopyRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	fakecluster.HandleMethod(fc.Cluster, srv, m.Machine, rpc.SetVolumeCopy, func(req rpc.SetVolumeCopyRequest) (rpc.VolumeCopySet, error) {
 		v, ok := m.vols[req.Volume]
 		cur := volumecopy.Copy{}
 		if ok {
@@ -200,26 +195,24 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		}
 		next, changed, err := volumecopy.Apply(cur, req, f, time.Now())
 		if err != nil {
-			return nil, err
+			return rpc.VolumeCopySet{}, err
 		}
 		if ok {
 			v.copy = next
 		}
 		return rpc.VolumeCopySet{MachineID: id, Volume: req.Volume, Copy: next.View(), Changed: changed}, nil
 	})
-	handle(rpc.CmdRemoveVolume, func(raw json.RawMessage) (any, error) {
-		var req rpc.VolumeRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	fakecluster.HandleMethod(fc.Cluster, srv, m.Machine, rpc.RemoveVolume, func(req rpc.VolumeRequest) (rpc.VolumeRemoved, error) {
 		if _, ok := m.vols[req.Name]; !ok {
-			return nil, rpc.Errorf(rpc.CodeNotFound, "name: no volume %q on this Machine", req.Name)
+			return rpc.VolumeRemoved{}, rpc.Errorf(rpc.CodeNotFound, "name: no volume %q on this Machine", req.Name)
 		}
 		for _, c := range m.Ctrs {
 			if MountsVolume(&c.Spec, req.Name) {
-				return nil, rpc.Errorf(rpc.CodeFailedPrecond, "name: volume %q is in use", req.Name)
+				return rpc.VolumeRemoved{}, rpc.Errorf(rpc.CodeFailedPrecond, "name: volume %q is in use", req.Name)
 			}
 		}
 		delete(m.vols, req.Name)
-		return map[string]string{"removed": req.Name, "machine_id": id}, nil
+		return rpc.VolumeRemoved{MachineID: id, Removed: req.Name}, nil
 	})
 	fc.taskRoute(srv, m)
 }

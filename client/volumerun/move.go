@@ -176,15 +176,15 @@ func keyGen(r operator.VolumeRun) uint64 {
 func (rn *Runner) planMove(ctx context.Context, name, writer, target string) (movePlan, error) {
 	mp := movePlan{writer: writer, target: target}
 	var src, dst rpc.ContainerList
-	if err := rn.Entry.Call(ctx, rpc.Target{One: writer}, rpc.CmdListContainers, rpc.ListContainersRequest{OneOffs: true}, &src); err != nil {
+	if err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: writer}, rpc.ListContainers, rpc.ListContainersRequest{OneOffs: true}, &src); err != nil {
 		return mp, fmt.Errorf("list Containers on %s: %w", writer, err)
 	}
-	if err := rn.Entry.Call(ctx, rpc.Target{One: target}, rpc.CmdListContainers, rpc.ListContainersRequest{}, &dst); err != nil {
+	if err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: target}, rpc.ListContainers, rpc.ListContainersRequest{}, &dst); err != nil {
 		return mp, fmt.Errorf("--to: list Containers on %s: %w", target, err)
 	}
 	mp.targetID = dst.MachineID
 	var imgs rpc.ImageList
-	if err := rn.Entry.Call(ctx, rpc.Target{One: target}, rpc.CmdListImages, rpc.ListImagesRequest{}, &imgs); err != nil {
+	if err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: target}, rpc.ListImages, rpc.ListImagesRequest{}, &imgs); err != nil {
 		return mp, fmt.Errorf("--to: list images on %s: %w", target, err)
 	}
 	var tags []string
@@ -203,7 +203,7 @@ func (rn *Runner) planMove(ctx context.Context, name, writer, target string) (mo
 			continue // an ended run is not moved: it never runs again
 		}
 		var ex rpc.ContainerExport
-		if err := rn.Entry.Call(ctx, rpc.Target{One: writer}, rpc.CmdExportContainer, rpc.ExportContainerRequest{ID: o.ID, WithFiles: true}, &ex); err != nil {
+		if err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: writer}, rpc.ExportContainer, rpc.ExportContainerRequest{ID: o.ID, WithFiles: true}, &ex); err != nil {
 			return mp, fmt.Errorf("read Container %s on %s: %w", o.Name, writer, err)
 		}
 		if err := shippedHeld(o.Name, writer, ex); err != nil {
@@ -299,8 +299,10 @@ func (mv *mover) pullImages(trole string) error {
 			st.Detail = img
 			req := rpc.PullImageRequest{Image: img, RegistryAuth: auth(img)}
 			err := mv.runTask(containerTask{machine: mv.target, expect: trole, what: "docker pull " + img,
-				req:    rpc.VolumeTaskRequest{Kind: rpc.TaskPull, Pull: &req},
-				direct: func() error { return mv.Entry.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdPullImage, req, nil) }})
+				req: rpc.VolumeTaskRequest{Kind: rpc.TaskPull, Pull: &req},
+				direct: func() error {
+					return rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.target}, rpc.PullImage, req, nil)
+				}})
 			if err != nil {
 				return fmt.Errorf("%w (or `ployz image push %s --machine %s`, then move again)", err, img, mv.target)
 			}

@@ -49,7 +49,7 @@ func (mv *mover) startOnTarget() error {
 	for _, u := range mv.units {
 		errs = append(errs, mv.step("remove-old", mv.writer, func(st *operator.RunStep) error {
 			st.Detail = u.old.Name
-			return mv.Entry.Call(mv.ctx, rpc.Target{One: mv.writer}, rpc.CmdRemoveContainer, rpc.RemoveContainerRequest{ID: u.old.ID}, nil)
+			return rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.writer}, rpc.RemoveContainer, rpc.RemoveContainerRequest{ID: u.old.ID}, nil)
 		}))
 	}
 	return errors.Join(errs...)
@@ -58,8 +58,7 @@ func (mv *mover) startOnTarget() error {
 // waitReady waits until u's new Container is ready on the target.
 func (mv *mover) waitReady(u *moveUnit) error {
 	var res rpc.WaitReadyResult
-	err := mv.Entry.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdWaitReady,
-		rpc.WaitReadyRequest{ID: u.newID, TimeoutSeconds: int(mv.ReadyTimeout.Seconds())}, &res)
+	err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.target}, rpc.WaitReady, rpc.WaitReadyRequest{ID: u.newID, TimeoutSeconds: int(mv.ReadyTimeout.Seconds())}, &res)
 	if err == nil && res.Outcome != "ready" {
 		err = fmt.Errorf("%s did not become ready: %s %s", u.newName, res.Outcome, res.Message)
 	}
@@ -92,7 +91,7 @@ func (mv *mover) movePointers() error {
 
 func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit) error {
 	var cur rpc.ServingStatus
-	if err := mv.Entry.Call(mv.ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &cur); err != nil {
+	if err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{key}}, &cur); err != nil {
 		return err
 	}
 	var ptr rpc.ServiceServing
@@ -125,12 +124,11 @@ func (mv *mover) movePointer(st *operator.RunStep, key string, units []*moveUnit
 		return nil
 	}
 	var moved rpc.ServingPointerMoved
-	if err := mv.Entry.Call(mv.ctx, rpc.Target{}, rpc.CmdMoveServingPointer,
-		rpc.MoveServingPointerRequest{Service: key, Deployment: ptr.Deployment, Containers: next}, &moved); err != nil {
+	if err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{}, rpc.MoveServingPointer, rpc.MoveServingPointerRequest{Service: key, Deployment: ptr.Deployment, Containers: next}, &moved); err != nil {
 		return err
 	}
 	var acked rpc.ServingStatus
-	err := mv.Entry.Call(mv.ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{key}, WaitPointer: moved.ID, WaitSeconds: 10}, &acked)
+	err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{key}, WaitPointer: moved.ID, WaitSeconds: 10}, &acked)
 	st.Detail = fmt.Sprintf("%s → %s (%d Containers)", key, moved.ID, len(next))
 	if err == nil && len(acked.Services) == 1 {
 		sv := acked.Services[0]
@@ -163,11 +161,11 @@ func sameIDs(a, b []rpc.ServingContainer) bool {
 func (mv *mover) create(st *operator.RunStep, u *moveUnit) error {
 	st.Detail = u.newName
 	var ob rpc.ContainerObservation
-	err := mv.Entry.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdCreateContainer, rpc.CreateContainerRequest{Name: u.newName, Spec: u.spec, Files: u.files}, &ob)
+	err := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.target}, rpc.CreateContainer, rpc.CreateContainerRequest{Name: u.newName, Spec: u.spec, Files: u.files}, &ob)
 	var re *rpc.Error
 	if errors.As(err, &re) && re.Code == rpc.CodeConflict {
 		var ex rpc.ContainerExport
-		if xerr := mv.Entry.Call(mv.ctx, rpc.Target{One: mv.target}, rpc.CmdExportContainer, rpc.ContainerRef{ID: u.newName}, &ex); xerr == nil {
+		if xerr := rpc.InvokeInto(mv.ctx, mv.Entry, rpc.Target{One: mv.target}, rpc.ExportContainer, rpc.ExportContainerRequest{ID: u.newName}, &ex); xerr == nil {
 			st.Outcome, st.Detail = operator.StepSkipped, u.newName+" is there (its creation key)"
 			u.newID = ex.ID
 			return nil

@@ -74,7 +74,7 @@ func (rn *Runner) DeleteMirror(ctx context.Context, name, on string) (Result, er
 		}
 		return r.step("remove", on, func(st *operator.RunStep) error {
 			st.Detail = "dataset of " + cp.Name
-			err := r.Entry.Call(r.ctx, rpc.Target{One: on}, rpc.CmdRemoveVolume, rpc.VolumeRequest{Name: cp.Name}, nil)
+			err := rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: on}, rpc.RemoveVolume, rpc.VolumeRequest{Name: cp.Name}, nil)
 			var re *rpc.Error
 			if errors.As(err, &re) && re.Code == rpc.CodeNotFound {
 				st.Outcome, st.Detail = operator.StepSkipped, "no dataset of "+cp.Name+" left"

@@ -251,8 +251,7 @@ func (r *volumeRun) finish(err error) error {
 // setCopy is one set_volume_copy with this run's gen.
 func (r *volumeRun) setCopy(machine, expect, want string) (rpc.VolumeCopySet, error) {
 	var out rpc.VolumeCopySet
-	err := r.Entry.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdSetVolumeCopy,
-		rpc.SetVolumeCopyRequest{Volume: r.run.Volume, Gen: r.run.Gen, Expect: expect, Want: want}, &out)
+	err := rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: machine}, rpc.SetVolumeCopy, rpc.SetVolumeCopyRequest{Volume: r.run.Volume, Gen: r.run.Gen, Expect: expect, Want: want}, &out)
 	return out, err
 }
 
@@ -294,7 +293,7 @@ func (r *volumeRun) snapshot(name, writer string, wv rpc.Volume, suffix string) 
 			return nil
 		}
 		st.Detail = snap
-		return r.Entry.Call(r.ctx, rpc.Target{One: writer}, rpc.CmdSnapshotVolume, rpc.SnapshotVolumeRequest{Volume: r.run.Volume, Snapshot: snap}, &wv)
+		return rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: writer}, rpc.SnapshotVolume, rpc.SnapshotVolumeRequest{Volume: r.run.Volume, Snapshot: snap}, &wv)
 	})
 	return snap, wv, err
 }
@@ -302,7 +301,7 @@ func (r *volumeRun) snapshot(name, writer string, wv rpc.Volume, suffix string) 
 // inspect reads machine's copy of the run's volume.
 func (r *volumeRun) inspect(machine string) (rpc.Volume, error) {
 	var v rpc.Volume
-	err := r.Entry.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: r.run.Volume}, &v)
+	err := rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: machine}, rpc.InspectVolume, rpc.VolumeRequest{Name: r.run.Volume}, &v)
 	return v, err
 }
 

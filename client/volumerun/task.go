@@ -39,7 +39,7 @@ func (r *volumeRun) runTask(t containerTask) error {
 	for {
 		asked := time.Now()
 		var st rpc.VolumeTaskState
-		if err := r.Entry.Call(r.ctx, rpc.Target{One: t.machine}, rpc.CmdVolumeTask, req, &st); err != nil {
+		if err := rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: t.machine}, rpc.VolumeTask, req, &st); err != nil {
 			switch {
 			case busy && r.ctx.Err() != nil:
 				return cancelled()
@@ -114,8 +114,10 @@ func (r *volumeRun) servesTasks(machine string) bool {
 func (r *volumeRun) start(machine, name, id string) error {
 	ref := rpc.ContainerRef{ID: id}
 	return r.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker start " + name,
-		req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &ref},
-		direct: func() error { return r.Entry.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdStartContainer, ref, nil) }})
+		req: rpc.VolumeTaskRequest{Kind: rpc.TaskStart, Start: &ref},
+		direct: func() error {
+			return rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: machine}, rpc.StartContainer, ref, nil)
+		}})
 }
 
 // stop stops Container id (name) at a cut on machine, whose copy is the
@@ -125,8 +127,10 @@ func (r *volumeRun) stop(machine, name, id string, grace time.Duration) error {
 	return r.step("stop", machine, func(st *operator.RunStep) error {
 		st.Detail = name
 		err := r.runTask(containerTask{machine: machine, expect: volumecopy.Writer, what: "docker stop " + name,
-			req:    rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &req},
-			direct: func() error { return r.Entry.Call(r.ctx, rpc.Target{One: machine}, rpc.CmdStopContainer, req, nil) }})
+			req: rpc.VolumeTaskRequest{Kind: rpc.TaskStop, Stop: &req},
+			direct: func() error {
+				return rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: machine}, rpc.StopContainer, req, nil)
+			}})
 		if err == nil {
 			r.run.Stopped = append(r.run.Stopped, name)
 		}

@@ -27,28 +27,27 @@ func (rn *Runner) Create(ctx context.Context, machine, name string, size uint64)
 	if hs := volumes.Holders(ms, name); len(hs) > 0 {
 		return v, rpc.Errorf(rpc.CodeConflict, "name: a volume %q already exists on %s", name, strings.Join(hs, ", ")).With("field", "name")
 	}
-	err = rn.Entry.Call(ctx, rpc.Target{One: machine}, rpc.CmdCreateVolume, rpc.CreateVolumeRequest{Name: name, SizeBytes: size}, &v)
+	err = rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: machine}, rpc.CreateVolume, rpc.CreateVolumeRequest{Name: name, SizeBytes: size}, &v)
 	return v, err
 }
 
 // Inspect describes machine's volume name.
 func (rn *Runner) Inspect(ctx context.Context, machine, name string) (rpc.Volume, error) {
 	var v rpc.Volume
-	err := rn.Entry.Call(ctx, rpc.Target{One: machine}, rpc.CmdInspectVolume, rpc.VolumeRequest{Name: name}, &v)
+	err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: machine}, rpc.InspectVolume, rpc.VolumeRequest{Name: name}, &v)
 	return v, err
 }
 
 // Remove destroys machine's volume name and its snapshots.
 func (rn *Runner) Remove(ctx context.Context, machine, name string) error {
-	var out map[string]string
-	return rn.Entry.Call(ctx, rpc.Target{One: machine}, rpc.CmdRemoveVolume, rpc.VolumeRequest{Name: name}, &out)
+	return rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: machine}, rpc.RemoveVolume, rpc.VolumeRequest{Name: name}, nil)
 }
 
 // Snapshot takes snapshot snap of machine's volume name and answers the
 // volume after it.
 func (rn *Runner) Snapshot(ctx context.Context, machine, name, snap string) (rpc.Volume, error) {
 	var v rpc.Volume
-	err := rn.Entry.Call(ctx, rpc.Target{One: machine}, rpc.CmdSnapshotVolume, rpc.SnapshotVolumeRequest{Volume: name, Snapshot: snap}, &v)
+	err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: machine}, rpc.SnapshotVolume, rpc.SnapshotVolumeRequest{Volume: name, Snapshot: snap}, &v)
 	return v, err
 }
 
@@ -56,6 +55,6 @@ func (rn *Runner) Snapshot(ctx context.Context, machine, name, snap string) (rpc
 // and tests): its copy of req.Volume from req.Expect to req.Want.
 func (rn *Runner) SetCopy(ctx context.Context, machine string, req rpc.SetVolumeCopyRequest) (rpc.VolumeCopySet, error) {
 	var out rpc.VolumeCopySet
-	err := rn.Entry.Call(ctx, rpc.Target{One: machine}, rpc.CmdSetVolumeCopy, req, &out)
+	err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: machine}, rpc.SetVolumeCopy, req, &out)
 	return out, err
 }

@@ -79,7 +79,7 @@ func direct(ctx context.Context, ent *rpc.Client, machines ...string) bool {
 // daemon, or one that did not answer, does not).
 func serves(ctx context.Context, ent *rpc.Client, machine, capability string) bool {
 	var ct rpc.Contract
-	return ent.Call(ctx, rpc.Target{One: machine}, rpc.CmdDescribeContract, nil, &ct) == nil && slices.Contains(ct.Capabilities, capability)
+	return rpc.InvokeInto(ctx, ent, rpc.Target{One: machine}, rpc.DescribeContract, rpc.None{}, &ct) == nil && slices.Contains(ct.Capabilities, capability)
 }
 
 // direct runs send_volume_to on the source and reports its progress

@@ -3,7 +3,6 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"slices"
 	"sync"
 	"time"
@@ -23,11 +22,11 @@ var allocationMu sync.Mutex
 // (docs/formats.md).
 func (d *Daemon) allocationRoutes() []rpc.Route {
 	return []rpc.Route{
-		{Command: rpc.CmdPutAllocation, Capability: rpc.CapPutAllocation, Handler: d.putAllocation},
-		{Command: rpc.CmdListAllocations, Capability: rpc.CapListAllocations, Handler: d.listAllocations},
-		{Command: rpc.CmdMarkRemoval, Capability: rpc.CapMarkRemoval, Handler: d.markRemoval},
-		{Command: rpc.CmdClearRemoval, Capability: rpc.CapClearRemoval, Handler: d.clearRemoval},
-		{Command: rpc.CmdListRemovals, Capability: rpc.CapListRemovals, Handler: d.listRemovals},
+		rpc.Bind(rpc.PutAllocation, d.putAllocation),
+		rpc.Bind(rpc.ListAllocations, d.listAllocations),
+		rpc.Bind(rpc.MarkRemoval, d.markRemoval),
+		rpc.Bind(rpc.ClearRemoval, d.clearRemoval),
+		rpc.Bind(rpc.ListRemovals, d.listRemovals),
 	}
 }
 
@@ -35,27 +34,23 @@ func (d *Daemon) allocationRoutes() []rpc.Route {
 // Machine keeps the subnet it was first given; a subnet in the history
 // or on a published Machine under another id is refused, so no subnet
 // is handed out twice whoever asks.
-func (d *Daemon) putAllocation(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.PutAllocationRequest
-	if err := rpc.Decode(rpc.CmdPutAllocation, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) putAllocation(ctx context.Context, req rpc.PutAllocationRequest) (rpc.Allocation, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.Allocation{}, err
 	}
 	allocationMu.Lock()
 	defer allocationMu.Unlock()
 	rows, err := store.Allocations(st).List(ctx)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
+		return rpc.Allocation{}, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
 	}
 	if err := subnetTaken(ctx, st, rows, req.Allocation); err != nil {
-		return nil, err
+		return rpc.Allocation{}, err
 	}
 	row := allocationRow(rows, req.Allocation, d.record().ID)
 	if _, err := store.Allocations(st).Put(ctx, row); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "write allocation: %v", err)
+		return rpc.Allocation{}, rpc.Errorf(rpc.CodeUnavailable, "write allocation: %v", err)
 	}
 	return allocationView(row), nil
 }
@@ -104,14 +99,14 @@ func allocationView(r sdkstore.Row[store.AllocationBody]) rpc.Allocation {
 }
 
 // listAllocations answers the whole allocation history, oldest first.
-func (d *Daemon) listAllocations(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) listAllocations(ctx context.Context, _ rpc.None) (rpc.Allocations, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.Allocations{}, err
 	}
 	rows, err := store.Allocations(st).List(ctx)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
+		return rpc.Allocations{}, rpc.Errorf(rpc.CodeUnavailable, "read allocations: %v", err)
 	}
 	slices.SortFunc(rows, func(a, b sdkstore.Row[store.AllocationBody]) int {
 		return cmp.Or(cmp.Compare(a.Body.CreatedAt, b.Body.CreatedAt), cmp.Compare(a.Key, b.Key))
@@ -125,25 +120,21 @@ func (d *Daemon) listAllocations(ctx context.Context, _ json.RawMessage) (any, e
 
 // markRemoval marks a namespace for removal; a namespace already marked
 // keeps its first mark.
-func (d *Daemon) markRemoval(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.MarkRemovalRequest
-	if err := rpc.Decode(rpc.CmdMarkRemoval, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) markRemoval(ctx context.Context, req rpc.MarkRemovalRequest) (rpc.RemovalMark, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.RemovalMark{}, err
 	}
 	ns := deploy.Namespace(req.Project, req.Environment)
 	row, ok, err := store.Removals(st).Get(ctx, ns)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read removal mark of %s: %v", ns, err)
+		return rpc.RemovalMark{}, rpc.Errorf(rpc.CodeUnavailable, "read removal mark of %s: %v", ns, err)
 	}
 	if !ok {
 		row = sdkstore.Row[store.RemovalBody]{Key: ns, Owner: d.record().ID, Body: store.RemovalBody{Project: req.Project,
 			Environment: req.Environment, Operator: req.Operator, CreatedAt: time.Now().UnixMilli()}}
 		if _, err := store.Removals(st).Put(ctx, row); err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "write removal mark of %s: %v", ns, err)
+			return rpc.RemovalMark{}, rpc.Errorf(rpc.CodeUnavailable, "write removal mark of %s: %v", ns, err)
 		}
 	}
 	return removalView(row), nil
@@ -154,32 +145,28 @@ func removalView(r sdkstore.Row[store.RemovalBody]) rpc.RemovalMark {
 }
 
 // clearRemoval drops a namespace's mark (none: nothing to do).
-func (d *Daemon) clearRemoval(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ClearRemovalRequest
-	if err := rpc.Decode(rpc.CmdClearRemoval, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) clearRemoval(ctx context.Context, req rpc.ClearRemovalRequest) (struct{}, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return struct{}{}, err
 	}
 	ns := deploy.Namespace(req.Project, req.Environment)
 	if _, err := store.Removals(st).Delete(ctx, ns); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "delete removal mark of %s: %v", ns, err)
+		return struct{}{}, rpc.Errorf(rpc.CodeUnavailable, "delete removal mark of %s: %v", ns, err)
 	}
 	return struct{}{}, nil
 }
 
 // listRemovals answers the pending removal marks by project and
 // environment.
-func (d *Daemon) listRemovals(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) listRemovals(ctx context.Context, _ rpc.None) (rpc.RemovalMarks, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.RemovalMarks{}, err
 	}
 	rows, err := store.Removals(st).List(ctx)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read removal marks: %v", err)
+		return rpc.RemovalMarks{}, rpc.Errorf(rpc.CodeUnavailable, "read removal marks: %v", err)
 	}
 	out := rpc.RemovalMarks{Removals: []rpc.RemovalMark{}}
 	for _, r := range rows {

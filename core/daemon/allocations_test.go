@@ -14,7 +14,7 @@ func putAlloc(t *testing.T, d *Daemon, a rpc.Allocation) (rpc.Allocation, error)
 	if a.Operator.Name == "" {
 		a.Operator.Name = "ana"
 	}
-	out, err := hcall(t, d.putAllocation, rpc.PutAllocationRequest{Allocation: a})
+	out, err := hcall(t, typed(d.putAllocation), rpc.PutAllocationRequest{Allocation: a})
 	if err != nil {
 		return rpc.Allocation{}, err
 	}
@@ -66,7 +66,7 @@ func TestAllocationHistory(t *testing.T) {
 		_, err := putAlloc(t, d, a)
 		wantCode(t, err, rpc.CodeInvalidArgument, field)
 	}
-	out, err := hcall(t, d.listAllocations, struct{}{})
+	out, err := hcall(t, typed(d.listAllocations), struct{}{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestAllocationHistory(t *testing.T) {
 func TestRemovalMarks(t *testing.T) {
 	d, st := storeDaemon(t, "m1id")
 	mark := func(project, op string) (rpc.RemovalMark, error) {
-		out, err := hcall(t, d.markRemoval, rpc.MarkRemovalRequest{RemovalMark: rpc.RemovalMark{Project: project, Environment: "production",
+		out, err := hcall(t, typed(d.markRemoval), rpc.MarkRemovalRequest{RemovalMark: rpc.RemovalMark{Project: project, Environment: "production",
 			Operator: store.HistoryOperator{Name: op}}})
 		if err != nil {
 			return rpc.RemovalMark{}, err
@@ -102,7 +102,7 @@ func TestRemovalMarks(t *testing.T) {
 		t.Fatal("no removals row keyed by the namespace")
 	}
 	list := func() []rpc.RemovalMark {
-		out, err := hcall(t, d.listRemovals, struct{}{})
+		out, err := hcall(t, typed(d.listRemovals), struct{}{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestRemovalMarks(t *testing.T) {
 		t.Fatalf("marks %+v", l)
 	}
 	for range 2 {
-		if _, err := hcall(t, d.clearRemoval, rpc.ClearRemovalRequest{Project: "shop", Environment: "production"}); err != nil {
+		if _, err := hcall(t, typed(d.clearRemoval), rpc.ClearRemovalRequest{Project: "shop", Environment: "production"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestRemovalMarks(t *testing.T) {
 	}
 	_, err = mark("a b", "ana")
 	wantCode(t, err, rpc.CodeInvalidArgument, "project")
-	_, err = hcall(t, d.clearRemoval, rpc.ClearRemovalRequest{Project: "shop"})
+	_, err = hcall(t, typed(d.clearRemoval), rpc.ClearRemovalRequest{Project: "shop"})
 	wantCode(t, err, rpc.CodeInvalidArgument, "environment")
 	if l := list(); len(l) != 1 {
 		t.Fatalf("a refused request changed the marks: %+v", l)

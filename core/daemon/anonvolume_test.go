@@ -29,7 +29,7 @@ func TestAnonymousVolume(t *testing.T) {
 	if vol == "" {
 		t.Fatalf("no anonymous volume at /cache: %+v", in.Mounts)
 	}
-	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: id, Force: true})
+	must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
 	if _, err := to.cli.VolumeInspect(context.Background(), vol); err == nil {
 		t.Fatalf("anonymous volume %s outlived its Container", vol)
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -41,13 +40,9 @@ const (
 	outcomeTimeout    = "timeout"
 )
 
-func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.WaitReadyRequest
-	if err := rpc.Decode(rpc.CmdWaitReady, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) waitReady(ctx context.Context, req rpc.WaitReadyRequest) (rpc.WaitReadyResult, error) {
 	if req.TimeoutSeconds < 0 {
-		return nil, rpc.InvalidField("timeout_seconds", "%d is negative", req.TimeoutSeconds)
+		return rpc.WaitReadyResult{}, rpc.InvalidField("timeout_seconds", "%d is negative", req.TimeoutSeconds)
 	}
 	timeout := min(time.Duration(req.TimeoutSeconds)*time.Second, waitReadyMax)
 	if timeout == 0 {
@@ -55,7 +50,7 @@ func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any,
 	}
 	o.restore(ctx)
 	if req.ID == "" {
-		return nil, rpc.InvalidField("id", "is empty")
+		return rpc.WaitReadyResult{}, rpc.InvalidField("id", "is empty")
 	}
 	// Die events carry the exit code Docker resets when it restarts a
 	// Container, and wake the wait at once. Subscribed before the baseline
@@ -66,7 +61,7 @@ func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any,
 		filters.Arg("container", req.ID), filters.Arg("event", string(events.ActionDie)))})
 	first, err := o.inspect(ctx, req.ID)
 	if err != nil {
-		return nil, err
+		return rpc.WaitReadyResult{}, err
 	}
 	id, restarts := first.ID, first.RestartCount
 	deadline := time.NewTimer(timeout)
@@ -82,7 +77,7 @@ func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any,
 	for {
 		c, err := o.inspect(ctx, id)
 		if err != nil {
-			return nil, err
+			return rpc.WaitReadyResult{}, err
 		}
 		if res, done := o.judge(c, restarts); done {
 			if res.Outcome == outcomeReady {
@@ -116,7 +111,7 @@ func (o *containerOps) waitReady(ctx context.Context, raw json.RawMessage) (any,
 		case <-errs:
 			errs = nil // polling alone still decides
 		case <-ctx.Done():
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "wait_ready for %s: %v", req.ID, ctx.Err())
+			return rpc.WaitReadyResult{}, rpc.Errorf(rpc.CodeUnavailable, "wait_ready for %s: %v", req.ID, ctx.Err())
 		case <-deadline.C:
 			res := rpc.WaitReadyResult{Outcome: outcomeTimeout, LogTail: o.logTail(ctx, id),
 				Message: fmt.Sprintf("not ready after %s (state %s%s)", timeout, c.State.Status, healthSuffix(c))}

@@ -6,7 +6,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -141,18 +140,21 @@ func (d *Daemon) newContainers() *containerOps {
 
 // routes lists the Service Container routes.
 func (o *containerOps) routes() []rpc.Route {
-	avail := func() bool { return o.docker != nil }
-	return []rpc.Route{
-		{Command: rpc.CmdListContainers, Capability: rpc.CapListContainers, Handler: o.listContainers, Available: avail},
-		{Command: rpc.CmdCreateContainer, Capability: rpc.CapCreateContainer, Handler: o.createContainer, Available: avail},
-		{Command: rpc.CmdStartContainer, Capability: rpc.CapStartContainer, Handler: o.startContainer, Available: avail},
-		{Command: rpc.CmdWaitReady, Capability: rpc.CapWaitReady, Handler: o.waitReady, Available: avail},
-		{Command: rpc.CmdStopContainer, Capability: rpc.CapStopContainer, Handler: o.stopContainer, Available: avail},
-		{Command: rpc.CmdRemoveContainer, Capability: rpc.CapRemoveContainer, Handler: o.removeContainer, Available: avail},
-		{Command: rpc.CmdExportContainer, Capability: rpc.CapExportContainer, Handler: o.exportContainer, Available: avail},
-		{Command: rpc.CmdListImages, Capability: rpc.CapListImages, Handler: o.listImages, Available: avail},
-		{Command: rpc.CmdPullImage, Capability: rpc.CapPullImage, Handler: o.pullImage, Available: avail},
+	routes := []rpc.Route{
+		rpc.Bind(rpc.ListContainers, o.listContainers),
+		rpc.Bind(rpc.CreateContainer, o.createContainer),
+		rpc.Bind(rpc.StartContainer, o.startContainer),
+		rpc.Bind(rpc.WaitReady, o.waitReady),
+		rpc.Bind(rpc.StopContainer, o.stopContainer),
+		rpc.Bind(rpc.RemoveContainer, o.removeContainer),
+		rpc.Bind(rpc.ExportContainer, o.exportContainer),
+		rpc.Bind(rpc.ListImages, o.listImages),
+		rpc.Bind(rpc.PullImage, o.pullImage),
 	}
+	for i := range routes {
+		routes[i].Available = func() bool { return o.docker != nil }
+	}
+	return routes
 }
 
 // restore re-binds notify sockets of existing Containers, once per daemon
@@ -259,11 +261,7 @@ func (o *containerOps) observe(c container.InspectResponse, machineID string) rp
 	return ob
 }
 
-func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ListContainersRequest
-	if err := rpc.Decode(rpc.CmdListContainers, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) listContainers(ctx context.Context, req rpc.ListContainersRequest) (rpc.ContainerList, error) {
 	o.restore(ctx)
 	f := o.facts()
 	label := rpc.LabelNamespace
@@ -272,7 +270,7 @@ func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) 
 	}
 	list, err := o.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label))})
 	if err != nil {
-		return nil, dockerErr(err, "list containers")
+		return rpc.ContainerList{}, dockerErr(err, "list containers")
 	}
 	out := rpc.ContainerList{MachineID: f.MachineID, Containers: []rpc.ContainerObservation{}, Volumes: []string{}, Labels: f.Labels}
 	exist := map[string]bool{}
@@ -286,7 +284,7 @@ func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) 
 			continue // removed since the listing
 		}
 		if err != nil {
-			return nil, dockerErr(err, "inspect container %s", short(s.ID))
+			return rpc.ContainerList{}, dockerErr(err, "inspect container %s", short(s.ID))
 		}
 		out.Containers = append(out.Containers, o.observe(c, f.MachineID))
 	}
@@ -296,7 +294,7 @@ func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) 
 	out.Writers = writerCopies(f.Copies)
 	vols, err := o.docker.VolumeList(ctx, volume.ListOptions{})
 	if err != nil {
-		return nil, dockerErr(err, "list volumes")
+		return rpc.ContainerList{}, dockerErr(err, "list volumes")
 	}
 	for _, v := range vols.Volumes {
 		out.Volumes = append(out.Volumes, v.Name)
@@ -304,13 +302,9 @@ func (o *containerOps) listContainers(ctx context.Context, raw json.RawMessage) 
 	return out, nil
 }
 
-func (o *containerOps) createContainer(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.CreateContainerRequest
-	if err := rpc.Decode(rpc.CmdCreateContainer, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) createContainer(ctx context.Context, req rpc.CreateContainerRequest) (rpc.ContainerObservation, error) {
 	if req.Spec.Kind == rpc.KindRun {
-		return nil, rpc.InvalidField("spec.kind", "a Container of kind %s is created by %s, which also removes it", rpc.KindRun, rpc.CmdRunContainer)
+		return rpc.ContainerObservation{}, rpc.InvalidField("spec.kind", "a Container of kind %s is created by %s, which also removes it", rpc.KindRun, rpc.CmdRunContainer)
 	}
 	return o.create(ctx, req, nil)
 }
@@ -417,11 +411,7 @@ func (o *containerOps) ensureVolumes(ctx context.Context, spec rpc.ContainerSpec
 	return nil
 }
 
-func (o *containerOps) startContainer(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ContainerRef
-	if err := rpc.Decode(rpc.CmdStartContainer, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) startContainer(ctx context.Context, req rpc.ContainerRef) (rpc.ContainerObservation, error) {
 	return o.start(ctx, req.ID)
 }
 
@@ -442,13 +432,9 @@ func (o *containerOps) start(ctx context.Context, id string) (rpc.ContainerObser
 	return o.observeID(ctx, c.ID)
 }
 
-func (o *containerOps) stopContainer(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.StopContainerRequest
-	if err := rpc.Decode(rpc.CmdStopContainer, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) stopContainer(ctx context.Context, req rpc.StopContainerRequest) (rpc.ContainerObservation, error) {
 	if err := validStop(req, ""); err != nil {
-		return nil, err
+		return rpc.ContainerObservation{}, err
 	}
 	return o.stop(ctx, req)
 }
@@ -478,16 +464,12 @@ func (o *containerOps) stop(ctx context.Context, req rpc.StopContainerRequest) (
 	return o.observeID(ctx, c.ID)
 }
 
-func (o *containerOps) removeContainer(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.RemoveContainerRequest
-	if err := rpc.Decode(rpc.CmdRemoveContainer, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) removeContainer(ctx context.Context, req rpc.RemoveContainerRequest) (rpc.ContainerRemoved, error) {
 	id, err := o.remove(ctx, req.ID, req.Force)
 	if err != nil {
-		return nil, err
+		return rpc.ContainerRemoved{}, err
 	}
-	return map[string]string{"removed": id}, nil
+	return rpc.ContainerRemoved{Removed: id}, nil
 }
 
 // remove is remove_container's step, also a one-off run's: the Container
@@ -512,18 +494,14 @@ func (o *containerOps) remove(ctx context.Context, ref string, force bool) (stri
 // exportContainer answers the spec a Service Container was created with:
 // its ployz.spec label, with the environment values the label redacts
 // read back from Docker's config for the same keys.
-func (o *containerOps) exportContainer(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ExportContainerRequest
-	if err := rpc.Decode(rpc.CmdExportContainer, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) exportContainer(ctx context.Context, req rpc.ExportContainerRequest) (rpc.ContainerExport, error) {
 	c, err := o.inspect(ctx, req.ID)
 	if err != nil {
-		return nil, err
+		return rpc.ContainerExport{}, err
 	}
 	spec, err := exportedSpec(c)
 	if err != nil {
-		return nil, err
+		return rpc.ContainerExport{}, err
 	}
 	ex := rpc.ContainerExport{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), Spec: spec}
 	if req.WithFiles {
@@ -540,14 +518,10 @@ func (o *containerOps) observeID(ctx context.Context, id string) (rpc.ContainerO
 	return o.observe(c, o.facts().MachineID), nil
 }
 
-func (o *containerOps) listImages(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ListImagesRequest
-	if err := rpc.Decode(rpc.CmdListImages, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) listImages(ctx context.Context, req rpc.ListImagesRequest) (rpc.ImageList, error) {
 	list, err := o.docker.ImageList(ctx, image.ListOptions{})
 	if err != nil {
-		return nil, dockerErr(err, "list images")
+		return rpc.ImageList{}, dockerErr(err, "list images")
 	}
 	// ployzd runs natively, so its own platform is its Docker's.
 	out := rpc.ImageList{Images: []rpc.ImageInfo{}, Platform: runtime.GOOS + "/" + runtime.GOARCH}

@@ -249,8 +249,8 @@ func must[T any](t *testing.T, h rpc.Handler, req any) T {
 // createStart creates and starts one Container, returning its ID.
 func (to *testOps) createStart(t *testing.T, service string, spec rpc.ContainerSpec) string {
 	t.Helper()
-	ob := must[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name(service), Spec: spec})
-	must[rpc.ContainerObservation](t, to.startContainer, rpc.ContainerRef{ID: ob.ID})
+	ob := must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name(service), Spec: spec})
+	must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
 	return ob.ID
 }
 
@@ -277,4 +277,10 @@ func testLogger(t *testing.T) hclog.Logger {
 		return hclog.NewNullLogger()
 	}
 	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Debug, Output: os.Stderr})
+}
+
+// typed is a typed handler as the route table serves it: its request
+// decoded from JSON, its answer encoded, as rpc.Bind does.
+func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
+	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
 }

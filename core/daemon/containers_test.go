@@ -28,11 +28,11 @@ func TestContainerLifecycleReadinessNone(t *testing.T) {
 	spec.Labels = map[string]string{"team": "a"}
 	id := to.createStart(t, "web", spec)
 
-	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	res := must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready: %+v", res)
 	}
-	list := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	list := must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.namespace})
 	if len(list.Containers) != 1 {
 		t.Fatalf("list: %d containers, want 1", len(list.Containers))
 	}
@@ -45,7 +45,7 @@ func TestContainerLifecycleReadinessNone(t *testing.T) {
 		t.Fatalf("spec label: %+v (env values must be redacted)", ob.Spec)
 	}
 	// export_container gives the values back, for a move to recreate it.
-	ex := must[rpc.ContainerExport](t, to.exportContainer, rpc.ContainerRef{ID: id})
+	ex := must[rpc.ContainerExport](t, typed(to.exportContainer), rpc.ContainerRef{ID: id})
 	if ex.ID != id || ex.Spec.Env["MESSAGE"] != "secret-value" || len(ex.Spec.Env) != 1 || ex.Spec.Labels["team"] != "a" || ex.Spec.SpecHash != "hash1" {
 		t.Fatalf("export: %+v", ex)
 	}
@@ -65,16 +65,16 @@ func TestContainerLifecycleReadinessNone(t *testing.T) {
 		t.Fatalf("row: %+v", body)
 	}
 
-	st := must[rpc.ContainerObservation](t, to.stopContainer, rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	st := must[rpc.ContainerObservation](t, typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
 	if st.State != "exited" || st.Ready {
 		t.Fatalf("after stop: %+v", st)
 	}
-	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: id, Force: true})
-	list = must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
+	list = must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.namespace})
 	if len(list.Containers) != 0 {
 		t.Fatalf("after remove: %+v", list.Containers)
 	}
-	if _, err := call[rpc.ContainerObservation](t, to.startContainer, rpc.ContainerRef{ID: id}); rpcCode(err) != rpc.CodeNotFound {
+	if _, err := call[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: id}); rpcCode(err) != rpc.CodeNotFound {
 		t.Fatalf("start of a removed container: %v, want not_found", err)
 	}
 }
@@ -86,14 +86,14 @@ func TestReadinessHealthcheck(t *testing.T) {
 	spec.Healthcheck = &rpc.Healthcheck{Test: []string{"CMD", "/testapp", "healthcheck"}, IntervalMS: 300, TimeoutMS: 2000, Retries: 20}
 	start := time.Now()
 	id := to.createStart(t, "hc", spec)
-	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 20})
+	res := must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 20})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready: %+v", res)
 	}
 	if el := time.Since(start); el < 2*time.Second {
 		t.Fatalf("ready after %s, before READY_DELAY", el)
 	}
-	ob := must[rpc.ContainerObservation](t, to.stopContainer, rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	ob := must[rpc.ContainerObservation](t, typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
 	if ob.Ready {
 		t.Fatal("a stopped Container is ready")
 	}
@@ -124,11 +124,11 @@ func TestReadinessNotify(t *testing.T) {
 	}
 
 	// Not ready before its delay.
-	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 1})
+	res := must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 1})
 	if res.Outcome != outcomeTimeout {
 		t.Fatalf("wait_ready before READY_DELAY: %+v, want timeout", res)
 	}
-	res = must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
+	res = must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready: %+v", res)
 	}
@@ -142,18 +142,18 @@ func TestReadinessNotify(t *testing.T) {
 	}
 
 	// Stop withdraws readiness; the next run must notify again.
-	must[rpc.ContainerObservation](t, again.stopContainer, rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
-	must[rpc.ContainerObservation](t, again.startContainer, rpc.ContainerRef{ID: id})
+	must[rpc.ContainerObservation](t, typed(again.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	must[rpc.ContainerObservation](t, typed(again.startContainer), rpc.ContainerRef{ID: id})
 	if ob, _ := again.observeID(context.Background(), id); ob.Ready {
 		t.Fatal("ready at once after a restart, before the new run notified")
 	}
-	res = must[rpc.WaitReadyResult](t, again.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
+	res = must[rpc.WaitReadyResult](t, typed(again.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready after restart: %+v", res)
 	}
 
 	// Remove closes the socket and removes its directory.
-	must[map[string]string](t, again.removeContainer, rpc.RemoveContainerRequest{ID: id, Force: true})
+	must[map[string]string](t, typed(again.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("notify dir %s after remove: %v", dir, err)
 	}
@@ -217,7 +217,7 @@ func TestReadinessNotifySenders(t *testing.T) {
 	if code, out := execIn(t, to.cli, id, "/testapp", "notify"); code != 0 {
 		t.Fatalf("testapp notify in the Container: exit %d: %s", code, out)
 	}
-	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 5})
+	res := must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 5})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready after READY=1 from inside: %+v", res)
 	}
@@ -253,11 +253,11 @@ func TestWaitReadyCrash(t *testing.T) {
 // crash must show on the next call, with its exit code and output.
 func waitReadyPastSettle(t *testing.T, to *testOps, id string) rpc.WaitReadyResult {
 	t.Helper()
-	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	res := must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	if res.Outcome == outcomeReady {
 		t.Logf("ran past the %s settle before it crashed (a loaded host); asking again", noneSettle)
 		time.Sleep(2 * time.Second)
-		res = must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+		res = must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	}
 	return res
 }
@@ -268,7 +268,7 @@ func TestWaitReadyHook(t *testing.T) {
 	spec := to.spec("hook", map[string]string{"EXIT_AFTER": "1500ms", "EXIT_CODE": "0"})
 	spec.Kind = "hook"
 	id := to.createStart(t, "hook", spec)
-	res := must[rpc.WaitReadyResult](t, to.waitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	res := must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	if res.Outcome != outcomeExited || res.ExitCode != 0 {
 		t.Fatalf("hook: %+v, want exited 0", res)
 	}
@@ -288,39 +288,39 @@ func TestAdmissionRefusals(t *testing.T) {
 	}
 	s := withVol(to.spec("a", nil))
 	s.Constraints = []rpc.Constraint{{Label: "zone", Op: "==", Value: "b"}}
-	_, err := call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("a"), Spec: s})
+	_, err := call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name("a"), Spec: s})
 	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "constraint") != "zone==b" {
 		t.Fatalf("constraint: %v", err)
 	}
 	s = withVol(to.spec("b", nil))
 	s.Image = "ployz-no-such-image:" + to.namespace
-	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("b"), Spec: s})
+	_, err = call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name("b"), Spec: s})
 	if rpcCode(err) != rpc.CodeNotFound || rpcDetail(err, "image") != s.Image {
 		t.Fatalf("missing image: %v", err)
 	}
 	s = withVol(to.spec("r", nil))
 	s.Roles = []string{"db"}
 	to.facts.Labels = map[string]string{rpc.MachineLabelRolePrefix + "ssd": "true"}
-	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("r"), Spec: s})
+	_, err = call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name("r"), Spec: s})
 	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "role") != "db" {
 		t.Fatalf("role: %v", err)
 	}
 	to.facts.Labels = map[string]string{rpc.MachineLabelAccepts: "ingress,builds"}
-	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("i"), Spec: withVol(to.spec("i", nil))})
+	_, err = call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name("i"), Spec: withVol(to.spec("i", nil))})
 	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "accepts") != "ingress,builds" {
 		t.Fatalf("accepts: %v", err)
 	}
 	to.facts.Labels = map[string]string{"zone": "a", rpc.MachineLabelDrained: "2026-12-01T00:00:00Z"}
-	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("d"), Spec: withVol(to.spec("d", nil))})
+	_, err = call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name("d"), Spec: withVol(to.spec("d", nil))})
 	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "drained") != "2026-12-01T00:00:00Z" {
 		t.Fatalf("drained: %v", err)
 	}
 	to.facts.Phase = machine.Joining
-	_, err = call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("c"), Spec: withVol(to.spec("c", nil))})
+	_, err = call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name("c"), Spec: withVol(to.spec("c", nil))})
 	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "phase") != "joining" {
 		t.Fatalf("phase: %v", err)
 	}
-	list := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	list := must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.namespace})
 	if len(list.Containers) != 0 || slices.Contains(list.Volumes, vol) {
 		t.Fatalf("a refusal created something: %+v volumes %v", list.Containers, list.Volumes)
 	}
@@ -361,15 +361,15 @@ func TestCreateRefusesBadFields(t *testing.T) {
 	for _, c := range cases {
 		req := rpc.CreateContainerRequest{Name: to.name("bad"), Spec: to.spec("bad", nil)}
 		c.edit(&req)
-		_, err := call[rpc.ContainerObservation](t, to.createContainer, req)
+		_, err := call[rpc.ContainerObservation](t, typed(to.createContainer), req)
 		if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != c.field {
 			t.Errorf("%s: got %v (field %v)", c.field, err, rpcDetail(err, "field"))
 		}
 	}
-	if _, err := call[rpc.ContainerObservation](t, to.createContainer, json.RawMessage(`{"spec":{"ports":"x"}}`)); rpcCode(err) != rpc.CodeInvalidArgument {
+	if _, err := call[rpc.ContainerObservation](t, typed(to.createContainer), json.RawMessage(`{"spec":{"ports":"x"}}`)); rpcCode(err) != rpc.CodeInvalidArgument {
 		t.Errorf("malformed payload: %v", err)
 	}
-	list := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	list := must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.namespace})
 	if len(list.Containers) != 0 {
 		t.Fatalf("a refused spec created %d containers", len(list.Containers))
 	}
@@ -401,7 +401,7 @@ func TestContainerLogsAndImages(t *testing.T) {
 	if tail := to.logTail(context.Background(), id); len(tail) == 0 || tail[len(tail)-1] != "testapp: ready" {
 		t.Fatalf("log tail: %q", tail)
 	}
-	imgs := must[rpc.ImageList](t, to.listImages, nil)
+	imgs := must[rpc.ImageList](t, typed(to.listImages), nil)
 	if !slices.ContainsFunc(imgs.Images, func(i rpc.ImageInfo) bool { return slices.Contains(i.Tags, to.image) }) {
 		t.Fatalf("list_images lacks %s", to.image)
 	}

@@ -31,17 +31,17 @@ import (
 
 func (d *Daemon) routes() {
 	for _, r := range []rpc.Route{
-		{Command: rpc.CmdInspect, Capability: rpc.CapInspect, Handler: d.inspect},
-		{Command: rpc.CmdInitialize, Capability: rpc.CapInitialize, Handler: d.initialize},
-		{Command: rpc.CmdJoin, Capability: rpc.CapJoin, Handler: d.join},
-		{Command: rpc.CmdPublishMachine, Capability: rpc.CapPublishMachine, Handler: d.publishMachine},
-		{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: d.listMachines},
-		{Command: rpc.CmdUpdateMachine, Capability: rpc.CapUpdateMachine, Handler: d.updateMachine},
-		{Command: rpc.CmdForgetMachine, Capability: rpc.CapForgetMachine, Handler: d.forgetMachine},
-		{Command: rpc.CmdReset, Capability: rpc.CapReset, Handler: d.reset},
-		{Command: rpc.CmdMembership, Capability: rpc.CapMembership, Handler: d.membership},
+		rpc.Bind(rpc.Inspect, d.inspect),
+		rpc.Bind(rpc.Initialize, d.initialize),
+		rpc.Bind(rpc.Join, d.join),
+		rpc.Bind(rpc.PublishMachine, d.publishMachine),
+		rpc.Bind(rpc.ListMachines, d.listMachines),
+		rpc.Bind(rpc.UpdateMachine, d.updateMachine),
+		rpc.Bind(rpc.ForgetMachine, d.forgetMachine),
+		rpc.Bind(rpc.Reset, d.reset),
+		rpc.Bind(rpc.ReadMembership, d.membership),
 		{Command: rpc.CmdIngressStatus, Capability: rpc.CapIngressStatus, Handler: d.ingressStatus},
-		{Command: rpc.CmdSaltSpecHashes, Capability: rpc.CapSaltSpecHashes, Handler: d.saltSpecHashes},
+		rpc.Bind(rpc.SaltSpecHashes, d.saltSpecHashes),
 	} {
 		d.rpc.Handle(r)
 	}
@@ -78,11 +78,11 @@ func (d *Daemon) withDocker(h func(*containerOps) rpc.StreamHandler) rpc.StreamH
 	}
 }
 
-func (d *Daemon) inspect(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) inspect(ctx context.Context, _ rpc.None) (rpc.Inspection, error) {
 	rec := d.record()
 	k, err := d.publicKey()
 	if err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	in := rpc.Inspection{ID: rec.ID, Name: rec.Name, Phase: rec.Phase, PublicKey: k.String(), RPCKey: d.rpcKey(),
 		ManagementIP: meshaddr.ManagementIP(k).String(), Labels: rec.Labels,
@@ -148,52 +148,48 @@ func skipIface(name string) bool {
 	return false
 }
 
-func (d *Daemon) initialize(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.InitializeRequest
-	if err := rpc.Decode(rpc.CmdInitialize, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) initialize(ctx context.Context, req rpc.InitializeRequest) (rpc.Inspection, error) {
 	rec := d.record()
 	if rec.Phase != machine.Uninitialized {
-		return nil, rpc.Errorf(rpc.CodeConflict, "machine %s (%s) is already %s; `ployz machine rm` it or reset it first", rec.Name, rec.ID, rec.Phase).With("phase", rec.Phase)
+		return rpc.Inspection{}, rpc.Errorf(rpc.CodeConflict, "machine %s (%s) is already %s; `ployz machine rm` it or reset it first", rec.Name, rec.ID, rec.Phase).With("phase", rec.Phase)
 	}
 	network, subnet, eps, err := parseEnrollment(req.Name, req.Network, req.Subnet, req.Endpoints)
 	if err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	if err := d.checkPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	// The founding Machine mints the Cluster secret; joiners receive it.
 	secret, err := sdkstore.NewClusterSecret()
 	if err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	if err := d.saveClusterSecret(secret); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	if d.trust != nil {
 		// A new Cluster: every row is signed from the start.
 		if err := d.trust.Replace(trust.Pins{Strict: true}); err != nil {
-			return nil, err
+			return rpc.Inspection{}, err
 		}
 	}
 	rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
 	rec.Phase = machine.Participating
 	if err := d.setRecord(rec); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	if err := d.activate(ctx); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s is participating but its Cluster parts did not start: %v", rec.Name, err)
+		return rpc.Inspection{}, rpc.Errorf(rpc.CodeUnavailable, "machine %s is participating but its Cluster parts did not start: %v", rec.Name, err)
 	}
 	st, _ := d.storeClient()
 	if _, err := store.Cluster(st).Put(ctx, sdkstore.Row[store.ClusterBody]{Key: "network", Owner: rec.ID, Body: store.ClusterBody{Network: network.String(), ProtocolMajor: version.ProtocolMajor}}); err != nil {
-		return nil, fmt.Errorf("write cluster network: %w", err)
+		return rpc.Inspection{}, fmt.Errorf("write cluster network: %w", err)
 	}
 	if err := d.publishSelf(ctx); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
-	return d.inspect(ctx, nil)
+	return d.inspect(ctx, rpc.None{})
 }
 
 // saveClusterSecret replaces whatever secret a previous Cluster left (an
@@ -229,36 +225,32 @@ func parseEnrollment(name, network, subnet string, endpoints []string) (netip.Pr
 	return n, s.Masked(), eps, nil
 }
 
-func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.PublishMachineRequest
-	if err := rpc.Decode(rpc.CmdPublishMachine, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) publishMachine(ctx context.Context, req rpc.PublishMachineRequest) (rpc.MachinePublished, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.MachinePublished{}, err
 	}
 	if req.ID == "" {
-		return nil, rpc.InvalidField("id", "is empty")
+		return rpc.MachinePublished{}, rpc.InvalidField("id", "is empty")
 	}
 	k, err := wgtypes.ParseKey(req.PublicKey)
 	if err != nil {
-		return nil, rpc.InvalidField("public_key", "not a WireGuard key: %v", err)
+		return rpc.MachinePublished{}, rpc.InvalidField("public_key", "not a WireGuard key: %v", err)
 	}
 	if _, err := netip.ParsePrefix(req.Subnet); err != nil {
-		return nil, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
+		return rpc.MachinePublished{}, rpc.InvalidField("subnet", "%q is not a prefix", req.Subnet)
 	}
 	body := sdkstore.MachineBody{Name: req.Name, PublicKey: req.PublicKey, Subnet: req.Subnet, Endpoints: req.Endpoints,
 		ManagementIP: meshaddr.ManagementIP(k).String(), Phase: string(machine.Joining), RPCKey: req.RPCKey}
 	if req.RPCKey != "" {
 		if _, err := rpc.ParseRPCKey(req.RPCKey); err != nil {
-			return nil, rpc.InvalidField("rpc_key", "%v", err)
+			return rpc.MachinePublished{}, rpc.InvalidField("rpc_key", "%v", err)
 		}
 		// The entry vouches for the joiner's keys and signs its first
 		// row; the joiner repeats the endorsement in its own rows.
 		if d.trust != nil {
 			if err := trust.SignEnrollment(d.identity, d.record().ID, req.ID, &body, time.Now()); err != nil {
-				return nil, rpc.InvalidField("rpc_key", "%v", err)
+				return rpc.MachinePublished{}, rpc.InvalidField("rpc_key", "%v", err)
 			}
 		}
 	}
@@ -267,69 +259,65 @@ func (d *Daemon) publishMachine(ctx context.Context, raw json.RawMessage) (any, 
 	// Read before the row is written: a refused call leaves nothing.
 	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
+		return rpc.MachinePublished{}, rpc.Errorf(rpc.CodeFailedPrecond, "this Machine has no Cluster secret to hand the joiner: %v", err)
 	}
 	if _, err := st.Machines().Put(ctx, sdkstore.Row[sdkstore.MachineBody]{Key: req.ID, Owner: req.ID, Body: body}); err != nil {
-		return nil, err
+		return rpc.MachinePublished{}, err
 	}
 	h, err := st.Health(ctx)
 	if err != nil {
-		return nil, err
+		return rpc.MachinePublished{}, err
 	}
-	out := map[string]any{"store_versions": h.Vector, "cluster_secret": secret.Hex()}
+	out := rpc.MachinePublished{StoreVersions: h.Vector, ClusterSecret: secret.Hex()}
 	if d.trust != nil {
 		// What this Machine trusts becomes the joiner's starting pins.
-		out["trusted_machines"] = d.trust.Export(d.record().ID, d.publicKeyString())
-		out["endorsement"] = body.Endorsement
+		pins := d.trust.Export(d.record().ID, d.publicKeyString())
+		out.TrustedMachines, out.Endorsement = &pins, body.Endorsement
 	}
 	return out, nil
 }
 
-func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.JoinRequest
-	if err := rpc.Decode(rpc.CmdJoin, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) join(ctx context.Context, req rpc.JoinRequest) (rpc.Inspection, error) {
 	rec := d.record()
 	network, subnet, eps, err := parseEnrollment(req.Name, req.Network, req.Subnet, req.Endpoints)
 	if err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	if err := d.checkPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	switch {
 	case rec.Phase == machine.Joining && rec.Subnet == subnet:
 		// A retry of the same join: resume waiting.
 	case rec.Phase != machine.Uninitialized:
-		return nil, rpc.Errorf(rpc.CodeConflict, "machine %s (%s) is already %s", rec.Name, rec.ID, rec.Phase).With("phase", rec.Phase)
+		return rpc.Inspection{}, rpc.Errorf(rpc.CodeConflict, "machine %s (%s) is already %s", rec.Name, rec.ID, rec.Phase).With("phase", rec.Phase)
 	default:
 		if len(req.Peers) == 0 {
-			return nil, rpc.InvalidField("peers", "is empty: a joiner needs at least one Machine to reach")
+			return rpc.Inspection{}, rpc.InvalidField("peers", "is empty: a joiner needs at least one Machine to reach")
 		}
 		for i, p := range req.Peers {
 			if _, err := wgtypes.ParseKey(p.PublicKey); err != nil {
-				return nil, rpc.InvalidField(fmt.Sprintf("peers[%d].public_key", i), "not a WireGuard key")
+				return rpc.Inspection{}, rpc.InvalidField(fmt.Sprintf("peers[%d].public_key", i), "not a WireGuard key")
 			}
 		}
 		secret, err := sdkstore.ParseClusterSecret(req.ClusterSecret)
 		if err != nil {
-			return nil, rpc.InvalidField("cluster_secret", "%v (the entry Machine hands it out in publish_machine)", err)
+			return rpc.Inspection{}, rpc.InvalidField("cluster_secret", "%v (the entry Machine hands it out in publish_machine)", err)
 		}
 		if err := d.saveClusterSecret(secret); err != nil {
-			return nil, err
+			return rpc.Inspection{}, err
 		}
 		if err := d.importTrust(rec.ID, req.TrustedMachines, req.Endorsement); err != nil {
-			return nil, err
+			return rpc.Inspection{}, err
 		}
 		rec.Name, rec.Network, rec.Subnet, rec.Endpoints, rec.Labels = req.Name, network, subnet, eps, req.Labels
 		rec.JoinPeers, rec.TargetVersions = req.Peers, req.TargetVersions
 		rec.Phase = machine.Joining
 		if err := d.setRecord(rec); err != nil {
-			return nil, err
+			return rpc.Inspection{}, err
 		}
 		if err := d.activate(ctx); err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "machine %s is joining but its Cluster parts did not start: %v", rec.Name, err)
+			return rpc.Inspection{}, rpc.Errorf(rpc.CodeUnavailable, "machine %s is joining but its Cluster parts did not start: %v", rec.Name, err)
 		}
 	}
 	wait := time.Duration(req.WaitSeconds) * time.Second
@@ -339,21 +327,21 @@ func (d *Daemon) join(ctx context.Context, raw json.RawMessage) (any, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	waitFor(wctx, func() bool { return d.record().Phase == machine.Participating })
-	return d.inspect(ctx, nil)
+	return d.inspect(ctx, rpc.None{})
 }
 
 func waitFor(ctx context.Context, cond func() bool) {
 	wait(ctx, 200*time.Millisecond, cond) //nolint:errcheck // the caller reports the phase reached
 }
 
-func (d *Daemon) listMachines(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) listMachines(ctx context.Context, _ rpc.None) (rpc.MachineList, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.MachineList{}, err
 	}
 	vs, err := d.machineVerdicts(ctx, st)
 	if err != nil {
-		return nil, err
+		return rpc.MachineList{}, err
 	}
 	members := d.members(ctx)
 	rec := d.record()
@@ -377,38 +365,34 @@ func (d *Daemon) listMachines(ctx context.Context, _ json.RawMessage) (any, erro
 	return out, nil
 }
 
-func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.UpdateMachineRequest
-	if err := rpc.Decode(rpc.CmdUpdateMachine, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) updateMachine(ctx context.Context, req rpc.UpdateMachineRequest) (rpc.Inspection, error) {
 	rec := d.record()
 	// A copy: the current record's map must not change under the loops
 	// that compare it with this one (recordChange).
 	rec.Labels = maps.Clone(rec.Labels)
 	if req.Name != nil {
 		if *req.Name == "" {
-			return nil, rpc.InvalidField("name", "is empty")
+			return rpc.Inspection{}, rpc.InvalidField("name", "is empty")
 		}
 		rec.Name = *req.Name
 	}
 	for k, v := range req.LabelsAdd {
 		if k == "" {
-			return nil, rpc.InvalidField("labels_add", "a label key is empty")
+			return rpc.Inspection{}, rpc.InvalidField("labels_add", "a label key is empty")
 		}
 		if k == rpc.MachineLabelAccepts {
 			if _, err := rpc.ParseAccepts([]string{v}); err != nil {
-				return nil, rpc.InvalidField("labels_add."+k, "%v", err)
+				return rpc.Inspection{}, rpc.InvalidField("labels_add."+k, "%v", err)
 			}
 		}
 		if k == observe.BudgetLabel {
 			if _, err := observe.ParseBudget(v); err != nil {
-				return nil, rpc.InvalidField("labels_add."+k, "%v", err)
+				return rpc.Inspection{}, rpc.InvalidField("labels_add."+k, "%v", err)
 			}
 		}
 		if k == volume.PoolLabel {
 			if err := d.checkPoolLabel(ctx, "labels_add."+k, req.LabelsAdd); err != nil {
-				return nil, err
+				return rpc.Inspection{}, err
 			}
 		}
 		if rec.Labels == nil {
@@ -420,10 +404,10 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 		delete(rec.Labels, k)
 	}
 	if err := d.setRecord(rec); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	if err := d.publishSelf(ctx); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
 	if _, set := req.LabelsAdd[observe.BudgetLabel]; set || slices.Contains(req.LabelsRemove, observe.BudgetLabel) {
 		d.applyBudget(ctx)
@@ -431,20 +415,16 @@ func (d *Daemon) updateMachine(ctx context.Context, raw json.RawMessage) (any, e
 	if _, set := req.LabelsAdd[volume.PoolLabel]; set || slices.Contains(req.LabelsRemove, volume.PoolLabel) {
 		d.applyPool(ctx)
 	}
-	return d.inspect(ctx, nil)
+	return d.inspect(ctx, rpc.None{})
 }
 
-func (d *Daemon) forgetMachine(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ForgetMachineRequest
-	if err := rpc.Decode(rpc.CmdForgetMachine, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) forgetMachine(ctx context.Context, req rpc.ForgetMachineRequest) (rpc.MachineForgotten, error) {
 	if req.ID == "" {
-		return nil, rpc.InvalidField("id", "is empty")
+		return rpc.MachineForgotten{}, rpc.InvalidField("id", "is empty")
 	}
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.MachineForgotten{}, err
 	}
 	stmts := []sdkstore.Statement{
 		sdkstore.Stmt(`DELETE FROM machines WHERE id = ?`, req.ID),
@@ -453,21 +433,21 @@ func (d *Daemon) forgetMachine(ctx context.Context, raw json.RawMessage) (any, e
 		sdkstore.Stmt(`DELETE FROM serving_acks WHERE id = ?`, req.ID),
 	}
 	if _, err := st.Exec(ctx, stmts...); err != nil {
-		return nil, err
+		return rpc.MachineForgotten{}, err
 	}
-	return map[string]string{"forgotten": req.ID}, nil
+	return rpc.MachineForgotten{Forgotten: req.ID}, nil
 }
 
 // reset returns this Machine to uninitialized: durable first (phase
 // resetting is saved), then the store, mesh and local state go. A daemon
 // that restarts mid-reset finishes it.
-func (d *Daemon) reset(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) reset(ctx context.Context, _ rpc.None) (rpc.Inspection, error) {
 	rec := d.record()
 	rec.Phase = machine.Resetting
 	if err := d.setRecord(rec); err != nil {
-		return nil, err
+		return rpc.Inspection{}, err
 	}
-	in, err := d.inspect(ctx, nil)
+	in, err := d.inspect(ctx, rpc.None{})
 	// The teardown stops the mesh this answer may be travelling over, so
 	// it runs after the answer is on its way; the saved phase makes it
 	// durable either way.

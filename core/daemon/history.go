@@ -3,7 +3,6 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -15,43 +14,35 @@ import (
 // whichever entry an operator reaches.
 func (d *Daemon) historyRoutes() []rpc.Route {
 	return []rpc.Route{
-		{Command: rpc.CmdRecordHistory, Capability: rpc.CapRecordHistory, Handler: d.recordHistory},
-		{Command: rpc.CmdListHistory, Capability: rpc.CapListHistory, Handler: d.listHistory},
+		rpc.Bind(rpc.RecordHistory, d.recordHistory),
+		rpc.Bind(rpc.ListHistory, d.listHistory),
 	}
 }
 
 // recordHistory writes one entry under its id; the same id again
 // rewrites it (an operation's start, then its end).
-func (d *Daemon) recordHistory(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.RecordHistoryRequest
-	if err := rpc.Decode(rpc.CmdRecordHistory, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) recordHistory(ctx context.Context, req rpc.RecordHistoryRequest) (rpc.HistoryRecorded, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.HistoryRecorded{}, err
 	}
 	row := sdkstore.Row[store.HistoryBody]{Key: req.Entry.ID, Owner: d.record().ID, Body: req.Entry.HistoryBody}
 	if _, err := store.History(st).Put(ctx, row); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "write history: %v", err)
+		return rpc.HistoryRecorded{}, rpc.Errorf(rpc.CodeUnavailable, "write history: %v", err)
 	}
 	return rpc.HistoryRecorded{ID: req.Entry.ID}, nil
 }
 
 // listHistory answers the entries the request selects, newest first; the
 // store selects them and Select orders them as every reader does.
-func (d *Daemon) listHistory(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ListHistoryRequest
-	if err := rpc.Decode(rpc.CmdListHistory, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) listHistory(ctx context.Context, req rpc.ListHistoryRequest) (rpc.HistoryList, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.HistoryList{}, err
 	}
 	rows, err := store.HistoryNewest(ctx, st, req.Namespace, req.Kind, cmp.Or(req.Limit, rpc.HistoryDefaultLimit))
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read history: %v", err)
+		return rpc.HistoryList{}, rpc.Errorf(rpc.CodeUnavailable, "read history: %v", err)
 	}
 	all := make([]rpc.HistoryEntry, 0, len(rows))
 	for _, r := range rows {

@@ -32,10 +32,10 @@ func BenchmarkOperatorHistory(b *testing.B) {
 		req  any
 		want int
 	}{
-		{"history-newest-50", d.listHistory, rpc.ListHistoryRequest{Limit: 50}, 50},
-		{"history-kind-namespace", d.listHistory, rpc.ListHistoryRequest{Namespace: "app3-production", Kind: rpc.HistoryScale, Limit: rpc.HistoryMaxLimit}, 50},
-		{"latest-revision-opened", d.listRevisions, rpc.ListRevisionsRequest{Namespace: "app3-production", Latest: true, WithCompose: true}, 1},
-		{"deploy-records-namespace", d.listDeployRecords, rpc.ListDeployRecordsRequest{Namespace: "app3-production"}, 50},
+		{"history-newest-50", typed(d.listHistory), rpc.ListHistoryRequest{Limit: 50}, 50},
+		{"history-kind-namespace", typed(d.listHistory), rpc.ListHistoryRequest{Namespace: "app3-production", Kind: rpc.HistoryScale, Limit: rpc.HistoryMaxLimit}, 50},
+		{"latest-revision-opened", typed(d.listRevisions), rpc.ListRevisionsRequest{Namespace: "app3-production", Latest: true, WithCompose: true}, 1},
+		{"deploy-records-namespace", typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Namespace: "app3-production"}, 50},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
@@ -71,7 +71,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 	op := store.HistoryOperator{Name: "ana@laptop"}
 	for i := range 1000 {
 		ns := i % namespaces
-		if _, err := hcall(b, d.saveRevision, rpc.SaveRevisionRequest{ID: fmt.Sprintf("r-%04d", i), Project: fmt.Sprintf("app%d", ns),
+		if _, err := hcall(b, typed(d.saveRevision), rpc.SaveRevisionRequest{ID: fmt.Sprintf("r-%04d", i), Project: fmt.Sprintf("app%d", ns),
 			Environment: "production", Compose: compose, Operator: op}); err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 	for i := range 500 {
 		ns := fmt.Sprintf("app%d-production", i%namespaces)
 		rec, _ := json.Marshal(map[string]any{"deployment_id": fmt.Sprintf("d%04d", i), "namespace": ns, "status": "completed", "revision": i/10 + 1})
-		if _, err := hcall(b, d.putDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: fmt.Sprintf("d%04d", i), Namespace: ns,
+		if _, err := hcall(b, typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: fmt.Sprintf("d%04d", i), Namespace: ns,
 			Revision: i/10 + 1, StartedAt: int64(1000 + i), UpdatedAt: int64(1000 + i), Record: rec}); err != nil {
 			b.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 	for i := range 1500 {
 		e := rpc.HistoryEntry{ID: fmt.Sprintf("h-%04d", i), HistoryBody: store.HistoryBody{Kind: kinds[i%3], Namespace: fmt.Sprintf("app%d-production", i%namespaces),
 			Revision: i/10 + 1, Operator: op, StartedAt: int64(1000 + i), FinishedAt: int64(1001 + i), Outcome: rpc.OutcomeCompleted}}
-		if _, err := hcall(b, d.recordHistory, rpc.RecordHistoryRequest{Entry: e}); err != nil {
+		if _, err := hcall(b, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -232,10 +232,10 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 		for b.Loop() {
 			n++
 			nonce := fmt.Sprintf("nonce-%05d", n)
-			if _, err := hcall(b, d1.acquireLease, acquireReq("namespace:settled", "ana", nonce, time.Minute)); err != nil {
+			if _, err := hcall(b, typed(d1.acquireLease), acquireReq("namespace:settled", "ana", nonce, time.Minute)); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := hcall(b, d1.releaseLease, rpc.ReleaseLeaseRequest{Scope: "namespace:settled", Nonce: nonce}); err != nil {
+			if _, err := hcall(b, typed(d1.releaseLease), rpc.ReleaseLeaseRequest{Scope: "namespace:settled", Nonce: nonce}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -249,7 +249,7 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 // app0-production on this Machine, so no Docker is asked.
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: d.listMachines})
+	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
 	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.leaseRoutes(), d.allocationRoutes()) {
 		d.rpc.Handle(r)
 	}

@@ -25,13 +25,13 @@ func TestHistoryRecordAndList(t *testing.T) {
 		historyEntry("h2", rpc.HistoryScale, "app-prod", 200),
 		historyEntry("h3", rpc.HistoryDeploy, "blog-prod", 300),
 	} {
-		if _, err := hcall(t, d.recordHistory, rpc.RecordHistoryRequest{Entry: e}); err != nil {
+		if _, err := hcall(t, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
 	}
 	done := historyEntry("h1", rpc.HistoryDeploy, "app-prod", 100)
 	done.Outcome, done.FinishedAt, done.Detail = rpc.OutcomeFailed, 150, "create web: no space left"
-	if _, err := hcall(t, d.recordHistory, rpc.RecordHistoryRequest{Entry: done}); err != nil {
+	if _, err := hcall(t, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: done}); err != nil {
 		t.Fatal(err)
 	}
 	row, ok, err := store.History(st).Get(t.Context(), "h1")
@@ -40,7 +40,7 @@ func TestHistoryRecordAndList(t *testing.T) {
 	}
 	list := func(req rpc.ListHistoryRequest) string {
 		t.Helper()
-		out, err := hcall(t, d.listHistory, req)
+		out, err := hcall(t, typed(d.listHistory), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,18 +66,18 @@ func TestHistoryRecordAndList(t *testing.T) {
 func TestHistoryRefusesBadInput(t *testing.T) {
 	d, st := storeDaemon(t, "m1id")
 	var e *rpc.Error
-	_, err := hcall(t, d.listHistory, map[string]any{"kind": "deploys"})
+	_, err := hcall(t, typed(d.listHistory), map[string]any{"kind": "deploys"})
 	if !errors.As(err, &e) || e.Details["field"] != "kind" {
 		t.Fatalf("unknown kind: %v", err)
 	}
-	_, err = hcall(t, d.recordHistory, map[string]any{"entry": map[string]any{"id": "h1", "kind": "deploy", "revision": "7",
+	_, err = hcall(t, typed(d.recordHistory), map[string]any{"entry": map[string]any{"id": "h1", "kind": "deploy", "revision": "7",
 		"operator": map[string]any{"name": "ana"}, "started_at": 1, "outcome": "running"}})
 	if !errors.As(err, &e) || e.Details["field"] != "entry.revision" {
 		t.Fatalf("malformed revision: %v", err)
 	}
 	bad := historyEntry("h2", rpc.HistoryDeploy, "app-prod", 1)
 	bad.Revision = -1
-	if _, err = hcall(t, d.recordHistory, rpc.RecordHistoryRequest{Entry: bad}); !errors.As(err, &e) || e.Details["field"] != "entry.revision" {
+	if _, err = hcall(t, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: bad}); !errors.As(err, &e) || e.Details["field"] != "entry.revision" {
 		t.Fatalf("negative revision: %v", err)
 	}
 	if rows, err := store.History(st).List(t.Context()); err != nil || len(rows) != 0 {

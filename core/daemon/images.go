@@ -83,11 +83,7 @@ func loadArchive(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) 
 // pullImage pulls one image from its registry with the credentials the
 // request carries, used for this pull only: they are never logged nor
 // kept. The answer names the image and this Machine on failure.
-func (o *containerOps) pullImage(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.PullImageRequest
-	if err := rpc.Decode(rpc.CmdPullImage, raw, &req); err != nil {
-		return nil, err
-	}
+func (o *containerOps) pullImage(ctx context.Context, req rpc.PullImageRequest) (rpc.PullImageResult, error) {
 	return o.pull(ctx, req, nil)
 }
 

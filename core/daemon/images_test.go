@@ -16,13 +16,13 @@ import (
 func TestPullImageRefusals(t *testing.T) {
 	t.Parallel()
 	to := newTestOps(t)
-	_, err := call[rpc.PullImageResult](t, to.pullImage, rpc.PullImageRequest{Image: "Not A Ref"})
+	_, err := call[rpc.PullImageResult](t, typed(to.pullImage), rpc.PullImageRequest{Image: "Not A Ref"})
 	if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != "image" {
 		t.Fatalf("bad reference: %v", err)
 	}
 	// Nothing listens on port 1: the pull fails, naming the Machine and
 	// image, and never echoes the credential.
-	_, err = call[rpc.PullImageResult](t, to.pullImage, rpc.PullImageRequest{Image: "127.0.0.1:1/app:1", RegistryAuth: "c2VjcmV0LWNyZWQ"})
+	_, err = call[rpc.PullImageResult](t, typed(to.pullImage), rpc.PullImageRequest{Image: "127.0.0.1:1/app:1", RegistryAuth: "c2VjcmV0LWNyZWQ"})
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1/app:1") || !strings.Contains(err.Error(), to.facts.Name) ||
 		strings.Contains(err.Error(), "c2VjcmV0LWNyZWQ") {
 		t.Fatalf("failed pull: %v", err)
@@ -40,7 +40,7 @@ func TestCreateMountsShippedFiles(t *testing.T) {
 	}
 	req := rpc.CreateContainerRequest{Name: to.name("proxy"), Spec: spec,
 		Files: map[string][]byte{digestOf(conf): conf, digestOf(secret): secret}}
-	ob := must[rpc.ContainerObservation](t, to.createContainer, req)
+	ob := must[rpc.ContainerObservation](t, typed(to.createContainer), req)
 	in, err := to.cli.ContainerInspect(context.Background(), ob.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -69,15 +69,15 @@ func TestCreateMountsShippedFiles(t *testing.T) {
 	// A second Container of the same spec needs no content: the Machine
 	// keeps it by digest.
 	req.Name, req.Files = to.name("proxy2"), nil
-	must[rpc.ContainerObservation](t, to.createContainer, req)
+	must[rpc.ContainerObservation](t, typed(to.createContainer), req)
 	// Content that does not match its digest is refused, naming the field.
 	bad := rpc.CreateContainerRequest{Name: to.name("bad"), Spec: to.spec("bad", nil), Files: map[string][]byte{digestOf(conf): []byte("other")}}
-	if _, err := call[rpc.ContainerObservation](t, to.createContainer, bad); rpcDetail(err, "field") != "files" {
+	if _, err := call[rpc.ContainerObservation](t, typed(to.createContainer), bad); rpcDetail(err, "field") != "files" {
 		t.Fatalf("mismatched content: %v", err)
 	}
 	missing := rpc.CreateContainerRequest{Name: to.name("miss"), Spec: to.spec("miss", nil)}
 	missing.Spec.Files = []rpc.FileSpec{{Target: "/x", Digest: digestOf([]byte("never sent")), Kind: "file"}}
-	if _, err := call[rpc.ContainerObservation](t, to.createContainer, missing); rpcDetail(err, "field") != "spec.files[0]" {
+	if _, err := call[rpc.ContainerObservation](t, typed(to.createContainer), missing); rpcDetail(err, "field") != "spec.files[0]" {
 		t.Fatalf("missing content: %v", err)
 	}
 }
@@ -141,7 +141,7 @@ func TestRemovedContainerFreesShippedFiles(t *testing.T) {
 			spec.Files = append(spec.Files, rpc.FileSpec{Target: fmt.Sprintf("/f%d", i), Digest: digestOf(b), Kind: "file", Source: "config:c"})
 			content[digestOf(b)] = b
 		}
-		return must[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name(name), Spec: spec, Files: content})
+		return must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name(name), Spec: spec, Files: content})
 	}
 	held := func() int {
 		entries, err := os.ReadDir(to.filesDir)
@@ -155,14 +155,14 @@ func TestRemovedContainerFreesShippedFiles(t *testing.T) {
 	if n := held(); n != 2 {
 		t.Fatalf("%d shipped files, want 2", n)
 	}
-	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: a.ID, Force: true})
+	must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: a.ID, Force: true})
 	if n := held(); n != 1 {
 		t.Fatalf("after removing a: %d shipped files, want the shared one", n)
 	}
 	if _, err := os.Stat(filepath.Join(to.filesDir, fmt.Sprintf("file-%s-444", strings.TrimPrefix(digestOf(shared), "sha256:")))); err != nil {
 		t.Fatalf("the shared file b mounts is gone: %v", err)
 	}
-	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: b.ID, Force: true})
+	must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: b.ID, Force: true})
 	if n := held(); n != 0 {
 		t.Fatalf("after removing b: %d shipped files, want none", n)
 	}
@@ -194,16 +194,16 @@ func TestExportShipsFilesBack(t *testing.T) {
 		{Target: "/run/secrets/pw", Digest: digestOf(secret), Kind: "file", Mode: 0o400, Source: "secret:pw"},
 	}
 	content := map[string][]byte{digestOf(dir): dir, digestOf(secret): secret}
-	ob := must[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.name("exp"), Spec: spec, Files: content})
-	plain := must[rpc.ContainerExport](t, to.exportContainer, rpc.ExportContainerRequest{ID: ob.ID})
+	ob := must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.name("exp"), Spec: spec, Files: content})
+	plain := must[rpc.ContainerExport](t, typed(to.exportContainer), rpc.ExportContainerRequest{ID: ob.ID})
 	if plain.Files != nil {
 		t.Fatalf("export without with_files carries %d files", len(plain.Files))
 	}
-	ex := must[rpc.ContainerExport](t, to.exportContainer, rpc.ExportContainerRequest{ID: ob.ID, WithFiles: true})
+	ex := must[rpc.ContainerExport](t, typed(to.exportContainer), rpc.ExportContainerRequest{ID: ob.ID, WithFiles: true})
 	if len(ex.Files) != 2 || string(ex.Files[digestOf(secret)]) != "hunter2" || !bytes.Equal(ex.Files[digestOf(dir)], dir) {
 		t.Fatalf("exported files: %d, want the secret and the directory's archive", len(ex.Files))
 	}
-	must[map[string]string](t, to.removeContainer, rpc.RemoveContainerRequest{ID: ob.ID, Force: true})
+	must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: ob.ID, Force: true})
 	if entries, _ := os.ReadDir(to.filesDir); len(entries) != 0 {
 		t.Fatalf("after the remove %d entries are left in the files directory", len(entries))
 	}

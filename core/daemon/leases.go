@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -26,10 +25,10 @@ type leaseState struct {
 
 func (d *Daemon) leaseRoutes() []rpc.Route {
 	return []rpc.Route{
-		{Command: rpc.CmdAcquireLease, Capability: rpc.CapAcquireLease, Handler: d.acquireLease},
-		{Command: rpc.CmdRenewLease, Capability: rpc.CapRenewLease, Handler: d.renewLease},
-		{Command: rpc.CmdReleaseLease, Capability: rpc.CapReleaseLease, Handler: d.releaseLease},
-		{Command: rpc.CmdListLeases, Capability: rpc.CapListLeases, Handler: d.listLeases},
+		rpc.Bind(rpc.AcquireLease, d.acquireLease),
+		rpc.Bind(rpc.RenewLease, d.renewLease),
+		rpc.Bind(rpc.ReleaseLease, d.releaseLease),
+		rpc.Bind(rpc.ListLeases, d.listLeases),
 	}
 }
 
@@ -37,33 +36,29 @@ func (d *Daemon) leaseRoutes() []rpc.Route {
 // or already the caller's, then re-reads it once the write settled: a
 // concurrent grant by another entry may have won the merge, and then the
 // caller is refused naming that holder.
-func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.AcquireLeaseRequest
-	if err := rpc.Decode(rpc.CmdAcquireLease, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) acquireLease(ctx context.Context, req rpc.AcquireLeaseRequest) (rpc.Lease, error) {
 	if err := req.Validate(); err != nil {
-		return nil, err
+		return rpc.Lease{}, err
 	}
-	if _, err := d.withLease(ctx, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (any, error) {
-		return nil, d.grantLease(ctx, st, req, row, ok)
+	if _, err := withLease(ctx, d, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (struct{}, error) {
+		return struct{}{}, d.grantLease(ctx, st, req, row, ok)
 	}); err != nil {
-		return nil, err
+		return rpc.Lease{}, err
 	}
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.Lease{}, err
 	}
 	d.settleLease(ctx, st)
 	row, ok, err := store.Leases(st).Get(ctx, req.Scope)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "re-read lease %s: %v", req.Scope, err)
+		return rpc.Lease{}, rpc.Errorf(rpc.CodeUnavailable, "re-read lease %s: %v", req.Scope, err)
 	}
 	if !ok || row.Body.Nonce != req.Nonce {
 		if ok && row.Body.Live(time.Now().UnixMilli()) {
-			return nil, rpc.LeaseHeld(leaseView(row))
+			return rpc.Lease{}, rpc.LeaseHeld(leaseView(row))
 		}
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "lease %s was released while it was granted; try again", req.Scope)
+		return rpc.Lease{}, rpc.Errorf(rpc.CodeUnavailable, "lease %s was released while it was granted; try again", req.Scope)
 	}
 	d.log.Info("lease granted", "scope", req.Scope, "holder", req.Holder.Name, "command", req.Command)
 	return leaseView(row), nil
@@ -71,16 +66,17 @@ func (d *Daemon) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 
 // withLease reads scope's row and runs f with it, holding this entry's
 // grant lock so no other grant, renewal or release here interleaves.
-func (d *Daemon) withLease(ctx context.Context, scope string, f func(*sdkstore.Client, sdkstore.Row[store.LeaseBody], bool) (any, error)) (any, error) {
+func withLease[T any](ctx context.Context, d *Daemon, scope string, f func(*sdkstore.Client, sdkstore.Row[store.LeaseBody], bool) (T, error)) (T, error) {
+	var none T
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	d.leases.mu.Lock()
 	defer d.leases.mu.Unlock()
 	row, ok, err := store.Leases(st).Get(ctx, scope)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", scope, err)
+		return none, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", scope, err)
 	}
 	return f(st, row, ok)
 }
@@ -137,42 +133,34 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // renewLease extends the lease the caller holds; one it lost (taken
 // over, merged away, released) is refused, so its command stops.
-func (d *Daemon) renewLease(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.RenewLeaseRequest
-	if err := rpc.Decode(rpc.CmdRenewLease, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) renewLease(ctx context.Context, req rpc.RenewLeaseRequest) (rpc.Lease, error) {
 	if err := req.Validate(); err != nil {
-		return nil, err
+		return rpc.Lease{}, err
 	}
-	return d.withLease(ctx, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (any, error) {
+	return withLease(ctx, d, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (rpc.Lease, error) {
 		switch {
 		case !ok:
-			return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held (released or expired and freed)", req.Scope)
+			return rpc.Lease{}, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held (released or expired and freed)", req.Scope)
 		case row.Body.Nonce != req.Nonce:
-			return nil, rpc.LeaseHeld(leaseView(row))
+			return rpc.Lease{}, rpc.LeaseHeld(leaseView(row))
 		}
 		row.Body.Expires, row.Owner, row.UpdatedAt = req.Expires, d.record().ID, 0
 		if _, err := store.Leases(st).Put(ctx, row); err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
+			return rpc.Lease{}, rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
 		}
 		return leaseView(row), nil
 	})
 }
 
 // releaseLease deletes the caller's lease; another's is left alone.
-func (d *Daemon) releaseLease(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ReleaseLeaseRequest
-	if err := rpc.Decode(rpc.CmdReleaseLease, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) releaseLease(ctx context.Context, req rpc.ReleaseLeaseRequest) (struct{}, error) {
 	if err := req.Validate(); err != nil {
-		return nil, err
+		return struct{}{}, err
 	}
-	return d.withLease(ctx, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (any, error) {
+	return withLease(ctx, d, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (struct{}, error) {
 		if ok && row.Body.Nonce == req.Nonce {
 			if _, err := store.Leases(st).Delete(ctx, req.Scope); err != nil {
-				return nil, rpc.Errorf(rpc.CodeUnavailable, "delete lease %s: %v", req.Scope, err)
+				return struct{}{}, rpc.Errorf(rpc.CodeUnavailable, "delete lease %s: %v", req.Scope, err)
 			}
 		}
 		return struct{}{}, nil
@@ -180,14 +168,14 @@ func (d *Daemon) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 }
 
 // listLeases answers the live leases.
-func (d *Daemon) listLeases(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) listLeases(ctx context.Context, _ rpc.None) (rpc.Leases, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.Leases{}, err
 	}
 	rows, err := store.Leases(st).List(ctx)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read leases: %v", err)
+		return rpc.Leases{}, rpc.Errorf(rpc.CodeUnavailable, "read leases: %v", err)
 	}
 	out := rpc.Leases{Leases: []rpc.Lease{}}
 	now := time.Now().UnixMilli()

@@ -36,46 +36,46 @@ func heldBy(err error, who string) bool {
 func TestLeaseAcquireConflictRenewRelease(t *testing.T) {
 	d, st := storeDaemon(t, "m1")
 	const scope = "namespace:web-prod"
-	res, err := hcall(t, d.acquireLease, acquireReq(scope, "ana", "nonce-ana-1", time.Minute))
+	res, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "ana", "nonce-ana-1", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l := res.(rpc.Lease); l.Holder.Name != "ana" || l.Entry != "m1" {
 		t.Fatalf("granted %+v", l)
 	}
-	if _, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); !heldBy(err, "ana") {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); !heldBy(err, "ana") {
 		t.Fatalf("bo's acquire: %v, want held by ana", err)
 	}
-	if _, err := hcall(t, d.acquireLease, acquireReq("namespace:other", "bo", "nonce-bo-01", time.Minute)); err != nil {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq("namespace:other", "bo", "nonce-bo-01", time.Minute)); err != nil {
 		t.Fatalf("another scope: %v", err)
 	}
 	later := time.Now().Add(5 * time.Minute).UnixMilli()
-	if _, err := hcall(t, d.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later}); err != nil {
+	if _, err := hcall(t, typed(d.renewLease), rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later}); err != nil {
 		t.Fatal(err)
 	}
 	row, _, _ := store.Leases(st).Get(context.Background(), scope)
 	if row.Body.Expires != later {
 		t.Fatalf("renewed to %d, want %d", row.Body.Expires, later)
 	}
-	if _, err := hcall(t, d.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-bo-01", Expires: later}); !heldBy(err, "ana") {
+	if _, err := hcall(t, typed(d.renewLease), rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-bo-01", Expires: later}); !heldBy(err, "ana") {
 		t.Fatalf("bo's renew: %v", err)
 	}
-	if _, err := hcall(t, d.releaseLease, rpc.ReleaseLeaseRequest{Scope: scope, Nonce: "nonce-bo-01"}); err != nil {
+	if _, err := hcall(t, typed(d.releaseLease), rpc.ReleaseLeaseRequest{Scope: scope, Nonce: "nonce-bo-01"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := store.Leases(st).Get(context.Background(), scope); !ok {
 		t.Fatal("bo's release freed ana's lease")
 	}
-	if _, err := hcall(t, d.releaseLease, rpc.ReleaseLeaseRequest{Scope: scope, Nonce: "nonce-ana-1"}); err != nil {
+	if _, err := hcall(t, typed(d.releaseLease), rpc.ReleaseLeaseRequest{Scope: scope, Nonce: "nonce-ana-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hcall(t, d.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later}); err == nil {
+	if _, err := hcall(t, typed(d.renewLease), rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later}); err == nil {
 		t.Fatal("renew of a released lease succeeded")
 	}
-	if _, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); err != nil {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); err != nil {
 		t.Fatalf("bo after release: %v", err)
 	}
-	ls, err := hcall(t, d.listLeases, nil)
+	ls, err := hcall(t, typed(d.listLeases), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +89,14 @@ func TestLeaseAcquireConflictRenewRelease(t *testing.T) {
 func TestLeaseExpiry(t *testing.T) {
 	d, _ := storeDaemon(t, "m1")
 	const scope = "volume:pg"
-	if _, err := hcall(t, d.acquireLease, acquireReq(scope, "ana", "nonce-ana-1", 700*time.Millisecond)); err != nil {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "ana", "nonce-ana-1", 700*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); !heldBy(err, "ana") {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); !heldBy(err, "ana") {
 		t.Fatalf("before expiry: %v", err)
 	}
 	time.Sleep(800 * time.Millisecond)
-	if _, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); err != nil {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
@@ -109,9 +109,9 @@ func TestLeaseBadInput(t *testing.T) {
 		"expires": acquireReq("enroll", "ana", "nonce-ana-1", -time.Minute),
 		"nonce":   rpc.ReleaseLeaseRequest{Scope: "enroll"},
 	} {
-		_, err := hcall(t, d.acquireLease, req)
+		_, err := hcall(t, typed(d.acquireLease), req)
 		if field == "nonce" {
-			_, err = hcall(t, d.releaseLease, req)
+			_, err = hcall(t, typed(d.releaseLease), req)
 		}
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Details["field"] != field {
@@ -178,7 +178,7 @@ func TestLeaseConcurrentEntries(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = hcall(t, d.acquireLease, acquireReq(scope, []string{"ana", "bo"}[i], []string{"nonce-ana-1", "nonce-bo-01"}[i], time.Minute))
+				_, errs[i] = hcall(t, typed(d.acquireLease), acquireReq(scope, []string{"ana", "bo"}[i], []string{"nonce-ana-1", "nonce-bo-01"}[i], time.Minute))
 			}()
 		}
 		wg.Wait()
@@ -201,10 +201,10 @@ func TestLeasePartitionHeal(t *testing.T) {
 	n2 := startLeaseNode(t, db2, addr2, nil) // no peer: partitioned from the start
 	d1, d2 := leaseDaemon(t, "m1", addr1), leaseDaemon(t, "m2", addr2)
 	const scope = "namespace:split"
-	if _, err := hcall(t, d1.acquireLease, acquireReq(scope, "ana", "nonce-ana-1", time.Minute)); err != nil {
+	if _, err := hcall(t, typed(d1.acquireLease), acquireReq(scope, "ana", "nonce-ana-1", time.Minute)); err != nil {
 		t.Fatalf("ana's side: %v", err)
 	}
-	if _, err := hcall(t, d2.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); err != nil {
+	if _, err := hcall(t, typed(d2.acquireLease), acquireReq(scope, "bo", "nonce-bo-01", time.Minute)); err != nil {
 		t.Fatalf("bo's side: %v", err)
 	}
 	n2.Close()
@@ -223,8 +223,8 @@ func TestLeasePartitionHeal(t *testing.T) {
 		}
 	}
 	later := time.Now().Add(time.Minute).UnixMilli()
-	_, err1 := hcall(t, d1.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later})
-	_, err2 := hcall(t, d2.renewLease, rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-bo-01", Expires: later})
+	_, err1 := hcall(t, typed(d1.renewLease), rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-ana-1", Expires: later})
+	_, err2 := hcall(t, typed(d2.renewLease), rpc.RenewLeaseRequest{Scope: scope, Nonce: "nonce-bo-01", Expires: later})
 	switch winner {
 	case "ana":
 		if err1 != nil || !heldBy(err2, "ana") {
@@ -257,14 +257,14 @@ func TestLeaseOfDepartedEntry(t *testing.T) {
 	if _, err := store.Leases(st).Put(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hcall(t, d.forgetMachine, rpc.ForgetMachineRequest{ID: "m-gone"}); err != nil {
+	if _, err := hcall(t, typed(d.forgetMachine), rpc.ForgetMachineRequest{ID: "m-gone"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := st.Machines().Get(ctx, "m-gone"); ok {
 		t.Fatal("m-gone is still a Machine after forget")
 	}
 
-	_, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute))
+	_, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "bo", "nonce-bo-01", time.Minute))
 	var e *rpc.Error
 	if !heldBy(err, "ana@laptop") || !errors.As(err, &e) || e.Details["scope"] != scope ||
 		!strings.Contains(e.Message, scope) || !strings.Contains(e.Message, "since "+started.UTC().Format(time.RFC3339)) {
@@ -276,7 +276,7 @@ func TestLeaseOfDepartedEntry(t *testing.T) {
 	}
 
 	time.Sleep(time.Until(time.UnixMilli(held.Body.Expires)) + 50*time.Millisecond)
-	res, err := hcall(t, d.acquireLease, acquireReq(scope, "bo", "nonce-bo-01", time.Minute))
+	res, err := hcall(t, typed(d.acquireLease), acquireReq(scope, "bo", "nonce-bo-01", time.Minute))
 	if err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}

@@ -24,8 +24,9 @@ import (
 // told to upgrade (core/rpc's retired commands). Only wait_ready still reads
 // Docker directly, for the last lines of a Container that just failed.
 func (d *Daemon) logRoutes() {
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdLogHistory, Capability: observe.CapLogHistory, Handler: d.logHistory,
-		Available: func() bool { return d.plugins != nil && d.plugins.Available(observe.CapLogHistory) }})
+	history := rpc.Bind(rpc.ReadLogHistory, d.logHistory)
+	history.Available = func() bool { return d.plugins != nil && d.plugins.Available(observe.CapLogHistory) }
+	d.rpc.Handle(history)
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdTailLogs, Capability: observe.CapTailLogs, Handler: d.tailLogs})
 	// HandleStream catalogues the stream as always served; advertise it,
 	// like log_history, only while the plugin is healthy.
@@ -50,24 +51,20 @@ func checkLogQuery(q rpc.LogQuery) error {
 	return nil
 }
 
-func (d *Daemon) logHistory(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.LogHistoryRequest
-	if err := rpc.Decode(rpc.CmdLogHistory, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) logHistory(ctx context.Context, req rpc.LogHistoryRequest) (rpc.LogHistory, error) {
 	switch {
 	case req.Limit < 0 || req.Limit > rpc.MaxLogLimit:
-		return nil, rpc.InvalidField("limit", "%d is not between 0 and %d", req.Limit, rpc.MaxLogLimit)
+		return rpc.LogHistory{}, rpc.InvalidField("limit", "%d is not between 0 and %d", req.Limit, rpc.MaxLogLimit)
 	case req.Since < 0:
-		return nil, rpc.InvalidField("since_unix_nano", "%d is negative", req.Since)
+		return rpc.LogHistory{}, rpc.InvalidField("since_unix_nano", "%d is negative", req.Since)
 	case req.Until != 0 && req.Until < req.Since:
-		return nil, rpc.InvalidField("until_unix_nano", "%d is before since_unix_nano %d", req.Until, req.Since)
+		return rpc.LogHistory{}, rpc.InvalidField("until_unix_nano", "%d is before since_unix_nano %d", req.Until, req.Since)
 	}
 	if err := checkLogQuery(req.LogQuery); err != nil {
-		return nil, err
+		return rpc.LogHistory{}, err
 	}
 	if d.plugins == nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", observe.CapLogHistory)
+		return rpc.LogHistory{}, rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", observe.CapLogHistory)
 	}
 	out := rpc.LogHistory{MachineID: d.record().ID, Lines: []rpc.LogRecord{}}
 	err := d.plugins.Call(ctx, observe.CapLogHistory, func(ctx context.Context, conn *grpc.ClientConn) error {
@@ -86,7 +83,7 @@ func (d *Daemon) logHistory(ctx context.Context, raw json.RawMessage) (any, erro
 		return nil
 	})
 	if err != nil {
-		return nil, pluginErr(err, observe.CapLogHistory)
+		return rpc.LogHistory{}, pluginErr(err, observe.CapLogHistory)
 	}
 	return out, nil
 }

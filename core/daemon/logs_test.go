@@ -32,13 +32,13 @@ func TestLogRoutesValidateAndNameTheCapability(t *testing.T) {
 		`{"grep":"("}`:                               "grep",
 		`{"service":7}`:                              "service",
 	} {
-		_, err := d.logHistory(context.Background(), json.RawMessage(payload))
+		_, err := typed(d.logHistory)(context.Background(), json.RawMessage(payload))
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Code != rpc.CodeInvalidArgument || e.Details["field"] != field {
 			t.Errorf("%s: %v, want invalid_argument naming %s", payload, err, field)
 		}
 	}
-	_, err := d.logHistory(context.Background(), json.RawMessage(`{"service":"web"}`))
+	_, err := typed(d.logHistory)(context.Background(), json.RawMessage(`{"service":"web"}`))
 	var e *rpc.Error
 	if !errors.As(err, &e) || e.Code != rpc.CodeUnavailable || e.Details["capability"] != observe.CapLogHistory {
 		t.Fatalf("without a plugin host: %v", err)

@@ -358,7 +358,7 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 		t.Fatalf("the ingress spec was derived %d times on a Machine without ingress", n)
 	}
 
-	if _, err := hcall(t, d.updateMachine, rpc.UpdateMachineRequest{LabelsAdd: map[string]string{rpc.MachineLabelAccepts: "services,ingress"}}); err != nil {
+	if _, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{rpc.MachineLabelAccepts: "services,ingress"}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(servingRetryEvery / 2)

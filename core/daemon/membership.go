@@ -82,10 +82,10 @@ func (d *Daemon) members(ctx context.Context) map[string]rpc.Member {
 	return out
 }
 
-func (d *Daemon) membership(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) membership(ctx context.Context, _ rpc.None) (rpc.Membership, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.Membership{}, err
 	}
 	ms := d.members(ctx)
 	rows, _ := st.Machines().List(ctx)

@@ -59,7 +59,7 @@ func TestMembership(t *testing.T) {
 	var m rpc.Member
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		res, err := hcall(t, d.membership, nil)
+		res, err := hcall(t, typed(d.membership), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestMembership(t *testing.T) {
 	if m.MachineID != "m2" || m.MachineName != "two" || m.Addr != peer.GossipAddr() {
 		t.Fatalf("member %+v, want Machine m2 at %s", m, peer.GossipAddr())
 	}
-	res, err := hcall(t, d.listMachines, nil)
+	res, err := hcall(t, typed(d.listMachines), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,25 +151,22 @@ func (d *Daemon) applyBudget(ctx context.Context) {
 
 // metricsRoutes forward query_metrics to the metrics plugin.
 func (d *Daemon) metricsRoutes() {
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdQueryMetrics, Capability: observe.CapQueryMetrics, Handler: d.queryMetrics,
-		Available: func() bool { return d.plugins != nil && d.plugins.Available(observe.CapQueryMetrics) }})
+	r := rpc.Bind(rpc.QueryMetrics, d.queryMetrics)
+	r.Available = func() bool { return d.plugins != nil && d.plugins.Available(observe.CapQueryMetrics) }
+	d.rpc.Handle(r)
 }
 
-func (d *Daemon) queryMetrics(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.QueryMetricsRequest
-	if err := rpc.Decode(rpc.CmdQueryMetrics, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) queryMetrics(ctx context.Context, req rpc.QueryMetricsRequest) (rpc.MetricsAnswer, error) {
 	switch {
 	case req.Since < 0:
-		return nil, rpc.InvalidField("since_unix_nano", "%d is negative", req.Since)
+		return rpc.MetricsAnswer{}, rpc.InvalidField("since_unix_nano", "%d is negative", req.Since)
 	case req.Until != 0 && req.Until < req.Since:
-		return nil, rpc.InvalidField("until_unix_nano", "%d is before since_unix_nano %d", req.Until, req.Since)
+		return rpc.MetricsAnswer{}, rpc.InvalidField("until_unix_nano", "%d is before since_unix_nano %d", req.Until, req.Since)
 	case req.StepSeconds < 0:
-		return nil, rpc.InvalidField("step_seconds", "%d is negative", req.StepSeconds)
+		return rpc.MetricsAnswer{}, rpc.InvalidField("step_seconds", "%d is negative", req.StepSeconds)
 	}
 	if d.plugins == nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", observe.CapQueryMetrics)
+		return rpc.MetricsAnswer{}, rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", observe.CapQueryMetrics)
 	}
 	out := rpc.MetricsAnswer{MachineID: d.record().ID, Series: []rpc.MetricSeries{}}
 	err := d.plugins.Call(ctx, observe.CapQueryMetrics, func(ctx context.Context, conn *grpc.ClientConn) error {
@@ -209,7 +206,7 @@ func (d *Daemon) queryMetrics(ctx context.Context, raw json.RawMessage) (any, er
 		return nil
 	})
 	if err != nil {
-		return nil, pluginErr(err, observe.CapQueryMetrics)
+		return rpc.MetricsAnswer{}, pluginErr(err, observe.CapQueryMetrics)
 	}
 	return out, nil
 }

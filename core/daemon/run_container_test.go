@@ -197,11 +197,11 @@ func TestRunContainerSignalAndListing(t *testing.T) {
 	s, res, done := openSleeping(t, c, to.runReq("run-s", "--exit-code", "0", "--sleep", "60s"))
 	defer done()
 
-	plain := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace})
+	plain := must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.namespace})
 	if len(plain.Containers) != 0 {
 		t.Errorf("list_containers without one_offs lists %+v", plain.Containers)
 	}
-	all := must[rpc.ContainerList](t, to.listContainers, rpc.ListContainersRequest{Namespace: to.namespace, OneOffs: true})
+	all := must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.namespace, OneOffs: true})
 	if len(all.Containers) != 1 {
 		t.Fatalf("list_containers with one_offs: %+v", all.Containers)
 	}
@@ -347,7 +347,7 @@ func TestRunContainerRefusals(t *testing.T) {
 	to := newTestOps(t)
 	c := serveRuns(t, to.containerOps)
 	spec := to.runReq("x", "--exit-code", "0").Spec
-	if _, err := call[rpc.ContainerObservation](t, to.createContainer, rpc.CreateContainerRequest{Name: to.namespace + "-x", Spec: spec}); rpcDetail(err, "field") != "spec.kind" {
+	if _, err := call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.namespace + "-x", Spec: spec}); rpcDetail(err, "field") != "spec.kind" {
 		t.Errorf("create_container of kind run: %v", err)
 	}
 	for field, change := range map[string]func(*rpc.RunContainerRequest){

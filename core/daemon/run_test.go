@@ -89,7 +89,7 @@ func TestRunServesAnUninitializedMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var in rpc.Inspection
-	if err := c.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err != nil {
+	if err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.Inspect, rpc.None{}, &in); err != nil {
 		t.Fatal(err)
 	}
 	if in.ID != saved.ID || in.ID == "" || in.Phase != machine.Uninitialized || in.RPCKey == "" || in.PublicKey == "" ||
@@ -110,7 +110,7 @@ func TestRunServesAnUninitializedMachine(t *testing.T) {
 		}
 	}
 	name := "renamed"
-	if err := c.Call(ctx, rpc.Target{}, rpc.CmdUpdateMachine, rpc.UpdateMachineRequest{Name: &name}, &in); err != nil {
+	if err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.UpdateMachine, rpc.UpdateMachineRequest{Name: &name}, &in); err != nil {
 		t.Fatal(err)
 	}
 	if saved, _ = machine.Load(filepath.Join(dataDir, "machine.json")); saved.Name != "renamed" || in.Name != "renamed" {
@@ -127,7 +127,7 @@ func TestRunServesAnUninitializedMachine(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := c.Call(cctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err == nil {
+	if err := rpc.InvokeInto(cctx, c, rpc.Target{}, rpc.Inspect, rpc.None{}, &in); err == nil {
 		t.Fatal("the socket still answers after Run returned")
 	}
 }

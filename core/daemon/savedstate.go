@@ -3,7 +3,6 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"maps"
 	"slices"
 	"sync"
@@ -26,10 +25,10 @@ const defaultDeployRecords = 200
 
 func (d *Daemon) savedStateRoutes() []rpc.Route {
 	return []rpc.Route{
-		{Command: rpc.CmdSaveRevision, Capability: rpc.CapSaveRevision, Handler: d.saveRevision},
-		{Command: rpc.CmdListRevisions, Capability: rpc.CapListRevisions, Handler: d.listRevisions},
-		{Command: rpc.CmdPutDeployRecord, Capability: rpc.CapPutDeployRecord, Handler: d.putDeployRecord},
-		{Command: rpc.CmdListDeployRecords, Capability: rpc.CapListDeployRecords, Handler: d.listDeployRecords},
+		rpc.Bind(rpc.SaveRevision, d.saveRevision),
+		rpc.Bind(rpc.ListRevisions, d.listRevisions),
+		rpc.Bind(rpc.PutDeployRecord, d.putDeployRecord),
+		rpc.Bind(rpc.ListDeployRecords, d.listDeployRecords),
 	}
 }
 
@@ -50,34 +49,30 @@ func (d *Daemon) composeSealer() (*store.Sealer, error) {
 // saveRevision writes one revision, its compose sealed, and answers its
 // number. Saving an id that exists answers that revision unchanged, so
 // an import repeated moves nothing twice.
-func (d *Daemon) saveRevision(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.SaveRevisionRequest
-	if err := rpc.Decode(rpc.CmdSaveRevision, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) saveRevision(ctx context.Context, req rpc.SaveRevisionRequest) (rpc.RevisionSaved, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.RevisionSaved{}, err
 	}
 	sealer, err := d.composeSealer()
 	if err != nil {
-		return nil, err
+		return rpc.RevisionSaved{}, err
 	}
 	ns := deploy.Namespace(req.Project, req.Environment)
 	revisionMu.Lock()
 	defer revisionMu.Unlock()
 	rows, err := store.ListNamespace(ctx, store.Revisions(st), ns)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
+		return rpc.RevisionSaved{}, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
 	}
 	existing := slices.ContainsFunc(rows, func(r sdkstore.Row[store.RevisionBody]) bool { return r.Key == req.ID })
 	if !existing {
 		row, err := newRevisionRow(req, ns, rows, sealer, d.record().ID)
 		if err != nil {
-			return nil, err
+			return rpc.RevisionSaved{}, err
 		}
 		if _, err := store.Revisions(st).Put(ctx, row); err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "write revision: %v", err)
+			return rpc.RevisionSaved{}, rpc.Errorf(rpc.CodeUnavailable, "write revision: %v", err)
 		}
 		rows = append(rows, row)
 	}
@@ -115,14 +110,10 @@ func numberRevisions(rows []sdkstore.Row[store.RevisionBody]) []sdkstore.Row[sto
 
 // listRevisions answers a namespace's numbered revisions, oldest first,
 // their compose files opened when asked.
-func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ListRevisionsRequest
-	if err := rpc.Decode(rpc.CmdListRevisions, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) listRevisions(ctx context.Context, req rpc.ListRevisionsRequest) (rpc.RevisionList, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.RevisionList{}, err
 	}
 	var rows []sdkstore.Row[store.RevisionBody]
 	if req.AllNamespaces {
@@ -131,7 +122,7 @@ func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, e
 		rows, err = store.ListNamespace(ctx, store.Revisions(st), req.Namespace)
 	}
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
+		return rpc.RevisionList{}, rpc.Errorf(rpc.CodeUnavailable, "read revisions: %v", err)
 	}
 	byNamespace := map[string][]sdkstore.Row[store.RevisionBody]{}
 	for _, r := range rows {
@@ -141,7 +132,7 @@ func (d *Daemon) listRevisions(ctx context.Context, raw json.RawMessage) (any, e
 	for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
 		revs, err := d.revisionsOf(numberRevisions(byNamespace[ns]), req)
 		if err != nil {
-			return nil, err
+			return rpc.RevisionList{}, err
 		}
 		out.Revisions = append(out.Revisions, revs...)
 	}
@@ -183,32 +174,24 @@ func (d *Daemon) openCompose(r sdkstore.Row[store.RevisionBody]) ([]byte, error)
 }
 
 // putDeployRecord writes one Deploy's record under its deployment id.
-func (d *Daemon) putDeployRecord(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.PutDeployRecordRequest
-	if err := rpc.Decode(rpc.CmdPutDeployRecord, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) putDeployRecord(ctx context.Context, req rpc.PutDeployRecordRequest) (struct{}, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return struct{}{}, err
 	}
 	row := sdkstore.Row[store.DeployRecordBody]{Key: req.DeploymentID, Owner: d.record().ID, Body: store.DeployRecordBody{
 		Namespace: req.Namespace, Revision: req.Revision, StartedAt: req.StartedAt, UpdatedAt: req.UpdatedAt, Record: req.Record}}
 	if _, err := store.DeployRecords(st).Put(ctx, row); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "write deploy record: %v", err)
+		return struct{}{}, rpc.Errorf(rpc.CodeUnavailable, "write deploy record: %v", err)
 	}
 	return struct{}{}, nil
 }
 
 // listDeployRecords answers the newest records, of one namespace or all.
-func (d *Daemon) listDeployRecords(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ListDeployRecordsRequest
-	if err := rpc.Decode(rpc.CmdListDeployRecords, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) listDeployRecords(ctx context.Context, req rpc.ListDeployRecordsRequest) (rpc.DeployRecordList, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.DeployRecordList{}, err
 	}
 	var rows []sdkstore.Row[store.DeployRecordBody]
 	if req.Namespace != "" {
@@ -217,7 +200,7 @@ func (d *Daemon) listDeployRecords(ctx context.Context, raw json.RawMessage) (an
 		rows, err = store.DeployRecords(st).List(ctx)
 	}
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read deploy records: %v", err)
+		return rpc.DeployRecordList{}, rpc.Errorf(rpc.CodeUnavailable, "read deploy records: %v", err)
 	}
 	return rpc.DeployRecordList{Records: newestRecords(rows, cmp.Or(req.Limit, defaultDeployRecords))}, nil
 }

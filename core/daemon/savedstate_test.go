@@ -30,7 +30,7 @@ func saveRev(t *testing.T, d *Daemon, req rpc.SaveRevisionRequest) rpc.RevisionS
 	if req.Operator.Name == "" {
 		req.Operator.Name = "ana"
 	}
-	out, err := hcall(t, d.saveRevision, req)
+	out, err := hcall(t, typed(d.saveRevision), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 
 	list := func(req rpc.ListRevisionsRequest) []rpc.Revision {
 		t.Helper()
-		out, err := hcall(t, d.listRevisions, req)
+		out, err := hcall(t, typed(d.listRevisions), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,22 +102,22 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 func TestRevisionsRefuseBadInput(t *testing.T) {
 	d, st := storeDaemon(t, "m1id")
 	var e *rpc.Error
-	if _, err := hcall(t, d.listRevisions, map[string]any{"namespace": "shop-production", "revision": "two"}); !errors.As(err, &e) || e.Details["field"] != "revision" {
+	if _, err := hcall(t, typed(d.listRevisions), map[string]any{"namespace": "shop-production", "revision": "two"}); !errors.As(err, &e) || e.Details["field"] != "revision" {
 		t.Fatalf("malformed revision: %v", err)
 	}
-	if _, err := hcall(t, d.listRevisions, rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: -1}); !errors.As(err, &e) || e.Details["field"] != "revision" {
+	if _, err := hcall(t, typed(d.listRevisions), rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: -1}); !errors.As(err, &e) || e.Details["field"] != "revision" {
 		t.Fatalf("negative revision: %v", err)
 	}
-	if _, err := hcall(t, d.listRevisions, rpc.ListRevisionsRequest{AllNamespaces: true, Namespace: "shop-production", Latest: true}); !errors.As(err, &e) || e.Details["field"] != "namespace" {
+	if _, err := hcall(t, typed(d.listRevisions), rpc.ListRevisionsRequest{AllNamespaces: true, Namespace: "shop-production", Latest: true}); !errors.As(err, &e) || e.Details["field"] != "namespace" {
 		t.Fatalf("every namespace and one: %v", err)
 	}
-	if _, err := hcall(t, d.listRevisions, rpc.ListRevisionsRequest{AllNamespaces: true}); !errors.As(err, &e) || e.Details["field"] != "all_namespaces" {
+	if _, err := hcall(t, typed(d.listRevisions), rpc.ListRevisionsRequest{AllNamespaces: true}); !errors.As(err, &e) || e.Details["field"] != "all_namespaces" {
 		t.Fatalf("every namespace's every revision: %v", err)
 	}
-	if _, err := hcall(t, d.saveRevision, rpc.SaveRevisionRequest{ID: "r1", Project: "a/b", Environment: "p", Operator: store.HistoryOperator{Name: "ana"}}); !errors.As(err, &e) || e.Details["field"] != "project" {
+	if _, err := hcall(t, typed(d.saveRevision), rpc.SaveRevisionRequest{ID: "r1", Project: "a/b", Environment: "p", Operator: store.HistoryOperator{Name: "ana"}}); !errors.As(err, &e) || e.Details["field"] != "project" {
 		t.Fatalf("bad project: %v", err)
 	}
-	_, err := hcall(t, d.saveRevision, rpc.SaveRevisionRequest{ID: "r1", Project: "shop", Environment: "p", Compose: []byte("x"), Operator: store.HistoryOperator{Name: "ana"}})
+	_, err := hcall(t, typed(d.saveRevision), rpc.SaveRevisionRequest{ID: "r1", Project: "shop", Environment: "p", Compose: []byte("x"), Operator: store.HistoryOperator{Name: "ana"}})
 	if !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
 		t.Fatalf("no secret: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestDeployRecordsRoundTrip(t *testing.T) {
 	put := func(id, ns string, started int64, status string) {
 		t.Helper()
 		rec, _ := json.Marshal(map[string]string{"deployment_id": id, "status": status})
-		if _, err := hcall(t, d.putDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: id, Namespace: ns, Revision: 1, StartedAt: started, UpdatedAt: started, Record: rec}); err != nil {
+		if _, err := hcall(t, typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: id, Namespace: ns, Revision: 1, StartedAt: started, UpdatedAt: started, Record: rec}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,7 +141,7 @@ func TestDeployRecordsRoundTrip(t *testing.T) {
 	put("d2", "blog-production", 200, "completed")
 	put("d3", "shop-production", 300, "completed")
 	put("d1", "shop-production", 100, "failed")
-	out, err := hcall(t, d.listDeployRecords, rpc.ListDeployRecordsRequest{Namespace: "shop-production"})
+	out, err := hcall(t, typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Namespace: "shop-production"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +149,11 @@ func TestDeployRecordsRoundTrip(t *testing.T) {
 	if len(recs) != 2 || recs[0].DeploymentID != "d3" || recs[1].DeploymentID != "d1" || !strings.Contains(string(recs[1].Record), `"failed"`) {
 		t.Fatalf("records %+v", recs)
 	}
-	if out, _ := hcall(t, d.listDeployRecords, rpc.ListDeployRecordsRequest{Limit: 1}); len(out.(rpc.DeployRecordList).Records) != 1 {
+	if out, _ := hcall(t, typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Limit: 1}); len(out.(rpc.DeployRecordList).Records) != 1 {
 		t.Fatalf("limit 1: %+v", out)
 	}
 	var e *rpc.Error
-	if _, err := hcall(t, d.putDeployRecord, rpc.PutDeployRecordRequest{DeploymentID: "d4", Namespace: "n", StartedAt: 1, Record: []byte(`[1]`)}); !errors.As(err, &e) || e.Details["field"] != "record" {
+	if _, err := hcall(t, typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: "d4", Namespace: "n", StartedAt: 1, Record: []byte(`[1]`)}); !errors.As(err, &e) || e.Details["field"] != "record" {
 		t.Fatalf("record not an object: %v", err)
 	}
 }
@@ -168,7 +168,7 @@ func TestRevisionsConcurrentSaves(t *testing.T) {
 		go func() {
 			raw, _ := json.Marshal(rpc.SaveRevisionRequest{ID: "r-" + string(rune('a'+i)), Project: "shop", Environment: "production",
 				Compose: []byte("name: shop\n"), Operator: store.HistoryOperator{Name: "ana"}})
-			out, err := d.saveRevision(t.Context(), raw)
+			out, err := typed(d.saveRevision)(t.Context(), raw)
 			if err != nil {
 				t.Error(err)
 				got <- 0

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -46,35 +45,31 @@ func session() string {
 
 func (d *Daemon) servingRoutes() []rpc.Route {
 	return []rpc.Route{
-		{Command: rpc.CmdMoveServingPointer, Capability: rpc.CapMoveServingPointer, Handler: d.moveServingPointer},
-		{Command: rpc.CmdServingStatus, Capability: rpc.CapServingStatus, Handler: d.servingStatus},
+		rpc.Bind(rpc.MoveServingPointer, d.moveServingPointer),
+		rpc.Bind(rpc.ReadServingStatus, d.servingStatus),
 	}
 }
 
 // moveServingPointer writes a Service's Serving Pointer to the store,
 // naming each Container with the image and deployment its row reports.
-func (d *Daemon) moveServingPointer(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.MoveServingPointerRequest
-	if err := rpc.Decode(rpc.CmdMoveServingPointer, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) moveServingPointer(ctx context.Context, req rpc.MoveServingPointerRequest) (rpc.ServingPointerMoved, error) {
 	if err := req.Validate(); err != nil {
-		return nil, err
+		return rpc.ServingPointerMoved{}, err
 	}
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.ServingPointerMoved{}, err
 	}
 	key := strings.ToLower(req.Service)
 	if req.Delete {
 		if _, err := st.Serving().Delete(ctx, key); err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "delete serving pointer: %v", err)
+			return rpc.ServingPointerMoved{}, rpc.Errorf(rpc.CodeUnavailable, "delete serving pointer: %v", err)
 		}
 		return rpc.ServingPointerMoved{}, nil
 	}
 	rows, err := d.pointerRows(ctx, st, req.Containers)
 	if err != nil {
-		return nil, err
+		return rpc.ServingPointerMoved{}, err
 	}
 	body := store.ServingBody{ID: newPointerID(), Deployment: req.Deployment, MovedAt: time.Now().UnixMilli()}
 	out := rpc.ServingPointerMoved{ID: body.ID}
@@ -89,7 +84,7 @@ func (d *Daemon) moveServingPointer(ctx context.Context, raw json.RawMessage) (a
 		out.Containers = append(out.Containers, rpc.ServingContainer{ID: sc.ID, MachineID: sc.Machine, ImageID: sc.ImageID, Deployment: sc.Deployment})
 	}
 	if _, err := st.Serving().Put(ctx, store.Row[store.ServingBody]{Key: key, Owner: d.record().ID, Body: body}); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "write serving pointer: %v", err)
+		return rpc.ServingPointerMoved{}, rpc.Errorf(rpc.CodeUnavailable, "write serving pointer: %v", err)
 	}
 	d.log.Info("serving pointer moved", "service", key, "pointer", body.ID, "containers", len(body.Containers), "unseen", len(out.Unseen))
 	return out, nil
@@ -284,24 +279,20 @@ func (d *Daemon) readServingWait(ctx context.Context, st *store.Client, req rpc.
 	return v, nil
 }
 
-func (d *Daemon) servingStatus(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ServingStatusRequest
-	if err := rpc.Decode(rpc.CmdServingStatus, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) servingStatus(ctx context.Context, req rpc.ServingStatusRequest) (rpc.ServingStatus, error) {
 	st, err := d.storeClient()
 	if err != nil {
-		return nil, err
+		return rpc.ServingStatus{}, err
 	}
 	if req.WaitPointer != "" && len(req.Services) != 1 {
-		return nil, rpc.InvalidField("wait_pointer", "needs exactly one service")
+		return rpc.ServingStatus{}, rpc.InvalidField("wait_pointer", "needs exactly one service")
 	}
 	if req.WaitSeconds < 0 {
-		return nil, rpc.InvalidField("wait_seconds", "%d is negative", req.WaitSeconds)
+		return rpc.ServingStatus{}, rpc.InvalidField("wait_seconds", "%d is negative", req.WaitSeconds)
 	}
 	v, err := d.readServingWait(ctx, st, req)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read serving pointers: %v", err)
+		return rpc.ServingStatus{}, rpc.Errorf(rpc.CodeUnavailable, "read serving pointers: %v", err)
 	}
 	names := req.Services
 	if len(names) == 0 {

@@ -103,7 +103,7 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 	}
 
 	start := time.Now()
-	out, err := hcall(t, d.moveServingPointer, rpc.MoveServingPointerRequest{Service: "Hello-Prod/Web", Deployment: "d2", Containers: []rpc.ServingContainer{
+	out, err := hcall(t, typed(d.moveServingPointer), rpc.MoveServingPointerRequest{Service: "Hello-Prod/Web", Deployment: "d2", Containers: []rpc.ServingContainer{
 		{ID: "c1", MachineID: "m-two", ImageID: "sha256:claimed", Deployment: "d-claimed"},
 		{ID: "c9", MachineID: "m-two", ImageID: "sha256:nine"},
 	}})
@@ -127,7 +127,7 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 
 	putAck(t, st, "m-two", "hello-prod/web", moved.ID)
 	putAck(t, st, "m-self", "hello-prod/web", "an-older-pointer")
-	sout, err := hcall(t, d.servingStatus, rpc.ServingStatusRequest{})
+	sout, err := hcall(t, typed(d.servingStatus), rpc.ServingStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,18 +157,18 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 		putAck(t, st, "m-self", "hello-prod/web", moved.ID)
 	}()
 	start = time.Now()
-	sout, err = hcall(t, d.servingStatus, rpc.ServingStatusRequest{Services: []string{"hello-prod/web"}, WaitPointer: moved.ID, WaitSeconds: 20})
+	sout, err = hcall(t, typed(d.servingStatus), rpc.ServingStatusRequest{Services: []string{"hello-prod/web"}, WaitPointer: moved.ID, WaitSeconds: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := sout.(rpc.ServingStatus).Services[0].Pending(); len(p) != 0 || time.Since(start) < 300*time.Millisecond || time.Since(start) > 15*time.Second {
 		t.Fatalf("waited status after %s: pending %v", time.Since(start), p)
 	}
-	if _, err := hcall(t, d.servingStatus, rpc.ServingStatusRequest{WaitPointer: moved.ID}); err == nil {
+	if _, err := hcall(t, typed(d.servingStatus), rpc.ServingStatusRequest{WaitPointer: moved.ID}); err == nil {
 		t.Fatal("wait_pointer without one service accepted")
 	}
 
-	if _, err := hcall(t, d.moveServingPointer, rpc.MoveServingPointerRequest{Service: "hello-prod/web", Delete: true}); err != nil {
+	if _, err := hcall(t, typed(d.moveServingPointer), rpc.MoveServingPointerRequest{Service: "hello-prod/web", Delete: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := st.Serving().Get(ctx, "hello-prod/web"); ok || err != nil {
@@ -188,14 +188,14 @@ func TestServingHandlersRefuse(t *testing.T) {
 		"empty id":     {`{"service":"a/b","containers":[{"machine_id":"m"}]}`, "containers[0].id"},
 		"delete names": {`{"service":"a/b","delete":true,"containers":[{"id":"c","machine_id":"m"}]}`, `"delete"`},
 	} {
-		_, err := d.moveServingPointer(context.Background(), json.RawMessage(tc.raw))
+		_, err := typed(d.moveServingPointer)(context.Background(), json.RawMessage(tc.raw))
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Code != rpc.CodeInvalidArgument || !strings.Contains(e.Message, tc.field) {
 			t.Errorf("%s: %v, want invalid_argument naming %s", name, err, tc.field)
 		}
 	}
 	bare := &Daemon{log: hclog.NewNullLogger(), rec: machine.Record{ID: "x", Phase: machine.Uninitialized}}
-	if _, err := bare.servingStatus(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "no store") {
+	if _, err := bare.servingStatus(context.Background(), rpc.ServingStatusRequest{}); err == nil || !strings.Contains(err.Error(), "no store") {
 		t.Errorf("status without a store: %v", err)
 	}
 }

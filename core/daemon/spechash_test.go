@@ -21,7 +21,7 @@ func TestSaltSpecHashes(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
 	ctx := context.Background()
 	dg := strings.Repeat("0a", 32)
-	out, err := d.saltSpecHashes(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`))
+	out, err := typed(d.saltSpecHashes)(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestSaltSpecHashes(t *testing.T) {
 		`{"digests":["` + dg[:62] + `"]}`:             "digests[0]",
 		`{"digests":"` + dg + `"}`:                    "digests",
 	} {
-		_, err := d.saltSpecHashes(ctx, json.RawMessage(payload))
+		_, err := typed(d.saltSpecHashes)(ctx, json.RawMessage(payload))
 		if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != field {
 			t.Fatalf("%s: %v, want invalid_argument naming %q", payload, err, field)
 		}
@@ -56,7 +56,7 @@ func TestSaltSpecHashes(t *testing.T) {
 	if err := os.Remove(store.ClusterSecretPath(d.cfg.DataDir)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.saltSpecHashes(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`)); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := typed(d.saltSpecHashes)(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`)); rpcCode(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("without a secret: %v, want failed_precondition", err)
 	}
 }

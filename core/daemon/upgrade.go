@@ -28,13 +28,13 @@ import (
 func (d *Daemon) upgradeRoutes() {
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdUpgradeMachine, Capability: rpc.CapUpgradeMachine, Handler: d.upgradeMachine})
 	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdUpgradePlugin, Capability: rpc.CapUpgradePlugin, Handler: d.upgradePlugin})
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdUpgradeStatus, Capability: rpc.CapUpgradeStatus, Handler: func(context.Context, json.RawMessage) (any, error) {
+	d.rpc.Handle(rpc.Bind(rpc.ReadUpgradeStatus, func(context.Context, rpc.None) (rpc.UpgradeStatus, error) {
 		st, err := ReadUpgradeStatus(d.releasesDir())
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, rpc.Errorf(rpc.CodeNotFound, "this Machine has not been upgraded")
+			return st, rpc.Errorf(rpc.CodeNotFound, "this Machine has not been upgraded")
 		}
 		return st, err
-	}})
+	}))
 }
 
 func (d *Daemon) releasesDir() string { return filepath.Join(d.cfg.DataDir, "releases") }

@@ -423,7 +423,7 @@ func (a *applier) inspectOnce(ctx context.Context, in *rpc.Inspection) error {
 	defer c.Close()
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	return c.Call(cctx, rpc.Target{}, rpc.CmdInspect, nil, in)
+	return rpc.InvokeInto(cctx, c, rpc.Target{}, rpc.Inspect, rpc.None{}, in)
 }
 
 // waitPlugins waits until every plugin release v ships runs v's binary,

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -65,20 +64,16 @@ func (d *Daemon) volumeRemoved(name string) error {
 
 // setVolumeCopy takes one step of a Volume Run through the transition
 // table (core/volumecopy) against this Machine's own copy and facts.
-func (d *Daemon) setVolumeCopy(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.SetVolumeCopyRequest
-	if err := rpc.Decode(rpc.CmdSetVolumeCopy, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) setVolumeCopy(ctx context.Context, req rpc.SetVolumeCopyRequest) (rpc.VolumeCopySet, error) {
 	if err := volume.ValidName(req.Volume); err != nil {
-		return nil, rpc.InvalidField("volume", "%v", err)
+		return rpc.VolumeCopySet{}, rpc.InvalidField("volume", "%v", err)
 	}
 	if _, err := d.needPool(); err != nil {
-		return nil, err
+		return rpc.VolumeCopySet{}, err
 	}
 	cs, err := d.volumeCopies()
 	if err != nil {
-		return nil, err
+		return rpc.VolumeCopySet{}, err
 	}
 	c, changed, err := cs.Set(req, func() (volumecopy.Facts, error) {
 		f, err := d.copyFacts(ctx, req.Volume)
@@ -87,14 +82,14 @@ func (d *Daemon) setVolumeCopy(ctx context.Context, raw json.RawMessage) (any, e
 		return f, err
 	})
 	if err != nil {
-		return nil, err
+		return rpc.VolumeCopySet{}, err
 	}
 	if changed {
 		d.log.Info("volume copy set", "volume", req.Volume, "gen", req.Gen, "role", c.RoleOf(), "epoch", c.Epoch, "floor", c.Floor)
 	}
 	// Also on a replay: a run retried after this failed finishes it.
 	if err := d.matchReadOnly(ctx, req.Volume, c); err != nil {
-		return nil, err
+		return rpc.VolumeCopySet{}, err
 	}
 	return rpc.VolumeCopySet{MachineID: d.record().ID, Volume: req.Volume, Copy: c.View(), Changed: changed}, nil
 }

@@ -3,7 +3,6 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -23,9 +22,9 @@ const lostRunError = "its driver's volume lease ended without finishing it"
 
 func (d *Daemon) volumeRunRoutes() []rpc.Route {
 	return []rpc.Route{
-		{Command: rpc.CmdBeginVolumeRun, Capability: rpc.CapBeginVolumeRun, Handler: d.beginVolumeRun},
-		{Command: rpc.CmdPutVolumeRun, Capability: rpc.CapPutVolumeRun, Handler: d.putVolumeRun},
-		{Command: rpc.CmdListVolumeRuns, Capability: rpc.CapListVolumeRuns, Handler: d.listVolumeRuns},
+		rpc.Bind(rpc.BeginVolumeRun, d.beginVolumeRun),
+		rpc.Bind(rpc.PutVolumeRun, d.putVolumeRun),
+		rpc.Bind(rpc.ListVolumeRuns, d.listVolumeRuns),
 	}
 }
 
@@ -45,32 +44,28 @@ func volumeLease(ctx context.Context, st *sdkstore.Client, volume string) (*stor
 // the caller's floor, marking lost the open runs whose driver's lease is
 // gone; a run still held refuses it. A caller naming a lease it no
 // longer holds is refused too: it lost the volume to another.
-func (d *Daemon) beginVolumeRun(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.BeginVolumeRunRequest
-	if err := rpc.Decode(rpc.CmdBeginVolumeRun, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) beginVolumeRun(ctx context.Context, req rpc.BeginVolumeRunRequest) (rpc.VolumeRunBegun, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.VolumeRunBegun{}, err
 	}
 	volumeRunMu.Lock()
 	defer volumeRunMu.Unlock()
 	lease, err := volumeLease(ctx, st, req.Volume)
 	if err != nil {
-		return nil, err
+		return rpc.VolumeRunBegun{}, err
 	}
 	now := time.Now().UnixMilli()
 	if req.LeaseNonce != "" && (lease == nil || !lease.Live(now) || lease.Nonce != req.LeaseNonce) {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease volume:%s is not the caller's: take it before a run", req.Volume).With("field", "lease_nonce")
+		return rpc.VolumeRunBegun{}, rpc.Errorf(rpc.CodeFailedPrecond, "lease volume:%s is not the caller's: take it before a run", req.Volume).With("field", "lease_nonce")
 	}
 	rows, err := store.VolumeRunsOf(ctx, st, req.Volume)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read volume runs: %v", err)
+		return rpc.VolumeRunBegun{}, rpc.Errorf(rpc.CodeUnavailable, "read volume runs: %v", err)
 	}
 	lost, held, gen := store.NextVolumeRun(rows, lease, req.Floor, now)
 	if held != nil {
-		return nil, rpc.Errorf(rpc.CodeConflict, "volume %s has an open %s run (gen %d, started %s by %s) whose driver holds the volume: one run per Volume",
+		return rpc.VolumeRunBegun{}, rpc.Errorf(rpc.CodeConflict, "volume %s has an open %s run (gen %d, started %s by %s) whose driver holds the volume: one run per Volume",
 			req.Volume, held.Body.Kind, held.Body.Gen, time.UnixMilli(held.Body.StartedAt).UTC().Format(time.RFC3339), held.Body.Operator.Name).
 			With("gen", held.Body.Gen)
 	}
@@ -78,7 +73,7 @@ func (d *Daemon) beginVolumeRun(ctx context.Context, raw json.RawMessage) (any, 
 	for _, r := range lost {
 		r.Body.State, r.Body.Error, r.Body.UpdatedAt = store.VolumeRunLost, lostRunError, now
 		if _, err := store.VolumeRuns(st).Put(ctx, r); err != nil {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "mark volume run %s lost: %v", r.Key, err)
+			return rpc.VolumeRunBegun{}, rpc.Errorf(rpc.CodeUnavailable, "mark volume run %s lost: %v", r.Key, err)
 		}
 		out.Lost = append(out.Lost, r.Body.Gen)
 	}
@@ -86,7 +81,7 @@ func (d *Daemon) beginVolumeRun(ctx context.Context, raw json.RawMessage) (any, 
 		Volume: req.Volume, Gen: gen, Kind: req.Kind, State: store.VolumeRunOpen, StartedAt: req.StartedAt, UpdatedAt: req.StartedAt,
 		Operator: req.Operator, Lease: store.LeaseTag(req.LeaseNonce), Run: req.Run}}
 	if _, err := store.VolumeRuns(st).Put(ctx, row); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "write volume run: %v", err)
+		return rpc.VolumeRunBegun{}, rpc.Errorf(rpc.CodeUnavailable, "write volume run: %v", err)
 	}
 	return out, nil
 }
@@ -94,14 +89,10 @@ func (d *Daemon) beginVolumeRun(ctx context.Context, raw json.RawMessage) (any, 
 // putVolumeRun rewrites a begun run's record; a run marked lost stays
 // lost until its driver records an end. With Import it writes a run the
 // Cluster lacks and leaves one it holds.
-func (d *Daemon) putVolumeRun(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.PutVolumeRunRequest
-	if err := rpc.Decode(rpc.CmdPutVolumeRun, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) putVolumeRun(ctx context.Context, req rpc.PutVolumeRunRequest) (rpc.VolumeRunPut, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.VolumeRunPut{}, err
 	}
 	volumeRunMu.Lock()
 	defer volumeRunMu.Unlock()
@@ -109,18 +100,18 @@ func (d *Daemon) putVolumeRun(ctx context.Context, raw json.RawMessage) (any, er
 	row, ok, err := store.VolumeRuns(st).Get(ctx, key)
 	switch {
 	case err != nil:
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read volume run %s: %v", key, err)
+		return rpc.VolumeRunPut{}, rpc.Errorf(rpc.CodeUnavailable, "read volume run %s: %v", key, err)
 	case ok && req.Import:
 		return rpc.VolumeRunPut{Existing: true}, nil
 	case !ok && !req.Import:
-		return nil, rpc.Errorf(rpc.CodeNotFound, "volume %s has no run gen %d: begin it first", req.Volume, req.Gen).With("field", "gen")
+		return rpc.VolumeRunPut{}, rpc.Errorf(rpc.CodeNotFound, "volume %s has no run gen %d: begin it first", req.Volume, req.Gen).With("field", "gen")
 	case !ok:
 		row = sdkstore.Row[store.VolumeRunBody]{Key: key, Owner: d.record().ID, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen,
 			Kind: req.Kind, StartedAt: req.StartedAt, Operator: req.Operator}}
 	}
 	row.Body = row.Body.Recorded(req.Run, req.State, req.Error, req.UpdatedAt)
 	if _, err := store.VolumeRuns(st).Put(ctx, row); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "write volume run %s: %v", key, err)
+		return rpc.VolumeRunPut{}, rpc.Errorf(rpc.CodeUnavailable, "write volume run %s: %v", key, err)
 	}
 	return rpc.VolumeRunPut{}, nil
 }
@@ -128,18 +119,14 @@ func (d *Daemon) putVolumeRun(ctx context.Context, raw json.RawMessage) (any, er
 // listVolumeRuns answers the newest runs of one volume or all, of a
 // kind when asked; an open run whose driver's lease is gone is answered
 // lost, as the next run will record it.
-func (d *Daemon) listVolumeRuns(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.ListVolumeRunsRequest
-	if err := rpc.Decode(rpc.CmdListVolumeRuns, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) listVolumeRuns(ctx context.Context, req rpc.ListVolumeRunsRequest) (rpc.VolumeRunList, error) {
 	st, err := d.checkedStore(req)
 	if err != nil {
-		return nil, err
+		return rpc.VolumeRunList{}, err
 	}
 	rows, err := store.VolumeRunsOf(ctx, st, req.Volume)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read volume runs: %v", err)
+		return rpc.VolumeRunList{}, rpc.Errorf(rpc.CodeUnavailable, "read volume runs: %v", err)
 	}
 	leases := map[string]*store.LeaseBody{}
 	now := time.Now().UnixMilli()
@@ -154,7 +141,7 @@ func (d *Daemon) listVolumeRuns(ctx context.Context, raw json.RawMessage) (any, 
 		if r.Body.State == store.VolumeRunOpen {
 			if _, seen := leases[r.Body.Volume]; !seen {
 				if leases[r.Body.Volume], err = volumeLease(ctx, st, r.Body.Volume); err != nil {
-					return nil, err
+					return rpc.VolumeRunList{}, err
 				}
 			}
 			if !store.VolumeRunHeld(r.Body, leases[r.Body.Volume], now) {

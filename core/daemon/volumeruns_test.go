@@ -19,7 +19,7 @@ func beginReq(volume, kind, who, nonce string, floor uint64) rpc.BeginVolumeRunR
 
 func begin(t *testing.T, d *Daemon, req rpc.BeginVolumeRunRequest) rpc.VolumeRunBegun {
 	t.Helper()
-	out, err := hcall(t, d.beginVolumeRun, req)
+	out, err := hcall(t, typed(d.beginVolumeRun), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func begin(t *testing.T, d *Daemon, req rpc.BeginVolumeRunRequest) rpc.VolumeRun
 
 func listRuns(t *testing.T, d *Daemon, req rpc.ListVolumeRunsRequest) []store.VolumeRunBody {
 	t.Helper()
-	out, err := hcall(t, d.listVolumeRuns, req)
+	out, err := hcall(t, typed(d.listVolumeRuns), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func listRuns(t *testing.T, d *Daemon, req rpc.ListVolumeRunsRequest) []store.Vo
 func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
 	d, st := storeDaemon(t, "m1")
 	ctx := context.Background()
-	if _, err := hcall(t, d.acquireLease, acquireReq("volume:db", "ana", "nonce-ana-1", time.Minute)); err != nil {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq("volume:db", "ana", "nonce-ana-1", time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	a := begin(t, d, beginReq("db", "mirror", "ana", "nonce-ana-1", 0))
@@ -53,23 +53,23 @@ func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
 		t.Fatalf("another volume above floor 4: gen %d, want 5", b.Gen)
 	}
 	// ana's run is held by her lease: bo (unleased) is refused naming it.
-	_, err := hcall(t, d.beginVolumeRun, beginReq("db", "sync", "bo", "", 0))
+	_, err := hcall(t, typed(d.beginVolumeRun), beginReq("db", "sync", "bo", "", 0))
 	var e *rpc.Error
 	if !errors.As(err, &e) || e.Code != rpc.CodeConflict || !strings.Contains(e.Message, "gen 1") || !strings.Contains(e.Message, "ana") {
 		t.Fatalf("begin while ana's run is held: %v", err)
 	}
 	// bo naming a lease he does not hold is refused.
-	if _, err := hcall(t, d.beginVolumeRun, beginReq("db", "sync", "bo", "nonce-bo-01", 0)); !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
+	if _, err := hcall(t, typed(d.beginVolumeRun), beginReq("db", "sync", "bo", "nonce-bo-01", 0)); !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
 		t.Fatalf("begin under a lease not held: %v", err)
 	}
 	// ana's lease goes: her open run is answered lost, and bo's run marks it so.
-	if _, err := hcall(t, d.releaseLease, rpc.ReleaseLeaseRequest{Scope: "volume:db", Nonce: "nonce-ana-1"}); err != nil {
+	if _, err := hcall(t, typed(d.releaseLease), rpc.ReleaseLeaseRequest{Scope: "volume:db", Nonce: "nonce-ana-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if runs := listRuns(t, d, rpc.ListVolumeRunsRequest{Volume: "db"}); len(runs) != 1 || runs[0].State != store.VolumeRunLost {
 		t.Fatalf("ana's run after her lease went: %+v", runs)
 	}
-	if _, err := hcall(t, d.acquireLease, acquireReq("volume:db", "bo", "nonce-bo-01", time.Minute)); err != nil {
+	if _, err := hcall(t, typed(d.acquireLease), acquireReq("volume:db", "bo", "nonce-bo-01", time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	b := begin(t, d, beginReq("db", "move", "bo", "nonce-bo-01", 0))
@@ -82,11 +82,11 @@ func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
 	}
 	// ana's process, still writing steps, does not reopen it; bo ends his.
 	put := rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, State: "open", UpdatedAt: time.Now().UnixMilli(), Run: json.RawMessage(`{"steps":[{"name":"x"}]}`)}
-	if _, err := hcall(t, d.putVolumeRun, put); err != nil {
+	if _, err := hcall(t, typed(d.putVolumeRun), put); err != nil {
 		t.Fatal(err)
 	}
 	put.Gen, put.State, put.Error = 2, "failed", "send: boom"
-	if _, err := hcall(t, d.putVolumeRun, put); err != nil {
+	if _, err := hcall(t, typed(d.putVolumeRun), put); err != nil {
 		t.Fatal(err)
 	}
 	runs := listRuns(t, d, rpc.ListVolumeRunsRequest{Volume: "db"})
@@ -109,7 +109,7 @@ func TestVolumeRunImportOnce(t *testing.T) {
 	imp := rpc.PutVolumeRunRequest{Volume: "db", Gen: 7, Kind: "move", State: "done", StartedAt: 1764470000000, UpdatedAt: 1764470001000,
 		Operator: store.HistoryOperator{Name: "ana"}, Import: true, Run: json.RawMessage(`{"gen":7}`)}
 	for i, want := range []bool{false, true} {
-		out, err := hcall(t, d.putVolumeRun, imp)
+		out, err := hcall(t, typed(d.putVolumeRun), imp)
 		if err != nil || out.(rpc.VolumeRunPut).Existing != want {
 			t.Fatalf("import %d: %+v, %v; want existing %v", i, out, err, want)
 		}
@@ -118,7 +118,7 @@ func TestVolumeRunImportOnce(t *testing.T) {
 		t.Fatalf("after an imported gen 7: gen %d, want 8", b.Gen)
 	}
 	imp.Import, imp.Gen = false, 9
-	if _, err := hcall(t, d.putVolumeRun, imp); !isField(err, "gen") {
+	if _, err := hcall(t, typed(d.putVolumeRun), imp); !isField(err, "gen") {
 		t.Fatalf("put of a run never begun: %v", err)
 	}
 }
@@ -140,15 +140,15 @@ func TestVolumeRunBadInput(t *testing.T) {
 		h     Handler
 		req   any
 	}{
-		{"volume", d.beginVolumeRun, beginReq("Bad/Name", "move", "ana", "", 0)},
-		{"kind", d.beginVolumeRun, beginReq("db", "mo ve", "ana", "", 0)},
-		{"operator.name", d.beginVolumeRun, beginReq("db", "move", "", "", 0)},
-		{"run", d.beginVolumeRun, rpc.BeginVolumeRunRequest{Volume: "db", Kind: "move", StartedAt: now, Operator: store.HistoryOperator{Name: "ana"}, Run: json.RawMessage(`[1]`)}},
-		{"gen", d.putVolumeRun, rpc.PutVolumeRunRequest{Volume: "db", Gen: 0, State: "done", UpdatedAt: now, Run: okRun}},
-		{"state", d.putVolumeRun, rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, State: "finished", UpdatedAt: now, Run: okRun}},
-		{"volume", d.putVolumeRun, rpc.PutVolumeRunRequest{Volume: "../db", Gen: 1, State: "done", UpdatedAt: now, Run: okRun}},
-		{"operator.name", d.putVolumeRun, rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, Kind: "move", State: "done", StartedAt: now, UpdatedAt: now, Import: true, Run: okRun}},
-		{"limit", d.listVolumeRuns, rpc.ListVolumeRunsRequest{Limit: -1}},
+		{"volume", typed(d.beginVolumeRun), beginReq("Bad/Name", "move", "ana", "", 0)},
+		{"kind", typed(d.beginVolumeRun), beginReq("db", "mo ve", "ana", "", 0)},
+		{"operator.name", typed(d.beginVolumeRun), beginReq("db", "move", "", "", 0)},
+		{"run", typed(d.beginVolumeRun), rpc.BeginVolumeRunRequest{Volume: "db", Kind: "move", StartedAt: now, Operator: store.HistoryOperator{Name: "ana"}, Run: json.RawMessage(`[1]`)}},
+		{"gen", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 0, State: "done", UpdatedAt: now, Run: okRun}},
+		{"state", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, State: "finished", UpdatedAt: now, Run: okRun}},
+		{"volume", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "../db", Gen: 1, State: "done", UpdatedAt: now, Run: okRun}},
+		{"operator.name", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, Kind: "move", State: "done", StartedAt: now, UpdatedAt: now, Import: true, Run: okRun}},
+		{"limit", typed(d.listVolumeRuns), rpc.ListVolumeRunsRequest{Limit: -1}},
 	}
 	for _, c := range cases {
 		_, err := hcall(t, c.h, c.req)
@@ -161,7 +161,7 @@ func TestVolumeRunBadInput(t *testing.T) {
 		t.Fatalf("bad requests wrote %d runs", len(rows))
 	}
 	// A malformed gen on the wire (not a number) is refused too.
-	if _, err := d.putVolumeRun(context.Background(), json.RawMessage(`{"volume":"db","gen":"one","state":"done"}`)); err == nil || !strings.Contains(err.Error(), "gen") {
+	if _, err := typed(d.putVolumeRun)(context.Background(), json.RawMessage(`{"volume":"db","gen":"one","state":"done"}`)); err == nil || !strings.Contains(err.Error(), "gen") {
 		t.Fatalf("a string gen: %v, want refused naming gen", err)
 	}
 }

@@ -97,25 +97,26 @@ func (d *Daemon) volumeRoutes() {
 	avail := func(capability string) func() bool {
 		return func() bool { return d.plugins != nil && d.plugins.Available(capability) }
 	}
-	for _, r := range []struct {
-		cmd, capability string
-		h               rpc.Handler
-	}{
-		{rpc.CmdCreateVolume, volume.CapCreate, d.createVolume},
-		{rpc.CmdRemoveVolume, volume.CapRemove, d.removeVolume},
-		{rpc.CmdListVolumes, volume.CapList, d.listVolumes},
-		{rpc.CmdInspectVolume, volume.CapInspect, d.inspectVolume},
-		{rpc.CmdSnapshotVolume, volume.CapSnapshot, d.snapshotVolume},
+	for _, r := range []rpc.Route{
+		rpc.Bind(rpc.CreateVolume, d.createVolume),
+		rpc.Bind(rpc.RemoveVolume, d.removeVolume),
+		rpc.Bind(rpc.ListVolumes, d.listVolumes),
+		rpc.Bind(rpc.InspectVolume, d.inspectVolume),
+		rpc.Bind(rpc.SnapshotVolume, d.snapshotVolume),
 	} {
-		d.rpc.Handle(rpc.Route{Command: r.cmd, Capability: r.capability, Handler: r.h, Available: avail(r.capability)})
+		r.Available = avail(r.Capability)
+		d.rpc.Handle(r)
 	}
 	// set_volume_copy is ployzd's own (volumecopies.go), served while the
 	// plugin answers whether the volume is here.
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdSetVolumeCopy, Capability: rpc.CapSetVolumeCopy, Handler: d.setVolumeCopy, Available: avail(volume.CapInspect)})
+	copySet := rpc.Bind(rpc.SetVolumeCopy, d.setVolumeCopy)
+	copySet.Available = avail(volume.CapInspect)
+	d.rpc.Handle(copySet)
 	// volume_task is ployzd's own too (volumetasks.go): Docker runs it,
 	// the copy records admit it.
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdVolumeTask, Capability: rpc.CapVolumeTask, Handler: d.volumeTask,
-		Available: func() bool { return d.ctrs != nil && d.ctrs.docker != nil }})
+	task := rpc.Bind(rpc.VolumeTask, d.volumeTask)
+	task.Available = func() bool { return d.ctrs != nil && d.ctrs.docker != nil }
+	d.rpc.Handle(task)
 	for _, r := range []struct {
 		cmd, capability string
 		plugin          string // the plugin capability it needs
@@ -219,20 +220,16 @@ func (d *Daemon) volumeOf(pool string, vi *volumev1.VolumeInfo) rpc.Volume {
 	return v
 }
 
-func (d *Daemon) createVolume(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.CreateVolumeRequest
-	if err := rpc.Decode(rpc.CmdCreateVolume, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) createVolume(ctx context.Context, req rpc.CreateVolumeRequest) (rpc.Volume, error) {
 	if err := volume.ValidName(req.Name); err != nil {
-		return nil, rpc.InvalidField("name", "%v", err)
+		return rpc.Volume{}, rpc.InvalidField("name", "%v", err)
 	}
 	if req.SizeBytes < volume.MinSize {
-		return nil, rpc.InvalidField("size_bytes", "%d is below the minimum of %d (1MiB)", req.SizeBytes, volume.MinSize)
+		return rpc.Volume{}, rpc.InvalidField("size_bytes", "%d is below the minimum of %d (1MiB)", req.SizeBytes, volume.MinSize)
 	}
 	pool, err := d.needPool()
 	if err != nil {
-		return nil, err
+		return rpc.Volume{}, err
 	}
 	var out rpc.Volume
 	err = d.callVolume(ctx, volume.CapCreate, func(ctx context.Context, c volumev1.VolumeClient) error {
@@ -250,32 +247,28 @@ func (d *Daemon) createVolume(ctx context.Context, raw json.RawMessage) (any, er
 	return out, err
 }
 
-func (d *Daemon) removeVolume(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.VolumeRequest
-	if err := rpc.Decode(rpc.CmdRemoveVolume, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) removeVolume(ctx context.Context, req rpc.VolumeRequest) (rpc.VolumeRemoved, error) {
 	if err := volume.ValidName(req.Name); err != nil {
-		return nil, rpc.InvalidField("name", "%v", err)
+		return rpc.VolumeRemoved{}, rpc.InvalidField("name", "%v", err)
 	}
 	if _, err := d.needPool(); err != nil {
-		return nil, err
+		return rpc.VolumeRemoved{}, err
 	}
 	err := d.callVolume(ctx, volume.CapRemove, func(ctx context.Context, c volumev1.VolumeClient) error {
 		_, err := c.RemoveVolume(ctx, &volumev1.RemoveVolumeRequest{Name: req.Name})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return rpc.VolumeRemoved{}, err
 	}
 	if err := d.volumeRemoved(req.Name); err != nil {
-		return nil, err
+		return rpc.VolumeRemoved{}, err
 	}
-	return map[string]string{"removed": req.Name, "machine_id": d.record().ID}, nil
+	return rpc.VolumeRemoved{MachineID: d.record().ID, Removed: req.Name}, nil
 }
 
 // listVolumes answers every Machine, one without a pool with none.
-func (d *Daemon) listVolumes(ctx context.Context, _ json.RawMessage) (any, error) {
+func (d *Daemon) listVolumes(ctx context.Context, _ rpc.None) (rpc.VolumeList, error) {
 	out := rpc.VolumeList{MachineID: d.record().ID, Volumes: []rpc.Volume{}}
 	pool := d.record().Labels[volume.PoolLabel]
 	if pool == "" {
@@ -300,17 +293,13 @@ func (d *Daemon) listVolumes(ctx context.Context, _ json.RawMessage) (any, error
 	return out, err
 }
 
-func (d *Daemon) inspectVolume(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.VolumeRequest
-	if err := rpc.Decode(rpc.CmdInspectVolume, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) inspectVolume(ctx context.Context, req rpc.VolumeRequest) (rpc.Volume, error) {
 	if err := volume.ValidName(req.Name); err != nil {
-		return nil, rpc.InvalidField("name", "%v", err)
+		return rpc.Volume{}, rpc.InvalidField("name", "%v", err)
 	}
 	pool, err := d.needPool()
 	if err != nil {
-		return nil, err
+		return rpc.Volume{}, err
 	}
 	var out rpc.Volume
 	err = d.callVolume(ctx, volume.CapInspect, func(ctx context.Context, c volumev1.VolumeClient) error {
@@ -323,20 +312,16 @@ func (d *Daemon) inspectVolume(ctx context.Context, raw json.RawMessage) (any, e
 	return out, err
 }
 
-func (d *Daemon) snapshotVolume(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.SnapshotVolumeRequest
-	if err := rpc.Decode(rpc.CmdSnapshotVolume, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) snapshotVolume(ctx context.Context, req rpc.SnapshotVolumeRequest) (rpc.Volume, error) {
 	if err := volume.ValidName(req.Volume); err != nil {
-		return nil, rpc.InvalidField("volume", "%v", err)
+		return rpc.Volume{}, rpc.InvalidField("volume", "%v", err)
 	}
 	if err := volume.ValidSnapshot(req.Snapshot); err != nil {
-		return nil, rpc.InvalidField("snapshot", "%v", err)
+		return rpc.Volume{}, rpc.InvalidField("snapshot", "%v", err)
 	}
 	pool, err := d.needPool()
 	if err != nil {
-		return nil, err
+		return rpc.Volume{}, err
 	}
 	var out rpc.Volume
 	err = d.callVolume(ctx, volume.CapSnapshot, func(ctx context.Context, c volumev1.VolumeClient) error {

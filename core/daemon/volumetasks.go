@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -22,24 +21,20 @@ const (
 // volumeTask is volume_task: a Volume Run's Container step admitted
 // against this Machine's copy of the volume and run in a task that
 // outlives the request (core/volumecopy's Tasks).
-func (d *Daemon) volumeTask(ctx context.Context, raw json.RawMessage) (any, error) {
-	var req rpc.VolumeTaskRequest
-	if err := rpc.Decode(rpc.CmdVolumeTask, raw, &req); err != nil {
-		return nil, err
-	}
+func (d *Daemon) volumeTask(ctx context.Context, req rpc.VolumeTaskRequest) (rpc.VolumeTaskState, error) {
 	if err := volume.ValidName(req.Volume); err != nil {
-		return nil, rpc.InvalidField("volume", "%v", err)
+		return rpc.VolumeTaskState{}, rpc.InvalidField("volume", "%v", err)
 	}
 	if d.ctrs == nil || d.ctrs.docker == nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
+		return rpc.VolumeTaskState{}, rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
 	}
 	job, err := d.ctrs.taskJob(req)
 	if err != nil {
-		return nil, err
+		return rpc.VolumeTaskState{}, err
 	}
 	cs, err := d.volumeCopies()
 	if err != nil {
-		return nil, err
+		return rpc.VolumeTaskState{}, err
 	}
 	st, err := d.tasks.Do(ctx, job, func(start func()) error {
 		return cs.Admit(req.Volume, req.Gen, req.Expect, func() {
@@ -48,7 +43,7 @@ func (d *Daemon) volumeTask(ctx context.Context, raw json.RawMessage) (any, erro
 		})
 	})
 	if err != nil {
-		return nil, err
+		return rpc.VolumeTaskState{}, err
 	}
 	st.MachineID = d.record().ID
 	return st, nil

@@ -86,7 +86,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 	stop := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "writer", Kind: rpc.TaskStop, Stop: &rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1}}
 	ask := func(req rpc.VolumeTaskRequest) rpc.VolumeTaskState {
 		for deadline := time.Now().Add(time.Minute); ; {
-			st, err := call[rpc.VolumeTaskState](t, d.volumeTask, req)
+			st, err := call[rpc.VolumeTaskState](t, typed(d.volumeTask), req)
 			if err != nil {
 				t.Fatalf("%s: %v", req.Kind, err)
 			}
@@ -105,7 +105,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 		t.Fatalf("after the stop the Container runs")
 	}
 	start := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "mirror", Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}
-	if _, err := call[rpc.VolumeTaskState](t, d.volumeTask, start); rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "expect" {
+	if _, err := call[rpc.VolumeTaskState](t, typed(d.volumeTask), start); rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "expect" {
 		t.Fatalf("start expecting a Mirror on the Writer: %v, want refused naming expect", err)
 	}
 	start.Expect = "writer"

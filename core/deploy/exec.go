@@ -320,7 +320,7 @@ func (e *Executor) compensate(i int, r Row, failedAt action, newID string, creat
 	run := func(a action, id string) {
 		s := e.step(i, r, a, Step{Compensation: true})
 		e.emit(s, false)
-		err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, a.cmd, refPayload(a.cmd, id, 0), nil)
+		err := e.containerStep(ctx, rpc.Target{One: r.MachineID}, a.cmd, id, 0)
 		s.Status = StepCompleted
 		if err != nil {
 			s.Status, s.Error = StepFailed, err.Error()
@@ -342,14 +342,18 @@ func (e *Executor) compensate(i int, r Row, failedAt action, newID string, creat
 	return out
 }
 
-func refPayload(cmd, id string, grace int) any {
+// containerStep runs the step cmd names on Container id: start, stop
+// (after grace seconds) or remove. Their answers are not needed.
+func (e *Executor) containerStep(ctx context.Context, t rpc.Target, cmd, id string, grace int) error {
 	switch cmd {
+	case rpc.CmdStartContainer:
+		return rpc.InvokeInto(ctx, e.C, t, rpc.StartContainer, rpc.ContainerRef{ID: id}, nil)
 	case rpc.CmdStopContainer:
-		return rpc.StopContainerRequest{ID: id, GracePeriodSeconds: grace}
+		return rpc.InvokeInto(ctx, e.C, t, rpc.StopContainer, rpc.StopContainerRequest{ID: id, GracePeriodSeconds: grace}, nil)
 	case rpc.CmdRemoveContainer:
-		return rpc.RemoveContainerRequest{ID: id}
+		return rpc.InvokeInto(ctx, e.C, t, rpc.RemoveContainer, rpc.RemoveContainerRequest{ID: id}, nil)
 	}
-	return rpc.ContainerRef{ID: id}
+	return fmt.Errorf("deploy: %s is not a Container step", cmd)
 }
 
 // call makes one daemon call; it returns the log tail of a failed wait.
@@ -380,27 +384,27 @@ func (e *Executor) call(ctx context.Context, s Step, r Row, a action, id string,
 			}
 			// A Machine from before pull_image_progress: pull without it.
 		}
-		return nil, e.C.Call(ctx, t, a.cmd, req, nil)
+		return nil, rpc.InvokeInto(ctx, e.C, t, rpc.PullImage, req, nil)
 	}
 	ctx = context.WithoutCancel(ctx)
 	switch a.cmd {
 	case rpc.CmdCreateContainer:
-		var ref rpc.ContainerRef
-		if err := e.C.Call(ctx, t, a.cmd, e.createRequest(r), &ref); err != nil {
+		ob, err := rpc.Invoke(ctx, e.C, t, rpc.CreateContainer, e.createRequest(r))
+		if err != nil {
 			return nil, err
 		}
-		*newID = ref.ID
+		*newID = ob.ID
 		if *newID == "" {
 			*newID = r.NewName // Docker accepts the name wherever an id goes
 		}
 		return nil, nil
 	case rpc.CmdStopContainer:
-		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, r.StopGraceSeconds), nil)
+		return nil, e.containerStep(ctx, t, a.cmd, id, r.StopGraceSeconds)
 	case rpc.CmdCreateVolume:
 		// The Machine makes a volume it creates its Writer.
-		return nil, e.C.Call(ctx, t, a.cmd, rpc.CreateVolumeRequest{Name: r.Volume, SizeBytes: r.SizeBytes}, nil)
+		return nil, rpc.InvokeInto(ctx, e.C, t, rpc.CreateVolume, rpc.CreateVolumeRequest{Name: r.Volume, SizeBytes: r.SizeBytes}, nil)
 	default:
-		return nil, e.C.Call(ctx, t, a.cmd, refPayload(a.cmd, id, 0), nil)
+		return nil, e.containerStep(ctx, t, a.cmd, id, 0)
 	}
 }
 
@@ -453,7 +457,7 @@ func (e *Executor) wait(ctx context.Context, r Row, id string) ([]string, error)
 			return nil, fmt.Errorf("wait_ready: still running after %s", timeout)
 		}
 		var res rpc.WaitReadyResult
-		if err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, rpc.CmdWaitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: left}, &res); err != nil {
+		if err := rpc.InvokeInto(ctx, e.C, rpc.Target{One: r.MachineID}, rpc.WaitReady, rpc.WaitReadyRequest{ID: id, TimeoutSeconds: left}, &res); err != nil {
 			return nil, err
 		}
 		if r.Op != OpHook {
@@ -499,7 +503,7 @@ func (e *Executor) logTail(r Row, id string) []string {
 	req := rpc.LogHistoryRequest{LogQuery: rpc.LogQuery{Container: id}, Limit: 20, Newest: true}
 	for attempt := 0; ; attempt++ {
 		var h rpc.LogHistory
-		if err := e.C.Call(ctx, rpc.Target{One: r.MachineID}, rpc.CmdLogHistory, req, &h); err != nil {
+		if err := rpc.InvokeInto(ctx, e.C, rpc.Target{One: r.MachineID}, rpc.ReadLogHistory, req, &h); err != nil {
 			return []string{fmt.Sprintf("(output not available: %s: %v)", rpc.CapLogHistory, err)}
 		}
 		if len(h.Lines) > 0 || attempt == 1 {

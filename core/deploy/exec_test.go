@@ -158,7 +158,7 @@ func (r *recorder) Call(_ context.Context, t rpc.Target, command string, payload
 	var answer any
 	switch command {
 	case rpc.CmdCreateContainer:
-		answer = rpc.ContainerRef{ID: "id-" + id}
+		answer = rpc.ContainerObservation{ID: "id-" + id, Name: id}
 	case rpc.CmdWaitReady:
 		answer = rpc.WaitReadyResult{Outcome: "ready"}
 		if q := r.wait[id]; len(q) > 0 {

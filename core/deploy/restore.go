@@ -47,7 +47,7 @@ func ObserveServing(ctx context.Context, c Caller, snap *Snapshot) {
 		return
 	}
 	var st rpc.ServingStatus
-	if err := c.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{}, &st); err != nil {
+	if err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{}, &st); err != nil {
 		snap.ServingUnread = err.Error()
 		return
 	}

@@ -82,7 +82,7 @@ func (sr *serviceRun) run(ctx context.Context) {
 	}
 	if sr.bringDown(ctx, up) && ps.enabled && ps.id != "" {
 		// The Service is gone: its pointer goes with it.
-		err := sr.e.C.Call(context.WithoutCancel(ctx), rpc.Target{}, rpc.CmdMoveServingPointer, rpc.MoveServingPointerRequest{Service: ps.key, Delete: true}, nil)
+		err := rpc.InvokeInto(context.WithoutCancel(ctx), sr.e.C, rpc.Target{}, rpc.MoveServingPointer, rpc.MoveServingPointerRequest{Service: ps.key, Delete: true}, nil)
 		if err != nil {
 			sr.add(sr.e.servingStep(sr.p, sr.g, ActionMovePointer, Step{Status: StepFailed, Error: "delete the pointer: " + err.Error()}))
 		}
@@ -259,7 +259,7 @@ func (e *Executor) readPointer(ctx context.Context, p Plan, g serviceGroup) poin
 	}
 	var st rpc.ServingStatus
 	for try := 0; ; try++ {
-		err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, rpc.ServingStatusRequest{Services: []string{ps.key}}, &st)
+		err := rpc.InvokeInto(ctx, e.C, rpc.Target{}, rpc.ReadServingStatus, rpc.ServingStatusRequest{Services: []string{ps.key}}, &st)
 		var re *rpc.Error
 		if errors.As(err, &re) && re.Code == rpc.CodeUnsupported {
 			return ps
@@ -297,8 +297,7 @@ func (sr *serviceRun) movePointer(ctx context.Context, ps *pointerState, next []
 	e.emit(s, false)
 	start := time.Now()
 	var moved rpc.ServingPointerMoved
-	err := e.C.Call(ctx, rpc.Target{}, rpc.CmdMoveServingPointer,
-		rpc.MoveServingPointerRequest{Service: ps.key, Deployment: p.DeploymentID, Containers: next}, &moved)
+	err := rpc.InvokeInto(ctx, e.C, rpc.Target{}, rpc.MoveServingPointer, rpc.MoveServingPointerRequest{Service: ps.key, Deployment: p.DeploymentID, Containers: next}, &moved)
 	s.began, s.took = start, time.Since(start)
 	s.DurationMS, s.StartedAt = s.took.Milliseconds(), start.UTC().Format(time.RFC3339)
 	if err != nil {
@@ -338,7 +337,7 @@ func (sr *serviceRun) waitAcks(ctx context.Context, key, id string) {
 		// The entry answers once the acks are in (or after a few
 		// seconds); an older entry answers at once and this polls.
 		req := rpc.ServingStatusRequest{Services: []string{key}, WaitPointer: id, WaitSeconds: int(min(max(time.Until(start.Add(timeout)), time.Second), 5*time.Second) / time.Second)}
-		err := e.C.Call(ctx, rpc.Target{}, rpc.CmdServingStatus, req, &st)
+		err := rpc.InvokeInto(ctx, e.C, rpc.Target{}, rpc.ReadServingStatus, req, &st)
 		if err == nil && len(st.Services) == 1 {
 			sv := st.Services[0]
 			sv.Pointer = id

@@ -98,7 +98,7 @@ func SaltSpecs(ctx context.Context, c Caller, app App) (SpecSalts, error) {
 		return SpecSalts{}, nil
 	}
 	var res rpc.SaltSpecHashesResult
-	err := c.Call(ctx, rpc.Target{}, rpc.CmdSaltSpecHashes, rpc.SaltSpecHashesRequest{Digests: digests}, &res)
+	err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.SaltSpecHashes, rpc.SaltSpecHashesRequest{Digests: digests}, &res)
 	var re *rpc.Error
 	if errors.As(err, &re) && re.Code == rpc.CodeUnsupported {
 		return nil, fmt.Errorf("%w: it lacks capability %s (it runs an older version); deploying through it would write unsalted spec hashes, "+
@@ -225,7 +225,7 @@ func (s Snapshot) Containers(ns string) []rpc.ContainerObservation {
 // list_machines or fan-out call as a whole is an error.
 func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapshot, error) {
 	var list rpc.MachineList
-	if err := c.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return Snapshot{}, fmt.Errorf("observe Machines: %w", err)
 	}
 	snap := Snapshot{ObservedAt: time.Now().UTC(), Observer: list.ObserverName}
@@ -236,7 +236,7 @@ func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapsho
 	}
 	// One-off runs are observed too: a listing shows them, a plan leaves
 	// them alone (placeService) unless their Service is gone (pruneRows).
-	fr, err := c.Fanout(ctx, rpc.Target{All: true}, rpc.CmdListContainers, rpc.ListContainersRequest{Namespace: ns, OneOffs: true})
+	fr, err := rpc.FanoutMethod(ctx, c, rpc.Target{All: true}, rpc.ListContainers, rpc.ListContainersRequest{Namespace: ns, OneOffs: true})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("observe Containers: %w", err)
 	}
@@ -254,8 +254,8 @@ func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapsho
 			seen[r.MachineID] = true
 			continue
 		}
-		var cl rpc.ContainerList
-		if err := json.Unmarshal(r.Payload, &cl); err != nil {
+		cl, err := rpc.ListContainers.Answer(r.Payload)
+		if err != nil {
 			snap.Missing = append(snap.Missing, Unobserved{MachineID: r.MachineID, Name: ms.Name, Reason: "malformed list_containers answer: " + err.Error()})
 			seen[r.MachineID] = true
 			continue
@@ -292,7 +292,7 @@ func Observe(ctx context.Context, c Caller, ns string, withImages bool) (Snapsho
 }
 
 func observeImages(ctx context.Context, c Caller, snap *Snapshot, idx map[string]int) {
-	fr, err := c.Fanout(ctx, rpc.Target{All: true}, rpc.CmdListImages, nil)
+	fr, err := rpc.FanoutMethod(ctx, c, rpc.Target{All: true}, rpc.ListImages, rpc.ListImagesRequest{})
 	if err != nil {
 		return // images stay unknown: the planner warns instead of refusing
 	}
@@ -301,8 +301,8 @@ func observeImages(ctx context.Context, c Caller, snap *Snapshot, idx map[string
 		if !ok || r.Error != nil {
 			continue
 		}
-		var il rpc.ImageList
-		if json.Unmarshal(r.Payload, &il) != nil {
+		il, err := rpc.ListImages.Answer(r.Payload)
+		if err != nil {
 			continue
 		}
 		ms := &snap.Machines[i]

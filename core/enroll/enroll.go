@@ -7,10 +7,8 @@ import (
 	"slices"
 
 	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/sdk/store"
 )
 
 // Allocations is where an enrollment chooses and records the subnets it
@@ -76,7 +74,7 @@ func checkFresh(in rpc.Inspection, members []rpc.MachineView) error {
 // Init founds a Cluster on target.
 func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err != nil {
+	if err := rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Inspect, rpc.None{}, &in); err != nil {
 		return in, fmt.Errorf("inspect target: %w", err)
 	}
 	if in.Phase != machine.Uninitialized {
@@ -96,7 +94,7 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 	o.progress("initializing %s (%s) with subnet %s", o.Name, short(in.ID), subnet)
 	req := rpc.InitializeRequest{Name: o.Name, Network: o.Network.String(), Subnet: subnet.String(), Endpoints: o.Endpoints, Labels: o.Labels}
 	var out rpc.Inspection
-	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInitialize, req, &out); err != nil {
+	if err := rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Initialize, req, &out); err != nil {
 		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") //nolint:errcheck // the call's error is the one to report
 		return out, fmt.Errorf("initialize %s: %w", o.Name, err)
 	}
@@ -109,18 +107,18 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 // then the joiner joins with the entry's peers and store version vector.
 func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspection, error) {
 	var in rpc.Inspection
-	if err := target.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &in); err != nil {
+	if err := rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Inspect, rpc.None{}, &in); err != nil {
 		return in, fmt.Errorf("inspect target: %w", err)
 	}
 	var list rpc.MachineList
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdListMachines, nil, &list); err != nil {
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.ListMachines, rpc.None{}, &list); err != nil {
 		return in, fmt.Errorf("list machines on the entry: %w", err)
 	}
 	if err := checkFresh(in, list.Machines); err != nil {
 		return in, err
 	}
 	var entryIn rpc.Inspection
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdInspect, nil, &entryIn); err != nil {
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.Inspect, rpc.None{}, &entryIn); err != nil {
 		return in, fmt.Errorf("inspect entry: %w", err)
 	}
 	network, err := netip.ParsePrefix(entryIn.Network)
@@ -158,21 +156,16 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 		endpoints = in.Endpoints
 	}
 	o.progress("publishing %s (%s) with subnet %s through %s", o.Name, short(in.ID), subnet, entryIn.Name)
-	var pub struct {
-		StoreVersions map[string]int64 `json:"store_versions"`
-		ClusterSecret string           `json:"cluster_secret"`
-		// The entry's pins and its endorsement of the joiner
-		// (core/machine/trust), forwarded as they are.
-		TrustedMachines *trust.Pins        `json:"trusted_machines"`
-		Endorsement     *store.Endorsement `json:"endorsement"`
-	}
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdPublishMachine, rpc.PublishMachineRequest{
+	// The entry's pins and its endorsement of the joiner
+	// (core/machine/trust) are forwarded as they are.
+	var pub rpc.MachinePublished
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.PublishMachine, rpc.PublishMachineRequest{
 		ID: in.ID, Name: o.Name, PublicKey: in.PublicKey, Subnet: subnet.String(), Endpoints: endpoints, RPCKey: in.RPCKey}, &pub); err != nil {
 		return in, fmt.Errorf("publish %s: %w", o.Name, err)
 	}
 	o.progress("joining %s to %d Machines; waiting for its store to catch up", o.Name, len(peers))
 	var out rpc.Inspection
-	err = target.Call(ctx, rpc.Target{}, rpc.CmdJoin, rpc.JoinRequest{
+	err = rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Join, rpc.JoinRequest{
 		Name: o.Name, Network: network.String(), Subnet: subnet.String(), Endpoints: endpoints, Labels: o.Labels,
 		Peers: peers, TargetVersions: pub.StoreVersions, ClusterSecret: pub.ClusterSecret,
 		TrustedMachines: pub.TrustedMachines, Endorsement: pub.Endorsement}, &out)

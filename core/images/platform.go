@@ -2,7 +2,6 @@ package images
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,14 +17,17 @@ import (
 // Machines of two platforms are refused: a Service's image is one tag,
 // built for one platform. It is empty when no Machine reports one.
 func TargetPlatform(ctx context.Context, entry *rpc.Client, names []string) (string, error) {
-	fan, err := entry.Fanout(ctx, rpc.Target{All: len(names) == 0, Set: names}, rpc.CmdListImages, nil)
+	fan, err := rpc.FanoutMethod(ctx, entry, rpc.Target{All: len(names) == 0, Set: names}, rpc.ListImages, rpc.ListImagesRequest{})
 	if err != nil {
 		return "", fmt.Errorf("ask the Machines their platform: %w", err)
 	}
 	by := map[string][]string{}
 	for _, r := range fan.Results {
-		var list rpc.ImageList
-		if r.Error != nil || json.Unmarshal(r.Payload, &list) != nil || list.Platform == "" {
+		if r.Error != nil {
+			continue
+		}
+		list, err := rpc.ListImages.Answer(r.Payload)
+		if err != nil || list.Platform == "" {
 			continue
 		}
 		by[list.Platform] = append(by[list.Platform], r.MachineName)

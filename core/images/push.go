@@ -54,7 +54,7 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 	t := rpc.Target{All: len(names) == 0, Set: names}
 	// Which Machines hold it, cheaply first: layers (an inspection of
 	// every image a Machine holds) only from those that miss it.
-	fan, err := entry.Fanout(ctx, t, rpc.CmdListImages, rpc.ListImagesRequest{})
+	fan, err := rpc.FanoutMethod(ctx, entry, t, rpc.ListImages, rpc.ListImagesRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func Push(ctx context.Context, entry *rpc.Client, image string, names []string, 
 		skips[i] = saved.skip(held[i])
 	}
 	var ct rpc.Contract
-	if err := entry.Call(ctx, rpc.Target{}, rpc.CmdDescribeContract, nil, &ct); err != nil {
+	if err := rpc.InvokeInto(ctx, entry, rpc.Target{}, rpc.DescribeContract, rpc.None{}, &ct); err != nil {
 		return nil, err
 	}
 	if slices.Contains(ct.Capabilities, rpc.CapImageRelay) {
@@ -139,13 +139,16 @@ func heldLayers(ctx context.Context, entry *rpc.Client, out []Result, send []int
 		at[out[i].MachineID] = i
 		ids = append(ids, out[i].MachineID)
 	}
-	fan, err := entry.Fanout(ctx, rpc.Target{Set: ids}, rpc.CmdListImages, rpc.ListImagesRequest{Layers: true})
+	fan, err := rpc.FanoutMethod(ctx, entry, rpc.Target{Set: ids}, rpc.ListImages, rpc.ListImagesRequest{Layers: true})
 	if err != nil {
 		return
 	}
 	for _, r := range fan.Results {
-		var list rpc.ImageList
-		if i, ok := at[r.MachineID]; ok && r.Error == nil && json.Unmarshal(r.Payload, &list) == nil {
+		i, ok := at[r.MachineID]
+		if !ok || r.Error != nil {
+			continue
+		}
+		if list, err := rpc.ListImages.Answer(r.Payload); err == nil {
 			held[i] = heldChains(list)
 		}
 	}

@@ -202,7 +202,7 @@ func openSink(ctx context.Context, env RelayEnv, peers []rpc.Peer, t rpc.ImageRe
 		// Bulk data goes raw, without base64 in JSON, where the target
 		// reads it so.
 		var ct rpc.Contract
-		if c.Call(ctx, rpc.Target{}, rpc.CmdDescribeContract, nil, &ct) == nil && slices.Contains(ct.Capabilities, rpc.CapStreamRawData) {
+		if rpc.InvokeInto(ctx, c, rpc.Target{}, rpc.DescribeContract, rpc.None{}, &ct) == nil && slices.Contains(ct.Capabilities, rpc.CapStreamRawData) {
 			st.SendRawData()
 		}
 		w = streamWriter{st}

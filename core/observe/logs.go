@@ -51,7 +51,7 @@ func (l Logs) Partial() []string {
 // serving, or a ployzd that predates the Log Store) is named with the way
 // out; there is no Docker-direct fallback (the routes are retired).
 func History(ctx context.Context, c Caller, t rpc.Target, req rpc.LogHistoryRequest) (Logs, error) {
-	fr, err := c.Fanout(ctx, t, rpc.CmdLogHistory, req)
+	fr, err := rpc.FanoutMethod(ctx, c, t, rpc.ReadLogHistory, req)
 	if err != nil {
 		return Logs{}, fmt.Errorf("logs: %w", err)
 	}

@@ -20,12 +20,12 @@ type MachineMetrics struct {
 // Metrics asks the Machines t names the same query_metrics; every Machine
 // appears in the answer, with its error when it has none. Sorted by name.
 func Metrics(ctx context.Context, c Caller, t rpc.Target, req rpc.QueryMetricsRequest) ([]MachineMetrics, error) {
-	fr, err := c.Fanout(ctx, t, rpc.CmdQueryMetrics, req)
+	answers, err := rpc.InvokeAll(ctx, c, t, rpc.QueryMetrics, req)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	var out []MachineMetrics
-	for _, a := range rpc.Answers[rpc.MetricsAnswer](fr, rpc.CmdQueryMetrics) {
+	for _, a := range answers {
 		if a.Err != nil && a.Err.Details["capability"] != nil {
 			a.Error += " (its metrics plugin is not serving; see `ployz machine inspect`)"
 		}

@@ -100,7 +100,7 @@ func Dial(ctx context.Context, conn Connection, o DialOptions) (*rpc.Client, err
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var ct rpc.Contract
-	if err := cl.Call(pctx, rpc.Target{}, rpc.CmdDescribeContract, nil, &ct); err != nil {
+	if err := rpc.InvokeInto(pctx, cl, rpc.Target{}, rpc.DescribeContract, rpc.None{}, &ct); err != nil {
 		cl.Close()
 		if pctx.Err() != nil && ctx.Err() == nil {
 			return nil, fmt.Errorf("no answer to %s within %s (a slow Machine: --connect-timeout): %w", rpc.CmdDescribeContract, wait, err)

@@ -34,7 +34,7 @@ func NewHistoryID() string {
 func RecordHistory(ctx context.Context, ent *rpc.Client, e rpc.HistoryEntry) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyWriteTimeout)
 	defer cancel()
-	if err := ent.Call(wctx, rpc.Target{}, rpc.CmdRecordHistory, rpc.RecordHistoryRequest{Entry: e}, nil); err != nil {
+	if err := rpc.InvokeInto(wctx, ent, rpc.Target{}, rpc.RecordHistory, rpc.RecordHistoryRequest{Entry: e}, nil); err != nil {
 		return fmt.Errorf("history of this %s is not recorded in the Cluster: %w", e.Kind, err)
 	}
 	return nil

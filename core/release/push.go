@@ -116,9 +116,7 @@ func push(ctx context.Context, c Caller, command, machineID string, b Bundle, pl
 // timeout. each sees every new step.
 func Await(ctx context.Context, c Caller, machineID, id string, timeout time.Duration, each func(rpc.UpgradeStep)) (rpc.UpgradeStatus, error) {
 	return poll(ctx, id, timeout, each, func(ctx context.Context) (rpc.UpgradeStatus, error) {
-		var st rpc.UpgradeStatus
-		err := c.Call(ctx, rpc.Target{One: machineID}, rpc.CmdUpgradeStatus, nil, &st)
-		return st, err
+		return rpc.Invoke(ctx, c, rpc.Target{One: machineID}, rpc.ReadUpgradeStatus, rpc.None{})
 	})
 }
 

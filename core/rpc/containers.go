@@ -296,6 +296,12 @@ type RemoveContainerRequest struct {
 	Force bool   `json:"force,omitempty"`
 }
 
+// ContainerRemoved is remove_container's answer: the removed
+// Container's id.
+type ContainerRemoved struct {
+	Removed string `json:"removed"`
+}
+
 // WaitReadyRequest bounds a readiness wait.
 type WaitReadyRequest struct {
 	ID             string `json:"id"`

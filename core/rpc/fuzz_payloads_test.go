@@ -136,6 +136,7 @@ func FuzzDecodePayload(f *testing.F) {
 		v := mk()
 		err := Decode(command, payload, v)
 		if err != nil {
+			checkTypedRefuses(t, command, payload, err)
 			var e *Error
 			if !errors.As(err, &e) || e.Code != CodeInvalidArgument || e.Message == "" {
 				t.Fatalf("refusal %#v is not an invalid_argument *Error", err)
@@ -156,6 +157,7 @@ func FuzzDecodePayload(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted %q but cannot encode it: %v", payload, err)
 		}
+		checkTyped(t, command, payload, first)
 		again := mk()
 		if err := Decode(command, first, again); err != nil {
 			t.Fatalf("own encoding %s refused: %v", first, err)
@@ -203,13 +205,13 @@ func FuzzCall(f *testing.F) {
 	f.Add([]byte(`{"protocol_major":1,"command":"nope"}`))
 	f.Add([]byte(`not json`))
 	s := NewServer(Options{Local: func() (string, string) { return "0123456789abcdef", "m1" }})
-	s.Handle(Route{Command: CmdUpdateMachine, Capability: "ployz.machine.update.v1", Handler: func(_ context.Context, raw json.RawMessage) (any, error) {
-		var req UpdateMachineRequest
-		if err := Decode(CmdUpdateMachine, raw, &req); err != nil {
-			return nil, err
+	s.Handle(Bind(UpdateMachine, func(_ context.Context, req UpdateMachineRequest) (Inspection, error) {
+		in := Inspection{ID: "0123456789abcdef", Labels: req.LabelsAdd}
+		if req.Name != nil {
+			in.Name = *req.Name
 		}
-		return req, nil
-	}})
+		return in, nil
+	}))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		out, err := s.Call(context.Background(), &machinepb.Frame{Json: frame})
 		if err != nil {
@@ -233,4 +235,37 @@ func FuzzCall(f *testing.F) {
 			t.Fatalf("answer %s: an error without code or message", out.GetJson())
 		}
 	})
+}
+
+// checkTyped decodes an accepted payload again through its declared
+// Method's decoder (the one Bind serves with), when the command is
+// declared: it accepts it too and keeps the same value.
+func checkTyped(t *testing.T, command string, payload, want []byte) {
+	d, ok := Lookup(command)
+	if !ok {
+		return
+	}
+	v, err := d.decode(payload)
+	if err != nil {
+		t.Fatalf("Decode accepted %q, the typed decoder of %s refuses it: %v", payload, command, err)
+	}
+	got, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("typed decoder of %s read %s, Decode %s", command, got, want)
+	}
+}
+
+// checkTypedRefuses: a payload Decode refuses, the typed decoder refuses
+// with the same error.
+func checkTypedRefuses(t *testing.T, command string, payload []byte, want error) {
+	d, ok := Lookup(command)
+	if !ok {
+		return
+	}
+	if _, err := d.decode(payload); err == nil || err.Error() != want.Error() {
+		t.Fatalf("typed decoder of %s on %q: %v, Decode: %v", command, payload, err, want)
+	}
 }

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/ployz/ployz/core/machine"
@@ -109,6 +110,28 @@ type PublishMachineRequest struct {
 	RPCKey string `json:"rpc_key,omitempty"`
 }
 
+// MachinePublished is publish_machine's answer: what the joiner needs
+// from the entry to join (JoinRequest).
+type MachinePublished struct {
+	StoreVersions map[string]int64 `json:"store_versions"`
+	ClusterSecret string           `json:"cluster_secret"`
+	// TrustedMachines are the entry's pins, the joiner's starting ones,
+	// and Endorsement its endorsement of the joiner's keys (nil without
+	// an rpc_key); both absent from an entry without trust pins.
+	TrustedMachines *trust.Pins        `json:"trusted_machines,omitempty"`
+	Endorsement     *store.Endorsement `json:"endorsement,omitempty"`
+}
+
+// MarshalJSON writes what the untyped answer wrote: with trust pins, an
+// endorsement key even when it is null; without, neither key.
+func (p MachinePublished) MarshalJSON() ([]byte, error) {
+	out := map[string]any{"store_versions": p.StoreVersions, "cluster_secret": p.ClusterSecret}
+	if p.TrustedMachines != nil {
+		out["trusted_machines"], out["endorsement"] = p.TrustedMachines, p.Endorsement
+	}
+	return json.Marshal(out)
+}
+
 // JoinRequest makes this Machine join a Cluster.
 type JoinRequest struct {
 	Name           string            `json:"name"`
@@ -174,6 +197,11 @@ type UpdateMachineRequest struct {
 // ForgetMachineRequest removes another Machine's rows from the store.
 type ForgetMachineRequest struct {
 	ID string `json:"id"`
+}
+
+// MachineForgotten is forget_machine's answer: the forgotten Machine's id.
+type MachineForgotten struct {
+	Forgotten string `json:"forgotten"`
 }
 
 // Member is one store member as the observing Machine's store sees it.

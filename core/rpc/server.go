@@ -96,7 +96,7 @@ func NewServer(o Options) *Server {
 	if s.dial == nil {
 		s.dial = func(ctx context.Context, p Peer) (*Client, error) { return DialTCP(ctx, p.Address) }
 	}
-	s.Handle(Route{Command: CmdDescribeContract, Capability: CapDescribeContract, Handler: s.describeContract})
+	s.Handle(Bind(DescribeContract, s.describeContract))
 	return s
 }
 
@@ -133,7 +133,7 @@ func (s *Server) Capabilities() []string {
 	return slices.Compact(caps)
 }
 
-func (s *Server) describeContract(context.Context, json.RawMessage) (any, error) {
+func (s *Server) describeContract(context.Context, None) (Contract, error) {
 	id, name := s.local()
 	return Contract{MachineID: id, MachineName: name, ProtocolMajor: version.ProtocolMajor,
 		DaemonVersion: version.Version, Capabilities: s.Capabilities()}, nil

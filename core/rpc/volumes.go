@@ -69,6 +69,12 @@ type VolumeRequest struct {
 	Name string `json:"name"`
 }
 
+// VolumeRemoved is remove_volume's answer.
+type VolumeRemoved struct {
+	MachineID string `json:"machine_id"` // first: the keys of the map it replaced, in order
+	Removed   string `json:"removed"`
+}
+
 // SnapshotVolumeRequest names a volume and the snapshot to take.
 type SnapshotVolumeRequest struct {
 	Volume   string `json:"volume"`

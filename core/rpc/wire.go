@@ -8,6 +8,10 @@
 // capability name (ployz.<area>.<verb>.v1) listed by DescribeContract; a
 // refusal of a catalogued command names it in details.capability
 // (docs/architecture.md, Machine RPC rule 7). Readers ignore unknown fields.
+//
+// Each unary command is declared once with its request and answer types
+// (methods.go, Declare); ployzd serves it through Bind and callers use
+// Invoke, so the two sides cannot disagree on a type.
 package rpc
 
 import (

@@ -47,12 +47,12 @@ func (m MachineVolumes) Note() string {
 // List asks the Machines t names for their volumes; every Machine appears
 // in the answer, with its error when it has none. Sorted by name.
 func List(ctx context.Context, c Caller, t rpc.Target) ([]MachineVolumes, error) {
-	fr, err := c.Fanout(ctx, t, rpc.CmdListVolumes, struct{}{})
+	answers, err := rpc.InvokeAll(ctx, c, t, rpc.ListVolumes, rpc.None{})
 	if err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	var out []MachineVolumes
-	for _, a := range rpc.Answers[rpc.VolumeList](fr, rpc.CmdListVolumes) {
+	for _, a := range answers {
 		out = append(out, MachineVolumes{Machine: a.Machine, MachineID: a.MachineID, List: a.Value, Error: a.Error})
 	}
 	return out, nil

@@ -2,7 +2,6 @@ package fakecluster
 
 import (
 	"cmp"
-	"encoding/json"
 	"maps"
 	"slices"
 
@@ -21,26 +20,18 @@ type operatorMarks struct {
 // allocationRoutes answer put_allocation, list_allocations,
 // mark_removal, clear_removal and list_removals with the entry's rules
 // (rpc.Allocations.Refuses; the first mark of a namespace is kept).
-func (fc *Cluster) allocationRoutes(handle func(string, func(json.RawMessage) (any, error))) {
+func (fc *Cluster) allocationRoutes(srv *rpc.Server, m *Machine) {
 	o := &fc.marks
-	handle(rpc.CmdPutAllocation, func(raw json.RawMessage) (any, error) {
-		var req rpc.PutAllocationRequest
-		if err := decodeValid(rpc.CmdPutAllocation, raw, &req); err != nil {
-			return nil, err
-		}
+	HandleMethod(fc, srv, m, rpc.PutAllocation, valid(func(req rpc.PutAllocationRequest) (rpc.Allocation, error) {
 		if err := o.allocs.Refuses(req.Allocation); err != nil {
-			return nil, err
+			return rpc.Allocation{}, err
 		}
 		return o.put(req.Allocation), nil
-	})
-	handle(rpc.CmdListAllocations, func(json.RawMessage) (any, error) {
+	}))
+	HandleMethod(fc, srv, m, rpc.ListAllocations, func(rpc.None) (rpc.Allocations, error) {
 		return rpc.Allocations{Allocations: slices.Clone(o.allocs.Allocations)}, nil
 	})
-	handle(rpc.CmdMarkRemoval, func(raw json.RawMessage) (any, error) {
-		var req rpc.MarkRemovalRequest
-		if err := decodeValid(rpc.CmdMarkRemoval, raw, &req); err != nil {
-			return nil, err
-		}
+	HandleMethod(fc, srv, m, rpc.MarkRemoval, valid(func(req rpc.MarkRemovalRequest) (rpc.RemovalMark, error) {
 		ns := deploy.Namespace(req.Project, req.Environment)
 		if _, ok := o.removals[ns]; !ok {
 			o.stamp++
@@ -48,16 +39,12 @@ func (fc *Cluster) allocationRoutes(handle func(string, func(json.RawMessage) (a
 			o.removals[ns] = req.RemovalMark
 		}
 		return o.removals[ns], nil
-	})
-	handle(rpc.CmdClearRemoval, func(raw json.RawMessage) (any, error) {
-		var req rpc.ClearRemovalRequest
-		if err := decodeValid(rpc.CmdClearRemoval, raw, &req); err != nil {
-			return nil, err
-		}
+	}))
+	HandleMethod(fc, srv, m, rpc.ClearRemoval, valid(func(req rpc.ClearRemovalRequest) (struct{}, error) {
 		delete(o.removals, deploy.Namespace(req.Project, req.Environment))
 		return struct{}{}, nil
-	})
-	handle(rpc.CmdListRemovals, func(json.RawMessage) (any, error) {
+	}))
+	HandleMethod(fc, srv, m, rpc.ListRemovals, func(rpc.None) (rpc.RemovalMarks, error) {
 		out := rpc.RemovalMarks{Removals: []rpc.RemovalMark{}}
 		for _, m := range o.removals {
 			out.Removals = append(out.Removals, m)

@@ -190,6 +190,13 @@ func (fc *Cluster) Handle(srv *rpc.Server, m *Machine, cmd string, h func(raw js
 	}})
 }
 
+// HandleMethod is Handle for a declared command: h gets the request
+// decoded as ployzd's handler gets it and answers the declared type.
+func HandleMethod[Req, Resp any](fc *Cluster, srv *rpc.Server, m *Machine, method rpc.Method[Req, Resp], h func(Req) (Resp, error)) {
+	typed := method.Handler(func(_ context.Context, req Req) (Resp, error) { return h(req) })
+	fc.Handle(srv, m, method.Name, func(raw json.RawMessage) (any, error) { return typed(context.Background(), raw) })
+}
+
 // ID is the Machine's id ("id-" and its name).
 func (m *Machine) ID() string { return m.id }
 
@@ -294,9 +301,8 @@ func (fc *Cluster) obs(m *Machine, c *Container) rpc.ContainerObservation {
 }
 
 func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
-	handle := func(cmd string, h func(raw json.RawMessage) (any, error)) { fc.Handle(srv, m, cmd, h) }
 	find := m.Find
-	handle(rpc.CmdListMachines, func(json.RawMessage) (any, error) {
+	HandleMethod(fc, srv, m, rpc.ListMachines, func(rpc.None) (rpc.MachineList, error) {
 		out := rpc.MachineList{ObserverID: m.id, ObserverName: m.name}
 		for i, o := range fc.ms {
 			// Each Machine's subnet is its place's /24 of 10.210.0.0/16.
@@ -305,31 +311,25 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return out, nil
 	})
-	handle(rpc.CmdUpdateMachine, func(raw json.RawMessage) (any, error) {
-		var req rpc.UpdateMachineRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.UpdateMachine, func(req rpc.UpdateMachineRequest) (rpc.Inspection, error) {
 		maps.Copy(m.labels, req.LabelsAdd)
 		for _, k := range req.LabelsRemove {
 			delete(m.labels, k)
 		}
 		return rpc.Inspection{ID: m.id, Name: m.name}, nil
 	})
-	handle(rpc.CmdReset, func(json.RawMessage) (any, error) {
+	HandleMethod(fc, srv, m, rpc.Reset, func(rpc.None) (rpc.Inspection, error) {
 		if m.FailReset {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "reset: docker is not answering")
+			return rpc.Inspection{}, rpc.Errorf(rpc.CodeUnavailable, "reset: docker is not answering")
 		}
 		m.WasReset = true
-		return nil, nil
+		return rpc.Inspection{ID: m.id, Name: m.name, Phase: "resetting"}, nil
 	})
-	handle(rpc.CmdForgetMachine, func(raw json.RawMessage) (any, error) {
-		var req rpc.ForgetMachineRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.ForgetMachine, func(req rpc.ForgetMachineRequest) (rpc.MachineForgotten, error) {
 		fc.ms = slices.DeleteFunc(fc.ms, func(o *Machine) bool { return o.id == req.ID })
-		return nil, nil
+		return rpc.MachineForgotten{Forgotten: req.ID}, nil
 	})
-	handle(rpc.CmdSaltSpecHashes, func(raw json.RawMessage) (any, error) {
-		var req rpc.SaltSpecHashesRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.SaltSpecHashes, func(req rpc.SaltSpecHashesRequest) (rpc.SaltSpecHashesResult, error) {
 		var out rpc.SaltSpecHashesResult
 		for _, d := range req.Digests {
 			h := fnv.New64a()
@@ -339,26 +339,24 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		return out, nil
 	})
 	// Every Machine holds app:1 unless the test set its Images.
-	handle(rpc.CmdListImages, func(json.RawMessage) (any, error) {
+	HandleMethod(fc, srv, m, rpc.ListImages, func(rpc.ListImagesRequest) (rpc.ImageList, error) {
 		tags := m.Images
 		if tags == nil {
 			tags = []string{"app:1"}
 		}
 		return rpc.ImageList{Images: []rpc.ImageInfo{{ID: "sha256:1", Tags: tags}}, Platform: m.Platform}, nil
 	})
-	handle(rpc.CmdPullImage, func(json.RawMessage) (any, error) { return rpc.PullImageResult{}, nil })
-	handle(rpc.CmdExportContainer, func(raw json.RawMessage) (any, error) {
-		var req rpc.ContainerRef
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.PullImage, func(req rpc.PullImageRequest) (rpc.PullImageResult, error) {
+		return rpc.PullImageResult{Image: req.Image}, nil
+	})
+	HandleMethod(fc, srv, m, rpc.ExportContainer, func(req rpc.ExportContainerRequest) (rpc.ContainerExport, error) {
 		c, err := find(req.ID)
 		if err != nil {
-			return nil, err
+			return rpc.ContainerExport{}, err
 		}
 		return c.ContainerExport, nil
 	})
-	handle(rpc.CmdListContainers, func(raw json.RawMessage) (any, error) {
-		var req rpc.ListContainersRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.ListContainers, func(req rpc.ListContainersRequest) (rpc.ContainerList, error) {
 		out := rpc.ContainerList{MachineID: m.id, Labels: maps.Clone(m.labels), Volumes: m.Volumes, Writers: m.Writers}
 		for _, c := range m.Ctrs {
 			if c.Spec.Kind == rpc.KindRun && !req.OneOffs {
@@ -368,51 +366,40 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return out, nil
 	})
-	handle(rpc.CmdCreateContainer, func(raw json.RawMessage) (any, error) {
-		var req rpc.CreateContainerRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.CreateContainer, func(req rpc.CreateContainerRequest) (rpc.ContainerObservation, error) {
 		if m.FailCreate {
-			return nil, rpc.Errorf(rpc.CodeUnavailable, "docker: no space left on device")
+			return rpc.ContainerObservation{}, rpc.Errorf(rpc.CodeUnavailable, "docker: no space left on device")
 		}
 		if _, err := find(req.Name); err == nil {
-			return nil, rpc.Errorf(rpc.CodeConflict, "name: a Container %q exists", req.Name)
+			return rpc.ContainerObservation{}, rpc.Errorf(rpc.CodeConflict, "name: a Container %q exists", req.Name)
 		}
 		return fc.obs(m, fc.add(m, rpc.ContainerExport{Name: req.Name, Spec: req.Spec, Files: req.Files}, "created")), nil
 	})
-	state := func(cmd, to string) {
-		handle(cmd, func(raw json.RawMessage) (any, error) {
-			var req rpc.ContainerRef
-			json.Unmarshal(raw, &req) //nolint:errcheck
-			return fc.SetState(m, req.ID, to)
-		})
-	}
-	state(rpc.CmdStartContainer, "running")
-	state(rpc.CmdStopContainer, "exited")
-	handle(rpc.CmdRemoveContainer, func(raw json.RawMessage) (any, error) {
-		var req rpc.RemoveContainerRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.StartContainer, func(req rpc.ContainerRef) (rpc.ContainerObservation, error) {
+		return fc.SetState(m, req.ID, "running")
+	})
+	HandleMethod(fc, srv, m, rpc.StopContainer, func(req rpc.StopContainerRequest) (rpc.ContainerObservation, error) {
+		return fc.SetState(m, req.ID, "exited")
+	})
+	HandleMethod(fc, srv, m, rpc.RemoveContainer, func(req rpc.RemoveContainerRequest) (rpc.ContainerRemoved, error) {
 		c, err := find(req.ID)
 		if err != nil {
-			return nil, err
+			return rpc.ContainerRemoved{}, err
 		}
 		delete(m.Ctrs, c.ID)
-		return nil, nil
+		return rpc.ContainerRemoved{Removed: c.ID}, nil
 	})
-	handle(rpc.CmdWaitReady, func(raw json.RawMessage) (any, error) {
-		var req rpc.WaitReadyRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.WaitReady, func(req rpc.WaitReadyRequest) (rpc.WaitReadyResult, error) {
 		c, err := find(req.ID)
 		if err != nil {
-			return nil, err
+			return rpc.WaitReadyResult{}, err
 		}
 		if c.State != "running" {
 			return rpc.WaitReadyResult{Outcome: "exited", Message: c.State}, nil
 		}
 		return rpc.WaitReadyResult{Outcome: "ready"}, nil
 	})
-	handle(rpc.CmdServingStatus, func(raw json.RawMessage) (any, error) {
-		var req rpc.ServingStatusRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	HandleMethod(fc, srv, m, rpc.ReadServingStatus, func(req rpc.ServingStatusRequest) (rpc.ServingStatus, error) {
 		out := rpc.ServingStatus{ObserverID: m.id}
 		for _, k := range req.Services {
 			if p, ok := fc.ptrs[k]; ok {
@@ -421,19 +408,17 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		}
 		return out, nil
 	})
-	fc.historyRoutes(m, handle)
-	fc.savedStateRoutes(handle)
-	handle(rpc.CmdMoveServingPointer, func(raw json.RawMessage) (any, error) {
-		var req rpc.MoveServingPointerRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+	fc.historyRoutes(srv, m)
+	fc.savedStateRoutes(srv, m)
+	HandleMethod(fc, srv, m, rpc.MoveServingPointer, func(req rpc.MoveServingPointerRequest) (rpc.ServingPointerMoved, error) {
 		fc.seq++
 		p := rpc.ServiceServing{Service: req.Service, Pointer: fmt.Sprintf("p%d", fc.seq), Deployment: req.Deployment, Containers: req.Containers}
 		fc.ptrs[req.Service] = p
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
-	fc.leaseRoutes(handle)
-	fc.volumeRunRoutes(handle)
-	fc.allocationRoutes(handle)
+	fc.leaseRoutes(srv, m)
+	fc.volumeRunRoutes(srv, m)
+	fc.allocationRoutes(srv, m)
 }
 
 // Label is one of the Machine's labels ("" when unset).

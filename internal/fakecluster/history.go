@@ -1,7 +1,6 @@
 package fakecluster
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 
@@ -11,23 +10,15 @@ import (
 // historyRoutes answer record_history and list_history from one table
 // every Machine shares, as the replicated one is, checking requests as a
 // Machine does.
-func (fc *Cluster) historyRoutes(m *Machine, handle func(string, func(json.RawMessage) (any, error))) {
-	handle(rpc.CmdRecordHistory, func(raw json.RawMessage) (any, error) {
-		var req rpc.RecordHistoryRequest
-		if err := decodeValid(rpc.CmdRecordHistory, raw, &req); err != nil {
-			return nil, err
-		}
+func (fc *Cluster) historyRoutes(srv *rpc.Server, m *Machine) {
+	HandleMethod(fc, srv, m, rpc.RecordHistory, valid(func(req rpc.RecordHistoryRequest) (rpc.HistoryRecorded, error) {
 		req.Entry.RecordedBy = m.id
 		fc.history[req.Entry.ID] = req.Entry
 		return rpc.HistoryRecorded{ID: req.Entry.ID}, nil
-	})
-	handle(rpc.CmdListHistory, func(raw json.RawMessage) (any, error) {
-		var req rpc.ListHistoryRequest
-		if err := decodeValid(rpc.CmdListHistory, raw, &req); err != nil {
-			return nil, err
-		}
+	}))
+	HandleMethod(fc, srv, m, rpc.ListHistory, valid(func(req rpc.ListHistoryRequest) (rpc.HistoryList, error) {
 		return rpc.HistoryList{Entries: req.Select(slices.Collect(maps.Values(fc.history)))}, nil
-	})
+	}))
 }
 
 // History is every entry recorded, newest first.

@@ -1,7 +1,6 @@
 package fakecluster
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -16,16 +15,12 @@ type fakeLease struct {
 // leaseRoutes answers the lease commands from memory with the entry's
 // rules: grant when absent, expired or the caller's; renew and release
 // only with the holder's nonce.
-func (fc *Cluster) leaseRoutes(handle func(string, func(json.RawMessage) (any, error))) {
-	handle(rpc.CmdAcquireLease, func(raw json.RawMessage) (any, error) {
-		var req rpc.AcquireLeaseRequest
-		if err := decodeValid(rpc.CmdAcquireLease, raw, &req); err != nil {
-			return nil, err
-		}
+func (fc *Cluster) leaseRoutes(srv *rpc.Server, m *Machine) {
+	HandleMethod(fc, srv, m, rpc.AcquireLease, valid(func(req rpc.AcquireLeaseRequest) (rpc.Lease, error) {
 		now := time.Now().UnixMilli()
 		l, ok := fc.leases[req.Scope]
 		if ok && l.nonce != req.Nonce && l.Expires > now {
-			return nil, rpc.LeaseHeld(l.Lease)
+			return rpc.Lease{}, rpc.LeaseHeld(l.Lease)
 		}
 		if !ok || l.nonce != req.Nonce {
 			l = fakeLease{Lease: rpc.Lease{Scope: req.Scope, Started: now}, nonce: req.Nonce}
@@ -33,35 +28,27 @@ func (fc *Cluster) leaseRoutes(handle func(string, func(json.RawMessage) (any, e
 		l.Holder, l.Command, l.Expires = req.Holder, req.Command, req.Expires
 		fc.leases[req.Scope] = l
 		return l.Lease, nil
-	})
-	handle(rpc.CmdRenewLease, func(raw json.RawMessage) (any, error) {
-		var req rpc.RenewLeaseRequest
-		if err := decodeValid(rpc.CmdRenewLease, raw, &req); err != nil {
-			return nil, err
-		}
+	}))
+	HandleMethod(fc, srv, m, rpc.RenewLease, valid(func(req rpc.RenewLeaseRequest) (rpc.Lease, error) {
 		l, ok := fc.leases[req.Scope]
 		if !ok {
-			return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held", req.Scope)
+			return rpc.Lease{}, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held", req.Scope)
 		}
 		if l.nonce != req.Nonce {
-			return nil, rpc.LeaseHeld(l.Lease)
+			return rpc.Lease{}, rpc.LeaseHeld(l.Lease)
 		}
 		l.Expires = req.Expires
 		fc.leases[req.Scope] = l
 		fc.renewals++
 		return l.Lease, nil
-	})
-	handle(rpc.CmdReleaseLease, func(raw json.RawMessage) (any, error) {
-		var req rpc.ReleaseLeaseRequest
-		if err := decodeValid(rpc.CmdReleaseLease, raw, &req); err != nil {
-			return nil, err
-		}
+	}))
+	HandleMethod(fc, srv, m, rpc.ReleaseLease, valid(func(req rpc.ReleaseLeaseRequest) (struct{}, error) {
 		if l, ok := fc.leases[req.Scope]; ok && l.nonce == req.Nonce {
 			delete(fc.leases, req.Scope)
 		}
 		return struct{}{}, nil
-	})
-	handle(rpc.CmdListLeases, func(json.RawMessage) (any, error) {
+	}))
+	HandleMethod(fc, srv, m, rpc.ListLeases, func(rpc.None) (rpc.Leases, error) {
 		out := rpc.Leases{Leases: []rpc.Lease{}}
 		for _, l := range fc.leases {
 			out.Leases = append(out.Leases, l.Lease)

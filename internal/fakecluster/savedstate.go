@@ -2,7 +2,6 @@ package fakecluster
 
 import (
 	"cmp"
-	"encoding/json"
 	"path/filepath"
 	"slices"
 	"time"
@@ -23,44 +22,32 @@ type savedState struct {
 // savedStateRoutes answer save_revision, list_revisions,
 // put_deploy_record and list_deploy_records, checking requests as a
 // Machine does (nothing is sealed: no Cluster secret here).
-func (fc *Cluster) savedStateRoutes(handle func(string, func(json.RawMessage) (any, error))) {
-	handle(rpc.CmdSaveRevision, func(raw json.RawMessage) (any, error) {
-		var req rpc.SaveRevisionRequest
-		if err := decodeValid(rpc.CmdSaveRevision, raw, &req); err != nil {
-			return nil, err
-		}
+func (fc *Cluster) savedStateRoutes(srv *rpc.Server, m *Machine) {
+	HandleMethod(fc, srv, m, rpc.SaveRevision, valid(func(req rpc.SaveRevisionRequest) (rpc.RevisionSaved, error) {
 		return fc.saved.save(req), nil
-	})
-	handle(rpc.CmdListRevisions, func(raw json.RawMessage) (any, error) {
-		var req rpc.ListRevisionsRequest
-		if err := decodeValid(rpc.CmdListRevisions, raw, &req); err != nil {
-			return nil, err
-		}
+	}))
+	HandleMethod(fc, srv, m, rpc.ListRevisions, valid(func(req rpc.ListRevisionsRequest) (rpc.RevisionList, error) {
 		return fc.saved.list(req), nil
-	})
-	handle(rpc.CmdPutDeployRecord, func(raw json.RawMessage) (any, error) {
-		var req rpc.PutDeployRecordRequest
-		if err := decodeValid(rpc.CmdPutDeployRecord, raw, &req); err != nil {
-			return nil, err
-		}
+	}))
+	HandleMethod(fc, srv, m, rpc.PutDeployRecord, valid(func(req rpc.PutDeployRecordRequest) (struct{}, error) {
 		fc.saved.records[req.DeploymentID] = req
 		return struct{}{}, nil
-	})
-	handle(rpc.CmdListDeployRecords, func(raw json.RawMessage) (any, error) {
-		var req rpc.ListDeployRecordsRequest
-		if err := decodeValid(rpc.CmdListDeployRecords, raw, &req); err != nil {
-			return nil, err
-		}
+	}))
+	HandleMethod(fc, srv, m, rpc.ListDeployRecords, valid(func(req rpc.ListDeployRecordsRequest) (rpc.DeployRecordList, error) {
 		return fc.saved.listRecords(req), nil
-	})
+	}))
 }
 
-// decodeValid decodes a payload and runs its Validate.
-func decodeValid[T interface{ Validate() error }](cmd string, raw json.RawMessage, req *T) error {
-	if err := rpc.Decode(cmd, raw, req); err != nil {
-		return err
+// valid runs a request's Validate before h, as the Machine does after
+// decoding it.
+func valid[Req interface{ Validate() error }, Resp any](h func(Req) (Resp, error)) func(Req) (Resp, error) {
+	return func(req Req) (Resp, error) {
+		if err := req.Validate(); err != nil {
+			var none Resp
+			return none, err
+		}
+		return h(req)
 	}
-	return (*req).Validate()
 }
 
 func (s *savedState) save(req rpc.SaveRevisionRequest) rpc.RevisionSaved {

@@ -2,7 +2,6 @@ package fakecluster
 
 import (
 	"cmp"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -15,31 +14,15 @@ import (
 // list_volume_runs from one table in memory with the entry's rules
 // (store.NextVolumeRun against the entry's leases), unless the Cluster
 // plays an entry from before them.
-func (fc *Cluster) volumeRunRoutes(handle func(string, func(json.RawMessage) (any, error))) {
+func (fc *Cluster) volumeRunRoutes(srv *rpc.Server, m *Machine) {
 	if fc.o.NoVolumeRuns {
 		return
 	}
-	handle(rpc.CmdBeginVolumeRun, func(raw json.RawMessage) (any, error) {
-		var req rpc.BeginVolumeRunRequest
-		if err := decodeValid(rpc.CmdBeginVolumeRun, raw, &req); err != nil {
-			return nil, err
-		}
-		return fc.beginRun(req)
-	})
-	handle(rpc.CmdPutVolumeRun, func(raw json.RawMessage) (any, error) {
-		var req rpc.PutVolumeRunRequest
-		if err := decodeValid(rpc.CmdPutVolumeRun, raw, &req); err != nil {
-			return nil, err
-		}
-		return fc.putRun(req)
-	})
-	handle(rpc.CmdListVolumeRuns, func(raw json.RawMessage) (any, error) {
-		var req rpc.ListVolumeRunsRequest
-		if err := decodeValid(rpc.CmdListVolumeRuns, raw, &req); err != nil {
-			return nil, err
-		}
+	HandleMethod(fc, srv, m, rpc.BeginVolumeRun, valid(fc.beginRun))
+	HandleMethod(fc, srv, m, rpc.PutVolumeRun, valid(fc.putRun))
+	HandleMethod(fc, srv, m, rpc.ListVolumeRuns, valid(func(req rpc.ListVolumeRunsRequest) (rpc.VolumeRunList, error) {
 		return fc.listRuns(req), nil
-	})
+	}))
 }
 
 // volumeLease is volume's lease as the entry's store holds it.
@@ -62,14 +45,14 @@ func (fc *Cluster) runsOf(volume string) []sdkstore.Row[store.VolumeRunBody] {
 	return rows
 }
 
-func (fc *Cluster) beginRun(req rpc.BeginVolumeRunRequest) (any, error) {
+func (fc *Cluster) beginRun(req rpc.BeginVolumeRunRequest) (rpc.VolumeRunBegun, error) {
 	lease, now := fc.volumeLease(req.Volume), time.Now().UnixMilli()
 	if req.LeaseNonce != "" && (lease == nil || !lease.Live(now) || lease.Nonce != req.LeaseNonce) {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "lease volume:%s is not the caller's", req.Volume)
+		return rpc.VolumeRunBegun{}, rpc.Errorf(rpc.CodeFailedPrecond, "lease volume:%s is not the caller's", req.Volume)
 	}
 	lost, held, gen := store.NextVolumeRun(fc.runsOf(req.Volume), lease, req.Floor, now)
 	if held != nil {
-		return nil, rpc.Errorf(rpc.CodeConflict, "volume %s has an open %s run (gen %d, by %s): one run per Volume",
+		return rpc.VolumeRunBegun{}, rpc.Errorf(rpc.CodeConflict, "volume %s has an open %s run (gen %d, by %s): one run per Volume",
 			req.Volume, held.Body.Kind, held.Body.Gen, held.Body.Operator.Name).With("gen", held.Body.Gen)
 	}
 	out := rpc.VolumeRunBegun{Gen: gen}
@@ -85,14 +68,14 @@ func (fc *Cluster) beginRun(req rpc.BeginVolumeRunRequest) (any, error) {
 	return out, nil
 }
 
-func (fc *Cluster) putRun(req rpc.PutVolumeRunRequest) (any, error) {
+func (fc *Cluster) putRun(req rpc.PutVolumeRunRequest) (rpc.VolumeRunPut, error) {
 	key := store.VolumeRunKey(req.Volume, req.Gen)
 	row, ok := fc.runs[key]
 	switch {
 	case ok && req.Import:
 		return rpc.VolumeRunPut{Existing: true}, nil
 	case !ok && !req.Import:
-		return nil, rpc.Errorf(rpc.CodeNotFound, "volume %s has no run gen %d", req.Volume, req.Gen)
+		return rpc.VolumeRunPut{}, rpc.Errorf(rpc.CodeNotFound, "volume %s has no run gen %d", req.Volume, req.Gen)
 	case !ok:
 		row = sdkstore.Row[store.VolumeRunBody]{Key: key, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen, Kind: req.Kind,
 			StartedAt: req.StartedAt, Operator: req.Operator}}
