@@ -49,7 +49,7 @@ type Config struct {
 	Runner                 Runner
 	// Admits reports whether this Machine may run job now (participating,
 	// not drained, admitted by the job's placement); nil admits all.
-	Admits func(store.JobBody) bool
+	Admits func(context.Context, store.JobBody) bool
 	// Now is the clock (nil: time.Now).
 	Now          func() time.Time
 	Grace, Stale time.Duration
@@ -139,7 +139,7 @@ func (s *Scheduler) job(ctx context.Context, key string, job store.JobBody) (tim
 	if err != nil {
 		return next, err
 	}
-	if s.cfg.Admits != nil && !s.cfg.Admits(job) {
+	if s.cfg.Admits != nil && !s.cfg.Admits(ctx, job) {
 		return next, nil
 	}
 	have := map[int64]bool{}

@@ -280,7 +280,7 @@ func TestAdmitsNarrows(t *testing.T) {
 	key := putJob(t, c, "* * * * *", ConcurrencyForbid, t0)
 	clk := &clock{t: t0.Add(time.Minute + time.Second)}
 	r := &fakeRunner{}
-	s := New(Config{Store: c, MachineID: "m1", Runner: r, Now: clk.now, Admits: func(store.JobBody) bool { return false }})
+	s := New(Config{Store: c, MachineID: "m1", Runner: r, Now: clk.now, Admits: func(context.Context, store.JobBody) bool { return false }})
 	if _, err := s.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
