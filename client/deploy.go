@@ -185,6 +185,9 @@ func (s *Session) applyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (Dep
 		return res, err
 	}
 	res.Plan = dp.Plan
+	if err := s.storeJobs(ctx, dp.Plan, dp.app.Files, !dp.req.NoPrune); err != nil {
+		return res, err
+	}
 	if dp.Plan.Changes() == 0 {
 		res.Removals = s.finishRemovals(ctx, dp.Snapshot, dp.Plan.Namespace, h)
 		return res, pruneRefused(dp.Plan)

@@ -213,12 +213,5 @@ func heldOn(snap deploy.Snapshot, has func(deploy.MachineState) bool) string {
 // replica: no ports, healthcheck or ingress, never restarted, never
 // waited ready, no spec hash.
 func RunSpec(base rpc.ContainerSpec, argv []string) rpc.ContainerSpec {
-	spec := base
-	spec.Kind, spec.SpecHash = rpc.KindRun, ""
-	if len(argv) > 0 {
-		spec.Entrypoint, spec.Command = slices.Clone(argv[:1]), slices.Clone(argv[1:])
-	}
-	spec.Ports, spec.Healthcheck, spec.Ingress = nil, nil, nil
-	spec.Readiness, spec.Restart = deploy.ReadyNone, "no"
-	return spec
+	return deploy.RunSpec(base, argv)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
 )
@@ -626,5 +627,33 @@ func TestPlanCreatesDeclaredProvisionedVolume(t *testing.T) {
 		if _, err := MakePlan(c.app, c.snap, PlanOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestPlanJob: a scheduled job places no Container (one left from when
+// it was a Service is stopped) and its run spec is stored: kind run, no
+// ports or healthcheck, never restarted.
+func TestPlanJob(t *testing.T) {
+	sched := func(s *Service) {
+		s.Schedule = &jobs.Schedule{Cron: "@daily", Concurrency: jobs.ConcurrencyForbid}
+		s.Spec.Ports = []rpc.PortSpec{{ContainerPort: 80, HostPort: 8080}}
+		s.Spec.Healthcheck = &rpc.Healthcheck{Test: []string{"CMD", "true"}}
+	}
+	report := svc("report", 2, sched)
+	old := ctr("report", "old-hash", "running")
+	p, err := MakePlan(app(report), snapOf(machine("m1", nil, old), machine("m2", nil)), PlanOptions{DeploymentID: "dep1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != lines("m1 report stop") {
+		t.Fatalf("rows:\n%s", got)
+	}
+	if len(p.Jobs) != 1 || len(p.Services) != 1 || p.Services[0].Mode != ModeJob {
+		t.Fatalf("jobs %+v services %+v", p.Jobs, p.Services)
+	}
+	j := p.Jobs[0]
+	if j.Service != "report" || j.Schedule.Cron != "@daily" || j.Spec.Kind != rpc.KindRun || j.Spec.DeploymentID != "dep1" ||
+		j.Spec.Restart != "no" || len(j.Spec.Ports) != 0 || j.Spec.Healthcheck != nil || j.Spec.Namespace != ns {
+		t.Fatalf("job = %+v", j)
 	}
 }

@@ -1,0 +1,50 @@
+package deploy
+
+import (
+	"slices"
+
+	"github.com/ployz/ployz/core/jobs"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// ModeJob is a scheduled job's mode in a plan's summary: no replicas,
+// one run per tick.
+const ModeJob = "job"
+
+// Job is a scheduled job as a plan stores it: its schedule and the spec
+// its runs start from (kind run, as `ployz run` copies a Service's).
+type Job struct {
+	Service  string            `json:"service"`
+	Schedule jobs.Schedule     `json:"schedule"`
+	Spec     rpc.ContainerSpec `json:"spec"`
+}
+
+// planJob plans a job Service: no long-running Container (one left from
+// when it was a Service is stopped), and the run spec to store.
+func planJob(ns string, svc Service, snap Snapshot, depID string) ([]Row, ServiceSummary, Job, error) {
+	as := svc
+	as.Mode, as.Replicas, as.Schedule = ModeReplicated, 0, nil
+	rows, sum, _, err := planService(ns, as, snap, depID, nil, PullMissing, false)
+	if err != nil {
+		return nil, sum, Job{}, err
+	}
+	sum.Mode, sum.Desired = ModeJob, 0
+	spec := serviceSpec(ns, svc)
+	spec.ServiceID, spec.DeploymentID = sum.ServiceID, depID
+	return rows, sum, Job{Service: svc.Name, Schedule: *svc.Schedule, Spec: RunSpec(spec, nil)}, nil
+}
+
+// RunSpec is the spec of a one-off run of a Service whose Containers'
+// spec is base: kind run, argv (when given) replacing the image's
+// entrypoint and the Service's command, and none of what would make it a
+// replica (ports, healthcheck, ingress, readiness, restarts).
+func RunSpec(base rpc.ContainerSpec, argv []string) rpc.ContainerSpec {
+	spec := base
+	spec.Kind, spec.SpecHash = rpc.KindRun, ""
+	if len(argv) > 0 {
+		spec.Entrypoint, spec.Command = slices.Clone(argv[:1]), slices.Clone(argv[1:])
+	}
+	spec.Ports, spec.Healthcheck, spec.Ingress = nil, nil, nil
+	spec.Readiness, spec.Restart = ReadyNone, "no"
+	return spec
+}
