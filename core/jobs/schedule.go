@@ -71,6 +71,11 @@ func (s Schedule) validate(key, cronKey string) error {
 	if strings.HasPrefix(strings.TrimSpace(s.Cron), "CRON_TZ=") || strings.HasPrefix(strings.TrimSpace(s.Cron), "TZ=") {
 		return fmt.Errorf("%s: %q: give the time zone as %s.timezone", cronKey, s.Cron, key)
 	}
+	if strings.HasPrefix(strings.TrimSpace(s.Cron), "@every") {
+		// Its ticks count from whenever a scheduler looks, so no two
+		// Machines would agree on them.
+		return fmt.Errorf("%s: %q: @every has no fixed ticks; write it as a cron expression (\"*/10 * * * *\")", cronKey, s.Cron)
+	}
 	if _, err := parser.Parse(s.Cron); err != nil {
 		return fmt.Errorf("%s: %q: %w", cronKey, s.Cron, err)
 	}

@@ -27,6 +27,7 @@ func TestParseX(t *testing.T) {
 		"concurrency":     {map[string]any{"cron": "@hourly", "concurrency": "replace"}, `x-schedule.concurrency: "replace"`},
 		"unknown key":     {map[string]any{"cron": "@hourly", "tz": "UTC"}, `unknown field "tz"`},
 		"cron tz prefix":  {"CRON_TZ=UTC 0 3 * * *", `x-schedule.timezone`},
+		"every":           {"@every 10m", `@every has no fixed ticks`},
 		"not a string":    {3, `want a cron expression`},
 	}
 	for name, c := range bad {
