@@ -97,6 +97,23 @@ func putJob(t *testing.T, c *sdkstore.Client, cron, concurrency string, since ti
 	return key
 }
 
+// setup is a store holding one job of cron, ticking from t0, and a clock
+// set to at; the context ends with the test at the latest.
+func setup(t *testing.T, cron, concurrency string, at time.Time) (context.Context, context.CancelFunc, *sdkstore.Client, string, *clock) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := newStore(t)
+	return ctx, cancel, c, putJob(t, c, cron, concurrency, t0), &clock{t: at}
+}
+
+// stop ends ctx and waits for the schedulers' run watchers.
+func stop(cancel context.CancelFunc, ss ...*Scheduler) {
+	cancel()
+	for _, s := range ss {
+		s.Wait()
+	}
+}
+
 func scheduler(c *sdkstore.Client, id string, clk *clock, r Runner) *Scheduler {
 	return New(Config{Store: c, MachineID: id, MachineName: id, Runner: r, Now: clk.now})
 }
@@ -134,11 +151,7 @@ func waitStatus(t *testing.T, c *sdkstore.Client, key string, tick time.Time, st
 // the same ticks; each tick is run exactly once, its end recorded with
 // the exit code and duration.
 func TestTwoSchedulersOneRunPerTick(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newStore(t)
-	key := putJob(t, c, "* * * * *", ConcurrencyForbid, t0)
-	clk := &clock{t: t0}
+	ctx, cancel, c, key, clk := setup(t, "* * * * *", ConcurrencyForbid, t0)
 	r1, r2 := &fakeRunner{}, &fakeRunner{}
 	a, b := scheduler(c, "m1", clk, r1), scheduler(c, "m2", clk, r2)
 	for minute := 1; minute <= 5; minute++ {
@@ -173,19 +186,13 @@ func TestTwoSchedulersOneRunPerTick(t *testing.T) {
 	if rs := runs(t, c, key); len(rs) != 5 {
 		t.Fatalf("rows = %+v, want 5", rs)
 	}
-	cancel()
-	a.Wait()
-	b.Wait()
+	stop(cancel, a, b)
 }
 
 // TestMissedTicksRecorded: ticks nobody started within the grace period
 // (ployzd down) are recorded missed; the current one runs.
 func TestMissedTicksRecorded(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newStore(t)
-	key := putJob(t, c, "*/10 * * * *", ConcurrencyForbid, t0)
-	clk := &clock{t: t0.Add(30*time.Minute + 30*time.Second)}
+	ctx, cancel, c, key, clk := setup(t, "*/10 * * * *", ConcurrencyForbid, t0.Add(30*time.Minute+30*time.Second))
 	r := &fakeRunner{}
 	s := scheduler(c, "m1", clk, r)
 	next, err := s.Round(ctx)
@@ -199,19 +206,14 @@ func TestMissedTicksRecorded(t *testing.T) {
 	if len(rs) != 3 || rs[0].Status != store.JobRunMissed || rs[1].Status != store.JobRunMissed || rs[2].Status != store.JobRunRunning || r.count() != 1 {
 		t.Fatalf("rows = %+v, started %d", rs, r.count())
 	}
-	cancel()
-	s.Wait()
+	stop(cancel, s)
 }
 
 // TestConcurrencyForbidSkips: a tick that comes while the previous run
 // still runs is recorded skipped (allow runs it); once the run ended the
 // next tick runs again.
 func TestConcurrencyForbidSkips(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newStore(t)
-	key := putJob(t, c, "* * * * *", ConcurrencyForbid, t0)
-	clk := &clock{t: t0.Add(time.Minute + time.Second)}
+	ctx, cancel, c, key, clk := setup(t, "* * * * *", ConcurrencyForbid, t0.Add(time.Minute+time.Second))
 	r := &fakeRunner{}
 	a, b := scheduler(c, "m1", clk, r), scheduler(c, "m2", clk, r)
 	if _, err := a.Round(ctx); err != nil {
@@ -242,19 +244,13 @@ func TestConcurrencyForbidSkips(t *testing.T) {
 	if r.count() != 3 {
 		t.Fatalf("started %d, want 3 (allow runs beside the running one)", r.count())
 	}
-	cancel()
-	a.Wait()
-	b.Wait()
+	stop(cancel, a, b)
 }
 
 // TestStaleRunLost: a running run whose Machine stopped reporting it is
 // recorded lost by another Machine, which then runs the next tick.
 func TestStaleRunLost(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newStore(t)
-	key := putJob(t, c, "*/5 * * * *", ConcurrencyForbid, t0)
-	clk := &clock{t: t0.Add(5*time.Minute + time.Second)}
+	ctx, cancel, c, key, clk := setup(t, "*/5 * * * *", ConcurrencyForbid, t0.Add(5*time.Minute+time.Second))
 	dead := &fakeRunner{}
 	dctx, dcancel := context.WithCancel(ctx)
 	if _, err := scheduler(c, "m1", clk, dead).Round(dctx); err != nil {
@@ -269,8 +265,7 @@ func TestStaleRunLost(t *testing.T) {
 	}
 	waitStatus(t, c, key, t0.Add(5*time.Minute), store.JobRunLost)
 	waitStatus(t, c, key, t0.Add(10*time.Minute), store.JobRunRunning)
-	cancel()
-	s.Wait()
+	stop(cancel, s)
 }
 
 // TestAdmitsNarrows: a Machine that does not admit the job neither runs
