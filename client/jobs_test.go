@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/internal/fakecluster"
 )
 
 const shopWithJob = shopCompose + `  report:
@@ -54,5 +56,18 @@ func TestDeployStoresJobs(t *testing.T) {
 	fc.Unlock()
 	if n != 0 {
 		t.Fatalf("project rm left %d jobs", n)
+	}
+}
+
+// TestDeployJobsOlderEntry: an entry without put_jobs deploys a compose
+// file without jobs as before, and refuses one with a job asking for an
+// upgrade.
+func TestDeployJobsOlderEntry(t *testing.T) {
+	fc := fakecluster.NewWith(t, fakecluster.Options{Unsupported: []string{rpc.CmdPutJobs, rpc.CmdListJobs}}, "m1", "m2")
+	s := New(fc.Store, fc.Entry, "lab")
+	deployShop(t, s)
+	_, err := s.Deploy(context.Background(), DeployRequest{Compose: []byte(shopWithJob), File: "compose.yaml"}, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "does not serve put_jobs") {
+		t.Fatalf("deploy of a job through an older entry: %v", err)
 	}
 }
