@@ -150,19 +150,17 @@ func listJobs(ctx context.Context, st *sdkstore.Client, req rpc.ListJobsRequest,
 // jobsLoop runs the Scheduler while this Machine participates; it sleeps
 // until the next tick, at most jobsPeriod.
 func (d *Daemon) jobsLoop(ctx context.Context) {
-	st, err := d.storeClient()
-	if err != nil || d.ctrs == nil || d.ctrs.docker == nil {
-		d.log.Debug("jobs: no store or Docker; scheduled jobs do not run here", "error", err)
-		return
-	}
-	rec := d.record()
-	s := jobs.New(jobs.Config{Store: st, MachineID: rec.ID, MachineName: rec.Name, Runner: jobRunner{o: d.ctrs},
-		Admits: d.admitsJob, Settle: func(ctx context.Context) { d.settleLease(ctx, st) }, Log: d.log.Named("jobs")})
-	defer s.Wait()
+	var s *jobs.Scheduler
 	w := d.watchStore(ctx, `SELECT id, body FROM jobs`)
 	for {
 		wait := jobsPeriod
-		if d.record().Phase == machine.Participating {
+		if s == nil {
+			s = d.newScheduler()
+			if s != nil {
+				defer s.Wait()
+			}
+		}
+		if s != nil && d.record().Phase == machine.Participating {
 			next, err := s.Round(ctx)
 			if err != nil && ctx.Err() == nil {
 				d.log.Debug("jobs: round", "error", err)
@@ -175,6 +173,18 @@ func (d *Daemon) jobsLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// newScheduler is this Machine's Scheduler, nil until it has a store
+// and Docker.
+func (d *Daemon) newScheduler() *jobs.Scheduler {
+	st, err := d.storeClient()
+	if err != nil || d.ctrs == nil || d.ctrs.docker == nil {
+		return nil
+	}
+	rec := d.record()
+	return jobs.New(jobs.Config{Store: st, MachineID: rec.ID, MachineName: rec.Name, Runner: jobRunner{o: d.ctrs},
+		Admits: d.admitsJob, Settle: func(ctx context.Context) { d.settleLease(ctx, st) }, Log: d.log.Named("jobs")})
 }
 
 // admitsJob: this Machine runs a job only when it would admit the run's

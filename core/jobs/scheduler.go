@@ -131,7 +131,11 @@ func (s *Scheduler) job(ctx context.Context, key string, job store.JobBody) (tim
 		return time.Time{}, err
 	}
 	next := sch.Next(now)
-	runs, err := store.JobRunsOf(ctx, s.cfg.Store, key, from.Add(-lookback).UnixMilli())
+	since := now.UnixMilli()
+	if len(ticks) > 0 {
+		since = ticks[0].UnixMilli()
+	}
+	runs, err := store.LiveJobRuns(ctx, s.cfg.Store, key, since)
 	if err != nil {
 		return next, err
 	}

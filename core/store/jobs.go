@@ -94,6 +94,13 @@ func JobRunsOf(ctx context.Context, c *sdkstore.Client, job string, since int64)
 	return JobRuns(c).Where(ctx, "WHERE json_extract(body, '$.job') = ? AND json_extract(body, '$.tick') >= ? ORDER BY json_extract(body, '$.tick')", job, since)
 }
 
+// LiveJobRuns returns what a scheduler round needs of job's runs: those
+// with a tick at or after since, and the running ones of any tick.
+func LiveJobRuns(ctx context.Context, c *sdkstore.Client, job string, since int64) ([]sdkstore.Row[JobRunBody], error) {
+	return JobRuns(c).Where(ctx, "WHERE json_extract(body, '$.job') = ? AND (json_extract(body, '$.tick') >= ? OR json_extract(body, '$.status') = ?) ORDER BY json_extract(body, '$.tick')",
+		job, since, JobRunRunning)
+}
+
 // ClaimJobRun inserts r only when no row holds its key (the tick's
 // lease); claimed is false when another claim was there first. A claim
 // through another store may still win the merge: the caller re-reads.
