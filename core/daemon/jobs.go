@@ -136,6 +136,9 @@ func listJobs(ctx context.Context, st *sdkstore.Client, req rpc.ListJobsRequest,
 			return rpc.JobList{}, rpc.Errorf(rpc.CodeUnavailable, "read runs of %s: %v", r.Key, err)
 		}
 		for _, run := range runs {
+			if jobs.Stale(run.Body, now, 0) {
+				run.Body.Status, run.Body.Error = store.JobRunLost, "its Machine stopped reporting the run"
+			}
 			v.Runs = append(v.Runs, run.Body)
 		}
 		out.Jobs = append(out.Jobs, v)

@@ -163,9 +163,9 @@ func (s *Scheduler) job(ctx context.Context, key string, job store.JobBody) (tim
 	return next, nil
 }
 
-// tendRunning watches this Machine's running runs, keeps them seen,
-// records lost those another Machine stopped reporting, and reports
-// whether one still runs.
+// tendRunning watches this Machine's running runs and keeps them seen,
+// and reports whether a run still runs (one whose Machine stopped
+// reporting it does not count).
 func (s *Scheduler) tendRunning(ctx context.Context, runs []sdkstore.Row[store.JobRunBody], now time.Time) (bool, error) {
 	busy := false
 	for _, r := range runs {
@@ -185,18 +185,19 @@ func (s *Scheduler) tendRunning(ctx context.Context, runs []sdkstore.Row[store.J
 			// A previous ployzd started it: watch it again.
 			busy = true
 			s.watch(ctx, r.Key, r.Body.ContainerID, time.UnixMilli(r.Body.Started))
-		case mine, now.Sub(time.UnixMilli(r.Body.Seen)) > s.cfg.Stale:
-			why := "its Machine stopped reporting it"
-			if mine {
-				why = "its Machine restarted before the run's Container was started"
-			}
+		case mine:
 			if err := s.update(ctx, r.Key, func(b *store.JobRunBody) {
 				if b.Status == store.JobRunRunning {
-					b.Status, b.Error, b.Ended = store.JobRunLost, why, now.UnixMilli()
+					b.Status, b.Ended = store.JobRunLost, now.UnixMilli()
+					b.Error = "its Machine restarted before the run's Container was started"
 				}
 			}); err != nil {
 				return busy, err
 			}
+		case Stale(r.Body, now, s.cfg.Stale):
+			// Its Machine stopped reporting it: no longer a run that
+			// forbids the next. Only that Machine writes its row; readers
+			// answer it lost (Stale).
 		default:
 			busy = true
 		}
@@ -336,6 +337,15 @@ func (s *Scheduler) update(ctx context.Context, k string, f func(*store.JobRunBo
 	row.Owner, row.UpdatedAt = s.cfg.MachineID, 0
 	_, err = t.Put(ctx, row)
 	return err
+}
+
+// Stale reports whether a running run's Machine has not seen it alive
+// for longer than stale (0: DefaultStale) at now: readers answer it lost.
+func Stale(r store.JobRunBody, now time.Time, stale time.Duration) bool {
+	if stale <= 0 {
+		stale = DefaultStale
+	}
+	return r.Status == store.JobRunRunning && now.Sub(time.UnixMilli(r.Seen)) > stale
 }
 
 func nonce() string {

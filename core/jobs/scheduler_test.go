@@ -247,8 +247,9 @@ func TestConcurrencyForbidSkips(t *testing.T) {
 	stop(cancel, a, b)
 }
 
-// TestStaleRunLost: a running run whose Machine stopped reporting it is
-// recorded lost by another Machine, which then runs the next tick.
+// TestStaleRunLost: a running run whose Machine stopped reporting it no
+// longer forbids the next tick, which another Machine runs; the row stays
+// its Machine's, and readers answer it lost.
 func TestStaleRunLost(t *testing.T) {
 	ctx, cancel, c, key, clk := setup(t, "*/5 * * * *", ConcurrencyForbid, t0.Add(5*time.Minute+time.Second))
 	dead := &fakeRunner{}
@@ -263,7 +264,10 @@ func TestStaleRunLost(t *testing.T) {
 	if _, err := s.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, c, key, t0.Add(5*time.Minute), store.JobRunLost)
+	old := waitStatus(t, c, key, t0.Add(5*time.Minute), store.JobRunRunning)
+	if old.Machine != "m1" || !Stale(old, clk.now(), 0) {
+		t.Fatalf("m1's run %+v: want it left to m1 and answered lost", old)
+	}
 	waitStatus(t, c, key, t0.Add(10*time.Minute), store.JobRunRunning)
 	stop(cancel, s)
 }
