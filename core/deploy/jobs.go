@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/ployz/ployz/core/jobs"
@@ -21,17 +22,22 @@ type Job struct {
 
 // planJob plans a job Service: no long-running Container (one left from
 // when it was a Service is stopped), and the run spec to store.
-func planJob(ns string, svc Service, snap Snapshot, depID string) ([]Row, ServiceSummary, Job, error) {
+// warn says when no observed Machine would run its ticks.
+func planJob(ns string, svc Service, snap Snapshot, depID string) (rows []Row, sum ServiceSummary, job Job, warn string, err error) {
 	as := svc
 	as.Mode, as.Replicas, as.Schedule = ModeReplicated, 0, nil
-	rows, sum, _, err := planService(ns, as, snap, depID, nil, PullMissing, false)
+	rows, sum, _, err = planService(ns, as, snap, depID, nil, PullMissing, false)
 	if err != nil {
-		return nil, sum, Job{}, err
+		return nil, sum, Job{}, "", err
 	}
 	sum.Mode, sum.Desired = ModeJob, 0
+	if _, _, err := eligible(ns, svc, snap); err != nil {
+		// Stored anyway: a Machine may become eligible before a tick.
+		warn = fmt.Sprintf("job %q: no observed Machine would run its ticks now: %v", svc.Name, err)
+	}
 	spec := serviceSpec(ns, svc)
 	spec.ServiceID, spec.DeploymentID = sum.ServiceID, depID
-	return rows, sum, Job{Service: svc.Name, Schedule: *svc.Schedule, Spec: RunSpec(spec, nil)}, nil
+	return rows, sum, Job{Service: svc.Name, Schedule: *svc.Schedule, Spec: RunSpec(spec, nil)}, warn, nil
 }
 
 // RunSpec is the spec of a one-off run of a Service whose Containers'

@@ -158,11 +158,14 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
 		if svc.Schedule != nil {
-			rows, sum, j, err := planJob(ns, svc, snap, p.DeploymentID)
+			rows, sum, j, warn, err := planJob(ns, svc, snap, p.DeploymentID)
 			if err != nil {
 				return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
 			}
 			p.Rows, p.Services, p.Jobs = append(p.Rows, rows...), append(p.Services, sum), append(p.Jobs, j)
+			if warn != "" {
+				p.Warnings = append(p.Warnings, warn)
+			}
 			continue
 		}
 		nv, err := placeNewVolumes(ns, app, svc, snap, load)

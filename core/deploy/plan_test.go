@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -655,5 +656,12 @@ func TestPlanJob(t *testing.T) {
 	if j.Service != "report" || j.Schedule.Cron != "@daily" || j.Spec.Kind != rpc.KindRun || j.Spec.DeploymentID != "dep1" ||
 		j.Spec.Restart != "no" || len(j.Spec.Ports) != 0 || j.Spec.Healthcheck != nil || j.Spec.Namespace != ns {
 		t.Fatalf("job = %+v", j)
+	}
+	db := svc("report", 1, sched, func(s *Service) { s.Roles = []string{"db"} })
+	p, err = MakePlan(app(db), snapOf(machine("m1", nil)), PlanOptions{})
+	if err != nil || len(p.Jobs) != 1 || !slices.ContainsFunc(p.Warnings, func(w string) bool {
+		return strings.Contains(w, `job "report": no observed Machine would run its ticks now`)
+	}) {
+		t.Fatalf("a job no Machine admits: %v, warnings %q", err, p.Warnings)
 	}
 }
