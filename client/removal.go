@@ -90,6 +90,10 @@ func (s *Session) removeNamespace(ctx context.Context, snap deploy.Snapshot, pro
 	o := (&deploy.Executor{C: s.ent, Progress: h.step}).Run(ctx, plan)
 	rep.Removed = len(plan.Rows) - o.FailedRows()
 	var reasons []string
+	// The namespace's scheduled jobs go too: no Machine starts their runs.
+	if err := s.storeJobs(ctx, deploy.Plan{Namespace: ns}, nil, true); err != nil {
+		reasons = append(reasons, err.Error())
+	}
 	if !snap.Complete() {
 		reasons = append(reasons, "Machines not observed: "+snap.MissingNames())
 	}

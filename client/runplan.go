@@ -215,12 +215,5 @@ func heldOn(snap deploy.Snapshot, has func(deploy.MachineState) bool) string {
 // waited ready, no spec hash. It keeps the networks, so it resolves the
 // aliases the Service resolves.
 func RunSpec(base rpc.ContainerSpec, argv []string) rpc.ContainerSpec {
-	spec := base
-	spec.Kind, spec.SpecHash = rpc.KindRun, ""
-	if len(argv) > 0 {
-		spec.Entrypoint, spec.Command = slices.Clone(argv[:1]), slices.Clone(argv[1:])
-	}
-	spec.Ports, spec.Healthcheck, spec.Ingress, spec.Aliases = nil, nil, nil, nil
-	spec.Readiness, spec.Restart = deploy.ReadyNone, "no"
-	return spec
+	return deploy.RunSpec(base, argv)
 }

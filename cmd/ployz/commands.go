@@ -16,7 +16,7 @@ func subcommands() []*cobra.Command {
 	return []*cobra.Command{gendocsCommand(), labCommand(), ctxCommand(), machineCommand(), imageCommand(), buildCommand(),
 		deployCommand(), rollbackCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(), restartCommand(),
 		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), runCommand(), ingressCommand(),
-		metricsCommand(), topCommand(), dashboardCommand(), pluginCommand(), volumeCommand(), historyCommand(), leaseCommand(), selfUpdateCommand()}
+		metricsCommand(), topCommand(), dashboardCommand(), pluginCommand(), volumeCommand(), historyCommand(), leaseCommand(), jobsCommand(), selfUpdateCommand()}
 }
 
 // exitError carries a process exit code through cobra (3 = partial

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,10 +74,22 @@ func psCommand() *cobra.Command {
 				if len(args) == 1 {
 					service = args[0]
 				}
-				out, snap, err := s.Containers(c.Context(), s.NamespaceOrAll(c.Context(), f.project, f.env, "compose.yaml", all), service)
-				return show(c, map[string]any{"containers": out, "unobserved": snap.Missing}, err, func(w io.Writer) error {
+				ns := s.NamespaceOrAll(c.Context(), f.project, f.env, "compose.yaml", all)
+				out, snap, err := s.Containers(c.Context(), ns, service)
+				// A failed last run of a scheduled job shows here too; an
+				// entry without jobs answers none.
+				jobs, _ := s.Jobs(c.Context(), client.JobsRequest{Namespace: ns, Runs: 1})
+				failed := append([]client.Job{}, client.FailedJobs(jobs)...)
+				if service != "" {
+					failed = slices.DeleteFunc(failed, func(j client.Job) bool { return j.Service != service })
+				}
+				return show(c, map[string]any{"containers": out, "unobserved": snap.Missing, "failed_jobs": failed}, err, func(w io.Writer) error {
 					render.Unobserved(c.ErrOrStderr(), snap)
-					return render.Containers(w, out, time.Now())
+					if err := render.Containers(w, out, time.Now()); err != nil {
+						return err
+					}
+					render.FailedJobs(w, failed)
+					return nil
 				})
 			})
 		},

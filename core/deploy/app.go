@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
@@ -98,6 +99,10 @@ type Service struct {
 	// Build is compose's build: the image is built on the operator's
 	// computer and pushed to the Machines that lack it, never pulled.
 	Build *Build `json:"build,omitempty"`
+	// Schedule makes the Service a scheduled job (x-schedule): a deploy
+	// stores its run spec instead of starting Containers, and the
+	// Machines' schedulers start a run per tick (core/jobs).
+	Schedule *jobs.Schedule `json:"schedule,omitempty"`
 }
 
 // Build is one Service's build: section, its context an absolute path.

@@ -197,6 +197,9 @@ func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes, nets ty
 	if err != nil {
 		return Service{}, nil, err
 	}
+	if err := checkJob(svc); err != nil {
+		return Service{}, nil, err
+	}
 	svc.Spec = spec
 	return svc, append(append(warns, mw...), hostWarns...), nil
 }
@@ -303,6 +306,23 @@ func checkMode(svc Service) ([]string, error) {
 		return []string{fmt.Sprintf("service %q: global with named volumes: each Machine keeps its own copy", svc.Name)}, nil
 	}
 	return nil, nil
+}
+
+// checkJob refuses what a scheduled job cannot have: its runs are
+// never ready, never routed to and bind no host port (docs/jobs.md).
+func checkJob(svc Service) error {
+	switch {
+	case svc.Schedule == nil:
+	case len(svc.Ingress) > 0:
+		return fmt.Errorf("x-schedule: a scheduled job takes no ingress route (x-ports %s): runs are never routed to", svc.Ingress[0].Key())
+	case len(svc.HostPorts) > 0:
+		return fmt.Errorf("x-schedule: a scheduled job publishes no host port (%s): declare the ports on a Service", joinInts(svc.HostPorts))
+	case len(svc.Hooks) > 0:
+		return fmt.Errorf("x-schedule: a scheduled job has no x-pre_deploy hook: it never replaces Containers")
+	case svc.Mode == ModeGlobal:
+		return fmt.Errorf("x-schedule: a scheduled job runs once per tick, not on every Machine (mode global)")
+	}
+	return nil
 }
 
 // isCount reports whether s is a non-negative decimal number.

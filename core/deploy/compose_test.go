@@ -61,6 +61,38 @@ func TestLoadExample(t *testing.T) {
 	}
 }
 
+// TestLoadSchedule: x-schedule, as a string or a mapping, makes the
+// Service a scheduled job.
+func TestLoadSchedule(t *testing.T) {
+	app, err := load(t, `name: p
+services:
+  report:
+    image: x
+    x-schedule: "*/5 * * * *"
+  cleanup:
+    image: x
+    x-schedule: {cron: "0 3 * * *", timezone: Europe/Paris, concurrency: allow}
+  web:
+    image: x
+`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]Service{}
+	for _, s := range app.Services {
+		by[s.Name] = s
+	}
+	if s := by["report"].Schedule; s == nil || s.Cron != "*/5 * * * *" || s.Concurrency != "forbid" {
+		t.Errorf("report schedule = %+v", s)
+	}
+	if s := by["cleanup"].Schedule; s == nil || s.Timezone != "Europe/Paris" || s.Concurrency != "allow" {
+		t.Errorf("cleanup schedule = %+v", s)
+	}
+	if by["web"].Schedule != nil {
+		t.Errorf("web is not a job")
+	}
+}
+
 func TestLoadEnvironmentAndProjectName(t *testing.T) {
 	app, err := Load(context.Background(), Source{Compose: []byte("services:\n  a:\n    image: x\n"), ProjectName: "shop", Environment: "staging"})
 	if err != nil || app.Namespace() != "shop-staging" {
@@ -87,6 +119,10 @@ func TestLoadInvalid(t *testing.T) {
 		"bad x-port proto": {"name: p\nservices:\n  web:\n    image: x\n    x-ports:\n      - {host_port: 80, container_port: 80, protocol: sctp}\n", `x-ports[0].protocol`},
 		"no name":          {"services:\n  web:\n    image: x\n", `project name`},
 		"all volumes":      {"name: p\nservices:\n  db:\n    image: x\n    volumes: [\"/var/lib/ployz/volumes:/v\"]\n", `volumes[0].source: /var/lib/ployz/volumes holds every Provisioned Volume`},
+		"bad schedule":     {"name: p\nservices:\n  report:\n    image: x\n    x-schedule: \"61 * * * *\"\n", `service "report": x-schedule: "61 * * * *"`},
+		"bad timezone":     {"name: p\nservices:\n  report:\n    image: x\n    x-schedule: {cron: \"@daily\", timezone: Mars/Olympus}\n", `service "report": x-schedule.timezone: "Mars/Olympus"`},
+		"job w/ ingress":   {"name: p\nservices:\n  report:\n    image: x\n    x-schedule: \"@daily\"\n    x-ports:\n      - {hostname: a.b, container_port: 80}\n", `service "report": x-schedule: a scheduled job takes no ingress route`},
+		"job w/ host port": {"name: p\nservices:\n  report:\n    image: x\n    x-schedule: \"@daily\"\n    ports: [\"8080:80\"]\n", `x-schedule: a scheduled job publishes no host port`},
 		"global writer":    {"name: p\nservices:\n  db:\n    image: x\n    volumes: [\"/var/lib/ployz/volumes/db:/v\"]\n    x-placement: {mode: global}\n", `Provisioned Volume db has one Writer`},
 	}
 	for name, c := range cases {

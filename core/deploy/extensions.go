@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/go-units"
 
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
 )
@@ -126,6 +127,12 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 				return nil, fmt.Errorf("x-readiness: %q is not healthcheck, notify or none", s)
 			}
 			spec.Readiness = s
+		case "x-schedule":
+			sch, err := jobs.ParseX(k, v)
+			if err != nil {
+				return nil, err
+			}
+			svc.Schedule = &sch
 		default:
 			warns = append(warns, fmt.Sprintf("service %q: unknown extension %s ignored", svc.Name, k))
 		}

@@ -75,6 +75,9 @@ type Plan struct {
 	PruneRefused string `json:"prune_refused,omitempty"`
 	// Services are the declared Services (for dependency skipping).
 	Services []ServiceSummary `json:"services"`
+	// Jobs are the scheduled jobs (x-schedule) the deploy stores instead
+	// of placing Containers.
+	Jobs []Job `json:"jobs,omitempty"`
 }
 
 // ServiceSummary is a declared Service in a plan.
@@ -154,6 +157,17 @@ func MakePlan(app App, snap Snapshot, o PlanOptions) (Plan, error) {
 	}
 	for _, svc := range app.Services {
 		declared[svc.Name] = true
+		if svc.Schedule != nil {
+			rows, sum, j, warn, err := planJob(ns, svc, snap, p.DeploymentID)
+			if err != nil {
+				return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)
+			}
+			p.Rows, p.Services, p.Jobs = append(p.Rows, rows...), append(p.Services, sum), append(p.Jobs, j)
+			if warn != "" {
+				p.Warnings = append(p.Warnings, warn)
+			}
+			continue
+		}
 		nv, err := placeNewVolumes(ns, app, svc, snap, load)
 		if err != nil {
 			return Plan{}, fmt.Errorf("service %q: %w", svc.Name, err)

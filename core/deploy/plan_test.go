@@ -2,10 +2,12 @@ package deploy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
 )
@@ -648,5 +650,40 @@ func TestPlanAliasesNeedCapability(t *testing.T) {
 	}
 	if _, err := MakePlan(app(svc("web", 1, func(*Service) {})), snapOf(machine("m2", nil)), PlanOptions{}); err != nil {
 		t.Errorf("a Service without aliases on an older Machine: %v", err)
+	}
+}
+
+// TestPlanJob: a scheduled job places no Container (one left from when
+// it was a Service is stopped) and its run spec is stored: kind run, no
+// ports or healthcheck, never restarted.
+func TestPlanJob(t *testing.T) {
+	sched := func(s *Service) {
+		s.Schedule = &jobs.Schedule{Cron: "@daily", Concurrency: jobs.ConcurrencyForbid}
+		s.Spec.Ports = []rpc.PortSpec{{ContainerPort: 80, HostPort: 8080}}
+		s.Spec.Healthcheck = &rpc.Healthcheck{Test: []string{"CMD", "true"}}
+	}
+	report := svc("report", 2, sched)
+	old := ctr("report", "old-hash", "running")
+	p, err := MakePlan(app(report), snapOf(machine("m1", nil, old), machine("m2", nil)), PlanOptions{DeploymentID: "dep1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != lines("m1 report stop") {
+		t.Fatalf("rows:\n%s", got)
+	}
+	if len(p.Jobs) != 1 || len(p.Services) != 1 || p.Services[0].Mode != ModeJob {
+		t.Fatalf("jobs %+v services %+v", p.Jobs, p.Services)
+	}
+	j := p.Jobs[0]
+	if j.Service != "report" || j.Schedule.Cron != "@daily" || j.Spec.Kind != rpc.KindRun || j.Spec.DeploymentID != "dep1" ||
+		j.Spec.Restart != "no" || len(j.Spec.Ports) != 0 || j.Spec.Healthcheck != nil || j.Spec.Namespace != ns {
+		t.Fatalf("job = %+v", j)
+	}
+	db := svc("report", 1, sched, func(s *Service) { s.Roles = []string{"db"} })
+	p, err = MakePlan(app(db), snapOf(machine("m1", nil)), PlanOptions{})
+	if err != nil || len(p.Jobs) != 1 || !slices.ContainsFunc(p.Warnings, func(w string) bool {
+		return strings.Contains(w, `job "report": no observed Machine would run its ticks now`)
+	}) {
+		t.Fatalf("a job no Machine admits: %v, warnings %q", err, p.Warnings)
 	}
 }

@@ -65,6 +65,8 @@ var payloadTypes = map[string]func() any{
 	CmdBeginVolumeRun:     func() any { return &BeginVolumeRunRequest{} },
 	CmdPutVolumeRun:       func() any { return &PutVolumeRunRequest{} },
 	CmdListVolumeRuns:     func() any { return &ListVolumeRunsRequest{} },
+	CmdPutJobs:            func() any { return &PutJobsRequest{} },
+	CmdListJobs:           func() any { return &ListJobsRequest{} },
 	CmdPutAllocation:      func() any { return &PutAllocationRequest{} },
 	CmdMarkRemoval:        func() any { return &MarkRemovalRequest{} },
 	CmdClearRemoval:       func() any { return &ClearRemovalRequest{} },

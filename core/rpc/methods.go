@@ -37,6 +37,9 @@ var (
 	ReadServingStatus  = Declare[ServingStatusRequest, ServingStatus](CmdServingStatus, CapServingStatus)
 	MoveServingPointer = Declare[MoveServingPointerRequest, ServingPointerMoved](CmdMoveServingPointer, CapMoveServingPointer)
 
+	PutJobs  = Declare[PutJobsRequest, JobsPut](CmdPutJobs, CapPutJobs)
+	ListJobs = Declare[ListJobsRequest, JobList](CmdListJobs, CapListJobs)
+
 	RecordHistory     = Declare[RecordHistoryRequest, HistoryRecorded](CmdRecordHistory, CapRecordHistory)
 	ListHistory       = Declare[ListHistoryRequest, HistoryList](CmdListHistory, CapListHistory)
 	SaveRevision      = Declare[SaveRevisionRequest, RevisionSaved](CmdSaveRevision, CapSaveRevision)

@@ -20,5 +20,7 @@ func TestBodyFixtures(t *testing.T) {
 		"volume_run":    &VolumeRunBody{},
 		"allocation":    &AllocationBody{},
 		"removal":       &RemovalBody{},
+		"job":           &JobBody{},
+		"job_run":       &JobRunBody{},
 	})
 }

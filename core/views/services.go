@@ -14,7 +14,7 @@ import (
 type ServiceRow struct {
 	Namespace string `json:"namespace"`
 	Service   string `json:"service"`
-	Desired   string `json:"desired"` // a number, "global", "removing", or "-" when no saved state declares it
+	Desired   string `json:"desired"` // a number, "global", "job", "removing", or "-" when no saved state declares it
 	Running   int    `json:"running"`
 	Ready     int    `json:"ready"`
 	Total     int    `json:"containers"`
@@ -73,6 +73,9 @@ func Services(snap deploy.Snapshot, decl map[string]map[string]deploy.Service, r
 			d := strconv.Itoa(sv.Replicas)
 			if sv.Mode == deploy.ModeGlobal {
 				d = "global"
+			}
+			if sv.Schedule != nil {
+				d = deploy.ModeJob // runs per tick, never replicas: `ployz jobs ls`
 			}
 			if removing[n] {
 				d = "removing"

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -81,5 +82,15 @@ func TestServicesNamesDownMachines(t *testing.T) {
 	}
 	if len(api.DownOn) != 1 || api.Note() != "every serving replica is on a Down Machine (m2)" {
 		t.Errorf("api: %+v, note %q", api, api.Note())
+	}
+}
+
+// TestServicesJob: a scheduled job is declared "job", never below its
+// replicas.
+func TestServicesJob(t *testing.T) {
+	decl := map[string]map[string]deploy.Service{"app-prod": {"report": {Name: "report", Replicas: 1, Schedule: &jobs.Schedule{Cron: "@daily"}}}}
+	got := Services(deploy.Snapshot{}, decl, map[string]bool{}, "")
+	if len(got) != 1 || got[0].Desired != "job" || got[0].Below || got[0].Note() != "" {
+		t.Fatalf("rows %+v", got)
 	}
 }

@@ -54,6 +54,11 @@ type Cluster struct {
 	runs map[string]sdkstore.Row[store.VolumeRunBody]
 	// marks are the allocation history and removal marks (allocations.go).
 	marks operatorMarks
+	// Jobs are the stored scheduled jobs, by namespace/service, and
+	// JobRuns the runs list_jobs answers for each (jobs.go); read and set
+	// them with the Cluster locked.
+	Jobs    map[string]rpc.JobDecl
+	JobRuns map[string][]store.JobRunBody
 }
 
 // Machine is one fake Machine. A test reads or changes its exported
@@ -122,6 +127,7 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
 		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{},
+		Jobs: map[string]rpc.JobDecl{}, JobRuns: map[string][]store.JobRunBody{},
 		runs:  map[string]sdkstore.Row[store.VolumeRunBody]{},
 		marks: operatorMarks{removals: map[string]rpc.RemovalMark{}}}
 	for _, n := range names {
@@ -417,6 +423,7 @@ func (fc *Cluster) routes(srv *rpc.Server, m *Machine) {
 		return rpc.ServingPointerMoved{ID: p.Pointer, Containers: p.Containers}, nil
 	})
 	fc.leaseRoutes(srv, m)
+	fc.jobRoutes(srv, m)
 	fc.volumeRunRoutes(srv, m)
 	fc.allocationRoutes(srv, m)
 }
