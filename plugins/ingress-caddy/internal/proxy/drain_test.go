@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/sdk/ingress"
-	"github.com/ployz/ployz/sdk/store"
 )
 
 // TestAckWaitsForRequestsInFlight: a POST the proxy sent to a Container
@@ -33,15 +32,7 @@ func TestAckWaitsForRequestsInFlight(t *testing.T) {
 	defer endAll.Do(func() { close(release) }) // before Close, which waits for handlers
 	newUp := namedBackend(t, "new")
 	listen := freePort(t)
-	src := &fakeSource{}
-	src.set([]store.Row[store.ContainerBody]{
-		webRow("c-old", "m1", oldUp.URL, true, "web.example.test"),
-		webRow("c-new", "m1", newUp.URL, true, "web.example.test"),
-	}, nil)
-	pointTo := func(id, container string) {
-		src.setPointers([]store.Row[store.ServingBody]{{Key: "demo/web", Body: store.ServingBody{ID: id,
-			Containers: []store.ServingContainer{{ID: container, Machine: "m1"}}}}})
-	}
+	src, pointTo := oldAndNew(oldUp.URL, newUp.URL)
 	pointTo("p1", "c-old")
 	loads := serveSpec(t, listen, src)
 	waitAcked(t, src, "p1", 10*time.Second)

@@ -305,15 +305,7 @@ func TestServeFollowsAndAcksServingPointer(t *testing.T) {
 		listen, filepath.Join(dir, "status.json"), filepath.Join(dir, "state"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src := &fakeSource{}
-	src.set([]store.Row[store.ContainerBody]{
-		webRow("c-old", "m1", oldUp.URL, true, "web.example.test"),
-		webRow("c-new", "m1", newUp.URL, true, "web.example.test"),
-	}, nil)
-	pointTo := func(id, container string) {
-		src.setPointers([]store.Row[store.ServingBody]{{Key: "demo/web", Body: store.ServingBody{ID: id,
-			Containers: []store.ServingContainer{{ID: container, Machine: "m1"}}}}})
-	}
+	src, pointTo := oldAndNew(oldUp.URL, newUp.URL)
 	pointTo("p1", "c-old")
 	loads, done, cancel := startServe(specPath, src)
 	defer func() { cancel(); <-done }()
@@ -336,6 +328,21 @@ func TestServeFollowsAndAcksServingPointer(t *testing.T) {
 	}
 	if _, n := src.lastAck(); n != 2 {
 		t.Errorf("%d ack writes, want one per pointer", n)
+	}
+}
+
+// oldAndNew is a source with web.example.test's Containers c-old and
+// c-new on m1 at oldURL and newURL, and a pointTo that moves the
+// Service's Serving Pointer (id) to one of them.
+func oldAndNew(oldURL, newURL string) (*fakeSource, func(id, container string)) {
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{
+		webRow("c-old", "m1", oldURL, true, "web.example.test"),
+		webRow("c-new", "m1", newURL, true, "web.example.test"),
+	}, nil)
+	return src, func(id, container string) {
+		src.setPointers([]store.Row[store.ServingBody]{{Key: "demo/web", Body: store.ServingBody{ID: id,
+			Containers: []store.ServingContainer{{ID: container, Machine: "m1"}}}}})
 	}
 }
 
