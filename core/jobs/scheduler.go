@@ -373,3 +373,14 @@ func nonce() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Failed reports whether a run's status is a failure an operator is
+// shown: a non-zero exit or no start, lost, or missed. Skipped is not:
+// the previous run still ran.
+func Failed(status string) bool {
+	switch status {
+	case store.JobRunFailed, store.JobRunLost, store.JobRunMissed:
+		return true
+	}
+	return false
+}
