@@ -14,15 +14,14 @@ import (
 	"github.com/ployz/ployz/sdk/observe"
 )
 
-// TestPrometheusServesDroppedStoreEvents: ployzd's counters file reaches
-// the endpoint as one counter per process and table; a file that cannot
-// be read is a named gap, never a zero; no file yet serves no counter.
-func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
+// countersScrape is a Collector reading the counters file at path (not
+// written yet) and a scrape of its endpoint.
+func countersScrape(t *testing.T) (path string, scrape func() string) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "counters.json")
+	path = filepath.Join(dir, "counters.json")
 	c := &Collector{Sys: Sys{Proc: dir, Cgroup: dir, Containers: dir, DiskPath: dir},
 		Counters: func() (observe.Counters, error) { return observe.ReadCounters(path) }}
-	scrape := func() string {
+	return path, func() string {
 		t.Helper()
 		var b strings.Builder
 		if err := WritePrometheus(&b, c.Collect(time.Now())); err != nil {
@@ -30,6 +29,13 @@ func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
 		}
 		return b.String()
 	}
+}
+
+// TestPrometheusServesDroppedStoreEvents: ployzd's counters file reaches
+// the endpoint as one counter per process and table; a file that cannot
+// be read is a named gap, never a zero; no file yet serves no counter.
+func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
+	path, scrape := countersScrape(t)
 	if out := scrape(); strings.Contains(out, "store_events_dropped") {
 		t.Fatalf("no counters file, yet:\n%s", out)
 	}
@@ -82,18 +88,7 @@ func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
 // endpoint as a counter per job and status, the last run's status and
 // the last success's time; a broken counters file names their gap too.
 func TestPrometheusServesJobRuns(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "counters.json")
-	c := &Collector{Sys: Sys{Proc: dir, Cgroup: dir, Containers: dir, DiskPath: dir},
-		Counters: func() (observe.Counters, error) { return observe.ReadCounters(path) }}
-	scrape := func() string {
-		t.Helper()
-		var b strings.Builder
-		if err := WritePrometheus(&b, c.Collect(time.Now())); err != nil {
-			t.Fatal(err)
-		}
-		return b.String()
-	}
+	path, scrape := countersScrape(t)
 	if out := scrape(); strings.Contains(out, "ployz_job_") {
 		t.Fatalf("no counters file, yet:\n%s", out)
 	}
