@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 )
@@ -80,22 +81,26 @@ type JobRunRecord struct {
 
 // Failed reports whether the run ended badly: a non-zero exit, not
 // started, lost or missed.
-func (r JobRunRecord) Failed() bool {
-	switch r.Status {
-	case store.JobRunFailed, store.JobRunLost, store.JobRunMissed:
-		return true
-	}
-	return false
-}
+func (r JobRunRecord) Failed() bool { return jobs.Failed(r.Status) }
 
-// Jobs lists the stored scheduled jobs, newest runs first.
-func (s *Session) Jobs(ctx context.Context, req JobsRequest) ([]Job, error) {
+// JobList is the entry's list_jobs answer as it came (the dashboard
+// reads it whole).
+func (s *Session) JobList(ctx context.Context, req JobsRequest) (rpc.JobList, error) {
 	var l rpc.JobList
 	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.ListJobs, rpc.ListJobsRequest{Namespace: req.Namespace, Runs: req.Runs}, &l); err != nil {
 		var e *rpc.Error
 		if errors.As(err, &e) && e.Code == rpc.CodeUnsupported {
-			return nil, fmt.Errorf("the entry Machine does not serve %s (scheduled jobs): upgrade it (`ployz machine upgrade`)", rpc.CmdListJobs)
+			return rpc.JobList{}, fmt.Errorf("the entry Machine does not serve %s (scheduled jobs): upgrade it (`ployz machine upgrade`)", rpc.CmdListJobs)
 		}
+		return rpc.JobList{}, err
+	}
+	return l, nil
+}
+
+// Jobs lists the stored scheduled jobs, newest runs first.
+func (s *Session) Jobs(ctx context.Context, req JobsRequest) ([]Job, error) {
+	l, err := s.JobList(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]Job, 0, len(l.Jobs))

@@ -341,3 +341,16 @@ func running(snap deploy.Snapshot) []dashboard.NamespaceDeployment {
 	})
 	return out
 }
+
+// Jobs is `ployz jobs ls --all` with each job's newest runs.
+func (x *Source) Jobs(ctx context.Context) (dashboard.Jobs, error) {
+	s, err := x.session()
+	if err != nil {
+		return dashboard.Jobs{}, err
+	}
+	l, err := s.JobList(ctx, client.JobsRequest{Runs: dashboard.JobRunsShown})
+	if err != nil {
+		return dashboard.Jobs{}, err
+	}
+	return dashboard.JobsPage(l), nil
+}

@@ -9,8 +9,10 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/dashboard"
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/fakecluster"
 )
 
@@ -110,5 +112,26 @@ func TestLogLine(t *testing.T) {
 	}
 	if failed := logLine(client.LogEvent{Machine: "m1", Err: errors.New("unreachable")}); failed.Error != "machine m1: unreachable" {
 		t.Fatalf("failed %+v", failed)
+	}
+}
+
+// TestSourceJobs: the Jobs page is list_jobs through the entry, every
+// namespace, with a failed newest run marking its job failing.
+func TestSourceJobs(t *testing.T) {
+	fc, src := newSource(t)
+	three := 3
+	fc.Lock()
+	fc.Jobs["shop-production/report"] = rpc.JobDecl{Service: "report", Schedule: jobs.Schedule{Cron: "*/5 * * * *", Concurrency: "forbid"},
+		Spec: rpc.ContainerSpec{Image: "shop/report:1", Kind: rpc.KindRun}}
+	fc.JobRuns["shop-production/report"] = []store.JobRunBody{{Job: "shop-production/report", Tick: 1772366700000, Status: store.JobRunFailed,
+		MachineName: "m2", Container: "shop-production-report-job-ab12", ExitCode: &three, DurationMS: 5000}}
+	fc.Unlock()
+	got, err := src.Jobs(context.Background())
+	if err != nil || len(got.Jobs) != 1 {
+		t.Fatalf("jobs %+v, %v", got, err)
+	}
+	j := got.Jobs[0]
+	if j.Namespace != "shop-production" || j.Cron != "*/5 * * * *" || !j.Failing || len(j.Runs) != 1 || !j.Runs[0].Failed || *j.Runs[0].ExitCode != 3 {
+		t.Fatalf("job %+v", j)
 	}
 }

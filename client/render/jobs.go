@@ -36,7 +36,24 @@ func Jobs(w io.Writer, jobs []client.Job, now time.Time) error {
 			fmt.Fprintf(tw, "\t  %s\t%s\t%s\t%s\t%s\n", r.Tick.Format(time.RFC3339), JobRunOutcome(r), cmp.Or(r.Duration, "-"), cmp.Or(r.Machine, "-"), cmp.Or(r.Container, r.Error, "-"))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return jobLogsHint(w, jobs)
+}
+
+// jobLogsHint names the command printing a run's output, with the
+// newest run that has a Container as the example.
+func jobLogsHint(w io.Writer, jobs []client.Job) error {
+	for _, j := range jobs {
+		for _, r := range j.Runs {
+			if r.Container != "" {
+				_, err := fmt.Fprintf(w, "\na run's output: ployz logs %s --container %s (with the -p/--env of %s)\n", j.Service, r.Container, j.Namespace)
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // JobRunOutcome is a run's status with its exit code: "failed (exit 3)".

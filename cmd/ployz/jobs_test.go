@@ -27,7 +27,8 @@ func TestCLIJobs(t *testing.T) {
 	}
 	fc.Unlock()
 	out, errs, code := cli(t, fc, "jobs", "ls", "-p", "shop")
-	for _, want := range []string{"report", "*/5 * * * *", "failed (exit 3)", "5s", "m2", "succeeded (exit 0)", "1.2s", "missed", "not started within"} {
+	for _, want := range []string{"report", "*/5 * * * *", "failed (exit 3)", "5s", "m2", "succeeded (exit 0)", "1.2s", "missed", "not started within",
+		"a run's output: ployz logs report --container shop-production-report-job-ab12 (with the -p/--env of shop-production)"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("jobs ls: exit %d, want %q in\n%s\n%s", code, want, out, errs)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
@@ -105,6 +106,9 @@ type Daemon struct {
 	trust *trust.Verifier
 
 	plugins *pluginhost.Host
+	// jobOutcomes counts the job runs this Machine's Scheduler recorded
+	// an outcome for, for the metrics plugin (metrics.go).
+	jobOutcomes jobs.Outcomes
 	// ctrs serves the Service Container commands (containers.go).
 	ctrs *containerOps
 	// copies are this Machine's volume copies (volumecopies.go).

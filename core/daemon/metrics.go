@@ -56,6 +56,7 @@ func (d *Daemon) countersLoop(ctx context.Context) {
 	var last *observe.Counters
 	for {
 		c := countersOf(store.DroppedEvents(), d.pluginStatus())
+		c.JobRuns = d.jobOutcomes.Snapshot()
 		if last == nil || !reflect.DeepEqual(c, *last) {
 			if err := observe.WriteCounters(d.countersPath(), c); err != nil {
 				d.log.Warn("counters for the metrics plugin not written; retrying", "error", err)
@@ -78,8 +79,9 @@ func (d *Daemon) pluginStatus() []pluginhost.PluginStatus {
 	return d.plugins.Status()
 }
 
-// countersOf is what the counters file says: this daemon's dropped store
-// events and each plugin process's own, as its Info last reported them.
+// countersOf is what the counters file says of dropped store events:
+// this daemon's and each plugin process's own, as its Info last reported
+// them. The job run outcomes are added beside them (countersLoop).
 func countersOf(own map[string]int64, plugins []pluginhost.PluginStatus) observe.Counters {
 	var c observe.Counters
 	add := func(process string, n map[string]int64) {

@@ -132,6 +132,7 @@ func TestBrowser(t *testing.T) {
 	deployLive(t, b, src, ts.URL)
 
 	volumesPages(t, b, src, ts.URL)
+	jobsPage(t, b, ts.URL)
 
 	// Keyboard: from the page's start, Tab walks the Service link, the
 	// replicas field and the two buttons, in order.
@@ -219,6 +220,7 @@ func phone(t *testing.T, b *browsertest.Browser, base string) {
 		{"#/deploys", "#outcomes", "never attempted", `#outcomes tbody tr`},
 		{"#/volumes", "#volume-machines", "no ZFS pool", `#volumes tbody tr`},
 		{"#/volume/m1/db", "#snapshots", "db-restore@s1", `#snapshots tbody tr`},
+		{"#/jobs", "#job-runs", "failed (exit 3)", `#job-runs tbody tr`},
 	} {
 		b.Do(t, "open "+p.hash+" at phone width", chromedp.Navigate(base+"/"+p.hash))
 		b.WaitText(t, p.sel, p.want, 10*time.Second)
@@ -312,4 +314,34 @@ func tabWalk(t *testing.T, b *browsertest.Browser, n int) string {
 		walked = append(walked, browsertest.Eval[string](t, b, "document.activeElement.tagName + ':' + document.activeElement.textContent"))
 	}
 	return strings.Join(walked, " ")
+}
+
+// jobsPage opens the Jobs page: each job's schedule, next tick and last
+// run, its newest runs with exit code and duration, the failed ones
+// highlighted, and the logs command of a run's Container.
+func jobsPage(t *testing.T, b *browsertest.Browser, base string) {
+	t.Helper()
+	b.Do(t, "open the Jobs page from the navigation", chromedp.Navigate(base+"/#/cluster"))
+	b.WaitText(t, "#machines", "m1", 10*time.Second)
+	b.Do(t, "click Jobs", chromedp.Click(chromedp.CSS(`nav a[data-nav="jobs"]`)))
+	b.WaitText(t, `#jobs tr[data-job="app-prod/report"]`, "failed (exit 3)", 10*time.Second)
+	for sel, want := range map[string]string{
+		`#jobs tr[data-job="app-prod/report"]`: "*/5 * * * *",
+		`#jobs tr[data-job="app-prod/sweep"]`:  "no runs yet",
+		`#job-runs tr.run-failed`:              "4s",
+		`#job-runs`:                            "ployz logs report --container app-prod-report-job-ab12cd",
+	} {
+		b.WaitText(t, sel, want, 5*time.Second)
+	}
+	b.WaitText(t, `#jobs tr[data-job="app-prod/sweep"]`, "Europe/Berlin", 5*time.Second)
+	if browsertest.Eval[int](t, b, `document.querySelectorAll("#jobs tr.failing").length`) != 1 {
+		t.Errorf("want report alone highlighted failing")
+	}
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll("#job-runs tr.run-failed").length`); n != 1 {
+		t.Errorf("%d failed runs highlighted, want 1", n)
+	}
+	if c := browsertest.Eval[string](t, b, `getComputedStyle(document.querySelector("#job-runs tr.run-failed")).boxShadow`); !strings.Contains(c, "inset") {
+		t.Errorf("a failed run is not marked: box-shadow %q", c)
+	}
+	b.Shot(t, "jobs")
 }

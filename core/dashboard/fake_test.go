@@ -14,6 +14,7 @@ import (
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/views"
 	"github.com/ployz/ployz/core/volumes"
 )
@@ -237,4 +238,21 @@ func (f *fakeSource) StartStop(_ context.Context, ns, svc, verb string, out io.W
 	f.stopped = append(f.stopped, verb+" "+ns+"/"+svc)
 	fmt.Fprintf(out, "%s %s\n", verb, svc)
 	return nil
+}
+
+// Jobs: app-prod/report's newest run failed (exit 3) after a success;
+// app-prod/sweep has not run yet.
+func (f *fakeSource) Jobs(context.Context) (Jobs, error) {
+	three, zero := 3, 0
+	tick := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	return JobsPage(rpc.JobList{Jobs: []rpc.JobView{
+		{Namespace: "app-prod", Service: "report", Cron: "*/5 * * * *", Concurrency: "forbid", Image: "app/report:1", Next: tick.Add(10 * time.Minute).UnixMilli(),
+			Runs: []store.JobRunBody{
+				{Job: "app-prod/report", Tick: tick.Add(5 * time.Minute).UnixMilli(), Status: store.JobRunFailed, MachineName: "m2", Container: "app-prod-report-job-ab12cd",
+					Started: tick.Add(5 * time.Minute).UnixMilli(), Ended: tick.Add(5*time.Minute + 4*time.Second).UnixMilli(), ExitCode: &three, DurationMS: 4000, Error: "exit code 3"},
+				{Job: "app-prod/report", Tick: tick.UnixMilli(), Status: store.JobRunSucceeded, MachineName: "m1", Container: "app-prod-report-job-0f0f0f",
+					ExitCode: &zero, DurationMS: 1200},
+			}},
+		{Namespace: "app-prod", Service: "sweep", Cron: "0 3 * * *", Timezone: "Europe/Berlin", Concurrency: "allow", Image: "app/sweep:1", Runs: []store.JobRunBody{}},
+	}}), nil
 }

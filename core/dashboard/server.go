@@ -152,8 +152,10 @@ func (s *Server) view(ctx context.Context, name string, get func(string) string)
 		return s.volumesPage(ctx)
 	case "volume":
 		return s.volumeDetail(ctx, get("machine"), get("name"))
+	case "jobs":
+		return s.src.Jobs(ctx)
 	}
-	return nil, &FieldError{Field: "view", Msg: "unknown view " + name + "; want cluster, services, service, deploys, volumes or volume"}
+	return nil, &FieldError{Field: "view", Msg: "unknown view " + name + "; want cluster, services, service, deploys, volumes, volume or jobs"}
 }
 
 // deploysPage adds the actions this dashboard ran to the Deploys page.

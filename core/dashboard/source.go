@@ -23,6 +23,9 @@ type Source interface {
 	// Volumes asks every Machine for its Provisioned Volumes, as `ployz
 	// volume ls` does, and which Containers mount them.
 	Volumes(ctx context.Context) (Volumes, error)
+	// Jobs lists the scheduled jobs with their newest runs, as `ployz
+	// jobs ls` does.
+	Jobs(ctx context.Context) (Jobs, error)
 	Metrics(ctx context.Context, q MetricsQuery) ([]MachineMetrics, error)
 	// Logs follows a Service's output on every Machine until ctx ends,
 	// calling emit for each line, for each Machine that fails and, as a

@@ -56,7 +56,10 @@ type Config struct {
 	// Settle waits, after a claim, for a concurrent claim through another
 	// Machine's store to merge (nil: no wait).
 	Settle func(context.Context)
-	Log    hclog.Logger
+	// Outcome, when set, is told each run this Scheduler recorded a
+	// final status for (ployzd counts them for the metrics plugin).
+	Outcome func(store.JobRunBody)
+	Log     hclog.Logger
 }
 
 // Scheduler claims and runs the ticks of the stored jobs this Machine
@@ -222,8 +225,12 @@ func (s *Scheduler) tick(ctx context.Context, key string, job store.JobBody, t, 
 		body.Status = store.JobRunRunning
 	}
 	won, err := s.claim(ctx, body)
-	if err != nil || !won || body.Status != store.JobRunRunning {
+	if err != nil || !won {
 		return false, err
+	}
+	if body.Status != store.JobRunRunning {
+		s.outcome(body)
+		return false, nil
 	}
 	s.start(ctx, key, job, body, now)
 	return true, nil
@@ -333,10 +340,23 @@ func (s *Scheduler) update(ctx context.Context, k string, f func(*store.JobRunBo
 	if err != nil || !ok {
 		return err
 	}
+	was := row.Body.Status
 	f(&row.Body)
 	row.Owner, row.UpdatedAt = s.cfg.MachineID, 0
-	_, err = t.Put(ctx, row)
-	return err
+	if _, err = t.Put(ctx, row); err != nil {
+		return err
+	}
+	if was == store.JobRunRunning && row.Body.Status != store.JobRunRunning {
+		s.outcome(row.Body)
+	}
+	return nil
+}
+
+// outcome tells Config.Outcome of a run's final status.
+func (s *Scheduler) outcome(b store.JobRunBody) {
+	if s.cfg.Outcome != nil {
+		s.cfg.Outcome(b)
+	}
 }
 
 // Stale reports whether a running run's Machine has not seen it alive
@@ -352,4 +372,15 @@ func nonce() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Failed reports whether a run's status is a failure an operator is
+// shown: a non-zero exit or no start, lost, or missed. Skipped is not:
+// the previous run still ran.
+func Failed(status string) bool {
+	switch status {
+	case store.JobRunFailed, store.JobRunLost, store.JobRunMissed:
+		return true
+	}
+	return false
 }

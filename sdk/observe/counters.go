@@ -19,6 +19,26 @@ type Counters struct {
 	// ("ployzd", or a plugin's name) and then by table. Above zero, a
 	// store server repeated or reordered changes.
 	StoreEventsDropped map[string]map[string]int64 `json:"store_events_dropped,omitempty"`
+	// JobRuns are the scheduled-job runs this Machine recorded an outcome
+	// for since ployzd started, one entry per job, sorted by namespace
+	// and service.
+	JobRuns []JobRuns `json:"job_runs,omitempty"`
+}
+
+// JobRuns is one scheduled job's outcomes on this Machine: counts by
+// final status (succeeded, failed, lost, missed, skipped), the last
+// run's status (a skipped tick is not a run and leaves it) and when
+// the last successful run ended.
+type JobRuns struct {
+	Namespace string           `json:"namespace"`
+	Service   string           `json:"service"`
+	ByStatus  map[string]int64 `json:"by_status,omitempty"`
+	// LastStatus is the last run's final status; "" when only skipped
+	// ticks were recorded.
+	LastStatus string `json:"last_status,omitempty"`
+	// LastSuccess is when the last successful run ended, in unix
+	// milliseconds; 0 when none did since ployzd started.
+	LastSuccess int64 `json:"last_success_unix_ms,omitempty"`
 }
 
 // DaemonProcess names ployzd's own counts in Counters.

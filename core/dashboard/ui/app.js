@@ -57,6 +57,14 @@
     return s < 90 ? s + "s ago" : s < 5400 ? Math.round(s / 60) + "m ago" : new Date(t).toLocaleString();
   }
 
+  // runOutcome is a run's status with its exit code, as `ployz jobs ls` prints it.
+  const runOutcome = (x) => st(x.exit_code !== undefined ? x.status + " (exit " + x.exit_code + ")" : x.status);
+  function until(ms) {
+    const s = Math.round((ms - Date.now()) / 1000);
+    return s <= 0 ? "due" : s < 90 ? "in " + s + "s" : s < 5400 ? "in " + Math.round(s / 60) + "m" : "in " + Math.round(s / 3600) + "h";
+  }
+  const duration = (ms) => ms < 60000 ? +(ms / 1000).toFixed(1) + "s" : Math.floor(ms / 60000) + "m" + Math.round((ms % 60000) / 1000) + "s";
+
   function stop() {
     streams.forEach((s) => s.close());
     timers.forEach((t) => clearInterval(t));
@@ -279,6 +287,32 @@
             el("td", { class: "hide-narrow" }, m.state === "pool" ? st(m.list.health || "unknown") : "-"),
             el("td", { class: "hide-narrow" }, m.state === "pool" && m.list.free_bytes ? bytes(m.list.free_bytes) : "-"),
             el("td", {}, m.state === "no_answer" ? "unknown" : String(m.list.volumes.length))))));
+      });
+    },
+    jobs() {
+      const region = el("div");
+      view.append(el("h1", {}, "Scheduled jobs"), region);
+      follow("view=jobs", region, (d, r) => {
+        r.append(el("p", { class: "meta" }, "Jobs declared with x-schedule, as `ployz jobs ls --all` lists them. A run's output: `ployz logs JOB --container CONTAINER` with its project's -p and --env."));
+        if (!d.jobs.length) { r.append(el("p", { id: "no-jobs", class: "muted" }, "No scheduled jobs (a compose Service with x-schedule declares one).")); return; }
+        r.append(table("jobs", ["Job", "Schedule", "Next tick", "~Image", "Last run"], d.jobs.map((j) => {
+          const last = j.runs[0];
+          return el("tr", { "data-job": j.namespace + "/" + j.service, class: j.failing ? "failing" : null },
+            el("td", {}, j.service, el("div", { class: "muted" }, j.namespace)),
+            el("td", {}, el("code", {}, j.cron), j.timezone ? " (" + j.timezone + ")" : "", el("div", { class: "muted" }, "concurrency " + j.concurrency)),
+            el("td", {}, j.next ? new Date(j.next).toLocaleString() + " (" + until(j.next) + ")" : "-"),
+            el("td", { class: "hide-narrow" }, j.image || "-"),
+            el("td", {}, last ? [runOutcome(last), " " + ago(last.tick)] : el("span", { class: "muted" }, "no runs yet")));
+        })));
+        r.append(el("h2", {}, "Newest runs"));
+        const rows = d.jobs.flatMap((j) => j.runs.map((x) => el("tr", { "data-run": j.namespace + "/" + j.service + "@" + x.tick, class: x.failed ? "run-failed" : null },
+          el("td", {}, j.service, el("div", { class: "muted" }, j.namespace)), el("td", {}, new Date(x.tick).toLocaleString()),
+          el("td", {}, runOutcome(x), x.error && x.exit_code === undefined ? el("div", { class: "muted" }, x.error) : null),
+          el("td", {}, x.duration_ms ? duration(x.duration_ms) : "-"), el("td", {}, x.machine_name || x.machine || "-"),
+          el("td", { class: "hide-narrow" }, x.container || "-",
+            x.container ? el("div", { class: "muted" }, "ployz logs " + j.service + " --container " + x.container) : null))));
+        if (rows.length) r.append(table("job-runs", ["Job", "Tick", "Outcome", "Duration", "Machine", "~Container"], rows));
+        else r.append(el("p", { class: "muted" }, "No runs yet."));
       });
     },
     volume(machine, name) {

@@ -11,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/ployz/ployz/sdk/observe"
 )
 
 // promName turns a metric name into a Prometheus one: cpu.cores ->
@@ -85,17 +87,28 @@ func WritePrometheus(w io.Writer, t Tick) error {
 // reset when the counting process restarts.
 const MetricStoreEventsDropped = "store.events_dropped"
 
+// MetricJobRuns is ployzd's count (observe.Counters) of the scheduled
+// job runs this Machine recorded an outcome for, served as
+// ployz_job_runs_total{namespace,service,status} (a counter, reset when
+// ployzd restarts), ployz_job_last_run_status{namespace,service,status}
+// (1 on the last run's status) and
+// ployz_job_last_success_timestamp_seconds{namespace,service}.
+const MetricJobRuns = "job.runs"
+
 // addCounters adds the tick's counters from ployzd, or their gap.
 func addCounters(fams map[string]*dto.MetricFamily, gauge func(name, help string) *dto.MetricFamily, t Tick) {
 	machine := &dto.LabelPair{Name: proto.String("scope"), Value: proto.String("machine")}
 	if t.CountersGap != "" {
 		f := gauge("ployz_metric_gap", gapHelp)
-		f.Metric = append(f.Metric, &dto.Metric{Label: []*dto.LabelPair{
-			{Name: proto.String("metric"), Value: proto.String(MetricStoreEventsDropped)},
-			{Name: proto.String("reason"), Value: proto.String(t.CountersGap)}, machine,
-		}, Gauge: &dto.Gauge{Value: proto.Float64(1)}})
+		for _, m := range []string{MetricJobRuns, MetricStoreEventsDropped} {
+			f.Metric = append(f.Metric, &dto.Metric{Label: []*dto.LabelPair{
+				{Name: proto.String("metric"), Value: proto.String(m)},
+				{Name: proto.String("reason"), Value: proto.String(t.CountersGap)}, machine,
+			}, Gauge: &dto.Gauge{Value: proto.Float64(1)}})
+		}
 		return
 	}
+	addJobRuns(fams, gauge, t.Counters.JobRuns)
 	if len(t.Counters.StoreEventsDropped) == 0 {
 		return
 	}
@@ -111,6 +124,42 @@ func addCounters(fams map[string]*dto.MetricFamily, gauge func(name, help string
 		}
 	}
 	fams[f.GetName()] = f
+}
+
+// addJobRuns adds the job run families; a Machine that recorded no run
+// since ployzd started serves none.
+func addJobRuns(fams map[string]*dto.MetricFamily, gauge func(name, help string) *dto.MetricFamily, jobs []observe.JobRuns) {
+	if len(jobs) == 0 {
+		return
+	}
+	label := func(name, value string) *dto.LabelPair {
+		return &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)}
+	}
+	total := &dto.MetricFamily{Name: proto.String(promName(MetricJobRuns) + "_total"), Type: dto.MetricType_COUNTER.Enum(),
+		Help: proto.String("Scheduled job runs this Machine recorded an outcome for, by final status, since ployzd started.")}
+	last := gauge("ployz_job_last_run_status", "1 on the status of the last run of the job this Machine recorded (skipped ticks aside).")
+	success := gauge("ployz_job_last_success_timestamp_seconds", "When the last successful run of the job on this Machine ended, in unix seconds.")
+	for _, j := range jobs {
+		ns, svc := label("namespace", j.Namespace), label("service", j.Service)
+		for _, status := range slices.Sorted(maps.Keys(j.ByStatus)) {
+			total.Metric = append(total.Metric, &dto.Metric{Label: []*dto.LabelPair{ns, label("scope", "machine"), svc, label("status", status)},
+				Counter: &dto.Counter{Value: proto.Float64(float64(j.ByStatus[status]))}})
+		}
+		if j.LastStatus != "" {
+			last.Metric = append(last.Metric, &dto.Metric{Label: []*dto.LabelPair{ns, label("scope", "machine"), svc, label("status", j.LastStatus)},
+				Gauge: &dto.Gauge{Value: proto.Float64(1)}})
+		}
+		if j.LastSuccess > 0 {
+			success.Metric = append(success.Metric, &dto.Metric{Label: []*dto.LabelPair{ns, label("scope", "machine"), svc},
+				Gauge: &dto.Gauge{Value: proto.Float64(float64(j.LastSuccess) / 1000)}})
+		}
+	}
+	fams[total.GetName()] = total
+	for _, f := range []*dto.MetricFamily{last, success} {
+		if len(f.Metric) == 0 {
+			delete(fams, f.GetName())
+		}
+	}
 }
 
 // Handler serves /metrics from the Server's last tick.

@@ -14,15 +14,14 @@ import (
 	"github.com/ployz/ployz/sdk/observe"
 )
 
-// TestPrometheusServesDroppedStoreEvents: ployzd's counters file reaches
-// the endpoint as one counter per process and table; a file that cannot
-// be read is a named gap, never a zero; no file yet serves no counter.
-func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
+// countersScrape is a Collector reading the counters file at path (not
+// written yet) and a scrape of its endpoint.
+func countersScrape(t *testing.T) (path string, scrape func() string) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "counters.json")
+	path = filepath.Join(dir, "counters.json")
 	c := &Collector{Sys: Sys{Proc: dir, Cgroup: dir, Containers: dir, DiskPath: dir},
 		Counters: func() (observe.Counters, error) { return observe.ReadCounters(path) }}
-	scrape := func() string {
+	return path, func() string {
 		t.Helper()
 		var b strings.Builder
 		if err := WritePrometheus(&b, c.Collect(time.Now())); err != nil {
@@ -30,6 +29,13 @@ func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
 		}
 		return b.String()
 	}
+}
+
+// TestPrometheusServesDroppedStoreEvents: ployzd's counters file reaches
+// the endpoint as one counter per process and table; a file that cannot
+// be read is a named gap, never a zero; no file yet serves no counter.
+func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
+	path, scrape := countersScrape(t)
 	if out := scrape(); strings.Contains(out, "store_events_dropped") {
 		t.Fatalf("no counters file, yet:\n%s", out)
 	}
@@ -74,6 +80,49 @@ func TestPrometheusServesDroppedStoreEvents(t *testing.T) {
 	out := scrape()
 	if strings.Contains(out, "ployz_store_events_dropped_total") ||
 		!strings.Contains(out, `ployz_metric_gap{metric="store.events_dropped",reason="counters `) {
+		t.Fatalf("a broken counters file, want a named gap:\n%s", out)
+	}
+}
+
+// TestPrometheusServesJobRuns: ployzd's job run outcomes reach the
+// endpoint as a counter per job and status, the last run's status and
+// the last success's time; a broken counters file names their gap too.
+func TestPrometheusServesJobRuns(t *testing.T) {
+	path, scrape := countersScrape(t)
+	if out := scrape(); strings.Contains(out, "ployz_job_") {
+		t.Fatalf("no counters file, yet:\n%s", out)
+	}
+	if err := observe.WriteCounters(path, observe.Counters{JobRuns: []observe.JobRuns{
+		{Namespace: "shop", Service: "report", ByStatus: map[string]int64{"succeeded": 4, "failed": 1}, LastStatus: "failed", LastSuccess: 1_700_000_000_500},
+		{Namespace: "shop", Service: "sweep", ByStatus: map[string]int64{"skipped": 2}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	out := scrape()
+	for _, want := range []string{
+		"# TYPE ployz_job_runs_total counter",
+		`ployz_job_runs_total{namespace="shop",scope="machine",service="report",status="failed"} 1`,
+		`ployz_job_runs_total{namespace="shop",scope="machine",service="report",status="succeeded"} 4`,
+		`ployz_job_runs_total{namespace="shop",scope="machine",service="sweep",status="skipped"} 2`,
+		`ployz_job_last_run_status{namespace="shop",scope="machine",service="report",status="failed"} 1`,
+		`ployz_job_last_success_timestamp_seconds{namespace="shop",scope="machine",service="report"} 1.7000000005e+09`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `service="sweep",status=""`) || strings.Contains(out, `ployz_job_last_success_timestamp_seconds{namespace="shop",scope="machine",service="sweep"}`) {
+		t.Errorf("a job with only skipped ticks has no last status or success:\n%s", out)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(out)); err != nil {
+		t.Fatalf("scrape does not parse: %v\n%s", err, out)
+	}
+
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := scrape(); strings.Contains(out, "ployz_job_runs_total") || !strings.Contains(out, `ployz_metric_gap{metric="job.runs",reason="counters `) {
 		t.Fatalf("a broken counters file, want a named gap:\n%s", out)
 	}
 }
