@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -99,5 +100,21 @@ func TestRedirectFromHTTPSRealCaddy(t *testing.T) {
 	resp.Body.Close()
 	if want := "https://a.test:" + tlsPort + "/p?q=1"; resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
 		t.Fatalf("https www.a.test: %d %q, want 308 to %s", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+}
+
+// TestCertHostnamesIncludeRedirects: a redirecting hostname is handed to
+// the certificate manager like any routed one (so HTTPS to it can answer
+// its 308); wildcards, TCP routes and ownerless conflicts are not.
+func TestCertHostnamesIncludeRedirects(t *testing.T) {
+	routes := []ingress.Route{
+		{Hostname: "example.test", State: ingress.RoutePublished},
+		{Hostname: "www.example.test", Options: routeopt.Options{RedirectTo: "example.test"}, State: ingress.RoutePending},
+		{Hostname: "*.example.test", State: ingress.RoutePublished},
+		{Hostname: "taken.example.test", State: ingress.RouteConflict},
+		{Protocol: "tcp", Port: 5432, State: ingress.RoutePublished},
+	}
+	if got := certHostnames(routes); !slices.Equal(got, []string{"example.test", "www.example.test"}) {
+		t.Fatalf("hostnames %v", got)
 	}
 }
