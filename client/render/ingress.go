@@ -120,6 +120,9 @@ func routeOptions(r routeopt.Options) string {
 	if r.Compress {
 		o = append(o, "gzip")
 	}
+	if r.RedirectTo != "" {
+		o = append(o, "308 to "+r.RedirectTo)
+	}
 	if r.BasicAuth != nil {
 		o = append(o, "basic auth ("+strings.Join(slices.Sorted(maps.Keys(r.BasicAuth.Users)), ", ")+")")
 	}

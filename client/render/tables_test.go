@@ -90,7 +90,8 @@ func TestIngressConfig(t *testing.T) {
 			Routes: []ingress.Route{{Hostname: "shop.test", Owner: "shop-production/web", State: "serving", Pointer: "p1"},
 				{Hostname: "shop.test", Path: "/api", Options: routeopt.Options{StripPrefix: true, RedirectHTTPS: new(bool)}, Owner: "shop-production/api", State: "serving"},
 				{Hostname: "admin.shop.test", Options: routeopt.Options{MaxBodyBytes: 10 << 20, ResponseTimeoutMS: 90000, Headers: &routeopt.Headers{},
-					BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"bob": "", "alice": ""}}, Compress: true}, Owner: "shop-production/admin", State: "serving"}}}},
+					BasicAuth: &routeopt.BasicAuth{Users: map[string]string{"bob": "", "alice": ""}}, Compress: true}, Owner: "shop-production/admin", State: "serving"},
+				{Hostname: "www.shop.test", Options: routeopt.Options{RedirectTo: "shop.test"}, Owner: "shop-production/web", State: "serving"}}}},
 		{Machine: "m4", MachineID: "id4", Status: &ingress.Status{Off: true}}}
 	var b strings.Builder
 	if err := IngressConfig(&b, ms); err != nil {
@@ -99,7 +100,7 @@ func TestIngressConfig(t *testing.T) {
 	contains(t, "ingress config", b.String(), "machine m1 (id1)", "error    unreachable", "nothing loaded: caddy refused the config: bad",
 		"loaded   1970-01-01T00:00:01Z, config abc, listen :80", "shop.test", "shop-production/web", "[serving pointer p1]",
 		"shop.test/api (strip prefix, no https redirect)", "machine m4 (id4)", "off: this Machine does not accept ingress",
-		"admin.shop.test (body up to 10MiB, response within 1m30s, header rules, gzip, basic auth (alice, bob))")
+		"admin.shop.test (body up to 10MiB, response within 1m30s, header rules, gzip, basic auth (alice, bob))", "www.shop.test (308 to shop.test)")
 }
 
 // TestIngressDNS: the records as a table, private addresses flagged, and

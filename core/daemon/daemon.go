@@ -257,9 +257,9 @@ func (d *Daemon) installBundled(dir string) {
 
 // capabilities are what the plugins serve and what this daemon applies
 // without a command of its own (rpc.CapContainerHost, CapContainerRoutes,
-// CapContainerAliases).
+// CapContainerAliases, CapContainerRedirects).
 func (d *Daemon) capabilities() []string {
-	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes, rpc.CapContainerAliases)
+	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes, rpc.CapContainerAliases, rpc.CapContainerRedirects)
 }
 
 func (d *Daemon) local() (string, string) {

@@ -162,6 +162,11 @@ func (r IngressRoute) Extended() bool {
 	return r.Path != "" || strings.HasPrefix(r.Hostname, "*.") || r.Options != (routeopt.Options{})
 }
 
+// Redirects reports whether the route answers 308 to another hostname
+// (x-ports redirect_from), which only Machines with
+// rpc.CapContainerRedirects carry into their rows.
+func (r IngressRoute) Redirects() bool { return r.RedirectTo != "" }
+
 // The Ployz compose extensions on a service.
 //
 //	x-ports:                      # ingress hostnames, ingress TCP ports and host ports
@@ -175,6 +180,7 @@ func (r IngressRoute) Extended() bool {
 //	    headers: {request: {set: {X-Env: prod}, remove: [X-Debug]}, response: {set: {...}, remove: [Server]}}
 //	    basic_auth: {realm: staff, users: {alice: "$2y$10$..."}}  # bcrypt hashes
 //	    compress: true            # gzip text answers for clients that accept it
+//	    redirect_from: [www.example.com]  # 308 to hostname, same path and query
 //	  - ingress_port: 5432        # TCP ingress route: port 5432 of every
 //	    container_port: 5432      # Machine's Ingress Proxy (protocol tcp only;
 //	    protocol: tcp             # not 53, 80, 443, 7569-7571 or 51820)
@@ -211,6 +217,8 @@ type xPort struct {
 	Headers         *routeopt.Headers   `json:"headers"`
 	BasicAuth       *routeopt.BasicAuth `json:"basic_auth"`
 	Compress        bool                `json:"compress"`
+	// RedirectFrom are hostnames answering 308 to Hostname.
+	RedirectFrom []string `json:"redirect_from"`
 }
 
 type xPlacement struct {

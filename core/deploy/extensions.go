@@ -66,8 +66,12 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 					}
 					return nil, fmt.Errorf("x-ports[%d]: %w", i, err)
 				}
-				if len(svc.Ingress) > n && svc.Ingress[n].Protocol == "" {
-					k := svc.Ingress[n].Key()
+				// An entry adds its route and those of its redirect_from.
+				for _, r := range svc.Ingress[n:] {
+					if r.Protocol != "" {
+						continue
+					}
+					k := r.Key()
 					if j, dup := routes[k]; dup {
 						return nil, fmt.Errorf("x-ports[%d]: route %s is already x-ports[%d]'s (one container_port per hostname and path)", i, k, j)
 					}
@@ -187,8 +191,14 @@ func applyXPort(svc *Service, spec *rpc.ContainerSpec, p xPort) error {
 		if err != nil {
 			return err
 		}
-		svc.Ingress = append(svc.Ingress, r)
-		spec.Ingress = append(spec.Ingress, rpc.IngressRoute(r))
+		from, err := redirectRoutes(p, r)
+		if err != nil {
+			return err
+		}
+		for _, r := range append([]IngressRoute{r}, from...) {
+			svc.Ingress = append(svc.Ingress, r)
+			spec.Ingress = append(spec.Ingress, rpc.IngressRoute(r))
+		}
 	case p.HostPort > 0 && p.HostPort <= 65535:
 		proto := p.Protocol
 		if proto == "" {
@@ -236,6 +246,39 @@ func httpRoute(p xPort) (IngressRoute, error) {
 	return r, nil
 }
 
+// redirectRoutes are the routes of an x-ports entry's redirect_from: one
+// per hostname, with the canonical route's path, answering 308 to its
+// hostname. Each claims its hostname like any route; the target must be
+// one hostname, so neither side may be a wildcard.
+func redirectRoutes(p xPort, canon IngressRoute) ([]IngressRoute, error) {
+	if len(p.RedirectFrom) == 0 {
+		return nil, nil
+	}
+	if ingress.IsWildcard(canon.Hostname) {
+		return nil, fieldErrf("redirect_from", "needs a hostname that is not a wildcard: redirects name one target")
+	}
+	var out []IngressRoute
+	seen := map[string]bool{canon.Hostname: true}
+	for i, from := range p.RedirectFrom {
+		h, err := ingress.CheckHostPattern(from)
+		switch {
+		case err != nil:
+			return nil, fieldErrf(fmt.Sprintf("redirect_from[%d]", i), "%s", err)
+		case ingress.IsWildcard(h):
+			return nil, fieldErrf(fmt.Sprintf("redirect_from[%d]", i), "%q is a wildcard; name each hostname", from)
+		case h == canon.Hostname:
+			return nil, fieldErrf(fmt.Sprintf("redirect_from[%d]", i), "%q is the hostname it redirects to", from)
+		case seen[h]:
+			return nil, fieldErrf(fmt.Sprintf("redirect_from[%d]", i), "%q is listed twice", from)
+		}
+		seen[h] = true
+		r := IngressRoute{Hostname: h, ContainerPort: canon.ContainerPort, Path: canon.Path}
+		r.RedirectHTTPS, r.RedirectTo = canon.RedirectHTTPS, canon.Hostname
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // httpOnly refuses the keys of an HTTP route in an entry without a
 // hostname.
 func httpOnly(p xPort) error {
@@ -250,6 +293,7 @@ func httpOnly(p xPort) error {
 		{p.RedirectHTTPS != nil, "redirect_https", "redirects are HTTP"}, {p.MaxBodySize != nil, "max_body_size", "it bounds HTTP requests"},
 		{p.ResponseTimeout != "", "response_timeout", "it bounds HTTP responses"}, {p.Headers != nil, "headers", "they are HTTP's"},
 		{p.BasicAuth != nil, "basic_auth", "it guards HTTP requests"}, {p.Compress, "compress", "it encodes HTTP answers"},
+		{p.RedirectFrom != nil, "redirect_from", "redirects are HTTP"},
 	} {
 		if k.set {
 			return fieldErrf(k.field, "needs hostname: %s", k.will)

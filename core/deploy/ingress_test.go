@@ -259,3 +259,57 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectFrom: redirect_from adds one route per hostname, with the
+// entry's path, container port and redirect_https, answering 308 to the
+// entry's hostname; the routes reach the spec and change its hash. Bad
+// names are refused naming x-ports[i].redirect_from[j].
+func TestRedirectFrom(t *testing.T) {
+	s, err := loadXPorts("web", "{hostname: example.test, container_port: 8080, path: /shop, redirect_https: false, compress: true, redirect_from: [WWW.example.test, shop.example.test.]}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Ingress) != 3 || len(s.Spec.Ingress) != 3 {
+		t.Fatalf("routes %+v spec %+v", s.Ingress, s.Spec.Ingress)
+	}
+	for i, h := range []string{"www.example.test", "shop.example.test"} {
+		r, sp := s.Ingress[i+1], s.Spec.Ingress[i+1]
+		if r.Hostname != h || r.Path != "/shop" || r.ContainerPort != 8080 || r.RedirectTo != "example.test" || r.RedirectHTTPS == nil || *r.RedirectHTTPS ||
+			r.Compress || !r.Redirects() || !r.Extended() || sp.RedirectTo != "example.test" || sp.Hostname != h {
+			t.Errorf("redirect route %d: %+v spec %+v", i, r, sp)
+		}
+	}
+	if s.Ingress[0].Redirects() || s.Ingress[0].RedirectTo != "" {
+		t.Errorf("canonical route %+v", s.Ingress[0])
+	}
+	hash := func(e string) string {
+		s, err := loadXPorts("web", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return SpecHash(s.Spec)
+	}
+	if hash("{hostname: example.test, container_port: 80}") == hash("{hostname: example.test, container_port: 80, redirect_from: [www.example.test]}") {
+		t.Error("redirect_from left the spec hash unchanged")
+	}
+
+	for name, c := range map[string]struct {
+		entries []string
+		want    string
+	}{
+		"wildcard from":   {[]string{"{hostname: example.test, container_port: 80, redirect_from: ['*.example.test']}"}, "x-ports[0].redirect_from[0]: \"*.example.test\" is a wildcard"},
+		"wildcard target": {[]string{"{hostname: '*.example.test', container_port: 80, redirect_from: [example.test]}"}, "x-ports[0].redirect_from: needs a hostname that is not a wildcard"},
+		"bad name":        {[]string{"{hostname: example.test, container_port: 80, redirect_from: [www.example.test, 'bad_name!']}"}, "x-ports[0].redirect_from[1]:"},
+		"empty name":      {[]string{"{hostname: example.test, container_port: 80, redirect_from: ['']}"}, "x-ports[0].redirect_from[0]:"},
+		"itself":          {[]string{"{hostname: example.test, container_port: 80, redirect_from: [Example.test]}"}, "x-ports[0].redirect_from[0]: \"Example.test\" is the hostname it redirects to"},
+		"twice":           {[]string{"{hostname: example.test, container_port: 80, redirect_from: [www.example.test, WWW.example.test]}"}, "x-ports[0].redirect_from[1]: \"WWW.example.test\" is listed twice"},
+		"not a list":      {[]string{"{hostname: example.test, container_port: 80, redirect_from: www.example.test}"}, "redirect_from"},
+		"on tcp":          {[]string{"{ingress_port: 8081, container_port: 80, redirect_from: [www.example.test]}"}, "x-ports[0].redirect_from: needs hostname"},
+		"another entry's": {[]string{"{hostname: www.example.test, container_port: 80}", "{hostname: example.test, container_port: 80, redirect_from: [www.example.test]}"},
+			"x-ports[1]: route www.example.test is already x-ports[0]'s"},
+	} {
+		if _, err := loadXPorts("web", c.entries...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", name, err, c.want)
+		}
+	}
+}

@@ -288,6 +288,18 @@ func admitRoutes(svc Service, ms []MachineState) ([]MachineState, error) {
 	return admitCapable(ms, rpc.CapContainerRoutes, fmt.Sprintf("x-ports route %s needs Machines that carry its path and options, and no eligible one does", svc.Ingress[i].Key()))
 }
 
+// admitRedirects narrows ms, when svc declares a redirecting route
+// (x-ports redirect_from), to the Machines whose release writes its
+// redirect_to into the Container's row: an older one would drop it, and
+// the redirecting hostname would reach the Container.
+func admitRedirects(svc Service, ms []MachineState) ([]MachineState, error) {
+	i := slices.IndexFunc(svc.Ingress, IngressRoute.Redirects)
+	if i < 0 {
+		return ms, nil
+	}
+	return admitCapable(ms, rpc.CapContainerRedirects, fmt.Sprintf("x-ports route %s redirects, and no eligible Machine carries redirect_from into its rows", svc.Ingress[i].Key()))
+}
+
 // admitAliases narrows ms, when svc declares network aliases, to the
 // Machines whose release writes them into the Container's row: on an
 // older one the alias would never name the Container.
@@ -368,6 +380,9 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 		return nil, err
 	}
 	if ms, err = admitRoutes(svc, ms); err != nil {
+		return nil, err
+	}
+	if ms, err = admitRedirects(svc, ms); err != nil {
 		return nil, err
 	}
 	if ms, err = admitAliases(svc, ms); err != nil {
@@ -516,15 +531,44 @@ func sortByName(ms []MachineState) {
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name || ms[i].Name == ms[j].Name && ms[i].ID < ms[j].ID })
 }
 
+// proxyGate is what an Ingress Proxy must advertise to serve the routes
+// matching uses: what names them in messages, older what a proxy without
+// it does instead.
+type proxyGate struct {
+	uses        func(IngressRoute) bool
+	capability  string
+	what, older string
+}
+
+var proxyGates = []proxyGate{
+	{IngressRoute.Extended, ingress.CapRoutes, "a path or options", "serves the route as its whole hostname"},
+	{IngressRoute.Redirects, ingress.CapRedirects, "a redirect (redirect_from)", "proxies the redirecting hostname to the Container"},
+}
+
 // routeProxies refuses routes with options (IngressRoute.Extended) while
 // a Machine that accepts ingress runs an Ingress Proxy without
-// ingress.CapRoutes: it would serve a path route as its whole hostname. A
-// Machine that advertises no ingress at the moment (its proxy restarting,
-// or Down) cannot be told apart from one that would: a warning says so.
+// ingress.CapRoutes: it would serve a path route as its whole hostname;
+// likewise redirecting routes without ingress.CapRedirects (it would
+// proxy them). A Machine that advertises no ingress at the moment (its
+// proxy restarting, or Down) cannot be told apart from one that would: a
+// warning says so.
 func routeProxies(app App, snap Snapshot) ([]string, error) {
+	var warns []string
+	for _, g := range proxyGates {
+		w, err := g.check(app, snap)
+		if err != nil {
+			return nil, err
+		}
+		warns = append(warns, w...)
+	}
+	return warns, nil
+}
+
+// check applies one gate to the first of app's routes that needs it.
+func (g proxyGate) check(app App, snap Snapshot) ([]string, error) {
 	var first IngressRoute
 	for _, svc := range app.Services {
-		if i := slices.IndexFunc(svc.Ingress, IngressRoute.Extended); i >= 0 {
+		if i := slices.IndexFunc(svc.Ingress, g.uses); i >= 0 {
 			first = svc.Ingress[i]
 			break
 		}
@@ -535,7 +579,7 @@ func routeProxies(app App, snap Snapshot) ([]string, error) {
 	var old, unknown []string
 	for _, m := range snap.Machines {
 		switch {
-		case !rpc.Accepts(m.Labels, rpc.AcceptIngress) || slices.Contains(m.Capabilities, ingress.CapRoutes):
+		case !rpc.Accepts(m.Labels, rpc.AcceptIngress) || slices.Contains(m.Capabilities, g.capability):
 		case m.Membership != "down" && slices.Contains(m.Capabilities, ingress.CapHTTP):
 			old = append(old, m.Name)
 		default:
@@ -543,12 +587,12 @@ func routeProxies(app App, snap Snapshot) ([]string, error) {
 		}
 	}
 	if len(old) > 0 {
-		return nil, fmt.Errorf("x-ports route %s has a path or options the Ingress Proxy of %s does not serve (no capability %s: an older release; upgrade it, or take ingress off it with `ployz machine update NAME --accepts services`)",
-			first.Key(), strings.Join(old, ", "), ingress.CapRoutes)
+		return nil, fmt.Errorf("x-ports route %s has %s the Ingress Proxy of %s does not serve (no capability %s: an older release; upgrade it, or take ingress off it with `ployz machine update NAME --accepts services`)",
+			first.Key(), g.what, strings.Join(old, ", "), g.capability)
 	}
 	if len(unknown) > 0 {
-		return []string{fmt.Sprintf("x-ports route %s has a path or options, and whether the Ingress Proxy of %s serves them is unknown (it advertises no ingress now); an older release serves the route as its whole hostname",
-			first.Key(), strings.Join(unknown, ", "))}, nil
+		return []string{fmt.Sprintf("x-ports route %s has %s, and whether the Ingress Proxy of %s serves them is unknown (it advertises no ingress now); an older release %s",
+			first.Key(), g.what, strings.Join(unknown, ", "), g.older)}, nil
 	}
 	return nil, nil
 }

@@ -391,6 +391,51 @@ func TestPlanRouteOptionsNeedCapabilities(t *testing.T) {
 	}
 }
 
+// TestPlanRedirectsNeedCapabilities: a Service with a redirect_from route
+// runs only on Machines whose release carries redirect_to into its rows,
+// and the plan is refused while a Machine that accepts ingress runs an
+// Ingress Proxy that would proxy the redirecting hostname instead; the
+// redirecting name is claimed like any route.
+func TestPlanRedirectsNeedCapabilities(t *testing.T) {
+	with := func(m MachineState, caps ...string) MachineState { m.Capabilities = caps; return m }
+	routes := []string{rpc.CapContainerRoutes, ingress.CapHTTP, ingress.CapRoutes}
+	newest := append(slices.Clone(routes), rpc.CapContainerRedirects, ingress.CapRedirects)
+	web := svc("web", 2, func(s *Service) {
+		www := IngressRoute{Hostname: "www.example.test", ContainerPort: 8080}
+		www.RedirectTo = "example.test"
+		s.Ingress = []IngressRoute{{Hostname: "example.test", ContainerPort: 8080}, www}
+	})
+	// m2 serves redirects in its proxy but would drop redirect_to from rows.
+	p, err := MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), with(machine("m2", nil), append(slices.Clone(routes), ingress.CapRedirects)...)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != "m1 web create\nm1 web create" {
+		t.Errorf("rows:\n%s\nwant both on m1, the Machine that carries redirects", got)
+	}
+	if _, err := MakePlan(app(web), snapOf(with(machine("m2", nil), append(slices.Clone(routes), ingress.CapRedirects)...)), PlanOptions{}); err == nil ||
+		!strings.Contains(err.Error(), rpc.CapContainerRedirects) || !strings.Contains(err.Error(), "www.example.test") {
+		t.Errorf("no Machine carries redirects: %v", err)
+	}
+	old := with(machine("m3", nil), routes...)
+	if _, err := MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), old), PlanOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "Ingress Proxy of m3") || !strings.Contains(err.Error(), ingress.CapRedirects) || !strings.Contains(err.Error(), "redirect_from") {
+		t.Errorf("an older Ingress Proxy: %v", err)
+	}
+
+	// A redirecting name another Service serves is claimed like any
+	// hostname: the plan warns that the other keeps it.
+	site := rpc.ContainerObservation{Namespace: "shop-production", Service: "site", State: "running",
+		Spec: &rpc.ContainerSpec{Ingress: []rpc.IngressRoute{{Hostname: "www.example.test", ContainerPort: 80}}}}
+	p, err = MakePlan(app(web), snapOf(with(machine("m1", nil, site), newest...)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(p.Warnings, "\n"); !strings.Contains(w, "www.example.test is already claimed by shop-production/site") {
+		t.Errorf("warnings: %s", w)
+	}
+}
+
 func TestPlanRestartReplacesUpToDateContainers(t *testing.T) {
 	web, db := svc("web", 2), svc("db", 1, func(s *Service) {
 		s.Volumes = []string{ns + "-data"}

@@ -161,6 +161,13 @@ const CapContainerHost = "ployz.container.host.v1"
 // planner places a Service with such a route only where this is served.
 const CapContainerRoutes = "ployz.container.routes.v1"
 
+// CapContainerRedirects is advertised by a Machine whose Container rows
+// carry an ingress route's redirect_to (x-ports redirect_from). An older
+// one would drop it, so the redirecting hostname would reach the
+// Container instead of answering 308; the planner places a Service with
+// such a route only where this is served.
+const CapContainerRedirects = "ployz.container.redirects.v1"
+
 // CapContainerAliases is advertised by a Machine whose Container rows
 // carry spec.aliases (Internal DNS answers them from the rows). An older
 // one would drop them, so the alias would never name its Containers; the

@@ -8,7 +8,8 @@ import (
 )
 
 // TestContainerSpecHostFixture pins spec.host (capability
-// ployz.container.host.v1) and spec.aliases: every field reads from its JSON name, later
+// ployz.container.host.v1), spec.aliases and an ingress route's
+// redirect_to: every field reads from its JSON name, later
 // fields are ignored, and a spec without host keys, as every release
 // before it wrote, neither reads one nor writes one, nor aliases (so its spec hash
 // and Saved State stay as they were).
@@ -53,6 +54,9 @@ func TestContainerSpecHostFixture(t *testing.T) {
 	}
 	if a := doc.Spec.Aliases; len(a) != 2 || a["external:payments"][0] != "pay" || len(a["shop-production"]) != 2 || len(doc.Spec.Networks) != 2 {
 		t.Errorf("spec.networks and spec.aliases did not read: %v %v", doc.Spec.Networks, a)
+	}
+	if in := doc.Spec.Ingress; len(in) != 2 || in[0].RedirectTo != "" || in[1].RedirectTo != "example.com" || in[1].Hostname != "www.example.com" {
+		t.Errorf("spec.ingress redirect_to (ployz.container.redirects.v1) did not read: %+v", in)
 	}
 	if doc.OldSpec.Host != nil {
 		t.Fatalf("a spec without host keys read %+v", doc.OldSpec.Host)

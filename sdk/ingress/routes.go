@@ -291,6 +291,9 @@ func withOptions(rt *Route, o routeopt.Options) {
 	rt.Options = o
 	rt.StripPrefix = o.StripPrefix && rt.Path != ""
 	rt.MaxBodyBytes, rt.ResponseTimeoutMS = max(o.MaxBodyBytes, 0), max(o.ResponseTimeoutMS, 0)
+	if o.RedirectTo != "" {
+		rt.RedirectTo, _ = CheckHostPattern(o.RedirectTo) // checked by routeIdentity
+	}
 	var err error
 	if rt.Headers, err = o.Headers.Normalize(); err != nil {
 		rt.Headers = nil
@@ -317,6 +320,9 @@ func routeIdentity(rt store.IngressRoute) (Route, error) {
 		if err != nil {
 			return Route{}, fmt.Errorf("path\" %s", err)
 		}
+		if err := checkRedirectTo(rt.RedirectTo); err != nil {
+			return Route{}, err
+		}
 		return Route{Hostname: h, Path: p}, nil
 	case "tcp":
 		if rt.Port < 1 || rt.Port > 65535 {
@@ -329,6 +335,22 @@ func routeIdentity(rt store.IngressRoute) (Route, error) {
 	default:
 		return Route{}, fmt.Errorf("protocol\" is %q, want http or tcp", rt.Protocol)
 	}
+}
+
+// checkRedirectTo refuses a redirect target that is not one hostname: a
+// row whose route would answer 308 to nowhere (or to a pattern) claims
+// nothing rather than being proxied.
+func checkRedirectTo(to string) error {
+	if to == "" {
+		return nil
+	}
+	if IsWildcard(to) {
+		return fmt.Errorf("redirect_to\" is %q, a wildcard, want one hostname", to)
+	}
+	if _, err := CheckHostPattern(to); err != nil {
+		return fmt.Errorf("redirect_to\" %s", err)
+	}
+	return nil
 }
 
 // ReservedPorts are the ports Ployz itself uses on every Machine: a tcp

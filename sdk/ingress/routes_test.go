@@ -384,3 +384,40 @@ func TestComputeRouteLimitsAndRules(t *testing.T) {
 		t.Errorf("route b %+v: want no limit and nobody admitted", b)
 	}
 }
+
+// TestComputeRedirectRoutes: a redirect_from route claims its hostname
+// like any route (its own key, its owner's upstreams, a conflict keeps
+// the previous owner, who keeps serving it as a plain route), carries its
+// target normalised, and a row naming no single hostname as its target
+// is skipped with the field.
+func TestComputeRedirectRoutes(t *testing.T) {
+	www := store.IngressRoute{Hostname: "www.example.test", ContainerPort: 8080, Options: routeopt.Options{RedirectTo: "Example.test."}}
+	apex := store.IngressRoute{Hostname: "example.test", ContainerPort: 8080}
+	web := row("a", "m1", "demo", "web", "10.210.1.2", true, apex, www)
+	got := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{web}, Machine: "m1"})
+	if len(got.Routes) != 2 || len(got.Skipped) != 0 {
+		t.Fatalf("routes %+v skipped %+v", got.Routes, got.Skipped)
+	}
+	r := got.ByKey()["www.example.test"]
+	if r.Owner != "demo/web" || r.State != RoutePublished || r.RedirectTo != "example.test" || got.ByKey()["example.test"].RedirectTo != "" {
+		t.Fatalf("redirect route %+v", r)
+	}
+
+	// Another Service already serving www keeps it: conflict, its options.
+	site := row("b", "m1", "alpha", "site", "10.210.1.3", true, store.IngressRoute{Hostname: "www.example.test", ContainerPort: 80})
+	first := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{site}, Machine: "m1"})
+	got = Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{site, web}, Machine: "m1", Prev: first.ByKey()})
+	r = got.ByKey()["www.example.test"]
+	if r.State != RouteConflict || r.Owner != "alpha/site" || r.RedirectTo != "" || !slices.Equal(r.Upstreams, []string{"10.210.1.3:80"}) {
+		t.Fatalf("conflicting redirect %+v", r)
+	}
+
+	for _, to := range []string{"*.example.test", "bad_host!"} {
+		bad := www
+		bad.RedirectTo = to
+		got := Compute(Input{Machines: testMachines, Containers: []store.Row[store.ContainerBody]{row("c", "m1", "demo", "web", "10.210.1.2", true, bad)}, Machine: "m1"})
+		if len(got.Routes) != 0 || len(got.Skipped) != 1 || !strings.Contains(got.Skipped[0].Reason, `"ingress[0].redirect_to"`) {
+			t.Errorf("redirect_to %q: routes %+v skipped %+v", to, got.Routes, got.Skipped)
+		}
+	}
+}

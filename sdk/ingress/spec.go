@@ -152,6 +152,11 @@ const (
 	// path route as its whole hostname, so ployz refuses to deploy one
 	// while a Machine's ingress lacks it.
 	CapRoutes = "ployz.ingress.routes.v1"
+	// CapRedirects: HTTP routes with redirect_to answer 308 to their
+	// canonical hostname. An ingress without it would proxy the
+	// redirecting hostname to the Container, so ployz refuses to deploy
+	// such a route while a Machine's ingress lacks it.
+	CapRedirects = "ployz.ingress.redirects.v1"
 	// CapSealedKeys: reads certificate private keys sealed with the
 	// Cluster key (docs/security.md). Keys are sealed in the store only
 	// once every participating Machine running an ingress advertises it.
@@ -159,11 +164,11 @@ const (
 )
 
 // Capabilities returns what an ingress serving s offers: HTTP, TCP and
-// path routes always, TLS when s turns HTTPS on, sealed keys when s names
+// path routes and redirects always, TLS when s turns HTTPS on, sealed keys when s names
 // the Cluster secret that opens them. A nil s (not configured yet) offers
 // HTTP, TCP and path routes, which it will serve once configured.
 func Capabilities(s *Spec) []string {
-	caps := []string{CapHTTP, CapTCP, CapRoutes}
+	caps := []string{CapHTTP, CapTCP, CapRoutes, CapRedirects}
 	if s != nil && s.ACME != nil {
 		caps = append(caps, CapTLS)
 	}

@@ -9,7 +9,7 @@ import (
 
 // TestStatusFixture pins the status file (a frozen format): the fixture,
 // written when these types lived in core/rpc (off and options added
-// since), decodes and encodes back to the same bytes; a file from a newer ingress with fields this version
+// since, redirect_to with them), decodes and encodes back to the same bytes; a file from a newer ingress with fields this version
 // does not know still reads.
 func TestStatusFixture(t *testing.T) {
 	b, err := os.ReadFile("testdata/status.json")
@@ -29,7 +29,7 @@ func TestStatusFixture(t *testing.T) {
 		t.Fatalf("off: %+v", doc["off"])
 	}
 	opts := doc["options"].Routes
-	if len(opts) != 2 || opts[0].Key() != "*.example.com/api" || !opts[0].StripPrefix || opts[0].RedirectHTTPS == nil || *opts[0].RedirectHTTPS ||
+	if len(opts) != 3 || opts[2].RedirectTo != "example.com" || opts[2].Key() != "www.example.com" || opts[0].Key() != "*.example.com/api" || !opts[0].StripPrefix || opts[0].RedirectHTTPS == nil || *opts[0].RedirectHTTPS ||
 		opts[1].MaxBodyBytes != 10<<20 || opts[1].ResponseTimeoutMS != 90000 || opts[1].Headers.Request.Set["X-Env"] != "prod" ||
 		opts[1].BasicAuth.Users["alice"] != "" || len(opts[1].BasicAuth.Users) != 1 || !opts[1].Compress {
 		t.Fatalf("route options: %+v", opts)

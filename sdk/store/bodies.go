@@ -98,8 +98,9 @@ type ContainerBody struct {
 // with Protocol "tcp", a TCP Port every ingress Machine listens on. An
 // HTTP route may carry a Path prefix, StripPrefix, RedirectHTTPS (false:
 // no redirect to HTTPS; absent: the default), a request body limit, a
-// response timeout, header rules, basic authentication (bcrypt hashes)
-// and compression (package sdk/ingress/routeopt; matching is
+// response timeout, header rules, basic authentication (bcrypt hashes),
+// compression and RedirectTo (a 308 to the canonical hostname; written
+// only by Machines advertising ployz.container.redirects.v1) (package sdk/ingress/routeopt; matching is
 // sdk/ingress's paths.go). A reader that predates them sees a route for
 // the whole hostname without them; ployz places such routes only on
 // Machines that write them (they advertise ployz.container.routes.v1).

@@ -28,6 +28,11 @@ type Options struct {
 	BasicAuth         *BasicAuth `json:"basic_auth,omitempty"`
 	// Compress gzips textual answers for clients that accept it.
 	Compress bool `json:"compress,omitempty"`
+	// RedirectTo makes the route a redirect: requests answer 308 to
+	// this hostname (the canonical one, never a wildcard) with the same
+	// path and query, instead of reaching a Container. x-ports
+	// redirect_from writes one such route per name it lists.
+	RedirectTo string `json:"redirect_to,omitempty"`
 }
 
 // Headers are an HTTP route's header rules: what the Container receives

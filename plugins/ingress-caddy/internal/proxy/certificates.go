@@ -62,14 +62,20 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	if c == nil {
 		return caddyconfig.TLS{}
 	}
+	c.m.Want(certHostnames(routes))
+	return c.m.Snapshot().TLS
+}
+
+// certHostnames are the hostnames of the HTTP routes published or
+// pending, redirecting ones (redirect_from) included, wildcards left out.
+func certHostnames(routes []ingress.Route) []string {
 	var hs []string
 	for _, r := range routes {
 		if r.Hostname != "" && r.Protocol == "" && !ingress.IsWildcard(r.Hostname) && (r.State == ingress.RoutePublished || r.State == ingress.RoutePending) {
 			hs = append(hs, r.Hostname)
 		}
 	}
-	c.m.Want(hs)
-	return c.m.Snapshot().TLS
+	return hs
 }
 
 // refresh has the manager read the store now (the first load waits for

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,9 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	openConns.Add(1)
+	if st, ok := c.(connStater); ok {
+		return &trackedTLSConn{trackedConn: trackedConn{Conn: c}, state: st}, nil
+	}
 	return &trackedConn{Conn: c}, nil
 }
 
@@ -129,6 +133,21 @@ func (c *trackedConn) Close() error {
 	c.once.Do(func() { openConns.Add(-1) })
 	return c.Conn.Close()
 }
+
+// connStater is a TLS connection (Caddy's connectionStater).
+type connStater interface{ ConnectionState() tls.ConnectionState }
+
+// trackedTLSConn keeps a TLS connection's state visible through the
+// wrapper: without it Caddy leaves r.TLS nil on HTTPS requests, so an
+// answer could not tell HTTPS from HTTP (a redirect keeping the scheme,
+// X-Forwarded-Proto).
+type trackedTLSConn struct {
+	trackedConn
+	state connStater
+}
+
+// ConnectionState implements Caddy's connectionStater.
+func (c *trackedTLSConn) ConnectionState() tls.ConnectionState { return c.state.ConnectionState() }
 
 // waitConns waits until every connection the servers accepted is closed,
 // or d passed; it returns how many were still open.

@@ -58,9 +58,12 @@ type httpRoute struct {
 	path     string // "" is the whole hostname
 	strip    bool   // the upstream sees the path without path
 	redirect bool   // HTTP redirects to HTTPS once a certificate covers the hostname
-	status   int
-	body     string
-	options  // limits, header rules, authentication (options.go)
+	// redirectTo is the canonical hostname a redirecting route (x-ports
+	// redirect_from) answers 308 to; "" proxies.
+	redirectTo string
+	status     int
+	body       string
+	options    // limits, header rules, authentication (options.go)
 	upstreams
 	inflight atomic.Int64 // requests being proxied on this route (drain.go)
 }
@@ -122,7 +125,7 @@ func buildTable(routes []ingress.Route, tlsIn caddyconfig.TLS) *routeTable {
 func newHTTPRoute(rt ingress.Route) *httpRoute {
 	key := rt.Key()
 	r := &httpRoute{path: rt.Path, strip: rt.StripPrefix && rt.Path != "", redirect: rt.RedirectHTTPS == nil || *rt.RedirectHTTPS,
-		options: newOptions(rt)}
+		redirectTo: rt.RedirectTo, options: newOptions(rt)}
 	switch {
 	case rt.Owner == "":
 		r.status, r.body = http.StatusServiceUnavailable, "ployz: "+key+" is claimed by several Services; nothing is published\n"
@@ -342,7 +345,8 @@ func init() { caddy.RegisterModule(routeHandler{}) }
 
 // routeHandler is the HTTP handler "ployz_route" (caddyconfig.RouteHandler):
 // it answers HTTP-01 challenges (when Challenges), unknown hosts,
-// pending and conflicting routes itself, redirects to HTTPS (when
+// pending and conflicting routes itself, redirects a redirect_from
+// hostname to its canonical one, redirects to HTTPS (when
 // HTTPSPort) a route that lets it whose hostname a loaded certificate
 // covers, and proxies the rest to their route's upstreams (forward.go).
 type routeHandler struct {
@@ -400,6 +404,8 @@ func (h routeHandler) answer(t *routeTable, w http.ResponseWriter, r *http.Reque
 	switch {
 	case rt == nil:
 		return nil, plain(w, http.StatusNotFound, "ployz: no route for this host and path\n")
+	case rt.redirectTo != "":
+		return nil, redirectCanonical(w, r, t, rt, h.HTTPSPort)
 	case h.HTTPSPort != 0 && rt.redirect && t.secures(host):
 		return nil, redirectHTTPS(w, r, host, h.HTTPSPort)
 	case !rt.admits(r):
@@ -422,6 +428,38 @@ func redirectHTTPS(w http.ResponseWriter, r *http.Request, host string, port int
 	w.Header().Set("Location", target+r.URL.RequestURI())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	return plainBody(w, http.StatusPermanentRedirect, "ployz: "+host+" is served over HTTPS\n")
+}
+
+// redirectCanonical answers 308 to the same path and query on rt's
+// canonical hostname, in one hop: over HTTPS when the request came so or
+// when HTTP would be redirected there anyway (a loaded certificate covers
+// the target and the route lets it), else over HTTP on the request's port.
+func redirectCanonical(w http.ResponseWriter, r *http.Request, t *routeTable, rt *httpRoute, httpsPort int) error {
+	scheme, port := "http", portOf(r.Host)
+	switch {
+	case r.TLS != nil:
+		scheme = "https"
+	case httpsPort != 0 && rt.redirect && t.secures(rt.redirectTo):
+		scheme, port = "https", ""
+		if httpsPort != 443 {
+			port = strconv.Itoa(httpsPort)
+		}
+	}
+	target := rt.redirectTo
+	if port != "" {
+		target = net.JoinHostPort(target, port)
+	}
+	w.Header().Set("Location", scheme+"://"+target+r.URL.RequestURI())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	return plainBody(w, http.StatusPermanentRedirect, "ployz: "+hostKey(r.Host)+" redirects to "+rt.redirectTo+"\n")
+}
+
+// portOf is the port a Host header names, "" when it names none.
+func portOf(host string) string {
+	if _, p, err := net.SplitHostPort(host); err == nil {
+		return p
+	}
+	return ""
 }
 
 func plain(w http.ResponseWriter, status int, body string) error {
