@@ -32,6 +32,7 @@ func buildInputs(b *Build, dir string, bc types.BuildConfig, defs types.Secrets)
 			b.SSH = append(b.SSH, k.ID+"="+absUnder(dir, k.Path))
 		}
 	}
+	slices.Sort(b.SSH) // compose-go hands them over in map order: one order for every load
 	for _, name := range slices.Sorted(maps.Keys(bc.AdditionalContexts)) {
 		src := bc.AdditionalContexts[name]
 		if strings.HasPrefix(src, types.ServicePrefix) {
