@@ -55,10 +55,13 @@ func TestLeaseWaitUntilFree(t *testing.T) {
 			heard.Add(1)
 		}
 	}})
-	fc.HoldLease(shopScope, "bo@ci", "deploy", 300*time.Millisecond)
+	// Long enough that a loaded host still reaches the deploy's first
+	// attempt while bo@ci holds it.
+	const hold = 800 * time.Millisecond
 	start := time.Now()
+	fc.HoldLease(shopScope, "bo@ci", "deploy", hold)
 	deployShop(t, s)
-	if heard.Load() == 0 || time.Since(start) < 250*time.Millisecond {
+	if heard.Load() == 0 || time.Since(start) < hold-50*time.Millisecond {
 		t.Fatalf("waited %s hearing %d refusals", time.Since(start), heard.Load())
 	}
 	fc.HoldLease(shopScope, "bo@ci", "deploy", time.Minute)
