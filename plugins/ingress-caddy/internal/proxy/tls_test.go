@@ -25,9 +25,13 @@ import (
 
 // Caddy loads CaddyConfigTLS as generated: HTTPS by SNI with the loaded
 // material (same routes as HTTP), HTTP unchanged, the challenge answered
-// on HTTP for its own host, and no handshake for a hostname without material.
+// on HTTP for its own host, and no handshake for a hostname without
+// material; the upstream sees X-Forwarded-Proto https over HTTPS.
 func TestCaddyServesLoadedCertificate(t *testing.T) {
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "backend") }))
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen-Proto", r.Header.Get("X-Forwarded-Proto"))
+		io.WriteString(w, "backend")
+	}))
 	defer backend.Close()
 	certPEM, keyPEM, der := testCert("a.test")
 	httpAddr, tlsAddr := freePort(t), freePort(t)
@@ -49,6 +53,9 @@ func TestCaddyServesLoadedCertificate(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || string(b) != "backend" || resp.TLS.PeerCertificates[0].SerialNumber.Int64() != 42 {
 		t.Fatalf("https a.test: %d %q", resp.StatusCode, b)
+	}
+	if p := resp.Header.Get("X-Seen-Proto"); p != "https" {
+		t.Errorf("the upstream saw X-Forwarded-Proto %q over HTTPS, want https", p)
 	}
 	if _, err := hc.Get("https://b.test/"); err == nil {
 		t.Fatal("https b.test (no material) completed a handshake")
