@@ -47,8 +47,9 @@ type drain struct {
 	until  time.Time
 }
 
-// newDrain is the drain of prev once next replaced it (nil when there
-// was no table before).
+// newDrain is the drain of prev once next replaced it; nil when there
+// was no table before or no route of it lost an upstream (a request on
+// it still goes where the new pointers allow).
 func newDrain(prev, next *routeTable, now time.Time) *drain {
 	if prev == nil {
 		return nil
@@ -61,6 +62,9 @@ func newDrain(prev, next *routeTable, now time.Time) *drain {
 				d.routes = append(d.routes, r)
 			}
 		}
+	}
+	if len(d.routes) == 0 {
+		return nil
 	}
 	return d
 }
@@ -78,7 +82,10 @@ func (d *drain) inFlight() int64 {
 // drains are the retired tables the next ack waits for.
 type drains struct{ list []*drain }
 
-func (ds *drains) add(d *drain) {
+// add adds d, first dropping the drained ones (a round that loads no
+// config acks nothing and would otherwise never prune).
+func (ds *drains) add(d *drain, log hclog.Logger) {
+	ds.pending(time.Now(), log)
 	if d != nil {
 		ds.list = append(ds.list, d)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"github.com/ployz/ployz/sdk/ingress"
 )
 
@@ -102,4 +104,37 @@ func postHost(listen, host string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return fmt.Sprintf("%d %s", resp.StatusCode, b)
+}
+
+// TestDrainsKeepOnlyChangedRoutes: a swap that takes no upstream away
+// leaves nothing to wait for, and drained tables are dropped as new
+// ones come, so rounds that change nothing hold no old tables.
+func TestDrainsKeepOnlyChangedRoutes(t *testing.T) {
+	routes := func(ups ...string) *routeTable {
+		return buildTable([]ingress.Route{{Hostname: "a.test", Owner: "p/web", State: "published", Upstreams: ups}}, caddyconfig.TLS{})
+	}
+	log := hclog.NewNullLogger()
+	now := time.Now()
+	if d := newDrain(routes("10.0.0.1:80"), routes("10.0.0.1:80", "10.0.0.2:80"), now); d != nil {
+		t.Errorf("an upstream added: drain of %d routes, want none", len(d.routes))
+	}
+	old := routes("10.0.0.1:80")
+	d := newDrain(old, routes("10.0.0.2:80"), now)
+	if d == nil || len(d.routes) != 1 {
+		t.Fatalf("an upstream taken away: %+v, want its route", d)
+	}
+	var ds drains
+	old.http["a.test"].routes[0].inflight.Add(1)
+	ds.add(d, log)
+	for range 100 {
+		ds.add(newDrain(routes("10.0.0.2:80"), routes("10.0.0.2:80"), now), log)
+	}
+	if len(ds.list) != 1 || !ds.pending(now, log) {
+		t.Fatalf("%d drains kept, want the one with a request in flight", len(ds.list))
+	}
+	old.http["a.test"].routes[0].inflight.Add(-1)
+	ds.add(nil, log)
+	if len(ds.list) != 0 {
+		t.Errorf("%d drains kept after the last request ended", len(ds.list))
+	}
 }

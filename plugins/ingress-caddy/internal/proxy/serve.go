@@ -282,7 +282,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	// Routing changes swap the table in place; only listeners and
 	// certificates change Caddy's config.
 	built := buildTable(next.Routes, tlsIn)
-	l.drains.add(newDrain(publish(built), built, time.Now()))
+	l.drains.add(newDrain(publish(built), built, time.Now()), l.log)
 	cfg, err := caddyconfig.CaddyConfigTLS(l.caddyListen, l.spec.Machine, l.spec.StateDir, next.Routes, tlsIn)
 	if err != nil {
 		return 0, fmt.Errorf("generate caddy config: %w", err)
