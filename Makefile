@@ -87,19 +87,21 @@ demo: prereq build
 	packaging/demo.sh
 
 ## test: everything — unit tests first (with the race detector and a short
-## fuzz pass), then the container lab scenarios, then the VM scenarios that
-## fit the remaining time (packaging/vm-test-step.sh)
+## fuzz pass), then the container lab scenarios, the light ones beside the
+## VM scenarios (packaging/vm-test-step.sh)
 # test runs the stages through packaging/test-stages.sh, which prints each
 # stage's time at the end; vm-image starts the VM image build in the
 # background so it is ready when vm-step needs it.
 test:
-	@packaging/test-stages.sh prereq build vm-image unit fuzz-short lab-test vm-step
+	@packaging/test-stages.sh prereq build vm-image unit fuzz-short lab-heavy lab-light+vm-step
 
 # TEST_START is when make test started (test-stages.sh passes it): the VM
-# step runs in what is left of make test's 75 minutes.
+# step runs in what is left of make test's 75 minutes. AFTER_LOG is the
+# container scenarios' log when the two run at once: the VM step starts
+# once they have built their images.
 TEST_START ?= $(shell date +%s)
 vm-step:
-	@packaging/vm-test-step.sh $(TEST_START) $(BIN)
+	@packaging/vm-test-step.sh $(TEST_START) $(BIN) $(AFTER_LOG)
 
 vm-image:
 	@packaging/vm-image-start.sh $(BIN)
@@ -147,8 +149,19 @@ cross:
 # clone without history, and the test fails under CI (skips otherwise).
 UPGRADE_FROM ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD~1 2>/dev/null || git rev-parse -q --verify HEAD~1 2>/dev/null)
 
+LAB_ENV = PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) PLOYZ_UPGRADE_FROM=$(UPGRADE_FROM)
 lab-test:
-	PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) PLOYZ_UPGRADE_FROM=$(UPGRADE_FROM) $(GO) test -count=1 -timeout 48m -v ./e2e/
+	$(LAB_ENV) $(GO) test -count=1 -timeout 48m -v ./e2e/
+
+# make test splits lab-test in two: the scenarios that count failed
+# requests or time a failover run alone (lab-heavy), then the light ones
+# (needLightLab: they hold on a loaded host, two at a time) run beside the
+# VM scenarios (lab-light+vm-step).
+LAB_LIGHT = $(shell packaging/lab-light-tests.sh)
+lab-heavy:
+	$(LAB_ENV) $(GO) test -count=1 -timeout 40m -v -skip '$(LAB_LIGHT)' ./e2e/
+lab-light:
+	$(LAB_ENV) $(GO) test -count=1 -timeout 30m -v -run '$(LAB_LIGHT)' ./e2e/
 
 ## vm-test: every scenario on QEMU virtual-machine Machines (own kernel:
 ## kernel WireGuard, ZFS); the first run builds the VM image (zfs-dkms).

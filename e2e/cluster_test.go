@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -577,7 +578,13 @@ func forgedMachineServesNothing(ctx context.Context, t *testing.T, l *lab.Lab, i
 // unit's fd store, the peers are handed to the new process) and a SIGKILL
 // (systemd restarts it on the kept TUN without handed-over peers; ployzd
 // restores them). The interface must be the same link both times and the
-// mesh must carry traffic again within seconds; lost pings are printed.
+// mesh must carry traffic again within seconds. Lost pings are bounded:
+// a restart loses none by design (the kept TUN queues what arrives while
+// no process reads it, and the new process has the peers before it
+// reads), measured 0 of 100; a SIGKILL loses what is sent until ployzd
+// has restored the peers on the new process, measured 27 of 100 (1.4 s).
+// The bounds leave a loaded host room: a reply slower than ping's 1 s
+// wait counts as lost.
 func wireguardRestart(ctx context.Context, t *testing.T, l *lab.Lab) {
 	if out, _ := l.Exec(ctx, "m1", "ip", "-d", "link", "show", "ployz-wg"); strings.Contains(out, "wireguard ") {
 		// Not a missing prerequisite: the lab picks kernel WireGuard when
@@ -595,10 +602,14 @@ func wireguardRestart(ctx context.Context, t *testing.T, l *lab.Lab) {
 		}
 		return out
 	}
-	for _, how := range [][]string{
-		{"systemctl", "restart", "ployz-wireguard.service"},
-		{"systemctl", "kill", "-s", "KILL", "ployz-wireguard.service"},
+	for _, sw := range []struct {
+		how     []string
+		maxLost int
+	}{
+		{[]string{"systemctl", "restart", "ployz-wireguard.service"}, 2},
+		{[]string{"systemctl", "kill", "-s", "KILL", "ployz-wireguard.service"}, 60},
 	} {
+		how := sw.how
 		before := index()
 		// 100 pings 50 ms apart around the swap, each waiting at most 1 s.
 		pings := make(chan string, 1)
@@ -618,8 +629,15 @@ func wireguardRestart(ctx context.Context, t *testing.T, l *lab.Lab) {
 			return nil
 		})
 		summary := <-pings
-		if line := regexp.MustCompile(`\d+ packets transmitted.*`).FindString(summary); line != "" {
-			t.Logf("wireguard %s under ping every 50 ms: %s", how[1], line)
+		m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received.*`).FindStringSubmatch(summary)
+		if m == nil {
+			t.Fatalf("wireguard %s: no ping summary in %q", how[1], summary)
+		}
+		t.Logf("wireguard %s under ping every 50 ms: %s", how[1], m[0])
+		sent, _ := strconv.Atoi(m[1])
+		got, _ := strconv.Atoi(m[2])
+		if lost := sent - got; lost > sw.maxLost {
+			t.Errorf("wireguard %s lost %d of %d pings, want at most %d", how[1], lost, sent, sw.maxLost)
 		}
 		if after := index(); after != before {
 			t.Errorf("%s: ployz-wg is a new link (ifindex %s, was %s): the TUN was not kept", strings.Join(how, " "), after, before)

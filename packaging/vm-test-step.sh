@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test's VM step, run after the container lab scenarios: TestVMLab on
+# make test's VM step, run beside the container lab scenarios: TestVMLab on
 # two QEMU VM Machines (own kernels) up to its partition/heal: a Cluster over
 # kernel WireGuard, Containers reaching each other across the mesh under
 # Docker's FORWARD DROP, a healthy ZFS pool on each. The power cycle and the
@@ -13,11 +13,24 @@
 # the run fails, loudly: it is the only test of kernel WireGuard, FORWARD
 # DROP forwarding and ZFS, never skipped.
 #
-# usage: vm-test-step.sh START_UNIX_SECONDS BIN_DIR
+# usage: vm-test-step.sh START_UNIX_SECONDS BIN_DIR [AFTER_LOG]
+#
+# AFTER_LOG: the log of the container scenarios running at the same time
+# (test-stages.sh's STAGE+STAGE): the step waits until their TestMain has
+# built the Machine and test app images, which this run's TestMain builds
+# too, so the two never build the same image at once.
 set -euo pipefail
-start=$1 bin=$2
+start=$1 bin=$2 after=${3:-}
 budget=${PLOYZ_TEST_BUDGET_MIN:-75}
 PLOYZ_PREREQ_VM=1 "$(dirname "$0")/prereq.sh"
+
+if [ -n "$after" ]; then
+  t0=$(date +%s)
+  until grep -q '^e2e: Machine images' "$after" 2>/dev/null || [ -e "${after%.log}.done" ]; do
+    sleep 5
+  done
+  echo "make test: waited $(($(date +%s) - t0))s for the container scenarios' images"
+fi
 
 # A background build (make test's vm-image stage) is waited for; when it
 # failed, the step fails with its log.
