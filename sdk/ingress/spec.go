@@ -174,6 +174,9 @@ func Capabilities(s *Spec) []string {
 	}
 	if s != nil && s.ClusterSecretFile != "" {
 		caps = append(caps, CapSealedKeys)
+		if s.ACME != nil {
+			caps = append(caps, CapUserCerts)
+		}
 	}
 	return caps
 }
