@@ -20,6 +20,12 @@ const SealedPrefix = "enc:v1:"
 // compose files in the revisions table.
 const SavedStatePurpose = "saved-state"
 
+// CertificateKeysPurpose derives the key that seals the certificates
+// table's key_pem: the same key and associated data as the ingress
+// plugin's (plugins/ingress-caddy/internal/acme/seal.go), so a key ployzd
+// seals opens there.
+const CertificateKeysPurpose = "certificate-keys"
+
 // Sealer seals a row's field with a key derived from the Cluster secret
 // for one purpose; the associated data binds a sealed value to its
 // table, field and row, so it does not open anywhere else.

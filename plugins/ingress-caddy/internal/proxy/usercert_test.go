@@ -157,4 +157,3 @@ func userTestCert(t *testing.T, serial int64, names ...string) (certPEM, keyPEM 
 	kd, _ := x509.MarshalPKCS8PrivateKey(key)
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd})), der
 }
-
