@@ -122,4 +122,3 @@ func TestUserCertificateRowFixture(t *testing.T) {
 		t.Fatalf("ployzd's sealer does not open the plugin's pinned form: %q %v", key, err)
 	}
 }
-
