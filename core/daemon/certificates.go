@@ -26,15 +26,7 @@ func (d *Daemon) certificateRoutes() []rpc.Route {
 // certificateSealer seals certificate private keys with this Machine's
 // Cluster secret, as the ingress plugin opens them.
 func (d *Daemon) certificateSealer() (*store.Sealer, error) {
-	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
-	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "no Cluster secret on this Machine to seal the private key with: %v", err)
-	}
-	s, err := store.NewSealer(secret, store.CertificateKeysPurpose, "certificates", "key_pem")
-	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "%v", err)
-	}
-	return s, nil
+	return d.clusterSealer(store.CertificateKeysPurpose, "certificates", "key_pem", "the private key")
 }
 
 // addCertificate checks the pair again (the operator's check is not

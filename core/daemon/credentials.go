@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
@@ -21,11 +20,7 @@ func (d *Daemon) credentialSealer(ctx context.Context, st *sdkstore.Client) *sdk
 	if ok, _ := ingress.SealingAllowed(rows, ingress.CapSealedAuth); !ok {
 		return nil
 	}
-	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
-	if err != nil {
-		return nil
-	}
-	s, err := ingress.NewCredentialsSealer(secret)
+	s, err := d.clusterSealer(ingress.CredentialsPurpose, "containers", "basic_auth", "password hashes")
 	if err != nil {
 		return nil
 	}

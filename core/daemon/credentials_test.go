@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	sdkstore "github.com/ployz/ployz/sdk/store"
@@ -34,5 +35,10 @@ func TestCredentialSealerWaitsForEveryIngress(t *testing.T) {
 	b = body()
 	if err := sealCredentials("c1", &b, d.credentialSealer(t.Context(), st)); err != nil || !strings.HasPrefix(b.Ingress[0].BasicAuth.Users["alice"], sdkstore.SealedPrefix) {
 		t.Fatalf("not sealed once every ingress opens it: %v %v", err, b.Ingress[0].BasicAuth.Users)
+	}
+	secret, _ := store.LoadClusterSecret(d.cfg.DataDir)
+	proxySide, _ := ingress.NewCredentialsSealer(secret)
+	if err := ingress.OpenCredentials("c1", &b, proxySide); err != nil || b.Ingress[0].BasicAuth.Users["alice"] != "$2y$04$x" {
+		t.Fatalf("the proxy's sealer does not open ployzd's: %v", err)
 	}
 }
