@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -20,6 +21,8 @@ const CertExpiryWarning = 21 * 24 * time.Hour
 type Certificate struct {
 	rpc.CertificateView
 	Warning string `json:"warning,omitempty"`
+	// Notes (cert add) name the ingress Machines that will not serve it.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Certificates answers `ployz cert ls`.
@@ -72,7 +75,27 @@ func (s *Session) AddCertificate(ctx context.Context, certPEM, keyPEM []byte) (C
 	if err != nil {
 		return Certificate{}, fmt.Errorf("add certificate: %w", err)
 	}
-	return withExpiry(v, time.Now()), nil
+	c := withExpiry(v, time.Now())
+	if list, err := s.Machines(ctx); err == nil {
+		c.Notes = userCertNotes(list.Machines)
+	}
+	return c, nil
+}
+
+// userCertNotes names the participating ingress Machines whose proxy does
+// not advertise ingress.CapUserCerts (an older release, or HTTPS off):
+// they will not serve a user certificate.
+func userCertNotes(ms []rpc.MachineView) []string {
+	var notes []string
+	for _, m := range ms {
+		if m.Phase != "participating" || !rpc.Accepts(m.Labels, rpc.AcceptIngress) || !slices.Contains(m.Capabilities, ingress.CapHTTP) {
+			continue
+		}
+		if !slices.Contains(m.Capabilities, ingress.CapUserCerts) {
+			notes = append(notes, fmt.Sprintf("machine %s does not serve user certificates (no %s: an older release, or HTTPS off there)", m.Name, ingress.CapUserCerts))
+		}
+	}
+	return notes
 }
 
 // Certificates lists the Cluster's certificates, user and ACME, with

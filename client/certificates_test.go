@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/ingress"
 )
 
 func TestCertExpiry(t *testing.T) {
@@ -30,5 +33,17 @@ func TestAddCertificateRefusesBeforeSending(t *testing.T) {
 	_, err := (&Session{}).AddCertificate(t.Context(), []byte("nope"), []byte("nope"))
 	if err == nil || !strings.Contains(err.Error(), "cert: no PEM CERTIFICATE block") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+func TestUserCertNotes(t *testing.T) {
+	ing := map[string]string{"ployz.accepts": "ingress"}
+	ms := []rpc.MachineView{
+		{Name: "new", Phase: "participating", Labels: ing, Capabilities: []string{ingress.CapHTTP, ingress.CapUserCerts}},
+		{Name: "old", Phase: "participating", Labels: ing, Capabilities: []string{ingress.CapHTTP}},
+		{Name: "db", Phase: "participating", Labels: map[string]string{"ployz.accepts": "services"}, Capabilities: []string{ingress.CapHTTP}},
+	}
+	if n := userCertNotes(ms); len(n) != 1 || !strings.Contains(n[0], "machine old ") {
+		t.Fatalf("notes %v", n)
 	}
 }

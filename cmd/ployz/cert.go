@@ -21,7 +21,13 @@ func certCommand() *cobra.Command {
 			return withClient(c, func(s *client.Session) error {
 				added, err := s.AddCertificateFiles(c.Context(), certFile, keyFile)
 				return show(c, added, err, func(w io.Writer) error {
-					return render.Certificates(w, client.Certificates{Certificates: []client.Certificate{added}})
+					if err := render.Certificates(w, client.Certificates{Certificates: []client.Certificate{added}}); err != nil {
+						return err
+					}
+					for _, n := range added.Notes {
+						fmt.Fprintf(w, "note: %s\n", n)
+					}
+					return nil
 				})
 			})
 		},
