@@ -240,7 +240,11 @@ func certSummaries(routes []deploy.IngressRoute, ing *ingressOnce) []dashboard.C
 			}
 			mc = append(mc, c)
 		}
-		out = append(out, dashboard.SummarizeCerts(r.Hostname, mc))
+		sum := dashboard.SummarizeCerts(r.Hostname, mc)
+		if sum.State == "issued" {
+			sum.Warning = client.CertExpiry(sum.NotAfter, time.Now())
+		}
+		out = append(out, sum)
 	}
 	return out
 }

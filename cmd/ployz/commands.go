@@ -15,7 +15,7 @@ import (
 func subcommands() []*cobra.Command {
 	return []*cobra.Command{gendocsCommand(), labCommand(), ctxCommand(), machineCommand(), imageCommand(), buildCommand(),
 		deployCommand(), rollbackCommand(), lsCommand(), psCommand(), serviceCommand(), logsCommand(), scaleCommand(), restartCommand(),
-		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), runCommand(), ingressCommand(),
+		startStopCommand("start"), startStopCommand("stop"), rmCommand(), projectCommand(), execCommand(), runCommand(), ingressCommand(), certCommand(),
 		metricsCommand(), topCommand(), dashboardCommand(), pluginCommand(), volumeCommand(), historyCommand(), leaseCommand(), jobsCommand(), selfUpdateCommand()}
 }
 

@@ -195,6 +195,9 @@ func (d *Daemon) publishAfterEvent(ctx context.Context, cli client.APIClient, id
 	}
 	b := serviceContainerBody(d.ctrs.observe(in, ""), in)
 	b.Session = session()
+	if err := sealCredentials(in.ID, &b, d.credentialSealer(ctx, a.store)); err != nil {
+		return err
+	}
 	if ended(action) && b.Ready {
 		down := b
 		down.Ready = false
@@ -230,9 +233,13 @@ func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 		}
 		d.ctrs.ready.prune(exist)
 	}
+	creds := d.credentialSealer(ctx, a.store)
 	for _, c := range list {
 		b, err := d.containerBody(ctx, cli, c)
 		if err != nil {
+			return err
+		}
+		if err := sealCredentials(c.ID, &b, creds); err != nil {
 			return err
 		}
 		want[c.ID] = b

@@ -35,11 +35,18 @@ func (d *Daemon) savedStateRoutes() []rpc.Route {
 // composeSealer seals and opens revisions' compose files with this
 // Machine's Cluster secret.
 func (d *Daemon) composeSealer() (*store.Sealer, error) {
+	return d.clusterSealer(store.SavedStatePurpose, "revisions", "compose", "Saved State")
+}
+
+// clusterSealer is the sealer of table's field under a key derived from
+// this Machine's Cluster secret for purpose; what names the sealed value
+// in the refusal when this Machine has no secret.
+func (d *Daemon) clusterSealer(purpose, table, field, what string) (*store.Sealer, error) {
 	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "no Cluster secret on this Machine to seal Saved State with: %v", err)
+		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "no Cluster secret on this Machine to seal %s with: %v", what, err)
 	}
-	s, err := store.NewSealer(secret, store.SavedStatePurpose, "revisions", "compose")
+	s, err := store.NewSealer(secret, purpose, table, field)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "%v", err)
 	}

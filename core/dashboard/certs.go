@@ -18,6 +18,12 @@ type CertSummary struct {
 	NotAfter int64 `json:"not_after,omitempty"`
 	// Detail names the Machines that differ and the last error.
 	Detail string `json:"detail,omitempty"`
+	// Source is "user" when a Machine serves an operator's certificate
+	// (ployz cert add) for the hostname; absent: ACME.
+	Source string `json:"source,omitempty"`
+	// Warning says the certificate expired or expires within 21 days
+	// (set by the source, which knows the time).
+	Warning string `json:"warning,omitempty"`
 }
 
 // MachineCerts is one Machine's certificate states, or why it has none.
@@ -51,6 +57,9 @@ func SummarizeCerts(hostname string, ms []MachineCerts) CertSummary {
 		by[c.State] = append(by[c.State], m.Machine)
 		if c.State == ingress.CertIssued && c.NotAfter > 0 && (out.NotAfter == 0 || c.NotAfter < out.NotAfter) {
 			out.NotAfter = c.NotAfter
+		}
+		if c.State == ingress.CertIssued && c.Source != "" {
+			out.Source = c.Source
 		}
 		if c.Error != "" {
 			errs = append(errs, m.Machine+": "+c.Error)

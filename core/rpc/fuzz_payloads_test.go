@@ -56,6 +56,8 @@ var payloadTypes = map[string]func() any{
 	CmdRecordHistory:      func() any { return &RecordHistoryRequest{} },
 	CmdListHistory:        func() any { return &ListHistoryRequest{} },
 	CmdSaveRevision:       func() any { return &SaveRevisionRequest{} },
+	CmdAddCertificate:     func() any { return &AddCertificateRequest{} },
+	CmdRemoveCertificate:  func() any { return &RemoveCertificateRequest{} },
 	CmdListRevisions:      func() any { return &ListRevisionsRequest{} },
 	CmdPutDeployRecord:    func() any { return &PutDeployRecordRequest{} },
 	CmdListDeployRecords:  func() any { return &ListDeployRecordsRequest{} },

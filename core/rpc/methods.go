@@ -43,6 +43,9 @@ var (
 	RecordHistory     = Declare[RecordHistoryRequest, HistoryRecorded](CmdRecordHistory, CapRecordHistory)
 	ListHistory       = Declare[ListHistoryRequest, HistoryList](CmdListHistory, CapListHistory)
 	SaveRevision      = Declare[SaveRevisionRequest, RevisionSaved](CmdSaveRevision, CapSaveRevision)
+	AddCertificate    = Declare[AddCertificateRequest, CertificateView](CmdAddCertificate, CapAddCertificate)
+	ListCertificates  = Declare[None, CertificateList](CmdListCertificates, CapListCertificates)
+	RemoveCertificate = Declare[RemoveCertificateRequest, CertificatesRemoved](CmdRemoveCertificate, CapRemoveCertificate)
 	ListRevisions     = Declare[ListRevisionsRequest, RevisionList](CmdListRevisions, CapListRevisions)
 	PutDeployRecord   = Declare[PutDeployRecordRequest, struct{}](CmdPutDeployRecord, CapPutDeployRecord) // answers {}
 	ListDeployRecords = Declare[ListDeployRecordsRequest, DeployRecordList](CmdListDeployRecords, CapListDeployRecords)

@@ -173,7 +173,10 @@ func Capabilities(s *Spec) []string {
 		caps = append(caps, CapTLS)
 	}
 	if s != nil && s.ClusterSecretFile != "" {
-		caps = append(caps, CapSealedKeys)
+		caps = append(caps, CapSealedKeys, CapSealedAuth)
+		if s.ACME != nil {
+			caps = append(caps, CapUserCerts)
+		}
 	}
 	return caps
 }

@@ -143,6 +143,9 @@ type CertificateState struct {
 	Error         string `json:"error,omitempty"`
 	NextAttemptAt int64  `json:"next_attempt_at,omitempty"`
 	Detail        string `json:"detail,omitempty"`
+	// Source is "user" when a user certificate serves the hostname
+	// (Issuer is then the certificate's issuer); absent: ACME.
+	Source string `json:"source,omitempty"`
 }
 
 // SkippedCertificate is a certificates row that was not loaded, with the

@@ -179,6 +179,13 @@ type CertificateBody struct {
 	LastError     string `json:"last_error,omitempty"`
 	Failures      int    `json:"failures,omitempty"`
 	NextAttemptAt int64  `json:"next_attempt_at,omitempty"`
+	// Source is "user" for a certificate an operator brought (row name
+	// "user:" + id, key_pem sealed, never renewed); absent: ACME's.
+	Source string `json:"source,omitempty"`
+	// CA is a user certificate's issuer (the leaf's distinguished name).
+	CA string `json:"ca,omitempty"`
+	// AddedAt is when a user certificate was added (unix seconds).
+	AddedAt int64 `json:"added_at,omitempty"`
 }
 
 // CertificateChallenge is a pending HTTP-01 challenge: answer

@@ -348,6 +348,8 @@
   function cert(c) {
     const until = c.not_after ? " until " + new Date(c.not_after * 1000).toISOString().slice(0, 10) : "";
     return el("div", { "data-cert": c.hostname }, c.hostname + " ", st(c.state), until,
+      c.source === "user" ? " (user certificate)" : "",
+      c.warning ? el("div", { class: "warn" }, c.warning) : null,
       c.detail ? el("div", { class: "muted" }, c.detail) : null);
   }
   // followLogs follows a Service's logs into pane. A Machine whose stream

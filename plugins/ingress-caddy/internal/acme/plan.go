@@ -86,6 +86,7 @@ type certEvaluation struct {
 	machines int
 	due      string
 	prev     store.Row[store.CertificateBody]
+	users    []ingress.UserCertificate // user certificates that parsed
 }
 
 // certView is one certificates row as read: its material, or why not.
@@ -100,6 +101,10 @@ type certView struct {
 func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
 	e.views = map[string]certView{}
 	for _, r := range rows {
+		if isUserRow(r) {
+			e.readUser(r)
+			continue
+		}
 		name := strings.ToLower(r.Key)
 		v := certView{row: r}
 		mat, err := parseMaterial(name, r.Body)
@@ -121,9 +126,72 @@ func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
 	})
 }
 
-// host states one wanted hostname: its certificate served while valid,
-// and, when it needs issuing or renewal, whose turn that is.
+// isUserRow: an operator's certificate (ployz cert add), never issued
+// or renewed here.
+func isUserRow(r store.Row[store.CertificateBody]) bool {
+	return r.Body.Source == ingress.CertSourceUser || strings.HasPrefix(r.Key, ingress.UserCertPrefix)
+}
+
+// readUser parses one user certificate row; one that does not parse (or
+// whose key did not open) is skipped and reported.
+func (e *certEvaluation) readUser(r store.Row[store.CertificateBody]) {
+	skip := func(why string) {
+		e.snap.Skipped = append(e.snap.Skipped, ingress.SkippedCertificate{Name: r.Key, Reason: why})
+	}
+	if strings.HasPrefix(r.Body.KeyPEM, "enc:") {
+		skip(`field "key_pem" is sealed and this Machine did not open it (sealed by another Cluster, tampered with, or no cluster_secret_file in the ingress spec; see the log)`)
+		return
+	}
+	u, err := ingress.ParseUserCertificate([]byte(r.Body.CertPEM), []byte(r.Body.KeyPEM))
+	if err != nil {
+		skip(rowField(err))
+		return
+	}
+	e.users = append(e.users, u)
+}
+
+// rowField names the row's field in a ParseUserCertificate error, whose
+// "cert: " or "key: " names the command's flag.
+func rowField(err error) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "cert: "); ok {
+		return `field "cert_pem": ` + rest
+	}
+	if rest, ok := strings.CutPrefix(msg, "key: "); ok {
+		return `field "key_pem": ` + rest
+	}
+	return msg
+}
+
+// userCert is the user certificate serving h now: one that covers it and
+// has not expired, the latest to expire when several do.
+func (e *certEvaluation) userCert(h string) (ingress.UserCertificate, bool) {
+	var best ingress.UserCertificate
+	found := false
+	for _, u := range e.users {
+		if e.now.Before(u.NotAfter) && u.Covers(h) && (!found || u.NotAfter.After(best.NotAfter)) {
+			best, found = u, true
+		}
+	}
+	return best, found
+}
+
+// host states one wanted hostname: a user certificate covering it served
+// in preference to anything ACME holds, else its ACME certificate served
+// while valid and, when it needs issuing or renewal, whose turn that is.
+// A wildcard only a user certificate can serve: HTTP-01 cannot validate
+// one.
 func (e *certEvaluation) host(h string) {
+	if u, ok := e.userCert(h); ok {
+		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: u.CertPEM, KeyPEM: u.KeyPEM, Hostname: h})
+		e.snap.States = append(e.snap.States, ingress.CertificateState{Hostname: h, State: ingress.CertIssued,
+			NotAfter: u.NotAfter.Unix(), Issuer: u.Issuer, Source: ingress.CertSourceUser, Detail: "user certificate " + u.ID})
+		delete(e.m.firstSeen, h)
+		return
+	}
+	if ingress.IsWildcard(h) {
+		return
+	}
 	v, exists := e.views[h]
 	b := v.row.Body
 	st := ingress.CertificateState{Hostname: h, State: ingress.CertPending, Error: b.LastError}

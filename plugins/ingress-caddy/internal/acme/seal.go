@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -137,24 +136,9 @@ type sealGate struct {
 }
 
 // sealingAllowed reports whether every participating Machine running an
-// ingress can open sealed keys; if not, it names one that cannot. A row
-// with no capabilities at all is a version older than capabilities, and
-// older than sealing.
+// ingress can open sealed keys; if not, it names one that cannot.
 func sealingAllowed(rows []store.Row[store.MachineBody]) (bool, string) {
-	for _, r := range rows {
-		if r.Body.Phase != "participating" {
-			continue
-		}
-		caps := r.Body.Capabilities
-		if len(caps) == 0 || (slices.Contains(caps, ingress.CapHTTP) && !slices.Contains(caps, ingress.CapSealedKeys)) {
-			name := r.Body.Name
-			if name == "" {
-				name = r.Key
-			}
-			return false, fmt.Sprintf("machine %s (version %q) does not advertise %s", name, r.Body.Version, ingress.CapSealedKeys)
-		}
-	}
-	return true, ""
+	return ingress.SealingAllowed(rows, ingress.CapSealedKeys)
 }
 
 // sealing decides, from the machines table now, whether to seal. A store

@@ -93,7 +93,12 @@ func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t 
 		"routes":                  serverRoutes(machine, false, 0),
 	}
 	pems := make([]any, 0, len(t.Certificates))
+	seen := map[string]bool{}
 	for _, c := range t.Certificates {
+		if seen[c.CertPEM] { // one user certificate may serve several hostnames
+			continue
+		}
+		seen[c.CertPEM] = true
 		pems = append(pems, obj{"certificate": c.CertPEM, "key": c.KeyPEM})
 	}
 	apps["tls"] = obj{"certificates": obj{"load_pem": pems}, "disable_ocsp_stapling": true}

@@ -56,8 +56,8 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 }
 
 // tls hands the routed hostnames (published or pending) to the manager
-// and returns the TLS input of the Caddy config. A wildcard is not handed
-// over: HTTP-01 cannot validate one.
+// and returns the TLS input of the Caddy config. A wildcard is handed
+// over for a user certificate only: HTTP-01 cannot validate one.
 func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	if c == nil {
 		return caddyconfig.TLS{}
@@ -67,11 +67,12 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 }
 
 // certHostnames are the hostnames of the HTTP routes published or
-// pending, redirecting ones (redirect_from) included, wildcards left out.
+// pending, redirecting ones (redirect_from) and wildcards included (the
+// manager serves a wildcard from a user certificate, never issues one).
 func certHostnames(routes []ingress.Route) []string {
 	var hs []string
 	for _, r := range routes {
-		if r.Hostname != "" && r.Protocol == "" && !ingress.IsWildcard(r.Hostname) && (r.State == ingress.RoutePublished || r.State == ingress.RoutePending) {
+		if r.Hostname != "" && r.Protocol == "" && (r.State == ingress.RoutePublished || r.State == ingress.RoutePending) {
 			hs = append(hs, r.Hostname)
 		}
 	}

@@ -105,7 +105,8 @@ func TestRedirectFromHTTPSRealCaddy(t *testing.T) {
 
 // TestCertHostnamesIncludeRedirects: a redirecting hostname is handed to
 // the certificate manager like any routed one (so HTTPS to it can answer
-// its 308); wildcards, TCP routes and ownerless conflicts are not.
+// its 308), wildcards too (for a user certificate); TCP routes and
+// ownerless conflicts are not.
 func TestCertHostnamesIncludeRedirects(t *testing.T) {
 	routes := []ingress.Route{
 		{Hostname: "example.test", State: ingress.RoutePublished},
@@ -114,7 +115,7 @@ func TestCertHostnamesIncludeRedirects(t *testing.T) {
 		{Hostname: "taken.example.test", State: ingress.RouteConflict},
 		{Protocol: "tcp", Port: 5432, State: ingress.RoutePublished},
 	}
-	if got := certHostnames(routes); !slices.Equal(got, []string{"example.test", "www.example.test"}) {
+	if got := certHostnames(routes); !slices.Equal(got, []string{"example.test", "www.example.test", "*.example.test"}) {
 		t.Fatalf("hostnames %v", got)
 	}
 }

@@ -172,6 +172,7 @@ type loader struct {
 	reloads     int    // Caddy loads after the first
 	caddyListen string // bound on the first load, which follows the first store read
 	tlsListen   string // the HTTPS socket, bound when HTTPS is first served
+	creds       *credentials
 }
 
 func newLoader(ctx context.Context, o Options) (*loader, error) {
@@ -201,6 +202,11 @@ func newLoader(ctx context.Context, o Options) (*loader, error) {
 	}
 	if l.certs, err = startCertificates(ctx, l.spec, nil, l.log); err != nil { // nil: HTTPS off
 		l.stopWatch()
+		return nil, err
+	}
+	if l.creds, err = loadCredentials(l.spec); err != nil {
+		l.stopWatch()
+		l.certs.stop()
 		return nil, err
 	}
 	l.specTick = time.NewTicker(specCheck)
@@ -276,6 +282,7 @@ func (l *loader) apply(ctx context.Context, in ingress.Input, wait time.Duration
 	if l.caddyListen == "" {
 		l.caddyListen = httpListen(l.spec.Listen, l.log)
 	}
+	in.Containers = l.creds.open(in.Containers, l.log)
 	next := ingress.Compute(in)
 	dropBusyPorts(next.Routes, l.spec.Listen, l.cur)
 	tlsIn := l.tls(ctx, next.Routes)
