@@ -1,0 +1,115 @@
+package volprotect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Declared is one volume's stored Policy.
+type Declared struct {
+	Volume string
+	Policy Policy
+}
+
+// Volumes is this Machine's volume plugin as the Protector uses it.
+type Volumes interface {
+	// Snapshots answers volume's snapshots here.
+	Snapshots(ctx context.Context, volume string) ([]Snapshot, error)
+	// Take snapshots volume as name.
+	Take(ctx context.Context, volume, name string) error
+	// Destroy destroys volume's snapshot name (no bookmark: automatic
+	// snapshots are not what a Sync sends from).
+	Destroy(ctx context.Context, volume, name string) error
+}
+
+// Config is a Protector's collaborators.
+type Config struct {
+	// Policies answers the stored policies (every Machine sees all).
+	Policies func(context.Context) ([]Declared, error)
+	// IsWriter reports whether this Machine holds volume's Writer: only
+	// the Writer's Machine snapshots, so one Machine acts per volume.
+	IsWriter func(volume string) bool
+	Volumes  Volumes
+	// Now is the clock (nil: time.Now); tests compress time with it.
+	Now func() time.Time
+	Log hclog.Logger
+}
+
+// Protector takes and prunes the automatic snapshots of the volumes
+// whose Writer is on this Machine. Round is one pass; ployzd loops.
+type Protector struct{ cfg Config }
+
+// New returns a Protector with cfg's defaults filled in.
+func New(cfg Config) *Protector {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	return &Protector{cfg: cfg}
+}
+
+// Round examines every stored policy once and answers when the next
+// snapshot is due among this Machine's Writers (zero: none).
+func (p *Protector) Round(ctx context.Context) (time.Time, error) {
+	ds, err := p.cfg.Policies(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read volume policies: %w", err)
+	}
+	var next time.Time
+	var errs []error
+	for _, d := range ds {
+		if !d.Policy.Snapshots.Any() || !p.cfg.IsWriter(d.Volume) {
+			continue
+		}
+		n, err := p.volume(ctx, d)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume %s: %w", d.Volume, err))
+		}
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// volume snapshots d's volume when due, then prunes to its retention.
+func (p *Protector) volume(ctx context.Context, d Declared) (time.Time, error) {
+	now := p.cfg.Now()
+	snaps, err := p.cfg.Volumes.Snapshots(ctx, d.Volume)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("list snapshots: %w", err)
+	}
+	due, next := SnapshotDue(d.Policy.Snapshots, newestAuto(snaps), now)
+	if name := SnapshotName(now); due && !slices.ContainsFunc(snaps, func(s Snapshot) bool { return s.Name == name }) {
+		if err := p.cfg.Volumes.Take(ctx, d.Volume, name); err != nil {
+			return next, fmt.Errorf("snapshot %s: %w", name, err)
+		}
+		p.cfg.Log.Info("took scheduled snapshot", "volume", d.Volume, "snapshot", name)
+		snaps = append(snaps, Snapshot{Name: name, Created: now})
+	}
+	for _, name := range Keep(snaps, d.Policy.Snapshots, now).Prune {
+		if err := p.cfg.Volumes.Destroy(ctx, d.Volume, name); err != nil {
+			return next, fmt.Errorf("prune %s: %w", name, err)
+		}
+		p.cfg.Log.Info("pruned scheduled snapshot", "volume", d.Volume, "snapshot", name)
+	}
+	return next, nil
+}
+
+// newestAuto is the creation time of snaps' newest automatic snapshot.
+func newestAuto(snaps []Snapshot) time.Time {
+	var t time.Time
+	for _, s := range snaps {
+		if IsAuto(s.Name) && s.Created.After(t) {
+			t = s.Created
+		}
+	}
+	return t
+}
