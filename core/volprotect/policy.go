@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// Extension is the compose key of a top-level volume declaring its
+// Policy.
+const Extension = "x-volume"
+
 // Policy is a Provisioned Volume's x-volume: the automatic snapshots it
 // keeps and the Mirror kept in Sync. The zero Policy protects nothing.
 type Policy struct {
