@@ -20,7 +20,9 @@ func TestProtectionOf(t *testing.T) {
 		{Name: "run-7", Created: now.Add(-12 * time.Minute).UnixNano()},
 		{Name: "before-upgrade", Created: now.UnixNano()},
 	}}
-	step := func(m, outcome string) operator.RunStep { return operator.RunStep{Name: "send", Machine: m, Outcome: outcome} }
+	step := func(m, outcome string) operator.RunStep {
+		return operator.RunStep{Name: "send", Machine: m, Outcome: outcome}
+	}
 	runs := []operator.VolumeRun{ // newest first
 		{Gen: 9, Kind: "sync", State: operator.RunFailed, Started: now.Add(-2 * time.Minute), Steps: []operator.RunStep{step("m2", operator.RunFailed), step("m3", operator.RunDone)}},
 		{Gen: 8, Kind: "delete-mirror", State: operator.RunDone, Target: "m4", Started: now.Add(-5 * time.Minute)},
