@@ -83,27 +83,17 @@ func ProtectionOf(machine string, v rpc.Volume, runs []operator.VolumeRun, now t
 			p.LastSnapshot = &t
 		}
 	}
-	seen := map[string]bool{machine: true}
+	var rs []volprotect.Run
 	for _, r := range runs {
-		switch {
-		case r.State == operator.RunDone && r.Kind == "delete-mirror":
-			seen[r.Target] = true // no Mirror there since
-		case r.State == operator.RunDone && r.Kind == "move" && r.Source != "" && !seen[r.Source]:
-			// The Move's source kept its copy as a Mirror, level at the cut.
-			seen[r.Source] = true
-			p.Mirrors = append(p.Mirrors, lag(r.Source, r, now))
-		}
+		vr := volprotect.Run{Gen: r.Gen, Kind: r.Kind, State: r.State, Target: r.Target, Source: r.Source, Started: r.Started}
 		for _, st := range r.Steps {
-			if st.Name != "send" || seen[st.Machine] || (st.Outcome != operator.RunDone && st.Outcome != operator.StepSkipped) {
-				continue
-			}
-			seen[st.Machine] = true
-			p.Mirrors = append(p.Mirrors, lag(st.Machine, r, now))
+			vr.Steps = append(vr.Steps, volprotect.Step{Name: st.Name, Machine: st.Machine, Outcome: st.Outcome})
 		}
+		rs = append(rs, vr)
+	}
+	for _, l := range volprotect.Lags(machine, rs) {
+		p.Mirrors = append(p.Mirrors, MirrorLag{Machine: l.Machine, Gen: l.Gen, Kind: l.Kind, Synced: l.Synced,
+			BehindSeconds: int64(max(now.Sub(l.Synced), 0) / time.Second)})
 	}
 	return p
-}
-
-func lag(machine string, r operator.VolumeRun, now time.Time) MirrorLag {
-	return MirrorLag{Machine: machine, Gen: r.Gen, Kind: r.Kind, Synced: r.Started.UTC(), BehindSeconds: int64(max(now.Sub(r.Started), 0) / time.Second)}
 }

@@ -8,6 +8,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -106,8 +107,30 @@ func (d *Daemon) newProtector() *volprotect.Protector {
 		Policies: func(ctx context.Context) ([]volprotect.Declared, error) { return storedPolicies(ctx, st) },
 		IsWriter: func(name string) bool { return d.copyRoles()[name].Role == volumecopy.Writer },
 		Volumes:  pluginVolumes{d},
+		Lags: func(ctx context.Context, name string) ([]volprotect.Lag, error) {
+			return storedLags(ctx, st, d.record().Name, name)
+		},
+		Outcomes: &d.protectOutcomes,
 		Log:      d.log.Named("protect"),
 	})
+}
+
+// storedLags are the last syncs of writer's volume's Mirrors, from the
+// Cluster's Volume Runs (a record that does not decode is skipped).
+func storedLags(ctx context.Context, st *sdkstore.Client, writer, volume string) ([]volprotect.Lag, error) {
+	rows, err := store.VolumeRunsOf(ctx, st, volume)
+	if err != nil {
+		return nil, err
+	}
+	var runs []volprotect.Run
+	for _, r := range rows {
+		var run volprotect.Run
+		if json.Unmarshal(r.Body.Run, &run) == nil {
+			run.State = r.Body.State // the Cluster's word (a run marked lost)
+			runs = append(runs, run)
+		}
+	}
+	return volprotect.Lags(writer, runs), nil
 }
 
 // storedPolicies are the volume_policies rows a reader can act on; a row

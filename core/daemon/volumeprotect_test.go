@@ -7,6 +7,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/volprotect"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // TestPutVolumePolicies: put_volume_policies stores a namespace's
@@ -44,5 +45,26 @@ func TestPutVolumePolicies(t *testing.T) {
 	bad := volprotect.Policy{Mirror: &volprotect.Mirror{Machine: "m2", Every: "5s"}}
 	if _, err := put(rpc.PutVolumePoliciesRequest{Namespace: "shop-prod", Policies: []rpc.VolumePolicyDecl{{Volume: "pg", Policy: bad}}}); !isField(err, "policies[].policy") {
 		t.Fatalf("bad policy: %v", err)
+	}
+}
+
+// TestStoredLags: the Writer reads its Mirrors' last syncs from the
+// Cluster's Volume Runs, the Cluster's state over the record's.
+func TestStoredLags(t *testing.T) {
+	_, st := storeDaemon(t, "m1")
+	ctx := context.Background()
+	put := func(gen uint64, state string, run string) {
+		b := store.VolumeRunBody{Volume: "db", Gen: gen, Kind: "sync", State: state, Run: []byte(run)}
+		if _, err := store.VolumeRuns(st).Put(ctx, sdkstore.Row[store.VolumeRunBody]{Key: store.VolumeRunKey("db", gen), Body: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(3, "done", `{"volume":"db","gen":3,"kind":"sync","state":"done","started_at":"2026-12-07T05:00:00Z","steps":[{"name":"send","machine":"m2","outcome":"done","bytes":10}]}`)
+	put(4, "done", `{"volume":"db","gen":4,"kind":"delete-mirror","target":"m2","state":"done","started_at":"2026-12-07T05:10:00Z","steps":[]}`)
+	put(5, "lost", `{"volume":"db","gen":5,"kind":"sync","state":"open","started_at":"2026-12-07T05:20:00Z","steps":[{"name":"send","machine":"m3","outcome":"done"}]}`)
+	put(6, "done", `{"gen":"six"}`)
+	lags, err := storedLags(ctx, st, "m1", "db")
+	if err != nil || len(lags) != 1 || lags[0].Machine != "m3" || lags[0].Gen != 5 {
+		t.Fatalf("lags %+v, %v", lags, err)
 	}
 }

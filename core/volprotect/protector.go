@@ -35,6 +35,11 @@ type Config struct {
 	// the Writer's Machine snapshots, so one Machine acts per volume.
 	IsWriter func(volume string) bool
 	Volumes  Volumes
+	// Lags, when set, answers volume's Mirrors' last syncs (from the
+	// Cluster's Volume Runs) for Outcomes.
+	Lags func(ctx context.Context, volume string) ([]Lag, error)
+	// Outcomes, when set, is kept up to date for the metrics plugin.
+	Outcomes *Outcomes
 	// Now is the clock (nil: time.Now); tests compress time with it.
 	Now func() time.Time
 	Log hclog.Logger
@@ -52,6 +57,9 @@ func New(cfg Config) *Protector {
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
 	}
+	if cfg.Outcomes == nil {
+		cfg.Outcomes = &Outcomes{}
+	}
 	return &Protector{cfg: cfg}
 }
 
@@ -64,10 +72,13 @@ func (p *Protector) Round(ctx context.Context) (time.Time, error) {
 	}
 	var next time.Time
 	var errs []error
+	var here []string
+	defer func() { p.cfg.Outcomes.Keep(here) }()
 	for _, d := range ds {
 		if !d.Policy.Snapshots.Any() || !p.cfg.IsWriter(d.Volume) {
 			continue
 		}
+		here = append(here, d.Volume)
 		n, err := p.volume(ctx, d)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s: %w", d.Volume, err))
@@ -79,18 +90,22 @@ func (p *Protector) Round(ctx context.Context) (time.Time, error) {
 	return next, errors.Join(errs...)
 }
 
-// volume snapshots d's volume when due, then prunes to its retention.
+// volume snapshots d's volume when due, then prunes to its retention,
+// and brings its Outcomes up to date.
 func (p *Protector) volume(ctx context.Context, d Declared) (time.Time, error) {
 	now := p.cfg.Now()
 	snaps, err := p.cfg.Volumes.Snapshots(ctx, d.Volume)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("list snapshots: %w", err)
 	}
+	defer func() { p.observe(ctx, d.Volume, snaps) }()
 	due, next := SnapshotDue(d.Policy.Snapshots, newestAuto(snaps), now)
 	if name := SnapshotName(now); due && !slices.ContainsFunc(snaps, func(s Snapshot) bool { return s.Name == name }) {
 		if err := p.cfg.Volumes.Take(ctx, d.Volume, name); err != nil {
+			p.cfg.Outcomes.Count(d.Volume, ResultFailed)
 			return next, fmt.Errorf("snapshot %s: %w", name, err)
 		}
+		p.cfg.Outcomes.Count(d.Volume, ResultTaken)
 		p.cfg.Log.Info("took scheduled snapshot", "volume", d.Volume, "snapshot", name)
 		snaps = append(snaps, Snapshot{Name: name, Created: now})
 	}
@@ -98,9 +113,24 @@ func (p *Protector) volume(ctx context.Context, d Declared) (time.Time, error) {
 		if err := p.cfg.Volumes.Destroy(ctx, d.Volume, name); err != nil {
 			return next, fmt.Errorf("prune %s: %w", name, err)
 		}
+		p.cfg.Outcomes.Count(d.Volume, ResultPruned)
+		snaps = slices.DeleteFunc(snaps, func(s Snapshot) bool { return s.Name == name })
 		p.cfg.Log.Info("pruned scheduled snapshot", "volume", d.Volume, "snapshot", name)
 	}
 	return next, nil
+}
+
+// observe records volume's newest automatic snapshot and, when Lags is
+// set, its Mirrors' last syncs (unreadable: left out, logged).
+func (p *Protector) observe(ctx context.Context, volume string, snaps []Snapshot) {
+	var lags []Lag
+	if p.cfg.Lags != nil {
+		var err error
+		if lags, err = p.cfg.Lags(ctx, volume); err != nil {
+			p.cfg.Log.Debug("mirror lag unknown", "volume", volume, "error", err)
+		}
+	}
+	p.cfg.Outcomes.Observe(volume, newestAuto(snaps), lags)
 }
 
 // newestAuto is the creation time of snaps' newest automatic snapshot.

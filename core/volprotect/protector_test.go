@@ -37,6 +37,7 @@ func (f *fakeVolumes) Destroy(_ context.Context, v, name string) error {
 // snapshot stays, and a volume whose Writer is elsewhere is untouched.
 func TestProtectorCompressedTime(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 5, 0, 0, time.UTC)
+	out := &Outcomes{}
 	fv := &fakeVolumes{snaps: map[string][]Snapshot{"db": {{Name: "before-upgrade", Created: now}}, "cache": nil}, now: &now}
 	p := New(Config{
 		Policies: func(context.Context) ([]Declared, error) {
@@ -45,6 +46,10 @@ func TestProtectorCompressedTime(t *testing.T) {
 		},
 		IsWriter: func(v string) bool { return v == "db" },
 		Volumes:  fv,
+		Lags: func(context.Context, string) ([]Lag, error) {
+			return []Lag{{Machine: "m2", Gen: 7, Kind: "sync", Synced: time.Date(2026, 12, 3, 23, 40, 0, 0, time.UTC)}}, nil
+		},
+		Outcomes: out,
 		Now:      func() time.Time { return now },
 	})
 	var next time.Time
@@ -72,5 +77,29 @@ func TestProtectorCompressedTime(t *testing.T) {
 	}
 	if want := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC); !next.Equal(want) {
 		t.Errorf("next %v, want %v", next, want)
+	}
+	m := out.Snapshot()
+	if len(m) != 1 || m[0].Volume != "db" || m[0].Snapshots[ResultTaken] != 72 || m[0].Snapshots[ResultPruned] != 72-26 ||
+		m[0].LastSnapshot != time.Date(2026, 12, 3, 23, 5, 0, 0, time.UTC).UnixMilli() || len(m[0].Mirrors) != 1 || m[0].Mirrors[0].Machine != "m2" {
+		t.Errorf("outcomes %+v", m)
+	}
+}
+
+// TestLags: each Mirror's last sync is the newest run whose send landed
+// there; a failed send does not count, a skipped one does; a Mirror a
+// later Delete Mirror emptied is not one; a Move's source is, at the cut.
+func TestLags(t *testing.T) {
+	at := func(min int) time.Time { return time.Date(2026, 12, 7, 5, min, 0, 0, time.UTC) }
+	send := func(m, outcome string) Step { return Step{Name: "send", Machine: m, Outcome: outcome} }
+	runs := []Run{
+		{Gen: 9, Kind: "sync", State: "failed", Started: at(50), Steps: []Step{send("m2", "failed"), send("m3", "done")}},
+		{Gen: 8, Kind: "delete-mirror", State: "done", Target: "m4", Started: at(40)},
+		{Gen: 7, Kind: "sync", State: "done", Started: at(30), Steps: []Step{send("m2", "skipped"), send("m4", "done")}},
+		{Gen: 6, Kind: "move", State: "done", Source: "m5", Target: "m1", Started: at(20), Steps: []Step{send("m1", "done")}},
+	}
+	got := Lags("m1", runs)
+	want := []Lag{{Machine: "m3", Gen: 9, Kind: "sync", Synced: at(50)}, {Machine: "m2", Gen: 7, Kind: "sync", Synced: at(30)}, {Machine: "m5", Gen: 6, Kind: "move", Synced: at(20)}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lags %+v, want %+v", got, want)
 	}
 }
