@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
@@ -23,15 +21,5 @@ func (s *Session) storeVolumePolicies(ctx context.Context, ns, deployment string
 	}
 	var out rpc.VolumePoliciesPut
 	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.PutVolumePolicies, req, &out)
-	var e *rpc.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &e) && e.Code == rpc.CodeUnsupported && len(req.Policies) == 0:
-		return nil
-	case errors.As(err, &e) && e.Code == rpc.CodeUnsupported:
-		return fmt.Errorf("store the x-volume policies of %s: the entry Machine does not serve %s: upgrade it (`ployz machine upgrade`)", ns, rpc.CmdPutVolumePolicies)
-	default:
-		return fmt.Errorf("store the x-volume policies of %s: %w", ns, err)
-	}
+	return putThroughEntry(err, "the x-volume policies of "+ns, rpc.CmdPutVolumePolicies, len(req.Policies) > 0)
 }
