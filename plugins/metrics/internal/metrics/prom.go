@@ -142,11 +142,7 @@ func addJobRuns(fams map[string]*dto.MetricFamily, gauge func(name, help string)
 	if len(jobs) == 0 {
 		return
 	}
-	label := func(name, value string) *dto.LabelPair {
-		return &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)}
-	}
-	total := &dto.MetricFamily{Name: proto.String(promName(MetricJobRuns) + "_total"), Type: dto.MetricType_COUNTER.Enum(),
-		Help: proto.String("Scheduled job runs this Machine recorded an outcome for, by final status, since ployzd started.")}
+	total := counterFamily(MetricJobRuns, "Scheduled job runs this Machine recorded an outcome for, by final status, since ployzd started.")
 	last := gauge("ployz_job_last_run_status", "1 on the status of the last run of the job this Machine recorded (skipped ticks aside).")
 	success := gauge("ployz_job_last_success_timestamp_seconds", "When the last successful run of the job on this Machine ended, in unix seconds.")
 	for _, j := range jobs {
@@ -165,11 +161,7 @@ func addJobRuns(fams map[string]*dto.MetricFamily, gauge func(name, help string)
 		}
 	}
 	fams[total.GetName()] = total
-	for _, f := range []*dto.MetricFamily{last, success} {
-		if len(f.Metric) == 0 {
-			delete(fams, f.GetName())
-		}
-	}
+	dropEmpty(fams, last, success)
 }
 
 // addVolumeProtection adds the volume protection families; a Machine
@@ -178,11 +170,7 @@ func addVolumeProtection(fams map[string]*dto.MetricFamily, gauge func(name, hel
 	if len(vols) == 0 {
 		return
 	}
-	label := func(name, value string) *dto.LabelPair {
-		return &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)}
-	}
-	total := &dto.MetricFamily{Name: proto.String(promName(MetricVolumeSnapshots) + "_total"), Type: dto.MetricType_COUNTER.Enum(),
-		Help: proto.String("Automatic snapshots (x-volume) of the volumes whose Writer is on this Machine, by result, since ployzd started.")}
+	total := counterFamily(MetricVolumeSnapshots, "Automatic snapshots (x-volume) of the volumes whose Writer is on this Machine, by result, since ployzd started.")
 	last := gauge("ployz_volume_last_snapshot_timestamp_seconds", "When the newest automatic snapshot of the volume was taken, in unix seconds.")
 	synced := gauge("ployz_volume_mirror_last_sync_timestamp_seconds", "When the newest Volume Run whose stream landed on the Mirror started, in unix seconds.")
 	for _, v := range vols {
@@ -200,10 +188,24 @@ func addVolumeProtection(fams map[string]*dto.MetricFamily, gauge func(name, hel
 				Gauge: &dto.Gauge{Value: proto.Float64(float64(m.LastSync) / 1000)}})
 		}
 	}
-	if len(total.Metric) > 0 {
-		fams[total.GetName()] = total
-	}
-	for _, f := range []*dto.MetricFamily{last, synced} {
+	fams[total.GetName()] = total
+	dropEmpty(fams, total, last, synced)
+}
+
+// label is one Prometheus label.
+func label(name, value string) *dto.LabelPair {
+	return &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)}
+}
+
+// counterFamily is the counter family <metric>_total.
+func counterFamily(metric, help string) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: proto.String(promName(metric) + "_total"), Type: dto.MetricType_COUNTER.Enum(), Help: proto.String(help)}
+}
+
+// dropEmpty removes the families fs that hold no metric: a family with
+// none would be served as a bare HELP and TYPE.
+func dropEmpty(fams map[string]*dto.MetricFamily, fs ...*dto.MetricFamily) {
+	for _, f := range fs {
 		if len(f.Metric) == 0 {
 			delete(fams, f.GetName())
 		}
