@@ -181,9 +181,12 @@ func (s *Session) applyDeploy(ctx context.Context, dp *DeployPlan, h Hooks) (Dep
 		return res, err
 	}
 	defer release()
-	// Jobs first: an entry that cannot store them refuses the deploy
+	// Jobs and volume policies first: an entry that cannot store them refuses the deploy
 	// before anything is saved or changed.
 	if err := s.storeJobs(ctx, dp.Plan, dp.app.Files, !dp.req.NoPrune); err != nil {
+		return res, err
+	}
+	if err := s.storeVolumePolicies(ctx, dp.Plan.Namespace, dp.Plan.DeploymentID, dp.app.Provisioned, !dp.req.NoPrune); err != nil {
 		return res, err
 	}
 	if err := s.save(ctx, dp); err != nil {

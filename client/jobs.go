@@ -33,16 +33,23 @@ func (s *Session) storeJobs(ctx context.Context, p deploy.Plan, files map[string
 	}
 	var out rpc.JobsPut
 	err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.PutJobs, req, &out)
+	return putThroughEntry(err, "the scheduled jobs of "+p.Namespace, rpc.CmdPutJobs, len(p.Jobs) > 0)
+}
+
+// putThroughEntry is the outcome of a deploy's put through the entry
+// (what it stored, by command cmd): an entry from before cmd is refused
+// only when there was something to store.
+func putThroughEntry(err error, what, cmd string, some bool) error {
 	var e *rpc.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &e) && e.Code == rpc.CodeUnsupported && len(p.Jobs) == 0:
+	case errors.As(err, &e) && e.Code == rpc.CodeUnsupported && !some:
 		return nil
 	case errors.As(err, &e) && e.Code == rpc.CodeUnsupported:
-		return fmt.Errorf("store the scheduled jobs of %s: the entry Machine does not serve %s: upgrade it (`ployz machine upgrade`)", p.Namespace, rpc.CmdPutJobs)
+		return fmt.Errorf("store %s: the entry Machine does not serve %s: upgrade it (`ployz machine upgrade`)", what, cmd)
 	default:
-		return fmt.Errorf("store the scheduled jobs of %s: %w", p.Namespace, err)
+		return fmt.Errorf("store %s: %w", what, err)
 	}
 }
 

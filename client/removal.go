@@ -94,6 +94,10 @@ func (s *Session) removeNamespace(ctx context.Context, snap deploy.Snapshot, pro
 	if err := s.storeJobs(ctx, deploy.Plan{Namespace: ns}, nil, true); err != nil {
 		reasons = append(reasons, err.Error())
 	}
+	// And its volume policies: the volumes stay, unprotected.
+	if err := s.storeVolumePolicies(ctx, ns, "", nil, true); err != nil {
+		reasons = append(reasons, err.Error())
+	}
 	if !snap.Complete() {
 		reasons = append(reasons, "Machines not observed: "+snap.MissingNames())
 	}

@@ -130,3 +130,14 @@ func Volume(w io.Writer, machine string, v rpc.Volume) {
 		fmt.Fprintf(w, "    %s  %s  guid %s\n", b.Name, time.Unix(0, b.Created).UTC().Format(time.RFC3339), b.GUID)
 	}
 }
+
+// Protection describes a volume's automatic snapshots (x-volume) and
+// each Mirror's lag, from the Cluster's record of runs.
+func Protection(w io.Writer, p volumerun.Protection) {
+	if p.LastSnapshot != nil {
+		fmt.Fprintf(w, "  scheduled:   %d automatic snapshot(s), newest %s\n", p.SnapshotsKept, p.LastSnapshot.UTC().Format(time.RFC3339))
+	}
+	for _, m := range p.Mirrors {
+		fmt.Fprintf(w, "  %s\n", m)
+	}
+}

@@ -3,6 +3,7 @@ package render
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
@@ -64,4 +65,10 @@ func TestVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	contains(t, "runs", b.String(), "VOLUME GEN KIND TARGET STATE STARTED STEPS OPERATOR", "db 3 move m2 done", "ana@laptop")
+	b.Reset()
+	last := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	Protection(&b, volumerun.Protection{LastSnapshot: &last, SnapshotsKept: 26,
+		Mirrors: []volumerun.MirrorLag{{Machine: "m2", Gen: 7, Kind: "sync", Synced: last, BehindSeconds: 720}}})
+	contains(t, "protection", b.String(), "scheduled: 26 automatic snapshot(s), newest 2026-12-07T05:00:00Z",
+		"Mirror on m2 is 12 min behind (sync run gen 7, 2026-12-07T05:00:00Z)")
 }

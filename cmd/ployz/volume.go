@@ -120,12 +120,22 @@ func volumeOp(use, short string, run func(c *cobra.Command, rn *volumerun.Runner
 }
 
 func volumeInspect() *cobra.Command {
-	cmd := volumeOp("inspect NAME", "Describe a Provisioned Volume: dataset, mountpoint, size, snapshots", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
+	cmd := volumeOp("inspect NAME", "Describe a Provisioned Volume: dataset, mountpoint, size, snapshots, each Mirror's lag", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
 		v, err := rn.Inspect(c.Context(), m, args[0])
 		if err != nil {
 			return err
 		}
-		return printVolume(c, m, v)
+		// The lag comes from the Cluster's runs: unreadable, the volume
+		// is still described.
+		p, err := rn.Protection(c.Context(), m, v)
+		if err != nil {
+			fmt.Fprintf(c.ErrOrStderr(), "warning: Mirror lag unknown: %v\n", err)
+		}
+		return show(c, map[string]any{"machine": m, "volume": v, "protection": p}, nil, func(w io.Writer) error {
+			render.Volume(w, m, v)
+			render.Protection(w, p)
+			return nil
+		})
 	})
 	cmd.Args = cobra.ExactArgs(1)
 	return cmd

@@ -28,6 +28,7 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volprotect"
 	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/sdk/fdstore"
 	"github.com/ployz/ployz/sdk/store"
@@ -109,6 +110,9 @@ type Daemon struct {
 	// jobOutcomes counts the job runs this Machine's Scheduler recorded
 	// an outcome for, for the metrics plugin (metrics.go).
 	jobOutcomes jobs.Outcomes
+	// protectOutcomes is what the protect loop counted and saw of the
+	// protected volumes whose Writer is here (the metrics plugin's).
+	protectOutcomes volprotect.Outcomes
 	// ctrs serves the Service Container commands (containers.go).
 	ctrs *containerOps
 	// copies are this Machine's volume copies (volumecopies.go).

@@ -45,7 +45,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.certificateRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.allocationRoutes(), d.jobRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.certificateRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.allocationRoutes(), d.jobRoutes(), d.volumePolicyRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {

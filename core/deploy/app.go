@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volprotect"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
@@ -47,6 +48,9 @@ type ProvisionedVolume struct {
 	// SizeBytes is driver_opts.size; 0 when the volume must already
 	// exist (no size given).
 	SizeBytes uint64 `json:"size_bytes,omitempty"`
+	// Protect is its x-volume: scheduled snapshots and a Mirror kept in
+	// Sync (nil: none declared).
+	Protect *volprotect.Policy `json:"protect,omitempty"`
 }
 
 // Namespace is <project>-<environment>, the ployz.namespace label value.

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ployz/ployz/core/images"
+	"github.com/ployz/ployz/core/volprotect"
 )
 
 func load(t *testing.T, yaml string, env string) (App, error) {
@@ -335,6 +336,9 @@ volumes:
   old:
     driver: ployz-zfs
     name: legacy-pg
+    x-volume:
+      snapshots: {hourly: 24, daily: 7}
+      mirror: {machine: m2, every: 15m}
   cache: {}
 `, "")
 	if err != nil {
@@ -351,6 +355,14 @@ volumes:
 	if m := db.Spec.Mounts[2]; m.Source != "/var/lib/ployz/volumes/legacy-pg" || !m.ReadOnly {
 		t.Fatalf("named mount %+v", m)
 	}
+	if len(a.Provisioned) != 2 || a.Provisioned[0].Protect != nil || a.Provisioned[1].Protect == nil {
+		t.Fatalf("declared %+v", a.Provisioned)
+	}
+	pol := *a.Provisioned[1].Protect
+	if pol.Snapshots != (volprotect.Retention{Hourly: 24, Daily: 7}) || pol.Mirror == nil || pol.Mirror.Machine != "m2" || pol.Mirror.Every != "15m" {
+		t.Fatalf("x-volume %+v %+v", pol, pol.Mirror)
+	}
+	a.Provisioned[1].Protect = nil
 	want := []ProvisionedVolume{{Key: "data", Name: "p-production-data", SizeBytes: 64 << 20}, {Key: "old", Name: "legacy-pg"}}
 	if fmt.Sprint(a.Provisioned) != fmt.Sprint(want) {
 		t.Fatalf("declared %+v", a.Provisioned)
@@ -361,6 +373,10 @@ volumes:
 		{"{driver: ployz-zfs, driver_opts: {size: 1KiB}}", "below the minimum"},
 		{"{driver: ployz-zfs, driver_opts: {compression: lz4}}", "volumes.data.driver_opts.compression: ployz-zfs takes only size"},
 		{"{driver: ployz-zfs, name: Bad/Name}", "volumes.data.name:"},
+		{"{driver: ployz-zfs, x-volume: {snapshots: {hourly: -2}}}", "volumes.data.x-volume.snapshots.hourly: -2: want 0 or more"},
+		{"{driver: ployz-zfs, x-volume: {mirror: {machine: m2, every: soon}}}", `volumes.data.x-volume.mirror.every: "soon" is not a duration`},
+		{"{driver: ployz-zfs, x-volume: {snapshot: {daily: 7}}}", "volumes.data.x-volume.snapshot: unknown key"},
+		{"{x-volume: {snapshots: {daily: 7}}}", "volumes.data.x-volume: only a Provisioned Volume (driver: ployz-zfs)"},
 	} {
 		_, err := load(t, "name: p\nservices:\n  db:\n    image: x\n    volumes: [\"data:/d\"]\nvolumes:\n  data: "+c.vol+"\n", "")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volprotect"
 	"github.com/ployz/ployz/core/volumes"
 	"github.com/ployz/ployz/sdk/volume"
 )
@@ -40,6 +41,9 @@ func provisionedVolumes(ns string, vols types.Volumes, raw map[string]any) (decl
 	out := declaredVolumes{}
 	for key, v := range vols {
 		if v.Driver != DriverZFS {
+			if _, ok := v.Extensions[volprotect.Extension]; ok {
+				return nil, fmt.Errorf("volumes.%s.%s: only a Provisioned Volume (driver: %s) is protected on a schedule", key, volprotect.Extension, DriverZFS)
+			}
 			continue
 		}
 		pv, err := provisionedVolume(ns, key, v, explicitName(raw, key))
@@ -75,6 +79,16 @@ func provisionedVolume(ns, key string, v types.VolumeConfig, named bool) (Provis
 			return ProvisionedVolume{}, fmt.Errorf("driver_opts.size: %w", err)
 		}
 		pv.SizeBytes = n
+	}
+	for k, x := range v.Extensions {
+		if k != volprotect.Extension {
+			continue
+		}
+		p, err := volprotect.Parse(x)
+		if err != nil {
+			return ProvisionedVolume{}, fmt.Errorf("%s.%w", k, err)
+		}
+		pv.Protect = &p
 	}
 	return pv, nil
 }

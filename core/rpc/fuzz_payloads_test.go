@@ -69,6 +69,7 @@ var payloadTypes = map[string]func() any{
 	CmdListVolumeRuns:     func() any { return &ListVolumeRunsRequest{} },
 	CmdPutJobs:            func() any { return &PutJobsRequest{} },
 	CmdListJobs:           func() any { return &ListJobsRequest{} },
+	CmdPutVolumePolicies:  func() any { return &PutVolumePoliciesRequest{} },
 	CmdPutAllocation:      func() any { return &PutAllocationRequest{} },
 	CmdMarkRemoval:        func() any { return &MarkRemovalRequest{} },
 	CmdClearRemoval:       func() any { return &ClearRemovalRequest{} },

@@ -40,6 +40,8 @@ var (
 	PutJobs  = Declare[PutJobsRequest, JobsPut](CmdPutJobs, CapPutJobs)
 	ListJobs = Declare[ListJobsRequest, JobList](CmdListJobs, CapListJobs)
 
+	PutVolumePolicies = Declare[PutVolumePoliciesRequest, VolumePoliciesPut](CmdPutVolumePolicies, CapPutVolumePolicies)
+
 	RecordHistory     = Declare[RecordHistoryRequest, HistoryRecorded](CmdRecordHistory, CapRecordHistory)
 	ListHistory       = Declare[ListHistoryRequest, HistoryList](CmdListHistory, CapListHistory)
 	SaveRevision      = Declare[SaveRevisionRequest, RevisionSaved](CmdSaveRevision, CapSaveRevision)

@@ -22,5 +22,6 @@ func TestBodyFixtures(t *testing.T) {
 		"removal":       &RemovalBody{},
 		"job":           &JobBody{},
 		"job_run":       &JobRunBody{},
+		"volume_policy": &VolumePolicyBody{},
 	})
 }

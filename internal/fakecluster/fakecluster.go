@@ -59,6 +59,9 @@ type Cluster struct {
 	// them with the Cluster locked.
 	Jobs    map[string]rpc.JobDecl
 	JobRuns map[string][]store.JobRunBody
+	// VolumePolicies are the stored x-volume policies by volume
+	// (put_volume_policies; jobs.go).
+	VolumePolicies map[string]store.VolumePolicyBody
 }
 
 // Machine is one fake Machine. A test reads or changes its exported
@@ -127,7 +130,7 @@ func NewWith(t testing.TB, o Options, names ...string) *Cluster {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := &Cluster{t: t, ptrs: map[string]rpc.ServiceServing{}, o: o, history: map[string]rpc.HistoryEntry{},
 		saved: savedState{records: map[string]rpc.PutDeployRecordRequest{}}, leases: map[string]fakeLease{},
-		Jobs: map[string]rpc.JobDecl{}, JobRuns: map[string][]store.JobRunBody{},
+		Jobs: map[string]rpc.JobDecl{}, JobRuns: map[string][]store.JobRunBody{}, VolumePolicies: map[string]store.VolumePolicyBody{},
 		runs:  map[string]sdkstore.Row[store.VolumeRunBody]{},
 		marks: operatorMarks{removals: map[string]rpc.RemovalMark{}}}
 	for _, n := range names {

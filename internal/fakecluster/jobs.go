@@ -1,6 +1,7 @@
 package fakecluster
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // jobRoutes answers put_jobs and list_jobs from Cluster.Jobs and
-// Cluster.JobRuns.
+// Cluster.JobRuns, and put_volume_policies into Cluster.VolumePolicies.
 func (fc *Cluster) jobRoutes(srv *rpc.Server, m *Machine) {
 	HandleMethod(fc, srv, m, rpc.PutJobs, valid(func(req rpc.PutJobsRequest) (rpc.JobsPut, error) {
 		out := rpc.JobsPut{Stored: []string{}}
@@ -24,6 +25,20 @@ func (fc *Cluster) jobRoutes(srv *rpc.Server, m *Machine) {
 			if req.Prune && ns == req.Namespace && !declared[svc] {
 				delete(fc.Jobs, k)
 				out.Removed = append(out.Removed, svc)
+			}
+		}
+		return out, nil
+	}))
+	HandleMethod(fc, srv, m, rpc.PutVolumePolicies, valid(func(req rpc.PutVolumePoliciesRequest) (rpc.VolumePoliciesPut, error) {
+		out := rpc.VolumePoliciesPut{Stored: []string{}}
+		for _, p := range req.Policies {
+			fc.VolumePolicies[p.Volume] = store.VolumePolicyBody{Namespace: req.Namespace, Volume: p.Volume, Deployment: req.Deployment, Policy: p.Policy}
+			out.Stored = append(out.Stored, p.Volume)
+		}
+		for k, b := range fc.VolumePolicies {
+			if req.Prune && b.Namespace == req.Namespace && !slices.Contains(out.Stored, k) {
+				delete(fc.VolumePolicies, k)
+				out.Removed = append(out.Removed, k)
 			}
 		}
 		return out, nil

@@ -23,6 +23,28 @@ type Counters struct {
 	// for since ployzd started, one entry per job, sorted by namespace
 	// and service.
 	JobRuns []JobRuns `json:"job_runs,omitempty"`
+	// VolumeProtection is the scheduled protection (x-volume) of the
+	// volumes whose Writer is on this Machine, sorted by volume.
+	VolumeProtection []VolumeProtection `json:"volume_protection,omitempty"`
+}
+
+// VolumeProtection is one volume's scheduled protection on its Writer's
+// Machine: automatic snapshots by result (taken, pruned, failed) since
+// ployzd started, when the newest was taken, and each Mirror's last sync.
+type VolumeProtection struct {
+	Volume    string           `json:"volume"`
+	Snapshots map[string]int64 `json:"snapshots,omitempty"`
+	// LastSnapshot is when the newest automatic snapshot there was taken,
+	// in unix milliseconds; 0: none.
+	LastSnapshot int64        `json:"last_snapshot_unix_ms,omitempty"`
+	Mirrors      []MirrorSync `json:"mirrors,omitempty"`
+}
+
+// MirrorSync is when a Mirror was last brought level: the start of the
+// newest Volume Run whose stream landed there, in unix milliseconds.
+type MirrorSync struct {
+	Machine  string `json:"machine"`
+	LastSync int64  `json:"last_sync_unix_ms"`
 }
 
 // JobRuns is one scheduled job's outcomes on this Machine: counts by

@@ -15,7 +15,9 @@ func TestCountersFixture(t *testing.T) {
 	}
 	want := Counters{StoreEventsDropped: map[string]map[string]int64{"ployzd": {"serving": 3}},
 		JobRuns: []JobRuns{{Namespace: "shop", Service: "report", ByStatus: map[string]int64{"failed": 1, "succeeded": 4},
-			LastStatus: "failed", LastSuccess: 1_700_000_000_500}}}
+			LastStatus: "failed", LastSuccess: 1_700_000_000_500}},
+		VolumeProtection: []VolumeProtection{{Volume: "db", Snapshots: map[string]int64{"pruned": 2, "taken": 3}, LastSnapshot: 1_700_000_000_000,
+			Mirrors: []MirrorSync{{Machine: "m2", LastSync: 1_699_999_280_000}}}}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("read %+v, want %+v", c, want)
 	}

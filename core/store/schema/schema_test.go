@@ -13,7 +13,7 @@ import (
 func TestSQLHoldsEveryTable(t *testing.T) {
 	sql := SQL()
 	for _, tbl := range []string{"machines", "containers", "serving", "serving_acks", "certificates", "cluster", "volumes",
-		"history", "leases", "volume_runs", "jobs", "job_runs", "allocations", "removals", "revisions", "deploy_records"} {
+		"history", "leases", "volume_runs", "jobs", "job_runs", "volume_policies", "allocations", "removals", "revisions", "deploy_records"} {
 		if !strings.Contains(sql, "CREATE TABLE IF NOT EXISTS "+tbl+" (") {
 			t.Errorf("schema does not create table %s", tbl)
 		}

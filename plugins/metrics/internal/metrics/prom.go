@@ -95,12 +95,21 @@ const MetricStoreEventsDropped = "store.events_dropped"
 // ployz_job_last_success_timestamp_seconds{namespace,service}.
 const MetricJobRuns = "job.runs"
 
+// MetricVolumeSnapshots is ployzd's count (observe.Counters) of the
+// automatic snapshots (x-volume) of the volumes whose Writer is on this
+// Machine, served as ployz_volume_snapshots_total{volume,result} (taken,
+// pruned, failed; reset when ployzd restarts),
+// ployz_volume_last_snapshot_timestamp_seconds{volume} and
+// ployz_volume_mirror_last_sync_timestamp_seconds{volume,mirror}: a
+// Mirror's lag is time() minus the last.
+const MetricVolumeSnapshots = "volume.snapshots"
+
 // addCounters adds the tick's counters from ployzd, or their gap.
 func addCounters(fams map[string]*dto.MetricFamily, gauge func(name, help string) *dto.MetricFamily, t Tick) {
 	machine := &dto.LabelPair{Name: proto.String("scope"), Value: proto.String("machine")}
 	if t.CountersGap != "" {
 		f := gauge("ployz_metric_gap", gapHelp)
-		for _, m := range []string{MetricJobRuns, MetricStoreEventsDropped} {
+		for _, m := range []string{MetricJobRuns, MetricStoreEventsDropped, MetricVolumeSnapshots} {
 			f.Metric = append(f.Metric, &dto.Metric{Label: []*dto.LabelPair{
 				{Name: proto.String("metric"), Value: proto.String(m)},
 				{Name: proto.String("reason"), Value: proto.String(t.CountersGap)}, machine,
@@ -109,6 +118,7 @@ func addCounters(fams map[string]*dto.MetricFamily, gauge func(name, help string
 		return
 	}
 	addJobRuns(fams, gauge, t.Counters.JobRuns)
+	addVolumeProtection(fams, gauge, t.Counters.VolumeProtection)
 	if len(t.Counters.StoreEventsDropped) == 0 {
 		return
 	}
@@ -132,11 +142,7 @@ func addJobRuns(fams map[string]*dto.MetricFamily, gauge func(name, help string)
 	if len(jobs) == 0 {
 		return
 	}
-	label := func(name, value string) *dto.LabelPair {
-		return &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)}
-	}
-	total := &dto.MetricFamily{Name: proto.String(promName(MetricJobRuns) + "_total"), Type: dto.MetricType_COUNTER.Enum(),
-		Help: proto.String("Scheduled job runs this Machine recorded an outcome for, by final status, since ployzd started.")}
+	total := counterFamily(MetricJobRuns, "Scheduled job runs this Machine recorded an outcome for, by final status, since ployzd started.")
 	last := gauge("ployz_job_last_run_status", "1 on the status of the last run of the job this Machine recorded (skipped ticks aside).")
 	success := gauge("ployz_job_last_success_timestamp_seconds", "When the last successful run of the job on this Machine ended, in unix seconds.")
 	for _, j := range jobs {
@@ -155,7 +161,51 @@ func addJobRuns(fams map[string]*dto.MetricFamily, gauge func(name, help string)
 		}
 	}
 	fams[total.GetName()] = total
-	for _, f := range []*dto.MetricFamily{last, success} {
+	dropEmpty(fams, last, success)
+}
+
+// addVolumeProtection adds the volume protection families; a Machine
+// holding no protected Writer serves none.
+func addVolumeProtection(fams map[string]*dto.MetricFamily, gauge func(name, help string) *dto.MetricFamily, vols []observe.VolumeProtection) {
+	if len(vols) == 0 {
+		return
+	}
+	total := counterFamily(MetricVolumeSnapshots, "Automatic snapshots (x-volume) of the volumes whose Writer is on this Machine, by result, since ployzd started.")
+	last := gauge("ployz_volume_last_snapshot_timestamp_seconds", "When the newest automatic snapshot of the volume was taken, in unix seconds.")
+	synced := gauge("ployz_volume_mirror_last_sync_timestamp_seconds", "When the newest Volume Run whose stream landed on the Mirror started, in unix seconds.")
+	for _, v := range vols {
+		vol := label("volume", v.Volume)
+		for _, result := range slices.Sorted(maps.Keys(v.Snapshots)) {
+			total.Metric = append(total.Metric, &dto.Metric{Label: []*dto.LabelPair{label("result", result), label("scope", "machine"), vol},
+				Counter: &dto.Counter{Value: proto.Float64(float64(v.Snapshots[result]))}})
+		}
+		if v.LastSnapshot > 0 {
+			last.Metric = append(last.Metric, &dto.Metric{Label: []*dto.LabelPair{label("scope", "machine"), vol},
+				Gauge: &dto.Gauge{Value: proto.Float64(float64(v.LastSnapshot) / 1000)}})
+		}
+		for _, m := range v.Mirrors {
+			synced.Metric = append(synced.Metric, &dto.Metric{Label: []*dto.LabelPair{label("mirror", m.Machine), label("scope", "machine"), vol},
+				Gauge: &dto.Gauge{Value: proto.Float64(float64(m.LastSync) / 1000)}})
+		}
+	}
+	fams[total.GetName()] = total
+	dropEmpty(fams, total, last, synced)
+}
+
+// label is one Prometheus label.
+func label(name, value string) *dto.LabelPair {
+	return &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)}
+}
+
+// counterFamily is the counter family <metric>_total.
+func counterFamily(metric, help string) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: proto.String(promName(metric) + "_total"), Type: dto.MetricType_COUNTER.Enum(), Help: proto.String(help)}
+}
+
+// dropEmpty removes the families fs that hold no metric: a family with
+// none would be served as a bare HELP and TYPE.
+func dropEmpty(fams map[string]*dto.MetricFamily, fs ...*dto.MetricFamily) {
+	for _, f := range fs {
 		if len(f.Metric) == 0 {
 			delete(fams, f.GetName())
 		}

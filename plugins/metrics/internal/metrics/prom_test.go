@@ -126,3 +126,35 @@ func TestPrometheusServesJobRuns(t *testing.T) {
 		t.Fatalf("a broken counters file, want a named gap:\n%s", out)
 	}
 }
+
+// TestPrometheusServesVolumeProtection: ployzd's automatic snapshot
+// counts, the newest snapshot's time and each Mirror's last sync reach
+// the endpoint.
+func TestPrometheusServesVolumeProtection(t *testing.T) {
+	path, scrape := countersScrape(t)
+	if err := observe.WriteCounters(path, observe.Counters{VolumeProtection: []observe.VolumeProtection{
+		{Volume: "db", Snapshots: map[string]int64{"taken": 3, "pruned": 2}, LastSnapshot: 1_700_000_000_000, Mirrors: []observe.MirrorSync{{Machine: "m2", LastSync: 1_699_999_280_000}}},
+		{Volume: "cache"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	out := scrape()
+	for _, want := range []string{
+		"# TYPE ployz_volume_snapshots_total counter",
+		`ployz_volume_snapshots_total{result="pruned",scope="machine",volume="db"} 2`,
+		`ployz_volume_snapshots_total{result="taken",scope="machine",volume="db"} 3`,
+		`ployz_volume_last_snapshot_timestamp_seconds{scope="machine",volume="db"} 1.7e+09`,
+		`ployz_volume_mirror_last_sync_timestamp_seconds{mirror="m2",scope="machine",volume="db"} 1.69999928e+09`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `volume="cache"`) {
+		t.Errorf("a volume with nothing counted is served:\n%s", out)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(out)); err != nil {
+		t.Fatalf("scrape does not parse: %v\n%s", err, out)
+	}
+}

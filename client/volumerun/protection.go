@@ -1,0 +1,99 @@
+package volumerun
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volprotect"
+	"github.com/ployz/ployz/core/volumecopy"
+)
+
+// protectionRuns bounds the runs `volume inspect` reads for a Mirror's
+// lag: a Mirror not sent to in the newest ones is reported unknown.
+const protectionRuns = 50
+
+// Protection is what `ployz volume inspect` reports of a volume's
+// protection: its automatic snapshots (x-volume) and how far each Mirror
+// is behind.
+type Protection struct {
+	// LastSnapshot is the newest automatic snapshot's time (nil: none).
+	LastSnapshot *time.Time `json:"last_snapshot,omitempty"`
+	// SnapshotsKept counts the automatic snapshots there.
+	SnapshotsKept int         `json:"snapshots_kept"`
+	Mirrors       []MirrorLag `json:"mirrors,omitempty"`
+}
+
+// MirrorLag is a Mirror's lag: Synced is when the newest run whose send
+// landed on Machine started (its snapshot was taken after, so the Mirror
+// is at most BehindSeconds behind).
+type MirrorLag struct {
+	Machine       string    `json:"machine"`
+	Gen           uint64    `json:"gen"`
+	Kind          string    `json:"kind"`
+	Synced        time.Time `json:"synced"`
+	BehindSeconds int64     `json:"behind_seconds"`
+}
+
+// String is the lag as `inspect` prints it: "Mirror on m2 is 12 min
+// behind (sync run gen 7, 2026-12-07T05:10:00Z)".
+func (l MirrorLag) String() string {
+	return fmt.Sprintf("Mirror on %s is %s behind (%s run gen %d, %s)", l.Machine, behind(time.Duration(l.BehindSeconds)*time.Second), l.Kind, l.Gen, l.Synced.UTC().Format(time.RFC3339))
+}
+
+// behind is d in the largest whole unit that reads well.
+func behind(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
+}
+
+// Protection reads the Cluster's runs of v (machine's copy) and answers
+// its protection; only a Writer's copy reports Mirrors. When the runs
+// cannot be read it answers the snapshots alone, with the error.
+func (rn *Runner) Protection(ctx context.Context, machine string, v rpc.Volume) (Protection, error) {
+	var runs []operator.VolumeRun
+	var err error
+	if v.Copy != nil && v.Copy.Role == volumecopy.Writer {
+		runs, err = rn.Runs(ctx, v.Name, protectionRuns)
+	}
+	return ProtectionOf(machine, v, runs, time.Now()), err
+}
+
+// ProtectionOf is v's protection on machine at now, given the volume's
+// runs newest first: each Machine a run's send step landed on (done or
+// skipped: it held the snapshot), other than machine, is a Mirror at the
+// newest such run.
+func ProtectionOf(machine string, v rpc.Volume, runs []operator.VolumeRun, now time.Time) Protection {
+	var p Protection
+	for _, s := range v.Snapshots {
+		if !volprotect.IsAuto(s.Name) {
+			continue
+		}
+		p.SnapshotsKept++
+		if t := time.Unix(0, s.Created).UTC(); p.LastSnapshot == nil || t.After(*p.LastSnapshot) {
+			p.LastSnapshot = &t
+		}
+	}
+	var rs []volprotect.Run
+	for _, r := range runs {
+		vr := volprotect.Run{Gen: r.Gen, Kind: r.Kind, State: r.State, Target: r.Target, Source: r.Source, Started: r.Started}
+		for _, st := range r.Steps {
+			vr.Steps = append(vr.Steps, volprotect.Step{Name: st.Name, Machine: st.Machine, Outcome: st.Outcome})
+		}
+		rs = append(rs, vr)
+	}
+	for _, l := range volprotect.Lags(machine, rs) {
+		p.Mirrors = append(p.Mirrors, MirrorLag{Machine: l.Machine, Gen: l.Gen, Kind: l.Kind, Synced: l.Synced,
+			BehindSeconds: int64(max(now.Sub(l.Synced), 0) / time.Second)})
+	}
+	return p
+}
