@@ -553,6 +553,9 @@ func brokenRollsBack(t *testing.T, ctx context.Context, l *lab.Lab, op *operator
 	for i, m := range o.Machines {
 		if i < len(want) && m.Outcome != want[i] {
 			t.Errorf("%s: %s, want %s", m.Name, m.Outcome, want[i])
+			if i == 0 {
+				journalsSince(t, ctx, l, start)
+			}
 		}
 	}
 	if len(o.Machines) != 3 || o.Machines[0].FailedStep != "plugins" || !strings.Contains(o.Machines[0].Error, "ingress-caddy") {
