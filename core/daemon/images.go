@@ -22,7 +22,7 @@ import (
 // imageLoad streams an uploaded image archive into this Machine's Docker:
 // images reach Machines without a registry (issue 6, "Images without a
 // registry").
-func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamConn) error {
+func (d *Daemon) imageLoad(ctx context.Context, _ rpc.None, s rpc.StreamConn) error {
 	in := images.RecvData(s)
 	c := iocount.NewReader(in)
 	res, err := loadArchive(ctx, c)
@@ -31,15 +31,14 @@ func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamC
 		return err
 	}
 	res.Bytes = c.N()
-	ev, _ := json.Marshal(res)
-	return s.Send(rpc.StreamFrame{Event: ev})
+	return rpc.LoadImage.Send(s, res)
 }
 
 // imageRelay streams an image the operator sends once on to every target
 // Machine over the mesh (images.ServeRelay), this one included when named.
-func (d *Daemon) imageRelay(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+func (d *Daemon) imageRelay(ctx context.Context, req rpc.ImageRelayRequest, s rpc.StreamConn) error {
 	id, _ := d.local()
-	return images.ServeRelay(ctx, raw, s, images.RelayEnv{Self: id, Peers: d.peers, Dial: d.dialPeer,
+	return images.ServeRelay(ctx, req, s, images.RelayEnv{Self: id, Peers: d.peers, Dial: d.dialPeer,
 		Load: func(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) {
 			c := iocount.NewReader(r)
 			res, err := loadArchive(ctx, c)
@@ -88,23 +87,19 @@ func (o *containerOps) pullImage(ctx context.Context, req rpc.PullImageRequest) 
 }
 
 // pullImageProgress is pullImage that streams the pull's progress.
-func (o *containerOps) pullImageProgress(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.PullImageRequest
-	if err := rpc.Decode(rpc.CmdPullImageProgress, raw, &req); err != nil {
-		return err
-	}
+func (o *containerOps) pullImageProgress(ctx context.Context, req rpc.PullImageRequest, s rpc.StreamConn) error {
 	var last time.Time
 	res, err := o.pull(ctx, req, func(p rpc.PullProgress) {
 		if time.Since(last) < 300*time.Millisecond {
 			return
 		}
 		last = time.Now()
-		s.Send(rpc.StreamFrame{Event: mustJSON(rpc.PullImageEvent{Progress: &p})}) //nolint:errcheck // a lost client ends the pull through ctx
+		rpc.PullImageProgress.Send(s, rpc.PullImageEvent{Progress: &p}) //nolint:errcheck // a lost client ends the pull through ctx
 	})
 	if err != nil {
 		return err
 	}
-	return s.Send(rpc.StreamFrame{Event: mustJSON(rpc.PullImageEvent{Result: &res})})
+	return rpc.PullImageProgress.Send(s, rpc.PullImageEvent{Result: &res})
 }
 
 func (o *containerOps) pull(ctx context.Context, req rpc.PullImageRequest, report func(rpc.PullProgress)) (rpc.PullImageResult, error) {
