@@ -44,7 +44,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.allocationRoutes(), d.jobRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.savedStateRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.allocationRoutes(), d.jobRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {
@@ -57,9 +57,7 @@ func (d *Daemon) routes() {
 	d.metricsRoutes()
 	d.volumeRoutes()
 	d.upgradeRoutes()
-	d.rpc.HandleStream(rpc.BindStream(rpc.LoadImage, d.imageLoad))
-	d.rpc.HandleStream(rpc.BindStream(rpc.RelayImage, d.imageRelay))
-	d.rpc.HandleStream(withDocker(d, rpc.PullImageProgress, (*containerOps).pullImageProgress))
+	d.featureRoutes()
 	d.rpc.HandleStream(withDocker(d, rpc.Exec, (*containerOps).exec))
 	d.rpc.HandleStream(withDocker(d, rpc.RunContainer, (*containerOps).runContainer))
 }

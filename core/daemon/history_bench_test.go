@@ -32,8 +32,8 @@ func BenchmarkOperatorHistory(b *testing.B) {
 		req  any
 		want int
 	}{
-		{"history-newest-50", typed(d.listHistory), rpc.ListHistoryRequest{Limit: 50}, 50},
-		{"history-kind-namespace", typed(d.listHistory), rpc.ListHistoryRequest{Namespace: "app3-production", Kind: rpc.HistoryScale, Limit: rpc.HistoryMaxLimit}, 50},
+		{"history-newest-50", featureRoute(b, d, rpc.CmdListHistory), rpc.ListHistoryRequest{Limit: 50}, 50},
+		{"history-kind-namespace", featureRoute(b, d, rpc.CmdListHistory), rpc.ListHistoryRequest{Namespace: "app3-production", Kind: rpc.HistoryScale, Limit: rpc.HistoryMaxLimit}, 50},
 		{"latest-revision-opened", typed(d.listRevisions), rpc.ListRevisionsRequest{Namespace: "app3-production", Latest: true, WithCompose: true}, 1},
 		{"deploy-records-namespace", typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Namespace: "app3-production"}, 50},
 	} {
@@ -88,7 +88,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 	for i := range 1500 {
 		e := rpc.HistoryEntry{ID: fmt.Sprintf("h-%04d", i), HistoryBody: store.HistoryBody{Kind: kinds[i%3], Namespace: fmt.Sprintf("app%d-production", i%namespaces),
 			Revision: i/10 + 1, Operator: op, StartedAt: int64(1000 + i), FinishedAt: int64(1001 + i), Outcome: rpc.OutcomeCompleted}}
-		if _, err := hcall(b, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
+		if _, err := hcall(b, featureRoute(b, d, rpc.CmdRecordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -250,9 +250,10 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
-	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.leaseRoutes(), d.allocationRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.savedStateRoutes(), d.leaseRoutes(), d.allocationRoutes()) {
 		d.rpc.Handle(r)
 	}
+	d.featureRoutes()
 	var web []rpc.ContainerObservation
 	for _, id := range []string{"c1", "c2", "c3"} {
 		web = append(web, rpc.ContainerObservation{ID: id, Name: "web-" + id, MachineID: d.record().ID, Namespace: "app0-production",

@@ -1,6 +1,8 @@
-package daemon
+package history
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,7 +10,40 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/storetest"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
+
+// testHost is Machine self over a real store node.
+type testHost struct {
+	st   *sdkstore.Client
+	self string
+}
+
+func (h testHost) Store() (*sdkstore.Client, error) { return h.st, nil }
+func (h testHost) MachineID() string                { return h.self }
+
+// storeFeature is the feature on Machine self over a fresh store.
+func storeFeature(t *testing.T, self string) (*Feature, *sdkstore.Client) {
+	t.Helper()
+	n := storetest.Start(t)
+	st := sdkstore.New(n.API(), sdkstore.WithToken(n.Token()))
+	return New(testHost{st: st, self: self}), st
+}
+
+// hcall sends req as its JSON to h, as the route would.
+func hcall(t testing.TB, h rpc.Handler, req any) (any, error) {
+	t.Helper()
+	raw, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h(context.Background(), raw)
+}
+
+func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
+	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
+}
 
 func historyEntry(id, kind, ns string, at int64) rpc.HistoryEntry {
 	return rpc.HistoryEntry{ID: id, HistoryBody: store.HistoryBody{Kind: kind, Namespace: ns, Revision: 1,
@@ -19,7 +54,7 @@ func historyEntry(id, kind, ns string, at int64) rpc.HistoryEntry {
 // real store and lists them back filtered, newest first; rewriting an id
 // replaces its entry (an operation's start, then its end).
 func TestHistoryRecordAndList(t *testing.T) {
-	d, st := storeDaemon(t, "m1id")
+	d, st := storeFeature(t, "m1id")
 	for i, e := range []rpc.HistoryEntry{
 		historyEntry("h1", rpc.HistoryDeploy, "app-prod", 100),
 		historyEntry("h2", rpc.HistoryScale, "app-prod", 200),
@@ -64,7 +99,7 @@ func TestHistoryRecordAndList(t *testing.T) {
 // TestHistoryRefusesBadInput: an unknown kind filter and a malformed
 // revision are refused naming the field, and nothing is written.
 func TestHistoryRefusesBadInput(t *testing.T) {
-	d, st := storeDaemon(t, "m1id")
+	d, st := storeFeature(t, "m1id")
 	var e *rpc.Error
 	_, err := hcall(t, typed(d.listHistory), map[string]any{"kind": "deploys"})
 	if !errors.As(err, &e) || e.Details["field"] != "kind" {
