@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"slices"
 
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/daemon/feature/history"
 	"github.com/ployz/ployz/core/daemon/feature/images"
+	"github.com/ployz/ployz/core/daemon/feature/savedstate"
 	"github.com/ployz/ployz/core/rpc"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
@@ -27,7 +29,7 @@ func (d *Daemon) featureRoutes() {
 // features are the routes of every feature over h.
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
-	routes := append(img.Routes(), history.New(h).Routes()...)
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes())
 	return routes, img.Streams()
 }
 
@@ -39,6 +41,7 @@ type featureHost struct{ d *Daemon }
 var (
 	_ images.Host       = featureHost{}
 	_ feature.StoreHost = featureHost{}
+	_ savedstate.Host   = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -60,3 +63,5 @@ func (h featureHost) DialPeer(ctx context.Context, p rpc.Peer) (*rpc.Client, err
 func (h featureHost) Store() (*sdkstore.Client, error) { return h.d.storeClient() }
 
 func (h featureHost) MachineID() string { return h.d.record().ID }
+
+func (h featureHost) DataDir() string { return h.d.cfg.DataDir }

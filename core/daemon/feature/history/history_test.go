@@ -1,48 +1,22 @@
 package history
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/storetest"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
-
-// testHost is Machine self over a real store node.
-type testHost struct {
-	st   *sdkstore.Client
-	self string
-}
-
-func (h testHost) Store() (*sdkstore.Client, error) { return h.st, nil }
-func (h testHost) MachineID() string                { return h.self }
 
 // storeFeature is the feature on Machine self over a fresh store.
 func storeFeature(t *testing.T, self string) (*Feature, *sdkstore.Client) {
 	t.Helper()
-	n := storetest.Start(t)
-	st := sdkstore.New(n.API(), sdkstore.WithToken(n.Token()))
-	return New(testHost{st: st, self: self}), st
-}
-
-// hcall sends req as its JSON to h, as the route would.
-func hcall(t testing.TB, h rpc.Handler, req any) (any, error) {
-	t.Helper()
-	raw, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h(context.Background(), raw)
-}
-
-func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
-	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
+	h, st := featuretest.Store(t, self)
+	return New(h), st
 }
 
 func historyEntry(id, kind, ns string, at int64) rpc.HistoryEntry {
@@ -60,13 +34,13 @@ func TestHistoryRecordAndList(t *testing.T) {
 		historyEntry("h2", rpc.HistoryScale, "app-prod", 200),
 		historyEntry("h3", rpc.HistoryDeploy, "blog-prod", 300),
 	} {
-		if _, err := hcall(t, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
+		if _, err := featuretest.Call(t, featuretest.Typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
 	}
 	done := historyEntry("h1", rpc.HistoryDeploy, "app-prod", 100)
 	done.Outcome, done.FinishedAt, done.Detail = rpc.OutcomeFailed, 150, "create web: no space left"
-	if _, err := hcall(t, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: done}); err != nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: done}); err != nil {
 		t.Fatal(err)
 	}
 	row, ok, err := store.History(st).Get(t.Context(), "h1")
@@ -75,7 +49,7 @@ func TestHistoryRecordAndList(t *testing.T) {
 	}
 	list := func(req rpc.ListHistoryRequest) string {
 		t.Helper()
-		out, err := hcall(t, typed(d.listHistory), req)
+		out, err := featuretest.Call(t, featuretest.Typed(d.listHistory), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,18 +75,18 @@ func TestHistoryRecordAndList(t *testing.T) {
 func TestHistoryRefusesBadInput(t *testing.T) {
 	d, st := storeFeature(t, "m1id")
 	var e *rpc.Error
-	_, err := hcall(t, typed(d.listHistory), map[string]any{"kind": "deploys"})
+	_, err := featuretest.Call(t, featuretest.Typed(d.listHistory), map[string]any{"kind": "deploys"})
 	if !errors.As(err, &e) || e.Details["field"] != "kind" {
 		t.Fatalf("unknown kind: %v", err)
 	}
-	_, err = hcall(t, typed(d.recordHistory), map[string]any{"entry": map[string]any{"id": "h1", "kind": "deploy", "revision": "7",
+	_, err = featuretest.Call(t, featuretest.Typed(d.recordHistory), map[string]any{"entry": map[string]any{"id": "h1", "kind": "deploy", "revision": "7",
 		"operator": map[string]any{"name": "ana"}, "started_at": 1, "outcome": "running"}})
 	if !errors.As(err, &e) || e.Details["field"] != "entry.revision" {
 		t.Fatalf("malformed revision: %v", err)
 	}
 	bad := historyEntry("h2", rpc.HistoryDeploy, "app-prod", 1)
 	bad.Revision = -1
-	if _, err = hcall(t, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: bad}); !errors.As(err, &e) || e.Details["field"] != "entry.revision" {
+	if _, err = featuretest.Call(t, featuretest.Typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: bad}); !errors.As(err, &e) || e.Details["field"] != "entry.revision" {
 		t.Fatalf("negative revision: %v", err)
 	}
 	if rows, err := store.History(st).List(t.Context()); err != nil || len(rows) != 0 {
