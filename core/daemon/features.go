@@ -7,6 +7,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/daemon/feature"
+	"github.com/ployz/ployz/core/daemon/feature/allocations"
 	"github.com/ployz/ployz/core/daemon/feature/history"
 	"github.com/ployz/ployz/core/daemon/feature/images"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
@@ -29,7 +30,7 @@ func (d *Daemon) featureRoutes() {
 // features are the routes of every feature over h.
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes())
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes())
 	return routes, img.Streams()
 }
 

@@ -44,7 +44,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.allocationRoutes(), d.jobRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.jobRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {

@@ -251,7 +251,7 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
-	for _, r := range slices.Concat(d.servingRoutes(), d.leaseRoutes(), d.allocationRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.leaseRoutes()) {
 		d.rpc.Handle(r)
 	}
 	d.featureRoutes()
