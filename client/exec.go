@@ -42,7 +42,7 @@ type ExecIO struct {
 // Exec runs argv in co on its Machine (a terminal allocated with tty),
 // copying its output to o as it arrives, and returns its exit code.
 func (s *Session) Exec(ctx context.Context, co rpc.ContainerObservation, argv []string, tty bool, o ExecIO) (int, error) {
-	st, err := s.ent.OpenStream(ctx, rpc.Target{One: co.MachineID}, rpc.CmdExec, rpc.ExecRequest{ID: co.ID, Cmd: argv, TTY: tty, Stdin: o.Stdin != nil})
+	st, err := rpc.Open(ctx, s.ent, rpc.Target{One: co.MachineID}, rpc.Exec, rpc.ExecRequest{ID: co.ID, Cmd: argv, TTY: tty, Stdin: o.Stdin != nil})
 	if err != nil {
 		return 0, err
 	}
@@ -62,8 +62,7 @@ func (s *Session) Exec(ctx context.Context, co rpc.ContainerObservation, argv []
 		if writeOutput(f, o.Stdout, o.Stderr) {
 			continue
 		}
-		var ex rpc.ExecExit
-		if json.Unmarshal(f.Event, &ex) == nil {
+		if ex, err := rpc.Exec.Event(f); err == nil {
 			code = ex.ExitCode
 		}
 	}

@@ -68,12 +68,12 @@ func IngressFanout(ctx context.Context, ent *rpc.Client) ([]MachineIngress, erro
 
 // IngressOn is IngressFanout for the Machines t names.
 func IngressOn(ctx context.Context, ent *rpc.Client, t rpc.Target) ([]MachineIngress, error) {
-	fr, err := ent.Fanout(ctx, t, rpc.CmdIngressStatus, rpc.IngressStatusRequest{})
+	answers, err := rpc.InvokeAll(ctx, ent, t, rpc.ReadIngressStatus, rpc.IngressStatusRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("ingress status: %w", err)
 	}
 	var out []MachineIngress
-	for _, a := range rpc.Answers[ingress.Status](fr, rpc.CmdIngressStatus) {
+	for _, a := range answers {
 		out = append(out, MachineIngress{MachineID: a.MachineID, Machine: a.Machine, Status: a.Value, Error: a.Error})
 	}
 	return out, nil

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -140,7 +139,7 @@ func (lf *logFollower) stream(ctx context.Context, id, name string, last *int64,
 	if again {
 		tail = logReopenTail // what was stored while the stream was down, deduplicated below
 	}
-	st, err := lf.ent.OpenStream(ctx, rpc.Target{One: id}, rpc.CmdTailLogs, rpc.TailLogsRequest{LogQuery: lf.f.Query, Tail: tail, Follow: true})
+	st, err := rpc.Open(ctx, lf.ent, rpc.Target{One: id}, rpc.TailLogs, rpc.TailLogsRequest{LogQuery: lf.f.Query, Tail: tail, Follow: true})
 	if err != nil {
 		return false, err
 	}
@@ -156,8 +155,8 @@ func (lf *logFollower) stream(ctx context.Context, id, name string, last *int64,
 		if fr.Done {
 			return true, errors.New("log stream ended")
 		}
-		var r rpc.LogRecord
-		if json.Unmarshal(fr.Event, &r) != nil || again && r.Time <= *last {
+		r, err := rpc.TailLogs.Event(fr)
+		if err != nil || again && r.Time <= *last {
 			continue
 		}
 		*last = max(*last, r.Time)

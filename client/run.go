@@ -119,7 +119,7 @@ func (s *Session) Run(ctx context.Context, p *RunPlan, req RunRequest, o RunIO) 
 	if rr.TTY {
 		rr.Width, rr.Height = req.Width, req.Height
 	}
-	st, err := s.ent.OpenStream(ctx, rpc.Target{One: p.MachineID}, rpc.CmdRunContainer, rr)
+	st, err := rpc.Open(ctx, s.ent, rpc.Target{One: p.MachineID}, rpc.RunContainer, rr)
 	if err != nil {
 		return res, fmt.Errorf("run on %s: %w", p.Machine, err)
 	}
@@ -168,9 +168,9 @@ func relayRun(st *rpc.ClientStream, o RunIO, res *RunResult) error {
 		if writeOutput(f, o.Stdout, o.Stderr) {
 			continue
 		}
-		var e rpc.RunEvent
-		if err := json.Unmarshal(f.Event, &e); err != nil {
-			return fmt.Errorf("run: malformed event %s: %w", f.Event, err)
+		e, err := rpc.RunContainer.Event(f)
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
 		}
 		if e.Started != nil {
 			res.ID = e.Started.ID

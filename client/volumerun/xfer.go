@@ -2,7 +2,6 @@ package volumerun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +87,7 @@ func (vc volumeCopy) direct(ctx context.Context, ent *rpc.Client) (Copied, error
 	out := Copied{Direct: true}
 	req := rpc.SendVolumeToRequest{Volume: vc.req.Volume, Snapshot: vc.req.Snapshot, FromSnapshot: vc.req.FromSnapshot,
 		ResumeToken: vc.req.ResumeToken, Target: vc.to, Resumable: vc.resumable}
-	st, err := ent.OpenStream(ctx, rpc.Target{One: vc.from}, rpc.CmdSendVolumeTo, req)
+	st, err := rpc.Open(ctx, ent, rpc.Target{One: vc.from}, rpc.SendVolumeTo, req)
 	if err != nil {
 		return out, err
 	}
@@ -110,9 +109,8 @@ func (vc volumeCopy) direct(ctx context.Context, ent *rpc.Client) (Copied, error
 		if len(f.Event) == 0 {
 			continue
 		}
-		last = rpc.VolumeTransfer{}
-		if err := json.Unmarshal(f.Event, &last); err != nil {
-			return out, fmt.Errorf("malformed send_volume_to event: %w", err)
+		if last, err = rpc.SendVolumeTo.Event(f); err != nil {
+			return out, err
 		}
 		out.Bytes = last.Bytes
 		if last.Received != nil {
@@ -172,7 +170,7 @@ func (vc volumeCopy) report(n, estimate uint64, d time.Duration, final bool) {
 // answers the bytes written.
 func SendStream(ctx context.Context, ent *rpc.Client, machine string, req rpc.SendVolumeRequest, out io.Writer) (int64, error) {
 	req.RawData = true // Recv reads data from either place
-	st, err := ent.OpenStream(ctx, rpc.Target{One: machine}, rpc.CmdSendVolume, req)
+	st, err := rpc.Open(ctx, ent, rpc.Target{One: machine}, rpc.SendVolume, req)
 	if err != nil {
 		return 0, err
 	}
@@ -202,7 +200,7 @@ func SendStream(ctx context.Context, ent *rpc.Client, machine string, req rpc.Se
 // and answers the Machine's final event.
 func ReceiveStream(ctx context.Context, ent *rpc.Client, machine string, req rpc.ReceiveVolumeRequest, in io.Reader) (rpc.VolumeReceived, error) {
 	var got rpc.VolumeReceived
-	st, err := ent.OpenStream(ctx, rpc.Target{One: machine}, rpc.CmdReceiveVolume, req)
+	st, err := rpc.Open(ctx, ent, rpc.Target{One: machine}, rpc.ReceiveVolume, req)
 	if err != nil {
 		return got, err
 	}
@@ -223,6 +221,5 @@ func ReceiveStream(ctx context.Context, ent *rpc.Client, machine string, req rpc
 			return got, fmt.Errorf("read %s's stream: %w", req.Volume, rerr)
 		}
 	}
-	err = st.CloseAndAnswer(&got)
-	return got, err
+	return rpc.ReceiveVolume.Answer(st)
 }

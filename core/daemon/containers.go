@@ -6,10 +6,8 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,12 +16,13 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature"
+	"github.com/ployz/ployz/core/daemon/feature/images"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
@@ -148,8 +147,6 @@ func (o *containerOps) routes() []rpc.Route {
 		rpc.Bind(rpc.StopContainer, o.stopContainer),
 		rpc.Bind(rpc.RemoveContainer, o.removeContainer),
 		rpc.Bind(rpc.ExportContainer, o.exportContainer),
-		rpc.Bind(rpc.ListImages, o.listImages),
-		rpc.Bind(rpc.PullImage, o.pullImage),
 	}
 	for i := range routes {
 		routes[i].Available = func() bool { return o.docker != nil }
@@ -197,18 +194,13 @@ func (o *containerOps) runningSince(ctx context.Context, id string) (runInfo, bo
 
 // dockerErr maps a Docker error to an rpc error naming what failed.
 func dockerErr(err error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	switch {
-	case cerrdefs.IsNotFound(err):
-		return rpc.Errorf(rpc.CodeNotFound, "%s: %v", msg, err)
-	case cerrdefs.IsConflict(err):
-		return rpc.Errorf(rpc.CodeConflict, "%s: %v", msg, err)
-	case cerrdefs.IsInvalidArgument(err):
-		return rpc.Errorf(rpc.CodeInvalidArgument, "%s: %v", msg, err)
-	case client.IsErrConnectionFailed(err):
-		return rpc.Errorf(rpc.CodeUnavailable, "%s: docker: %v", msg, err)
-	}
-	return fmt.Errorf("%s: %w", msg, err)
+	return feature.DockerErr(err, format, args...)
+}
+
+// pull pulls an image into this Machine's Docker, as pull_image does
+// (feature/images).
+func (o *containerOps) pull(ctx context.Context, req rpc.PullImageRequest, report func(rpc.PullProgress)) (rpc.PullImageResult, error) {
+	return images.Pull(ctx, o.docker, o.log, o.facts().Name, req, report)
 }
 
 // inspect finds a Container by ID or name, refusing an empty reference.
@@ -516,29 +508,6 @@ func (o *containerOps) observeID(ctx context.Context, id string) (rpc.ContainerO
 		return rpc.ContainerObservation{}, err
 	}
 	return o.observe(c, o.facts().MachineID), nil
-}
-
-func (o *containerOps) listImages(ctx context.Context, req rpc.ListImagesRequest) (rpc.ImageList, error) {
-	list, err := o.docker.ImageList(ctx, image.ListOptions{})
-	if err != nil {
-		return rpc.ImageList{}, dockerErr(err, "list images")
-	}
-	// ployzd runs natively, so its own platform is its Docker's.
-	out := rpc.ImageList{Images: []rpc.ImageInfo{}, Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	for _, i := range list {
-		tags := i.RepoTags
-		if tags == nil {
-			tags = []string{}
-		}
-		info := rpc.ImageInfo{ID: i.ID, Tags: tags, Size: i.Size}
-		if req.Layers {
-			if in, err := o.docker.ImageInspect(ctx, i.ID); err == nil {
-				info.Layers = in.RootFS.Layers
-			}
-		}
-		out.Images = append(out.Images, info)
-	}
-	return out, nil
 }
 
 // dockerTime is a Docker state timestamp, empty for Docker's zero time

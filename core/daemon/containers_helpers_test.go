@@ -29,29 +29,12 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 
-	"github.com/ployz/ployz/internal/prereq"
+	"github.com/ployz/ployz/internal/dockertest"
 )
 
 // dockerForTest returns a Docker client, skipping the test when no Docker
 // daemon answers.
-func dockerForTest(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		prereq.Missing(t, "a Docker client", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		cli.Close()
-		prereq.Missing(t, "a Docker daemon for Service Containers", err)
-	}
-	// Negotiated now, before tests share the client between goroutines
-	// (Events reads the negotiated version unguarded).
-	cli.NegotiateAPIVersion(ctx)
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func dockerForTest(t *testing.T) *client.Client { return dockertest.Client(t) }
 
 var (
 	testImageOnce sync.Once
@@ -283,4 +266,17 @@ func testLogger(t *testing.T) hclog.Logger {
 // decoded from JSON, its answer encoded, as rpc.Bind does.
 func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
 	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
+}
+
+// featureRoute is the handler of command as d's features serve it.
+func featureRoute(t testing.TB, d *Daemon, command string) rpc.Handler {
+	t.Helper()
+	routes, _ := features(featureHost{d})
+	for _, r := range routes {
+		if r.Command == command {
+			return r.Handler
+		}
+	}
+	t.Fatalf("no feature serves %s", command)
+	return nil
 }

@@ -401,7 +401,8 @@ func TestContainerLogsAndImages(t *testing.T) {
 	if tail := to.logTail(context.Background(), id); len(tail) == 0 || tail[len(tail)-1] != "testapp: ready" {
 		t.Fatalf("log tail: %q", tail)
 	}
-	imgs := must[rpc.ImageList](t, typed(to.listImages), nil)
+	// list_images is the images feature's, over this daemon's Docker.
+	imgs := must[rpc.ImageList](t, featureRoute(t, &Daemon{ctrs: to.containerOps, log: hclog.NewNullLogger()}, rpc.CmdListImages), nil)
 	if !slices.ContainsFunc(imgs.Images, func(i rpc.ImageInfo) bool { return slices.Contains(i.Tags, to.image) }) {
 		t.Fatalf("list_images lacks %s", to.image)
 	}

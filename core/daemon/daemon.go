@@ -1,8 +1,3 @@
-// Package daemon is ployzd's Machine daemon: it owns the local Machine
-// record and phase, brings up the mesh, keeps the store's own systemd unit
-// running, publishes this Machine's observations and serves Machine RPC.
-// It decides only from this Machine's own facts (docs/architecture.md bet 6); every
-// multi-Machine sequence is driven by the CLI.
 package daemon
 
 import (

@@ -13,11 +13,7 @@ import (
 
 // exec runs a process inside one of this Machine's Containers and relays
 // its stdin and output over the stream (`ployz exec`).
-func (o *containerOps) exec(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.ExecRequest
-	if err := rpc.Decode(rpc.CmdExec, raw, &req); err != nil {
-		return err
-	}
+func (o *containerOps) exec(ctx context.Context, req rpc.ExecRequest, s rpc.StreamConn) error {
 	if len(req.Cmd) == 0 {
 		return rpc.InvalidField("cmd", "is empty")
 	}
@@ -63,7 +59,7 @@ func (o *containerOps) exec(ctx context.Context, raw json.RawMessage, s rpc.Stre
 	if err != nil {
 		return dockerErr(err, "exec in container %s", req.ID)
 	}
-	return s.Send(rpc.StreamFrame{Event: mustJSON(rpc.ExecExit{ExitCode: ins.ExitCode})})
+	return rpc.Exec.Send(s, rpc.ExecExit{ExitCode: ins.ExitCode})
 }
 
 // frameWriter sends what is written as data frames, tagged with event.

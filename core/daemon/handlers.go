@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -40,12 +39,12 @@ func (d *Daemon) routes() {
 		rpc.Bind(rpc.ForgetMachine, d.forgetMachine),
 		rpc.Bind(rpc.Reset, d.reset),
 		rpc.Bind(rpc.ReadMembership, d.membership),
-		{Command: rpc.CmdIngressStatus, Capability: rpc.CapIngressStatus, Handler: d.ingressStatus},
+		rpc.Bind(rpc.ReadIngressStatus, d.ingressStatus),
 		rpc.Bind(rpc.SaltSpecHashes, d.saltSpecHashes),
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.certificateRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.allocationRoutes(), d.jobRoutes(), d.volumePolicyRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.certificateRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.jobRoutes(), d.volumePolicyRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {
@@ -58,24 +57,20 @@ func (d *Daemon) routes() {
 	d.metricsRoutes()
 	d.volumeRoutes()
 	d.upgradeRoutes()
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageLoad, Capability: rpc.CapImageLoad, Handler: d.imageLoad})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageRelay, Capability: rpc.CapImageRelay, Handler: d.imageRelay})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress,
-		Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.pullImageProgress })})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdExec, Capability: rpc.CapExec, Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.exec })})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdRunContainer, Capability: rpc.CapRunContainer,
-		Handler: d.withDocker(func(o *containerOps) rpc.StreamHandler { return o.runContainer })})
+	d.featureRoutes()
+	d.rpc.HandleStream(withDocker(d, rpc.Exec, (*containerOps).exec))
+	d.rpc.HandleStream(withDocker(d, rpc.RunContainer, (*containerOps).runContainer))
 }
 
-// withDocker serves a stream of the Container ops, refused while this
-// Machine has no Docker client.
-func (d *Daemon) withDocker(h func(*containerOps) rpc.StreamHandler) rpc.StreamHandler {
-	return func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
+// withDocker serves m with a stream of the Container ops, refused while
+// this Machine has no Docker client.
+func withDocker[Req, Event any](d *Daemon, m rpc.StreamMethod[Req, Event], h func(*containerOps, context.Context, Req, rpc.StreamConn) error) rpc.StreamRoute {
+	return rpc.BindStream(m, func(ctx context.Context, req Req, s rpc.StreamConn) error {
 		if d.ctrs == nil || d.ctrs.docker == nil {
 			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
 		}
-		return h(d.ctrs)(ctx, raw, s)
-	}
+		return h(d.ctrs, ctx, req, s)
+	})
 }
 
 func (d *Daemon) inspect(ctx context.Context, _ rpc.None) (rpc.Inspection, error) {

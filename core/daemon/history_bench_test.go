@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
@@ -32,10 +33,10 @@ func BenchmarkOperatorHistory(b *testing.B) {
 		req  any
 		want int
 	}{
-		{"history-newest-50", typed(d.listHistory), rpc.ListHistoryRequest{Limit: 50}, 50},
-		{"history-kind-namespace", typed(d.listHistory), rpc.ListHistoryRequest{Namespace: "app3-production", Kind: rpc.HistoryScale, Limit: rpc.HistoryMaxLimit}, 50},
-		{"latest-revision-opened", typed(d.listRevisions), rpc.ListRevisionsRequest{Namespace: "app3-production", Latest: true, WithCompose: true}, 1},
-		{"deploy-records-namespace", typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Namespace: "app3-production"}, 50},
+		{"history-newest-50", featureRoute(b, d, rpc.CmdListHistory), rpc.ListHistoryRequest{Limit: 50}, 50},
+		{"history-kind-namespace", featureRoute(b, d, rpc.CmdListHistory), rpc.ListHistoryRequest{Namespace: "app3-production", Kind: rpc.HistoryScale, Limit: rpc.HistoryMaxLimit}, 50},
+		{"latest-revision-opened", featureRoute(b, d, rpc.CmdListRevisions), rpc.ListRevisionsRequest{Namespace: "app3-production", Latest: true, WithCompose: true}, 1},
+		{"deploy-records-namespace", featureRoute(b, d, rpc.CmdListDeployRecords), rpc.ListDeployRecordsRequest{Namespace: "app3-production"}, 50},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
@@ -71,7 +72,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 	op := store.HistoryOperator{Name: "ana@laptop"}
 	for i := range 1000 {
 		ns := i % namespaces
-		if _, err := hcall(b, typed(d.saveRevision), rpc.SaveRevisionRequest{ID: fmt.Sprintf("r-%04d", i), Project: fmt.Sprintf("app%d", ns),
+		if _, err := hcall(b, featureRoute(b, d, rpc.CmdSaveRevision), rpc.SaveRevisionRequest{ID: fmt.Sprintf("r-%04d", i), Project: fmt.Sprintf("app%d", ns),
 			Environment: "production", Compose: compose, Operator: op}); err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 	for i := range 500 {
 		ns := fmt.Sprintf("app%d-production", i%namespaces)
 		rec, _ := json.Marshal(map[string]any{"deployment_id": fmt.Sprintf("d%04d", i), "namespace": ns, "status": "completed", "revision": i/10 + 1})
-		if _, err := hcall(b, typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: fmt.Sprintf("d%04d", i), Namespace: ns,
+		if _, err := hcall(b, featureRoute(b, d, rpc.CmdPutDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: fmt.Sprintf("d%04d", i), Namespace: ns,
 			Revision: i/10 + 1, StartedAt: int64(1000 + i), UpdatedAt: int64(1000 + i), Record: rec}); err != nil {
 			b.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 	for i := range 1500 {
 		e := rpc.HistoryEntry{ID: fmt.Sprintf("h-%04d", i), HistoryBody: store.HistoryBody{Kind: kinds[i%3], Namespace: fmt.Sprintf("app%d-production", i%namespaces),
 			Revision: i/10 + 1, Operator: op, StartedAt: int64(1000 + i), FinishedAt: int64(1001 + i), Outcome: rpc.OutcomeCompleted}}
-		if _, err := hcall(b, typed(d.recordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
+		if _, err := hcall(b, featureRoute(b, d, rpc.CmdRecordHistory), rpc.RecordHistoryRequest{Entry: e}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -250,9 +251,10 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
-	for _, r := range slices.Concat(d.servingRoutes(), d.historyRoutes(), d.savedStateRoutes(), d.leaseRoutes(), d.allocationRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.leaseRoutes()) {
 		d.rpc.Handle(r)
 	}
+	d.featureRoutes()
 	var web []rpc.ContainerObservation
 	for _, id := range []string{"c1", "c2", "c3"} {
 		web = append(web, rpc.ContainerObservation{ID: id, Name: "web-" + id, MachineID: d.record().ID, Namespace: "app0-production",
@@ -280,4 +282,12 @@ func localRevisions(b testing.TB, n int) *operator.Store {
 		}
 	}
 	return st
+}
+
+// sealingDaemon is storeDaemon with a Cluster secret to seal with.
+func sealingDaemon(t testing.TB) (*Daemon, *sdkstore.Client) {
+	t.Helper()
+	d, st := storeDaemon(t, "m1id")
+	featuretest.ClusterSecret(t, d.cfg.DataDir)
+	return d, st
 }

@@ -13,22 +13,6 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 )
 
-func TestPullImageRefusals(t *testing.T) {
-	t.Parallel()
-	to := newTestOps(t)
-	_, err := call[rpc.PullImageResult](t, typed(to.pullImage), rpc.PullImageRequest{Image: "Not A Ref"})
-	if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != "image" {
-		t.Fatalf("bad reference: %v", err)
-	}
-	// Nothing listens on port 1: the pull fails, naming the Machine and
-	// image, and never echoes the credential.
-	_, err = call[rpc.PullImageResult](t, typed(to.pullImage), rpc.PullImageRequest{Image: "127.0.0.1:1/app:1", RegistryAuth: "c2VjcmV0LWNyZWQ"})
-	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1/app:1") || !strings.Contains(err.Error(), to.facts.Name) ||
-		strings.Contains(err.Error(), "c2VjcmV0LWNyZWQ") {
-		t.Fatalf("failed pull: %v", err)
-	}
-}
-
 func TestCreateMountsShippedFiles(t *testing.T) {
 	t.Parallel()
 	to := newTestOps(t)
@@ -79,51 +63,6 @@ func TestCreateMountsShippedFiles(t *testing.T) {
 	missing.Spec.Files = []rpc.FileSpec{{Target: "/x", Digest: digestOf([]byte("never sent")), Kind: "file"}}
 	if _, err := call[rpc.ContainerObservation](t, typed(to.createContainer), missing); rpcDetail(err, "field") != "spec.files[0]" {
 		t.Fatalf("missing content: %v", err)
-	}
-}
-
-// TestPullStatusProgress feeds pullStatus the lines Docker's pull
-// endpoint writes and checks the progress each one reports: bytes and
-// layers over the layers named so far, a held layer done at once.
-func TestPullStatusProgress(t *testing.T) {
-	stream := `{"status":"Pulling from library/app","id":"1"}
-{"status":"Already exists","progressDetail":{},"id":"aaa"}
-{"status":"Pulling fs layer","progressDetail":{},"id":"bbb"}
-{"status":"Downloading","progressDetail":{"current":100,"total":1000},"id":"bbb"}
-{"status":"Downloading","progressDetail":{"current":600,"total":1000},"id":"bbb"}
-{"status":"Download complete","progressDetail":{},"id":"bbb"}
-{"status":"Extracting","progressDetail":{"current":1000,"total":1000},"id":"bbb"}
-{"status":"Pull complete","progressDetail":{},"id":"bbb"}
-{"status":"Digest: sha256:abc"}
-{"status":"Status: Downloaded newer image for app:1"}
-`
-	var got []rpc.PullProgress
-	last, err := pullStatus(strings.NewReader(stream), func(p rpc.PullProgress) { got = append(got, p) })
-	if err != nil || last != "Status: Downloaded newer image for app:1" {
-		t.Fatalf("pullStatus = %q, %v", last, err)
-	}
-	want := []rpc.PullProgress{
-		{Layers: 1, LayersDone: 1},
-		{Layers: 2, LayersDone: 1},
-		{Layers: 2, LayersDone: 1, Bytes: 100, Total: 1000},
-		{Layers: 2, LayersDone: 1, Bytes: 600, Total: 1000},
-		{Layers: 2, LayersDone: 1, Bytes: 1000, Total: 1000},
-		{Layers: 2, LayersDone: 1, Bytes: 1000, Total: 1000},
-		{Layers: 2, LayersDone: 2, Bytes: 1000, Total: 1000},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("progress %+v, want %+v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("progress[%d] = %+v, want %+v", i, got[i], want[i])
-		}
-	}
-	_, err = pullStatus(strings.NewReader(`{"status":"Pulling fs layer","id":"x"}
-{"errorDetail":{"message":"unauthorized: login"},"error":"unauthorized: login"}
-`), nil)
-	if err == nil || err.Error() != "unauthorized: login" {
-		t.Fatalf("failed pull: %v", err)
 	}
 }
 

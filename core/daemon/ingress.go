@@ -78,12 +78,12 @@ func (d *Daemon) ingressSpec() ([]byte, error) {
 // Machine that does not accept ingress says so (Off) and nothing else. It
 // needs the ingress plugin: while no healthy plugin serves CapHTTP it is
 // refused naming that capability.
-func (d *Daemon) ingressStatus(context.Context, json.RawMessage) (any, error) {
+func (d *Daemon) ingressStatus(context.Context, rpc.IngressStatusRequest) (ingress.Status, error) {
 	if !d.acceptsIngress() {
 		return ingress.Status{MachineID: d.record().ID, Off: true}, nil
 	}
 	if err := d.needCapability(ingress.CapHTTP); err != nil {
-		return nil, err
+		return ingress.Status{}, err
 	}
 	st := ingress.Status{MachineID: d.record().ID}
 	fi, _ := os.Stat(d.ingressStatusPath())
@@ -92,10 +92,10 @@ func (d *Daemon) ingressStatus(context.Context, json.RawMessage) (any, error) {
 		return st, nil
 	}
 	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "read %s: %v", d.ingressStatusPath(), err)
+		return ingress.Status{}, rpc.Errorf(rpc.CodeUnavailable, "read %s: %v", d.ingressStatusPath(), err)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, rpc.Errorf(rpc.CodeUnavailable, "%s: %v", d.ingressStatusPath(), err)
+		return ingress.Status{}, rpc.Errorf(rpc.CodeUnavailable, "%s: %v", d.ingressStatusPath(), err)
 	}
 	st.MachineID = d.record().ID
 	st.Stale = fi != nil && time.Since(fi.ModTime()) > ingress.StaleAfterSeconds*time.Second

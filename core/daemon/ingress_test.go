@@ -38,27 +38,27 @@ func TestIngressSpecAndStatus(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 	// No status file: not running, but an answer.
-	got, err := d.ingressStatus(context.Background(), nil)
-	if st := got.(ingress.Status); err != nil || st.Running || st.MachineID != "abc" {
+	got, err := d.ingressStatus(context.Background(), rpc.IngressStatusRequest{})
+	if st := got; err != nil || st.Running || st.MachineID != "abc" {
 		t.Fatalf("%+v %v", got, err)
 	}
 	want := ingress.Status{MachineID: "abc", Running: true, Routes: []ingress.Route{{Hostname: "a.b", Owner: "x/y", State: ingress.RoutePublished, Upstreams: []string{"10.0.0.1:80"}}}}
 	raw, _ := json.Marshal(want)
 	os.WriteFile(d.ingressStatusPath(), raw, 0o644)
-	got, err = d.ingressStatus(context.Background(), nil)
-	if st := got.(ingress.Status); err != nil || !st.Running || len(st.Routes) != 1 || st.Routes[0].Upstreams[0] != "10.0.0.1:80" {
+	got, err = d.ingressStatus(context.Background(), rpc.IngressStatusRequest{})
+	if st := got; err != nil || !st.Running || len(st.Routes) != 1 || st.Routes[0].Upstreams[0] != "10.0.0.1:80" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if got.(ingress.Status).Stale {
+	if got.Stale {
 		t.Fatal("fresh status reported stale")
 	}
 	old := time.Now().Add(-time.Minute)
 	os.Chtimes(d.ingressStatusPath(), old, old)
-	if got, _ = d.ingressStatus(context.Background(), nil); !got.(ingress.Status).Stale {
+	if got, _ = d.ingressStatus(context.Background(), rpc.IngressStatusRequest{}); !got.Stale {
 		t.Fatal("a status file a minute old is not stale")
 	}
 	os.WriteFile(d.ingressStatusPath(), []byte("{"), 0o644)
-	if _, err := d.ingressStatus(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "ingress-status.json") {
+	if _, err := d.ingressStatus(context.Background(), rpc.IngressStatusRequest{}); err == nil || !strings.Contains(err.Error(), "ingress-status.json") {
 		t.Fatalf("malformed status file: %v", err)
 	}
 }
@@ -87,7 +87,7 @@ func TestIngressStatusNeedsIngressCapability(t *testing.T) {
 	}
 	d := &Daemon{cfg: Config{RunDir: t.TempDir()}, log: hclog.NewNullLogger(), plugins: h,
 		rec: machine.Record{ID: "abc", Phase: machine.Participating}}
-	_, err = d.ingressStatus(context.Background(), nil)
+	_, err = d.ingressStatus(context.Background(), rpc.IngressStatusRequest{})
 	if c, ok := rpc.Capability(err); !ok || c != ingress.CapHTTP {
 		t.Fatalf("ingress_status without the ingress plugin: %v (capability %q)", err, c)
 	}

@@ -27,7 +27,7 @@ func (d *Daemon) logRoutes() {
 	history := rpc.Bind(rpc.ReadLogHistory, d.logHistory)
 	history.Available = func() bool { return d.plugins != nil && d.plugins.Available(observe.CapLogHistory) }
 	d.rpc.Handle(history)
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdTailLogs, Capability: observe.CapTailLogs, Handler: d.tailLogs})
+	d.rpc.HandleStream(rpc.BindStream(rpc.TailLogs, d.tailLogs))
 	// HandleStream catalogues the stream as always served; advertise it,
 	// like log_history, only while the plugin is healthy.
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdTailLogs, Capability: observe.CapTailLogs,
@@ -88,11 +88,7 @@ func (d *Daemon) logHistory(ctx context.Context, req rpc.LogHistoryRequest) (rpc
 	return out, nil
 }
 
-func (d *Daemon) tailLogs(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.TailLogsRequest
-	if err := rpc.Decode(rpc.CmdTailLogs, raw, &req); err != nil {
-		return err
-	}
+func (d *Daemon) tailLogs(ctx context.Context, req rpc.TailLogsRequest, s rpc.StreamConn) error {
 	if req.Tail < 0 || req.Tail > rpc.MaxLogLimit {
 		return rpc.InvalidField("tail", "%d is not between 0 and %d", req.Tail, rpc.MaxLogLimit)
 	}
@@ -116,8 +112,7 @@ func (d *Daemon) tailLogs(ctx context.Context, raw json.RawMessage, s rpc.Stream
 			if err != nil {
 				return err
 			}
-			ev, _ := json.Marshal(logRecord(e))
-			if err := s.Send(rpc.StreamFrame{Event: ev}); err != nil {
+			if err := rpc.TailLogs.Send(s, logRecord(e)); err != nil {
 				return err
 			}
 		}

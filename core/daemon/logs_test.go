@@ -43,7 +43,7 @@ func TestLogRoutesValidateAndNameTheCapability(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != rpc.CodeUnavailable || e.Details["capability"] != observe.CapLogHistory {
 		t.Fatalf("without a plugin host: %v", err)
 	}
-	if err := d.tailLogs(context.Background(), json.RawMessage(`{"tail":-1}`), nil); !errors.As(err, &e) || e.Details["field"] != "tail" {
+	if err := d.tailLogs(context.Background(), rpc.TailLogsRequest{Tail: -1}, nil); !errors.As(err, &e) || e.Details["field"] != "tail" {
 		t.Fatalf("tail -1: %v", err)
 	}
 	if rpc.CapLogHistory != observe.CapLogHistory || rpc.CapTailLogs != observe.CapTailLogs {

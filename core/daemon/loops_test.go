@@ -350,7 +350,7 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 	if _, err := os.Stat(d.trustedMachinesPath()); err != nil {
 		t.Errorf("the trust list went with ingress: %v", err)
 	}
-	out, err := hcall(t, d.ingressStatus, rpc.IngressStatusRequest{})
+	out, err := hcall(t, typed(d.ingressStatus), rpc.IngressStatusRequest{})
 	if st, ok := out.(ingress.Status); err != nil || !ok || !st.Off || st.Running || st.MachineID != "m1" {
 		t.Fatalf("ingress_status %+v %v, want off", out, err)
 	}

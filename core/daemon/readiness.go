@@ -53,6 +53,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -439,9 +440,5 @@ func (r *readiness) verdict(c container.InspectResponse) bool {
 	}
 }
 
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
+// short is a Docker ID as logs show it.
+func short(id string) string { return feature.Short(id) }

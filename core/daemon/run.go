@@ -65,11 +65,7 @@ func (r *runRegistry) owns(name string) bool {
 }
 
 // runContainer serves run_container.
-func (o *containerOps) runContainer(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.RunContainerRequest
-	if err := rpc.Decode(rpc.CmdRunContainer, raw, &req); err != nil {
-		return err
-	}
+func (o *containerOps) runContainer(ctx context.Context, req rpc.RunContainerRequest, s rpc.StreamConn) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
@@ -349,7 +345,7 @@ func (c *lockedConn) Send(f rpc.StreamFrame) error {
 
 func (c *lockedConn) Recv() (rpc.StreamFrame, error) { return c.s.Recv() }
 
-func (c *lockedConn) event(e rpc.RunEvent) error { return c.Send(rpc.StreamFrame{Event: mustJSON(e)}) }
+func (c *lockedConn) event(e rpc.RunEvent) error { return rpc.RunContainer.Send(c, e) }
 
 // drainWriter writes to w until it fails (the client went away), then
 // drops what comes, so the process's output is still read to its end.

@@ -22,7 +22,7 @@ import (
 func serveRuns(t *testing.T, o *containerOps) *rpc.Client {
 	t.Helper()
 	srv := rpc.NewServer(rpc.Options{Local: func() (string, string) { return "m-test", "test" }})
-	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdRunContainer, Capability: rpc.CapRunContainer, Handler: o.runContainer})
+	srv.HandleStream(rpc.BindStream(rpc.RunContainer, o.runContainer))
 	return serveSocket(t, srv)
 }
 

@@ -26,8 +26,8 @@ import (
 
 // upgradeRoutes adds upgrade_machine and upgrade_status (docs/upgrades.md).
 func (d *Daemon) upgradeRoutes() {
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdUpgradeMachine, Capability: rpc.CapUpgradeMachine, Handler: d.upgradeMachine})
-	d.rpc.HandleStream(rpc.StreamRoute{Command: rpc.CmdUpgradePlugin, Capability: rpc.CapUpgradePlugin, Handler: d.upgradePlugin})
+	d.rpc.HandleStream(rpc.BindStream(rpc.UpgradeMachine, d.upgradeMachine))
+	d.rpc.HandleStream(rpc.BindStream(rpc.UpgradePlugin, d.upgradePlugin))
 	d.rpc.Handle(rpc.Bind(rpc.ReadUpgradeStatus, func(context.Context, rpc.None) (rpc.UpgradeStatus, error) {
 		st, err := ReadUpgradeStatus(d.releasesDir())
 		if errors.Is(err, os.ErrNotExist) {
@@ -42,11 +42,7 @@ func (d *Daemon) releasesDir() string { return filepath.Join(d.cfg.DataDir, "rel
 // upgradeMachine receives a bundle, verifies it and starts the swap in a
 // transient unit of its own: the swap restarts ployzd, so it cannot run
 // inside it. The stream answers once the swap has started.
-func (d *Daemon) upgradeMachine(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.UpgradeRequest
-	if err := rpc.Decode(rpc.CmdUpgradeMachine, raw, &req); err != nil {
-		return err
-	}
+func (d *Daemon) upgradeMachine(ctx context.Context, req rpc.UpgradeRequest, s rpc.StreamConn) error {
 	req.Plugin = "" // only upgrade_plugin swaps one plugin
 	if err := req.Validate(); err != nil {
 		return err
@@ -59,11 +55,7 @@ func (d *Daemon) upgradeMachine(ctx context.Context, raw json.RawMessage, s rpc.
 
 // upgradePlugin is upgrade_plugin: the same upload, checks and swap unit
 // as upgradeMachine, for one bundled plugin only.
-func (d *Daemon) upgradePlugin(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.UpgradeRequest
-	if err := rpc.Decode(rpc.CmdUpgradePlugin, raw, &req); err != nil {
-		return err
-	}
+func (d *Daemon) upgradePlugin(ctx context.Context, req rpc.UpgradeRequest, s rpc.StreamConn) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
@@ -88,8 +80,7 @@ func (d *Daemon) stageAndApply(ctx context.Context, req rpc.UpgradeRequest, s rp
 		return err
 	}
 	d.log.Info("upgrade started", "id", id, "from", version.Version, "to", req.Version, "plugin", req.Plugin)
-	ev, _ := json.Marshal(rpc.UpgradeStarted{ID: id, From: version.Version, To: req.Version})
-	return s.Send(rpc.StreamFrame{Event: ev})
+	return rpc.UpgradeMachine.Send(s, rpc.UpgradeStarted{ID: id, From: version.Version, To: req.Version})
 }
 
 // stageRelease writes the uploaded bundle, checks its digest and its

@@ -118,21 +118,20 @@ func (d *Daemon) volumeRoutes() {
 	task.Available = func() bool { return d.ctrs != nil && d.ctrs.docker != nil }
 	d.rpc.Handle(task)
 	for _, r := range []struct {
-		cmd, capability string
-		plugin          string // the plugin capability it needs
-		h               rpc.StreamHandler
+		route  rpc.StreamRoute
+		plugin string // the plugin capability it needs
 	}{
-		{rpc.CmdSendVolume, volume.CapSend, volume.CapSend, d.sendVolume},
-		{rpc.CmdReceiveVolume, volume.CapReceive, volume.CapReceive, d.receiveVolume},
+		{rpc.BindStream(rpc.SendVolume, d.sendVolume), volume.CapSend},
+		{rpc.BindStream(rpc.ReceiveVolume, d.receiveVolume), volume.CapReceive},
 		// ployzd's own, over the plugin's send; a Machine advertising it
 		// also serves the volume transport (VolumePort) as a target.
-		{rpc.CmdSendVolumeTo, rpc.CapSendVolumeTo, volume.CapSend, d.sendVolumeTo},
+		{rpc.BindStream(rpc.SendVolumeTo, d.sendVolumeTo), volume.CapSend},
 	} {
-		d.rpc.HandleStream(rpc.StreamRoute{Command: r.cmd, Capability: r.capability, Handler: r.h})
+		d.rpc.HandleStream(r.route)
 		// HandleStream catalogues the stream as always served; advertise
 		// it only while the plugin is healthy (as tail_logs).
-		cmd := r.cmd
-		d.rpc.Handle(rpc.Route{Command: cmd, Capability: r.capability, Available: avail(r.plugin),
+		cmd := r.route.Command
+		d.rpc.Handle(rpc.Route{Command: cmd, Capability: r.route.Capability, Available: avail(r.plugin),
 			Handler: func(context.Context, json.RawMessage) (any, error) {
 				return nil, rpc.Errorf(rpc.CodeInvalidArgument, "%s is a streaming command: use Stream", cmd)
 			}})
@@ -344,11 +343,7 @@ func (d *Daemon) snapshotVolume(ctx context.Context, req rpc.SnapshotVolumeReque
 
 // sendVolume streams the plugin's Send chunks to the client as data
 // frames.
-func (d *Daemon) sendVolume(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.SendVolumeRequest
-	if err := rpc.Decode(rpc.CmdSendVolume, raw, &req); err != nil {
-		return err
-	}
+func (d *Daemon) sendVolume(ctx context.Context, req rpc.SendVolumeRequest, s rpc.StreamConn) error {
 	if req.ResumeToken == "" {
 		if err := volume.ValidName(req.Volume); err != nil {
 			return rpc.InvalidField("volume", "%v", err)
@@ -378,9 +373,8 @@ func (d *Daemon) sendVolume(ctx context.Context, raw json.RawMessage, s rpc.Stre
 
 // sendVolumeTo sends a snapshot stream straight to another Machine's
 // receive_volume over its volume transport (core/volumesend).
-func (d *Daemon) sendVolumeTo(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	req, err := volumesend.Decode(raw)
-	if err != nil {
+func (d *Daemon) sendVolumeTo(ctx context.Context, req rpc.SendVolumeToRequest, s rpc.StreamConn) error {
+	if err := volumesend.Check(req); err != nil {
 		return err
 	}
 	if _, err := d.needPool(); err != nil {
@@ -426,11 +420,7 @@ func (d *Daemon) pluginSend(ctx context.Context, req rpc.SendVolumeRequest, esti
 
 // receiveVolume feeds the client's data frames into the plugin's Receive
 // and answers one VolumeReceived event.
-func (d *Daemon) receiveVolume(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.ReceiveVolumeRequest
-	if err := rpc.Decode(rpc.CmdReceiveVolume, raw, &req); err != nil {
-		return err
-	}
+func (d *Daemon) receiveVolume(ctx context.Context, req rpc.ReceiveVolumeRequest, s rpc.StreamConn) error {
 	if err := volume.ValidName(req.Volume); err != nil {
 		return rpc.InvalidField("volume", "%v", err)
 	}
@@ -481,6 +471,5 @@ func (d *Daemon) receiveVolume(ctx context.Context, raw json.RawMessage, s rpc.S
 	if err != nil {
 		return err
 	}
-	ev, _ := json.Marshal(got)
-	return s.Send(rpc.StreamFrame{Event: ev})
+	return rpc.ReceiveVolume.Send(s, got)
 }

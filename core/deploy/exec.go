@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -410,13 +409,13 @@ func (e *Executor) call(ctx context.Context, s Step, r Row, a action, id string,
 
 // streamer is a Caller that also opens streams, as *rpc.Client does.
 type streamer interface {
-	OpenStream(ctx context.Context, t rpc.Target, command string, payload any) (*rpc.ClientStream, error)
+	rpc.Opener
 }
 
 // pullProgress runs a pull as pull_image_progress, telling Progress how
 // far it is as the Machine reports it.
 func (e *Executor) pullProgress(ctx context.Context, c streamer, s Step, t rpc.Target, req rpc.PullImageRequest) error {
-	st, err := c.OpenStream(ctx, t, rpc.CmdPullImageProgress, req)
+	st, err := rpc.Open(ctx, c, t, rpc.PullImageProgress, req)
 	if err != nil {
 		return err
 	}
@@ -429,8 +428,7 @@ func (e *Executor) pullProgress(ctx context.Context, c streamer, s Step, t rpc.T
 		if f.Done {
 			return nil
 		}
-		var ev rpc.PullImageEvent
-		if json.Unmarshal(f.Event, &ev) == nil && ev.Progress != nil {
+		if ev, err := rpc.PullImageProgress.Event(f); err == nil && ev.Progress != nil {
 			e.emitMu.Lock()
 			e.Progress(Event{Step: s, Pull: ev.Progress})
 			e.emitMu.Unlock()

@@ -183,7 +183,7 @@ func upload(ctx context.Context, entry *rpc.Client, saved *savedImage, skip map[
 	go func() { pw.CloseWithError(saved.stream(pw, skip)) }()
 	defer pr.Close()
 	rd := pr
-	st, err := entry.OpenStream(ctx, rpc.Target{One: machineID}, rpc.CmdImageLoad, nil)
+	st, err := rpc.Open(ctx, entry, rpc.Target{One: machineID}, rpc.LoadImage, rpc.None{})
 	if err != nil {
 		return 0, err
 	}
@@ -263,7 +263,7 @@ func relayed(ctx context.Context, entry *rpc.Client, saved *savedImage, out []Re
 		out[i].SkippedLayers = len(skip)
 		byID[out[i].MachineID] = &out[i]
 	}
-	st, err := entry.OpenStream(ctx, rpc.Target{}, rpc.CmdImageRelay, req)
+	st, err := rpc.Open(ctx, entry, rpc.Target{}, rpc.RelayImage, req)
 	if err != nil {
 		fail(err)
 		return
@@ -324,8 +324,7 @@ func relayed(ctx context.Context, entry *rpc.Client, saved *savedImage, out []Re
 }
 
 func relayEvent(f rpc.StreamFrame) rpc.ImageRelayEvent {
-	var ev rpc.ImageRelayEvent
-	json.Unmarshal(f.Event, &ev) //nolint:errcheck // a tolerant reader: unknown events carry nothing
+	ev, _ := rpc.RelayImage.Event(f) // a tolerant reader: unknown events carry nothing
 	return ev
 }
 

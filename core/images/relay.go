@@ -39,11 +39,7 @@ type RelayEnv struct {
 // reads the archive the client sends once and writes each target's copy,
 // without the entries that target skips, to that target's image_load
 // over the mesh (or to this Machine's Docker), all targets at once.
-func ServeRelay(ctx context.Context, raw json.RawMessage, s rpc.StreamConn, env RelayEnv) error {
-	var req rpc.ImageRelayRequest
-	if err := rpc.Decode(rpc.CmdImageRelay, raw, &req); err != nil {
-		return err
-	}
+func ServeRelay(ctx context.Context, req rpc.ImageRelayRequest, s rpc.StreamConn, env RelayEnv) error {
 	if err := validateRelay(req); err != nil {
 		return err
 	}
@@ -194,7 +190,7 @@ func openSink(ctx context.Context, env RelayEnv, peers []rpc.Peer, t rpc.ImageRe
 		if err != nil {
 			return failedSink(t, p.Name, rpc.Errorf(rpc.CodeUnavailable, "machine %s at %s: %v", p.Name, p.Address, err))
 		}
-		st, err := c.OpenStream(ctx, rpc.Target{}, rpc.CmdImageLoad, nil)
+		st, err := rpc.Open(ctx, c, rpc.Target{}, rpc.LoadImage, rpc.None{})
 		if err != nil {
 			c.Close()
 			return failedSink(t, p.Name, rpc.Errorf(rpc.CodeUnavailable, "machine %s: image_load: %v", p.Name, err))
@@ -236,7 +232,9 @@ func closeLoad(st *rpc.ClientStream) (rpc.ImageLoadResult, error) {
 			return res, err
 		}
 		if len(f.Event) > 0 {
-			json.Unmarshal(f.Event, &res) //nolint:errcheck // a tolerant reader: the outcome is Done
+			if ev, err := rpc.LoadImage.Event(f); err == nil { // a tolerant reader: the outcome is Done
+				res = ev
+			}
 		}
 		if f.Done {
 			return res, nil

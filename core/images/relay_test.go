@@ -87,10 +87,9 @@ func relayCluster(t *testing.T, ids ...string) []*relayMachine {
 			Peers: func(context.Context) ([]rpc.Peer, error) { return peers, nil },
 			Dial:  func(_ context.Context, p rpc.Peer) (*rpc.Client, error) { return rpc.DialUnix(p.Address) },
 			Load:  m.load}
-		m.srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdImageRelay, Capability: rpc.CapImageRelay,
-			Handler: func(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-				return ServeRelay(ctx, raw, s, env)
-			}})
+		m.srv.HandleStream(rpc.BindStream(rpc.RelayImage, func(ctx context.Context, req rpc.ImageRelayRequest, s rpc.StreamConn) error {
+			return ServeRelay(ctx, req, s, env)
+		}))
 		lis, err := net.Listen("unix", m.sock)
 		if err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,7 @@ import (
 // Caller is the part of an Entry Machine client the push needs.
 type Caller interface {
 	Call(ctx context.Context, t rpc.Target, command string, payload, out any) error
-	OpenStream(ctx context.Context, t rpc.Target, command string, payload any) (*rpc.ClientStream, error)
+	rpc.Opener
 }
 
 // chunk is one data frame of an upload.
@@ -46,15 +45,15 @@ type Bundle struct {
 // Push uploads b to one Machine over Machine RPC and returns once that
 // Machine verified it and started its swap.
 func Push(ctx context.Context, c Caller, machineID string, b Bundle) (rpc.UpgradeStarted, error) {
-	return push(ctx, c, rpc.CmdUpgradeMachine, machineID, b, "")
+	return push(ctx, c, rpc.UpgradeMachine, machineID, b, "")
 }
 
 // PushPlugin is Push for a swap of one plugin (upgrade_plugin).
 func PushPlugin(ctx context.Context, c Caller, machineID string, b Bundle, plugin string) (rpc.UpgradeStarted, error) {
-	return push(ctx, c, rpc.CmdUpgradePlugin, machineID, b, plugin)
+	return push(ctx, c, rpc.UpgradePlugin, machineID, b, plugin)
 }
 
-func push(ctx context.Context, c Caller, command, machineID string, b Bundle, plugin string) (rpc.UpgradeStarted, error) {
+func push(ctx context.Context, c Caller, m rpc.StreamMethod[rpc.UpgradeRequest, rpc.UpgradeStarted], machineID string, b Bundle, plugin string) (rpc.UpgradeStarted, error) {
 	var started rpc.UpgradeStarted
 	sum, size, err := Digest(b.Path)
 	if err != nil {
@@ -66,7 +65,7 @@ func push(ctx context.Context, c Caller, command, machineID string, b Bundle, pl
 	}
 	defer f.Close()
 	req := rpc.UpgradeRequest{Version: b.Manifest.Version, SHA256: sum, Size: size, Plugin: plugin, Proof: b.Proof}
-	st, err := c.OpenStream(ctx, rpc.Target{One: machineID}, command, req)
+	st, err := rpc.Open(ctx, c, rpc.Target{One: machineID}, m, req)
 	if err != nil {
 		return started, err
 	}
@@ -98,13 +97,13 @@ func push(ctx context.Context, c Caller, command, machineID string, b Bundle, pl
 			return started, fr.Error
 		}
 		if len(fr.Event) > 0 {
-			if err := json.Unmarshal(fr.Event, &started); err != nil {
-				return started, fmt.Errorf("%s event: %w", command, err)
+			if started, err = m.Event(fr); err != nil {
+				return started, err
 			}
 		}
 		if fr.Done {
 			if started.ID == "" {
-				return started, fmt.Errorf("%s ended without starting a swap", command)
+				return started, fmt.Errorf("%s ended without starting a swap", m.Name)
 			}
 			return started, nil
 		}

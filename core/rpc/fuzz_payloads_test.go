@@ -36,6 +36,7 @@ var payloadTypes = map[string]func() any{
 	CmdStartContainer:     func() any { return &ContainerRef{} },
 	CmdExportContainer:    func() any { return &ExportContainerRequest{} },
 	CmdListImages:         func() any { return &ListImagesRequest{} },
+	CmdIngressStatus:      func() any { return &IngressStatusRequest{} },
 	CmdPullImage:          func() any { return &PullImageRequest{} },
 	CmdPullImageProgress:  func() any { return &PullImageRequest{} },
 	CmdImageRelay:         func() any { return &ImageRelayRequest{} },

@@ -30,7 +30,9 @@ type Declared struct {
 	Name       string
 	Capability string
 	Request    reflect.Type
-	Response   reflect.Type
+	Response   reflect.Type // a stream's event type when Stream
+	// Stream: the command is opened with OpenStream (StreamMethod).
+	Stream bool
 	// decode is the typed decoder Bind uses, for the fuzz tests.
 	decode func(json.RawMessage) (any, error)
 }
@@ -43,16 +45,21 @@ var catalog = struct {
 // Declare catalogues a command with its request and response types. A
 // name is declared once: a second declaration is a programming error.
 func Declare[Req, Resp any](name, capability string) Method[Req, Resp] {
+	m := Method[Req, Resp]{Name: name, Capability: capability}
+	catalogue(Declared{Name: name, Capability: capability,
+		Request: reflect.TypeFor[Req](), Response: reflect.TypeFor[Resp](),
+		decode: func(raw json.RawMessage) (any, error) { return m.DecodeRequest(raw) }})
+	return m
+}
+
+// catalogue adds d, refusing a name declared before.
+func catalogue(d Declared) {
 	catalog.Lock()
 	defer catalog.Unlock()
-	if _, dup := catalog.byName[name]; dup {
-		panic(fmt.Sprintf("rpc: command %q declared twice", name))
+	if _, dup := catalog.byName[d.Name]; dup {
+		panic(fmt.Sprintf("rpc: command %q declared twice", d.Name))
 	}
-	m := Method[Req, Resp]{Name: name, Capability: capability}
-	catalog.byName[name] = Declared{Name: name, Capability: capability,
-		Request: reflect.TypeFor[Req](), Response: reflect.TypeFor[Resp](),
-		decode: func(raw json.RawMessage) (any, error) { return m.DecodeRequest(raw) }}
-	return m
+	catalog.byName[d.Name] = d
 }
 
 // Catalog lists every declared command, by name.

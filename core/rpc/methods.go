@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/observe"
 	"github.com/ployz/ployz/sdk/volume"
 )
@@ -81,4 +82,27 @@ var (
 	ReadLogHistory = Declare[LogHistoryRequest, LogHistory](CmdLogHistory, observe.CapLogHistory)
 
 	ReadUpgradeStatus = Declare[None, UpgradeStatus](CmdUpgradeStatus, CapUpgradeStatus)
+
+	// ingress_status answers the Ingress Proxy's status file as is.
+	ReadIngressStatus = Declare[IngressStatusRequest, ingress.Status](CmdIngressStatus, CapIngressStatus)
+)
+
+// The streaming commands: each declared with what opens it and the event
+// its server sends (DeclareStream), served through BindStream and opened
+// through Open. A stream of data only (send_volume) declares None.
+var (
+	LoadImage         = DeclareStream[None, ImageLoadResult](CmdImageLoad, CapImageLoad)
+	RelayImage        = DeclareStream[ImageRelayRequest, ImageRelayEvent](CmdImageRelay, CapImageRelay)
+	PullImageProgress = DeclareStream[PullImageRequest, PullImageEvent](CmdPullImageProgress, CapPullImageProgress)
+	// Exec's last event is the exit; its data frames carry ExecOutput.
+	Exec         = DeclareStream[ExecRequest, ExecExit](CmdExec, CapExec)
+	RunContainer = DeclareStream[RunContainerRequest, RunEvent](CmdRunContainer, CapRunContainer)
+	TailLogs     = DeclareStream[TailLogsRequest, LogRecord](CmdTailLogs, observe.CapTailLogs)
+
+	SendVolume    = DeclareStream[SendVolumeRequest, None](CmdSendVolume, volume.CapSend)
+	ReceiveVolume = DeclareStream[ReceiveVolumeRequest, VolumeReceived](CmdReceiveVolume, volume.CapReceive)
+	SendVolumeTo  = DeclareStream[SendVolumeToRequest, VolumeTransfer](CmdSendVolumeTo, CapSendVolumeTo)
+
+	UpgradeMachine = DeclareStream[UpgradeRequest, UpgradeStarted](CmdUpgradeMachine, CapUpgradeMachine)
+	UpgradePlugin  = DeclareStream[UpgradeRequest, UpgradeStarted](CmdUpgradePlugin, CapUpgradePlugin)
 )

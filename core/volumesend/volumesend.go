@@ -36,35 +36,31 @@ type Env struct {
 	Tick time.Duration
 }
 
-// Decode reads and checks a send_volume_to request, naming the field it
-// refuses.
-func Decode(raw json.RawMessage) (rpc.SendVolumeToRequest, error) {
-	var req rpc.SendVolumeToRequest
-	if err := rpc.Decode(rpc.CmdSendVolumeTo, raw, &req); err != nil {
-		return req, err
-	}
+// Check refuses a send_volume_to request missing what it needs, naming
+// the field.
+func Check(req rpc.SendVolumeToRequest) error {
 	if req.Target == "" {
-		return req, rpc.InvalidField("target", "required: the Machine the stream lands on")
+		return rpc.InvalidField("target", "required: the Machine the stream lands on")
 	}
 	// The volume names where it lands on the target, with a token too.
 	if err := volume.ValidName(req.Volume); err != nil {
-		return req, rpc.InvalidField("volume", "%v", err)
+		return rpc.InvalidField("volume", "%v", err)
 	}
 	if req.ResumeToken != "" {
-		return req, nil
+		return nil
 	}
 	if err := volume.ValidSnapshot(req.Snapshot); err != nil {
-		return req, rpc.InvalidField("snapshot", "%v", err)
+		return rpc.InvalidField("snapshot", "%v", err)
 	}
 	if req.FromSnapshot != "" {
 		if err := volume.ValidSnapshot(req.FromSnapshot); err != nil {
-			return req, rpc.InvalidField("from_snapshot", "%v", err)
+			return rpc.InvalidField("from_snapshot", "%v", err)
 		}
 	}
-	return req, nil
+	return nil
 }
 
-// Serve runs one send_volume_to for req (from Decode) on s: it opens the
+// Serve runs one send_volume_to for req (checked by Check) on s: it opens the
 // target's receive_volume, pumps this Machine's stream into it, reports
 // the bytes sent every Tick and ends with the target's answer. A stream
 // cut on the way leaves the target's resume token (with Resumable), so a
@@ -81,7 +77,7 @@ func Serve(ctx context.Context, req rpc.SendVolumeToRequest, s rpc.StreamConn, e
 		return rpc.Errorf(rpc.CodeUnavailable, "target: machine %s at %s: %v", t.Name, t.Address, err).With("machine_id", t.ID)
 	}
 	defer c.Close()
-	up, err := c.OpenStream(ctx, rpc.Target{}, rpc.CmdReceiveVolume, rpc.ReceiveVolumeRequest{Volume: req.Volume, Resumable: req.Resumable})
+	up, err := rpc.Open(ctx, c, rpc.Target{}, rpc.ReceiveVolume, rpc.ReceiveVolumeRequest{Volume: req.Volume, Resumable: req.Resumable})
 	if err != nil {
 		return rpc.Errorf(rpc.CodeUnavailable, "target: machine %s: receive_volume: %v", t.Name, err).With("machine_id", t.ID)
 	}
@@ -174,9 +170,7 @@ func (p *progress) pump(ctx context.Context, env Env, req rpc.SendVolumeRequest,
 // finish ends the upload and reads the target's answer; a target that
 // ended the stream itself answers why.
 func finish(up *rpc.ClientStream) (rpc.VolumeReceived, error) {
-	var got rpc.VolumeReceived
-	err := up.CloseAndAnswer(&got)
-	return got, err
+	return rpc.ReceiveVolume.Answer(up)
 }
 
 // transferErr names the target and how far the stream got; a Machine's

@@ -258,13 +258,13 @@ func TestRefusals(t *testing.T) {
 		{`{"volume":"db","snapshot":"s1","target":7}`, "target"},
 		{`{"volume":"db","snapshot":"s1","target":"m2","resumable":"yes"}`, "resumable"},
 	} {
-		_, err := Decode(json.RawMessage(c.raw))
+		_, err := decode(json.RawMessage(c.raw))
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Code != rpc.CodeInvalidArgument || e.Details["field"] != c.field {
 			t.Errorf("%s: %v; want a refusal naming %s", c.raw, err, c.field)
 		}
 	}
-	if _, err := Decode(json.RawMessage(`{"volume":"db","resume_token":"1-ab","target":"m2"}`)); err != nil {
+	if _, err := decode(json.RawMessage(`{"volume":"db","resume_token":"1-ab","target":"m2"}`)); err != nil {
 		t.Errorf("a resume without a snapshot: %v", err)
 	}
 	for _, c := range []struct{ target, field string }{{"m1", "target"}, {"nosuch", "target"}} {
@@ -274,4 +274,14 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("target %s: %v; want a refusal naming %s", c.target, err, c.field)
 		}
 	}
+}
+
+// decode is what the daemon's send_volume_to route does with a payload:
+// the declared request type's decoding, then Check.
+func decode(raw json.RawMessage) (rpc.SendVolumeToRequest, error) {
+	req, err := rpc.SendVolumeTo.DecodeRequest(raw)
+	if err != nil {
+		return req, err
+	}
+	return req, Check(req)
 }

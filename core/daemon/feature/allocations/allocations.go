@@ -1,4 +1,9 @@
-package daemon
+// Package allocations is the daemon's allocation feature: the history of
+// the subnets Machines were given (put_allocation, list_allocations) and
+// the removal marks of projects being removed (mark_removal,
+// clear_removal, list_removals), in the replicated store
+// (docs/formats.md).
+package allocations
 
 import (
 	"cmp"
@@ -7,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -18,15 +24,20 @@ import (
 // the "enroll" lease; this keeps one entry's own writes from racing.
 var allocationMu sync.Mutex
 
-// allocationRoutes serve the allocation history and the removal marks
-// (docs/formats.md).
-func (d *Daemon) allocationRoutes() []rpc.Route {
+// Feature serves the allocation history and the removal marks.
+type Feature struct{ host feature.StoreHost }
+
+// New returns the feature over host.
+func New(host feature.StoreHost) *Feature { return &Feature{host: host} }
+
+// Routes are the allocation and removal-mark commands.
+func (f *Feature) Routes() []rpc.Route {
 	return []rpc.Route{
-		rpc.Bind(rpc.PutAllocation, d.putAllocation),
-		rpc.Bind(rpc.ListAllocations, d.listAllocations),
-		rpc.Bind(rpc.MarkRemoval, d.markRemoval),
-		rpc.Bind(rpc.ClearRemoval, d.clearRemoval),
-		rpc.Bind(rpc.ListRemovals, d.listRemovals),
+		rpc.Bind(rpc.PutAllocation, f.putAllocation),
+		rpc.Bind(rpc.ListAllocations, f.listAllocations),
+		rpc.Bind(rpc.MarkRemoval, f.markRemoval),
+		rpc.Bind(rpc.ClearRemoval, f.clearRemoval),
+		rpc.Bind(rpc.ListRemovals, f.listRemovals),
 	}
 }
 
@@ -34,8 +45,8 @@ func (d *Daemon) allocationRoutes() []rpc.Route {
 // Machine keeps the subnet it was first given; a subnet in the history
 // or on a published Machine under another id is refused, so no subnet
 // is handed out twice whoever asks.
-func (d *Daemon) putAllocation(ctx context.Context, req rpc.PutAllocationRequest) (rpc.Allocation, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) putAllocation(ctx context.Context, req rpc.PutAllocationRequest) (rpc.Allocation, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.Allocation{}, err
 	}
@@ -48,7 +59,7 @@ func (d *Daemon) putAllocation(ctx context.Context, req rpc.PutAllocationRequest
 	if err := subnetTaken(ctx, st, rows, req.Allocation); err != nil {
 		return rpc.Allocation{}, err
 	}
-	row := allocationRow(rows, req.Allocation, d.record().ID)
+	row := allocationRow(rows, req.Allocation, f.host.MachineID())
 	if _, err := store.Allocations(st).Put(ctx, row); err != nil {
 		return rpc.Allocation{}, rpc.Errorf(rpc.CodeUnavailable, "write allocation: %v", err)
 	}
@@ -99,8 +110,8 @@ func allocationView(r sdkstore.Row[store.AllocationBody]) rpc.Allocation {
 }
 
 // listAllocations answers the whole allocation history, oldest first.
-func (d *Daemon) listAllocations(ctx context.Context, _ rpc.None) (rpc.Allocations, error) {
-	st, err := d.storeClient()
+func (f *Feature) listAllocations(ctx context.Context, _ rpc.None) (rpc.Allocations, error) {
+	st, err := f.host.Store()
 	if err != nil {
 		return rpc.Allocations{}, err
 	}
@@ -120,8 +131,8 @@ func (d *Daemon) listAllocations(ctx context.Context, _ rpc.None) (rpc.Allocatio
 
 // markRemoval marks a namespace for removal; a namespace already marked
 // keeps its first mark.
-func (d *Daemon) markRemoval(ctx context.Context, req rpc.MarkRemovalRequest) (rpc.RemovalMark, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) markRemoval(ctx context.Context, req rpc.MarkRemovalRequest) (rpc.RemovalMark, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.RemovalMark{}, err
 	}
@@ -131,7 +142,7 @@ func (d *Daemon) markRemoval(ctx context.Context, req rpc.MarkRemovalRequest) (r
 		return rpc.RemovalMark{}, rpc.Errorf(rpc.CodeUnavailable, "read removal mark of %s: %v", ns, err)
 	}
 	if !ok {
-		row = sdkstore.Row[store.RemovalBody]{Key: ns, Owner: d.record().ID, Body: store.RemovalBody{Project: req.Project,
+		row = sdkstore.Row[store.RemovalBody]{Key: ns, Owner: f.host.MachineID(), Body: store.RemovalBody{Project: req.Project,
 			Environment: req.Environment, Operator: req.Operator, CreatedAt: time.Now().UnixMilli()}}
 		if _, err := store.Removals(st).Put(ctx, row); err != nil {
 			return rpc.RemovalMark{}, rpc.Errorf(rpc.CodeUnavailable, "write removal mark of %s: %v", ns, err)
@@ -145,8 +156,8 @@ func removalView(r sdkstore.Row[store.RemovalBody]) rpc.RemovalMark {
 }
 
 // clearRemoval drops a namespace's mark (none: nothing to do).
-func (d *Daemon) clearRemoval(ctx context.Context, req rpc.ClearRemovalRequest) (struct{}, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) clearRemoval(ctx context.Context, req rpc.ClearRemovalRequest) (struct{}, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return struct{}{}, err
 	}
@@ -159,8 +170,8 @@ func (d *Daemon) clearRemoval(ctx context.Context, req rpc.ClearRemovalRequest) 
 
 // listRemovals answers the pending removal marks by project and
 // environment.
-func (d *Daemon) listRemovals(ctx context.Context, _ rpc.None) (rpc.RemovalMarks, error) {
-	st, err := d.storeClient()
+func (f *Feature) listRemovals(ctx context.Context, _ rpc.None) (rpc.RemovalMarks, error) {
+	st, err := f.host.Store()
 	if err != nil {
 		return rpc.RemovalMarks{}, err
 	}

@@ -1,4 +1,8 @@
-package daemon
+// Package images is the daemon's image feature: the Machine RPC that
+// puts images into this Machine's Docker and lists them (list_images,
+// pull_image, pull_image_progress, image_load, image_relay). Images reach
+// Machines through a registry (pull) or without one (load, relay).
+package images
 
 import (
 	"bufio"
@@ -7,22 +11,85 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/images"
 	"github.com/ployz/ployz/core/iocount"
 	"github.com/ployz/ployz/core/rpc"
 )
 
-// imageLoad streams an uploaded image archive into this Machine's Docker:
+// Host is what the feature needs of the daemon.
+type Host interface {
+	// Docker is this Machine's Docker client; nil while it has none.
+	Docker() client.APIClient
+	// Local is this Machine's ID and name.
+	Local() (id, name string)
+	// Peers lists the Machines this one observes, itself included.
+	Peers(ctx context.Context) ([]rpc.Peer, error)
+	// DialPeer opens Machine RPC to a peer over the mesh.
+	DialPeer(ctx context.Context, p rpc.Peer) (*rpc.Client, error)
+}
+
+// Feature serves the image commands.
+type Feature struct {
+	host Host
+	log  hclog.Logger
+}
+
+// New returns the feature over host.
+func New(host Host, log hclog.Logger) *Feature {
+	return &Feature{host: host, log: log}
+}
+
+// Routes are the unary image commands, served while Docker is.
+func (f *Feature) Routes() []rpc.Route {
+	routes := []rpc.Route{
+		rpc.Bind(rpc.ListImages, f.listImages),
+		rpc.Bind(rpc.PullImage, f.pullImage),
+	}
+	for i := range routes {
+		routes[i].Available = func() bool { return f.host.Docker() != nil }
+	}
+	return routes
+}
+
+// Streams are the streaming image commands.
+func (f *Feature) Streams() []rpc.StreamRoute {
+	return []rpc.StreamRoute{
+		rpc.BindStream(rpc.LoadImage, f.imageLoad),
+		rpc.BindStream(rpc.RelayImage, f.imageRelay),
+		rpc.BindStream(rpc.PullImageProgress, f.withDocker(f.pullImageProgress)),
+	}
+}
+
+// withDocker refuses a stream while this Machine has no Docker client.
+func (f *Feature) withDocker(h func(context.Context, rpc.PullImageRequest, rpc.StreamConn) error) func(context.Context, rpc.PullImageRequest, rpc.StreamConn) error {
+	return func(ctx context.Context, req rpc.PullImageRequest, s rpc.StreamConn) error {
+		if f.host.Docker() == nil {
+			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
+		}
+		return h(ctx, req, s)
+	}
+}
+
+// pull is Pull into this Machine's Docker.
+func (f *Feature) pull(ctx context.Context, req rpc.PullImageRequest, report func(rpc.PullProgress)) (rpc.PullImageResult, error) {
+	_, name := f.host.Local()
+	return Pull(ctx, f.host.Docker(), f.log, name, req, report)
+}
+
+// imageLoad serves image_load: it streams an uploaded image archive into this Machine's Docker:
 // images reach Machines without a registry (issue 6, "Images without a
 // registry").
-func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamConn) error {
+func (f *Feature) imageLoad(ctx context.Context, _ rpc.None, s rpc.StreamConn) error {
 	in := images.RecvData(s)
 	c := iocount.NewReader(in)
 	res, err := loadArchive(ctx, c)
@@ -31,15 +98,14 @@ func (d *Daemon) imageLoad(ctx context.Context, _ json.RawMessage, s rpc.StreamC
 		return err
 	}
 	res.Bytes = c.N()
-	ev, _ := json.Marshal(res)
-	return s.Send(rpc.StreamFrame{Event: ev})
+	return rpc.LoadImage.Send(s, res)
 }
 
 // imageRelay streams an image the operator sends once on to every target
 // Machine over the mesh (images.ServeRelay), this one included when named.
-func (d *Daemon) imageRelay(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	id, _ := d.local()
-	return images.ServeRelay(ctx, raw, s, images.RelayEnv{Self: id, Peers: d.peers, Dial: d.dialPeer,
+func (f *Feature) imageRelay(ctx context.Context, req rpc.ImageRelayRequest, s rpc.StreamConn) error {
+	id, _ := f.host.Local()
+	return images.ServeRelay(ctx, req, s, images.RelayEnv{Self: id, Peers: f.host.Peers, Dial: f.host.DialPeer,
 		Load: func(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) {
 			c := iocount.NewReader(r)
 			res, err := loadArchive(ctx, c)
@@ -83,31 +149,54 @@ func loadArchive(ctx context.Context, r io.Reader) (rpc.ImageLoadResult, error) 
 // pullImage pulls one image from its registry with the credentials the
 // request carries, used for this pull only: they are never logged nor
 // kept. The answer names the image and this Machine on failure.
-func (o *containerOps) pullImage(ctx context.Context, req rpc.PullImageRequest) (rpc.PullImageResult, error) {
-	return o.pull(ctx, req, nil)
+func (f *Feature) pullImage(ctx context.Context, req rpc.PullImageRequest) (rpc.PullImageResult, error) {
+	return f.pull(ctx, req, nil)
 }
 
 // pullImageProgress is pullImage that streams the pull's progress.
-func (o *containerOps) pullImageProgress(ctx context.Context, raw json.RawMessage, s rpc.StreamConn) error {
-	var req rpc.PullImageRequest
-	if err := rpc.Decode(rpc.CmdPullImageProgress, raw, &req); err != nil {
-		return err
-	}
+func (f *Feature) pullImageProgress(ctx context.Context, req rpc.PullImageRequest, s rpc.StreamConn) error {
 	var last time.Time
-	res, err := o.pull(ctx, req, func(p rpc.PullProgress) {
+	res, err := f.pull(ctx, req, func(p rpc.PullProgress) {
 		if time.Since(last) < 300*time.Millisecond {
 			return
 		}
 		last = time.Now()
-		s.Send(rpc.StreamFrame{Event: mustJSON(rpc.PullImageEvent{Progress: &p})}) //nolint:errcheck // a lost client ends the pull through ctx
+		rpc.PullImageProgress.Send(s, rpc.PullImageEvent{Progress: &p}) //nolint:errcheck // a lost client ends the pull through ctx
 	})
 	if err != nil {
 		return err
 	}
-	return s.Send(rpc.StreamFrame{Event: mustJSON(rpc.PullImageEvent{Result: &res})})
+	return rpc.PullImageProgress.Send(s, rpc.PullImageEvent{Result: &res})
 }
 
-func (o *containerOps) pull(ctx context.Context, req rpc.PullImageRequest, report func(rpc.PullProgress)) (rpc.PullImageResult, error) {
+// listImages serves list_images.
+func (f *Feature) listImages(ctx context.Context, req rpc.ListImagesRequest) (rpc.ImageList, error) {
+	docker := f.host.Docker()
+	list, err := docker.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		return rpc.ImageList{}, feature.DockerErr(err, "list images")
+	}
+	// ployzd runs natively, so its own platform is its Docker's.
+	out := rpc.ImageList{Images: []rpc.ImageInfo{}, Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	for _, i := range list {
+		tags := i.RepoTags
+		if tags == nil {
+			tags = []string{}
+		}
+		info := rpc.ImageInfo{ID: i.ID, Tags: tags, Size: i.Size}
+		if req.Layers {
+			if in, err := docker.ImageInspect(ctx, i.ID); err == nil {
+				info.Layers = in.RootFS.Layers
+			}
+		}
+		out.Images = append(out.Images, info)
+	}
+	return out, nil
+}
+
+// Pull pulls one image into docker as pull_image does, report hearing
+// its progress when set; machine names this Machine in a failure.
+func Pull(ctx context.Context, docker client.APIClient, log hclog.Logger, machine string, req rpc.PullImageRequest, report func(rpc.PullProgress)) (rpc.PullImageResult, error) {
 	var none rpc.PullImageResult
 	ref, err := reference.ParseNormalizedNamed(req.Image)
 	if err != nil {
@@ -116,22 +205,21 @@ func (o *containerOps) pull(ctx context.Context, req rpc.PullImageRequest, repor
 	if len(req.RegistryAuth) > 64<<10 {
 		return none, rpc.InvalidField("registry_auth", "longer than 64 KiB")
 	}
-	f := o.facts()
 	name := reference.TagNameOnly(ref).String()
-	rd, err := o.docker.ImagePull(ctx, name, image.PullOptions{RegistryAuth: req.RegistryAuth})
+	rd, err := docker.ImagePull(ctx, name, image.PullOptions{RegistryAuth: req.RegistryAuth})
 	if err != nil {
-		return none, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
+		return none, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", machine, req.Image, err).With("image", req.Image)
 	}
 	defer rd.Close()
 	status, err := pullStatus(rd, report)
 	if err != nil {
-		return none, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", f.Name, req.Image, err).With("image", req.Image)
+		return none, rpc.Errorf(rpc.CodeUnavailable, "machine %s: pull %s: %v", machine, req.Image, err).With("image", req.Image)
 	}
-	img, err := o.docker.ImageInspect(ctx, req.Image)
+	img, err := docker.ImageInspect(ctx, req.Image)
 	if err != nil {
-		return none, dockerErr(err, "inspect pulled image %s", req.Image)
+		return none, feature.DockerErr(err, "inspect pulled image %s", req.Image)
 	}
-	o.log.Info("image pulled", "image", req.Image, "id", short(img.ID))
+	log.Info("image pulled", "image", req.Image, "id", feature.Short(img.ID))
 	return rpc.PullImageResult{Image: req.Image, ID: img.ID, Status: status}, nil
 }
 

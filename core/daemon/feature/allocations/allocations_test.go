@@ -1,20 +1,28 @@
-package daemon
+package allocations
 
 import (
 	"errors"
 	"testing"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
-func putAlloc(t *testing.T, d *Daemon, a rpc.Allocation) (rpc.Allocation, error) {
+// storeFeature is the feature on Machine self over a fresh store.
+func storeFeature(t *testing.T, self string) (*Feature, *sdkstore.Client) {
+	t.Helper()
+	h, st := featuretest.Store(t, self)
+	return New(h), st
+}
+
+func putAlloc(t *testing.T, d *Feature, a rpc.Allocation) (rpc.Allocation, error) {
 	t.Helper()
 	if a.Operator.Name == "" {
 		a.Operator.Name = "ana"
 	}
-	out, err := hcall(t, typed(d.putAllocation), rpc.PutAllocationRequest{Allocation: a})
+	out, err := featuretest.Call(t, featuretest.Typed(d.putAllocation), rpc.PutAllocationRequest{Allocation: a})
 	if err != nil {
 		return rpc.Allocation{}, err
 	}
@@ -36,7 +44,7 @@ func wantCode(t *testing.T, err error, code, field string) {
 // own; a malformed request is refused naming the field and writes
 // nothing.
 func TestAllocationHistory(t *testing.T) {
-	d, st := storeDaemon(t, "m1id")
+	d, st := storeFeature(t, "m1id")
 	first, err := putAlloc(t, d, rpc.Allocation{MachineID: "m3id", MachineName: "m3", Subnet: "10.210.3.0/24", State: "allocated"})
 	if err != nil || first.CreatedAt == 0 || first.State != "allocated" {
 		t.Fatalf("first allocation %+v %v", first, err)
@@ -66,7 +74,7 @@ func TestAllocationHistory(t *testing.T) {
 		_, err := putAlloc(t, d, a)
 		wantCode(t, err, rpc.CodeInvalidArgument, field)
 	}
-	out, err := hcall(t, typed(d.listAllocations), struct{}{})
+	out, err := featuretest.Call(t, featuretest.Typed(d.listAllocations), struct{}{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +87,9 @@ func TestAllocationHistory(t *testing.T) {
 // operator's), listed, and cleared; clearing again is no error; a
 // malformed request is refused naming the field.
 func TestRemovalMarks(t *testing.T) {
-	d, st := storeDaemon(t, "m1id")
+	d, st := storeFeature(t, "m1id")
 	mark := func(project, op string) (rpc.RemovalMark, error) {
-		out, err := hcall(t, typed(d.markRemoval), rpc.MarkRemovalRequest{RemovalMark: rpc.RemovalMark{Project: project, Environment: "production",
+		out, err := featuretest.Call(t, featuretest.Typed(d.markRemoval), rpc.MarkRemovalRequest{RemovalMark: rpc.RemovalMark{Project: project, Environment: "production",
 			Operator: store.HistoryOperator{Name: op}}})
 		if err != nil {
 			return rpc.RemovalMark{}, err
@@ -102,7 +110,7 @@ func TestRemovalMarks(t *testing.T) {
 		t.Fatal("no removals row keyed by the namespace")
 	}
 	list := func() []rpc.RemovalMark {
-		out, err := hcall(t, typed(d.listRemovals), struct{}{})
+		out, err := featuretest.Call(t, featuretest.Typed(d.listRemovals), struct{}{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +120,7 @@ func TestRemovalMarks(t *testing.T) {
 		t.Fatalf("marks %+v", l)
 	}
 	for range 2 {
-		if _, err := hcall(t, typed(d.clearRemoval), rpc.ClearRemovalRequest{Project: "shop", Environment: "production"}); err != nil {
+		if _, err := featuretest.Call(t, featuretest.Typed(d.clearRemoval), rpc.ClearRemovalRequest{Project: "shop", Environment: "production"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +129,7 @@ func TestRemovalMarks(t *testing.T) {
 	}
 	_, err = mark("a b", "ana")
 	wantCode(t, err, rpc.CodeInvalidArgument, "project")
-	_, err = hcall(t, typed(d.clearRemoval), rpc.ClearRemovalRequest{Project: "shop"})
+	_, err = featuretest.Call(t, featuretest.Typed(d.clearRemoval), rpc.ClearRemovalRequest{Project: "shop"})
 	wantCode(t, err, rpc.CodeInvalidArgument, "environment")
 	if l := list(); len(l) != 1 {
 		t.Fatalf("a refused request changed the marks: %+v", l)

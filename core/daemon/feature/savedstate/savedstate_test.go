@@ -1,4 +1,4 @@
-package daemon
+package savedstate
 
 import (
 	"encoding/json"
@@ -6,31 +6,33 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
-// sealingDaemon is storeDaemon with a Cluster secret to seal with.
-func sealingDaemon(t testing.TB) (*Daemon, *sdkstore.Client) {
+// storeFeature is the feature on Machine self over a fresh store.
+func storeFeature(t testing.TB, self string) (*Feature, *sdkstore.Client) {
 	t.Helper()
-	d, st := storeDaemon(t, "m1id")
-	secret, err := sdkstore.NewClusterSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.WriteClusterSecretFile(store.ClusterSecretPath(d.cfg.DataDir), secret); err != nil {
-		t.Fatal(err)
-	}
+	h, st := featuretest.Store(t, self)
+	return New(h), st
+}
+
+// sealingFeature is storeFeature with a Cluster secret to seal with.
+func sealingFeature(t testing.TB) (*Feature, *sdkstore.Client) {
+	t.Helper()
+	d, st := storeFeature(t, "m1id")
+	featuretest.ClusterSecret(t, d.host.DataDir())
 	return d, st
 }
 
-func saveRev(t *testing.T, d *Daemon, req rpc.SaveRevisionRequest) rpc.RevisionSaved {
+func saveRev(t *testing.T, d *Feature, req rpc.SaveRevisionRequest) rpc.RevisionSaved {
 	t.Helper()
 	if req.Operator.Name == "" {
 		req.Operator.Name = "ana"
 	}
-	out, err := hcall(t, typed(d.saveRevision), req)
+	out, err := featuretest.Call(t, featuretest.Typed(d.saveRevision), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func saveRev(t *testing.T, d *Daemon, req rpc.SaveRevisionRequest) rpc.RevisionS
 // changes nothing; an imported revision numbers after the others, so no
 // number answered before moves.
 func TestRevisionsSealedAndNumbered(t *testing.T) {
-	d, st := sealingDaemon(t)
+	d, st := sealingFeature(t)
 	compose := []byte("name: shop\nservices:\n  web:\n    image: app:1\n    environment: {TOKEN: s3cret}\n")
 	if got := saveRev(t, d, rpc.SaveRevisionRequest{ID: "r-a", Project: "shop", Environment: "production", Compose: compose}); got.Revision != 1 {
 		t.Fatalf("first revision %+v", got)
@@ -65,7 +67,7 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 
 	list := func(req rpc.ListRevisionsRequest) []rpc.Revision {
 		t.Helper()
-		out, err := hcall(t, typed(d.listRevisions), req)
+		out, err := featuretest.Call(t, featuretest.Typed(d.listRevisions), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,24 +102,24 @@ func TestRevisionsSealedAndNumbered(t *testing.T) {
 // refused naming the field; without a Cluster secret nothing is saved
 // in plain text.
 func TestRevisionsRefuseBadInput(t *testing.T) {
-	d, st := storeDaemon(t, "m1id")
+	d, st := storeFeature(t, "m1id")
 	var e *rpc.Error
-	if _, err := hcall(t, typed(d.listRevisions), map[string]any{"namespace": "shop-production", "revision": "two"}); !errors.As(err, &e) || e.Details["field"] != "revision" {
+	if _, err := featuretest.Call(t, featuretest.Typed(d.listRevisions), map[string]any{"namespace": "shop-production", "revision": "two"}); !errors.As(err, &e) || e.Details["field"] != "revision" {
 		t.Fatalf("malformed revision: %v", err)
 	}
-	if _, err := hcall(t, typed(d.listRevisions), rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: -1}); !errors.As(err, &e) || e.Details["field"] != "revision" {
+	if _, err := featuretest.Call(t, featuretest.Typed(d.listRevisions), rpc.ListRevisionsRequest{Namespace: "shop-production", Revision: -1}); !errors.As(err, &e) || e.Details["field"] != "revision" {
 		t.Fatalf("negative revision: %v", err)
 	}
-	if _, err := hcall(t, typed(d.listRevisions), rpc.ListRevisionsRequest{AllNamespaces: true, Namespace: "shop-production", Latest: true}); !errors.As(err, &e) || e.Details["field"] != "namespace" {
+	if _, err := featuretest.Call(t, featuretest.Typed(d.listRevisions), rpc.ListRevisionsRequest{AllNamespaces: true, Namespace: "shop-production", Latest: true}); !errors.As(err, &e) || e.Details["field"] != "namespace" {
 		t.Fatalf("every namespace and one: %v", err)
 	}
-	if _, err := hcall(t, typed(d.listRevisions), rpc.ListRevisionsRequest{AllNamespaces: true}); !errors.As(err, &e) || e.Details["field"] != "all_namespaces" {
+	if _, err := featuretest.Call(t, featuretest.Typed(d.listRevisions), rpc.ListRevisionsRequest{AllNamespaces: true}); !errors.As(err, &e) || e.Details["field"] != "all_namespaces" {
 		t.Fatalf("every namespace's every revision: %v", err)
 	}
-	if _, err := hcall(t, typed(d.saveRevision), rpc.SaveRevisionRequest{ID: "r1", Project: "a/b", Environment: "p", Operator: store.HistoryOperator{Name: "ana"}}); !errors.As(err, &e) || e.Details["field"] != "project" {
+	if _, err := featuretest.Call(t, featuretest.Typed(d.saveRevision), rpc.SaveRevisionRequest{ID: "r1", Project: "a/b", Environment: "p", Operator: store.HistoryOperator{Name: "ana"}}); !errors.As(err, &e) || e.Details["field"] != "project" {
 		t.Fatalf("bad project: %v", err)
 	}
-	_, err := hcall(t, typed(d.saveRevision), rpc.SaveRevisionRequest{ID: "r1", Project: "shop", Environment: "p", Compose: []byte("x"), Operator: store.HistoryOperator{Name: "ana"}})
+	_, err := featuretest.Call(t, featuretest.Typed(d.saveRevision), rpc.SaveRevisionRequest{ID: "r1", Project: "shop", Environment: "p", Compose: []byte("x"), Operator: store.HistoryOperator{Name: "ana"}})
 	if !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
 		t.Fatalf("no secret: %v", err)
 	}
@@ -129,11 +131,11 @@ func TestRevisionsRefuseBadInput(t *testing.T) {
 // TestDeployRecordsRoundTrip: records are rewritten by deployment id and
 // listed newest first, by namespace.
 func TestDeployRecordsRoundTrip(t *testing.T) {
-	d, _ := storeDaemon(t, "m1id")
+	d, _ := storeFeature(t, "m1id")
 	put := func(id, ns string, started int64, status string) {
 		t.Helper()
 		rec, _ := json.Marshal(map[string]string{"deployment_id": id, "status": status})
-		if _, err := hcall(t, typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: id, Namespace: ns, Revision: 1, StartedAt: started, UpdatedAt: started, Record: rec}); err != nil {
+		if _, err := featuretest.Call(t, featuretest.Typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: id, Namespace: ns, Revision: 1, StartedAt: started, UpdatedAt: started, Record: rec}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,7 +143,7 @@ func TestDeployRecordsRoundTrip(t *testing.T) {
 	put("d2", "blog-production", 200, "completed")
 	put("d3", "shop-production", 300, "completed")
 	put("d1", "shop-production", 100, "failed")
-	out, err := hcall(t, typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Namespace: "shop-production"})
+	out, err := featuretest.Call(t, featuretest.Typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Namespace: "shop-production"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +151,11 @@ func TestDeployRecordsRoundTrip(t *testing.T) {
 	if len(recs) != 2 || recs[0].DeploymentID != "d3" || recs[1].DeploymentID != "d1" || !strings.Contains(string(recs[1].Record), `"failed"`) {
 		t.Fatalf("records %+v", recs)
 	}
-	if out, _ := hcall(t, typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Limit: 1}); len(out.(rpc.DeployRecordList).Records) != 1 {
+	if out, _ := featuretest.Call(t, featuretest.Typed(d.listDeployRecords), rpc.ListDeployRecordsRequest{Limit: 1}); len(out.(rpc.DeployRecordList).Records) != 1 {
 		t.Fatalf("limit 1: %+v", out)
 	}
 	var e *rpc.Error
-	if _, err := hcall(t, typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: "d4", Namespace: "n", StartedAt: 1, Record: []byte(`[1]`)}); !errors.As(err, &e) || e.Details["field"] != "record" {
+	if _, err := featuretest.Call(t, featuretest.Typed(d.putDeployRecord), rpc.PutDeployRecordRequest{DeploymentID: "d4", Namespace: "n", StartedAt: 1, Record: []byte(`[1]`)}); !errors.As(err, &e) || e.Details["field"] != "record" {
 		t.Fatalf("record not an object: %v", err)
 	}
 }
@@ -161,14 +163,14 @@ func TestDeployRecordsRoundTrip(t *testing.T) {
 // TestRevisionsConcurrentSaves: operators saving at once through one
 // entry each get a distinct number, and every revision is kept.
 func TestRevisionsConcurrentSaves(t *testing.T) {
-	d, _ := sealingDaemon(t)
+	d, _ := sealingFeature(t)
 	const n = 8
 	got := make(chan int, n)
 	for i := range n {
 		go func() {
 			raw, _ := json.Marshal(rpc.SaveRevisionRequest{ID: "r-" + string(rune('a'+i)), Project: "shop", Environment: "production",
 				Compose: []byte("name: shop\n"), Operator: store.HistoryOperator{Name: "ana"}})
-			out, err := typed(d.saveRevision)(t.Context(), raw)
+			out, err := featuretest.Typed(d.saveRevision)(t.Context(), raw)
 			if err != nil {
 				t.Error(err)
 				got <- 0

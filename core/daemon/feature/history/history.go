@@ -1,32 +1,40 @@
-package daemon
+// Package history is the daemon's operator history feature:
+// record_history and list_history over the replicated history table,
+// written through whichever entry an operator reaches.
+package history
 
 import (
 	"cmp"
 	"context"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
-// historyRoutes add record_history and list_history: the operator
-// history lives in the replicated history table, written through
-// whichever entry an operator reaches.
-func (d *Daemon) historyRoutes() []rpc.Route {
+// Feature serves the history commands.
+type Feature struct{ host feature.StoreHost }
+
+// New returns the feature over host.
+func New(host feature.StoreHost) *Feature { return &Feature{host: host} }
+
+// Routes are record_history and list_history.
+func (f *Feature) Routes() []rpc.Route {
 	return []rpc.Route{
-		rpc.Bind(rpc.RecordHistory, d.recordHistory),
-		rpc.Bind(rpc.ListHistory, d.listHistory),
+		rpc.Bind(rpc.RecordHistory, f.recordHistory),
+		rpc.Bind(rpc.ListHistory, f.listHistory),
 	}
 }
 
 // recordHistory writes one entry under its id; the same id again
 // rewrites it (an operation's start, then its end).
-func (d *Daemon) recordHistory(ctx context.Context, req rpc.RecordHistoryRequest) (rpc.HistoryRecorded, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) recordHistory(ctx context.Context, req rpc.RecordHistoryRequest) (rpc.HistoryRecorded, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.HistoryRecorded{}, err
 	}
-	row := sdkstore.Row[store.HistoryBody]{Key: req.Entry.ID, Owner: d.record().ID, Body: req.Entry.HistoryBody}
+	row := sdkstore.Row[store.HistoryBody]{Key: req.Entry.ID, Owner: f.host.MachineID(), Body: req.Entry.HistoryBody}
 	if _, err := store.History(st).Put(ctx, row); err != nil {
 		return rpc.HistoryRecorded{}, rpc.Errorf(rpc.CodeUnavailable, "write history: %v", err)
 	}
@@ -35,8 +43,8 @@ func (d *Daemon) recordHistory(ctx context.Context, req rpc.RecordHistoryRequest
 
 // listHistory answers the entries the request selects, newest first; the
 // store selects them and Select orders them as every reader does.
-func (d *Daemon) listHistory(ctx context.Context, req rpc.ListHistoryRequest) (rpc.HistoryList, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) listHistory(ctx context.Context, req rpc.ListHistoryRequest) (rpc.HistoryList, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.HistoryList{}, err
 	}

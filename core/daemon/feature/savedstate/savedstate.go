@@ -1,4 +1,8 @@
-package daemon
+// Package savedstate is the daemon's Saved State feature: the revisions
+// an operator deployed (their compose sealed with the Cluster secret) and
+// the deploy records, in the replicated store (save_revision,
+// list_revisions, put_deploy_record, list_deploy_records).
+package savedstate
 
 import (
 	"cmp"
@@ -8,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -23,45 +28,44 @@ var revisionMu sync.Mutex
 // defaultDeployRecords is list_deploy_records' limit when none is given.
 const defaultDeployRecords = 200
 
-func (d *Daemon) savedStateRoutes() []rpc.Route {
+// Host is what the feature needs of the daemon.
+type Host interface {
+	feature.StoreHost
+	// DataDir holds this Machine's Cluster secret, which seals composes.
+	DataDir() string
+}
+
+// Feature serves the Saved State commands.
+type Feature struct{ host Host }
+
+// New returns the feature over host.
+func New(host Host) *Feature { return &Feature{host: host} }
+
+// Routes are the Saved State commands.
+func (f *Feature) Routes() []rpc.Route {
 	return []rpc.Route{
-		rpc.Bind(rpc.SaveRevision, d.saveRevision),
-		rpc.Bind(rpc.ListRevisions, d.listRevisions),
-		rpc.Bind(rpc.PutDeployRecord, d.putDeployRecord),
-		rpc.Bind(rpc.ListDeployRecords, d.listDeployRecords),
+		rpc.Bind(rpc.SaveRevision, f.saveRevision),
+		rpc.Bind(rpc.ListRevisions, f.listRevisions),
+		rpc.Bind(rpc.PutDeployRecord, f.putDeployRecord),
+		rpc.Bind(rpc.ListDeployRecords, f.listDeployRecords),
 	}
 }
 
 // composeSealer seals and opens revisions' compose files with this
 // Machine's Cluster secret.
-func (d *Daemon) composeSealer() (*store.Sealer, error) {
-	return d.clusterSealer(store.SavedStatePurpose, "revisions", "compose", "Saved State")
-}
-
-// clusterSealer is the sealer of table's field under a key derived from
-// this Machine's Cluster secret for purpose; what names the sealed value
-// in the refusal when this Machine has no secret.
-func (d *Daemon) clusterSealer(purpose, table, field, what string) (*store.Sealer, error) {
-	secret, err := store.LoadClusterSecret(d.cfg.DataDir)
-	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "no Cluster secret on this Machine to seal %s with: %v", what, err)
-	}
-	s, err := store.NewSealer(secret, purpose, table, field)
-	if err != nil {
-		return nil, rpc.Errorf(rpc.CodeFailedPrecond, "%v", err)
-	}
-	return s, nil
+func (f *Feature) composeSealer() (*store.Sealer, error) {
+	return feature.ClusterSealer(f.host.DataDir(), store.SavedStatePurpose, "revisions", "compose", "Saved State")
 }
 
 // saveRevision writes one revision, its compose sealed, and answers its
 // number. Saving an id that exists answers that revision unchanged, so
 // an import repeated moves nothing twice.
-func (d *Daemon) saveRevision(ctx context.Context, req rpc.SaveRevisionRequest) (rpc.RevisionSaved, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) saveRevision(ctx context.Context, req rpc.SaveRevisionRequest) (rpc.RevisionSaved, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.RevisionSaved{}, err
 	}
-	sealer, err := d.composeSealer()
+	sealer, err := f.composeSealer()
 	if err != nil {
 		return rpc.RevisionSaved{}, err
 	}
@@ -74,7 +78,7 @@ func (d *Daemon) saveRevision(ctx context.Context, req rpc.SaveRevisionRequest) 
 	}
 	existing := slices.ContainsFunc(rows, func(r sdkstore.Row[store.RevisionBody]) bool { return r.Key == req.ID })
 	if !existing {
-		row, err := newRevisionRow(req, ns, rows, sealer, d.record().ID)
+		row, err := newRevisionRow(req, ns, rows, sealer, f.host.MachineID())
 		if err != nil {
 			return rpc.RevisionSaved{}, err
 		}
@@ -117,8 +121,8 @@ func numberRevisions(rows []sdkstore.Row[store.RevisionBody]) []sdkstore.Row[sto
 
 // listRevisions answers a namespace's numbered revisions, oldest first,
 // their compose files opened when asked.
-func (d *Daemon) listRevisions(ctx context.Context, req rpc.ListRevisionsRequest) (rpc.RevisionList, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) listRevisions(ctx context.Context, req rpc.ListRevisionsRequest) (rpc.RevisionList, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.RevisionList{}, err
 	}
@@ -137,7 +141,7 @@ func (d *Daemon) listRevisions(ctx context.Context, req rpc.ListRevisionsRequest
 	}
 	out := rpc.RevisionList{Revisions: []rpc.Revision{}}
 	for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
-		revs, err := d.revisionsOf(numberRevisions(byNamespace[ns]), req)
+		revs, err := f.revisionsOf(numberRevisions(byNamespace[ns]), req)
 		if err != nil {
 			return rpc.RevisionList{}, err
 		}
@@ -148,7 +152,7 @@ func (d *Daemon) listRevisions(ctx context.Context, req rpc.ListRevisionsRequest
 
 // revisionsOf answers the revisions of one namespace's numbered rows
 // that req asks for.
-func (d *Daemon) revisionsOf(numbered []sdkstore.Row[store.RevisionBody], req rpc.ListRevisionsRequest) ([]rpc.Revision, error) {
+func (f *Feature) revisionsOf(numbered []sdkstore.Row[store.RevisionBody], req rpc.ListRevisionsRequest) ([]rpc.Revision, error) {
 	var out []rpc.Revision
 	for i, r := range numbered {
 		n := i + 1
@@ -159,7 +163,7 @@ func (d *Daemon) revisionsOf(numbered []sdkstore.Row[store.RevisionBody], req rp
 			Revision: n, CreatedAt: r.Body.CreatedAt, Operator: r.Body.Operator, Removal: r.Body.Compose == ""}
 		if req.WithCompose && !rev.Removal {
 			var err error
-			if rev.Compose, err = d.openCompose(r); err != nil {
+			if rev.Compose, err = f.openCompose(r); err != nil {
 				return nil, err
 			}
 		}
@@ -168,8 +172,8 @@ func (d *Daemon) revisionsOf(numbered []sdkstore.Row[store.RevisionBody], req rp
 	return out, nil
 }
 
-func (d *Daemon) openCompose(r sdkstore.Row[store.RevisionBody]) ([]byte, error) {
-	sealer, err := d.composeSealer()
+func (f *Feature) openCompose(r sdkstore.Row[store.RevisionBody]) ([]byte, error) {
+	sealer, err := f.composeSealer()
 	if err != nil {
 		return nil, err
 	}
@@ -181,12 +185,12 @@ func (d *Daemon) openCompose(r sdkstore.Row[store.RevisionBody]) ([]byte, error)
 }
 
 // putDeployRecord writes one Deploy's record under its deployment id.
-func (d *Daemon) putDeployRecord(ctx context.Context, req rpc.PutDeployRecordRequest) (struct{}, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) putDeployRecord(ctx context.Context, req rpc.PutDeployRecordRequest) (struct{}, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return struct{}{}, err
 	}
-	row := sdkstore.Row[store.DeployRecordBody]{Key: req.DeploymentID, Owner: d.record().ID, Body: store.DeployRecordBody{
+	row := sdkstore.Row[store.DeployRecordBody]{Key: req.DeploymentID, Owner: f.host.MachineID(), Body: store.DeployRecordBody{
 		Namespace: req.Namespace, Revision: req.Revision, StartedAt: req.StartedAt, UpdatedAt: req.UpdatedAt, Record: req.Record}}
 	if _, err := store.DeployRecords(st).Put(ctx, row); err != nil {
 		return struct{}{}, rpc.Errorf(rpc.CodeUnavailable, "write deploy record: %v", err)
@@ -195,8 +199,8 @@ func (d *Daemon) putDeployRecord(ctx context.Context, req rpc.PutDeployRecordReq
 }
 
 // listDeployRecords answers the newest records, of one namespace or all.
-func (d *Daemon) listDeployRecords(ctx context.Context, req rpc.ListDeployRecordsRequest) (rpc.DeployRecordList, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) listDeployRecords(ctx context.Context, req rpc.ListDeployRecordsRequest) (rpc.DeployRecordList, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.DeployRecordList{}, err
 	}

@@ -1,0 +1,67 @@
+// Package featuretest is the test kit of the daemon's features
+// (core/daemon/feature/...): a host over a real store node, and calls
+// through a route's JSON as Machine RPC makes them. Only tests import it.
+package featuretest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/storetest"
+	sdkstore "github.com/ployz/ployz/sdk/store"
+)
+
+// StoreHost is Machine Self over a store, with its own data directory.
+type StoreHost struct {
+	St   *sdkstore.Client
+	Self string
+	Dir  string
+}
+
+// Store answers the store client.
+func (h StoreHost) Store() (*sdkstore.Client, error) { return h.St, nil }
+
+// MachineID answers Self.
+func (h StoreHost) MachineID() string { return h.Self }
+
+// DataDir answers Dir.
+func (h StoreHost) DataDir() string { return h.Dir }
+
+// Store starts a store node for tb and answers Machine self over it.
+func Store(tb testing.TB, self string) (StoreHost, *sdkstore.Client) {
+	tb.Helper()
+	n := storetest.Start(tb)
+	st := sdkstore.New(n.API(), sdkstore.WithToken(n.Token()))
+	return StoreHost{St: st, Self: self, Dir: tb.TempDir()}, st
+}
+
+// Call sends req as its JSON to h, as the route would.
+func Call(tb testing.TB, h rpc.Handler, req any) (any, error) {
+	tb.Helper()
+	raw, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h(context.Background(), raw)
+}
+
+// Typed is h as a route's untyped handler.
+func Typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
+	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
+}
+
+// ClusterSecret writes a new Cluster secret into dataDir, for a feature
+// that seals with it.
+func ClusterSecret(tb testing.TB, dataDir string) {
+	tb.Helper()
+	secret, err := sdkstore.NewClusterSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := store.WriteClusterSecretFile(store.ClusterSecretPath(dataDir), secret); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"context"
+	"slices"
+
+	"github.com/docker/docker/client"
+
+	"github.com/ployz/ployz/core/daemon/feature"
+	"github.com/ployz/ployz/core/daemon/feature/allocations"
+	"github.com/ployz/ployz/core/daemon/feature/history"
+	"github.com/ployz/ployz/core/daemon/feature/images"
+	"github.com/ployz/ployz/core/daemon/feature/savedstate"
+	"github.com/ployz/ployz/core/rpc"
+	sdkstore "github.com/ployz/ployz/sdk/store"
+)
+
+// featureRoutes registers the routes of the features under
+// core/daemon/feature.
+func (d *Daemon) featureRoutes() {
+	routes, streams := features(featureHost{d})
+	for _, r := range routes {
+		d.rpc.Handle(r)
+	}
+	for _, r := range streams {
+		d.rpc.HandleStream(r)
+	}
+}
+
+// features are the routes of every feature over h.
+func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
+	img := images.New(h, h.d.log.Named("images"))
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes())
+	return routes, img.Streams()
+}
+
+// featureHost is the daemon as its features see it: the Host interface
+// each feature declares, kept off *Daemon so the daemon type stays its
+// lifecycle and wiring.
+type featureHost struct{ d *Daemon }
+
+var (
+	_ images.Host       = featureHost{}
+	_ feature.StoreHost = featureHost{}
+	_ savedstate.Host   = featureHost{}
+)
+
+// Docker is this Machine's Docker client; nil while it has none.
+func (h featureHost) Docker() client.APIClient {
+	if h.d.ctrs == nil || h.d.ctrs.docker == nil {
+		return nil
+	}
+	return h.d.ctrs.docker
+}
+
+func (h featureHost) Local() (id, name string) { return h.d.local() }
+
+func (h featureHost) Peers(ctx context.Context) ([]rpc.Peer, error) { return h.d.peers(ctx) }
+
+func (h featureHost) DialPeer(ctx context.Context, p rpc.Peer) (*rpc.Client, error) {
+	return h.d.dialPeer(ctx, p)
+}
+
+func (h featureHost) Store() (*sdkstore.Client, error) { return h.d.storeClient() }
+
+func (h featureHost) MachineID() string { return h.d.record().ID }
+
+func (h featureHost) DataDir() string { return h.d.cfg.DataDir }
