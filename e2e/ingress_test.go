@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -288,72 +287,10 @@ func TestIngressHTTP(t *testing.T) {
 
 	ingressZeroGap(t, ctx, l, op)
 	ingressConflict(t, ctx, l, op)
-	idlePloyzCPU(t, ctx, l)
 	// Last: they cut m2 off, then power it off, and bring it back; then
 	// m2 is powered off and forgotten for good.
 	for _, how := range []machineCut{partition, powerCut} {
 		t.Run("machine-loss-"+how.name, func(t *testing.T) { machineLoss(t, ctx, l, op, ids, gateway(t, m1Subnet), how) })
 	}
 	t.Run("machine-forget", func(t *testing.T) { machineForget(t, ctx, l, op, ids) })
-}
-
-// idlePloyzCPU prints (never gates) the CPU every Ployz process of each
-// Machine (ployzd, the store, every plugin unit) spends over 30 s with
-// nothing changing: DNS and ingress follow the store by subscription
-// instead of reading it every 500 ms (goal: under 1% of a core in all).
-func idlePloyzCPU(t *testing.T, ctx context.Context, l *lab.Lab) {
-	// One line per unit: its name and its main process's utime + stime
-	// in clock ticks (10 ms).
-	const script = `for u in $(systemctl list-units --type=service --state=running --no-legend --plain 'ployz*' | cut -d' ' -f1); do
-  p=$(systemctl show -p MainPID --value "$u")
-  if [ "$p" -gt 0 ]; then echo "$u $(cut -d' ' -f14,15 /proc/$p/stat)"; fi
-done`
-	ticks := func(m string) (map[string]int64, error) {
-		out, err := l.Exec(ctx, m, "sh", "-c", script)
-		if err != nil {
-			return nil, err
-		}
-		per := map[string]int64{}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var unit string
-			var u, s int64
-			if _, err := fmt.Sscan(line, &unit, &u, &s); err != nil {
-				return nil, fmt.Errorf("%q: %w", line, err)
-			}
-			per[unit] = u + s
-		}
-		return per, nil
-	}
-	before := map[string]map[string]int64{}
-	for _, m := range l.Machines {
-		n, err := ticks(m.Name)
-		if err != nil {
-			t.Logf("idle CPU of %s: %v", m.Name, err)
-			return
-		}
-		before[m.Name] = n
-	}
-	const window = 30 * time.Second
-	time.Sleep(window)
-	for _, m := range l.Machines {
-		after, err := ticks(m.Name)
-		if err != nil {
-			t.Logf("idle CPU of %s: %v", m.Name, err)
-			continue
-		}
-		var total time.Duration
-		var parts []string
-		for unit, n := range after {
-			was, ok := before[m.Name][unit]
-			if !ok {
-				continue // restarted during the window
-			}
-			used := time.Duration(n-was) * 10 * time.Millisecond
-			total += used
-			parts = append(parts, fmt.Sprintf("%s %s", strings.TrimSuffix(unit, ".service"), used))
-		}
-		sort.Strings(parts)
-		t.Logf("idle CPU of every Ployz process on %s over %s: %s (%.2f%% of a core): %s", m.Name, window, total,
-			100*total.Seconds()/window.Seconds(), strings.Join(parts, ", "))
-	}
 }

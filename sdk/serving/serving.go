@@ -312,16 +312,18 @@ var WatchQueries = []string{
 	`SELECT id, json_extract(body, '$.session'), json_extract(body, '$.subnet'), json_extract(body, '$.phase') FROM machines`,
 }
 
-// MembershipPoll is how often Watch reads the store's membership view: a
-// Machine going Down changes no row, so this bounds how long after the
-// verdict its Containers are still served.
+// MembershipPoll is how often Watch reads the membership view of a store
+// that does not hold reads until it changes (an older one): a Machine
+// going Down changes no row, so this bounds how long after the verdict
+// its Containers are still served.
 const MembershipPoll = time.Second
 
 // Watch follows what Read reads until ctx ends: the WatchQueries by
-// subscription, and the membership view every MembershipPoll (a change
-// of the Machines it holds Down wakes the watch), and the trust list at
-// trustedFile every TrustedPoll (ployzd accepting a row changes it, not
-// the table; "" follows none). do runs f with a client
+// subscription, the membership view by reads the store holds until it
+// changes (every MembershipPoll from an older store; a change of the
+// Machines it holds Down wakes the watch), and the trust list at
+// trustedFile (ployzd accepting a row changes it, not the table; ""
+// follows none). do runs f with a client
 // (store.TokenFileClient.Do).
 func Watch(ctx context.Context, do func(f func(*store.Client) error) error, trustedFile string, log hclog.Logger) *store.Watch {
 	w := store.NewWatch(ctx, do, WatchQueries, log)

@@ -112,10 +112,17 @@ func followTrusted(path string) *trustedFollower {
 	return f
 }
 
-// run calls wake whenever the file differs from when last seen, looking
-// every TrustedPoll until ctx ends; a follower of no path does nothing.
+// run calls wake whenever the file differs from when last seen, until
+// ctx ends; a follower of no path does nothing. Where the kernel tells
+// of changes to the file's directory (inotify) it sleeps until one comes
+// (Internal DNS and the Ingress Proxy each woke five times a second at
+// rest); otherwise, or once the directory is gone, it looks every
+// TrustedPoll.
 func (f *trustedFollower) run(ctx context.Context, wake func()) {
 	if f.path == "" {
+		return
+	}
+	if f.follow(ctx, wake) {
 		return
 	}
 	t := time.NewTicker(TrustedPoll)
@@ -126,11 +133,16 @@ func (f *trustedFollower) run(ctx context.Context, wake func()) {
 			return
 		case <-t.C:
 		}
-		fi, _ := os.Stat(f.path)
-		if !sameFile(f.last, fi) {
-			f.last = fi
-			wake()
-		}
+		f.check(wake)
+	}
+}
+
+// check wakes when the file differs from when last seen.
+func (f *trustedFollower) check(wake func()) {
+	fi, _ := os.Stat(f.path)
+	if !sameFile(f.last, fi) {
+		f.last = fi
+		wake()
 	}
 }
 

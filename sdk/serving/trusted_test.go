@@ -155,3 +155,39 @@ func TestFollowTrustedWakes(t *testing.T) {
 	os.Remove(path)
 	wait("the removal")
 }
+
+// TestFollowTrustedOutlivesItsDirectory: when the list's directory is
+// removed and made again (a reboot's /run), a new list still wakes the
+// reader.
+func TestFollowTrustedOutlivesItsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, TrustedFileName)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	woke := make(chan struct{}, 1)
+	go followTrusted(path).run(ctx, func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	})
+	time.Sleep(100 * time.Millisecond) // the watch is set
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTrusted(path, trustedFixture); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a list written into the remade directory did not wake the reader")
+	}
+}

@@ -8,7 +8,8 @@ import (
 
 // TestBodyFixtures pins the JSON of the rows a plugin reads or owns
 // (docs/formats.md, "Stable promise"; the entries moved verbatim from
-// core/store's fixture, and certificate was added): each entry decodes,
+// core/store's fixture; certificate was added, and membership, the
+// answer of GET /v1/membership): each entry decodes,
 // re-encodes byte-identically, and still decodes with a field a newer
 // writer added (bodyfixture.Check).
 func TestBodyFixtures(t *testing.T) {
@@ -18,6 +19,7 @@ func TestBodyFixtures(t *testing.T) {
 		"serving":     &ServingBody{},
 		"serving_ack": &ServingAckBody{},
 		"certificate": &CertificateBody{},
+		"membership":  &Membership{},
 	})
 }
 

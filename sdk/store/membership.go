@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ type Member struct {
 // Membership is the answer of GET /v1/membership.
 type Membership struct {
 	Members []Member `json:"members"`
+	// Waits says the store holds a request with wait= until the down
+	// sites change (MembershipChange); older stores answer at once.
+	Waits bool `json:"waits,omitempty"`
 }
 
 // ErrNoMembership: the store does not answer membership (a store from
@@ -36,8 +40,20 @@ var ErrNoMembership = errors.New("the store API has no membership view")
 
 // Membership reads the store's SWIM view of the other members.
 func (c *Client) Membership(ctx context.Context) (Membership, error) {
+	return c.membership(ctx, "/v1/membership")
+}
+
+// MembershipChange reads the view once the sites it holds down differ
+// from down (a DownKey) or wait passes; a store whose answer lacks Waits
+// answered at once.
+func (c *Client) MembershipChange(ctx context.Context, down string, wait time.Duration) (Membership, error) {
+	q := url.Values{"down": {down}, "wait": {wait.String()}}
+	return c.membership(ctx, "/v1/membership?"+q.Encode())
+}
+
+func (c *Client) membership(ctx context.Context, path string) (Membership, error) {
 	var m Membership
-	resp, err := c.do(ctx, http.MethodGet, "/v1/membership", nil)
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		var api *APIError
 		if errors.As(err, &api) && (api.Status == http.StatusNotFound || api.Status == http.StatusMethodNotAllowed) {
@@ -52,6 +68,11 @@ func (c *Client) Membership(ctx context.Context) (Membership, error) {
 	return m, nil
 }
 
+// DownKey is the sorted, comma-separated sites the view holds down.
+func (m Membership) DownKey() string {
+	return strings.Join(slices.Sorted(maps.Keys(m.DownSites())), ",")
+}
+
 // DownSites is the set of sites the view holds down.
 func (m Membership) DownSites() map[string]bool {
 	out := map[string]bool{}
@@ -64,10 +85,12 @@ func (m Membership) DownSites() map[string]bool {
 }
 
 // FollowMembership wakes the watch whenever the set of members the store
-// holds down changes, reading the membership every interval until ctx
-// ends: a Machine going down changes no row, yet what a reader of the
-// rows serves depends on it. A store without a membership view
-// (ErrNoMembership: one from before it, until the Machine's upgrade
+// holds down changes, until ctx ends: a Machine going down changes no
+// row, yet what a reader of the rows serves depends on it. A store that
+// waits (Membership.Waits) holds each read until the set changes or
+// membershipWait passes, so an idle reader asks about twice a minute;
+// one that does not is read every interval. A store without a membership
+// view (ErrNoMembership: one from before it, until the Machine's upgrade
 // replaces it) is asked again only every withoutViewEvery.
 func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) error) error, every time.Duration, log hclog.Logger) {
 	if log == nil {
@@ -78,9 +101,10 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 		noView := false
 		for {
 			var m Membership
+			asked := time.Now()
 			err := do(func(c *Client) error {
 				var err error
-				m, err = c.Membership(ctx)
+				m, err = c.MembershipChange(ctx, last, membershipWait)
 				return err
 			})
 			wait := every
@@ -92,10 +116,23 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 				noView, wait = true, withoutViewEvery
 			case err == nil:
 				noView = false
-				if k := strings.Join(slices.Sorted(maps.Keys(m.DownSites())), ","); k != last {
+				k := m.DownKey()
+				// A store that waits held the read until a change or
+				// its end: ask again at once. One that answered early
+				// with nothing changed is paced as if it did not wait.
+				if m.Waits && (k != last || time.Since(asked) >= every) {
+					wait = 0
+				}
+				if k != last {
 					last = k
 					w.wake()
 				}
+			}
+			if wait == 0 {
+				if ctx.Err() != nil {
+					return
+				}
+				continue
 			}
 			select {
 			case <-ctx.Done():
@@ -105,6 +142,10 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 		}
 	}()
 }
+
+// membershipWait is how long FollowMembership asks a waiting store to
+// hold a read (a variable for tests).
+var membershipWait = 25 * time.Second
 
 // withoutViewEvery is how often FollowMembership asks a store that had
 // no membership view (a variable for tests).

@@ -97,3 +97,49 @@ func TestFollowMembershipWithoutAView(t *testing.T) {
 		t.Fatal("the upgraded store's down member did not wake the watch")
 	}
 }
+
+// TestFollowMembershipHeldReads: against a store that waits, an idle
+// reader asks once per change or per wait instead of every interval,
+// and a change still wakes the watch.
+func TestFollowMembershipHeldReads(t *testing.T) {
+	defer func(w time.Duration) { membershipWait = w }(membershipWait)
+	membershipWait = time.Second
+	var down atomic.Value
+	down.Store("")
+	changed := make(chan struct{})
+	var asks atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asks.Add(1)
+		wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
+		if r.URL.Query().Get("down") == down.Load().(string) {
+			select {
+			case <-changed:
+			case <-time.After(wait):
+			case <-r.Context().Done():
+			}
+		}
+		state := "up"
+		if down.Load().(string) == "a" {
+			state = "down"
+		}
+		w.Write([]byte(`{"members":[{"site":"a","state":"` + state + `"}],"waits":true}`))
+	}))
+	defer srv.Close()
+	c := New(srv.URL)
+	do := func(f func(*Client) error) error { return f(c) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := NewWatch(ctx, do, nil, nil)
+	w.FollowMembership(ctx, do, 10*time.Millisecond, nil)
+	time.Sleep(2500 * time.Millisecond)
+	if n := asks.Load(); n > 4 {
+		t.Fatalf("%d reads in 2.5 s with a 1 s wait, want at most 4 (a 10 ms interval would make ~250)", n)
+	}
+	down.Store("a")
+	close(changed)
+	select {
+	case <-w.C:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a held read that answered a down member did not wake the watch")
+	}
+}

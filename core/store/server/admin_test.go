@@ -92,7 +92,30 @@ func TestAdminSocketMembership(t *testing.T) {
 	if st := apiState(peer); st != "up" {
 		t.Fatalf("the API's view of the peer: %q, want up", st)
 	}
+	// A reader that last saw nothing down waits: its read is held until
+	// the peer is down, then answers with it.
+	held := make(chan store.Membership, 1)
+	go func() {
+		m, err := api.MembershipChange(context.Background(), "", time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		held <- m
+	}()
+	select {
+	case m := <-held:
+		t.Fatalf("a waiting read answered with nothing down: %+v", m)
+	case <-time.After(time.Second):
+	}
 	c.node(2).Close()
+	select {
+	case m := <-held:
+		if !m.Waits || m.DownKey() != peer {
+			t.Fatalf("held read answered %+v, want the crashed peer down and waits", m)
+		}
+	case <-time.After(detectWait(30 * time.Second)):
+		t.Fatal("a waiting read did not answer once the peer was down")
+	}
 	waitFor(t, detectWait(15*time.Second), "crashed peer marked down", func() bool {
 		return states("MembershipStates")[peer].Json.State == "down"
 	})

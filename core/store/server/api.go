@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
+
+	"github.com/ployz/ployz/core/store/gossip"
 )
 
 // newAPIServer serves Corrosion's HTTP API subset over HTTP/1.1 and h2c
@@ -179,18 +181,69 @@ func (h healthQuery) unhealthy(gaps, queue int64, lag float64) bool {
 // Internal DNS and the ingress can leave out Machines this one holds
 // down without reaching the root-only admin socket. A reader that gets
 // 404 (a store without it) has no membership view.
-func (n *Node) handleMembership(w http.ResponseWriter, _ *http.Request) {
+// membershipRecheck is how often a waiting GET /v1/membership looks at
+// the SWIM view again (in process: no request, no encoding).
+var membershipRecheck = 500 * time.Millisecond
+
+// maxMembershipWait bounds how long GET /v1/membership?wait= holds.
+const maxMembershipWait = time.Minute
+
+// handleMembership answers the SWIM view. With wait=<duration> and
+// down=<the sorted, comma-separated sites the reader last saw down> it
+// first holds the request until the set of down sites differs from that
+// or wait passes: a reader following the view asks once per change (or
+// per wait) instead of every second. "waits": true tells it so; a store
+// without this answers at once and without the field, and the reader
+// keeps polling.
+func (n *Node) handleMembership(w http.ResponseWriter, r *http.Request) {
 	type member struct {
 		Site  string `json:"site"`
 		State string `json:"state"`
 	}
 	out := struct {
 		Members []member `json:"members"`
-	}{Members: []member{}}
+		Waits   bool     `json:"waits"`
+	}{Members: []member{}, Waits: true}
+	if wait, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && wait > 0 {
+		n.waitMembership(r.Context(), r.URL.Query().Get("down"), min(wait, maxMembershipWait))
+	}
 	for _, m := range n.Members() {
 		out.Members = append(out.Members, member{Site: m.Name, State: m.State})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// waitMembership returns once the down sites differ from down, after
+// wait, or when ctx ends or the node stops.
+func (n *Node) waitMembership(ctx context.Context, down string, wait time.Duration) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	t := time.NewTicker(membershipRecheck)
+	defer t.Stop()
+	for downKey(n.Members()) == down {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.stop:
+			return
+		case <-deadline.C:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// downKey is the sorted, comma-separated sites held down, as readers
+// name them in GET /v1/membership?down=.
+func downKey(ms []gossip.MemberState) string {
+	var down []string
+	for _, m := range ms {
+		if m.State == "down" {
+			down = append(down, m.Name)
+		}
+	}
+	slices.Sort(down)
+	return strings.Join(down, ",")
 }
 
 func (n *Node) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -1,8 +1,10 @@
 package logstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/internal/fsutil"
 	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
 )
@@ -60,6 +63,7 @@ type Ingester struct {
 	skip    map[string]time.Time
 	cursors map[string]Cursor
 	curPath string
+	saved   []byte // the cursors as last written to curPath
 	corrupt atomic.Uint64
 	lines   atomic.Uint64
 }
@@ -133,10 +137,28 @@ func (in *Ingester) Poll() error {
 		}
 	}
 	errs := []error{in.store.Flush()}
-	if err := obsfs.SaveJSON(in.curPath, in.cursors); err != nil {
+	if err := in.saveCursors(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// saveCursors writes the cursors when they differ from the last write:
+// at rest nothing moves, and a durable write (fsync, rename, fsync of
+// the directory) twice a second was most of what an idle plugin spent.
+func (in *Ingester) saveCursors() error {
+	b, err := json.Marshal(in.cursors) // map keys sorted: equal cursors, equal bytes
+	if err != nil {
+		return fmt.Errorf("encode cursors: %w", err)
+	}
+	if in.saved != nil && bytes.Equal(b, in.saved) {
+		return nil
+	}
+	if err := fsutil.WriteFileAtomic(in.curPath, b, 0o600); err != nil {
+		return fmt.Errorf("save cursors: %w", err)
+	}
+	in.saved = b
+	return nil
 }
 
 // dockerConfig is the part of Docker's config.v2.json the plugin reads.

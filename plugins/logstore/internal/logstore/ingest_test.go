@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/internal/dockertest"
+	"github.com/ployz/ployz/plugins/internal/obsfs"
 	"github.com/ployz/ployz/plugins/logstore/internal/dockerlog"
 )
 
@@ -156,4 +157,46 @@ func TestIngestContainerSeenBeforeItsConfig(t *testing.T) {
 		}
 	}
 	t.Fatal("a Container first seen before its config was written was not ingested within 5 s")
+}
+
+// TestIngestSavesCursorsOnlyWhenTheyMove: at rest a poll writes no
+// cursors file; new output moves a cursor and the next poll saves it.
+func TestIngestSavesCursorsOnlyWhenTheyMove(t *testing.T) {
+	root := t.TempDir()
+	s, _ := Open(t.TempDir())
+	in := NewIngester(root, s, hclog.NewNullLogger())
+	defer in.Close()
+	dir := filepath.Join(root, "containers", "abc123")
+	os.MkdirAll(filepath.Join(dir, "local-logs"), 0o700)
+	os.WriteFile(filepath.Join(dir, "config.v2.json"), []byte(`{"ID":"abc123","Name":"/web-1","Config":{"Labels":{"ployz.namespace":"p","ployz.service":"web"}}}`), 0o600)
+	logPath := filepath.Join(dir, "local-logs", "container.log")
+	os.WriteFile(logPath, dockerlog.Encode(nil, dockerlog.Entry{Source: "stdout", TimeNano: 1, Line: []byte("hello")}), 0o600)
+	if err := in.Poll(); err != nil || in.Lines() != 1 {
+		t.Fatalf("first poll: %v, %d lines", err, in.Lines())
+	}
+	saved, err := os.Stat(in.curPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := in.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, err := os.Stat(in.curPath); err != nil || !os.SameFile(saved, again) {
+		t.Fatalf("polls at rest rewrote the cursors file (%v)", err)
+	}
+	f, _ := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(dockerlog.Encode(nil, dockerlog.Entry{Source: "stdout", TimeNano: 2, Line: []byte("again")}))
+	f.Close()
+	if err := in.Poll(); err != nil || in.Lines() != 2 {
+		t.Fatalf("poll after new output: %v, %d lines", err, in.Lines())
+	}
+	var cur map[string]Cursor
+	if err := obsfs.LoadJSON(in.curPath, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if cur["abc123"] != in.cursors["abc123"] {
+		t.Fatalf("saved cursor %+v, want %+v", cur["abc123"], in.cursors["abc123"])
+	}
 }
