@@ -87,22 +87,20 @@ release:
 demo: prereq build
 	packaging/demo.sh
 
-## test: everything — unit tests first (with the race detector and a short
-## fuzz pass), then the container lab scenarios, the light ones beside the
-## VM scenarios (packaging/vm-test-step.sh)
+## test: everything — unit tests first (with the race detector), then the
+## VM scenarios (packaging/vm-test-step.sh) beside a short fuzz pass and
+## the light container lab scenarios, then the heavy lab scenarios alone
 # test runs the stages through packaging/test-stages.sh, which prints each
 # stage's time at the end; vm-image starts the VM image build in the
 # background so it is ready when vm-step needs it.
 test:
-	@packaging/test-stages.sh prereq build vm-image unit fuzz-short lab-heavy lab-light+vm-step
+	@packaging/test-stages.sh prereq build vm-image unit lab-images '&vm-step' fuzz-short lab-light wait lab-heavy
 
 # TEST_START is when make test started (test-stages.sh passes it): the VM
-# step runs in what is left of make test's 75 minutes. AFTER_LOG is the
-# container scenarios' log when the two run at once: the VM step starts
-# once they have built their images.
+# step runs in what is left of make test's 75 minutes.
 TEST_START ?= $(shell date +%s)
 vm-step:
-	@packaging/vm-test-step.sh $(TEST_START) $(BIN) $(AFTER_LOG)
+	@packaging/vm-test-step.sh $(TEST_START) $(BIN)
 
 vm-image:
 	@packaging/vm-image-start.sh $(BIN)
@@ -154,11 +152,14 @@ LAB_ENV = PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) PLOYZ_UPGRADE_FROM=$(UPGRADE_FROM)
 lab-test:
 	$(LAB_ENV) $(GO) test -count=1 -timeout 48m -v ./e2e/
 
-# make test splits lab-test in two: the scenarios that count failed
-# requests or time a failover run alone (lab-heavy), then the light ones
-# (needLightLab: they hold on a loaded host, two at a time) run beside the
-# VM scenarios (lab-light+vm-step).
+# make test splits lab-test in two: the light scenarios (needLightLab:
+# they hold on a loaded host, two at a time) run beside the VM scenarios
+# (lab-light), the ones that count failed requests or time a failover
+# alone (lab-heavy). lab-images builds the lab's images first (e2e's
+# TestMain, no scenario), so the runs at once never build one together.
 LAB_LIGHT = $(shell packaging/lab-light-tests.sh)
+lab-images:
+	$(LAB_ENV) $(GO) test -count=1 -run '^$$' ./e2e/
 lab-heavy:
 	$(LAB_ENV) $(GO) test -count=1 -timeout 40m -v -skip '$(LAB_LIGHT)' ./e2e/
 lab-light:

@@ -9,16 +9,19 @@
 # background (stage vm-image: `ployz-lab image --vm`, its log in
 # bin/vm-image.log); vm-step waits for it.
 #
-# STAGE+STAGE... runs stages at once: the first in the foreground, the
-# others in the background with their output in bin/STAGE.log, printed
-# when all of them have ended. make test runs the VM scenarios beside the
-# light container scenarios this way (lab-light+vm-step): those mostly
-# wait on timers and the network and hold on a loaded host, so the
-# TCG-emulated VMs use the CPU they leave idle and the two stages no
-# longer add up. (Beside the heavy scenarios at nice 19 the VMs starved:
-# ployzd took over 3 minutes to open its socket.)
+# &STAGE starts a stage in the background (output in bin/STAGE.log, printed
+# by the next `wait`) while the stages after it run; `wait` waits for every
+# background stage. make test runs the VM step this way beside the short
+# fuzz pass and the light container scenarios (&vm-step fuzz-short
+# lab-light wait): the fuzz pass runs for a fixed time whatever CPU it
+# gets, and the light scenarios mostly wait on timers and the network and
+# hold on a loaded host, so the TCG-emulated VMs use the CPU they leave.
+# The heavy scenarios run alone after the wait. (Beside the whole container
+# stage at nice 19 the VMs starved: ployzd did not open its socket within
+# 3 minutes.) Every stage's output is also kept in bin/STAGE.log, for the
+# list of failed tests printed last.
 #
-# usage: test-stages.sh STAGE[+STAGE...]...
+# usage: test-stages.sh [&]STAGE|wait...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -38,63 +41,58 @@ run_stage() {
   local stage=$1 t0 rc
   t0=$(date +%s)
   echo "== make test: $stage (at $(fmt_secs $((t0 - start))))"
-  make --no-print-directory "$stage" TEST_START="$start"
-  rc=$?
+  logs+=("bin/$stage.log")
+  make --no-print-directory "$stage" TEST_START="$start" 2>&1 | tee "bin/$stage.log"
+  rc=${PIPESTATUS[0]}
   record "$stage" $(($(date +%s) - t0)) "$rc"
   return "$rc"
 }
 
-# run_group FIRST OTHER...: OTHER stages start in the background (their
-# end time and status in bin/STAGE.rc), then FIRST runs here; the group
-# waits for every stage and prints the background logs. FIRST's output
-# is copied to bin/FIRST.log too: a background stage may wait for a line
-# of it (vm-step waits until the container scenarios' images are built,
-# so the two never build the same image at once); bin/FIRST.done says it
-# ended.
-run_group() {
-  local first=$1 t0 s rc=0
-  shift
+# start_background STAGE runs STAGE in the background; its status and end
+# time go to bin/STAGE.rc.
+background=() bg_start=()
+start_background() {
+  local stage=$1 t0
   t0=$(date +%s)
-  rm -f "bin/$first.done"
-  logs+=("bin/$first.log")
-  for s in "$@"; do
-    echo "== make test: $s (at $(fmt_secs $((t0 - start))), in the background, log bin/$s.log)"
-    rm -f "bin/$s.rc"
-    logs+=("bin/$s.log")
-    (
-      make --no-print-directory "$s" TEST_START="$start" AFTER_LOG="$PWD/bin/$first.log" >"bin/$s.log" 2>&1
-      echo "$? $(date +%s)" >"bin/$s.rc"
-    ) &
-  done
-  echo "== make test: $first (at $(fmt_secs $((t0 - start))))"
-  make --no-print-directory "$first" TEST_START="$start" 2>&1 | tee "bin/$first.log"
-  rc=${PIPESTATUS[0]}
-  touch "bin/$first.done"
-  record "$first" $(($(date +%s) - t0)) "$rc"
+  echo "== make test: $stage (at $(fmt_secs $((t0 - start))), in the background, log bin/$stage.log)"
+  rm -f "bin/$stage.rc"
+  logs+=("bin/$stage.log")
+  background+=("$stage") bg_start+=("$t0")
+  (
+    make --no-print-directory "$stage" TEST_START="$start" >"bin/$stage.log" 2>&1
+    echo "$? $(date +%s)" >"bin/$stage.rc"
+  ) &
+}
+
+# wait_background waits for every background stage, prints its output
+# and records it.
+wait_background() {
+  local i code end
+  echo "== make test: waiting for ${background[*]} (at $(fmt_secs $(($(date +%s) - start))))"
   wait
-  for s in "$@"; do
-    local end code
-    read -r code end <"bin/$s.rc" || { code=1 end=$(date +%s); }
+  for i in "${!background[@]}"; do
+    read -r code end <"bin/${background[$i]}.rc" || { code=1 end=$(date +%s); }
     echo
-    echo "== make test: $s's output (bin/$s.log)"
-    cat "bin/$s.log"
-    record "$s" $((end - t0)) "$code"
-    [ "$code" -eq 0 ] || rc=1
+    echo "== make test: ${background[$i]}'s output (bin/${background[$i]}.log)"
+    cat "bin/${background[$i]}.log"
+    record "${background[$i]}" $((end - bg_start[i])) "$code"
   done
-  return "$rc"
+  background=() bg_start=()
 }
 
 mkdir -p bin
 for stage in "$@"; do
-  if [[ $stage == *+* ]]; then
-    IFS=+ read -ra group <<<"$stage"
-    run_group "${group[@]}"
-    continue
-  fi
-  if ! run_stage "$stage"; then
-    case $stage in prereq | build) break ;; esac
-  fi
+  case $stage in
+  wait) wait_background ;;
+  \&*) start_background "${stage#&}" ;;
+  *)
+    if ! run_stage "$stage"; then
+      case $stage in prereq | build) break ;; esac
+    fi
+    ;;
+  esac
 done
+[ "${#background[@]}" -eq 0 ] || wait_background
 
 echo
 echo "== make test: stage timings"
