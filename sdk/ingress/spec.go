@@ -175,7 +175,7 @@ func Capabilities(s *Spec) []string {
 	if s != nil && s.ClusterSecretFile != "" {
 		caps = append(caps, CapSealedKeys, CapSealedAuth)
 		if s.ACME != nil {
-			caps = append(caps, CapUserCerts)
+			caps = append(caps, CapUserCerts, CapDNS01) // DNS-01 opens the providers' sealed secrets
 		}
 	}
 	return caps

@@ -172,7 +172,7 @@ type CertificateBody struct {
 	// Issuer is the Machine that wrote the material or holds the
 	// challenge of the issuance in progress.
 	Issuer string `json:"issuer,omitempty"`
-	// Challenge is set while Issuer's issuance waits on HTTP-01.
+	// Challenge is set while Issuer's issuance waits on its challenge.
 	Challenge *CertificateChallenge `json:"challenge,omitempty"`
 	// LastError, Failures and NextAttemptAt (unix seconds) record failed
 	// attempts since the last success; the old material stays.
@@ -184,13 +184,34 @@ type CertificateBody struct {
 	Source string `json:"source,omitempty"`
 	// CA is a user certificate's issuer (the leaf's distinguished name).
 	CA string `json:"ca,omitempty"`
-	// AddedAt is when a user certificate was added (unix seconds).
+	// AddedAt is when a user certificate or a DNS provider was added
+	// (unix seconds).
 	AddedAt int64 `json:"added_at,omitempty"`
+	// DNSProvider is set on a DNS provider's row (Source "dns-provider",
+	// row name "dns-provider:" + its name): the credentials the Ingress
+	// Proxy answers DNS-01 challenges with. Such a row holds no
+	// certificate.
+	DNSProvider *DNSProviderBody `json:"dns_provider,omitempty"`
 }
 
-// CertificateChallenge is a pending HTTP-01 challenge: answer
-// KeyAuthorization on /.well-known/acme-challenge/<Token>.
+// DNSProviderBody is a DNS provider's configuration: which libdns
+// provider, the zone it can change, its plain settings and its secret
+// settings sealed (a JSON object of name to value, sealed with the
+// Cluster key: sdk/ingress.DNSProviderSecretsPurpose).
+type DNSProviderBody struct {
+	Provider string            `json:"provider"`
+	Zone     string            `json:"zone"`
+	Settings map[string]string `json:"settings,omitempty"`
+	Secrets  string            `json:"secrets,omitempty"`
+}
+
+// CertificateChallenge is a pending challenge: HTTP-01 (Type empty)
+// answers KeyAuthorization on /.well-known/acme-challenge/<Token>;
+// "dns-01" is answered in DNS by the issuer, and the row only tells the
+// other Machines an issuance is in progress.
 type CertificateChallenge struct {
 	Token            string `json:"token"`
 	KeyAuthorization string `json:"key_authorization"`
+	// Type is "dns-01", or empty for HTTP-01 (the only kind before).
+	Type string `json:"type,omitempty"`
 }

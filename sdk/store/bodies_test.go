@@ -20,6 +20,9 @@ func TestBodyFixtures(t *testing.T) {
 		"serving_ack": &ServingAckBody{},
 		"certificate": &CertificateBody{},
 		"membership":  &Membership{},
+		// DNS-01: a DNS provider's row and an issuance waiting on DNS-01.
+		"certificate_dns_provider": &CertificateBody{},
+		"certificate_dns01":        &CertificateBody{},
 	})
 }
 

@@ -1,6 +1,7 @@
 // Package acmetest runs a real ACME CA for tests: Let's Encrypt's Pebble,
 // with pebble-challtestsrv as its DNS (every name resolves to one IPv4
-// address), validating HTTP-01 for real. The binaries are built from the
+// address), validating HTTP-01 for real; or with a real BIND (StartBIND)
+// as its DNS, validating DNS-01 for real. The binaries are built from the
 // module graph (go.mod's tool directives) with `go build`.
 package acmetest
 
@@ -43,6 +44,10 @@ type Options struct {
 	ValiditySeconds int
 	// BinDir caches the built binaries across tests (default a temp dir).
 	BinDir string
+	// DNSServer (host:port), when set, is the DNS Pebble validates with
+	// (a real authoritative server such as StartBIND's, for DNS-01)
+	// instead of pebble-challtestsrv.
+	DNSServer string
 }
 
 // Pebble is a running Pebble.
@@ -127,12 +132,16 @@ func Start(t testing.TB, o Options) *Pebble {
 	pool.AppendCertsFromPEM(caPEM)
 	p.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 
-	dnsPort, dnsMgmt := FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1")
-	p.dns = "127.0.0.1:" + strconv.Itoa(dnsPort)
-	p.run(t, filepath.Join(o.BinDir, "pebble-challtestsrv"), nil,
-		"-dnsserver", p.dns, "-management", "127.0.0.1:"+strconv.Itoa(dnsMgmt),
-		"-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", "",
-		"-defaultIPv4", o.ResolveTo, "-defaultIPv6", "")
+	if o.DNSServer != "" {
+		p.dns = o.DNSServer
+	} else {
+		dnsPort, dnsMgmt := FreePort(t, "127.0.0.1"), FreePort(t, "127.0.0.1")
+		p.dns = "127.0.0.1:" + strconv.Itoa(dnsPort)
+		p.run(t, filepath.Join(o.BinDir, "pebble-challtestsrv"), nil,
+			"-dnsserver", p.dns, "-management", "127.0.0.1:"+strconv.Itoa(dnsMgmt),
+			"-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", "",
+			"-defaultIPv4", o.ResolveTo, "-defaultIPv6", "")
+	}
 
 	port, mgmt := FreePort(t, o.Bind), FreePort(t, o.Bind)
 	host := o.Bind

@@ -21,6 +21,9 @@ const (
 	DefaultMinBackoff     = 60 * time.Second
 	DefaultMaxBackoff     = time.Hour
 	DefaultIssueTimeout   = 3 * time.Minute
+
+	DefaultPropagationTimeout  = 2 * time.Minute
+	DefaultPropagationInterval = time.Second
 )
 
 // Config configures a Manager.
@@ -59,8 +62,13 @@ type Config struct {
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Keys seals certificate private keys in the store (LoadSealer); nil
-	// writes them in plain text.
+	// writes them in plain text. It also opens the DNS providers'
+	// secrets: without it no DNS provider is used.
 	Keys *Sealer
+	// PropagationTimeout bounds the wait for a DNS-01 TXT record to show
+	// on the zone's authoritative server (DefaultPropagationTimeout);
+	// PropagationInterval spaces the queries (DefaultPropagationInterval).
+	PropagationTimeout, PropagationInterval time.Duration
 }
 
 // Snapshot is what the proxy loads and reports: the TLS input of the
@@ -122,6 +130,8 @@ func New(cfg Config) (*Manager, error) {
 	def(&cfg.MinBackoff, DefaultMinBackoff)
 	def(&cfg.MaxBackoff, DefaultMaxBackoff)
 	def(&cfg.IssueTimeout, DefaultIssueTimeout)
+	def(&cfg.PropagationTimeout, DefaultPropagationTimeout)
+	def(&cfg.PropagationInterval, DefaultPropagationInterval)
 	if cfg.RankDelay < 0 {
 		cfg.RankDelay = 0
 	}
@@ -215,8 +225,8 @@ func (m *Manager) Refresh(ctx context.Context) {
 	m.mu.Lock()
 	m.lastErr = ""
 	m.mu.Unlock()
-	if due, prev := m.evaluate(rows, ms); due != "" {
-		go m.issue(ctx, due, prev, ms)
+	if j := m.evaluate(rows, ms); j.hostname != "" {
+		go m.issue(ctx, j, ms)
 	}
 }
 

@@ -52,11 +52,25 @@ func parseMaterial(hostname string, b store.CertificateBody) (*material, error) 
 	if _, err := tls.X509KeyPair([]byte(b.CertPEM), []byte(b.KeyPEM)); err != nil {
 		return nil, fmt.Errorf(`field "key_pem" does not match "cert_pem": %v`, err)
 	}
-	if err := leaf.VerifyHostname(hostname); err != nil {
+	if err := coversName(leaf, hostname); err != nil {
 		return nil, fmt.Errorf(`field "cert_pem" does not cover %s: %v`, hostname, err)
 	}
 	return &material{certPEM: b.CertPEM, keyPEM: b.KeyPEM, notBefore: leaf.NotBefore,
 		notAfter: leaf.NotAfter, serial: leaf.SerialNumber.Text(16)}, nil
+}
+
+// coversName checks the leaf serves hostname: a wildcard hostname only
+// by the same wildcard name (VerifyHostname takes no wildcard input).
+func coversName(leaf *x509.Certificate, hostname string) error {
+	if !strings.HasPrefix(hostname, "*.") {
+		return leaf.VerifyHostname(hostname)
+	}
+	for _, n := range leaf.DNSNames {
+		if strings.EqualFold(strings.TrimSuffix(n, "."), hostname) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the certificate names %s, not %s", strings.Join(leaf.DNSNames, ", "), hostname)
 }
 
 // parseChallenge checks a row's challenge: nil when none, an error naming
@@ -65,6 +79,9 @@ func parseChallenge(b store.CertificateBody) (*store.CertificateChallenge, error
 	c := b.Challenge
 	if c == nil {
 		return nil, nil
+	}
+	if c.Type != "" && c.Type != "dns-01" {
+		return nil, fmt.Errorf(`field "challenge.type" is %q; this Machine knows http-01 (empty) and dns-01`, c.Type)
 	}
 	if c.Token == "" || c.KeyAuthorization == "" {
 		return nil, fmt.Errorf(`field "challenge" lacks "token" or "key_authorization"`)

@@ -42,10 +42,19 @@ func rank(me string, ids []string) int {
 	return len(ids)
 }
 
+// job is one issuance this Machine starts: the hostname, its row as
+// read, and the DNS provider answering its DNS-01 challenge (nil:
+// HTTP-01).
+type job struct {
+	hostname string
+	prev     store.Row[store.CertificateBody]
+	dns      *ingress.DNSProvider
+}
+
 // evaluate refreshes the snapshot from the certificates rows and returns
-// the hostname this Machine should issue now (with its current row), if
-// any and none is being issued.
-func (m *Manager) evaluate(rows []store.Row[store.CertificateBody], ms []string) (due string, prev store.Row[store.CertificateBody]) {
+// the issuance this Machine should start now, if any and none is being
+// issued (hostname empty: none).
+func (m *Manager) evaluate(rows []store.Row[store.CertificateBody], ms []string) job {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.storeErr = ""
@@ -72,7 +81,7 @@ func (m *Manager) evaluate(rows []store.Row[store.CertificateBody], ms []string)
 		}
 	}
 	m.snap = e.snap
-	return e.due, e.prev
+	return job{hostname: e.due, prev: e.prev, dns: e.dueDNS}
 }
 
 // certEvaluation is one evaluate run (the Manager's lock held), one
@@ -86,7 +95,9 @@ type certEvaluation struct {
 	machines int
 	due      string
 	prev     store.Row[store.CertificateBody]
+	dueDNS   *ingress.DNSProvider
 	users    []ingress.UserCertificate // user certificates that parsed
+	dns      []ingress.DNSProvider     // DNS providers that parsed and opened
 }
 
 // certView is one certificates row as read: its material, or why not.
@@ -105,6 +116,10 @@ func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
 			e.readUser(r)
 			continue
 		}
+		if isDNSProviderRow(r) {
+			e.readDNSProvider(r)
+			continue
+		}
 		name := strings.ToLower(r.Key)
 		v := certView{row: r}
 		mat, err := parseMaterial(name, r.Body)
@@ -116,7 +131,7 @@ func (e *certEvaluation) read(rows []store.Row[store.CertificateBody]) {
 		ch, err := parseChallenge(r.Body)
 		if err != nil {
 			e.snap.Skipped = append(e.snap.Skipped, ingress.SkippedCertificate{Name: r.Key, Reason: err.Error()})
-		} else if ch != nil {
+		} else if ch != nil && ch.Type == "" { // a dns-01 challenge is answered in DNS, not by the proxies
 			e.snap.TLS.Challenges = append(e.snap.TLS.Challenges, caddyconfig.Challenge{Hostname: name, Token: ch.Token, KeyAuthorization: ch.KeyAuthorization})
 		}
 		e.views[name] = v
@@ -150,6 +165,37 @@ func (e *certEvaluation) readUser(r store.Row[store.CertificateBody]) {
 	e.users = append(e.users, u)
 }
 
+// isDNSProviderRow: a DNS provider's configuration, no certificate.
+func isDNSProviderRow(r store.Row[store.CertificateBody]) bool {
+	return r.Body.Source == ingress.CertSourceDNSProvider || strings.HasPrefix(r.Key, ingress.DNSProviderPrefix)
+}
+
+// readDNSProvider checks one DNS provider row and opens its secrets; one
+// that does not check or open is skipped and reported, and the names of
+// its zone fall back to HTTP-01.
+func (e *certEvaluation) readDNSProvider(r store.Row[store.CertificateBody]) {
+	skip := func(why string) {
+		e.snap.Skipped = append(e.snap.Skipped, ingress.SkippedCertificate{Name: r.Key, Reason: why})
+	}
+	b := r.Body.DNSProvider
+	if b == nil {
+		skip(`field "dns_provider" is missing`)
+		return
+	}
+	secrets, err := e.m.cfg.Keys.OpenDNSSecrets(r.Key, b.Secrets)
+	if err != nil {
+		skip(err.Error())
+		return
+	}
+	p, err := ingress.CheckDNSProvider(ingress.DNSProvider{Name: strings.TrimPrefix(r.Key, ingress.DNSProviderPrefix),
+		Provider: b.Provider, Zone: b.Zone, Settings: b.Settings, Secrets: secrets})
+	if err != nil {
+		skip(err.Error())
+		return
+	}
+	e.dns = append(e.dns, p)
+}
+
 // rowField names the row's field in a ParseUserCertificate error, whose
 // "cert: " or "key: " names the command's flag.
 func rowField(err error) string {
@@ -179,8 +225,9 @@ func (e *certEvaluation) userCert(h string) (ingress.UserCertificate, bool) {
 // host states one wanted hostname: a user certificate covering it served
 // in preference to anything ACME holds, else its ACME certificate served
 // while valid and, when it needs issuing or renewal, whose turn that is.
-// A wildcard only a user certificate can serve: HTTP-01 cannot validate
-// one.
+// A hostname a DNS provider's zone covers is validated with DNS-01,
+// others with HTTP-01; a wildcard only a user certificate or DNS-01 can
+// serve: HTTP-01 cannot validate one.
 func (e *certEvaluation) host(h string) {
 	if u, ok := e.userCert(h); ok {
 		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: u.CertPEM, KeyPEM: u.KeyPEM, Hostname: h})
@@ -189,7 +236,8 @@ func (e *certEvaluation) host(h string) {
 		delete(e.m.firstSeen, h)
 		return
 	}
-	if ingress.IsWildcard(h) {
+	prov, viaDNS := ingress.DNSProviderFor(e.dns, h)
+	if ingress.IsWildcard(h) && !viaDNS {
 		return
 	}
 	v, exists := e.views[h]
@@ -209,10 +257,13 @@ func (e *certEvaluation) host(h string) {
 	if v.bad != "" {
 		st.Detail = "row skipped: " + v.bad
 	}
+	if viaDNS {
+		st.Detail = joinDetail(st.Detail, fmt.Sprintf("dns-01 via DNS provider %q", prov.Name))
+	}
 	if !needs {
 		delete(e.m.firstSeen, h)
-	} else {
-		e.schedule(h, v, exists, &st)
+	} else if e.schedule(h, v, exists, &st) && viaDNS {
+		e.dueDNS = &prov
 	}
 	e.snap.States = append(e.snap.States, st)
 }
@@ -220,8 +271,9 @@ func (e *certEvaluation) host(h string) {
 // schedule decides whether this Machine issues h now: not while another
 // Machine's challenge is fresh or this Machine's hostname check failed,
 // and only at its rank's turn after the hostname was first wanted (or the
-// next attempt a failure set); one issuance at a time.
-func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress.CertificateState) {
+// next attempt a failure set); one issuance at a time. It reports
+// whether h is due now.
+func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress.CertificateState) bool {
 	m, b := e.m, v.row.Body
 	if m.firstSeen[h].IsZero() {
 		m.firstSeen[h] = e.now
@@ -236,15 +288,15 @@ func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress
 	switch {
 	case m.issuing == h:
 		st.Detail = joinDetail(st.Detail, "issuing on this Machine")
-		return
+		return false
 	case foreign && e.now.Sub(updated) < m.cfg.ChallengeTTL:
 		st.Issuer = b.Issuer
 		st.Detail = joinDetail(st.Detail, "issuance in progress on "+b.Issuer)
-		return
+		return false
 	case e.now.Before(lw.until):
 		st.Detail = joinDetail(st.Detail, fmt.Sprintf("this Machine's hostname check failed (%s); next check %s",
 			lw.err, lw.until.UTC().Format(time.RFC3339)))
-		return
+		return false
 	}
 	if foreign && updated.Add(m.cfg.ChallengeTTL).After(base) {
 		base = updated.Add(m.cfg.ChallengeTTL) // an abandoned challenge
@@ -260,9 +312,11 @@ func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress
 			e.prev = store.Row[store.CertificateBody]{Key: h}
 		}
 		st.Detail = joinDetail(st.Detail, "issuing on this Machine")
+		return true
 	default:
 		st.Detail = joinDetail(st.Detail, "waiting for this Machine's other issuance")
 	}
+	return false
 }
 
 func joinDetail(a, b string) string {

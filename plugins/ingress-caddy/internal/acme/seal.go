@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,14 +31,42 @@ const sealPurpose = "certificate-keys"
 // Sealer seals and opens certificate private keys with a key derived from
 // the Cluster secret, which stays in a 0600 file on each Machine's disk:
 // a reader of the replicated store alone never sees a private key.
-type Sealer struct{ key []byte }
+type Sealer struct {
+	key []byte
+	dns *store.Sealer // DNS providers' secret settings
+}
 
 // NewSealer derives the certificate-key sealer of secret.
 func NewSealer(secret store.ClusterSecret) (*Sealer, error) {
 	if secret.IsZero() {
 		return nil, errors.New("certificate keys: the Cluster secret is empty")
 	}
-	return &Sealer{key: secret.Derive(sealPurpose)}, nil
+	dns, err := store.NewSealer(secret, ingress.DNSProviderSecretsPurpose, "certificates", ingress.DNSProviderSecretsField)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealer{key: secret.Derive(sealPurpose), dns: dns}, nil
+}
+
+// OpenDNSSecrets opens a DNS provider row's sealed secret settings (a
+// JSON object); an error names the row and field. A nil Sealer (no
+// cluster_secret_file in the ingress spec) opens nothing.
+func (s *Sealer) OpenDNSSecrets(row, stored string) (map[string]string, error) {
+	if stored == "" {
+		return map[string]string{}, nil
+	}
+	if s == nil {
+		return nil, fmt.Errorf(`row %q: field %q is sealed and this Machine has no Cluster secret to open it (no cluster_secret_file in the ingress spec)`, row, ingress.DNSProviderSecretsField)
+	}
+	raw, err := s.dns.Open(row, stored)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf(`row %q: field %q does not hold a JSON object of secrets`, row, ingress.DNSProviderSecretsField)
+	}
+	return out, nil
 }
 
 // LoadSealer reads the Cluster secret at path (store.ReadClusterSecretFile:
