@@ -59,6 +59,8 @@ var payloadTypes = map[string]func() any{
 	CmdSaveRevision:       func() any { return &SaveRevisionRequest{} },
 	CmdAddCertificate:     func() any { return &AddCertificateRequest{} },
 	CmdRemoveCertificate:  func() any { return &RemoveCertificateRequest{} },
+	CmdSetDNSProvider:     func() any { return &SetDNSProviderRequest{} },
+	CmdRemoveDNSProvider:  func() any { return &RemoveDNSProviderRequest{} },
 	CmdListRevisions:      func() any { return &ListRevisionsRequest{} },
 	CmdPutDeployRecord:    func() any { return &PutDeployRecordRequest{} },
 	CmdListDeployRecords:  func() any { return &ListDeployRecordsRequest{} },

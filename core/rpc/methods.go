@@ -49,6 +49,9 @@ var (
 	AddCertificate    = Declare[AddCertificateRequest, CertificateView](CmdAddCertificate, CapAddCertificate)
 	ListCertificates  = Declare[None, CertificateList](CmdListCertificates, CapListCertificates)
 	RemoveCertificate = Declare[RemoveCertificateRequest, CertificatesRemoved](CmdRemoveCertificate, CapRemoveCertificate)
+	SetDNSProvider    = Declare[SetDNSProviderRequest, DNSProviderView](CmdSetDNSProvider, CapSetDNSProvider)
+	ListDNSProviders  = Declare[None, DNSProviderList](CmdListDNSProviders, CapListDNSProviders)
+	RemoveDNSProvider = Declare[RemoveDNSProviderRequest, DNSProviderView](CmdRemoveDNSProvider, CapRemoveDNSProvider)
 	ListRevisions     = Declare[ListRevisionsRequest, RevisionList](CmdListRevisions, CapListRevisions)
 	PutDeployRecord   = Declare[PutDeployRecordRequest, struct{}](CmdPutDeployRecord, CapPutDeployRecord) // answers {}
 	ListDeployRecords = Declare[ListDeployRecordsRequest, DeployRecordList](CmdListDeployRecords, CapListDeployRecords)

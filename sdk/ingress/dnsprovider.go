@@ -78,9 +78,21 @@ var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // DNSProviderRow is the certificates row name of provider name.
 func DNSProviderRow(name string) string { return DNSProviderPrefix + name }
 
-// dnsFieldErr names the field (and the `ployz cert dns-provider set` flag).
+// DNSProviderFieldError is CheckDNSProvider's refusal: the field (a
+// setting's name, or name, provider, zone) and why.
+type DNSProviderFieldError struct {
+	Field, Why string
+}
+
+// Flag is the `ployz cert dns-provider set` flag of the field.
+func (e *DNSProviderFieldError) Flag() string { return "--" + strings.ReplaceAll(e.Field, "_", "-") }
+
+func (e *DNSProviderFieldError) Error() string {
+	return fmt.Sprintf("field %q (%s): %s", e.Field, e.Flag(), e.Why)
+}
+
 func dnsFieldErr(field, format string, a ...any) error {
-	return fmt.Errorf("field %q (--%s): %s", field, strings.ReplaceAll(field, "_", "-"), fmt.Sprintf(format, a...))
+	return &DNSProviderFieldError{Field: field, Why: fmt.Sprintf(format, a...)}
 }
 
 // CheckDNSProvider checks a provider and returns it normalised (zone

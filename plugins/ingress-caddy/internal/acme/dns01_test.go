@@ -176,3 +176,51 @@ func TestDNS01BadSecretBacksOffKeepingMaterial(t *testing.T) {
 		t.Logf("BIND log (no BADSIG line):\n%s", bind.Log())
 	}
 }
+
+// The choice: a name a provider's zone covers (its wildcard too) is
+// issued with DNS-01, others with HTTP-01, a wildcard outside every zone
+// gets nothing; a provider row this Machine cannot open is skipped with
+// the reason, and its names fall back to HTTP-01.
+func TestDNS01Choice(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	st := newMemStore("m-a")
+	keys := testSealer(t, 1)
+	putDNSProvider(t, st, keys, "lab", &acmetest.BIND{Zone: "example.test.", Addr: "127.0.0.1:53", KeyName: "k.", Algorithm: "hmac-sha256"}, "c2VjcmV0")
+	m, err := New(Config{Machine: "m-a", Directory: "https://ca.invalid/dir", Store: st, Keys: keys, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := st.Certificates(t.Context())
+	for _, h := range []string{"*.example.test", "a.example.test", "b.other.test", "*.other.test"} {
+		m.Want([]string{h})
+		j := m.evaluate(rows, []string{"m-a"})
+		m.issuing = ""
+		switch {
+		case h == "*.other.test":
+			if j.hostname != "" || len(m.Snapshot().States) != 0 {
+				t.Errorf("%s: job %+v states %+v, want nothing", h, j, m.Snapshot().States)
+			}
+		case strings.HasSuffix(h, "example.test"):
+			if j.hostname != h || j.dns == nil || j.dns.Name != "lab" || j.dns.Secrets["tsig_secret"] != "c2VjcmV0" || j.challengeType() != "dns-01" {
+				t.Errorf("%s: job %+v, want dns-01 through lab with its opened secret", h, j)
+			}
+		default:
+			if j.hostname != h || j.dns != nil {
+				t.Errorf("%s: job %+v, want http-01", h, j)
+			}
+		}
+	}
+	if sk := m.Snapshot().Skipped; len(sk) != 0 {
+		t.Errorf("skipped %+v", sk)
+	}
+
+	other, _ := New(Config{Machine: "m-a", Directory: "https://ca.invalid/dir", Store: st, Keys: testSealer(t, 2), Now: func() time.Time { return now }})
+	other.Want([]string{"*.example.test", "a.example.test"})
+	j := other.evaluate(rows, []string{"m-a"})
+	if j.hostname != "a.example.test" || j.dns != nil {
+		t.Errorf("with another Cluster's key: job %+v, want a.example.test on http-01", j)
+	}
+	if sk := other.Snapshot().Skipped; len(sk) != 1 || sk[0].Name != "dns-provider:lab" || !strings.Contains(sk[0].Reason, "another Cluster") {
+		t.Errorf("skipped %+v, want the provider row with the reason", sk)
+	}
+}
