@@ -4,7 +4,8 @@
 # an SSH client (for `ployz lab ssh`), curl (the demo checks the ingress),
 # Chromium (the dashboard's browser tests drive it headless), and the C
 # toolchain (gcc, libc6-dev) the race detector needs: `go test -race` builds
-# with cgo, while every shipped binary stays static.
+# with cgo, while every shipped binary stays static; and BIND (bind9), the
+# real DNS server the ingress's ACME DNS-01 tests update and Pebble asks.
 # Idempotent and quiet when everything is present. Downloads only from
 # Debian's package archive. With PLOYZ_PREREQ_VM=1 (`make vm-test`) also
 # QEMU, qemu-img and debugfs for VM lab Machines.
@@ -20,6 +21,7 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
+command -v named >/dev/null 2>&1 || [ -x /usr/sbin/named ] || need+=(bind9)
 if [ "${PLOYZ_PREREQ_VM:-}" = 1 ]; then
   command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
   command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
