@@ -56,8 +56,9 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 }
 
 // tls hands the routed hostnames (published or pending) to the manager
-// and returns the TLS input of the Caddy config. A wildcard is handed
-// over for a user certificate only: HTTP-01 cannot validate one.
+// and returns the TLS input of the Caddy config. A wildcard is served
+// from a user certificate, or issued with DNS-01 when a DNS provider's
+// zone covers it: HTTP-01 cannot validate one.
 func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 	if c == nil {
 		return caddyconfig.TLS{}
@@ -68,7 +69,8 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 
 // certHostnames are the hostnames of the HTTP routes published or
 // pending, redirecting ones (redirect_from) and wildcards included (the
-// manager serves a wildcard from a user certificate, never issues one).
+// manager serves a wildcard from a user certificate, or issues it with
+// DNS-01 through a DNS provider).
 func certHostnames(routes []ingress.Route) []string {
 	var hs []string
 	for _, r := range routes {
