@@ -401,4 +401,3 @@ func (a *activation) prune(exist map[string]bool) {
 		a.forget(id)
 	}
 }
-

@@ -167,4 +167,3 @@ func copyExecutable(src, dst string) error {
 	}
 	return out.Close()
 }
-
