@@ -53,7 +53,8 @@ type detachedDoc struct {
 // detached run is listed by ps as a run (never a replica, never ready),
 // followed with logs -f and collected once it ended; --keep keeps it;
 // Ctrl-C reaches the process; a --machine without the Service's volume
-// and an unknown Service are refused.
+// and an unknown Service are refused. A step beside it redeploys a
+// socket-activated Service under a connect loop (issue 46 item 5).
 func TestRun(t *testing.T) {
 	needLightLab(t)
 	l := lab.ForTest(t, 2)
@@ -207,6 +208,8 @@ func TestRun(t *testing.T) {
 			t.Fatalf("ployz run in a terminal: %v\n%s", err, out)
 		}
 	})
+
+	t.Run("socket-activation", func(t *testing.T) { sockActRedeploy(t, l, op) })
 
 	t.Run("refusals", func(t *testing.T) {
 		_, errs, code := op.run(t, "run", "web", "-p", "jobs", "--machine", other, "--", "/testapp", "--exit-code", "0")

@@ -36,12 +36,12 @@ func TestPluginUnitKeepsDataPlaneSockets(t *testing.T) {
 // fd store, so a restart never frees a port for another local user; that
 // takes notifications from the main process and a store to keep them in.
 func TestDaemonAndStoreUnitsKeepTheirPorts(t *testing.T) {
-	for _, unit := range []string{"ployz.service", "ployz-store.service"} {
+	for unit, max := range map[string]string{"ployz.service": "72", "ployz-store.service": "8"} {
 		b, err := Files.ReadFile("systemd/" + unit)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"NotifyAccess=main\n", "FileDescriptorStoreMax=8\n"} {
+		for _, want := range []string{"NotifyAccess=main\n", "FileDescriptorStoreMax=" + max + "\n"} {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("%s lacks %q", unit, strings.TrimSpace(want))
 			}

@@ -121,7 +121,7 @@ func validateSpec(req rpc.CreateContainerRequest) (rpc.ContainerSpec, error) {
 	if s.MemoryBytes < 0 {
 		return s, rpc.InvalidField("spec.memory_bytes", "%d is negative", s.MemoryBytes)
 	}
-	if err := validatePorts(s.Ports); err != nil {
+	if err := validatePorts(s.Ports, s.Kind); err != nil {
 		return s, err
 	}
 	if err := validateMounts(s.Mounts); err != nil {
@@ -175,7 +175,8 @@ func validateOneOff(s rpc.ContainerSpec) error {
 	return nil
 }
 
-func validatePorts(ports []rpc.PortSpec) error {
+func validatePorts(ports []rpc.PortSpec, kind string) error {
+	activated := -1
 	for i, p := range ports {
 		f := fmt.Sprintf("spec.ports[%d]", i)
 		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
@@ -187,6 +188,18 @@ func validatePorts(ports []rpc.PortSpec) error {
 		if p.Protocol != "" && p.Protocol != "tcp" && p.Protocol != "udp" {
 			return rpc.InvalidField(f+".protocol", "%q is not tcp or udp", p.Protocol)
 		}
+		if !p.SocketActivation {
+			continue
+		}
+		switch {
+		case kind != rpc.KindService:
+			return rpc.InvalidField(f+".socket_activation", "only a service Container is socket activated, not a %s", kind)
+		case p.HostPort == 0 || p.Protocol == "udp":
+			return rpc.InvalidField(f+".socket_activation", "needs a TCP host_port")
+		case activated >= 0:
+			return rpc.InvalidField(f+".socket_activation", "spec.ports[%d] is already socket activated: one socket per Container (LISTEN_FDS=1)", activated)
+		}
+		activated = i
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,7 @@ type containerOps struct {
 	filesMu sync.Mutex
 	facts   func() localFacts
 	ready   *readiness
+	act     *activation // socket-activated ports (sockact.go)
 	exits   *exitLog
 	// started, when set, hears each Container start_container started;
 	// it must not block (the daemon publishes the row in the background).
@@ -75,12 +77,17 @@ type containerConfig struct {
 	Docker    client.APIClient
 	Network   string // default dockernet.DefaultName
 	NotifyDir string // default /run/ployz/notify
-	StatePath string // readiness verdicts; empty: not persisted
-	FilesDir  string // shipped files; empty: refused
-	Facts     func() localFacts
-	Logger    hclog.Logger
-	Started   func(id string)
-	LogsHeld  func(ctx context.Context, id string, since int64) (bool, error)
+	// ActivateDir holds the socket activation sockets (default
+	// /run/ployz/activate); Launcher returns the host path of the
+	// launcher binary socket-activated Containers start with.
+	ActivateDir string
+	Launcher    func() (string, error)
+	StatePath   string // readiness verdicts; empty: not persisted
+	FilesDir    string // shipped files; empty: refused
+	Facts       func() localFacts
+	Logger      hclog.Logger
+	Started     func(id string)
+	LogsHeld    func(ctx context.Context, id string, since int64) (bool, error)
 }
 
 func newContainerOps(c containerConfig) *containerOps {
@@ -96,6 +103,13 @@ func newContainerOps(c containerConfig) *containerOps {
 	o := &containerOps{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts, filesDir: c.FilesDir,
 		exits: newExitLog(), started: c.Started, logsHeld: c.LogsHeld}
 	o.ready = newReadiness(c.Logger.Named("notify"), c.NotifyDir, c.StatePath, o.runningSince)
+	if c.ActivateDir == "" {
+		c.ActivateDir = "/run/ployz/activate"
+	}
+	if c.Launcher == nil {
+		c.Launcher = func() (string, error) { return "", errors.New("no launcher configured") }
+	}
+	o.act = newActivation(c.Logger.Named("sockact"), c.ActivateDir, c.Launcher, o.runningSince)
 	return o
 }
 
@@ -110,6 +124,7 @@ func (d *Daemon) newContainers() *containerOps {
 		api = cli
 	}
 	return newContainerOps(containerConfig{Docker: api, NotifyDir: filepath.Join(d.cfg.RunDir, "notify"),
+		ActivateDir: filepath.Join(d.cfg.RunDir, "activate"), Launcher: d.launcher,
 		StatePath: filepath.Join(d.cfg.DataDir, "readiness.json"), Logger: d.log.Named("containers"),
 		FilesDir: filepath.Join(d.cfg.DataDir, "files"), LogsHeld: d.logsHeld,
 		Facts: func() localFacts {
@@ -180,6 +195,10 @@ func (o *containerOps) restore(ctx context.Context) {
 		}
 	}
 	o.ready.restore(dirs, started)
+	if err := o.restoreActivation(ctx); err != nil {
+		o.log.Warn("socket activation: restore: list containers", "error", err)
+		return
+	}
 	o.restoreDone = true
 }
 
@@ -282,6 +301,7 @@ func (o *containerOps) listContainers(ctx context.Context, req rpc.ListContainer
 	}
 	if req.Namespace == "" {
 		o.ready.prune(exist)
+		o.act.prune(exist)
 	}
 	out.Writers = writerCopies(f.Copies)
 	vols, err := o.docker.VolumeList(ctx, volume.ListOptions{})
@@ -354,6 +374,13 @@ func (o *containerOps) create(ctx context.Context, req rpc.CreateContainerReques
 	}
 	dc := buildCreate(spec, o.network, f.DNS, notifyDir)
 	dc.host.Mounts = append(dc.host.Mounts, shipped...)
+	as, err := o.activate(spec, img, &dc, f.Name)
+	if err != nil {
+		if ns != nil {
+			ns.close()
+		}
+		return none, err
+	}
 	if tweak != nil {
 		tweak(&dc)
 	}
@@ -363,10 +390,16 @@ func (o *containerOps) create(ctx context.Context, req rpc.CreateContainerReques
 		if ns != nil {
 			ns.close()
 		}
+		if as != nil {
+			o.act.discard(as)
+		}
 		return none, dockerErr(err, "create container %s", req.Name)
 	}
 	if ns != nil {
 		o.ready.attach(ns, res.ID)
+	}
+	if as != nil {
+		o.act.attach(as, res.ID)
 	}
 	for _, w := range res.Warnings {
 		o.log.Warn("create container", "name", req.Name, "warning", w)
@@ -476,6 +509,7 @@ func (o *containerOps) remove(ctx context.Context, ref string, force bool) (stri
 		return "", dockerErr(err, "remove container %s", ref)
 	}
 	o.ready.forget(c.ID)
+	o.act.forget(c.ID)
 	o.log.Info("container removed", "name", strings.TrimPrefix(c.Name, "/"), "id", short(c.ID))
 	if err := o.sweepFiles(ctx); err != nil {
 		o.log.Warn("remove unused shipped files", "error", err)

@@ -343,6 +343,19 @@ func TestCreateRefusesBadFields(t *testing.T) {
 		{"spec.ports[1].protocol", func(r *rpc.CreateContainerRequest) {
 			r.Spec.Ports = []rpc.PortSpec{{ContainerPort: 80}, {ContainerPort: 81, Protocol: "sctp"}}
 		}},
+		{"spec.ports[0].socket_activation", func(r *rpc.CreateContainerRequest) {
+			r.Spec.Ports = []rpc.PortSpec{{ContainerPort: 80, SocketActivation: true}}
+		}},
+		{"spec.ports[0].socket_activation", func(r *rpc.CreateContainerRequest) {
+			r.Spec.Ports = []rpc.PortSpec{{ContainerPort: 53, HostPort: 5353, Protocol: "udp", SocketActivation: true}}
+		}},
+		{"spec.ports[1].socket_activation", func(r *rpc.CreateContainerRequest) {
+			r.Spec.Ports = []rpc.PortSpec{{ContainerPort: 80, HostPort: 18080, SocketActivation: true}, {ContainerPort: 81, HostPort: 18081, SocketActivation: true}}
+		}},
+		{"spec.ports[0].socket_activation", func(r *rpc.CreateContainerRequest) {
+			r.Spec.Kind = rpc.KindHook
+			r.Spec.Ports = []rpc.PortSpec{{ContainerPort: 80, HostPort: 18080, SocketActivation: true}}
+		}},
 		{"spec.mounts[0].target", func(r *rpc.CreateContainerRequest) { r.Spec.Mounts = []rpc.MountSpec{{Type: "tmpfs", Target: "rel"}} }},
 		{"spec.mounts[0].type", func(r *rpc.CreateContainerRequest) { r.Spec.Mounts = []rpc.MountSpec{{Type: "nfs", Target: "/x"}} }},
 		{"spec.readiness", func(r *rpc.CreateContainerRequest) { r.Spec.Readiness = "eventually" }},

@@ -131,6 +131,10 @@ type Daemon struct {
 	leases leaseState
 	// iso is the namespace isolation this Machine enforces (isolation.go).
 	iso isolation
+	// The launcher socket-activated Containers mount (sockact.go).
+	launchOnce sync.Once
+	launchPath string
+	launchErr  error
 }
 
 // active holds the parts a Cluster member runs.
@@ -258,7 +262,8 @@ func (d *Daemon) installBundled(dir string) {
 // without a command of its own (rpc.CapContainerHost, CapContainerRoutes,
 // CapContainerAliases, CapContainerRedirects).
 func (d *Daemon) capabilities() []string {
-	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes, rpc.CapContainerAliases, rpc.CapContainerRedirects)
+	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes, rpc.CapContainerAliases, rpc.CapContainerRedirects,
+		rpc.CapContainerSocketActivation)
 }
 
 func (d *Daemon) local() (string, string) {

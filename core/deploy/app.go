@@ -202,6 +202,9 @@ func (r IngressRoute) Redirects() bool { return r.RedirectTo != "" }
 //	  - command: ["/testapp", "migrate"]
 //	    timeout_seconds: 120      # default 300
 //	    environment: {MODE: migrate}  # merged over the service's environment
+//	x-socket-activation: true     # the Machine holds the Service's one TCP host
+//	                              # port and passes it as fd 3 (LISTEN_FDS=1);
+//	                              # no ingress routes (docs/socket-activation.md)
 //	x-readiness: healthcheck      # healthcheck | notify | none
 //	                              # default: healthcheck when one is declared, else none
 //	                              # notify: a live process inside the Container sends

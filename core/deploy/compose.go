@@ -181,9 +181,6 @@ func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes, nets ty
 	for i, w := range hostWarns {
 		hostWarns[i] = fmt.Sprintf("service %q: %s", s.Name, w)
 	}
-	if svc.UpdateOrder == StartFirst && len(svc.HostPorts) > 0 {
-		hostWarns = append(hostWarns, fmt.Sprintf("service %q: deploy.update_config.order start-first: replaced stop-first, since host port %s cannot be bound twice", s.Name, joinInts(svc.HostPorts)))
-	}
 	hasHC := applyHealthcheck(&spec, s.HealthCheck)
 	for dep := range s.DependsOn {
 		svc.DependsOn = append(svc.DependsOn, dep)
@@ -192,6 +189,9 @@ func buildService(ns string, s types.ServiceConfig, pvs declaredVolumes, nets ty
 	warns, err := applyExtensions(&svc, &spec, s.Extensions, hasHC)
 	if err != nil {
 		return Service{}, nil, err
+	}
+	if hp := clashingHostPorts(Service{HostPorts: svc.HostPorts, Spec: spec}); svc.UpdateOrder == StartFirst && len(hp) > 0 {
+		hostWarns = append(hostWarns, fmt.Sprintf("service %q: deploy.update_config.order start-first: replaced stop-first, since host port %s cannot be bound twice", s.Name, joinInts(hp)))
 	}
 	mw, err := checkMode(svc)
 	if err != nil {

@@ -34,6 +34,8 @@ func decodeX(name string, v any, out any) error {
 
 func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, hasHC bool) ([]string, error) {
 	var warns []string
+	var activate bool
+	var err error
 	spec.Readiness = ReadyNone
 	if hasHC {
 		spec.Readiness = ReadyHealthcheck
@@ -131,6 +133,10 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 				return nil, fmt.Errorf("x-readiness: %q is not healthcheck, notify or none", s)
 			}
 			spec.Readiness = s
+		case xSocketActivation:
+			if activate, err = parseSocketActivation(v); err != nil {
+				return nil, err
+			}
 		case "x-schedule":
 			sch, err := jobs.ParseX(k, v)
 			if err != nil {
@@ -139,6 +145,11 @@ func applyExtensions(svc *Service, spec *rpc.ContainerSpec, ext map[string]any, 
 			svc.Schedule = &sch
 		default:
 			warns = append(warns, fmt.Sprintf("service %q: unknown extension %s ignored", svc.Name, k))
+		}
+	}
+	if activate {
+		if err := applySocketActivation(svc, spec); err != nil {
+			return nil, err
 		}
 	}
 	spec.Constraints, spec.Roles = svc.Constraints, svc.Roles

@@ -138,8 +138,8 @@ func (pl *placer) row(c rpc.ContainerObservation, op, reason string) Row {
 		r.Spec = &spec
 		r.OldRunning = Running(c)
 		switch {
-		case len(pl.svc.HostPorts) > 0:
-			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: host port "+joinInts(pl.svc.HostPorts)+" would clash"
+		case len(clashingHostPorts(pl.svc)) > 0:
+			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: host port "+joinInts(clashingHostPorts(pl.svc))+" would clash"
 		case pl.svc.UpdateOrder == StopFirst:
 			r.Strategy, r.Reason = StopFirst, reason+"; stop-first: deploy.update_config.order"
 		case pl.svc.UpdateOrder == StartFirst:

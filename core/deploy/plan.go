@@ -388,6 +388,9 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 	if ms, err = admitAliases(svc, ms); err != nil {
 		return nil, err
 	}
+	if ms, err = admitSocketActivation(svc, ms); err != nil {
+		return nil, err
+	}
 	for _, c := range svc.Constraints {
 		var keep []MachineState
 		known := false

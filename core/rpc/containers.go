@@ -174,6 +174,12 @@ const CapContainerRedirects = "ployz.container.redirects.v1"
 // planner places a Service with aliases only where this is served.
 const CapContainerAliases = "ployz.container.aliases.v1"
 
+// CapContainerSocketActivation is advertised by a Machine whose
+// create_container honours PortSpec.SocketActivation. An older one would
+// publish the port through Docker and run the image without the socket,
+// so the planner places such a Service only where this is served.
+const CapContainerSocketActivation = "ployz.container.socket-activation.v1"
+
 // HostSpec is what a compose Service declares about its Container beyond
 // image, command, environment, ports and mounts, as Docker Compose
 // applies it to the create request. Every field is optional.
@@ -246,6 +252,11 @@ type PortSpec struct {
 	ContainerPort int    `json:"container_port"`
 	HostPort      int    `json:"host_port,omitempty"` // 0: not published on the host
 	Protocol      string `json:"protocol,omitempty"`  // tcp (default) or udp
+	// SocketActivation (x-socket-activation, tcp host ports only): the
+	// Machine listens on HostPort itself, keeps the socket across
+	// replacements and passes it to each Container as fd 3 (systemd
+	// socket activation); Docker does not publish the port.
+	SocketActivation bool `json:"socket_activation,omitempty"`
 }
 
 // MountSpec is one volume, bind or tmpfs mount.

@@ -21,6 +21,10 @@
 //	                     and fsyncs it before answering (a stateful
 //	                     Service: volume moves)
 //	NOTIFY_SOCKET=path   send READY=1 there once ready (sd_notify protocol)
+//	LISTEN_FDS=1         with LISTEN_PID its own pid: serve on the inherited
+//	                     fd 3 (systemd socket activation, compose
+//	                     x-socket-activation) instead of PORT, and on
+//	                     SIGTERM stop accepting, finish what it has and exit
 //	FLOOD_LINES_S=N      print N numbered lines of ~200 bytes a second on
 //	                     stdout (a Service flooding its log)
 //	PROXY_CONFIG=path    act as a reverse proxy configured by that file:
@@ -172,9 +176,60 @@ func main() {
 		}
 		writeJSON(w, http.StatusOK, env)
 	})
+	if ln := inherited(); ln != nil {
+		fmt.Printf("testapp: serving the inherited socket %s (%s), ready in %s\n", ln.Addr(), os.Getenv("LISTEN_FDNAMES"), delay)
+		serveActivated(ln, mux)
+		return
+	}
 	fmt.Printf("testapp: listening on :%s, ready in %s\n", port, delay)
 	if err := http.ListenAndServe(":"+port, mux); err != nil {
 		fatal("listen: %v", err)
+	}
+}
+
+// inherited is the listening socket passed as fd 3 (sd_listen_fds(3)),
+// or nil when none was passed to this process.
+func inherited() net.Listener {
+	if os.Getenv("LISTEN_PID") != strconv.Itoa(os.Getpid()) || os.Getenv("LISTEN_FDS") != "1" {
+		return nil
+	}
+	f := os.NewFile(3, "listen")
+	ln, err := net.FileListener(f)
+	if err != nil {
+		fatal("LISTEN_FDS: fd 3: %v", err)
+	}
+	f.Close()
+	return ln
+}
+
+// serveActivated serves ln until SIGTERM, then stops accepting (what is
+// still queued goes to the other holders of the socket) and exits once
+// every connection it accepted was answered. Not http.Server.Shutdown:
+// that drops a request read after it began, unanswered, so a connection
+// accepted just before the signal would fail.
+func serveActivated(ln net.Listener, h http.Handler) {
+	var active atomic.Int64
+	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			active.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			active.Add(-1)
+		}
+	}}
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		<-sig
+		srv.SetKeepAlivesEnabled(false) // each connection closes after its answer
+		ln.Close()
+	}()
+	err := srv.Serve(ln)
+	if !errors.Is(err, net.ErrClosed) {
+		fatal("serve: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); active.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
