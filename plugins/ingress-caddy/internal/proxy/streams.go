@@ -32,9 +32,9 @@ import (
 
 // stream is one tracked request.
 type stream struct {
-	route  *httpRoute
-	cancel context.CancelFunc // ends the upstream request (event streams, gRPC)
-	ws     *wsPair            // an upgrade's two connections, once switched
+	route    *httpRoute
+	cancel   context.CancelFunc // ends the upstream request (event streams, gRPC)
+	ws       *wsPair            // an upgrade's two connections, once switched
 	upstream atomic.Pointer[string]
 	kind     streamKind
 	retired  atomic.Bool

@@ -249,4 +249,3 @@ func payloadLen(h []byte) uint64 {
 		return uint64(l)
 	}
 }
-
