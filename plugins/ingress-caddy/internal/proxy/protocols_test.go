@@ -388,3 +388,35 @@ func TestStreamsDrainOnPointerMove(t *testing.T) {
 	}
 	waitAcked(t, src, "p2", 5*time.Second)
 }
+
+// TestStopEndsWebSockets: a proxy that stops (a restart, an upgrade)
+// with a WebSocket still open closes it with a close frame 1001 before
+// it exits, not with the process.
+func TestStopEndsWebSockets(t *testing.T) {
+	defer func(d time.Duration) { drainTimeout = d }(drainTimeout)
+	drainTimeout = streamsGrace + time.Second
+	up := startProtoUpstream(t, "web")
+	listen := freePort(t)
+	src := &fakeSource{}
+	src.set([]store.Row[store.ContainerBody]{webRow("c1", "m1", up.url, true, "web.example.test")}, nil)
+	loads, done, stop := startServe(writeSpec(t, listen), src)
+	waitLoad(t, loads, func(st ingress.Status) bool { return len(st.Routes) == 1 })
+	ws, err := wsDial(listen, "web.example.test", "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.c.Close()
+	if err := ws.echo("hello"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if f, err := ws.next(drainTimeout + 5*time.Second); err != nil || f.closeCode() != wsGoingAway {
+		t.Fatalf("the WebSocket when the proxy stops: %+v %v, want a close frame %d", f, err, wsGoingAway)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if code := <-up.wsClosed; code != wsGoingAway {
+		t.Errorf("the upstream's WebSocket ended with %d, want %d", code, wsGoingAway)
+	}
+}
