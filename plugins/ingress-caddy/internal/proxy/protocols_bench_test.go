@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -67,7 +68,14 @@ func BenchmarkIngressRules(b *testing.B) {
 //	go test -run XXX -bench IngressWebSocket -benchtime 3x ./plugins/ingress-caddy/internal/proxy/
 func BenchmarkIngressWebSocket(b *testing.B) {
 	quietCaddy(b)
-	up := httptest.NewServer(wsEcho(nil))
+	ws, plain := wsEcho(nil), benchHandler()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			plain.ServeHTTP(w, r) // serveBenchProxy's readiness GET
+			return
+		}
+		ws(w, r)
+	}))
 	defer up.Close()
 	direct := up.Listener.Addr().String()
 	through, stop := serveBenchProxy(b, direct, nil)
@@ -161,4 +169,3 @@ func wsWindow(conns []*wsConn, msg string, d time.Duration) ([]time.Duration, er
 	wg.Wait()
 	return all, firstErr
 }
-
