@@ -120,6 +120,9 @@ func routeOptions(r routeopt.Options) string {
 	if r.Compress {
 		o = append(o, "gzip")
 	}
+	if r.UpstreamProtocol != "" {
+		o = append(o, "upstream "+r.UpstreamProtocol)
+	}
 	if r.RedirectTo != "" {
 		o = append(o, "308 to "+r.RedirectTo)
 	}

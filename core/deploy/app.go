@@ -185,6 +185,7 @@ func (r IngressRoute) Redirects() bool { return r.RedirectTo != "" }
 //	    basic_auth: {realm: staff, users: {alice: "$2y$10$..."}}  # bcrypt hashes
 //	    compress: true            # gzip text answers for clients that accept it
 //	    redirect_from: [www.example.com]  # 308 to hostname, same path and query
+//	    upstream_protocol: h2c    # the Container speaks HTTP/2 without TLS (or grpc; default http1)
 //	  - ingress_port: 5432        # TCP ingress route: port 5432 of every
 //	    container_port: 5432      # Machine's Ingress Proxy (protocol tcp only;
 //	    protocol: tcp             # not 53, 80, 443, 7569-7571 or 51820)
@@ -226,6 +227,8 @@ type xPort struct {
 	Compress        bool                `json:"compress"`
 	// RedirectFrom are hostnames answering 308 to Hostname.
 	RedirectFrom []string `json:"redirect_from"`
+	// UpstreamProtocol: http1 (default), h2c or grpc (the same as h2c).
+	UpstreamProtocol string `json:"upstream_protocol"`
 }
 
 type xPlacement struct {

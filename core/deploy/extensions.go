@@ -15,6 +15,7 @@ import (
 	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 // decodeX decodes one extension value strictly: an unknown field inside
@@ -254,6 +255,9 @@ func httpRoute(p xPort) (IngressRoute, error) {
 		return IngressRoute{}, fieldErrf("basic_auth", "%s", err)
 	}
 	r.BasicAuth, r.Compress = p.BasicAuth, p.Compress
+	if r.UpstreamProtocol, err = routeopt.CheckUpstreamProtocol(p.UpstreamProtocol); err != nil {
+		return IngressRoute{}, fieldErrf("upstream_protocol", "%s", err)
+	}
 	return r, nil
 }
 
@@ -305,6 +309,7 @@ func httpOnly(p xPort) error {
 		{p.ResponseTimeout != "", "response_timeout", "it bounds HTTP responses"}, {p.Headers != nil, "headers", "they are HTTP's"},
 		{p.BasicAuth != nil, "basic_auth", "it guards HTTP requests"}, {p.Compress, "compress", "it encodes HTTP answers"},
 		{p.RedirectFrom != nil, "redirect_from", "redirects are HTTP"},
+		{p.UpstreamProtocol != "", "upstream_protocol", "it is how HTTP reaches the Container"},
 	} {
 		if k.set {
 			return fieldErrf(k.field, "needs hostname: %s", k.will)

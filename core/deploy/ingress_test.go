@@ -220,7 +220,7 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	s, err := loadXPorts("web", "{hostname: a.example.test, container_port: 80, max_body_size: 10m, response_timeout: 90s, "+
 		"headers: {request: {set: {x-env: prod}, remove: [x-debug]}, response: {remove: [server]}}, basic_auth: {realm: staff, users: {alice: '"+strings.ReplaceAll(string(hash), "$", "$$")+"'}}}",
-		"{hostname: b.example.test, container_port: 80, max_body_size: 1024, compress: true}")
+		"{hostname: b.example.test, container_port: 80, max_body_size: 1024, compress: true, upstream_protocol: gRPC}")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +232,9 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 	}
 	if sp.MaxBodyBytes != r.MaxBodyBytes || sp.ResponseTimeoutMS != r.ResponseTimeoutMS || sp.Headers == nil || sp.BasicAuth == nil {
 		t.Fatalf("spec route %+v", sp)
+	}
+	if s.Ingress[1].UpstreamProtocol != "h2c" || s.Spec.Ingress[1].UpstreamProtocol != "h2c" || r.UpstreamProtocol != "" || !s.Ingress[1].Extended() {
+		t.Fatalf("upstream_protocol grpc: %+v", s.Ingress[1])
 	}
 	if s.Ingress[1].MaxBodyBytes != 1024 || !s.Ingress[1].Compress || !s.Spec.Ingress[1].Compress || r.Compress {
 		t.Fatalf("max_body_size in bytes: %+v", s.Ingress[1])
@@ -253,6 +256,8 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 		"auth on tcp":     {"{ingress_port: 8081, container_port: 80, basic_auth: {}}", "x-ports[0].basic_auth: needs hostname"},
 		"compress on tcp": {"{ingress_port: 8081, container_port: 80, compress: true}", "x-ports[0].compress: needs hostname"},
 		"compress word":   {"{hostname: a.example.test, container_port: 80, compress: gzip}", "compress"},
+		"protocol word":   {"{hostname: a.example.test, container_port: 80, upstream_protocol: h3}", `x-ports[0].upstream_protocol: "h3" is not http1, h2c or grpc`},
+		"protocol on tcp": {"{ingress_port: 8081, container_port: 80, upstream_protocol: h2c}", "x-ports[0].upstream_protocol: needs hostname"},
 	} {
 		if _, err := loadXPorts("web", c.entry); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)

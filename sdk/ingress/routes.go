@@ -294,6 +294,9 @@ func withOptions(rt *Route, o routeopt.Options) {
 	if o.RedirectTo != "" {
 		rt.RedirectTo, _ = CheckHostPattern(o.RedirectTo) // checked by routeIdentity
 	}
+	if o.UpstreamProtocol != routeopt.UpstreamH2C {
+		rt.UpstreamProtocol = "" // unknown (a newer writer's): HTTP/1.1
+	}
 	var err error
 	if rt.Headers, err = o.Headers.Normalize(); err != nil {
 		rt.Headers = nil

@@ -33,6 +33,28 @@ type Options struct {
 	// path and query, instead of reaching a Container. x-ports
 	// redirect_from writes one such route per name it lists.
 	RedirectTo string `json:"redirect_to,omitempty"`
+	// UpstreamProtocol is how the ingress speaks to the route's
+	// Containers: "" is HTTP/1.1 (gRPC calls go over HTTP/2 whatever
+	// it says), UpstreamH2C is HTTP/2 without TLS for every request but
+	// connection upgrades.
+	UpstreamProtocol string `json:"upstream_protocol,omitempty"`
+}
+
+// UpstreamH2C is the UpstreamProtocol of Containers that speak HTTP/2
+// without TLS (prior knowledge, RFC 9113 3.3).
+const UpstreamH2C = "h2c"
+
+// CheckUpstreamProtocol normalises an x-ports upstream_protocol: "" and
+// "http1" are the default (""), "h2c" and "grpc" (a gRPC server speaks
+// h2c) are UpstreamH2C.
+func CheckUpstreamProtocol(p string) (string, error) {
+	switch strings.ToLower(p) {
+	case "", "http1", "http/1.1":
+		return "", nil
+	case UpstreamH2C, "grpc":
+		return UpstreamH2C, nil
+	}
+	return "", fmt.Errorf("%q is not http1, h2c or grpc", p)
 }
 
 // Headers are an HTTP route's header rules: what the Container receives

@@ -84,3 +84,16 @@ func TestBasicAuth(t *testing.T) {
 		t.Fatal("no basic auth is not an error and redacts to nothing")
 	}
 }
+
+// TestCheckUpstreamProtocol: http1 is the default (""), grpc is h2c, and
+// anything else is refused naming the value.
+func TestCheckUpstreamProtocol(t *testing.T) {
+	for in, want := range map[string]string{"": "", "http1": "", "HTTP/1.1": "", "h2c": UpstreamH2C, "gRPC": UpstreamH2C} {
+		if got, err := CheckUpstreamProtocol(in); err != nil || got != want {
+			t.Errorf("%q: %q %v, want %q", in, got, err, want)
+		}
+	}
+	if _, err := CheckUpstreamProtocol("h2"); err == nil || !strings.Contains(err.Error(), `"h2"`) {
+		t.Errorf("h2: %v, want refused (upstreams are reached without TLS)", err)
+	}
+}

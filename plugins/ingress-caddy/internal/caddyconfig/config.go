@@ -46,7 +46,10 @@ func CaddyConfig(listen, machine, stateDir string, routes []ingress.Route) ([]by
 			// wrapper is registered by package proxy, which loads this).
 			"listener_wrappers": []any{obj{"wrapper": ConnWrapper}},
 			"automatic_https":   obj{"disable": true},
-			"routes":            serverRoutes(machine, true, 0),
+			// h2c: HTTP/2 without TLS (prior knowledge), so gRPC
+			// clients reach a Service over plain HTTP too.
+			"protocols": []string{"h1", "h2c"},
+			"routes":    serverRoutes(machine, true, 0),
 		}}}},
 	}
 	if l4 := layer4App(listen, routes); l4 != nil { // tcp routes: l4.go

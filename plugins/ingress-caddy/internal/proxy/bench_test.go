@@ -266,12 +266,16 @@ func runIngressBench(b *testing.B, mode, scheme, direct, through string, tc *tls
 // rounds of four windows (base, addr, addr, base): req/s and p99 of each
 // and the ratios addr ÷ base.
 func runPairBench(b *testing.B, mode, scheme, baseName, direct, name, through string, tc *tls.Config) {
+	runPairRequests(b, mode, baseName, benchRequest(scheme, direct), name, benchRequest(scheme, through), tc)
+}
+
+// runPairRequests is runPairBench with the two requests given.
+func runPairRequests(b *testing.B, mode, baseName string, dReq *http.Request, name string, tReq *http.Request, tc *tls.Config) {
 	clients := make([]*http.Client, benchClients)
 	for i := range clients {
 		clients[i] = benchClient(tc)
 		defer clients[i].CloseIdleConnections()
 	}
-	dReq, tReq := benchRequest(scheme, direct), benchRequest(scheme, through)
 	// Warm up: open every connection (and its TLS session) and the
 	// proxy's upstream pool before timing.
 	if _, err := loadWindow(clients, dReq, benchWarmup); err != nil {

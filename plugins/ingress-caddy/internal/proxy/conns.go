@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -132,6 +133,15 @@ type trackedConn struct {
 func (c *trackedConn) Close() error {
 	c.once.Do(func() { openConns.Add(-1) })
 	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection when it can (a retired
+// WebSocket's linger, websocket.go).
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
 }
 
 // connStater is a TLS connection (Caddy's connectionStater).

@@ -13,9 +13,11 @@ import (
 // the previous table and not sent yet, would fail if its Container
 // stopped under it (a POST cannot be retried elsewhere). So after a
 // table swap the ack waits until no request that entered an older table
-// is still on a route whose upstreams changed, for at most ackDrain: a
-// WebSocket or a long poll is not waited for longer, and ends with its
-// Container as it would behind any proxy.
+// is still on a route whose upstreams changed, for at most ackDrain (the
+// drain window). A WebSocket, event stream or gRPC call still open to a
+// left-out upstream then is ended cleanly by the proxy (streams.go)
+// before the ack; a long poll ends with its Container as it would behind
+// any proxy.
 const drainPoll = 5 * time.Millisecond
 
 // ackDrain bounds an ack's wait (a variable for tests).
@@ -44,6 +46,7 @@ func enterTable() *routeTable {
 type drain struct {
 	t      *routeTable
 	routes []*httpRoute // routes with an upstream the next table lacks
+	kept   map[string]bool
 	until  time.Time
 }
 
@@ -55,7 +58,7 @@ func newDrain(prev, next *routeTable, now time.Time) *drain {
 		return nil
 	}
 	kept := next.addrs()
-	d := &drain{t: prev, until: now.Add(ackDrain)}
+	d := &drain{t: prev, kept: kept, until: now.Add(ackDrain)}
 	for _, h := range prev.http {
 		for _, r := range h.routes {
 			if slices.ContainsFunc(r.dials, func(a string) bool { return !kept[a] }) {
@@ -79,6 +82,15 @@ func (d *drain) inFlight() int64 {
 	return n
 }
 
+// retire ends the long-lived streams (streams.go) still open on d's
+// changed routes to an upstream the next table lacks; it reports how many.
+func (d *drain) retire() int {
+	return retireStreams(func(s *stream) bool {
+		up := s.upstream.Load()
+		return up != nil && !d.kept[*up] && slices.Contains(d.routes, s.route)
+	})
+}
+
 // drains are the retired tables the next ack waits for.
 type drains struct{ list []*drain }
 
@@ -97,7 +109,9 @@ func (ds *drains) pending(now time.Time, log hclog.Logger) bool {
 	ds.list = slices.DeleteFunc(ds.list, func(d *drain) bool {
 		n := d.inFlight()
 		if n > 0 && now.After(d.until) {
-			log.Info("acking the Serving Pointers with requests still in flight to upstreams they left out", "requests", n, "waited", ackDrain)
+			ended := d.retire()
+			log.Info("acking the Serving Pointers with requests still in flight to upstreams they left out", "requests", n,
+				"streams_ended", ended, "waited", ackDrain)
 			return true
 		}
 		return n == 0

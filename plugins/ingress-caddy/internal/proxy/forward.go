@@ -68,6 +68,10 @@ var forwarder = newForwarder()
 type forwardProxy struct {
 	rp *httputil.ReverseProxy
 	tr *http.Transport
+	// h2c speaks HTTP/2 without TLS (prior knowledge) to upstreams: for
+	// gRPC calls, which HTTP/1.1 cannot carry (trailers, full duplex),
+	// and for routes declaring upstream_protocol h2c.
+	h2c *http.Transport
 }
 
 func newForwarder() *forwardProxy {
@@ -79,6 +83,16 @@ func newForwarder() *forwardProxy {
 		DisableCompression:  true, // the client's Accept-Encoding passes through
 		Proxy:               nil,  // never a proxy from the environment
 	}}
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	f.h2c = &http.Transport{
+		DialContext:        d.DialContext,
+		Protocols:          &h2c,
+		IdleConnTimeout:    upstreamIdleTimeout,
+		DisableCompression: true,
+		Proxy:              nil,
+		HTTP2:              &http.HTTP2Config{PingTimeout: 15 * time.Second, SendPingTimeout: 30 * time.Second},
+	}
 	f.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,
 		Transport:      f,
@@ -90,9 +104,21 @@ func newForwarder() *forwardProxy {
 	return f
 }
 
-// serve proxies r to rt's upstreams.
+// serve proxies r to rt's upstreams; a request that may become a
+// long-lived stream is tracked so a drain can end it cleanly (streams.go).
 func (f *forwardProxy) serve(w http.ResponseWriter, r *http.Request, rt *httpRoute) {
-	f.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+	ctx := context.WithValue(r.Context(), routeKey{}, rt)
+	if kind := streamKindOf(r); kind != 0 {
+		var done func()
+		ctx, done = track(ctx, rt, kind)
+		defer done()
+		if kind == streamUpgrade {
+			s := streamOf(ctx)
+			s.ws = newWSPair(r)
+			w = hijackWriter{ResponseWriter: w, p: s.ws}
+		}
+	}
+	f.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
 func rewrite(pr *httputil.ProxyRequest) {
@@ -133,7 +159,7 @@ func (f *forwardProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTrip is RoundTrip once the route is known.
 func (f *forwardProxy) roundTrip(req *http.Request, rt *httpRoute) (*http.Response, error) {
-	a := attempt{f: f, req: req, deadline: time.Now().Add(dialBudget)}
+	a := attempt{f: f, req: req, deadline: time.Now().Add(dialBudget), h2c: rt.h2c && req.Header.Get("Upgrade") == ""}
 	for {
 		res, again := a.round(rt.order(time.Now()))
 		if res != nil {
@@ -153,6 +179,7 @@ type attempt struct {
 	f        *forwardProxy
 	req      *http.Request
 	deadline time.Time
+	h2c      bool // the route's upstreams speak HTTP/2 without TLS
 	tries    int
 	retries  int // failures after something may have been sent
 	err      error
@@ -168,7 +195,7 @@ func (a *attempt) round(dials []string) (*http.Response, bool) {
 		}
 		a.tries++
 		a.req.URL.Host = d
-		res, err := a.f.tr.RoundTrip(a.req)
+		res, err := a.transport().RoundTrip(a.req)
 		if err == nil {
 			return res, false
 		}
@@ -185,6 +212,16 @@ func (a *attempt) round(dials []string) (*http.Response, bool) {
 		}
 	}
 	return nil, a.retries == 0 && time.Now().Before(a.deadline)
+}
+
+// transport is the request's way to its upstreams: HTTP/2 without TLS
+// for a gRPC call (over HTTP/2, as gRPC is) or on a route that declares
+// it, else HTTP/1.1 (an upgrade needs it).
+func (a *attempt) transport() *http.Transport {
+	if a.h2c || a.req.ProtoMajor == 2 && isGRPC(a.req.Header.Get("Content-Type")) {
+		return a.f.h2c
+	}
+	return a.f.tr
 }
 
 // pause waits before the next round, or gives up when the client went

@@ -26,11 +26,12 @@ type options struct {
 	request  *routeopt.HeaderRules
 	response *routeopt.HeaderRules
 	compress bool // gzip textual answers for clients that accept it (compress.go)
+	h2c      bool // upstream_protocol h2c: HTTP/2 without TLS to the upstreams
 }
 
 func newOptions(rt ingress.Route) options {
 	o := options{auth: rt.BasicAuth, maxBody: rt.MaxBodyBytes, timeout: time.Duration(rt.ResponseTimeoutMS) * time.Millisecond,
-		compress: rt.Compress}
+		compress: rt.Compress, h2c: rt.UpstreamProtocol == routeopt.UpstreamH2C}
 	if rt.Headers != nil {
 		o.request, o.response = rt.Headers.Request, rt.Headers.Response
 	}
@@ -169,6 +170,9 @@ func (o *options) prepareResponse(w http.ResponseWriter) {
 // asks for it and the answer suits it), then the route's response header
 // rules on the Container's answer.
 func applyResponse(res *http.Response) error {
+	if s := streamOf(res.Request.Context()); s != nil {
+		s.answered(res)
+	}
 	if rt, _ := res.Request.Context().Value(routeKey{}).(*httpRoute); rt != nil {
 		if rt.compress && compressible(res) {
 			compressResponse(res)

@@ -46,10 +46,14 @@ const (
 	minBackoff    = 250 * time.Millisecond
 	maxBackoff    = 2 * time.Second
 	statusRefresh = 5 * time.Second
-	// drainTimeout bounds the wait for requests in flight at exit (the
-	// unit's TimeoutStopSec is 15 s).
-	drainTimeout = 10 * time.Second
+	// streamsGrace is the end of drainTimeout left to the WebSockets,
+	// event streams and gRPC calls ended at exit to close.
+	streamsGrace = 2 * time.Second
 )
+
+// drainTimeout bounds the wait for requests in flight at exit (the
+// unit's TimeoutStopSec is 15 s; a variable for tests).
+var drainTimeout = 10 * time.Second
 
 // caddyLoads counts successful Caddy loads in this process (tests: a
 // routing change must not add one).
@@ -225,8 +229,17 @@ func (l *loader) stop() {
 		l.log.Warn("stop caddy", "error", err)
 	}
 	// Stop only began the graceful shutdown: let every request in
-	// flight finish before the process exits.
-	if n := waitConns(drainTimeout); n > 0 {
+	// flight finish before the process exits, then end the long-lived
+	// streams still open cleanly (streams.go) rather than with the
+	// process.
+	n := waitConns(drainTimeout - streamsGrace)
+	if n > 0 {
+		if ended := retireStreams(func(*stream) bool { return true }); ended > 0 {
+			l.log.Info("ending the streams still open", "streams", ended)
+			n = waitConns(streamsGrace)
+		}
+	}
+	if n > 0 {
 		l.log.Warn("connections still open after the drain timeout", "open", n, "timeout", drainTimeout)
 	}
 }
