@@ -82,6 +82,7 @@ var clientIsatty = map[string][]string{"github.com/mattn/go-isatty": {"github.co
 	"github.com/fatih/color", "github.com/hashicorp/go-hclog", "modernc.org/libc"}}
 
 func TestDependencyRules(t *testing.T) {
+	//lint:ignore SA1019 a test binary runs where it was built, so its GOROOT is the go running the test
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
 		goBin = "go"
@@ -152,6 +153,7 @@ func onlyVia(importers, allowed []string) bool {
 // the test binaries (`go list -deps -test`) from the packages under
 // plugins/ and sdk/, and stops at an allowed package.
 func TestTestsImportNoCore(t *testing.T) {
+	//lint:ignore SA1019 a test binary runs where it was built, so its GOROOT is the go running the test
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
 		goBin = "go"
