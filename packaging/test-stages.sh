@@ -11,7 +11,8 @@
 #
 # &STAGE starts a stage in the background (output in bin/STAGE.log, printed
 # by the next `wait`) while the stages after it run; `wait` waits for every
-# background stage. make test runs the VM step this way beside the short
+# background stage. make test runs `make lint` this way beside build and
+# unit (&lint ... unit wait), and the VM step beside the short
 # fuzz pass and the light container scenarios (&vm-step fuzz-short
 # lab-light wait): the fuzz pass runs for a fixed time whatever CPU it
 # gets, and the light scenarios mostly wait on timers and the network and
