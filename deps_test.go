@@ -6,8 +6,6 @@ package ployz_test
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -82,10 +80,7 @@ var clientIsatty = map[string][]string{"github.com/mattn/go-isatty": {"github.co
 	"github.com/fatih/color", "github.com/hashicorp/go-hclog", "modernc.org/libc"}}
 
 func TestDependencyRules(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
+	goBin := goBinary()
 	for _, r := range depRules {
 		t.Run(r.goos+"/"+strings.Trim(r.pkg, "./"), func(t *testing.T) {
 			// Test-only imports are left out: -deps lists what the
@@ -152,10 +147,7 @@ func onlyVia(importers, allowed []string) bool {
 // the test binaries (`go list -deps -test`) from the packages under
 // plugins/ and sdk/, and stops at an allowed package.
 func TestTestsImportNoCore(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
+	goBin := goBinary()
 	cmd := exec.Command(goBin, "list", "-deps", "-test", "-f", `{{.ImportPath}}|{{join .Imports " "}}`, "./plugins/...", "./sdk/...")
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=0")
 	out, err := cmd.Output()

@@ -74,7 +74,7 @@ func newTarget(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	g := srv.GRPCServer()
-	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	go g.Serve(lis) // ends with Stop
 	t.Cleanup(g.Stop)
 	return "unix://" + addr
 }

@@ -48,7 +48,7 @@ func (s *Session) Exec(ctx context.Context, co rpc.ContainerObservation, argv []
 	}
 	defer st.Close()
 	if o.Stdin != nil {
-		go pumpStdin(o.Stdin, st.Send, func() { st.CloseSend() }) //nolint:errcheck // the process sees EOF or the stream is gone
+		go pumpStdin(o.Stdin, st.Send, func() { st.CloseSend() }) // the process sees EOF or the stream is gone
 	}
 	code := 0
 	for {
@@ -76,11 +76,11 @@ func writeOutput(f rpc.StreamFrame, stdout, stderr io.Writer) bool {
 		return false
 	}
 	var out rpc.ExecOutput
-	json.Unmarshal(f.Event, &out) //nolint:errcheck // no event: stdout
+	json.Unmarshal(f.Event, &out) // no event: stdout
 	if out.Stream == "stderr" {
-		stderr.Write(f.Data) //nolint:errcheck // the terminal's, not ours to fail on
+		stderr.Write(f.Data) // the terminal's, not ours to fail on
 	} else {
-		stdout.Write(f.Data) //nolint:errcheck // the terminal's, not ours to fail on
+		stdout.Write(f.Data) // the terminal's, not ours to fail on
 	}
 	return true
 }

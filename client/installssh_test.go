@@ -156,7 +156,7 @@ func (f *fakeServer) docker(nc ssh.NewChannel) {
 			fmt.Fprint(w, `{"Version":"26.1.5","ApiVersion":"1.45","Os":"linux","Arch":"arm64"}`)
 		}
 	})}
-	srv.Serve(&oneConn{c: channelConn{ch}}) //nolint:errcheck // ends when the channel closes
+	srv.Serve(&oneConn{c: channelConn{ch}}) // ends when the channel closes
 }
 
 // TestInstallArm64ServerOverSSH runs the install an operator's CLI does on
@@ -173,7 +173,7 @@ func TestInstallArm64ServerOverSSH(t *testing.T) {
 	}
 	defer l.Close()
 	go host.serve(t, l)
-	sc, err := ssh.Dial("tcp", l.Addr().String(), &ssh.ClientConfig{User: "root", HostKeyCallback: ssh.InsecureIgnoreHostKey()}) //nolint:gosec // a test's own server
+	sc, err := ssh.Dial("tcp", l.Addr().String(), &ssh.ClientConfig{User: "root", HostKeyCallback: ssh.InsecureIgnoreHostKey()}) // a test's own server
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestInstallArm64ServerOverSSH(t *testing.T) {
 	l2, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer l2.Close()
 	go bare.serve(t, l2)
-	sc2, err := ssh.Dial("tcp", l2.Addr().String(), &ssh.ClientConfig{User: "root", HostKeyCallback: ssh.InsecureIgnoreHostKey()}) //nolint:gosec // a test's own server
+	sc2, err := ssh.Dial("tcp", l2.Addr().String(), &ssh.ClientConfig{User: "root", HostKeyCallback: ssh.InsecureIgnoreHostKey()}) // a test's own server
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ var (
 // Lease scopes: the namespace a Deploy, scale, restart, rollback, removal
 // or drain redeploy changes, the volume a Volume Run moves, and the
 // Cluster's enrollment (subnet choice and join).
+
+// NamespaceScope is the lease scope of a namespace's changes.
 func NamespaceScope(ns string) string { return "namespace:" + ns }
 
 // VolumeScope is the lease scope of a volume's Volume Runs.
@@ -221,7 +223,7 @@ func (h *heldLease) release() {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 10*time.Second)
 		defer cancel()
-		rpc.InvokeInto(ctx, h.s.ent, rpc.Target{}, rpc.ReleaseLease, rpc.ReleaseLeaseRequest{Scope: h.scope, Nonce: h.nonce}, nil) //nolint:errcheck // an unreleased lease expires
+		rpc.InvokeInto(ctx, h.s.ent, rpc.Target{}, rpc.ReleaseLease, rpc.ReleaseLeaseRequest{Scope: h.scope, Nonce: h.nonce}, nil) // an unreleased lease expires
 	})
 }
 
@@ -236,7 +238,7 @@ func (s *Session) Leases(ctx context.Context) ([]rpc.Lease, error) {
 
 func newNonce() string {
 	b := make([]byte, 12)
-	rand.Read(b) //nolint:errcheck // crypto/rand never fails on Linux
+	rand.Read(b) // crypto/rand never fails on Linux
 	return hex.EncodeToString(b)
 }
 

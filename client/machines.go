@@ -112,7 +112,7 @@ func (s *Session) ApplyRemoveMachine(ctx context.Context, mr *MachineRemoval, re
 	// The subnet stays in the allocation history, so it is never given to
 	// another Machine; the state records why it is no longer joined.
 	if subnet, err := netip.ParsePrefix(mr.Subnet); err == nil {
-		s.allocations().SetState(ctx, mr.Machine.ID, mr.Machine.Name, subnet, "removed") //nolint:errcheck // bookkeeping only
+		s.allocations().SetState(ctx, mr.Machine.ID, mr.Machine.Name, subnet, "removed") // bookkeeping only
 	}
 	if resetErr != nil {
 		return false, partial(fmt.Errorf("removed from the Cluster, but resetting %s failed: %w (it keeps its old state until reset)", mr.Machine.Name, resetErr))

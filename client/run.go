@@ -128,7 +128,7 @@ func (s *Session) Run(ctx context.Context, p *RunPlan, req RunRequest, o RunIO) 
 		send := &streamSender{st: st}
 		if rr.Stdin {
 			// The stream stays open after stdin's end, for control events.
-			go pumpStdin(o.Stdin, send.send, func() { send.send(rpc.StreamFrame{EOF: true}) }) //nolint:errcheck // the process sees EOF or the stream is gone
+			go pumpStdin(o.Stdin, send.send, func() { send.send(rpc.StreamFrame{EOF: true}) }) // the process sees EOF or the stream is gone
 		}
 		if o.Control != nil {
 			go send.controls(ctx, o.Control)

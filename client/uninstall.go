@@ -241,7 +241,7 @@ func (s *Session) Uninstall(ctx context.Context, hu *HostUninstall, o footprint.
 		return out, err
 	}
 	if !o.DryRun && s.name != "" && (hu.Leave == nil || !hu.Leave.Last) {
-		out.ConnectionRemoved, _ = s.st.RemoveConnection(s.name, hu.Host) //nolint:errcheck // bookkeeping only
+		out.ConnectionRemoved, _ = s.st.RemoveConnection(s.name, hu.Host) // bookkeeping only
 	}
 	return out, leaveErr
 }

@@ -201,7 +201,9 @@ func TestDeploy(t *testing.T) {
 		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		f := op.stream(fctx, t, "logs", "web", "-p", "hello", "--tail", "5", "-f")
-		tail := until(f.Stdout, "testapp: listening", 30*time.Second) && until(f.Stdout, "testapp: listening", 30*time.Second)
+		// the tail holds both Containers' "listening" lines: wait for two.
+		first := until(f.Stdout, "testapp: listening", 30*time.Second)
+		tail := first && until(f.Stdout, "testapp: listening", 30*time.Second)
 		var web psDoc
 		for _, c := range ps(t, op, "hello").Containers {
 			if c.Service == "web" {

@@ -42,7 +42,7 @@ func importBenchImage(ctx context.Context, t testing.TB, size int64) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("docker import: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", benchImage).Run() }) //nolint:errcheck // best effort
+	t.Cleanup(func() { exec.Command("docker", "rmi", benchImage).Run() }) // best effort
 }
 
 // benchCluster is a formed lab Cluster of 3 Machines for a benchmark.
@@ -85,7 +85,7 @@ func BenchmarkImageDelivery(b *testing.B) {
 	importBenchImage(ctx, t, 200<<20)
 	forget := func() {
 		for _, m := range l.Machines {
-			l.Exec(ctx, m.Name, "docker", "rmi", "-f", benchImage) //nolint:errcheck // absent is fine
+			l.Exec(ctx, m.Name, "docker", "rmi", "-f", benchImage) // absent is fine
 		}
 	}
 
@@ -106,14 +106,14 @@ func BenchmarkImageDelivery(b *testing.B) {
 	// A new image that adds one small layer over the delivered one: only
 	// that layer should move.
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+benchImage+"\nCOPY small.txt /\n"), 0o644) //nolint:errcheck
-	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("one small change\n"), 0o644)                       //nolint:errcheck
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+benchImage+"\nCOPY small.txt /\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("one small change\n"), 0o644)
 	built, err := images.Build(ctx, images.BuildRequest{Repo: "ployz-bench-delivery-v2", Context: dir})
 	tag := built.Tag
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", tag, "ployz-bench-delivery-v2:latest").Run() }) //nolint:errcheck // best effort
+	t.Cleanup(func() { exec.Command("docker", "rmi", tag, "ployz-bench-delivery-v2:latest").Run() }) // best effort
 	var res []images.Result
 	start = time.Now()
 	op.json(t, &res, "image", "push", tag)
@@ -144,7 +144,7 @@ func buildContext(t testing.TB, size int64) string {
 		t.Fatal(err)
 	}
 	blob := make([]byte, size)
-	rand.Read(blob) //nolint:errcheck // never fails
+	rand.Read(blob) // never fails
 	for name, body := range map[string][]byte{
 		"testapp":     bin,
 		"blob":        blob,
@@ -176,12 +176,12 @@ func buildKitCLI(ctx context.Context, t testing.TB) ([]string, string) {
 		return []string{"docker", "buildx", "build", "--load"}, "docker buildx build --load"
 	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY Dockerfile /\n"), 0o644) //nolint:errcheck
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY Dockerfile /\n"), 0o644)
 	for _, cli := range []string{"docker", "/usr/bin/docker"} {
 		c := exec.CommandContext(ctx, cli, "build", "-q", "-t", "ployz-bench-probe:1", dir)
 		c.Env = append(os.Environ(), "DOCKER_BUILDKIT=1")
 		if c.Run() == nil {
-			exec.Command("docker", "rmi", "ployz-bench-probe:1").Run() //nolint:errcheck // best effort
+			exec.Command("docker", "rmi", "ployz-bench-probe:1").Run() // best effort
 			return []string{cli, "build"}, "DOCKER_BUILDKIT=1 " + cli + " build"
 		}
 	}
@@ -217,10 +217,10 @@ func BenchmarkBuildDeploy(b *testing.B) {
 
 	web := buildContext(t, size)
 	compose := filepath.Join(t.TempDir(), "compose.yaml")
-	os.WriteFile(compose, []byte("name: benchbuild\nservices:\n  web:\n    build: {context: "+web+"}\n    environment: {MESSAGE: built}\n    deploy: {replicas: 3, placement: {max_replicas_per_node: 1}}\n"), 0o644) //nolint:errcheck
+	os.WriteFile(compose, []byte("name: benchbuild\nservices:\n  web:\n    build: {context: "+web+"}\n    environment: {MESSAGE: built}\n    deploy: {replicas: 3, placement: {max_replicas_per_node: 1}}\n"), 0o644)
 	t.Cleanup(func() {
 		out, _ := exec.Command("docker", "images", "-q", "benchbuild-production-web").Output()
-		exec.Command("docker", append([]string{"rmi", "-f"}, strings.Fields(string(out))...)...).Run() //nolint:errcheck // best effort
+		exec.Command("docker", append([]string{"rmi", "-f"}, strings.Fields(string(out))...)...).Run() // best effort
 	})
 	start := time.Now()
 	out, errs, code := op.run(t, "deploy", "-f", compose, "-y", "--json")
@@ -233,7 +233,7 @@ func BenchmarkBuildDeploy(b *testing.B) {
 	}
 
 	manualCtx := buildContext(t, size)
-	t.Cleanup(func() { exec.Command("docker", "rmi", "ployz-bench-manual:1", "ployz-bench-manual:2").Run() }) //nolint:errcheck // best effort
+	t.Cleanup(func() { exec.Command("docker", "rmi", "ployz-bench-manual:1", "ployz-bench-manual:2").Run() }) // best effort
 	built := buildWith(ctx, t, cli, "ployz-bench-manual:1", manualCtx)
 	start = time.Now()
 	err := saveLoadAll(ctx, l, "ployz-bench-manual:1")

@@ -491,7 +491,7 @@ func hostImageFiles(t *testing.T, ref, dir string) map[string]string {
 		t.Fatalf("docker create %s: %v", ref, err)
 	}
 	ctr := strings.TrimSpace(string(id))
-	defer exec.Command("docker", "rm", ctr).Run() //nolint:errcheck // best effort
+	defer exec.Command("docker", "rm", ctr).Run() // best effort
 	out, err := exec.Command("docker", "cp", ctr+":"+dir, "-").Output()
 	if err != nil {
 		t.Fatalf("docker cp %s: %v", dir, err)

@@ -418,7 +418,7 @@ func topOnTerminal(t *testing.T, op *operator, d time.Duration) string {
 	}
 	go func() {
 		time.Sleep(d)
-		stdin.Write([]byte("q")) //nolint:errcheck // top may have failed already
+		stdin.Write([]byte("q")) // top may have failed already
 		time.Sleep(5 * time.Second)
 		stdin.Close()
 	}()

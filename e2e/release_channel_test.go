@@ -148,7 +148,7 @@ func serveDist(t *testing.T, l *lab.Lab, dist string) string {
 		t.Fatalf("serve the release source: %v", err)
 	}
 	srv := &http.Server{Handler: http.FileServer(http.Dir(dist)), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	go srv.Serve(ln) // ends with Close
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }

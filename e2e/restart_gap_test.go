@@ -73,7 +73,7 @@ func restartGap(ctx context.Context, t *testing.T, l *lab.Lab, m *lab.Machine, m
 	if err != nil {
 		t.Fatalf("start the squatter: %v", err)
 	}
-	defer l.Exec(ctx, m.Name, "kill", pid) //nolint:errcheck // gone already when it stopped
+	defer l.Exec(ctx, m.Name, "kill", pid) // gone already when it stopped
 	defer func() {
 		if t.Failed() { // what the squatter got explains a unit that did not come back
 			out, _ := l.Exec(ctx, m.Name, "cat", "/tmp/squat.log")

@@ -193,12 +193,12 @@ func killAt(t *testing.T, cmd *exec.Cmd, marker string) {
 		n, err := errs.Read(buf)
 		seen = append(seen, buf[:n]...)
 		if bytes.Contains(seen, []byte(marker)) {
-			cmd.Process.Kill() //nolint:errcheck // it may have just exited
-			cmd.Wait()         //nolint:errcheck // killed on purpose
+			cmd.Process.Kill() // it may have just exited
+			cmd.Wait()         // killed on purpose
 			return
 		}
 		if err != nil {
-			cmd.Wait() //nolint:errcheck // reported below
+			cmd.Wait() // reported below
 			t.Fatalf("ployz %s ended without %q:\n%s", strings.Join(cmd.Args[1:], " "), marker, seen)
 		}
 	}

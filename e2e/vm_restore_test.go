@@ -25,7 +25,7 @@ func vmVolumeRestore(ctx context.Context, t *testing.T, l *lab.Lab, op *operator
 	started := false
 	defer func() {
 		if !started {
-			l.Exec(context.Background(), "m2", "systemctl", "start", "ployz.service") //nolint:errcheck // best effort for later tests
+			l.Exec(context.Background(), "m2", "systemctl", "start", "ployz.service") // best effort for later tests
 		}
 	}()
 	refused(t, "--force: m2 did not answer and may hold the Writer of db", "volume", "restore", "db", "--from", "m1")

@@ -4,8 +4,10 @@
 # an SSH client (for `ployz lab ssh`), curl (the demo checks the ingress),
 # Chromium (the dashboard's browser tests drive it headless), and the C
 # toolchain (gcc, libc6-dev) the race detector needs: `go test -race` builds
-# with cgo, while every shipped binary stays static; and BIND (bind9), the
-# real DNS server the ingress's ACME DNS-01 tests update and Pebble asks.
+# with cgo, while every shipped binary stays static; BIND (bind9), the
+# real DNS server the ingress's ACME DNS-01 tests update and Pebble asks;
+# and protoc (Debian's protobuf-compiler), with which `make lint` checks
+# the generated gRPC code.
 # Idempotent and quiet when everything is present. Downloads only from
 # Debian's package archive. With PLOYZ_PREREQ_VM=1 (`make vm-test`) also
 # QEMU, qemu-img and debugfs for VM lab Machines.
@@ -19,6 +21,7 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
 command -v named >/dev/null 2>&1 || [ -x /usr/sbin/named ] || need+=(bind9)

@@ -17,7 +17,8 @@ import (
 	"github.com/ployz/ployz/internal/fsutil"
 )
 
-// Handoff: a data-plane plugin moves onto a new binary without a gap.
+// HandoffSignal asks for a handoff: a data-plane plugin moves onto a new
+// binary without a gap.
 // SIGUSR2 (HandoffSignal) asks the serving process to start its
 // successor: the same command line (the unit's ExecStart path, which an
 // upgrade re-points at the new binary) with the listening sockets passed

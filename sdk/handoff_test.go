@@ -138,12 +138,6 @@ func (q *queryLoop) run(t *testing.T, addr string, stop <-chan struct{}) {
 	}
 }
 
-func (q *queryLoop) lastPid() string {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.last
-}
-
 type handoffRun struct {
 	dir  string
 	cmd  *exec.Cmd

@@ -75,8 +75,7 @@ type fakeMachine struct {
 }
 
 type fakeVol struct {
-	copy   volumecopy.Copy
-	mounts []string // names of Containers mounting it (running or not)
+	copy volumecopy.Copy
 	// token is a cut receive's resume token, answered from the
 	// (tokenAfter+1)th inspection on: a receive still ending.
 	token      string
@@ -226,7 +225,7 @@ func (fc *fakeCluster) taskRoute(srv *rpc.Server, m *fakeMachine) {
 		Available: func() bool { fc.Lock(); defer fc.Unlock(); return m.tasks != nil },
 		Handler: func(ctx context.Context, raw json.RawMessage) (any, error) {
 			var req rpc.VolumeTaskRequest
-			json.Unmarshal(raw, &req) //nolint:errcheck
+			json.Unmarshal(raw, &req)
 			key := volumecopy.TaskKey{Volume: req.Volume, Gen: req.Gen, Kind: req.Kind}
 			ref, to := "", ""
 			switch req.Kind {
@@ -288,7 +287,7 @@ func (fc *fakeCluster) dataRoutes(srv *rpc.Server, m *fakeMachine) {
 		defer fc.Unlock()
 		m.Calls = append(m.Calls, rpc.CmdSnapshotVolume)
 		var req rpc.SnapshotVolumeRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+		json.Unmarshal(raw, &req)
 		v, ok := m.vols[req.Volume]
 		if !ok {
 			return nil, rpc.Errorf(rpc.CodeNotFound, "volume: no volume %q on this Machine", req.Volume)
@@ -300,7 +299,7 @@ func (fc *fakeCluster) dataRoutes(srv *rpc.Server, m *fakeMachine) {
 	srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdSendVolumeTo, Capability: rpc.CapSendVolumeTo, Handler: func(_ context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 		fc.Lock()
 		var req rpc.SendVolumeToRequest
-		json.Unmarshal(raw, &req) //nolint:errcheck
+		json.Unmarshal(raw, &req)
 		m.Calls = append(m.Calls, rpc.CmdSendVolumeTo+" "+req.Snapshot+" → "+req.Target)
 		t, ok := fc.ms[req.Target]
 		var tv *fakeVol

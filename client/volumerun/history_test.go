@@ -41,7 +41,7 @@ func TestRunsRecordHistory(t *testing.T) {
 			t.Errorf("entry %d: %+v, want %s %q", i, e, want.outcome, want.detail)
 		}
 	}
-	fc.runner().Release(context.Background(), "db", ReleaseOptions{}) //nolint:errcheck // nothing to do
+	fc.runner().Release(context.Background(), "db", ReleaseOptions{}) // nothing to do
 	if h := fc.History(); len(h) != 2 {
 		t.Fatalf("a runner naming no operator recorded %+v", h)
 	}

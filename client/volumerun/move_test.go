@@ -97,7 +97,7 @@ func TestMoveFinishRefusals(t *testing.T) {
 	}
 	prev, _ := fc.beginRun("db", "move", "m2")
 	prev.State, prev.Source = operator.RunLost, "m1"
-	fc.saveRun(prev) //nolint:errcheck
+	fc.saveRun(prev)
 	fc.down("m1")
 	res, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{ReadyTimeout: time.Minute})
 	if err == nil || res.Run != nil || !strings.Contains(err.Error(), "finish move gen 1 from m1") {
@@ -181,7 +181,7 @@ func TestMoveFinishesThroughTasks(t *testing.T) {
 	fc.serveTasks("m2", 150*time.Millisecond)
 	prev, _ := fc.beginRun("db", "move", "m2")
 	prev.State, prev.Source, prev.Stopped = operator.RunFailed, "m1", []string{"shop-production-db-0001"}
-	fc.saveRun(prev) //nolint:errcheck
+	fc.saveRun(prev)
 
 	if _, err := fc.runner().Move(context.Background(), "db", "m2", MoveOptions{Grace: time.Second, ReadyTimeout: time.Minute}); err != nil {
 		t.Fatalf("finish: %v\n%s", err, &fc.events)

@@ -48,7 +48,7 @@ func runExec(c *cobra.Command, s *client.Session, co rpc.ContainerObservation, a
 	if tty && term.IsTerminal(int(os.Stdin.Fd())) {
 		old, err := term.MakeRaw(int(os.Stdin.Fd()))
 		if err == nil {
-			defer term.Restore(int(os.Stdin.Fd()), old) //nolint:errcheck // best effort on the way out
+			defer term.Restore(int(os.Stdin.Fd()), old) // best effort on the way out
 		}
 	}
 	o := client.ExecIO{Stdout: c.OutOrStdout(), Stderr: c.ErrOrStderr()}

@@ -66,7 +66,7 @@ func pushProgress() images.Progress {
 			b = progressbar.DefaultBytes(total, "pushing to "+machine)
 			bars[machine] = b
 		}
-		b.Set64(sent) //nolint:errcheck // display only
+		b.Set64(sent) // display only
 	}
 }
 

@@ -36,7 +36,7 @@ func leaseRefusal(stdout io.Writer, err error) error {
 		return err
 	}
 	if g.json {
-		printJSON(stdout, map[string]any{"error": err.Error(), "lease": held}) //nolint:errcheck // the exit code tells it too
+		printJSON(stdout, map[string]any{"error": err.Error(), "lease": held}) // the exit code tells it too
 	}
 	return &exitError{code: exitLeaseHeld, err: fmt.Errorf("%w (or pass --wait)", err)}
 }

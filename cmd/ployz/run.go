@@ -141,7 +141,7 @@ func runAttached(c *cobra.Command, s *client.Session, f runFlags, req client.Run
 	}
 	if req.TTY {
 		if old, err := term.MakeRaw(in); err == nil {
-			defer term.Restore(in, old) //nolint:errcheck // best effort on the way out
+			defer term.Restore(in, old) // best effort on the way out
 		}
 	}
 	ctx, cancel := context.WithCancel(c.Context())

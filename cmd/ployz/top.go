@@ -95,7 +95,7 @@ func topLive(ctx context.Context, s *client.Session, t rpc.Target, out *os.File,
 	if err != nil {
 		return fmt.Errorf("top: terminal: %w", err)
 	}
-	defer term.Restore(in, old)                   //nolint:errcheck // best effort on the way out
+	defer term.Restore(in, old)                   // best effort on the way out
 	fmt.Fprint(out, "\x1b[?1049h\x1b[?25l")       // alternate screen, cursor hidden
 	defer fmt.Fprint(out, "\x1b[?25h\x1b[?1049l") // restored
 	go watchKeys(os.Stdin, quit)

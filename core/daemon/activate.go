@@ -143,9 +143,9 @@ func (d *Daemon) activate(ctx context.Context) error {
 		return fmt.Errorf("volume transport on the mesh: %w", err)
 	}
 	a.tcp = d.rpc.MeshServer(d.identity)
-	go a.tcp.Serve(lis) //nolint:errcheck // ends with Stop
+	go a.tcp.Serve(lis) // ends with Stop
 	a.volume = d.rpc.PortServer(d.identity, fmt.Sprintf("port %d is the volume transport between Machines", d.cfg.VolumePort), rpc.CmdReceiveVolume)
-	go a.volume.Serve(vlis) //nolint:errcheck // ends with Stop
+	go a.volume.Serve(vlis) // ends with Stop
 
 	d.mu.Lock()
 	d.active = a
@@ -155,7 +155,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 	go func() {
 		defer close(a.done)
 		loops := []func(context.Context){
-			func(ctx context.Context) { m.Run(ctx) }, //nolint:errcheck // logs its own failures
+			func(ctx context.Context) { m.Run(ctx) }, // logs its own failures
 			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop, d.jobsLoop, d.protectLoop,
 			d.isolationLoop,
 		}

@@ -112,8 +112,8 @@ func importTestApp(cli *client.Client) (string, error) {
 	}
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
-	tw.WriteHeader(&tar.Header{Name: "testapp", Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg}) //nolint:errcheck // in memory
-	tw.Write(b)                                                                                           //nolint:errcheck // in memory
+	tw.WriteHeader(&tar.Header{Name: "testapp", Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg}) // in memory
+	tw.Write(b)                                                                                           // in memory
 	tw.Close()
 	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: &layer, SourceName: "-"}, ref,
 		image.ImportOptions{Changes: []string{`ENTRYPOINT ["/testapp"]`, "EXPOSE 8080"}})
@@ -121,7 +121,7 @@ func importTestApp(cli *client.Client) (string, error) {
 		return "", err
 	}
 	defer rc.Close()
-	io.Copy(io.Discard, rc) //nolint:errcheck // progress
+	io.Copy(io.Discard, rc) // progress
 	return ref, nil
 }
 
@@ -141,13 +141,13 @@ func newTestOps(t *testing.T) *testOps {
 	img := testAppImage(t, cli)
 	ctx := context.Background()
 	b := make([]byte, 4)
-	rand.Read(b) //nolint:errcheck // never fails
+	rand.Read(b) // never fails
 	suffix := hex.EncodeToString(b)
 	netName := "pzt-" + suffix
 	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "bridge"}); err != nil {
 		t.Fatalf("create test network: %v", err)
 	}
-	t.Cleanup(func() { cli.NetworkRemove(context.Background(), netName) }) //nolint:errcheck // best effort
+	t.Cleanup(func() { cli.NetworkRemove(context.Background(), netName) }) // best effort
 	nw, err := cli.NetworkInspect(ctx, netName, network.InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -180,11 +180,11 @@ func (to *testOps) cleanup() {
 	f := filters.NewArgs(filters.Arg("label", rpc.LabelNamespace+"="+to.namespace))
 	list, _ := to.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	for _, c := range list {
-		to.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}) //nolint:errcheck // best effort
+		to.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}) // best effort
 	}
 	vols, _ := to.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
 	for _, v := range vols.Volumes {
-		to.cli.VolumeRemove(ctx, v.Name, true) //nolint:errcheck // best effort
+		to.cli.VolumeRemove(ctx, v.Name, true) // best effort
 	}
 }
 

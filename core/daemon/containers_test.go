@@ -187,7 +187,7 @@ func TestReadinessNotifySenders(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(appDir) })
-		os.Chmod(appDir, 0o755) //nolint:errcheck // nobody runs the binary from it
+		os.Chmod(appDir, 0o755) // nobody runs the binary from it
 		bin, err := buildTestApp(appDir)
 		if err != nil {
 			t.Fatal(err)

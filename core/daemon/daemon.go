@@ -214,7 +214,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	go g.Serve(lis) //nolint:errcheck // ends when the listener closes
+	go g.Serve(lis) // ends when the listener closes
 	defer g.Stop()
 
 	if rec.Phase == machine.Joining || rec.Phase == machine.Participating {
@@ -364,7 +364,7 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// SocketGroup, when it exists, may use the RPC socket (mode 0660): the
+// SocketGroup is the group that, when it exists, may use the RPC socket (mode 0660): the
 // socket is the operator's full control of the Machine, so membership is
 // equivalent to root. Without the group the socket is root-only (0600).
 const SocketGroup = "ployz"

@@ -55,7 +55,7 @@ func serveSocket(t testing.TB, srv *rpc.Server) *rpc.Client {
 		t.Fatal(err)
 	}
 	g := srv.GRPCServer()
-	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	go g.Serve(lis) // ends with Stop
 	t.Cleanup(g.Stop)
 	c, err := rpc.DialUnix(filepath.Join(dir, "s"))
 	if err != nil {
@@ -115,7 +115,7 @@ func (p *proxy) run(ctx context.Context) {
 				}
 			}
 		}
-		p.st.ServingAcks().Put(ctx, store.Row[store.ServingAckBody]{Key: p.machine, Owner: p.machine, //nolint:errcheck // retried next round
+		p.st.ServingAcks().Put(ctx, store.Row[store.ServingAckBody]{Key: p.machine, Owner: p.machine, // retried next round
 			Body: store.ServingAckBody{Pointers: acks, Loaded: time.Now().UnixMilli()}})
 	}
 }

@@ -187,7 +187,7 @@ func (o *containerOps) sweepFiles(ctx context.Context) error {
 // atomically (a temporary name renamed into place).
 func writeShipped(p, kind string, mode os.FileMode, b []byte) error {
 	tmp := p + ".tmp"
-	os.RemoveAll(tmp) //nolint:errcheck // a leftover of an interrupted write
+	os.RemoveAll(tmp) // a leftover of an interrupted write
 	if kind == "file" {
 		if err := os.WriteFile(tmp, b, mode); err != nil {
 			return err
@@ -198,12 +198,12 @@ func writeShipped(p, kind string, mode os.FileMode, b []byte) error {
 		return os.Rename(tmp, p)
 	}
 	if err := untar(tmp, b); err != nil {
-		os.RemoveAll(tmp) //nolint:errcheck
+		os.RemoveAll(tmp)
 		return err
 	}
 	// The archive first: an unpacked tree without it exports nothing.
 	if err := os.WriteFile(p+archiveSuffix, b, 0o400); err != nil {
-		os.RemoveAll(tmp) //nolint:errcheck
+		os.RemoveAll(tmp)
 		return err
 	}
 	return os.Rename(tmp, p)

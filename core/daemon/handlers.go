@@ -326,7 +326,7 @@ func (d *Daemon) join(ctx context.Context, req rpc.JoinRequest) (rpc.Inspection,
 }
 
 func waitFor(ctx context.Context, cond func() bool) {
-	wait(ctx, 200*time.Millisecond, cond) //nolint:errcheck // the caller reports the phase reached
+	wait(ctx, 200*time.Millisecond, cond) // the caller reports the phase reached
 }
 
 func (d *Daemon) listMachines(ctx context.Context, _ rpc.None) (rpc.MachineList, error) {

@@ -513,8 +513,8 @@ func testInputChain(t *testing.T, prefix string) string {
 		}
 	}
 	t.Cleanup(func() {
-		exec.Command("iptables", "-t", "filter", "-D", "INPUT", "-j", chain).Run() //nolint:errcheck // gone when the test passed
-		exec.Command("iptables", "-t", "filter", "-X", chain).Run()                //nolint:errcheck // gone when the test passed
+		exec.Command("iptables", "-t", "filter", "-D", "INPUT", "-j", chain).Run() // gone when the test passed
+		exec.Command("iptables", "-t", "filter", "-X", chain).Run()                // gone when the test passed
 	})
 	return chain
 }

@@ -118,7 +118,7 @@ func TestIsolationRestoredAtStart(t *testing.T) {
 	prereq.Command(t, "iptables-restore")
 	t.Setenv(dockernet.EnvIptables, "iptables")
 	cfg := dockernet.Config{ChainPrefix: "PZR" + machine.NewID()[:6], Subnet: netip.MustParsePrefix("10.210.7.0/24")}
-	t.Cleanup(func() { dockernet.RemoveForwarding(cfg) }) //nolint:errcheck // best effort
+	t.Cleanup(func() { dockernet.RemoveForwarding(cfg) }) // best effort
 	dataDir := t.TempDir()
 	ms := serving.Machines{Network: netip.MustParsePrefix("10.210.0.0/16"), Subnets: map[string]netip.Prefix{"m1": cfg.Subnet}}
 	saved := isolationOf([]store.Row[store.ContainerBody]{isoRow("x", "m1", "shop", "10.210.7.2", "running", 1)}, ms)

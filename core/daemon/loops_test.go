@@ -302,7 +302,7 @@ func testMesh(t *testing.T) *mesh.Mesh {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Down() }) //nolint:errcheck // best effort
+	t.Cleanup(func() { m.Down() }) // best effort
 	return m
 }
 

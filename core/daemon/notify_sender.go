@@ -72,10 +72,10 @@ func parseControl(oob []byte) notifyControl {
 // handled (sd_notify_barrier(3)).
 func (c notifyControl) close() {
 	if c.pidfd >= 0 {
-		unix.Close(c.pidfd) //nolint:errcheck // nothing to do about it
+		unix.Close(c.pidfd) // nothing to do about it
 	}
 	for _, fd := range c.fds {
-		unix.Close(fd) //nolint:errcheck // nothing to do about it
+		unix.Close(fd) // nothing to do about it
 	}
 }
 

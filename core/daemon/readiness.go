@@ -98,7 +98,7 @@ func (n *notifySock) owner() string {
 
 func (n *notifySock) close() {
 	n.conn.Close()
-	os.RemoveAll(n.dir) //nolint:errcheck // best effort: restore removes orphans
+	os.RemoveAll(n.dir) // best effort: restore removes orphans
 }
 
 // runInfo identifies one run of a Container.
@@ -116,11 +116,11 @@ func newReadiness(log hclog.Logger, dir, statePath string, running func(context.
 // created and starts reading it.
 func (r *readiness) open() (*notifySock, error) {
 	b := make([]byte, 8)
-	rand.Read(b) //nolint:errcheck // never fails
+	rand.Read(b) // never fails
 	dir := filepath.Join(r.dir, hex.EncodeToString(b))
 	n, err := r.bind(dir)
 	if err != nil {
-		os.RemoveAll(dir) //nolint:errcheck // best effort: restore removes orphans
+		os.RemoveAll(dir) // best effort: restore removes orphans
 	}
 	return n, err
 }
@@ -190,7 +190,7 @@ func passCredentials(conn *net.UnixConn) error {
 			serr = fmt.Errorf("SO_PASSCRED: %w", serr)
 			return
 		}
-		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSPIDFD, 1) //nolint:errcheck // older kernels: pid only
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSPIDFD, 1) // older kernels: pid only
 	})
 	if err != nil {
 		return err
@@ -414,7 +414,7 @@ func (r *readiness) restore(dirs, started map[string]string) {
 	entries, _ := os.ReadDir(r.dir)
 	for _, e := range entries {
 		if e.IsDir() && !used[e.Name()] && len(e.Name()) == 16 {
-			os.RemoveAll(filepath.Join(r.dir, e.Name())) //nolint:errcheck // best effort
+			os.RemoveAll(filepath.Join(r.dir, e.Name())) // best effort
 		}
 	}
 }

@@ -231,10 +231,10 @@ func TestNotifyBarrierReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	syscall.SetNonblock(p[0], true) //nolint:errcheck // for the deadline
+	syscall.SetNonblock(p[0], true) // for the deadline
 	rd := os.NewFile(uintptr(p[0]), "barrier")
 	defer rd.Close()
-	rd.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // a pipe has deadlines
+	rd.SetReadDeadline(time.Now().Add(5 * time.Second)) // a pipe has deadlines
 	if _, err := rd.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("barrier: %v, want EOF (the daemon closed the passed fd)", err)
 	}

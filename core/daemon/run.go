@@ -125,7 +125,7 @@ func (o *containerOps) attachRun(ctx context.Context, req rpc.RunContainerReques
 		o.discardRun(rctx, ob.ID)
 		return err
 	}
-	conn.event(rpc.RunEvent{Started: &rpc.RunStarted{ID: ob.ID, Name: ob.Name, MachineID: ob.MachineID}}) //nolint:errcheck // a gone client is handled below
+	conn.event(rpc.RunEvent{Started: &rpc.RunStarted{ID: ob.ID, Name: ob.Name, MachineID: ob.MachineID}}) // a gone client is handled below
 	if req.TTY && req.Width > 0 {
 		o.resizeRun(rctx, ob.ID, req.Width, req.Height)
 	}
@@ -135,9 +135,9 @@ func (o *containerOps) attachRun(ctx context.Context, req rpc.RunContainerReques
 	out := &drainWriter{w: frameWriter{s: conn}}
 	errw := &drainWriter{w: frameWriter{s: conn, event: mustJSON(rpc.ExecOutput{Stream: "stderr"})}}
 	if req.TTY {
-		io.Copy(out, att.Reader) //nolint:errcheck // ends with the process's output
+		io.Copy(out, att.Reader) // ends with the process's output
 	} else {
-		stdcopy.StdCopy(out, errw, att.Reader) //nolint:errcheck // ends with the process's output
+		stdcopy.StdCopy(out, errw, att.Reader) // ends with the process's output
 	}
 	ex := o.runExit(rctx, ob.ID, waitC, errC)
 	stop()
@@ -181,7 +181,7 @@ func (o *containerOps) relayInput(ctx context.Context, id string, stdin bool, at
 			}
 		}
 		if f.EOF && stdin {
-			att.CloseWrite() //nolint:errcheck // the process sees EOF or is gone
+			att.CloseWrite() // the process sees EOF or is gone
 			stdin = false
 		}
 		if len(f.Event) > 0 {

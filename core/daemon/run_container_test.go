@@ -56,7 +56,7 @@ func readRun(s *rpc.ClientStream, lines chan<- string) (*runOutcome, error) {
 		}
 		if len(f.Data) > 0 {
 			var o rpc.ExecOutput
-			json.Unmarshal(f.Event, &o) //nolint:errcheck // no event: stdout
+			json.Unmarshal(f.Event, &o) // no event: stdout
 			if o.Stream == "stderr" {
 				out.stderr.Write(f.Data)
 			} else {

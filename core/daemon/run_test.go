@@ -51,7 +51,7 @@ func runDaemon(t *testing.T, dataDir string) (*rpc.Client, Config, func() error)
 		})
 		return stopErr
 	}
-	t.Cleanup(func() { stop() }) //nolint:errcheck // the test checks it when it matters
+	t.Cleanup(func() { stop() }) // the test checks it when it matters
 	sock := cfg.Socket
 	deadline := time.Now().Add(20 * time.Second)
 	for {

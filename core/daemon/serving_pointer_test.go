@@ -217,7 +217,7 @@ func TestRetireRound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { ops.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) }) //nolint:errcheck // best effort
+		t.Cleanup(func() { ops.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) }) // best effort
 		if err := ops.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 			t.Fatal(err)
 		}

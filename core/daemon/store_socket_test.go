@@ -46,11 +46,11 @@ func (i *impostor) serve(t *testing.T) {
 			i.mu.Lock()
 			i.auth = append(i.auth, r.Header.Get("Authorization"))
 			i.mu.Unlock()
-			w.Write([]byte(`{"columns":["id","owner","body","updated_at"]}` + "\n" + //nolint:errcheck // test server
+			w.Write([]byte(`{"columns":["id","owner","body","updated_at"]}` + "\n" + // test server
 				`{"row":[1,["forged","m1","{}",0]]}` + "\n" + `{"eoq":{"time":0.001}}` + "\n"))
 		}),
 	}
-	go srv.Serve(ln) //nolint:errcheck // closed below
+	go srv.Serve(ln) // closed below
 	t.Cleanup(func() { srv.Close() })
 }
 

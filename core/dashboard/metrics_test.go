@@ -44,7 +44,7 @@ func TestMetricsQueryGaps(t *testing.T) {
 			t.Fatal("m2 did not answer, yet has a value")
 		}
 	}
-	var named map[string]string = map[string]string{}
+	named := map[string]string{}
 	for _, g := range c.Gaps {
 		named[g.Machine] = g.Reason
 	}

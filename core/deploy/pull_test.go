@@ -175,7 +175,7 @@ func pullServer(t *testing.T, serve bool, got *[]rpc.PullImageRequest) *rpc.Clie
 		srv.HandleStream(rpc.StreamRoute{Command: rpc.CmdPullImageProgress, Capability: rpc.CapPullImageProgress,
 			Handler: func(_ context.Context, raw json.RawMessage, s rpc.StreamConn) error {
 				var req rpc.PullImageRequest
-				json.Unmarshal(raw, &req) //nolint:errcheck
+				json.Unmarshal(raw, &req)
 				*got = append(*got, req)
 				for _, p := range []rpc.PullProgress{{Layers: 2, Bytes: 10, Total: 100}, {Layers: 2, LayersDone: 2, Bytes: 100, Total: 100}} {
 					b, _ := json.Marshal(rpc.PullImageEvent{Progress: &p})
@@ -193,7 +193,7 @@ func pullServer(t *testing.T, serve bool, got *[]rpc.PullImageRequest) *rpc.Clie
 		t.Fatal(err)
 	}
 	g := srv.GRPCServer()
-	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	go g.Serve(lis) // ends with Stop
 	t.Cleanup(g.Stop)
 	c, err := rpc.DialUnix(sock)
 	if err != nil {

@@ -125,7 +125,7 @@ func SaltSpecs(ctx context.Context, c Caller, app App) (SpecSalts, error) {
 // and Container name suffixes.
 func NewID(n int) string {
 	b := make([]byte, n)
-	rand.Read(b) //nolint:errcheck // crypto/rand never fails on Linux
+	rand.Read(b) // crypto/rand never fails on Linux
 	return hex.EncodeToString(b)
 }
 

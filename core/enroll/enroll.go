@@ -95,10 +95,10 @@ func Init(ctx context.Context, target *rpc.Client, o Options) (rpc.Inspection, e
 	req := rpc.InitializeRequest{Name: o.Name, Network: o.Network.String(), Subnet: subnet.String(), Endpoints: o.Endpoints, Labels: o.Labels}
 	var out rpc.Inspection
 	if err := rpc.InvokeInto(ctx, target, rpc.Target{}, rpc.Initialize, req, &out); err != nil {
-		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") //nolint:errcheck // the call's error is the one to report
+		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") // the call's error is the one to report
 		return out, fmt.Errorf("initialize %s: %w", o.Name, err)
 	}
-	o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "joined") //nolint:errcheck // bookkeeping only
+	o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "joined") // bookkeeping only
 	return out, nil
 }
 
@@ -170,13 +170,13 @@ func Add(ctx context.Context, entry, target *rpc.Client, o Options) (rpc.Inspect
 		Peers: peers, TargetVersions: pub.StoreVersions, ClusterSecret: pub.ClusterSecret,
 		TrustedMachines: pub.TrustedMachines, Endorsement: pub.Endorsement}, &out)
 	if err != nil {
-		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") //nolint:errcheck // the call's error is the one to report
+		o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "failed") // the call's error is the one to report
 		return out, fmt.Errorf("join %s: %w", o.Name, err)
 	}
 	if out.Phase != machine.Participating {
 		return out, fmt.Errorf("machine %s is still %s: its store has not caught up yet; run `ployz machine add` again to keep waiting", o.Name, out.Phase)
 	}
-	o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "joined") //nolint:errcheck // bookkeeping only
+	o.Allocations.SetState(ctx, in.ID, o.Name, subnet, "joined") // bookkeeping only
 	return out, nil
 }
 

@@ -81,7 +81,7 @@ func TestCredentialsMissingAndMalformed(t *testing.T) {
 		t.Fatalf("no config: %v", err)
 	}
 	p := filepath.Join(t.TempDir(), "config.json")
-	os.WriteFile(p, []byte(`{"auths":{"r:5000":{"auth":"%%%"}}}`), 0o600) //nolint:errcheck
+	os.WriteFile(p, []byte(`{"auths":{"r:5000":{"auth":"%%%"}}}`), 0o600)
 	c, err = ReadCredentials(p)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestCredentialsMissingAndMalformed(t *testing.T) {
 	if _, err := c.For("r:5000/x"); err == nil || !strings.Contains(err.Error(), `auths["r:5000"].auth`) {
 		t.Fatalf("bad auth: %v", err)
 	}
-	os.WriteFile(p, []byte(`{`), 0o600) //nolint:errcheck
+	os.WriteFile(p, []byte(`{`), 0o600)
 	if _, err := ReadCredentials(p); err == nil || !strings.Contains(err.Error(), p) {
 		t.Fatalf("malformed config: %v", err)
 	}

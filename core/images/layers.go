@@ -72,7 +72,7 @@ func saveImage(ctx context.Context, docker *client.Client, image string, diffs [
 	defer f.Close()
 	s := &savedImage{path: f.Name(), diffs: diffs}
 	if s.size, err = io.Copy(f, rd); err != nil {
-		os.Remove(f.Name()) //nolint:errcheck
+		os.Remove(f.Name())
 		return nil, fmt.Errorf("docker save %s: %w", image, err)
 	}
 	if s.layers, err = manifestLayers(f.Name()); err != nil || len(s.layers) != len(diffs) {
@@ -81,7 +81,7 @@ func saveImage(ctx context.Context, docker *client.Client, image string, diffs [
 	return s, nil
 }
 
-func (s *savedImage) remove() { os.Remove(s.path) } //nolint:errcheck // a temporary file
+func (s *savedImage) remove() { os.Remove(s.path) } // a temporary file
 
 // manifestLayers reads the layer paths of the archive's only image.
 func manifestLayers(path string) ([]string, error) {

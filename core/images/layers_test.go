@@ -22,21 +22,21 @@ func TestLayerSkippingLoads(t *testing.T) {
 	repo := "ployz-layertest"
 	t.Cleanup(func() {
 		for _, tag := range []string{repo + "-base:latest", repo + "-app:latest"} {
-			cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true}) //nolint:errcheck // best effort
+			cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true}) // best effort
 		}
 	})
 	dir := t.TempDir()
 	big := make([]byte, 4<<20)
-	rand.Read(big)                                                                                  //nolint:errcheck // never fails
-	os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644)                                         //nolint:errcheck
-	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("v1"), 0o644)                              //nolint:errcheck
-	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY big.bin /\n"), 0o644) //nolint:errcheck
+	rand.Read(big) // never fails
+	os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644)
+	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("v1"), 0o644)
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY big.bin /\n"), 0o644)
 	bb, err := Build(ctx, BuildRequest{Repo: repo + "-base", Context: dir})
 	base := bb.Tag
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+"\nCOPY small.txt /\n"), 0o644) //nolint:errcheck
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+"\nCOPY small.txt /\n"), 0o644)
 	ab, err := Build(ctx, BuildRequest{Repo: repo + "-app", Context: dir})
 	app := ab.Tag
 	if err != nil {
@@ -64,13 +64,13 @@ func TestLayerSkippingLoads(t *testing.T) {
 	if _, err := cli.ImageRemove(ctx, app, image.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	cli.ImageRemove(ctx, repo+"-app:latest", image.RemoveOptions{Force: true}) //nolint:errcheck
+	cli.ImageRemove(ctx, repo+"-app:latest", image.RemoveOptions{Force: true})
 	resp, err := cli.ImageLoad(ctx, &slim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	out.ReadFrom(resp.Body) //nolint:errcheck
+	out.ReadFrom(resp.Body)
 	resp.Body.Close()
 	if strings.Contains(out.String(), "error") {
 		t.Fatalf("load: %s", out.String())

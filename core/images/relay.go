@@ -75,7 +75,7 @@ func ServeRelay(ctx context.Context, req rpc.ImageRelayRequest, s rpc.StreamConn
 		for _, k := range sinks {
 			p[k.id] = k.n.Load()
 		}
-		s.Send(rpc.StreamFrame{Event: mustEvent(rpc.ImageRelayEvent{Progress: p})}) //nolint:errcheck // a client gone ends the stream anyway
+		s.Send(rpc.StreamFrame{Event: mustEvent(rpc.ImageRelayEvent{Progress: p})}) // a client gone ends the stream anyway
 	})
 	in := RecvData(s)
 	ferr := fanTar(in, sinks)
@@ -225,7 +225,7 @@ func (w streamWriter) Write(p []byte) (int, error) {
 // a stream the Machine already ended gives the Machine's own error.
 func closeLoad(st *rpc.ClientStream) (rpc.ImageLoadResult, error) {
 	var res rpc.ImageLoadResult
-	st.CloseSend() //nolint:errcheck // the answer below says what happened
+	st.CloseSend() // the answer below says what happened
 	for {
 		f, err := st.Recv()
 		if err != nil {

@@ -95,7 +95,7 @@ func relayCluster(t *testing.T, ids ...string) []*relayMachine {
 			t.Fatal(err)
 		}
 		g := m.srv.GRPCServer()
-		go g.Serve(lis) //nolint:errcheck // ends with Stop
+		go g.Serve(lis) // ends with Stop
 		t.Cleanup(g.Stop)
 	}
 	return ms
@@ -113,10 +113,10 @@ func testArchive(t *testing.T) (*savedImage, map[string]string) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, n := range []string{"aaa/layer.tar", "bbb/layer.tar", "manifest.json"} {
-		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(entries[n])), Typeflag: tar.TypeReg}) //nolint:errcheck
-		tw.Write([]byte(entries[n]))                                                                           //nolint:errcheck
+		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(entries[n])), Typeflag: tar.TypeReg})
+		tw.Write([]byte(entries[n]))
 	}
-	tw.Close() //nolint:errcheck
+	tw.Close()
 	p := filepath.Join(t.TempDir(), "image.tar")
 	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
@@ -245,8 +245,8 @@ func TestRelayRefusals(t *testing.T) {
 	if f, err := st.Recv(); err != nil || !relayEvent(f).Ready {
 		t.Fatalf("want ready, got %+v %v", f, err)
 	}
-	st.Send(rpc.StreamFrame{Data: bytes.Repeat([]byte("not a tar archive "), 100)}) //nolint:errcheck
-	st.CloseSend()                                                                  //nolint:errcheck
+	st.Send(rpc.StreamFrame{Data: bytes.Repeat([]byte("not a tar archive "), 100)})
+	st.CloseSend()
 	for {
 		f, err := st.Recv()
 		if err != nil {

@@ -28,7 +28,7 @@ func KernelAvailable(name string) bool {
 	if err := nl.LinkAdd(probe); err != nil {
 		return false
 	}
-	nl.LinkDel(probe) //nolint:errcheck // best effort: a leftover probe is harmless and replaced next time
+	nl.LinkDel(probe) // best effort: a leftover probe is harmless and replaced next time
 	return true
 }
 

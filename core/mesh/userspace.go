@@ -92,7 +92,7 @@ func ServeDevice(ctx context.Context, cfg Config) error {
 				return nil
 			}
 			if err == nil {
-				nl.LinkDel(l) //nolint:errcheck // a leftover without an owner
+				nl.LinkDel(l) // a leftover without an owner
 			}
 			nl.Close()
 		}

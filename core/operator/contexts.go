@@ -60,7 +60,7 @@ func (s *Store) SaveContext(c Context) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	defer tx.Rollback() // after Commit it is a no-op
 	if _, err := tx.Exec(`INSERT INTO contexts(name, network) VALUES(?, ?)
 		ON CONFLICT(name) DO UPDATE SET network = excluded.network`, c.Name, c.Network); err != nil {
 		return err

@@ -73,7 +73,7 @@ func (s *Store) SaveState(context, project, env string, compose []byte) (SavedSt
 	if err != nil {
 		return SavedState{}, err
 	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	defer tx.Rollback() // after Commit it is a no-op
 	var rev int
 	if err := tx.QueryRow(`SELECT COALESCE(MAX(revision), 0) + 1 FROM saved_states WHERE context = ? AND project = ? AND environment = ?`,
 		context, project, env).Scan(&rev); err != nil {

@@ -131,7 +131,7 @@ func (s *Store) BeginVolumeRunAbove(context, volume, kind, target string, floor 
 	if err != nil {
 		return VolumeRun{}, fmt.Errorf("begin volume run: %w", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	defer tx.Rollback() // after Commit it is a no-op
 	rows, err := tx.Query(`SELECT body FROM volume_runs WHERE context = ? AND volume = ? AND state = ?`, context, volume, RunOpen)
 	if err != nil {
 		return VolumeRun{}, fmt.Errorf("begin volume run: %w", err)
@@ -180,7 +180,7 @@ func (s *Store) SaveVolumeRun(r VolumeRun) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	defer tx.Rollback() // after Commit it is a no-op
 	if err := putRun(tx, r); err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func bundleTar(tb testing.TB, files map[string]string, extra ...string) []byte {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
 			tb.Fatal(err)
 		}
-		tw.Write([]byte(body)) //nolint:errcheck // a bytes.Buffer
+		tw.Write([]byte(body)) // a bytes.Buffer
 	}
 	add(ManifestName, string(mj))
 	for p, body := range files {
@@ -39,7 +39,7 @@ func bundleTar(tb testing.TB, files map[string]string, extra ...string) []byte {
 	for _, name := range extra {
 		add(name, "x")
 	}
-	tw.Close() //nolint:errcheck // a bytes.Buffer
+	tw.Close() // a bytes.Buffer
 	return buf.Bytes()
 }
 
@@ -59,8 +59,8 @@ func FuzzExtract(f *testing.F) {
 	f.Fuzz(func(t *testing.T, archive []byte) {
 		var gz bytes.Buffer
 		zw := gzip.NewWriter(&gz)
-		zw.Write(archive) //nolint:errcheck // a bytes.Buffer
-		zw.Close()        //nolint:errcheck
+		zw.Write(archive) // a bytes.Buffer
+		zw.Close()
 		parent := t.TempDir()
 		dir := filepath.Join(parent, "v")
 		m, err := Extract(bytes.NewReader(gz.Bytes()), dir, target)
@@ -130,11 +130,11 @@ func TestExtractRefusesSparse(t *testing.T) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	tw := tar.NewWriter(zw)
-	tw.WriteHeader(&tar.Header{Name: ManifestName, Mode: 0o644, Size: int64(len(mj)), Typeflag: tar.TypeReg}) //nolint:errcheck // a bytes.Buffer
-	tw.Write(mj)                                                                                              //nolint:errcheck
-	tw.Flush()                                                                                                //nolint:errcheck // no end blocks: the sparse archive follows
-	zw.Write(sparse)                                                                                          //nolint:errcheck
-	zw.Close()                                                                                                //nolint:errcheck
+	tw.WriteHeader(&tar.Header{Name: ManifestName, Mode: 0o644, Size: int64(len(mj)), Typeflag: tar.TypeReg}) // a bytes.Buffer
+	tw.Write(mj)
+	tw.Flush() // no end blocks: the sparse archive follows
+	zw.Write(sparse)
+	zw.Close()
 	dir := filepath.Join(t.TempDir(), "v")
 	if _, err := Extract(bytes.NewReader(gz.Bytes()), dir, Target{OS: "linux", Arch: "amd64", ProtocolMajor: 1}); err == nil || !strings.Contains(err.Error(), "sparse") {
 		t.Fatalf("Extract: %v, want the sparse member refused", err)

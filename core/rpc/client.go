@@ -65,7 +65,7 @@ func DialTCP(_ context.Context, addr string) (*Client, error) {
 func (c *Client) Close() error {
 	err := c.conn.Close()
 	if c.onClose != nil {
-		c.onClose() //nolint:errcheck // the gRPC close error is the one that matters
+		c.onClose() // the gRPC close error is the one that matters
 	}
 	return err
 }

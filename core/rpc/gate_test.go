@@ -57,7 +57,7 @@ func TestMeshGateClosesUnauthenticated(t *testing.T) {
 	}
 
 	// A TLS client without a certificate that then idles.
-	tc, err := tls.Dial("tcp", target.Address, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}}) //nolint:gosec // a test client
+	tc, err := tls.Dial("tcp", target.Address, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}}) // a test client
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func streamErr(c *Client, t Target, command string) error {
 		return err
 	}
 	defer st.Close()
-	st.CloseSend() //nolint:errcheck // Recv says what happened
+	st.CloseSend() // Recv says what happened
 	for {
 		f, err := st.Recv()
 		if err != nil {
@@ -87,7 +87,7 @@ func TestPortServesOnlyItsCommandsToMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st.CloseSend() //nolint:errcheck
+	st.CloseSend()
 	var got VolumeReceived
 	for {
 		f, err := st.Recv()
@@ -98,7 +98,7 @@ func TestPortServesOnlyItsCommandsToMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(f.Event) > 0 {
-			json.Unmarshal(f.Event, &got) //nolint:errcheck
+			json.Unmarshal(f.Event, &got)
 		}
 	}
 	st.Close()

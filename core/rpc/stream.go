@@ -293,7 +293,7 @@ func (s *ClientStream) Recv() (StreamFrame, error) {
 // frames to the end, decoding its (last) event into out; a server that
 // failed, or already ended the stream itself, answers its error.
 func (s *ClientStream) CloseAndAnswer(out any) error {
-	s.CloseSend() //nolint:errcheck // the answer below says what happened
+	s.CloseSend() // the answer below says what happened
 	for {
 		f, err := s.Recv()
 		if errors.Is(err, io.EOF) {

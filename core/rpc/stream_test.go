@@ -119,7 +119,7 @@ func TestStreamRawData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.Send(StreamFrame{Data: []byte("base64 ")}) //nolint:errcheck
+	st.Send(StreamFrame{Data: []byte("base64 ")})
 	st.SendRawData()
 	want := "base64 "
 	for i := range 5 {

@@ -24,11 +24,11 @@ func (o *openRecorder) OpenStream(_ context.Context, _ Target, command string, p
 // callers opened it; a typed one goes as its own value.
 func TestOpenWire(t *testing.T) {
 	o := &openRecorder{}
-	Open(context.Background(), o, Target{}, LoadImage, None{}) //nolint:errcheck // the recorder answers nil
+	Open(context.Background(), o, Target{}, LoadImage, None{}) // the recorder answers nil
 	if o.command != CmdImageLoad || o.payload != nil {
 		t.Fatalf("image_load opened as %q with %#v", o.command, o.payload)
 	}
-	Open(context.Background(), o, Target{}, Exec, ExecRequest{ID: "c1"}) //nolint:errcheck // the recorder answers nil
+	Open(context.Background(), o, Target{}, Exec, ExecRequest{ID: "c1"}) // the recorder answers nil
 	if o.command != CmdExec || o.payload.(ExecRequest).ID != "c1" {
 		t.Fatalf("exec opened as %q with %#v", o.command, o.payload)
 	}

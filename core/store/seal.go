@@ -2,8 +2,8 @@ package store
 
 import sdkstore "github.com/ployz/ployz/sdk/store"
 
-// The sealer lives in sdk/store, where the plugins that open sealed
-// fields (the ingress proxy) reach it too.
+// SealedPrefix marks a sealed field. The sealer lives in sdk/store, where
+// the plugins that open sealed fields (the ingress proxy) reach it too.
 const SealedPrefix = sdkstore.SealedPrefix
 
 // Sealer seals a row's field with a key derived from the Cluster secret.

@@ -37,10 +37,10 @@ func SparseArchive(tb testing.TB) []byte {
 			tb.Fatal(err)
 		}
 		if h.Size > 0 {
-			tw.Write([]byte(body)) //nolint:errcheck // a bytes.Buffer
+			tw.Write([]byte(body)) // a bytes.Buffer
 		}
 	}
-	tw.Close() //nolint:errcheck // a bytes.Buffer
+	tw.Close() // a bytes.Buffer
 	b := buf.Bytes()
 	b[156] = tar.TypeXHeader // the first header becomes the PAX header
 	copy(b[148:156], "        ")
@@ -76,9 +76,9 @@ func TestNextRefusesSparse(t *testing.T) {
 
 	var plain bytes.Buffer
 	tw := tar.NewWriter(&plain)
-	tw.WriteHeader(&tar.Header{Name: "a", Size: 1, Typeflag: tar.TypeReg, Mode: 0o644}) //nolint:errcheck // a bytes.Buffer
-	tw.Write([]byte("x"))                                                               //nolint:errcheck
-	tw.Close()                                                                          //nolint:errcheck
+	tw.WriteHeader(&tar.Header{Name: "a", Size: 1, Typeflag: tar.TypeReg, Mode: 0o644}) // a bytes.Buffer
+	tw.Write([]byte("x"))
+	tw.Close()
 	tr = tar.NewReader(&plain)
 	if h, err := Next(tr); err != nil || h.Name != "a" {
 		t.Fatalf("plain entry: %v, %v", h, err)

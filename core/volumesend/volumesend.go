@@ -143,7 +143,7 @@ func (p *progress) event() rpc.VolumeTransfer {
 // which returns once it no longer writes to s.
 func (p *progress) report(s rpc.StreamConn, tick time.Duration) (stop func()) {
 	return iocount.Every(tick, func() {
-		s.Send(rpc.StreamFrame{Event: mustEvent(p.event())}) //nolint:errcheck // a client gone ends the stream anyway
+		s.Send(rpc.StreamFrame{Event: mustEvent(p.event())}) // a client gone ends the stream anyway
 	})
 }
 

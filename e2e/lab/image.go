@@ -287,7 +287,7 @@ func pruneOld(ctx context.Context, repo, keep string) {
 	}
 	for _, t := range strings.Fields(out) {
 		if t != keep {
-			docker(ctx, "rmi", t) //nolint:errcheck // best effort
+			docker(ctx, "rmi", t) // best effort
 		}
 	}
 }

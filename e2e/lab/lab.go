@@ -159,7 +159,7 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	l = &Lab{Name: o.Name, Network: o.Name + "-net", StateDir: o.StateDir}
 	defer func() {
 		if err != nil {
-			l.Down(context.WithoutCancel(ctx)) //nolint:errcheck // the first error is the one to report
+			l.Down(context.WithoutCancel(ctx)) // the first error is the one to report
 		}
 	}()
 	subnet, err := createNetwork(ctx, l.Name, l.Network)

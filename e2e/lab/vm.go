@@ -54,7 +54,7 @@ func upVM(ctx context.Context, o Options) (l *Lab, err error) {
 	l = &Lab{Name: o.Name, StateDir: o.StateDir, VM: true}
 	defer func() {
 		if err != nil {
-			Remove(context.WithoutCancel(ctx), l.Name) //nolint:errcheck // the first error is the one to report
+			Remove(context.WithoutCancel(ctx), l.Name) // the first error is the one to report
 		}
 	}()
 	v := &vmLab{Lab: l, Image: img, Key: strings.TrimSpace(string(key))}
@@ -237,13 +237,13 @@ func (v *vmLab) powerOff(ctx context.Context, m *Machine) error {
 	if pid == 0 {
 		return nil
 	}
-	v.Lab.SSH(ctx, m.Name, "systemctl poweroff --no-block") //nolint:errcheck // the connection drops as it powers off
+	v.Lab.SSH(ctx, m.Name, "systemctl poweroff --no-block") // the connection drops as it powers off
 	deadline := time.Now().Add(2 * time.Minute)
 	for v.pid(m) != 0 && time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	if v.pid(m) != 0 {
-		syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // best effort; the wait below reports
+		syscall.Kill(pid, syscall.SIGKILL) // best effort; the wait below reports
 		time.Sleep(time.Second)
 		return fmt.Errorf("machine %s did not power off within 2m; killed", m.Name)
 	}
@@ -259,16 +259,16 @@ func removeVM(ctx context.Context, name string) error {
 	}
 	for _, m := range v.Lab.Machines {
 		if pid := v.pid(m); pid > 0 {
-			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // gone already is fine
+			syscall.Kill(pid, syscall.SIGKILL) // gone already is fine
 			for i := 0; i < 50 && v.pid(m) != 0; i++ {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
-		run(ctx, "ip", "link", "del", v.tap(m)) //nolint:errcheck // may not exist yet
+		run(ctx, "ip", "link", "del", v.tap(m)) // may not exist yet
 	}
 	var errs []error
 	if v.Bridge != "" {
-		run(ctx, "ip", "link", "del", v.Bridge) //nolint:errcheck // may not exist yet
+		run(ctx, "ip", "link", "del", v.Bridge) // may not exist yet
 		for run(ctx, "iptables", "-w", "-D", "FORWARD", "-i", v.Bridge, "-o", v.Bridge, "-m", "comment", "--comment", "ployz-labvm-"+name, "-j", "ACCEPT") == nil {
 		}
 	}

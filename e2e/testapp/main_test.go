@@ -168,7 +168,7 @@ func TestProxyMode(t *testing.T) {
 	}
 	defer upstream.Process.Kill()
 	conf := filepath.Join(t.TempDir(), "proxy.conf")
-	os.WriteFile(conf, []byte("upstream http://127.0.0.1:"+up+"\nname edge\n"), 0o644) //nolint:errcheck
+	os.WriteFile(conf, []byte("upstream http://127.0.0.1:"+up+"\nname edge\n"), 0o644)
 	proxy := exec.Command(bin)
 	proxy.Env = append(os.Environ(), "PORT="+front, "PROXY_CONFIG="+conf)
 	if err := proxy.Start(); err != nil {
@@ -243,7 +243,7 @@ func TestOneShot(t *testing.T) {
 			t.Fatalf("before sleeping: %v", err)
 		}
 	}
-	cmd.Process.Signal(os.Interrupt) //nolint:errcheck // checked by the exit code
+	cmd.Process.Signal(os.Interrupt) // checked by the exit code
 	rest, _ := io.ReadAll(r)
 	err = cmd.Wait()
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(string(rest), "got interrupt") {

@@ -40,11 +40,11 @@ func oneShot(args []string) int {
 			fmt.Fprintf(os.Stderr, "testapp run: %v\n", err)
 			return 2
 		}
-		os.Stdout.Write(b) //nolint:errcheck // stdout
+		os.Stdout.Write(b) // stdout
 	}
 	fmt.Fprintf(os.Stderr, "testapp run: tty=%t\n", term.IsTerminal(int(os.Stdin.Fd())))
 	if *cat {
-		io.Copy(os.Stdout, os.Stdin) //nolint:errcheck // ends with stdin
+		io.Copy(os.Stdout, os.Stdin) // ends with stdin
 	}
 	if *sleep > 0 {
 		fmt.Println("testapp run: sleeping")

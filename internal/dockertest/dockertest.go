@@ -136,6 +136,6 @@ func RemoveRepo(repo string) {
 		}
 	}
 	if len(tags) > 0 {
-		exec.Command("docker", append([]string{"rmi", "-f"}, tags...)...).Run() //nolint:errcheck // best effort
+		exec.Command("docker", append([]string{"rmi", "-f"}, tags...)...).Run() // best effort
 	}
 }

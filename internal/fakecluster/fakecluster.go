@@ -172,7 +172,7 @@ func (fc *Cluster) serve(m *Machine, addr string) {
 		fc.t.Fatal(err)
 	}
 	m.srv = srv.GRPCServer()
-	go m.srv.Serve(lis) //nolint:errcheck // ends with Stop
+	go m.srv.Serve(lis) // ends with Stop
 	fc.t.Cleanup(m.srv.Stop)
 }
 

@@ -49,6 +49,7 @@ func BuildTo(dir, pkg string, ldflags ...string) (string, error) {
 
 // goTool finds the go command that is running the tests.
 func goTool() string {
+	//lint:ignore SA1019 a test binary runs where it was built, so its GOROOT is the go running the test
 	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
 		return p
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-
-	"golang.org/x/net/http2"
 
 	"github.com/ployz/ployz/internal/localsock"
 )
@@ -37,12 +34,9 @@ func WithToken(token string) Option { return func(c *Client) { c.token = token }
 // client; the default is HTTP/1.1 keep-alive, which upstream Corrosion serves.
 func WithH2C() Option {
 	return func(c *Client) {
-		c.hc = &http.Client{Transport: &http2.Transport{
-			AllowHTTP: true,
-			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				return c.dial(ctx, network, addr)
-			},
-		}}
+		var protocols http.Protocols
+		protocols.SetUnencryptedHTTP2(true)
+		c.hc = &http.Client{Transport: &http.Transport{Protocols: &protocols, DialContext: c.dial}}
 	}
 }
 

@@ -38,7 +38,7 @@ func encodeStream(t *testing.T, evs []Event) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.Encode(map[string]any{"columns": []string{"id", "body"}}) //nolint:errcheck // bytes.Buffer
+	enc.Encode(map[string]any{"columns": []string{"id", "body"}}) // bytes.Buffer
 	for _, ev := range evs {
 		var v any
 		switch ev.Kind {

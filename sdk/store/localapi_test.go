@@ -51,11 +51,11 @@ func TestTokenNotSentToAnotherUsersListener(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck // killed on purpose
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // killed on purpose
 	lines := bufio.NewScanner(out)
 	var port int
 	for port == 0 && lines.Scan() {
-		fmt.Sscanf(lines.Text(), "port %d", &port) //nolint:errcheck // other lines are the test runner's
+		fmt.Sscanf(lines.Text(), "port %d", &port) // other lines are the test runner's
 	}
 	if port == 0 {
 		t.Fatal("the impostor printed no port")
@@ -70,7 +70,7 @@ func TestTokenNotSentToAnotherUsersListener(t *testing.T) {
 	if len(rows) != 0 {
 		t.Fatalf("took rows from an impostor: %+v", rows)
 	}
-	cmd.Process.Kill() //nolint:errcheck // ends its output
+	cmd.Process.Kill() // ends its output
 	var heard []string
 	for lines.Scan() {
 		if strings.HasPrefix(lines.Text(), "authorization") {

@@ -34,7 +34,7 @@ type Membership struct {
 	Waits bool `json:"waits,omitempty"`
 }
 
-// ErrNoMembership: the store does not answer membership (a store from
+// ErrNoMembership means the store does not answer membership (a store from
 // before it, or another Corrosion-compatible store).
 var ErrNoMembership = errors.New("the store API has no membership view")
 

@@ -126,7 +126,7 @@ func TestConcurrentUpdateDeleteReinsert(t *testing.T) {
 }
 
 func TestBookMissing(t *testing.T) {
-	var mine, theirs Book = Book{}, Book{}
+	mine, theirs := Book{}, Book{}
 	mine.Add("s", 1, 3)
 	mine.Add("s", 7, 8)
 	theirs.Add("s", 1, 10)

@@ -1,7 +1,7 @@
 package gossip
 
 import (
-	"math/rand"
+	"crypto/rand"
 	"os"
 	"testing"
 	"time"

@@ -66,11 +66,11 @@ func TestAdminSocketMembership(t *testing.T) {
 		t.Fatalf("Ping: %s", got)
 	}
 	type member struct {
-		Json struct {
+		JSON struct {
 			ID    string  `json:"id"`
 			State string  `json:"state"`
 			RTT   float64 `json:"rtt_ms"`
-		}
+		} `json:"json"`
 	}
 	states := func(cmd string) map[string]member {
 		out := map[string]member{}
@@ -80,14 +80,14 @@ func TestAdminSocketMembership(t *testing.T) {
 			if err := json.Unmarshal(f, &m); err != nil {
 				t.Fatal(err)
 			}
-			out[m.Json.ID] = m
+			out[m.JSON.ID] = m
 		}
 		return out
 	}
 	peer := c.node(2).Engine().Site()
 	waitFor(t, detectWait(10*time.Second), "both peers up with an RTT", func() bool {
 		s, r := states("MembershipStates"), states("Rtts")
-		return len(s) == 2 && s[peer].Json.State == "up" && r[peer].Json.RTT > 0
+		return len(s) == 2 && s[peer].JSON.State == "up" && r[peer].JSON.RTT > 0
 	})
 	if st := apiState(peer); st != "up" {
 		t.Fatalf("the API's view of the peer: %q, want up", st)
@@ -117,7 +117,7 @@ func TestAdminSocketMembership(t *testing.T) {
 		t.Fatal("a waiting read did not answer once the peer was down")
 	}
 	waitFor(t, detectWait(15*time.Second), "crashed peer marked down", func() bool {
-		return states("MembershipStates")[peer].Json.State == "down"
+		return states("MembershipStates")[peer].JSON.State == "down"
 	})
 	if st := apiState(peer); st != store.MemberDown {
 		t.Fatalf("the API's view of the crashed peer: %q, want down", st)

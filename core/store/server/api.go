@@ -14,9 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
-
 	"github.com/ployz/ployz/core/store/gossip"
 )
 
@@ -34,8 +31,14 @@ func newAPIServer(n *Node, tokenless bool) *http.Server {
 	mux.HandleFunc("GET /v1/membership", n.handleMembership)
 	mux.HandleFunc("POST /v1/updates/{table}", n.handleUpdates)
 	mux.HandleFunc("POST /v1/table_stats", n.handleTableStats)
+	// HTTP/2 without TLS (prior knowledge) beside HTTP/1.1, from net/http
+	// itself (x/net's h2c package is deprecated for this).
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Handler:           h2c.NewHandler(n.auth(mux, tokenless), &http2.Server{}),
+		Handler:           n.auth(mux, tokenless),
+		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,

@@ -1,20 +1,10 @@
 package server
 
-import (
-	"context"
-	"crypto/tls"
-	"net"
-	"net/http"
+import "net/http"
 
-	"golang.org/x/net/http2"
-)
-
+// h2cClient speaks HTTP/2 without TLS (prior knowledge) only.
 func h2cClient() *http.Client {
-	return &http.Client{Transport: &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &protocols}}
 }

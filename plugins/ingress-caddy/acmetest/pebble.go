@@ -201,8 +201,8 @@ func (p *Pebble) run(t testing.TB, bin string, env []string, args ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill() //nolint:errcheck // it may have exited
-		cmd.Wait()         //nolint:errcheck // killed
+		cmd.Process.Kill() // it may have exited
+		cmd.Wait()         // killed
 	})
 }
 

@@ -161,7 +161,7 @@ func (f *Feature) pullImageProgress(ctx context.Context, req rpc.PullImageReques
 			return
 		}
 		last = time.Now()
-		rpc.PullImageProgress.Send(s, rpc.PullImageEvent{Progress: &p}) //nolint:errcheck // a lost client ends the pull through ctx
+		rpc.PullImageProgress.Send(s, rpc.PullImageEvent{Progress: &p}) // a lost client ends the pull through ctx
 	})
 	if err != nil {
 		return err

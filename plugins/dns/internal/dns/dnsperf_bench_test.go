@@ -55,7 +55,7 @@ func TestBenchServeHelper(t *testing.T) {
 	switch mode {
 	case "miekg":
 		srv := &miekg.Server{PacketConn: pc, Handler: h, UDPSize: 4096}
-		go srv.ActivateAndServe() //nolint:errcheck
+		go srv.ActivateAndServe()
 	case "single":
 		qs := newQueryServers(&Sockets{UDP: pc, TCP: ln}, h)
 		qs.servers[0].(*udpServer).batch = 1
@@ -173,9 +173,9 @@ func BenchmarkDNSVsDnsmasq(b *testing.B) {
 		fmt.Fprintf(&queries, "svc%d.demo-prod.internal A\n", s)
 	}
 	hostsFile, queryFile := filepath.Join(dir, "hosts"), filepath.Join(dir, "queries")
-	os.WriteFile(hostsFile, []byte(hosts.String()), 0o644)   //nolint:errcheck
-	os.WriteFile(queryFile, []byte(queries.String()), 0o644) //nolint:errcheck
-	os.Chmod(dir, 0o755)                                     //nolint:errcheck // dnsmasq reads it as nobody
+	os.WriteFile(hostsFile, []byte(hosts.String()), 0o644)
+	os.WriteFile(queryFile, []byte(queries.String()), 0o644)
+	os.Chmod(dir, 0o755) // dnsmasq reads it as nobody
 
 	self, _ := os.Executable()
 	servers := []struct {

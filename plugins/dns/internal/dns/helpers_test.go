@@ -80,11 +80,11 @@ func serve(t testing.TB, h miekg.Handler) string {
 	started := make(chan struct{}, 2)
 	u.NotifyStartedFunc = func() { started <- struct{}{} }
 	tc.NotifyStartedFunc = func() { started <- struct{}{} }
-	go u.ActivateAndServe()  //nolint:errcheck
-	go tc.ActivateAndServe() //nolint:errcheck
+	go u.ActivateAndServe()
+	go tc.ActivateAndServe()
 	<-started
 	<-started
-	t.Cleanup(func() { u.Shutdown(); tc.Shutdown() }) //nolint:errcheck
+	t.Cleanup(func() { u.Shutdown(); tc.Shutdown() })
 	return pc.LocalAddr().String()
 }
 

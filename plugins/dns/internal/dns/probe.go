@@ -36,8 +36,8 @@ func Probe(ctx context.Context, specPath string) error {
 		return fmt.Errorf("probe: listen: %w", err)
 	}
 	srv := &miekg.Server{PacketConn: pc, Handler: h}
-	go srv.ActivateAndServe() //nolint:errcheck // ends with Shutdown
-	defer srv.Shutdown()      //nolint:errcheck
+	go srv.ActivateAndServe() // ends with Shutdown
+	defer srv.Shutdown()
 	m := new(miekg.Msg)
 	m.SetQuestion("api.probe.internal.", miekg.TypeA)
 	deadline, ok := ctx.Deadline()

@@ -34,10 +34,10 @@ func TestQueryLoopTellsLateFromLost(t *testing.T) {
 			b, _ := r.Pack()
 			switch n {
 			case 0:
-				time.AfterFunc(300*time.Millisecond, func() { pc.WriteTo(b, from) }) //nolint:errcheck
+				time.AfterFunc(300*time.Millisecond, func() { pc.WriteTo(b, from) })
 			case 1: // lost
 			default:
-				pc.WriteTo(b, from) //nolint:errcheck
+				pc.WriteTo(b, from)
 			}
 		}
 	}()

@@ -161,7 +161,7 @@ func TestServeFromStore(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no first load after the store came up")
 	}
-	early.SetReadDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck
+	early.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 4096)
 	n, err := early.Read(buf)
 	ea := new(miekg.Msg)

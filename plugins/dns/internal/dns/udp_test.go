@@ -46,13 +46,13 @@ func TestUDPBatchesAnswerEveryClient(t *testing.T) {
 				m.Id = uint16(c*1000 + i)
 				want[m.Id] = name
 				b, _ := m.Pack()
-				conn.Write(b) //nolint:errcheck
+				conn.Write(b)
 				if i%100 == 3 {
-					conn.Write([]byte{1, 2, 3, 4, 5}) //nolint:errcheck // junk, never answered
+					conn.Write([]byte{1, 2, 3, 4, 5}) // junk, never answered
 				}
 			}
 			buf := make([]byte, 4096)
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 			for len(want) > 0 {
 				n, err := conn.Read(buf)
 				if err != nil {
@@ -108,9 +108,9 @@ func TestGeneralPathIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.slots = make(chan struct{}, 1)
-	u.slots <- struct{}{}                                                     // the one slot is busy
-	go u.ActivateAndServe()                                                   //nolint:errcheck
-	t.Cleanup(func() { u.ShutdownContext(context.Background()); pc.Close() }) //nolint:errcheck
+	u.slots <- struct{}{} // the one slot is busy
+	go u.ActivateAndServe()
+	t.Cleanup(func() { u.ShutdownContext(context.Background()); pc.Close() })
 	m := new(miekg.Msg)
 	m.SetQuestion("example.com.", miekg.TypeA)
 	m.SetEdns0(1232, false)

@@ -170,7 +170,7 @@ func (m *Manager) obtain(ctx context.Context, j job) (*material, error) {
 	}
 	var certPEM strings.Builder
 	for _, d := range ders {
-		pem.Encode(&certPEM, &pem.Block{Type: "CERTIFICATE", Bytes: d}) //nolint:errcheck // a strings.Builder does not fail
+		pem.Encode(&certPEM, &pem.Block{Type: "CERTIFICATE", Bytes: d}) // a strings.Builder does not fail
 	}
 	kd, err := x509.MarshalECPrivateKey(key)
 	if err != nil {

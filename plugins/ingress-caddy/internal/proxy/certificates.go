@@ -50,7 +50,7 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	go m.Run(ctx) //nolint:errcheck // it ends with ctx
+	go m.Run(ctx) // it ends with ctx
 	log.Info("https on", "listen_tls", spec.ListenTLS, "directory", spec.ACME.Directory)
 	return &certificates{m: m, cancel: cancel}, nil
 }

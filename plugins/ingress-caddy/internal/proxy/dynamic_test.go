@@ -462,7 +462,7 @@ func TestLameDuckGate(t *testing.T) {
 	}
 	defer raw2.Close()
 	fresh := connTracker{}.WrapListener(raw2)
-	go net.Dial("tcp", raw2.Addr().String()) //nolint:errcheck
+	go net.Dial("tcp", raw2.Addr().String())
 	if c2, err := fresh.Accept(); err != nil {
 		t.Fatalf("a listener wrapped after the gate: %v", err)
 	} else {

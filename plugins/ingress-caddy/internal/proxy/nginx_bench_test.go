@@ -75,7 +75,7 @@ func TestBenchProxyHelper(t *testing.T) {
 	defer benchProfile(t, f[0])()
 	switch f[0] {
 	case "upstream":
-		go http.ListenAndServe(f[1], benchHandler()) //nolint:errcheck
+		go http.ListenAndServe(f[1], benchHandler())
 	case "ployz":
 		tuneGC() // as serve runs it
 		var tb *benchTLS
@@ -95,18 +95,18 @@ func TestBenchProxyHelper(t *testing.T) {
 		rp := httputil.NewSingleHostReverseProxy(u)
 		rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 		a := freePort(t)
-		go http.ListenAndServe(a, rp) //nolint:errcheck
+		go http.ListenAndServe(a, rp)
 		time.Sleep(200 * time.Millisecond)
 		fmt.Printf("listen %s -\n", a)
 	case "stock":
 		plain, tlsAddr := stockCaddy(t, f[1], f[2])
-		defer caddy.Stop() //nolint:errcheck
+		defer caddy.Stop()
 		fmt.Printf("listen %s %s\n", plain, tlsAddr)
 	}
 	if f[0] == "upstream" {
 		fmt.Printf("listen %s -\n", f[1])
 	}
-	io.Copy(io.Discard, os.Stdin) //nolint:errcheck // until the benchmark closes it
+	io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
 }
 
 // benchProfileEnv names a directory: each proxy process of the benchmark
@@ -135,13 +135,13 @@ func benchProfile(t *testing.T, kind string) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 		if a, err := os.Create(filepath.Join(dir, kind+".allocs.pprof")); err == nil {
-			pprof.Lookup("allocs").WriteTo(a, 0) //nolint:errcheck
+			pprof.Lookup("allocs").WriteTo(a, 0)
 			a.Close()
 		}
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		out := fmt.Sprintf("mallocs %d bytes %d gc %d\n", after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc, after.NumGC-before.NumGC)
-		os.WriteFile(filepath.Join(dir, kind+".allocs"), []byte(out), 0o644) //nolint:errcheck
+		os.WriteFile(filepath.Join(dir, kind+".allocs"), []byte(out), 0o644)
 	}
 }
 
@@ -211,7 +211,7 @@ func startPinned(b *testing.B, cpu string, env string, name string, args ...stri
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() {
 		if f := strings.Fields(lines.Text()); len(f) == 3 && f[0] == "listen" {
-			go io.Copy(io.Discard, stdout) //nolint:errcheck
+			go io.Copy(io.Discard, stdout)
 			return benchProc{plain: f[1], tls: f[2], pid: cmd.Process.Pid}
 		}
 	}
@@ -253,8 +253,8 @@ func benchVsNginx(b *testing.B, https bool) {
 	dir := b.TempDir()
 	certPEM, keyPEM, _ := selfSigned(b, benchHost)
 	if https {
-		os.WriteFile(filepath.Join(dir, "cert.pem"), certPEM, 0o600) //nolint:errcheck
-		os.WriteFile(filepath.Join(dir, "key.pem"), keyPEM, 0o600)   //nolint:errcheck
+		os.WriteFile(filepath.Join(dir, "cert.pem"), certPEM, 0o600)
+		os.WriteFile(filepath.Join(dir, "key.pem"), keyPEM, 0o600)
 	}
 	upstream := startPinned(b, "1", benchProxyEnv+"=upstream "+freePort(b), "").plain
 	ployz := startPinned(b, "0", benchProxyEnv+"=ployz "+upstream+" "+dir, "")
@@ -315,8 +315,8 @@ func nginxProc(b *testing.B, dir, upstream string, certPEM, keyPEM []byte) bench
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "cert.pem"), certPEM, 0o600) //nolint:errcheck
-	os.WriteFile(filepath.Join(dir, "key.pem"), keyPEM, 0o600)   //nolint:errcheck
+	os.WriteFile(filepath.Join(dir, "cert.pem"), certPEM, 0o600)
+	os.WriteFile(filepath.Join(dir, "key.pem"), keyPEM, 0o600)
 	conf := strings.NewReplacer("{{dir}}", dir, "{{upstream}}", upstream, "{{plain}}", p.plain, "{{tls}}", p.tls).Replace(nginxConf)
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {

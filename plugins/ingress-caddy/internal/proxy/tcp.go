@@ -81,7 +81,7 @@ func splice(down, up net.Conn) {
 	wg.Add(2)
 	pipe := func(dst, src net.Conn) {
 		defer wg.Done()
-		io.Copy(dst, src) //nolint:errcheck // either side may reset
+		io.Copy(dst, src) // either side may reset
 		closeWrite(dst)
 	}
 	go pipe(up, down)
@@ -96,7 +96,7 @@ func closeWrite(c net.Conn) {
 		c = cx.Conn
 	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite() //nolint:errcheck
+		cw.CloseWrite()
 		return
 	}
 	c.Close()

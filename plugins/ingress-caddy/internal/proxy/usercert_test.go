@@ -117,7 +117,7 @@ func TestCaddyServesUserCertificate(t *testing.T) {
 	loadTLS(t, httpAddr, routes, in)
 
 	for _, sni := range []string{"a.user.test", "x.wild.test"} {
-		c, err := tls.Dial("tcp", tlsAddr, &tls.Config{ServerName: sni, InsecureSkipVerify: true}) //nolint:gosec // the test checks the serial
+		c, err := tls.Dial("tcp", tlsAddr, &tls.Config{ServerName: sni, InsecureSkipVerify: true}) // the test checks the serial
 		if err != nil {
 			t.Fatalf("handshake %s: %v", sni, err)
 		}
@@ -127,7 +127,7 @@ func TestCaddyServesUserCertificate(t *testing.T) {
 		c.Close()
 	}
 	for _, sni := range []string{"other.test", "a.b.wild.test"} {
-		if c, err := tls.Dial("tcp", tlsAddr, &tls.Config{ServerName: sni, InsecureSkipVerify: true}); err == nil { //nolint:gosec // no certificate is expected at all
+		if c, err := tls.Dial("tcp", tlsAddr, &tls.Config{ServerName: sni, InsecureSkipVerify: true}); err == nil { // no certificate is expected at all
 			c.Close()
 			t.Errorf("handshake %s completed; no certificate covers it", sni)
 		}

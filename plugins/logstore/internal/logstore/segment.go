@@ -3,7 +3,6 @@ package logstore
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"hash/crc32"
 	"io"
 	"os"
@@ -52,10 +51,6 @@ func appendRecord(dst []byte, r Record) []byte {
 	binary.BigEndian.PutUint32(dst[crcAt:], crc32.Checksum(dst[body:], crcTable))
 	return dst
 }
-
-// errTorn ends a segment's reading: a record cut short (being written, or
-// torn by a crash) or whose checksum fails.
-var errTorn = errors.New("torn or corrupt record")
 
 // maxRecord bounds a record body a reader accepts.
 const maxRecord = bodyHeader + 1<<20

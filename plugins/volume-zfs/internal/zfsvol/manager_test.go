@@ -283,7 +283,7 @@ func TestManagerAgainstRecordedZFS(t *testing.T) {
 		})
 		_, err = s.RemoveVolume(ctx, &volumev1.RemoveVolumeRequest{Name: "db"})
 		code(t, err, codes.FailedPrecondition, "in use")
-		onHost("release db", func() error { hold.Process.Kill(); hold.Wait(); return nil }) //nolint:errcheck // killed on purpose
+		onHost("release db", func() error { hold.Process.Kill(); hold.Wait(); return nil }) // killed on purpose
 		for _, name := range []string{"db", "copy", "cut"} {
 			if _, err := s.RemoveVolume(ctx, &volumev1.RemoveVolumeRequest{Name: name}); err != nil {
 				t.Fatalf("remove %s: %v", name, err)
