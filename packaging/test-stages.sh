@@ -13,8 +13,8 @@
 # by the next `wait`) while the stages after it run; `wait` waits for every
 # background stage. make test runs the VM step this way beside lint, the
 # short fuzz pass and the light container scenarios (&vm-step lint
-# fuzz-short lab-light wait): lint and the fuzz pass runs for a fixed time whatever CPU it
-# gets, and the light scenarios mostly wait on timers and the network and
+# fuzz-short lab-light wait): the fuzz pass runs for a fixed time whatever
+# CPU it gets, lint has minutes to spare there, and the light scenarios mostly wait on timers and the network and
 # hold on a loaded host, so the TCG-emulated VMs use the CPU they leave.
 # The heavy scenarios run alone after the wait. (Beside the whole container
 # stage at nice 19 the VMs starved: ployzd did not open its socket within
