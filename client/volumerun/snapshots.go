@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -15,11 +16,39 @@ import (
 )
 
 // Snapshots lists machine's snapshots of volume name, each with whether
-// the volume's x-volume retention keeps it (list_volume_snapshots).
-func (rn *Runner) Snapshots(ctx context.Context, machine, name string) (rpc.VolumeSnapshots, error) {
+// the volume's x-volume retention keeps it (list_volume_snapshots);
+// without machine, the Writer's (or the one copy's). It answers the
+// Machine it asked.
+func (rn *Runner) Snapshots(ctx context.Context, machine, name string) (string, rpc.VolumeSnapshots, error) {
 	var out rpc.VolumeSnapshots
+	if machine == "" {
+		var err error
+		if machine, err = rn.locateWriter(ctx, name); err != nil {
+			return "", out, err
+		}
+	}
 	err := rpc.InvokeInto(ctx, rn.Entry, rpc.Target{One: machine}, rpc.ListVolumeSnapshots, rpc.VolumeRequest{Name: name}, &out)
-	return out, err
+	return machine, out, err
+}
+
+// locateWriter is the Machine holding volume name's Writer, or its only
+// copy; with Mirrors and no Writer (or two) it asks for --machine.
+func (rn *Runner) locateWriter(ctx context.Context, name string) (string, error) {
+	cp, err := rn.readCopies(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if len(cp.Writers) == 1 {
+		return cp.Writers[0], nil
+	}
+	held := slices.Sorted(maps.Keys(cp.Vols))
+	switch {
+	case len(held) == 1:
+		return held[0], nil
+	case len(held) == 0:
+		return "", rpc.Errorf(rpc.CodeNotFound, "name: no Machine holds a volume %q%s", name, cp.Note).With("field", "name")
+	}
+	return "", rpc.Errorf(rpc.CodeAmbiguous, "name: volume %q has no single Writer and is on %s: pass --machine", name, strings.Join(held, ", ")).With("field", "name")
 }
 
 // KindSnapshotRestore is the Volume Run kind of `volume snapshot restore`.

@@ -183,3 +183,23 @@ func TestNewerThan(t *testing.T) {
 		t.Errorf("newer than the newest: %v", got)
 	}
 }
+
+// TestLocateWriter: without --machine, snapshot ls asks the Writer's
+// Machine even with a Mirror elsewhere; with Mirrors only it asks for
+// --machine; a volume's only copy is its own answer.
+func TestLocateWriter(t *testing.T) {
+	fc, _ := snapCluster(t)
+	ctx := context.Background()
+	if m, err := fc.runner().locateWriter(ctx, "db"); err != nil || m != "m1" {
+		t.Fatalf("with a Writer on m1: %q, %v", m, err)
+	}
+	fc.ms["m1"].vols["db"].copy = volumecopy.Copy{Role: volumecopy.Mirror}
+	_, err := fc.runner().locateWriter(ctx, "db")
+	refusedBy(t, "Mirrors only", err, "name", "no single Writer", "m1, m2", "--machine")
+	delete(fc.ms["m2"].vols, "db")
+	if m, err := fc.runner().locateWriter(ctx, "db"); err != nil || m != "m1" {
+		t.Fatalf("one copy: %q, %v", m, err)
+	}
+	_, err = fc.runner().locateWriter(ctx, "nosuch")
+	refusedBy(t, "no such volume", err, "name", `no Machine holds a volume "nosuch"`)
+}

@@ -170,17 +170,28 @@ func volumeSnapshot() *cobra.Command {
 }
 
 func volumeSnapshotLs() *cobra.Command {
-	cmd := volumeOp("ls NAME", "List a volume's snapshots: created, used, and whether its x-volume retention keeps each (and by which rule)", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
-		s, err := rn.Snapshots(c.Context(), m, args[0])
-		if err != nil {
-			return err
-		}
-		return show(c, map[string]any{"machine": m, "snapshots": s}, nil, func(w io.Writer) error {
-			render.VolumeSnapshots(w, m, s)
-			return nil
-		})
-	})
-	cmd.Args = cobra.ExactArgs(1)
+	var machine string
+	cmd := &cobra.Command{
+		Use:   "ls NAME",
+		Short: "List a volume's snapshots: created, used, and whether its x-volume retention keeps each (and by which rule)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := volumerun.CheckName(args[0]); err != nil {
+				return err
+			}
+			return withClient(c, func(s *client.Session) error {
+				m, snaps, err := volumeRunner(c, s).Snapshots(c.Context(), machine, args[0])
+				if err != nil {
+					return err
+				}
+				return show(c, map[string]any{"machine": m, "snapshots": snaps}, nil, func(w io.Writer) error {
+					render.VolumeSnapshots(w, m, snaps)
+					return nil
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&machine, "machine", "", "the Machine whose copy (default: the Writer's)")
 	return cmd
 }
 
