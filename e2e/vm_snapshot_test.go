@@ -31,7 +31,7 @@ func vmSnapshotRestore(ctx context.Context, t *testing.T, l *lab.Lab, op *operat
 	}
 	fill(64 << 10)
 	kept := sum("m2")
-	op.must(t, "volume", "snapshot", "db", "keep")
+	op.must(t, "volume", "snapshot", "db", "keep", "--machine", "m2") // m1 holds a Mirror: the plain command asks which
 	fill(128 << 10)
 	op.must(t, "volume", "sync", "db")
 	if sum("m1") == kept {
