@@ -271,4 +271,5 @@ func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 	}
 	vmVolumeRestore(ctx, t, l, op, refused, role, serviceOn)
 	vmMoveFinish(ctx, t, l, op, role, serviceOn)
+	vmSnapshotRestore(ctx, t, l, op, serviceOn)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volprotect"
 	"github.com/ployz/ployz/core/volumes"
 )
 
@@ -140,4 +142,60 @@ func Protection(w io.Writer, p volumerun.Protection) {
 	for _, m := range p.Mirrors {
 		fmt.Fprintf(w, "  %s\n", m)
 	}
+}
+
+// VolumeSnapshots lists a volume's snapshots (`ployz volume snapshot
+// ls`), oldest first: creation time, the space each alone holds, and
+// what the volume's x-volume retention does with it: kept (by which
+// rules), pruned at the next round, or never pruned (not automatic).
+func VolumeSnapshots(w io.Writer, machine string, s rpc.VolumeSnapshots) {
+	role := "?"
+	if s.Copy != nil {
+		role = s.Copy.Role
+	}
+	ret := "none declared (x-volume snapshots)"
+	if s.Retention != nil {
+		ret = RetentionString(*s.Retention)
+	}
+	if s.Note != "" {
+		ret = s.Note
+	}
+	fmt.Fprintf(w, "Volume %s on %s (%s); retention: %s\n", s.Volume, machine, role, ret)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SNAPSHOT\tCREATED\tUSED\tRETENTION")
+	for _, sn := range s.Snapshots {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sn.Name, time.Unix(0, sn.Created).UTC().Format(time.RFC3339), units.BytesSize(float64(sn.UsedBytes)), snapshotFate(sn, s.Retention != nil))
+	}
+	tw.Flush()
+	if len(s.Snapshots) == 0 {
+		fmt.Fprintln(w, "(no snapshots)")
+	}
+}
+
+// snapshotFate is what retention does with sn (under is whether the
+// volume declares one).
+func snapshotFate(sn rpc.VolumeSnapshotInfo, under bool) string {
+	switch {
+	case !sn.Auto:
+		return "not automatic: never pruned"
+	case !under:
+		return "automatic, no retention: not pruned"
+	case sn.Kept:
+		return "kept (" + strings.Join(sn.Rules, ", ") + ")"
+	}
+	return "pruned at the next round"
+}
+
+// RetentionString is r as x-volume declares it: "hourly 24, daily 7".
+func RetentionString(r volprotect.Retention) string {
+	var parts []string
+	for _, c := range []struct {
+		k string
+		n int
+	}{{"hourly", r.Hourly}, {"daily", r.Daily}, {"weekly", r.Weekly}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c.k, c.n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

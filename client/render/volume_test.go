@@ -8,6 +8,7 @@ import (
 	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volprotect"
 	"github.com/ployz/ployz/core/volumes"
 )
 
@@ -71,4 +72,22 @@ func TestVolume(t *testing.T) {
 		Mirrors: []volumerun.MirrorLag{{Machine: "m2", Gen: 7, Kind: "sync", Synced: last, BehindSeconds: 720}}})
 	contains(t, "protection", b.String(), "scheduled: 26 automatic snapshot(s), newest 2026-12-07T05:00:00Z",
 		"Mirror on m2 is 12 min behind (sync run gen 7, 2026-12-07T05:00:00Z)")
+}
+
+// TestVolumeSnapshots: each snapshot's fate under the retention reads
+// plainly: kept by which rules, pruned next, never pruned.
+func TestVolumeSnapshots(t *testing.T) {
+	var b strings.Builder
+	VolumeSnapshots(&b, "m1", rpc.VolumeSnapshots{Volume: "db", Copy: &rpc.VolumeCopy{Role: "writer"}, Retention: &volprotect.Retention{Hourly: 24, Daily: 7},
+		Snapshots: []rpc.VolumeSnapshotInfo{
+			{Name: "before-upgrade", Created: 1764680000000000000, UsedBytes: 4096},
+			{Name: "auto-20261207-0900", Auto: true},
+			{Name: "auto-20261207-1000", Auto: true, Kept: true, Rules: []string{"newest", "hourly"}},
+		}})
+	for _, want := range []string{"Volume db on m1 (writer); retention: hourly 24, daily 7", "SNAPSHOT", "before-upgrade", "4KiB", "not automatic: never pruned",
+		"pruned at the next round", "kept (newest, hourly)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
 }

@@ -27,6 +27,8 @@ type fakeCluster struct {
 	ms map[string]*fakeMachine
 	// failSend makes a send of these snapshots fail.
 	failSend map[string]bool
+	// failRollback makes rollback_volume fail after admitting it.
+	failRollback bool
 	// waits are the runners' waits (tests shorten them).
 	waits waits
 	// events are what the runners reported, in order.
@@ -214,6 +216,7 @@ func (fc *fakeCluster) routes(srv *rpc.Server, m *fakeMachine) {
 		return rpc.VolumeRemoved{MachineID: id, Removed: req.Name}, nil
 	})
 	fc.taskRoute(srv, m)
+	fc.rollbackRoute(srv, m)
 }
 
 // taskRoute serves volume_task on m while m.tasks is set: admitted

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -153,7 +154,7 @@ func volumeRm() *cobra.Command {
 }
 
 func volumeSnapshot() *cobra.Command {
-	cmd := volumeOp("snapshot NAME SNAPSHOT", "Take a point-in-time snapshot of a Provisioned Volume", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
+	cmd := volumeOp("snapshot NAME SNAPSHOT", "Take a point-in-time snapshot of a Provisioned Volume (ls, restore: list them, go back to one)", func(c *cobra.Command, rn *volumerun.Runner, m string, args []string) error {
 		if err := volume.ValidSnapshot(args[1]); err != nil {
 			return fmt.Errorf("SNAPSHOT: %w", err)
 		}
@@ -164,6 +165,67 @@ func volumeSnapshot() *cobra.Command {
 		return printVolume(c, m, v)
 	})
 	cmd.Args = cobra.ExactArgs(2)
+	cmd.AddCommand(volumeSnapshotLs(), volumeSnapshotRestore())
+	return cmd
+}
+
+func volumeSnapshotLs() *cobra.Command {
+	var machine string
+	cmd := &cobra.Command{
+		Use:   "ls NAME",
+		Short: "List a volume's snapshots: created, used, and whether its x-volume retention keeps each (and by which rule)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := volumerun.CheckName(args[0]); err != nil {
+				return err
+			}
+			return withClient(c, func(s *client.Session) error {
+				m, snaps, err := volumeRunner(c, s).Snapshots(c.Context(), machine, args[0])
+				if err != nil {
+					return err
+				}
+				return show(c, map[string]any{"machine": m, "snapshots": snaps}, nil, func(w io.Writer) error {
+					render.VolumeSnapshots(w, m, snaps)
+					return nil
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&machine, "machine", "", "the Machine whose copy (default: the Writer's)")
+	return cmd
+}
+
+func volumeSnapshotRestore() *cobra.Command {
+	var o volumerun.SnapshotRestoreOptions
+	cmd := &cobra.Command{
+		Use:   "restore NAME SNAPSHOT [--stop] [--force]",
+		Short: "Volume Run: roll the Writer's copy of a volume back to one of its snapshots",
+		Long: `A snapshot-restore run: the Writer's copy of NAME goes back to SNAPSHOT
+(zfs rollback); every change since is lost. Its steps: check-writer, with
+--stop a stop of each running Container mounting the volume on the
+Writer's Machine, rollback, and a start of each Container it stopped.
+A rollback that fails starts them again (the run ends undone).
+
+Refused before a run opens, changing nothing: while a running Container
+mounts the volume (pass --stop), when SNAPSHOT is not there (named, with
+the snapshots that are), when snapshots newer than SNAPSHOT exist (named;
+--force destroys them, as zfs rollback -r), on a Mirror's copy
+(--machine naming a Mirror), and for a volume with no Writer or two.
+Mirrors keep their data until the next ` + "`ployz volume sync`" + `.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := volumerun.CheckSnapshotRestore(args[0], args[1], o); err != nil {
+				return err
+			}
+			return runVolumeCmd(c, args[0], func(ctx context.Context, rn *volumerun.Runner) (volumerun.Result, error) {
+				return rn.RestoreSnapshot(ctx, args[0], args[1], o)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&o.Machine, "machine", "", "the Machine whose copy is meant (refused unless it holds the Writer)")
+	cmd.Flags().BoolVar(&o.Stop, "stop", false, "stop the running Containers mounting the volume, roll back, start them again")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "destroy the snapshots newer than SNAPSHOT (zfs rollback -r)")
+	cmd.Flags().DurationVar(&o.Grace, "grace", 10*time.Second, "how long each Container gets to stop (with --stop)")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -46,5 +47,21 @@ func TestPrintRun(t *testing.T) {
 	var doc struct{ Run operator.VolumeRun }
 	if err := printRun(cmd, volumerun.Result{Run: run}, failed); err != failed || json.Unmarshal(out.Bytes(), &doc) != nil || doc.Run.State != operator.RunUndone || doc.Run.Error != run.Error {
 		t.Fatalf("--json run: %v %s", err, out.String())
+	}
+}
+
+// TestVolumeSnapshotCommands: `volume snapshot NAME SNAP` still takes a
+// snapshot, while ls and restore are its subcommands.
+func TestVolumeSnapshotCommands(t *testing.T) {
+	root := volumeCommand()
+	for args, want := range map[string]string{
+		"snapshot db s1":         "snapshot",
+		"snapshot ls db":         "ls",
+		"snapshot restore db s1": "restore",
+	} {
+		c, _, err := root.Find(strings.Fields(args))
+		if err != nil || c.Name() != want {
+			t.Errorf("%s: found %v (%v), want %s", args, c.Name(), err, want)
+		}
 	}
 }

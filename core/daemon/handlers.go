@@ -44,7 +44,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.certificateRoutes(), d.dnsProviderRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.jobRoutes(), d.volumePolicyRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.certificateRoutes(), d.dnsProviderRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.jobRoutes(), d.volumePolicyRoutes(), d.volumeSnapshotRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {

@@ -35,7 +35,7 @@ type VolumeRun struct {
 	Context string    `json:"context"`
 	Volume  string    `json:"volume"`
 	Gen     uint64    `json:"gen"`
-	Kind    string    `json:"kind"` // mirror, sync, move, release, delete-mirror, restore
+	Kind    string    `json:"kind"` // mirror, sync, move, release, delete-mirror, restore, snapshot-restore
 	Target  string    `json:"target,omitempty"`
 	State   string    `json:"state"`
 	Error   string    `json:"error,omitempty"`

@@ -79,6 +79,9 @@ var (
 	SnapshotVolume = Declare[SnapshotVolumeRequest, Volume](CmdSnapshotVolume, volume.CapSnapshot)
 	SetVolumeCopy  = Declare[SetVolumeCopyRequest, VolumeCopySet](CmdSetVolumeCopy, CapSetVolumeCopy)
 	VolumeTask     = Declare[VolumeTaskRequest, VolumeTaskState](CmdVolumeTask, CapVolumeTask)
+	// ployzd's own over the plugin's inspect, and the plugin's Rollback.
+	ListVolumeSnapshots = Declare[VolumeRequest, VolumeSnapshots](CmdListVolumeSnapshots, CapListVolumeSnapshots)
+	RollbackVolume      = Declare[RollbackVolumeRequest, VolumeRolledBack](CmdRollbackVolume, volume.CapRollback)
 
 	// The observe plugins' commands keep their capabilities (sdk/observe).
 	QueryMetrics   = Declare[QueryMetricsRequest, MetricsAnswer](CmdQueryMetrics, observe.CapQueryMetrics)

@@ -28,10 +28,13 @@ const (
 	// listing carries and a Send from a bookmark: ployzd keeps a copy's
 	// newest run snapshots with it. A plugin without it is not pruned.
 	CapPrune = "ployz.volume.prune.v1"
+	// CapRollback is Rollback: ployzd's rollback_volume (`ployz volume
+	// snapshot restore`) returns the Writer's copy to a snapshot with it.
+	CapRollback = "ployz.volume.rollback.v1"
 )
 
 // Capabilities are all of them, in the order a plugin lists them.
-var Capabilities = []string{CapCreate, CapRemove, CapList, CapInspect, CapSnapshot, CapSend, CapReceive, CapReadOnly, CapPrune}
+var Capabilities = []string{CapCreate, CapRemove, CapList, CapInspect, CapSnapshot, CapSend, CapReceive, CapReadOnly, CapPrune, CapRollback}
 
 // runSnapshotRe names the snapshots Volume Runs take: run-<gen>, and a
 // Move's run-<gen>-cut. Any other name is an operator's own snapshot.

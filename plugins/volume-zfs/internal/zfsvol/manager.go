@@ -681,3 +681,82 @@ func run(ctx context.Context, in io.Reader, out io.Writer, args ...string) ([][]
 	}
 	return lines, nil
 }
+
+// Rollback returns volume name to its snapshot snap, discarding every
+// change since. The snapshots and bookmarks newer than snap (zfs
+// rollback -r destroys both) go only with destroyNewer; without it a
+// volume that has some is refused naming them. It answers the volume
+// after and what was destroyed ("name" for a snapshot, "#name" for a
+// bookmark), oldest first.
+func (m *Manager) Rollback(ctx context.Context, name, snap string, destroyNewer bool) (*volumev1.VolumeInfo, []string, error) {
+	ds, snaps, unlock, err := m.lockedSnapshots(ctx, name, snap)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	if !hasSnapshot(snaps, snap) {
+		return nil, nil, status.Errorf(codes.NotFound, "snapshot: volume %q has no snapshot %q (it has: %s)", name, snap, snapshotNames(snaps))
+	}
+	marks, err := bookmarks(ctx, ds.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	newer := newerThan(snaps, marks, snap)
+	if len(newer) > 0 && !destroyNewer {
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "snapshot: rolling volume %q back to %q destroys what is newer: %s; ask again with destroy_newer to destroy them",
+			name, snap, strings.Join(newer, ", "))
+	}
+	if _, err := run(ctx, nil, nil, rollbackCommand(ds.Name, snap, len(newer) > 0)...); err != nil {
+		return nil, nil, status.Errorf(codes.Internal, "snapshot: roll %s back to %s: %v", name, snap, err)
+	}
+	vi, err := info(ctx, name, ds)
+	return vi, newer, err
+}
+
+// rollbackCommand is zfs rollback of dataset to snap; with newer, -r
+// destroys the snapshots and bookmarks after it (zfs refuses without).
+func rollbackCommand(dataset, snap string, newer bool) []string {
+	args := []string{"rollback"}
+	if newer {
+		args = append(args, "-r")
+	}
+	return append(args, dataset+"@"+snap)
+}
+
+// newerThan names what a rollback to snap destroys: the snapshots after
+// it (snaps are oldest first, by createtxg) and the bookmarks created
+// after it ("#name"). A bookmark of the same second is kept: zfs orders
+// by transaction group, which the listing does not carry, so it is
+// left to zfs (a bookmark is made from an existing snapshot, so one of
+// snap's second is snap's or older).
+func newerThan(snaps []*volumev1.SnapshotInfo, marks []*volumev1.BookmarkInfo, snap string) []string {
+	var out []string
+	var at int64
+	found := false
+	for _, s := range snaps {
+		switch {
+		case found:
+			out = append(out, s.GetName())
+		case s.GetName() == snap:
+			found, at = true, s.GetCreatedUnixNanos()
+		}
+	}
+	for _, b := range marks {
+		if b.GetCreatedUnixNanos() > at {
+			out = append(out, "#"+b.GetName())
+		}
+	}
+	return out
+}
+
+// snapshotNames lists snaps' names for a message ("none" without).
+func snapshotNames(snaps []*volumev1.SnapshotInfo) string {
+	if len(snaps) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(snaps))
+	for _, s := range snaps {
+		names = append(names, s.GetName())
+	}
+	return strings.Join(names, ", ")
+}

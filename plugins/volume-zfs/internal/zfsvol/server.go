@@ -82,6 +82,15 @@ func (s *Server) DestroySnapshot(ctx context.Context, req *volumev1.DestroySnaps
 	return &volumev1.DestroySnapshotResponse{Volume: vi}, nil
 }
 
+// Rollback implements volumev1.VolumeServer.
+func (s *Server) Rollback(ctx context.Context, req *volumev1.RollbackRequest) (*volumev1.RollbackResponse, error) {
+	vi, destroyed, err := s.M.Rollback(ctx, req.GetVolume(), req.GetSnapshot(), req.GetDestroyNewer())
+	if err != nil {
+		return nil, err
+	}
+	return &volumev1.RollbackResponse{Volume: vi, Destroyed: destroyed}, nil
+}
+
 // Pool implements volumev1.VolumeServer.
 func (s *Server) Pool(_ context.Context, req *volumev1.PoolRequest) (*volumev1.PoolResponse, error) {
 	return s.M.PoolInfo(req.GetPool())

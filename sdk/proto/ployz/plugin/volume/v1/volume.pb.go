@@ -1398,6 +1398,124 @@ func (x *DestroySnapshotResponse) GetVolume() *VolumeInfo {
 	return nil
 }
 
+// RollbackRequest names a volume and the snapshot it returns to.
+type RollbackRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Volume   string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Snapshot string                 `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// destroy_newer allows destroying the snapshots and bookmarks newer
+	// than snapshot (zfs rollback -r).
+	DestroyNewer  bool `protobuf:"varint,3,opt,name=destroy_newer,json=destroyNewer,proto3" json:"destroy_newer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RollbackRequest) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *RollbackRequest) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *RollbackRequest) GetDestroyNewer() bool {
+	if x != nil {
+		return x.DestroyNewer
+	}
+	return false
+}
+
+// RollbackResponse describes the volume after, and what went with it.
+type RollbackResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Volume *VolumeInfo            `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	// destroyed names the newer snapshots (name) and bookmarks (#name)
+	// the rollback destroyed, oldest first.
+	Destroyed     []string `protobuf:"bytes,2,rep,name=destroyed,proto3" json:"destroyed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackResponse) Reset() {
+	*x = RollbackResponse{}
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackResponse) ProtoMessage() {}
+
+func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ployz_plugin_volume_v1_volume_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
+func (*RollbackResponse) Descriptor() ([]byte, []int) {
+	return file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RollbackResponse) GetVolume() *VolumeInfo {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+func (x *RollbackResponse) GetDestroyed() []string {
+	if x != nil {
+		return x.Destroyed
+	}
+	return nil
+}
+
 var File_ployz_plugin_volume_v1_volume_proto protoreflect.FileDescriptor
 
 const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
@@ -1497,7 +1615,14 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\x12\x1a\n" +
 	"\bbookmark\x18\x03 \x01(\bR\bbookmark\"U\n" +
 	"\x17DestroySnapshotResponse\x12:\n" +
-	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume2\xe4\a\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume\"j\n" +
+	"\x0fRollbackRequest\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\x12#\n" +
+	"\rdestroy_newer\x18\x03 \x01(\bR\fdestroyNewer\"l\n" +
+	"\x10RollbackResponse\x12:\n" +
+	"\x06volume\x18\x01 \x01(\v2\".ployz.plugin.volume.v1.VolumeInfoR\x06volume\x12\x1c\n" +
+	"\tdestroyed\x18\x02 \x03(\tR\tdestroyed2\xc3\b\n" +
 	"\x06Volume\x12i\n" +
 	"\fCreateVolume\x12+.ployz.plugin.volume.v1.CreateVolumeRequest\x1a,.ployz.plugin.volume.v1.CreateVolumeResponse\x12i\n" +
 	"\fRemoveVolume\x12+.ployz.plugin.volume.v1.RemoveVolumeRequest\x1a,.ployz.plugin.volume.v1.RemoveVolumeResponse\x12f\n" +
@@ -1508,7 +1633,8 @@ const file_ployz_plugin_volume_v1_volume_proto_rawDesc = "" +
 	"\aReceive\x12$.ployz.plugin.volume.v1.ReceiveChunk\x1a'.ployz.plugin.volume.v1.ReceiveResponse(\x01\x12Q\n" +
 	"\x04Pool\x12#.ployz.plugin.volume.v1.PoolRequest\x1a$.ployz.plugin.volume.v1.PoolResponse\x12f\n" +
 	"\vSetReadOnly\x12*.ployz.plugin.volume.v1.SetReadOnlyRequest\x1a+.ployz.plugin.volume.v1.SetReadOnlyResponse\x12r\n" +
-	"\x0fDestroySnapshot\x12..ployz.plugin.volume.v1.DestroySnapshotRequest\x1a/.ployz.plugin.volume.v1.DestroySnapshotResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
+	"\x0fDestroySnapshot\x12..ployz.plugin.volume.v1.DestroySnapshotRequest\x1a/.ployz.plugin.volume.v1.DestroySnapshotResponse\x12]\n" +
+	"\bRollback\x12'.ployz.plugin.volume.v1.RollbackRequest\x1a(.ployz.plugin.volume.v1.RollbackResponseBBZ@github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1;volumev1b\x06proto3"
 
 var (
 	file_ployz_plugin_volume_v1_volume_proto_rawDescOnce sync.Once
@@ -1522,7 +1648,7 @@ func file_ployz_plugin_volume_v1_volume_proto_rawDescGZIP() []byte {
 	return file_ployz_plugin_volume_v1_volume_proto_rawDescData
 }
 
-var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_ployz_plugin_volume_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_ployz_plugin_volume_v1_volume_proto_goTypes = []any{
 	(*VolumeInfo)(nil),              // 0: ployz.plugin.volume.v1.VolumeInfo
 	(*BookmarkInfo)(nil),            // 1: ployz.plugin.volume.v1.BookmarkInfo
@@ -1548,12 +1674,14 @@ var file_ployz_plugin_volume_v1_volume_proto_goTypes = []any{
 	(*SetReadOnlyResponse)(nil),     // 21: ployz.plugin.volume.v1.SetReadOnlyResponse
 	(*DestroySnapshotRequest)(nil),  // 22: ployz.plugin.volume.v1.DestroySnapshotRequest
 	(*DestroySnapshotResponse)(nil), // 23: ployz.plugin.volume.v1.DestroySnapshotResponse
-	nil,                             // 24: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	(*RollbackRequest)(nil),         // 24: ployz.plugin.volume.v1.RollbackRequest
+	(*RollbackResponse)(nil),        // 25: ployz.plugin.volume.v1.RollbackResponse
+	nil,                             // 26: ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
 }
 var file_ployz_plugin_volume_v1_volume_proto_depIdxs = []int32{
 	2,  // 0: ployz.plugin.volume.v1.VolumeInfo.snapshot_details:type_name -> ployz.plugin.volume.v1.SnapshotInfo
 	1,  // 1: ployz.plugin.volume.v1.VolumeInfo.bookmarks:type_name -> ployz.plugin.volume.v1.BookmarkInfo
-	24, // 2: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
+	26, // 2: ployz.plugin.volume.v1.CreateVolumeRequest.options:type_name -> ployz.plugin.volume.v1.CreateVolumeRequest.OptionsEntry
 	0,  // 3: ployz.plugin.volume.v1.CreateVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
 	0,  // 4: ployz.plugin.volume.v1.ListVolumesResponse.volumes:type_name -> ployz.plugin.volume.v1.VolumeInfo
 	0,  // 5: ployz.plugin.volume.v1.GetVolumeResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
@@ -1561,31 +1689,34 @@ var file_ployz_plugin_volume_v1_volume_proto_depIdxs = []int32{
 	0,  // 7: ployz.plugin.volume.v1.ReceiveResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
 	0,  // 8: ployz.plugin.volume.v1.SetReadOnlyResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
 	0,  // 9: ployz.plugin.volume.v1.DestroySnapshotResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
-	3,  // 10: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
-	5,  // 11: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
-	7,  // 12: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
-	9,  // 13: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
-	11, // 14: ployz.plugin.volume.v1.Volume.GetVolume:input_type -> ployz.plugin.volume.v1.GetVolumeRequest
-	13, // 15: ployz.plugin.volume.v1.Volume.Send:input_type -> ployz.plugin.volume.v1.SendRequest
-	16, // 16: ployz.plugin.volume.v1.Volume.Receive:input_type -> ployz.plugin.volume.v1.ReceiveChunk
-	18, // 17: ployz.plugin.volume.v1.Volume.Pool:input_type -> ployz.plugin.volume.v1.PoolRequest
-	20, // 18: ployz.plugin.volume.v1.Volume.SetReadOnly:input_type -> ployz.plugin.volume.v1.SetReadOnlyRequest
-	22, // 19: ployz.plugin.volume.v1.Volume.DestroySnapshot:input_type -> ployz.plugin.volume.v1.DestroySnapshotRequest
-	4,  // 20: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
-	6,  // 21: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
-	8,  // 22: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
-	10, // 23: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
-	12, // 24: ployz.plugin.volume.v1.Volume.GetVolume:output_type -> ployz.plugin.volume.v1.GetVolumeResponse
-	14, // 25: ployz.plugin.volume.v1.Volume.Send:output_type -> ployz.plugin.volume.v1.SendChunk
-	17, // 26: ployz.plugin.volume.v1.Volume.Receive:output_type -> ployz.plugin.volume.v1.ReceiveResponse
-	19, // 27: ployz.plugin.volume.v1.Volume.Pool:output_type -> ployz.plugin.volume.v1.PoolResponse
-	21, // 28: ployz.plugin.volume.v1.Volume.SetReadOnly:output_type -> ployz.plugin.volume.v1.SetReadOnlyResponse
-	23, // 29: ployz.plugin.volume.v1.Volume.DestroySnapshot:output_type -> ployz.plugin.volume.v1.DestroySnapshotResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 10: ployz.plugin.volume.v1.RollbackResponse.volume:type_name -> ployz.plugin.volume.v1.VolumeInfo
+	3,  // 11: ployz.plugin.volume.v1.Volume.CreateVolume:input_type -> ployz.plugin.volume.v1.CreateVolumeRequest
+	5,  // 12: ployz.plugin.volume.v1.Volume.RemoveVolume:input_type -> ployz.plugin.volume.v1.RemoveVolumeRequest
+	7,  // 13: ployz.plugin.volume.v1.Volume.ListVolumes:input_type -> ployz.plugin.volume.v1.ListVolumesRequest
+	9,  // 14: ployz.plugin.volume.v1.Volume.Snapshot:input_type -> ployz.plugin.volume.v1.SnapshotRequest
+	11, // 15: ployz.plugin.volume.v1.Volume.GetVolume:input_type -> ployz.plugin.volume.v1.GetVolumeRequest
+	13, // 16: ployz.plugin.volume.v1.Volume.Send:input_type -> ployz.plugin.volume.v1.SendRequest
+	16, // 17: ployz.plugin.volume.v1.Volume.Receive:input_type -> ployz.plugin.volume.v1.ReceiveChunk
+	18, // 18: ployz.plugin.volume.v1.Volume.Pool:input_type -> ployz.plugin.volume.v1.PoolRequest
+	20, // 19: ployz.plugin.volume.v1.Volume.SetReadOnly:input_type -> ployz.plugin.volume.v1.SetReadOnlyRequest
+	22, // 20: ployz.plugin.volume.v1.Volume.DestroySnapshot:input_type -> ployz.plugin.volume.v1.DestroySnapshotRequest
+	24, // 21: ployz.plugin.volume.v1.Volume.Rollback:input_type -> ployz.plugin.volume.v1.RollbackRequest
+	4,  // 22: ployz.plugin.volume.v1.Volume.CreateVolume:output_type -> ployz.plugin.volume.v1.CreateVolumeResponse
+	6,  // 23: ployz.plugin.volume.v1.Volume.RemoveVolume:output_type -> ployz.plugin.volume.v1.RemoveVolumeResponse
+	8,  // 24: ployz.plugin.volume.v1.Volume.ListVolumes:output_type -> ployz.plugin.volume.v1.ListVolumesResponse
+	10, // 25: ployz.plugin.volume.v1.Volume.Snapshot:output_type -> ployz.plugin.volume.v1.SnapshotResponse
+	12, // 26: ployz.plugin.volume.v1.Volume.GetVolume:output_type -> ployz.plugin.volume.v1.GetVolumeResponse
+	14, // 27: ployz.plugin.volume.v1.Volume.Send:output_type -> ployz.plugin.volume.v1.SendChunk
+	17, // 28: ployz.plugin.volume.v1.Volume.Receive:output_type -> ployz.plugin.volume.v1.ReceiveResponse
+	19, // 29: ployz.plugin.volume.v1.Volume.Pool:output_type -> ployz.plugin.volume.v1.PoolResponse
+	21, // 30: ployz.plugin.volume.v1.Volume.SetReadOnly:output_type -> ployz.plugin.volume.v1.SetReadOnlyResponse
+	23, // 31: ployz.plugin.volume.v1.Volume.DestroySnapshot:output_type -> ployz.plugin.volume.v1.DestroySnapshotResponse
+	25, // 32: ployz.plugin.volume.v1.Volume.Rollback:output_type -> ployz.plugin.volume.v1.RollbackResponse
+	22, // [22:33] is the sub-list for method output_type
+	11, // [11:22] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_ployz_plugin_volume_v1_volume_proto_init() }
@@ -1599,7 +1730,7 @@ func file_ployz_plugin_volume_v1_volume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ployz_plugin_volume_v1_volume_proto_rawDesc), len(file_ployz_plugin_volume_v1_volume_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Volume_Pool_FullMethodName            = "/ployz.plugin.volume.v1.Volume/Pool"
 	Volume_SetReadOnly_FullMethodName     = "/ployz.plugin.volume.v1.Volume/SetReadOnly"
 	Volume_DestroySnapshot_FullMethodName = "/ployz.plugin.volume.v1.Volume/DestroySnapshot"
+	Volume_Rollback_FullMethodName        = "/ployz.plugin.volume.v1.Volume/Rollback"
 )
 
 // VolumeClient is the client API for Volume service.
@@ -77,6 +78,14 @@ type VolumeClient interface {
 	// plugin advertising ployz.volume.prune.v1; ployzd calls it to keep a
 	// copy's newest run snapshots only. A snapshot already gone succeeds.
 	DestroySnapshot(ctx context.Context, in *DestroySnapshotRequest, opts ...grpc.CallOption) (*DestroySnapshotResponse, error)
+	// Rollback returns a volume to one of its snapshots, discarding every
+	// change since (for ZFS zfs rollback). Snapshots and bookmarks newer
+	// than it are destroyed only with destroy_newer; without it a volume
+	// that has some is refused (FAILED_PRECONDITION naming them), and a
+	// snapshot it does not have is NOT_FOUND. Served by a plugin
+	// advertising ployz.volume.rollback.v1; ployzd admits it against the
+	// copy (its Writer, no running Container mounting it) first.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
 }
 
 type volumeClient struct {
@@ -199,6 +208,16 @@ func (c *volumeClient) DestroySnapshot(ctx context.Context, in *DestroySnapshotR
 	return out, nil
 }
 
+func (c *volumeClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackResponse)
+	err := c.cc.Invoke(ctx, Volume_Rollback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VolumeServer is the server API for Volume service.
 // All implementations must embed UnimplementedVolumeServer
 // for forward compatibility.
@@ -243,6 +262,14 @@ type VolumeServer interface {
 	// plugin advertising ployz.volume.prune.v1; ployzd calls it to keep a
 	// copy's newest run snapshots only. A snapshot already gone succeeds.
 	DestroySnapshot(context.Context, *DestroySnapshotRequest) (*DestroySnapshotResponse, error)
+	// Rollback returns a volume to one of its snapshots, discarding every
+	// change since (for ZFS zfs rollback). Snapshots and bookmarks newer
+	// than it are destroyed only with destroy_newer; without it a volume
+	// that has some is refused (FAILED_PRECONDITION naming them), and a
+	// snapshot it does not have is NOT_FOUND. Served by a plugin
+	// advertising ployz.volume.rollback.v1; ployzd admits it against the
+	// copy (its Writer, no running Container mounting it) first.
+	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
 	mustEmbedUnimplementedVolumeServer()
 }
 
@@ -282,6 +309,9 @@ func (UnimplementedVolumeServer) SetReadOnly(context.Context, *SetReadOnlyReques
 }
 func (UnimplementedVolumeServer) DestroySnapshot(context.Context, *DestroySnapshotRequest) (*DestroySnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DestroySnapshot not implemented")
+}
+func (UnimplementedVolumeServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
 }
 func (UnimplementedVolumeServer) mustEmbedUnimplementedVolumeServer() {}
 func (UnimplementedVolumeServer) testEmbeddedByValue()                {}
@@ -466,6 +496,24 @@ func _Volume_DestroySnapshot_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Volume_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServer).Rollback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Volume_Rollback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Volume_ServiceDesc is the grpc.ServiceDesc for Volume service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -504,6 +552,10 @@ var Volume_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DestroySnapshot",
 			Handler:    _Volume_DestroySnapshot_Handler,
+		},
+		{
+			MethodName: "Rollback",
+			Handler:    _Volume_Rollback_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
