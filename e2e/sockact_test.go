@@ -53,7 +53,7 @@ func sockActRedeploy(t *testing.T, l *lab.Lab, op *operator) {
 			return "", err
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second)) //nolint:errcheck // test connection
+		c.SetDeadline(time.Now().Add(20 * time.Second)) // test connection
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
@@ -61,7 +61,7 @@ func sockActRedeploy(t *testing.T, l *lab.Lab, op *operator) {
 		}
 		defer res.Body.Close()
 		var b strings.Builder
-		bufio.NewReader(res.Body).WriteTo(&b) //nolint:errcheck // checked by content
+		bufio.NewReader(res.Body).WriteTo(&b) // checked by content
 		return b.String(), nil
 	}
 	eventually(t, 30*time.Second, "the activated port answering", func() error { _, err := get(); return err })

@@ -91,7 +91,7 @@ func (s *activateSock) owner() string {
 
 func (s *activateSock) close() {
 	s.l.Close()
-	os.RemoveAll(s.dir) //nolint:errcheck // best effort: restore removes orphans
+	os.RemoveAll(s.dir) // best effort: restore removes orphans
 }
 
 func newActivation(log hclog.Logger, dir string, launcherPath func() (string, error), running func(context.Context, string) (runInfo, bool)) *activation {
@@ -126,10 +126,10 @@ func (a *activation) open(port int) (*activateSock, error) {
 		return nil, err
 	}
 	b := make([]byte, 8)
-	rand.Read(b) //nolint:errcheck // never fails
+	rand.Read(b) // never fails
 	s, err := a.bind(filepath.Join(a.dir, hex.EncodeToString(b)), port)
 	if err != nil {
-		os.RemoveAll(filepath.Join(a.dir, hex.EncodeToString(b))) //nolint:errcheck // best effort
+		os.RemoveAll(filepath.Join(a.dir, hex.EncodeToString(b))) // best effort
 	}
 	return s, err
 }
@@ -228,13 +228,13 @@ func (a *activation) serve(s *activateSock) {
 // inside the socket's Container, else "ERR why".
 func (a *activation) handle(s *activateSock, c *net.UnixConn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(a.placeWait + 5*time.Second)) //nolint:errcheck // a hung peer only holds this goroutine
+	c.SetDeadline(time.Now().Add(a.placeWait + 5*time.Second)) // a hung peer only holds this goroutine
 	id := s.owner()
 	pid, err := a.check(s, c, id)
 	if err != nil {
 		total := a.refused.Add(1)
 		a.log.Warn("socket activation: refused", "container", short(id), "pid", pid, "reason", err, "refused_total", total)
-		c.Write([]byte(launcher.ReplyErr + err.Error())) //nolint:errcheck // the peer may be gone
+		c.Write([]byte(launcher.ReplyErr + err.Error())) // the peer may be gone
 		return
 	}
 	l, err := a.listener(s.port)
@@ -243,7 +243,7 @@ func (a *activation) handle(s *activateSock, c *net.UnixConn) {
 	}
 	if err != nil {
 		a.log.Warn("socket activation: pass the socket", "container", short(id), "port", s.port, "error", err)
-		c.Write([]byte(launcher.ReplyErr + err.Error())) //nolint:errcheck // the peer may be gone
+		c.Write([]byte(launcher.ReplyErr + err.Error())) // the peer may be gone
 		return
 	}
 	a.log.Info("socket activation: socket passed", "container", short(id), "pid", pid, "port", s.port)
@@ -362,7 +362,7 @@ func (a *activation) restore(dirs map[string]string, ports map[string]int) {
 	entries, _ := os.ReadDir(a.dir)
 	for _, e := range entries {
 		if e.IsDir() && !used[e.Name()] && len(e.Name()) == 16 {
-			os.RemoveAll(filepath.Join(a.dir, e.Name())) //nolint:errcheck // best effort
+			os.RemoveAll(filepath.Join(a.dir, e.Name())) // best effort
 		}
 	}
 }

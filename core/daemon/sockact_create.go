@@ -142,7 +142,7 @@ func launcherCopy(exe, dst string) error {
 		}
 	}
 	tmp := dst + ".new"
-	os.Remove(tmp) //nolint:errcheck // a leftover of an interrupted copy
+	os.Remove(tmp) // a leftover of an interrupted copy
 	if err := os.Link(src, tmp); err != nil {
 		if err := copyExecutable(src, tmp); err != nil {
 			return err

@@ -100,7 +100,7 @@ func receiveOnce(path string) (int, string, error) {
 	name, ok := strings.CutPrefix(msg, ReplyOK)
 	if !ok || len(fds) != 1 {
 		for _, fd := range fds {
-			unix.Close(fd) //nolint:errcheck // refusing it
+			unix.Close(fd) // refusing it
 		}
 		if why, refused := strings.CutPrefix(msg, ReplyErr); refused {
 			return -1, "", fmt.Errorf("refused by the Machine: %s", why)
@@ -120,7 +120,7 @@ func Exec(fd int, name string, argv []string) error {
 		if err := unix.Dup3(fd, ListenFD, 0); err != nil {
 			return fmt.Errorf("dup the socket to fd %d: %w", ListenFD, err)
 		}
-		unix.Close(fd) //nolint:errcheck // fd 3 holds it
+		unix.Close(fd) // fd 3 holds it
 	} else if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 		return fmt.Errorf("fd %d: %w", ListenFD, err)
 	}

@@ -32,7 +32,7 @@ func serveOnce(t *testing.T, path, msg string, pass *net.TCPListener) {
 			defer f.Close()
 			oob = unix.UnixRights(int(f.Fd()))
 		}
-		c.WriteMsgUnix([]byte(msg), oob, nil) //nolint:errcheck // the test reads it
+		c.WriteMsgUnix([]byte(msg), oob, nil) // the test reads it
 	}()
 }
 

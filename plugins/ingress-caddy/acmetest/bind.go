@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/ployz/ployz/internal/prereq"
 )
 
 // BIND is a real BIND (named) serving one zone authoritatively on a
@@ -45,13 +47,10 @@ func StartBIND(t testing.TB, zone string) *BIND {
 		}
 	}
 	if err != nil {
-		if os.Getenv("PLOYZ_REQUIRE_PRIVILEGED") == "1" {
-			t.Fatal("named (BIND) is missing: apt-get install bind9 (packaging/prereq.sh installs it)")
-		}
-		t.Skip("named (BIND) is missing: apt-get install bind9")
+		prereq.Missing(t, "named (BIND): apt-get install bind9 (packaging/prereq.sh installs it)", err)
 	}
 	secret := make([]byte, 32)
-	rand.Read(secret) //nolint:errcheck // never fails
+	rand.Read(secret) // never fails
 	b := &BIND{Zone: dns.Fqdn(zone), KeyName: "ployz-test.", Algorithm: "hmac-sha256",
 		Secret: base64.StdEncoding.EncodeToString(secret)}
 	dir := t.TempDir()
@@ -92,8 +91,8 @@ zone "%[6]s" {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill() //nolint:errcheck // it may have exited
-		cmd.Wait()         //nolint:errcheck // killed
+		cmd.Process.Kill() // it may have exited
+		cmd.Wait()         // killed
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -37,7 +37,7 @@ func putDNSProvider(t *testing.T, st *memStore, keys *Sealer, name string, b *ac
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.PutCertificate(t.Context(), store.Row[store.CertificateBody]{Key: row, Owner: "m-a", Body: store.CertificateBody{ //nolint:errcheck // memStore
+	st.PutCertificate(t.Context(), store.Row[store.CertificateBody]{Key: row, Owner: "m-a", Body: store.CertificateBody{ // memStore
 		Source: ingress.CertSourceDNSProvider, AddedAt: time.Now().Unix(),
 		DNSProvider: &store.DNSProviderBody{Provider: "rfc2136", Zone: b.Zone, Secrets: sealed,
 			Settings: map[string]string{"server": b.Addr, "tsig_key": b.KeyName, "tsig_algorithm": b.Algorithm}}}})
@@ -132,7 +132,7 @@ func TestDNS01BadSecretBacksOffKeepingMaterial(t *testing.T) {
 	const h = "www.example.test"
 	now := time.Now()
 	oldCert, oldKey := selfSigned(t, now.Add(-2*time.Hour), now.Add(time.Hour), h)        // past two thirds: renew
-	st.PutCertificate(t.Context(), store.Row[store.CertificateBody]{Key: h, Owner: "m-a", //nolint:errcheck // memStore
+	st.PutCertificate(t.Context(), store.Row[store.CertificateBody]{Key: h, Owner: "m-a", // memStore
 		Body: store.CertificateBody{Domains: []string{h}, CertPEM: oldCert, KeyPEM: oldKey, Issuer: "m-a"}})
 	m := newManager(t, p, st, "m-a", func(c *Config) { c.Keys = keys; c.MinBackoff = time.Minute })
 	m.Want([]string{h})
