@@ -58,7 +58,7 @@ services:
 // write loop of one-shot POSTs: every acknowledged line is on m2's disk,
 // the data set's checksums equal, the Service answers from m2, m1 holds
 // a Mirror, and the downtime window is printed.
-func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, refused func(*testing.T, string, ...string)) {
+func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, refused func(*testing.T, string, ...string)) (serviceOn func(string) string) {
 	op.must(t, "machine", "update", "m2", "--zfs-pool", "ployz")
 	op.must(t, "machine", "update", "m1", "--label-add", "zone=a")
 	op.must(t, "machine", "update", "m2", "--label-add", "zone=b")
@@ -80,7 +80,7 @@ func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 		}
 		return ans.Hostname, nil
 	}
-	serviceOn := func(m string) string {
+	serviceOn = func(m string) string {
 		t.Helper()
 		out, err := l.Exec(ctx, m, "sh", "-c", "docker ps -a --filter label=ployz.service=db --filter label=ployz.namespace=shop-production --format '{{.ID}} {{.State}}'")
 		if err != nil {
@@ -271,5 +271,5 @@ func vmVolumeMove(ctx context.Context, t *testing.T, l *lab.Lab, op *operator, r
 	}
 	vmVolumeRestore(ctx, t, l, op, refused, role, serviceOn)
 	vmMoveFinish(ctx, t, l, op, role, serviceOn)
-	vmSnapshotRestore(ctx, t, l, op, serviceOn)
+	return serviceOn
 }
