@@ -145,11 +145,11 @@ cross:
 	done
 
 # Release N-1 for TestUpgradeFromPrevious (upgrade from it, and a mixed
-# Cluster of N and N-1): the newest release tag (v*) before HEAD, which
-# crosses every format and protocol change since that release; without
-# tags (a clone that did not fetch them), the previous commit; empty in a
-# clone without history, and the test fails under CI (skips otherwise).
-UPGRADE_FROM ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD~1 2>/dev/null || git rev-parse -q --verify HEAD~1 2>/dev/null)
+# Cluster of N and N-1): the newest release tag (v*) before HEAD, else the
+# last shipped release committed in packaging/previous-release, else the
+# previous commit; empty in a clone without history, and the test fails
+# under CI (skips otherwise). packaging/upgrade-from.sh says how.
+UPGRADE_FROM ?= $(shell packaging/upgrade-from.sh)
 
 LAB_ENV = PLOYZ_LAB=1 PLOYZ_BIN_DIR=$(BIN) PLOYZ_UPGRADE_FROM=$(UPGRADE_FROM)
 lab-test:
