@@ -144,6 +144,47 @@ func TestNamespaceIsolation(t *testing.T) {
 		reaches(aWeb, aDB.ip+":8080")
 	})
 
+	// A reboot empties the kernel's rules and dockerd restarts alpha's and
+	// beta's webs before ployzd starts. With ployzd kept from starting at
+	// boot, only Docker's drop-in (ployzd isolation restore, before
+	// dockerd) can keep beta's web from alpha's on their shared bridge.
+	t.Run("reboot", func(t *testing.T) {
+		if _, err := l.Exec(ctx, "m1", "systemctl", "disable", "ployz.service"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Stop(ctx, "m1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Start(ctx, "m1"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := l.Exec(ctx, "m1", "systemctl", "enable", "--now", "ployz.service"); err != nil {
+				t.Fatal(err)
+			}
+			reaches(aWeb, aDB.ip+":8080") // the mesh is back with ployzd
+			refused(aWeb, bDB.ip+":8080")
+		}()
+		addrOf := func(c isoContainer) string {
+			var out string
+			eventually(t, 60*time.Second, c.ns+" web running again on m1", func() error {
+				o, err := l.Exec(ctx, "m1", "docker", "inspect", "-f", "{{.State.Running}} {{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", c.id)
+				if f := strings.Fields(o); err != nil || len(f) != 2 || f[0] != "true" {
+					return fmt.Errorf("%q, %v", o, err)
+				}
+				out = strings.Fields(o)[1]
+				return nil
+			})
+			return out
+		}
+		aIP, bIP := addrOf(aWeb), addrOf(bWeb)
+		if out, _ := l.Exec(ctx, "m1", "systemctl", "is-active", "ployz.service"); strings.TrimSpace(out) == "active" {
+			t.Fatalf("ployzd started at boot although disabled")
+		}
+		refused(bWeb, aIP+":8080")
+		refused(aWeb, bIP+":8080")
+	})
+
 	t.Run("visible", func(t *testing.T) {
 		for _, m := range l.Machines {
 			eventually(t, 30*time.Second, m.Name+" shows its isolation", func() error {

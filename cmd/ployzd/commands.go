@@ -12,5 +12,6 @@ func subcommands() []*cobra.Command {
 		pluginsCommand(),
 		storeCommand(),
 		upgradeCommand(),
+		isolationCommand(),
 	}
 }

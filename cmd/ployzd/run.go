@@ -30,6 +30,7 @@ func runCommand() *cobra.Command {
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "/var/lib/ployz", "Machine-local state")
 	cmd.Flags().StringVar(&cfg.RunDir, "run-dir", "/run/ployz", "runtime sockets")
 	cmd.Flags().StringVar(&level, "log-level", "info", "trace, debug, info, warn or error")
+	cmd.Flags().StringVar(&cfg.UnitDir, "unit-dir", "/etc/systemd/system", "systemd unit directory (Docker's drop-in restoring namespace isolation at boot)")
 	cmd.Flags().BoolVar(&cfg.UserspaceWireGuard, "userspace-wireguard", false, "run the mesh on wireguard-go (ployz-wireguard.service) even where the kernel has WireGuard")
 	return cmd
 }

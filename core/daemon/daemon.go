@@ -58,6 +58,10 @@ type Config struct {
 	// UserspaceWireGuard runs the mesh on wireguard-go (its own unit) even
 	// where the kernel has the WireGuard module.
 	UserspaceWireGuard bool
+	// UnitDir is where systemd reads unit files (/etc/systemd/system);
+	// ployzd writes Docker's drop-in there that restores namespace
+	// isolation at boot. Empty: no drop-in (tests).
+	UnitDir string
 	// Units starts and stops the store's systemd unit.
 	Units  Units
 	Logger hclog.Logger

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -25,7 +24,7 @@ import (
 // answers.
 
 // isolationFile keeps the last membership committed, in the data dir.
-const isolationFile = "isolation.json"
+const isolationFile = dockernet.SavedFile
 
 // isolationPeriod re-reads the rows while the subscriptions are down.
 const isolationPeriod = 2 * time.Second
@@ -165,7 +164,7 @@ func (d *Daemon) commitIsolation(cfg dockernet.Config, iso dockernet.Isolation, 
 	d.iso.gen++
 	d.iso.at = time.Now().UTC()
 	d.log.Info("namespace isolation updated", "generation", d.iso.gen, "networks", len(iso.Networks), "addresses", iso.Addresses())
-	if err := saveIsolation(filepath.Join(d.cfg.DataDir, isolationFile), iso); err != nil {
+	if err := dockernet.SaveIsolation(filepath.Join(d.cfg.DataDir, isolationFile), cfg.Subnet, iso); err != nil {
 		d.log.Warn("namespace isolation not saved for the next boot", "error", err)
 	}
 	return nil
@@ -179,7 +178,8 @@ func (d *Daemon) startIsolation(cfg dockernet.Config) {
 	d.iso.mu.Lock()
 	d.iso.cfg = &cfg
 	d.iso.mu.Unlock()
-	iso, err := loadIsolation(filepath.Join(d.cfg.DataDir, isolationFile))
+	d.ensureBootRestore()
+	iso, _, err := dockernet.LoadIsolation(filepath.Join(d.cfg.DataDir, isolationFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return // first start, or an upgrade: open until the store is read
 	}
@@ -216,63 +216,21 @@ func (d *Daemon) isolationView() *rpc.IsolationView {
 	return v
 }
 
-// savedIsolation is isolationFile's format.
-type savedIsolation struct {
-	Cluster  string              `json:"cluster"`
-	Networks map[string][]string `json:"networks"`
-	Open     []string            `json:"open,omitempty"`
-}
-
-func saveIsolation(path string, iso dockernet.Isolation) error {
-	s := savedIsolation{Cluster: iso.Cluster.String(), Networks: map[string][]string{}}
-	for n, as := range iso.Networks {
-		for _, a := range as {
-			s.Networks[n] = append(s.Networks[n], a.String())
-		}
+// ensureBootRestore installs the Docker unit's drop-in that restores the
+// saved rules before dockerd starts at boot (dockernet.BootDropIn): ployzd
+// itself starts after dockerd, which has restarted the Containers by then.
+func (d *Daemon) ensureBootRestore() {
+	if d.cfg.UnitDir == "" {
+		return
 	}
-	for _, a := range iso.Open {
-		s.Open = append(s.Open, a.String())
-	}
-	b, err := json.MarshalIndent(s, "", "  ")
+	changed, err := dockernet.EnsureBootDropIn(d.cfg.UnitDir)
 	if err != nil {
-		return err
+		d.log.Warn("namespace isolation will not be restored before Docker at the next boot", "error", err)
+		return
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func loadIsolation(path string) (dockernet.Isolation, error) {
-	var iso dockernet.Isolation
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return iso, err
-	}
-	var s savedIsolation
-	if err := json.Unmarshal(b, &s); err != nil {
-		return iso, fmt.Errorf("%s: %w", path, err)
-	}
-	if iso.Cluster, err = netip.ParsePrefix(s.Cluster); err != nil {
-		return iso, fmt.Errorf("%s: field \"cluster\": %w", path, err)
-	}
-	for _, a := range s.Open {
-		addr, err := netip.ParseAddr(a)
-		if err != nil {
-			return iso, fmt.Errorf("%s: field \"open\": %w", path, err)
-		}
-		iso.Open = append(iso.Open, addr)
-	}
-	iso.Networks = map[string][]netip.Addr{}
-	for n, as := range s.Networks {
-		for _, a := range as {
-			addr, err := netip.ParseAddr(a)
-			if err != nil {
-				return iso, fmt.Errorf("%s: field \"networks.%s\": %w", path, n, err)
-			}
-			iso.Networks[n] = append(iso.Networks[n], addr)
+	if changed && d.cfg.Units != nil {
+		if err := d.cfg.Units.Reload(context.Background()); err != nil {
+			d.log.Warn("systemd reload after writing Docker's drop-in", "error", err)
 		}
 	}
-	return iso, nil
 }

@@ -96,10 +96,10 @@ func TestIsolationSavedRoundTrip(t *testing.T) {
 	ms := serving.Machines{Network: netip.MustParsePrefix("10.210.0.0/16"), Subnets: map[string]netip.Prefix{"m1": netip.MustParsePrefix("10.210.1.0/24")}}
 	iso := isolationOf([]store.Row[store.ContainerBody]{isoRow("x", "m1", "a", "10.210.1.2", "running", 1), isoRow("y", "m1", "b", "10.210.1.3", "running", 1), isoRow("z", "m1", "", "10.210.1.4", "running", 1)}, ms)
 	p := filepath.Join(t.TempDir(), isolationFile)
-	if err := saveIsolation(p, iso); err != nil {
+	if err := dockernet.SaveIsolation(p, netip.Prefix{}, iso); err != nil {
 		t.Fatal(err)
 	}
-	back, err := loadIsolation(p)
+	back, _, err := dockernet.LoadIsolation(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestIsolationRestoredAtStart(t *testing.T) {
 	dataDir := t.TempDir()
 	ms := serving.Machines{Network: netip.MustParsePrefix("10.210.0.0/16"), Subnets: map[string]netip.Prefix{"m1": cfg.Subnet}}
 	saved := isolationOf([]store.Row[store.ContainerBody]{isoRow("x", "m1", "shop", "10.210.7.2", "running", 1)}, ms)
-	if err := saveIsolation(filepath.Join(dataDir, isolationFile), saved); err != nil {
+	if err := dockernet.SaveIsolation(filepath.Join(dataDir, isolationFile), cfg.Subnet, saved); err != nil {
 		t.Fatal(err)
 	}
 	listing := func() string {
@@ -158,7 +158,7 @@ func TestIsolationRestoredAtStart(t *testing.T) {
 	if v := d.isolationView(); v.Generation != 1 || v.Networks != 1 || v.Addresses != 1 || v.ChangedAt == "" {
 		t.Errorf("view after a commit: %+v", v)
 	}
-	back, err := loadIsolation(filepath.Join(dataDir, isolationFile))
+	back, _, err := dockernet.LoadIsolation(filepath.Join(dataDir, isolationFile))
 	if err != nil || back.Key() != moved.Key() {
 		t.Errorf("saved %v, %v; want %s", back, err, moved.Key())
 	}

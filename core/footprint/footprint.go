@@ -55,6 +55,8 @@ const (
 	NotifyDir     = "/run/ployz-notify"
 	WireGuardSock = "/var/run/wireguard/ployz-wg.sock"
 	DefaultEnv    = "/etc/default/ployz"
+	// DockerDropIn restores namespace isolation before dockerd at boot.
+	DockerDropIn = "docker.service.d/ployz-isolation.conf"
 )
 
 // chain is one iptables chain Ployz adds, the chains that jump to it and
@@ -198,7 +200,7 @@ func linkItem(name string) Item {
 // unitFilesItem is the unit files machine init writes and their enable
 // links; a .deb's are its package's (packageItem).
 func unitFilesItem() Item {
-	glob := UnitDir + "/ployz*.service " + UnitDir + "/*.wants/ployz*.service " + PackageUnits + "/ployz*.service"
+	glob := UnitDir + "/ployz*.service " + UnitDir + "/*.wants/ployz*.service " + PackageUnits + "/ployz*.service " + UnitDir + "/" + DockerDropIn
 	return Item{Kind: KindPath, Name: UnitDir + "/ployz*.service",
 		Probe:  "ls -d " + glob + " 2>/dev/null || true",
 		Remove: "rm -f " + glob + " && systemctl daemon-reload"}

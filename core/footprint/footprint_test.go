@@ -119,6 +119,7 @@ func TestNamesMatchTheirOwners(t *testing.T) {
 		footprint.MeshLink: mesh.DefaultInterface, footprint.BridgeLink: dockernet.DefaultBridge, footprint.ManagedLabel: dockernet.ManagedLabel,
 		footprint.NamespaceLbl: rpc.LabelNamespace, footprint.RunDir: filepath.Dir(rpc.DefaultSocket), footprint.ConfigDir: filepath.Dir(daemon.StoreEnvFile),
 		footprint.DataDir: filepath.Dir(pluginhost.DefaultDir), footprint.NamespaceChains: dockernet.NamespaceChainPrefix(""),
+		footprint.DockerDropIn: dockernet.DropInPath,
 	} {
 		if got != want {
 			t.Errorf("footprint has %q, its owner %q", got, want)

@@ -194,6 +194,32 @@ func TestIsolationKernel(t *testing.T) {
 	}
 	check("forwarding ensured again", []flow{{remote, "10.98.2.5", "10.98.1.3:8080", false}, {a1, "", "10.98.1.3:8080", true}})
 
+	// A reboot: the kernel's rules are gone and the network is open, until
+	// Docker's drop-in restores the saved membership before dockerd, which
+	// then puts its own jump to DOCKER-USER first in FORWARD.
+	saved := filepath.Join(t.TempDir(), SavedFile)
+	if err := SaveIsolation(saved, cfg.Subnet, iso); err != nil {
+		t.Fatal(err)
+	}
+	inNS(t, machine, func() {
+		for _, tbl := range []string{"filter", "raw"} {
+			exec.Command(iptablesCommand(), "-t", tbl, "-F").Run()
+			exec.Command(iptablesCommand(), "-t", tbl, "-X").Run()
+		}
+	})
+	check("rebooted, nothing restored", []flow{{remote, "10.98.2.5", "10.98.1.3:8080", true}})
+	inNS(t, machine, func() {
+		if err = RestoreSaved(Config{ChainPrefix: cfg.ChainPrefix, Bridge: cfg.Bridge, MeshInterface: cfg.MeshInterface}, saved); err != nil {
+			return
+		}
+		err = exec.Command(iptablesCommand(), "-I", "FORWARD", "-j", "DOCKER-USER").Run()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("restored before dockerd", []flow{{remote, "10.98.2.5", "10.98.1.3:8080", false}, {a1, "", "10.98.1.3:8080", true},
+		{remote, "10.98.2.1", "10.98.1.2:8080", true}})
+
 	inNS(t, machine, func() {
 		err = RemoveForwarding(cfg)
 		if err != nil {
