@@ -42,7 +42,7 @@ func formCluster(t testing.TB, l *lab.Lab, op *operator) {
 }
 
 // deployFile writes compose to a file and deploys it with --json -y.
-func deployFile(t *testing.T, op *operator, compose string, extra ...string) (deployDoc, string, int) {
+func deployFile(t testing.TB, op *operator, compose string, extra ...string) (deployDoc, string, int) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "compose.yaml")
 	if err := os.WriteFile(f, []byte(compose), 0o644); err != nil {
@@ -58,7 +58,7 @@ func deployFile(t *testing.T, op *operator, compose string, extra ...string) (de
 	return doc, errs, code
 }
 
-func ps(t *testing.T, op *operator, project string) psDoc {
+func ps(t testing.TB, op *operator, project string) psDoc {
 	t.Helper()
 	var doc psDoc
 	op.json(t, &doc, "ps", "-p", project)

@@ -43,7 +43,7 @@ func isolationProject(name, webOn, dbOn, message string) string {
 // isoContainer is one Service Container as ps reports it.
 type isoContainer struct{ machine, id, ip, ns string }
 
-func isoContainerOf(t *testing.T, op *operator, project, service string) isoContainer {
+func isoContainerOf(t testing.TB, op *operator, project, service string) isoContainer {
 	t.Helper()
 	for _, c := range ps(t, op, project).Containers {
 		if c.Service == service && c.State == "running" && c.Ready && c.IP != "" {
@@ -109,6 +109,13 @@ func TestNamespaceIsolation(t *testing.T) {
 	})
 
 	t.Run("other-namespace", func(t *testing.T) {
+		// Not even ICMP: a ping from alpha's web's network namespace.
+		if out, err := l.Exec(ctx, "m1", append(netnsOf(t, ctx, l, aWeb), "ping", "-c", "2", "-W", "1", bDB.ip)...); err == nil {
+			t.Errorf("alpha web pinged beta db %s:\n%s", bDB.ip, out)
+		}
+		if out, err := l.Exec(ctx, "m1", append(netnsOf(t, ctx, l, aWeb), "ping", "-c", "1", "-W", "2", aDB.ip)...); err != nil {
+			t.Errorf("alpha web cannot ping its own db %s (the control): %v\n%s", aDB.ip, err, out)
+		}
 		refused(aWeb, bDB.ip+":8080") // across the mesh
 		refused(bWeb, aDB.ip+":8080")
 		refused(aWeb, bWeb.ip+":8080") // on the same bridge
@@ -220,6 +227,53 @@ func TestNamespaceIsolation(t *testing.T) {
 		bDB = nDB
 	})
 
+	// Both webs get an ingress route, and alpha is redeployed under a
+	// no-retry keep-alive loop through every Machine's ingress: no request
+	// fails, and all the while beta's web, on alpha's web's bridge, probes
+	// every alpha Container there (refreshed twice a second, a probe every
+	// 50 ms) and never connects, the new web included.
+	t.Run("redeploy-under-load", func(t *testing.T) {
+		withRoutes := func(alphaMsg string) (string, string) {
+			return "name: alpha\nservices:\n" + isoRoute(isoService("web", "m1", alphaMsg, ""), "alpha.iso.test") + isoService("db", "m2", "alpha-db-1", ""),
+				"name: beta\nservices:\n" + isoRoute(isoService("web", "m1", "beta", ""), "beta.iso.test") + isoService("db", "m3", "beta-db-2", "")
+		}
+		a, b := withRoutes("alpha")
+		for _, p := range []string{a, b} {
+			if doc, errs, code := deployFile(t, op, p); code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+				t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+			}
+		}
+		aWeb, bWeb = isoContainerOf(t, op, "alpha", "web"), isoContainerOf(t, op, "beta", "web")
+		for host, msg := range map[string]string{"alpha.iso.test": "alpha", "beta.iso.test": "beta"} {
+			for _, m := range l.Machines {
+				eventually(t, 60*time.Second, m.Name+"'s ingress serves "+host, func() error {
+					code, body, err := hostGet(m.IP.String(), host, "/")
+					if err != nil || code != 200 || !strings.Contains(body, `"`+msg+`"`) {
+						return fmt.Errorf("%d %q, %v", code, body, err)
+					}
+					return nil
+				})
+			}
+		}
+		probe := startNamespaceProbe(t, ctx, l, bWeb, aWeb.ns)
+		loop := startLoop(l, "alpha.iso.test")
+		a2, _ := withRoutes("alpha-2")
+		doc, errs, code := deployFile(t, op, a2)
+		loop.end(t, "alpha's redeploy")
+		hits, seen := probe.end(t)
+		if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+			t.Fatalf("redeploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+		}
+		newWeb := isoContainerOf(t, op, "alpha", "web")
+		if newWeb.id == aWeb.id || !seen[newWeb.ip] {
+			t.Errorf("the probe never aimed at alpha's new web %+v (probed %v)", newWeb, seen)
+		}
+		for _, h := range hits {
+			t.Errorf("beta's web connected to an alpha Container during the redeploy: %s", h)
+		}
+		aWeb = newWeb
+	})
+
 	// alpha's web and a new api of beta join the external network
 	// "payments": they reach each other, and nothing else of the other
 	// project; beta's web, not on it, still reaches nothing of alpha.
@@ -282,4 +336,86 @@ func TestNamespaceIsolation(t *testing.T) {
 			t.Errorf("service inspect does not show the alias:\n%s", out)
 		}
 	})
+}
+
+// isoRoute adds an ingress route for host to one isoService.
+func isoRoute(service, host string) string {
+	return service + "    x-ports:\n      - hostname: " + host + "\n        container_port: 8080\n"
+}
+
+// netnsOf is the command prefix that runs a command on c's Machine in
+// c's network namespace (the Machine's tools, the Container's address).
+func netnsOf(t testing.TB, ctx context.Context, l *lab.Lab, c isoContainer) []string {
+	t.Helper()
+	pid, err := l.Exec(ctx, c.machine, "docker", "inspect", "-f", "{{.State.Pid}}", c.id)
+	if err != nil || strings.TrimSpace(pid) == "0" {
+		t.Fatalf("pid of %s on %s: %q, %v", c.id, c.machine, pid, err)
+	}
+	return []string{"nsenter", "-t", strings.TrimSpace(pid), "-n"}
+}
+
+// namespaceProbe connects from one Container to every Container of
+// another namespace on the same Machine, without pause, until ended.
+type namespaceProbe struct {
+	l    *lab.Lab
+	from isoContainer
+	stop string
+	done chan string
+}
+
+// probeScript lists the target namespace's Containers every 10th round
+// and starts a connect (300 ms at most) to each every 50 ms, in the
+// background so a dropped SYN never slows the pace; it prints the
+// addresses it aims at ("IPS") and any connection made ("HIT").
+const probeScript = `ns=$1; stop=$2; shift 2; i=0; ips=""
+while [ ! -e "$stop" ]; do
+  if [ $((i %% 10)) -eq 0 ]; then
+    ips=$(for id in $(docker ps -q --filter label=%s="$ns"); do docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$id"; done | tr '\n' ' ')
+    echo "IPS $ips"
+  fi
+  for ip in $ips; do ("$@" curl -s -o /dev/null -m 0.3 "http://$ip:8080/" && echo "HIT $(date +%%T.%%N) $ip") & done
+  i=$((i+1)); sleep 0.05
+done; wait; echo "ROUNDS $i"`
+
+func startNamespaceProbe(t *testing.T, ctx context.Context, l *lab.Lab, from isoContainer, targetNS string) *namespaceProbe {
+	p := &namespaceProbe{l: l, from: from, stop: "/tmp/probe-stop-" + from.id[:12], done: make(chan string, 1)}
+	args := append([]string{"sh", "-c", fmt.Sprintf(probeScript, rpc.LabelNamespace), "probe", targetNS, p.stop}, netnsOf(t, ctx, l, from)...)
+	go func() {
+		out, err := l.Exec(ctx, from.machine, args...)
+		if err != nil {
+			out += "\nERROR " + err.Error()
+		}
+		p.done <- out
+	}()
+	return p
+}
+
+// end stops the probe and returns the connections it made and every
+// address it aimed at.
+func (p *namespaceProbe) end(t *testing.T) (hits []string, seen map[string]bool) {
+	t.Helper()
+	if _, err := p.l.Exec(context.Background(), p.from.machine, "touch", p.stop); err != nil {
+		t.Fatal(err)
+	}
+	out := <-p.done
+	seen = map[string]bool{}
+	rounds := ""
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "IPS":
+			for _, ip := range f[1:] {
+				seen[ip] = true
+			}
+		case len(f) > 0 && f[0] == "HIT":
+			hits = append(hits, line)
+		case len(f) > 0 && (f[0] == "ROUNDS" || f[0] == "ERROR"):
+			rounds = line
+		}
+	}
+	t.Logf("namespace probe from %s: %s, aimed at %v, %d connections", p.from.ns, rounds, seen, len(hits))
+	if !strings.HasPrefix(rounds, "ROUNDS") {
+		t.Errorf("probe did not finish: %q", rounds)
+	}
+	return hits, seen
 }
