@@ -313,6 +313,8 @@ type optionGate struct {
 var optionGates = []optionGate{
 	{"upstream_protocol", func(r IngressRoute) bool { return r.UpstreamProtocol != "" }, rpc.CapContainerUpstreamProtocol,
 		ingress.CapUpstreamProtocol, "reaches the Container over HTTP/1.1"},
+	{"tls", func(r IngressRoute) bool { return r.TLS != "" }, rpc.CapContainerTLSOnDemand,
+		ingress.CapTLSOnDemand, "obtains no certificate for the names under the wildcard"},
 }
 
 // admitOptions narrows ms, for each optionGate svc's routes use, to the

@@ -480,7 +480,7 @@ func TestPlanUpstreamProtocolNeedsCapabilities(t *testing.T) {
 // the capability of each option gate, so a current Cluster never refuses
 // its own routes.
 func TestIngressAdvertisesOptionCapabilities(t *testing.T) {
-	caps := ingress.Capabilities(nil)
+	caps := ingress.Capabilities(&ingress.Spec{ACME: &ingress.ACMESpec{}})
 	for _, g := range optionGates {
 		if !slices.Contains(caps, g.proxy) {
 			t.Errorf("ingress.Capabilities lacks %s (%s)", g.proxy, g.field)

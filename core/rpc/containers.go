@@ -174,6 +174,11 @@ const CapContainerRedirects = "ployz.container.redirects.v1"
 // HTTP/1.1; the planner places such a Service only where this is served.
 const CapContainerUpstreamProtocol = "ployz.container.upstream-protocol.v1"
 
+// CapContainerTLSOnDemand is advertised by a Machine whose Container rows
+// carry an ingress route's tls (on_demand). An older one would drop it,
+// and no name under the wildcard would get a certificate.
+const CapContainerTLSOnDemand = "ployz.container.tls-on-demand.v1"
+
 // CapContainerAliases is advertised by a Machine whose Container rows
 // carry spec.aliases (Internal DNS answers them from the rows). An older
 // one would drop them, so the alias would never name its Containers; the

@@ -166,6 +166,10 @@ const (
 	// which an h2c-only server refuses, so ployz refuses to deploy one
 	// while a Machine's ingress lacks it.
 	CapUpstreamProtocol = "ployz.ingress.upstream-protocol.v1"
+	// CapTLSOnDemand: a wildcard route's tls: on_demand is honoured: a
+	// name under it gets a certificate at its first handshake, asked
+	// from this Machine's route table. Offered with TLS.
+	CapTLSOnDemand = "ployz.ingress.tls-on-demand.v1"
 )
 
 // Capabilities returns what an ingress serving s offers: HTTP, TCP and
@@ -175,7 +179,7 @@ const (
 func Capabilities(s *Spec) []string {
 	caps := []string{CapHTTP, CapTCP, CapRoutes, CapRedirects, CapUpstreamProtocol}
 	if s != nil && s.ACME != nil {
-		caps = append(caps, CapTLS)
+		caps = append(caps, CapTLS, CapTLSOnDemand)
 	}
 	if s != nil && s.ClusterSecretFile != "" {
 		caps = append(caps, CapSealedKeys, CapSealedAuth)
