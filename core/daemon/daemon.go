@@ -267,7 +267,8 @@ func (d *Daemon) installBundled(dir string) {
 // CapContainerAliases, CapContainerRedirects).
 func (d *Daemon) capabilities() []string {
 	return append(d.plugins.Capabilities(), rpc.CapContainerHost, rpc.CapContainerRoutes, rpc.CapContainerAliases, rpc.CapContainerRedirects,
-		rpc.CapContainerSocketActivation)
+		rpc.CapContainerSocketActivation, rpc.CapContainerUpstreamProtocol,
+		rpc.CapContainerTLSOnDemand)
 }
 
 func (d *Daemon) local() (string, string) {

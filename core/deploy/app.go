@@ -229,6 +229,9 @@ type xPort struct {
 	RedirectFrom []string `json:"redirect_from"`
 	// UpstreamProtocol: http1 (default), h2c or grpc (the same as h2c).
 	UpstreamProtocol string `json:"upstream_protocol"`
+	// TLS on_demand: a wildcard route's names get certificates at their
+	// first handshake (routeopt.TLSOnDemand).
+	TLS string `json:"tls"`
 }
 
 type xPlacement struct {

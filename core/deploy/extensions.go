@@ -258,6 +258,9 @@ func httpRoute(p xPort) (IngressRoute, error) {
 	if r.UpstreamProtocol, err = routeopt.CheckUpstreamProtocol(p.UpstreamProtocol); err != nil {
 		return IngressRoute{}, fieldErrf("upstream_protocol", "%s", err)
 	}
+	if r.TLS, err = routeopt.CheckTLS(p.TLS, h); err != nil {
+		return IngressRoute{}, fieldErrf("tls", "%s", err)
+	}
 	return r, nil
 }
 
@@ -310,6 +313,7 @@ func httpOnly(p xPort) error {
 		{p.BasicAuth != nil, "basic_auth", "it guards HTTP requests"}, {p.Compress, "compress", "it encodes HTTP answers"},
 		{p.RedirectFrom != nil, "redirect_from", "redirects are HTTP"},
 		{p.UpstreamProtocol != "", "upstream_protocol", "it is how HTTP reaches the Container"},
+		{p.TLS != "", "tls", "certificates are for hostnames"},
 	} {
 		if k.set {
 			return fieldErrf(k.field, "needs hostname: %s", k.will)

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,10 +259,28 @@ func TestHTTPRouteLimitsAndRules(t *testing.T) {
 		"compress word":   {"{hostname: a.example.test, container_port: 80, compress: gzip}", "compress"},
 		"protocol word":   {"{hostname: a.example.test, container_port: 80, upstream_protocol: h3}", `x-ports[0].upstream_protocol: "h3" is not http1, h2c or grpc`},
 		"protocol on tcp": {"{ingress_port: 8081, container_port: 80, upstream_protocol: h2c}", "x-ports[0].upstream_protocol: needs hostname"},
+		"tls word":        {"{hostname: '*.example.test', container_port: 80, tls: always}", `x-ports[0].tls: "always" is not on_demand`},
+		"tls no wildcard": {"{hostname: a.example.test, container_port: 80, tls: on_demand}", "x-ports[0].tls: on_demand needs a wildcard hostname"},
+		"tls on tcp":      {"{ingress_port: 8081, container_port: 80, tls: on_demand}", "x-ports[0].tls: needs hostname"},
 	} {
 		if _, err := loadXPorts("web", c.entry); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
+	}
+}
+
+// TestTLSOnDemand: tls on_demand on a wildcard route reaches the route
+// and its Container spec, and is gated like other newer options.
+func TestTLSOnDemand(t *testing.T) {
+	s, err := loadXPorts("web", "{hostname: '*.example.test', container_port: 80, tls: on_demand}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Ingress[0].TLS != routeopt.TLSOnDemand || s.Spec.Ingress[0].TLS != routeopt.TLSOnDemand {
+		t.Fatalf("route %+v spec %+v", s.Ingress[0], s.Spec.Ingress[0])
+	}
+	if i := slices.IndexFunc(optionGates, func(g optionGate) bool { return g.field == "tls" }); i < 0 || !optionGates[i].uses(s.Ingress[0]) {
+		t.Fatal("tls on_demand is not gated")
 	}
 }
 

@@ -300,6 +300,39 @@ func admitRedirects(svc Service, ms []MachineState) ([]MachineState, error) {
 	return admitCapable(ms, rpc.CapContainerRedirects, fmt.Sprintf("x-ports route %s redirects, and no eligible Machine carries redirect_from into its rows", svc.Ingress[i].Key()))
 }
 
+// optionGate is a route option added after routes.v1: an older release
+// would drop it from the Container's row (container) or ignore it in its
+// Ingress Proxy (proxy) without a word, so a route using it needs both.
+type optionGate struct {
+	field            string // the x-ports field
+	uses             func(IngressRoute) bool
+	container, proxy string // capabilities
+	older            string // what an older Ingress Proxy does instead
+}
+
+var optionGates = []optionGate{
+	{"upstream_protocol", func(r IngressRoute) bool { return r.UpstreamProtocol != "" }, rpc.CapContainerUpstreamProtocol,
+		ingress.CapUpstreamProtocol, "reaches the Container over HTTP/1.1"},
+	{"tls", func(r IngressRoute) bool { return r.TLS != "" }, rpc.CapContainerTLSOnDemand,
+		ingress.CapTLSOnDemand, "obtains no certificate for the names under the wildcard"},
+}
+
+// admitOptions narrows ms, for each optionGate svc's routes use, to the
+// Machines whose release carries the field into the Container's row.
+func admitOptions(svc Service, ms []MachineState) ([]MachineState, error) {
+	for _, g := range optionGates {
+		i := slices.IndexFunc(svc.Ingress, g.uses)
+		if i < 0 {
+			continue
+		}
+		var err error
+		if ms, err = admitCapable(ms, g.container, fmt.Sprintf("x-ports route %s sets %s, and no eligible Machine carries it into its rows", svc.Ingress[i].Key(), g.field)); err != nil {
+			return nil, err
+		}
+	}
+	return ms, nil
+}
+
 // admitAliases narrows ms, when svc declares network aliases, to the
 // Machines whose release writes them into the Container's row: on an
 // older one the alias would never name the Container.
@@ -383,6 +416,9 @@ func admit(svc Service, snap Snapshot, ms []MachineState) ([]MachineState, error
 		return nil, err
 	}
 	if ms, err = admitRedirects(svc, ms); err != nil {
+		return nil, err
+	}
+	if ms, err = admitOptions(svc, ms); err != nil {
 		return nil, err
 	}
 	if ms, err = admitAliases(svc, ms); err != nil {
@@ -543,16 +579,26 @@ type proxyGate struct {
 	what, older string
 }
 
-var proxyGates = []proxyGate{
+var proxyGates = append([]proxyGate{
 	{IngressRoute.Extended, ingress.CapRoutes, "a path or options", "serves the route as its whole hostname"},
 	{IngressRoute.Redirects, ingress.CapRedirects, "a redirect (redirect_from)", "proxies the redirecting hostname to the Container"},
+}, optionProxyGates()...)
+
+// optionProxyGates are the optionGates as proxy gates: each names its
+// field, so the refusal says which one the older proxy would ignore.
+func optionProxyGates() []proxyGate {
+	gs := make([]proxyGate, 0, len(optionGates))
+	for _, g := range optionGates {
+		gs = append(gs, proxyGate{g.uses, g.proxy, "the field " + g.field, g.older})
+	}
+	return gs
 }
 
 // routeProxies refuses routes with options (IngressRoute.Extended) while
 // a Machine that accepts ingress runs an Ingress Proxy without
 // ingress.CapRoutes: it would serve a path route as its whole hostname;
 // likewise redirecting routes without ingress.CapRedirects (it would
-// proxy them). A Machine that advertises no ingress at the moment (its
+// proxy them), and each optionGate's field without its capability. A Machine that advertises no ingress at the moment (its
 // proxy restarting, or Down) cannot be told apart from one that would: a
 // warning says so.
 func routeProxies(app App, snap Snapshot) ([]string, error) {

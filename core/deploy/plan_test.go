@@ -436,6 +436,58 @@ func TestPlanRedirectsNeedCapabilities(t *testing.T) {
 	}
 }
 
+// TestPlanUpstreamProtocolNeedsCapabilities: upstream_protocol, which an
+// ingress of the release before it ignores, refuses the plan naming the
+// Machine and the field while a Machine accepting ingress runs such an
+// ingress, and passes once every one advertises it; the Containers go
+// only where the row carries the field.
+func TestPlanUpstreamProtocolNeedsCapabilities(t *testing.T) {
+	with := func(m MachineState, caps ...string) MachineState { m.Capabilities = caps; return m }
+	routes := []string{rpc.CapContainerRoutes, ingress.CapHTTP, ingress.CapRoutes, ingress.CapRedirects}
+	newest := append(slices.Clone(routes), rpc.CapContainerUpstreamProtocol, ingress.CapUpstreamProtocol)
+	grpc := IngressRoute{Hostname: "api.example.test", ContainerPort: 50051}
+	grpc.UpstreamProtocol = "h2c"
+	web := svc("web", 2, func(s *Service) { s.Ingress = []IngressRoute{grpc} })
+
+	old := with(machine("edge-old", nil), routes...)
+	_, err := MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), old), PlanOptions{})
+	if err == nil || !strings.Contains(err.Error(), "Ingress Proxy of edge-old") || !strings.Contains(err.Error(), "upstream_protocol") ||
+		!strings.Contains(err.Error(), ingress.CapUpstreamProtocol) || strings.Contains(err.Error(), "m1") {
+		t.Fatalf("an ingress without upstream_protocol: %v", err)
+	}
+	// The same ingress Machine once upgraded (its proxy advertises the
+	// capability, its rows still lack it): the plan passes, the
+	// Containers go to m1.
+	p, err := MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), with(machine("edge-old", nil), append(slices.Clone(routes), ingress.CapUpstreamProtocol)...)), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(p); got != "m1 web create\nm1 web create" {
+		t.Errorf("rows:\n%s\nwant both on m1, the Machine that carries upstream_protocol", got)
+	}
+	if _, err := MakePlan(app(web), snapOf(with(machine("m2", nil), append(slices.Clone(routes), ingress.CapUpstreamProtocol)...)), PlanOptions{}); err == nil ||
+		!strings.Contains(err.Error(), rpc.CapContainerUpstreamProtocol) || !strings.Contains(err.Error(), "upstream_protocol") {
+		t.Errorf("no Machine carries upstream_protocol: %v", err)
+	}
+	// Without the field the older ingress is fine.
+	web.Ingress[0].UpstreamProtocol = ""
+	if _, err := MakePlan(app(web), snapOf(with(machine("m1", nil), newest...), old), PlanOptions{}); err != nil {
+		t.Errorf("a route without upstream_protocol: %v", err)
+	}
+}
+
+// TestIngressAdvertisesOptionCapabilities: the ingress plugin advertises
+// the capability of each option gate, so a current Cluster never refuses
+// its own routes.
+func TestIngressAdvertisesOptionCapabilities(t *testing.T) {
+	caps := ingress.Capabilities(&ingress.Spec{ACME: &ingress.ACMESpec{}})
+	for _, g := range optionGates {
+		if !slices.Contains(caps, g.proxy) {
+			t.Errorf("ingress.Capabilities lacks %s (%s)", g.proxy, g.field)
+		}
+	}
+}
+
 func TestPlanRestartReplacesUpToDateContainers(t *testing.T) {
 	web, db := svc("web", 2), svc("db", 1, func(s *Service) {
 		s.Volumes = []string{ns + "-data"}

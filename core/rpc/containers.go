@@ -168,6 +168,17 @@ const CapContainerRoutes = "ployz.container.routes.v1"
 // such a route only where this is served.
 const CapContainerRedirects = "ployz.container.redirects.v1"
 
+// CapContainerUpstreamProtocol is advertised by a Machine whose Container
+// rows carry an ingress route's upstream_protocol. An older one would drop
+// it, and the Ingress Proxies would reach an h2c-only Container over
+// HTTP/1.1; the planner places such a Service only where this is served.
+const CapContainerUpstreamProtocol = "ployz.container.upstream-protocol.v1"
+
+// CapContainerTLSOnDemand is advertised by a Machine whose Container rows
+// carry an ingress route's tls (on_demand). An older one would drop it,
+// and no name under the wildcard would get a certificate.
+const CapContainerTLSOnDemand = "ployz.container.tls-on-demand.v1"
+
 // CapContainerAliases is advertised by a Machine whose Container rows
 // carry spec.aliases (Internal DNS answers them from the rows). An older
 // one would drop them, so the alias would never name its Containers; the

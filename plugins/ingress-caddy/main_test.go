@@ -76,7 +76,7 @@ func TestBinaryServesFromStore(t *testing.T) {
 	serve := func() *exec.Cmd { return plugintest.ServeLongLived(t, bin, socket, "--spec", kept) }
 	first := serve()
 	lp := plugintest.Attach(t, socket)
-	if caps := lp.Info.GetCapabilities(); !slices.Equal(caps, []string{ingress.CapHTTP, ingress.CapTCP, ingress.CapRoutes, ingress.CapRedirects}) {
+	if caps := lp.Info.GetCapabilities(); !slices.Equal(caps, []string{ingress.CapHTTP, ingress.CapTCP, ingress.CapRoutes, ingress.CapRedirects, ingress.CapUpstreamProtocol}) {
 		t.Fatalf("capabilities before any spec: %v", caps)
 	}
 	lp.Configure(t, spec)
@@ -87,7 +87,7 @@ func TestBinaryServesFromStore(t *testing.T) {
 		}
 	}
 	serve()
-	if caps := plugintest.Attach(t, socket).Info.GetCapabilities(); !slices.Equal(caps, []string{ingress.CapHTTP, ingress.CapTCP, ingress.CapRoutes, ingress.CapRedirects}) {
+	if caps := plugintest.Attach(t, socket).Info.GetCapabilities(); !slices.Equal(caps, []string{ingress.CapHTTP, ingress.CapTCP, ingress.CapRoutes, ingress.CapRedirects, ingress.CapUpstreamProtocol}) {
 		t.Fatalf("capabilities with HTTPS off: %v", caps)
 	}
 

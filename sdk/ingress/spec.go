@@ -161,16 +161,25 @@ const (
 	// Cluster key (docs/security.md). Keys are sealed in the store only
 	// once every participating Machine running an ingress advertises it.
 	CapSealedKeys = "ployz.ingress.sealed-keys.v1"
+	// CapUpstreamProtocol: a route's upstream_protocol (h2c) is honoured.
+	// An ingress without it reaches such a Container over HTTP/1.1,
+	// which an h2c-only server refuses, so ployz refuses to deploy one
+	// while a Machine's ingress lacks it.
+	CapUpstreamProtocol = "ployz.ingress.upstream-protocol.v1"
+	// CapTLSOnDemand: a wildcard route's tls: on_demand is honoured: a
+	// name under it gets a certificate at its first handshake, asked
+	// from this Machine's route table. Offered with TLS.
+	CapTLSOnDemand = "ployz.ingress.tls-on-demand.v1"
 )
 
 // Capabilities returns what an ingress serving s offers: HTTP, TCP and
-// path routes and redirects always, TLS when s turns HTTPS on, sealed keys when s names
+// path routes, redirects and upstream protocols always, TLS when s turns HTTPS on, sealed keys when s names
 // the Cluster secret that opens them. A nil s (not configured yet) offers
 // HTTP, TCP and path routes, which it will serve once configured.
 func Capabilities(s *Spec) []string {
-	caps := []string{CapHTTP, CapTCP, CapRoutes, CapRedirects}
+	caps := []string{CapHTTP, CapTCP, CapRoutes, CapRedirects, CapUpstreamProtocol}
 	if s != nil && s.ACME != nil {
-		caps = append(caps, CapTLS)
+		caps = append(caps, CapTLS, CapTLSOnDemand)
 	}
 	if s != nil && s.ClusterSecretFile != "" {
 		caps = append(caps, CapSealedKeys, CapSealedAuth)

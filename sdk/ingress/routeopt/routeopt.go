@@ -38,6 +38,29 @@ type Options struct {
 	// it says), UpstreamH2C is HTTP/2 without TLS for every request but
 	// connection upgrades.
 	UpstreamProtocol string `json:"upstream_protocol,omitempty"`
+	// TLS TLSOnDemand (a wildcard route only) lets the ingress obtain a
+	// certificate for a name under the wildcard at that name's first TLS
+	// handshake; "" issues nothing on demand.
+	TLS string `json:"tls,omitempty"`
+}
+
+// TLSOnDemand is the TLS of a wildcard route whose names get their
+// certificates at their first handshake.
+const TLSOnDemand = "on_demand"
+
+// CheckTLS checks an x-ports tls for hostname: "" or TLSOnDemand, the
+// latter only on a wildcard (any other name is issued without asking).
+func CheckTLS(t, hostname string) (string, error) {
+	switch strings.ToLower(t) {
+	case "":
+		return "", nil
+	case TLSOnDemand, "on-demand":
+		if !strings.HasPrefix(hostname, "*.") {
+			return "", fmt.Errorf("on_demand needs a wildcard hostname (*.example.com): %s gets its certificate without it", hostname)
+		}
+		return TLSOnDemand, nil
+	}
+	return "", fmt.Errorf("%q is not on_demand", t)
 }
 
 // UpstreamH2C is the UpstreamProtocol of Containers that speak HTTP/2

@@ -93,6 +93,8 @@ type Manager struct {
 	firstSeen map[string]time.Time
 	local     map[string]localWait // verdict failures: this Machine's own evidence
 	issuing   string
+	onDemand  []string        // wildcards whose names may be asked (AllowOnDemand)
+	asked     map[string]bool // names asked on demand on this Machine (Obtain)
 	storeErr  string
 	lastErr   string // the last store error logged
 

@@ -62,7 +62,7 @@ func (m *Manager) evaluate(rows []store.Row[store.CertificateBody], ms []string)
 		rank: rank(m.cfg.Machine, ms), machines: len(ms)}
 	e.read(rows)
 	wanted := map[string]bool{}
-	for _, h := range m.want {
+	for _, h := range m.wanted() {
 		wanted[h] = true
 		e.host(h)
 	}
@@ -301,11 +301,15 @@ func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress
 	if foreign && updated.Add(m.cfg.ChallengeTTL).After(base) {
 		base = updated.Add(m.cfg.ChallengeTTL) // an abandoned challenge
 	}
-	at := base.Add(time.Duration(e.rank) * m.cfg.RankDelay)
+	r := e.rank
+	if m.asked[h] {
+		r = 0 // asked on demand here: a client waits in its handshake
+	}
+	at := base.Add(time.Duration(r) * m.cfg.RankDelay)
 	switch {
 	case e.now.Before(at):
 		st.Detail = joinDetail(st.Detail, fmt.Sprintf("rank %d of %d: this Machine's turn at %s",
-			e.rank, max(e.machines, e.rank+1), at.UTC().Format(time.RFC3339)))
+			r, max(e.machines, r+1), at.UTC().Format(time.RFC3339)))
 	case m.issuing == "" && e.due == "":
 		e.due, e.prev = h, v.row
 		if !exists {

@@ -18,6 +18,10 @@ type TLS struct {
 	Certificates []Certificate
 	// Challenges are answered on HTTP, each for its own hostname only.
 	Challenges []Challenge
+	// OnDemand are the wildcards ("*.example.com") of routes with tls
+	// on_demand: a handshake for a name under one that no certificate
+	// covers asks OnDemandPermission, then OnDemandManager for it.
+	OnDemand []string
 	// HTTPSPort is the port clients reach HTTPS on (Listen's, which may be
 	// an inherited socket's "fd/N"): HTTP routes of a hostname some
 	// certificate covers redirect there. 0 redirects nothing.
@@ -44,6 +48,16 @@ type Challenge struct {
 	KeyAuthorization string
 }
 
+// Modules of on-demand issuance the proxy registers: Caddy's permission
+// check answered from the proxy's routes, the handshake-time source of
+// the certificate (the proxy's ACME manager, which issues for the
+// Cluster), and an issuer that refuses, so Caddy itself never orders.
+const (
+	OnDemandPermission = "ployz_routes"
+	OnDemandManager    = "ployz_on_demand"
+	RefuseIssuer       = "ployz_refuse"
+)
+
 // httpServer is CaddyConfig's HTTP server; httpsServer the one added
 // for HTTPS.
 const (
@@ -67,7 +81,7 @@ const (
 // input.
 func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t TLS) ([]byte, error) {
 	base, err := CaddyConfig(listen, machine, stateDir, routes)
-	if err != nil || t.Listen == "" || len(t.Certificates) == 0 {
+	if err != nil || t.Listen == "" || len(t.Certificates) == 0 && len(t.OnDemand) == 0 {
 		return base, err
 	}
 	var cfg obj
@@ -101,7 +115,11 @@ func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t 
 		seen[c.CertPEM] = true
 		pems = append(pems, obj{"certificate": c.CertPEM, "key": c.KeyPEM})
 	}
-	apps["tls"] = obj{"certificates": obj{"load_pem": pems}, "disable_ocsp_stapling": true}
+	tlsApp := obj{"certificates": obj{"load_pem": pems}, "disable_ocsp_stapling": true}
+	if len(t.OnDemand) > 0 {
+		tlsApp["automation"] = onDemandAutomation(t.OnDemand)
+	}
+	apps["tls"] = tlsApp
 	return json.Marshal(cfg)
 }
 
@@ -111,4 +129,22 @@ func CaddyConfigTLS(listen, machine, stateDir string, routes []ingress.Route, t 
 func HTTPSConfig(listen, listenTLS, machine, stateDir string, routes []ingress.Route, certPEM, keyPEM string) ([]byte, error) {
 	return CaddyConfigTLS(listen, machine, stateDir, routes, TLS{Listen: listenTLS,
 		Certificates: []Certificate{{CertPEM: certPEM, KeyPEM: keyPEM}}})
+}
+
+// onDemandAutomation is the tls app's automation for on-demand
+// wildcards: a handshake for a name under one (and no loaded certificate)
+// asks OnDemandPermission, which answers from the proxy's routes, then
+// gets the certificate from OnDemandManager; Caddy's own issuance is
+// RefuseIssuer. Other names match no policy with on_demand, so an unknown
+// name still fails its handshake without asking anything.
+func onDemandAutomation(wildcards []string) obj {
+	return obj{
+		"on_demand": obj{"permission": obj{"module": OnDemandPermission}},
+		"policies": []any{obj{
+			"subjects":        wildcards,
+			"on_demand":       true,
+			"get_certificate": []any{obj{"via": OnDemandManager}},
+			"issuers":         []any{obj{"module": RefuseIssuer}},
+		}},
+	}
 }

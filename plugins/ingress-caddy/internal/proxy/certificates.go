@@ -23,13 +23,15 @@ type certificates struct {
 // stop ends the manager (Serve returns).
 func (c *certificates) stop() {
 	if c != nil {
+		onDemandACME.CompareAndSwap(c.m, nil)
 		c.cancel()
 	}
 }
 
 // startCertificates starts the ACME manager the spec asks for; store
-// overrides the spec's store (tests). A nil result serves HTTP only.
-func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, log hclog.Logger) (*certificates, error) {
+// overrides the spec's store and mod adjusts the config (tests). A nil
+// result serves HTTP only.
+func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, log hclog.Logger, mod func(*acme.Config)) (*certificates, error) {
 	if spec.ACME == nil {
 		return nil, nil
 	}
@@ -40,15 +42,20 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 	if err != nil {
 		return nil, err
 	}
-	m, err := acme.New(acme.Config{
+	cfg := acme.Config{
 		Machine: spec.Machine, Directory: spec.ACME.Directory, CAFile: spec.ACME.CAFile, Email: spec.ACME.Email,
 		ListenTLS: spec.ListenTLS, StateDir: filepath.Join(spec.StateDir, "ployz"),
 		RankDelay: time.Duration(spec.ACME.RankDelaySeconds) * time.Second,
 		Store:     st, Log: log.Named("acme"), Keys: keys,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	m, err := acme.New(cfg)
 	if err != nil {
 		return nil, err
 	}
+	onDemandACME.Store(m) // Caddy's on-demand handshakes ask it (ondemand.go)
 	ctx, cancel := context.WithCancel(ctx)
 	go m.Run(ctx) // it ends with ctx
 	log.Info("https on", "listen_tls", spec.ListenTLS, "directory", spec.ACME.Directory)
@@ -64,7 +71,11 @@ func (c *certificates) tls(routes []ingress.Route) caddyconfig.TLS {
 		return caddyconfig.TLS{}
 	}
 	c.m.Want(certHostnames(routes))
-	return c.m.Snapshot().TLS
+	ws := onDemandWildcards(routes)
+	c.m.AllowOnDemand(ws)
+	t := c.m.Snapshot().TLS
+	t.OnDemand = ws
+	return t
 }
 
 // certHostnames are the hostnames of the HTTP routes published or

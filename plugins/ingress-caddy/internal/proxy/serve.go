@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	_ "github.com/mholt/caddy-l4/modules/l4proxy" // the layer4 app, proxy, first (tcp routes)
 	"github.com/ployz/ployz/internal/fsutil"
+	"github.com/ployz/ployz/plugins/ingress-caddy/internal/acme"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 
 	"github.com/ployz/ployz/sdk"
@@ -112,6 +113,9 @@ type Options struct {
 	Log      hclog.Logger
 	// OnLoad runs after every successful Caddy load (tests).
 	OnLoad func(ingress.Status)
+	// ACME adjusts the ACME manager's config before it starts (tests:
+	// an in-memory store, no hostname check).
+	ACME func(*acme.Config)
 }
 
 // Serve keeps an embedded Caddy loaded with the routes the store derives
@@ -204,7 +208,7 @@ func newLoader(ctx context.Context, o Options) (*loader, error) {
 	if l.interval <= 0 {
 		l.interval = PollInterval
 	}
-	if l.certs, err = startCertificates(ctx, l.spec, nil, l.log); err != nil { // nil: HTTPS off
+	if l.certs, err = startCertificates(ctx, l.spec, nil, l.log, o.ACME); err != nil { // nil: HTTPS off
 		l.stopWatch()
 		return nil, err
 	}
@@ -347,7 +351,7 @@ func (l *loader) tls(ctx context.Context, routes []ingress.Route) caddyconfig.TL
 		l.certs.refresh(ctx) // the hostnames are wanted now: load their certificates first
 		tlsIn = l.certs.tls(routes)
 	}
-	if tlsIn.Listen != "" && len(tlsIn.Certificates) > 0 {
+	if tlsIn.Listen != "" && (len(tlsIn.Certificates) > 0 || len(tlsIn.OnDemand) > 0) {
 		if l.tlsListen == "" {
 			l.tlsListen = parkedListen(FDNameHTTPS, tlsIn.Listen, l.log)
 		}

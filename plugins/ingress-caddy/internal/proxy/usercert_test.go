@@ -91,7 +91,7 @@ func TestCaddyServesUserCertificate(t *testing.T) {
 		ACME: &ingress.ACMESpec{Directory: "https://acme.invalid/directory"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	certs, err := startCertificates(ctx, spec, st, hclog.NewNullLogger())
+	certs, err := startCertificates(ctx, spec, st, hclog.NewNullLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
