@@ -129,7 +129,7 @@ func (d *Daemon) newContainers() *containerOps {
 		FilesDir: filepath.Join(d.cfg.DataDir, "files"), LogsHeld: d.logsHeld,
 		Facts: func() localFacts {
 			rec := d.record()
-			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels, Copies: d.copyRoles()}
+			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels, Copies: d.volumes().CopyRoles()}
 			if rec.Subnet.IsValid() {
 				f.DNS = rec.Subnet.Masked().Addr().Next().String()
 			}

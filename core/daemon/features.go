@@ -4,6 +4,10 @@ import (
 	"context"
 	"slices"
 
+	"github.com/ployz/ployz/core/daemon/feature/volumes"
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/volumecopy"
+
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/daemon/feature"
@@ -19,19 +23,23 @@ import (
 // core/daemon/feature.
 func (d *Daemon) featureRoutes() {
 	routes, streams := features(featureHost{d})
-	for _, r := range routes {
-		d.rpc.Handle(r)
-	}
+	// Streams first: HandleStream catalogues a stream as always served,
+	// and a feature's route of the same command (advertised only while
+	// its plugin serves) replaces that entry.
 	for _, r := range streams {
 		d.rpc.HandleStream(r)
+	}
+	for _, r := range routes {
+		d.rpc.Handle(r)
 	}
 }
 
 // features are the routes of every feature over h.
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes())
-	return routes, img.Streams()
+	vols := h.d.volumes()
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), vols.Routes())
+	return routes, slices.Concat(img.Streams(), vols.Streams())
 }
 
 // featureHost is the daemon as its features see it: the Host interface
@@ -43,6 +51,7 @@ var (
 	_ images.Host       = featureHost{}
 	_ feature.StoreHost = featureHost{}
 	_ savedstate.Host   = featureHost{}
+	_ volumes.Host      = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -66,3 +75,23 @@ func (h featureHost) Store() (*sdkstore.Client, error) { return h.d.storeClient(
 func (h featureHost) MachineID() string { return h.d.record().ID }
 
 func (h featureHost) DataDir() string { return h.d.cfg.DataDir }
+
+func (h featureHost) Machine() machine.Record { return h.d.record() }
+
+// Plugins is the plugin host, nil (not a nil *pluginhost.Host) without one.
+func (h featureHost) Plugins() feature.Plugins {
+	if h.d.plugins == nil {
+		return nil
+	}
+	return h.d.plugins
+}
+
+func (h featureHost) VolumePort() int { return h.d.cfg.VolumePort }
+
+func (h featureHost) TaskJob(req rpc.VolumeTaskRequest) (volumecopy.Job, error) {
+	return h.d.ctrs.taskJob(req)
+}
+
+func (h featureHost) WatchStore(ctx context.Context, queries ...string) *sdkstore.Watch {
+	return h.d.watchStore(ctx, queries...)
+}

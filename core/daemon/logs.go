@@ -8,10 +8,8 @@ import (
 	"regexp"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/ployz/ployz/core/pluginhost"
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
 	logstorev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/logstore/v1"
@@ -131,22 +129,8 @@ func logRecord(e *logstorev1.LogEntry) rpc.LogRecord {
 		ContainerName: e.GetContainerName(), Namespace: e.GetNamespace(), Service: e.GetService(), Deployment: e.GetDeployment()}
 }
 
-// pluginErr turns a plugin call's failure into a Machine RPC error: a
-// refusal keeps the capability it names, the plugin's own argument
-// errors stay invalid_argument, anything else is unavailable.
-func pluginErr(err error, capability string) error {
-	if c, ok := pluginhost.CapabilityFromError(err); ok {
-		return rpc.Errorf(rpc.CodeUnavailable, "%s", status.Convert(err).Message()).With("capability", c)
-	}
-	st := status.Convert(err)
-	switch st.Code() {
-	case codes.InvalidArgument:
-		return rpc.Errorf(rpc.CodeInvalidArgument, "%s", st.Message())
-	case codes.ResourceExhausted:
-		return rpc.Errorf(rpc.CodeUnavailable, "%s", st.Message()).With("capability", capability)
-	}
-	return rpc.Errorf(rpc.CodeUnavailable, "%s: %s", capability, st.Message()).With("capability", capability)
-}
+// pluginErr is feature.PluginErr.
+func pluginErr(err error, capability string) error { return feature.PluginErr(err, capability) }
 
 // logsHeld reports whether this Machine's Log Store holds a line of
 // Container id at or after since (unix nanoseconds): an ended one-off

@@ -57,7 +57,7 @@ func (d *Daemon) countersLoop(ctx context.Context) {
 	for {
 		c := countersOf(store.DroppedEvents(), d.pluginStatus())
 		c.JobRuns = d.jobOutcomes.Snapshot()
-		c.VolumeProtection = d.protectOutcomes.Snapshot()
+		c.VolumeProtection = d.volumes().ProtectOutcomes().Snapshot()
 		if last == nil || !reflect.DeepEqual(c, *last) {
 			if err := observe.WriteCounters(d.countersPath(), c); err != nil {
 				d.log.Warn("counters for the metrics plugin not written; retrying", "error", err)
