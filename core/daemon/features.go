@@ -2,7 +2,12 @@ package daemon
 
 import (
 	"context"
+	"net/netip"
 	"slices"
+
+	obsfeature "github.com/ployz/ployz/core/daemon/feature/observe"
+	"github.com/ployz/ployz/core/meshaddr"
+	"github.com/ployz/ployz/core/pluginhost"
 
 	"github.com/ployz/ployz/core/daemon/feature/volumes"
 	"github.com/ployz/ployz/core/machine"
@@ -16,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/daemon/feature/images"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/observe"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
@@ -37,9 +43,9 @@ func (d *Daemon) featureRoutes() {
 // features are the routes of every feature over h.
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
-	vols := h.d.volumes()
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), vols.Routes())
-	return routes, slices.Concat(img.Streams(), vols.Streams())
+	vols, obs := h.d.volumes(), h.d.obs()
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), vols.Routes(), obs.Routes())
+	return routes, slices.Concat(img.Streams(), vols.Streams(), obs.Streams())
 }
 
 // featureHost is the daemon as its features see it: the Host interface
@@ -52,6 +58,7 @@ var (
 	_ feature.StoreHost = featureHost{}
 	_ savedstate.Host   = featureHost{}
 	_ volumes.Host      = featureHost{}
+	_ obsfeature.Host   = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -94,4 +101,27 @@ func (h featureHost) TaskJob(req rpc.VolumeTaskRequest) (volumecopy.Job, error) 
 
 func (h featureHost) WatchStore(ctx context.Context, queries ...string) *sdkstore.Watch {
 	return h.d.watchStore(ctx, queries...)
+}
+
+func (h featureHost) ManagementIP() (netip.Addr, error) {
+	k, err := h.d.publicKey()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return meshaddr.ManagementIP(k), nil
+}
+
+func (h featureHost) RunDir() string { return h.d.cfg.RunDir }
+
+func (h featureHost) PluginStatus() []pluginhost.PluginStatus {
+	if h.d.plugins == nil {
+		return nil
+	}
+	return h.d.plugins.Status()
+}
+
+func (h featureHost) JobRuns() []observe.JobRuns { return h.d.jobOutcomes.Snapshot() }
+
+func (h featureHost) VolumeProtection() []observe.VolumeProtection {
+	return h.d.volumes().ProtectOutcomes().Snapshot()
 }
