@@ -126,10 +126,10 @@ func (d *Daemon) newContainers() *containerOps {
 	return newContainerOps(containerConfig{Docker: api, NotifyDir: filepath.Join(d.cfg.RunDir, "notify"),
 		ActivateDir: filepath.Join(d.cfg.RunDir, "activate"), Launcher: d.launcher,
 		StatePath: filepath.Join(d.cfg.DataDir, "readiness.json"), Logger: d.log.Named("containers"),
-		FilesDir: filepath.Join(d.cfg.DataDir, "files"), LogsHeld: d.logsHeld,
+		FilesDir: filepath.Join(d.cfg.DataDir, "files"), LogsHeld: d.obs().LogsHeld,
 		Facts: func() localFacts {
 			rec := d.record()
-			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels, Copies: d.copyRoles()}
+			f := localFacts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels, Copies: d.volumes().CopyRoles()}
 			if rec.Subnet.IsValid() {
 				f.DNS = rec.Subnet.Masked().Addr().Next().String()
 			}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature/volumes"
+
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
@@ -23,8 +25,6 @@ import (
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/volprotect"
-	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/sdk/fdstore"
 	"github.com/ployz/ployz/sdk/store"
 )
@@ -109,17 +109,12 @@ type Daemon struct {
 	// jobOutcomes counts the job runs this Machine's Scheduler recorded
 	// an outcome for, for the metrics plugin (metrics.go).
 	jobOutcomes jobs.Outcomes
-	// protectOutcomes is what the protect loop counted and saw of the
-	// protected volumes whose Writer is here (the metrics plugin's).
-	protectOutcomes volprotect.Outcomes
 	// ctrs serves the Service Container commands (containers.go).
 	ctrs *containerOps
-	// copies are this Machine's volume copies (volumecopies.go).
-	copies   *volumecopy.Store
-	copiesMu sync.Mutex // guards opening copies
-	// tasks are the Volume Runs' Container steps in flight or recently
-	// answered (volumetasks.go).
-	tasks *volumecopy.Tasks
+	// vols is the volume feature (feature/volumes), made once: its copy
+	// records and tasks are this Machine's (volumes()).
+	vols     *volumes.Feature
+	volsOnce sync.Once
 
 	mu     sync.Mutex
 	rec    machine.Record
@@ -160,9 +155,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// The sockets kept across the last restart become close-on-exec
 	// before any child (a plugin, systemctl) could inherit one.
 	fdstore.Claim()
-	d := &Daemon{cfg: cfg, log: cfg.Logger, tasks: volumecopy.NewTasks()}
-	d.tasks.Base = ctx
-	d.tasks.Ended = d.volumeTaskEnded
+	d := &Daemon{cfg: cfg, log: cfg.Logger}
+	// Volume Run tasks run under the daemon's context.
+	d.volsOnce.Do(func() { d.vols = volumes.New(ctx, featureHost{d}, d.log) })
 	if err := ensureDataDir(cfg.DataDir); err != nil {
 		return err
 	}

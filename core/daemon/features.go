@@ -2,7 +2,16 @@ package daemon
 
 import (
 	"context"
+	"net/netip"
 	"slices"
+
+	obsfeature "github.com/ployz/ployz/core/daemon/feature/observe"
+	"github.com/ployz/ployz/core/meshaddr"
+	"github.com/ployz/ployz/core/pluginhost"
+
+	"github.com/ployz/ployz/core/daemon/feature/volumes"
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/volumecopy"
 
 	"github.com/docker/docker/client"
 
@@ -12,6 +21,7 @@ import (
 	"github.com/ployz/ployz/core/daemon/feature/images"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/sdk/observe"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
@@ -19,19 +29,23 @@ import (
 // core/daemon/feature.
 func (d *Daemon) featureRoutes() {
 	routes, streams := features(featureHost{d})
-	for _, r := range routes {
-		d.rpc.Handle(r)
-	}
+	// Streams first: HandleStream catalogues a stream as always served,
+	// and a feature's route of the same command (advertised only while
+	// its plugin serves) replaces that entry.
 	for _, r := range streams {
 		d.rpc.HandleStream(r)
+	}
+	for _, r := range routes {
+		d.rpc.Handle(r)
 	}
 }
 
 // features are the routes of every feature over h.
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes())
-	return routes, img.Streams()
+	vols, obs := h.d.volumes(), h.d.obs()
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), vols.Routes(), obs.Routes())
+	return routes, slices.Concat(img.Streams(), vols.Streams(), obs.Streams())
 }
 
 // featureHost is the daemon as its features see it: the Host interface
@@ -43,6 +57,8 @@ var (
 	_ images.Host       = featureHost{}
 	_ feature.StoreHost = featureHost{}
 	_ savedstate.Host   = featureHost{}
+	_ volumes.Host      = featureHost{}
+	_ obsfeature.Host   = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -66,3 +82,46 @@ func (h featureHost) Store() (*sdkstore.Client, error) { return h.d.storeClient(
 func (h featureHost) MachineID() string { return h.d.record().ID }
 
 func (h featureHost) DataDir() string { return h.d.cfg.DataDir }
+
+func (h featureHost) Machine() machine.Record { return h.d.record() }
+
+// Plugins is the plugin host, nil (not a nil *pluginhost.Host) without one.
+func (h featureHost) Plugins() feature.Plugins {
+	if h.d.plugins == nil {
+		return nil
+	}
+	return h.d.plugins
+}
+
+func (h featureHost) VolumePort() int { return h.d.cfg.VolumePort }
+
+func (h featureHost) TaskJob(req rpc.VolumeTaskRequest) (volumecopy.Job, error) {
+	return h.d.ctrs.taskJob(req)
+}
+
+func (h featureHost) WatchStore(ctx context.Context, queries ...string) *sdkstore.Watch {
+	return h.d.watchStore(ctx, queries...)
+}
+
+func (h featureHost) ManagementIP() (netip.Addr, error) {
+	k, err := h.d.publicKey()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return meshaddr.ManagementIP(k), nil
+}
+
+func (h featureHost) RunDir() string { return h.d.cfg.RunDir }
+
+func (h featureHost) PluginStatus() []pluginhost.PluginStatus {
+	if h.d.plugins == nil {
+		return nil
+	}
+	return h.d.plugins.Status()
+}
+
+func (h featureHost) JobRuns() []observe.JobRuns { return h.d.jobOutcomes.Snapshot() }
+
+func (h featureHost) VolumeProtection() []observe.VolumeProtection {
+	return h.d.volumes().ProtectOutcomes().Snapshot()
+}

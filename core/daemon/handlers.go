@@ -44,7 +44,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.certificateRoutes(), d.dnsProviderRoutes(), d.leaseRoutes(), d.volumeRunRoutes(), d.jobRoutes(), d.volumePolicyRoutes(), d.volumeSnapshotRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes(), d.certificateRoutes(), d.dnsProviderRoutes(), d.leaseRoutes(), d.jobRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {
@@ -53,9 +53,6 @@ func (d *Daemon) routes() {
 	for _, r := range d.ctrs.routes() {
 		d.rpc.Handle(r)
 	}
-	d.logRoutes()
-	d.metricsRoutes()
-	d.volumeRoutes()
 	d.upgradeRoutes()
 	d.featureRoutes()
 	d.rpc.HandleStream(withDocker(d, rpc.Exec, (*containerOps).exec))
@@ -152,7 +149,7 @@ func (d *Daemon) initialize(ctx context.Context, req rpc.InitializeRequest) (rpc
 	if err != nil {
 		return rpc.Inspection{}, err
 	}
-	if err := d.checkPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
+	if err := d.volumes().CheckPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
 		return rpc.Inspection{}, err
 	}
 	// The founding Machine mints the Cluster secret; joiners receive it.
@@ -278,7 +275,7 @@ func (d *Daemon) join(ctx context.Context, req rpc.JoinRequest) (rpc.Inspection,
 	if err != nil {
 		return rpc.Inspection{}, err
 	}
-	if err := d.checkPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
+	if err := d.volumes().CheckPoolLabel(ctx, "labels."+volume.PoolLabel, req.Labels); err != nil {
 		return rpc.Inspection{}, err
 	}
 	switch {
@@ -386,7 +383,7 @@ func (d *Daemon) updateMachine(ctx context.Context, req rpc.UpdateMachineRequest
 			}
 		}
 		if k == volume.PoolLabel {
-			if err := d.checkPoolLabel(ctx, "labels_add."+k, req.LabelsAdd); err != nil {
+			if err := d.volumes().CheckPoolLabel(ctx, "labels_add."+k, req.LabelsAdd); err != nil {
 				return rpc.Inspection{}, err
 			}
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
-	"github.com/ployz/ployz/sdk/volume"
 )
 
 // How long each task kind's Docker call may take: a stop gets its grace
@@ -17,47 +16,6 @@ const (
 	startTimeout = 2 * time.Minute
 	pullTimeout  = 30 * time.Minute
 )
-
-// volumeTask is volume_task: a Volume Run's Container step admitted
-// against this Machine's copy of the volume and run in a task that
-// outlives the request (core/volumecopy's Tasks).
-func (d *Daemon) volumeTask(ctx context.Context, req rpc.VolumeTaskRequest) (rpc.VolumeTaskState, error) {
-	if err := volume.ValidName(req.Volume); err != nil {
-		return rpc.VolumeTaskState{}, rpc.InvalidField("volume", "%v", err)
-	}
-	if d.ctrs == nil || d.ctrs.docker == nil {
-		return rpc.VolumeTaskState{}, rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
-	}
-	job, err := d.ctrs.taskJob(req)
-	if err != nil {
-		return rpc.VolumeTaskState{}, err
-	}
-	cs, err := d.volumeCopies()
-	if err != nil {
-		return rpc.VolumeTaskState{}, err
-	}
-	st, err := d.tasks.Do(ctx, job, func(start func()) error {
-		return cs.Admit(req.Volume, req.Gen, req.Expect, func() {
-			d.log.Info("volume task", "volume", req.Volume, "gen", req.Gen, "kind", req.Kind, "subject", job.Key.Subject)
-			start()
-		})
-	})
-	if err != nil {
-		return rpc.VolumeTaskState{}, err
-	}
-	st.MachineID = d.record().ID
-	return st, nil
-}
-
-// volumeTaskEnded logs what Docker answered a task.
-func (d *Daemon) volumeTaskEnded(k volumecopy.TaskKey, err error, took time.Duration) {
-	l := d.log.With("volume", k.Volume, "gen", k.Gen, "kind", k.Kind, "subject", k.Subject, "took", took.Round(time.Millisecond))
-	if err != nil {
-		l.Warn("volume task failed", "error", err)
-		return
-	}
-	l.Info("volume task done")
-}
 
 // taskJob is the Docker call req's kind names, through the same steps
 // (and checks) as stop_container, start_container and pull_image.

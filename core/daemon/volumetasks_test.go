@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -74,19 +75,22 @@ func TestVolumeTaskDocker(t *testing.T) {
 	to := newTestOps(t)
 	id := to.createStart(t, "db", to.spec("db", nil))
 	dir := t.TempDir()
-	d := &Daemon{cfg: Config{DataDir: dir}, log: hclog.NewNullLogger(), ctrs: to.containerOps, tasks: volumecopy.NewTasks(),
+	d := &Daemon{cfg: Config{DataDir: dir}, log: hclog.NewNullLogger(), ctrs: to.containerOps,
 		rec: machine.Record{ID: "m-test"}}
-	cs, err := d.volumeCopies()
+	// This Machine's copy of db is the Writer, on disk before the feature
+	// reads its copy records.
+	cs, err := volumecopy.Open(filepath.Join(dir, volumecopy.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.Created("db"); err != nil {
 		t.Fatal(err)
 	}
+	volumeTask := route(t, d.volumes().Routes(), rpc.VolumeTask.Name)
 	stop := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "writer", Kind: rpc.TaskStop, Stop: &rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1}}
 	ask := func(req rpc.VolumeTaskRequest) rpc.VolumeTaskState {
 		for deadline := time.Now().Add(time.Minute); ; {
-			st, err := call[rpc.VolumeTaskState](t, typed(d.volumeTask), req)
+			st, err := call[rpc.VolumeTaskState](t, volumeTask, req)
 			if err != nil {
 				t.Fatalf("%s: %v", req.Kind, err)
 			}
@@ -105,7 +109,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 		t.Fatalf("after the stop the Container runs")
 	}
 	start := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "mirror", Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}
-	if _, err := call[rpc.VolumeTaskState](t, typed(d.volumeTask), start); rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "expect" {
+	if _, err := call[rpc.VolumeTaskState](t, volumeTask, start); rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "expect" {
 		t.Fatalf("start expecting a Mirror on the Writer: %v, want refused naming expect", err)
 	}
 	start.Expect = "writer"
@@ -115,4 +119,16 @@ func TestVolumeTaskDocker(t *testing.T) {
 	if c, _ := to.inspect(context.Background(), id); c.State == nil || !c.State.Running {
 		t.Fatalf("after the start the Container does not run")
 	}
+}
+
+// route is routes' handler of command, as Machine RPC serves it.
+func route(t *testing.T, routes []rpc.Route, command string) Handler {
+	t.Helper()
+	for _, r := range routes {
+		if r.Command == command {
+			return r.Handler
+		}
+	}
+	t.Fatalf("no route %s", command)
+	return nil
 }

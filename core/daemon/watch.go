@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/sdk/store"
 )
 
@@ -37,14 +38,4 @@ func waitPeriod(w *store.Watch, busy time.Duration, pending bool) time.Duration 
 }
 
 // pause waits d, or less when w reports a change; false when ctx ended.
-func pause(ctx context.Context, w *store.Watch, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	case <-w.C:
-	}
-	return true
-}
+var pause = feature.Pause

@@ -1,6 +1,9 @@
 package feature
 
 import (
+	"context"
+	"time"
+
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
@@ -20,4 +23,17 @@ func CheckedStore(h StoreHost, req interface{ Validate() error }) (*sdkstore.Cli
 		return nil, err
 	}
 	return h.Store()
+}
+
+// Pause waits d, or less when w reports a change; false when ctx ended.
+func Pause(ctx context.Context, w *sdkstore.Watch, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-w.C:
+	}
+	return true
 }

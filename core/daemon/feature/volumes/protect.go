@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 // Volume protection on a schedule (docs/volumes.md, "Protection on a
 // schedule"): put_volume_policies stores a deploy's x-volume policies,
@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -26,18 +27,18 @@ import (
 // that moved here are seen within it.
 const protectPeriod = time.Minute
 
-func (d *Daemon) volumePolicyRoutes() []rpc.Route {
-	return []rpc.Route{rpc.Bind(rpc.PutVolumePolicies, d.putVolumePolicies)}
+func (f *Feature) policyRoutes() []rpc.Route {
+	return []rpc.Route{rpc.Bind(rpc.PutVolumePolicies, f.putVolumePolicies)}
 }
 
 // putVolumePolicies stores a namespace's volume policies (a deploy's),
 // keeping each one's Since.
-func (d *Daemon) putVolumePolicies(ctx context.Context, req rpc.PutVolumePoliciesRequest) (rpc.VolumePoliciesPut, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) putVolumePolicies(ctx context.Context, req rpc.PutVolumePoliciesRequest) (rpc.VolumePoliciesPut, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.VolumePoliciesPut{}, err
 	}
-	return putVolumePolicies(ctx, st, d.record().ID, req, time.Now())
+	return putVolumePolicies(ctx, st, f.host.MachineID(), req, time.Now())
 }
 
 func putVolumePolicies(ctx context.Context, st *sdkstore.Client, owner string, req rpc.PutVolumePoliciesRequest, now time.Time) (rpc.VolumePoliciesPut, error) {
@@ -75,43 +76,43 @@ func putVolumePolicies(ctx context.Context, st *sdkstore.Client, owner string, r
 	return out, nil
 }
 
-// protectLoop runs the Protector while this Machine participates and has
+// ProtectLoop runs the Protector while this Machine participates and has
 // a ZFS pool; it sleeps until the next snapshot is due, at most
 // protectPeriod.
-func (d *Daemon) protectLoop(ctx context.Context) {
-	w := d.watchStore(ctx, `SELECT id, body FROM volume_policies`)
+func (f *Feature) ProtectLoop(ctx context.Context) {
+	w := f.host.WatchStore(ctx, `SELECT id, body FROM volume_policies`)
 	for {
 		wait := protectPeriod
-		if p := d.newProtector(); p != nil && d.record().Phase == machine.Participating && d.record().Labels[volume.PoolLabel] != "" {
+		if p := f.newProtector(); p != nil && f.host.Machine().Phase == machine.Participating && f.host.Machine().Labels[volume.PoolLabel] != "" {
 			next, err := p.Round(ctx)
 			if err != nil && ctx.Err() == nil {
-				d.log.Warn("volume protection: round", "error", err)
+				f.log.Warn("volume protection: round", "error", err)
 			}
 			if until := time.Until(next); !next.IsZero() && until < wait {
 				wait = max(until, time.Second)
 			}
 		}
-		if !pause(ctx, w, wait) {
+		if !feature.Pause(ctx, w, wait) {
 			return
 		}
 	}
 }
 
 // newProtector is this Machine's Protector, nil until it has a store.
-func (d *Daemon) newProtector() *volprotect.Protector {
-	st, err := d.storeClient()
+func (f *Feature) newProtector() *volprotect.Protector {
+	st, err := f.host.Store()
 	if err != nil {
 		return nil
 	}
 	return volprotect.New(volprotect.Config{
 		Policies: func(ctx context.Context) ([]volprotect.Declared, error) { return storedPolicies(ctx, st) },
-		IsWriter: func(name string) bool { return d.copyRoles()[name].Role == volumecopy.Writer },
-		Volumes:  pluginVolumes{d},
+		IsWriter: func(name string) bool { return f.CopyRoles()[name].Role == volumecopy.Writer },
+		Volumes:  pluginVolumes{f},
 		Lags: func(ctx context.Context, name string) ([]volprotect.Lag, error) {
-			return storedLags(ctx, st, d.record().Name, name)
+			return storedLags(ctx, st, f.host.Machine().Name, name)
 		},
-		Outcomes: &d.protectOutcomes,
-		Log:      d.log.Named("protect"),
+		Outcomes: &f.protectOutcomes,
+		Log:      f.log.Named("protect"),
 	})
 }
 
@@ -151,10 +152,10 @@ func storedPolicies(ctx context.Context, st *sdkstore.Client) ([]volprotect.Decl
 
 // pluginVolumes is this Machine's volume plugin as the Protector's
 // Volumes: taking a snapshot goes through snapshot_volume's own path.
-type pluginVolumes struct{ d *Daemon }
+type pluginVolumes struct{ f *Feature }
 
 func (v pluginVolumes) Snapshots(ctx context.Context, name string) ([]volprotect.Snapshot, error) {
-	vol, err := v.d.inspectVolume(ctx, rpc.VolumeRequest{Name: name})
+	vol, err := v.f.inspectVolume(ctx, rpc.VolumeRequest{Name: name})
 	if err != nil {
 		return nil, err
 	}
@@ -166,12 +167,12 @@ func (v pluginVolumes) Snapshots(ctx context.Context, name string) ([]volprotect
 }
 
 func (v pluginVolumes) Take(ctx context.Context, name, snap string) error {
-	_, err := v.d.snapshotVolume(ctx, rpc.SnapshotVolumeRequest{Volume: name, Snapshot: snap})
+	_, err := v.f.snapshotVolume(ctx, rpc.SnapshotVolumeRequest{Volume: name, Snapshot: snap})
 	return err
 }
 
 func (v pluginVolumes) Destroy(ctx context.Context, name, snap string) error {
-	return v.d.callVolume(ctx, volume.CapPrune, func(ctx context.Context, c volumev1.VolumeClient) error {
+	return v.f.callVolume(ctx, volume.CapPrune, func(ctx context.Context, c volumev1.VolumeClient) error {
 		_, err := c.DestroySnapshot(ctx, &volumev1.DestroySnapshotRequest{Volume: name, Snapshot: snap})
 		return err
 	})

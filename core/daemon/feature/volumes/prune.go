@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 // canPrune reports whether this Machine's volume plugin prunes; an older
 // plugin does not, and its copies keep every run snapshot.
-func (d *Daemon) canPrune() bool { return d.plugins != nil && d.plugins.Available(volume.CapPrune) }
+func (f *Feature) canPrune() bool { return f.available(volume.CapPrune) }
 
 // pruneRuns destroys vi's run snapshots older than the newest kept,
 // bookmarking each first, and answers the volume after. A failure is

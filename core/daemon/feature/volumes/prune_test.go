@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 func beginReq(volume, kind, who, nonce string, floor uint64) rpc.BeginVolumeRunRequest {
@@ -17,18 +19,30 @@ func beginReq(volume, kind, who, nonce string, floor uint64) rpc.BeginVolumeRunR
 		Operator: store.HistoryOperator{Name: who}, LeaseNonce: nonce, Run: json.RawMessage(`{"kind":"` + kind + `","steps":[]}`)}
 }
 
-func begin(t *testing.T, d *Daemon, req rpc.BeginVolumeRunRequest) rpc.VolumeRunBegun {
+// holdLease writes who's live lease of scope, as acquire_lease grants
+// it (a minute long).
+func holdLease(t *testing.T, st *sdkstore.Client, scope, who, nonce string) {
 	t.Helper()
-	out, err := hcall(t, typed(d.beginVolumeRun), req)
+	now := time.Now()
+	body := store.LeaseBody{Holder: store.LeaseHolder{Name: who}, Command: "deploy", Started: now.UnixMilli(),
+		Expires: now.Add(time.Minute).UnixMilli(), Nonce: nonce, Entry: "m1"}
+	if _, err := store.Leases(st).Put(context.Background(), sdkstore.Row[store.LeaseBody]{Key: scope, Owner: "m1", Body: body}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func begin(t *testing.T, f *Feature, req rpc.BeginVolumeRunRequest) rpc.VolumeRunBegun {
+	t.Helper()
+	out, err := featuretest.Call(t, featuretest.Typed(f.beginVolumeRun), req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out.(rpc.VolumeRunBegun)
 }
 
-func listRuns(t *testing.T, d *Daemon, req rpc.ListVolumeRunsRequest) []store.VolumeRunBody {
+func listRuns(t *testing.T, f *Feature, req rpc.ListVolumeRunsRequest) []store.VolumeRunBody {
 	t.Helper()
-	out, err := hcall(t, typed(d.listVolumeRuns), req)
+	out, err := featuretest.Call(t, featuretest.Typed(f.listVolumeRuns), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,39 +54,35 @@ func listRuns(t *testing.T, d *Daemon, req rpc.ListVolumeRunsRequest) []store.Vo
 // next; once that lease is gone the next run marks it lost; a run's end
 // is recorded and listed newest first, with who drove it.
 func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
-	d, st := storeDaemon(t, "m1")
+	f, st := newTest(t, "m1")
 	ctx := context.Background()
-	if _, err := hcall(t, typed(d.acquireLease), acquireReq("volume:db", "ana", "nonce-ana-1", time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	a := begin(t, d, beginReq("db", "mirror", "ana", "nonce-ana-1", 0))
+	holdLease(t, st, "volume:db", "ana", "nonce-ana-1")
+	a := begin(t, f, beginReq("db", "mirror", "ana", "nonce-ana-1", 0))
 	if a.Gen != 1 {
 		t.Fatalf("first gen %d, want 1", a.Gen)
 	}
-	if b := begin(t, d, beginReq("logs", "mirror", "ana", "", 4)); b.Gen != 5 {
+	if b := begin(t, f, beginReq("logs", "mirror", "ana", "", 4)); b.Gen != 5 {
 		t.Fatalf("another volume above floor 4: gen %d, want 5", b.Gen)
 	}
 	// ana's run is held by her lease: bo (unleased) is refused naming it.
-	_, err := hcall(t, typed(d.beginVolumeRun), beginReq("db", "sync", "bo", "", 0))
+	_, err := featuretest.Call(t, featuretest.Typed(f.beginVolumeRun), beginReq("db", "sync", "bo", "", 0))
 	var e *rpc.Error
 	if !errors.As(err, &e) || e.Code != rpc.CodeConflict || !strings.Contains(e.Message, "gen 1") || !strings.Contains(e.Message, "ana") {
 		t.Fatalf("begin while ana's run is held: %v", err)
 	}
 	// bo naming a lease he does not hold is refused.
-	if _, err := hcall(t, typed(d.beginVolumeRun), beginReq("db", "sync", "bo", "nonce-bo-01", 0)); !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.beginVolumeRun), beginReq("db", "sync", "bo", "nonce-bo-01", 0)); !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond {
 		t.Fatalf("begin under a lease not held: %v", err)
 	}
 	// ana's lease goes: her open run is answered lost, and bo's run marks it so.
-	if _, err := hcall(t, typed(d.releaseLease), rpc.ReleaseLeaseRequest{Scope: "volume:db", Nonce: "nonce-ana-1"}); err != nil {
+	if _, err := store.Leases(st).Delete(ctx, "volume:db"); err != nil { // as release_lease
 		t.Fatal(err)
 	}
-	if runs := listRuns(t, d, rpc.ListVolumeRunsRequest{Volume: "db"}); len(runs) != 1 || runs[0].State != store.VolumeRunLost {
+	if runs := listRuns(t, f, rpc.ListVolumeRunsRequest{Volume: "db"}); len(runs) != 1 || runs[0].State != store.VolumeRunLost {
 		t.Fatalf("ana's run after her lease went: %+v", runs)
 	}
-	if _, err := hcall(t, typed(d.acquireLease), acquireReq("volume:db", "bo", "nonce-bo-01", time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	b := begin(t, d, beginReq("db", "move", "bo", "nonce-bo-01", 0))
+	holdLease(t, st, "volume:db", "bo", "nonce-bo-01")
+	b := begin(t, f, beginReq("db", "move", "bo", "nonce-bo-01", 0))
 	if b.Gen != 2 || len(b.Lost) != 1 || b.Lost[0] != 1 {
 		t.Fatalf("bo's run: %+v, want gen 2 marking gen 1 lost", b)
 	}
@@ -82,22 +92,22 @@ func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
 	}
 	// ana's process, still writing steps, does not reopen it; bo ends his.
 	put := rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, State: "open", UpdatedAt: time.Now().UnixMilli(), Run: json.RawMessage(`{"steps":[{"name":"x"}]}`)}
-	if _, err := hcall(t, typed(d.putVolumeRun), put); err != nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.putVolumeRun), put); err != nil {
 		t.Fatal(err)
 	}
 	put.Gen, put.State, put.Error = 2, "failed", "send: boom"
-	if _, err := hcall(t, typed(d.putVolumeRun), put); err != nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.putVolumeRun), put); err != nil {
 		t.Fatal(err)
 	}
-	runs := listRuns(t, d, rpc.ListVolumeRunsRequest{Volume: "db"})
+	runs := listRuns(t, f, rpc.ListVolumeRunsRequest{Volume: "db"})
 	if len(runs) != 2 || runs[0].Gen != 2 || runs[0].State != "failed" || runs[0].Error != "send: boom" || runs[0].Operator.Name != "bo" ||
 		runs[1].State != store.VolumeRunLost || !strings.Contains(string(runs[1].Run), `"x"`) {
 		t.Fatalf("runs of db: %+v", runs)
 	}
-	if moves := listRuns(t, d, rpc.ListVolumeRunsRequest{Volume: "db", Kind: "move", Limit: 1}); len(moves) != 1 || moves[0].Gen != 2 {
+	if moves := listRuns(t, f, rpc.ListVolumeRunsRequest{Volume: "db", Kind: "move", Limit: 1}); len(moves) != 1 || moves[0].Gen != 2 {
 		t.Fatalf("last move: %+v", moves)
 	}
-	if all := listRuns(t, d, rpc.ListVolumeRunsRequest{}); len(all) != 3 {
+	if all := listRuns(t, f, rpc.ListVolumeRunsRequest{}); len(all) != 3 {
 		t.Fatalf("all runs: %d, want 3", len(all))
 	}
 }
@@ -105,20 +115,20 @@ func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
 // TestVolumeRunImportOnce: an imported run is written when absent and
 // left when there; a put of a run never begun is refused naming gen.
 func TestVolumeRunImportOnce(t *testing.T) {
-	d, _ := storeDaemon(t, "m1")
+	f, _ := newTest(t, "m1")
 	imp := rpc.PutVolumeRunRequest{Volume: "db", Gen: 7, Kind: "move", State: "done", StartedAt: 1764470000000, UpdatedAt: 1764470001000,
 		Operator: store.HistoryOperator{Name: "ana"}, Import: true, Run: json.RawMessage(`{"gen":7}`)}
 	for i, want := range []bool{false, true} {
-		out, err := hcall(t, typed(d.putVolumeRun), imp)
+		out, err := featuretest.Call(t, featuretest.Typed(f.putVolumeRun), imp)
 		if err != nil || out.(rpc.VolumeRunPut).Existing != want {
 			t.Fatalf("import %d: %+v, %v; want existing %v", i, out, err, want)
 		}
 	}
-	if b := begin(t, d, beginReq("db", "sync", "bo", "", 0)); b.Gen != 8 {
+	if b := begin(t, f, beginReq("db", "sync", "bo", "", 0)); b.Gen != 8 {
 		t.Fatalf("after an imported gen 7: gen %d, want 8", b.Gen)
 	}
 	imp.Import, imp.Gen = false, 9
-	if _, err := hcall(t, typed(d.putVolumeRun), imp); !isField(err, "gen") {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.putVolumeRun), imp); !isField(err, "gen") {
 		t.Fatalf("put of a run never begun: %v", err)
 	}
 }
@@ -132,26 +142,26 @@ func isField(err error, field string) bool {
 // TestVolumeRunBadInput: malformed requests are refused naming the
 // field, and nothing is written.
 func TestVolumeRunBadInput(t *testing.T) {
-	d, st := storeDaemon(t, "m1")
+	f, st := newTest(t, "m1")
 	now := time.Now().UnixMilli()
 	okRun := json.RawMessage(`{}`)
 	cases := []struct {
 		field string
-		h     Handler
+		h     rpc.Handler
 		req   any
 	}{
-		{"volume", typed(d.beginVolumeRun), beginReq("Bad/Name", "move", "ana", "", 0)},
-		{"kind", typed(d.beginVolumeRun), beginReq("db", "mo ve", "ana", "", 0)},
-		{"operator.name", typed(d.beginVolumeRun), beginReq("db", "move", "", "", 0)},
-		{"run", typed(d.beginVolumeRun), rpc.BeginVolumeRunRequest{Volume: "db", Kind: "move", StartedAt: now, Operator: store.HistoryOperator{Name: "ana"}, Run: json.RawMessage(`[1]`)}},
-		{"gen", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 0, State: "done", UpdatedAt: now, Run: okRun}},
-		{"state", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, State: "finished", UpdatedAt: now, Run: okRun}},
-		{"volume", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "../db", Gen: 1, State: "done", UpdatedAt: now, Run: okRun}},
-		{"operator.name", typed(d.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, Kind: "move", State: "done", StartedAt: now, UpdatedAt: now, Import: true, Run: okRun}},
-		{"limit", typed(d.listVolumeRuns), rpc.ListVolumeRunsRequest{Limit: -1}},
+		{"volume", featuretest.Typed(f.beginVolumeRun), beginReq("Bad/Name", "move", "ana", "", 0)},
+		{"kind", featuretest.Typed(f.beginVolumeRun), beginReq("db", "mo ve", "ana", "", 0)},
+		{"operator.name", featuretest.Typed(f.beginVolumeRun), beginReq("db", "move", "", "", 0)},
+		{"run", featuretest.Typed(f.beginVolumeRun), rpc.BeginVolumeRunRequest{Volume: "db", Kind: "move", StartedAt: now, Operator: store.HistoryOperator{Name: "ana"}, Run: json.RawMessage(`[1]`)}},
+		{"gen", featuretest.Typed(f.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 0, State: "done", UpdatedAt: now, Run: okRun}},
+		{"state", featuretest.Typed(f.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, State: "finished", UpdatedAt: now, Run: okRun}},
+		{"volume", featuretest.Typed(f.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "../db", Gen: 1, State: "done", UpdatedAt: now, Run: okRun}},
+		{"operator.name", featuretest.Typed(f.putVolumeRun), rpc.PutVolumeRunRequest{Volume: "db", Gen: 1, Kind: "move", State: "done", StartedAt: now, UpdatedAt: now, Import: true, Run: okRun}},
+		{"limit", featuretest.Typed(f.listVolumeRuns), rpc.ListVolumeRunsRequest{Limit: -1}},
 	}
 	for _, c := range cases {
-		_, err := hcall(t, c.h, c.req)
+		_, err := featuretest.Call(t, c.h, c.req)
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Code != rpc.CodeInvalidArgument || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: %v, want invalid naming %s", c.field, err, c.field)
@@ -161,7 +171,7 @@ func TestVolumeRunBadInput(t *testing.T) {
 		t.Fatalf("bad requests wrote %d runs", len(rows))
 	}
 	// A malformed gen on the wire (not a number) is refused too.
-	if _, err := typed(d.putVolumeRun)(context.Background(), json.RawMessage(`{"volume":"db","gen":"one","state":"done"}`)); err == nil || !strings.Contains(err.Error(), "gen") {
+	if _, err := featuretest.Typed(f.putVolumeRun)(context.Background(), json.RawMessage(`{"volume":"db","gen":"one","state":"done"}`)); err == nil || !strings.Contains(err.Error(), "gen") {
 		t.Fatalf("a string gen: %v, want refused naming gen", err)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	sdkstore "github.com/ployz/ployz/sdk/store"
@@ -20,11 +21,11 @@ var volumeRunMu sync.Mutex
 // lostRunError is the error a run marked lost by the next one records.
 const lostRunError = "its driver's volume lease ended without finishing it"
 
-func (d *Daemon) volumeRunRoutes() []rpc.Route {
+func (f *Feature) runRoutes() []rpc.Route {
 	return []rpc.Route{
-		rpc.Bind(rpc.BeginVolumeRun, d.beginVolumeRun),
-		rpc.Bind(rpc.PutVolumeRun, d.putVolumeRun),
-		rpc.Bind(rpc.ListVolumeRuns, d.listVolumeRuns),
+		rpc.Bind(rpc.BeginVolumeRun, f.beginVolumeRun),
+		rpc.Bind(rpc.PutVolumeRun, f.putVolumeRun),
+		rpc.Bind(rpc.ListVolumeRuns, f.listVolumeRuns),
 	}
 }
 
@@ -44,8 +45,8 @@ func volumeLease(ctx context.Context, st *sdkstore.Client, volume string) (*stor
 // the caller's floor, marking lost the open runs whose driver's lease is
 // gone; a run still held refuses it. A caller naming a lease it no
 // longer holds is refused too: it lost the volume to another.
-func (d *Daemon) beginVolumeRun(ctx context.Context, req rpc.BeginVolumeRunRequest) (rpc.VolumeRunBegun, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) beginVolumeRun(ctx context.Context, req rpc.BeginVolumeRunRequest) (rpc.VolumeRunBegun, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.VolumeRunBegun{}, err
 	}
@@ -77,7 +78,7 @@ func (d *Daemon) beginVolumeRun(ctx context.Context, req rpc.BeginVolumeRunReque
 		}
 		out.Lost = append(out.Lost, r.Body.Gen)
 	}
-	row := sdkstore.Row[store.VolumeRunBody]{Key: store.VolumeRunKey(req.Volume, gen), Owner: d.record().ID, Body: store.VolumeRunBody{
+	row := sdkstore.Row[store.VolumeRunBody]{Key: store.VolumeRunKey(req.Volume, gen), Owner: f.host.MachineID(), Body: store.VolumeRunBody{
 		Volume: req.Volume, Gen: gen, Kind: req.Kind, State: store.VolumeRunOpen, StartedAt: req.StartedAt, UpdatedAt: req.StartedAt,
 		Operator: req.Operator, Lease: store.LeaseTag(req.LeaseNonce), Run: req.Run}}
 	if _, err := store.VolumeRuns(st).Put(ctx, row); err != nil {
@@ -89,8 +90,8 @@ func (d *Daemon) beginVolumeRun(ctx context.Context, req rpc.BeginVolumeRunReque
 // putVolumeRun rewrites a begun run's record; a run marked lost stays
 // lost until its driver records an end. With Import it writes a run the
 // Cluster lacks and leaves one it holds.
-func (d *Daemon) putVolumeRun(ctx context.Context, req rpc.PutVolumeRunRequest) (rpc.VolumeRunPut, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) putVolumeRun(ctx context.Context, req rpc.PutVolumeRunRequest) (rpc.VolumeRunPut, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.VolumeRunPut{}, err
 	}
@@ -106,7 +107,7 @@ func (d *Daemon) putVolumeRun(ctx context.Context, req rpc.PutVolumeRunRequest) 
 	case !ok && !req.Import:
 		return rpc.VolumeRunPut{}, rpc.Errorf(rpc.CodeNotFound, "volume %s has no run gen %d: begin it first", req.Volume, req.Gen).With("field", "gen")
 	case !ok:
-		row = sdkstore.Row[store.VolumeRunBody]{Key: key, Owner: d.record().ID, Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen,
+		row = sdkstore.Row[store.VolumeRunBody]{Key: key, Owner: f.host.MachineID(), Body: store.VolumeRunBody{Volume: req.Volume, Gen: req.Gen,
 			Kind: req.Kind, StartedAt: req.StartedAt, Operator: req.Operator}}
 	}
 	row.Body = row.Body.Recorded(req.Run, req.State, req.Error, req.UpdatedAt)
@@ -119,8 +120,8 @@ func (d *Daemon) putVolumeRun(ctx context.Context, req rpc.PutVolumeRunRequest) 
 // listVolumeRuns answers the newest runs of one volume or all, of a
 // kind when asked; an open run whose driver's lease is gone is answered
 // lost, as the next run will record it.
-func (d *Daemon) listVolumeRuns(ctx context.Context, req rpc.ListVolumeRunsRequest) (rpc.VolumeRunList, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) listVolumeRuns(ctx context.Context, req rpc.ListVolumeRunsRequest) (rpc.VolumeRunList, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.VolumeRunList{}, err
 	}

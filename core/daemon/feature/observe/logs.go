@@ -1,4 +1,4 @@
-package daemon
+package observe
 
 import (
 	"context"
@@ -7,34 +7,32 @@ import (
 	"io"
 	"regexp"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/ployz/ployz/core/pluginhost"
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/sdk/observe"
+	sdkobserve "github.com/ployz/ployz/sdk/observe"
 	logstorev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/logstore/v1"
+	"google.golang.org/grpc"
 )
 
-// logRoutes forward log_history and tail_logs to the Log Store plugin.
-// They are advertised only while a healthy plugin serves the capability
-// of the same name. They replaced the Docker-direct container_logs and
-// follow_logs (existing Containers only); an older CLI asking for those is
-// told to upgrade (core/rpc's retired commands). Only wait_ready still reads
-// Docker directly, for the last lines of a Container that just failed.
-func (d *Daemon) logRoutes() {
-	history := rpc.Bind(rpc.ReadLogHistory, d.logHistory)
-	history.Available = func() bool { return d.plugins != nil && d.plugins.Available(observe.CapLogHistory) }
-	d.rpc.Handle(history)
-	d.rpc.HandleStream(rpc.BindStream(rpc.TailLogs, d.tailLogs))
-	// HandleStream catalogues the stream as always served; advertise it,
-	// like log_history, only while the plugin is healthy.
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdTailLogs, Capability: observe.CapTailLogs,
+// logRoutes forward log_history to the Log Store plugin, advertised
+// only while a healthy plugin serves the capability of the same name;
+// tail_logs (a stream) is advertised the same way. They replaced the
+// Docker-direct container_logs and follow_logs (existing Containers
+// only); an older CLI asking for those is told to upgrade (core/rpc's
+// retired commands). Only wait_ready still reads Docker directly, for
+// the last lines of a Container that just failed.
+func (f *Feature) logRoutes() []rpc.Route {
+	history := rpc.Bind(rpc.ReadLogHistory, f.logHistory)
+	history.Available = func() bool { return f.available(sdkobserve.CapLogHistory) }
+	// The stream is catalogued as always served; this route, registered
+	// after it, advertises it like log_history, only while the plugin is
+	// healthy.
+	tail := rpc.Route{Command: rpc.CmdTailLogs, Capability: sdkobserve.CapTailLogs,
 		Handler: func(context.Context, json.RawMessage) (any, error) {
 			return nil, rpc.Errorf(rpc.CodeInvalidArgument, "%s is a streaming command: use Stream", rpc.CmdTailLogs)
 		},
-		Available: func() bool { return d.plugins != nil && d.plugins.Available(observe.CapTailLogs) }})
+		Available: func() bool { return f.available(sdkobserve.CapTailLogs) }}
+	return []rpc.Route{history, tail}
 }
 
 func logSelector(q rpc.LogQuery) *logstorev1.Selector {
@@ -51,7 +49,7 @@ func checkLogQuery(q rpc.LogQuery) error {
 	return nil
 }
 
-func (d *Daemon) logHistory(ctx context.Context, req rpc.LogHistoryRequest) (rpc.LogHistory, error) {
+func (f *Feature) logHistory(ctx context.Context, req rpc.LogHistoryRequest) (rpc.LogHistory, error) {
 	switch {
 	case req.Limit < 0 || req.Limit > rpc.MaxLogLimit:
 		return rpc.LogHistory{}, rpc.InvalidField("limit", "%d is not between 0 and %d", req.Limit, rpc.MaxLogLimit)
@@ -63,11 +61,11 @@ func (d *Daemon) logHistory(ctx context.Context, req rpc.LogHistoryRequest) (rpc
 	if err := checkLogQuery(req.LogQuery); err != nil {
 		return rpc.LogHistory{}, err
 	}
-	if d.plugins == nil {
-		return rpc.LogHistory{}, rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", observe.CapLogHistory)
+	if f.host.Plugins() == nil {
+		return rpc.LogHistory{}, rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", sdkobserve.CapLogHistory)
 	}
-	out := rpc.LogHistory{MachineID: d.record().ID, Lines: []rpc.LogRecord{}}
-	err := d.plugins.Call(ctx, observe.CapLogHistory, func(ctx context.Context, conn *grpc.ClientConn) error {
+	out := rpc.LogHistory{MachineID: f.host.Machine().ID, Lines: []rpc.LogRecord{}}
+	err := f.host.Plugins().Call(ctx, sdkobserve.CapLogHistory, func(ctx context.Context, conn *grpc.ClientConn) error {
 		resp, err := logstorev1.NewLogStoreClient(conn).LogHistory(ctx, &logstorev1.LogHistoryRequest{Selector: logSelector(req.LogQuery),
 			FromUnixNanos: req.Since, ToUnixNanos: req.Until, Limit: uint32(req.Limit), Grep: req.Grep, Newest: req.Newest})
 		if err != nil {
@@ -83,22 +81,22 @@ func (d *Daemon) logHistory(ctx context.Context, req rpc.LogHistoryRequest) (rpc
 		return nil
 	})
 	if err != nil {
-		return rpc.LogHistory{}, pluginErr(err, observe.CapLogHistory)
+		return rpc.LogHistory{}, feature.PluginErr(err, sdkobserve.CapLogHistory)
 	}
 	return out, nil
 }
 
-func (d *Daemon) tailLogs(ctx context.Context, req rpc.TailLogsRequest, s rpc.StreamConn) error {
+func (f *Feature) tailLogs(ctx context.Context, req rpc.TailLogsRequest, s rpc.StreamConn) error {
 	if req.Tail < 0 || req.Tail > rpc.MaxLogLimit {
 		return rpc.InvalidField("tail", "%d is not between 0 and %d", req.Tail, rpc.MaxLogLimit)
 	}
 	if err := checkLogQuery(req.LogQuery); err != nil {
 		return err
 	}
-	if d.plugins == nil {
-		return rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", observe.CapTailLogs)
+	if f.host.Plugins() == nil {
+		return rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", sdkobserve.CapTailLogs)
 	}
-	err := d.plugins.Call(ctx, observe.CapTailLogs, func(ctx context.Context, conn *grpc.ClientConn) error {
+	err := f.host.Plugins().Call(ctx, sdkobserve.CapTailLogs, func(ctx context.Context, conn *grpc.ClientConn) error {
 		st, err := logstorev1.NewLogStoreClient(conn).TailLogs(ctx, &logstorev1.TailLogsRequest{Selector: logSelector(req.LogQuery),
 			Lines: uint32(req.Tail), Follow: req.Follow, Grep: req.Grep})
 		if err != nil {
@@ -121,7 +119,7 @@ func (d *Daemon) tailLogs(ctx context.Context, req rpc.TailLogsRequest, s rpc.St
 		return nil // the client stopped following
 	}
 	if err != nil {
-		return pluginErr(err, observe.CapTailLogs)
+		return feature.PluginErr(err, sdkobserve.CapTailLogs)
 	}
 	return nil
 }
@@ -131,33 +129,16 @@ func logRecord(e *logstorev1.LogEntry) rpc.LogRecord {
 		ContainerName: e.GetContainerName(), Namespace: e.GetNamespace(), Service: e.GetService(), Deployment: e.GetDeployment()}
 }
 
-// pluginErr turns a plugin call's failure into a Machine RPC error: a
-// refusal keeps the capability it names, the plugin's own argument
-// errors stay invalid_argument, anything else is unavailable.
-func pluginErr(err error, capability string) error {
-	if c, ok := pluginhost.CapabilityFromError(err); ok {
-		return rpc.Errorf(rpc.CodeUnavailable, "%s", status.Convert(err).Message()).With("capability", c)
-	}
-	st := status.Convert(err)
-	switch st.Code() {
-	case codes.InvalidArgument:
-		return rpc.Errorf(rpc.CodeInvalidArgument, "%s", st.Message())
-	case codes.ResourceExhausted:
-		return rpc.Errorf(rpc.CodeUnavailable, "%s", st.Message()).With("capability", capability)
-	}
-	return rpc.Errorf(rpc.CodeUnavailable, "%s: %s", capability, st.Message()).With("capability", capability)
-}
-
-// logsHeld reports whether this Machine's Log Store holds a line of
+// LogsHeld reports whether this Machine's Log Store holds a line of
 // Container id at or after since (unix nanoseconds): an ended one-off
 // run is removed only then, since the store cannot read the files of a
 // Container Docker removed before it opened them.
-func (d *Daemon) logsHeld(ctx context.Context, id string, since int64) (bool, error) {
-	if d.plugins == nil || !d.plugins.Available(observe.CapLogHistory) {
-		return false, rpc.Errorf(rpc.CodeUnavailable, "no Log Store is serving on this Machine").With("capability", observe.CapLogHistory)
+func (f *Feature) LogsHeld(ctx context.Context, id string, since int64) (bool, error) {
+	if !f.available(sdkobserve.CapLogHistory) {
+		return false, rpc.Errorf(rpc.CodeUnavailable, "no Log Store is serving on this Machine").With("capability", sdkobserve.CapLogHistory)
 	}
 	held := false
-	err := d.plugins.Call(ctx, observe.CapLogHistory, func(ctx context.Context, conn *grpc.ClientConn) error {
+	err := f.host.Plugins().Call(ctx, sdkobserve.CapLogHistory, func(ctx context.Context, conn *grpc.ClientConn) error {
 		resp, err := logstorev1.NewLogStoreClient(conn).LogHistory(ctx, &logstorev1.LogHistoryRequest{
 			Selector: &logstorev1.Selector{ContainerId: id}, FromUnixNanos: since - 1, Limit: 1})
 		if err != nil {
@@ -169,7 +150,7 @@ func (d *Daemon) logsHeld(ctx context.Context, id string, since int64) (bool, er
 		return nil
 	})
 	if err != nil {
-		return false, pluginErr(err, observe.CapLogHistory)
+		return false, feature.PluginErr(err, sdkobserve.CapLogHistory)
 	}
 	return held, nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volprotect"
 )
@@ -47,9 +48,9 @@ func TestSnapshotInfos(t *testing.T) {
 // TestStoredRetention reads a volume's retention from the Cluster's
 // volume_policies: none declared (or one keeping no snapshots) is nil.
 func TestStoredRetention(t *testing.T) {
-	d, st := storeDaemon(t, "m1")
+	f, st := newTest(t, "m1")
 	ctx := context.Background()
-	_, err := hcall(t, typed(d.putVolumePolicies), rpc.PutVolumePoliciesRequest{Namespace: "shop-prod", Policies: []rpc.VolumePolicyDecl{
+	_, err := featuretest.Call(t, featuretest.Typed(f.putVolumePolicies), rpc.PutVolumePoliciesRequest{Namespace: "shop-prod", Policies: []rpc.VolumePolicyDecl{
 		{Volume: "pg", Policy: volprotect.Policy{Snapshots: volprotect.Retention{Hourly: 24, Daily: 7}}},
 		{Volume: "cache", Policy: volprotect.Policy{Mirror: &volprotect.Mirror{Machine: "m2", Every: "15m"}}},
 	}})

@@ -1,4 +1,4 @@
-package daemon
+package observe
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/pluginhost"
-	"github.com/ployz/ployz/sdk/observe"
+	sdkobserve "github.com/ployz/ployz/sdk/observe"
 )
 
 // TestCountersOf: the counters file names this daemon's dropped store
@@ -21,7 +21,7 @@ func TestCountersOf(t *testing.T) {
 		{Name: "dns", StoreEventsDropped: map[string]int64{"containers": 1}},
 		{Name: "metrics"},
 	})
-	want := map[string]map[string]int64{observe.DaemonProcess: {"serving": 3}, "dns": {"containers": 1}}
+	want := map[string]map[string]int64{sdkobserve.DaemonProcess: {"serving": 3}, "dns": {"containers": 1}}
 	if !reflect.DeepEqual(got.StoreEventsDropped, want) {
 		t.Fatalf("counters %v, want %v", got.StoreEventsDropped, want)
 	}
@@ -33,18 +33,18 @@ func TestCountersOf(t *testing.T) {
 // TestCountersLoopReplacesAStaleFile: the previous ployzd's counts (of
 // processes since gone) are replaced at once by this one's.
 func TestCountersLoopReplacesAStaleFile(t *testing.T) {
-	d := &Daemon{cfg: Config{RunDir: t.TempDir()}, log: hclog.NewNullLogger()}
-	stale := observe.Counters{StoreEventsDropped: map[string]map[string]int64{"ployzd": {"serving": 9}}}
-	if err := observe.WriteCounters(d.countersPath(), stale); err != nil {
+	f := New(testHost{runDir: t.TempDir()}, hclog.NewNullLogger())
+	stale := sdkobserve.Counters{StoreEventsDropped: map[string]map[string]int64{"ployzd": {"serving": 9}}}
+	if err := sdkobserve.WriteCounters(f.CountersPath(), stale); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.countersLoop(ctx); close(done) }()
+	go func() { f.CountersLoop(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := observe.ReadCounters(d.countersPath())
+		c, err := sdkobserve.ReadCounters(f.CountersPath())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestCountersLoopReplacesAStaleFile(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := os.Stat(d.countersPath() + ".tmp"); !os.IsNotExist(err) {
+	if _, err := os.Stat(f.CountersPath() + ".tmp"); !os.IsNotExist(err) {
 		t.Fatalf("temporary file left: %v", err)
 	}
 }

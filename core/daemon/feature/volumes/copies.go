@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
 	volumev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1"
@@ -17,45 +18,45 @@ import (
 )
 
 // volumeCopies opens the copy records in the data directory once.
-func (d *Daemon) volumeCopies() (*volumecopy.Store, error) {
-	d.copiesMu.Lock()
-	defer d.copiesMu.Unlock()
-	if d.copies != nil {
-		return d.copies, nil
+func (f *Feature) volumeCopies() (*volumecopy.Store, error) {
+	f.copiesMu.Lock()
+	defer f.copiesMu.Unlock()
+	if f.copies != nil {
+		return f.copies, nil
 	}
-	s, err := volumecopy.Open(filepath.Join(d.cfg.DataDir, volumecopy.FileName))
+	s, err := volumecopy.Open(filepath.Join(f.host.DataDir(), volumecopy.FileName))
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeInternal, "%v", err)
 	}
-	d.copies = s
+	f.copies = s
 	return s, nil
 }
 
-// copyRoles is every recorded copy, for admission; a file that cannot be
+// CopyRoles is every recorded copy, for admission; a file that cannot be
 // read admits no Provisioned Volume mount.
-func (d *Daemon) copyRoles() map[string]volumecopy.Copy {
-	cs, err := d.volumeCopies()
+func (f *Feature) CopyRoles() map[string]volumecopy.Copy {
+	cs, err := f.volumeCopies()
 	if err != nil {
-		d.log.Warn("volume copies unreadable: Containers mounting Provisioned Volumes are refused", "error", err)
+		f.log.Warn("volume copies unreadable: Containers mounting Provisioned Volumes are refused", "error", err)
 		return nil
 	}
 	return cs.All()
 }
 
-func (d *Daemon) volumeCreated(name string) error {
-	cs, err := d.volumeCopies()
+func (f *Feature) volumeCreated(name string) error {
+	cs, err := f.volumeCopies()
 	if err != nil {
 		return err
 	}
 	c, err := cs.Created(name)
 	if err == nil {
-		d.log.Info("volume copy", "volume", name, "role", c.RoleOf(), "epoch", c.Epoch)
+		f.log.Info("volume copy", "volume", name, "role", c.RoleOf(), "epoch", c.Epoch)
 	}
 	return err
 }
 
-func (d *Daemon) volumeRemoved(name string) error {
-	cs, err := d.volumeCopies()
+func (f *Feature) volumeRemoved(name string) error {
+	cs, err := f.volumeCopies()
 	if err != nil {
 		return err
 	}
@@ -64,34 +65,34 @@ func (d *Daemon) volumeRemoved(name string) error {
 
 // setVolumeCopy takes one step of a Volume Run through the transition
 // table (core/volumecopy) against this Machine's own copy and facts.
-func (d *Daemon) setVolumeCopy(ctx context.Context, req rpc.SetVolumeCopyRequest) (rpc.VolumeCopySet, error) {
+func (f *Feature) setVolumeCopy(ctx context.Context, req rpc.SetVolumeCopyRequest) (rpc.VolumeCopySet, error) {
 	if err := volume.ValidName(req.Volume); err != nil {
 		return rpc.VolumeCopySet{}, rpc.InvalidField("volume", "%v", err)
 	}
-	if _, err := d.needPool(); err != nil {
+	if _, err := f.needPool(); err != nil {
 		return rpc.VolumeCopySet{}, err
 	}
-	cs, err := d.volumeCopies()
+	cs, err := f.volumeCopies()
 	if err != nil {
 		return rpc.VolumeCopySet{}, err
 	}
 	c, changed, err := cs.Set(req, func() (volumecopy.Facts, error) {
-		f, err := d.copyFacts(ctx, req.Volume)
+		facts, err := f.copyFacts(ctx, req.Volume)
 		// Read under the store's lock, as a task's admission is.
-		f.Busy = d.tasks.Running(req.Volume)
-		return f, err
+		facts.Busy = f.tasks.Running(req.Volume)
+		return facts, err
 	})
 	if err != nil {
 		return rpc.VolumeCopySet{}, err
 	}
 	if changed {
-		d.log.Info("volume copy set", "volume", req.Volume, "gen", req.Gen, "role", c.RoleOf(), "epoch", c.Epoch, "floor", c.Floor)
+		f.log.Info("volume copy set", "volume", req.Volume, "gen", req.Gen, "role", c.RoleOf(), "epoch", c.Epoch, "floor", c.Floor)
 	}
 	// Also on a replay: a run retried after this failed finishes it.
-	if err := d.matchReadOnly(ctx, req.Volume, c); err != nil {
+	if err := f.matchReadOnly(ctx, req.Volume, c); err != nil {
 		return rpc.VolumeCopySet{}, err
 	}
-	return rpc.VolumeCopySet{MachineID: d.record().ID, Volume: req.Volume, Copy: c.View(), Changed: changed}, nil
+	return rpc.VolumeCopySet{MachineID: f.host.MachineID(), Volume: req.Volume, Copy: c.View(), Changed: changed}, nil
 }
 
 // readOnlyFor is the ZFS readonly a copy's dataset must have: a Mirror
@@ -110,16 +111,16 @@ func readOnlyFor(c volumecopy.Copy) (readOnly, set bool) {
 // matchReadOnly sets the dataset's readonly to c's role. A plugin without
 // SetReadOnly (older than this daemon) is logged and left: admission
 // still keeps Containers off a Mirror.
-func (d *Daemon) matchReadOnly(ctx context.Context, name string, c volumecopy.Copy) error {
+func (f *Feature) matchReadOnly(ctx context.Context, name string, c volumecopy.Copy) error {
 	ro, set := readOnlyFor(c)
 	if !set {
 		return nil
 	}
-	if d.plugins == nil || !d.plugins.Available(volume.CapReadOnly) {
-		d.log.Warn("volume plugin cannot set readonly: the copy's dataset keeps its own", "volume", name, "role", c.RoleOf(), "capability", volume.CapReadOnly)
+	if !f.available(volume.CapReadOnly) {
+		f.log.Warn("volume plugin cannot set readonly: the copy's dataset keeps its own", "volume", name, "role", c.RoleOf(), "capability", volume.CapReadOnly)
 		return nil
 	}
-	err := d.callVolume(ctx, volume.CapReadOnly, func(ctx context.Context, vc volumev1.VolumeClient) error {
+	err := f.callVolume(ctx, volume.CapReadOnly, func(ctx context.Context, vc volumev1.VolumeClient) error {
 		_, err := vc.SetReadOnly(ctx, &volumev1.SetReadOnlyRequest{Name: name, ReadOnly: ro})
 		return err
 	})
@@ -142,34 +143,35 @@ func refuseReceiveIntoWriter(name string, c volumecopy.Copy) error {
 
 // copyFacts reads whether the volume is here (the plugin) and which
 // running Containers mount it (Docker).
-func (d *Daemon) copyFacts(ctx context.Context, name string) (volumecopy.Facts, error) {
-	var f volumecopy.Facts
-	err := d.callVolume(ctx, volume.CapInspect, func(ctx context.Context, c volumev1.VolumeClient) error {
+func (f *Feature) copyFacts(ctx context.Context, name string) (volumecopy.Facts, error) {
+	var facts volumecopy.Facts
+	err := f.callVolume(ctx, volume.CapInspect, func(ctx context.Context, c volumev1.VolumeClient) error {
 		_, err := c.GetVolume(ctx, &volumev1.GetVolumeRequest{Name: name})
 		if status.Code(err) == codes.NotFound {
 			return nil
 		}
-		f.Exists = err == nil
+		facts.Exists = err == nil
 		return err
 	})
 	if err != nil {
-		return f, err
+		return facts, err
 	}
-	if d.ctrs == nil || d.ctrs.docker == nil {
-		return f, rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine: cannot tell which Containers mount volume %q", name)
+	docker := f.host.Docker()
+	if docker == nil {
+		return facts, rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine: cannot tell which Containers mount volume %q", name)
 	}
-	list, err := d.ctrs.docker.ContainerList(ctx, container.ListOptions{})
+	list, err := docker.ContainerList(ctx, container.ListOptions{})
 	if err != nil {
-		return f, dockerErr(err, "list containers")
+		return facts, feature.DockerErr(err, "list containers")
 	}
 	for _, c := range list {
 		for _, m := range c.Mounts {
 			if n, ok := volume.MountedVolume(m.Source); ok && (n == name || n == "") {
-				f.MountedBy = append(f.MountedBy, strings.TrimPrefix(firstName(c.Names), "/"))
+				facts.MountedBy = append(facts.MountedBy, strings.TrimPrefix(firstName(c.Names), "/"))
 			}
 		}
 	}
-	return f, nil
+	return facts, nil
 }
 
 func firstName(names []string) string {

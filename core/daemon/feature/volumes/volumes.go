@@ -1,20 +1,29 @@
-package daemon
+package volumes
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	sdkstore "github.com/ployz/ployz/sdk/store"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volprotect"
+	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/core/volumesend"
 	volumev1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/volume/v1"
 	"github.com/ployz/ployz/sdk/volume"
@@ -27,37 +36,78 @@ const VolumePlugin = "volume-zfs"
 // volume plugin to serve.
 const pluginStartWait = 90 * time.Second
 
-// volumePlugin hands volume-zfs its spec: the pool the Machine's
-// ployz.zfs.pool label names (none without it), so an operator sets it
-// with `ployz machine init|add|update --zfs-pool` as the Observe budget.
-// It is not withdrawn on reset: the volumes stay on the Machine's disks.
-func (d *Daemon) volumePlugin() servingPlugin {
-	return servingPlugin{name: VolumePlugin, what: "volume-zfs", spec: d.volumeSpec,
-		check: func(b []byte) error { _, err := volume.ParseSpec(b); return err }}
+// Host is what the feature needs of the daemon.
+type Host interface {
+	feature.StoreHost
+	// Machine is this Machine's record (its ID, name, phase and labels).
+	Machine() machine.Record
+	// Plugins is the plugin host; nil while there is none.
+	Plugins() feature.Plugins
+	// Docker is this Machine's Docker client; nil while it has none.
+	Docker() client.APIClient
+	// Peers lists the Machines this one observes, itself included.
+	Peers(ctx context.Context) ([]rpc.Peer, error)
+	// DialPeer opens Machine RPC to a peer over the mesh.
+	DialPeer(ctx context.Context, p rpc.Peer) (*rpc.Client, error)
+	// DataDir is the daemon's data directory (the copy records' home).
+	DataDir() string
+	// VolumePort is the volume transport's port on every Machine.
+	VolumePort() int
+	// TaskJob is the Container step a volume_task names, through the same
+	// checks as the Container commands.
+	TaskJob(req rpc.VolumeTaskRequest) (volumecopy.Job, error)
+	// WatchStore follows queries on this Machine's store until ctx ends.
+	WatchStore(ctx context.Context, queries ...string) *sdkstore.Watch
 }
 
-func (d *Daemon) volumeLoop(ctx context.Context) { d.keepConfigured(ctx, d.volumePlugin()) }
+// Feature serves the volume commands and runs the protect loop; it owns
+// this Machine's volume copy records and Volume Run tasks.
+type Feature struct {
+	host Host
+	log  hclog.Logger
+	// tasks are the Volume Runs' Container steps in flight or recently
+	// answered (tasks.go).
+	tasks *volumecopy.Tasks
+	// copies are this Machine's volume copies (copies.go).
+	copies   *volumecopy.Store
+	copiesMu sync.Mutex // guards opening copies
+	// protectOutcomes is what the protect loop counted and saw of the
+	// protected volumes whose Writer is here (the metrics plugin's).
+	protectOutcomes volprotect.Outcomes
+}
 
-func (d *Daemon) volumeSpec() ([]byte, error) {
-	rec := d.record()
+// New returns the feature over host; its tasks run under base.
+func New(ctx context.Context, host Host, log hclog.Logger) *Feature {
+	f := &Feature{host: host, log: log, tasks: volumecopy.NewTasks()}
+	f.tasks.Base = ctx
+	f.tasks.Ended = f.taskEnded
+	return f
+}
+
+// ProtectOutcomes is what the protect loop counted, for the metrics
+// plugin.
+func (f *Feature) ProtectOutcomes() *volprotect.Outcomes { return &f.protectOutcomes }
+
+// Spec is volume-zfs's spec: the pool the Machine's ployz.zfs.pool label
+// names (none without it).
+func (f *Feature) Spec() ([]byte, error) {
+	rec := f.host.Machine()
 	return json.Marshal(volume.SpecFromLabels(rec.ID, rec.Labels))
 }
 
-// applyPool hands volume-zfs a pool label's change at once instead of at
-// its next refresh; a failure is left to that refresh.
-func (d *Daemon) applyPool(ctx context.Context) {
-	if d.record().Phase != machine.Participating {
-		return
-	}
-	if err := d.configure(ctx, d.volumePlugin()); err != nil {
-		d.log.Warn("zfs pool not applied yet; the next refresh retries", "plugin", VolumePlugin, "error", err)
-	}
+// plugins is the plugin host, nil while there is none.
+func (f *Feature) plugins() feature.Plugins { return f.host.Plugins() }
+
+// available is whether a healthy volume plugin serves capability.
+func (f *Feature) available(capability string) bool {
+	p := f.plugins()
+	return p != nil && p.Available(capability)
 }
 
-// checkPoolLabel refuses a ployz.zfs.pool label value that is not a pool
+// CheckPoolLabel refuses a ployz.zfs.pool label value that is not a pool
 // name, or names a pool this Machine does not have (asked of the volume
 // plugin), before anything changes. field is how the request names it.
-func (d *Daemon) checkPoolLabel(ctx context.Context, field string, labels map[string]string) error {
+func (f *Feature) CheckPoolLabel(ctx context.Context, field string, labels map[string]string) error {
 	pool, ok := labels[volume.PoolLabel]
 	if !ok {
 		return nil
@@ -67,18 +117,18 @@ func (d *Daemon) checkPoolLabel(ctx context.Context, field string, labels map[st
 	}
 	// A Machine being enrolled has just started ployzd, and the plugin
 	// host starts its plugins beside the first RPCs: give it a moment.
-	for wait := time.Now().Add(pluginStartWait); d.plugins != nil && !d.plugins.Available(volume.CapCreate) && time.Now().Before(wait); {
+	for wait := time.Now().Add(pluginStartWait); f.plugins() != nil && !f.plugins().Available(volume.CapCreate) && time.Now().Before(wait); {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if d.plugins == nil || !d.plugins.Available(volume.CapCreate) {
+	if !f.available(volume.CapCreate) {
 		return rpc.Errorf(rpc.CodeUnavailable, "%s: cannot check pool %q: the volume plugin is not serving %s on this Machine (see `ployz machine inspect`)",
 			field, pool, volume.CapCreate).With("capability", volume.CapCreate).With("field", field)
 	}
-	err := d.plugins.Call(ctx, volume.CapCreate, func(ctx context.Context, conn *grpc.ClientConn) error {
+	err := f.plugins().Call(ctx, volume.CapCreate, func(ctx context.Context, conn *grpc.ClientConn) error {
 		_, err := volumev1.NewVolumeClient(conn).Pool(ctx, &volumev1.PoolRequest{Pool: pool})
 		return err
 	})
@@ -91,50 +141,68 @@ func (d *Daemon) checkPoolLabel(ctx context.Context, field string, labels map[st
 	return nil
 }
 
-// volumeRoutes forward the volume commands to the volume plugin, each
-// advertised while a healthy plugin serves its capability.
-func (d *Daemon) volumeRoutes() {
+// Routes are the volume commands: the plugin's, each advertised while a
+// healthy plugin serves its capability, and ployzd's own over them.
+func (f *Feature) Routes() []rpc.Route {
 	avail := func(capability string) func() bool {
-		return func() bool { return d.plugins != nil && d.plugins.Available(capability) }
+		return func() bool { return f.available(capability) }
 	}
-	for _, r := range []rpc.Route{
-		rpc.Bind(rpc.CreateVolume, d.createVolume),
-		rpc.Bind(rpc.RemoveVolume, d.removeVolume),
-		rpc.Bind(rpc.ListVolumes, d.listVolumes),
-		rpc.Bind(rpc.InspectVolume, d.inspectVolume),
-		rpc.Bind(rpc.SnapshotVolume, d.snapshotVolume),
-	} {
-		r.Available = avail(r.Capability)
-		d.rpc.Handle(r)
+	routes := []rpc.Route{
+		rpc.Bind(rpc.CreateVolume, f.createVolume),
+		rpc.Bind(rpc.RemoveVolume, f.removeVolume),
+		rpc.Bind(rpc.ListVolumes, f.listVolumes),
+		rpc.Bind(rpc.InspectVolume, f.inspectVolume),
+		rpc.Bind(rpc.SnapshotVolume, f.snapshotVolume),
 	}
-	// set_volume_copy is ployzd's own (volumecopies.go), served while the
+	for i := range routes {
+		routes[i].Available = avail(routes[i].Capability)
+	}
+	// set_volume_copy is ployzd's own (copies.go), served while the
 	// plugin answers whether the volume is here.
-	copySet := rpc.Bind(rpc.SetVolumeCopy, d.setVolumeCopy)
+	copySet := rpc.Bind(rpc.SetVolumeCopy, f.setVolumeCopy)
 	copySet.Available = avail(volume.CapInspect)
-	d.rpc.Handle(copySet)
-	// volume_task is ployzd's own too (volumetasks.go): Docker runs it,
-	// the copy records admit it.
-	task := rpc.Bind(rpc.VolumeTask, d.volumeTask)
-	task.Available = func() bool { return d.ctrs != nil && d.ctrs.docker != nil }
-	d.rpc.Handle(task)
-	for _, r := range []struct {
-		route  rpc.StreamRoute
-		plugin string // the plugin capability it needs
-	}{
-		{rpc.BindStream(rpc.SendVolume, d.sendVolume), volume.CapSend},
-		{rpc.BindStream(rpc.ReceiveVolume, d.receiveVolume), volume.CapReceive},
-		// ployzd's own, over the plugin's send; a Machine advertising it
-		// also serves the volume transport (VolumePort) as a target.
-		{rpc.BindStream(rpc.SendVolumeTo, d.sendVolumeTo), volume.CapSend},
-	} {
-		d.rpc.HandleStream(r.route)
-		// HandleStream catalogues the stream as always served; advertise
-		// it only while the plugin is healthy (as tail_logs).
-		cmd := r.route.Command
-		d.rpc.Handle(rpc.Route{Command: cmd, Capability: r.route.Capability, Available: avail(r.plugin),
+	// volume_task is ployzd's own too (tasks.go): Docker runs it, the
+	// copy records admit it.
+	task := rpc.Bind(rpc.VolumeTask, f.volumeTask)
+	task.Available = func() bool { return f.host.Docker() != nil }
+	routes = append(routes, copySet, task)
+	// A stream is catalogued as always served; advertise it only while
+	// the plugin is healthy (as tail_logs). The daemon registers these
+	// after the streams.
+	for _, s := range f.streams() {
+		cmd := s.route.Command
+		routes = append(routes, rpc.Route{Command: cmd, Capability: s.route.Capability, Available: avail(s.plugin),
 			Handler: func(context.Context, json.RawMessage) (any, error) {
 				return nil, rpc.Errorf(rpc.CodeInvalidArgument, "%s is a streaming command: use Stream", cmd)
 			}})
+	}
+	return slices.Concat(routes, f.runRoutes(), f.policyRoutes(), f.snapshotRoutes())
+}
+
+// Streams are the streaming volume commands.
+func (f *Feature) Streams() []rpc.StreamRoute {
+	var out []rpc.StreamRoute
+	for _, s := range f.streams() {
+		out = append(out, s.route)
+	}
+	return out
+}
+
+// streams are the streaming commands with the plugin capability each
+// needs.
+func (f *Feature) streams() []struct {
+	route  rpc.StreamRoute
+	plugin string
+} {
+	return []struct {
+		route  rpc.StreamRoute
+		plugin string
+	}{
+		{rpc.BindStream(rpc.SendVolume, f.sendVolume), volume.CapSend},
+		{rpc.BindStream(rpc.ReceiveVolume, f.receiveVolume), volume.CapReceive},
+		// ployzd's own, over the plugin's send; a Machine advertising it
+		// also serves the volume transport (VolumePort) as a target.
+		{rpc.BindStream(rpc.SendVolumeTo, f.sendVolumeTo), volume.CapSend},
 	}
 }
 
@@ -144,7 +212,7 @@ func (d *Daemon) volumeRoutes() {
 // label; a refusal keeps its capability.
 func volumeErr(err error, capability string) error {
 	if _, ok := pluginhost.CapabilityFromError(err); ok {
-		return pluginErr(err, capability)
+		return feature.PluginErr(err, capability)
 	}
 	st := status.Convert(err)
 	msg := st.Message()
@@ -166,7 +234,7 @@ func volumeErr(err error, capability string) error {
 			e = e.With("label", volume.PoolLabel)
 		}
 	default:
-		return pluginErr(err, capability)
+		return feature.PluginErr(err, capability)
 	}
 	if field != "" {
 		e = e.With("field", field)
@@ -176,8 +244,8 @@ func volumeErr(err error, capability string) error {
 
 // needPool refuses a volume command on a Machine without a pool, before
 // the plugin is asked (its spec may lag the label by a refresh).
-func (d *Daemon) needPool() (string, error) {
-	rec := d.record()
+func (f *Feature) needPool() (string, error) {
+	rec := f.host.Machine()
 	pool := rec.Labels[volume.PoolLabel]
 	if pool == "" {
 		return "", rpc.Errorf(rpc.CodeFailedPrecond,
@@ -188,11 +256,11 @@ func (d *Daemon) needPool() (string, error) {
 }
 
 // callVolume runs fn against the volume plugin serving capability.
-func (d *Daemon) callVolume(ctx context.Context, capability string, fn func(context.Context, volumev1.VolumeClient) error) error {
-	if d.plugins == nil {
+func (f *Feature) callVolume(ctx context.Context, capability string, fn func(context.Context, volumev1.VolumeClient) error) error {
+	if f.plugins() == nil {
 		return rpc.Errorf(rpc.CodeUnavailable, "no plugin host").With("capability", capability)
 	}
-	err := d.plugins.Call(ctx, capability, func(ctx context.Context, conn *grpc.ClientConn) error {
+	err := f.plugins().Call(ctx, capability, func(ctx context.Context, conn *grpc.ClientConn) error {
 		return fn(ctx, volumev1.NewVolumeClient(conn))
 	})
 	if err != nil {
@@ -202,8 +270,8 @@ func (d *Daemon) callVolume(ctx context.Context, capability string, fn func(cont
 }
 
 // volumeOf is the Machine RPC form of a plugin's VolumeInfo.
-func (d *Daemon) volumeOf(pool string, vi *volumev1.VolumeInfo) rpc.Volume {
-	v := rpc.Volume{MachineID: d.record().ID, Name: vi.GetName(), Pool: pool, Dataset: vi.GetDataset(), Mountpoint: vi.GetMountpoint(),
+func (f *Feature) volumeOf(pool string, vi *volumev1.VolumeInfo) rpc.Volume {
+	v := rpc.Volume{MachineID: f.host.MachineID(), Name: vi.GetName(), Pool: pool, Dataset: vi.GetDataset(), Mountpoint: vi.GetMountpoint(),
 		SizeBytes: vi.GetSizeBytes(), UsedBytes: vi.GetUsedBytes(), Created: vi.GetCreatedUnixNanos(), ResumeToken: vi.GetResumeToken(),
 		ReadOnly: vi.GetReadOnly(), Snapshots: []rpc.VolumeSnapshot{}}
 	for _, s := range vi.GetSnapshotDetails() {
@@ -212,69 +280,69 @@ func (d *Daemon) volumeOf(pool string, vi *volumev1.VolumeInfo) rpc.Volume {
 	for _, b := range vi.GetBookmarks() {
 		v.Bookmarks = append(v.Bookmarks, rpc.VolumeBookmark{Name: b.GetName(), Created: b.GetCreatedUnixNanos(), GUID: b.GetGuid()})
 	}
-	if cs, err := d.volumeCopies(); err == nil {
+	if cs, err := f.volumeCopies(); err == nil {
 		c := cs.Get(v.Name).View()
 		v.Copy = &c
 	}
 	return v
 }
 
-func (d *Daemon) createVolume(ctx context.Context, req rpc.CreateVolumeRequest) (rpc.Volume, error) {
+func (f *Feature) createVolume(ctx context.Context, req rpc.CreateVolumeRequest) (rpc.Volume, error) {
 	if err := volume.ValidName(req.Name); err != nil {
 		return rpc.Volume{}, rpc.InvalidField("name", "%v", err)
 	}
 	if req.SizeBytes < volume.MinSize {
 		return rpc.Volume{}, rpc.InvalidField("size_bytes", "%d is below the minimum of %d (1MiB)", req.SizeBytes, volume.MinSize)
 	}
-	pool, err := d.needPool()
+	pool, err := f.needPool()
 	if err != nil {
 		return rpc.Volume{}, err
 	}
 	var out rpc.Volume
-	err = d.callVolume(ctx, volume.CapCreate, func(ctx context.Context, c volumev1.VolumeClient) error {
+	err = f.callVolume(ctx, volume.CapCreate, func(ctx context.Context, c volumev1.VolumeClient) error {
 		resp, err := c.CreateVolume(ctx, &volumev1.CreateVolumeRequest{Name: req.Name, SizeBytes: req.SizeBytes})
 		if err != nil {
 			return err
 		}
 		// A volume provisioned here starts as its Writer.
-		if err := d.volumeCreated(req.Name); err != nil {
+		if err := f.volumeCreated(req.Name); err != nil {
 			return err
 		}
-		out = d.volumeOf(pool, resp.GetVolume())
+		out = f.volumeOf(pool, resp.GetVolume())
 		return nil
 	})
 	return out, err
 }
 
-func (d *Daemon) removeVolume(ctx context.Context, req rpc.VolumeRequest) (rpc.VolumeRemoved, error) {
+func (f *Feature) removeVolume(ctx context.Context, req rpc.VolumeRequest) (rpc.VolumeRemoved, error) {
 	if err := volume.ValidName(req.Name); err != nil {
 		return rpc.VolumeRemoved{}, rpc.InvalidField("name", "%v", err)
 	}
-	if _, err := d.needPool(); err != nil {
+	if _, err := f.needPool(); err != nil {
 		return rpc.VolumeRemoved{}, err
 	}
-	err := d.callVolume(ctx, volume.CapRemove, func(ctx context.Context, c volumev1.VolumeClient) error {
+	err := f.callVolume(ctx, volume.CapRemove, func(ctx context.Context, c volumev1.VolumeClient) error {
 		_, err := c.RemoveVolume(ctx, &volumev1.RemoveVolumeRequest{Name: req.Name})
 		return err
 	})
 	if err != nil {
 		return rpc.VolumeRemoved{}, err
 	}
-	if err := d.volumeRemoved(req.Name); err != nil {
+	if err := f.volumeRemoved(req.Name); err != nil {
 		return rpc.VolumeRemoved{}, err
 	}
-	return rpc.VolumeRemoved{MachineID: d.record().ID, Removed: req.Name}, nil
+	return rpc.VolumeRemoved{MachineID: f.host.MachineID(), Removed: req.Name}, nil
 }
 
 // listVolumes answers every Machine, one without a pool with none.
-func (d *Daemon) listVolumes(ctx context.Context, _ rpc.None) (rpc.VolumeList, error) {
-	out := rpc.VolumeList{MachineID: d.record().ID, Volumes: []rpc.Volume{}}
-	pool := d.record().Labels[volume.PoolLabel]
+func (f *Feature) listVolumes(ctx context.Context, _ rpc.None) (rpc.VolumeList, error) {
+	out := rpc.VolumeList{MachineID: f.host.MachineID(), Volumes: []rpc.Volume{}}
+	pool := f.host.Machine().Labels[volume.PoolLabel]
 	if pool == "" {
 		return out, nil
 	}
 	out.Pool = pool
-	err := d.callVolume(ctx, volume.CapList, func(ctx context.Context, c volumev1.VolumeClient) error {
+	err := f.callVolume(ctx, volume.CapList, func(ctx context.Context, c volumev1.VolumeClient) error {
 		p, err := c.Pool(ctx, &volumev1.PoolRequest{})
 		if err != nil {
 			return err
@@ -285,45 +353,45 @@ func (d *Daemon) listVolumes(ctx context.Context, _ rpc.None) (rpc.VolumeList, e
 			return err
 		}
 		for _, vi := range resp.GetVolumes() {
-			out.Volumes = append(out.Volumes, d.volumeOf(pool, vi))
+			out.Volumes = append(out.Volumes, f.volumeOf(pool, vi))
 		}
 		return nil
 	})
 	return out, err
 }
 
-func (d *Daemon) inspectVolume(ctx context.Context, req rpc.VolumeRequest) (rpc.Volume, error) {
+func (f *Feature) inspectVolume(ctx context.Context, req rpc.VolumeRequest) (rpc.Volume, error) {
 	if err := volume.ValidName(req.Name); err != nil {
 		return rpc.Volume{}, rpc.InvalidField("name", "%v", err)
 	}
-	pool, err := d.needPool()
+	pool, err := f.needPool()
 	if err != nil {
 		return rpc.Volume{}, err
 	}
 	var out rpc.Volume
-	err = d.callVolume(ctx, volume.CapInspect, func(ctx context.Context, c volumev1.VolumeClient) error {
+	err = f.callVolume(ctx, volume.CapInspect, func(ctx context.Context, c volumev1.VolumeClient) error {
 		resp, err := c.GetVolume(ctx, &volumev1.GetVolumeRequest{Name: req.Name})
 		if err == nil {
-			out = d.volumeOf(pool, resp.GetVolume())
+			out = f.volumeOf(pool, resp.GetVolume())
 		}
 		return err
 	})
 	return out, err
 }
 
-func (d *Daemon) snapshotVolume(ctx context.Context, req rpc.SnapshotVolumeRequest) (rpc.Volume, error) {
+func (f *Feature) snapshotVolume(ctx context.Context, req rpc.SnapshotVolumeRequest) (rpc.Volume, error) {
 	if err := volume.ValidName(req.Volume); err != nil {
 		return rpc.Volume{}, rpc.InvalidField("volume", "%v", err)
 	}
 	if err := volume.ValidSnapshot(req.Snapshot); err != nil {
 		return rpc.Volume{}, rpc.InvalidField("snapshot", "%v", err)
 	}
-	pool, err := d.needPool()
+	pool, err := f.needPool()
 	if err != nil {
 		return rpc.Volume{}, err
 	}
 	var out rpc.Volume
-	err = d.callVolume(ctx, volume.CapSnapshot, func(ctx context.Context, c volumev1.VolumeClient) error {
+	err = f.callVolume(ctx, volume.CapSnapshot, func(ctx context.Context, c volumev1.VolumeClient) error {
 		if _, err := c.Snapshot(ctx, &volumev1.SnapshotRequest{Volume: req.Volume, Snapshot: req.Snapshot}); err != nil {
 			return err
 		}
@@ -332,10 +400,10 @@ func (d *Daemon) snapshotVolume(ctx context.Context, req rpc.SnapshotVolumeReque
 			return err
 		}
 		vi := resp.GetVolume()
-		if volume.IsRunSnapshot(req.Snapshot) && d.canPrune() {
-			vi = pruneRuns(ctx, d.log, c, vi)
+		if volume.IsRunSnapshot(req.Snapshot) && f.canPrune() {
+			vi = pruneRuns(ctx, f.log, c, vi)
 		}
-		out = d.volumeOf(pool, vi)
+		out = f.volumeOf(pool, vi)
 		return nil
 	})
 	return out, err
@@ -343,7 +411,7 @@ func (d *Daemon) snapshotVolume(ctx context.Context, req rpc.SnapshotVolumeReque
 
 // sendVolume streams the plugin's Send chunks to the client as data
 // frames.
-func (d *Daemon) sendVolume(ctx context.Context, req rpc.SendVolumeRequest, s rpc.StreamConn) error {
+func (f *Feature) sendVolume(ctx context.Context, req rpc.SendVolumeRequest, s rpc.StreamConn) error {
 	if req.ResumeToken == "" {
 		if err := volume.ValidName(req.Volume); err != nil {
 			return rpc.InvalidField("volume", "%v", err)
@@ -357,13 +425,13 @@ func (d *Daemon) sendVolume(ctx context.Context, req rpc.SendVolumeRequest, s rp
 			}
 		}
 	}
-	if _, err := d.needPool(); err != nil {
+	if _, err := f.needPool(); err != nil {
 		return err
 	}
 	if req.RawData {
 		s = rpc.RawData(s)
 	}
-	return d.pluginSend(ctx, req, nil, func(b []byte) error {
+	return f.pluginSend(ctx, req, nil, func(b []byte) error {
 		if err := s.Send(rpc.StreamFrame{Data: b}); err != nil {
 			return status.Errorf(codes.Canceled, "client went away: %v", err)
 		}
@@ -373,25 +441,25 @@ func (d *Daemon) sendVolume(ctx context.Context, req rpc.SendVolumeRequest, s rp
 
 // sendVolumeTo sends a snapshot stream straight to another Machine's
 // receive_volume over its volume transport (core/volumesend).
-func (d *Daemon) sendVolumeTo(ctx context.Context, req rpc.SendVolumeToRequest, s rpc.StreamConn) error {
+func (f *Feature) sendVolumeTo(ctx context.Context, req rpc.SendVolumeToRequest, s rpc.StreamConn) error {
 	if err := volumesend.Check(req); err != nil {
 		return err
 	}
-	if _, err := d.needPool(); err != nil {
+	if _, err := f.needPool(); err != nil {
 		return err
 	}
-	return volumesend.Serve(ctx, req, s, volumesend.Env{Self: d.record().ID, Peers: d.peers,
+	return volumesend.Serve(ctx, req, s, volumesend.Env{Self: f.host.MachineID(), Peers: f.host.Peers,
 		Dial: func(ctx context.Context, p rpc.Peer) (*rpc.Client, error) {
-			return d.dialPeer(ctx, p.AtPort(d.cfg.VolumePort))
+			return f.host.DialPeer(ctx, p.AtPort(f.host.VolumePort()))
 		},
-		Send: d.pluginSend})
+		Send: f.pluginSend})
 }
 
 // pluginSend runs the plugin's Send for req, handing data each chunk;
 // with estimate, it asks the plugin for the stream's size first (a
 // plugin from before the estimate gives none).
-func (d *Daemon) pluginSend(ctx context.Context, req rpc.SendVolumeRequest, estimate func(uint64), data func([]byte) error) error {
-	return d.callVolume(ctx, volume.CapSend, func(ctx context.Context, c volumev1.VolumeClient) error {
+func (f *Feature) pluginSend(ctx context.Context, req rpc.SendVolumeRequest, estimate func(uint64), data func([]byte) error) error {
+	return f.callVolume(ctx, volume.CapSend, func(ctx context.Context, c volumev1.VolumeClient) error {
 		st, err := c.Send(ctx, &volumev1.SendRequest{Volume: req.Volume, Snapshot: req.Snapshot, FromSnapshot: req.FromSnapshot,
 			ResumeToken: req.ResumeToken, Estimate: estimate != nil})
 		if err != nil {
@@ -420,15 +488,15 @@ func (d *Daemon) pluginSend(ctx context.Context, req rpc.SendVolumeRequest, esti
 
 // receiveVolume feeds the client's data frames into the plugin's Receive
 // and answers one VolumeReceived event.
-func (d *Daemon) receiveVolume(ctx context.Context, req rpc.ReceiveVolumeRequest, s rpc.StreamConn) error {
+func (f *Feature) receiveVolume(ctx context.Context, req rpc.ReceiveVolumeRequest, s rpc.StreamConn) error {
 	if err := volume.ValidName(req.Volume); err != nil {
 		return rpc.InvalidField("volume", "%v", err)
 	}
-	pool, err := d.needPool()
+	pool, err := f.needPool()
 	if err != nil {
 		return err
 	}
-	cs, err := d.volumeCopies()
+	cs, err := f.volumeCopies()
 	if err != nil {
 		return err
 	}
@@ -436,7 +504,7 @@ func (d *Daemon) receiveVolume(ctx context.Context, req rpc.ReceiveVolumeRequest
 		return err
 	}
 	var got rpc.VolumeReceived
-	err = d.callVolume(ctx, volume.CapReceive, func(ctx context.Context, c volumev1.VolumeClient) error {
+	err = f.callVolume(ctx, volume.CapReceive, func(ctx context.Context, c volumev1.VolumeClient) error {
 		// An upload cut short cancels the plugin's stream, so zfs sees the
 		// stream end early (and keeps a resume token when resumable).
 		ctx, cancel := context.WithCancel(ctx)
@@ -462,10 +530,10 @@ func (d *Daemon) receiveVolume(ctx context.Context, req rpc.ReceiveVolumeRequest
 		// The stream landed: this copy keeps its newest run snapshots
 		// (the one just received among them, the next stream's base).
 		vi := resp.GetVolume()
-		if d.canPrune() {
-			vi = pruneRuns(ctx, d.log, c, vi)
+		if f.canPrune() {
+			vi = pruneRuns(ctx, f.log, c, vi)
 		}
-		got = rpc.VolumeReceived{Bytes: resp.GetBytes(), Volume: d.volumeOf(pool, vi)}
+		got = rpc.VolumeReceived{Bytes: resp.GetBytes(), Volume: f.volumeOf(pool, vi)}
 		return nil
 	})
 	if err != nil {

@@ -1,9 +1,10 @@
-package daemon
+package volumes
 
 import (
 	"context"
 	"testing"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/volprotect"
@@ -15,12 +16,12 @@ import (
 // policy's since; every Machine's Protector reads them back; a bad
 // policy is refused naming the field.
 func TestPutVolumePolicies(t *testing.T) {
-	d, st := storeDaemon(t, "m1")
+	f, st := newTest(t, "m1")
 	ctx := context.Background()
 	hourly := volprotect.Policy{Snapshots: volprotect.Retention{Hourly: 24}}
 	mirrored := volprotect.Policy{Snapshots: volprotect.Retention{Daily: 7}, Mirror: &volprotect.Mirror{Machine: "m2", Every: "15m"}}
 	put := func(req rpc.PutVolumePoliciesRequest) (rpc.VolumePoliciesPut, error) {
-		res, err := hcall(t, typed(d.putVolumePolicies), req)
+		res, err := featuretest.Call(t, featuretest.Typed(f.putVolumePolicies), req)
 		if err != nil {
 			return rpc.VolumePoliciesPut{}, err
 		}
@@ -51,7 +52,7 @@ func TestPutVolumePolicies(t *testing.T) {
 // TestStoredLags: the Writer reads its Mirrors' last syncs from the
 // Cluster's Volume Runs, the Cluster's state over the record's.
 func TestStoredLags(t *testing.T) {
-	_, st := storeDaemon(t, "m1")
+	_, st := newTest(t, "m1")
 	ctx := context.Background()
 	put := func(gen uint64, state string, run string) {
 		b := store.VolumeRunBody{Volume: "db", Gen: gen, Kind: "sync", State: state, Run: []byte(run)}

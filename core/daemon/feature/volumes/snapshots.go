@@ -1,4 +1,4 @@
-package daemon
+package volumes
 
 // A volume's snapshots with what its retention keeps, and the return to
 // one (docs/volumes.md, "Snapshots: list and restore"):
@@ -19,26 +19,23 @@ import (
 	"github.com/ployz/ployz/sdk/volume"
 )
 
-func (d *Daemon) volumeSnapshotRoutes() []rpc.Route {
-	avail := func(capability string) func() bool {
-		return func() bool { return d.plugins != nil && d.plugins.Available(capability) }
-	}
-	ls := rpc.Bind(rpc.ListVolumeSnapshots, d.listVolumeSnapshots)
-	ls.Available = avail(volume.CapInspect)
-	rb := rpc.Bind(rpc.RollbackVolume, d.rollbackVolume)
-	rb.Available = avail(volume.CapRollback)
+func (f *Feature) snapshotRoutes() []rpc.Route {
+	ls := rpc.Bind(rpc.ListVolumeSnapshots, f.listVolumeSnapshots)
+	ls.Available = func() bool { return f.available(volume.CapInspect) }
+	rb := rpc.Bind(rpc.RollbackVolume, f.rollbackVolume)
+	rb.Available = func() bool { return f.available(volume.CapRollback) }
 	return []rpc.Route{ls, rb}
 }
 
-func (d *Daemon) listVolumeSnapshots(ctx context.Context, req rpc.VolumeRequest) (rpc.VolumeSnapshots, error) {
-	v, err := d.inspectVolume(ctx, req)
+func (f *Feature) listVolumeSnapshots(ctx context.Context, req rpc.VolumeRequest) (rpc.VolumeSnapshots, error) {
+	v, err := f.inspectVolume(ctx, req)
 	if err != nil {
 		return rpc.VolumeSnapshots{}, err
 	}
-	out := rpc.VolumeSnapshots{MachineID: d.record().ID, Volume: v.Name, Copy: v.Copy}
+	out := rpc.VolumeSnapshots{MachineID: f.host.MachineID(), Volume: v.Name, Copy: v.Copy}
 	// The policy is the Cluster's: unreadable, the snapshots are still
 	// listed, and the answer says why retention is unknown.
-	st, err := d.storeClient()
+	st, err := f.host.Store()
 	if err == nil {
 		out.Retention, err = storedRetention(ctx, st, v.Name)
 	}
@@ -87,37 +84,37 @@ func snapshotInfos(snaps []rpc.VolumeSnapshot, r *volprotect.Retention, now time
 // admitted under the copy store's lock (the Writer, the run's gen not
 // below its floor, no running Container on it, no task on it), then the
 // plugin's Rollback runs under that lock too.
-func (d *Daemon) rollbackVolume(ctx context.Context, req rpc.RollbackVolumeRequest) (rpc.VolumeRolledBack, error) {
+func (f *Feature) rollbackVolume(ctx context.Context, req rpc.RollbackVolumeRequest) (rpc.VolumeRolledBack, error) {
 	if err := req.Validate(); err != nil {
 		return rpc.VolumeRolledBack{}, err
 	}
-	pool, err := d.needPool()
+	pool, err := f.needPool()
 	if err != nil {
 		return rpc.VolumeRolledBack{}, err
 	}
-	cs, err := d.volumeCopies()
+	cs, err := f.volumeCopies()
 	if err != nil {
 		return rpc.VolumeRolledBack{}, err
 	}
-	out := rpc.VolumeRolledBack{MachineID: d.record().ID}
+	out := rpc.VolumeRolledBack{MachineID: f.host.MachineID()}
 	facts := func() (volumecopy.Facts, error) {
-		f, err := d.copyFacts(ctx, req.Volume)
-		f.Busy = d.tasks.Running(req.Volume)
-		return f, err
+		fs, err := f.copyFacts(ctx, req.Volume)
+		fs.Busy = f.tasks.Running(req.Volume)
+		return fs, err
 	}
 	err = cs.Rollback(req.Volume, req.Gen, facts, func() error {
-		return d.callVolume(ctx, volume.CapRollback, func(ctx context.Context, c volumev1.VolumeClient) error {
+		return f.callVolume(ctx, volume.CapRollback, func(ctx context.Context, c volumev1.VolumeClient) error {
 			resp, err := c.Rollback(ctx, &volumev1.RollbackRequest{Volume: req.Volume, Snapshot: req.Snapshot, DestroyNewer: req.DestroyNewer})
 			if err != nil {
 				return err
 			}
-			out.Volume, out.Destroyed = d.volumeOf(pool, resp.GetVolume()), resp.GetDestroyed()
+			out.Volume, out.Destroyed = f.volumeOf(pool, resp.GetVolume()), resp.GetDestroyed()
 			return nil
 		})
 	})
 	if err != nil {
 		return rpc.VolumeRolledBack{}, err
 	}
-	d.log.Info("volume rolled back", "volume", req.Volume, "gen", req.Gen, "snapshot", req.Snapshot, "destroyed", out.Destroyed)
+	f.log.Info("volume rolled back", "volume", req.Volume, "gen", req.Gen, "snapshot", req.Snapshot, "destroyed", out.Destroyed)
 	return out, nil
 }
