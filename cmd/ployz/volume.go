@@ -69,7 +69,7 @@ func volumeLs() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
-				ms, err := volumeRunner(c, s).List(c.Context(), machineTarget(machine))
+				ms, err := volumeRunner(c, s).List(c.Context(), client.MachineTarget(machine))
 				if err != nil {
 					return err
 				}
