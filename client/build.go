@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -209,4 +212,61 @@ func DeliveryFailed(res []images.Result) bool {
 		}
 	}
 	return false
+}
+
+// LoadCompose reads and loads the compose file at path for a build:
+// project and environment as `ployz build`'s flags name them.
+func LoadCompose(ctx context.Context, path, project, environment string) (deploy.App, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return deploy.App{}, fmt.Errorf("compose file: %w", err)
+	}
+	return deploy.Load(ctx, deploy.Source{Compose: src, Filename: filepath.Base(path), WorkingDir: filepath.Dir(path),
+		ProjectName: project, Environment: environment, Env: Environ()})
+}
+
+// BuiltImages answers BuildCompose: each built Service, in the compose
+// file's order, its tag by name, and after a push each Machine's
+// delivery (nil without one).
+type BuiltImages struct {
+	Services   []deploy.Service
+	Images     map[string]string
+	Deliveries []images.Result
+}
+
+// BuildCompose is `ployz build`: app's build: Services built with this
+// computer's Docker and, with a Session, built for the Machines'
+// platform and delivered to each that lacks them (progress hears the
+// bytes; may be nil). A Machine that did not get an image is a
+// *PartialError beside the result.
+func BuildCompose(ctx context.Context, s *Session, app deploy.App, b Build, progress images.Progress) (BuiltImages, error) {
+	var out BuiltImages
+	var err error
+	if s != nil {
+		out.Deliveries, err = BuildAndPush(ctx, s.ent, &app, b, progress)
+	} else {
+		err = BuildApp(ctx, nil, &app, b)
+	}
+	if err != nil {
+		return BuiltImages{}, err
+	}
+	out.Services, out.Images = Built(app, b.Names), map[string]string{}
+	for _, sv := range out.Services {
+		out.Images[sv.Name] = sv.Spec.Image
+	}
+	if DeliveryFailed(out.Deliveries) {
+		return out, partial(errors.New("an image did not reach every Machine"))
+	}
+	return out, nil
+}
+
+// PushImage streams a local image into the Docker of every Machine (or
+// those named) that misses it; a Machine that did not get it is a
+// *PartialError beside the result.
+func (s *Session) PushImage(ctx context.Context, image string, machines []string, progress images.Progress) ([]images.Result, error) {
+	res, err := images.Push(ctx, s.ent, image, machines, progress)
+	if err == nil && DeliveryFailed(res) {
+		err = partial(fmt.Errorf("image %s did not reach every Machine", image))
+	}
+	return res, err
 }

@@ -92,3 +92,25 @@ func TestBuildRequestCarriesBuildInputs(t *testing.T) {
 		t.Fatalf("request %+v", req)
 	}
 }
+
+// TestBuildComposeShapes: a missing compose file is named; a file with
+// no build: Service builds nothing and answers an empty (not nil) tag
+// map and no deliveries, so `ployz build --json` prints {}.
+func TestBuildComposeShapes(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadCompose(t.Context(), filepath.Join(dir, "nope.yaml"), "", "production"); err == nil || !strings.Contains(err.Error(), "compose file: ") {
+		t.Fatalf("missing file: %v", err)
+	}
+	f := filepath.Join(dir, "compose.yaml")
+	if err := os.WriteFile(f, []byte("name: shop\nservices:\n  web:\n    image: app:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app, err := LoadCompose(t.Context(), f, "", "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := BuildCompose(t.Context(), nil, app, Build{}, nil)
+	if err != nil || res.Images == nil || len(res.Images) != 0 || res.Deliveries != nil || len(res.Services) != 0 {
+		t.Fatalf("no build: Service: %+v %v", res, err)
+	}
+}

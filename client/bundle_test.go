@@ -131,3 +131,33 @@ func TestInstallDir(t *testing.T) {
 		t.Fatalf("cleanup left %s: %v", bin, err)
 	}
 }
+
+// TestUpgradeWithBundle: channel flags without --bundle, or no bundle
+// named and none beside the CLI, take the channel; a named bundle is
+// opened signed (refused unsigned) and carried with the upgrade's other
+// fields.
+func TestUpgradeWithBundle(t *testing.T) {
+	key, restore := release.TrustNewKeyForTest()
+	t.Cleanup(restore)
+	up := Upgrade{Names: []string{"m1"}, Plugin: "dns"}
+	if got, ch, err := up.WithBundle("", true); err != nil || !ch || got.Bundle != "" {
+		t.Fatalf("channel flags: %+v %v %v", got, ch, err)
+	}
+	// The test binary has no bundle beside it (go test builds it alone).
+	if _, err := os.Stat(filepath.Join(ExecutableDir(), OwnBundle())); err != nil {
+		if _, ch, err := up.WithBundle("", false); err != nil || !ch {
+			t.Fatalf("none beside the CLI: %v %v", ch, err)
+		}
+	}
+	p := writeBundle(t, t.TempDir(), "b.tar.gz", version.ProtocolMajor)
+	if _, ch, err := up.WithBundle(p, true); err == nil || ch || !strings.Contains(err.Error(), "not signed") {
+		t.Fatalf("unsigned: %v %v", ch, err)
+	}
+	if err := release.SignBundle(p, key); err != nil {
+		t.Fatal(err)
+	}
+	got, ch, err := up.WithBundle(p, true)
+	if err != nil || ch || got.Bundle != p || got.Proof == nil || got.Manifest == nil || got.Plugin != "dns" || len(got.Names) != 1 {
+		t.Fatalf("signed: %+v %v %v", got, ch, err)
+	}
+}

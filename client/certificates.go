@@ -1,10 +1,12 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -116,6 +118,9 @@ func (s *Session) Certificates(ctx context.Context) (Certificates, error) {
 // RemoveCertificate removes the user certificates whose id is name or
 // that cover exactly name; their names go back to ACME.
 func (s *Session) RemoveCertificate(ctx context.Context, name string) (Certificates, error) {
+	if err := CheckCertificateRef(name); err != nil {
+		return Certificates{}, err
+	}
 	var r rpc.CertificatesRemoved
 	if err := rpc.InvokeInto(ctx, s.ent, rpc.Target{}, rpc.RemoveCertificate, rpc.RemoveCertificateRequest{Name: name}, &r); err != nil {
 		return Certificates{}, fmt.Errorf("remove certificate: %w", err)
@@ -129,4 +134,18 @@ func (s *Session) RemoveCertificate(ctx context.Context, name string) (Certifica
 
 func withExpiry(v rpc.CertificateView, now time.Time) Certificate {
 	return Certificate{CertificateView: v, Warning: CertExpiry(v.NotAfter, now)}
+}
+
+// CheckCertificateRef refuses, before the Cluster is asked, a name `ployz
+// cert rm` cannot mean: a DNS provider's row name (dns-provider:NAME)
+// shares the certificates table, and the entry would call it an ACME
+// certificate; the error names the command that removes it.
+func CheckCertificateRef(name string) error {
+	p := ingress.DNSProviderPrefix
+	if len(name) < len(p) || !strings.EqualFold(name[:len(p)], p) {
+		return nil
+	}
+	provider := cmp.Or(name[len(p):], "NAME")
+	return fmt.Errorf("certificate %q: names DNS provider %s, not a certificate; remove it with `ployz cert dns-provider rm %s`",
+		name, provider, provider)
 }

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +47,50 @@ func TestUserCertNotes(t *testing.T) {
 	}
 	if n := userCertNotes(ms); len(n) != 1 || !strings.Contains(n[0], "machine old ") {
 		t.Fatalf("notes %v", n)
+	}
+}
+
+// TestRemoveCertificateRefusesDNSProvider: `cert rm dns-provider:x` is
+// refused before the entry is asked (the Session has none here), naming
+// the command that removes a DNS provider; other names pass the check.
+func TestRemoveCertificateRefusesDNSProvider(t *testing.T) {
+	for _, name := range []string{"dns-provider:x", "DNS-Provider:x"} {
+		_, err := (&Session{}).RemoveCertificate(t.Context(), name)
+		if err == nil || !strings.Contains(err.Error(), "not a certificate; remove it with `ployz cert dns-provider rm x`") {
+			t.Fatalf("%s: error %v", name, err)
+		}
+	}
+	for _, name := range []string{"example.com", "user:ab12", "dns-provider"} {
+		if err := CheckCertificateRef(name); err != nil {
+			t.Errorf("%s refused: %v", name, err)
+		}
+	}
+}
+
+// TestDNSProviderInput: the flags become a request without the settings
+// not given; a secret both inline and in a file, or an empty file, is
+// refused naming the flags; the check runs before any Cluster is asked.
+func TestDNSProviderInput(t *testing.T) {
+	in := DNSProviderInput{Provider: "rfc2136", Zone: "example.com.", Server: "ns1", TSIGKey: "k", TSIGSecret: "c2VjcmV0"}
+	req, err := in.Request("bind")
+	if err != nil || req.Name != "bind" || len(req.Settings) != 2 || req.Settings["server"] != "ns1" || req.Secrets["tsig_secret"] != "c2VjcmV0" {
+		t.Fatalf("request %+v, %v", req, err)
+	}
+	file := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(file, []byte("c2VjcmV0\n"), 0o600)
+	in.TSIGSecretFile = file
+	if _, err := in.Request("bind"); err == nil || !strings.Contains(err.Error(), "--tsig-secret and --tsig-secret-file: give one") {
+		t.Fatalf("both: %v", err)
+	}
+	in.TSIGSecret = ""
+	if req, err := in.Request("bind"); err != nil || req.Secrets["tsig_secret"] != "c2VjcmV0" {
+		t.Fatalf("from file: %+v %v", req, err)
+	}
+	os.WriteFile(file, nil, 0o600)
+	if _, err := in.Request("bind"); err == nil || !strings.Contains(err.Error(), "--tsig-secret-file: "+file+" is empty") {
+		t.Fatalf("empty file: %v", err)
+	}
+	if _, err := (DNSProviderInput{Provider: "rfc2136"}).Request("bind"); err == nil || !strings.Contains(err.Error(), "DNS provider refused") {
+		t.Fatalf("unchecked: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -41,6 +42,42 @@ func ReadSecretFile(flag, path string) (string, error) {
 		return "", fmt.Errorf("%s: %s is empty", flag, path)
 	}
 	return line, nil
+}
+
+// DNSProviderInput is what an operator gives `ployz cert dns-provider
+// set` for an rfc2136 provider: its settings by name, its TSIG secret
+// inline or in a file (the first line), never both.
+type DNSProviderInput struct {
+	Provider, Zone                 string
+	Server, TSIGKey, TSIGAlgorithm string
+	TSIGSecret, TSIGSecretFile     string
+}
+
+// Request is the provider name from in, checked here (CheckDNSProvider):
+// a setting not given is left out, so it takes its default; the error
+// names the field and its flag.
+func (in DNSProviderInput) Request(name string) (SetDNSProviderRequest, error) {
+	secret := in.TSIGSecret
+	if in.TSIGSecretFile != "" {
+		if secret != "" {
+			return SetDNSProviderRequest{}, fmt.Errorf("--tsig-secret and --tsig-secret-file: give one")
+		}
+		v, err := ReadSecretFile("--tsig-secret-file", in.TSIGSecretFile)
+		if err != nil {
+			return SetDNSProviderRequest{}, err
+		}
+		secret = v
+	}
+	req := SetDNSProviderRequest{Name: name, Provider: in.Provider, Zone: in.Zone,
+		Settings: nonEmpty(map[string]string{"server": in.Server, "tsig_key": in.TSIGKey, "tsig_algorithm": in.TSIGAlgorithm}),
+		Secrets:  nonEmpty(map[string]string{"tsig_secret": secret})}
+	return req, CheckDNSProvider(req)
+}
+
+// nonEmpty drops the empty values.
+func nonEmpty(m map[string]string) map[string]string {
+	maps.DeleteFunc(m, func(_, v string) bool { return v == "" })
+	return m
 }
 
 // CheckDNSProvider is SetDNSProvider's check, needing no Cluster: the

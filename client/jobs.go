@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ployz/ployz/core/deploy"
@@ -152,4 +153,17 @@ func FailedJobs(jobs []Job) []Job {
 		}
 	}
 	return out
+}
+
+// FailedJobsOf are the jobs of ns (every namespace for "") whose newest
+// run failed, only service's when it is set, for `ployz ps` to show
+// beside the Containers: never nil, and none when the entry cannot say
+// (an entry without jobs answers none).
+func (s *Session) FailedJobsOf(ctx context.Context, ns, service string) []Job {
+	jobs, _ := s.Jobs(ctx, JobsRequest{Namespace: ns, Runs: 1})
+	failed := append([]Job{}, FailedJobs(jobs)...)
+	if service != "" {
+		failed = slices.DeleteFunc(failed, func(j Job) bool { return j.Service != service })
+	}
+	return failed
 }

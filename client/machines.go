@@ -186,3 +186,12 @@ func orUnknown(s string) string {
 	}
 	return s
 }
+
+// MachineTarget is every Machine, or the one machine names (a
+// --machine flag: name or id).
+func MachineTarget(machine string) rpc.Target {
+	if machine != "" {
+		return rpc.Target{Set: []string{machine}}
+	}
+	return rpc.Target{All: true}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/ployz/ployz/core/deploy"
@@ -210,4 +211,25 @@ func (s *streamSender) controls(ctx context.Context, c <-chan rpc.RunControl) {
 			}
 		}
 	}
+}
+
+// DetachedRun is `ployz run --detach`'s result: the run, and the
+// `ployz logs` command that follows its output.
+type DetachedRun struct {
+	RunResult
+	Logs string `json:"logs"`
+}
+
+// Detached is res with the logs command for a run of the project and
+// environment the caller's flags named ("" and DefaultEnvironment are
+// left out of the command).
+func Detached(res RunResult, service, project, env string) DetachedRun {
+	parts := []string{"ployz logs", service}
+	if project != "" {
+		parts = append(parts, "-p", project)
+	}
+	if env != deploy.DefaultEnvironment {
+		parts = append(parts, "--env", env)
+	}
+	return DetachedRun{RunResult: res, Logs: strings.Join(append(parts, "--container", res.Container, "-f"), " ")}
 }

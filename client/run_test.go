@@ -247,3 +247,17 @@ func TestRunRefusals(t *testing.T) {
 		t.Errorf("no Machine serves run_container: %v", err)
 	}
 }
+
+// TestDetachedLogsCommand: the logs command names the project and a
+// non-default environment only when the run's flags did.
+func TestDetachedLogsCommand(t *testing.T) {
+	res := RunResult{Container: "shop-web-run-1"}
+	for _, tc := range []struct{ project, env, want string }{
+		{"", deploy.DefaultEnvironment, "ployz logs web --container shop-web-run-1 -f"},
+		{"shop", "staging", "ployz logs web -p shop --env staging --container shop-web-run-1 -f"},
+	} {
+		if got := Detached(res, "web", tc.project, tc.env).Logs; got != tc.want {
+			t.Errorf("%s/%s: %q, want %q", tc.project, tc.env, got, tc.want)
+		}
+	}
+}

@@ -332,3 +332,45 @@ func (b *archBundles) close() {
 		os.RemoveAll(b.dir)
 	}
 }
+
+// WithBundle sets up's release to a signed bundle: the one named, else
+// this CLI's own beside it (ExecutableDir). fromChannel says the release
+// comes from a channel instead (ChannelRelease): when channel flags are
+// given without a bundle, or no bundle was named and none lies beside
+// the CLI.
+func (up Upgrade) WithBundle(named string, channelFlags bool) (out Upgrade, fromChannel bool, err error) {
+	if named == "" && channelFlags {
+		return up, true, nil
+	}
+	p, err := BundlePath(named, ExecutableDir())
+	if err != nil && named == "" {
+		return up, true, nil
+	}
+	if err != nil {
+		return up, false, err
+	}
+	b, _, err := OpenSignedBundle(p)
+	if err != nil {
+		return up, false, err
+	}
+	up.Bundle, up.Manifest, up.Proof = b.Path, b.Manifest, b.Proof
+	return up, false, nil
+}
+
+// ChannelRelease sets up's release to the latest verified release of
+// the channel flags pick (PickChannel, the Session's context's setting
+// between the flags and the environment) and names it for the rollout's
+// progress.
+func (s *Session) ChannelRelease(ctx context.Context, up *Upgrade, flags operator.ReleaseSetting) (name string, err error) {
+	rc, ok, err := s.SavedChannel(flags)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("--bundle: no %s beside the CLI, and no release source (--release-source, `ployz ctx release`, $%s)", OwnBundle(), EnvReleaseSource)
+	}
+	if up.Release, err = rc.Latest(ctx); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s %s (%s, key %s)", rc.Channel, up.Release.Index.Version, rc.Source, up.Release.KeyID), nil
+}

@@ -114,6 +114,17 @@ func Deliveries(w io.Writer, res []images.Result) {
 	}
 }
 
+// BuiltImages prints `ployz build`: each built Service's tag, then after
+// a push each Machine's delivery.
+func BuiltImages(w io.Writer, b client.BuiltImages) {
+	for _, s := range b.Services {
+		fmt.Fprintf(w, "%s\t%s\n", s.Name, s.Spec.Image)
+	}
+	if b.Deliveries != nil {
+		DeliveryTable(w, b.Deliveries)
+	}
+}
+
 // DeliveryTable is the table of an image push, one row per Machine.
 func DeliveryTable(w io.Writer, res []images.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -133,3 +133,15 @@ func serviceIngress(w io.Writer, ing client.IngressStatus) {
 		}
 	}
 }
+
+// DetachedRun prints `ployz run --detach`: the Container started, how to
+// follow its output, and whether it is kept once it ended.
+func DetachedRun(w io.Writer, d client.DetachedRun, keep bool) {
+	fmt.Fprintf(w, "started %s (%s) on %s\n", d.Container, d.ID[:min(12, len(d.ID))], d.Machine)
+	fmt.Fprintf(w, "logs: %s\n", d.Logs)
+	if keep {
+		fmt.Fprintf(w, "kept after it ends: `docker rm %s` on %s removes it\n", d.Container, d.Machine)
+	} else {
+		fmt.Fprintln(w, "removed once it ended and its output is in the Log Store")
+	}
+}

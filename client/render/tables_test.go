@@ -236,3 +236,17 @@ func TestUnobservedNamesDownApart(t *testing.T) {
 		t.Errorf("a complete snapshot printed %q", b.String())
 	}
 }
+
+// TestBuiltImages: a tag line per built Service, then the deliveries
+// only after a push.
+func TestBuiltImages(t *testing.T) {
+	var b strings.Builder
+	web := deploy.Service{Name: "web"}
+	web.Spec.Image = "shop-web:abc"
+	BuiltImages(&b, client.BuiltImages{Services: []deploy.Service{web}})
+	if b.String() != "web\tshop-web:abc\n" {
+		t.Fatalf("no push: %q", b.String())
+	}
+	BuiltImages(&b, client.BuiltImages{Services: []deploy.Service{web}, Deliveries: []images.Result{{MachineName: "m1", Outcome: "delivered"}}})
+	contains(t, "after a push", b.String(), "web\tshop-web:abc\nweb\tshop-web:abc\n", "m1")
+}

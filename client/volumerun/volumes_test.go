@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
 )
@@ -38,5 +39,13 @@ func TestLocateAndCreate(t *testing.T) {
 	}
 	if _, ok := fc.ms["m1"].vols["db"]; ok {
 		t.Fatal("a refused create made a volume")
+	}
+	// The list names the Machine that did not answer, as a partial result.
+	ms, err := rn.Volumes(ctx, "")
+	if !client.IsPartial(err) || !strings.Contains(err.Error(), "volume list is partial (no answer from m3") || len(ms) != 3 {
+		t.Fatalf("volumes with m3 down: %d machines, %v", len(ms), err)
+	}
+	if _, err := rn.Volumes(ctx, "m1"); err != nil {
+		t.Fatalf("volumes on m1: %v", err)
 	}
 }

@@ -20,15 +20,7 @@ func certCommand() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
 				added, err := s.AddCertificateFiles(c.Context(), certFile, keyFile)
-				return show(c, added, err, func(w io.Writer) error {
-					if err := render.Certificates(w, client.Certificates{Certificates: []client.Certificate{added}}); err != nil {
-						return err
-					}
-					for _, n := range added.Notes {
-						fmt.Fprintf(w, "note: %s\n", n)
-					}
-					return nil
-				})
+				return show(c, added, err, func(w io.Writer) error { return render.CertificateAdded(w, added) })
 			})
 		},
 	}
@@ -52,6 +44,9 @@ func certCommand() *cobra.Command {
 		Short: "Remove a user certificate by id or by a name it covers; ACME takes its names back",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := client.CheckCertificateRef(args[0]); err != nil {
+				return err // refused before reaching the Cluster
+			}
 			return withClient(c, func(s *client.Session) error {
 				cs, err := s.RemoveCertificate(c.Context(), args[0])
 				return show(c, cs, err, func(w io.Writer) error {
@@ -71,51 +66,30 @@ func certCommand() *cobra.Command {
 // ingress answers ACME DNS-01 challenges with.
 func dnsProviderCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "dns-provider", Short: "Manage the DNS providers the ingress obtains certificates with (ACME DNS-01: wildcards, Machines the CA cannot reach)"}
-	var req client.SetDNSProviderRequest
-	var server, tsigKey, tsigAlg, tsigSecret, tsigSecretFile string
+	var in client.DNSProviderInput
 	set := &cobra.Command{
 		Use:   "set NAME --provider rfc2136 --zone ZONE --server HOST[:PORT] --tsig-key NAME (--tsig-secret B64 | --tsig-secret-file FILE) [--tsig-algorithm ALG]",
 		Short: "Add or replace a DNS provider: names in its zone (and their wildcards) are then validated with DNS-01; secrets are sealed with the Cluster key and never shown",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if tsigSecretFile != "" {
-				if tsigSecret != "" {
-					return fmt.Errorf("--tsig-secret and --tsig-secret-file: give one")
-				}
-				v, err := client.ReadSecretFile("--tsig-secret-file", tsigSecretFile)
-				if err != nil {
-					return err
-				}
-				tsigSecret = v
-			}
-			req.Name = args[0]
-			req.Settings = nonEmpty(map[string]string{"server": server, "tsig_key": tsigKey, "tsig_algorithm": tsigAlg})
-			req.Secrets = nonEmpty(map[string]string{"tsig_secret": tsigSecret})
-			if err := client.CheckDNSProvider(req); err != nil {
+			req, err := in.Request(args[0])
+			if err != nil {
 				return err // refused before reaching the Cluster
 			}
 			return withClient(c, func(s *client.Session) error {
 				p, err := s.SetDNSProvider(c.Context(), req)
-				return show(c, p, err, func(w io.Writer) error {
-					if err := render.DNSProviders(w, client.DNSProviders{Providers: []client.DNSProvider{p}}); err != nil {
-						return err
-					}
-					for _, n := range p.Notes {
-						fmt.Fprintf(w, "note: %s\n", n)
-					}
-					return nil
-				})
+				return show(c, p, err, func(w io.Writer) error { return render.DNSProviderSet(w, p) })
 			})
 		},
 	}
 	f := set.Flags()
-	f.StringVar(&req.Provider, "provider", "rfc2136", "provider: rfc2136 (DNS UPDATE with TSIG: BIND, Knot, PowerDNS, Windows DNS)")
-	f.StringVar(&req.Zone, "zone", "", "the zone it changes, e.g. example.com. (covers its names and their wildcards)")
-	f.StringVar(&server, "server", "", "rfc2136: the zone's primary server, host or host:port (port 53 by default)")
-	f.StringVar(&tsigKey, "tsig-key", "", "rfc2136: the TSIG key's name, as the server's configuration names it")
-	f.StringVar(&tsigAlg, "tsig-algorithm", "", "rfc2136: hmac-sha256 (default), hmac-sha512, hmac-sha384, hmac-sha224 or hmac-sha1")
-	f.StringVar(&tsigSecret, "tsig-secret", "", "rfc2136: the key's base64 secret (prefer --tsig-secret-file: a flag stays in the shell's history)")
-	f.StringVar(&tsigSecretFile, "tsig-secret-file", "", "rfc2136: a file whose first line is the key's base64 secret")
+	f.StringVar(&in.Provider, "provider", "rfc2136", "provider: rfc2136 (DNS UPDATE with TSIG: BIND, Knot, PowerDNS, Windows DNS)")
+	f.StringVar(&in.Zone, "zone", "", "the zone it changes, e.g. example.com. (covers its names and their wildcards)")
+	f.StringVar(&in.Server, "server", "", "rfc2136: the zone's primary server, host or host:port (port 53 by default)")
+	f.StringVar(&in.TSIGKey, "tsig-key", "", "rfc2136: the TSIG key's name, as the server's configuration names it")
+	f.StringVar(&in.TSIGAlgorithm, "tsig-algorithm", "", "rfc2136: hmac-sha256 (default), hmac-sha512, hmac-sha384, hmac-sha224 or hmac-sha1")
+	f.StringVar(&in.TSIGSecret, "tsig-secret", "", "rfc2136: the key's base64 secret (prefer --tsig-secret-file: a flag stays in the shell's history)")
+	f.StringVar(&in.TSIGSecretFile, "tsig-secret-file", "", "rfc2136: a file whose first line is the key's base64 secret")
 	_ = set.MarkFlagRequired("zone")
 	ls := &cobra.Command{
 		Use:   "ls",
@@ -144,14 +118,4 @@ func dnsProviderCommand() *cobra.Command {
 	}
 	cmd.AddCommand(set, ls, rm)
 	return cmd
-}
-
-// nonEmpty drops the empty values: a setting not given takes its default.
-func nonEmpty(m map[string]string) map[string]string {
-	for k, v := range m {
-		if v == "" {
-			delete(m, k)
-		}
-	}
-	return m
 }

@@ -1,15 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/operator"
-	"github.com/ployz/ployz/core/rpc"
 )
 
 // ctxCommand is `ployz ctx`: the operator's contexts, each a Cluster and
@@ -19,23 +21,23 @@ func ctxCommand() *cobra.Command {
 	ls := &cobra.Command{
 		Use: "ls", Short: "List contexts", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withStore(func(st *operator.Store) error {
-				all, err := st.Contexts()
-				return show(c, append([]operator.Context{}, all...), err, func(w io.Writer) error { return render.Contexts(w, all) })
+			return withContexts(func(cs *client.Contexts) error {
+				all, err := cs.List()
+				return show(c, all, err, func(w io.Writer) error { return render.Contexts(w, all) })
 			})
 		},
 	}
 	use := &cobra.Command{
 		Use: "use NAME", Short: "Select the current context", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(func(st *operator.Store) error { return st.Use(args[0]) })
+			return withContexts(func(cs *client.Contexts) error { return cs.Use(args[0]) })
 		},
 	}
 	show := &cobra.Command{
 		Use: "show [NAME]", Short: "Show a context and its connections (default: the one commands use)", Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(func(st *operator.Store) error {
-				x, err := contextNamed(st, args)
+			return withContexts(func(cs *client.Contexts) error {
+				x, err := cs.Named(strings.Join(args, ""))
 				if err != nil || g.json {
 					return orJSON(c, x, err)
 				}
@@ -47,41 +49,22 @@ func ctxCommand() *cobra.Command {
 	rm := &cobra.Command{
 		Use: "rm NAME", Short: "Remove a context (its allocation history is kept)", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(func(st *operator.Store) error { return st.RemoveContext(args[0]) })
+			return withContexts(func(cs *client.Contexts) error { return cs.Remove(args[0]) })
 		},
 	}
-	cmd.AddCommand(ls, use, show, rm, ctxExport(), ctxImport(), ctxOperator(), ctxRelease())
-	return cmd
-}
-
-// contextNamed is the context NAME names, else the one the other
-// commands use: --context, else PLOYZ_CONTEXT's, else the current one.
-func contextNamed(st *operator.Store, args []string) (operator.Context, error) {
-	name := g.context
-	if len(args) == 1 {
-		name = args[0]
-	}
-	return operator.Resolve(st, name)
-}
-
-// ctxExport prints a context for a teammate or a CI job: connections and
-// pinned host keys, never a private key.
-func ctxExport() *cobra.Command {
-	return &cobra.Command{
+	export := &cobra.Command{
 		Use:   "export [NAME]",
 		Short: "Print a context (connections, pinned SSH host keys; no private key) for `ctx import` or PLOYZ_CONTEXT",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(func(st *operator.Store) error {
-				x, err := contextNamed(st, args)
-				if err != nil {
-					return err
-				}
-				e, err := operator.ExportContext(x, rpc.HostKeys{Path: operator.KnownHostsPath()})
+			return withContexts(func(cs *client.Contexts) error {
+				e, err := cs.Export(strings.Join(args, ""))
 				return orJSON(c, e, err)
 			})
 		},
 	}
+	cmd.AddCommand(ls, use, show, rm, export, ctxImport(), ctxOperator(), ctxRelease())
+	return cmd
 }
 
 // ctxImport saves an exported context here and pins its host keys; a pin
@@ -98,20 +81,13 @@ func ctxImport() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e, err := operator.ParseExport(b)
-			if err != nil {
+			return withContexts(func(cs *client.Contexts) error {
+				e, err := cs.Import(b, name, replace, use)
+				if err == nil {
+					fmt.Fprintf(c.ErrOrStderr(), "imported context %s: %d connections, %d host keys pinned\n", e.Name, len(e.Connections), len(e.HostKeys))
+				}
 				return err
-			}
-			if name != "" {
-				e.Name = name
-			}
-			if err := withStore(func(st *operator.Store) error {
-				return st.Import(e, rpc.HostKeys{Path: operator.KnownHostsPath()}, replace, use)
-			}); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.ErrOrStderr(), "imported context %s: %d connections, %d host keys pinned\n", e.Name, len(e.Connections), len(e.HostKeys))
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "import under this name instead of the exported one")
@@ -130,4 +106,64 @@ func readInput(c *cobra.Command, args []string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", args[0], err)
 	}
 	return b, nil
+}
+
+// ctxOperator shows or sets the operator name the context's records
+// carry (the history names it with the SSH key's fingerprint).
+func ctxOperator() *cobra.Command {
+	var reset bool
+	cmd := &cobra.Command{
+		Use:   "operator [NAME]",
+		Short: "Show or set the operator name this context's operations are recorded under (default user@host)",
+		Long: `Show the operator name the Cluster's history records this context's operations
+under, or set it (NAME) or go back to the default (--reset): user@host.
+` + operator.EnvOperator + ` overrides it for every context (a CI job names itself there).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var set *string
+			if len(args) == 1 {
+				set = &args[0]
+			}
+			return withContexts(func(cs *client.Contexts) error {
+				o, err := cs.OperatorName(set, reset)
+				return show(c, o, err, func(w io.Writer) error {
+					fmt.Fprintln(w, o.Name)
+					if o.Overridden != "" {
+						fmt.Fprintf(c.ErrOrStderr(), "note: %s=%s overrides the saved name while it is set\n", operator.EnvOperator, o.Overridden)
+					}
+					return nil
+				})
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&reset, "reset", false, "go back to the default name (user@host)")
+	return cmd
+}
+
+// ctxRelease is `ployz ctx release`: show or set where a context takes
+// Ployz releases from.
+func ctxRelease() *cobra.Command {
+	var upd client.ReleaseUpdate
+	cmd := &cobra.Command{
+		Use:   "release [NAME]",
+		Short: "Show or set the release source and channel a context installs and upgrades Ployz from",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withContexts(func(cs *client.Contexts) error {
+				r, err := cs.Release(strings.Join(args, ""), upd)
+				return show(c, r, err, func(w io.Writer) error {
+					if r.Source == "" {
+						_, err := fmt.Fprintf(w, "context %s: no release source (installs use the bundle beside the CLI)\n", r.Context)
+						return err
+					}
+					_, err := fmt.Fprintf(w, "context %s: release source %s, channel %s\n", r.Context, r.Source, cmp.Or(r.Channel, client.DefaultChannel))
+					return err
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&upd.Source, "release-source", "", "release source (URL or directory) to save")
+	cmd.Flags().StringVar(&upd.Channel, "channel", "", "channel to save")
+	cmd.Flags().BoolVar(&upd.Clear, "clear", false, "remove the saved setting (before applying the flags)")
+	return cmd
 }

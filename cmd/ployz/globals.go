@@ -66,18 +66,15 @@ func envDefaults(cmd *cobra.Command) error {
 	return nil
 }
 
-func openStore() (*operator.Store, error) {
-	return operator.Open(operator.DefaultPath())
-}
-
-// withStore runs f with the operator store open, closed after.
-func withStore(f func(st *operator.Store) error) error {
-	st, err := openStore()
+// withContexts runs f with the operator store's contexts open (the
+// flags' context their default), closed after.
+func withContexts(f func(cs *client.Contexts) error) error {
+	cs, err := client.OpenContexts(g.context)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	return f(st)
+	defer cs.Close()
+	return f(cs)
 }
 
 // clientOptions is the operator context and connection the flags name.

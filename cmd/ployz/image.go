@@ -1,11 +1,8 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/schollz/progressbar/v3"
@@ -14,7 +11,6 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
-	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/images"
 )
 
@@ -28,21 +24,8 @@ func imageCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withClient(c, func(s *client.Session) error {
-				res, err := images.Push(c.Context(), s.Entry(), args[0], machines, pushProgress())
-				if err != nil {
-					return err
-				}
-				if g.json {
-					if err := printJSON(c.OutOrStdout(), res); err != nil {
-						return err
-					}
-				} else {
-					render.DeliveryTable(c.OutOrStdout(), res)
-				}
-				if client.DeliveryFailed(res) {
-					return &exitError{code: 3, err: fmt.Errorf("image %s did not reach every Machine", args[0]), silent: g.json}
-				}
-				return nil
+				res, err := s.PushImage(c.Context(), args[0], machines, pushProgress())
+				return showPartial(c, res, err, g.json, func(w io.Writer) error { render.DeliveryTable(w, res); return nil })
 			})
 		},
 	}
@@ -75,70 +58,45 @@ func pushProgress() images.Progress {
 // --push also delivers them to every Machine that lacks them.
 func buildCommand() *cobra.Command {
 	var f projectFlags
-	var args []string
+	var b client.Build
 	var push bool
 	cmd := &cobra.Command{
 		Use:   "build [SERVICE...]",
 		Short: "Build the compose file's build: Services with this computer's Docker",
 		RunE: func(c *cobra.Command, names []string) error {
-			b, err := os.ReadFile(f.file)
-			if err != nil {
-				return fmt.Errorf("compose file: %w", err)
-			}
-			app, err := deploy.Load(c.Context(), deploy.Source{Compose: b, Filename: filepath.Base(f.file), WorkingDir: filepath.Dir(f.file),
-				ProjectName: f.project, Environment: f.env, Env: client.Environ()})
+			app, err := client.LoadCompose(c.Context(), f.file, f.project, f.env)
 			if err != nil {
 				return err
 			}
+			b.Names, b.Log, b.Output = names, c.ErrOrStderr(), buildLog(c.ErrOrStderr())
 			if !push {
-				if err := client.BuildApp(c.Context(), nil, &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}); err != nil {
-					return err
-				}
-				return printBuilt(c, app, names, nil)
+				res, err := client.BuildCompose(c.Context(), nil, app, b, nil)
+				return printBuilt(c, res, err)
 			}
 			return withClient(c, func(s *client.Session) error {
-				res, err := client.BuildAndPush(c.Context(), s.Entry(), &app, client.Build{Names: names, Args: args, Log: c.ErrOrStderr(), Output: buildLog(c.ErrOrStderr())}, pushProgress())
-				if err != nil {
-					return err
-				}
-				return printBuilt(c, app, names, res)
+				res, err := client.BuildCompose(c.Context(), s, app, b, pushProgress())
+				return printBuilt(c, res, err)
 			})
 		},
 	}
 	f.add(cmd, true)
-	cmd.Flags().StringArrayVar(&args, "build-arg", nil, "KEY=VALUE build argument for every build: Service (repeatable)")
+	cmd.Flags().StringArrayVar(&b.Args, "build-arg", nil, "KEY=VALUE build argument for every build: Service (repeatable)")
 	cmd.Flags().BoolVar(&push, "push", false, "build for the Machines' platform and deliver to every Machine that lacks the image, without deploying")
 	return cmd
 }
 
 // printBuilt prints each built Service's tag and, after --push, each
-// Machine's delivery; a Machine that did not get an image exits 3.
-func printBuilt(c *cobra.Command, app deploy.App, names []string, res []images.Result) error {
-	tags := map[string]string{}
-	for _, s := range client.Built(app, names) {
-		tags[s.Name] = s.Spec.Image
-		if !g.json {
-			fmt.Fprintf(c.OutOrStdout(), "%s\t%s\n", s.Name, s.Spec.Image)
-		}
-	}
-	if g.json {
-		if res == nil {
-			if err := printJSON(c.OutOrStdout(), tags); err != nil {
-				return err
-			}
-		} else if err := printJSON(c.OutOrStdout(), struct {
+// Machine's delivery (--json: the tags alone, or with the deliveries); a
+// Machine that did not get an image exits 3.
+func printBuilt(c *cobra.Command, res client.BuiltImages, err error) error {
+	var doc any = res.Images
+	if res.Deliveries != nil {
+		doc = struct {
 			Images     map[string]string `json:"images"`
 			Deliveries []images.Result   `json:"deliveries"`
-		}{tags, res}); err != nil {
-			return err
-		}
-	} else if res != nil {
-		render.DeliveryTable(c.OutOrStdout(), res)
+		}{res.Images, res.Deliveries}
 	}
-	if client.DeliveryFailed(res) {
-		return &exitError{code: 3, err: errors.New("an image did not reach every Machine"), silent: g.json}
-	}
-	return nil
+	return showPartial(c, doc, err, g.json, func(w io.Writer) error { render.BuiltImages(w, res); return nil })
 }
 
 // buildLog is where build output goes: the terminal, unless --json

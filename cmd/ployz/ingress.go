@@ -18,7 +18,7 @@ func ingressCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
-				ms, err := client.IngressOn(c.Context(), s.Entry(), machineTarget(machine))
+				ms, err := client.IngressOn(c.Context(), s.Entry(), client.MachineTarget(machine))
 				return show(c, ms, err, func(w io.Writer) error { return render.IngressConfig(w, ms) })
 			})
 		},

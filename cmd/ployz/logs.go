@@ -89,7 +89,7 @@ func printServiceLogs(c *cobra.Command, s *client.Session, f logsFlags, q rpc.Lo
 	if err != nil {
 		return err
 	}
-	logs, err := s.LogHistory(c.Context(), machineTarget(f.machine), req)
+	logs, err := s.LogHistory(c.Context(), client.MachineTarget(f.machine), req)
 	return showPartial(c, logs, err, false, func(w io.Writer) error {
 		for _, l := range logs.Lines {
 			printLine(w, l, false)

@@ -9,16 +9,7 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
-	"github.com/ployz/ployz/core/rpc"
 )
-
-// machineTarget is every Machine, or the one --machine names.
-func machineTarget(machine string) rpc.Target {
-	if machine != "" {
-		return rpc.Target{Set: []string{machine}}
-	}
-	return rpc.Target{All: true}
-}
 
 func metricsCommand() *cobra.Command {
 	var project projectFlags
@@ -46,7 +37,7 @@ printed as a named gap, and a Machine that does not answer is named.`,
 						return err
 					}
 				}
-				ms, err := s.Metrics(c.Context(), machineTarget(machine), req)
+				ms, err := s.Metrics(c.Context(), client.MachineTarget(machine), req)
 				return showPartial(c, map[string]any{"machines": ms}, err, false, func(w io.Writer) error {
 					render.Metrics(w, c.ErrOrStderr(), ms, req.Since, now.UnixNano())
 					return nil

@@ -34,11 +34,11 @@ func pluginUpgrade() *cobra.Command {
 			if bundle == "" {
 				return fmt.Errorf("--bundle: required (the release bundle holding bin/ployz-%s)", args[0])
 			}
-			b, _, err := client.OpenSignedBundle(bundle)
+			up, _, err := client.Upgrade{Plugin: args[0]}.WithBundle(bundle, false)
 			if err != nil {
 				return err
 			}
-			return runUpgrade(c, client.Upgrade{Bundle: b.Path, Manifest: b.Manifest, Proof: b.Proof, Plugin: args[0]}, nil, dryRun)
+			return runUpgrade(c, up, nil, dryRun)
 		},
 	}
 	c.Flags().StringVar(&bundle, "bundle", "", "release bundle whose bin/ployz-NAME is installed (signed: FILE.sig or its release's release.json beside it)")

@@ -7,14 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/ployz/ployz/client"
-	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/client/render"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -76,48 +75,14 @@ DNS or ingress. It is removed once it ended, unless --keep.`,
 	return cmd
 }
 
-// detachedRun is `ployz run --detach`'s result.
-type detachedRun struct {
-	client.RunResult
-	Logs string `json:"logs"`
-}
-
 func runDetached(c *cobra.Command, s *client.Session, f runFlags, req client.RunRequest) error {
 	p, err := s.PlanRun(c.Context(), req)
 	if err != nil {
 		return err
 	}
 	res, err := s.Run(c.Context(), p, req, client.RunIO{})
-	out := detachedRun{RunResult: res, Logs: f.logsCommand(req.Service, res.Container)}
-	return show(c, out, err, func(w io.Writer) error {
-		fmt.Fprintf(w, "started %s (%s) on %s\n", res.Container, shortID(res.ID), res.Machine)
-		fmt.Fprintf(w, "logs: %s\n", out.Logs)
-		if req.Keep {
-			fmt.Fprintf(w, "kept after it ends: `docker rm %s` on %s removes it\n", res.Container, res.Machine)
-		} else {
-			fmt.Fprintln(w, "removed once it ended and its output is in the Log Store")
-		}
-		return nil
-	})
-}
-
-// logsCommand is the `ployz logs` command that follows a run's output.
-func (f runFlags) logsCommand(service, container string) string {
-	parts := []string{"ployz logs", service}
-	if f.project.project != "" {
-		parts = append(parts, "-p", f.project.project)
-	}
-	if f.project.env != deploy.DefaultEnvironment {
-		parts = append(parts, "--env", f.project.env)
-	}
-	return strings.Join(append(parts, "--container", container, "-f"), " ")
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
+	out := client.Detached(res, req.Service, f.project.project, f.project.env)
+	return show(c, out, err, func(w io.Writer) error { render.DetachedRun(w, out, req.Keep); return nil })
 }
 
 // runAttached runs req with this terminal and exits with its exit code.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,13 +75,8 @@ func psCommand() *cobra.Command {
 				}
 				ns := s.NamespaceOrAll(c.Context(), f.project, f.env, "compose.yaml", all)
 				out, snap, err := s.Containers(c.Context(), ns, service)
-				// A failed last run of a scheduled job shows here too; an
-				// entry without jobs answers none.
-				jobs, _ := s.Jobs(c.Context(), client.JobsRequest{Namespace: ns, Runs: 1})
-				failed := append([]client.Job{}, client.FailedJobs(jobs)...)
-				if service != "" {
-					failed = slices.DeleteFunc(failed, func(j client.Job) bool { return j.Service != service })
-				}
+				// A failed last run of a scheduled job shows here too.
+				failed := s.FailedJobsOf(c.Context(), ns, service)
 				return show(c, map[string]any{"containers": out, "unobserved": snap.Missing, "failed_jobs": failed}, err, func(w io.Writer) error {
 					render.Unobserved(c.ErrOrStderr(), snap)
 					if err := render.Containers(w, out, time.Now()); err != nil {

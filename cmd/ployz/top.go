@@ -46,7 +46,7 @@ header says when it was drawn and names any Machine that did not answer.
 				return fmt.Errorf("--interval: %s is below the minimum of %s", interval, topMinInterval)
 			}
 			return withClient(c, func(s *client.Session) error {
-				t := machineTarget(machine)
+				t := client.MachineTarget(machine)
 				if out, ok := liveTerminal(c.OutOrStdout(), once || g.json); ok {
 					return topLive(c.Context(), s, t, out, interval)
 				}

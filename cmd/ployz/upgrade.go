@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,23 +25,13 @@ func machineUpgrade() *cobra.Command {
 			"release and swaps store, daemon and plugins one unit at a time, health-checking each step. A failed step\n" +
 			"puts that Machine back on its release and stops the rollout. Exit 3 when any Machine did not end upgraded.",
 		RunE: func(c *cobra.Command, names []string) error {
-			up := client.Upgrade{Names: names, All: all}
-			if bundle == "" && (ch.Source != "" || ch.Channel != "") {
-				return runUpgrade(c, up, &ch, dryRun)
-			}
-			p, err := client.BundlePath(bundle, client.ExecutableDir())
-			if err != nil && bundle == "" {
-				// No bundle beside the CLI: the context's channel, if any.
-				return runUpgrade(c, up, &ch, dryRun)
-			}
+			up, fromChannel, err := client.Upgrade{Names: names, All: all}.WithBundle(bundle, ch.Source != "" || ch.Channel != "")
 			if err != nil {
 				return err
 			}
-			b, _, err := client.OpenSignedBundle(p)
-			if err != nil {
-				return err
+			if fromChannel {
+				return runUpgrade(c, up, &ch, dryRun)
 			}
-			up.Bundle, up.Manifest, up.Proof = b.Path, b.Manifest, b.Proof
 			return runUpgrade(c, up, nil, dryRun)
 		},
 	}
@@ -62,17 +51,10 @@ func runUpgrade(c *cobra.Command, up client.Upgrade, ch *channelFlags, dryRun bo
 	return withClient(c, func(s *client.Session) error {
 		name := filepath.Base(up.Bundle)
 		if ch != nil {
-			rc, err := ch.saved(s)
-			if err != nil {
+			var err error
+			if name, err = s.ChannelRelease(c.Context(), &up, ch.ReleaseSetting); err != nil {
 				return err
 			}
-			if rc == nil {
-				return fmt.Errorf("--bundle: no %s beside the CLI, and no release source (--release-source, `ployz ctx release`, $%s)", client.OwnBundle(), client.EnvReleaseSource)
-			}
-			if up.Release, err = rc.Latest(c.Context()); err != nil {
-				return err
-			}
-			name = fmt.Sprintf("%s %s (%s, key %s)", rc.Channel, up.Release.Index.Version, rc.Source, up.Release.KeyID)
 		}
 		plan, err := s.PlanUpgrade(c.Context(), up)
 		if err != nil {

@@ -69,21 +69,8 @@ func volumeLs() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
-				ms, err := volumeRunner(c, s).List(c.Context(), machineTarget(machine))
-				if err != nil {
-					return err
-				}
-				if g.json {
-					if err := printJSON(c.OutOrStdout(), map[string]any{"machines": ms}); err != nil {
-						return err
-					}
-				} else {
-					render.VolumeList(c.OutOrStdout(), ms)
-				}
-				if u := volumerun.Unanswered(ms); u != "" {
-					return &exitError{code: 3, err: fmt.Errorf("volume list is partial%s", u)}
-				}
-				return nil
+				ms, err := volumeRunner(c, s).Volumes(c.Context(), machine)
+				return showPartial(c, map[string]any{"machines": ms}, err, false, func(w io.Writer) error { render.VolumeList(w, ms); return nil })
 			})
 		},
 	}
