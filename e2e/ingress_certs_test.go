@@ -18,11 +18,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/e2e/lab"
 	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -91,6 +93,25 @@ func TestIngressCertificates(t *testing.T) {
 	const onDemand = "shop.od.example.test"
 	pointAtPebble(t, ctx, l, p, m1.IP.String()+" "+onDemand)
 	formCluster(t, l, op)
+	// A Machine that just joined advertises its ingress's TLS capabilities
+	// once its proxy holds the spec with ACME and the Cluster secret;
+	// until then a plan with tls: on_demand is refused (as for an older
+	// release) and cert add notes the Machine.
+	eventually(t, 90*time.Second, "every Machine advertises its ingress's TLS capabilities", func() error {
+		var list rpc.MachineList
+		op.json(t, &list, "machine", "ls")
+		for _, m := range list.Machines {
+			for _, c := range []string{ingress.CapTLSOnDemand, ingress.CapUserCerts, ingress.CapDNS01} {
+				if !slices.Contains(m.Capabilities, c) {
+					return fmt.Errorf("%s lacks %s", m.Name, c)
+				}
+			}
+		}
+		if len(list.Machines) != 2 {
+			return fmt.Errorf("%d Machines listed", len(list.Machines))
+		}
+		return nil
+	})
 	t.Logf("lab, BIND, Pebble and Cluster ready %s after the start", time.Since(start).Round(100*time.Millisecond))
 
 	// 1. A user certificate, added before the route exists: no ACME order
@@ -170,9 +191,12 @@ func TestIngressCertificates(t *testing.T) {
 		t.Logf("first handshake for %s through %s completed %s after the first was asked", onDemand, m.Name, time.Since(asked).Round(100*time.Millisecond))
 	}
 	for _, name := range []string{"a.b.od.example.test", "nope.example.test"} {
-		if _, _, err := tlsGetOnce(m1.IP.String(), name, roots, 20*time.Second); err == nil {
+		refused := time.Now()
+		_, _, err := tlsGetOnce(m1.IP.String(), name, roots, 20*time.Second)
+		if err == nil {
 			t.Errorf("https://%s through m1 answered; want a failed handshake", name)
 		}
+		t.Logf("https://%s through m1: %v (after %s)", name, err, time.Since(refused).Round(10*time.Millisecond))
 	}
 	if p.Orders() != 2 || p.Issued() != 2 {
 		t.Errorf("pebble at the end: %d orders, %d certificates; want 2 and 2 (the wildcard, %s)", p.Orders(), p.Issued(), onDemand)
@@ -239,7 +263,7 @@ func addUserCert(t *testing.T, op *operator, host string) (*x509.CertPool, *x509
 	}
 	var added client.Certificate
 	op.json(t, &added, "cert", "add", "--cert", certFile, "--key", keyFile)
-	if added.ID == "" || added.Source != ingress.CertSourceUser {
+	if added.ID == "" || added.Source != ingress.CertSourceUser || len(added.Notes) != 0 {
 		t.Fatalf("cert add: %+v", added)
 	}
 	var ls client.Certificates
