@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,11 +34,34 @@ type BIND struct {
 	log                        strings.Builder
 }
 
-// StartBIND runs named for zone until t ends. Without named it skips,
-// or fails under PLOYZ_REQUIRE_PRIVILEGED=1 (make test: packaging/prereq.sh
-// installs bind9).
+// BINDOptions configure StartBINDWith.
+type BINDOptions struct {
+	// Listen is the IPv4 address named listens on (default 127.0.0.1):
+	// another address when the ACME clients run elsewhere (lab Machines
+	// reach the test host on its Docker network gateway).
+	Listen string
+	// Static are further zones served as written and never updated:
+	// zone name -> zone-file lines after the SOA and NS, with names
+	// relative to the zone ("* IN A 10.0.0.2" resolves every name under
+	// it, as HTTP-01 validation needs).
+	Static map[string][]string
+}
+
+// StartBIND runs named for zone on 127.0.0.1 until t ends. Without named
+// it skips, or fails under PLOYZ_REQUIRE_PRIVILEGED=1 (make test:
+// packaging/prereq.sh installs bind9).
 func StartBIND(t testing.TB, zone string) *BIND {
 	t.Helper()
+	return StartBINDWith(t, zone, BINDOptions{})
+}
+
+// StartBINDWith is StartBIND with options: another listening address,
+// more zones.
+func StartBINDWith(t testing.TB, zone string, o BINDOptions) *BIND {
+	t.Helper()
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1"
+	}
 	named, err := exec.LookPath("named")
 	if err != nil {
 		for _, p := range []string{"/usr/sbin/named", "/usr/local/sbin/named"} {
@@ -54,16 +78,25 @@ func StartBIND(t testing.TB, zone string) *BIND {
 	b := &BIND{Zone: dns.Fqdn(zone), KeyName: "ployz-test.", Algorithm: "hmac-sha256",
 		Secret: base64.StdEncoding.EncodeToString(secret)}
 	dir := t.TempDir()
-	port := FreePort(t, "127.0.0.1")
-	b.Addr = "127.0.0.1:" + strconv.Itoa(port)
+	port := FreePort(t, o.Listen)
+	b.Addr = net.JoinHostPort(o.Listen, strconv.Itoa(port))
 	origin := strings.TrimSuffix(b.Zone, ".")
-	zoneFile := fmt.Sprintf("$TTL 60\n@ IN SOA ns1.%[1]s. hostmaster.%[1]s. 1 60 60 600 60\n@ IN NS ns1.%[1]s.\nns1 IN A 127.0.0.1\n", origin)
+	files := map[string]string{"zone.db": zoneHead(origin)}
+	var static strings.Builder
+	i := 0
+	for name, records := range o.Static {
+		name = strings.TrimSuffix(name, ".")
+		file := fmt.Sprintf("static%d.db", i)
+		i++
+		files[file] = zoneHead(name) + strings.Join(records, "\n") + "\n"
+		fmt.Fprintf(&static, "zone \"%s\" { type primary; file \"%s/%s\"; };\n", name, dir, file)
+	}
 	conf := fmt.Sprintf(`options {
 	directory "%[1]s";
 	pid-file "%[1]s/named.pid";
 	session-keyfile "%[1]s/session.key";
 	managed-keys-directory "%[1]s";
-	listen-on port %[2]d { 127.0.0.1; };
+	listen-on port %[2]d { %[7]s; };
 	listen-on-v6 { none; };
 	recursion no;
 	dnssec-validation no;
@@ -78,8 +111,9 @@ zone "%[6]s" {
 	journal "%[1]s/zone.jnl";
 	update-policy { grant %[3]s zonesub TXT; };
 };
-`, dir, port, b.KeyName, b.Algorithm, b.Secret, origin)
-	for name, body := range map[string]string{"zone.db": zoneFile, "named.conf": conf} {
+%[8]s`, dir, port, b.KeyName, b.Algorithm, b.Secret, origin, o.Listen, static.String())
+	files["named.conf"] = conf
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -107,6 +141,11 @@ zone "%[6]s" {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// zoneHead is the start of a zone file for origin: its SOA and NS.
+func zoneHead(origin string) string {
+	return fmt.Sprintf("$TTL 60\n@ IN SOA ns1.%[1]s. hostmaster.%[1]s. 1 60 60 600 60\n@ IN NS ns1.%[1]s.\nns1 IN A 127.0.0.1\n", origin)
 }
 
 // TXT returns the values of name's TXT records as the server answers
