@@ -308,13 +308,19 @@ type optionGate struct {
 	uses             func(IngressRoute) bool
 	container, proxy string // capabilities
 	older            string // what an older Ingress Proxy does instead
+	// lacks says why a current proxy may not advertise proxy (empty: only
+	// an older release lacks it).
+	lacks string
 }
 
 var optionGates = []optionGate{
 	{"upstream_protocol", func(r IngressRoute) bool { return r.UpstreamProtocol != "" }, rpc.CapContainerUpstreamProtocol,
-		ingress.CapUpstreamProtocol, "reaches the Container over HTTP/1.1"},
+		ingress.CapUpstreamProtocol, "reaches the Container over HTTP/1.1", ""},
 	{"tls", func(r IngressRoute) bool { return r.TLS != "" }, rpc.CapContainerTLSOnDemand,
-		ingress.CapTLSOnDemand, "obtains no certificate for the names under the wildcard"},
+		ingress.CapTLSOnDemand, "obtains no certificate for the names under the wildcard",
+		// A proxy advertises it only with HTTPS on, which a Machine just
+		// added gets from the Cluster within seconds.
+		"an older release, or HTTPS is not on there (yet, on a Machine just added: try again in a few seconds); upgrade it, turn HTTPS on"},
 }
 
 // admitOptions narrows ms, for each optionGate svc's routes use, to the
@@ -577,11 +583,12 @@ type proxyGate struct {
 	uses        func(IngressRoute) bool
 	capability  string
 	what, older string
+	lacks       string // why a proxy may lack capability (default: an older release)
 }
 
 var proxyGates = append([]proxyGate{
-	{IngressRoute.Extended, ingress.CapRoutes, "a path or options", "serves the route as its whole hostname"},
-	{IngressRoute.Redirects, ingress.CapRedirects, "a redirect (redirect_from)", "proxies the redirecting hostname to the Container"},
+	{IngressRoute.Extended, ingress.CapRoutes, "a path or options", "serves the route as its whole hostname", ""},
+	{IngressRoute.Redirects, ingress.CapRedirects, "a redirect (redirect_from)", "proxies the redirecting hostname to the Container", ""},
 }, optionProxyGates()...)
 
 // optionProxyGates are the optionGates as proxy gates: each names its
@@ -589,7 +596,7 @@ var proxyGates = append([]proxyGate{
 func optionProxyGates() []proxyGate {
 	gs := make([]proxyGate, 0, len(optionGates))
 	for _, g := range optionGates {
-		gs = append(gs, proxyGate{g.uses, g.proxy, "the field " + g.field, g.older})
+		gs = append(gs, proxyGate{g.uses, g.proxy, "the field " + g.field, g.older, g.lacks})
 	}
 	return gs
 }
@@ -636,8 +643,12 @@ func (g proxyGate) check(app App, snap Snapshot) ([]string, error) {
 		}
 	}
 	if len(old) > 0 {
-		return nil, fmt.Errorf("x-ports route %s has %s the Ingress Proxy of %s does not serve (no capability %s: an older release; upgrade it, or take ingress off it with `ployz machine update NAME --accepts services`)",
-			first.Key(), g.what, strings.Join(old, ", "), g.capability)
+		lacks := g.lacks
+		if lacks == "" {
+			lacks = "an older release; upgrade it"
+		}
+		return nil, fmt.Errorf("x-ports route %s has %s the Ingress Proxy of %s does not serve (no capability %s: %s, or take ingress off it with `ployz machine update NAME --accepts services`)",
+			first.Key(), g.what, strings.Join(old, ", "), g.capability, lacks)
 	}
 	if len(unknown) > 0 {
 		return []string{fmt.Sprintf("x-ports route %s has %s, and whether the Ingress Proxy of %s serves them is unknown (it advertises no ingress now); an older release %s",

@@ -10,6 +10,7 @@ import (
 	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/ingress/routeopt"
 )
 
 const ns = "hello-production"
@@ -454,6 +455,19 @@ func TestPlanUpstreamProtocolNeedsCapabilities(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Ingress Proxy of edge-old") || !strings.Contains(err.Error(), "upstream_protocol") ||
 		!strings.Contains(err.Error(), ingress.CapUpstreamProtocol) || strings.Contains(err.Error(), "m1") {
 		t.Fatalf("an ingress without upstream_protocol: %v", err)
+	}
+	if !strings.Contains(err.Error(), "an older release; upgrade it") {
+		t.Errorf("upstream_protocol's refusal gives no reason: %v", err)
+	}
+	// tls on_demand: a current proxy lacks it while HTTPS is off there
+	// (a Machine just added), and the refusal says so, not only "older".
+	od := IngressRoute{Hostname: "*.od.example.test", ContainerPort: 8080}
+	od.TLS = routeopt.TLSOnDemand
+	shop := svc("shop", 1, func(s *Service) { s.Ingress = []IngressRoute{od} })
+	withOD := append(slices.Clone(routes), rpc.CapContainerTLSOnDemand, ingress.CapTLSOnDemand)
+	_, err = MakePlan(app(shop), snapOf(with(machine("m1", nil), withOD...), with(machine("fresh", nil), routes...)), PlanOptions{})
+	if err == nil || !strings.Contains(err.Error(), "Ingress Proxy of fresh") || !strings.Contains(err.Error(), "HTTPS is not on there (yet") {
+		t.Errorf("tls on_demand without the proxy's capability: %v", err)
 	}
 	// The same ingress Machine once upgraded (its proxy advertises the
 	// capability, its rows still lack it): the plan passes, the
