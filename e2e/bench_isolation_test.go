@@ -52,10 +52,12 @@ func BenchmarkIsolation(b *testing.B) {
 	b.ReportMetric(on.mbps(), "on-MB/s")
 	b.ReportMetric(off.mbps(), "off-MB/s")
 	b.ReportMetric(on.mbps()/off.mbps(), "throughput-ratio")
+	b.ReportMetric(on.p50(), "on-p50-ms")
+	b.ReportMetric(off.p50(), "off-p50-ms")
 	b.ReportMetric(on.p99(), "on-p99-ms")
 	b.ReportMetric(off.p99(), "off-p99-ms")
-	b.Logf("isolation on %.0f MB/s, p99 %.3f ms; off %.0f MB/s, p99 %.3f ms; throughput %.2fx, p99 %.2fx",
-		on.mbps(), on.p99(), off.mbps(), off.p99(), on.mbps()/off.mbps(), on.p99()/off.p99())
+	b.Logf("isolation on %.0f MB/s, ping p50 %.3f p99 %.3f ms; off %.0f MB/s, p50 %.3f p99 %.3f ms; throughput %.2fx, p50 %.2fx, p99 %.2fx",
+		on.mbps(), on.p50(), on.p99(), off.mbps(), off.p50(), off.p99(), on.mbps()/off.mbps(), on.p50()/off.p50(), on.p99()/off.p99())
 
 	upd := ruleUpdate(b, ctx, l, op)
 	b.ReportMetric(upd.p50, "rules-p50-ms")
@@ -146,6 +148,7 @@ func (r *legResult) add(o legResult) {
 }
 
 func (r legResult) mbps() float64 { return r.mb / float64(r.legs) }
+func (r legResult) p50() float64  { return percentile(r.rtts, 0.5) }
 func (r legResult) p99() float64  { return percentile(r.rtts, 0.99) }
 
 // percentile is the q-quantile of vs (nearest rank).
