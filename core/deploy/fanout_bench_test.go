@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"context"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,15 +21,30 @@ import (
 // fleet and on one Machine, the calls per deploy, the create step's
 // p50/p99 as the executor timed it, and ideal-s: the wall time if
 // nothing but the simulated latencies and the executor's per-Service
-// parallelism bound it (so wall/ideal is the fan-out's own overhead).
+// parallelism bound it (so wall/ideal is the fan-out's own overhead),
+// and the process's CPU per Machine call. /mtls forwards as a Machine
+// does; /plain forwards over plain TCP, the difference being the TLS
+// handshakes (the entry dials a new connection for each forwarded call).
 func BenchmarkExecutorFanout(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mtls bool
+	}{{"mtls", true}, {"plain", false}} {
+		b.Run(tc.name, func(b *testing.B) { benchFanout(b, tc.mtls) })
+	}
+}
+
+// benchFanout is one BenchmarkExecutorFanout case: mtls is production's
+// forwarding; plain forwards over plain TCP (no Machine admission), to
+// show what the TLS handshakes cost.
+func benchFanout(b *testing.B, mtls bool) {
 	a := scaleApp()
 	p, err := MakePlan(a, scaleSnapshot(a, nil), PlanOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	lat := realisticLatency()
-	fl := newFanoutFleet(b, scaleMachines, lat)
+	fl := startFanoutFleet(b, scaleMachines, lat, mtls)
 	ex := &Executor{C: fl.entry}
 	ideal := idealWall(p, lat, ex.parallelism())
 	var o Outcome
@@ -52,8 +69,8 @@ func BenchmarkExecutorFanout(b *testing.B) {
 	b.ReportMetric(float64(p99.Microseconds())/1000, "create-p99-ms")
 	b.ReportMetric(ideal.Seconds(), "ideal-s")
 	b.ReportMetric(float64(perCall.Microseconds())/1000, "cpu-ms/call")
-	b.Logf("%d Services × %d replicas on %d simulated Machines: wall %.2fs (%.2f× the ideal %.2fs); peak %d Machine calls in flight, %d on one Machine; %.0f calls; create p50 %v p99 %v; %.1f ms of CPU per call (entry, client and Machine sides together)",
-		scaleServices, scaleReplicas, scaleMachines, wall.Seconds(), wall.Seconds()/ideal.Seconds(), ideal.Seconds(),
+	b.Logf("%d Services × %d replicas on %d simulated Machines (mtls %v), load average %s: wall %.2fs (%.2f× the ideal %.2fs); peak %d Machine calls in flight, %d on one Machine; %.0f calls; create p50 %v p99 %v; %.1f ms of CPU per call (entry, client and Machine sides together)",
+		scaleServices, scaleReplicas, scaleMachines, mtls, loadAverage(), wall.Seconds(), wall.Seconds()/ideal.Seconds(), ideal.Seconds(),
 		fl.all.peak.Load(), fl.machinePeak(), float64(fl.calls.Load())/float64(b.N), p50.Round(time.Millisecond), p99.Round(time.Millisecond), float64(perCall.Microseconds())/1000)
 }
 
@@ -99,4 +116,13 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAverage is /proc/loadavg's three load averages, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }

@@ -149,8 +149,16 @@ type fakePointer struct {
 }
 
 // newFanoutFleet starts n fake Machines named m000… with IDs id-m000…
-// (the names scaleSnapshot gives) and an entry forwarding to them.
+// (the names scaleSnapshot gives) and an entry forwarding to them over
+// mutual TLS, as a Machine does.
 func newFanoutFleet(tb testing.TB, n int, lat fanoutLatency) *fanoutFleet {
+	return startFanoutFleet(tb, n, lat, true)
+}
+
+// startFanoutFleet is newFanoutFleet; without mtls the entry forwards over
+// plain TCP (rpc.Options' test default) to Machines without the mesh
+// listener, to tell the TLS handshakes' share of the cost from the rest.
+func startFanoutFleet(tb testing.TB, n int, lat fanoutLatency, mtls bool) *fanoutFleet {
 	tb.Helper()
 	fl := &fanoutFleet{lat: lat, pointers: map[string]fakePointer{}}
 	entryID := newIdentity(tb)
@@ -170,17 +178,23 @@ func newFanoutFleet(tb testing.TB, n int, lat fanoutLatency) *fanoutFleet {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		g := srv.MeshServer(id)
+		g := srv.GRPCServer()
+		if mtls {
+			g = srv.MeshServer(id)
+		}
 		go g.Serve(l)
 		tb.Cleanup(g.Stop)
 		fl.machines = append(fl.machines, m)
 		peers = append(peers, rpc.Peer{ID: m.id, Name: m.name, Address: l.Addr().String(), RPCKey: id.PublicKey(), Phase: rpc.PhaseParticipating})
 	}
-	entry := rpc.NewServer(rpc.Options{
+	o := rpc.Options{
 		Local: func() (string, string) { return entryPeer.ID, entryPeer.Name },
 		Peers: func(context.Context) ([]rpc.Peer, error) { return peers, nil },
-		Dial:  rpc.MeshDialer{Identity: entryID}.Dial, // the daemon's dial, without the mesh source address
-	})
+	}
+	if mtls {
+		o.Dial = rpc.MeshDialer{Identity: entryID}.Dial // the daemon's dial, without the mesh source address
+	}
+	entry := rpc.NewServer(o)
 	fl.servingRoutes(entry)
 	sock := filepath.Join(tb.TempDir(), "ployzd.sock")
 	l, err := net.Listen("unix", sock)
