@@ -120,9 +120,39 @@ type placer struct {
 	// Down Machines; retires the rows that take them out of it.
 	lost    []rpc.ServingContainer
 	retires []Row
+	// names are the Container names taken (name fills it on first use).
+	names map[string]bool
 }
 
-func (pl *placer) name() string { return pl.spec.Namespace + "-" + pl.svc.Name + "-" + NewID(2) }
+// nameSuffix is a new Container name's random part (a variable for tests).
+var nameSuffix = func() string { return NewID(2) }
+
+// name is a new Container name for the Service, unlike every name on an
+// observed Machine and every name this plan gave: with 4 hex digits, two
+// of 10 replicas share a suffix in about one plan of 1,500, and Docker
+// refuses a second Container of the same name on one Machine (found by
+// the executor fan-out harness, issue 49).
+func (pl *placer) name() string {
+	if pl.names == nil {
+		pl.names = map[string]bool{}
+		for _, m := range pl.snap.Machines {
+			for _, c := range m.Containers {
+				pl.names[c.Name] = true
+			}
+		}
+	}
+	prefix := pl.spec.Namespace + "-" + pl.svc.Name + "-"
+	n := prefix + nameSuffix()
+	for try := 0; pl.names[n]; try++ {
+		if try >= 64 { // 65,536 names taken: a longer suffix
+			n = prefix + NewID(4)
+			continue
+		}
+		n = prefix + nameSuffix()
+	}
+	pl.names[n] = true
+	return n
+}
 
 func (pl *placer) row(c rpc.ContainerObservation, op, reason string) Row {
 	m := pl.machines[c.MachineID]

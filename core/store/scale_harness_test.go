@@ -55,6 +55,12 @@ type scaleResult struct {
 	CatchUp    time.Duration
 	DownFirst  time.Duration // a stopped node: first Down verdict
 	DownAll    time.Duration // every other node's Down verdict
+	// During the load, per node: bytes of changes pushed (broadcast) and
+	// sent in answer to anti-entropy requests (repairs of what a push
+	// did not deliver), and CPU per row written.
+	LoadBroadcast int64
+	LoadAnswers   int64
+	LoadCPU       time.Duration
 }
 
 // scaleNode is one store node and the visibility probe on its commits.
@@ -312,7 +318,12 @@ func runScale(tb testing.TB, cfg scaleConfig) scaleResult {
 	var r scaleResult
 	c := startScaleCluster(tb, cfg)
 	r.Form = c.waitFormed(time.Duration(cfg.Nodes)*time.Second + 30*time.Second)
+	u0 := c.usage()
 	r.Load = c.load(cfg.Rows, 5*time.Minute)
+	u1 := c.usage()
+	r.LoadBroadcast = (u1.traffic.Broadcast - u0.traffic.Broadcast) / int64(cfg.Nodes)
+	r.LoadAnswers = (u1.traffic.SyncAnswers - u0.traffic.SyncAnswers) / int64(cfg.Nodes)
+	r.LoadCPU = (u1.cpu - u0.cpu) / time.Duration(cfg.Rows*cfg.Nodes)
 	time.Sleep(3 * time.Second) // last sync rounds and queued messages drain
 	c.rest(&r)
 	runtime.GC()
@@ -438,9 +449,9 @@ func (r scaleResult) quantile(q int) time.Duration {
 
 // String is one line of the curve.
 func (r scaleResult) String() string {
-	return fmt.Sprintf("form %.1fs, load %.1fs, visible p50 %.1fms p99 %.1fms (CPU per write per node %.2fms), at rest per node: %.0f B/s on the wire (store %.0f, of which sync requests %.0f), "+
+	return fmt.Sprintf("form %.1fs, load %.1fs (per node: %d KB pushed, %d KB of sync answers; CPU per row per node %.2fms), visible p50 %.1fms p99 %.1fms (CPU per write per node %.2fms), at rest per node: %.0f B/s on the wire (store %.0f, of which sync requests %.0f), "+
 		"CPU %.2f%% of a core, RSS %.1f MB, Go heap %.1f MB; catch-up %.1fs; Down first %.1fs, all %.1fs",
-		r.Form.Seconds(), r.Load.Seconds(), ms(r.quantile(50)), ms(r.quantile(99)), ms(r.WriteCPU), r.WireBps, r.StoreBps, r.SyncReqBps,
+		r.Form.Seconds(), r.Load.Seconds(), r.LoadBroadcast>>10, r.LoadAnswers>>10, ms(r.LoadCPU), ms(r.quantile(50)), ms(r.quantile(99)), ms(r.WriteCPU), r.WireBps, r.StoreBps, r.SyncReqBps,
 		100*r.CPU, float64(r.RSS)/(1<<20), float64(r.Heap)/(1<<20), r.CatchUp.Seconds(), r.DownFirst.Seconds(), r.DownAll.Seconds())
 }
 

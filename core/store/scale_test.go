@@ -81,4 +81,7 @@ func reportScale(b *testing.B, r scaleResult) {
 	b.ReportMetric(r.DownAll.Seconds(), "down-all-s")
 	b.ReportMetric(r.Form.Seconds(), "form-s")
 	b.ReportMetric(r.Load.Seconds(), "load-2000rows-s")
+	b.ReportMetric(float64(r.LoadBroadcast)/(1<<10), "load-pushed-KB/node")
+	b.ReportMetric(float64(r.LoadAnswers)/(1<<10), "load-answers-KB/node")
+	b.ReportMetric(ms(r.LoadCPU), "load-cpu-ms/row/node")
 }
