@@ -17,6 +17,7 @@ import (
 
 	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/daemon/feature/allocations"
+	"github.com/ployz/ployz/core/daemon/feature/certificates"
 	"github.com/ployz/ployz/core/daemon/feature/history"
 	"github.com/ployz/ployz/core/daemon/feature/images"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
@@ -44,7 +45,7 @@ func (d *Daemon) featureRoutes() {
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
 	vols, obs := h.d.volumes(), h.d.obs()
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), vols.Routes(), obs.Routes())
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), vols.Routes(), obs.Routes())
 	return routes, slices.Concat(img.Streams(), vols.Streams(), obs.Streams())
 }
 
@@ -59,6 +60,7 @@ var (
 	_ savedstate.Host   = featureHost{}
 	_ volumes.Host      = featureHost{}
 	_ obsfeature.Host   = featureHost{}
+	_ certificates.Host = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
