@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/daemon/feature/volumes"
 
 	"github.com/hashicorp/go-hclog"
@@ -126,8 +127,10 @@ type Daemon struct {
 	recordChanged chan struct{}
 	// peerGrace overrides departedGrace (tests).
 	peerGrace time.Duration
-	// leases serializes this entry's lease grants (leases.go).
-	leases leaseState
+	// lease is the lease feature (feature/leases), made once: it
+	// serializes this entry's lease grants (leaseFeature()).
+	lease     *leases.Feature
+	leaseOnce sync.Once
 	// iso is the namespace isolation this Machine enforces (isolation.go).
 	iso isolation
 	// The launcher socket-activated Containers mount (sockact.go).

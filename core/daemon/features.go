@@ -20,6 +20,7 @@ import (
 	"github.com/ployz/ployz/core/daemon/feature/certificates"
 	"github.com/ployz/ployz/core/daemon/feature/history"
 	"github.com/ployz/ployz/core/daemon/feature/images"
+	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
@@ -45,8 +46,15 @@ func (d *Daemon) featureRoutes() {
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
 	vols, obs := h.d.volumes(), h.d.obs()
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), vols.Routes(), obs.Routes())
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.leaseFeature().Routes(), vols.Routes(), obs.Routes())
 	return routes, slices.Concat(img.Streams(), vols.Streams(), obs.Streams())
+}
+
+// leaseFeature is the lease feature, made once: its grant lock is this
+// Machine's.
+func (d *Daemon) leaseFeature() *leases.Feature {
+	d.leaseOnce.Do(func() { d.lease = leases.New(featureHost{d}, d.log) })
+	return d.lease
 }
 
 // featureHost is the daemon as its features see it: the Host interface

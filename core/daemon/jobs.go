@@ -173,7 +173,7 @@ func (d *Daemon) newScheduler() *jobs.Scheduler {
 	}
 	rec := d.record()
 	return jobs.New(jobs.Config{Store: st, MachineID: rec.ID, MachineName: rec.Name, Runner: jobRunner{o: d.ctrs},
-		Admits: d.admitsJob, Outcome: d.jobOutcomes.Record, Settle: func(ctx context.Context) { d.settleLease(ctx, st) }, Log: d.log.Named("jobs")})
+		Admits: d.admitsJob, Outcome: d.jobOutcomes.Record, Settle: func(ctx context.Context) { d.leaseFeature().Settle(ctx, st) }, Log: d.log.Named("jobs")})
 }
 
 // admitsJob: this Machine runs a job only when it would admit the run's

@@ -110,7 +110,7 @@ func TestJobTickOnceAcrossTwoStores(t *testing.T) {
 	r1, r2 := &countRunner{}, &countRunner{}
 	mk := func(d *Daemon, r jobs.Runner) *jobs.Scheduler {
 		return jobs.New(jobs.Config{Store: d.active.store, MachineID: d.record().ID, Runner: r, Now: now, Grace: 30 * time.Second, Stale: time.Hour,
-			Settle: func(ctx context.Context) { d.settleLease(ctx, d.active.store) }})
+			Settle: func(ctx context.Context) { d.leaseFeature().Settle(ctx, d.active.store) }})
 	}
 	s1, s2 := mk(d1, r1), mk(d2, r2)
 	for i := 1; i <= 3; i++ {

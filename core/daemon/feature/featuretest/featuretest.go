@@ -65,3 +65,16 @@ func ClusterSecret(tb testing.TB, dataDir string) {
 		tb.Fatal(err)
 	}
 }
+
+// Handler is the handler routes serve cmd with; the test fails without
+// one.
+func Handler(tb testing.TB, routes []rpc.Route, cmd string) rpc.Handler {
+	tb.Helper()
+	for _, r := range routes {
+		if r.Command == cmd {
+			return r.Handler
+		}
+	}
+	tb.Fatalf("no route serves %s", cmd)
+	return nil
+}
