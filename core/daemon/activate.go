@@ -156,7 +156,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 		defer close(a.done)
 		loops := []func(context.Context){
 			func(ctx context.Context) { m.Run(ctx) }, // logs its own failures
-			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop, d.jobsLoop, d.volumes().ProtectLoop,
+			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop, d.jobFeature().Loop, d.volumes().ProtectLoop,
 			d.isolationLoop,
 		}
 		done := make(chan struct{}, len(loops))

@@ -13,13 +13,13 @@ import (
 	"sync"
 	"time"
 
+	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
 	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/daemon/feature/volumes"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
@@ -107,9 +107,10 @@ type Daemon struct {
 	trust *trust.Verifier
 
 	plugins *pluginhost.Host
-	// jobOutcomes counts the job runs this Machine's Scheduler recorded
-	// an outcome for, for the metrics plugin (metrics.go).
-	jobOutcomes jobs.Outcomes
+	// job is the scheduled-jobs feature (feature/jobs), made once: it
+	// counts this Machine's job runs (jobFeature()).
+	job     *jobsfeature.Feature
+	jobOnce sync.Once
 	// ctrs serves the Service Container commands (containers.go).
 	ctrs *containerOps
 	// vols is the volume feature (feature/volumes), made once: its copy

@@ -20,6 +20,7 @@ import (
 	"github.com/ployz/ployz/core/daemon/feature/certificates"
 	"github.com/ployz/ployz/core/daemon/feature/history"
 	"github.com/ployz/ployz/core/daemon/feature/images"
+	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
 	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
 	"github.com/ployz/ployz/core/rpc"
@@ -46,7 +47,7 @@ func (d *Daemon) featureRoutes() {
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img := images.New(h, h.d.log.Named("images"))
 	vols, obs := h.d.volumes(), h.d.obs()
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.leaseFeature().Routes(), vols.Routes(), obs.Routes())
+	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.leaseFeature().Routes(), h.d.jobFeature().Routes(), vols.Routes(), obs.Routes())
 	return routes, slices.Concat(img.Streams(), vols.Streams(), obs.Streams())
 }
 
@@ -55,6 +56,13 @@ func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 func (d *Daemon) leaseFeature() *leases.Feature {
 	d.leaseOnce.Do(func() { d.lease = leases.New(featureHost{d}, d.log) })
 	return d.lease
+}
+
+// jobFeature is the scheduled-jobs feature, made once: its Scheduler's
+// outcomes are this Machine's.
+func (d *Daemon) jobFeature() *jobsfeature.Feature {
+	d.jobOnce.Do(func() { d.job = jobsfeature.New(featureHost{d}, d.log) })
+	return d.job
 }
 
 // featureHost is the daemon as its features see it: the Host interface
@@ -69,6 +77,7 @@ var (
 	_ volumes.Host      = featureHost{}
 	_ obsfeature.Host   = featureHost{}
 	_ certificates.Host = featureHost{}
+	_ jobsfeature.Host  = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -130,8 +139,13 @@ func (h featureHost) PluginStatus() []pluginhost.PluginStatus {
 	return h.d.plugins.Status()
 }
 
-func (h featureHost) JobRuns() []observe.JobRuns { return h.d.jobOutcomes.Snapshot() }
+func (h featureHost) JobRuns() []observe.JobRuns { return h.d.jobFeature().Outcomes().Snapshot() }
 
 func (h featureHost) VolumeProtection() []observe.VolumeProtection {
 	return h.d.volumes().ProtectOutcomes().Snapshot()
+}
+
+// Settle waits for a concurrent claim to reach st, as a lease grant does.
+func (h featureHost) Settle(ctx context.Context, st *sdkstore.Client) {
+	h.d.leaseFeature().Settle(ctx, st)
 }

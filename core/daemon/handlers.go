@@ -44,7 +44,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.jobRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {
