@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/meshaddr"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -29,7 +30,7 @@ const (
 	StoreUnit = "ployz-store.service"
 	// StoreEnvFile holds the store unit's Machine-specific arguments.
 	StoreEnvFile  = "/etc/ployz/store.env"
-	WireGuardUnit = "ployz-wireguard.service"
+	WireGuardUnit = feature.WireGuardUnit
 )
 
 func (d *Daemon) keyPath() string { return filepath.Join(d.cfg.DataDir, "wireguard.key") }

@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
 	"github.com/ployz/ployz/core/daemon/feature/leases"
+	"github.com/ployz/ployz/core/daemon/feature/upgrade"
 	"github.com/ployz/ployz/core/daemon/feature/volumes"
 
 	"github.com/hashicorp/go-hclog"
@@ -35,9 +37,8 @@ const (
 	RPCPort    = 7569
 	GossipPort = 7570
 	// StoreAPIPort stays reserved for the store's optional TCP API
-	// (ployzd store --api-addr, outside Corrosion clients); nothing on a
-	// Machine uses it: the store's unix socket carries its API.
-	StoreAPIPort = 7571
+	// (feature.StoreAPIPort).
+	StoreAPIPort = feature.StoreAPIPort
 	// VolumePort is the volume transport: receive_volume only, for a
 	// source Machine's send_volume_to, authenticated as Machine RPC.
 	VolumePort = 7574
@@ -252,7 +253,7 @@ func (d *Daemon) installBundled(dir string) {
 		d.log.Warn("bundled plugins not installed", "error", err)
 		return
 	}
-	done, err := pluginhost.InstallBundledFrom(dir, pluginhost.Bundled, bundledSources(d.cfg.DataDir, filepath.Dir(exe)))
+	done, err := pluginhost.InstallBundledFrom(dir, pluginhost.Bundled, upgrade.BundledSources(d.cfg.DataDir, filepath.Dir(exe)))
 	for _, e := range done {
 		d.log.Info("bundled plugin installed", "plugin", e.Name, "sha256", e.SHA256)
 	}

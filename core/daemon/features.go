@@ -23,6 +23,7 @@ import (
 	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
 	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
+	"github.com/ployz/ployz/core/daemon/feature/upgrade"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
 	sdkstore "github.com/ployz/ployz/sdk/store"
@@ -45,10 +46,10 @@ func (d *Daemon) featureRoutes() {
 
 // features are the routes of every feature over h.
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
-	img := images.New(h, h.d.log.Named("images"))
+	img, upg := images.New(h, h.d.log.Named("images")), upgrade.New(h, h.d.log)
 	vols, obs := h.d.volumes(), h.d.obs()
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.leaseFeature().Routes(), h.d.jobFeature().Routes(), vols.Routes(), obs.Routes())
-	return routes, slices.Concat(img.Streams(), vols.Streams(), obs.Streams())
+	routes := slices.Concat(img.Routes(), upg.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.leaseFeature().Routes(), h.d.jobFeature().Routes(), vols.Routes(), obs.Routes())
+	return routes, slices.Concat(img.Streams(), upg.Streams(), vols.Streams(), obs.Streams())
 }
 
 // leaseFeature is the lease feature, made once: its grant lock is this
@@ -78,6 +79,7 @@ var (
 	_ obsfeature.Host   = featureHost{}
 	_ certificates.Host = featureHost{}
 	_ jobsfeature.Host  = featureHost{}
+	_ upgrade.Host      = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -131,6 +133,8 @@ func (h featureHost) ManagementIP() (netip.Addr, error) {
 }
 
 func (h featureHost) RunDir() string { return h.d.cfg.RunDir }
+
+func (h featureHost) Socket() string { return h.d.cfg.Socket }
 
 func (h featureHost) PluginStatus() []pluginhost.PluginStatus {
 	if h.d.plugins == nil {

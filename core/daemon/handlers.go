@@ -53,7 +53,6 @@ func (d *Daemon) routes() {
 	for _, r := range d.ctrs.routes() {
 		d.rpc.Handle(r)
 	}
-	d.upgradeRoutes()
 	d.featureRoutes()
 	d.rpc.HandleStream(withDocker(d, rpc.Exec, (*containerOps).exec))
 	d.rpc.HandleStream(withDocker(d, rpc.RunContainer, (*containerOps).runContainer))
