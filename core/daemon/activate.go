@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/meshaddr"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -29,7 +30,7 @@ const (
 	StoreUnit = "ployz-store.service"
 	// StoreEnvFile holds the store unit's Machine-specific arguments.
 	StoreEnvFile  = "/etc/ployz/store.env"
-	WireGuardUnit = "ployz-wireguard.service"
+	WireGuardUnit = feature.WireGuardUnit
 )
 
 func (d *Daemon) keyPath() string { return filepath.Join(d.cfg.DataDir, "wireguard.key") }
@@ -156,7 +157,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 		defer close(a.done)
 		loops := []func(context.Context){
 			func(ctx context.Context) { m.Run(ctx) }, // logs its own failures
-			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop, d.jobsLoop, d.volumes().ProtectLoop,
+			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop, d.jobFeature().Loop, d.volumes().ProtectLoop,
 			d.isolationLoop,
 		}
 		done := make(chan struct{}, len(loops))

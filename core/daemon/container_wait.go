@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -134,7 +135,7 @@ func (o *containerOps) judge(c container.InspectResponse, restarts int) (rpc.Wai
 			Message: fmt.Sprintf("restarting (restart count %d)", c.RestartCount)}, true
 	case st.Status == "exited" || st.Status == "dead":
 		return rpc.WaitReadyResult{Outcome: outcomeExited, ExitCode: st.ExitCode,
-			Message: fmt.Sprintf("exited with code %d%s", st.ExitCode, errSuffix(st.Error))}, true
+			Message: fmt.Sprintf("exited with code %d%s", st.ExitCode, feature.ErrSuffix(st.Error))}, true
 	case st.Health != nil && st.Health.Status == container.Unhealthy:
 		return rpc.WaitReadyResult{Outcome: outcomeUnhealthy, Message: "healthcheck reports unhealthy" + lastProbe(st.Health)}, true
 	}
@@ -174,13 +175,6 @@ func healthSuffix(c container.InspectResponse) string {
 		return ", health " + c.State.Health.Status
 	}
 	return ""
-}
-
-func errSuffix(s string) string {
-	if s == "" {
-		return ""
-	}
-	return ": " + s
 }
 
 func lastProbe(h *container.Health) string {

@@ -116,7 +116,7 @@ func TestReadinessNotify(t *testing.T) {
 		t.Fatalf("notify mount %q not under %s", dir, to.cfg.NotifyDir)
 	}
 	// A process outside the Container (this test) cannot make it ready.
-	if err := sendNotify(t, &notifySock{dir: dir}, "READY=1"); err != nil {
+	if err := sendNotify(t, &notifySock{containerSock: containerSock{dir: dir}}, "READY=1"); err != nil {
 		t.Fatalf("send from outside: %v", err)
 	}
 	if !eventually(func() bool { return to.ready.refused.Load() == 1 }) {
@@ -203,7 +203,7 @@ func TestReadinessNotifySenders(t *testing.T) {
 
 	// Root outside the Container reaches the socket, names this Container
 	// by it, and is refused and counted.
-	if err := sendNotify(t, &notifySock{dir: filepath.Dir(sock)}, "READY=1"); err != nil {
+	if err := sendNotify(t, &notifySock{containerSock: containerSock{dir: filepath.Dir(sock)}}, "READY=1"); err != nil {
 		t.Fatalf("send from outside: %v", err)
 	}
 	if !eventually(func() bool { return to.ready.refused.Load() == 1 }) {

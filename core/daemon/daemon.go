@@ -13,12 +13,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
+	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
+	"github.com/ployz/ployz/core/daemon/feature/leases"
+	"github.com/ployz/ployz/core/daemon/feature/upgrade"
 	"github.com/ployz/ployz/core/daemon/feature/volumes"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
@@ -34,9 +37,8 @@ const (
 	RPCPort    = 7569
 	GossipPort = 7570
 	// StoreAPIPort stays reserved for the store's optional TCP API
-	// (ployzd store --api-addr, outside Corrosion clients); nothing on a
-	// Machine uses it: the store's unix socket carries its API.
-	StoreAPIPort = 7571
+	// (feature.StoreAPIPort).
+	StoreAPIPort = feature.StoreAPIPort
 	// VolumePort is the volume transport: receive_volume only, for a
 	// source Machine's send_volume_to, authenticated as Machine RPC.
 	VolumePort = 7574
@@ -106,9 +108,10 @@ type Daemon struct {
 	trust *trust.Verifier
 
 	plugins *pluginhost.Host
-	// jobOutcomes counts the job runs this Machine's Scheduler recorded
-	// an outcome for, for the metrics plugin (metrics.go).
-	jobOutcomes jobs.Outcomes
+	// job is the scheduled-jobs feature (feature/jobs), made once: it
+	// counts this Machine's job runs (jobFeature()).
+	job     *jobsfeature.Feature
+	jobOnce sync.Once
 	// ctrs serves the Service Container commands (containers.go).
 	ctrs *containerOps
 	// vols is the volume feature (feature/volumes), made once: its copy
@@ -126,8 +129,10 @@ type Daemon struct {
 	recordChanged chan struct{}
 	// peerGrace overrides departedGrace (tests).
 	peerGrace time.Duration
-	// leases serializes this entry's lease grants (leases.go).
-	leases leaseState
+	// lease is the lease feature (feature/leases), made once: it
+	// serializes this entry's lease grants (leaseFeature()).
+	lease     *leases.Feature
+	leaseOnce sync.Once
 	// iso is the namespace isolation this Machine enforces (isolation.go).
 	iso isolation
 	// The launcher socket-activated Containers mount (sockact.go).
@@ -248,7 +253,7 @@ func (d *Daemon) installBundled(dir string) {
 		d.log.Warn("bundled plugins not installed", "error", err)
 		return
 	}
-	done, err := pluginhost.InstallBundledFrom(dir, pluginhost.Bundled, bundledSources(d.cfg.DataDir, filepath.Dir(exe)))
+	done, err := pluginhost.InstallBundledFrom(dir, pluginhost.Bundled, upgrade.BundledSources(d.cfg.DataDir, filepath.Dir(exe)))
 	for _, e := range done {
 		d.log.Info("bundled plugin installed", "plugin", e.Name, "sha256", e.SHA256)
 	}

@@ -17,9 +17,13 @@ import (
 
 	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/daemon/feature/allocations"
+	"github.com/ployz/ployz/core/daemon/feature/certificates"
 	"github.com/ployz/ployz/core/daemon/feature/history"
 	"github.com/ployz/ployz/core/daemon/feature/images"
+	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
+	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
+	"github.com/ployz/ployz/core/daemon/feature/upgrade"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/observe"
 	sdkstore "github.com/ployz/ployz/sdk/store"
@@ -42,10 +46,24 @@ func (d *Daemon) featureRoutes() {
 
 // features are the routes of every feature over h.
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
-	img := images.New(h, h.d.log.Named("images"))
+	img, upg := images.New(h, h.d.log.Named("images")), upgrade.New(h, h.d.log)
 	vols, obs := h.d.volumes(), h.d.obs()
-	routes := slices.Concat(img.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), vols.Routes(), obs.Routes())
-	return routes, slices.Concat(img.Streams(), vols.Streams(), obs.Streams())
+	routes := slices.Concat(img.Routes(), upg.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.leaseFeature().Routes(), h.d.jobFeature().Routes(), vols.Routes(), obs.Routes())
+	return routes, slices.Concat(img.Streams(), upg.Streams(), vols.Streams(), obs.Streams())
+}
+
+// leaseFeature is the lease feature, made once: its grant lock is this
+// Machine's.
+func (d *Daemon) leaseFeature() *leases.Feature {
+	d.leaseOnce.Do(func() { d.lease = leases.New(featureHost{d}, d.log) })
+	return d.lease
+}
+
+// jobFeature is the scheduled-jobs feature, made once: its Scheduler's
+// outcomes are this Machine's.
+func (d *Daemon) jobFeature() *jobsfeature.Feature {
+	d.jobOnce.Do(func() { d.job = jobsfeature.New(featureHost{d}, d.log) })
+	return d.job
 }
 
 // featureHost is the daemon as its features see it: the Host interface
@@ -59,6 +77,9 @@ var (
 	_ savedstate.Host   = featureHost{}
 	_ volumes.Host      = featureHost{}
 	_ obsfeature.Host   = featureHost{}
+	_ certificates.Host = featureHost{}
+	_ jobsfeature.Host  = featureHost{}
+	_ upgrade.Host      = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -113,6 +134,8 @@ func (h featureHost) ManagementIP() (netip.Addr, error) {
 
 func (h featureHost) RunDir() string { return h.d.cfg.RunDir }
 
+func (h featureHost) Socket() string { return h.d.cfg.Socket }
+
 func (h featureHost) PluginStatus() []pluginhost.PluginStatus {
 	if h.d.plugins == nil {
 		return nil
@@ -120,8 +143,13 @@ func (h featureHost) PluginStatus() []pluginhost.PluginStatus {
 	return h.d.plugins.Status()
 }
 
-func (h featureHost) JobRuns() []observe.JobRuns { return h.d.jobOutcomes.Snapshot() }
+func (h featureHost) JobRuns() []observe.JobRuns { return h.d.jobFeature().Outcomes().Snapshot() }
 
 func (h featureHost) VolumeProtection() []observe.VolumeProtection {
 	return h.d.volumes().ProtectOutcomes().Snapshot()
+}
+
+// Settle waits for a concurrent claim to reach st, as a lease grant does.
+func (h featureHost) Settle(ctx context.Context, st *sdkstore.Client) {
+	h.d.leaseFeature().Settle(ctx, st)
 }

@@ -44,7 +44,7 @@ func (d *Daemon) routes() {
 	} {
 		d.rpc.Handle(r)
 	}
-	for _, r := range slices.Concat(d.servingRoutes(), d.certificateRoutes(), d.dnsProviderRoutes(), d.leaseRoutes(), d.jobRoutes()) {
+	for _, r := range slices.Concat(d.servingRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {
@@ -53,7 +53,6 @@ func (d *Daemon) routes() {
 	for _, r := range d.ctrs.routes() {
 		d.rpc.Handle(r)
 	}
-	d.upgradeRoutes()
 	d.featureRoutes()
 	d.rpc.HandleStream(withDocker(d, rpc.Exec, (*containerOps).exec))
 	d.rpc.HandleStream(withDocker(d, rpc.RunContainer, (*containerOps).runContainer))

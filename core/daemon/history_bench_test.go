@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -229,14 +228,14 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 	})
 	b.Run("acquire-two-entries", func(b *testing.B) {
 		d1, _ := twoEntries(b)
-		d1.leases.settle = 0 // defaultLeaseSettle, as a Machine waits
+		d1.leaseFeature().SettleTime = 0 // defaultLeaseSettle, as a Machine waits
 		for b.Loop() {
 			n++
 			nonce := fmt.Sprintf("nonce-%05d", n)
-			if _, err := hcall(b, typed(d1.acquireLease), acquireReq("namespace:settled", "ana", nonce, time.Minute)); err != nil {
+			if _, err := hcall(b, featuretest.Handler(b, d1.leaseFeature().Routes(), rpc.CmdAcquireLease), acquireReq("namespace:settled", "ana", nonce, time.Minute)); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := hcall(b, typed(d1.releaseLease), rpc.ReleaseLeaseRequest{Scope: "namespace:settled", Nonce: nonce}); err != nil {
+			if _, err := hcall(b, featuretest.Handler(b, d1.leaseFeature().Routes(), rpc.CmdReleaseLease), rpc.ReleaseLeaseRequest{Scope: "namespace:settled", Nonce: nonce}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -251,7 +250,7 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
-	for _, r := range slices.Concat(d.servingRoutes(), d.leaseRoutes()) {
+	for _, r := range d.servingRoutes() {
 		d.rpc.Handle(r)
 	}
 	d.featureRoutes()

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
-	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 func jobDecl(service, cron string) rpc.JobDecl {
@@ -18,47 +18,7 @@ func jobDecl(service, cron string) rpc.JobDecl {
 		Spec: rpc.ContainerSpec{Namespace: "shop-prod", Service: service, Kind: rpc.KindRun, Image: "shop/report:1"}}
 }
 
-// TestPutAndListJobs: put_jobs stores a namespace's jobs (pruning the
-// ones no longer declared, keeping a job's since), list_jobs answers
-// them with their next tick and newest runs first.
-func TestPutAndListJobs(t *testing.T) {
-	d, st := storeDaemon(t, "m1")
-	ctx := context.Background()
-	if _, err := hcall(t, typed(d.putJobs), rpc.PutJobsRequest{Namespace: "shop-prod", Jobs: []rpc.JobDecl{jobDecl("report", "@hourly"), jobDecl("cleanup", "@daily")}}); err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := store.Jobs(st).Get(ctx, "shop-prod/report")
-	res, err := hcall(t, typed(d.putJobs), rpc.PutJobsRequest{Namespace: "shop-prod", Jobs: []rpc.JobDecl{jobDecl("report", "*/5 * * * *")}, Prune: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.(rpc.JobsPut); len(got.Removed) != 1 || got.Removed[0] != "cleanup" {
-		t.Fatalf("put = %+v, want cleanup removed", got)
-	}
-	again, _, _ := store.Jobs(st).Get(ctx, "shop-prod/report")
-	if again.Body.Since != first.Body.Since || again.Body.Cron != "*/5 * * * *" {
-		t.Fatalf("report after redeploy = %+v (since was %d)", again.Body, first.Body.Since)
-	}
-	for i, tick := range []int64{1000, 3000, 2000} {
-		code := i
-		b := store.JobRunBody{Job: "shop-prod/report", Tick: tick, Status: store.JobRunSucceeded, ExitCode: &code}
-		if _, err := store.JobRuns(st).Put(ctx, sdkstore.Row[store.JobRunBody]{Key: store.JobRunKey(b.Job, tick), Body: b}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	now := time.Date(2026, 3, 1, 12, 1, 0, 0, time.UTC)
-	l, err := listJobs(ctx, st, rpc.ListJobsRequest{Namespace: "shop-prod", Runs: 2}, now)
-	if err != nil || len(l.Jobs) != 1 {
-		t.Fatalf("list = %+v, %v", l, err)
-	}
-	j := l.Jobs[0]
-	if j.Image != "shop/report:1" || j.Next != now.Add(4*time.Minute).UnixMilli() || len(j.Runs) != 2 || j.Runs[0].Tick != 3000 || j.Runs[1].Tick != 2000 {
-		t.Fatalf("job = %+v", j)
-	}
-	if _, err := hcall(t, typed(d.putJobs), rpc.PutJobsRequest{Namespace: "shop-prod", Jobs: []rpc.JobDecl{jobDecl("report", "61 * * * *")}}); err == nil {
-		t.Fatal("an invalid cron was stored")
-	}
-}
+// put_jobs and list_jobs are tested with the feature (feature/jobs).
 
 // countRunner counts starts; its runs never end.
 type countRunner struct{ n atomic.Int32 }
@@ -85,7 +45,7 @@ func TestJobTickOnceAcrossTwoStores(t *testing.T) {
 	// Runs here never end: allow, so each tick starts one.
 	jd := jobDecl("report", "* * * * *")
 	jd.Schedule.Concurrency = jobs.ConcurrencyAllow
-	if _, err := hcall(t, typed(d1.putJobs), rpc.PutJobsRequest{Namespace: "shop-prod", Jobs: []rpc.JobDecl{jd}}); err != nil {
+	if _, err := hcall(t, featuretest.Handler(t, d1.jobFeature().Routes(), rpc.CmdPutJobs), rpc.PutJobsRequest{Namespace: "shop-prod", Jobs: []rpc.JobDecl{jd}}); err != nil {
 		t.Fatal(err)
 	}
 	// The job reaches m2's store too; its ticks count from t0.
@@ -110,7 +70,7 @@ func TestJobTickOnceAcrossTwoStores(t *testing.T) {
 	r1, r2 := &countRunner{}, &countRunner{}
 	mk := func(d *Daemon, r jobs.Runner) *jobs.Scheduler {
 		return jobs.New(jobs.Config{Store: d.active.store, MachineID: d.record().ID, Runner: r, Now: now, Grace: 30 * time.Second, Stale: time.Hour,
-			Settle: func(ctx context.Context) { d.settleLease(ctx, d.active.store) }})
+			Settle: func(ctx context.Context) { d.leaseFeature().Settle(ctx, d.active.store) }})
 	}
 	s1, s2 := mk(d1, r1), mk(d2, r2)
 	for i := 1; i <= 3; i++ {

@@ -36,8 +36,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,21 +82,8 @@ type readiness struct {
 
 // notifySock is one Container's socket.
 type notifySock struct {
-	dir  string
+	containerSock
 	conn *net.UnixConn
-	mu   sync.Mutex
-	id   string // the Container it belongs to; empty until created
-}
-
-func (n *notifySock) owner() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.id
-}
-
-func (n *notifySock) close() {
-	n.conn.Close()
-	os.RemoveAll(n.dir) // best effort: restore removes orphans
 }
 
 // runInfo identifies one run of a Container.
@@ -114,16 +99,7 @@ func newReadiness(log hclog.Logger, dir, statePath string, running func(context.
 
 // open binds a socket in a fresh directory for a Container about to be
 // created and starts reading it.
-func (r *readiness) open() (*notifySock, error) {
-	b := make([]byte, 8)
-	rand.Read(b) // never fails
-	dir := filepath.Join(r.dir, hex.EncodeToString(b))
-	n, err := r.bind(dir)
-	if err != nil {
-		os.RemoveAll(dir) // best effort: restore removes orphans
-	}
-	return n, err
-}
+func (r *readiness) open() (*notifySock, error) { return inFreshDir(r.dir, r.bind) }
 
 func (r *readiness) bind(dir string) (*notifySock, error) {
 	n, err := r.listen(dir)
@@ -136,17 +112,9 @@ func (r *readiness) bind(dir string) (*notifySock, error) {
 
 // listen binds the socket in dir, under the root-only notify dir.
 func (r *readiness) listen(dir string) (*notifySock, error) {
-	if err := rootOnlyDir(r.dir); err != nil {
+	path, err := socketPath(r.dir, dir, notifySocketName, "notify socket")
+	if err != nil {
 		return nil, err
-	}
-	// The Container's own directory is searchable by every user inside
-	// it; on the host, its root-only parent keeps it out of reach.
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("notify socket directory: %w", err)
-	}
-	path := filepath.Join(dir, notifySocketName)
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("notify socket: %w", err)
 	}
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {
@@ -161,7 +129,7 @@ func (r *readiness) listen(dir string) (*notifySock, error) {
 		conn.Close()
 		return nil, fmt.Errorf("notify socket %s: %w", path, err)
 	}
-	return &notifySock{dir: dir, conn: conn}, nil
+	return &notifySock{containerSock: containerSock{dir: dir, sock: conn}, conn: conn}, nil
 }
 
 // rootOnlyDir makes dir a 0700 directory, tightening one an older daemon
@@ -200,9 +168,7 @@ func passCredentials(conn *net.UnixConn) error {
 
 // attach makes n the socket of Container id.
 func (r *readiness) attach(n *notifySock, id string) {
-	n.mu.Lock()
-	n.id = id
-	n.mu.Unlock()
+	n.setOwner(id)
 	r.mu.Lock()
 	old := r.socks[id]
 	r.socks[id] = n

@@ -133,7 +133,7 @@ func TestNotifyOneShotPerRun(t *testing.T) {
 	b, _ := r.open()
 	r.attach(b, "B")
 	runs.set("B", "run1")
-	stale := &notifySock{dir: b.dir, conn: b.conn, id: "B"}
+	stale := &notifySock{containerSock: containerSock{dir: b.dir, sock: b.conn, id: "B"}, conn: b.conn}
 	r.notified(stale, "B", sender{pid: os.Getpid()})
 	if r.isReady("B", "run1") {
 		t.Fatal("a notification on a socket not serving B marked it ready")

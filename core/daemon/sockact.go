@@ -26,8 +26,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -76,22 +74,9 @@ type activation struct {
 
 // activateSock is one Container's activation socket.
 type activateSock struct {
-	dir  string
+	containerSock
 	port int
 	l    *net.UnixListener
-	mu   sync.Mutex
-	id   string // the Container it belongs to; empty until created
-}
-
-func (s *activateSock) owner() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.id
-}
-
-func (s *activateSock) close() {
-	s.l.Close()
-	os.RemoveAll(s.dir) // best effort: restore removes orphans
 }
 
 func newActivation(log hclog.Logger, dir string, launcherPath func() (string, error), running func(context.Context, string) (runInfo, bool)) *activation {
@@ -125,28 +110,14 @@ func (a *activation) open(port int) (*activateSock, error) {
 	if _, err := a.listener(port); err != nil {
 		return nil, err
 	}
-	b := make([]byte, 8)
-	rand.Read(b) // never fails
-	s, err := a.bind(filepath.Join(a.dir, hex.EncodeToString(b)), port)
-	if err != nil {
-		os.RemoveAll(filepath.Join(a.dir, hex.EncodeToString(b))) // best effort
-	}
-	return s, err
+	return inFreshDir(a.dir, func(dir string) (*activateSock, error) { return a.bind(dir, port) })
 }
 
 // bind listens in dir (under the root-only activation dir) and serves.
 func (a *activation) bind(dir string, port int) (*activateSock, error) {
-	if err := rootOnlyDir(a.dir); err != nil {
+	path, err := socketPath(a.dir, dir, launcher.SocketName, "activation socket")
+	if err != nil {
 		return nil, err
-	}
-	// Searchable by every user inside the Container; on the host, the
-	// root-only parent keeps it out of reach.
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("activation socket directory: %w", err)
-	}
-	path := filepath.Join(dir, launcher.SocketName)
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("activation socket: %w", err)
 	}
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -157,16 +128,14 @@ func (a *activation) bind(dir string, port int) (*activateSock, error) {
 		l.Close()
 		return nil, fmt.Errorf("activation socket: %w", err)
 	}
-	s := &activateSock{dir: dir, port: port, l: l}
+	s := &activateSock{containerSock: containerSock{dir: dir, sock: l}, port: port, l: l}
 	go a.serve(s)
 	return s, nil
 }
 
 // attach makes s the socket of Container id.
 func (a *activation) attach(s *activateSock, id string) {
-	s.mu.Lock()
-	s.id = id
-	s.mu.Unlock()
+	s.setOwner(id)
 	a.mu.Lock()
 	old := a.socks[id]
 	a.socks[id] = s

@@ -6,6 +6,9 @@ package featuretest
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -64,4 +67,50 @@ func ClusterSecret(tb testing.TB, dataDir string) {
 	if err := store.WriteClusterSecretFile(store.ClusterSecretPath(dataDir), secret); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// Handler is the handler routes serve cmd with; the test fails without
+// one.
+func Handler(tb testing.TB, routes []rpc.Route, cmd string) rpc.Handler {
+	tb.Helper()
+	for _, r := range routes {
+		if r.Command == cmd {
+			return r.Handler
+		}
+	}
+	tb.Fatalf("no route serves %s", cmd)
+	return nil
+}
+
+// Serve serves routes and streams as Machine RPC on a unix socket for
+// the test's length and answers a client of it, for a test that drives
+// a feature as the operator library does.
+func Serve(tb testing.TB, routes []rpc.Route, streams []rpc.StreamRoute) *rpc.Client {
+	tb.Helper()
+	srv := rpc.NewServer(rpc.Options{})
+	for _, r := range streams {
+		srv.HandleStream(r)
+	}
+	for _, r := range routes {
+		srv.Handle(r)
+	}
+	dir, err := os.MkdirTemp("", "pzf") // a socket path must fit in 108 bytes
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "s")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g := srv.GRPCServer()
+	go g.Serve(lis) // ends with Stop
+	tb.Cleanup(g.Stop)
+	c, err := rpc.DialUnix(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
 }

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/ployz/ployz/core/daemon/feature/featuretest"
+	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	sdkstore "github.com/ployz/ployz/sdk/store"
@@ -19,16 +22,21 @@ func beginReq(volume, kind, who, nonce string, floor uint64) rpc.BeginVolumeRunR
 		Operator: store.HistoryOperator{Name: who}, LeaseNonce: nonce, Run: json.RawMessage(`{"kind":"` + kind + `","steps":[]}`)}
 }
 
-// holdLease writes who's live lease of scope, as acquire_lease grants
-// it (a minute long).
+// holdLease has who acquire scope's lease for a minute, through the
+// lease feature's acquire_lease as an entry grants it.
 func holdLease(t *testing.T, st *sdkstore.Client, scope, who, nonce string) {
 	t.Helper()
-	now := time.Now()
-	body := store.LeaseBody{Holder: store.LeaseHolder{Name: who}, Command: "deploy", Started: now.UnixMilli(),
-		Expires: now.Add(time.Minute).UnixMilli(), Nonce: nonce, Entry: "m1"}
-	if _, err := store.Leases(st).Put(context.Background(), sdkstore.Row[store.LeaseBody]{Key: scope, Owner: "m1", Body: body}); err != nil {
+	req := rpc.AcquireLeaseRequest{Scope: scope, Holder: rpc.LeaseHolder{Name: who}, Command: "deploy", Nonce: nonce,
+		Expires: time.Now().Add(time.Minute).UnixMilli()}
+	if _, err := featuretest.Call(t, leaseHandler(t, st, rpc.CmdAcquireLease), req); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// leaseHandler is Machine m1's lease command cmd over st.
+func leaseHandler(t *testing.T, st *sdkstore.Client, cmd string) rpc.Handler {
+	f := leases.New(featuretest.StoreHost{St: st, Self: "m1", Dir: t.TempDir()}, hclog.NewNullLogger())
+	return featuretest.Handler(t, f.Routes(), cmd)
 }
 
 func begin(t *testing.T, f *Feature, req rpc.BeginVolumeRunRequest) rpc.VolumeRunBegun {
@@ -75,7 +83,7 @@ func TestVolumeRunsNumberedAcrossOperators(t *testing.T) {
 		t.Fatalf("begin under a lease not held: %v", err)
 	}
 	// ana's lease goes: her open run is answered lost, and bo's run marks it so.
-	if _, err := store.Leases(st).Delete(ctx, "volume:db"); err != nil { // as release_lease
+	if _, err := featuretest.Call(t, leaseHandler(t, st, rpc.CmdReleaseLease), rpc.ReleaseLeaseRequest{Scope: "volume:db", Nonce: "nonce-ana-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if runs := listRuns(t, f, rpc.ListVolumeRunsRequest{Volume: "db"}); len(runs) != 1 || runs[0].State != store.VolumeRunLost {

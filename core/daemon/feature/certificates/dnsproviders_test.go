@@ -1,10 +1,11 @@
-package daemon
+package certificates
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -16,7 +17,7 @@ import (
 // list and the answers name the secret but never show it, and
 // remove_dns_provider deletes it.
 func TestDNSProviderSetListRemove(t *testing.T) {
-	d, st := sealingDaemon(t)
+	f, st, dir := newTest(t)
 	const secret = "c2VjcmV0LXRzaWcta2V5LWZvci10aGUtdGVzdHM="
 	good := rpc.SetDNSProviderRequest{Name: "lab", Provider: "rfc2136", Zone: "Example.TEST",
 		Settings: map[string]string{"server": "ns1.example.test", "tsig_key": "ployz"},
@@ -47,7 +48,7 @@ func TestDNSProviderSetListRemove(t *testing.T) {
 		{with(func(r *rpc.SetDNSProviderRequest) { r.Secrets["tsig_secret"] = "not base64!" }), "tsig_secret"},
 		{with(func(r *rpc.SetDNSProviderRequest) { delete(r.Secrets, "tsig_secret") }), "tsig_secret"},
 	} {
-		_, err := hcall(t, typed(d.setDNSProvider), bad.req)
+		_, err := featuretest.Call(t, featuretest.Typed(f.setDNSProvider), bad.req)
 		if err == nil || !strings.Contains(err.Error(), bad.field) {
 			t.Errorf("refusal %v does not name %s", err, bad.field)
 		}
@@ -59,7 +60,7 @@ func TestDNSProviderSetListRemove(t *testing.T) {
 		t.Fatalf("a refusal wrote %d rows", len(rows))
 	}
 
-	out, err := hcall(t, typed(d.setDNSProvider), good)
+	out, err := featuretest.Call(t, featuretest.Typed(f.setDNSProvider), good)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,27 +78,27 @@ func TestDNSProviderSetListRemove(t *testing.T) {
 		row.Body.Source != ingress.CertSourceDNSProvider || row.Body.CertPEM != "" {
 		t.Fatalf("row %s: want the secret sealed and no certificate", raw)
 	}
-	cs, _ := store.LoadClusterSecret(d.cfg.DataDir)
+	cs, _ := store.LoadClusterSecret(dir)
 	sealer, _ := store.NewSealer(cs, ingress.DNSProviderSecretsPurpose, "certificates", ingress.DNSProviderSecretsField)
 	opened, err := sealer.Open(row.Key, row.Body.DNSProvider.Secrets)
 	if err != nil || string(opened) != `{"tsig_secret":"`+secret+`"}` {
 		t.Fatalf("open secrets: %q %v", opened, err)
 	}
-	list, err := hcall(t, typed(d.listDNSProviders), rpc.None{})
+	list, err := featuretest.Call(t, featuretest.Typed(f.listDNSProviders), rpc.None{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps := list.(rpc.DNSProviderList).Providers
-	if len(ps) != 1 || ps[0].Name != "lab" || strings.Contains(string(mustJSON(ps)), secret) {
-		t.Fatalf("list %s", mustJSON(ps))
+	if len(ps) != 1 || ps[0].Name != "lab" || strings.Contains(string(mustJSON(t, ps)), secret) {
+		t.Fatalf("list %s", mustJSON(t, ps))
 	}
-	if certs, _ := hcall(t, typed(d.listCertificates), rpc.None{}); len(certs.(rpc.CertificateList).Certificates) != 0 {
+	if certs, _ := featuretest.Call(t, featuretest.Typed(f.listCertificates), rpc.None{}); len(certs.(rpc.CertificateList).Certificates) != 0 {
 		t.Errorf("cert ls shows the provider row: %+v", certs)
 	}
-	if _, err := hcall(t, typed(d.removeDNSProvider), rpc.RemoveDNSProviderRequest{Name: "other"}); err == nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.removeDNSProvider), rpc.RemoveDNSProviderRequest{Name: "other"}); err == nil {
 		t.Error("removing an unknown provider succeeded")
 	}
-	if _, err := hcall(t, typed(d.removeDNSProvider), rpc.RemoveDNSProviderRequest{Name: "lab"}); err != nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.removeDNSProvider), rpc.RemoveDNSProviderRequest{Name: "lab"}); err != nil {
 		t.Fatal(err)
 	}
 	if rows, _ := st.Certificates().List(t.Context()); len(rows) != 0 {

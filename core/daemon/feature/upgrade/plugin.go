@@ -1,4 +1,4 @@
-package daemon
+package upgrade
 
 import (
 	"context"
@@ -24,9 +24,9 @@ func overridePath(dataDir, name string) string {
 	return filepath.Join(overrideDir(dataDir), "ployz-"+name)
 }
 
-// bundledSources maps each bundled plugin to the binary installBundled
+// BundledSources maps each bundled plugin to the binary installBundled
 // takes: its override, else the one beside ployzd in binDir.
-func bundledSources(dataDir, binDir string) map[string]string {
+func BundledSources(dataDir, binDir string) map[string]string {
 	out := make(map[string]string, len(pluginhost.Bundled))
 	for _, n := range pluginhost.Bundled {
 		out[n] = filepath.Join(binDir, "ployz-"+n)

@@ -1,34 +1,44 @@
-package daemon
+package leases
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
-// defaultLeaseSettle is how long an acquire waits after its write before
+// DefaultSettle is how long an acquire waits after its write (and a job's claim) before
 // it re-reads the row: long enough for a concurrent write another entry
 // accepted to reach this store and the CRDT merge to pick one.
-const defaultLeaseSettle = time.Second
+const DefaultSettle = time.Second
 
-// leaseState serializes this entry's read-then-write of lease rows;
-// writes through other entries are settled by re-reading (settleLease).
-type leaseState struct {
-	mu sync.Mutex
-	// settle overrides defaultLeaseSettle (tests).
-	settle time.Duration
+// Feature serves the lease commands. It serializes this entry's
+// read-then-write of lease rows; writes through other entries are
+// settled by re-reading (Settle). Make one per Machine.
+type Feature struct {
+	host feature.StoreHost
+	log  hclog.Logger
+	mu   sync.Mutex
+	// SettleTime overrides DefaultSettle (tests).
+	SettleTime time.Duration
 }
 
-func (d *Daemon) leaseRoutes() []rpc.Route {
+// New returns the feature over host.
+func New(host feature.StoreHost, log hclog.Logger) *Feature { return &Feature{host: host, log: log} }
+
+// Routes are the lease commands.
+func (f *Feature) Routes() []rpc.Route {
 	return []rpc.Route{
-		rpc.Bind(rpc.AcquireLease, d.acquireLease),
-		rpc.Bind(rpc.RenewLease, d.renewLease),
-		rpc.Bind(rpc.ReleaseLease, d.releaseLease),
-		rpc.Bind(rpc.ListLeases, d.listLeases),
+		rpc.Bind(rpc.AcquireLease, f.acquireLease),
+		rpc.Bind(rpc.RenewLease, f.renewLease),
+		rpc.Bind(rpc.ReleaseLease, f.releaseLease),
+		rpc.Bind(rpc.ListLeases, f.listLeases),
 	}
 }
 
@@ -36,20 +46,20 @@ func (d *Daemon) leaseRoutes() []rpc.Route {
 // or already the caller's, then re-reads it once the write settled: a
 // concurrent grant by another entry may have won the merge, and then the
 // caller is refused naming that holder.
-func (d *Daemon) acquireLease(ctx context.Context, req rpc.AcquireLeaseRequest) (rpc.Lease, error) {
+func (f *Feature) acquireLease(ctx context.Context, req rpc.AcquireLeaseRequest) (rpc.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return rpc.Lease{}, err
 	}
-	if _, err := withLease(ctx, d, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (struct{}, error) {
-		return struct{}{}, d.grantLease(ctx, st, req, row, ok)
+	if _, err := withLease(ctx, f, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (struct{}, error) {
+		return struct{}{}, f.grantLease(ctx, st, req, row, ok)
 	}); err != nil {
 		return rpc.Lease{}, err
 	}
-	st, err := d.storeClient()
+	st, err := f.host.Store()
 	if err != nil {
 		return rpc.Lease{}, err
 	}
-	d.settleLease(ctx, st)
+	f.Settle(ctx, st)
 	row, ok, err := store.Leases(st).Get(ctx, req.Scope)
 	if err != nil {
 		return rpc.Lease{}, rpc.Errorf(rpc.CodeUnavailable, "re-read lease %s: %v", req.Scope, err)
@@ -60,30 +70,30 @@ func (d *Daemon) acquireLease(ctx context.Context, req rpc.AcquireLeaseRequest) 
 		}
 		return rpc.Lease{}, rpc.Errorf(rpc.CodeUnavailable, "lease %s was released while it was granted; try again", req.Scope)
 	}
-	d.log.Info("lease granted", "scope", req.Scope, "holder", req.Holder.Name, "command", req.Command)
+	f.log.Info("lease granted", "scope", req.Scope, "holder", req.Holder.Name, "command", req.Command)
 	return leaseView(row), nil
 }
 
-// withLease reads scope's row and runs f with it, holding this entry's
+// withLease reads scope's row and runs fn with it, holding this entry's
 // grant lock so no other grant, renewal or release here interleaves.
-func withLease[T any](ctx context.Context, d *Daemon, scope string, f func(*sdkstore.Client, sdkstore.Row[store.LeaseBody], bool) (T, error)) (T, error) {
+func withLease[T any](ctx context.Context, f *Feature, scope string, fn func(*sdkstore.Client, sdkstore.Row[store.LeaseBody], bool) (T, error)) (T, error) {
 	var none T
-	st, err := d.storeClient()
+	st, err := f.host.Store()
 	if err != nil {
 		return none, err
 	}
-	d.leases.mu.Lock()
-	defer d.leases.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	row, ok, err := store.Leases(st).Get(ctx, scope)
 	if err != nil {
 		return none, rpc.Errorf(rpc.CodeUnavailable, "read lease %s: %v", scope, err)
 	}
-	return f(st, row, ok)
+	return fn(st, row, ok)
 }
 
 // grantLease writes the caller's row unless a live lease of another
 // nonce holds the scope.
-func (d *Daemon) grantLease(ctx context.Context, st *sdkstore.Client, req rpc.AcquireLeaseRequest, row sdkstore.Row[store.LeaseBody], ok bool) error {
+func (f *Feature) grantLease(ctx context.Context, st *sdkstore.Client, req rpc.AcquireLeaseRequest, row sdkstore.Row[store.LeaseBody], ok bool) error {
 	now := time.Now().UnixMilli()
 	started := now
 	if ok && row.Body.Nonce == req.Nonce {
@@ -92,25 +102,25 @@ func (d *Daemon) grantLease(ctx context.Context, st *sdkstore.Client, req rpc.Ac
 		return rpc.LeaseHeld(leaseView(row))
 	}
 	body := store.LeaseBody{Holder: store.LeaseHolder(req.Holder), Command: req.Command, Started: started,
-		Expires: req.Expires, Nonce: req.Nonce, Entry: d.record().ID}
-	if _, err := store.Leases(st).Put(ctx, sdkstore.Row[store.LeaseBody]{Key: req.Scope, Owner: d.record().ID, Body: body}); err != nil {
+		Expires: req.Expires, Nonce: req.Nonce, Entry: f.host.MachineID()}
+	if _, err := store.Leases(st).Put(ctx, sdkstore.Row[store.LeaseBody]{Key: req.Scope, Owner: f.host.MachineID(), Body: body}); err != nil {
 		return rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
 	}
 	return nil
 }
 
-// settleLease waits for a concurrent write to reach this store: the
+// Settle waits for a concurrent write to reach this store: the
 // settle time, then while the store reports gaps (at most the settle
 // time again). A store with no peer up has nothing to wait for; that
 // is also the partitioned case docs/leases.md describes.
-func (d *Daemon) settleLease(ctx context.Context, st *sdkstore.Client) {
+func (f *Feature) Settle(ctx context.Context, st *sdkstore.Client) {
 	h, err := st.Health(ctx)
 	if err != nil || h.Members == 0 {
 		return
 	}
-	settle := defaultLeaseSettle
-	if d.leases.settle > 0 {
-		settle = d.leases.settle
+	settle := DefaultSettle
+	if f.SettleTime > 0 {
+		settle = f.SettleTime
 	}
 	deadline := time.Now().Add(2 * settle)
 	sleepCtx(ctx, settle)
@@ -133,18 +143,18 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // renewLease extends the lease the caller holds; one it lost (taken
 // over, merged away, released) is refused, so its command stops.
-func (d *Daemon) renewLease(ctx context.Context, req rpc.RenewLeaseRequest) (rpc.Lease, error) {
+func (f *Feature) renewLease(ctx context.Context, req rpc.RenewLeaseRequest) (rpc.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return rpc.Lease{}, err
 	}
-	return withLease(ctx, d, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (rpc.Lease, error) {
+	return withLease(ctx, f, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (rpc.Lease, error) {
 		switch {
 		case !ok:
 			return rpc.Lease{}, rpc.Errorf(rpc.CodeFailedPrecond, "lease %s is no longer held (released or expired and freed)", req.Scope)
 		case row.Body.Nonce != req.Nonce:
 			return rpc.Lease{}, rpc.LeaseHeld(leaseView(row))
 		}
-		row.Body.Expires, row.Owner, row.UpdatedAt = req.Expires, d.record().ID, 0
+		row.Body.Expires, row.Owner, row.UpdatedAt = req.Expires, f.host.MachineID(), 0
 		if _, err := store.Leases(st).Put(ctx, row); err != nil {
 			return rpc.Lease{}, rpc.Errorf(rpc.CodeUnavailable, "write lease %s: %v", req.Scope, err)
 		}
@@ -153,11 +163,11 @@ func (d *Daemon) renewLease(ctx context.Context, req rpc.RenewLeaseRequest) (rpc
 }
 
 // releaseLease deletes the caller's lease; another's is left alone.
-func (d *Daemon) releaseLease(ctx context.Context, req rpc.ReleaseLeaseRequest) (struct{}, error) {
+func (f *Feature) releaseLease(ctx context.Context, req rpc.ReleaseLeaseRequest) (struct{}, error) {
 	if err := req.Validate(); err != nil {
 		return struct{}{}, err
 	}
-	return withLease(ctx, d, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (struct{}, error) {
+	return withLease(ctx, f, req.Scope, func(st *sdkstore.Client, row sdkstore.Row[store.LeaseBody], ok bool) (struct{}, error) {
 		if ok && row.Body.Nonce == req.Nonce {
 			if _, err := store.Leases(st).Delete(ctx, req.Scope); err != nil {
 				return struct{}{}, rpc.Errorf(rpc.CodeUnavailable, "delete lease %s: %v", req.Scope, err)
@@ -168,8 +178,8 @@ func (d *Daemon) releaseLease(ctx context.Context, req rpc.ReleaseLeaseRequest) 
 }
 
 // listLeases answers the live leases.
-func (d *Daemon) listLeases(ctx context.Context, _ rpc.None) (rpc.Leases, error) {
-	st, err := d.storeClient()
+func (f *Feature) listLeases(ctx context.Context, _ rpc.None) (rpc.Leases, error) {
+	st, err := f.host.Store()
 	if err != nil {
 		return rpc.Leases{}, err
 	}

@@ -1,23 +1,15 @@
-package daemon
-
-// Scheduled jobs (docs/jobs.md, "Scheduled jobs"): put_jobs and
-// list_jobs, and the jobs loop, a Machine-local loop (docs/architecture.md
-// bet 3) that runs core/jobs' Scheduler: each tick this Machine admits is
-// claimed in job_runs and, when won, started here as a detached one-off
-// run, through run_container's own create path.
+package jobs
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
 	"sort"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
+	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
@@ -33,17 +25,51 @@ const (
 	jobRunsDefault = 5
 )
 
-func (d *Daemon) jobRoutes() []rpc.Route {
+// Host is what the feature needs of the daemon.
+type Host interface {
+	feature.StoreHost
+	// Machine is this Machine's record (its ID, name and phase).
+	Machine() machine.Record
+	// WatchStore follows queries on this Machine's store until ctx ends.
+	WatchStore(ctx context.Context, queries ...string) *sdkstore.Watch
+	// JobRunner starts this Machine's runs; nil while it has no Docker.
+	JobRunner() jobs.Runner
+	// AdmitsJob reports whether this Machine may run job now.
+	AdmitsJob(ctx context.Context, job store.JobBody) bool
+	// Settle waits, after a claim written to st, for a concurrent claim
+	// through another Machine to reach it (the lease feature's Settle).
+	Settle(ctx context.Context, st *sdkstore.Client)
+}
+
+// Feature serves the job commands and runs the jobs loop. Make one per
+// Machine: it counts the outcomes its Scheduler records.
+type Feature struct {
+	host Host
+	log  hclog.Logger
+	// outcomes counts the job runs this Machine's Scheduler recorded an
+	// outcome for, for the metrics plugin.
+	outcomes jobs.Outcomes
+}
+
+// New returns the feature over host.
+func New(host Host, log hclog.Logger) *Feature { return &Feature{host: host, log: log} }
+
+// Outcomes is what this Machine's Scheduler counted, for the metrics
+// plugin.
+func (f *Feature) Outcomes() *jobs.Outcomes { return &f.outcomes }
+
+// Routes are put_jobs and list_jobs.
+func (f *Feature) Routes() []rpc.Route {
 	return []rpc.Route{
-		rpc.Bind(rpc.PutJobs, d.putJobs),
-		rpc.Bind(rpc.ListJobs, d.listJobs),
+		rpc.Bind(rpc.PutJobs, f.putJobs),
+		rpc.Bind(rpc.ListJobs, f.listJobs),
 	}
 }
 
 // putJobs stores a namespace's jobs (a deploy's), keeping each job's
 // Since so ticks before it was first stored are never reported missed.
-func (d *Daemon) putJobs(ctx context.Context, req rpc.PutJobsRequest) (rpc.JobsPut, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) putJobs(ctx context.Context, req rpc.PutJobsRequest) (rpc.JobsPut, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.JobsPut{}, err
 	}
@@ -61,7 +87,7 @@ func (d *Daemon) putJobs(ctx context.Context, req rpc.PutJobsRequest) (rpc.JobsP
 		spec, _ := json.Marshal(j.Spec)
 		body := store.JobBody{Namespace: req.Namespace, Service: j.Service, Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone,
 			Concurrency: j.Schedule.Concurrency, Deployment: j.Deployment, Since: since, Spec: spec, Files: j.Files}
-		if _, err := t.Put(ctx, sdkstore.Row[store.JobBody]{Key: key, Owner: d.record().ID, Body: body}); err != nil {
+		if _, err := t.Put(ctx, sdkstore.Row[store.JobBody]{Key: key, Owner: f.host.MachineID(), Body: body}); err != nil {
 			return rpc.JobsPut{}, rpc.Errorf(rpc.CodeUnavailable, "write job %s: %v", key, err)
 		}
 		out.Stored = append(out.Stored, j.Service)
@@ -85,8 +111,8 @@ func (d *Daemon) putJobs(ctx context.Context, req rpc.PutJobsRequest) (rpc.JobsP
 }
 
 // listJobs answers the stored jobs with their next tick and newest runs.
-func (d *Daemon) listJobs(ctx context.Context, req rpc.ListJobsRequest) (rpc.JobList, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) listJobs(ctx context.Context, req rpc.ListJobsRequest) (rpc.JobList, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.JobList{}, err
 	}
@@ -136,29 +162,29 @@ func listJobs(ctx context.Context, st *sdkstore.Client, req rpc.ListJobsRequest,
 	return out, nil
 }
 
-// jobsLoop runs the Scheduler while this Machine participates; it sleeps
+// Loop runs the Scheduler while this Machine participates; it sleeps
 // until the next tick, at most jobsPeriod.
-func (d *Daemon) jobsLoop(ctx context.Context) {
+func (f *Feature) Loop(ctx context.Context) {
 	var s *jobs.Scheduler
-	w := d.watchStore(ctx, `SELECT id, body FROM jobs`)
+	w := f.host.WatchStore(ctx, `SELECT id, body FROM jobs`)
 	for {
 		wait := jobsPeriod
 		if s == nil {
-			s = d.newScheduler()
+			s = f.newScheduler()
 			if s != nil {
 				defer s.Wait()
 			}
 		}
-		if s != nil && d.record().Phase == machine.Participating {
+		if s != nil && f.host.Machine().Phase == machine.Participating {
 			next, err := s.Round(ctx)
 			if err != nil && ctx.Err() == nil {
-				d.log.Debug("jobs: round", "error", err)
+				f.log.Debug("jobs: round", "error", err)
 			}
 			if until := time.Until(next); !next.IsZero() && until < wait {
 				wait = max(until, 10*time.Millisecond)
 			}
 		}
-		if !pause(ctx, w, wait) {
+		if !feature.Pause(ctx, w, wait) {
 			return
 		}
 	}
@@ -166,78 +192,13 @@ func (d *Daemon) jobsLoop(ctx context.Context) {
 
 // newScheduler is this Machine's Scheduler, nil until it has a store
 // and Docker.
-func (d *Daemon) newScheduler() *jobs.Scheduler {
-	st, err := d.storeClient()
-	if err != nil || d.ctrs == nil || d.ctrs.docker == nil {
+func (f *Feature) newScheduler() *jobs.Scheduler {
+	st, err := f.host.Store()
+	runner := f.host.JobRunner()
+	if err != nil || runner == nil {
 		return nil
 	}
-	rec := d.record()
-	return jobs.New(jobs.Config{Store: st, MachineID: rec.ID, MachineName: rec.Name, Runner: jobRunner{o: d.ctrs},
-		Admits: d.admitsJob, Outcome: d.jobOutcomes.Record, Settle: func(ctx context.Context) { d.settleLease(ctx, st) }, Log: d.log.Named("jobs")})
-}
-
-// admitsJob: this Machine runs a job only when it would admit the run's
-// Container (participating, not drained, roles and constraints, the
-// Writer of its Provisioned Volumes) and holds its Docker volumes: a run
-// mounts the Service's data where it is, never an empty copy.
-func (d *Daemon) admitsJob(ctx context.Context, job store.JobBody) bool {
-	var spec rpc.ContainerSpec
-	if err := json.Unmarshal(job.Spec, &spec); err != nil {
-		return false
-	}
-	if admit(spec, d.ctrs.facts()) != nil {
-		return false
-	}
-	for _, m := range spec.Mounts {
-		if m.Type == "volume" && m.Source != "" {
-			if _, err := d.ctrs.docker.VolumeInspect(ctx, m.Source); err != nil {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// jobRunner starts a job's runs as detached one-offs of kind run (the
-// run reaper removes them once ended and logged, as `ployz run --detach`
-// runs), pulling a missing image without credentials first.
-type jobRunner struct{ o *containerOps }
-
-func (r jobRunner) Start(ctx context.Context, job store.JobBody, name string) (string, error) {
-	var spec rpc.ContainerSpec
-	if err := json.Unmarshal(job.Spec, &spec); err != nil {
-		return "", fmt.Errorf("job %s/%s: stored spec: %w", job.Namespace, job.Service, err)
-	}
-	spec.Kind = rpc.KindRun
-	if _, err := r.o.docker.ImageInspect(ctx, spec.Image); cerrdefs.IsNotFound(err) {
-		if _, err := r.o.pull(ctx, rpc.PullImageRequest{Image: spec.Image}, nil); err != nil {
-			return "", fmt.Errorf("pull %s: %w", spec.Image, err)
-		}
-	}
-	req := rpc.RunContainerRequest{CreateContainerRequest: rpc.CreateContainerRequest{Name: name, Spec: spec, Files: job.Files}, Detach: true}
-	ob, err := r.o.create(ctx, req.CreateContainerRequest, runCreate(req))
-	if err != nil {
-		return "", err
-	}
-	if _, err := r.o.start(ctx, ob.ID); err != nil {
-		r.o.discardRun(ctx, ob.ID)
-		return "", err
-	}
-	return ob.ID, nil
-}
-
-func (r jobRunner) Wait(ctx context.Context, id string) (int, error) {
-	waitC, errC := r.o.docker.ContainerWait(ctx, id, container.WaitConditionNotRunning)
-	select {
-	case w := <-waitC:
-		if w.Error != nil && w.Error.Message != "" {
-			return int(w.StatusCode), errors.New(w.Error.Message)
-		}
-		return int(w.StatusCode), nil
-	case err := <-errC:
-		if cerrdefs.IsNotFound(err) {
-			return 0, jobs.ErrGone
-		}
-		return 0, err
-	}
+	rec := f.host.Machine()
+	return jobs.New(jobs.Config{Store: st, MachineID: rec.ID, MachineName: rec.Name, Runner: runner,
+		Admits: f.host.AdmitsJob, Outcome: f.outcomes.Record, Settle: func(ctx context.Context) { f.host.Settle(ctx, st) }, Log: f.log.Named("jobs")})
 }

@@ -1,4 +1,4 @@
-package daemon
+package upgrade
 
 import (
 	"bytes"
@@ -19,10 +19,18 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/internal/version"
 )
+
+// testHost is a Machine whose data directory is dir; the swap unit
+// never starts here (every upload is refused first).
+type testHost struct{ dir string }
+
+func (h testHost) DataDir() string { return h.dir }
+func (testHost) Socket() string    { return "" }
 
 func testBundle(t *testing.T, v, arch string) []byte {
 	t.Helper()
@@ -247,8 +255,8 @@ func TestPruneKeepsTwoReleases(t *testing.T) {
 	}
 }
 
-// TestUploadRefusedUnlessSigned pushes bundles to a running daemon over
-// its socket as `ployz machine upgrade` and `plugin upgrade` do: one
+// TestUploadRefusedUnlessSigned pushes bundles to the feature served
+// over a Machine RPC socket as `ployz machine upgrade` and `plugin upgrade` do: one
 // without a signature, one signed by a key the Machine does not trust,
 // one carrying another bundle's signature (tampered) and one whose
 // signed index does not list it are each refused before anything is
@@ -256,7 +264,8 @@ func TestPruneKeepsTwoReleases(t *testing.T) {
 // checks are not involved: any member with RPC access could push these.
 func TestUploadRefusedUnlessSigned(t *testing.T) {
 	dataDir := t.TempDir()
-	c, _, _ := runDaemon(t, dataDir)
+	f := New(testHost{dataDir}, hclog.NewNullLogger())
+	c := featuretest.Serve(t, f.Routes(), f.Streams())
 	key, restore := release.TrustNewKeyForTest()
 	t.Cleanup(restore)
 	_, other, _ := ed25519.GenerateKey(nil)
@@ -300,7 +309,8 @@ func TestUploadRefusedUnlessSigned(t *testing.T) {
 			_, err = release.Push(ctx, c, "", b)
 		}
 		cancel()
-		if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "proof" ||
+		var e *rpc.Error
+		if !errors.As(err, &e) || e.Code != rpc.CodeFailedPrecond || field(err) != "proof" ||
 			!strings.Contains(err.Error(), "bundle "+filepath.Base(b.Path)+": not signed by a trusted release key (trusted: "+trusted+")") ||
 			!strings.Contains(err.Error(), tc.says) {
 			t.Fatalf("%s: %v", tc.what, err)

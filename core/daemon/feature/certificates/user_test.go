@@ -1,4 +1,4 @@
-package daemon
+package certificates
 
 import (
 	"crypto/ecdsa"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -40,7 +41,7 @@ func certPair(t *testing.T, notAfter time.Time, names ...string) (string, string
 // shows without it and remove_certificate deletes by a name it covers;
 // each refusal names the field and writes nothing.
 func TestUserCertificateAddListRemove(t *testing.T) {
-	d, st := sealingDaemon(t)
+	f, st, dir := newTest(t)
 	certPEM, keyPEM := certPair(t, time.Now().Add(60*24*time.Hour), "example.test", "*.example.test")
 	_, otherKey := certPair(t, time.Now().Add(time.Hour), "example.test")
 	oldPEM, oldKey := certPair(t, time.Now().Add(-time.Hour), "example.test")
@@ -53,7 +54,7 @@ func TestUserCertificateAddListRemove(t *testing.T) {
 		{rpc.AddCertificateRequest{CertPEM: "not pem", KeyPEM: keyPEM}, "cert_pem"},
 		{rpc.AddCertificateRequest{CertPEM: certPEM}, "key_pem"},
 	} {
-		if _, err := hcall(t, typed(d.addCertificate), bad.req); err == nil || !strings.Contains(err.Error(), bad.field) {
+		if _, err := featuretest.Call(t, featuretest.Typed(f.addCertificate), bad.req); err == nil || !strings.Contains(err.Error(), bad.field) {
 			t.Errorf("refusal %v does not name %s", err, bad.field)
 		}
 	}
@@ -61,7 +62,7 @@ func TestUserCertificateAddListRemove(t *testing.T) {
 		t.Fatalf("a refusal wrote %d rows", len(rows))
 	}
 
-	out, err := hcall(t, typed(d.addCertificate), rpc.AddCertificateRequest{CertPEM: certPEM, KeyPEM: keyPEM})
+	out, err := featuretest.Call(t, featuretest.Typed(f.addCertificate), rpc.AddCertificateRequest{CertPEM: certPEM, KeyPEM: keyPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,13 +74,13 @@ func TestUserCertificateAddListRemove(t *testing.T) {
 	if !strings.HasPrefix(row.Body.KeyPEM, store.SealedPrefix) || strings.Contains(row.Body.KeyPEM, "PRIVATE") {
 		t.Fatalf("key_pem not sealed: %.40q", row.Body.KeyPEM)
 	}
-	secret, _ := store.LoadClusterSecret(d.cfg.DataDir)
+	secret, _ := store.LoadClusterSecret(dir)
 	sealer, _ := store.NewSealer(secret, store.CertificateKeysPurpose, "certificates", "key_pem")
 	if key, err := sealer.Open(row.Key, row.Body.KeyPEM); err != nil || string(key) != keyPEM {
 		t.Fatalf("open key_pem: %v", err)
 	}
 
-	list, err := hcall(t, typed(d.listCertificates), rpc.None{})
+	list, err := featuretest.Call(t, featuretest.Typed(f.listCertificates), rpc.None{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +88,10 @@ func TestUserCertificateAddListRemove(t *testing.T) {
 	if len(cs) != 1 || cs[0].Source != "user" || !slices.Equal(cs[0].Names, []string{"*.example.test", "example.test"}) || cs[0].Issuer != "CN=ca.test" {
 		t.Fatalf("list %+v", cs)
 	}
-	if _, err := hcall(t, typed(d.removeCertificate), rpc.RemoveCertificateRequest{Name: "nothing.test"}); err == nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.removeCertificate), rpc.RemoveCertificateRequest{Name: "nothing.test"}); err == nil {
 		t.Fatal("removing an unknown name succeeded")
 	}
-	if _, err := hcall(t, typed(d.removeCertificate), rpc.RemoveCertificateRequest{Name: "*.example.test"}); err != nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.removeCertificate), rpc.RemoveCertificateRequest{Name: "*.example.test"}); err != nil {
 		t.Fatal(err)
 	}
 	if rows, _ := st.Certificates().List(t.Context()); len(rows) != 0 {
@@ -113,7 +114,7 @@ func TestUserCertificateRowFixture(t *testing.T) {
 	v := certificateView(sdkstore.Row[sdkstore.CertificateBody]{Key: "user:0123456789ab", Body: body})
 	want := rpc.CertificateView{ID: "0123456789ab", Source: "user", Names: []string{"*.example.test", "example.test"},
 		Issuer: "CN=Example CA,O=Example", NotBefore: 1796000000, NotAfter: 1803776000, AddedAt: 1796620000}
-	if got, exp := string(mustJSON(v)), string(mustJSON(want)); got != exp {
+	if got, exp := string(mustJSON(t, v)), string(mustJSON(t, want)); got != exp {
 		t.Fatalf("view %s, want %s", got, exp)
 	}
 	secret, _ := sdkstore.ParseClusterSecret(strings.Repeat("10", 32))

@@ -1,4 +1,4 @@
-package daemon
+package upgrade
 
 import (
 	"os"
@@ -58,7 +58,7 @@ func TestSwitchPluginAndBack(t *testing.T) {
 	if got := installedDigest(t, pdir); got != d2 {
 		t.Fatalf("installed %s, want release 2.0's %s", got, d2)
 	}
-	if src := bundledSources(data, filepath.Dir(v1))["dns"]; src != overridePath(data, "dns") {
+	if src := BundledSources(data, filepath.Dir(v1))["dns"]; src != overridePath(data, "dns") {
 		t.Fatalf("a daemon restart would install %s, not the override", src)
 	}
 	if w := a.pluginBinaries("2.0"); len(w) != 1 || w["dns"] != v2 {

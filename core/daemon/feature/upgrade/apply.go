@@ -1,4 +1,4 @@
-package daemon
+package upgrade
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/release"
 	"github.com/ployz/ployz/core/rpc"
@@ -41,11 +42,11 @@ type ApplyConfig struct {
 	StepTimeout time.Duration
 }
 
-// ApplyUpgrade swaps this Machine onto release cfg.To one unit at a time,
+// Apply swaps this Machine onto release cfg.To one unit at a time,
 // health-checking each step, and on a failed step puts the Machine back on
 // cfg.From the same way (Replacement Compensation, design bet 4). The
 // status file says what happened step by step.
-func ApplyUpgrade(ctx context.Context, cfg ApplyConfig) error {
+func Apply(ctx context.Context, cfg ApplyConfig) error {
 	if cfg.StepTimeout == 0 {
 		cfg.StepTimeout = 60 * time.Second
 	}
@@ -54,7 +55,7 @@ func ApplyUpgrade(ctx context.Context, cfg ApplyConfig) error {
 	}
 	a := &applier{cfg: cfg, root: filepath.Join(cfg.DataDir, "releases")}
 	a.st = rpc.UpgradeStatus{ID: cfg.ID, From: cfg.From, To: cfg.To, Plugin: cfg.Plugin, State: rpc.UpgradeRunning, Started: time.Now().UnixMilli()}
-	if prev, err := ReadUpgradeStatus(a.root); err == nil && prev.ID == cfg.ID {
+	if prev, err := ReadStatus(a.root); err == nil && prev.ID == cfg.ID {
 		a.st.Started = prev.Started
 	}
 	a.save()
@@ -79,7 +80,7 @@ type applier struct {
 }
 
 func (a *applier) save() {
-	if err := WriteUpgradeStatus(a.root, a.st); err != nil {
+	if err := WriteStatus(a.root, a.st); err != nil {
 		a.cfg.Log.Error("upgrade status not written", "error", err)
 	}
 }
@@ -315,7 +316,7 @@ func (a *applier) storeAnswers() error {
 	if err == nil {
 		return nil
 	}
-	c, terr := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(StoreAPIPort), time.Second)
+	c, terr := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(feature.StoreAPIPort), time.Second)
 	if terr != nil {
 		return err
 	}
@@ -338,14 +339,14 @@ func (a *applier) restartDaemon(ctx context.Context, v string) error {
 // kept in the fd store and the peers handed over keep the mesh carrying
 // traffic, and the daemon restores whatever a successor lacks.
 func (a *applier) restartWireGuard(ctx context.Context, _ string) error {
-	if a.systemctl(ctx, "is-active", "--quiet", WireGuardUnit) != nil {
+	if a.systemctl(ctx, "is-active", "--quiet", feature.WireGuardUnit) != nil {
 		return nil
 	}
 	before, err := mesh.ReadDevice(mesh.DefaultInterface)
 	if err != nil {
 		return err
 	}
-	if err := a.systemctl(ctx, "restart", WireGuardUnit); err != nil {
+	if err := a.systemctl(ctx, "restart", feature.WireGuardUnit); err != nil {
 		return err
 	}
 	return a.poll(ctx, "the mesh device "+mesh.DefaultInterface, func() error {
@@ -469,14 +470,14 @@ func pluginsOn(before, in rpc.Inspection, want map[string]string) error {
 		}
 		if p.Health == "refused" {
 			// The host will not run the new binary: waiting cannot help.
-			return &finalError{fmt.Errorf("plugin %s: refused%s", p.Name, errSuffix(p.Error))}
+			return &finalError{fmt.Errorf("plugin %s: refused%s", p.Name, feature.ErrSuffix(p.Error))}
 		}
 		if p.RunningSHA256 != "" && p.SwitchError != "" {
 			// The old binary keeps serving and the host will not try again.
 			return &finalError{fmt.Errorf("plugin %s: %s", p.Name, p.SwitchError)}
 		}
 		if p.Health != "healthy" || p.RunningSHA256 != "" {
-			return fmt.Errorf("plugin %s: %s%s", p.Name, p.Health, errSuffix(p.Error))
+			return fmt.Errorf("plugin %s: %s%s", p.Name, p.Health, feature.ErrSuffix(p.Error))
 		}
 		for _, c := range old.Capabilities {
 			if !slices.Contains(in.Capabilities, c) {

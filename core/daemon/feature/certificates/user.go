@@ -1,4 +1,4 @@
-package daemon
+package certificates
 
 import (
 	"cmp"
@@ -9,32 +9,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/sdk/ingress"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
-
-func (d *Daemon) certificateRoutes() []rpc.Route {
-	return []rpc.Route{
-		rpc.Bind(rpc.AddCertificate, d.addCertificate),
-		rpc.Bind(rpc.ListCertificates, d.listCertificates),
-		rpc.Bind(rpc.RemoveCertificate, d.removeCertificate),
-	}
-}
-
-// certificateSealer seals certificate private keys with this Machine's
-// Cluster secret, as the ingress plugin opens them.
-func (d *Daemon) certificateSealer() (*store.Sealer, error) {
-	return d.clusterSealer(store.CertificateKeysPurpose, "certificates", "key_pem", "the private key")
-}
 
 // addCertificate checks the pair again (the operator's check is not
 // trusted), seals the key and writes the user certificate's row; nothing
 // is written when any check fails. Adding the same certificate again
 // rewrites its row.
-func (d *Daemon) addCertificate(ctx context.Context, req rpc.AddCertificateRequest) (rpc.CertificateView, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) addCertificate(ctx context.Context, req rpc.AddCertificateRequest) (rpc.CertificateView, error) {
+	st, err := feature.CheckedStore(f.host, req)
 	if err != nil {
 		return rpc.CertificateView{}, err
 	}
@@ -43,19 +29,15 @@ func (d *Daemon) addCertificate(ctx context.Context, req rpc.AddCertificateReque
 		field, why, _ := strings.Cut(err.Error(), ": ")
 		return rpc.CertificateView{}, rpc.InvalidField(field+"_pem", "%s", why)
 	}
-	sealer, err := d.certificateSealer()
-	if err != nil {
+	r := row{Key: ingress.UserCertRow(u.ID), Owner: f.host.MachineID(), Body: UserCertificateBody(u, time.Now())}
+	if r.Body.KeyPEM, err = f.seal(userKeys, r.Key, []byte(u.KeyPEM)); err != nil {
 		return rpc.CertificateView{}, err
 	}
-	row := sdkstore.Row[sdkstore.CertificateBody]{Key: ingress.UserCertRow(u.ID), Owner: d.record().ID, Body: UserCertificateBody(u, time.Now())}
-	if row.Body.KeyPEM, err = sealer.Seal(row.Key, []byte(u.KeyPEM)); err != nil {
-		return rpc.CertificateView{}, rpc.Errorf(rpc.CodeInternal, "%v", err)
+	r.Body.Issuer = f.host.MachineID()
+	if err := put(ctx, st, r, "certificate"); err != nil {
+		return rpc.CertificateView{}, err
 	}
-	row.Body.Issuer = d.record().ID
-	if _, err := st.Certificates().Put(ctx, row); err != nil {
-		return rpc.CertificateView{}, rpc.Errorf(rpc.CodeUnavailable, "write certificate: %v", err)
-	}
-	return certificateView(row), nil
+	return certificateView(r), nil
 }
 
 // UserCertificateBody is u's certificates row body, key_pem still plain.
@@ -66,22 +48,14 @@ func UserCertificateBody(u ingress.UserCertificate, now time.Time) sdkstore.Cert
 
 // listCertificates answers every certificates row without key material:
 // user certificates by id, ACME ones by name.
-func (d *Daemon) listCertificates(ctx context.Context, _ rpc.None) (rpc.CertificateList, error) {
-	st, err := d.storeClient()
+func (f *Feature) listCertificates(ctx context.Context, _ rpc.None) (rpc.CertificateList, error) {
+	_, rows, err := f.rows(ctx, nil)
 	if err != nil {
 		return rpc.CertificateList{}, err
 	}
-	rows, err := st.Certificates().List(ctx)
-	if err != nil {
-		return rpc.CertificateList{}, rpc.Errorf(rpc.CodeUnavailable, "read certificates: %v", err)
-	}
-	out := rpc.CertificateList{Certificates: []rpc.CertificateView{}}
-	for _, r := range rows {
-		if r.Body.CertPEM == "" && !isUserCertRow(r) {
-			continue // an issuance that never succeeded: ingress status tells its story
-		}
-		out.Certificates = append(out.Certificates, certificateView(r))
-	}
+	// A row with no certificate is an issuance that never succeeded
+	// (ingress status tells its story) or a DNS provider's.
+	out := rpc.CertificateList{Certificates: views(rows, func(r row) bool { return r.Body.CertPEM != "" || isUserCertRow(r) }, certificateView)}
 	slices.SortFunc(out.Certificates, func(a, b rpc.CertificateView) int {
 		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(strings.Join(a.Names, ","), strings.Join(b.Names, ",")), cmp.Compare(a.ID, b.ID))
 	})
@@ -90,34 +64,25 @@ func (d *Daemon) listCertificates(ctx context.Context, _ rpc.None) (rpc.Certific
 
 // removeCertificate deletes the user certificates whose id is Name (the
 // row name "user:…" too) or that name Name among their names.
-func (d *Daemon) removeCertificate(ctx context.Context, req rpc.RemoveCertificateRequest) (rpc.CertificatesRemoved, error) {
-	st, err := d.checkedStore(req)
+func (f *Feature) removeCertificate(ctx context.Context, req rpc.RemoveCertificateRequest) (rpc.CertificatesRemoved, error) {
+	st, rows, err := f.rows(ctx, req)
 	if err != nil {
 		return rpc.CertificatesRemoved{}, err
 	}
-	rows, err := st.Certificates().List(ctx)
-	if err != nil {
-		return rpc.CertificatesRemoved{}, rpc.Errorf(rpc.CodeUnavailable, "read certificates: %v", err)
-	}
 	name := strings.ToLower(strings.TrimPrefix(req.Name, ingress.UserCertPrefix))
-	out := rpc.CertificatesRemoved{Removed: []rpc.CertificateView{}}
-	acme := false
-	for _, r := range rows {
-		v := certificateView(r)
+	removed, err := remove(ctx, st, rows, func(r row) bool {
 		if !isUserCertRow(r) {
-			acme = acme || strings.EqualFold(r.Key, name)
-			continue
+			return false
 		}
-		if v.ID != name && !slices.Contains(v.Names, name) {
-			continue
-		}
-		if _, err := st.Certificates().Delete(ctx, r.Key); err != nil {
-			return out, rpc.Errorf(rpc.CodeUnavailable, "remove certificate %s: %v", v.ID, err)
-		}
-		out.Removed = append(out.Removed, v)
+		v := certificateView(r)
+		return v.ID == name || slices.Contains(v.Names, name)
+	}, func(r row) string { return "certificate " + certificateView(r).ID })
+	out := rpc.CertificatesRemoved{Removed: views(removed, func(row) bool { return true }, certificateView)}
+	if err != nil {
+		return out, err
 	}
 	if len(out.Removed) == 0 {
-		if acme {
+		if slices.ContainsFunc(rows, func(r row) bool { return !isUserCertRow(r) && strings.EqualFold(r.Key, name) }) {
 			return out, rpc.InvalidField("name", "%q is an ACME certificate: it is renewed while a route needs it, and only user certificates are removed", req.Name)
 		}
 		return out, rpc.Errorf(rpc.CodeNotFound, "no user certificate has id or name %q (ployz cert ls)", req.Name)
@@ -125,13 +90,13 @@ func (d *Daemon) removeCertificate(ctx context.Context, req rpc.RemoveCertificat
 	return out, nil
 }
 
-func isUserCertRow(r sdkstore.Row[sdkstore.CertificateBody]) bool {
+func isUserCertRow(r row) bool {
 	return r.Body.Source == ingress.CertSourceUser || strings.HasPrefix(r.Key, ingress.UserCertPrefix)
 }
 
 // certificateView is a row as operators see it: no key, no challenge.
 // Fields a row lacks are read from its leaf, when it has one.
-func certificateView(r sdkstore.Row[sdkstore.CertificateBody]) rpc.CertificateView {
+func certificateView(r row) rpc.CertificateView {
 	b := r.Body
 	v := rpc.CertificateView{Source: "acme", Names: b.Domains, Issuer: b.CA, NotBefore: b.NotBefore, NotAfter: b.NotAfter,
 		AddedAt: b.AddedAt, Error: b.LastError}
