@@ -96,7 +96,7 @@ func parseAddrs(ss []string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// ErrNoSavedSubnet: the saved file predates the boot restore.
+// ErrNoSavedSubnet is returned when the saved file predates the boot restore.
 var ErrNoSavedSubnet = errors.New("the saved isolation names no subnet (written by an older ployzd): ployzd restores it when it starts")
 
 // RestoreSaved puts the forwarding and isolation chains back from the file
