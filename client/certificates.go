@@ -1,12 +1,10 @@
 package client
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ployz/ployz/core/rpc"
@@ -141,11 +139,10 @@ func withExpiry(v rpc.CertificateView, now time.Time) Certificate {
 // shares the certificates table, and the entry would call it an ACME
 // certificate; the error names the command that removes it.
 func CheckCertificateRef(name string) error {
-	p := ingress.DNSProviderPrefix
-	if len(name) < len(p) || !strings.EqualFold(name[:len(p)], p) {
+	provider, ok := rpc.DNSProviderRef(name)
+	if !ok {
 		return nil
 	}
-	provider := cmp.Or(name[len(p):], "NAME")
 	return fmt.Errorf("certificate %q: names DNS provider %s, not a certificate; remove it with `ployz cert dns-provider rm %s`",
 		name, provider, provider)
 }

@@ -1,5 +1,12 @@
 package rpc
 
+import (
+	"cmp"
+	"strings"
+
+	"github.com/ployz/ployz/sdk/ingress"
+)
+
 // Certificates an operator brings (`ployz cert add`): the operator
 // library hands the PEM to its entry, which checks it again, seals the
 // private key with the Cluster key (only Machines hold it) and writes the
@@ -67,5 +74,19 @@ func (r RemoveCertificateRequest) Validate() error {
 	if r.Name == "" || len(r.Name) > 253 {
 		return InvalidField("name", "%q: want a certificate id or name", r.Name)
 	}
+	if provider, ok := DNSProviderRef(r.Name); ok {
+		return InvalidField("name", "%q names DNS provider %s, not a certificate; remove it with `ployz cert dns-provider rm %s`", r.Name, provider, provider)
+	}
 	return nil
+}
+
+// DNSProviderRef reports whether name is a DNS provider's row name
+// (dns-provider:NAME, any case), which shares the certificates table but
+// is no certificate, and which provider it names ("NAME" when empty).
+func DNSProviderRef(name string) (provider string, ok bool) {
+	p := ingress.DNSProviderPrefix
+	if len(name) < len(p) || !strings.EqualFold(name[:len(p)], p) {
+		return "", false
+	}
+	return cmp.Or(name[len(p):], "NAME"), true
 }
