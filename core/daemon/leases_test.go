@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/schema"
-	"github.com/ployz/ployz/core/store/server"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
@@ -35,27 +32,9 @@ func heldBy(err error, who string) bool {
 // gossip with each other.
 func twoEntries(t testing.TB) (*Daemon, *Daemon) {
 	t.Helper()
-	addr1, addr2 := freeAddr(t), freeAddr(t)
-	n1 := startLeaseNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
-	startLeaseNode(t, filepath.Join(t.TempDir(), "two.db"), addr2, []string{n1.GossipAddr()})
+	addr1, addr2 := featuretest.GossipingPair(t)
 	d1, d2 := leaseDaemon(t, "m1", addr1), leaseDaemon(t, "m2", addr2)
-	waitMembers(t, d1.active.store)
-	waitMembers(t, d2.active.store)
 	return d1, d2
-}
-
-// startLeaseNode starts a store node on dbPath serving its API on addr,
-// gossiping with boot.
-func startLeaseNode(t testing.TB, dbPath, addr string, boot []string) *server.Node {
-	t.Helper()
-	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: schema.SQL(),
-		GossipKey: make([]byte, 32), Fast: true, SyncInterval: 100 * time.Millisecond,
-		GossipAddr: "127.0.0.1:0", Bootstrap: boot, APIAddr: addr, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
 }
 
 // leaseDaemon is a participating Daemon on the store API at addr.
@@ -64,16 +43,6 @@ func leaseDaemon(t testing.TB, id, addr string) *Daemon {
 		rec: machine.Record{ID: id, Name: id, Phase: machine.Participating}, active: &active{store: sdkstore.New(addr, sdkstore.WithToken("tok"))}}
 	d.leaseFeature().SettleTime = 500 * time.Millisecond
 	return d
-}
-
-func waitMembers(t testing.TB, st *sdkstore.Client) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if h, err := st.Health(context.Background()); err == nil && h.Members > 0 {
-			return
-		}
-	}
-	t.Fatal("store nodes never saw each other")
 }
 
 // The lease commands' own tests are the feature's (feature/leases).

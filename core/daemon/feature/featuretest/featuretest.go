@@ -10,9 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/store/schema"
+	"github.com/ployz/ployz/core/store/server"
 	"github.com/ployz/ployz/core/store/storetest"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
@@ -113,4 +116,54 @@ func Serve(tb testing.TB, routes []rpc.Route, streams []rpc.StreamRoute) *rpc.Cl
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c
+}
+
+// FreeAddr is a loopback TCP address nothing listens on right now.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// StartNode starts a store node on dbPath serving its API on addr with
+// token "tok" and fast timers, gossiping with boot (none: alone, as if
+// partitioned); it is closed when tb ends.
+func StartNode(tb testing.TB, dbPath, addr string, boot []string) *server.Node {
+	tb.Helper()
+	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: schema.SQL(),
+		GossipKey: make([]byte, 32), Fast: true, SyncInterval: 100 * time.Millisecond,
+		GossipAddr: "127.0.0.1:0", Bootstrap: boot, APIAddr: addr, Token: "tok"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { n.Close() })
+	return n
+}
+
+// GossipingPair starts two store nodes that gossip with each other and
+// answers their API addresses (token "tok"), once each sees the other.
+func GossipingPair(tb testing.TB) (addr1, addr2 string) {
+	tb.Helper()
+	addr1, addr2 = FreeAddr(tb), FreeAddr(tb)
+	n1 := StartNode(tb, filepath.Join(tb.TempDir(), "one.db"), addr1, nil)
+	StartNode(tb, filepath.Join(tb.TempDir(), "two.db"), addr2, []string{n1.GossipAddr()})
+	for _, a := range []string{addr1, addr2} {
+		WaitMembers(tb, sdkstore.New(a, sdkstore.WithToken("tok")))
+	}
+	return addr1, addr2
+}
+
+// WaitMembers waits until st's node sees another member.
+func WaitMembers(tb testing.TB, st *sdkstore.Client) {
+	tb.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if h, err := st.Health(context.Background()); err == nil && h.Members > 0 {
+			return
+		}
+	}
+	tb.Fatal("store nodes never saw each other")
 }

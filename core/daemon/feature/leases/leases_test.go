@@ -3,7 +3,6 @@ package leases
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,8 +14,6 @@ import (
 	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
-	"github.com/ployz/ployz/core/store/schema"
-	"github.com/ployz/ployz/core/store/server"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
@@ -125,27 +122,13 @@ func TestLeaseBadInput(t *testing.T) {
 // that gossip with each other.
 func twoEntries(t testing.TB) (*Feature, *Feature) {
 	t.Helper()
-	addr1, addr2 := freeAddr(t), freeAddr(t)
-	n1 := startLeaseNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
-	startLeaseNode(t, filepath.Join(t.TempDir(), "two.db"), addr2, []string{n1.GossipAddr()})
+	addr1, addr2 := featuretest.FreeAddr(t), featuretest.FreeAddr(t)
+	n1 := featuretest.StartNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
+	featuretest.StartNode(t, filepath.Join(t.TempDir(), "two.db"), addr2, []string{n1.GossipAddr()})
 	f1, f2 := entry(t, "m1", addr1), entry(t, "m2", addr2)
-	waitMembers(t, storeOf(f1))
-	waitMembers(t, storeOf(f2))
+	featuretest.WaitMembers(t, storeOf(f1))
+	featuretest.WaitMembers(t, storeOf(f2))
 	return f1, f2
-}
-
-// startLeaseNode starts a store node on dbPath serving its API on addr,
-// gossiping with boot.
-func startLeaseNode(t testing.TB, dbPath, addr string, boot []string) *server.Node {
-	t.Helper()
-	n, err := server.Start(context.Background(), server.Config{DBPath: dbPath, SchemaSQL: schema.SQL(),
-		GossipKey: make([]byte, 32), Fast: true, SyncInterval: 100 * time.Millisecond,
-		GossipAddr: "127.0.0.1:0", Bootstrap: boot, APIAddr: addr, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
 }
 
 // entry is Machine id's lease feature on the store API at addr.
@@ -166,26 +149,6 @@ func newTest(t testing.TB, self string) (*Feature, *sdkstore.Client) {
 	t.Helper()
 	h, st := featuretest.Store(t, self)
 	return New(h, hclog.NewNullLogger()), st
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitMembers(t testing.TB, st *sdkstore.Client) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if h, err := st.Health(context.Background()); err == nil && h.Members > 0 {
-			return
-		}
-	}
-	t.Fatal("store nodes never saw each other")
 }
 
 // TestLeaseConcurrentEntries: two operators acquire one scope at once
@@ -218,10 +181,10 @@ func TestLeaseConcurrentEntries(t *testing.T) {
 // partition heals the rows merge to one, and only that holder's renewal
 // succeeds: the other is refused naming the winner, so its command stops.
 func TestLeasePartitionHeal(t *testing.T) {
-	addr1, addr2 := freeAddr(t), freeAddr(t)
+	addr1, addr2 := featuretest.FreeAddr(t), featuretest.FreeAddr(t)
 	db2 := filepath.Join(t.TempDir(), "two.db")
-	n1 := startLeaseNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
-	n2 := startLeaseNode(t, db2, addr2, nil) // no peer: partitioned from the start
+	n1 := featuretest.StartNode(t, filepath.Join(t.TempDir(), "one.db"), addr1, nil)
+	n2 := featuretest.StartNode(t, db2, addr2, nil) // no peer: partitioned from the start
 	f1, f2 := entry(t, "m1", addr1), entry(t, "m2", addr2)
 	const scope = "namespace:split"
 	if _, err := featuretest.Call(t, featuretest.Typed(f1.acquireLease), acquireReq(scope, "ana", "nonce-ana-1", time.Minute)); err != nil {
@@ -231,8 +194,8 @@ func TestLeasePartitionHeal(t *testing.T) {
 		t.Fatalf("bo's side: %v", err)
 	}
 	n2.Close()
-	startLeaseNode(t, db2, addr2, []string{n1.GossipAddr()}) // heal
-	waitMembers(t, storeOf(f2))
+	featuretest.StartNode(t, db2, addr2, []string{n1.GossipAddr()}) // heal
+	featuretest.WaitMembers(t, storeOf(f2))
 	var winner string
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		r1, _, _ := store.Leases(storeOf(f1)).Get(context.Background(), scope)
