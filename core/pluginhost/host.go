@@ -28,7 +28,10 @@ type Config struct {
 	// APIVersions are the plugin-API versions this host speaks (default
 	// sdk.SupportedAPIVersions).
 	APIVersions []uint32
-	// HealthInterval is how often a healthy plugin is checked (default 2s).
+	// HealthInterval is how often a healthy plugin at rest is checked
+	// and its Info read again (default DefaultHealthInterval). A plugin
+	// whose process exits or whose connection drops is checked at once,
+	// whatever the interval (supervisor.watch).
 	HealthInterval time.Duration
 	// RestartDelay is the first wait before reconnecting to a plugin that
 	// died; it doubles up to MaxRestartDelay (defaults 1s and 30s).
@@ -53,6 +56,18 @@ type Config struct {
 	Units Units
 }
 
+// Health checking: a healthy plugin at rest is checked every
+// HealthInterval; a check answers within healthTimeout; after a failed
+// one the next comes after failedRecheck (two in a row withdraw the
+// plugin). An exit or a dropped connection is seen at once. The
+// manifest is looked at every manifestInterval.
+const (
+	DefaultHealthInterval = 10 * time.Second
+	healthTimeout         = 2 * time.Second
+	failedRecheck         = time.Second
+	manifestInterval      = 2 * time.Second
+)
+
 // Units starts and restarts systemd units; ployzd passes its own.
 type Units interface {
 	// Start starts the unit unless it runs.
@@ -76,7 +91,7 @@ func (c *Config) setDefaults() error {
 		c.APIVersions = slices.Clone(sdk.SupportedAPIVersions)
 	}
 	if c.HealthInterval <= 0 {
-		c.HealthInterval = 2 * time.Second
+		c.HealthInterval = DefaultHealthInterval
 	}
 	if c.RestartDelay <= 0 {
 		c.RestartDelay = time.Second
@@ -161,14 +176,15 @@ func (h *Host) addLocked(ctx context.Context, e Entry) {
 	}()
 }
 
-// watchManifest re-reads the manifest every HealthInterval, so a plugin
+// watchManifest re-reads the manifest when it changed (a stat every
+// manifestInterval, or HealthInterval when shorter), so a plugin
 // installed or swapped (`ployzd plugins install`) while the host runs is
 // picked up: a new entry is supervised, a changed digest is verified and
 // switched to. Removing an entry takes a host restart.
 func (h *Host) watchManifest(ctx context.Context) {
 	path := ManifestPath(h.cfg.Dir)
 	var last time.Time
-	for sleep(ctx, h.cfg.HealthInterval) {
+	for sleep(ctx, min(manifestInterval, h.cfg.HealthInterval)) {
 		st, err := os.Stat(path)
 		if err != nil || st.ModTime().Equal(last) {
 			continue

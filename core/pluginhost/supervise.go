@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ployz/ployz/sdk"
@@ -213,14 +215,21 @@ func (s *supervisor) reconfigure(ctx context.Context) error {
 }
 
 // watch returns why the plugin stopped being healthy, or when ctx ends.
-// Process death counts at once; health checks must fail twice in a row so
-// one slow answer does not restart a busy plugin. A changed manifest entry
-// ends a managed plugin (it restarts on the new binary) and makes a
-// long-lived one switch (switchLongLived).
+// Process death counts at once: the watch wakes when the connection
+// leaves READY (the process's socket closed) and sees the exit go-plugin
+// recorded (a pidfd for an attached process). At rest it checks health
+// every HealthInterval; checks must fail twice in a row (the second
+// failedRecheck after the first) so one slow answer does not restart a
+// busy plugin. A changed manifest entry ends a managed plugin (it
+// restarts on the new binary) and makes a long-lived one switch
+// (switchLongLived).
 func (s *supervisor) watch(ctx context.Context, inst *instance) string {
 	hc := grpc_health_v1.NewHealthClient(inst.conn)
 	interval := s.h.cfg.HealthInterval
-	t := time.NewTicker(interval)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	dropped := connDropped(wctx, inst.conn)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	failures := 0
 	s.switchLongLived(ctx, inst)
@@ -234,37 +243,76 @@ func (s *supervisor) watch(ctx context.Context, inst *instance) string {
 			}
 			s.switchLongLived(ctx, inst)
 			continue
+		case <-dropped:
+			// The exit, if that is what dropped it, is recorded a moment
+			// after the socket closed: give go-plugin that moment.
+			exitSettles(inst)
+			t.Stop()
 		case <-t.C:
 		}
 		if inst.client.Exited() {
 			return fmt.Sprintf("process %d exited", inst.pid)
 		}
-		cctx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
+		cctx, cancel := context.WithTimeout(ctx, min(max(interval, time.Second), healthTimeout))
 		resp, err := hc.Check(cctx, &grpc_health_v1.HealthCheckRequest{Service: healthService})
 		cancel()
 		if ctx.Err() != nil {
 			return "host stopping"
 		}
+		next := interval
 		switch {
 		case err != nil:
 			failures++
 			if failures >= 2 {
 				return fmt.Sprintf("health check failed: %v", err)
 			}
+			next = min(interval, failedRecheck)
 		case resp.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING:
 			return fmt.Sprintf("health status %s", resp.GetStatus())
 		default:
 			failures = 0
 			s.refreshInfo(ctx, inst, interval)
 		}
+		t.Reset(next)
 	}
 }
+
+// connDropped receives (coalesced) whenever conn leaves READY, until ctx
+// ends: a plugin's process that exits closes its end, so the watch need
+// not poll to learn of it.
+func connDropped(ctx context.Context, conn *grpc.ClientConn) <-chan struct{} {
+	c := make(chan struct{}, 1)
+	go func() {
+		st := conn.GetState()
+		for conn.WaitForStateChange(ctx, st) {
+			if st = conn.GetState(); st != connectivity.Ready {
+				select {
+				case c <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return c
+}
+
+// exitSettles waits up to exitGrace for go-plugin to record the exit of
+// inst's process (it does so when its Wait returns, just after the
+// socket closed); it returns early once recorded.
+func exitSettles(inst *instance) {
+	for deadline := time.Now().Add(exitGrace); !inst.client.Exited() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exitGrace bounds exitSettles.
+const exitGrace = 200 * time.Millisecond
 
 // refreshInfo asks a healthy plugin's Info again for what changes while it
 // runs (its dropped store events); a failed answer keeps the last one, the
 // health check alone judges the plugin.
 func (s *supervisor) refreshInfo(ctx context.Context, inst *instance, interval time.Duration) {
-	cctx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
+	cctx, cancel := context.WithTimeout(ctx, min(max(interval, time.Second), healthTimeout))
 	defer cancel()
 	info, err := pluginv1.NewPluginClient(inst.conn).Info(cctx, &pluginv1.InfoRequest{})
 	if err != nil {

@@ -11,11 +11,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/caddyconfig"
 	"github.com/ployz/ployz/sdk/ingress"
+	"github.com/ployz/ployz/sdk/store"
 )
 
 // Defaults of Config's timing fields.
 const (
 	DefaultInterval       = time.Second
+	DefaultSafetyInterval = 30 * time.Second
 	DefaultChallengeGrace = 3 * time.Second
 	DefaultChallengeTTL   = 2 * time.Minute
 	DefaultMinBackoff     = 60 * time.Second
@@ -43,8 +45,14 @@ type Config struct {
 	Store Store
 	// Log receives issuance events (default: discarded).
 	Log hclog.Logger
-	// Interval is the store poll interval (DefaultInterval).
+	// Interval is the store poll interval while the manager does not
+	// follow the store by subscription: a Store that is no Watcher, or
+	// whose subscriptions are not open (DefaultInterval).
 	Interval time.Duration
+	// SafetyInterval is how often a manager following the store by
+	// subscription reads it with no change reported and no timer due: a
+	// net under the subscriptions (DefaultSafetyInterval).
+	SafetyInterval time.Duration
 	// ChallengeGrace is how long the issuer waits after writing the
 	// challenge before asking the CA to validate, so every Machine's
 	// proxy has loaded it (DefaultChallengeGrace).
@@ -84,6 +92,7 @@ type Snapshot struct {
 type Manager struct {
 	cfg     Config
 	log     hclog.Logger
+	watcher Watcher // nil: poll every Interval
 	kick    chan struct{}
 	changed chan struct{} // Changed
 
@@ -96,7 +105,8 @@ type Manager struct {
 	onDemand  []string        // wildcards whose names may be asked (AllowOnDemand)
 	asked     map[string]bool // names asked on demand on this Machine (Obtain)
 	storeErr  string
-	lastErr   string // the last store error logged
+	lastErr   string    // the last store error logged
+	nextAt    time.Time // the next time a decision changes with no store change (zero: none)
 
 	acct *account // guarded by the single issuing goroutine
 }
@@ -118,6 +128,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("acme: no store")
 	}
+	w, _ := cfg.Store.(Watcher) // before wrapping: the wrapper hides it
 	if cfg.Keys != nil {
 		cfg.Store = newSealingStore(cfg.Store, cfg.Keys, logOrNull(cfg.Log).Named("keys"))
 	}
@@ -127,6 +138,7 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	def(&cfg.Interval, DefaultInterval)
+	def(&cfg.SafetyInterval, DefaultSafetyInterval)
 	def(&cfg.ChallengeGrace, DefaultChallengeGrace)
 	def(&cfg.ChallengeTTL, DefaultChallengeTTL)
 	def(&cfg.MinBackoff, DefaultMinBackoff)
@@ -146,7 +158,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Verify == nil {
 		cfg.Verify = VerifyHostname
 	}
-	return &Manager{cfg: cfg, log: cfg.Log, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1),
+	return &Manager{cfg: cfg, log: cfg.Log, watcher: w, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1),
 		firstSeen: map[string]time.Time{}, local: map[string]localWait{},
 		snap: Snapshot{TLS: caddyconfig.TLS{Listen: cfg.ListenTLS}}}, nil
 }
@@ -191,26 +203,62 @@ func (m *Manager) poke() {
 	}
 }
 
-// Run reads the store every Interval (and when Want changes), refreshes
-// the snapshot and starts an issuance when this Machine's turn came,
-// until ctx ends. A failed read keeps the last snapshot.
+// Run reads the store when it changed (a Watcher's subscriptions), when
+// a timer of the snapshot comes due (a renewal, an expiry, this
+// Machine's turn, the end of a backoff or of another Machine's
+// challenge), when Want changes, and at least every SafetyInterval; it
+// refreshes the snapshot and starts an issuance when this Machine's turn
+// came, until ctx ends. Without subscriptions (a Store that is no
+// Watcher, or while they are not open) it reads every Interval. A failed
+// read keeps the last snapshot.
 func (m *Manager) Run(ctx context.Context) error {
+	var w *store.Watch
+	var changes <-chan struct{}
+	if m.watcher != nil {
+		w = m.watcher.Watch(ctx, m.log.Named("watch"))
+		changes = w.C
+	}
 	for ctx.Err() == nil {
-		m.Refresh(ctx)
+		ok := m.refresh(ctx)
+		timer := time.NewTimer(m.waitFor(w, ok))
 		select {
 		case <-ctx.Done():
 		case <-m.kick:
-		case <-time.After(m.cfg.Interval):
+		case <-changes:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
 	return nil
+}
+
+// waitFor is how long Run waits for a change after a read (ok: it
+// succeeded): until the snapshot's next timer, at most SafetyInterval,
+// while w's subscriptions are open; Interval otherwise.
+func (m *Manager) waitFor(w *store.Watch, ok bool) time.Duration {
+	if w == nil || !w.Live() || !ok {
+		return m.cfg.Interval
+	}
+	wait := m.cfg.SafetyInterval
+	m.mu.Lock()
+	next := m.nextAt
+	m.mu.Unlock()
+	if !next.IsZero() {
+		// The evaluation then sees now at or past next; 10 ms keeps a
+		// clock that reads slightly early from spinning.
+		wait = min(wait, max(next.Sub(m.cfg.Now()), 0)+10*time.Millisecond)
+	}
+	return wait
 }
 
 // Refresh reads the store once, refreshes the snapshot and starts an
 // issuance when this Machine's turn came; Run calls it in a loop. The
 // proxy calls it once itself after its first Want, so a restarted proxy's
 // first load already serves the certificates the store holds.
-func (m *Manager) Refresh(ctx context.Context) {
+func (m *Manager) Refresh(ctx context.Context) { m.refresh(ctx) }
+
+// refresh is Refresh; false when the store did not answer.
+func (m *Manager) refresh(ctx context.Context) bool {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	rows, err := m.cfg.Store.Certificates(rctx)
 	var ms []string
@@ -222,7 +270,7 @@ func (m *Manager) Refresh(ctx context.Context) {
 		if ctx.Err() == nil {
 			m.storeFailed(err)
 		}
-		return
+		return false
 	}
 	m.mu.Lock()
 	m.lastErr = ""
@@ -230,6 +278,7 @@ func (m *Manager) Refresh(ctx context.Context) {
 	if j := m.evaluate(rows, ms); j.hostname != "" {
 		go m.issue(ctx, j, ms)
 	}
+	return true
 }
 
 // storeFailed records a failed store read, logging it when it is new.

@@ -81,6 +81,7 @@ func (m *Manager) evaluate(rows []store.Row[store.CertificateBody], ms []string)
 		}
 	}
 	m.snap = e.snap
+	m.nextAt = e.next
 	return job{hostname: e.due, prev: e.prev, dns: e.dueDNS}
 }
 
@@ -98,6 +99,15 @@ type certEvaluation struct {
 	dueDNS   *ingress.DNSProvider
 	users    []ingress.UserCertificate // user certificates that parsed
 	dns      []ingress.DNSProvider     // DNS providers that parsed and opened
+	next     time.Time                 // the earliest timer due after now (zero: none)
+}
+
+// at notes t as a timer of this evaluation: a time after now at which a
+// decision changes with no store change (an expiry, a renewal, a turn).
+func (e *certEvaluation) at(t time.Time) {
+	if t.After(e.now) && (e.next.IsZero() || t.Before(e.next)) {
+		e.next = t
+	}
 }
 
 // certView is one certificates row as read: its material, or why not.
@@ -234,6 +244,7 @@ func (e *certEvaluation) host(h string) {
 		e.snap.States = append(e.snap.States, ingress.CertificateState{Hostname: h, State: ingress.CertIssued,
 			NotAfter: u.NotAfter.Unix(), Issuer: u.Issuer, Source: ingress.CertSourceUser, Detail: "user certificate " + u.ID})
 		delete(e.m.firstSeen, h)
+		e.at(u.NotAfter)
 		return
 	}
 	prov, viaDNS := ingress.DNSProviderFor(e.dns, h)
@@ -251,6 +262,8 @@ func (e *certEvaluation) host(h string) {
 		e.snap.TLS.Certificates = append(e.snap.TLS.Certificates, caddyconfig.Certificate{CertPEM: v.mat.certPEM, KeyPEM: v.mat.keyPEM, Hostname: h})
 		st.State, st.NotAfter, st.Issuer = ingress.CertIssued, v.mat.notAfter.Unix(), b.Issuer
 		needs = !e.now.Before(v.mat.renewAt())
+		e.at(v.mat.renewAt())
+		e.at(v.mat.notAfter)
 	} else if b.Failures > 0 {
 		st.State = ingress.CertFailed
 	}
@@ -290,10 +303,12 @@ func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress
 		st.Detail = joinDetail(st.Detail, "issuing on this Machine")
 		return false
 	case foreign && e.now.Sub(updated) < m.cfg.ChallengeTTL:
+		e.at(updated.Add(m.cfg.ChallengeTTL))
 		st.Issuer = b.Issuer
 		st.Detail = joinDetail(st.Detail, "issuance in progress on "+b.Issuer)
 		return false
 	case e.now.Before(lw.until):
+		e.at(lw.until)
 		st.Detail = joinDetail(st.Detail, fmt.Sprintf("this Machine's hostname check failed (%s); next check %s",
 			lw.err, lw.until.UTC().Format(time.RFC3339)))
 		return false
@@ -308,6 +323,7 @@ func (e *certEvaluation) schedule(h string, v certView, exists bool, st *ingress
 	at := base.Add(time.Duration(r) * m.cfg.RankDelay)
 	switch {
 	case e.now.Before(at):
+		e.at(at)
 		st.Detail = joinDetail(st.Detail, fmt.Sprintf("rank %d of %d: this Machine's turn at %s",
 			r, max(e.machines, r+1), at.UTC().Format(time.RFC3339)))
 	case m.issuing == "" && e.due == "":

@@ -36,7 +36,7 @@ func startCertificates(ctx context.Context, spec ingress.Spec, st acme.Store, lo
 		return nil, nil
 	}
 	if st == nil {
-		st = store.NewTokenFileClient(spec.StoreAPI, spec.StoreTokenFile)
+		st = acme.TokenFileStore{TokenFileClient: store.NewTokenFileClient(spec.StoreAPI, spec.StoreTokenFile)} // followed by subscription
 	}
 	keys, err := acme.LoadSealer(spec.ClusterSecretFile)
 	if err != nil {
