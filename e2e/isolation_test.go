@@ -289,7 +289,7 @@ func TestNamespaceIsolation(t *testing.T) {
 			}
 		}
 		web, api := isoContainerOf(t, op, "alpha", "web"), isoContainerOf(t, op, "beta", "api")
-		bWeb = isoContainerOf(t, op, "beta", "web") // replaced: its route is gone
+		bWeb = isoContainerOf(t, op, "beta", "web")  // replaced: its route is gone
 		reaches(web, api.ip+":8080")                 // across the mesh, over payments
 		reaches(web, "api."+api.ns+".internal:8080") // by name
 		reaches(api, web.ip+":8080")                 // and back

@@ -13,9 +13,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
 	"github.com/ployz/ployz/plugins/ingress-caddy/internal/acme"
-	"github.com/ployz/ployz/internal/prereq"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/ingress/routeopt"
 	"github.com/ployz/ployz/sdk/store"
