@@ -31,8 +31,10 @@
 //	                     "upstream URL" and "name TEXT" lines; / is proxied
 //	                     with an X-Proxy-Name: TEXT response header
 //
-// Endpoints: / (JSON: hostname, message, ready), /healthz, /env, and
-// /bytes?n=N (N zero bytes, for throughput measurements).
+// Endpoints: / (JSON: hostname, message, ready), /healthz, /env,
+// /bytes?n=N (N zero bytes, for throughput measurements) and /ws (a
+// WebSocket answering each text message TEXT with "TEXT from HOSTNAME
+// (MESSAGE)", for the ingress's WebSocket and drain checks).
 // `testapp healthcheck` probes /healthz on localhost, for Docker HEALTHCHECK
 // in an image that has no shell or curl; `testapp get URL` prints a URL's
 // body, a client for tests inside such a container.
@@ -57,6 +59,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/websocket"
 )
 
 func main() {
@@ -168,6 +172,7 @@ func main() {
 		fmt.Println(line)
 		fmt.Fprintln(w, "logged")
 	})
+	mux.Handle("/ws", wsEcho(host))
 	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
 		env := map[string]string{}
 		for _, kv := range os.Environ() {
@@ -185,6 +190,25 @@ func main() {
 	if err := http.ListenAndServe(":"+port, mux); err != nil {
 		fatal("listen: %v", err)
 	}
+}
+
+// wsEcho answers each text message on a WebSocket with the message, the
+// Container's hostname and MESSAGE, so a test learns which Container
+// echoed. A websocket.Server, not websocket.Handler: clients without an
+// Origin header (tests, not browsers) are accepted.
+func wsEcho(host string) http.Handler {
+	return websocket.Server{Handler: func(c *websocket.Conn) {
+		defer c.Close()
+		for {
+			var msg string
+			if err := websocket.Message.Receive(c, &msg); err != nil {
+				return // the peer's close frame, or the connection ended
+			}
+			if err := websocket.Message.Send(c, fmt.Sprintf("%s from %s (%s)", msg, host, os.Getenv("MESSAGE"))); err != nil {
+				return
+			}
+		}
+	}}
 }
 
 // inherited is the listening socket passed as fd 3 (sd_listen_fds(3)),

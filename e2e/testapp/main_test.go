@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/websocket"
 )
 
 // build compiles testapp once per test into a temp dir.
@@ -248,5 +250,46 @@ func TestOneShot(t *testing.T) {
 	err = cmd.Wait()
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(string(rest), "got interrupt") {
 		t.Fatalf("SIGINT while sleeping: %v, stdout %q", err, rest)
+	}
+}
+
+// TestWebSocketEcho: /ws echoes each text message with the Container's
+// MESSAGE.
+func TestWebSocketEcho(t *testing.T) {
+	bin := build(t)
+	port := freePort(t)
+	app := exec.Command(bin)
+	app.Env = append(os.Environ(), "PORT="+port, "MESSAGE=echoer")
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Process.Kill()
+	cfg, err := websocket.NewConfig("ws://127.0.0.1:"+port+"/ws", "http://unused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn *websocket.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if conn, err = websocket.DialConfig(cfg); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dial /ws: %v", err)
+		}
+	}
+	defer conn.Close()
+	host, _ := os.Hostname()
+	for _, msg := range []string{"one", "two"} {
+		if err := websocket.Message.Send(conn, msg); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := websocket.Message.Receive(conn, &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := msg + " from " + host + " (echoer)"; got != want {
+			t.Errorf("echo of %q: %q, want %q", msg, got, want)
+		}
 	}
 }
