@@ -41,12 +41,15 @@ import (
 // their certificates at their first handshake (tls: on_demand, HTTP-01).
 // Two paths under the user certificate's name carry per-route options:
 // /private basic auth (authHash, a bcrypt hash) and /upload a 1 KiB body
-// limit. message is the Container's MESSAGE (a new one redeploys).
+// limit. message is the Container's MESSAGE (a new one redeploys). The
+// image is this build's testapp by its content tag: a deploy delivers
+// the host's image of the tag it names, and another checkout's lab may
+// have moved ployz-testapp:latest since this one started.
 func certsCompose(message, authHash string) string {
 	return fmt.Sprintf(`name: certs
 services:
   web:
-    image: ployz-testapp:latest
+    image: %s
     environment: {MESSAGE: %q}
     healthcheck:
       test: ["CMD", "/testapp", "healthcheck"]
@@ -71,7 +74,7 @@ services:
       - hostname: "*.od.example.test"
         container_port: 8080
         tls: on_demand
-`, message, strings.ReplaceAll(authHash, "$", "$$"))
+`, lab.TestAppRef(), message, strings.ReplaceAll(authHash, "$", "$$"))
 }
 
 // TestIngressCertificates checks the certificate features CLI → daemon →
@@ -561,7 +564,7 @@ func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.
 	for _, m := range l.Machines {
 		ws, _, err := wsDialOnce(m.IP.String(), "user.example.test", roots)
 		if err != nil {
-			t.Errorf("new WebSocket through %s: %v", m.Name, err)
+			t.Errorf("new WebSocket through %s: %v (a GET /ws answers %s)", m.Name, err, wsRefusal(m.IP.String(), roots))
 			continue
 		}
 		var got string
@@ -573,6 +576,22 @@ func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.
 			t.Errorf("new WebSocket through %s: %q %v, want an echo from the new Container (certs-v2)", m.Name, got, err)
 		}
 	}
+}
+
+// wsRefusal is what a WebSocket handshake on /ws is answered, for a
+// failure message.
+func wsRefusal(ip string, roots *x509.CertPool) string {
+	req, _ := http.NewRequest(http.MethodGet, "https://user.example.test/ws", nil)
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	req.Header.Set("Origin", "https://user.example.test")
+	_, resp, body, err := tlsDoOnce(ip, req, roots, 5*time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d %q", resp.StatusCode, body)
 }
 
 // wsEchoLoop sends a numbered message every 200 ms and reads its echo
