@@ -235,7 +235,7 @@ func (t *routeTable) addrs() map[string]bool {
 // one away. Without it a WebSocket opened before an unrelated refresh
 // round was forgotten, and its Container stopped under it at once.
 func (t *routeTable) inherit(prev *routeTable) {
-	if prev == nil {
+	if t == nil || prev == nil {
 		return
 	}
 	for host, h := range t.http {
