@@ -33,6 +33,11 @@ import (
 	"github.com/ployz/ployz/sdk/ingress"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/net/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // certsCompose routes three kinds of hostname to one Service: one a user
@@ -97,7 +102,9 @@ services:
 //     under it reaches the Container;
 //   - a WebSocket through each Machine keeps echoing across a redeploy
 //     (a new MESSAGE) until the drain window ends it with a close frame
-//     1001, and a new one then reaches the new Container.
+//     1001, and a new one then reaches the new Container; a gRPC unary
+//     call and a server stream (health Check, Watch) likewise, the stream
+//     ended with UNAVAILABLE.
 //
 // Every client call is a single attempt (one TLS handshake, one request
 // on it) verifying the chain against the issuing root; only the CLI's
@@ -241,13 +248,13 @@ func TestIngressCertificates(t *testing.T) {
 	}
 	t.Logf("cert ls:\n%s", op.must(t, "cert", "ls"))
 
-	// 4. WebSockets across a redeploy.
+	// 4. WebSockets and gRPC across a redeploy.
 	wsStart := time.Now()
 	checkWebSocketRedeploy(t, l, op, userRoots, certsCompose("certs-v2", string(authHash)))
 	if p.Orders() != 2 || p.Issued() != 2 {
 		t.Errorf("pebble after the redeploy: %d orders, %d certificates; want still 2 and 2", p.Orders(), p.Issued())
 	}
-	t.Logf("WebSocket redeploy step took %s", time.Since(wsStart).Round(100*time.Millisecond))
+	t.Logf("WebSocket and gRPC redeploy step took %s", time.Since(wsStart).Round(100*time.Millisecond))
 	t.Logf("TestIngressCertificates took %s (%s after the Cluster was ready)", time.Since(start).Round(100*time.Millisecond), time.Since(deployed).Round(100*time.Millisecond))
 }
 
@@ -494,13 +501,15 @@ type wsEcho struct {
 	code    int   // the close frame's status, 0 without one
 }
 
-// checkWebSocketRedeploy opens a WebSocket to user.example.test/ws
-// through each Machine, echoes a message on each every 200 ms while it
+// checkWebSocketRedeploy opens a WebSocket to user.example.test/ws and a
+// gRPC health Watch through each Machine, echoes a message on each every 200 ms while it
 // redeploys compose (a new MESSAGE), and checks that each connection
 // answered from the old Container until the proxy ended it with a close
 // frame 1001, no earlier than the drain window after the deploy began
 // and before the deploy finished; then a new WebSocket through each
-// Machine reaches the new Container.
+// Machine reaches the new Container. Each Watch likewise stays open until
+// the drain window ends it with UNAVAILABLE, and a Check then reaches the
+// new Container.
 func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.CertPool, compose string) {
 	t.Helper()
 	echoes := make(chan wsEcho, len(l.Machines))
@@ -511,6 +520,30 @@ func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.
 		}
 		defer ws.Close()
 		go func() { echoes <- wsEchoLoop(m.Name, ws, tail) }()
+	}
+	watches := make(chan grpcEnd, len(l.Machines))
+	for _, m := range l.Machines {
+		hc := healthClient(t, m.IP.String(), roots)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "certs"}); err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("gRPC Check through %s: %v %v", m.Name, res, err)
+		}
+		w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "certs"})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		if err != nil {
+			t.Fatalf("gRPC Watch through %s: %v", m.Name, err)
+		}
+		go func() {
+			for {
+				if _, err := w.Recv(); err != nil {
+					watches <- grpcEnd{m.Name, time.Now(), err}
+					return
+				}
+			}
+		}()
 	}
 	time.Sleep(time.Second) // a few echoes before the redeploy
 	began := time.Now()
@@ -561,6 +594,31 @@ func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.
 			}
 		}
 	}
+	for range l.Machines {
+		var g grpcEnd
+		select {
+		case g = <-watches:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a gRPC Watch still open 10 s after the redeploy finished")
+		}
+		t.Logf("gRPC Watch through %s ended %s after the redeploy began (%s before it finished): %v",
+			g.machine, g.ended.Sub(began).Round(100*time.Millisecond), finished.Sub(g.ended).Round(100*time.Millisecond), g.err)
+		if status.Code(g.err) != codes.Unavailable {
+			t.Errorf("gRPC Watch through %s ended with %v, want UNAVAILABLE", g.machine, g.err)
+		}
+		if g.ended.Before(began.Add(wsDrainWindow)) || g.ended.After(finished.Add(time.Second)) {
+			t.Errorf("gRPC Watch through %s ended %s after the redeploy began, want between the drain window (%s) and its end (%s)",
+				g.machine, g.ended.Sub(began), wsDrainWindow, finished.Sub(began))
+		}
+	}
+	for _, m := range l.Machines {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := healthClient(t, m.IP.String(), roots).Check(ctx, &healthpb.HealthCheckRequest{Service: "certs-v2"})
+		cancel()
+		if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("gRPC Check of certs-v2 through %s: %v %v, want the new Container SERVING", m.Name, res, err)
+		}
+	}
 	for _, m := range l.Machines {
 		ws, _, err := wsDialOnce(m.IP.String(), "user.example.test", roots)
 		if err != nil {
@@ -576,6 +634,26 @@ func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.
 			t.Errorf("new WebSocket through %s: %q %v, want an echo from the new Container (certs-v2)", m.Name, got, err)
 		}
 	}
+}
+
+// grpcEnd is how a gRPC stream through a Machine ended.
+type grpcEnd struct {
+	machine string
+	ended   time.Time
+	err     error
+}
+
+// healthClient is a gRPC health client on a new connection to ip:443 for
+// user.example.test (HTTP/2 by ALPN, the chain verified against roots).
+func healthClient(t *testing.T, ip string, roots *x509.CertPool) healthpb.HealthClient {
+	t.Helper()
+	creds := credentials.NewTLS(&tls.Config{ServerName: "user.example.test", RootCAs: roots})
+	cc, err := grpc.NewClient("passthrough:///"+ip+":443", grpc.WithTransportCredentials(creds), grpc.WithAuthority("user.example.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return healthpb.NewHealthClient(cc)
 }
 
 // wsRefusal is what a WebSocket handshake on /ws is answered, for a
