@@ -563,7 +563,7 @@ func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.
 		}
 		for _, m := range l.Machines {
 			out, _ := l.Exec(context.Background(), m.Name, "sh", "-c",
-				"journalctl -u ployz-plugin@ingress-caddy --no-pager -o short-precise --since -2min | grep -i -E 'ack|drain|stream|retire|pointer|websocket' | tail -40")
+				"journalctl -u ployz-plugin@ingress-caddy --no-pager -o short-precise --since -2min | grep -i -E 'acking|drain|stream|retire|pointer|websocket' | tail -40")
 			t.Logf("%s ingress log:\n%s", m.Name, out)
 		}
 	}()
