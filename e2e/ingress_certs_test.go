@@ -9,8 +9,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -20,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,17 +31,31 @@ import (
 	"github.com/ployz/ployz/e2e/lab"
 	"github.com/ployz/ployz/plugins/ingress-caddy/acmetest"
 	"github.com/ployz/ployz/sdk/ingress"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/net/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // certsCompose routes three kinds of hostname to one Service: one a user
 // certificate covers, a wildcard in the DNS provider's zone (a wildcard
 // certificate through DNS-01) and a wildcard outside it whose names get
 // their certificates at their first handshake (tls: on_demand, HTTP-01).
-const certsCompose = `name: certs
+// Two paths under the user certificate's name carry per-route options:
+// /private basic auth (authHash, a bcrypt hash) and /upload a 1 KiB body
+// limit. message is the Container's MESSAGE (a new one redeploys). The
+// image is this build's testapp by its content tag: a deploy delivers
+// the host's image of the tag it names, and another checkout's lab may
+// have moved ployz-testapp:latest since this one started.
+func certsCompose(message, authHash string) string {
+	return fmt.Sprintf(`name: certs
 services:
   web:
-    image: ployz-testapp:latest
-    environment: {MESSAGE: "certs"}
+    image: %s
+    environment: {MESSAGE: %q}
     healthcheck:
       test: ["CMD", "/testapp", "healthcheck"]
       interval: 1s
@@ -47,12 +64,23 @@ services:
     x-ports:
       - hostname: user.example.test
         container_port: 8080
+      - hostname: user.example.test
+        path: /private
+        container_port: 8080
+        basic_auth:
+          realm: lab
+          users: {alice: %q}
+      - hostname: user.example.test
+        path: /upload
+        container_port: 8080
+        max_body_size: 1024
       - hostname: "*.w.example.test"
         container_port: 8080
       - hostname: "*.od.example.test"
         container_port: 8080
         tls: on_demand
-`
+`, lab.TestAppRef(), message, strings.ReplaceAll(authHash, "$", "$$"))
+}
 
 // TestIngressCertificates checks the certificate features CLI → daemon →
 // ingress on two lab Machines, against a real ACME CA (Pebble) whose DNS
@@ -67,7 +95,16 @@ services:
 //   - tls: on_demand on *.od.example.test (outside the provider's zone, so
 //     HTTP-01, BIND resolving the names to m1): a name under it gets its
 //     certificate at its first handshake; a name two labels under it, and
-//     one no route names, fail their handshakes and order nothing.
+//     one no route names, fail their handshakes and order nothing;
+//   - per-route options on paths under the user certificate's name, on
+//     both Machines: basic auth refuses no or wrong credentials (401) and
+//     admits the right ones; a body over the limit is refused (413), one
+//     under it reaches the Container;
+//   - a WebSocket through each Machine keeps echoing across a redeploy
+//     (a new MESSAGE) until the drain window ends it with a close frame
+//     1001, and a new one then reaches the new Container; a gRPC unary
+//     call and a server stream (health Check, Watch) likewise, the stream
+//     ended with UNAVAILABLE.
 //
 // Every client call is a single attempt (one TLS handshake, one request
 // on it) verifying the chain against the issuing root; only the CLI's
@@ -129,8 +166,13 @@ func TestIngressCertificates(t *testing.T) {
 		t.Errorf("dns-provider set printed the secret: %s", raw)
 	}
 
+	const authPass = "lab-pass"
+	authHash, err := bcrypt.GenerateFromPassword([]byte(authPass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deployed := time.Now()
-	doc, errs, code := deployFile(t, op, certsCompose)
+	doc, errs, code := deployFile(t, op, certsCompose("certs", string(authHash)))
 	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
 		t.Fatalf("deploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
 	}
@@ -146,6 +188,9 @@ func TestIngressCertificates(t *testing.T) {
 		}
 	}
 	t.Logf("user certificate served by both Machines %s after the deploy", time.Since(deployed).Round(100*time.Millisecond))
+	optionsStart := time.Now()
+	checkRouteOptions(t, l, userRoots, "alice", authPass)
+	t.Logf("basic auth and body limit checked on both Machines in %s", time.Since(optionsStart).Round(10*time.Millisecond))
 
 	roots := p.Roots(t)
 	certLoaded(t, op, "*.w.example.test", "")
@@ -202,6 +247,14 @@ func TestIngressCertificates(t *testing.T) {
 		t.Errorf("pebble at the end: %d orders, %d certificates; want 2 and 2 (the wildcard, %s)", p.Orders(), p.Issued(), onDemand)
 	}
 	t.Logf("cert ls:\n%s", op.must(t, "cert", "ls"))
+
+	// 4. WebSockets and gRPC across a redeploy.
+	wsStart := time.Now()
+	checkWebSocketRedeploy(t, l, op, userRoots, certsCompose("certs-v2", string(authHash)))
+	if p.Orders() != 2 || p.Issued() != 2 {
+		t.Errorf("pebble after the redeploy: %d orders, %d certificates; want still 2 and 2", p.Orders(), p.Issued())
+	}
+	t.Logf("WebSocket and gRPC redeploy step took %s", time.Since(wsStart).Round(100*time.Millisecond))
 	t.Logf("TestIngressCertificates took %s (%s after the Cluster was ready)", time.Since(start).Round(100*time.Millisecond), time.Since(deployed).Round(100*time.Millisecond))
 }
 
@@ -334,28 +387,370 @@ func onDemandState(t *testing.T, op *operator) string {
 // chain against roots, sends one GET / on it and returns the served leaf
 // and the body. No retry: a failed handshake or request is the answer.
 func tlsGetOnce(ip, name string, roots *x509.CertPool, timeout time.Duration) (*x509.Certificate, string, error) {
-	raw, err := net.DialTimeout("tcp", ip+":443", 5*time.Second)
+	req, err := http.NewRequest(http.MethodGet, "https://"+name+"/", nil)
 	if err != nil {
 		return nil, "", err
 	}
-	defer raw.Close()
+	leaf, resp, body, err := tlsDoOnce(ip, req, roots, timeout)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return leaf, body, err
+}
+
+// tlsDoOnce sends req on one new TLS connection to ip:443 (the name
+// req's host, the chain verified against roots) and returns the served
+// leaf, the response and its body, whatever the status. One attempt, no
+// retry, no redirect followed.
+func tlsDoOnce(ip string, req *http.Request, roots *x509.CertPool, timeout time.Duration) (*x509.Certificate, *http.Response, string, error) {
+	conn, err := tlsDialOnce(ip, req.URL.Hostname(), roots, timeout)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer conn.Close()
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		return leaf, nil, "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return leaf, nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return leaf, resp, string(b), err
+}
+
+// tlsDialOnce opens one TLS connection (HTTP/1.1 by ALPN) to ip:443 for
+// name, the chain verified against roots, with a deadline timeout away.
+func tlsDialOnce(ip, name string, roots *x509.CertPool, timeout time.Duration) (*tls.Conn, error) {
+	raw, err := net.DialTimeout("tcp", ip+":443", 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	raw.SetDeadline(time.Now().Add(timeout)) // an on-demand handshake waits for its certificate
 	conn := tls.Client(raw, &tls.Config{ServerName: name, RootCAs: roots, NextProtos: []string{"http/1.1"}})
 	if err := conn.Handshake(); err != nil {
-		return nil, "", err
+		raw.Close()
+		return nil, err
 	}
-	leaf := conn.ConnectionState().PeerCertificates[0]
-	if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", name); err != nil {
-		return leaf, "", err
+	return conn, nil
+}
+
+// checkRouteOptions checks, through each Machine with one request per
+// case: /private refuses no and wrong credentials with 401 naming the
+// realm and admits user:pass; /upload refuses a body over its 1 KiB limit
+// with 413 and passes one under it to the Container.
+func checkRouteOptions(t *testing.T, l *lab.Lab, roots *x509.CertPool, user, pass string) {
+	t.Helper()
+	type check struct {
+		what, method, path string
+		auth               []string // user, password
+		body               int
+		want               int
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	checks := []check{
+		{"no credentials", http.MethodGet, "/private", nil, 0, http.StatusUnauthorized},
+		{"a wrong password", http.MethodGet, "/private", []string{user, pass + "x"}, 0, http.StatusUnauthorized},
+		{"an unknown user", http.MethodGet, "/private", []string{"mallory", pass}, 0, http.StatusUnauthorized},
+		{"the right credentials", http.MethodGet, "/private", []string{user, pass}, 0, http.StatusOK},
+		{"a body over the limit", http.MethodPost, "/upload", nil, 2048, http.StatusRequestEntityTooLarge},
+		{"a body under the limit", http.MethodPost, "/upload", nil, 512, http.StatusOK},
+	}
+	for _, m := range l.Machines {
+		for _, c := range checks {
+			req, err := http.NewRequest(c.method, "https://user.example.test"+c.path, strings.NewReader(strings.Repeat("x", c.body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.auth != nil {
+				req.SetBasicAuth(c.auth[0], c.auth[1])
+			}
+			_, resp, body, err := tlsDoOnce(m.IP.String(), req, roots, 10*time.Second)
+			if err != nil {
+				t.Errorf("%s %s with %s through %s: %v", c.method, c.path, c.what, m.Name, err)
+				continue
+			}
+			if resp.StatusCode != c.want {
+				t.Errorf("%s %s with %s through %s: %d %q, want %d", c.method, c.path, c.what, m.Name, resp.StatusCode, body, c.want)
+			}
+			switch {
+			case c.want == http.StatusOK && !strings.Contains(body, `"path":"`+c.path+`"`):
+				t.Errorf("%s %s with %s through %s: %q did not come from the Container", c.method, c.path, c.what, m.Name, body)
+			case c.want == http.StatusUnauthorized && !strings.Contains(resp.Header.Get("WWW-Authenticate"), `realm="lab"`):
+				t.Errorf("%s %s with %s through %s: WWW-Authenticate %q, want the realm lab", c.method, c.path, c.what, m.Name, resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+	}
+}
+
+// wsDrainWindow is the proxy's drain window (docs/ingress.md, "Long-lived
+// streams on a redeploy"): a WebSocket open on a retired Container is
+// ended no earlier than this after its Serving Pointer moved.
+const wsDrainWindow = 10 * time.Second
+
+// wsEcho is what one echo loop saw: each answer and when it came, and how
+// the connection ended.
+type wsEcho struct {
+	machine string
+	answers []string
+	last    time.Time // the last answer
+	ended   time.Time
+	err     error // what Receive returned at the end
+	code    int   // the close frame's status, 0 without one
+}
+
+// checkWebSocketRedeploy opens a WebSocket to user.example.test/ws and a
+// gRPC health Watch through each Machine, echoes a message on each every 200 ms while it
+// redeploys compose (a new MESSAGE), and checks that each connection
+// answered from the old Container until the proxy ended it with a close
+// frame 1001, no earlier than the drain window after the deploy began
+// and before the deploy finished; then a new WebSocket through each
+// Machine reaches the new Container. Each Watch likewise stays open until
+// the drain window ends it with UNAVAILABLE, and a Check then reaches the
+// new Container.
+func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.CertPool, compose string) {
+	t.Helper()
+	echoes := make(chan wsEcho, len(l.Machines))
+	for _, m := range l.Machines {
+		ws, tail, err := wsDialOnce(m.IP.String(), "user.example.test", roots)
+		if err != nil {
+			t.Fatalf("WebSocket through %s: %v", m.Name, err)
+		}
+		defer ws.Close()
+		go func() { echoes <- wsEchoLoop(m.Name, ws, tail) }()
+	}
+	watches := make(chan grpcEnd, len(l.Machines))
+	for _, m := range l.Machines {
+		hc := healthClient(t, m.IP.String(), roots)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "certs"}); err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("gRPC Check through %s: %v %v", m.Name, res, err)
+		}
+		w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "certs"})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		if err != nil {
+			t.Fatalf("gRPC Watch through %s: %v", m.Name, err)
+		}
+		go func() {
+			for {
+				if _, err := w.Recv(); err != nil {
+					watches <- grpcEnd{m.Name, time.Now(), err}
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second) // a few echoes before the redeploy
+	began := time.Now()
+	doc, errs, code := deployFile(t, op, compose)
+	finished := time.Now()
+	if code != 0 || doc.Outcome == nil || doc.Outcome.Status != "completed" {
+		t.Fatalf("redeploy: exit %d, outcome %+v\n%s", code, doc.Outcome, errs)
+	}
+	t.Logf("redeployed in %s", finished.Sub(began).Round(100*time.Millisecond))
+	failed := false
+	defer func() {
+		if !failed && !t.Failed() {
+			return
+		}
+		for _, st := range doc.Outcome.Steps {
+			t.Logf("redeploy step %s %s %s: %s %dms %s", st.Machine, st.Action, st.Container, st.Status, st.DurationMS, st.Error)
+		}
+		for _, m := range l.Machines {
+			out, _ := l.Exec(context.Background(), m.Name, "sh", "-c",
+				"journalctl -u ployz-plugin@ingress-caddy --no-pager -o short-precise --since -2min | grep -i -E 'acking|drain|stream|retire|pointer|websocket' | tail -40")
+			t.Logf("%s ingress log:\n%s", m.Name, out)
+		}
+	}()
+	for range l.Machines {
+		var e wsEcho
+		select {
+		case e = <-echoes:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a WebSocket still open 10 s after the redeploy finished")
+		}
+		t.Logf("WebSocket through %s: %d answers, the last %s before its end; ended %s after the redeploy began (%s before it finished) by %v, close status %d",
+			e.machine, len(e.answers), e.ended.Sub(e.last).Round(time.Millisecond), e.ended.Sub(began).Round(100*time.Millisecond),
+			finished.Sub(e.ended).Round(100*time.Millisecond), e.err, e.code)
+		if e.code != 1001 || !errors.Is(e.err, io.EOF) {
+			t.Errorf("WebSocket through %s ended by %v with close status %d, want a close frame 1001", e.machine, e.err, e.code)
+		}
+		if e.ended.Before(began.Add(wsDrainWindow)) || e.ended.After(finished.Add(time.Second)) {
+			t.Errorf("WebSocket through %s ended %s after the redeploy began, want between the drain window (%s) and its end (%s)",
+				e.machine, e.ended.Sub(began), wsDrainWindow, finished.Sub(began))
+		}
+		if e.last.Before(e.ended.Add(-time.Second)) || e.last.Before(began) {
+			t.Errorf("WebSocket through %s: last answer %s before its end, want answers until it ended", e.machine, e.ended.Sub(e.last))
+		}
+		for _, a := range e.answers {
+			if !strings.HasSuffix(a, " (certs)") {
+				t.Errorf("WebSocket through %s answered %q, want the old Container (certs) until its end", e.machine, a)
+				break
+			}
+		}
+	}
+	for range l.Machines {
+		var g grpcEnd
+		select {
+		case g = <-watches:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a gRPC Watch still open 10 s after the redeploy finished")
+		}
+		t.Logf("gRPC Watch through %s ended %s after the redeploy began (%s before it finished): %v",
+			g.machine, g.ended.Sub(began).Round(100*time.Millisecond), finished.Sub(g.ended).Round(100*time.Millisecond), g.err)
+		if status.Code(g.err) != codes.Unavailable {
+			t.Errorf("gRPC Watch through %s ended with %v, want UNAVAILABLE", g.machine, g.err)
+		}
+		if g.ended.Before(began.Add(wsDrainWindow)) || g.ended.After(finished.Add(time.Second)) {
+			t.Errorf("gRPC Watch through %s ended %s after the redeploy began, want between the drain window (%s) and its end (%s)",
+				g.machine, g.ended.Sub(began), wsDrainWindow, finished.Sub(began))
+		}
+	}
+	for _, m := range l.Machines {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := healthClient(t, m.IP.String(), roots).Check(ctx, &healthpb.HealthCheckRequest{Service: "certs-v2"})
+		cancel()
+		if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("gRPC Check of certs-v2 through %s: %v %v, want the new Container SERVING", m.Name, res, err)
+		}
+	}
+	for _, m := range l.Machines {
+		ws, _, err := wsDialOnce(m.IP.String(), "user.example.test", roots)
+		if err != nil {
+			t.Errorf("new WebSocket through %s: %v (a GET /ws answers %s)", m.Name, err, wsRefusal(m.IP.String(), roots))
+			continue
+		}
+		var got string
+		if err := websocket.Message.Send(ws, "new"); err == nil {
+			err = websocket.Message.Receive(ws, &got)
+		}
+		ws.Close()
+		if err != nil || !strings.HasPrefix(got, "new from ") || !strings.HasSuffix(got, " (certs-v2)") {
+			t.Errorf("new WebSocket through %s: %q %v, want an echo from the new Container (certs-v2)", m.Name, got, err)
+		}
+	}
+}
+
+// grpcEnd is how a gRPC stream through a Machine ended.
+type grpcEnd struct {
+	machine string
+	ended   time.Time
+	err     error
+}
+
+// healthClient is a gRPC health client on a new connection to ip:443 for
+// user.example.test (HTTP/2 by ALPN, the chain verified against roots).
+func healthClient(t *testing.T, ip string, roots *x509.CertPool) healthpb.HealthClient {
+	t.Helper()
+	creds := credentials.NewTLS(&tls.Config{ServerName: "user.example.test", RootCAs: roots})
+	cc, err := grpc.NewClient("passthrough:///"+ip+":443", grpc.WithTransportCredentials(creds), grpc.WithAuthority("user.example.test"))
 	if err != nil {
-		return leaf, "", err
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return leaf, string(b), fmt.Errorf("status %d", resp.StatusCode)
+	t.Cleanup(func() { cc.Close() })
+	return healthpb.NewHealthClient(cc)
+}
+
+// wsRefusal is what a WebSocket handshake on /ws is answered, for a
+// failure message.
+func wsRefusal(ip string, roots *x509.CertPool) string {
+	req, _ := http.NewRequest(http.MethodGet, "https://user.example.test/ws", nil)
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	req.Header.Set("Origin", "https://user.example.test")
+	_, resp, body, err := tlsDoOnce(ip, req, roots, 5*time.Second)
+	if err != nil {
+		return err.Error()
 	}
-	return leaf, string(b), nil
+	return fmt.Sprintf("%d %q", resp.StatusCode, body)
+}
+
+// wsEchoLoop sends a numbered message every 200 ms and reads its echo
+// until the connection ends.
+func wsEchoLoop(machine string, ws *websocket.Conn, tail *tailConn) wsEcho {
+	e := wsEcho{machine: machine}
+	for i := 0; ; i++ {
+		msg := fmt.Sprint(i)
+		err := websocket.Message.Send(ws, msg)
+		var got string
+		if err == nil {
+			ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+			err = websocket.Message.Receive(ws, &got)
+		}
+		if err != nil {
+			e.ended, e.err, e.code = time.Now(), err, tail.closeCode()
+			return e
+		}
+		if !strings.HasPrefix(got, msg+" from ") {
+			e.ended, e.err = time.Now(), fmt.Errorf("echo of %q: %q", msg, got)
+			return e
+		}
+		e.answers, e.last = append(e.answers, got), time.Now()
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// wsDialOnce opens a WebSocket to wss://name/ws through ip:443 (one
+// attempt), reading through a tailConn so its close status can be known:
+// golang.org/x/net/websocket reports a close frame as io.EOF, as it does
+// a connection that just ends.
+func wsDialOnce(ip, name string, roots *x509.CertPool) (*websocket.Conn, *tailConn, error) {
+	conn, err := tlsDialOnce(ip, name, roots, 10*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	cfg, err := websocket.NewConfig("wss://"+name+"/ws", "https://"+name)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	tail := &tailConn{Conn: conn}
+	ws, err := websocket.NewClient(cfg, tail)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return ws, tail, nil
+}
+
+// tailConn keeps the last bytes read from its connection.
+type tailConn struct {
+	net.Conn
+	mu   sync.Mutex
+	tail []byte
+}
+
+func (c *tailConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.tail = append(c.tail, p[:n]...)
+	if len(c.tail) > 256 {
+		c.tail = slices.Clone(c.tail[len(c.tail)-256:])
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+// closeCode is the status of the close frame the server's bytes ended
+// with (an unmasked 0x88 frame, short payload, status first), or 0 when
+// they ended otherwise (in the middle of a frame, or after a data frame:
+// the connection was cut, not closed). The echoes are ASCII text, so no
+// byte of theirs is mistaken for the frame's first.
+func (c *tailConn) closeCode() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.tail) - 2; i >= 0; i-- {
+		if n := len(c.tail) - i - 2; c.tail[i] == 0x88 && int(c.tail[i+1]) == n && n >= 2 && n < 126 {
+			return int(binary.BigEndian.Uint16(c.tail[i+2:]))
+		}
+	}
+	return 0
 }

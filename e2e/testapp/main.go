@@ -31,8 +31,13 @@
 //	                     "upstream URL" and "name TEXT" lines; / is proxied
 //	                     with an X-Proxy-Name: TEXT response header
 //
-// Endpoints: / (JSON: hostname, message, ready), /healthz, /env, and
-// /bytes?n=N (N zero bytes, for throughput measurements).
+// Endpoints: / (JSON: hostname, message, ready), /healthz, /env,
+// /bytes?n=N (N zero bytes, for throughput measurements) and /ws (a
+// WebSocket answering each text message TEXT with "TEXT from HOSTNAME
+// (MESSAGE)", for the ingress's WebSocket and drain checks). The same
+// port answers gRPC over h2c: the standard health service, SERVING for
+// the service names "" and MESSAGE (so a Check names the Container's
+// release), Watch streaming until the call ends.
 // `testapp healthcheck` probes /healthz on localhost, for Docker HEALTHCHECK
 // in an image that has no shell or curl; `testapp get URL` prints a URL's
 // body, a client for tests inside such a container.
@@ -57,6 +62,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 func main() {
@@ -168,6 +178,7 @@ func main() {
 		fmt.Println(line)
 		fmt.Fprintln(w, "logged")
 	})
+	mux.Handle("/ws", wsEcho(host))
 	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
 		env := map[string]string{}
 		for _, kv := range os.Environ() {
@@ -182,9 +193,47 @@ func main() {
 		return
 	}
 	fmt.Printf("testapp: listening on :%s, ready in %s\n", port, delay)
-	if err := http.ListenAndServe(":"+port, mux); err != nil {
+	srv := &http.Server{Addr: ":" + port, Handler: withGRPC(mux), Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true) // h2c, for gRPC
+	if err := srv.ListenAndServe(); err != nil {
 		fatal("listen: %v", err)
 	}
+}
+
+// wsEcho answers each text message on a WebSocket with the message, the
+// Container's hostname and MESSAGE, so a test learns which Container
+// echoed. A websocket.Server, not websocket.Handler: clients without an
+// Origin header (tests, not browsers) are accepted.
+func wsEcho(host string) http.Handler {
+	return websocket.Server{Handler: func(c *websocket.Conn) {
+		defer c.Close()
+		for {
+			var msg string
+			if err := websocket.Message.Receive(c, &msg); err != nil {
+				return // the peer's close frame, or the connection ended
+			}
+			if err := websocket.Message.Send(c, fmt.Sprintf("%s from %s (%s)", msg, host, os.Getenv("MESSAGE"))); err != nil {
+				return
+			}
+		}
+	}}
+}
+
+// withGRPC answers gRPC requests (HTTP/2, Content-Type application/grpc)
+// with a health service and the rest with h.
+func withGRPC(h http.Handler) http.Handler {
+	hs := health.NewServer()
+	hs.SetServingStatus(os.Getenv("MESSAGE"), healthpb.HealthCheckResponse_SERVING)
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			gs.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // inherited is the listening socket passed as fd 3 (sd_listen_fds(3)),

@@ -16,6 +16,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // build compiles testapp once per test into a temp dir.
@@ -248,5 +255,84 @@ func TestOneShot(t *testing.T) {
 	err = cmd.Wait()
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(string(rest), "got interrupt") {
 		t.Fatalf("SIGINT while sleeping: %v, stdout %q", err, rest)
+	}
+}
+
+// TestWebSocketEcho: /ws echoes each text message with the Container's
+// MESSAGE.
+func TestWebSocketEcho(t *testing.T) {
+	bin := build(t)
+	port := freePort(t)
+	app := exec.Command(bin)
+	app.Env = append(os.Environ(), "PORT="+port, "MESSAGE=echoer")
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Process.Kill()
+	cfg, err := websocket.NewConfig("ws://127.0.0.1:"+port+"/ws", "http://unused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn *websocket.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if conn, err = websocket.DialConfig(cfg); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dial /ws: %v", err)
+		}
+	}
+	defer conn.Close()
+	host, _ := os.Hostname()
+	for _, msg := range []string{"one", "two"} {
+		if err := websocket.Message.Send(conn, msg); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := websocket.Message.Receive(conn, &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := msg + " from " + host + " (echoer)"; got != want {
+			t.Errorf("echo of %q: %q, want %q", msg, got, want)
+		}
+	}
+}
+
+// TestGRPCHealth: the HTTP port answers gRPC over h2c: Check is SERVING
+// for MESSAGE and NOT_FOUND for another name, and Watch streams.
+func TestGRPCHealth(t *testing.T) {
+	bin := build(t)
+	port := freePort(t)
+	app := exec.Command(bin)
+	app.Env = append(os.Environ(), "PORT="+port, "MESSAGE=v1")
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Process.Kill()
+	cc, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "v1"}, grpc.WaitForReady(true))
+	if err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Check v1: %v %v", res, err)
+	}
+	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "v2"}); status.Code(err) != codes.NotFound {
+		t.Errorf("Check v2: %v, want NOT_FOUND", err)
+	}
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch v1: %v %v", m, err)
+	}
+	if code, body := httpGet("http://127.0.0.1:" + port + "/"); code != 200 || !strings.Contains(body, `"message":"v1"`) {
+		t.Errorf("HTTP/1.1 beside gRPC: %d %s", code, body)
 	}
 }

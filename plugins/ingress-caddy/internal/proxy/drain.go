@@ -83,11 +83,11 @@ func (d *drain) inFlight() int64 {
 }
 
 // retire ends the long-lived streams (streams.go) still open on d's
-// changed routes to an upstream the next table lacks; it reports how many.
+// changed routes (or on the routes before them they inherited from) to an upstream the next table lacks; it reports how many.
 func (d *drain) retire() int {
 	return retireStreams(func(s *stream) bool {
 		up := s.upstream.Load()
-		return up != nil && !d.kept[*up] && slices.Contains(d.routes, s.route)
+		return up != nil && !d.kept[*up] && slices.ContainsFunc(d.routes, func(r *httpRoute) bool { return r.inflight == s.route.inflight })
 	})
 }
 

@@ -137,4 +137,20 @@ func TestDrainsKeepOnlyChangedRoutes(t *testing.T) {
 	if len(ds.list) != 0 {
 		t.Errorf("%d drains kept after the last request ended", len(ds.list))
 	}
+
+	// A request on a table is still counted after swaps that keep its
+	// upstreams (an added one, a refresh), so the swap that later takes
+	// one away waits for it; the table after that counts afresh.
+	first := routes("10.0.0.1:80")
+	first.http["a.test"].routes[0].inflight.Add(1)
+	same, grown, moved := routes("10.0.0.1:80"), routes("10.0.0.1:80", "10.0.0.2:80"), routes("10.0.0.2:80")
+	same.inherit(first)
+	grown.inherit(same)
+	moved.inherit(grown)
+	if d := newDrain(grown, moved, now); d == nil || d.inFlight() != 1 {
+		t.Errorf("the move after two swaps that kept the upstream: %+v, want the request opened before them", d)
+	}
+	if n := moved.http["a.test"].routes[0].inflight.Load(); n != 0 {
+		t.Errorf("the table after the move counts %d requests, want 0", n)
+	}
 }

@@ -279,7 +279,8 @@ func nextEvent(r *bufio.Reader) (string, error) {
 // go to the new Container), then the proxy ends them cleanly: the
 // WebSocket with a close frame 1001 both ways, the event stream as a
 // complete response, the gRPC stream with UNAVAILABLE; only then is the
-// pointer acked (the Deploy stops the old Container after the ack).
+// pointer acked (the Deploy stops the old Container after the ack), also
+// when a table swap that changed no upstream came between.
 func TestStreamsDrainOnPointerMove(t *testing.T) {
 	defer func(d time.Duration) { ackDrain = d }(ackDrain)
 	ackDrain = 2 * time.Second
@@ -330,6 +331,13 @@ func TestStreamsDrainOnPointerMove(t *testing.T) {
 			}
 		}
 	}()
+
+	// A round that takes no upstream away (here the pointer naming the
+	// same Container again; in a Cluster any refresh) swaps the table:
+	// the streams opened before it must still hold the next move's ack.
+	pointTo("p1b", "c-old")
+	waitLoad(t, loads, func(st ingress.Status) bool { return st.Pointers["demo/web"] == "p1b" })
+	waitAcked(t, src, "p1b", 5*time.Second)
 
 	pointTo("p2", "c-new")
 	waitLoad(t, loads, func(st ingress.Status) bool { return st.Pointers["demo/web"] == "p2" })

@@ -65,7 +65,12 @@ type httpRoute struct {
 	body       string
 	options    // limits, header rules, authentication (options.go)
 	upstreams
-	inflight atomic.Int64 // requests being proxied on this route (drain.go)
+	// inflight counts the requests being proxied on this route (drain.go).
+	// A route that keeps every upstream of the route for its hostname and
+	// path in the table before shares that route's counter (inherit), so
+	// a request keeps counting across the swaps of every refresh round
+	// until a swap takes one of its upstreams away.
+	inflight *atomic.Int64
 }
 
 type tcpRoute struct{ upstreams }
@@ -124,7 +129,7 @@ func buildTable(routes []ingress.Route, tlsIn caddyconfig.TLS) *routeTable {
 // newHTTPRoute is rt as the table serves it.
 func newHTTPRoute(rt ingress.Route) *httpRoute {
 	key := rt.Key()
-	r := &httpRoute{path: rt.Path, strip: rt.StripPrefix && rt.Path != "", redirect: rt.RedirectHTTPS == nil || *rt.RedirectHTTPS,
+	r := &httpRoute{inflight: new(atomic.Int64), path: rt.Path, strip: rt.StripPrefix && rt.Path != "", redirect: rt.RedirectHTTPS == nil || *rt.RedirectHTTPS,
 		redirectTo: rt.RedirectTo, options: newOptions(rt)}
 	switch {
 	case rt.Owner == "":
@@ -223,11 +228,37 @@ func (t *routeTable) addrs() map[string]bool {
 	return m
 }
 
+// inherit gives each of t's routes the in-flight counter of prev's route
+// for the same hostname and path when t's keeps all of its upstreams: a
+// request that entered prev (or a table before it) may be on any of
+// them, and must still hold back the ack of the swap that later takes
+// one away. Without it a WebSocket opened before an unrelated refresh
+// round was forgotten, and its Container stopped under it at once.
+func (t *routeTable) inherit(prev *routeTable) {
+	if t == nil || prev == nil {
+		return
+	}
+	for host, h := range t.http {
+		old, ok := prev.http[host]
+		if !ok {
+			continue
+		}
+		for _, r := range h.routes {
+			for _, o := range old.routes {
+				if o.path == r.path && !slices.ContainsFunc(o.dials, func(a string) bool { return !slices.Contains(r.dials, a) }) {
+					r.inflight = o.inflight
+				}
+			}
+		}
+	}
+}
+
 // publish makes next the routing table in force. An address that was
 // not routed before (its Container became ready again) loses any
 // ejection at once; TCP connections to addresses no longer routed start
 // their drain window.
 func publish(next *routeTable) (prev *routeTable) {
+	next.inherit(table.Load()) // only the refresh loop publishes
 	prev = table.Swap(next)
 	was, now := prev.addrs(), next.addrs()
 	for a := range now {

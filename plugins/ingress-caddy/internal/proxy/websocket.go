@@ -124,9 +124,16 @@ type clientConn struct {
 }
 
 func (c *clientConn) Write(p []byte) (int, error) {
+	c.p.mu.Lock()
+	closing := c.p.closing && c.p.websocket
+	c.p.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	// Once retired, nothing more from the upstream starts a frame: its
+	// answer to the proxy's close frame (1000) would otherwise reach the
+	// client before the proxy's own 1001 whenever it arrived before the
+	// upstream's connection was closed.
+	if c.closed || closing && c.frames.atBoundary() {
 		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Write(p)
