@@ -195,8 +195,8 @@ func TestIsolationKernel(t *testing.T) {
 	check("forwarding ensured again", []flow{{remote, "10.98.2.5", "10.98.1.3:8080", false}, {a1, "", "10.98.1.3:8080", true}})
 
 	// A reboot: the kernel's rules are gone and the network is open, until
-	// Docker's drop-in restores the saved membership before dockerd, which
-	// then puts its own jump to DOCKER-USER first in FORWARD.
+	// Docker's drop-in restores the saved membership before dockerd (with
+	// FORWARD's jump to DOCKER-USER, which dockerd later replaces).
 	saved := filepath.Join(t.TempDir(), SavedFile)
 	if err := SaveIsolation(saved, cfg.Subnet, iso); err != nil {
 		t.Fatal(err)
@@ -212,7 +212,10 @@ func TestIsolationKernel(t *testing.T) {
 		if err = RestoreSaved(Config{ChainPrefix: cfg.ChainPrefix, Bridge: cfg.Bridge, MeshInterface: cfg.MeshInterface}, saved); err != nil {
 			return
 		}
-		err = exec.Command(iptablesCommand(), "-I", "FORWARD", "-j", "DOCKER-USER").Run()
+		out, _ := exec.Command(iptablesCommand(), "-S", "FORWARD").Output()
+		if !strings.Contains(string(out), "-A FORWARD -j DOCKER-USER\n") {
+			t.Errorf("after the restore FORWARD does not jump to DOCKER-USER:\n%s", out)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -102,10 +102,10 @@ var ErrNoSavedSubnet = errors.New("the saved isolation names no subnet (written 
 // RestoreSaved puts the forwarding and isolation chains back from the file
 // at path, before dockerd has started (the Docker unit's drop-in runs it;
 // BootDropIn). cfg gives the names (chain prefix, interfaces; defaults
-// otherwise) and logger; the subnet and the
-// Cluster network come from the file. It creates DOCKER-USER itself, as
-// dockerd would, so the jump lands where dockerd's own FORWARD rules send
-// every packet first; dockerd keeps an existing DOCKER-USER as it is.
+// otherwise) and logger; the subnet and the Cluster network come from the
+// file. It creates DOCKER-USER and FORWARD's jump to it itself, as dockerd
+// would, so the rules sit where dockerd's own FORWARD rules send every
+// packet first; dockerd keeps an existing DOCKER-USER as it is.
 func RestoreSaved(cfg Config, path string) error {
 	iso, subnet, err := LoadIsolation(path)
 	if err != nil {
@@ -119,6 +119,12 @@ func RestoreSaved(cfg Config, path string) error {
 		if _, err := iptables("-t", "filter", "-N", "DOCKER-USER"); err != nil {
 			return fmt.Errorf("iptables filter DOCKER-USER: create: %w", err)
 		}
+	}
+	// And jump to it first from FORWARD, as dockerd does (it replaces this
+	// jump with its own at start), so a dockerd that manages no iptables
+	// leaves the chains reachable rather than orphaned.
+	if err := jumpFirst("filter", "FORWARD", "DOCKER-USER"); err != nil {
+		return fmt.Errorf("iptables filter FORWARD: jump to DOCKER-USER: %w", err)
 	}
 	if err := EnsureForwarding(cfg); err != nil {
 		return fmt.Errorf("forwarding: %w", err)
