@@ -626,7 +626,8 @@ func checkWebSocketRedeploy(t *testing.T, l *lab.Lab, op *operator, roots *x509.
 			continue
 		}
 		var got string
-		if err := websocket.Message.Send(ws, "new"); err == nil {
+		err = websocket.Message.Send(ws, "new")
+		if err == nil {
 			err = websocket.Message.Receive(ws, &got)
 		}
 		ws.Close()
