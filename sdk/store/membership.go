@@ -96,6 +96,9 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	// Read the tunables here, not in the loop: a test that restores them
+	// when it ends must not race a loop still finishing its last read.
+	hold, noViewEvery := membershipWait, withoutViewEvery
 	go func() {
 		var last string
 		noView := false
@@ -104,16 +107,16 @@ func (w *Watch) FollowMembership(ctx context.Context, do func(f func(*Client) er
 			asked := time.Now()
 			err := do(func(c *Client) error {
 				var err error
-				m, err = c.MembershipChange(ctx, last, membershipWait)
+				m, err = c.MembershipChange(ctx, last, hold)
 				return err
 			})
 			wait := every
 			switch {
 			case errors.Is(err, ErrNoMembership):
 				if !noView {
-					log.Info("the store answers no membership: Machines it holds down are not left out", "asking again every", withoutViewEvery)
+					log.Info("the store answers no membership: Machines it holds down are not left out", "asking again every", noViewEvery)
 				}
-				noView, wait = true, withoutViewEvery
+				noView, wait = true, noViewEvery
 			case err == nil:
 				noView = false
 				k := m.DownKey()
