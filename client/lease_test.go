@@ -7,15 +7,17 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/core/leasehold"
 )
 
 const shopScope = "namespace:shop-production"
 
 // shortLeases shortens lease timing for a test.
 func shortLeases(t *testing.T, ttl, poll time.Duration) {
-	oldTTL, oldPoll := leaseTTL, leasePoll
-	leaseTTL, leasePoll = ttl, poll
-	t.Cleanup(func() { leaseTTL, leasePoll = oldTTL, oldPoll })
+	oldTTL, oldPoll := leasehold.TTL, leasehold.Poll
+	leasehold.TTL, leasehold.Poll = ttl, poll
+	t.Cleanup(func() { leasehold.TTL, leasehold.Poll = oldTTL, oldPoll })
 }
 
 // TestDeployRefusedWhileLeased: another operator's lease on the namespace

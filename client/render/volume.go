@@ -10,10 +10,10 @@ import (
 
 	units "github.com/docker/go-units"
 
-	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volprotect"
+	"github.com/ployz/ployz/core/volumerun"
 	"github.com/ployz/ployz/core/volumes"
 )
 

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volprotect"
+	"github.com/ployz/ployz/core/volumerun"
 	"github.com/ployz/ployz/core/volumes"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
-	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumerun"
 	"github.com/ployz/ployz/sdk/volume"
 )
 
@@ -69,7 +69,7 @@ func volumeLs() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withClient(c, func(s *client.Session) error {
-				ms, err := volumeRunner(c, s).Volumes(c.Context(), machine)
+				ms, err := client.Volumes(c.Context(), volumeRunner(c, s), machine)
 				return showPartial(c, map[string]any{"machines": ms}, err, false, func(w io.Writer) error { render.VolumeList(w, ms); return nil })
 			})
 		},

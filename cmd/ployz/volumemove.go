@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/client/volumerun"
+	"github.com/ployz/ployz/core/volumerun"
 )
 
 func volumeMove() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/client/volumerun"
+	"github.com/ployz/ployz/core/volumerun"
 )
 
 func volumeRelease() *cobra.Command {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/client/volumerun"
+	"github.com/ployz/ployz/core/volumerun"
 )
 
 func volumeDeleteMirror() *cobra.Command {

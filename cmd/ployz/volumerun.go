@@ -13,18 +13,18 @@ import (
 
 	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/client/render"
-	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/volumerun"
 )
 
-// Volume Runs are driven by client/volumerun; the commands here read
+// Volume Runs are driven by core/volumerun; the commands here read
 // flags, print its events on stderr and the run it ends with on stdout.
 
 // volumeRunner is the volume library on s, its progress printed on c's
 // stderr.
 func volumeRunner(c *cobra.Command, s *client.Session) *volumerun.Runner {
-	return volumerun.New(s, render.VolumeEvent(c.ErrOrStderr()))
+	return client.VolumeRunner(s, render.VolumeEvent(c.ErrOrStderr()))
 }
 
 // runVolumeCmd checks NAME, then runs fn with the volume library; Ctrl-C

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ployz/ployz/client/volumerun"
 	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/volumerun"
 )
 
 // TestPrintRun: a run's end is its state line on stdout, or with --json

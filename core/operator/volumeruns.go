@@ -112,7 +112,7 @@ var alive = func(host string, pid int) bool {
 }
 
 // BeginVolumeRun opens a run on a Volume with the next gen of this
-// store (an entry that keeps no runs: client/volumerun's book), refusing
+// store (an entry that keeps no runs: core/volumerun's book), refusing
 // (RunOpenError) while another open run's process is alive; an open run
 // whose process is gone is marked lost first.
 func (s *Store) BeginVolumeRun(context, volume, kind, target string, now time.Time) (VolumeRun, error) {

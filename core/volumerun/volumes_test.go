@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
 )
@@ -41,11 +40,11 @@ func TestLocateAndCreate(t *testing.T) {
 		t.Fatal("a refused create made a volume")
 	}
 	// The list names the Machine that did not answer, as a partial result.
-	ms, err := rn.Volumes(ctx, "")
-	if !client.IsPartial(err) || !strings.Contains(err.Error(), "volume list is partial (no answer from m3") || len(ms) != 3 {
-		t.Fatalf("volumes with m3 down: %d machines, %v", len(ms), err)
+	ms, err := rn.List(ctx, rpc.Target{All: true})
+	if u := Unanswered(ms); err != nil || !strings.Contains(u, "(no answer from m3") || len(ms) != 3 {
+		t.Fatalf("volumes with m3 down: %d machines, %q, %v", len(ms), u, err)
 	}
-	if _, err := rn.Volumes(ctx, "m1"); err != nil {
+	if _, err := rn.List(ctx, rpc.Target{Set: []string{"m1"}}); err != nil {
 		t.Fatalf("volumes on m1: %v", err)
 	}
 }

@@ -2,10 +2,8 @@ package volumerun
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
-	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumes"
 )
@@ -15,19 +13,6 @@ import (
 // List asks the Machines t names for their volumes, sorted by name.
 func (rn *Runner) List(ctx context.Context, t rpc.Target) ([]volumes.MachineVolumes, error) {
 	return volumes.List(ctx, rn.Entry, t)
-}
-
-// Volumes lists the volumes of every Machine, or of the one machine
-// names; a Machine that did not answer is named in a *client.PartialError
-// beside the list.
-func (rn *Runner) Volumes(ctx context.Context, machine string) ([]volumes.MachineVolumes, error) {
-	ms, err := rn.List(ctx, client.MachineTarget(machine))
-	if err == nil {
-		if u := Unanswered(ms); u != "" {
-			err = &client.PartialError{Err: fmt.Errorf("volume list is partial%s", u)}
-		}
-	}
-	return ms, err
 }
 
 // Create creates volume name with a quota of size bytes on machine;

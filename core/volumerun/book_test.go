@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/client"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
@@ -42,7 +41,7 @@ func mirroredDB(t *testing.T) *fakeCluster {
 // computer) reaching the same Cluster.
 func (fc *fakeCluster) operatorB() *Runner {
 	st, entry := fc.NewSession()
-	rn := New(client.New(st, entry, "lab"), fc.events.add)
+	rn := New(entry, st, "lab", operator.Operator{}, fc.events.add)
 	rn.Operator, rn.waits = operator.Operator{Name: "bo@other"}, fc.waits
 	return rn
 }

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/core/leasehold"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -38,7 +38,7 @@ func (rn *Runner) beginRecord(ctx context.Context, cp Copies, kind, target strin
 		Started: now, Updated: now, Host: host, Pid: os.Getpid(), Steps: []operator.RunStep{}, Operator: rn.operatorName().Name}
 	if rn.Entry != nil {
 		r.Gen, err = rn.clusterBegin(ctx, cp, r)
-		if err == nil || !client.Unsupported(err) {
+		if err == nil || !unsupported(err) {
 			return r, false, err
 		}
 	}
@@ -58,8 +58,8 @@ func (rn *Runner) clusterBegin(ctx context.Context, cp Copies, r operator.Volume
 	}
 	var out rpc.VolumeRunBegun
 	err = rpc.InvokeInto(ctx, rn.Entry, rpc.Target{}, rpc.BeginVolumeRun, rpc.BeginVolumeRunRequest{Volume: cp.Name, Kind: r.Kind, Floor: cp.floor(),
-		StartedAt: r.Started.UnixMilli(), Operator: rn.operatorName().History(), LeaseNonce: client.HeldLeaseNonce(ctx, client.VolumeScope(cp.Name)), Run: raw}, &out)
-	if err != nil && !client.Unsupported(err) {
+		StartedAt: r.Started.UnixMilli(), Operator: rn.operatorName().History(), LeaseNonce: leasehold.Nonce(ctx, leasehold.VolumeScope(cp.Name)), Run: raw}, &out)
+	if err != nil && !unsupported(err) {
 		return 0, fmt.Errorf("begin a %s run of volume %s in the Cluster: %w", r.Kind, cp.Name, err)
 	}
 	return out.Gen, err
@@ -85,7 +85,7 @@ func (rn *Runner) clusterRuns(ctx context.Context, req rpc.ListVolumeRunsRequest
 	}
 	var out rpc.VolumeRunList
 	err = rpc.InvokeInto(ctx, rn.Entry, rpc.Target{}, rpc.ListVolumeRuns, req, &out)
-	if client.Unsupported(err) {
+	if unsupported(err) {
 		return nil, true, nil
 	}
 	if err != nil {
@@ -152,4 +152,11 @@ func (rn *Runner) Runs(ctx context.Context, volume string, limit int) ([]operato
 		return rn.Store.VolumeRuns(rn.Context, volume, limit)
 	}
 	return append([]operator.VolumeRun{}, runs...), nil
+}
+
+// unsupported reports whether err is an entry refusing a command it does
+// not serve (an older release).
+func unsupported(err error) bool {
+	var e *rpc.Error
+	return errors.As(err, &e) && e.Code == rpc.CodeUnsupported
 }

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/core/leasehold"
 	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -42,18 +42,25 @@ type Runner struct {
 	waits waits
 }
 
-// New is a Runner on s's Entry Machine and store, recording runs under
-// s's context and its operator, each run under its volume's lease; a Move's target pulls with the operator's registry
-// credentials (client.RegistryAuthFor). onEvent may be nil.
-func New(s *client.Session, onEvent func(Event)) *Runner {
-	r := &Runner{Entry: s.Entry(), Store: s.Store(), Context: s.ContextName(), OnEvent: onEvent, RegistryAuth: client.RegistryAuthFor, Operator: s.Operator()}
+// New is a Runner on entry, recording runs in the Cluster (else in st,
+// when not nil) under contextName as op, each run under its volume's
+// lease (core/leasehold; a held lease refuses the run). The operator
+// library's Session sets Lease to its own Hold (its wait flags) and
+// RegistryAuth; ployzd's scheduled Sync uses it as it is. onEvent may
+// be nil.
+func New(entry *rpc.Client, st *operator.Store, contextName string, op operator.Operator, onEvent func(Event)) *Runner {
+	r := &Runner{Entry: entry, Store: st, Context: contextName, OnEvent: onEvent, Operator: op}
 	// Each run holds its volume's lease; losing it is reported as a
 	// warning and ends the run before its next step.
 	r.Lease = func(ctx context.Context, scope, command string) (context.Context, func(), error) {
-		return s.Hold(ctx, scope, command, func(err error) { r.emit(Event{Kind: EventWarning, Text: err.Error()}) })
+		return leasehold.Holder{Entry: entry, Who: r.operatorName()}.Hold(ctx, scope, command, leasehold.Wait{}, r.LeaseLost)
 	}
 	return r
 }
+
+// LeaseLost reports a lost lease as a warning (the run then ends
+// before its next step).
+func (rn *Runner) LeaseLost(err error) { rn.emit(Event{Kind: EventWarning, Text: err.Error()}) }
 
 // waits are how long a run waits on Machines; zero fields take the
 // defaults (tests shorten them).

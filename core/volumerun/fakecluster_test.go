@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ployz/ployz/client"
+	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/internal/fakecluster"
@@ -131,7 +131,7 @@ func (fc *fakeCluster) down(name string) { fc.Down(name) }
 // runner is a Runner on the cluster (context "lab") reporting into
 // fc.events.
 func (fc *fakeCluster) runner() *Runner {
-	rn := New(client.New(fc.Store, fc.Entry, "lab"), fc.events.add)
+	rn := New(fc.Entry, fc.Store, "lab", operator.Operator{}, fc.events.add)
 	rn.waits = fc.waits
 	return rn
 }
