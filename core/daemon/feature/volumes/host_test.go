@@ -29,6 +29,7 @@ func (testHost) DialPeer(context.Context, rpc.Peer) (*rpc.Client, error) {
 	return nil, rpc.Errorf(rpc.CodeUnavailable, "no mesh in this test")
 }
 func (testHost) VolumePort() int { return 0 }
+func (testHost) Socket() string  { return "/nonexistent/ployz.sock" }
 func (testHost) TaskJob(rpc.VolumeTaskRequest) (volumecopy.Job, error) {
 	return volumecopy.Job{}, rpc.Errorf(rpc.CodeUnavailable, "no Docker in this test")
 }

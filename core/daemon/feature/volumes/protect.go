@@ -4,7 +4,8 @@ package volumes
 // schedule"): put_volume_policies stores a deploy's x-volume policies,
 // and the protect loop, a Machine-local loop like the jobs loop, runs
 // core/volprotect's Protector: the Machine holding a volume's Writer
-// takes its automatic snapshots and prunes them to the retention.
+// takes its automatic snapshots and prunes them to the retention; and
+// its Mirrorer, which keeps the declared Mirror in Sync (mirror.go).
 
 import (
 	"context"
@@ -91,8 +92,20 @@ func (f *Feature) ProtectLoop(ctx context.Context) {
 			if until := time.Until(next); !next.IsZero() && until < wait {
 				wait = max(until, time.Second)
 			}
+			if m := f.mirrorer(); m != nil {
+				next, err := m.Round(ctx)
+				if err != nil && ctx.Err() == nil {
+					f.log.Warn("volume protection: scheduled sync", "error", err)
+				}
+				if until := time.Until(next); !next.IsZero() && until < wait {
+					wait = max(until, time.Second)
+				}
+			}
 		}
 		if !feature.Pause(ctx, w, wait) {
+			if m := f.mirror; m != nil {
+				m.Wait() // the runs in flight end with ctx
+			}
 			return
 		}
 	}

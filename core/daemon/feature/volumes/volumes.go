@@ -58,6 +58,9 @@ type Host interface {
 	TaskJob(req rpc.VolumeTaskRequest) (volumecopy.Job, error)
 	// WatchStore follows queries on this Machine's store until ctx ends.
 	WatchStore(ctx context.Context, queries ...string) *sdkstore.Watch
+	// Socket is this Machine's local Machine RPC socket: the scheduled
+	// Sync drives its Volume Run through it, as an operator's entry.
+	Socket() string
 }
 
 // Feature serves the volume commands and runs the protect loop; it owns
@@ -74,6 +77,9 @@ type Feature struct {
 	// protectOutcomes is what the protect loop counted and saw of the
 	// protected volumes whose Writer is here (the metrics plugin's).
 	protectOutcomes volprotect.Outcomes
+	// mirror schedules the protected volumes' Syncs (mirror.go).
+	mirror   *volprotect.Mirrorer
+	mirrorMu sync.Mutex
 }
 
 // New returns the feature over host; its tasks run under base.
