@@ -142,6 +142,11 @@ func Protection(w io.Writer, p volumerun.Protection) {
 	for _, m := range p.Mirrors {
 		fmt.Fprintf(w, "  %s\n", m)
 	}
+	// A scheduled run that ended well shows as the lag above; one that
+	// did not is said, with its error.
+	if r := p.Scheduled; r != nil && r.State != operator.RunDone {
+		fmt.Fprintf(w, "  %s\n", r)
+	}
 }
 
 // VolumeSnapshots lists a volume's snapshots (`ployz volume snapshot

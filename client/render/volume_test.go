@@ -72,6 +72,17 @@ func TestVolume(t *testing.T) {
 		Mirrors: []volumerun.MirrorLag{{Machine: "m2", Gen: 7, Kind: "sync", Synced: last, BehindSeconds: 720}}})
 	contains(t, "protection", b.String(), "scheduled: 26 automatic snapshot(s), newest 2026-12-07T05:00:00Z",
 		"Mirror on m2 is 12 min behind (sync run gen 7, 2026-12-07T05:00:00Z)")
+	if strings.Contains(b.String(), "scheduled sync") {
+		t.Fatalf("no scheduled run on record, yet:\n%s", b.String())
+	}
+	b.Reset()
+	Protection(&b, volumerun.Protection{Scheduled: &volumerun.ScheduledRun{Gen: 8, Kind: "sync", State: operator.RunFailed, Error: "send: reset", Started: last, Operator: "schedule@m1"}})
+	contains(t, "failed scheduled run", b.String(), "scheduled sync run gen 8 failed (2026-12-07T05:00:00Z, schedule@m1): send: reset")
+	b.Reset()
+	Protection(&b, volumerun.Protection{Scheduled: &volumerun.ScheduledRun{Gen: 9, Kind: "sync", State: operator.RunDone, Started: last, Operator: "schedule@m1"}})
+	if b.Len() != 0 {
+		t.Fatalf("a scheduled run that ended well is the lag's, not a line of its own:\n%s", b.String())
+	}
 }
 
 // TestVolumeSnapshots: each snapshot's fate under the retention reads

@@ -24,6 +24,29 @@ type Protection struct {
 	// SnapshotsKept counts the automatic snapshots there.
 	SnapshotsKept int         `json:"snapshots_kept"`
 	Mirrors       []MirrorLag `json:"mirrors,omitempty"`
+	// Scheduled is the newest run the Writer's Machine started on its
+	// own (x-volume's mirror), when one is on record.
+	Scheduled *ScheduledRun `json:"scheduled_run,omitempty"`
+}
+
+// ScheduledRun is a scheduled run as `inspect` reports it.
+type ScheduledRun struct {
+	Gen      uint64    `json:"gen"`
+	Kind     string    `json:"kind"`
+	State    string    `json:"state"`
+	Error    string    `json:"error,omitempty"`
+	Started  time.Time `json:"started"`
+	Operator string    `json:"operator"`
+}
+
+// String is the run as `inspect` prints it: "scheduled sync run gen 9
+// failed (2026-12-07T05:10:00Z, schedule@m1): send: connection reset".
+func (r ScheduledRun) String() string {
+	s := fmt.Sprintf("scheduled %s run gen %d %s (%s, %s)", r.Kind, r.Gen, r.State, r.Started.UTC().Format(time.RFC3339), r.Operator)
+	if r.Error != "" {
+		s += ": " + r.Error
+	}
+	return s
 }
 
 // MirrorLag is a Mirror's lag: Synced is when the newest run whose send
@@ -85,6 +108,9 @@ func ProtectionOf(machine string, v rpc.Volume, runs []operator.VolumeRun, now t
 	}
 	var rs []volprotect.Run
 	for _, r := range runs {
+		if p.Scheduled == nil && volprotect.IsScheduled(r.Operator) {
+			p.Scheduled = &ScheduledRun{Gen: r.Gen, Kind: r.Kind, State: r.State, Error: r.Error, Started: r.Started.UTC(), Operator: r.Operator}
+		}
 		vr := volprotect.Run{Gen: r.Gen, Kind: r.Kind, State: r.State, Target: r.Target, Source: r.Source, Started: r.Started}
 		for _, st := range r.Steps {
 			vr.Steps = append(vr.Steps, volprotect.Step{Name: st.Name, Machine: st.Machine, Outcome: st.Outcome})

@@ -31,6 +31,19 @@ func TestProtectionOf(t *testing.T) {
 	if len(p.Mirrors) != 1 || p.Mirrors[0].String() != "Mirror on m2 is 12 min behind (sync run gen 7, 2026-12-07T05:18:00Z)" {
 		t.Fatalf("mirrors %+v", p.Mirrors)
 	}
+	if p.Scheduled != nil {
+		t.Fatalf("an operator's run reported as scheduled: %+v", p.Scheduled)
+	}
+	// A scheduled run that failed is reported with its error; the
+	// Mirror's lag still runs from the last run that landed.
+	failed := operator.VolumeRun{Gen: 8, Kind: "sync", State: operator.RunFailed, Error: "send db from m1 to m2: connection reset",
+		Started: now.Add(-2 * time.Minute), Operator: volprotect.ScheduleOperator("m1"),
+		Steps: []operator.RunStep{{Name: "send", Machine: "m2", Outcome: operator.RunFailed}}}
+	p = ProtectionOf("m1", v, append([]operator.VolumeRun{failed}, runs...), now)
+	want := "scheduled sync run gen 8 failed (2026-12-07T05:28:00Z, schedule@m1): send db from m1 to m2: connection reset"
+	if p.Scheduled == nil || p.Scheduled.String() != want || p.Mirrors[0].Gen != 7 {
+		t.Fatalf("scheduled %+v, mirrors %+v; want %q", p.Scheduled, p.Mirrors, want)
+	}
 }
 
 // TestLagReadsRunRecords: volprotect.Run decodes the fields the lag
