@@ -106,6 +106,15 @@ func TestVMLab(t *testing.T) {
 		t.Cleanup(func() { dumpOnFailure(ctx, t, l) })
 		vmSnapshotRestore(ctx, t, l, op, serviceOn)
 	})
+	// After the operator's runs: from here m2's ployzd starts runs on
+	// its own, which an operator's sync would have to wait for.
+	t.Run("scheduled-protection", func(t *testing.T) {
+		if serviceOn == nil {
+			t.Fatal("volume-move did not finish: no Service to protect")
+		}
+		t.Cleanup(func() { dumpOnFailure(ctx, t, l) })
+		vmScheduledProtection(ctx, t, l, op)
+	})
 }
 
 // newVMOperator is the operator of a VM lab: TCG-emulated Machines answer
