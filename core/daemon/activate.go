@@ -155,11 +155,11 @@ func (d *Daemon) activate(ctx context.Context) error {
 
 	go func() {
 		defer close(a.done)
-		loops := []func(context.Context){
+		loops := append([]func(context.Context){
 			func(ctx context.Context) { m.Run(ctx) }, // logs its own failures
-			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.dnsLoop, d.ingressLoop, d.metricsLoop, d.logStoreLoop, d.volumeLoop, d.retireLoop, d.runsLoop, d.jobFeature().Loop, d.volumes().ProtectLoop,
+			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.retireLoop, d.runsLoop, d.jobFeature().Loop, d.volumes().ProtectLoop,
 			d.isolationLoop,
-		}
+		}, d.servingLoops()...)
 		done := make(chan struct{}, len(loops))
 		for _, l := range loops {
 			go func() { l(runCtx); done <- struct{}{} }()
@@ -289,9 +289,4 @@ func meshPeers(ps []machine.Peer) []mesh.Peer {
 
 // clusterNetwork is the Cluster network of rec, or the default one for a
 // record from before it was kept.
-func clusterNetwork(rec machine.Record) netip.Prefix {
-	if rec.Network.IsValid() {
-		return rec.Network.Masked()
-	}
-	return meshaddr.DefaultNetwork
-}
+var clusterNetwork = feature.ClusterNetwork

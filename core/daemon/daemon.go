@@ -183,7 +183,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	pluginDir := filepath.Join(cfg.DataDir, "plugins")
 	d.installBundled(pluginDir)
-	d.retireOldServingUnits(ctx, runtimeUnitDir)
+	d.serving().RetireOldUnits(ctx, runtimeUnitDir)
 	d.plugins, err = pluginhost.New(pluginhost.Config{
 		Dir:      pluginDir,
 		Logger:   d.log.Named("plugins"),

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,7 +27,7 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 	t.Helper()
 	d, st, to := observedDaemon(t)
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local})
-	for _, r := range d.servingRoutes() {
+	for _, r := range d.serving().Routes() {
 		d.rpc.Handle(r)
 	}
 	for _, r := range d.ctrs.routes() {
@@ -87,7 +88,7 @@ func (p *proxy) run(ctx context.Context) {
 		if p.paused.Load() {
 			continue
 		}
-		ps, err := readPointers(ctx, p.st)
+		ps, err := servingfeature.ReadPointers(ctx, p.st)
 		if err != nil {
 			continue
 		}

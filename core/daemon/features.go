@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"net/netip"
 	"slices"
 
@@ -48,7 +49,7 @@ func (d *Daemon) featureRoutes() {
 func features(h featureHost) ([]rpc.Route, []rpc.StreamRoute) {
 	img, upg := images.New(h, h.d.log.Named("images")), upgrade.New(h, h.d.log)
 	vols, obs := h.d.volumes(), h.d.obs()
-	routes := slices.Concat(img.Routes(), upg.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.leaseFeature().Routes(), h.d.jobFeature().Routes(), vols.Routes(), obs.Routes())
+	routes := slices.Concat(img.Routes(), upg.Routes(), history.New(h).Routes(), savedstate.New(h).Routes(), allocations.New(h).Routes(), certificates.New(h).Routes(), h.d.serving().Routes(), h.d.leaseFeature().Routes(), h.d.jobFeature().Routes(), vols.Routes(), obs.Routes())
 	return routes, slices.Concat(img.Streams(), upg.Streams(), vols.Streams(), obs.Streams())
 }
 
@@ -72,14 +73,15 @@ func (d *Daemon) jobFeature() *jobsfeature.Feature {
 type featureHost struct{ d *Daemon }
 
 var (
-	_ images.Host       = featureHost{}
-	_ feature.StoreHost = featureHost{}
-	_ savedstate.Host   = featureHost{}
-	_ volumes.Host      = featureHost{}
-	_ obsfeature.Host   = featureHost{}
-	_ certificates.Host = featureHost{}
-	_ jobsfeature.Host  = featureHost{}
-	_ upgrade.Host      = featureHost{}
+	_ images.Host         = featureHost{}
+	_ feature.StoreHost   = featureHost{}
+	_ savedstate.Host     = featureHost{}
+	_ volumes.Host        = featureHost{}
+	_ obsfeature.Host     = featureHost{}
+	_ certificates.Host   = featureHost{}
+	_ jobsfeature.Host    = featureHost{}
+	_ upgrade.Host        = featureHost{}
+	_ servingfeature.Host = featureHost{}
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
@@ -153,3 +155,22 @@ func (h featureHost) VolumeProtection() []observe.VolumeProtection {
 func (h featureHost) Settle(ctx context.Context, st *sdkstore.Client) {
 	h.d.leaseFeature().Settle(ctx, st)
 }
+
+func (h featureHost) RecordChange() <-chan struct{} { return h.d.recordChange() }
+
+func (h featureHost) Members(ctx context.Context) map[string]rpc.Member { return h.d.members(ctx) }
+
+// PluginConfigs is the plugin host, nil (not a nil *pluginhost.Host)
+// without one.
+func (h featureHost) PluginConfigs() servingfeature.Configs {
+	if h.d.plugins == nil {
+		return nil
+	}
+	return h.d.plugins
+}
+
+func (h featureHost) Units() servingfeature.Units { return h.d.cfg.Units }
+
+func (h featureHost) TrustedMachinesPath() string { return h.d.trustedMachinesPath() }
+
+func (h featureHost) StoreSocket() string { return h.d.storeSocket() }

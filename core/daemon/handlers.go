@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"maps"
 	"net"
 	"net/netip"
@@ -39,12 +40,8 @@ func (d *Daemon) routes() {
 		rpc.Bind(rpc.ForgetMachine, d.forgetMachine),
 		rpc.Bind(rpc.Reset, d.reset),
 		rpc.Bind(rpc.ReadMembership, d.membership),
-		rpc.Bind(rpc.ReadIngressStatus, d.ingressStatus),
 		rpc.Bind(rpc.SaltSpecHashes, d.saltSpecHashes),
 	} {
-		d.rpc.Handle(r)
-	}
-	for _, r := range slices.Concat(d.servingRoutes()) {
 		d.rpc.Handle(r)
 	}
 	if d.ctrs == nil {
@@ -401,10 +398,11 @@ func (d *Daemon) updateMachine(ctx context.Context, req rpc.UpdateMachineRequest
 		return rpc.Inspection{}, err
 	}
 	if _, set := req.LabelsAdd[observe.BudgetLabel]; set || slices.Contains(req.LabelsRemove, observe.BudgetLabel) {
-		d.applyBudget(ctx)
+		obs := d.obs()
+		d.serving().Apply(ctx, "observe budget", logStorePlugin(obs), metricsPlugin(obs))
 	}
 	if _, set := req.LabelsAdd[volume.PoolLabel]; set || slices.Contains(req.LabelsRemove, volume.PoolLabel) {
-		d.applyPool(ctx)
+		d.serving().Apply(ctx, "zfs pool", volumePlugin(d.volumes()))
 	}
 	return d.inspect(ctx, rpc.None{})
 }
@@ -454,9 +452,10 @@ func (d *Daemon) reset(ctx context.Context, _ rpc.None) (rpc.Inspection, error) 
 
 func (d *Daemon) finishReset(ctx context.Context) error {
 	releaseMeshPorts()
-	d.stopDNS(ctx)
-	d.stopIngress(ctx)
-	d.stopMetrics(ctx)
+	sv := d.serving()
+	for _, p := range []servingfeature.Plugin{sv.DNSPlugin(), sv.IngressPlugin(), metricsPlugin(d.obs())} {
+		sv.Stop(ctx, p)
+	}
 	if err := d.cfg.Units.Stop(ctx, StoreUnit); err != nil {
 		d.log.Warn("reset: stop store", "error", err)
 	}

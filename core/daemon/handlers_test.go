@@ -444,7 +444,7 @@ func TestResetFinishes(t *testing.T) {
 	inputChainPrefix = "PZR" + machine.NewID()[:6]
 	chain := testInputChain(t, inputChainPrefix)
 
-	for _, p := range []string{dnsSpecFile, ingressSpecFile, metricsSpecFile, d.ingressStatusPath(), d.obs().CountersPath(), filepath.Join(d.cfg.DataDir, "endpoints.json")} {
+	for _, p := range []string{dnsSpecFile, ingressSpecFile, metricsSpecFile, d.serving().IngressStatusPath(), d.obs().CountersPath(), filepath.Join(d.cfg.DataDir, "endpoints.json")} {
 		if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -480,7 +480,7 @@ func TestResetFinishes(t *testing.T) {
 	if saved.Phase != machine.Uninitialized || saved.ID == "m1" || saved.ID == "" || saved.Subnet.IsValid() {
 		t.Fatalf("saved after reset %+v", saved)
 	}
-	for _, p := range []string{dnsSpecFile, ingressSpecFile, metricsSpecFile, d.ingressStatusPath(), d.obs().CountersPath(), filepath.Join(d.cfg.DataDir, "endpoints.json"),
+	for _, p := range []string{dnsSpecFile, ingressSpecFile, metricsSpecFile, d.serving().IngressStatusPath(), d.obs().CountersPath(), filepath.Join(d.cfg.DataDir, "endpoints.json"),
 		filepath.Join(d.cfg.DataDir, "store"), d.keyPath()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s survived the reset (%v)", p, err)

@@ -250,9 +250,6 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
-	for _, r := range d.servingRoutes() {
-		d.rpc.Handle(r)
-	}
 	d.featureRoutes()
 	var web []rpc.ContainerObservation
 	for _, id := range []string{"c1", "c2", "c3"} {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"net"
 	"net/netip"
 	"os"
@@ -130,7 +132,7 @@ func waitMachineRow(t *testing.T, st *store.Client, id string, cond func(store.M
 func TestServingSpecs(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
 	t.Setenv("PLOYZ_ACME_DIRECTORY", "")
-	b, err := d.dnsSpec()
+	b, err := d.serving().DNSSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestServingSpecs(t *testing.T) {
 		ds.TrustedMachinesFile != d.trustedMachinesPath() {
 		t.Fatalf("dns spec %+v", ds)
 	}
-	ib, err := d.ingressSpec()
+	ib, err := d.serving().IngressSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,31 +152,31 @@ func TestServingSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the daemon's ingress spec does not parse: %v\n%s", err, ib)
 	}
-	if is.Machine != "m1" || is.ACME != nil || is.ListenTLS != "" || is.StatusFile != d.ingressStatusPath() ||
+	if is.Machine != "m1" || is.ACME != nil || is.ListenTLS != "" || is.StatusFile != d.serving().IngressStatusPath() ||
 		is.TrustedMachinesFile != d.trustedMachinesPath() {
 		t.Fatalf("ingress spec %+v", is)
 	}
 	d.rec.Subnet = netip.Prefix{}
-	if _, err := d.dnsSpec(); err == nil || !strings.Contains(err.Error(), `field "listen"`) {
+	if _, err := d.serving().DNSSpec(); err == nil || !strings.Contains(err.Error(), `field "listen"`) {
 		t.Fatalf("no subnet: %v", err)
 	}
 	// configure never hands a plugin a spec it would refuse.
-	if err := d.configure(context.Background(), d.dnsPlugin()); err == nil || !strings.Contains(err.Error(), "listen") {
+	if err := d.serving().Configure(context.Background(), d.serving().DNSPlugin()); err == nil || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("configure with a bad spec: %v", err)
 	}
 	d.rec.Subnet = netip.MustParsePrefix("10.210.1.0/24")
-	bad := servingPlugin{name: "x", spec: func() ([]byte, error) { return []byte(`{"machine":""}`), nil },
-		check: func(b []byte) error { _, err := dns.ParseSpec(b); return err }}
-	if err := d.configure(context.Background(), bad); err == nil || !strings.HasPrefix(err.Error(), "derived ") {
+	bad := servingfeature.Plugin{Name: "x", Spec: func() ([]byte, error) { return []byte(`{"machine":""}`), nil },
+		Check: func(b []byte) error { _, err := dns.ParseSpec(b); return err }}
+	if err := d.serving().Configure(context.Background(), bad); err == nil || !strings.HasPrefix(err.Error(), "derived ") {
 		t.Fatalf("configure with a spec the plugin refuses: %v", err)
 	}
 	// The plugin host refuses a plugin it does not run.
-	if err := d.configure(context.Background(), d.dnsPlugin()); err == nil || !strings.Contains(err.Error(), `"dns" is not installed`) {
+	if err := d.serving().Configure(context.Background(), d.serving().DNSPlugin()); err == nil || !strings.Contains(err.Error(), `"dns" is not installed`) {
 		t.Fatalf("configure a plugin the host lacks: %v", err)
 	}
 	t.Setenv("PLOYZ_ACME_DIRECTORY", "https://acme.example/dir")
 	t.Setenv("PLOYZ_ACME_EMAIL", "ops@example.com")
-	ib, err = d.ingressSpec()
+	ib, err = d.serving().IngressSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,16 +187,16 @@ func TestServingSpecs(t *testing.T) {
 
 // TestKeepConfiguredWaitsForParticipation: a joining Machine derives no
 // spec; the moment it participates it does, without waiting for the
-// next retry (servingRetryEvery).
+// next retry (servingfeature.RetryEvery).
 func TestKeepConfiguredWaitsForParticipation(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
 	d.rec.Phase = machine.Joining
 	var derived atomic.Int32
-	p := servingPlugin{name: "dns", what: "test", spec: func() ([]byte, error) { derived.Add(1); return d.dnsSpec() },
-		check: func(b []byte) error { _, err := dns.ParseSpec(b); return err }}
+	p := servingfeature.Plugin{Name: "dns", What: "test", Spec: func() ([]byte, error) { derived.Add(1); return d.serving().DNSSpec() },
+		Check: func(b []byte) error { _, err := dns.ParseSpec(b); return err }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.keepConfigured(ctx, p); close(done) }()
+	go func() { d.serving().Keep(ctx, p); close(done) }()
 	defer func() { cancel(); <-done }()
 	time.Sleep(200 * time.Millisecond)
 	if n := derived.Load(); n != 0 {
@@ -205,12 +207,12 @@ func TestKeepConfiguredWaitsForParticipation(t *testing.T) {
 	if err := d.setRecord(rec); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(servingRetryEvery / 2)
+	deadline := time.Now().Add(servingfeature.RetryEvery / 2)
 	for derived.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := derived.Load(); n != 1 {
-		t.Fatalf("a Machine that became participating derived its spec %d times within %s, want 1", n, servingRetryEvery/2)
+		t.Fatalf("a Machine that became participating derived its spec %d times within %s, want 1", n, servingfeature.RetryEvery/2)
 	}
 }
 
@@ -320,18 +322,18 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 	ingressSpecFile = filepath.Join(files, "ingress.json")
 	d.rec.Phase = machine.Participating
 	d.rec.Labels = map[string]string{rpc.MachineLabelAccepts: rpc.AcceptServices}
-	for _, p := range []string{ingressSpecFile, d.ingressStatusPath(), d.trustedMachinesPath()} {
+	for _, p := range []string{ingressSpecFile, d.serving().IngressStatusPath(), d.trustedMachinesPath()} {
 		if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p := d.ingressPlugin()
-	derive := p.spec
+	p := d.serving().IngressPlugin()
+	derive := p.Spec
 	var derived atomic.Int32
-	p.spec = func() ([]byte, error) { derived.Add(1); return derive() }
+	p.Spec = func() ([]byte, error) { derived.Add(1); return derive() }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.keepConfigured(ctx, p); close(done) }()
+	go func() { d.serving().Keep(ctx, p); close(done) }()
 	defer func() { cancel(); <-done }()
 
 	stop := "stop " + pluginhost.UnitName(IngressPlugin)
@@ -342,7 +344,7 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 	if !slices.Contains(u.seen(), stop) {
 		t.Fatalf("units %v: the ingress unit was not stopped", u.seen())
 	}
-	for _, p := range []string{ingressSpecFile, d.ingressStatusPath()} {
+	for _, p := range []string{ingressSpecFile, d.serving().IngressStatusPath()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s survived the withdrawal (%v)", p, err)
 		}
@@ -350,7 +352,7 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 	if _, err := os.Stat(d.trustedMachinesPath()); err != nil {
 		t.Errorf("the trust list went with ingress: %v", err)
 	}
-	out, err := hcall(t, typed(d.ingressStatus), rpc.IngressStatusRequest{})
+	out, err := hcall(t, featuretest.Handler(t, d.serving().Routes(), rpc.CmdIngressStatus), rpc.IngressStatusRequest{})
 	if st, ok := out.(ingress.Status); err != nil || !ok || !st.Off || st.Running || st.MachineID != "m1" {
 		t.Fatalf("ingress_status %+v %v, want off", out, err)
 	}
@@ -361,12 +363,12 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 	if _, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{rpc.MachineLabelAccepts: "services,ingress"}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(servingRetryEvery / 2)
+	deadline = time.Now().Add(servingfeature.RetryEvery / 2)
 	for derived.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if derived.Load() == 0 {
-		t.Fatalf("accepting ingress again derived no spec within %s", servingRetryEvery/2)
+		t.Fatalf("accepting ingress again derived no spec within %s", servingfeature.RetryEvery/2)
 	}
 	stops := 0
 	for _, c := range u.seen() {

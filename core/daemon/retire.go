@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -57,7 +58,7 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 	if err != nil {
 		return err
 	}
-	pointers, err := readPointers(ctx, st)
+	pointers, err := servingfeature.ReadPointers(ctx, st)
 	if err != nil || len(pointers) == 0 {
 		clear(firstSeen)
 		return err
@@ -94,10 +95,9 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 	}
 	seen := map[string]bool{}
 	// Acks and membership are read only when something is superseded.
-	var v servingView
+	var v servingfeature.View
 	if len(superseded) > 0 {
-		v.acked = map[string]map[string]string{}
-		if err := d.readAcks(ctx, st, &v); err != nil {
+		if v, err = d.serving().Acks(ctx, st); err != nil {
 			return err
 		}
 	}
@@ -106,7 +106,7 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 		if _, ok := firstSeen[c.id]; !ok {
 			firstSeen[c.id] = time.Now()
 		}
-		acked := v.ackedBy(c.svc, c.p.ID)
+		acked := v.AckedBy(c.svc, c.p.ID)
 		waited := time.Since(firstSeen[c.id])
 		if waited < retireHold || !acked && waited < retireAfter {
 			continue

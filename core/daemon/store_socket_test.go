@@ -71,7 +71,7 @@ func TestStoreClientsIgnoreAnImpostorOnTCP(t *testing.T) {
 	}
 	d := &Daemon{cfg: Config{DataDir: data, RunDir: run}, log: hclog.NewNullLogger(),
 		rec: machine.Record{ID: "abc", Phase: machine.Participating, Subnet: netip.MustParsePrefix("10.210.7.0/24")}}
-	dnsSpec, err := d.dnsSpec()
+	dnsSpec, err := d.serving().DNSSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestStoreClientsIgnoreAnImpostorOnTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ingSpec, err := d.ingressSpec()
+	ingSpec, err := d.serving().IngressSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

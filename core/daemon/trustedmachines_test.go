@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -133,13 +134,13 @@ func TestTrustListRemovedOnReset(t *testing.T) {
 	d := &Daemon{}
 	d.cfg.RunDir = "/run/ployz"
 	want := "/run/ployz/" + serving.TrustedFileName
-	for _, p := range []servingPlugin{d.dnsPlugin(), d.ingressPlugin()} {
+	for _, p := range []servingfeature.Plugin{d.serving().DNSPlugin(), d.serving().IngressPlugin()} {
 		found := false
-		for _, k := range p.kept {
+		for _, k := range p.Kept {
 			found = found || k == want
 		}
 		if !found {
-			t.Errorf("%s: %s is not removed on reset (kept %v)", p.name, want, p.kept)
+			t.Errorf("%s: %s is not removed on reset (kept %v)", p.Name, want, p.Kept)
 		}
 	}
 }

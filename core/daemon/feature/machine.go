@@ -1,5 +1,12 @@
 package feature
 
+import (
+	"net/netip"
+
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/meshaddr"
+)
+
 // The Machine's fixed names and ports (docs/architecture.md, "Network"),
 // which core/daemon re-exports: the upgrade feature restarts and checks
 // them too.
@@ -19,4 +26,14 @@ func ErrSuffix(s string) string {
 		return ""
 	}
 	return ": " + s
+}
+
+// ClusterNetwork is the Cluster network of rec, or the default one for
+// a record from before it was kept: what DNS, ingress and isolation
+// bound Container addresses by.
+func ClusterNetwork(rec machine.Record) netip.Prefix {
+	if rec.Network.IsValid() {
+		return rec.Network.Masked()
+	}
+	return meshaddr.DefaultNetwork
 }

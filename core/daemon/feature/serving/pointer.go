@@ -1,14 +1,11 @@
-package daemon
+package serving
 
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ployz/ployz/core/machine"
@@ -20,43 +17,13 @@ import (
 // of the Containers it names to replicate to the entry.
 const pointerRowWait = 10 * time.Second
 
-var (
-	sessionOnce sync.Once
-	sessionID   string
-)
-
-// session is this Machine's session: it changes when the Machine boots
-// (the kernel's boot id, and PID 1's start time, which also tells lab
-// Machines sharing one kernel apart), not when the daemon restarts.
-func session() string {
-	sessionOnce.Do(func() {
-		boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-		init, _ := os.ReadFile("/proc/1/stat")
-		if i := strings.LastIndexByte(string(init), ')'); i >= 0 {
-			if f := strings.Fields(string(init)[i+1:]); len(f) > 19 {
-				init = []byte(f[19]) // starttime
-			}
-		}
-		sum := sha256.Sum256(append(append(boot, '/'), init...))
-		sessionID = hex.EncodeToString(sum[:6])
-	})
-	return sessionID
-}
-
-func (d *Daemon) servingRoutes() []rpc.Route {
-	return []rpc.Route{
-		rpc.Bind(rpc.MoveServingPointer, d.moveServingPointer),
-		rpc.Bind(rpc.ReadServingStatus, d.servingStatus),
-	}
-}
-
 // moveServingPointer writes a Service's Serving Pointer to the store,
 // naming each Container with the image and deployment its row reports.
-func (d *Daemon) moveServingPointer(ctx context.Context, req rpc.MoveServingPointerRequest) (rpc.ServingPointerMoved, error) {
+func (f *Feature) moveServingPointer(ctx context.Context, req rpc.MoveServingPointerRequest) (rpc.ServingPointerMoved, error) {
 	if err := req.Validate(); err != nil {
 		return rpc.ServingPointerMoved{}, err
 	}
-	st, err := d.storeClient()
+	st, err := f.host.Store()
 	if err != nil {
 		return rpc.ServingPointerMoved{}, err
 	}
@@ -67,7 +34,7 @@ func (d *Daemon) moveServingPointer(ctx context.Context, req rpc.MoveServingPoin
 		}
 		return rpc.ServingPointerMoved{}, nil
 	}
-	rows, err := d.pointerRows(ctx, st, req.Containers)
+	rows, err := f.pointerRows(ctx, st, req.Containers)
 	if err != nil {
 		return rpc.ServingPointerMoved{}, err
 	}
@@ -83,10 +50,10 @@ func (d *Daemon) moveServingPointer(ctx context.Context, req rpc.MoveServingPoin
 		body.Containers = append(body.Containers, sc)
 		out.Containers = append(out.Containers, rpc.ServingContainer{ID: sc.ID, MachineID: sc.Machine, ImageID: sc.ImageID, Deployment: sc.Deployment})
 	}
-	if _, err := st.Serving().Put(ctx, store.Row[store.ServingBody]{Key: key, Owner: d.record().ID, Body: body}); err != nil {
+	if _, err := st.Serving().Put(ctx, store.Row[store.ServingBody]{Key: key, Owner: f.host.MachineID(), Body: body}); err != nil {
 		return rpc.ServingPointerMoved{}, rpc.Errorf(rpc.CodeUnavailable, "write serving pointer: %v", err)
 	}
-	d.log.Info("serving pointer moved", "service", key, "pointer", body.ID, "containers", len(body.Containers), "unseen", len(out.Unseen))
+	f.log.Info("serving pointer moved", "service", key, "pointer", body.ID, "containers", len(body.Containers), "unseen", len(out.Unseen))
 	return out, nil
 }
 
@@ -94,7 +61,7 @@ func (d *Daemon) moveServingPointer(ctx context.Context, req rpc.MoveServingPoin
 // to pointerRowWait for those not replicated here yet: woken by a
 // subscription to exactly those rows, and re-reading on a short period
 // while it is not open.
-func (d *Daemon) pointerRows(ctx context.Context, st *store.Client, cs []rpc.ServingContainer) (map[string]store.Row[store.ContainerBody], error) {
+func (f *Feature) pointerRows(ctx context.Context, st *store.Client, cs []rpc.ServingContainer) (map[string]store.Row[store.ContainerBody], error) {
 	rows := map[string]store.Row[store.ContainerBody]{}
 	var w *store.Watch
 	deadline := time.NewTimer(pointerRowWait)
@@ -116,7 +83,7 @@ func (d *Daemon) pointerRows(ctx context.Context, st *store.Client, cs []rpc.Ser
 			return rows, nil
 		}
 		if w == nil && hexIDs(missing) {
-			w = d.watchStore(wctx, `SELECT id, owner FROM containers WHERE id IN ('`+strings.Join(missing, "','")+`')`)
+			w = f.host.WatchStore(wctx, `SELECT id, owner FROM containers WHERE id IN ('`+strings.Join(missing, "','")+`')`)
 		}
 		var woke <-chan struct{}
 		if w != nil {
@@ -171,25 +138,26 @@ func newPointerID() string {
 	return hex.EncodeToString(b)
 }
 
-// servingView is what the store says about pointers and acks, joined with
-// this Machine's membership view.
-type servingView struct {
+// View is what the store says about pointers and acks, joined with
+// this Machine's membership view. The retire loop reads its acks (Acks)
+// to tell when a superseded Container may stop.
+type View struct {
 	pointers map[string]store.ServingBody
 	acks     []rpc.ServingAck // one per participating Machine, Acked empty
 	acked    map[string]map[string]string
 }
 
-func (d *Daemon) readServing(ctx context.Context, st *store.Client) (servingView, error) {
-	v := servingView{acked: map[string]map[string]string{}}
+func (f *Feature) readServing(ctx context.Context, st *store.Client) (View, error) {
+	v := View{acked: map[string]map[string]string{}}
 	var err error
-	if v.pointers, err = readPointers(ctx, st); err != nil {
+	if v.pointers, err = ReadPointers(ctx, st); err != nil {
 		return v, err
 	}
-	return v, d.readAcks(ctx, st, &v)
+	return v, f.readAcks(ctx, st, &v)
 }
 
-// readPointers reads the Serving Pointers, keyed by lowercase Service.
-func readPointers(ctx context.Context, st *store.Client) (map[string]store.ServingBody, error) {
+// ReadPointers reads the Serving Pointers, keyed by lowercase Service.
+func ReadPointers(ctx context.Context, st *store.Client) (map[string]store.ServingBody, error) {
 	ps, err := st.Serving().List(ctx)
 	if err != nil {
 		return nil, err
@@ -201,11 +169,18 @@ func readPointers(ctx context.Context, st *store.Client) (map[string]store.Servi
 	return out, nil
 }
 
+// Acks reads the acks alone, as the retire loop needs them once
+// something is superseded.
+func (f *Feature) Acks(ctx context.Context, st *store.Client) (View, error) {
+	v := View{acked: map[string]map[string]string{}}
+	return v, f.readAcks(ctx, st, &v)
+}
+
 // readAcks fills v's acks: every participating Machine that runs an
 // Ingress Proxy, with this Machine's membership view of it, and what each
 // acked. A Machine whose own row says it does not accept ingress runs no
 // proxy (its daemon withdrew it), so no ack of its is waited for.
-func (d *Daemon) readAcks(ctx context.Context, st *store.Client, v *servingView) error {
+func (f *Feature) readAcks(ctx context.Context, st *store.Client, v *View) error {
 	as, err := st.ServingAcks().List(ctx)
 	if err != nil {
 		return err
@@ -217,8 +192,8 @@ func (d *Daemon) readAcks(ctx context.Context, st *store.Client, v *servingView)
 	if err != nil {
 		return err
 	}
-	members := d.members(ctx)
-	self := d.record().ID
+	members := f.host.Members(ctx)
+	self := f.host.MachineID()
 	for _, m := range ms {
 		if m.Body.Phase != string(machine.Participating) || !rpc.Accepts(m.Body.Labels, rpc.AcceptIngress) {
 			continue
@@ -234,9 +209,9 @@ func (d *Daemon) readAcks(ctx context.Context, st *store.Client, v *servingView)
 	return nil
 }
 
-// ackedBy reports whether every participating Machine that is not Down
+// AckedBy reports whether every participating Machine that is not Down
 // acks pointer id of svc.
-func (v servingView) ackedBy(svc, id string) bool {
+func (v View) AckedBy(svc, id string) bool {
 	for _, a := range v.acks {
 		if a.Membership != "down" && v.acked[a.MachineID][svc] != id {
 			return false
@@ -248,8 +223,8 @@ func (v servingView) ackedBy(svc, id string) bool {
 // readServingWait reads the serving view; with req.WaitPointer it reads
 // again on every change to the acks (or machines) until the pointer is
 // acked by every Machine that is not Down, or the wait is over.
-func (d *Daemon) readServingWait(ctx context.Context, st *store.Client, req rpc.ServingStatusRequest) (servingView, error) {
-	v, err := d.readServing(ctx, st)
+func (f *Feature) readServingWait(ctx context.Context, st *store.Client, req rpc.ServingStatusRequest) (View, error) {
+	v, err := f.readServing(ctx, st)
 	if err != nil || req.WaitPointer == "" {
 		return v, err
 	}
@@ -262,8 +237,8 @@ func (d *Daemon) readServingWait(ctx context.Context, st *store.Client, req rpc.
 	defer deadline.Stop()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := d.watchStore(wctx, `SELECT id, body FROM serving_acks`, `SELECT id, body FROM machines`)
-	for !v.ackedBy(key, req.WaitPointer) {
+	w := f.host.WatchStore(wctx, `SELECT id, body FROM serving_acks`, `SELECT id, body FROM machines`)
+	for !v.AckedBy(key, req.WaitPointer) {
 		select {
 		case <-ctx.Done():
 			return v, nil
@@ -272,15 +247,15 @@ func (d *Daemon) readServingWait(ctx context.Context, st *store.Client, req rpc.
 		case <-w.C:
 		case <-time.After(rowPoll(w)):
 		}
-		if v, err = d.readServing(ctx, st); err != nil {
+		if v, err = f.readServing(ctx, st); err != nil {
 			return v, err
 		}
 	}
 	return v, nil
 }
 
-func (d *Daemon) servingStatus(ctx context.Context, req rpc.ServingStatusRequest) (rpc.ServingStatus, error) {
-	st, err := d.storeClient()
+func (f *Feature) servingStatus(ctx context.Context, req rpc.ServingStatusRequest) (rpc.ServingStatus, error) {
+	st, err := f.host.Store()
 	if err != nil {
 		return rpc.ServingStatus{}, err
 	}
@@ -290,7 +265,7 @@ func (d *Daemon) servingStatus(ctx context.Context, req rpc.ServingStatusRequest
 	if req.WaitSeconds < 0 {
 		return rpc.ServingStatus{}, rpc.InvalidField("wait_seconds", "%d is negative", req.WaitSeconds)
 	}
-	v, err := d.readServingWait(ctx, st, req)
+	v, err := f.readServingWait(ctx, st, req)
 	if err != nil {
 		return rpc.ServingStatus{}, rpc.Errorf(rpc.CodeUnavailable, "read serving pointers: %v", err)
 	}
@@ -301,7 +276,7 @@ func (d *Daemon) servingStatus(ctx context.Context, req rpc.ServingStatusRequest
 		}
 		slices.Sort(names)
 	}
-	out := rpc.ServingStatus{ObserverID: d.record().ID, Services: []rpc.ServiceServing{}}
+	out := rpc.ServingStatus{ObserverID: f.host.MachineID(), Services: []rpc.ServiceServing{}}
 	for _, n := range names {
 		k := strings.ToLower(n)
 		s := rpc.ServiceServing{Service: k}

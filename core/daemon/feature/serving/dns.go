@@ -1,8 +1,7 @@
-package daemon
+package serving
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,47 +9,45 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/sdk/dns"
 )
 
-// Internal DNS is the dns plugin (plugins/dns); the daemon hands it the
-// spec it derives here. Its contract is package sdk/dns.
-const (
-	DNSPlugin  = "dns"
-	resolvConf = "/etc/resolv.conf"
-)
+// DNSPlugin is Internal DNS, the dns plugin (plugins/dns); the daemon hands it the
+// spec derived here. Its contract is package sdk/dns.
+const DNSPlugin = "dns"
 
-// dnsPlugin describes Internal DNS as a serving plugin.
-func (d *Daemon) dnsPlugin() servingPlugin {
-	return servingPlugin{name: DNSPlugin, what: "internal dns", spec: d.dnsSpec,
-		check: func(b []byte) error { _, err := dns.ParseSpec(b); return err },
-		kept:  []string{dnsSpecFile, d.trustedMachinesPath()}}
+// resolvConf is where the upstream resolvers are read.
+const resolvConf = "/etc/resolv.conf"
+
+// DNSPlugin describes Internal DNS as a serving plugin.
+func (f *Feature) DNSPlugin() Plugin {
+	return Plugin{Name: DNSPlugin, What: "internal dns", Spec: f.DNSSpec,
+		Check: func(b []byte) error { _, err := dns.ParseSpec(b); return err },
+		Kept:  []string{f.files.DNSSpec, f.host.TrustedMachinesPath()}}
 }
 
-func (d *Daemon) dnsLoop(ctx context.Context) { d.keepConfigured(ctx, d.dnsPlugin()) }
-func (d *Daemon) stopDNS(ctx context.Context) { d.stopServing(ctx, d.dnsPlugin()) }
-
-// dnsSpec derives the DNS spec from the Machine record and /etc/resolv.conf.
-func (d *Daemon) dnsSpec() ([]byte, error) {
-	rec := d.record()
+// DNSSpec derives the DNS spec from the Machine record and /etc/resolv.conf.
+func (f *Feature) DNSSpec() ([]byte, error) {
+	rec := f.host.Machine()
 	gw, err := meshaddr.Gateway(rec.Subnet)
 	if err != nil {
 		return nil, fmt.Errorf("dns spec: field \"listen\": %w", err)
 	}
 	ups, err := readUpstreams(resolvConf)
 	if err != nil {
-		d.log.Warn("no upstream resolvers; only internal names will resolve", "error", err)
+		f.log.Warn("no upstream resolvers; only internal names will resolve", "error", err)
 	}
 	spec := dns.Spec{
 		Machine:   rec.ID,
 		Listen:    netip.AddrPortFrom(gw, 53).String(),
 		Subnet:    rec.Subnet.Masked().String(),
 		Upstreams: ups,
-		StoreAPI:  d.storeSocket(),
+		StoreAPI:  f.host.StoreSocket(),
 	}
-	spec.Network = clusterNetwork(rec).String()
-	spec.TrustedMachinesFile = d.trustedMachinesPath()
+	spec.Network = feature.ClusterNetwork(rec).String()
+	spec.TrustedMachinesFile = f.host.TrustedMachinesPath()
 	b, err := json.MarshalIndent(spec, "", "  ")
 	return append(b, '\n'), err
 }

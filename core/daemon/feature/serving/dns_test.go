@@ -1,4 +1,4 @@
-package daemon
+package serving
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/sdk/dns"
@@ -27,9 +25,8 @@ func TestParseResolvConfSkipsLoopbackStubs(t *testing.T) {
 }
 
 func TestDNSSpecFromRecord(t *testing.T) {
-	d := &Daemon{cfg: Config{DataDir: "/var/lib/ployz", RunDir: "/run/ployz"}, log: hclog.NewNullLogger(),
-		rec: machine.Record{ID: "abc", Phase: machine.Participating, Subnet: netip.MustParsePrefix("10.210.7.0/24")}}
-	b, err := d.dnsSpec()
+	h := newHost(t, machine.Record{ID: "abc", Phase: machine.Participating, Subnet: netip.MustParsePrefix("10.210.7.0/24")})
+	b, err := h.feature().DNSSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,28 +35,9 @@ func TestDNSSpecFromRecord(t *testing.T) {
 		t.Fatalf("the daemon's spec does not parse: %v\n%s", err, b)
 	}
 	if c.Machine != "abc" || c.Listen != "10.210.7.1:53" || c.Subnet != "10.210.7.0/24" ||
-		c.StoreAPI != "/run/ployz/store/api.sock" || c.StoreTokenFile != "" {
+		c.StoreAPI != filepath.Join(h.run, "store", "api.sock") || c.StoreTokenFile != "" {
 		t.Fatalf("%+v", c.Spec)
 	}
-}
-
-type recordedUnits struct{ calls []string }
-
-func (r *recordedUnits) Start(_ context.Context, u string) error {
-	r.calls = append(r.calls, "start "+u)
-	return nil
-}
-func (r *recordedUnits) Restart(_ context.Context, u string) error {
-	r.calls = append(r.calls, "restart "+u)
-	return nil
-}
-func (r *recordedUnits) Stop(_ context.Context, u string) error {
-	r.calls = append(r.calls, "stop "+u)
-	return nil
-}
-func (r *recordedUnits) Reload(context.Context) error {
-	r.calls = append(r.calls, "reload")
-	return nil
 }
 
 // TestRetireOldServingUnits: an upgrade from a ployzd that ran DNS under
@@ -67,16 +45,16 @@ func (r *recordedUnits) Reload(context.Context) error {
 // takes the port; without one, nothing is touched.
 func TestRetireOldServingUnits(t *testing.T) {
 	dir := t.TempDir()
-	u := &recordedUnits{}
-	d := &Daemon{cfg: Config{Units: u}, log: hclog.NewNullLogger()}
-	d.retireOldServingUnits(context.Background(), dir)
-	if len(u.calls) != 0 {
-		t.Fatalf("calls without old units: %v", u.calls)
+	h := newHost(t, machine.Record{})
+	f := h.feature()
+	f.RetireOldUnits(context.Background(), dir)
+	if len(h.units.calls) != 0 {
+		t.Fatalf("calls without old units: %v", h.units.calls)
 	}
 	os.WriteFile(filepath.Join(dir, "ployz-dns.service"), []byte("[Service]\n"), 0o644)
-	d.retireOldServingUnits(context.Background(), dir)
-	if !slices.Equal(u.calls, []string{"stop ployz-dns.service", "reload"}) {
-		t.Fatalf("calls = %v", u.calls)
+	f.RetireOldUnits(context.Background(), dir)
+	if !slices.Equal(h.units.calls, []string{"stop ployz-dns.service", "reload"}) {
+		t.Fatalf("calls = %v", h.units.calls)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ployz-dns.service")); !os.IsNotExist(err) {
 		t.Fatalf("old unit left: %v", err)

@@ -1,67 +1,29 @@
-package daemon
+package serving
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/hashicorp/go-hclog"
-
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
-	"github.com/ployz/ployz/core/store/schema"
-	"github.com/ployz/ployz/core/store/server"
 	"github.com/ployz/ployz/sdk/store"
 )
 
-// storeDaemon is a participating Daemon on a real store node of its own
-// (no mesh, no plugins): what the Serving Pointer handlers and the retire
-// loop read and write.
-func storeDaemon(t testing.TB, self string) (*Daemon, *store.Client) {
+// storeFeature is the feature on a participating Machine self over a
+// real store node of its own (no mesh, no plugins).
+func storeFeature(t testing.TB, self string) (*Feature, *store.Client) {
 	t.Helper()
-	addr := freeAddr(t)
-	n, err := server.Start(context.Background(), server.Config{
-		DBPath: filepath.Join(t.TempDir(), "store.db"), SchemaSQL: schema.SQL(), APIAddr: addr, Token: "tok",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	st := store.New(addr, store.WithToken("tok"))
-	d := &Daemon{cfg: Config{DataDir: t.TempDir(), RunDir: t.TempDir()}, log: hclog.NewNullLogger(),
-		rec: machine.Record{ID: self, Name: "self", Phase: machine.Participating}, active: &active{store: st}}
-	return d, st
+	_, st := featuretest.Store(t, self)
+	h := newHost(t, machine.Record{ID: self, Name: "self", Phase: machine.Participating})
+	h.st = st
+	return h.feature(), st
 }
-
-func hcall(t testing.TB, h Handler, req any) (any, error) {
-	t.Helper()
-	raw, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h(context.Background(), raw)
-}
-
-// freeAddr is a loopback TCP address nothing listens on right now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// Handler is a Machine RPC handler as the daemon registers it.
-type Handler = func(context.Context, json.RawMessage) (any, error)
 
 func putMachine(t testing.TB, st *store.Client, id, name string, phase machine.Phase) {
 	t.Helper()
@@ -87,7 +49,7 @@ func putAck(t *testing.T, st *store.Client, machineID, svc, pointer string) {
 // delete removes it.
 func TestMoveServingPointerAndStatus(t *testing.T) {
 	ctx := context.Background()
-	d, st := storeDaemon(t, "m-self")
+	f, st := storeFeature(t, "m-self")
 	putMachine(t, st, "m-self", "self", machine.Participating)
 	putMachine(t, st, "m-two", "two", machine.Participating)
 	putMachine(t, st, "m-new", "new", machine.Joining) // not participating: owes no ack
@@ -103,7 +65,7 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 	}
 
 	start := time.Now()
-	out, err := hcall(t, typed(d.moveServingPointer), rpc.MoveServingPointerRequest{Service: "Hello-Prod/Web", Deployment: "d2", Containers: []rpc.ServingContainer{
+	out, err := featuretest.Call(t, featuretest.Typed(f.moveServingPointer), rpc.MoveServingPointerRequest{Service: "Hello-Prod/Web", Deployment: "d2", Containers: []rpc.ServingContainer{
 		{ID: "c1", MachineID: "m-two", ImageID: "sha256:claimed", Deployment: "d-claimed"},
 		{ID: "c9", MachineID: "m-two", ImageID: "sha256:nine"},
 	}})
@@ -127,7 +89,7 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 
 	putAck(t, st, "m-two", "hello-prod/web", moved.ID)
 	putAck(t, st, "m-self", "hello-prod/web", "an-older-pointer")
-	sout, err := hcall(t, typed(d.servingStatus), rpc.ServingStatusRequest{})
+	sout, err := featuretest.Call(t, featuretest.Typed(f.servingStatus), rpc.ServingStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,18 +119,18 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 		putAck(t, st, "m-self", "hello-prod/web", moved.ID)
 	}()
 	start = time.Now()
-	sout, err = hcall(t, typed(d.servingStatus), rpc.ServingStatusRequest{Services: []string{"hello-prod/web"}, WaitPointer: moved.ID, WaitSeconds: 20})
+	sout, err = featuretest.Call(t, featuretest.Typed(f.servingStatus), rpc.ServingStatusRequest{Services: []string{"hello-prod/web"}, WaitPointer: moved.ID, WaitSeconds: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := sout.(rpc.ServingStatus).Services[0].Pending(); len(p) != 0 || time.Since(start) < 300*time.Millisecond || time.Since(start) > 15*time.Second {
 		t.Fatalf("waited status after %s: pending %v", time.Since(start), p)
 	}
-	if _, err := hcall(t, typed(d.servingStatus), rpc.ServingStatusRequest{WaitPointer: moved.ID}); err == nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.servingStatus), rpc.ServingStatusRequest{WaitPointer: moved.ID}); err == nil {
 		t.Fatal("wait_pointer without one service accepted")
 	}
 
-	if _, err := hcall(t, typed(d.moveServingPointer), rpc.MoveServingPointerRequest{Service: "hello-prod/web", Delete: true}); err != nil {
+	if _, err := featuretest.Call(t, featuretest.Typed(f.moveServingPointer), rpc.MoveServingPointerRequest{Service: "hello-prod/web", Delete: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := st.Serving().Get(ctx, "hello-prod/web"); ok || err != nil {
@@ -179,7 +141,7 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 // TestServingHandlersRefuse: bad requests are refused with the field
 // named, and a Machine without a store says so instead of guessing.
 func TestServingHandlersRefuse(t *testing.T) {
-	d, _ := storeDaemon(t, "m-self")
+	f, _ := storeFeature(t, "m-self")
 	for name, tc := range map[string]struct {
 		raw, field string
 	}{
@@ -188,89 +150,14 @@ func TestServingHandlersRefuse(t *testing.T) {
 		"empty id":     {`{"service":"a/b","containers":[{"machine_id":"m"}]}`, "containers[0].id"},
 		"delete names": {`{"service":"a/b","delete":true,"containers":[{"id":"c","machine_id":"m"}]}`, `"delete"`},
 	} {
-		_, err := typed(d.moveServingPointer)(context.Background(), json.RawMessage(tc.raw))
+		_, err := featuretest.Typed(f.moveServingPointer)(context.Background(), json.RawMessage(tc.raw))
 		var e *rpc.Error
 		if !errors.As(err, &e) || e.Code != rpc.CodeInvalidArgument || !strings.Contains(e.Message, tc.field) {
 			t.Errorf("%s: %v, want invalid_argument naming %s", name, err, tc.field)
 		}
 	}
-	bare := &Daemon{log: hclog.NewNullLogger(), rec: machine.Record{ID: "x", Phase: machine.Uninitialized}}
+	bare := newHost(t, machine.Record{ID: "x", Phase: machine.Uninitialized}).feature()
 	if _, err := bare.servingStatus(context.Background(), rpc.ServingStatusRequest{}); err == nil || !strings.Contains(err.Error(), "no store") {
 		t.Errorf("status without a store: %v", err)
-	}
-}
-
-// TestRetireRound runs the retire loop's round against real Docker and a
-// real store: a running Container the Service's pointer left out is
-// stopped once every participating Machine that is not Down acked that
-// pointer, and not before; the Container the pointer names keeps running.
-func TestRetireRound(t *testing.T) {
-	ctx := context.Background()
-	ops := newTestOps(t)
-	d, st := storeDaemon(t, "m-self")
-	d.ctrs = ops.containerOps
-	svc := ops.namespace + "/web"
-	run := func(name string) string {
-		t.Helper()
-		c, err := ops.cli.ContainerCreate(ctx, &container.Config{Image: ops.image, Labels: map[string]string{
-			rpc.LabelNamespace: ops.namespace, rpc.LabelService: "web", rpc.LabelKind: "service"}}, nil, nil, nil, ops.namespace+"-"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ops.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) }) // best effort
-		if err := ops.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: c.ID, Owner: "m-self",
-			Body: store.ContainerBody{Namespace: ops.namespace, Service: "web", State: "running", Deployment: "d1"}}); err != nil {
-			t.Fatal(err)
-		}
-		return c.ID
-	}
-	running := func(id string) bool {
-		in, err := ops.cli.ContainerInspect(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return in.State.Running
-	}
-	oldC, newC := run("old"), run("new")
-	time.Sleep(10 * time.Millisecond) // the pointer moves after both were created
-	putMachine(t, st, "m-self", "self", machine.Participating)
-	putMachine(t, st, "m-two", "two", machine.Participating)
-	pointer := store.ServingBody{ID: "p2", Deployment: "d1", MovedAt: time.Now().UnixMilli(),
-		Containers: []store.ServingContainer{{ID: newC, Machine: "m-self", Deployment: "d1"}}}
-	if _, err := st.Serving().Put(ctx, store.Row[store.ServingBody]{Key: svc, Owner: "m-self", Body: pointer}); err != nil {
-		t.Fatal(err)
-	}
-	putAck(t, st, "m-self", svc, "p2")
-
-	firstSeen := map[string]time.Time{}
-	if err := d.retireRound(ctx, firstSeen); err != nil {
-		t.Fatal(err)
-	}
-	if !running(oldC) || !running(newC) {
-		t.Fatal("a Container stopped before m-two acked the pointer that left it out")
-	}
-	if _, ok := firstSeen[oldC]; !ok || len(firstSeen) != 1 {
-		t.Fatalf("first seen %v, want only the superseded Container", firstSeen)
-	}
-
-	putAck(t, st, "m-two", svc, "p2")
-	if err := d.retireRound(ctx, firstSeen); err != nil {
-		t.Fatal(err)
-	}
-	if !running(oldC) {
-		t.Fatal("stopped within retireHold of being first seen superseded: a Deploy about to name it again has no time to")
-	}
-	firstSeen[oldC] = firstSeen[oldC].Add(-retireHold)
-	if err := d.retireRound(ctx, firstSeen); err != nil {
-		t.Fatal(err)
-	}
-	if running(oldC) {
-		t.Error("the superseded Container still runs after every Machine acked")
-	}
-	if !running(newC) {
-		t.Error("the Container the pointer names was stopped")
 	}
 }
