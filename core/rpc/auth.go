@@ -179,6 +179,8 @@ type MeshDialer struct {
 	// Source is this Machine's management address. Calls leave from it
 	// because it is the address peers admit this Machine's key from.
 	Source netip.Addr
+
+	wrap func(net.Conn) net.Conn // tests: wraps each dialed connection
 }
 
 // Dial returns a Client for p's Machine RPC on the mesh, presenting the
@@ -198,6 +200,10 @@ func (m MeshDialer) Dial(_ context.Context, p Peer) (*Client, error) {
 		d.LocalAddr = &net.TCPAddr{IP: m.Source.AsSlice()}
 	}
 	return newClient(func(ctx context.Context) (net.Conn, error) {
-		return d.DialContext(ctx, "tcp", addr)
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil && m.wrap != nil {
+			c = m.wrap(c)
+		}
+		return c, err
 	}, credentials.NewTLS(clientTLS(m.Identity, want, who)))
 }

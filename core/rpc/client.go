@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -23,6 +25,9 @@ type Client struct {
 	conn    *grpc.ClientConn
 	raw     machinepb.MachineClient
 	onClose func() error // releases the transport, e.g. an SSH connection
+
+	mu   sync.Mutex
+	wire net.Conn // the byte stream gRPC dialed last, for usable
 }
 
 // Dialer opens one byte stream to an Entry Machine's Machine RPC.
@@ -34,15 +39,41 @@ func NewClient(dial Dialer) (*Client, error) {
 }
 
 func newClient(dial Dialer, creds credentials.TransportCredentials) (*Client, error) {
+	c := &Client{}
 	conn, err := grpc.NewClient("passthrough:///ployz",
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx) }),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			w, err := dial(ctx)
+			if err == nil {
+				c.mu.Lock()
+				c.wire = w
+				c.mu.Unlock()
+			}
+			return w, err
+		}),
 	)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, raw: machinepb.NewMachineClient(conn)}, nil
+	c.conn, c.raw = conn, machinepb.NewMachineClient(conn)
+	return c, nil
+}
+
+// usable reports whether a kept Client may carry a new call: its channel
+// is not failing or shut down, and the peer has not closed the
+// connection it holds. A connection whose close the kernel has received
+// but gRPC's reader has not yet handled would otherwise take the call
+// and fail it (a restarted Machine's old connection).
+func (c *Client) usable() bool {
+	switch c.conn.GetState() {
+	case connectivity.TransientFailure, connectivity.Shutdown:
+		return false
+	}
+	c.mu.Lock()
+	w := c.wire
+	c.mu.Unlock()
+	return w == nil || !peerClosed(w)
 }
 
 // DialUnix returns a Client for the daemon socket at path.

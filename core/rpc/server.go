@@ -68,6 +68,8 @@ type Server struct {
 	local func() (id, name string)
 	peers Peers
 	dial  func(ctx context.Context, p Peer) (*Client, error)
+	// pool keeps a connection per peer for forwarded calls (peerpool.go).
+	pool *peerPool
 }
 
 // Options configures a Server.
@@ -79,8 +81,11 @@ type Options struct {
 	Peers Peers
 	// ExtraCapabilities lists capabilities served by plugins.
 	ExtraCapabilities func() []string
-	// Dial opens a client to a peer; the daemon passes Identity.DialPeer.
-	// The default, plain TCP to p.Address, is for tests only.
+	// Dial opens a client to a peer; the daemon passes its dialPeer
+	// (MeshDialer). Forwarded calls keep the Client it returns, one per
+	// peer, until idle or the peer's row changes (peerpool.go); a
+	// forwarded stream dials its own. The default, plain TCP to
+	// p.Address, is for tests only.
 	Dial func(ctx context.Context, p Peer) (*Client, error)
 }
 
@@ -96,6 +101,7 @@ func NewServer(o Options) *Server {
 	if s.dial == nil {
 		s.dial = func(ctx context.Context, p Peer) (*Client, error) { return DialTCP(ctx, p.Address) }
 	}
+	s.pool = newPeerPool(s.dial, peerIdle)
 	s.Handle(Bind(DescribeContract, s.describeContract))
 	return s
 }
@@ -152,13 +158,13 @@ func (s *Server) Call(ctx context.Context, f *machinepb.Frame) (*machinepb.Frame
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	if t := first(md.Get(MetaTargets)); t != "" {
-		res := s.fanout(ctx, f, t)
+		res := s.fanout(ctx, f, req.Command, t)
 		return frame(okResponse(res)), nil
 	}
 	if t := first(md.Get(MetaTarget)); t != "" {
 		id, name := s.local()
 		if t != id && t != name && !(len(t) >= 4 && strings.HasPrefix(id, t)) {
-			return s.forwardOne(ctx, f, t), nil
+			return s.forwardOne(ctx, f, req.Command, t), nil
 		}
 		// Our own name may be ambiguous: resolve through the peer list.
 		if t == name && t != id {
@@ -238,7 +244,7 @@ func (s *Server) listPeers(ctx context.Context) ([]Peer, error) {
 }
 
 // forwardOne relays f to the one Machine target names.
-func (s *Server) forwardOne(ctx context.Context, f *machinepb.Frame, target string) *machinepb.Frame {
+func (s *Server) forwardOne(ctx context.Context, f *machinepb.Frame, cmd, target string) *machinepb.Frame {
 	peers, err := s.listPeers(ctx)
 	if err != nil {
 		return frame(errResponse(err))
@@ -247,26 +253,23 @@ func (s *Server) forwardOne(ctx context.Context, f *machinepb.Frame, target stri
 	if err != nil {
 		return frame(errResponse(err))
 	}
-	out, err := s.relay(ctx, p, f)
+	out, err := s.relay(ctx, p, cmd, f)
 	if err != nil {
 		return frame(errResponse(err))
 	}
 	return out
 }
 
-func (s *Server) relay(ctx context.Context, p Peer, f *machinepb.Frame) (*machinepb.Frame, error) {
+// relay runs f (command cmd) on p: here when p is this Machine, else on
+// p's kept connection (peerPool.call).
+func (s *Server) relay(ctx context.Context, p Peer, cmd string, f *machinepb.Frame) (*machinepb.Frame, error) {
 	id, _ := s.local()
 	if p.ID == id {
 		var req Request
 		json.Unmarshal(f.GetJson(), &req) // validated by Call
 		return frame(s.dispatch(ctx, req)), nil
 	}
-	c, err := s.dial(ctx, p)
-	if err != nil {
-		return nil, Errorf(CodeUnavailable, "machine %s (%s) at %s: %v", p.Name, short(p.ID), p.Address, err).With("machine_id", p.ID)
-	}
-	defer c.Close()
-	out, err := c.raw.Call(ctx, f)
+	out, err := s.pool.call(ctx, p, cmd, f)
 	if err != nil {
 		return nil, Errorf(CodeUnavailable, "machine %s (%s) at %s: %v", p.Name, short(p.ID), p.Address, err).With("machine_id", p.ID)
 	}
@@ -274,7 +277,7 @@ func (s *Server) relay(ctx context.Context, p Peer, f *machinepb.Frame) (*machin
 }
 
 // fanout relays f to every target and gathers per-target results.
-func (s *Server) fanout(ctx context.Context, f *machinepb.Frame, spec string) FanoutResult {
+func (s *Server) fanout(ctx context.Context, f *machinepb.Frame, cmd, spec string) FanoutResult {
 	var res FanoutResult
 	peers, err := s.listPeers(ctx)
 	if err != nil {
@@ -302,7 +305,7 @@ func (s *Server) fanout(ctx context.Context, f *machinepb.Frame, spec string) Fa
 		go func() {
 			defer wg.Done()
 			r := TargetResult{MachineID: p.ID, MachineName: p.Name}
-			out, err := s.relay(ctx, p, f)
+			out, err := s.relay(ctx, p, cmd, f)
 			if err != nil {
 				r.Error = asError(err)
 			} else {
