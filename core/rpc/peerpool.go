@@ -75,12 +75,15 @@ func (pp *peerPool) get(ctx context.Context, p Peer) (k *keptClient, kept bool, 
 
 // put returns k after a call that ended with err. A call that failed in
 // its transport retires k: the next call dials afresh instead of waiting
-// out gRPC's reconnect backoff on a connection that just failed.
+// out gRPC's reconnect backoff on a connection that just failed. So does
+// a refusal by the peer's admission: the connection may carry what this
+// Machine was when it dialed (its identity or management address before
+// a reset and rejoin), which a new dial brings up to date.
 func (pp *peerPool) put(k *keptClient, err error) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	k.users--
-	if transportFailed(err) {
+	if c := status.Code(err); transportFailed(err) || c == codes.PermissionDenied || c == codes.Unauthenticated {
 		pp.retireLocked(k)
 	}
 	if k.users > 0 {
