@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"github.com/ployz/ployz/core/daemon/feature/volumes"
 	"github.com/ployz/ployz/core/machine"
@@ -27,7 +28,31 @@ func (d *Daemon) volumePlugin() servingPlugin {
 		check: func(b []byte) error { _, err := volume.ParseSpec(b); return err }}
 }
 
-func (d *Daemon) volumeLoop(ctx context.Context) { d.keepConfigured(ctx, d.volumePlugin()) }
+func (d *Daemon) volumeLoop(ctx context.Context) {
+	go d.wakeVolumePlugin(ctx)
+	d.keepConfigured(ctx, d.volumePlugin())
+}
+
+// wakeVolumePlugin starts the on-demand volume plugin once the Machine has
+// a ZFS pool (ployz.zfs.pool), at once on a label change and again at each
+// refresh (a start that failed is retried). Without a pool it stays
+// stopped until a call needs it (docs/plugins.md, "On demand").
+func (d *Daemon) wakeVolumePlugin(ctx context.Context) {
+	for ctx.Err() == nil {
+		// Taken before reading the record, so a change in between wakes us.
+		changed := d.recordChange()
+		if d.plugins != nil && d.record().Labels[volume.PoolLabel] != "" {
+			if err := d.plugins.Wake(VolumePlugin); err != nil {
+				d.log.Warn("volume plugin not started", "plugin", VolumePlugin, "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-time.After(servingRefreshEvery):
+		}
+	}
+}
 
 // applyPool hands volume-zfs a pool label's change at once instead of at
 // its next refresh; a failure is left to that refresh.
