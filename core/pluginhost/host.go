@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ployz/ployz/sdk"
+	pluginv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/v1"
 )
 
 // Config configures a Host. Only Dir is required.
@@ -393,7 +394,7 @@ func (h *Host) supervisor(name string) *supervisor {
 // installed binary's `info`, without starting it as a server: the binary
 // is verified first and checked as a start would (name, plugin-API
 // version, capability names); a failure refuses it.
-func (h *Host) advertised(ctx context.Context, e Entry) ([]string, error) {
+func (h *Host) advertised(ctx context.Context, e Entry) (*pluginv1.InfoResponse, error) {
 	if err := VerifyInstalled(h.cfg.Dir, e.Name, e.SHA256); err != nil {
 		return nil, &RefusedError{Plugin: e.Name, Err: err}
 	}
@@ -404,9 +405,8 @@ func (h *Host) advertised(ctx context.Context, e Entry) ([]string, error) {
 	if err := CheckCompatible(info, e.Name, h.cfg.APIVersions); err != nil {
 		return nil, &RefusedError{Plugin: e.Name, Err: err}
 	}
-	caps := slices.Clone(info.GetCapabilities())
-	slices.Sort(caps)
-	return caps, nil
+	slices.Sort(info.Capabilities)
+	return info, nil
 }
 
 // changed tells OnChange about the catalog's new contents.

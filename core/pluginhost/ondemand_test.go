@@ -32,7 +32,7 @@ func installOnDemand(t *testing.T, dir, bin, name string, lc pluginhost.Lifecycl
 func assertIdle(t *testing.T, h *pluginhost.Host, dir string, e pluginhost.Entry) {
 	t.Helper()
 	s := statusOf(t, h, e.Name)
-	if s.Health != pluginhost.HealthIdle || s.Pid != 0 || !slices.Equal(s.Capabilities, []string{testCap}) {
+	if s.Health != pluginhost.HealthIdle || s.Pid != 0 || !slices.Equal(s.Capabilities, []string{testCap}) || s.Version != "0.0.1-test" {
 		t.Fatalf("%s = %+v, want idle with %s advertised", e.Name, s, testCap)
 	}
 	if !slices.Contains(h.Capabilities(), testCap) || !h.Available(testCap) {

@@ -44,9 +44,9 @@ type supervisor struct {
 	wanted  bool
 	attempt *startAttempt
 	wake    chan struct{}
-	// adDigest's binary serves adCaps (its `info`, read once per digest).
+	// adInfo is adDigest's `info` (read once per digest).
 	adDigest string
-	adCaps   []string
+	adInfo   *pluginv1.InfoResponse
 }
 
 // startAttempt is one start of an on-demand plugin; done closes once it
@@ -263,7 +263,7 @@ func (s *supervisor) idle(ctx context.Context, e Entry) *instance {
 			return inst
 		}
 	}
-	caps, err := s.advertised(ctx, e)
+	info, err := s.advertised(ctx, e)
 	if err != nil {
 		s.h.log.Error("on-demand plugin cannot be advertised", "plugin", e.Name, "error", err)
 		gone := s.h.catalog.withdraw(e.Name)
@@ -279,9 +279,12 @@ func (s *supervisor) idle(ctx context.Context, e Entry) *instance {
 			st.Health, st.Error, st.Capabilities, st.Pid, st.Launched = health, err.Error(), []string{}, 0, false
 		})
 	} else {
+		caps := info.GetCapabilities()
 		conflicts := s.h.catalog.publish(e.Name, 0, caps, nil)
 		s.update(func(st *PluginStatus) {
 			st.Health, st.Capabilities, st.Pid, st.Launched, st.RunningSHA256 = HealthIdle, s.served(e.Name, caps), 0, false, ""
+			st.Kind, st.Version, st.Description, st.APIVersions = info.GetKind(), info.GetPluginVersion(), info.GetDescription(), info.GetApiVersions()
+			st.APIVersion = 0 // negotiated when it starts
 			if len(conflicts) > 0 {
 				st.Error = fmt.Sprintf("capabilities already served by another plugin: %v", conflicts)
 			}
@@ -303,25 +306,26 @@ func (s *supervisor) idle(ctx context.Context, e Entry) *instance {
 	}
 }
 
-// advertised returns the capabilities e's binary serves, read once per
-// digest (Host.advertised). While they are read the status says starting,
-// so a status saying idle means the advertised set is this entry's.
-func (s *supervisor) advertised(ctx context.Context, e Entry) ([]string, error) {
+// advertised returns the Info of e's binary (its capabilities sorted),
+// read once per digest (Host.advertised). While it is read the status
+// says starting, so a status saying idle means the advertised set is this
+// entry's.
+func (s *supervisor) advertised(ctx context.Context, e Entry) (*pluginv1.InfoResponse, error) {
 	s.mu.Lock()
-	digest, caps := s.adDigest, s.adCaps
+	digest, info := s.adDigest, s.adInfo
 	s.mu.Unlock()
 	if digest == e.SHA256 {
-		return caps, nil
+		return info, nil
 	}
 	s.update(func(st *PluginStatus) { st.Health = HealthStarting })
-	caps, err := s.h.advertised(ctx, e)
+	info, err := s.h.advertised(ctx, e)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	s.adDigest, s.adCaps = e.SHA256, caps
+	s.adDigest, s.adInfo = e.SHA256, info
 	s.mu.Unlock()
-	return caps, nil
+	return info, nil
 }
 
 // served are those of caps the catalog gives to plugin.
