@@ -4,7 +4,10 @@
 // long-lived plugins through their reattach record without ever stopping
 // them, negotiates the plugin-API version, and keeps a catalog of the
 // capabilities healthy plugins serve. A call for a capability no healthy
-// plugin serves is refused with details.capability naming it.
+// plugin serves is refused with details.capability naming it. An
+// on-demand plugin (Entry.OnDemand) is not started with the host: its
+// capabilities, read from the binary's `info`, are advertised, and the
+// first call for one (or Host.Wake) starts it, within StartTimeout.
 //
 // ployzd wires it like this:
 //
