@@ -189,6 +189,15 @@ func (s *supervisor) run(ctx context.Context) {
 		s.mu.Lock()
 		s.inst = nil
 		s.mu.Unlock()
+		// The status says down before the catalog loses the capabilities,
+		// so whoever sees them gone reads why (a host stopping ends as
+		// stopped, run's defer).
+		s.update(func(st *PluginStatus) {
+			st.Health, st.Error, st.Capabilities = HealthDown, reason, []string{}
+			if ctx.Err() == nil {
+				st.Restarts++
+			}
+		})
 		gone := s.h.catalog.withdraw(e.Name)
 		s.h.changed()
 		inst.release()
@@ -196,10 +205,6 @@ func (s *supervisor) run(ctx context.Context) {
 			return
 		}
 		log.Warn("plugin lost; capabilities withdrawn", "reason", reason, "withdrawn", gone, "pid", inst.pid)
-		s.update(func(st *PluginStatus) {
-			st.Health, st.Error, st.Capabilities = HealthDown, reason, []string{}
-			st.Restarts++
-		})
 		if !sleep(ctx, s.h.cfg.RestartDelay) {
 			return
 		}
