@@ -55,7 +55,10 @@ func pluginsLs(ctx context.Context, l *lab.Lab, m string) ([]pluginhost.PluginSt
 }
 
 // TestPluginsHostedOneWay: every plugin, Ployz's own included, is installed
-// by digest, runs under ployz-plugin@<name>.service and is in the catalog;
+// by digest, runs under ployz-plugin@<name>.service and is in the catalog
+// (volume-zfs, on demand, only once this pool-less Machine's first call for
+// it starts it: until then its capabilities are advertised while no process
+// runs it, issue 48);
 // a killed DNS plugin has its capability withdrawn while queries keep
 // being answered from the parked socket, and restored once it is back; a
 // tampered ingress binary is refused naming both digests while the old
@@ -77,7 +80,7 @@ func TestPluginsHostedOneWay(t *testing.T) {
 		"metrics":       {observe.CapQueryMetrics},
 		"volume-zfs":    slices.Sorted(slices.Values(volume.Capabilities)), // advertised without a pool too: calls name the missing label
 	}
-	eventually(t, 120*time.Second, "ployzd plugins ls shows all five plugins healthy", func() error {
+	eventually(t, 120*time.Second, "ployzd plugins ls shows four plugins healthy and volume-zfs idle", func() error {
 		st, err := pluginsLs(ctx, l, "m1")
 		if err != nil {
 			return err
@@ -98,6 +101,13 @@ func TestPluginsHostedOneWay(t *testing.T) {
 				}
 				caps = slices.Sorted(slices.Values(ingress.Capabilities(&spec)))
 			}
+			if s.Name == "volume-zfs" {
+				// On demand: no pool here, so not started, yet advertised.
+				if s.Health != pluginhost.HealthIdle || len(s.SHA256) != 64 || !slices.Equal(s.Capabilities, caps) || s.Pid != 0 {
+					return fmt.Errorf("%s: %+v, want idle with its capabilities", s.Name, s)
+				}
+				continue
+			}
 			if s.Health != pluginhost.HealthHealthy || s.Version == "" || len(s.SHA256) != 64 || s.Lifecycle != pluginhost.LifecycleLongLived ||
 				!slices.Equal(s.Capabilities, caps) || s.Pid == 0 {
 				return fmt.Errorf("%s: %+v", s.Name, s)
@@ -111,6 +121,9 @@ func TestPluginsHostedOneWay(t *testing.T) {
 	table, _ := l.Exec(ctx, "m1", "ployzd", "plugins", "ls")
 	t.Logf("ployzd plugins ls:\n%s", table)
 	for name := range want {
+		if name == "volume-zfs" {
+			continue // on demand, checked below
+		}
 		if out, err := l.Exec(ctx, "m1", "systemctl", "is-active", pluginhost.UnitName(name)); err != nil || out != "active" {
 			t.Errorf("%s: %q %v", pluginhost.UnitName(name), out, err)
 		}
@@ -121,7 +134,7 @@ func TestPluginsHostedOneWay(t *testing.T) {
 		}
 	}
 
-	served := []string{sdkdns.CapServe, ingress.CapHTTP, ingress.CapTCP}
+	served := []string{sdkdns.CapServe, ingress.CapHTTP, ingress.CapTCP, volume.CapList, volume.CapCreate}
 	hasAll := func(where string, caps []string) error {
 		for _, c := range served {
 			if !slices.Contains(caps, c) {
@@ -148,6 +161,10 @@ func TestPluginsHostedOneWay(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("no row for m1: %+v", list.Machines)
+	})
+
+	t.Run("volume-zfs-on-demand", func(t *testing.T) {
+		volumeZFSOnDemand(ctx, t, l, op)
 	})
 
 	t.Run("kill-dns", func(t *testing.T) {
@@ -276,4 +293,54 @@ func TestPluginsHostedOneWay(t *testing.T) {
 			t.Errorf("ingress unit main pid %s, want the old process %d", pid, old.Pid)
 		}
 	})
+}
+
+// volumeZFSOnDemand: on a Machine without a ZFS pool no volume-zfs process
+// runs, `ployz volume ls` answers all the same, and the first call that
+// needs the plugin (the pool check of `machine update --zfs-pool`) starts
+// it and gets the plugin's own answer.
+func volumeZFSOnDemand(ctx context.Context, t *testing.T, l *lab.Lab, op *operator) {
+	unit := pluginhost.UnitName("volume-zfs")
+	running := func() (pluginhost.PluginStatus, string) {
+		t.Helper()
+		st, err := pluginsLs(ctx, l, "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.Name == "volume-zfs" {
+				// Any process running the installed blob, under the unit or not.
+				procs, _ := l.Exec(ctx, "m1", "sh", "-c", "ls -l /proc/[0-9]*/exe 2>/dev/null | grep -c "+s.SHA256+" || true")
+				return s, strings.TrimSpace(procs)
+			}
+		}
+		t.Fatal("ployzd plugins ls lists no volume-zfs")
+		return pluginhost.PluginStatus{}, ""
+	}
+	if s, procs := running(); s.Health != pluginhost.HealthIdle || procs != "0" {
+		t.Fatalf("before any call: %+v, %s processes run its binary; want idle and none", s, procs)
+	}
+	if out, _ := l.Exec(ctx, "m1", "systemctl", "is-active", unit); out == "active" {
+		t.Fatalf("%s is active on a pool-less Machine before any call", unit)
+	}
+	if out, errOut, code := op.run(t, "volume", "ls"); code != 0 {
+		t.Fatalf("ployz volume ls: exit %d: %s %s", code, out, errOut)
+	}
+	if s, procs := running(); s.Health != pluginhost.HealthIdle || procs != "0" {
+		t.Fatalf("after volume ls (no pool, nothing to ask the plugin): %+v, %s processes", s, procs)
+	}
+	start := time.Now()
+	_, errOut, code := op.run(t, "machine", "update", "m1", "--zfs-pool", "nosuchpool")
+	took := time.Since(start)
+	if code == 0 || !strings.Contains(errOut, "does not exist on this Machine") {
+		t.Fatalf("machine update --zfs-pool nosuchpool: exit %d: %s; want the plugin's own refusal of the pool", code, errOut)
+	}
+	t.Logf("the first call started volume-zfs and was answered in %s", took.Round(time.Millisecond))
+	s, procs := running()
+	if s.Health != pluginhost.HealthHealthy || s.Pid == 0 || procs != "1" {
+		t.Fatalf("after the first call: %+v, %s processes; want healthy, one process", s, procs)
+	}
+	if out, err := l.Exec(ctx, "m1", "systemctl", "is-active", unit); err != nil || out != "active" {
+		t.Fatalf("%s: %q %v", unit, out, err)
+	}
 }

@@ -109,7 +109,7 @@ func printPlugins(w io.Writer, st []pluginhost.PluginStatus) error {
 func pluginsInstallCommand() *cobra.Command {
 	var (
 		dir, name, lifecycle, configPath string
-		noCheck                          bool
+		noCheck, onDemand                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "install PATH",
@@ -143,7 +143,7 @@ func pluginsInstallCommand() *cobra.Command {
 				}
 				config = b
 			}
-			e, err := pluginhost.Install(dir, args[0], name, pluginhost.Lifecycle(lifecycle), config)
+			e, err := pluginhost.InstallEntry(dir, args[0], pluginhost.Entry{Name: name, Lifecycle: pluginhost.Lifecycle(lifecycle), Config: config, OnDemand: onDemand})
 			if err != nil {
 				return err
 			}
@@ -156,6 +156,7 @@ func pluginsInstallCommand() *cobra.Command {
 	cmd.Flags().StringVar(&lifecycle, "lifecycle", string(pluginhost.LifecycleManaged), "managed or long-lived")
 	cmd.Flags().StringVar(&configPath, "config", "", "JSON file handed to the plugin's Configure")
 	cmd.Flags().BoolVar(&noCheck, "no-check", false, "skip running the binary's `info` before installing")
+	cmd.Flags().BoolVar(&onDemand, "on-demand", false, "leave the plugin stopped until a call needs one of its capabilities (they stay advertised)")
 	return cmd
 }
 

@@ -38,7 +38,8 @@ func (d *Daemon) serving() *servingfeature.Feature {
 
 // servingLoops keep every serving plugin configured while this Machine
 // is active: DNS, ingress, the Observe Store's two (the metrics one with
-// the counters file it reads) and volume-zfs.
+// the counters file it reads) and volume-zfs (started once the Machine
+// has a pool: it is on demand).
 func (d *Daemon) servingLoops() []func(context.Context) {
 	sv, obs := d.serving(), d.obs()
 	keep := func(p servingfeature.Plugin) func(context.Context) {
@@ -48,6 +49,10 @@ func (d *Daemon) servingLoops() []func(context.Context) {
 		go obs.CountersLoop(ctx)
 		sv.Keep(ctx, metricsPlugin(obs))
 	}
+	vols := func(ctx context.Context) {
+		go d.wakeVolumePlugin(ctx)
+		sv.Keep(ctx, volumePlugin(d.volumes()))
+	}
 	return []func(context.Context){keep(sv.DNSPlugin()), keep(sv.IngressPlugin()), metrics,
-		keep(logStorePlugin(obs)), keep(volumePlugin(d.volumes()))}
+		keep(logStorePlugin(obs)), vols}
 }

@@ -10,7 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// Provider is the healthy plugin serving one capability.
+// Provider is the healthy plugin serving one capability, or the
+// on-demand plugin that serves it once started (Conn nil).
 type Provider struct {
 	// Capability is the capability name.
 	Capability string
@@ -18,7 +19,8 @@ type Provider struct {
 	Plugin string
 	// APIVersion is the plugin-API version negotiated with it.
 	APIVersion uint32
-	// Conn reaches the plugin; build the kind's gRPC client on it.
+	// Conn reaches the plugin; build the kind's gRPC client on it. It is
+	// nil while an on-demand plugin is not running (Host.Call starts it).
 	Conn *grpc.ClientConn
 }
 
@@ -37,11 +39,19 @@ func NewCatalog() *Catalog {
 	return &Catalog{byCap: map[string]Provider{}, known: map[string]string{}}
 }
 
-// publish adds a plugin's capabilities. A capability another plugin already
-// serves stays with that plugin; the conflicts are returned.
+// publish sets a plugin's capabilities to caps, replacing what it
+// published before in one step (an on-demand plugin's advertised set
+// becomes its running set without a gap). A capability another plugin
+// already serves stays with that plugin; the conflicts are returned. conn
+// is nil for an on-demand plugin that is not running.
 func (c *Catalog) publish(plugin string, api uint32, caps []string, conn *grpc.ClientConn) (conflicts []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for name, p := range c.byCap {
+		if p.Plugin == plugin && !slices.Contains(caps, name) {
+			delete(c.byCap, name)
+		}
+	}
 	for _, name := range caps {
 		if p, ok := c.byCap[name]; ok && p.Plugin != plugin {
 			conflicts = append(conflicts, fmt.Sprintf("%s (served by %s)", name, p.Plugin))

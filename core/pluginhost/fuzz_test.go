@@ -16,6 +16,7 @@ func FuzzManifest(f *testing.F) {
 	for _, s := range []string{
 		`{"plugins":[]}`, `{}`, `null`, `[]`, ``,
 		`{"plugins":[{"name":"dns","sha256":"` + d + `","lifecycle":"long-lived","bundled":true}]}`,
+		`{"plugins":[{"name":"volume-zfs","sha256":"` + d + `","lifecycle":"long-lived","bundled":true,"on_demand":true}]}`,
 		`{"plugins":[{"name":"x","sha256":"` + d + `","lifecycle":"managed","config":{"a":[1,2]},"socket":"/tmp/x.sock"}]}`,
 		`{"plugins":[{"name":"x","sha256":"` + d + `","lifecycle":"managed"},{"name":"x","sha256":"` + d + `","lifecycle":"managed"}]}`,
 		`{"plugins":[{"name":"../x","sha256":"` + d + `","lifecycle":"managed"}]}`,

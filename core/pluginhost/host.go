@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ployz/ployz/sdk"
+	pluginv1 "github.com/ployz/ployz/sdk/proto/ployz/plugin/v1"
 )
 
 // Config configures a Host. Only Dir is required.
@@ -49,6 +50,9 @@ type Config struct {
 	// catalog change (for the Machine record and the RPC catalog). It must
 	// not block.
 	OnChange func(capabilities []string)
+	// StartTimeout bounds how long a call waits for an on-demand plugin
+	// (Entry.OnDemand) to start (default DefaultStartTimeout).
+	StartTimeout time.Duration
 	// Units, when set, lets the host start ployz-plugin@<name>.service for
 	// a long-lived plugin no process serves, and restart it onto a newly
 	// installed binary once that binary verifies. Nil only attaches (and
@@ -63,6 +67,7 @@ type Config struct {
 // manifest is looked at every manifestInterval.
 const (
 	DefaultHealthInterval = 10 * time.Second
+	DefaultStartTimeout   = 10 * time.Second
 	healthTimeout         = 2 * time.Second
 	failedRecheck         = time.Second
 	manifestInterval      = 2 * time.Second
@@ -92,6 +97,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
 	}
 	if c.RestartDelay <= 0 {
 		c.RestartDelay = time.Second
@@ -277,28 +285,31 @@ func (h *Host) Catalog() *Catalog { return h.catalog }
 // Capabilities returns the capability names healthy plugins serve now.
 func (h *Host) Capabilities() []string { return h.catalog.Capabilities() }
 
-// Available reports whether a healthy plugin serves capability now; it
-// fits rpc.Route.Available for routes backed by a plugin.
+// Available reports whether a healthy plugin serves capability now, or an
+// on-demand one would once started; it fits rpc.Route.Available for
+// routes backed by a plugin.
 func (h *Host) Available(capability string) bool {
 	_, err := h.catalog.Lookup(capability)
 	return err == nil
 }
 
 // Conn routes a call for capability: it returns the connection to the
-// plugin serving it, or a refusal carrying details.capability.
+// plugin serving it (starting an on-demand plugin first, within
+// StartTimeout), or a refusal carrying details.capability.
 func (h *Host) Conn(capability string) (*grpc.ClientConn, error) {
-	p, err := h.catalog.Lookup(capability)
+	p, err := h.provider(context.Background(), capability)
 	if err != nil {
 		return nil, err
 	}
 	return p.Conn, nil
 }
 
-// Call runs fn against the plugin serving capability. When the plugin
-// vanishes mid-call (the transport fails), the error becomes a refusal
-// naming the capability too, so callers see one kind of refusal.
+// Call runs fn against the plugin serving capability, starting an
+// on-demand plugin first (within StartTimeout). When the plugin vanishes
+// mid-call (the transport fails), the error becomes a refusal naming the
+// capability too, so callers see one kind of refusal.
 func (h *Host) Call(ctx context.Context, capability string, fn func(context.Context, *grpc.ClientConn) error) error {
-	p, err := h.catalog.Lookup(capability)
+	p, err := h.provider(ctx, capability)
 	if err != nil {
 		return err
 	}
@@ -310,6 +321,92 @@ func (h *Host) Call(ctx context.Context, capability string, fn func(context.Cont
 		}
 	}
 	return err
+}
+
+// provider returns capability's provider with a connection: an on-demand
+// plugin advertising it is started and waited for, at most StartTimeout.
+// A start that fails or takes longer is a refusal naming the plugin; the
+// next call tries again.
+func (h *Host) provider(ctx context.Context, capability string) (Provider, error) {
+	p, err := h.catalog.Lookup(capability)
+	if err != nil || p.Conn != nil {
+		return p, err
+	}
+	s := h.supervisor(p.Plugin)
+	if s == nil {
+		return Provider{}, CapabilityError(codes.Unavailable, capability,
+			fmt.Sprintf("capability %s is unavailable: plugin %q is not installed", capability, p.Plugin))
+	}
+	if a := s.demand(); a != nil {
+		h.log.Info("starting on-demand plugin for a call", "plugin", p.Plugin, "capability", capability)
+		t := time.NewTimer(h.cfg.StartTimeout)
+		defer t.Stop()
+		select {
+		case <-a.done:
+		case <-t.C:
+			return Provider{}, CapabilityError(codes.Unavailable, capability,
+				fmt.Sprintf("capability %s is unavailable: on-demand plugin %q did not start within %s", capability, p.Plugin, h.cfg.StartTimeout))
+		case <-ctx.Done():
+			return Provider{}, CapabilityError(codes.Unavailable, capability,
+				fmt.Sprintf("capability %s is unavailable: waiting for on-demand plugin %q to start: %v", capability, p.Plugin, ctx.Err()))
+		}
+		if a.err != nil {
+			return Provider{}, CapabilityError(codes.Unavailable, capability,
+				fmt.Sprintf("capability %s is unavailable: on-demand plugin %q did not start: %v", capability, p.Plugin, a.err))
+		}
+	}
+	p, err = h.catalog.Lookup(capability)
+	if err == nil && p.Conn == nil {
+		err = CapabilityError(codes.Unavailable, capability,
+			fmt.Sprintf("capability %s is unavailable: on-demand plugin %q started without serving it", capability, p.Plugin))
+	}
+	return p, err
+}
+
+// Wake starts on-demand plugin name without waiting for it, e.g. once the
+// Machine has what makes it useful (the volume plugin: a ZFS pool). It
+// does nothing for a plugin that runs or is starting, or is not on
+// demand; a start that fails leaves it idle for the next Wake or call.
+func (h *Host) Wake(name string) error {
+	s := h.supervisor(name)
+	if s == nil {
+		return fmt.Errorf("plugin %q is not installed", name)
+	}
+	if s.entry().OnDemand {
+		s.demand()
+	}
+	return nil
+}
+
+// supervisor returns plugin name's supervisor, nil when none.
+func (h *Host) supervisor(name string) *supervisor {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.sups {
+		if s.entry().Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// advertised reads the capabilities an on-demand plugin serves from its
+// installed binary's `info`, without starting it as a server: the binary
+// is verified first and checked as a start would (name, plugin-API
+// version, capability names); a failure refuses it.
+func (h *Host) advertised(ctx context.Context, e Entry) (*pluginv1.InfoResponse, error) {
+	if err := VerifyInstalled(h.cfg.Dir, e.Name, e.SHA256); err != nil {
+		return nil, &RefusedError{Plugin: e.Name, Err: err}
+	}
+	info, err := Fingerprint(ctx, BlobPath(h.cfg.Dir, e.SHA256))
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: %w", e.Name, err)
+	}
+	if err := CheckCompatible(info, e.Name, h.cfg.APIVersions); err != nil {
+		return nil, &RefusedError{Plugin: e.Name, Err: err}
+	}
+	slices.Sort(info.Capabilities)
+	return info, nil
 }
 
 // changed tells OnChange about the catalog's new contents.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/ployz/ployz/internal/fsutil"
 )
@@ -18,6 +19,10 @@ import (
 func Install(dir, src, name string, lifecycle Lifecycle, config json.RawMessage) (Entry, error) {
 	return install(dir, src, Entry{Name: name, Lifecycle: lifecycle, Config: config})
 }
+
+// InstallEntry is Install for a whole entry (OnDemand too); its SHA256 is
+// replaced by src's digest.
+func InstallEntry(dir, src string, e Entry) (Entry, error) { return install(dir, src, e) }
 
 // install stores src and records e with src's digest.
 func install(dir, src string, e Entry) (Entry, error) {
@@ -55,6 +60,11 @@ func install(dir, src string, e Entry) (Entry, error) {
 // beside it; each runs long-lived under ployz-plugin@<name>.service.
 var Bundled = []string{"dns", "ingress-caddy", "logstore", "metrics", "volume-zfs"}
 
+// BundledOnDemand are the bundled plugins installed on demand
+// (Entry.OnDemand): the volume plugin has nothing to do on a Machine
+// without a ZFS pool, so it runs only once one is set or a call needs it.
+var BundledOnDemand = []string{"volume-zfs"}
+
 // InstallBundled installs each shipped binary binDir/ployz-<name> into dir
 // by digest as a long-lived plugin, unless the manifest already holds that
 // digest or an operator installed the plugin themselves (their entry is not
@@ -86,10 +96,11 @@ func InstallBundledFrom(dir string, names []string, srcs map[string]string) ([]E
 		if err != nil {
 			return done, err
 		}
-		if old, ok := m.Get(name); ok && (!old.Bundled || old.SHA256 == digest) {
+		onDemand := slices.Contains(BundledOnDemand, name)
+		if old, ok := m.Get(name); ok && (!old.Bundled || old.SHA256 == digest && old.OnDemand == onDemand) {
 			continue
 		}
-		e, err := install(dir, src, Entry{Name: name, Lifecycle: LifecycleLongLived, Bundled: true})
+		e, err := install(dir, src, Entry{Name: name, Lifecycle: LifecycleLongLived, Bundled: true, OnDemand: onDemand})
 		if err != nil {
 			return done, err
 		}

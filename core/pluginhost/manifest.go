@@ -4,7 +4,10 @@
 // long-lived plugins through their reattach record without ever stopping
 // them, negotiates the plugin-API version, and keeps a catalog of the
 // capabilities healthy plugins serve. A call for a capability no healthy
-// plugin serves is refused with details.capability naming it.
+// plugin serves is refused with details.capability naming it. An
+// on-demand plugin (Entry.OnDemand) is not started with the host: its
+// capabilities, read from the binary's `info`, are advertised, and the
+// first call for one (or Host.Wake) starts it, within StartTimeout.
 //
 // ployzd wires it like this:
 //
@@ -65,12 +68,17 @@ type Entry struct {
 	// beside it (InstallBundled); an operator's own install clears it, and
 	// ployzd then leaves the entry alone.
 	Bundled bool `json:"bundled,omitempty"`
+	// OnDemand makes the host leave the plugin stopped until it is needed:
+	// its capabilities (read from the binary's `info`) stay advertised,
+	// and the first call for one, or Host.Wake, starts it. Absent (older
+	// manifests) means started with the host.
+	OnDemand bool `json:"on_demand,omitempty"`
 }
 
 // equal reports whether two entries describe the same installation.
 func (e Entry) equal(o Entry) bool {
 	return e.Name == o.Name && e.SHA256 == o.SHA256 && e.Lifecycle == o.Lifecycle &&
-		e.Socket == o.Socket && e.Bundled == o.Bundled && bytes.Equal(e.Config, o.Config)
+		e.Socket == o.Socket && e.Bundled == o.Bundled && e.OnDemand == o.OnDemand && bytes.Equal(e.Config, o.Config)
 }
 
 // Manifest lists the installed plugins. It lives at <dir>/manifest.json.

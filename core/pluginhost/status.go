@@ -8,6 +8,9 @@ const (
 	HealthStarting Health = "starting"
 	// HealthHealthy: answering health checks; its capabilities are published.
 	HealthHealthy Health = "healthy"
+	// HealthIdle: an on-demand plugin (Entry.OnDemand) not running; its
+	// capabilities are advertised and the first call for one starts it.
+	HealthIdle Health = "idle"
 	// HealthDown: not answering; capabilities withdrawn; the host retries.
 	HealthDown Health = "down"
 	// HealthRefused: the host will not run it (tampered binary, no common

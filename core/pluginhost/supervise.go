@@ -36,10 +36,28 @@ type supervisor struct {
 	changed   chan struct{}
 	firstDone chan struct{}
 	firstOnce sync.Once
+
+	// On-demand plugins (Entry.OnDemand) only: wanted is set once a call
+	// or Wake asked for the plugin and cleared when a start fails (the
+	// next call tries again); attempt is the start callers wait on; wake
+	// rouses the idle supervisor.
+	wanted  bool
+	attempt *startAttempt
+	wake    chan struct{}
+	// adInfo is adDigest's `info` (read once per digest).
+	adDigest string
+	adInfo   *pluginv1.InfoResponse
+}
+
+// startAttempt is one start of an on-demand plugin; done closes once it
+// serves (err nil) or the start failed (err says why).
+type startAttempt struct {
+	done chan struct{}
+	err  error
 }
 
 func newSupervisor(h *Host, e Entry) *supervisor {
-	s := &supervisor{h: h, changed: make(chan struct{}, 1), firstDone: make(chan struct{})}
+	s := &supervisor{h: h, changed: make(chan struct{}, 1), firstDone: make(chan struct{}), wake: make(chan struct{}, 1)}
 	s.e = e
 	s.st = PluginStatus{Name: e.Name, Health: HealthStarting, Capabilities: []string{}}
 	s.setStatusEntry(e)
@@ -101,14 +119,43 @@ func (s *supervisor) run(ctx context.Context) {
 	for {
 		e := s.entry()
 		log := s.h.log.With("plugin", e.Name, "lifecycle", e.Lifecycle)
-		inst, err := s.connect(ctx, e)
+		var inst *instance
+		var err error
+		if e.OnDemand && !s.isWanted() {
+			if inst = s.idle(ctx, e); inst == nil {
+				if ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+		} else {
+			if e.OnDemand {
+				s.update(func(st *PluginStatus) { st.Health = HealthStarting })
+			}
+			inst, err = s.connect(ctx, e)
+		}
 		if ctx.Err() != nil {
 			if inst != nil {
 				inst.release()
 			}
+			s.finishStart(errors.New("host stopping"))
 			return
 		}
+		if err != nil && e.OnDemand {
+			// Back to idle, capabilities still advertised: the next call
+			// (or Wake) tries again, nothing retries in a loop meanwhile.
+			log.Warn("on-demand plugin did not start; the next call retries", "error", err)
+			s.update(func(st *PluginStatus) { st.Health, st.Error = HealthIdle, err.Error() })
+			s.finishStart(err)
+			s.first()
+			continue
+		}
 		if err != nil {
+			// A plugin no longer on demand drops what it advertised idle.
+			if gone := s.h.catalog.withdraw(e.Name); len(gone) > 0 {
+				s.h.changed()
+			}
+			s.finishStart(err)
 			var refused *RefusedError
 			if errors.As(err, &refused) {
 				// Retrying cannot help until the manifest entry changes.
@@ -135,12 +182,22 @@ func (s *supervisor) run(ctx context.Context) {
 		s.publish(e, inst)
 		log.Info("plugin healthy", "pid", inst.pid, "version", inst.info.GetPluginVersion(),
 			"api_version", inst.api, "capabilities", inst.capabilities(), "launched", inst.launched)
+		s.finishStart(nil)
 		s.first()
 
 		reason := s.watch(ctx, inst)
 		s.mu.Lock()
 		s.inst = nil
 		s.mu.Unlock()
+		// The status says down before the catalog loses the capabilities,
+		// so whoever sees them gone reads why (a host stopping ends as
+		// stopped, run's defer).
+		s.update(func(st *PluginStatus) {
+			st.Health, st.Error, st.Capabilities = HealthDown, reason, []string{}
+			if ctx.Err() == nil {
+				st.Restarts++
+			}
+		})
 		gone := s.h.catalog.withdraw(e.Name)
 		s.h.changed()
 		inst.release()
@@ -148,14 +205,143 @@ func (s *supervisor) run(ctx context.Context) {
 			return
 		}
 		log.Warn("plugin lost; capabilities withdrawn", "reason", reason, "withdrawn", gone, "pid", inst.pid)
-		s.update(func(st *PluginStatus) {
-			st.Health, st.Error, st.Capabilities = HealthDown, reason, []string{}
-			st.Restarts++
-		})
 		if !sleep(ctx, s.h.cfg.RestartDelay) {
 			return
 		}
 	}
+}
+
+// isWanted reports whether an on-demand plugin was asked to run.
+func (s *supervisor) isWanted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wanted
+}
+
+// demand asks for an on-demand plugin to run and returns the start to
+// wait on, nil when it serves already. Concurrent callers share one
+// start.
+func (s *supervisor) demand() *startAttempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inst != nil {
+		return nil
+	}
+	s.wanted = true
+	if s.attempt == nil {
+		s.attempt = &startAttempt{done: make(chan struct{})}
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return s.attempt
+}
+
+// finishStart ends the pending start, if any: err nil means the plugin
+// serves; otherwise it is no longer wanted, so a later call starts it anew.
+func (s *supervisor) finishStart(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.wanted = false
+	}
+	if s.attempt != nil {
+		s.attempt.err = err
+		close(s.attempt.done)
+		s.attempt = nil
+	}
+}
+
+// idle keeps an on-demand plugin stopped with its capabilities advertised
+// until it is wanted (nil returned, the caller starts it), its manifest
+// entry changes (nil: the caller reads it again, so an upgrade's binary is
+// the one advertised and later started) or ctx ends. A long-lived process
+// that already serves (started before this host, e.g. across a ployzd
+// restart) is attached to and returned instead: it is not left orphaned.
+func (s *supervisor) idle(ctx context.Context, e Entry) *instance {
+	if e.Lifecycle == LifecycleLongLived {
+		if inst, err := s.h.reattach(ctx, e, s.h.socketFor(e)); err == nil {
+			s.mu.Lock()
+			s.wanted = true
+			s.mu.Unlock()
+			return inst
+		}
+	}
+	info, err := s.advertised(ctx, e)
+	if err != nil {
+		s.h.log.Error("on-demand plugin cannot be advertised", "plugin", e.Name, "error", err)
+		gone := s.h.catalog.withdraw(e.Name)
+		if len(gone) > 0 {
+			s.h.changed()
+		}
+		health := HealthDown
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			health = HealthRefused
+		}
+		s.update(func(st *PluginStatus) {
+			st.Health, st.Error, st.Capabilities, st.Pid, st.Launched = health, err.Error(), []string{}, 0, false
+		})
+	} else {
+		caps := info.GetCapabilities()
+		conflicts := s.h.catalog.publish(e.Name, 0, caps, nil)
+		s.update(func(st *PluginStatus) {
+			st.Health, st.Capabilities, st.Pid, st.Launched, st.RunningSHA256 = HealthIdle, s.served(e.Name, caps), 0, false, ""
+			st.Kind, st.Version, st.Description, st.APIVersions = info.GetKind(), info.GetPluginVersion(), info.GetDescription(), info.GetApiVersions()
+			st.APIVersion = 0 // negotiated when it starts
+			if len(conflicts) > 0 {
+				st.Error = fmt.Sprintf("capabilities already served by another plugin: %v", conflicts)
+			}
+		})
+		s.h.changed()
+	}
+	s.first()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.changed:
+			return nil
+		case <-s.wake:
+			if s.isWanted() { // not a stale wake from a start that failed
+				return nil
+			}
+		}
+	}
+}
+
+// advertised returns the Info of e's binary (its capabilities sorted),
+// read once per digest (Host.advertised). While it is read the status
+// says starting, so a status saying idle means the advertised set is this
+// entry's.
+func (s *supervisor) advertised(ctx context.Context, e Entry) (*pluginv1.InfoResponse, error) {
+	s.mu.Lock()
+	digest, info := s.adDigest, s.adInfo
+	s.mu.Unlock()
+	if digest == e.SHA256 {
+		return info, nil
+	}
+	s.update(func(st *PluginStatus) { st.Health = HealthStarting })
+	info, err := s.h.advertised(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.adDigest, s.adInfo = e.SHA256, info
+	s.mu.Unlock()
+	return info, nil
+}
+
+// served are those of caps the catalog gives to plugin.
+func (s *supervisor) served(plugin string, caps []string) []string {
+	out := make([]string, 0, len(caps))
+	for _, c := range caps {
+		if p, err := s.h.catalog.Lookup(c); err == nil && p.Plugin == plugin {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (s *supervisor) connect(ctx context.Context, e Entry) (*instance, error) {
@@ -169,12 +355,7 @@ func (s *supervisor) connect(ctx context.Context, e Entry) (*instance, error) {
 func (s *supervisor) publish(e Entry, inst *instance) {
 	caps := inst.capabilities()
 	conflicts := s.h.catalog.publish(e.Name, inst.api, caps, inst.conn)
-	served := make([]string, 0, len(caps))
-	for _, c := range caps {
-		if p, err := s.h.catalog.Lookup(c); err == nil && p.Plugin == e.Name {
-			served = append(served, c)
-		}
-	}
+	served := s.served(e.Name, caps)
 	s.mu.Lock()
 	s.inst = inst
 	s.mu.Unlock()

@@ -8,6 +8,11 @@
 // "ployz-test.dns.status.v1", answering with its pid in listen_addrs, and
 // reports one more dropped "serving" store event in each Info, so a test
 // sees the host keep that count current.
+//
+// When the file TESTPLUGIN_FAIL_IF names exists, it exits at once instead
+// of serving (`info` still answers), so a test sees a start fail; when
+// that file says "hang", it sleeps a minute first, a start that never
+// comes up.
 package main
 
 import (
@@ -17,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -41,6 +47,15 @@ func (server) Status(context.Context, *dnsv1.StatusRequest) (*dnsv1.StatusRespon
 }
 
 func main() {
+	if f := os.Getenv("TESTPLUGIN_FAIL_IF"); f != "" && (len(os.Args) < 2 || os.Args[1] != "info") {
+		if b, err := os.ReadFile(f); err == nil {
+			if strings.TrimSpace(string(b)) == "hang" {
+				time.Sleep(time.Minute)
+			}
+			os.Stderr.WriteString("testplugin: " + f + " exists: failing to start\n")
+			os.Exit(3)
+		}
+	}
 	var versions []uint32
 	for _, f := range strings.Split(apiVersions, ",") {
 		v, err := strconv.ParseUint(f, 10, 32)
