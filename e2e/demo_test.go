@@ -27,9 +27,11 @@ import (
 // second run meets new lab Machines (new SSH host keys) at the addresses
 // the first run pinned, and must still form the Cluster and answer through
 // every Machine's ingress without asking anyone to accept a key. Then
-// `lab down` forgets exactly the lab's pins.
+// `lab down` forgets exactly the lab's pins. It checks outcomes, not
+// timings, so it runs beside the VM scenarios (needLightLab): that moves
+// its ~3 minutes off make test's critical path.
 func TestDemoRunsTwice(t *testing.T) {
-	needLab(t)
+	needLightLab(t)
 	name := lab.TestLabPrefix(os.Getpid()) + "demo"
 	t.Cleanup(func() {
 		if err := lab.Remove(context.Background(), name); err != nil {
