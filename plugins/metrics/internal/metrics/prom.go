@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -100,8 +101,9 @@ const MetricJobRuns = "job.runs"
 // Machine, served as ployz_volume_snapshots_total{volume,result} (taken,
 // pruned, failed; reset when ployzd restarts),
 // ployz_volume_last_snapshot_timestamp_seconds{volume} and
-// ployz_volume_mirror_last_sync_timestamp_seconds{volume,mirror}: a
-// Mirror's lag is time() minus the last.
+// ployz_volume_mirror_last_sync_timestamp_seconds{volume,mirror} and
+// ployz_volume_mirror_lag_seconds{volume,mirror} (the sample's time minus
+// the last sync).
 const MetricVolumeSnapshots = "volume.snapshots"
 
 // addCounters adds the tick's counters from ployzd, or their gap.
@@ -118,7 +120,7 @@ func addCounters(fams map[string]*dto.MetricFamily, gauge func(name, help string
 		return
 	}
 	addJobRuns(fams, gauge, t.Counters.JobRuns)
-	addVolumeProtection(fams, gauge, t.Counters.VolumeProtection)
+	addVolumeProtection(fams, gauge, t.Counters.VolumeProtection, t.Time)
 	if len(t.Counters.StoreEventsDropped) == 0 {
 		return
 	}
@@ -166,13 +168,14 @@ func addJobRuns(fams map[string]*dto.MetricFamily, gauge func(name, help string)
 
 // addVolumeProtection adds the volume protection families; a Machine
 // holding no protected Writer serves none.
-func addVolumeProtection(fams map[string]*dto.MetricFamily, gauge func(name, help string) *dto.MetricFamily, vols []observe.VolumeProtection) {
+func addVolumeProtection(fams map[string]*dto.MetricFamily, gauge func(name, help string) *dto.MetricFamily, vols []observe.VolumeProtection, at time.Time) {
 	if len(vols) == 0 {
 		return
 	}
 	total := counterFamily(MetricVolumeSnapshots, "Automatic snapshots (x-volume) of the volumes whose Writer is on this Machine, by result, since ployzd started.")
 	last := gauge("ployz_volume_last_snapshot_timestamp_seconds", "When the newest automatic snapshot of the volume was taken, in unix seconds.")
 	synced := gauge("ployz_volume_mirror_last_sync_timestamp_seconds", "When the newest Volume Run whose stream landed on the Mirror started, in unix seconds.")
+	lag := gauge("ployz_volume_mirror_lag_seconds", "How far the Mirror is behind the Writer at the last sample, in seconds: the sample's time minus its last sync (an upper bound).")
 	for _, v := range vols {
 		vol := label("volume", v.Volume)
 		for _, result := range slices.Sorted(maps.Keys(v.Snapshots)) {
@@ -186,10 +189,18 @@ func addVolumeProtection(fams map[string]*dto.MetricFamily, gauge func(name, hel
 		for _, m := range v.Mirrors {
 			synced.Metric = append(synced.Metric, &dto.Metric{Label: []*dto.LabelPair{label("mirror", m.Machine), label("scope", "machine"), vol},
 				Gauge: &dto.Gauge{Value: proto.Float64(float64(m.LastSync) / 1000)}})
+			// The lag as `ployz volume inspect` says it, for an alert
+			// that needs no time() arithmetic; a sync dated after the
+			// sample (clock skew) is 0 behind, as inspect says.
+			if at.IsZero() {
+				continue
+			}
+			lag.Metric = append(lag.Metric, &dto.Metric{Label: []*dto.LabelPair{label("mirror", m.Machine), label("scope", "machine"), vol},
+				Gauge: &dto.Gauge{Value: proto.Float64(max(float64(at.UnixMilli()-m.LastSync)/1000, 0))}})
 		}
 	}
 	fams[total.GetName()] = total
-	dropEmpty(fams, total, last, synced)
+	dropEmpty(fams, total, last, synced, lag)
 }
 
 // label is one Prometheus label.

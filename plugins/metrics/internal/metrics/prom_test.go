@@ -158,3 +158,34 @@ func TestPrometheusServesVolumeProtection(t *testing.T) {
 		t.Fatalf("scrape does not parse: %v\n%s", err, out)
 	}
 }
+
+// TestPrometheusServesMirrorLag: each Mirror's lag is the sample's time
+// minus its last sync, as `volume inspect` reads it; a sync dated after
+// the sample (a skewed clock) is 0 behind, never negative.
+func TestPrometheusServesMirrorLag(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_000)
+	tick := Tick{Time: at, Counters: observe.Counters{VolumeProtection: []observe.VolumeProtection{
+		{Volume: "db", Mirrors: []observe.MirrorSync{
+			{Machine: "m2", LastSync: at.Add(-12 * time.Minute).UnixMilli()},
+			{Machine: "m3", LastSync: at.Add(time.Minute).UnixMilli()},
+		}},
+	}}}
+	var b strings.Builder
+	if err := WritePrometheus(&b, tick); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"# TYPE ployz_volume_mirror_lag_seconds gauge",
+		`ployz_volume_mirror_lag_seconds{mirror="m2",scope="machine",volume="db"} 720`,
+		`ployz_volume_mirror_lag_seconds{mirror="m3",scope="machine",volume="db"} 0`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %q:\n%s", want, out)
+		}
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(out)); err != nil {
+		t.Fatalf("scrape does not parse: %v\n%s", err, out)
+	}
+}
