@@ -14,6 +14,7 @@ import (
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/core/volumes"
 	"github.com/ployz/ployz/sdk/ingress"
 )
@@ -173,6 +174,7 @@ func (x *Source) Volumes(ctx context.Context) (dashboard.Volumes, error) {
 	if !held {
 		return out, nil
 	}
+	protect(ctx, s, out.Machines)
 	snap, err := deploy.Observe(ctx, s.Entry(), "", false)
 	if err != nil {
 		out.MountsError = err.Error()
@@ -357,4 +359,37 @@ func (x *Source) Jobs(ctx context.Context) (dashboard.Jobs, error) {
 		return dashboard.Jobs{}, err
 	}
 	return dashboard.JobsPage(l), nil
+}
+
+// protect sets each listed volume's protection as `ployz volume inspect`
+// reads it (volumerun's Protection: automatic snapshots, and for a
+// Writer's copy each Mirror's lag and the newest scheduled run from the
+// Cluster's runs), with the Mirror interval the latest Saved States
+// declare. A volume with none of them has no entry.
+func protect(ctx context.Context, s *client.Session, ms []dashboard.VolumeMachine) {
+	rn := client.VolumeRunner(s, nil)
+	policies, _ := s.VolumePolicies(ctx) // unreadable: no interval, so nothing is judged overdue
+	for i, m := range ms {
+		if m.List == nil {
+			continue
+		}
+		for _, v := range m.List.Volumes {
+			writer := v.Copy != nil && v.Copy.Role == volumecopy.Writer
+			p, err := rn.Protection(ctx, m.Machine, v)
+			vp := dashboard.VolumeProtection{Protection: p}
+			if err != nil {
+				vp.Error = err.Error()
+			}
+			if mirror := policies[v.Name].Mirror; writer && mirror != nil {
+				vp.MirrorEvery = mirror.Every
+			}
+			if p.SnapshotsKept == 0 && !(writer && (len(p.Mirrors) > 0 || p.Scheduled != nil || vp.Error != "" || vp.MirrorEvery != "")) {
+				continue
+			}
+			if ms[i].Protection == nil {
+				ms[i].Protection = map[string]dashboard.VolumeProtection{}
+			}
+			ms[i].Protection[v.Name] = vp
+		}
+	}
 }

@@ -2,6 +2,7 @@ package dashsource
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -11,8 +12,11 @@ import (
 	"github.com/ployz/ployz/core/dashboard"
 	"github.com/ployz/ployz/core/jobs"
 	"github.com/ployz/ployz/core/observe"
+	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/volprotect"
+	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/internal/fakecluster"
 )
 
@@ -133,5 +137,78 @@ func TestSourceJobs(t *testing.T) {
 	j := got.Jobs[0]
 	if j.Namespace != "shop-production" || j.Cron != "*/5 * * * *" || !j.Failing || len(j.Runs) != 1 || !j.Runs[0].Failed || *j.Runs[0].ExitCode != 3 {
 		t.Fatalf("job %+v", j)
+	}
+}
+
+// TestSourceVolumeProtection: the Volumes page reads each volume's
+// protection with the library call `ployz volume inspect` makes: the
+// Writer's automatic snapshots, its Mirror's lag and the failed
+// scheduled run from the Cluster's runs (the fake Cluster's table, with
+// the entry's rules), and the Mirror interval from the Saved State's
+// x-volume. A Mirror's copy without automatic snapshots has none.
+func TestSourceVolumeProtection(t *testing.T) {
+	now := time.Now()
+	auto := rpc.VolumeSnapshot{Name: "auto-20261207-0500", Created: now.Add(-30 * time.Minute).UnixNano(), GUID: "g1"}
+	// No ZFS here: list_volumes is the only fake, each Machine's answer as
+	// volume-zfs gives it.
+	lists := map[string]rpc.VolumeList{
+		"m1": {Pool: "tank", Volumes: []rpc.Volume{{Name: "db", Snapshots: []rpc.VolumeSnapshot{auto, {Name: "before-upgrade", Created: now.UnixNano()}},
+			Copy: &rpc.VolumeCopy{Role: volumecopy.Writer}}, {Name: "scratch", Snapshots: []rpc.VolumeSnapshot{}, Copy: &rpc.VolumeCopy{Role: volumecopy.Writer}}}},
+		"m2": {Pool: "tank", Volumes: []rpc.Volume{{Name: "db", Snapshots: []rpc.VolumeSnapshot{}, Copy: &rpc.VolumeCopy{Role: volumecopy.Mirror}}}},
+	}
+	fc := fakecluster.NewWith(t, fakecluster.Options{Routes: func(fc *fakecluster.Cluster, srv *rpc.Server, m *fakecluster.Machine) {
+		fakecluster.HandleMethod(fc, srv, m, rpc.ListVolumes, func(rpc.None) (rpc.VolumeList, error) {
+			l := lists[m.Name()]
+			l.MachineID = m.ID()
+			return l, nil
+		})
+	}}, "m1", "m2")
+	s := client.New(fc.Store, fc.Entry, "lab")
+	compose := "name: shop\nservices:\n  web:\n    image: app:1\nvolumes:\n  db:\n    name: db\n    driver: ployz-zfs\n" +
+		"    x-volume:\n      snapshots: {hourly: 24}\n      mirror: {machine: m2, every: 15m}\n"
+	ctx := context.Background()
+	if _, err := s.Deploy(ctx, client.DeployRequest{Compose: []byte(compose), File: "compose.yaml"}, client.Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	// An operator's sync landed on m2 40 minutes ago; the schedule's
+	// next one failed.
+	put := func(gen uint64, op, state, errText string, started time.Time, outcome string) {
+		run, err := json.Marshal(operator.VolumeRun{Volume: "db", Gen: gen, Kind: "sync", State: state, Error: errText, Started: started,
+			Steps: []operator.RunStep{{Name: "send", Machine: "m2", Outcome: outcome}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := rpc.PutVolumeRunRequest{Volume: "db", Gen: gen, Kind: "sync", State: state, Error: errText, StartedAt: started.UnixMilli(),
+			UpdatedAt: started.UnixMilli(), Operator: store.HistoryOperator{Name: op}, Import: true, Run: run}
+		if _, err := rpc.Invoke(ctx, fc.Entry, rpc.Target{}, rpc.PutVolumeRun, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, "alice", operator.RunDone, "", now.Add(-40*time.Minute), operator.RunDone)
+	put(2, volprotect.ScheduleOperator("m1"), operator.RunFailed, "send db from m1 to m2: connection reset", now.Add(-5*time.Minute), operator.RunFailed)
+
+	src := New(func(context.Context) (*client.Session, error) { return s, nil })
+	v, err := src.Volumes(ctx)
+	if err != nil || len(v.Machines) != 2 {
+		t.Fatalf("volumes %+v, %v", v, err)
+	}
+	p, ok := v.Machines[0].Protection["db"]
+	if !ok {
+		t.Fatalf("m1 protection %+v", v.Machines[0].Protection)
+	}
+	if p.SnapshotsKept != 1 || p.MirrorEvery != "15m" || p.Error != "" {
+		t.Errorf("db on m1 %+v", p)
+	}
+	if len(p.Mirrors) != 1 || p.Mirrors[0].Machine != "m2" || p.Mirrors[0].Gen != 1 || p.Mirrors[0].BehindSeconds < 40*60 || p.Mirrors[0].BehindSeconds > 41*60 {
+		t.Errorf("db's Mirrors %+v", p.Mirrors)
+	}
+	if p.Scheduled == nil || p.Scheduled.Gen != 2 || p.Scheduled.State != operator.RunFailed || !strings.Contains(p.Scheduled.Error, "connection reset") {
+		t.Errorf("db's scheduled run %+v", p.Scheduled)
+	}
+	if _, ok := v.Machines[0].Protection["scratch"]; ok {
+		t.Errorf("a Writer without x-volume, runs or automatic snapshots has protection: %+v", v.Machines[0].Protection)
+	}
+	if len(v.Machines[1].Protection) != 0 {
+		t.Errorf("m2's Mirror copy has protection: %+v", v.Machines[1].Protection)
 	}
 }

@@ -136,15 +136,15 @@ func Volume(w io.Writer, machine string, v rpc.Volume) {
 // Protection describes a volume's automatic snapshots (x-volume) and
 // each Mirror's lag, from the Cluster's record of runs.
 func Protection(w io.Writer, p volumerun.Protection) {
-	if p.LastSnapshot != nil {
-		fmt.Fprintf(w, "  scheduled:   %d automatic snapshot(s), newest %s\n", p.SnapshotsKept, p.LastSnapshot.UTC().Format(time.RFC3339))
+	if l := p.SnapshotsLine(); l != "" {
+		fmt.Fprintf(w, "  scheduled:   %s\n", l)
 	}
 	for _, m := range p.Mirrors {
 		fmt.Fprintf(w, "  %s\n", m)
 	}
 	// A scheduled run that ended well shows as the lag above; one that
 	// did not is said, with its error.
-	if r := p.Scheduled; r != nil && r.State != operator.RunDone {
+	if r := p.NotDone(); r != nil {
 		fmt.Fprintf(w, "  %s\n", r)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ployz/ployz/core/observe"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/core/volumerun"
 	"github.com/ployz/ployz/core/volumes"
 )
 
@@ -173,6 +174,44 @@ type VolumeMachine struct {
 	// State is "pool", "no_pool" or "no_answer".
 	State string `json:"state"`
 	Note  string `json:"note,omitempty"`
+	// Protection is each volume's protection by name (a Source sets it;
+	// the server judges what needs a look). A volume with no automatic
+	// snapshot, no Mirror and no declared x-volume has none.
+	Protection map[string]VolumeProtection `json:"protection,omitempty"`
+}
+
+// VolumeProtection is one volume's x-volume protection: the figures
+// `ployz volume inspect` prints (volumerun.Protection, read by the same
+// library call) with the Mirror interval its latest Saved State declares.
+// A Source sets Protection, MirrorEvery and Error; the server sets the
+// rest.
+type VolumeProtection struct {
+	volumerun.Protection
+	// MirrorEvery is the declared mirror.every (e.g. "15m"); empty when
+	// none is declared or no Saved State declares the volume.
+	MirrorEvery string `json:"mirror_every,omitempty"`
+	// Error says why the Cluster's runs could not be read: the lag and
+	// the scheduled run are unknown.
+	Error string `json:"error,omitempty"`
+
+	// Snapshots is the automatic snapshots as inspect says them.
+	Snapshots string `json:"snapshots_line,omitempty"`
+	// Lines are each Mirror's lag as inspect says it, Overdue when more
+	// than twice MirrorEvery behind.
+	Lines []MirrorLine `json:"mirror_lines,omitempty"`
+	// FailedRun is the newest scheduled run when it did not end done,
+	// with its error, as inspect says it.
+	FailedRun string `json:"failed_run,omitempty"`
+	// Alert is set when a Mirror is overdue or the last scheduled run
+	// failed: the page highlights the volume.
+	Alert bool `json:"alert"`
+}
+
+// MirrorLine is one Mirror's lag: "Mirror on m2 is 12 min behind (...)".
+type MirrorLine struct {
+	Machine string `json:"machine"`
+	Text    string `json:"text"`
+	Overdue bool   `json:"overdue"`
 }
 
 // VolumeDetail is one volume's page: `ployz volume inspect` (the list
@@ -190,6 +229,9 @@ type VolumeDetail struct {
 	// Unanswered are the Machines that did not answer: a copy there is
 	// unknown.
 	Unanswered []string `json:"unanswered,omitempty"`
+	// Protection is its automatic snapshots, each Mirror's lag and a
+	// failed scheduled run (nil: none of them, no x-volume declared).
+	Protection *VolumeProtection `json:"protection,omitempty"`
 }
 
 // SnapshotCopy is a snapshot on another Machine with the same GUID.

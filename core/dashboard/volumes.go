@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/ployz/ployz/core/operator"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumes"
 )
@@ -19,7 +21,12 @@ func (s *Server) volumesPage(ctx context.Context) (Volumes, error) {
 		return Volumes{}, err
 	}
 	for i, m := range v.Machines {
+		prot := m.Protection
 		v.Machines[i] = judgeVolumeMachine(m.MachineVolumes)
+		for name, p := range prot {
+			prot[name] = judgeProtection(p)
+		}
+		v.Machines[i].Protection = prot
 	}
 	if v.Machines == nil {
 		v.Machines = []VolumeMachine{}
@@ -94,7 +101,28 @@ func (s *Server) volumeDetail(ctx context.Context, machine, name string) (Volume
 		}
 	}
 	d.Copies = snapshotCopies(ms, at.Machine, d.Volume.Name, d.Volume.Snapshots)
+	if p, ok := at.Protection[name]; ok {
+		d.Protection = &p
+	}
 	return d, nil
+}
+
+// judgeProtection says p as `ployz volume inspect` does (the library's
+// own strings) and what needs a look: a Mirror more than twice its
+// declared interval behind, or a scheduled run that did not end done.
+func judgeProtection(p VolumeProtection) VolumeProtection {
+	every, _ := time.ParseDuration(p.MirrorEvery) // a stored policy was checked; unparsable: no interval
+	p.Snapshots, p.Lines, p.FailedRun, p.Alert = p.SnapshotsLine(), nil, "", false
+	for _, m := range p.Mirrors {
+		l := MirrorLine{Machine: m.Machine, Text: m.String(), Overdue: m.Overdue(every)}
+		p.Lines = append(p.Lines, l)
+		p.Alert = p.Alert || l.Overdue
+	}
+	// A run still going is no failure (inspect says it; the page waits).
+	if r := p.NotDone(); r != nil && r.State != operator.RunOpen {
+		p.FailedRun, p.Alert = r.String(), true
+	}
+	return p
 }
 
 // snapshotCopies finds, for each snapshot, the snapshots on other

@@ -49,6 +49,34 @@ func (r ScheduledRun) String() string {
 	return s
 }
 
+// SnapshotsLine is the automatic snapshots as `inspect` prints them:
+// "26 automatic snapshot(s), newest 2026-12-07T05:00:00Z"; "" when there
+// are none.
+func (p Protection) SnapshotsLine() string {
+	if p.LastSnapshot == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d automatic snapshot(s), newest %s", p.SnapshotsKept, p.LastSnapshot.UTC().Format(time.RFC3339))
+}
+
+// NotDone is the newest scheduled run when it is not done (still open,
+// or ended otherwise; nil when done or none): one that ended well shows
+// as a Mirror's lag instead.
+func (p Protection) NotDone() *ScheduledRun {
+	if r := p.Scheduled; r != nil && r.State != operator.RunDone {
+		return r
+	}
+	return nil
+}
+
+// Overdue reports whether the Mirror is more than twice every behind
+// (every 0: no interval declared, never overdue): the Writer's Machine
+// syncs it once it is every old, so twice that means the schedule is not
+// keeping up.
+func (l MirrorLag) Overdue(every time.Duration) bool {
+	return every > 0 && time.Duration(l.BehindSeconds)*time.Second > 2*every
+}
+
 // MirrorLag is a Mirror's lag: Synced is when the newest run whose send
 // landed on Machine started (its snapshot was taken after, so the Mirror
 // is at most BehindSeconds behind).
