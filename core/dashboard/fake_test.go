@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,6 +17,7 @@ import (
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/views"
+	"github.com/ployz/ployz/core/volumerun"
 	"github.com/ployz/ployz/core/volumes"
 )
 
@@ -32,6 +34,8 @@ type fakeSource struct {
 	logCalls int
 	// snaps is how many snapshots m1's volume db has.
 	snaps int
+	// prot is the protection of m1's volumes, by name.
+	prot map[string]VolumeProtection
 }
 
 // setRecords replaces the Deploy records the Deploys page reads, as a
@@ -42,7 +46,18 @@ func (f *fakeSource) setRecords(recs ...deploy.Record) {
 	f.records = recs
 }
 
-func newFake() *fakeSource { return &fakeSource{replicas: 2, snaps: 2} }
+func newFake() *fakeSource {
+	return &fakeSource{replicas: 2, snaps: 2, prot: map[string]VolumeProtection{"db": dbProtection(12*time.Minute, nil)}}
+}
+
+// dbProtection is db's protection on m1: one automatic snapshot, a
+// Mirror on m2 behind by lag (every 15m) and the newest scheduled run.
+func dbProtection(lag time.Duration, scheduled *volumerun.ScheduledRun) VolumeProtection {
+	now := time.Date(2026, 12, 7, 5, 30, 0, 0, time.UTC)
+	last := now.Add(-30 * time.Minute)
+	return VolumeProtection{MirrorEvery: "15m", Protection: volumerun.Protection{LastSnapshot: &last, SnapshotsKept: 1, Scheduled: scheduled,
+		Mirrors: []volumerun.MirrorLag{{Machine: "m2", Gen: 7, Kind: "sync", Synced: now.Add(-lag), BehindSeconds: int64(lag / time.Second)}}}}
+}
 
 // dbMount is web-0 on m1 mounting the volume db.
 var dbMount = volumes.Mount{Machine: "m1", Volume: "db", Namespace: "app-prod", Service: "web", Container: "web-0", State: "running",
@@ -66,7 +81,7 @@ func (f *fakeSource) Volumes(context.Context) (Volumes, error) {
 	cache := rpc.Volume{MachineID: "m1-id", Name: "cache", Pool: "tank", Mountpoint: "/var/lib/ployz/volumes/cache", Snapshots: []rpc.VolumeSnapshot{}}
 	return Volumes{Machines: []VolumeMachine{
 		{MachineVolumes: volumes.MachineVolumes{Machine: "m1", MachineID: "m1-id", List: &rpc.VolumeList{MachineID: "m1-id", Pool: "tank", Health: "ONLINE", FreeBytes: 9 << 30,
-			Volumes: []rpc.Volume{cache, db, restore}}}},
+			Volumes: []rpc.Volume{cache, db, restore}}}, Protection: maps.Clone(f.prot)},
 		{MachineVolumes: volumes.MachineVolumes{Machine: "m2", MachineID: "m2-id", List: &rpc.VolumeList{MachineID: "m2-id", Volumes: []rpc.Volume{}}}},
 		{MachineVolumes: volumes.MachineVolumes{Machine: "m3", MachineID: "m3-id", Error: "connection refused"}},
 	}, Mounts: []volumes.Mount{dbMount}}, nil

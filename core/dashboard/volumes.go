@@ -21,12 +21,13 @@ func (s *Server) volumesPage(ctx context.Context) (Volumes, error) {
 		return Volumes{}, err
 	}
 	for i, m := range v.Machines {
-		prot := m.Protection
 		v.Machines[i] = judgeVolumeMachine(m.MachineVolumes)
-		for name, p := range prot {
-			prot[name] = judgeProtection(p)
+		for name, p := range m.Protection {
+			if v.Machines[i].Protection == nil {
+				v.Machines[i].Protection = map[string]VolumeProtection{}
+			}
+			v.Machines[i].Protection[name] = judgeProtection(p)
 		}
-		v.Machines[i].Protection = prot
 	}
 	if v.Machines == nil {
 		v.Machines = []VolumeMachine{}

@@ -1,9 +1,13 @@
 package dashboard
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/core/operator"
+	"github.com/ployz/ployz/core/volumerun"
 )
 
 // The Volumes view judges each Machine as `ployz volume ls` does: a pool,
@@ -86,5 +90,76 @@ func TestVolumesEvents(t *testing.T) {
 	src.mu.Unlock()
 	if ev, data := readEvent(t, rd); ev != "view" || !strings.Contains(data, `"name":"s3"`) {
 		t.Fatalf("second event %s %s", ev, data)
+	}
+}
+
+// The Volumes view says each volume's protection in `ployz volume
+// inspect`'s words and highlights a Mirror more than twice its interval
+// behind or a scheduled run that failed, never one still going.
+func TestVolumeProtectionView(t *testing.T) {
+	src := newFake()
+	_, ts := serve(t, src, time.Second)
+	protection := func() VolumeProtection {
+		t.Helper()
+		var v Volumes
+		if code := getJSON(t, ts.Client(), ts.URL+"/api/view/volumes", &v); code != 200 {
+			t.Fatalf("volumes %d %+v", code, v)
+		}
+		var d VolumeDetail
+		if code := getJSON(t, ts.Client(), ts.URL+"/api/view/volume?machine=m1&name=db", &d); code != 200 || d.Protection == nil {
+			t.Fatalf("db %d %+v", code, d)
+		}
+		if p := v.Machines[0].Protection["db"]; !reflect.DeepEqual(p, *d.Protection) {
+			t.Errorf("the list says %+v, the volume's page %+v", p, *d.Protection)
+		}
+		if _, ok := v.Machines[0].Protection["cache"]; ok {
+			t.Errorf("cache has protection: %+v", v.Machines[0].Protection)
+		}
+		return *d.Protection
+	}
+	set := func(p VolumeProtection) {
+		src.mu.Lock()
+		src.prot["db"] = p
+		src.mu.Unlock()
+	}
+
+	p := protection()
+	if p.Snapshots != "1 automatic snapshot(s), newest 2026-12-07T05:00:00Z" || p.Alert || p.FailedRun != "" {
+		t.Errorf("db within its interval %+v", p)
+	}
+	if len(p.Lines) != 1 || p.Lines[0] != (MirrorLine{Machine: "m2", Text: "Mirror on m2 is 12 min behind (sync run gen 7, 2026-12-07T05:18:00Z)"}) {
+		t.Errorf("db's Mirror lines %+v", p.Lines)
+	}
+
+	// Twice every (30 min) is still in time; past it, overdue.
+	set(dbProtection(30*time.Minute, nil))
+	if p := protection(); p.Alert || p.Lines[0].Overdue {
+		t.Errorf("30 min behind, every 15m: %+v", p)
+	}
+	set(dbProtection(31*time.Minute, nil))
+	if p := protection(); !p.Alert || !p.Lines[0].Overdue || p.Lines[0].Text != "Mirror on m2 is 31 min behind (sync run gen 7, 2026-12-07T04:59:00Z)" {
+		t.Errorf("31 min behind, every 15m: %+v", p)
+	}
+	// No interval known (no Saved State declares it): never overdue.
+	undeclared := dbProtection(5*time.Hour, nil)
+	undeclared.MirrorEvery = ""
+	set(undeclared)
+	if p := protection(); p.Alert || p.Lines[0].Overdue {
+		t.Errorf("no interval declared: %+v", p)
+	}
+
+	started := time.Date(2026, 12, 7, 5, 28, 0, 0, time.UTC)
+	failed := &volumerun.ScheduledRun{Gen: 8, Kind: "sync", State: operator.RunFailed, Error: "send db from m1 to m2: connection reset", Started: started, Operator: "schedule@m1"}
+	set(dbProtection(12*time.Minute, failed))
+	if p := protection(); !p.Alert || p.Lines[0].Overdue || p.FailedRun != "scheduled sync run gen 8 failed (2026-12-07T05:28:00Z, schedule@m1): send db from m1 to m2: connection reset" {
+		t.Errorf("a failed scheduled run: %+v", p)
+	}
+	for _, state := range []string{operator.RunOpen, operator.RunDone} {
+		r := *failed
+		r.State, r.Error = state, ""
+		set(dbProtection(12*time.Minute, &r))
+		if p := protection(); p.Alert || p.FailedRun != "" {
+			t.Errorf("a scheduled run %s: %+v", state, p)
+		}
 	}
 }
