@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ployz/ployz/core/deploy"
+	"github.com/ployz/ployz/core/volumerun"
 	"github.com/ployz/ployz/internal/browsertest"
 )
 
@@ -271,6 +272,12 @@ func volumesPages(t *testing.T, b *browsertest.Browser, src *fakeSource, base st
 		b.WaitText(t, sel, want, 5*time.Second)
 	}
 	b.WaitText(t, `#volume-machines tr[data-machine="m2"]`, "ployz machine update m2 --zfs-pool NAME", 5*time.Second)
+	// Its protection in inspect's words; within its interval, no highlight.
+	b.WaitText(t, `#volumes tr[data-volume="m1/db"] [data-mirror="m2"]`, "Mirror on m2 is 12 min behind", 5*time.Second)
+	b.WaitText(t, `#volumes tr[data-volume="m1/db"] [data-protection="snapshots"]`, "1 automatic snapshot(s)", 5*time.Second)
+	if cls := browsertest.Eval[string](t, b, `document.querySelector('#volumes tr[data-volume="m1/db"]').className`); cls != "" {
+		t.Errorf("db within its interval is highlighted: %q", cls)
+	}
 	b.Shot(t, "volumes")
 
 	// Keyboard: Tab walks the volume links and the mounting Service's.
@@ -293,6 +300,19 @@ func volumesPages(t *testing.T, b *browsertest.Browser, src *fakeSource, base st
 	b.Shot(t, "volume")
 	src.mu.Lock()
 	src.snaps = 2
+	// The Mirror falls more than twice its every behind and the
+	// schedule's run fails: both are said and the protection highlighted.
+	src.prot["db"] = dbProtection(47*time.Minute, &volumerun.ScheduledRun{Gen: 9, Kind: "sync", State: "failed",
+		Error: "send db from m1 to m2 after 0 bytes: connection reset", Started: time.Date(2026, 12, 7, 5, 28, 0, 0, time.UTC), Operator: "schedule@m1"})
+	src.mu.Unlock()
+	b.WaitText(t, `#volume-protection [data-protection="failed"]`, "scheduled sync run gen 9 failed (2026-12-07T05:28:00Z, schedule@m1): send db from m1 to m2 after 0 bytes: connection reset", 10*time.Second)
+	b.WaitText(t, `#volume-protection [data-mirror="m2"]`, "Mirror on m2 is 47 min behind", 5*time.Second)
+	if cls := browsertest.Eval[[]string](t, b, `[document.querySelector('#volume-protection').className, document.querySelector('#volume-protection [data-mirror="m2"]').className]`); strings.Join(cls, "|") != "error|overdue" {
+		t.Errorf("an overdue Mirror and a failed run not highlighted: %q", cls)
+	}
+	b.Shot(t, "volume-protection")
+	src.mu.Lock()
+	src.prot["db"] = dbProtection(12*time.Minute, nil)
 	src.mu.Unlock()
 
 	b.Do(t, "follow the mounting Service", chromedp.Click(chromedp.CSS(`#volume-mounts tr[data-container="web-0"] a`)))

@@ -52,6 +52,21 @@
   const mountLine = (m) => el("div", { "data-mount": m.container },
     el("a", { href: serviceHref(m.namespace, m.service) }, m.service), " " + m.container + " ", st(m.state),
     " → " + m.target + (m.read_only ? " (read-only)" : ""));
+  // protectionLines are a volume's protection as `ployz volume inspect`
+  // says it (the server's strings): automatic snapshots, each Mirror's
+  // lag (overdue: more than twice its every behind) and a failed
+  // scheduled run with its error.
+  function protectionLines(p) {
+    if (!p) return [];
+    const out = [];
+    if (p.snapshots_line) out.push(el("div", { "data-protection": "snapshots" }, p.snapshots_line));
+    (p.mirror_lines || []).forEach((l) => out.push(el("div", { "data-mirror": l.machine, class: l.overdue ? "overdue" : null },
+      l.text, l.overdue ? " (more than twice its every, " + p.mirror_every + ")" : "")));
+    if (p.mirror_every && !(p.mirror_lines || []).length && !p.error) out.push(el("div", { class: "muted" }, "no Mirror synced yet (every " + p.mirror_every + ")"));
+    if (p.failed_run) out.push(el("div", { "data-protection": "failed", class: "overdue" }, p.failed_run));
+    if (p.error) out.push(el("div", { class: "warn" }, "Mirror lag unknown: " + p.error));
+    return out;
+  }
   function ago(t) {
     const s = Math.round((Date.now() - new Date(t).getTime()) / 1000);
     return s < 90 ? s + "s ago" : s < 5400 ? Math.round(s / 60) + "m ago" : new Date(t).toLocaleString();
@@ -268,15 +283,17 @@
         (v.machines || []).forEach((m) => ((m.list && m.list.volumes) || []).forEach((x) => {
           const ms = (v.mounts || []).filter((u) => u.machine === m.machine && u.volume === x.name);
           const last = x.snapshots.length ? x.snapshots[x.snapshots.length - 1] : null;
-          rows.push(el("tr", { "data-volume": m.machine + "/" + x.name },
+          const prot = (m.protection || {})[x.name];
+          rows.push(el("tr", { "data-volume": m.machine + "/" + x.name, class: prot && prot.alert ? "failing" : null },
             el("td", {}, el("a", { href: volumeHref(m.machine, x.name) }, x.name)), el("td", {}, m.machine),
             el("td", {}, x.size_bytes ? bytes(x.size_bytes) : "none"), el("td", {}, bytes(x.used_bytes)),
             el("td", {}, x.snapshots.length + (last ? " (latest " + last.name + ")" : "")),
+            el("td", {}, prot ? protectionLines(prot) : el("span", { class: "muted" }, "-")),
             el("td", { class: "hide-narrow" }, x.mountpoint),
             el("td", {}, ms.length ? ms.map(mountLine) : v.mounts_error ? st("unknown") : el("span", { class: "muted" }, "not mounted"),
               x.resume_token ? el("div", { class: "warn" }, "an interrupted receive can be resumed") : null)));
         }));
-        if (rows.length) r.append(table("volumes", ["Volume", "Machine", "Size", "Used", "Snapshots", "~Mountpoint", "Mounted by"], rows));
+        if (rows.length) r.append(table("volumes", ["Volume", "Machine", "Size", "Used", "Snapshots", "Protection", "~Mountpoint", "Mounted by"], rows));
         else r.append(el("p", { id: "no-volumes", class: "muted" }, "No Provisioned Volumes on any Machine that answered (`ployz volume create NAME --machine M --size 1GiB`)."));
         r.append(el("h2", {}, "Machines"));
         r.append(table("volume-machines", ["Machine", "Pool", "~Health", "~Free", "Volumes"],
@@ -331,6 +348,10 @@
         else r.append(table("volume-mounts", ["Service", "Container", "State", "Path", "Target"], d.mounts.map((m) => el("tr", { "data-container": m.container },
           el("td", {}, el("a", { href: serviceHref(m.namespace, m.service) }, m.service), el("div", { class: "muted" }, m.namespace)),
           el("td", {}, m.container), el("td", {}, st(m.state)), el("td", {}, m.path), el("td", {}, m.target + (m.read_only ? " (read-only)" : ""))))));
+        if (d.protection) {
+          r.append(el("h2", {}, "Protection"));
+          r.append(el("div", { id: "volume-protection", class: d.protection.alert ? "error" : null }, protectionLines(d.protection)));
+        }
         r.append(el("h2", {}, "Snapshots"));
         const copies = d.copies || {};
         if (!x.snapshots.length) r.append(el("p", { id: "snapshots", class: "muted" }, "None (`ployz volume snapshot " + x.name + " NAME` takes one)."));
