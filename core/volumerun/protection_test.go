@@ -65,3 +65,25 @@ func TestLagReadsRunRecords(t *testing.T) {
 		t.Fatalf("decoded %+v, want %+v", got, want)
 	}
 }
+
+// TestProtectionLines: the strings inspect and the dashboard share, and
+// when a Mirror is overdue (more than twice its every behind).
+func TestProtectionLines(t *testing.T) {
+	if l := (Protection{}).SnapshotsLine(); l != "" {
+		t.Errorf("no automatic snapshot: %q", l)
+	}
+	last := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	if l := (Protection{LastSnapshot: &last, SnapshotsKept: 26}).SnapshotsLine(); l != "26 automatic snapshot(s), newest 2026-12-07T05:00:00Z" {
+		t.Errorf("snapshots line %q", l)
+	}
+	for state, notDone := range map[string]bool{operator.RunDone: false, operator.RunOpen: true, operator.RunFailed: true, operator.RunLost: true} {
+		p := Protection{Scheduled: &ScheduledRun{Gen: 3, State: state}}
+		if got := p.NotDone() != nil; got != notDone {
+			t.Errorf("scheduled run %s: not done %v, want %v", state, got, notDone)
+		}
+	}
+	l := MirrorLag{BehindSeconds: 30 * 60}
+	if l.Overdue(15*time.Minute) || !(MirrorLag{BehindSeconds: 30*60 + 1}).Overdue(15*time.Minute) || l.Overdue(0) {
+		t.Errorf("overdue is more than twice every behind, never without an every")
+	}
+}
