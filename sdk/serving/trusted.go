@@ -122,7 +122,7 @@ func (f *trustedFollower) run(ctx context.Context, wake func()) {
 	if f.path == "" {
 		return
 	}
-	if f.follow(ctx, wake) {
+	if fsutil.FollowFile(ctx, f.path, func() { f.check(wake) }) {
 		return
 	}
 	t := time.NewTicker(TrustedPoll)

@@ -38,12 +38,12 @@ import (
 // Loader timing: a Source that is a Watcher (the store) is read when it
 // reports a change and at least every SafetyPoll; another is read every
 // PollInterval. Failures back off from 250 ms to 2 s while the loaded
-// config keeps serving. The spec file is checked every specCheck. The
-// status file is rewritten on every change and at least every
+// config keeps serving. The spec file is checked when inotify reports a
+// change to it, at every round, and every specCheck where inotify is
+// unavailable. The status file is rewritten on every change and at least every
 // statusRefresh.
 const (
 	PollInterval  = 500 * time.Millisecond
-	specCheck     = time.Second
 	minBackoff    = 250 * time.Millisecond
 	maxBackoff    = 2 * time.Second
 	statusRefresh = 5 * time.Second
@@ -51,6 +51,10 @@ const (
 	// event streams and gRPC calls ended at exit to close.
 	streamsGrace = 2 * time.Second
 )
+
+// specCheck is how often the spec file is read where inotify is
+// unavailable (a variable for tests).
+var specCheck = time.Second
 
 // drainTimeout bounds the wait for requests in flight at exit (the
 // unit's TimeoutStopSec is 15 s; a variable for tests).
@@ -159,7 +163,8 @@ type loader struct {
 	src       Source
 	interval  time.Duration
 	changed   <-chan struct{} // the store's change notifications (nil: poll)
-	specTick  *time.Ticker
+	specEvent <-chan struct{} // the spec file may have changed (watchSpec)
+	stopSpec  context.CancelFunc
 	certs     *certificates
 	stopWatch context.CancelFunc
 
@@ -217,14 +222,16 @@ func newLoader(ctx context.Context, o Options) (*loader, error) {
 		l.certs.stop()
 		return nil, err
 	}
-	l.specTick = time.NewTicker(specCheck)
+	var sctx context.Context
+	sctx, l.stopSpec = context.WithCancel(ctx)
+	l.specEvent = watchSpec(sctx, o.SpecPath, l.log)
 	return l, nil
 }
 
 // stop stops Caddy and waits for the requests in flight.
 func (l *loader) stop() {
 	defer l.stopWatch()
-	defer l.specTick.Stop()
+	defer l.stopSpec()
 	defer l.certs.stop()
 	if l.running {
 		defer lameDuckPause()() // reopened for a next Serve in this process (tests)
@@ -410,10 +417,10 @@ func (l *loader) writeStatus() {
 }
 
 // waitChange waits for wait, a change (changed, certs) or ctx's end;
-// every spec tick it checks the spec file and returns ErrSpecChanged
+// at every spec event it checks the spec file and returns ErrSpecChanged
 // when it changed from raw. It reports whether anything but the timer
 // ended the wait.
-func waitChange(ctx context.Context, wait time.Duration, changed, certs <-chan struct{}, spec <-chan time.Time, path string, raw []byte) (bool, error) {
+func waitChange(ctx context.Context, wait time.Duration, changed, certs <-chan struct{}, spec <-chan struct{}, path string, raw []byte) (bool, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -454,7 +461,7 @@ func (l *loader) wait(ctx context.Context, d time.Duration) error {
 		if polling {
 			step = min(step, drainPoll)
 		}
-		woke, err := waitChange(ctx, step, l.changed, l.certs.changed(), l.specTick.C, l.o.SpecPath, l.raw)
+		woke, err := waitChange(ctx, step, l.changed, l.certs.changed(), l.specEvent, l.o.SpecPath, l.raw)
 		if err != nil || woke || !polling || !time.Now().Before(until) {
 			return err
 		}
@@ -509,4 +516,37 @@ func statusRoutes(routes []ingress.Route) []ingress.Route {
 		out[i].BasicAuth = out[i].BasicAuth.Redacted()
 	}
 	return out
+}
+
+// watchSpec reports on the channel when the spec file at path may have
+// changed, until ctx ends: by inotify on its directory (the process
+// sleeps at rest; it checked the file every second before), or, where
+// inotify is unavailable or lost events, every specCheck. Serve also
+// reads the file at every round (at least every SafetyPoll), the safety
+// net should an event be missed.
+func watchSpec(ctx context.Context, path string, log hclog.Logger) <-chan struct{} {
+	c := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		if fsutil.FollowFile(ctx, path, poke) {
+			return
+		}
+		log.Debug("no inotify on the spec file's directory; checking it every second", "path", path)
+		t := time.NewTicker(specCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				poke()
+			}
+		}
+	}()
+	return c
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/internal/fsutil"
 	"github.com/ployz/ployz/sdk/ingress"
 	"github.com/ployz/ployz/sdk/serving"
 	"github.com/ployz/ployz/sdk/store"
@@ -353,3 +354,53 @@ func oldAndNew(oldURL, newURL string) (*fakeSource, func(id, container string)) 
 var testMachines = serving.Machines{Subnets: map[string]netip.Prefix{
 	"m1": netip.MustParsePrefix("127.0.0.0/8"), "m2": netip.MustParsePrefix("127.0.0.0/8"),
 	"m3": netip.MustParsePrefix("127.0.0.0/8")}}
+
+// TestSpecChangeWithoutPoll: with the store round and the spec check an
+// hour apart, ployzd's rewrite of the spec (by rename) still ends Serve
+// within a second: the spec file is followed by inotify, not a poll.
+func TestSpecChangeWithoutPoll(t *testing.T) {
+	defer func(d time.Duration) { specCheck = d }(specCheck)
+	specCheck = time.Hour
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "ingress.json")
+	spec := fmt.Sprintf(`{"machine":"m1","listen":%q,"store_api":"127.0.0.1:1","status_file":%q,"state_dir":%q}`,
+		freePort(t), filepath.Join(dir, "status.json"), filepath.Join(dir, "state"))
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loads, done := make(chan ingress.Status, 10), make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		done <- Serve(ctx, Options{SpecPath: specPath, Source: &fakeSource{}, Interval: time.Hour,
+			OnLoad: func(st ingress.Status) {
+				select {
+				case loads <- st:
+				default:
+				}
+			}})
+	}()
+	waitLoad(t, loads, func(ingress.Status) bool { return true })
+	// Other files in the directory change without ending Serve.
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, "other.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Serve ended on another file's change: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	changed := time.Now()
+	if err := fsutil.WriteFileAtomic(specPath, []byte(strings.Replace(spec, `"m1"`, `"m9"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrSpecChanged) {
+			t.Fatalf("Serve: %v", err)
+		}
+		t.Logf("spec change noticed in %s", time.Since(changed).Round(time.Millisecond))
+	case <-time.After(3 * time.Second):
+		t.Fatal("Serve did not notice the spec change without its poll")
+	}
+}
