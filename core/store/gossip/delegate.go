@@ -60,6 +60,10 @@ func (d *delegate) note(n *memberlist.Node, up bool) {
 	if up && !p.up {
 		p.lastAck = time.Now() // a fresh join counts as heard from
 	}
+	if p.up != up || p.ip == nil {
+		close(d.g.upDown) // wakes the readers waiting for a change
+		d.g.upDown = make(chan struct{})
+	}
 	p.up = up
 	p.ip = append(net.IP(nil), n.Addr...)
 	p.port = n.Port

@@ -57,6 +57,9 @@ type Gossip struct {
 
 	mu    sync.Mutex
 	peers map[string]*peer
+	// upDown is closed, and replaced, when a member is first seen or
+	// goes up or down (UpDownChanged).
+	upDown chan struct{}
 }
 
 // Start binds the transport and joins any reachable bootstrap peers; an
@@ -117,7 +120,7 @@ func Start(cfg Config) (*Gossip, error) {
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 		addr = cfg.Advertise
 	}
-	g := &Gossip{cfg: cfg, addr: addr, peers: map[string]*peer{}, probeInterval: mc.ProbeInterval}
+	g := &Gossip{cfg: cfg, addr: addr, peers: map[string]*peer{}, upDown: make(chan struct{}), probeInterval: mc.ProbeInterval}
 	mc.Transport = &faultTransport{Transport: nt, self: addr, faults: cfg.Faults, traffic: &g.traffic}
 	d := &delegate{g: g}
 	mc.Delegate = d
@@ -256,6 +259,16 @@ func (g *Gossip) States() []MemberState {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// UpDownChanged returns a channel closed at the next change of which
+// members are up and which down (a member first seen, joining, dead or
+// left): what States reports as "down" changes only then, so a reader
+// of the down set waits on it instead of polling.
+func (g *Gossip) UpDownChanged() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.upDown
 }
 
 // Shutdown stops the member without announcing a leave, as a crash would;

@@ -184,10 +184,6 @@ func (h healthQuery) unhealthy(gaps, queue int64, lag float64) bool {
 // Internal DNS and the ingress can leave out Machines this one holds
 // down without reaching the root-only admin socket. A reader that gets
 // 404 (a store without it) has no membership view.
-// membershipRecheck is how often a waiting GET /v1/membership looks at
-// the SWIM view again (in process: no request, no encoding).
-var membershipRecheck = 500 * time.Millisecond
-
 // maxMembershipWait bounds how long GET /v1/membership?wait= holds.
 const maxMembershipWait = time.Minute
 
@@ -217,13 +213,18 @@ func (n *Node) handleMembership(w http.ResponseWriter, r *http.Request) {
 }
 
 // waitMembership returns once the down sites differ from down, after
-// wait, or when ctx ends or the node stops.
+// wait, or when ctx ends or the node stops. It sleeps until gossip
+// reports a member going up or down (the only change to the down set)
+// rather than looking every 500 ms: each reader held (DNS, the ingress)
+// woke the store twice a second at rest.
 func (n *Node) waitMembership(ctx context.Context, down string, wait time.Duration) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	t := time.NewTicker(membershipRecheck)
-	defer t.Stop()
-	for downKey(n.Members()) == down {
+	for {
+		changed := n.upDownChanged() // before the read: a change after it closes this one
+		if downKey(n.Members()) != down {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -231,7 +232,7 @@ func (n *Node) waitMembership(ctx context.Context, down string, wait time.Durati
 			return
 		case <-deadline.C:
 			return
-		case <-t.C:
+		case <-changed:
 		}
 	}
 }

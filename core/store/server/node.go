@@ -292,6 +292,15 @@ func (n *Node) Members() []gossip.MemberState {
 	return n.gsp.States()
 }
 
+// upDownChanged is closed at the next member going up or down; nil (never
+// ready) without gossip.
+func (n *Node) upDownChanged() <-chan struct{} {
+	if n.gsp == nil {
+		return nil
+	}
+	return n.gsp.UpDownChanged()
+}
+
 // CaughtUp reports whether every version up to target's head per site has
 // been applied locally.
 func (n *Node) CaughtUp(target map[string]int64) bool {
