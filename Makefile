@@ -234,7 +234,7 @@ FUZZ_SHORT := \
 	./core/store/server:FuzzStatement \
 	./core/release:FuzzExtract \
 	./core/images:FuzzFanTar \
-	./core/daemon:FuzzUntar
+	./core/daemon/feature/containers:FuzzUntar
 fuzz-short:
 	@failed=""; \
 	for t in $(FUZZ_SHORT); do \

@@ -13,15 +13,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
 	"github.com/ployz/ployz/core/daemon/feature"
+	"github.com/ployz/ployz/core/daemon/feature/containers"
 	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
 	"github.com/ployz/ployz/core/daemon/feature/leases"
 	"github.com/ployz/ployz/core/daemon/feature/upgrade"
 	"github.com/ployz/ployz/core/daemon/feature/volumes"
-
-	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
-
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
@@ -113,7 +113,7 @@ type Daemon struct {
 	job     *jobsfeature.Feature
 	jobOnce sync.Once
 	// ctrs serves the Service Container commands (containers.go).
-	ctrs *containerOps
+	ctrs *containers.Ops
 	// vols is the volume feature (feature/volumes), made once: its copy
 	// records and tasks are this Machine's (volumes()).
 	vols     *volumes.Feature
@@ -135,10 +135,6 @@ type Daemon struct {
 	leaseOnce sync.Once
 	// iso is the namespace isolation this Machine enforces (isolation.go).
 	iso isolation
-	// The launcher socket-activated Containers mount (sockact.go).
-	launchOnce sync.Once
-	launchPath string
-	launchErr  error
 }
 
 // active holds the parts a Cluster member runs.

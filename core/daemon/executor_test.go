@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
@@ -30,7 +31,7 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 	for _, r := range d.serving().Routes() {
 		d.rpc.Handle(r)
 	}
-	for _, r := range d.ctrs.routes() {
+	for _, r := range d.ctrs.Routes() {
 		d.rpc.Handle(r)
 	}
 	c := serveSocket(t, d.rpc)
@@ -108,10 +109,10 @@ func (p *proxy) run(ctx context.Context) {
 				if slices.ContainsFunc(b.Containers, func(c store.ServingContainer) bool { return c.ID == id }) {
 					continue
 				}
-				in, err := p.to.cli.ContainerInspect(ctx, id)
+				in, err := p.to.Cli.ContainerInspect(ctx, id)
 				if err == nil && in.State != nil && !in.State.Running && !strings.Contains(in.State.Status, "created") {
 					p.mu.Lock()
-					p.stoppedTooSoon = append(p.stoppedTooSoon, short(id))
+					p.stoppedTooSoon = append(p.stoppedTooSoon, feature.Short(id))
 					p.mu.Unlock()
 				}
 			}
@@ -138,14 +139,14 @@ func TestExecutorAgainstTheDaemon(t *testing.T) {
 	c, d, st, to := servedDaemon(t)
 	self := d.record().ID
 	ctx := context.Background()
-	svc := ingress.ServiceKey(to.namespace, "web")
+	svc := ingress.ServiceKey(to.Namespace, "web")
 	summary := []deploy.ServiceSummary{{Name: "web", ServiceID: "sid-web", Mode: "replicated", Desired: 1,
 		Ingress: []deploy.IngressRoute{{Hostname: "web.example", ContainerPort: 8080}}}}
 	ex := &deploy.Executor{C: c, AckTimeout: 15 * time.Second, ReadyTimeout: 30 * time.Second}
 
 	// 1. Create: the pointer names the new Container.
-	p1 := deploy.Plan{Namespace: to.namespace, DeploymentID: "dep1", Services: summary,
-		Rows: []deploy.Row{{MachineID: self, Machine: "test", Service: "web", Op: deploy.OpCreate, NewName: to.name("web-1"), Spec: ptr(to.spec("web", nil))}}}
+	p1 := deploy.Plan{Namespace: to.Namespace, DeploymentID: "dep1", Services: summary,
+		Rows: []deploy.Row{{MachineID: self, Machine: "test", Service: "web", Op: deploy.OpCreate, NewName: to.Name("web-1"), Spec: ptr(to.Spec("web", nil))}}}
 	px := &proxy{st: st, machine: self, to: to, acked: map[string]bool{}}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -159,8 +160,8 @@ func TestExecutorAgainstTheDaemon(t *testing.T) {
 		t.Fatalf("pointer after create names %v", first)
 	}
 	id1 := first[0]
-	if in, err := to.cli.ContainerInspect(ctx, id1); err != nil || !in.State.Running {
-		t.Fatalf("created Container %s: %v", short(id1), err)
+	if in, err := to.Cli.ContainerInspect(ctx, id1); err != nil || !in.State.Running {
+		t.Fatalf("created Container %s: %v", feature.Short(id1), err)
 	}
 	pb, _, _ := st.Serving().Get(ctx, svc)
 	if pb.Body.Deployment != "dep1" || pb.Body.Containers[0].Machine != self || pb.Body.Containers[0].ImageID == "" {
@@ -172,11 +173,11 @@ func TestExecutorAgainstTheDaemon(t *testing.T) {
 	px.mu.Lock()
 	px.watch = []string{id1}
 	px.mu.Unlock()
-	s2 := to.spec("web", nil)
+	s2 := to.Spec("web", nil)
 	s2.SpecHash, s2.DeploymentID = "hash2", "dep2"
-	p2 := deploy.Plan{Namespace: to.namespace, DeploymentID: "dep2", Services: summary,
+	p2 := deploy.Plan{Namespace: to.Namespace, DeploymentID: "dep2", Services: summary,
 		Rows: []deploy.Row{{MachineID: self, Machine: "test", Service: "web", Op: deploy.OpReplace, Strategy: deploy.StartFirst,
-			OldID: id1, OldName: to.name("web-1"), OldRunning: true, NewName: to.name("web-2"), Spec: &s2}}}
+			OldID: id1, OldName: to.Name("web-1"), OldRunning: true, NewName: to.Name("web-2"), Spec: &s2}}}
 	o = ex.Run(ctx, p2)
 	if o.Partial() {
 		t.Fatalf("replace failed:\n%s", stepsOf(o))
@@ -188,8 +189,8 @@ func TestExecutorAgainstTheDaemon(t *testing.T) {
 	if len(second) != 1 || second[0] == id1 {
 		t.Fatalf("pointer after replace names %v", second)
 	}
-	if _, err := to.cli.ContainerInspect(ctx, id1); err == nil {
-		t.Fatalf("the replaced Container %s is still there", short(id1))
+	if _, err := to.Cli.ContainerInspect(ctx, id1); err == nil {
+		t.Fatalf("the replaced Container %s is still there", feature.Short(id1))
 	}
 	px.mu.Lock()
 	if len(px.stoppedTooSoon) > 0 {
@@ -200,11 +201,11 @@ func TestExecutorAgainstTheDaemon(t *testing.T) {
 	// 3. No ack: the wait fails naming the Machine, and the run says so.
 	px.paused.Store(true)
 	ex.AckTimeout = 1500 * time.Millisecond
-	s3 := to.spec("web", nil)
+	s3 := to.Spec("web", nil)
 	s3.SpecHash, s3.DeploymentID = "hash3", "dep3"
-	p3 := deploy.Plan{Namespace: to.namespace, DeploymentID: "dep3", Services: summary,
+	p3 := deploy.Plan{Namespace: to.Namespace, DeploymentID: "dep3", Services: summary,
 		Rows: []deploy.Row{{MachineID: self, Machine: "test", Service: "web", Op: deploy.OpReplace, Strategy: deploy.StartFirst,
-			OldID: second[0], OldName: to.name("web-2"), OldRunning: true, NewName: to.name("web-3"), Spec: &s3}}}
+			OldID: second[0], OldName: to.Name("web-2"), OldRunning: true, NewName: to.Name("web-3"), Spec: &s3}}}
 	o = ex.Run(ctx, p3)
 	var wait *deploy.Step
 	for i := range o.Steps {

@@ -2,17 +2,8 @@ package daemon
 
 import (
 	"context"
-	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"net/netip"
 	"slices"
-
-	obsfeature "github.com/ployz/ployz/core/daemon/feature/observe"
-	"github.com/ployz/ployz/core/meshaddr"
-	"github.com/ployz/ployz/core/pluginhost"
-
-	"github.com/ployz/ployz/core/daemon/feature/volumes"
-	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/volumecopy"
 
 	"github.com/docker/docker/client"
 
@@ -23,9 +14,18 @@ import (
 	"github.com/ployz/ployz/core/daemon/feature/images"
 	jobsfeature "github.com/ployz/ployz/core/daemon/feature/jobs"
 	"github.com/ployz/ployz/core/daemon/feature/leases"
+	obsfeature "github.com/ployz/ployz/core/daemon/feature/observe"
 	"github.com/ployz/ployz/core/daemon/feature/savedstate"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"github.com/ployz/ployz/core/daemon/feature/upgrade"
+	"github.com/ployz/ployz/core/daemon/feature/volumes"
+	"github.com/ployz/ployz/core/jobs"
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/meshaddr"
+	"github.com/ployz/ployz/core/pluginhost"
 	"github.com/ployz/ployz/core/rpc"
+	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/core/volumecopy"
 	"github.com/ployz/ployz/sdk/observe"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
@@ -85,12 +85,7 @@ var (
 )
 
 // Docker is this Machine's Docker client; nil while it has none.
-func (h featureHost) Docker() client.APIClient {
-	if h.d.ctrs == nil || h.d.ctrs.docker == nil {
-		return nil
-	}
-	return h.d.ctrs.docker
-}
+func (h featureHost) Docker() client.APIClient { return h.d.ctrs.Docker() }
 
 func (h featureHost) Local() (id, name string) { return h.d.local() }
 
@@ -119,7 +114,7 @@ func (h featureHost) Plugins() feature.Plugins {
 func (h featureHost) VolumePort() int { return h.d.cfg.VolumePort }
 
 func (h featureHost) TaskJob(req rpc.VolumeTaskRequest) (volumecopy.Job, error) {
-	return h.d.ctrs.taskJob(req)
+	return h.d.ctrs.TaskJob(req)
 }
 
 func (h featureHost) WatchStore(ctx context.Context, queries ...string) *sdkstore.Watch {
@@ -174,3 +169,12 @@ func (h featureHost) Units() servingfeature.Units { return h.d.cfg.Units }
 func (h featureHost) TrustedMachinesPath() string { return h.d.trustedMachinesPath() }
 
 func (h featureHost) StoreSocket() string { return h.d.storeSocket() }
+
+// AdmitsJob: this Machine runs a job only when its Container commands
+// would admit the run (containers.Ops.AdmitsJob).
+func (h featureHost) AdmitsJob(ctx context.Context, job store.JobBody) bool {
+	return h.d.ctrs.AdmitsJob(ctx, job)
+}
+
+// JobRunner starts this Machine's job runs; nil without Docker.
+func (h featureHost) JobRunner() jobs.Runner { return h.d.ctrs.JobRunner() }

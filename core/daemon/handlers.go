@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"maps"
 	"net"
 	"net/netip"
@@ -14,13 +13,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ployz/ployz/core/mesh"
-	"github.com/ployz/ployz/core/meshaddr"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
+	"github.com/ployz/ployz/core/mesh"
 	"github.com/ployz/ployz/core/mesh/dockernet"
+	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/internal/version"
@@ -47,23 +47,13 @@ func (d *Daemon) routes() {
 	if d.ctrs == nil {
 		d.ctrs = d.newContainers()
 	}
-	for _, r := range d.ctrs.routes() {
+	for _, r := range d.ctrs.Routes() {
 		d.rpc.Handle(r)
 	}
 	d.featureRoutes()
-	d.rpc.HandleStream(withDocker(d, rpc.Exec, (*containerOps).exec))
-	d.rpc.HandleStream(withDocker(d, rpc.RunContainer, (*containerOps).runContainer))
-}
-
-// withDocker serves m with a stream of the Container ops, refused while
-// this Machine has no Docker client.
-func withDocker[Req, Event any](d *Daemon, m rpc.StreamMethod[Req, Event], h func(*containerOps, context.Context, Req, rpc.StreamConn) error) rpc.StreamRoute {
-	return rpc.BindStream(m, func(ctx context.Context, req Req, s rpc.StreamConn) error {
-		if d.ctrs == nil || d.ctrs.docker == nil {
-			return rpc.Errorf(rpc.CodeUnavailable, "docker is not available on this Machine")
-		}
-		return h(d.ctrs, ctx, req, s)
-	})
+	for _, r := range d.ctrs.Streams() {
+		d.rpc.HandleStream(r)
+	}
 }
 
 func (d *Daemon) inspect(ctx context.Context, _ rpc.None) (rpc.Inspection, error) {

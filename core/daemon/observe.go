@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
+	"github.com/ployz/ployz/core/daemon/feature"
+	"github.com/ployz/ployz/core/daemon/feature/containers"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
@@ -59,9 +60,9 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 	tick := time.NewTicker(rescanPeriod)
 	defer tick.Stop()
 	var readyChanged <-chan struct{} // a notify verdict changes no Docker state
-	if d.ctrs != nil && d.ctrs.docker != nil {
-		d.ctrs.restore(ctx)
-		readyChanged = d.ctrs.ready.changed
+	if d.ctrs.Docker() != nil {
+		d.ctrs.Restore(ctx)
+		readyChanged = d.ctrs.ReadyChanged()
 	}
 	for {
 		last := time.Now()
@@ -133,7 +134,7 @@ func (d *Daemon) containerEvent(ctx context.Context, cli client.APIClient, m eve
 	if m.Type != events.ContainerEventType || d.ctrs == nil {
 		return
 	}
-	d.ctrs.exits.event(m)
+	d.ctrs.Event(m)
 	if !withdraws(m.Action) {
 		return
 	}
@@ -141,7 +142,7 @@ func (d *Daemon) containerEvent(ctx context.Context, cli client.APIClient, m eve
 		return // not a Service Container: nothing routes to it
 	}
 	if err := d.publishAfterEvent(ctx, cli, m.Actor.ID, m.Action); err != nil && ctx.Err() == nil {
-		d.log.Warn("observe: publish after "+string(m.Action), "container", short(m.Actor.ID), "error", err)
+		d.log.Warn("observe: publish after "+string(m.Action), "container", feature.Short(m.Actor.ID), "error", err)
 	}
 }
 
@@ -191,9 +192,9 @@ func (d *Daemon) publishAfterEvent(ctx context.Context, cli client.APIClient, id
 		return nil // removed: the rescan deletes its row
 	}
 	if err != nil {
-		return fmt.Errorf("inspect container %s: %w", short(id), err)
+		return fmt.Errorf("inspect container %s: %w", feature.Short(id), err)
 	}
-	b := serviceContainerBody(d.ctrs.observe(in, ""), in)
+	b := containers.ServiceRow(d.ctrs.Observe(in), in)
 	b.Session = session()
 	if err := sealCredentials(in.ID, &b, d.credentialSealer(ctx, a.store)); err != nil {
 		return err
@@ -231,7 +232,7 @@ func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 		for _, c := range list {
 			exist[c.ID] = true
 		}
-		d.ctrs.ready.prune(exist)
+		d.ctrs.Prune(exist)
 	}
 	creds := d.credentialSealer(ctx, a.store)
 	for _, c := range list {
@@ -301,7 +302,7 @@ func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c cont
 	}
 	network := dockernet.DefaultName
 	if d.ctrs != nil {
-		network = d.ctrs.network
+		network = d.ctrs.Network()
 	}
 	if c.NetworkSettings != nil {
 		if n, ok := c.NetworkSettings.Networks[network]; ok && n != nil {
@@ -316,31 +317,9 @@ func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c cont
 		return b, nil // removed since the listing; the next scan drops it
 	}
 	if err != nil {
-		return b, fmt.Errorf("inspect container %s: %w", short(c.ID), err)
+		return b, fmt.Errorf("inspect container %s: %w", feature.Short(c.ID), err)
 	}
-	b = serviceContainerBody(d.ctrs.observe(in, ""), in)
+	b = containers.ServiceRow(d.ctrs.Observe(in), in)
 	b.Session = session()
 	return b, nil
-}
-
-// serviceContainerBody is a Service Container's row from its observation.
-func serviceContainerBody(o rpc.ContainerObservation, in container.InspectResponse) sdkstore.ContainerBody {
-	b := sdkstore.ContainerBody{Service: o.Service, Deployment: o.Deployment, Image: o.Image, State: o.State, IP: o.IP,
-		Name: o.Name, Namespace: o.Namespace, ServiceID: o.ServiceID, SpecHash: o.SpecHash, ImageID: o.ImageID,
-		Health: o.Health, Ready: o.Ready, CreatedAt: o.CreatedAt,
-		RestartCount: o.RestartCount, ExitCode: o.ExitCode, OOMKilled: o.OOMKilled, FinishedAt: o.FinishedAt}
-	if o.Spec != nil {
-		b.Networks, b.Aliases = o.Spec.Networks, o.Spec.Aliases
-		for _, r := range o.Spec.Ingress {
-			b.Ingress = append(b.Ingress, sdkstore.IngressRoute(r)) // the same fields: a new one cannot be left behind
-		}
-	}
-	if in.Config != nil {
-		for _, kv := range in.Config.Env {
-			k, _, _ := strings.Cut(kv, "=")
-			b.EnvNames = append(b.EnvNames, k)
-		}
-		sort.Strings(b.EnvNames)
-	}
-	return b
 }

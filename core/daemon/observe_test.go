@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
@@ -83,8 +84,8 @@ func TestRescan(t *testing.T) {
 	d, st, to := observedDaemon(t)
 	ctx := context.Background()
 	const secret = "hunter2-never-leaves"
-	spec := to.spec("web", map[string]string{"API_TOKEN": secret, "MODE": "x"})
-	spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: to.namespace + "-data", Target: "/data"}}
+	spec := to.Spec("web", map[string]string{"API_TOKEN": secret, "MODE": "x"})
+	spec.Mounts = []rpc.MountSpec{{Type: "volume", Source: to.Namespace + "-data", Target: "/data"}}
 	id := to.createStart(t, "web", spec)
 	if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "someone-elses", Owner: "other", Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
 		t.Fatal(err)
@@ -93,16 +94,16 @@ func TestRescan(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := d.rescan(ctx, to.cli); err != nil {
+	if err := d.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	row, ok, err := st.Containers().Get(ctx, id)
 	if err != nil || !ok {
-		t.Fatalf("row of %s: ok=%v err=%v", short(id), ok, err)
+		t.Fatalf("row of %s: ok=%v err=%v", feature.Short(id), ok, err)
 	}
 	b := row.Body
-	if row.Owner != d.record().ID || b.Namespace != to.namespace || b.Service != "web" || b.ServiceID != "sid-web" || b.SpecHash != "hash1" ||
-		b.State != "running" || b.Name != to.name("web") || b.Session == "" || !slices.Contains(b.EnvNames, "API_TOKEN") || !slices.Contains(b.EnvNames, "MODE") {
+	if row.Owner != d.record().ID || b.Namespace != to.Namespace || b.Service != "web" || b.ServiceID != "sid-web" || b.SpecHash != "hash1" ||
+		b.State != "running" || b.Name != to.Name("web") || b.Session == "" || !slices.Contains(b.EnvNames, "API_TOKEN") || !slices.Contains(b.EnvNames, "MODE") {
 		t.Fatalf("row %+v owner %s", b, row.Owner)
 	}
 	raw, _ := json.Marshal(b)
@@ -115,20 +116,20 @@ func TestRescan(t *testing.T) {
 	if _, ok, _ := st.Containers().Get(ctx, "someone-elses"); !ok {
 		t.Fatal("the rescan deleted another Machine's row")
 	}
-	vol := d.record().ID + "/" + to.namespace + "-data"
-	if r, ok, _ := store.Volumes(st).Get(ctx, vol); !ok || r.Body.Name != to.namespace+"-data" || r.Body.Driver != "local" {
+	vol := d.record().ID + "/" + to.Namespace + "-data"
+	if r, ok, _ := store.Volumes(st).Get(ctx, vol); !ok || r.Body.Name != to.Namespace+"-data" || r.Body.Driver != "local" {
 		t.Fatalf("volume row %s: %+v ok=%v", vol, r.Body, ok)
 	}
 
 	// Resetting: the remover just deleted this Machine's rows; a rescan
 	// must not put them back.
-	if err := to.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil {
+	if err := to.Cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	rec := d.record()
 	rec.Phase = machine.Resetting
 	d.rec = rec
-	if err := d.rescan(ctx, to.cli); err != nil {
+	if err := d.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := st.Containers().Get(ctx, id); !ok {
@@ -136,16 +137,16 @@ func TestRescan(t *testing.T) {
 	}
 	rec.Phase = machine.Participating
 	d.rec = rec
-	if err := d.rescan(ctx, to.cli); err != nil {
+	if err := d.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := st.Containers().Get(ctx, id); ok {
 		t.Fatal("the row of a removed Container survived the rescan")
 	}
-	if err := to.cli.VolumeRemove(ctx, to.namespace+"-data", true); err != nil {
+	if err := to.Cli.VolumeRemove(ctx, to.Namespace+"-data", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.rescan(ctx, to.cli); err != nil {
+	if err := d.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := store.Volumes(st).Get(ctx, vol); ok {
@@ -164,21 +165,21 @@ func TestObserveLoopFollowsEvents(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	time.Sleep(300 * time.Millisecond) // the first rescan and the event stream are up
 
-	id := to.createStart(t, "api", to.spec("api", nil))
+	id := to.createStart(t, "api", to.Spec("api", nil))
 	waitRow(t, st, id, 10*time.Second, func(b sdkstore.ContainerBody) bool { return b.State == "running" })
-	if err := to.cli.ContainerKill(context.Background(), id, "KILL"); err != nil {
+	if err := to.Cli.ContainerKill(context.Background(), id, "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	// The periodic rescan is 30 s away: only the event path meets 10 s.
 	waitRow(t, st, id, 10*time.Second, func(b sdkstore.ContainerBody) bool { return b.State == "exited" && !b.Ready })
-	if err := to.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}); err != nil {
+	if err := to.Cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, st, id, 5*time.Second)
 
 	// A volume event triggers a rescan too.
-	name := to.namespace + "-v"
-	if _, err := to.cli.VolumeCreate(context.Background(), volume.CreateOptions{Name: name, Labels: map[string]string{rpc.LabelNamespace: to.namespace}}); err != nil {
+	name := to.Namespace + "-v"
+	if _, err := to.Cli.VolumeCreate(context.Background(), volume.CreateOptions{Name: name, Labels: map[string]string{rpc.LabelNamespace: to.Namespace}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -206,7 +207,7 @@ func waitRow(t *testing.T, st *sdkstore.Client, id string, within time.Duration,
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("row of %s never matched; last %+v", short(id), last)
+	t.Fatalf("row of %s never matched; last %+v", feature.Short(id), last)
 }
 
 func waitGone(t *testing.T, st *sdkstore.Client, id string, within time.Duration) {
@@ -218,5 +219,5 @@ func waitGone(t *testing.T, st *sdkstore.Client, id string, within time.Duration
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("row of %s was not deleted", short(id))
+	t.Fatalf("row of %s was not deleted", feature.Short(id))
 }

@@ -2,11 +2,12 @@ package daemon
 
 import (
 	"context"
-	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/ployz/ployz/core/daemon/feature"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/sdk/ingress"
@@ -44,7 +45,7 @@ func (d *Daemon) retireLoop(ctx context.Context) {
 		if !pause(ctx, w, waitPeriod(w, retirePeriod, len(firstSeen) > 0)) {
 			return
 		}
-		if d.record().Phase != machine.Participating || d.ctrs == nil || d.ctrs.docker == nil {
+		if d.record().Phase != machine.Participating || d.ctrs.Docker() == nil {
 			continue
 		}
 		if err := d.retireRound(ctx, firstSeen); err != nil && ctx.Err() == nil {
@@ -83,7 +84,7 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 		if !ok || p.Has(r.Key, self, b) {
 			continue
 		}
-		in, err := d.ctrs.docker.ContainerInspect(ctx, r.Key)
+		in, err := d.ctrs.Docker().ContainerInspect(ctx, r.Key)
 		if err != nil || in.State == nil || !in.State.Running || in.Config == nil || !rpc.IsReplica(in.Config.Labels) {
 			continue
 		}
@@ -111,10 +112,10 @@ func (d *Daemon) retireRound(ctx context.Context, firstSeen map[string]time.Time
 		if waited < retireHold || !acked && waited < retireAfter {
 			continue
 		}
-		d.log.Info("retire: stopping a Container its Serving Pointer superseded", "container", short(c.id),
+		d.log.Info("retire: stopping a Container its Serving Pointer superseded", "container", feature.Short(c.id),
 			"service", c.svc, "pointer", c.p.ID, "all_acked", acked, "waited", time.Since(firstSeen[c.id]).Round(time.Second))
-		if err := d.ctrs.docker.ContainerStop(ctx, c.id, container.StopOptions{}); err != nil {
-			d.log.Warn("retire: stop", "container", short(c.id), "error", err)
+		if err := d.ctrs.Docker().ContainerStop(ctx, c.id, container.StopOptions{}); err != nil {
+			d.log.Warn("retire: stop", "container", feature.Short(c.id), "error", err)
 		}
 	}
 	for id := range firstSeen {

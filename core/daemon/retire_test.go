@@ -85,26 +85,26 @@ func TestRetireRound(t *testing.T) {
 	ops := newTestOps(t)
 	d, st := storeDaemon(t, "m-self")
 	d.ctrs = ops.containerOps
-	svc := ops.namespace + "/web"
+	svc := ops.Namespace + "/web"
 	run := func(name string) string {
 		t.Helper()
-		c, err := ops.cli.ContainerCreate(ctx, &container.Config{Image: ops.image, Labels: map[string]string{
-			rpc.LabelNamespace: ops.namespace, rpc.LabelService: "web", rpc.LabelKind: "service"}}, nil, nil, nil, ops.namespace+"-"+name)
+		c, err := ops.Cli.ContainerCreate(ctx, &container.Config{Image: ops.Image, Labels: map[string]string{
+			rpc.LabelNamespace: ops.Namespace, rpc.LabelService: "web", rpc.LabelKind: "service"}}, nil, nil, nil, ops.Namespace+"-"+name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { ops.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) }) // best effort
-		if err := ops.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Cleanup(func() { ops.Cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) }) // best effort
+		if err := ops.Cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Containers().Put(ctx, store.Row[store.ContainerBody]{Key: c.ID, Owner: "m-self",
-			Body: store.ContainerBody{Namespace: ops.namespace, Service: "web", State: "running", Deployment: "d1"}}); err != nil {
+			Body: store.ContainerBody{Namespace: ops.Namespace, Service: "web", State: "running", Deployment: "d1"}}); err != nil {
 			t.Fatal(err)
 		}
 		return c.ID
 	}
 	running := func(id string) bool {
-		in, err := ops.cli.ContainerInspect(ctx, id)
+		in, err := ops.Cli.ContainerInspect(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

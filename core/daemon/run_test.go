@@ -179,7 +179,7 @@ func TestRunFinishesAnInterruptedReset(t *testing.T) {
 // unknown Container is refused naming what is wrong.
 func TestExecOverTheSocket(t *testing.T) {
 	to := newTestOps(t)
-	id := to.createStart(t, "sh", to.spec("sh", nil))
+	id := to.createStart(t, "sh", to.Spec("sh", nil))
 	c, _, _ := runDaemon(t, t.TempDir())
 
 	run := func(req rpc.ExecRequest, stdin []byte) (stdout, stderr string, code int, err error) {
@@ -240,7 +240,7 @@ func TestExecOverTheSocket(t *testing.T) {
 	if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != "cmd" {
 		t.Fatalf("empty cmd: %v", err)
 	}
-	_, _, _, err = run(rpc.ExecRequest{ID: "no-such-container-" + to.namespace, Cmd: []string{"/testapp"}}, nil)
+	_, _, _, err = run(rpc.ExecRequest{ID: "no-such-container-" + to.Namespace, Cmd: []string{"/testapp"}}, nil)
 	if rpcCode(err) != rpc.CodeNotFound {
 		t.Fatalf("unknown container: %v (code %q)", err, rpcCode(err))
 	}

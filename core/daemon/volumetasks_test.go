@@ -13,59 +13,6 @@ import (
 	"github.com/ployz/ployz/core/volumecopy"
 )
 
-// TestTaskJob: volume_task's kinds map to their Docker step, keyed by
-// Container or image, bounded by the kind's timeout; only the Container
-// steps hold the mount grant; a missing or bad kind request names its
-// field.
-func TestTaskJob(t *testing.T) {
-	o := &containerOps{}
-	base := rpc.VolumeTaskRequest{Volume: "db", Gen: 3, Expect: "writer"}
-	with := func(f func(*rpc.VolumeTaskRequest)) rpc.VolumeTaskRequest { r := base; f(&r); return r }
-	for _, c := range []struct {
-		name    string
-		req     rpc.VolumeTaskRequest
-		subject string
-		timeout time.Duration
-		grant   bool
-		field   string
-	}{
-		{"stop", with(func(r *rpc.VolumeTaskRequest) {
-			r.Kind, r.Stop = rpc.TaskStop, &rpc.StopContainerRequest{ID: "c1", GracePeriodSeconds: 20}
-		}), "c1", 20*time.Second + stopMargin, true, ""},
-		{"stop with Docker's grace", with(func(r *rpc.VolumeTaskRequest) { r.Kind, r.Stop = rpc.TaskStop, &rpc.StopContainerRequest{ID: "c1"} }),
-			"c1", 10*time.Second + stopMargin, true, ""},
-		{"start", with(func(r *rpc.VolumeTaskRequest) { r.Kind, r.Start = rpc.TaskStart, &rpc.ContainerRef{ID: "web-ab12"} }),
-			"web-ab12", startTimeout, true, ""},
-		{"pull", with(func(r *rpc.VolumeTaskRequest) {
-			r.Kind, r.Pull = rpc.TaskPull, &rpc.PullImageRequest{Image: "app:1", RegistryAuth: "e30"}
-		}),
-			"app:1", pullTimeout, false, ""},
-		{"stop without its request", with(func(r *rpc.VolumeTaskRequest) { r.Kind, r.Start = rpc.TaskStop, &rpc.ContainerRef{ID: "c1"} }), "", 0, false, "stop.id"},
-		{"negative grace", with(func(r *rpc.VolumeTaskRequest) {
-			r.Kind, r.Stop = rpc.TaskStop, &rpc.StopContainerRequest{ID: "c1", GracePeriodSeconds: -1}
-		}), "", 0, false, "stop.grace_period_seconds"},
-		{"start without id", with(func(r *rpc.VolumeTaskRequest) { r.Kind, r.Start = rpc.TaskStart, &rpc.ContainerRef{} }), "", 0, false, "start.id"},
-		{"pull without image", with(func(r *rpc.VolumeTaskRequest) { r.Kind = rpc.TaskPull }), "", 0, false, "pull.image"},
-		{"unknown kind", with(func(r *rpc.VolumeTaskRequest) { r.Kind = "restart" }), "", 0, false, "kind"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			j, err := o.taskJob(c.req)
-			if c.field != "" {
-				if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != c.field {
-					t.Fatalf("got %v, want invalid_argument naming %s", err, c.field)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.Key.Volume != "db" || j.Key.Gen != 3 || j.Key.Kind != c.req.Kind || j.Key.Subject != c.subject || j.Timeout != c.timeout || j.Grant != c.grant || j.Run == nil {
-				t.Fatalf("job %+v (timeout %s, grant %v)", j.Key, j.Timeout, j.Grant)
-			}
-		})
-	}
-}
-
 // TestVolumeTaskDocker: volume_task against a real Docker: the stop is
 // admitted on the Writer and answers done (Docker stopped the Container
 // once; the same request again reads the result), a start is refused
@@ -73,7 +20,7 @@ func TestTaskJob(t *testing.T) {
 // runs the Container again.
 func TestVolumeTaskDocker(t *testing.T) {
 	to := newTestOps(t)
-	id := to.createStart(t, "db", to.spec("db", nil))
+	id := to.createStart(t, "db", to.Spec("db", nil))
 	dir := t.TempDir()
 	d := &Daemon{cfg: Config{DataDir: dir}, log: hclog.NewNullLogger(), ctrs: to.containerOps,
 		rec: machine.Record{ID: "m-test"}}
@@ -105,7 +52,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 	if st := ask(stop); st.State != rpc.TaskDone || !st.Joined {
 		t.Fatalf("stop again: %+v, want the recorded result", st)
 	}
-	if c, _ := to.inspect(context.Background(), id); c.State == nil || c.State.Running {
+	if c, _ := to.Cli.ContainerInspect(context.Background(), id); c.State == nil || c.State.Running {
 		t.Fatalf("after the stop the Container runs")
 	}
 	start := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "mirror", Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}
@@ -116,19 +63,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 	if st := ask(start); st.State != rpc.TaskDone {
 		t.Fatalf("start: %+v", st)
 	}
-	if c, _ := to.inspect(context.Background(), id); c.State == nil || !c.State.Running {
+	if c, _ := to.Cli.ContainerInspect(context.Background(), id); c.State == nil || !c.State.Running {
 		t.Fatalf("after the start the Container does not run")
 	}
-}
-
-// route is routes' handler of command, as Machine RPC serves it.
-func route(t *testing.T, routes []rpc.Route, command string) Handler {
-	t.Helper()
-	for _, r := range routes {
-		if r.Command == command {
-			return r.Handler
-		}
-	}
-	t.Fatalf("no route %s", command)
-	return nil
 }

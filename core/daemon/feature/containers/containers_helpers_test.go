@@ -1,0 +1,131 @@
+package containers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ployz/ployz/core/daemon/feature/containers/containerstest"
+	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/rpc"
+)
+
+// testOps is Ops on a throwaway network with one namespace
+// (containerstest.Env).
+type testOps struct {
+	*Ops
+	*containerstest.Env
+	cfg   Config
+	facts Facts
+}
+
+func newTestOps(t *testing.T) *testOps {
+	t.Helper()
+	env := containerstest.New(t)
+	to := &testOps{Env: env,
+		facts: Facts{MachineID: "m-test", Name: "test", Phase: machine.Participating, Labels: map[string]string{"zone": "a"}, DNS: env.DNS}}
+	to.cfg = Config{Docker: env.Cli, Network: env.Network, NotifyDir: env.NotifyDir,
+		StatePath: env.StatePath, FilesDir: env.FilesDir, Facts: func() Facts { return to.facts },
+		Logger: testLogger(t)}
+	to.Ops = New(to.cfg)
+	return to
+}
+
+// execIn runs cmd in Container id and returns its exit code and output.
+func execIn(t *testing.T, cli *client.Client, id string, cmd ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	att, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	defer att.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
+		t.Fatalf("exec %v: output: %v", cmd, err)
+	}
+	ins, err := cli.ContainerExecInspect(ctx, created.ID)
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	return ins.ExitCode, out.String()
+}
+
+// call runs a handler with req as its JSON payload and decodes the answer into T.
+func call[T any](t *testing.T, h rpc.Handler, req any) (T, error) {
+	t.Helper()
+	var out T
+	raw, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := h(ctx, raw)
+	if err != nil {
+		return out, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("decode %T: %v", out, err)
+	}
+	return out, nil
+}
+
+func must[T any](t *testing.T, h rpc.Handler, req any) T {
+	t.Helper()
+	out, err := call[T](t, h, req)
+	if err != nil {
+		t.Fatalf("%T: %v", req, err)
+	}
+	return out
+}
+
+// createStart creates and starts one Container, returning its ID.
+func (to *testOps) createStart(t *testing.T, service string, spec rpc.ContainerSpec) string {
+	t.Helper()
+	ob := must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name(service), Spec: spec})
+	must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
+	return ob.ID
+}
+
+func rpcCode(err error) string {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func rpcDetail(err error, key string) any {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		return e.Details[key]
+	}
+	return nil
+}
+
+// testLogger logs to stderr when PLOYZ_TEST_LOG is set (containerstest.Logger).
+func testLogger(t *testing.T) hclog.Logger { return containerstest.Logger(t) }
+
+// typed is a typed handler as the route table serves it: its request
+// decoded from JSON, its answer encoded, as rpc.Bind does.
+func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
+	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
+}
