@@ -157,7 +157,7 @@ func (d *Daemon) activate(ctx context.Context) error {
 		defer close(a.done)
 		loops := append([]func(context.Context){
 			func(ctx context.Context) { m.Run(ctx) }, // logs its own failures
-			d.peerLoop, d.publishLoop, d.joinLoop, d.observeLoop, d.retireLoop, d.runsLoop, d.jobFeature().Loop, d.volumes().ProtectLoop,
+			d.peerLoop, d.publishLoop, d.joinLoop, d.ctrs.ObserveLoop, d.retireLoop, d.runsLoop, d.jobFeature().Loop, d.volumes().ProtectLoop,
 			d.isolationLoop,
 		}, d.servingLoops()...)
 		done := make(chan struct{}, len(loops))

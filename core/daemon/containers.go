@@ -25,7 +25,7 @@ func (d *Daemon) newContainers() *containers.Ops {
 	return containers.New(containers.Config{Docker: api, NotifyDir: filepath.Join(d.cfg.RunDir, "notify"),
 		ActivateDir: filepath.Join(d.cfg.RunDir, "activate"), Launcher: containers.Launcher(d.cfg.DataDir),
 		StatePath: filepath.Join(d.cfg.DataDir, "readiness.json"), Logger: d.log.Named("containers"),
-		FilesDir: filepath.Join(d.cfg.DataDir, "files"), LogsHeld: d.obs().LogsHeld,
+		FilesDir: filepath.Join(d.cfg.DataDir, "files"), LogsHeld: d.obs().LogsHeld, Rows: featureHost{d},
 		Facts: func() containers.Facts {
 			rec := d.record()
 			f := containers.Facts{MachineID: rec.ID, Name: rec.Name, Phase: rec.Phase, Labels: rec.Labels, Copies: d.volumes().CopyRoles()}
@@ -44,7 +44,7 @@ func (d *Daemon) newContainers() *containers.Ops {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if err := d.publishContainer(ctx, cli, id); err != nil {
+				if err := d.ctrs.PublishContainer(ctx, cli, id); err != nil {
 					d.log.Debug("publish started container", "container", feature.Short(id), "error", err)
 				}
 			}()

@@ -21,6 +21,7 @@ import (
 type testOps struct {
 	*containerstest.Env
 	containerOps *containers.Ops
+	cfg          containers.Config
 	facts        containers.Facts
 }
 
@@ -29,9 +30,10 @@ func newTestOps(t *testing.T) *testOps {
 	env := containerstest.New(t)
 	to := &testOps{Env: env,
 		facts: containers.Facts{MachineID: "m-test", Name: "test", Phase: machine.Participating, Labels: map[string]string{"zone": "a"}, DNS: env.DNS}}
-	to.containerOps = containers.New(containers.Config{Docker: env.Cli, Network: env.Network, NotifyDir: env.NotifyDir,
+	to.cfg = containers.Config{Docker: env.Cli, Network: env.Network, NotifyDir: env.NotifyDir,
 		StatePath: env.StatePath, FilesDir: env.FilesDir, Facts: func() containers.Facts { return to.facts },
-		Logger: testLogger(t)})
+		Logger: testLogger(t)}
+	to.containerOps = containers.New(to.cfg)
 	return to
 }
 

@@ -43,3 +43,22 @@ func TestListImagesOverTheContainersDocker(t *testing.T) {
 		t.Fatalf("list_images lacks %s", to.Image)
 	}
 }
+
+// TestRowStoreOnlyWhileAMemberNotResetting: the observe loop publishes
+// through the daemon's store while it is a Cluster member, and nowhere
+// while it resets (the remover just deleted its rows) or has left.
+func TestRowStoreOnlyWhileAMemberNotResetting(t *testing.T) {
+	d, st := storeDaemon(t, "m1")
+	if got := (featureHost{d}).RowStore(); got != st {
+		t.Fatalf("participating: row store %p, want the daemon's %p", got, st)
+	}
+	d.rec.Phase = machine.Resetting
+	if (featureHost{d}).RowStore() != nil {
+		t.Fatal("resetting: the observe loop may still write")
+	}
+	d.rec.Phase = machine.Participating
+	d.active = nil
+	if (featureHost{d}).RowStore() != nil {
+		t.Fatal("not a member: the observe loop may still write")
+	}
+}

@@ -26,11 +26,3 @@ func (d *Daemon) credentialSealer(ctx context.Context, st *sdkstore.Client) *sdk
 	}
 	return s
 }
-
-// sealCredentials seals b's basic_auth hashes when s is set.
-func sealCredentials(id string, b *sdkstore.ContainerBody, s *sdkstore.Sealer) error {
-	if s == nil {
-		return nil
-	}
-	return ingress.SealCredentials(id, b, s)
-}

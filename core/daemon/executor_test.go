@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ployz/ployz/core/daemon/feature"
+	"github.com/ployz/ployz/core/daemon/feature/containers"
 	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/machine"
@@ -38,7 +39,7 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 	putMachine(t, st, d.record().ID, "test", machine.Participating)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.observeLoop(ctx); close(done) }()
+	go func() { d.ctrs.ObserveLoop(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return c, d, st, to
 }
@@ -65,6 +66,18 @@ func serveSocket(t testing.TB, srv *rpc.Server) *rpc.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// observedDaemon is a participating Daemon on a real store node whose
+// Service Container commands run on real Docker (testOps).
+func observedDaemon(t *testing.T) (*Daemon, *store.Client, *testOps) {
+	t.Helper()
+	to := newTestOps(t)
+	d, st := storeDaemon(t, to.facts.MachineID)
+	to.cfg.Rows = featureHost{d} // the observe loop publishes to d's store
+	to.containerOps = containers.New(to.cfg)
+	d.ctrs = to.containerOps
+	return d, st, to
 }
 
 // proxy acks Serving Pointers for one Machine the way the ingress plugin

@@ -178,3 +178,17 @@ func (h featureHost) AdmitsJob(ctx context.Context, job store.JobBody) bool {
 
 // JobRunner starts this Machine's job runs; nil without Docker.
 func (h featureHost) JobRunner() jobs.Runner { return h.d.ctrs.JobRunner() }
+
+// RowStore is where the observe loop publishes this Machine's rows:
+// none while it is not a Cluster member or is resetting.
+func (h featureHost) RowStore() *sdkstore.Client {
+	a := h.d.act()
+	if a == nil || h.d.record().Phase == machine.Resetting {
+		return nil
+	}
+	return a.store
+}
+
+func (h featureHost) CredentialSealer(ctx context.Context, st *sdkstore.Client) *sdkstore.Sealer {
+	return h.d.credentialSealer(ctx, st)
+}

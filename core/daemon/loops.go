@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ployz/ployz/core/meshaddr"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/machine/trust"
 	"github.com/ployz/ployz/core/mesh"
+	"github.com/ployz/ployz/core/meshaddr"
 	"github.com/ployz/ployz/internal/version"
 	"github.com/ployz/ployz/sdk/store"
 )
@@ -206,7 +207,7 @@ func (d *Daemon) selfBody() store.MachineBody {
 		Labels:       rec.Labels,
 		Version:      version.Version,
 		Capabilities: d.rpc.Capabilities(),
-		Session:      session(),
+		Session:      feature.Session(),
 		RPCKey:       d.rpcKey(),
 	}
 	if k, err := d.publicKey(); err == nil {

@@ -66,6 +66,8 @@ type Ops struct {
 	logsHeld func(ctx context.Context, id string, since int64) (bool, error)
 	// runs are the one-off runs this process relays (run.go).
 	runs runRegistry
+	// rows is where the observe loop publishes (observe.go); nil: nowhere.
+	rows Rows
 
 	restoreMu   sync.Mutex
 	restoreDone bool
@@ -87,6 +89,9 @@ type Config struct {
 	Logger      hclog.Logger
 	Started     func(id string)
 	LogsHeld    func(ctx context.Context, id string, since int64) (bool, error)
+	// Rows is where the observe loop publishes this Machine's containers
+	// and volumes rows; nil: PublishContainer and the loop write nothing.
+	Rows Rows
 }
 
 // New makes the Container commands over c.Docker (nil: every command
@@ -102,7 +107,7 @@ func New(c Config) *Ops {
 		c.Logger = hclog.NewNullLogger()
 	}
 	o := &Ops{log: c.Logger, docker: c.Docker, network: c.Network, facts: c.Facts, filesDir: c.FilesDir,
-		exits: newExitLog(), started: c.Started, logsHeld: c.LogsHeld}
+		exits: newExitLog(), started: c.Started, logsHeld: c.LogsHeld, rows: c.Rows}
 	o.ready = newReadiness(c.Logger.Named("notify"), c.NotifyDir, c.StatePath, o.runningSince)
 	if c.ActivateDir == "" {
 		c.ActivateDir = "/run/ployz/activate"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/daemon/feature/containers/containerstest"
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
+	sdkstore "github.com/ployz/ployz/sdk/store"
 )
 
 // testOps is Ops on a throwaway network with one namespace
@@ -128,4 +131,35 @@ func testLogger(t *testing.T) hclog.Logger { return containerstest.Logger(t) }
 // decoded from JSON, its answer encoded, as rpc.Bind does.
 func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
 	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
+}
+
+// testRows is the daemon's side of the observe loop over a real store
+// node: this Machine's ID, rows written plain, resetting at will.
+type testRows struct {
+	st        *sdkstore.Client
+	self      string
+	resetting atomic.Bool
+}
+
+func (r *testRows) RowStore() *sdkstore.Client {
+	if r.resetting.Load() {
+		return nil
+	}
+	return r.st
+}
+
+func (r *testRows) MachineID() string { return r.self }
+
+func (r *testRows) CredentialSealer(context.Context, *sdkstore.Client) *sdkstore.Sealer { return nil }
+
+// observedOps is testOps whose observe loop publishes to a real store
+// node, as a participating Machine's does.
+func observedOps(t *testing.T) (*testOps, *testRows, *sdkstore.Client) {
+	t.Helper()
+	to := newTestOps(t)
+	_, st := featuretest.Store(t, to.facts.MachineID)
+	rows := &testRows{st: st, self: to.facts.MachineID}
+	to.cfg.Rows = rows
+	to.Ops = New(to.cfg)
+	return to, rows, st
 }

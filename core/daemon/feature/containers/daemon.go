@@ -3,15 +3,12 @@ package containers
 import (
 	"context"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/rpc"
 )
 
-// What the daemon's other loops ask of the Container commands: the
-// observe loop publishes rows from their observations and readiness,
+// What the daemon asks of the Container commands besides their routes:
 // the retire loop stops superseded Containers through their Docker.
 
 // Docker is the Docker client, nil while this Machine has none.
@@ -39,25 +36,6 @@ func withDocker[Req, Event any](o *Ops, m rpc.StreamMethod[Req, Event], h func(*
 		}
 		return h(o, ctx, req, s)
 	})
-}
-
-// Restore re-binds the notify sockets of existing Containers, once per
-// daemon (retried by the next caller when Docker did not answer).
-func (o *Ops) Restore(ctx context.Context) { o.restore(ctx) }
-
-// ReadyChanged hears each change of a notify verdict, which changes no
-// Docker state but a row.
-func (o *Ops) ReadyChanged() <-chan struct{} { return o.ready.changed }
-
-// Event hears a Docker container event (the exit log keeps exit codes).
-func (o *Ops) Event(m events.Message) { o.exits.event(m) }
-
-// Prune forgets the readiness of Containers not in exist.
-func (o *Ops) Prune(exist map[string]bool) { o.ready.prune(exist) }
-
-// Observe is a Service Container as the Container commands report it.
-func (o *Ops) Observe(in container.InspectResponse) rpc.ContainerObservation {
-	return o.observe(in, "")
 }
 
 // Facts are the Machine facts the commands read now (Config.Facts).

@@ -8,8 +8,10 @@
 //
 // The daemon admits each creation against fresh Machine facts (Facts)
 // and otherwise does only what it is told; Docker is the only source of
-// truth for what exists. Ops reaches the daemon only through Config
-// (its Docker client, paths, Facts, Started and LogsHeld); the daemon's
-// observe and retire loops read it through the accessors in daemon.go,
-// and publish each Container's row as ServiceRow builds it.
+// truth for what exists. The observe loop (ObserveLoop, observe.go)
+// publishes this Machine's containers and volumes rows from Docker, each
+// Service Container's as ServiceRow builds it, through Rows. Ops reaches
+// the daemon only through Config (its Docker client, paths, Facts,
+// Started, LogsHeld and Rows); the daemon's retire loop reads its Docker
+// through the accessors in daemon.go.
 package containers

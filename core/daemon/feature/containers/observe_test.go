@@ -1,4 +1,4 @@
-package daemon
+package containers
 
 import (
 	"context"
@@ -12,21 +12,11 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/ployz/ployz/core/daemon/feature"
-	"github.com/ployz/ployz/core/machine"
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
-
-// observedDaemon is a participating Daemon on a real store node whose
-// Service Container commands run on real Docker (testOps).
-func observedDaemon(t *testing.T) (*Daemon, *sdkstore.Client, *testOps) {
-	t.Helper()
-	to := newTestOps(t)
-	d, st := storeDaemon(t, to.facts.MachineID)
-	d.ctrs = to.containerOps
-	return d, st, to
-}
 
 // storeVersion is the store's own head version: it moves on every write.
 func storeVersion(t *testing.T, st *sdkstore.Client) int64 {
@@ -42,7 +32,7 @@ func storeVersion(t *testing.T, st *sdkstore.Client) int64 {
 // written, changed rows rewritten, gone rows deleted, unchanged rows not
 // written at all, and another owner's rows never touched.
 func TestSyncOwned(t *testing.T) {
-	_, st := storeDaemon(t, "me")
+	_, st := featuretest.Store(t, "me")
 	ctx := context.Background()
 	vols := store.Volumes(st)
 	if _, err := vols.Put(ctx, sdkstore.Row[store.VolumeBody]{Key: "other/x", Owner: "other", Body: store.VolumeBody{Name: "x"}}); err != nil {
@@ -81,7 +71,7 @@ func TestSyncOwned(t *testing.T) {
 // names of its environment, a removed Container's row goes, and a
 // resetting Machine writes nothing.
 func TestRescan(t *testing.T) {
-	d, st, to := observedDaemon(t)
+	to, rows, st := observedOps(t)
 	ctx := context.Background()
 	const secret = "hunter2-never-leaves"
 	spec := to.Spec("web", map[string]string{"API_TOKEN": secret, "MODE": "x"})
@@ -90,11 +80,11 @@ func TestRescan(t *testing.T) {
 	if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "someone-elses", Owner: "other", Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "long-gone", Owner: d.record().ID, Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
+	if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "long-gone", Owner: to.facts.MachineID, Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
 		t.Fatal(err)
 	}
 
-	if err := d.rescan(ctx, to.Cli); err != nil {
+	if err := to.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	row, ok, err := st.Containers().Get(ctx, id)
@@ -102,7 +92,7 @@ func TestRescan(t *testing.T) {
 		t.Fatalf("row of %s: ok=%v err=%v", feature.Short(id), ok, err)
 	}
 	b := row.Body
-	if row.Owner != d.record().ID || b.Namespace != to.Namespace || b.Service != "web" || b.ServiceID != "sid-web" || b.SpecHash != "hash1" ||
+	if row.Owner != to.facts.MachineID || b.Namespace != to.Namespace || b.Service != "web" || b.ServiceID != "sid-web" || b.SpecHash != "hash1" ||
 		b.State != "running" || b.Name != to.Name("web") || b.Session == "" || !slices.Contains(b.EnvNames, "API_TOKEN") || !slices.Contains(b.EnvNames, "MODE") {
 		t.Fatalf("row %+v owner %s", b, row.Owner)
 	}
@@ -116,7 +106,7 @@ func TestRescan(t *testing.T) {
 	if _, ok, _ := st.Containers().Get(ctx, "someone-elses"); !ok {
 		t.Fatal("the rescan deleted another Machine's row")
 	}
-	vol := d.record().ID + "/" + to.Namespace + "-data"
+	vol := to.facts.MachineID + "/" + to.Namespace + "-data"
 	if r, ok, _ := store.Volumes(st).Get(ctx, vol); !ok || r.Body.Name != to.Namespace+"-data" || r.Body.Driver != "local" {
 		t.Fatalf("volume row %s: %+v ok=%v", vol, r.Body, ok)
 	}
@@ -126,18 +116,15 @@ func TestRescan(t *testing.T) {
 	if err := to.Cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	rec := d.record()
-	rec.Phase = machine.Resetting
-	d.rec = rec
-	if err := d.rescan(ctx, to.Cli); err != nil {
+	rows.resetting.Store(true)
+	if err := to.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := st.Containers().Get(ctx, id); !ok {
 		t.Fatal("a resetting Machine's rescan wrote (deleted a row)")
 	}
-	rec.Phase = machine.Participating
-	d.rec = rec
-	if err := d.rescan(ctx, to.Cli); err != nil {
+	rows.resetting.Store(false)
+	if err := to.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := st.Containers().Get(ctx, id); ok {
@@ -146,7 +133,7 @@ func TestRescan(t *testing.T) {
 	if err := to.Cli.VolumeRemove(ctx, to.Namespace+"-data", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.rescan(ctx, to.Cli); err != nil {
+	if err := to.rescan(ctx, to.Cli); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := store.Volumes(st).Get(ctx, vol); ok {
@@ -158,10 +145,10 @@ func TestRescan(t *testing.T) {
 // event stream: a started Container's row appears without waiting for
 // the periodic rescan, and neither does a kill's.
 func TestObserveLoopFollowsEvents(t *testing.T) {
-	d, st, to := observedDaemon(t)
+	to, _, st := observedOps(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.observeLoop(ctx); close(done) }()
+	go func() { to.ObserveLoop(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	time.Sleep(300 * time.Millisecond) // the first rescan and the event stream are up
 
@@ -184,7 +171,7 @@ func TestObserveLoopFollowsEvents(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, ok, _ := store.Volumes(st).Get(context.Background(), d.record().ID+"/"+name); ok {
+		if _, ok, _ := store.Volumes(st).Get(context.Background(), to.facts.MachineID+"/"+name); ok {
 			break
 		}
 		if time.Now().After(deadline) {

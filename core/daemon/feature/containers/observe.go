@@ -1,4 +1,7 @@
-package daemon
+package containers
+
+// The observe loop: this Machine's containers and volumes rows follow
+// Docker, written by this Machine only (docs/architecture.md bet 6).
 
 import (
 	"context"
@@ -16,13 +19,40 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/ployz/ployz/core/daemon/feature"
-	"github.com/ployz/ployz/core/daemon/feature/containers"
-	"github.com/ployz/ployz/core/machine"
-	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
+	"github.com/ployz/ployz/sdk/ingress"
 	sdkstore "github.com/ployz/ployz/sdk/store"
 )
+
+// Rows is where the observe loop publishes: the daemon.
+type Rows interface {
+	// RowStore is the store client while this Machine is a Cluster
+	// member that is not resetting, nil otherwise: a Machine being
+	// forgotten never re-inserts its rows.
+	RowStore() *sdkstore.Client
+	// MachineID is this Machine's ID, the owner of the rows.
+	MachineID() string
+	// CredentialSealer seals basic_auth hashes in the rows, or is nil
+	// to write them plain.
+	CredentialSealer(ctx context.Context, st *sdkstore.Client) *sdkstore.Sealer
+}
+
+// rowStore is Rows' store, nil without Rows.
+func (o *Ops) rowStore() *sdkstore.Client {
+	if o.rows == nil {
+		return nil
+	}
+	return o.rows.RowStore()
+}
+
+// sealCredentials seals b's basic_auth hashes when s is set.
+func sealCredentials(id string, b *sdkstore.ContainerBody, s *sdkstore.Sealer) error {
+	if s == nil {
+		return nil
+	}
+	return ingress.SealCredentials(id, b, s)
+}
 
 // Observation timing: Docker events trigger a rescan after a short
 // debounce; a periodic rescan catches anything an event stream missed.
@@ -37,12 +67,12 @@ const (
 	rescanGap = time.Second
 )
 
-// observeLoop publishes this Machine's own containers and volumes rows
+// ObserveLoop publishes this Machine's own containers and volumes rows
 // from Docker, and nothing about other Machines (docs/architecture.md bet 6).
-func (d *Daemon) observeLoop(ctx context.Context) {
+func (o *Ops) ObserveLoop(ctx context.Context) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		d.log.Error("observe: docker client", "error", err)
+		o.log.Error("observe: docker client", "error", err)
 		return
 	}
 	defer cli.Close()
@@ -51,23 +81,23 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 	// request): the event stream gets a client of its own.
 	evCli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		d.log.Error("observe: docker client", "error", err)
+		o.log.Error("observe: docker client", "error", err)
 		return
 	}
 	defer evCli.Close()
 	trigger := make(chan struct{}, 1)
-	go d.watchEvents(ctx, evCli, trigger)
+	go o.watchEvents(ctx, evCli, trigger)
 	tick := time.NewTicker(rescanPeriod)
 	defer tick.Stop()
 	var readyChanged <-chan struct{} // a notify verdict changes no Docker state
-	if d.ctrs.Docker() != nil {
-		d.ctrs.Restore(ctx)
-		readyChanged = d.ctrs.ReadyChanged()
+	if o.docker != nil {
+		o.restore(ctx)
+		readyChanged = o.ready.changed
 	}
 	for {
 		last := time.Now()
-		if err := d.rescan(ctx, cli); err != nil && ctx.Err() == nil {
-			d.log.Warn("observe: rescan", "error", err)
+		if err := o.rescan(ctx, cli); err != nil && ctx.Err() == nil {
+			o.log.Warn("observe: rescan", "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -80,7 +110,7 @@ func (d *Daemon) observeLoop(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) watchEvents(ctx context.Context, cli *client.Client, trigger chan<- struct{}) {
+func (o *Ops) watchEvents(ctx context.Context, cli *client.Client, trigger chan<- struct{}) {
 	for ctx.Err() == nil {
 		f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("type", string(events.VolumeEventType)))
 		msgs, errs := cli.Events(ctx, events.ListOptions{Filters: f})
@@ -93,13 +123,13 @@ func (d *Daemon) watchEvents(ctx context.Context, cli *client.Client, trigger ch
 				if !changesRows(m) {
 					continue // a healthcheck's exec every second, an attach…: nothing to rescan
 				}
-				d.containerEvent(ctx, cli, m)
+				o.containerEvent(ctx, cli, m)
 				select {
 				case trigger <- struct{}{}:
 				default:
 				}
 			case err := <-errs:
-				d.log.Debug("observe: docker events ended; reconnecting", "error", err)
+				o.log.Debug("observe: docker events ended; reconnecting", "error", err)
 				break loop
 			}
 		}
@@ -130,19 +160,19 @@ func changesRows(m events.Message) bool {
 // before the debounced rescan: the Container's own row is rewritten at
 // once, so every proxy following the store stops routing to it within
 // milliseconds (a crashed replica is routed around, not waited out).
-func (d *Daemon) containerEvent(ctx context.Context, cli client.APIClient, m events.Message) {
-	if m.Type != events.ContainerEventType || d.ctrs == nil {
+func (o *Ops) containerEvent(ctx context.Context, cli client.APIClient, m events.Message) {
+	if m.Type != events.ContainerEventType {
 		return
 	}
-	d.ctrs.Event(m)
+	o.exits.event(m)
 	if !withdraws(m.Action) {
 		return
 	}
 	if _, ok := m.Actor.Attributes[rpc.LabelNamespace]; !ok {
 		return // not a Service Container: nothing routes to it
 	}
-	if err := d.publishAfterEvent(ctx, cli, m.Actor.ID, m.Action); err != nil && ctx.Err() == nil {
-		d.log.Warn("observe: publish after "+string(m.Action), "container", feature.Short(m.Actor.ID), "error", err)
+	if err := o.publishAfterEvent(ctx, cli, m.Actor.ID, m.Action); err != nil && ctx.Err() == nil {
+		o.log.Warn("observe: publish after "+string(m.Action), "container", feature.Short(m.Actor.ID), "error", err)
 	}
 }
 
@@ -169,22 +199,22 @@ func publishLock(id string) *sync.Mutex {
 	return &publishLocks[(h&0x7fffffff)%len(publishLocks)]
 }
 
-// publishContainer rewrites one Service Container's row from Docker now.
-func (d *Daemon) publishContainer(ctx context.Context, cli client.APIClient, id string) error {
-	return d.publishAfterEvent(ctx, cli, id, "")
+// PublishContainer rewrites one Service Container's row from Docker now.
+func (o *Ops) PublishContainer(ctx context.Context, cli client.APIClient, id string) error {
+	return o.publishAfterEvent(ctx, cli, id, "")
 }
 
-// publishAfterEvent is publishContainer after Docker's event action. A
+// publishAfterEvent is PublishContainer after Docker's event action. A
 // process's end (die, oom) is written as not ready even when Docker
 // restarted the Container before this inspection (a loaded host delivers
 // the event late): the row's readers see the crash, then the restart,
 // never a row that stayed ready across it.
-func (d *Daemon) publishAfterEvent(ctx context.Context, cli client.APIClient, id string, action events.Action) error {
+func (o *Ops) publishAfterEvent(ctx context.Context, cli client.APIClient, id string, action events.Action) error {
 	mu := publishLock(id)
 	mu.Lock()
 	defer mu.Unlock()
-	a := d.act()
-	if a == nil || d.record().Phase == machine.Resetting {
+	st := o.rowStore()
+	if st == nil {
 		return nil
 	}
 	in, err := cli.ContainerInspect(ctx, id)
@@ -194,19 +224,19 @@ func (d *Daemon) publishAfterEvent(ctx context.Context, cli client.APIClient, id
 	if err != nil {
 		return fmt.Errorf("inspect container %s: %w", feature.Short(id), err)
 	}
-	b := containers.ServiceRow(d.ctrs.Observe(in), in)
-	b.Session = session()
-	if err := sealCredentials(in.ID, &b, d.credentialSealer(ctx, a.store)); err != nil {
+	b := ServiceRow(o.observe(in, ""), in)
+	b.Session = feature.Session()
+	if err := sealCredentials(in.ID, &b, o.rows.CredentialSealer(ctx, st)); err != nil {
 		return err
 	}
 	if ended(action) && b.Ready {
 		down := b
 		down.Ready = false
-		if _, err := a.store.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: down}); err != nil {
+		if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: in.ID, Owner: o.rows.MachineID(), Body: down}); err != nil {
 			return err
 		}
 	}
-	_, err = a.store.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: in.ID, Owner: d.record().ID, Body: b})
+	_, err = st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: in.ID, Owner: o.rows.MachineID(), Body: b})
 	return err
 }
 
@@ -216,27 +246,25 @@ func ended(a events.Action) bool { return a == events.ActionDie || a == events.A
 
 // rescan makes this Machine's containers and volumes rows match Docker,
 // writing only rows whose body changed.
-func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
-	a := d.act()
-	if a == nil || d.record().Phase == machine.Resetting {
+func (o *Ops) rescan(ctx context.Context, cli *client.Client) error {
+	st := o.rowStore()
+	if st == nil {
 		return nil // being forgotten: never re-insert its rows
 	}
-	self := d.record().ID
+	self := o.rows.MachineID()
 	list, err := cli.ContainerList(ctx, container.ListOptions{All: true})
 	if err != nil {
 		return err
 	}
 	want := map[string]sdkstore.ContainerBody{}
-	if d.ctrs != nil {
-		exist := map[string]bool{}
-		for _, c := range list {
-			exist[c.ID] = true
-		}
-		d.ctrs.Prune(exist)
-	}
-	creds := d.credentialSealer(ctx, a.store)
+	exist := map[string]bool{}
 	for _, c := range list {
-		b, err := d.containerBody(ctx, cli, c)
+		exist[c.ID] = true
+	}
+	o.ready.prune(exist)
+	creds := o.rows.CredentialSealer(ctx, st)
+	for _, c := range list {
+		b, err := o.containerBody(ctx, cli, c)
 		if err != nil {
 			return err
 		}
@@ -245,7 +273,7 @@ func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 		}
 		want[c.ID] = b
 	}
-	if err := syncOwned(ctx, a.store.Containers(), self, want); err != nil {
+	if err := syncOwned(ctx, st.Containers(), self, want); err != nil {
 		return err
 	}
 	vols, err := cli.VolumeList(ctx, volume.ListOptions{})
@@ -256,7 +284,7 @@ func (d *Daemon) rescan(ctx context.Context, cli *client.Client) error {
 	for _, v := range vols.Volumes {
 		wantVol[self+"/"+v.Name] = store.VolumeBody{Name: v.Name, Driver: v.Driver}
 	}
-	return syncOwned(ctx, store.Volumes(a.store), self, wantVol)
+	return syncOwned(ctx, store.Volumes(st), self, wantVol)
 }
 
 // syncOwned makes the rows owner wrote in t exactly want.
@@ -291,7 +319,7 @@ func syncOwned[B any](ctx context.Context, t sdkstore.Table[B], owner string, wa
 // values never leave the Machine: only names are published. A Service
 // Container (label ployz.namespace) is inspected for its health, readiness
 // and identity; any other container is reported from its summary.
-func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c container.Summary) (sdkstore.ContainerBody, error) {
+func (o *Ops) containerBody(ctx context.Context, cli client.APIClient, c container.Summary) (sdkstore.ContainerBody, error) {
 	b := sdkstore.ContainerBody{Image: c.Image, State: c.State, ImageID: c.ImageID, CreatedAt: c.Created}
 	if len(c.Names) > 0 {
 		b.Name = strings.TrimPrefix(c.Names[0], "/")
@@ -300,16 +328,13 @@ func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c cont
 		b.Service = c.Labels[rpc.LabelService]
 		b.Deployment = c.Labels[rpc.LabelDeployment]
 	}
-	network := dockernet.DefaultName
-	if d.ctrs != nil {
-		network = d.ctrs.Network()
-	}
+	network := o.network
 	if c.NetworkSettings != nil {
 		if n, ok := c.NetworkSettings.Networks[network]; ok && n != nil {
 			b.IP = n.IPAddress
 		}
 	}
-	if _, ok := c.Labels[rpc.LabelNamespace]; !ok || d.ctrs == nil {
+	if _, ok := c.Labels[rpc.LabelNamespace]; !ok {
 		return b, nil
 	}
 	in, err := cli.ContainerInspect(ctx, c.ID)
@@ -319,7 +344,7 @@ func (d *Daemon) containerBody(ctx context.Context, cli client.APIClient, c cont
 	if err != nil {
 		return b, fmt.Errorf("inspect container %s: %w", feature.Short(c.ID), err)
 	}
-	b = containers.ServiceRow(d.ctrs.Observe(in), in)
-	b.Session = session()
+	b = ServiceRow(o.observe(in, ""), in)
+	b.Session = feature.Session()
 	return b, nil
 }

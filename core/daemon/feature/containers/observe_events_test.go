@@ -1,4 +1,4 @@
-package daemon
+package containers
 
 import (
 	"context"
@@ -57,17 +57,14 @@ func TestRescanIgnoresExecs(t *testing.T) {
 // only until Docker's restart is seen, and a daemon that went from ready
 // straight to restarted-and-ready fails.
 func TestCrashWithdrawsReadinessAtOnce(t *testing.T) {
-	to := newTestOps(t)
-	d, st := storeDaemon(t, "m-test")
-	d.log = testLogger(t)
-	d.ctrs = to.containerOps
+	to, _, st := observedOps(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	trigger := make(chan struct{}, 1)
-	go d.watchEvents(ctx, to.Cli, trigger)
+	go to.watchEvents(ctx, to.Cli, trigger)
 
 	spec := to.Spec("web", nil)
-	spec.Readiness = "none" // ready once running (containers.readinessNone)
+	spec.Readiness = readinessNone
 	id := to.createStart(t, "web", spec)
 	row := func() store.ContainerBody {
 		r, ok, err := st.Containers().Get(ctx, id)

@@ -1,4 +1,4 @@
-package daemon
+package feature
 
 import (
 	"crypto/sha256"
@@ -13,10 +13,10 @@ var (
 	sessionID   string
 )
 
-// session is this Machine's session: it changes when the Machine boots
+// Session is this Machine's session: it changes when the Machine boots
 // (the kernel's boot id, and PID 1's start time, which also tells lab
 // Machines sharing one kernel apart), not when the daemon restarts.
-func session() string {
+func Session() string {
 	sessionOnce.Do(func() {
 		boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 		init, _ := os.ReadFile("/proc/1/stat")
