@@ -1,6 +1,7 @@
 package volumecopy
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -125,7 +126,7 @@ func TestStore(t *testing.T) {
 		t.Fatalf("created: %+v %v", c, err)
 	}
 	facts := func() (Facts, error) { return Facts{Exists: true}, nil }
-	if _, _, err := s.Set(rpc.SetVolumeCopyRequest{Volume: "db", Gen: 7, Expect: Writer, Want: Mirror}, facts); err != nil {
+	if _, _, err := s.Set(context.Background(), rpc.SetVolumeCopyRequest{Volume: "db", Gen: 7, Expect: Writer, Want: Mirror}, facts); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := s.Created("db"); err != nil || c.RoleOf() != Mirror {
@@ -144,7 +145,7 @@ func TestStore(t *testing.T) {
 	if c := s2.Get("db"); c.RoleOf() != None || c.Floor != 7 {
 		t.Fatalf("removed: %+v, want none keeping floor 7", c)
 	}
-	_, _, err = s2.Set(rpc.SetVolumeCopyRequest{Volume: "db", Gen: 6, Expect: None, Want: Writer}, facts)
+	_, _, err = s2.Set(context.Background(), rpc.SetVolumeCopyRequest{Volume: "db", Gen: 6, Expect: None, Want: Writer}, facts)
 	if err == nil {
 		t.Fatal("a gen below the floor kept across removal was accepted")
 	}

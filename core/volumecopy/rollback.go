@@ -1,5 +1,7 @@
 package volumecopy
 
+import "context"
+
 // AdmitRollback admits returning volume's copy cur to an older snapshot
 // for run gen (rollback_volume): the copy must be the Writer (a Mirror's
 // data is the Writer's, and the next stream needs its newest snapshot),
@@ -25,17 +27,22 @@ func AdmitRollback(cur Copy, volume string, gen uint64, f Facts) error {
 }
 
 // Rollback admits a rollback of volume for run gen (AdmitRollback) with
-// facts read under the store's lock, then runs do under it: a
-// set_volume_copy or a task's admission for the volume waits until the
-// rollback ended, so neither the role nor a Container changes under it.
-func (s *Store) Rollback(volume string, gen uint64, facts func() (Facts, error), do func() error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// facts read in the volume's turn, then runs do in it: a set_volume_copy
+// or a task's admission for the volume waits until the rollback ended,
+// so neither the role nor a Container changes under it. Only this
+// volume's changes wait (Get and All answer meanwhile, and do may call
+// them); the wait for the turn ends with ctx.
+func (s *Store) Rollback(ctx context.Context, volume string, gen uint64, facts func() (Facts, error), do func() error) error {
+	release, err := s.turn(ctx, volume)
+	if err != nil {
+		return err
+	}
+	defer release()
 	f, err := facts()
 	if err != nil {
 		return err
 	}
-	if err := AdmitRollback(s.m[volume], volume, gen, f); err != nil {
+	if err := AdmitRollback(s.Get(volume), volume, gen, f); err != nil {
 		return err
 	}
 	return do()

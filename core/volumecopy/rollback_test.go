@@ -1,6 +1,7 @@
 package volumecopy
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -49,13 +50,13 @@ func TestStoreRollbackRunsOnlyWhenAdmitted(t *testing.T) {
 	}
 	ran := 0
 	do := func() error { ran++; return nil }
-	if err := s.Rollback("db", 1, func() (Facts, error) { return Facts{MountedBy: []string{"web"}}, nil }, do); err == nil || ran != 0 {
+	if err := s.Rollback(context.Background(), "db", 1, func() (Facts, error) { return Facts{MountedBy: []string{"web"}}, nil }, do); err == nil || ran != 0 {
 		t.Fatalf("mounted: %v, ran %d", err, ran)
 	}
-	if err := s.Rollback("db", 1, func() (Facts, error) { return Facts{}, errors.New("docker down") }, do); err == nil || ran != 0 {
+	if err := s.Rollback(context.Background(), "db", 1, func() (Facts, error) { return Facts{}, errors.New("docker down") }, do); err == nil || ran != 0 {
 		t.Fatalf("facts unreadable: %v, ran %d", err, ran)
 	}
-	if err := s.Rollback("db", 1, func() (Facts, error) { return Facts{Exists: true}, nil }, do); err != nil || ran != 1 {
+	if err := s.Rollback(context.Background(), "db", 1, func() (Facts, error) { return Facts{Exists: true}, nil }, do); err != nil || ran != 1 {
 		t.Fatalf("admitted: %v, ran %d", err, ran)
 	}
 }

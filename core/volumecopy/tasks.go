@@ -211,12 +211,16 @@ func AdmitTask(cur Copy, volume string, gen uint64, expect string) error {
 }
 
 // Admit runs AdmitTask against volume's copy and, when it admits, start,
-// under the store's lock: a set_volume_copy (which reads the running
-// tasks under the same lock) sees the task or came before it.
-func (s *Store) Admit(volume string, gen uint64, expect string, start func()) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := AdmitTask(s.m[volume], volume, gen, expect); err != nil {
+// in the volume's turn: a set_volume_copy (which reads the running tasks
+// in the same turn) sees the task or came before it. It waits for the
+// turn until ctx ends.
+func (s *Store) Admit(ctx context.Context, volume string, gen uint64, expect string, start func()) error {
+	release, err := s.turn(ctx, volume)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := AdmitTask(s.Get(volume), volume, gen, expect); err != nil {
 		return err
 	}
 	start()

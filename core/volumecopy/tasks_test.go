@@ -91,7 +91,7 @@ func TestTasksRunDockerOnce(t *testing.T) {
 	ts := newTestTasks()
 	d := &fakeDocker{release: make(chan error, 1)}
 	job := Job{Key: TaskKey{Volume: "db", Gen: 4, Kind: rpc.TaskStart, Subject: "c1"}, Timeout: time.Minute, Grant: true, Run: d.run}
-	admit := func(start func()) error { return s.Admit("db", 4, Writer, start) }
+	admit := func(start func()) error { return s.Admit(ctx, "db", 4, Writer, start) }
 
 	st, err := ts.Do(ctx, job, admit)
 	if err != nil || st.State != rpc.TaskBusy || st.Joined {
@@ -104,7 +104,7 @@ func TestTasksRunDockerOnce(t *testing.T) {
 	if got := ts.Running("db"); len(got) != 1 || got[0] != "start c1 (run gen 4)" {
 		t.Fatalf("running: %v", got)
 	}
-	_, _, err = s.Set(rpc.SetVolumeCopyRequest{Volume: "db", Gen: 4, Expect: Writer, Want: Mirror},
+	_, _, err = s.Set(context.Background(), rpc.SetVolumeCopyRequest{Volume: "db", Gen: 4, Expect: Writer, Want: Mirror},
 		func() (Facts, error) { return Facts{Exists: true, Busy: ts.Running("db")}, nil })
 	var e *rpc.Error
 	if !errors.As(err, &e) || e.Details["field"] != "volume" || e.Details["busy"] == nil {
@@ -118,7 +118,7 @@ func TestTasksRunDockerOnce(t *testing.T) {
 	}
 	// The role changes now; a replay still reads what Docker answered
 	// (it is not admitted again).
-	if _, _, err := s.Set(rpc.SetVolumeCopyRequest{Volume: "db", Gen: 5, Expect: Writer, Want: Mirror},
+	if _, _, err := s.Set(context.Background(), rpc.SetVolumeCopyRequest{Volume: "db", Gen: 5, Expect: Writer, Want: Mirror},
 		func() (Facts, error) { return Facts{Exists: true, Busy: ts.Running("db")}, nil }); err != nil {
 		t.Fatalf("demote after the task: %v", err)
 	}
@@ -132,7 +132,7 @@ func TestTasksRunDockerOnce(t *testing.T) {
 	// A new task for the same Container is admitted afresh: refused,
 	// the copy is a Mirror now.
 	job.Key.Gen = 5
-	if _, err := ts.Do(ctx, job, func(start func()) error { return s.Admit("db", 5, Writer, start) }); !errors.As(err, &e) || e.Details["field"] != "expect" {
+	if _, err := ts.Do(ctx, job, func(start func()) error { return s.Admit(ctx, "db", 5, Writer, start) }); !errors.As(err, &e) || e.Details["field"] != "expect" {
 		t.Fatalf("new task on the Mirror: %v, want refused naming expect", err)
 	}
 	if n := d.calls.Load(); n != 1 {
@@ -150,7 +150,7 @@ func TestTasksFailedAndForgotten(t *testing.T) {
 	d := &fakeDocker{release: make(chan error, 2)}
 	d.release <- rpc.Errorf(rpc.CodeNotFound, "no Container c9")
 	job := Job{Key: TaskKey{Volume: "db", Gen: 2, Kind: rpc.TaskStop, Subject: "c9"}, Timeout: time.Minute, Grant: true, Run: d.run}
-	admit := func(start func()) error { return s.Admit("db", 2, Writer, start) }
+	admit := func(start func()) error { return s.Admit(ctx, "db", 2, Writer, start) }
 	for i := range 2 {
 		st, err := ts.Do(ctx, job, admit)
 		if err != nil || st.State != rpc.TaskFailed || st.Code != rpc.CodeNotFound || st.Error != "no Container c9" || st.Joined != (i == 1) {
@@ -177,7 +177,7 @@ func TestTasksBounded(t *testing.T) {
 	cancel()
 	job := Job{Key: TaskKey{Volume: "db", Gen: 1, Kind: rpc.TaskPull, Subject: "app:1"}, Timeout: 100 * time.Millisecond,
 		Run: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}
-	st, err := ts.Do(reqCtx, job, func(start func()) error { return s.Admit("db", 1, None, start) })
+	st, err := ts.Do(reqCtx, job, func(start func()) error { return s.Admit(reqCtx, "db", 1, None, start) })
 	if err != nil || st.State != rpc.TaskBusy {
 		t.Fatalf("a cancelled request: %+v %v, want busy (the task goes on)", st, err)
 	}

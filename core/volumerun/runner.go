@@ -75,6 +75,12 @@ type waits struct {
 	// the task goes on there, and a run that stopped asking would undo
 	// under it.
 	noAnswerFor time.Duration
+	// rollback bounds a snapshot restore's rollback_volume call: a zfs
+	// rollback takes seconds, so a Machine silent for this long is stuck
+	// (the run fails naming it, and starts the stopped Containers again).
+	rollback time.Duration
+	// showEvery is how often a call still waiting says so.
+	showEvery time.Duration
 }
 
 func (w waits) orDefault() waits {
@@ -86,6 +92,12 @@ func (w waits) orDefault() waits {
 	}
 	if w.noAnswerFor == 0 {
 		w.noAnswerFor = time.Minute
+	}
+	if w.rollback == 0 {
+		w.rollback = 3 * time.Minute
+	}
+	if w.showEvery == 0 {
+		w.showEvery = 10 * time.Second
 	}
 	return w
 }

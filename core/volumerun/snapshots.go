@@ -157,9 +157,7 @@ func (r *volumeRun) restoreSnapshot(w, snap string, running []releaseUnit, o Sna
 		stopped = append(stopped, stoppedContainer{id: u.id, name: u.name})
 	}
 	err := r.step("rollback", w, func(st *operator.RunStep) error {
-		var out rpc.VolumeRolledBack
-		err := rpc.InvokeInto(r.ctx, r.Entry, rpc.Target{One: w}, rpc.RollbackVolume,
-			rpc.RollbackVolumeRequest{Volume: r.run.Volume, Gen: r.run.Gen, Snapshot: snap, DestroyNewer: o.Force}, &out)
+		out, err := r.rollback(w, rpc.RollbackVolumeRequest{Volume: r.run.Volume, Gen: r.run.Gen, Snapshot: snap, DestroyNewer: o.Force})
 		if err == nil {
 			st.Detail = "to " + snap
 			if len(out.Destroyed) > 0 {
@@ -185,6 +183,41 @@ func (r *volumeRun) restoreSnapshot(w, snap string, running []releaseUnit, o Sna
 	}
 	r.note(w, fmt.Sprintf("restored: %s on %s is back at %s", r.run.Volume, w, snap))
 	return nil
+}
+
+// rollback asks w for rollback_volume, saying every showEvery that it
+// still waits, and gives up after the rollback bound with an error
+// naming the Machine: the run then starts the stopped Containers again
+// (their start waits on w until a rollback still in flight there ends).
+func (r *volumeRun) rollback(w string, req rpc.RollbackVolumeRequest) (rpc.VolumeRolledBack, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.waits.rollback)
+	defer cancel()
+	type answer struct {
+		out rpc.VolumeRolledBack
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.err = rpc.InvokeInto(ctx, r.Entry, rpc.Target{One: w}, rpc.RollbackVolume, req, &a.out)
+		done <- a
+	}()
+	start := time.Now()
+	tick := time.NewTicker(r.waits.showEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-done:
+			if a.err != nil && r.ctx.Err() == nil && ctx.Err() != nil {
+				return a.out, rpc.Errorf(rpc.CodeUnavailable, "rollback of %s to %s on %s: no answer after %s (the bound for a rollback): the Machine may still be rolling it back; `ployz volume snapshot ls %s --machine %s` shows where the volume is: %v",
+					req.Volume, req.Snapshot, w, r.waits.rollback, req.Volume, w, a.err).With("machine", w)
+			}
+			return a.out, a.err
+		case <-tick.C:
+			r.progress(w, fmt.Sprintf("%s: rollback of %s to %s: waiting for its answer (%s, gives up after %s)",
+				w, req.Volume, req.Snapshot, time.Since(start).Round(time.Second), r.waits.rollback))
+		}
+	}
 }
 
 // writerOn refuses machine unless it holds the Writer of cp's volume.

@@ -76,9 +76,9 @@ func (f *Feature) setVolumeCopy(ctx context.Context, req rpc.SetVolumeCopyReques
 	if err != nil {
 		return rpc.VolumeCopySet{}, err
 	}
-	c, changed, err := cs.Set(req, func() (volumecopy.Facts, error) {
+	c, changed, err := cs.Set(ctx, req, func() (volumecopy.Facts, error) {
 		facts, err := f.copyFacts(ctx, req.Volume)
-		// Read under the store's lock, as a task's admission is.
+		// Read in the volume's turn, as a task's admission is.
 		facts.Busy = f.tasks.Running(req.Volume)
 		return facts, err
 	})

@@ -81,9 +81,10 @@ func snapshotInfos(snaps []rpc.VolumeSnapshot, r *volprotect.Retention, now time
 }
 
 // rollbackVolume returns this Machine's copy of a volume to a snapshot:
-// admitted under the copy store's lock (the Writer, the run's gen not
-// below its floor, no running Container on it, no task on it), then the
-// plugin's Rollback runs under that lock too.
+// admitted in the volume's turn of the copy store (the Writer, the run's
+// gen not below its floor, no running Container on it, no task on it),
+// then the plugin's Rollback runs in that turn too. The answer is built
+// after the turn ends: it reads the copy store.
 func (f *Feature) rollbackVolume(ctx context.Context, req rpc.RollbackVolumeRequest) (rpc.VolumeRolledBack, error) {
 	if err := req.Validate(); err != nil {
 		return rpc.VolumeRolledBack{}, err
@@ -96,25 +97,23 @@ func (f *Feature) rollbackVolume(ctx context.Context, req rpc.RollbackVolumeRequ
 	if err != nil {
 		return rpc.VolumeRolledBack{}, err
 	}
-	out := rpc.VolumeRolledBack{MachineID: f.host.MachineID()}
 	facts := func() (volumecopy.Facts, error) {
 		fs, err := f.copyFacts(ctx, req.Volume)
 		fs.Busy = f.tasks.Running(req.Volume)
 		return fs, err
 	}
-	err = cs.Rollback(req.Volume, req.Gen, facts, func() error {
+	var resp *volumev1.RollbackResponse
+	err = cs.Rollback(ctx, req.Volume, req.Gen, facts, func() error {
 		return f.callVolume(ctx, volume.CapRollback, func(ctx context.Context, c volumev1.VolumeClient) error {
-			resp, err := c.Rollback(ctx, &volumev1.RollbackRequest{Volume: req.Volume, Snapshot: req.Snapshot, DestroyNewer: req.DestroyNewer})
-			if err != nil {
-				return err
-			}
-			out.Volume, out.Destroyed = f.volumeOf(pool, resp.GetVolume()), resp.GetDestroyed()
-			return nil
+			var err error
+			resp, err = c.Rollback(ctx, &volumev1.RollbackRequest{Volume: req.Volume, Snapshot: req.Snapshot, DestroyNewer: req.DestroyNewer})
+			return err
 		})
 	})
 	if err != nil {
 		return rpc.VolumeRolledBack{}, err
 	}
+	out := rpc.VolumeRolledBack{MachineID: f.host.MachineID(), Volume: f.volumeOf(pool, resp.GetVolume()), Destroyed: resp.GetDestroyed()}
 	f.log.Info("volume rolled back", "volume", req.Volume, "gen", req.Gen, "snapshot", req.Snapshot, "destroyed", out.Destroyed)
 	return out, nil
 }

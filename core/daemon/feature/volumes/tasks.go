@@ -28,7 +28,7 @@ func (f *Feature) volumeTask(ctx context.Context, req rpc.VolumeTaskRequest) (rp
 		return rpc.VolumeTaskState{}, err
 	}
 	st, err := f.tasks.Do(ctx, job, func(start func()) error {
-		return cs.Admit(req.Volume, req.Gen, req.Expect, func() {
+		return cs.Admit(ctx, req.Volume, req.Gen, req.Expect, func() {
 			f.log.Info("volume task", "volume", req.Volume, "gen", req.Gen, "kind", req.Kind, "subject", job.Key.Subject)
 			start()
 		})

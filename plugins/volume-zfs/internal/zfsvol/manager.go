@@ -33,9 +33,34 @@ const (
 
 // Manager provisions volumes in one pool. Its zero pool means the Machine
 // was given none: every call but Pool is refused, saying so.
+//
+// Changes to one volume (create, remove, snapshot, receive, rollback,
+// readonly) take that volume's lock; mu guards only the pool and the
+// locks' map and is never held across a zfs command. A receive holds its
+// volume's lock for the whole stream, minutes on a large volume: under
+// one Manager-wide lock every other volume's change, and every Get (the
+// pool read), waited behind it.
 type Manager struct {
-	mu   sync.Mutex // serialises changes: create, remove, snapshot, receive
-	pool string
+	mu     sync.Mutex
+	pool   string
+	vols   map[string]*sync.Mutex // per volume, made on first use, kept
+	parent sync.Mutex             // ensureParent's create
+}
+
+// volume locks volume name's changes; the caller calls the unlock.
+func (m *Manager) volume(name string) (unlock func()) {
+	m.mu.Lock()
+	if m.vols == nil {
+		m.vols = map[string]*sync.Mutex{}
+	}
+	l, ok := m.vols[name]
+	if !ok {
+		l = &sync.Mutex{}
+		m.vols[name] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // SetPool switches the pool; "" means none.
@@ -109,8 +134,11 @@ func get(pool, name string) (*zfs.Dataset, error) {
 	return ds, nil
 }
 
-// ensureParent creates <pool>/ployz/volumes, mounted nowhere itself.
-func ensureParent(ctx context.Context, pool string) error {
+// ensureParent creates <pool>/ployz/volumes, mounted nowhere itself, one
+// caller at a time (two volumes' first changes would both create it).
+func (m *Manager) ensureParent(ctx context.Context, pool string) error {
+	m.parent.Lock()
+	defer m.parent.Unlock()
 	parent := pool + "/" + VolumesDataset
 	if _, err := zfs.GetDataset(parent); err == nil {
 		return nil
@@ -131,9 +159,8 @@ func (m *Manager) Create(ctx context.Context, name string, size uint64) (*volume
 	if size != 0 && size < volume.MinSize {
 		return nil, status.Errorf(codes.InvalidArgument, "size_bytes: %d is below the minimum of %d (1MiB)", size, volume.MinSize)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pool, err := checkPool(m.pool)
+	defer m.volume(name)()
+	pool, err := m.ready()
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +172,7 @@ func (m *Manager) Create(ctx context.Context, name string, size uint64) (*volume
 	} else if status.Code(err) != codes.NotFound {
 		return nil, err
 	}
-	if err := ensureParent(ctx, pool); err != nil {
+	if err := m.ensureParent(ctx, pool); err != nil {
 		return nil, err
 	}
 	quota := "none"
@@ -165,9 +192,8 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	if err := checkName("name", name, volume.ValidName); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pool, err := checkPool(m.pool)
+	defer m.volume(name)()
+	pool, err := m.ready()
 	if err != nil {
 		return err
 	}
@@ -229,22 +255,22 @@ func (m *Manager) Get(ctx context.Context, name string) (*volumev1.VolumeInfo, e
 	return info(ctx, name, ds)
 }
 
-// lockedVolume checks volume name (the request's field), takes the change
+// lockedVolume checks volume name (the request's field), takes its change
 // lock and finds its dataset; on success the caller calls unlock.
 func (m *Manager) lockedVolume(field, name string) (ds *zfs.Dataset, unlock func(), err error) {
 	if err := checkName(field, name, volume.ValidName); err != nil {
 		return nil, nil, err
 	}
-	m.mu.Lock()
-	pool, err := checkPool(m.pool)
+	unlock = m.volume(name)
+	pool, err := m.ready()
 	if err == nil {
 		ds, err = get(pool, name)
 	}
 	if err != nil {
-		m.mu.Unlock()
+		unlock()
 		return nil, nil, err
 	}
-	return ds, m.mu.Unlock, nil
+	return ds, unlock, nil
 }
 
 // lockedSnapshots checks snapshot name snap, takes the change lock on
@@ -465,13 +491,12 @@ func (m *Manager) Receive(ctx context.Context, name string, resumable bool, r io
 	if err := checkName("volume", name, volume.ValidName); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pool, err := checkPool(m.pool)
+	defer m.volume(name)()
+	pool, err := m.ready()
 	if err != nil {
 		return 0, err
 	}
-	if err := ensureParent(ctx, pool); err != nil {
+	if err := m.ensureParent(ctx, pool); err != nil {
 		return 0, err
 	}
 	args := []string{"receive"}
