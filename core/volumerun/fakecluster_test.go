@@ -29,6 +29,9 @@ type fakeCluster struct {
 	failSend map[string]bool
 	// failRollback makes rollback_volume fail after admitting it.
 	failRollback bool
+	// holdRollback, when set, keeps rollback_volume from answering until
+	// it is closed (a Machine that admitted it and never answers).
+	holdRollback chan struct{}
 	// waits are the runners' waits (tests shorten them).
 	waits waits
 	// events are what the runners reported, in order.

@@ -37,6 +37,13 @@ func (fc *fakeCluster) rollbackRoute(srv *rpc.Server, m *fakeMachine) {
 		if err := volumecopy.AdmitRollback(v.copy, req.Volume, req.Gen, f); err != nil {
 			return rpc.VolumeRolledBack{}, err
 		}
+		if fc.holdRollback != nil {
+			// Waits with the Cluster unlocked, as a stuck Machine keeps
+			// the others answering.
+			fc.Unlock()
+			<-fc.holdRollback
+			fc.Lock()
+		}
 		if fc.failRollback {
 			return rpc.VolumeRolledBack{}, rpc.Errorf(rpc.CodeUnavailable, "snapshot: roll %s back: zfs: pool I/O error", req.Volume)
 		}
@@ -168,6 +175,35 @@ func TestRestoreSnapshotUndo(t *testing.T) {
 	}
 	if st := fc.ms["m1"].Ctrs[id].State; st != "running" || len(fc.ms["m1"].vols["db"].snaps) != 2 {
 		t.Errorf("after undo: Container %s, snapshots %v", st, fc.ms["m1"].vols["db"].snaps)
+	}
+}
+
+// TestRestoreSnapshotBounded: a Writer that never answers rollback_volume
+// (TestVMLab/snapshot-restore's CLI once waited 4 minutes, silent) is
+// reported while it is waited for, and after the bound the run fails
+// naming the Machine, starting the stopped Container again.
+func TestRestoreSnapshotBounded(t *testing.T) {
+	fc, id := snapCluster(t)
+	fc.holdRollback = make(chan struct{})
+	t.Cleanup(func() { close(fc.holdRollback) })
+	fc.waits.rollback, fc.waits.showEvery = 600*time.Millisecond, 100*time.Millisecond
+	start := time.Now()
+	res, errw, err := restoreSnap(fc, "s1", SnapshotRestoreOptions{Stop: true, Force: true})
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the restore took %s with a 600ms rollback bound", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "no answer after 600ms") || !strings.Contains(err.Error(), "on m1") {
+		t.Fatalf("want the bound's error naming m1, got %v\n%s", err, errw)
+	}
+	if !strings.Contains(fc.events.String(), "m1: rollback of db to s1: waiting for its answer") {
+		t.Errorf("no progress while waiting:\n%s", &fc.events)
+	}
+	r := *res.Run
+	if got := stepsOf(r); got != "check-writer/done@m1 stop/done@m1 rollback/failed@m1 undo-start/done@m1" || r.State != operator.RunUndone {
+		t.Fatalf("run %s, steps %s", r.State, got)
+	}
+	if st := fc.ms["m1"].Ctrs[id].State; st != "running" {
+		t.Errorf("after the bound: Container %s, want running again", st)
 	}
 }
 

@@ -91,7 +91,12 @@ func upVM(ctx context.Context, o Options) (l *Lab, err error) {
 			return l, err
 		}
 		// The Machine's ZFS pool, on its second disk; it is imported again
-		// at every boot from the cache file.
+		// at every boot from the cache file. The module is loaded first: on
+		// a loaded host the boot's own load may not have happened yet (a
+		// run once failed here with "The ZFS modules are not loaded").
+		if out, err := l.Exec(ctx, m.Name, "modprobe", "zfs"); err != nil {
+			return l, fmt.Errorf("%s: modprobe zfs: %w: %s", m.Name, err, out)
+		}
 		if _, err := l.Exec(ctx, m.Name, "zpool", "create", "-f", "-m", "none", "ployz", "/dev/vdb"); err != nil {
 			return l, err
 		}
