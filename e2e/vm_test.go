@@ -95,10 +95,8 @@ func TestVMLab(t *testing.T) {
 		op.must(t, "machine", "update", "m1", "--zfs-pool", "ployz")
 		serviceOn = vmVolumeMove(ctx, t, l, op, refuser(op))
 	})
-	// Not in make test's VM step (make vm-lab-test runs it): it has not
-	// passed on a VM yet. In its one make test run (2026-12-07) the CLI
-	// waited 4 minutes in rollback_volume after the stop step, with no
-	// zfs process running on the Writer and nothing logged there.
+	// In make test's VM step again since the rollback no longer waits on
+	// its own copy-store lock (it hung there in its first make test run).
 	t.Run("snapshot-restore", func(t *testing.T) {
 		if serviceOn == nil {
 			t.Fatal("volume-move did not finish: no Service to restore under")
@@ -107,7 +105,8 @@ func TestVMLab(t *testing.T) {
 		vmSnapshotRestore(ctx, t, l, op, serviceOn)
 	})
 	// After the operator's runs: from here m2's ployzd starts runs on
-	// its own, which an operator's sync would have to wait for.
+	// its own, which an operator's sync would have to wait for. Not in
+	// make test's VM step until it has passed on a VM (make vm-lab-test).
 	t.Run("scheduled-protection", func(t *testing.T) {
 		if serviceOn == nil {
 			t.Fatal("volume-move did not finish: no Service to protect")

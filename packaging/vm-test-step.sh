@@ -65,6 +65,6 @@ max=${PLOYZ_VM_STEP_MAX_MIN:-40}
 timeout=$((left - 1))
 [ "$timeout" -le "$max" ] || timeout=$max
 echo "make test: VM scenarios with $left of $budget minutes left, at most $timeout (VM image $state)"
-run='^TestVMLab$/^(cluster|kernel-wireguard|containers-across-mesh|zfs|partition-heal|volume-move)$'
+run='^TestVMLab$/^(cluster|kernel-wireguard|containers-across-mesh|zfs|partition-heal|volume-move|snapshot-restore)$'
 echo "make test: go test -run '$run' ./e2e/ (TestVMLab without its power cycle: the volume scenario is volume-move)"
 PLOYZ_LAB=1 PLOYZ_LAB_VM=1 PLOYZ_BIN_DIR="$bin" exec go test -count=1 -timeout "${timeout}m" -v -run "$run" ./e2e/
