@@ -2,15 +2,14 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ployz/ployz/core/daemon/feature/containers"
 	"github.com/ployz/ployz/core/daemon/feature/containers/containerstest"
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -42,8 +41,8 @@ func newTestOps(t *testing.T) *testOps {
 func (to *testOps) createStart(t *testing.T, service string, spec rpc.ContainerSpec) string {
 	t.Helper()
 	routes := to.containerOps.Routes()
-	ob := must[rpc.ContainerObservation](t, route(t, routes, rpc.CmdCreateContainer), rpc.CreateContainerRequest{Name: to.Name(service), Spec: spec})
-	must[rpc.ContainerObservation](t, route(t, routes, rpc.CmdStartContainer), rpc.ContainerRef{ID: ob.ID})
+	ob := featuretest.Must[rpc.ContainerObservation](t, route(t, routes, rpc.CmdCreateContainer), rpc.CreateContainerRequest{Name: to.Name(service), Spec: spec})
+	featuretest.Must[rpc.ContainerObservation](t, route(t, routes, rpc.CmdStartContainer), rpc.ContainerRef{ID: ob.ID})
 	return ob.ID
 }
 
@@ -57,39 +56,6 @@ func route(t *testing.T, routes []rpc.Route, command string) rpc.Handler {
 	}
 	t.Fatalf("no route %s", command)
 	return nil
-}
-
-// call runs a handler with req as its JSON payload and decodes the answer into T.
-func call[T any](t *testing.T, h rpc.Handler, req any) (T, error) {
-	t.Helper()
-	var out T
-	raw, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := h(ctx, raw)
-	if err != nil {
-		return out, err
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("decode %T: %v", out, err)
-	}
-	return out, nil
-}
-
-func must[T any](t *testing.T, h rpc.Handler, req any) T {
-	t.Helper()
-	out, err := call[T](t, h, req)
-	if err != nil {
-		t.Fatalf("%T: %v", req, err)
-	}
-	return out
 }
 
 func rpcCode(err error) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -38,7 +39,7 @@ func TestRoutesServeContainerCommands(t *testing.T) {
 // feature's, over the Docker of this daemon's Container commands.
 func TestListImagesOverTheContainersDocker(t *testing.T) {
 	to := newTestOps(t)
-	imgs := must[rpc.ImageList](t, featureRoute(t, &Daemon{ctrs: to.containerOps, log: hclog.NewNullLogger()}, rpc.CmdListImages), nil)
+	imgs := featuretest.Must[rpc.ImageList](t, featureRoute(t, &Daemon{ctrs: to.containerOps, log: hclog.NewNullLogger()}, rpc.CmdListImages), nil)
 	if !slices.ContainsFunc(imgs.Images, func(i rpc.ImageInfo) bool { return slices.Contains(i.Tags, to.Image) }) {
 		t.Fatalf("list_images lacks %s", to.Image)
 	}

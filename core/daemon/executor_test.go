@@ -13,6 +13,7 @@ import (
 
 	"github.com/ployz/ployz/core/daemon/feature"
 	"github.com/ployz/ployz/core/daemon/feature/containers"
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"github.com/ployz/ployz/core/deploy"
 	"github.com/ployz/ployz/core/machine"
@@ -36,7 +37,7 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 		d.rpc.Handle(r)
 	}
 	c := serveSocket(t, d.rpc)
-	putMachine(t, st, d.record().ID, "test", machine.Participating)
+	featuretest.PutMachine(t, st, d.record().ID, "test", machine.Participating)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.ctrs.ObserveLoop(ctx); close(done) }()

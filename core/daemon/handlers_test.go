@@ -14,6 +14,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/mesh/dockernet"
 	"github.com/ployz/ployz/core/meshaddr"
@@ -202,8 +203,8 @@ func TestForgetMachine(t *testing.T) {
 	d, st, _ := machineDaemon(t, "m1")
 	ctx := context.Background()
 	for _, id := range []string{"gone", "kept"} {
-		putMachine(t, st, id, id, machine.Participating)
-		putAck(t, st, id, "ns/web", "p1")
+		featuretest.PutMachine(t, st, id, id, machine.Participating)
+		featuretest.PutAck(t, st, id, "ns/web", "p1")
 		if _, err := st.Containers().Put(ctx, sdkstore.Row[sdkstore.ContainerBody]{Key: "c-" + id, Owner: id, Body: sdkstore.ContainerBody{State: "running"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -402,8 +403,8 @@ func TestJoinResumesUntilCaughtUp(t *testing.T) {
 	if p := res.(rpc.Inspection).Phase; p != machine.Joining {
 		t.Fatalf("behind its target: phase %s", p)
 	}
-	putMachine(t, st, "x1", "x1", machine.Participating)
-	putMachine(t, st, "x2", "x2", machine.Participating)
+	featuretest.PutMachine(t, st, "x1", "x1", machine.Participating)
+	featuretest.PutMachine(t, st, "x2", "x2", machine.Participating)
 	req.WaitSeconds = 10
 	res, err = hcall(t, typed(d.join), req)
 	if err != nil {

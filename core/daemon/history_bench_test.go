@@ -107,7 +107,7 @@ func fillOperatorState(b *testing.B, d *Daemon, namespaces int) {
 func BenchmarkHistoryAndPS(b *testing.B) {
 	d, st := sealingDaemon(b)
 	fillOperatorState(b, d, 1)
-	putMachine(b, st, d.record().ID, "self", machine.Participating)
+	featuretest.PutMachine(b, st, d.record().ID, "self", machine.Participating)
 	s := client.New(localRevisions(b, 1000), servedEntry(b, d), "lab")
 	ctx := context.Background()
 	const ns = "app0-production"

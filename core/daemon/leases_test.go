@@ -55,8 +55,8 @@ func leaseDaemon(t testing.TB, id, addr string) *Daemon {
 func TestLeaseOfDepartedEntry(t *testing.T) {
 	ctx := context.Background()
 	d, st := storeDaemon(t, "m1")
-	putMachine(t, st, "m1", "m1", machine.Participating)
-	putMachine(t, st, "m-gone", "gone", machine.Participating)
+	featuretest.PutMachine(t, st, "m1", "m1", machine.Participating)
+	featuretest.PutMachine(t, st, "m-gone", "gone", machine.Participating)
 	const scope = "namespace:web-prod"
 	started := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 	held := sdkstore.Row[store.LeaseBody]{Key: scope, Owner: "m-gone", Body: store.LeaseBody{

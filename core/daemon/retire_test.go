@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store/schema"
@@ -60,22 +61,6 @@ func freeAddr(t testing.TB) string {
 // Handler is a Machine RPC handler as the daemon registers it.
 type Handler = func(context.Context, json.RawMessage) (any, error)
 
-func putMachine(t testing.TB, st *store.Client, id, name string, phase machine.Phase) {
-	t.Helper()
-	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: id, Owner: id,
-		Body: store.MachineBody{Name: name, Phase: string(phase)}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func putAck(t *testing.T, st *store.Client, machineID, svc, pointer string) {
-	t.Helper()
-	if _, err := st.ServingAcks().Put(context.Background(), store.Row[store.ServingAckBody]{Key: machineID, Owner: machineID,
-		Body: store.ServingAckBody{Pointers: map[string]string{svc: pointer}, Loaded: time.Now().UnixMilli()}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestRetireRound runs the retire loop's round against real Docker and a
 // real store: a running Container the Service's pointer left out is
 // stopped once every participating Machine that is not Down acked that
@@ -112,14 +97,14 @@ func TestRetireRound(t *testing.T) {
 	}
 	oldC, newC := run("old"), run("new")
 	time.Sleep(10 * time.Millisecond) // the pointer moves after both were created
-	putMachine(t, st, "m-self", "self", machine.Participating)
-	putMachine(t, st, "m-two", "two", machine.Participating)
+	featuretest.PutMachine(t, st, "m-self", "self", machine.Participating)
+	featuretest.PutMachine(t, st, "m-two", "two", machine.Participating)
 	pointer := store.ServingBody{ID: "p2", Deployment: "d1", MovedAt: time.Now().UnixMilli(),
 		Containers: []store.ServingContainer{{ID: newC, Machine: "m-self", Deployment: "d1"}}}
 	if _, err := st.Serving().Put(ctx, store.Row[store.ServingBody]{Key: svc, Owner: "m-self", Body: pointer}); err != nil {
 		t.Fatal(err)
 	}
-	putAck(t, st, "m-self", svc, "p2")
+	featuretest.PutAck(t, st, "m-self", svc, "p2")
 
 	firstSeen := map[string]time.Time{}
 	if err := d.retireRound(ctx, firstSeen); err != nil {
@@ -132,7 +117,7 @@ func TestRetireRound(t *testing.T) {
 		t.Fatalf("first seen %v, want only the superseded Container", firstSeen)
 	}
 
-	putAck(t, st, "m-two", svc, "p2")
+	featuretest.PutAck(t, st, "m-two", svc, "p2")
 	if err := d.retireRound(ctx, firstSeen); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/volumecopy"
@@ -37,7 +38,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 	stop := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "writer", Kind: rpc.TaskStop, Stop: &rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1}}
 	ask := func(req rpc.VolumeTaskRequest) rpc.VolumeTaskState {
 		for deadline := time.Now().Add(time.Minute); ; {
-			st, err := call[rpc.VolumeTaskState](t, volumeTask, req)
+			st, err := featuretest.Decode[rpc.VolumeTaskState](t, volumeTask, req)
 			if err != nil {
 				t.Fatalf("%s: %v", req.Kind, err)
 			}
@@ -56,7 +57,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 		t.Fatalf("after the stop the Container runs")
 	}
 	start := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "mirror", Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}
-	if _, err := call[rpc.VolumeTaskState](t, volumeTask, start); rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "expect" {
+	if _, err := featuretest.Decode[rpc.VolumeTaskState](t, volumeTask, start); rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "expect" {
 		t.Fatalf("start expecting a Mirror on the Writer: %v, want refused naming expect", err)
 	}
 	start.Expect = "writer"

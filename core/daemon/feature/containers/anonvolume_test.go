@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -29,7 +30,7 @@ func TestAnonymousVolume(t *testing.T) {
 	if vol == "" {
 		t.Fatalf("no anonymous volume at /cache: %+v", in.Mounts)
 	}
-	must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
+	featuretest.Must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
 	if _, err := to.Cli.VolumeInspect(context.Background(), vol); err == nil {
 		t.Fatalf("anonymous volume %s outlived its Container", vol)
 	}

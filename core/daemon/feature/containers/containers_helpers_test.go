@@ -3,7 +3,6 @@ package containers
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -67,44 +66,11 @@ func execIn(t *testing.T, cli *client.Client, id string, cmd ...string) (int, st
 	return ins.ExitCode, out.String()
 }
 
-// call runs a handler with req as its JSON payload and decodes the answer into T.
-func call[T any](t *testing.T, h rpc.Handler, req any) (T, error) {
-	t.Helper()
-	var out T
-	raw, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := h(ctx, raw)
-	if err != nil {
-		return out, err
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("decode %T: %v", out, err)
-	}
-	return out, nil
-}
-
-func must[T any](t *testing.T, h rpc.Handler, req any) T {
-	t.Helper()
-	out, err := call[T](t, h, req)
-	if err != nil {
-		t.Fatalf("%T: %v", req, err)
-	}
-	return out
-}
-
 // createStart creates and starts one Container, returning its ID.
 func (to *testOps) createStart(t *testing.T, service string, spec rpc.ContainerSpec) string {
 	t.Helper()
-	ob := must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name(service), Spec: spec})
-	must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
+	ob := featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name(service), Spec: spec})
+	featuretest.Must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
 	return ob.ID
 }
 

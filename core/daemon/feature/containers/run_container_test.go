@@ -16,6 +16,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -224,11 +225,11 @@ func TestRunContainerSignalAndListing(t *testing.T) {
 	s, res, done := openSleeping(t, c, to.runReq("run-s", "--exit-code", "0", "--sleep", "60s"))
 	defer done()
 
-	plain := must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
+	plain := featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
 	if len(plain.Containers) != 0 {
 		t.Errorf("list_containers without one_offs lists %+v", plain.Containers)
 	}
-	all := must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace, OneOffs: true})
+	all := featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace, OneOffs: true})
 	if len(all.Containers) != 1 {
 		t.Fatalf("list_containers with one_offs: %+v", all.Containers)
 	}
@@ -374,7 +375,7 @@ func TestRunContainerRefusals(t *testing.T) {
 	to := newTestOps(t)
 	c := serveRuns(t, to.Ops)
 	spec := to.runReq("x", "--exit-code", "0").Spec
-	if _, err := call[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Namespace + "-x", Spec: spec}); rpcDetail(err, "field") != "spec.kind" {
+	if _, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Namespace + "-x", Spec: spec}); rpcDetail(err, "field") != "spec.kind" {
 		t.Errorf("create_container of kind run: %v", err)
 	}
 	for field, change := range map[string]func(*rpc.RunContainerRequest){

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/launcher"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -181,17 +182,17 @@ func replaceLoop(t *testing.T, to *testOps, activated bool) (*connectLoop, time.
 	create := func() string {
 		n++
 		mark("create")
-		ob := must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: fmt.Sprintf("%s-%d", to.Name("web"), n), Spec: spec})
+		ob := featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: fmt.Sprintf("%s-%d", to.Name("web"), n), Spec: spec})
 		mark("start")
-		must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
+		featuretest.Must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
 		mark("started")
 		return ob.ID
 	}
 	retire := func(id string) {
 		mark("stop")
-		must[rpc.ContainerObservation](t, typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 2})
+		featuretest.Must[rpc.ContainerObservation](t, typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 2})
 		mark("remove")
-		must[rpc.ContainerRemoved](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id})
+		featuretest.Must[rpc.ContainerRemoved](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id})
 		mark("after remove")
 	}
 	old := create()
@@ -326,7 +327,7 @@ func TestSocketActivationHandoff(t *testing.T) {
 
 	// Removing the last Container keeps the port through the grace, then
 	// releases it.
-	must[rpc.ContainerRemoved](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
+	featuretest.Must[rpc.ContainerRemoved](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
 	if c, err := net.Dial("tcp", addr); err != nil {
 		t.Fatalf("port released at once after the last Container: %v", err)
 	} else {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 	"github.com/ployz/ployz/core/store/schema"
@@ -52,6 +53,59 @@ func Call(tb testing.TB, h rpc.Handler, req any) (any, error) {
 		tb.Fatal(err)
 	}
 	return h(context.Background(), raw)
+}
+
+// Decode sends req as its JSON to h within a minute, as the route would,
+// and decodes the answer into T through JSON, as a caller would.
+func Decode[T any](tb testing.TB, h rpc.Handler, req any) (T, error) {
+	tb.Helper()
+	var out T
+	raw, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := h(ctx, raw)
+	if err != nil {
+		return out, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		tb.Fatalf("decode %T: %v", out, err)
+	}
+	return out, nil
+}
+
+// Must is Decode failing the test on an error.
+func Must[T any](tb testing.TB, h rpc.Handler, req any) T {
+	tb.Helper()
+	out, err := Decode[T](tb, h, req)
+	if err != nil {
+		tb.Fatalf("%T: %v", req, err)
+	}
+	return out
+}
+
+// PutMachine writes Machine id's row with its name and phase.
+func PutMachine(tb testing.TB, st *sdkstore.Client, id, name string, phase machine.Phase) {
+	tb.Helper()
+	if _, err := st.Machines().Put(context.Background(), sdkstore.Row[sdkstore.MachineBody]{Key: id, Owner: id,
+		Body: sdkstore.MachineBody{Name: name, Phase: string(phase)}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// PutAck writes machineID's serving ack of svc's pointer.
+func PutAck(tb testing.TB, st *sdkstore.Client, machineID, svc, pointer string) {
+	tb.Helper()
+	if _, err := st.ServingAcks().Put(context.Background(), sdkstore.Row[sdkstore.ServingAckBody]{Key: machineID, Owner: machineID,
+		Body: sdkstore.ServingAckBody{Pointers: map[string]string{svc: pointer}, Loaded: time.Now().UnixMilli()}}); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // Typed is h as a route's untyped handler.

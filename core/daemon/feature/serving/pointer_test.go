@@ -25,22 +25,6 @@ func storeFeature(t testing.TB, self string) (*Feature, *store.Client) {
 	return h.feature(), st
 }
 
-func putMachine(t testing.TB, st *store.Client, id, name string, phase machine.Phase) {
-	t.Helper()
-	if _, err := st.Machines().Put(context.Background(), store.Row[store.MachineBody]{Key: id, Owner: id,
-		Body: store.MachineBody{Name: name, Phase: string(phase)}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func putAck(t *testing.T, st *store.Client, machineID, svc, pointer string) {
-	t.Helper()
-	if _, err := st.ServingAcks().Put(context.Background(), store.Row[store.ServingAckBody]{Key: machineID, Owner: machineID,
-		Body: store.ServingAckBody{Pointers: map[string]string{svc: pointer}, Loaded: time.Now().UnixMilli()}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestMoveServingPointerAndStatus moves a pointer through the handler:
 // each Container is named with the image and deployment its owner's row
 // reports (not what the caller claims), a Container without a row from
@@ -50,9 +34,9 @@ func putAck(t *testing.T, st *store.Client, machineID, svc, pointer string) {
 func TestMoveServingPointerAndStatus(t *testing.T) {
 	ctx := context.Background()
 	f, st := storeFeature(t, "m-self")
-	putMachine(t, st, "m-self", "self", machine.Participating)
-	putMachine(t, st, "m-two", "two", machine.Participating)
-	putMachine(t, st, "m-new", "new", machine.Joining) // not participating: owes no ack
+	featuretest.PutMachine(t, st, "m-self", "self", machine.Participating)
+	featuretest.PutMachine(t, st, "m-two", "two", machine.Participating)
+	featuretest.PutMachine(t, st, "m-new", "new", machine.Joining) // not participating: owes no ack
 	// Its own row says it does not accept ingress: no proxy runs there,
 	// so it owes no ack either.
 	if _, err := st.Machines().Put(ctx, store.Row[store.MachineBody]{Key: "m-worker", Owner: "m-worker",
@@ -87,8 +71,8 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 		t.Fatalf("pointer row %+v %v %v", row, ok, err)
 	}
 
-	putAck(t, st, "m-two", "hello-prod/web", moved.ID)
-	putAck(t, st, "m-self", "hello-prod/web", "an-older-pointer")
+	featuretest.PutAck(t, st, "m-two", "hello-prod/web", moved.ID)
+	featuretest.PutAck(t, st, "m-self", "hello-prod/web", "an-older-pointer")
 	sout, err := featuretest.Call(t, featuretest.Typed(f.servingStatus), rpc.ServingStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +100,7 @@ func TestMoveServingPointerAndStatus(t *testing.T) {
 	// wait_pointer answers once the last ack is in, not before.
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		putAck(t, st, "m-self", "hello-prod/web", moved.ID)
+		featuretest.PutAck(t, st, "m-self", "hello-prod/web", moved.ID)
 	}()
 	start = time.Now()
 	sout, err = featuretest.Call(t, featuretest.Typed(f.servingStatus), rpc.ServingStatusRequest{Services: []string{"hello-prod/web"}, WaitPointer: moved.ID, WaitSeconds: 20})
