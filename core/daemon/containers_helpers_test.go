@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"context"
-	"errors"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -58,30 +56,8 @@ func route(t *testing.T, routes []rpc.Route, command string) rpc.Handler {
 	return nil
 }
 
-func rpcCode(err error) string {
-	var e *rpc.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
-
-func rpcDetail(err error, key string) any {
-	var e *rpc.Error
-	if errors.As(err, &e) {
-		return e.Details[key]
-	}
-	return nil
-}
-
 // testLogger logs to stderr when PLOYZ_TEST_LOG is set (containerstest.Logger).
 func testLogger(t *testing.T) hclog.Logger { return containerstest.Logger(t) }
-
-// typed is a typed handler as the route table serves it: its request
-// decoded from JSON, its answer encoded, as rpc.Bind does.
-func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
-	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
-}
 
 // featureRoute is the handler of command as d's features serve it.
 func featureRoute(t testing.TB, d *Daemon, command string) rpc.Handler {

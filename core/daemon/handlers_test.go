@@ -88,8 +88,8 @@ func wantField(t *testing.T, err error, field string) {
 	if err == nil {
 		t.Fatalf("accepted; want a refusal naming %q", field)
 	}
-	if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != field {
-		t.Fatalf("refusal %v (code %q, field %v); want invalid_argument naming %q", err, rpcCode(err), rpcDetail(err, "field"), field)
+	if featuretest.Code(err) != rpc.CodeInvalidArgument || featuretest.Detail(err, "field") != field {
+		t.Fatalf("refusal %v (code %q, field %v); want invalid_argument naming %q", err, featuretest.Code(err), featuretest.Detail(err, "field"), field)
 	}
 }
 
@@ -143,14 +143,14 @@ func TestPublishMachine(t *testing.T) {
 	} {
 		req := good
 		mutate(&req)
-		_, err := hcall(t, typed(d.publishMachine), req)
+		_, err := hcall(t, featuretest.Typed(d.publishMachine), req)
 		wantField(t, err, field)
 	}
 	if rows, _ := st.Machines().List(ctx); len(rows) != 0 {
 		t.Fatalf("a refused request wrote %d machines rows", len(rows))
 	}
 
-	res, err := hcall(t, typed(d.publishMachine), good)
+	res, err := hcall(t, featuretest.Typed(d.publishMachine), good)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestPublishMachine(t *testing.T) {
 	}
 	other := good
 	other.ID, other.Name = "joiner2", "m3"
-	if _, err := hcall(t, typed(d.publishMachine), other); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := hcall(t, featuretest.Typed(d.publishMachine), other); featuretest.Code(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("no secret: %v", err)
 	}
 	if _, ok, _ := st.Machines().Get(ctx, "joiner2"); ok {
@@ -193,7 +193,7 @@ func TestPublishMachine(t *testing.T) {
 	}
 	// A Machine with no store refuses before writing anything.
 	d.active = nil
-	if _, err := hcall(t, typed(d.publishMachine), good); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := hcall(t, featuretest.Typed(d.publishMachine), good); featuretest.Code(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("no store: %v", err)
 	}
 }
@@ -212,9 +212,9 @@ func TestForgetMachine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := hcall(t, typed(d.forgetMachine), rpc.ForgetMachineRequest{})
+	_, err := hcall(t, featuretest.Typed(d.forgetMachine), rpc.ForgetMachineRequest{})
 	wantField(t, err, "id")
-	if _, err := hcall(t, typed(d.forgetMachine), rpc.ForgetMachineRequest{ID: "gone"}); err != nil {
+	if _, err := hcall(t, featuretest.Typed(d.forgetMachine), rpc.ForgetMachineRequest{ID: "gone"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"gone", "kept"} {
@@ -241,20 +241,20 @@ func TestUpdateMachine(t *testing.T) {
 	d, st, _ := machineDaemon(t, "m1")
 	ctx := context.Background()
 	empty := ""
-	_, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{Name: &empty})
+	_, err := hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{Name: &empty})
 	wantField(t, err, "name")
-	_, err = hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{"": "x"}})
+	_, err = hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{"": "x"}})
 	wantField(t, err, "labels_add")
 	if _, ok, _ := st.Machines().Get(ctx, "m1"); ok {
 		t.Fatal("a refused update published the row")
 	}
 
 	name := "renamed"
-	res, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{Name: &name, LabelsAdd: map[string]string{"zone": "b", "gpu": "1"}})
+	res, err := hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{Name: &name, LabelsAdd: map[string]string{"zone": "b", "gpu": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsRemove: []string{"gpu"}}); err != nil {
+	if _, err := hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsRemove: []string{"gpu"}}); err != nil {
 		t.Fatal(err)
 	}
 	in := res.(rpc.Inspection)
@@ -294,7 +294,7 @@ func TestListMachinesAndPeers(t *testing.T) {
 		Name: "two", ManagementIP: meshaddr.ManagementIP(key).String(), RPCKey: "ed25519:k2", Phase: "participating", StoreSite: "site-2"}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := hcall(t, typed(d.listMachines), nil)
+	res, err := hcall(t, featuretest.Typed(d.listMachines), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestListMachinesAndPeers(t *testing.T) {
 	if err != nil || len(peers) != 1 || peers[0].ID != "m1" {
 		t.Fatalf("peers without a store: %+v %v", peers, err)
 	}
-	if _, err := hcall(t, typed(d.listMachines), nil); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := hcall(t, featuretest.Typed(d.listMachines), nil); featuretest.Code(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("list without a store: %v", err)
 	}
 }
@@ -336,18 +336,18 @@ func TestListMachinesAndPeers(t *testing.T) {
 // naming the field, before anything is saved.
 func TestEnrollmentRefusals(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
-	_, err := hcall(t, typed(d.initialize), rpc.InitializeRequest{Name: "m1", Network: "10.210.0.0/16", Subnet: "10.210.1.0/24"})
-	if rpcCode(err) != rpc.CodeConflict || rpcDetail(err, "phase") != machine.Participating {
+	_, err := hcall(t, featuretest.Typed(d.initialize), rpc.InitializeRequest{Name: "m1", Network: "10.210.0.0/16", Subnet: "10.210.1.0/24"})
+	if featuretest.Code(err) != rpc.CodeConflict || featuretest.Detail(err, "phase") != machine.Participating {
 		t.Fatalf("initialize a participating Machine: %v", err)
 	}
 	join := rpc.JoinRequest{Name: "m1", Network: "10.210.0.0/16", Subnet: "10.210.3.0/24",
 		Peers: []machine.Peer{{ID: "m0", PublicKey: newKey(t).String(), Subnet: netip.MustParsePrefix("10.210.1.0/24")}}}
-	if _, err := hcall(t, typed(d.join), join); rpcCode(err) != rpc.CodeConflict {
+	if _, err := hcall(t, featuretest.Typed(d.join), join); featuretest.Code(err) != rpc.CodeConflict {
 		t.Fatalf("join a participating Machine: %v", err)
 	}
 
 	d.rec = machine.Record{ID: "m1", Phase: machine.Uninitialized}
-	_, err = hcall(t, typed(d.initialize), rpc.InitializeRequest{Network: "10.210.0.0/16", Subnet: "10.210.1.0/24"})
+	_, err = hcall(t, featuretest.Typed(d.initialize), rpc.InitializeRequest{Network: "10.210.0.0/16", Subnet: "10.210.1.0/24"})
 	wantField(t, err, "name")
 	secret, _ := sdkstore.NewClusterSecret()
 	for field, mutate := range map[string]func(*rpc.JoinRequest){
@@ -360,7 +360,7 @@ func TestEnrollmentRefusals(t *testing.T) {
 		req := join
 		req.ClusterSecret = secret.Hex()
 		mutate(&req)
-		_, err := hcall(t, typed(d.join), req)
+		_, err := hcall(t, featuretest.Typed(d.join), req)
 		wantField(t, err, field)
 	}
 	if _, err := os.Stat(d.recordPath()); !errors.Is(err, os.ErrNotExist) || d.record().Phase != machine.Uninitialized {
@@ -396,7 +396,7 @@ func TestJoinResumesUntilCaughtUp(t *testing.T) {
 	// The same join again, while the store is behind: it waits its
 	// wait_seconds and answers still joining.
 	req := rpc.JoinRequest{Name: "m1", Network: "10.210.0.0/16", Subnet: "10.210.1.0/24", WaitSeconds: 1}
-	res, err := hcall(t, typed(d.join), req)
+	res, err := hcall(t, featuretest.Typed(d.join), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestJoinResumesUntilCaughtUp(t *testing.T) {
 	featuretest.PutMachine(t, st, "x1", "x1", machine.Participating)
 	featuretest.PutMachine(t, st, "x2", "x2", machine.Participating)
 	req.WaitSeconds = 10
-	res, err = hcall(t, typed(d.join), req)
+	res, err = hcall(t, featuretest.Typed(d.join), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestResetFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.active = nil // no mesh or listener to stop in this test
-	res, err := hcall(t, typed(d.reset), nil)
+	res, err := hcall(t, featuretest.Typed(d.reset), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,9 +525,9 @@ func testInputChain(t *testing.T, prefix string) string {
 // gives the default back).
 func TestObserveBudgetLabel(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
-	_, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{observe.BudgetLabel: "lots"}})
+	_, err := hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{observe.BudgetLabel: "lots"}})
 	wantField(t, err, "labels_add."+observe.BudgetLabel)
-	if _, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{observe.BudgetLabel: "8MiB"}}); err != nil {
+	if _, err := hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{observe.BudgetLabel: "8MiB"}}); err != nil {
 		t.Fatal(err)
 	}
 	spec := func() observe.Spec {
@@ -544,7 +544,7 @@ func TestObserveBudgetLabel(t *testing.T) {
 	if s := spec(); s.Budget.MaxBytes != 8<<20 || s.MachineID != d.record().ID {
 		t.Fatalf("logstore spec %+v", s)
 	}
-	if _, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsRemove: []string{observe.BudgetLabel}}); err != nil {
+	if _, err := hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsRemove: []string{observe.BudgetLabel}}); err != nil {
 		t.Fatal(err)
 	}
 	if s := spec(); s.Budget.MaxBytes != observe.DefaultMaxBytes {

@@ -249,7 +249,7 @@ func BenchmarkDeployOperatorState(b *testing.B) {
 // app0-production on this Machine, so no Docker is asked.
 func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc = rpc.NewServer(rpc.Options{Local: d.local, Peers: d.peers})
-	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: typed(d.listMachines)})
+	d.rpc.Handle(rpc.Route{Command: rpc.CmdListMachines, Capability: rpc.CapListMachines, Handler: featuretest.Typed(d.listMachines)})
 	d.featureRoutes()
 	var web []rpc.ContainerObservation
 	for _, id := range []string{"c1", "c2", "c3"} {

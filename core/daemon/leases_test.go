@@ -65,7 +65,7 @@ func TestLeaseOfDepartedEntry(t *testing.T) {
 	if _, err := store.Leases(st).Put(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hcall(t, typed(d.forgetMachine), rpc.ForgetMachineRequest{ID: "m-gone"}); err != nil {
+	if _, err := hcall(t, featuretest.Typed(d.forgetMachine), rpc.ForgetMachineRequest{ID: "m-gone"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := st.Machines().Get(ctx, "m-gone"); ok {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/ployz/ployz/core/daemon/feature/featuretest"
-	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 	"net"
 	"net/netip"
 	"os"
@@ -15,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
+	servingfeature "github.com/ployz/ployz/core/daemon/feature/serving"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
@@ -360,7 +361,7 @@ func TestIngressFollowsAcceptance(t *testing.T) {
 		t.Fatalf("the ingress spec was derived %d times on a Machine without ingress", n)
 	}
 
-	if _, err := hcall(t, typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{rpc.MachineLabelAccepts: "services,ingress"}}); err != nil {
+	if _, err := hcall(t, featuretest.Typed(d.updateMachine), rpc.UpdateMachineRequest{LabelsAdd: map[string]string{rpc.MachineLabelAccepts: "services,ingress"}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(servingfeature.RetryEvery / 2)

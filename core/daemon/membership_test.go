@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store/schema"
@@ -59,7 +60,7 @@ func TestMembership(t *testing.T) {
 	var m rpc.Member
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		res, err := hcall(t, typed(d.membership), nil)
+		res, err := hcall(t, featuretest.Typed(d.membership), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func TestMembership(t *testing.T) {
 	if m.MachineID != "m2" || m.MachineName != "two" || m.Addr != peer.GossipAddr() {
 		t.Fatalf("member %+v, want Machine m2 at %s", m, peer.GossipAddr())
 	}
-	res, err := hcall(t, typed(d.listMachines), nil)
+	res, err := hcall(t, featuretest.Typed(d.listMachines), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

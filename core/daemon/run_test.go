@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/machine"
 	"github.com/ployz/ployz/core/rpc"
 )
@@ -118,7 +119,7 @@ func TestRunServesAnUninitializedMachine(t *testing.T) {
 	}
 	for _, cmd := range []string{rpc.CmdListMachines, rpc.CmdMembership} {
 		err := c.Call(ctx, rpc.Target{}, cmd, nil, nil)
-		if rpcCode(err) != rpc.CodeFailedPrecond || !strings.Contains(err.Error(), "uninitialized") {
+		if featuretest.Code(err) != rpc.CodeFailedPrecond || !strings.Contains(err.Error(), "uninitialized") {
 			t.Errorf("%s on an uninitialized Machine: %v", cmd, err)
 		}
 	}
@@ -237,11 +238,11 @@ func TestExecOverTheSocket(t *testing.T) {
 		t.Fatalf("crash: stdout %q stderr %q code %d err %v", out, errOut, code, err)
 	}
 	_, _, _, err = run(rpc.ExecRequest{ID: id}, nil)
-	if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != "cmd" {
+	if featuretest.Code(err) != rpc.CodeInvalidArgument || featuretest.Detail(err, "field") != "cmd" {
 		t.Fatalf("empty cmd: %v", err)
 	}
 	_, _, _, err = run(rpc.ExecRequest{ID: "no-such-container-" + to.Namespace, Cmd: []string{"/testapp"}}, nil)
-	if rpcCode(err) != rpc.CodeNotFound {
-		t.Fatalf("unknown container: %v (code %q)", err, rpcCode(err))
+	if featuretest.Code(err) != rpc.CodeNotFound {
+		t.Fatalf("unknown container: %v (code %q)", err, featuretest.Code(err))
 	}
 }

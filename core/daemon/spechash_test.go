@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 	"github.com/ployz/ployz/core/store"
 )
@@ -21,7 +22,7 @@ func TestSaltSpecHashes(t *testing.T) {
 	d, _, _ := machineDaemon(t, "m1")
 	ctx := context.Background()
 	dg := strings.Repeat("0a", 32)
-	out, err := typed(d.saltSpecHashes)(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`))
+	out, err := featuretest.Typed(d.saltSpecHashes)(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +49,15 @@ func TestSaltSpecHashes(t *testing.T) {
 		`{"digests":["` + dg[:62] + `"]}`:             "digests[0]",
 		`{"digests":"` + dg + `"}`:                    "digests",
 	} {
-		_, err := typed(d.saltSpecHashes)(ctx, json.RawMessage(payload))
-		if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != field {
+		_, err := featuretest.Typed(d.saltSpecHashes)(ctx, json.RawMessage(payload))
+		if featuretest.Code(err) != rpc.CodeInvalidArgument || featuretest.Detail(err, "field") != field {
 			t.Fatalf("%s: %v, want invalid_argument naming %q", payload, err, field)
 		}
 	}
 	if err := os.Remove(store.ClusterSecretPath(d.cfg.DataDir)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := typed(d.saltSpecHashes)(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`)); rpcCode(err) != rpc.CodeFailedPrecond {
+	if _, err := featuretest.Typed(d.saltSpecHashes)(ctx, json.RawMessage(`{"digests":["`+dg+`"]}`)); featuretest.Code(err) != rpc.CodeFailedPrecond {
 		t.Fatalf("without a secret: %v, want failed_precondition", err)
 	}
 }

@@ -57,7 +57,7 @@ func TestVolumeTaskDocker(t *testing.T) {
 		t.Fatalf("after the stop the Container runs")
 	}
 	start := rpc.VolumeTaskRequest{Volume: "db", Gen: 1, Expect: "mirror", Kind: rpc.TaskStart, Start: &rpc.ContainerRef{ID: id}}
-	if _, err := featuretest.Decode[rpc.VolumeTaskState](t, volumeTask, start); rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "field") != "expect" {
+	if _, err := featuretest.Decode[rpc.VolumeTaskState](t, volumeTask, start); featuretest.Code(err) != rpc.CodeFailedPrecond || featuretest.Detail(err, "field") != "expect" {
 		t.Fatalf("start expecting a Mirror on the Writer: %v, want refused naming expect", err)
 	}
 	start.Expect = "writer"

@@ -30,7 +30,7 @@ func TestAnonymousVolume(t *testing.T) {
 	if vol == "" {
 		t.Fatalf("no anonymous volume at /cache: %+v", in.Mounts)
 	}
-	featuretest.Must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
+	featuretest.Must[map[string]string](t, featuretest.Typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
 	if _, err := to.Cli.VolumeInspect(context.Background(), vol); err == nil {
 		t.Fatalf("anonymous volume %s outlived its Container", vol)
 	}

@@ -3,7 +3,6 @@ package containers
 import (
 	"bytes"
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,35 +68,13 @@ func execIn(t *testing.T, cli *client.Client, id string, cmd ...string) (int, st
 // createStart creates and starts one Container, returning its ID.
 func (to *testOps) createStart(t *testing.T, service string, spec rpc.ContainerSpec) string {
 	t.Helper()
-	ob := featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name(service), Spec: spec})
-	featuretest.Must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
+	ob := featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name(service), Spec: spec})
+	featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
 	return ob.ID
-}
-
-func rpcCode(err error) string {
-	var e *rpc.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
-
-func rpcDetail(err error, key string) any {
-	var e *rpc.Error
-	if errors.As(err, &e) {
-		return e.Details[key]
-	}
-	return nil
 }
 
 // testLogger logs to stderr when PLOYZ_TEST_LOG is set (containerstest.Logger).
 func testLogger(t *testing.T) hclog.Logger { return containerstest.Logger(t) }
-
-// typed is a typed handler as the route table serves it: its request
-// decoded from JSON, its answer encoded, as rpc.Bind does.
-func typed[Req, Resp any](h func(context.Context, Req) (Resp, error)) rpc.Handler {
-	return rpc.Method[Req, Resp]{Name: "test"}.Handler(h)
-}
 
 // testRows is the daemon's side of the observe loop over a real store
 // node: this Machine's ID, rows written plain, resetting at will.

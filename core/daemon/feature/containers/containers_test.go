@@ -27,11 +27,11 @@ func TestContainerLifecycleReadinessNone(t *testing.T) {
 	spec.Labels = map[string]string{"team": "a"}
 	id := to.createStart(t, "web", spec)
 
-	res := featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	res := featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready: %+v", res)
 	}
-	list := featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
+	list := featuretest.Must[rpc.ContainerList](t, featuretest.Typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
 	if len(list.Containers) != 1 {
 		t.Fatalf("list: %d containers, want 1", len(list.Containers))
 	}
@@ -44,7 +44,7 @@ func TestContainerLifecycleReadinessNone(t *testing.T) {
 		t.Fatalf("spec label: %+v (env values must be redacted)", ob.Spec)
 	}
 	// export_container gives the values back, for a move to recreate it.
-	ex := featuretest.Must[rpc.ContainerExport](t, typed(to.exportContainer), rpc.ContainerRef{ID: id})
+	ex := featuretest.Must[rpc.ContainerExport](t, featuretest.Typed(to.exportContainer), rpc.ContainerRef{ID: id})
 	if ex.ID != id || ex.Spec.Env["MESSAGE"] != "secret-value" || len(ex.Spec.Env) != 1 || ex.Spec.Labels["team"] != "a" || ex.Spec.SpecHash != "hash1" {
 		t.Fatalf("export: %+v", ex)
 	}
@@ -64,16 +64,16 @@ func TestContainerLifecycleReadinessNone(t *testing.T) {
 		t.Fatalf("row: %+v", body)
 	}
 
-	st := featuretest.Must[rpc.ContainerObservation](t, typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	st := featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
 	if st.State != "exited" || st.Ready {
 		t.Fatalf("after stop: %+v", st)
 	}
-	featuretest.Must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
-	list = featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
+	featuretest.Must[map[string]string](t, featuretest.Typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
+	list = featuretest.Must[rpc.ContainerList](t, featuretest.Typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
 	if len(list.Containers) != 0 {
 		t.Fatalf("after remove: %+v", list.Containers)
 	}
-	if _, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: id}); rpcCode(err) != rpc.CodeNotFound {
+	if _, err := featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.startContainer), rpc.ContainerRef{ID: id}); featuretest.Code(err) != rpc.CodeNotFound {
 		t.Fatalf("start of a removed container: %v, want not_found", err)
 	}
 }
@@ -85,14 +85,14 @@ func TestReadinessHealthcheck(t *testing.T) {
 	spec.Healthcheck = &rpc.Healthcheck{Test: []string{"CMD", "/testapp", "healthcheck"}, IntervalMS: 300, TimeoutMS: 2000, Retries: 20}
 	start := time.Now()
 	id := to.createStart(t, "hc", spec)
-	res := featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 20})
+	res := featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 20})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready: %+v", res)
 	}
 	if el := time.Since(start); el < 2*time.Second {
 		t.Fatalf("ready after %s, before READY_DELAY", el)
 	}
-	ob := featuretest.Must[rpc.ContainerObservation](t, typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	ob := featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
 	if ob.Ready {
 		t.Fatal("a stopped Container is ready")
 	}
@@ -123,11 +123,11 @@ func TestReadinessNotify(t *testing.T) {
 	}
 
 	// Not ready before its delay.
-	res := featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 1})
+	res := featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 1})
 	if res.Outcome != outcomeTimeout {
 		t.Fatalf("wait_ready before READY_DELAY: %+v, want timeout", res)
 	}
-	res = featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
+	res = featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready: %+v", res)
 	}
@@ -141,18 +141,18 @@ func TestReadinessNotify(t *testing.T) {
 	}
 
 	// Stop withdraws readiness; the next run must notify again.
-	featuretest.Must[rpc.ContainerObservation](t, typed(again.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
-	featuretest.Must[rpc.ContainerObservation](t, typed(again.startContainer), rpc.ContainerRef{ID: id})
+	featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(again.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 1})
+	featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(again.startContainer), rpc.ContainerRef{ID: id})
 	if ob, _ := again.observeID(context.Background(), id); ob.Ready {
 		t.Fatal("ready at once after a restart, before the new run notified")
 	}
-	res = featuretest.Must[rpc.WaitReadyResult](t, typed(again.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
+	res = featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(again.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 15})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready after restart: %+v", res)
 	}
 
 	// Remove closes the socket and removes its directory.
-	featuretest.Must[map[string]string](t, typed(again.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
+	featuretest.Must[map[string]string](t, featuretest.Typed(again.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("notify dir %s after remove: %v", dir, err)
 	}
@@ -216,7 +216,7 @@ func TestReadinessNotifySenders(t *testing.T) {
 	if code, out := execIn(t, to.Cli, id, "/testapp", "notify"); code != 0 {
 		t.Fatalf("testapp notify in the Container: exit %d: %s", code, out)
 	}
-	res := featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 5})
+	res := featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 5})
 	if res.Outcome != outcomeReady {
 		t.Fatalf("wait_ready after READY=1 from inside: %+v", res)
 	}
@@ -252,11 +252,11 @@ func TestWaitReadyCrash(t *testing.T) {
 // crash must show on the next call, with its exit code and output.
 func waitReadyPastSettle(t *testing.T, to *testOps, id string) rpc.WaitReadyResult {
 	t.Helper()
-	res := featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	res := featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	if res.Outcome == outcomeReady {
 		t.Logf("ran past the %s settle before it crashed (a loaded host); asking again", noneSettle)
 		time.Sleep(2 * time.Second)
-		res = featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+		res = featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	}
 	return res
 }
@@ -267,7 +267,7 @@ func TestWaitReadyHook(t *testing.T) {
 	spec := to.Spec("hook", map[string]string{"EXIT_AFTER": "1500ms", "EXIT_CODE": "0"})
 	spec.Kind = "hook"
 	id := to.createStart(t, "hook", spec)
-	res := featuretest.Must[rpc.WaitReadyResult](t, typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
+	res := featuretest.Must[rpc.WaitReadyResult](t, featuretest.Typed(to.waitReady), rpc.WaitReadyRequest{ID: id, TimeoutSeconds: 10})
 	if res.Outcome != outcomeExited || res.ExitCode != 0 {
 		t.Fatalf("hook: %+v, want exited 0", res)
 	}
@@ -287,39 +287,39 @@ func TestAdmissionRefusals(t *testing.T) {
 	}
 	s := withVol(to.Spec("a", nil))
 	s.Constraints = []rpc.Constraint{{Label: "zone", Op: "==", Value: "b"}}
-	_, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("a"), Spec: s})
-	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "constraint") != "zone==b" {
+	_, err := featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("a"), Spec: s})
+	if featuretest.Code(err) != rpc.CodeFailedPrecond || featuretest.Detail(err, "constraint") != "zone==b" {
 		t.Fatalf("constraint: %v", err)
 	}
 	s = withVol(to.Spec("b", nil))
 	s.Image = "ployz-no-such-image:" + to.Namespace
-	_, err = featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("b"), Spec: s})
-	if rpcCode(err) != rpc.CodeNotFound || rpcDetail(err, "image") != s.Image {
+	_, err = featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("b"), Spec: s})
+	if featuretest.Code(err) != rpc.CodeNotFound || featuretest.Detail(err, "image") != s.Image {
 		t.Fatalf("missing image: %v", err)
 	}
 	s = withVol(to.Spec("r", nil))
 	s.Roles = []string{"db"}
 	to.facts.Labels = map[string]string{rpc.MachineLabelRolePrefix + "ssd": "true"}
-	_, err = featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("r"), Spec: s})
-	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "role") != "db" {
+	_, err = featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("r"), Spec: s})
+	if featuretest.Code(err) != rpc.CodeFailedPrecond || featuretest.Detail(err, "role") != "db" {
 		t.Fatalf("role: %v", err)
 	}
 	to.facts.Labels = map[string]string{rpc.MachineLabelAccepts: "ingress,builds"}
-	_, err = featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("i"), Spec: withVol(to.Spec("i", nil))})
-	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "accepts") != "ingress,builds" {
+	_, err = featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("i"), Spec: withVol(to.Spec("i", nil))})
+	if featuretest.Code(err) != rpc.CodeFailedPrecond || featuretest.Detail(err, "accepts") != "ingress,builds" {
 		t.Fatalf("accepts: %v", err)
 	}
 	to.facts.Labels = map[string]string{"zone": "a", rpc.MachineLabelDrained: "2026-12-01T00:00:00Z"}
-	_, err = featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("d"), Spec: withVol(to.Spec("d", nil))})
-	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "drained") != "2026-12-01T00:00:00Z" {
+	_, err = featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("d"), Spec: withVol(to.Spec("d", nil))})
+	if featuretest.Code(err) != rpc.CodeFailedPrecond || featuretest.Detail(err, "drained") != "2026-12-01T00:00:00Z" {
 		t.Fatalf("drained: %v", err)
 	}
 	to.facts.Phase = machine.Joining
-	_, err = featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("c"), Spec: withVol(to.Spec("c", nil))})
-	if rpcCode(err) != rpc.CodeFailedPrecond || rpcDetail(err, "phase") != "joining" {
+	_, err = featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("c"), Spec: withVol(to.Spec("c", nil))})
+	if featuretest.Code(err) != rpc.CodeFailedPrecond || featuretest.Detail(err, "phase") != "joining" {
 		t.Fatalf("phase: %v", err)
 	}
-	list := featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
+	list := featuretest.Must[rpc.ContainerList](t, featuretest.Typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
 	if len(list.Containers) != 0 || slices.Contains(list.Volumes, vol) {
 		t.Fatalf("a refusal created something: %+v volumes %v", list.Containers, list.Volumes)
 	}
@@ -373,15 +373,15 @@ func TestCreateRefusesBadFields(t *testing.T) {
 	for _, c := range cases {
 		req := rpc.CreateContainerRequest{Name: to.Name("bad"), Spec: to.Spec("bad", nil)}
 		c.edit(&req)
-		_, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), req)
-		if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != c.field {
-			t.Errorf("%s: got %v (field %v)", c.field, err, rpcDetail(err, "field"))
+		_, err := featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), req)
+		if featuretest.Code(err) != rpc.CodeInvalidArgument || featuretest.Detail(err, "field") != c.field {
+			t.Errorf("%s: got %v (field %v)", c.field, err, featuretest.Detail(err, "field"))
 		}
 	}
-	if _, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), json.RawMessage(`{"spec":{"ports":"x"}}`)); rpcCode(err) != rpc.CodeInvalidArgument {
+	if _, err := featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), json.RawMessage(`{"spec":{"ports":"x"}}`)); featuretest.Code(err) != rpc.CodeInvalidArgument {
 		t.Errorf("malformed payload: %v", err)
 	}
-	list := featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
+	list := featuretest.Must[rpc.ContainerList](t, featuretest.Typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
 	if len(list.Containers) != 0 {
 		t.Fatalf("a refused spec created %d containers", len(list.Containers))
 	}

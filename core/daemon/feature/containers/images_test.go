@@ -25,7 +25,7 @@ func TestCreateMountsShippedFiles(t *testing.T) {
 	}
 	req := rpc.CreateContainerRequest{Name: to.Name("proxy"), Spec: spec,
 		Files: map[string][]byte{digestOf(conf): conf, digestOf(secret): secret}}
-	ob := featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), req)
+	ob := featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), req)
 	in, err := to.Cli.ContainerInspect(context.Background(), ob.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -54,15 +54,15 @@ func TestCreateMountsShippedFiles(t *testing.T) {
 	// A second Container of the same spec needs no content: the Machine
 	// keeps it by digest.
 	req.Name, req.Files = to.Name("proxy2"), nil
-	featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), req)
+	featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), req)
 	// Content that does not match its digest is refused, naming the field.
 	bad := rpc.CreateContainerRequest{Name: to.Name("bad"), Spec: to.Spec("bad", nil), Files: map[string][]byte{digestOf(conf): []byte("other")}}
-	if _, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), bad); rpcDetail(err, "field") != "files" {
+	if _, err := featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), bad); featuretest.Detail(err, "field") != "files" {
 		t.Fatalf("mismatched content: %v", err)
 	}
 	missing := rpc.CreateContainerRequest{Name: to.Name("miss"), Spec: to.Spec("miss", nil)}
 	missing.Spec.Files = []rpc.FileSpec{{Target: "/x", Digest: digestOf([]byte("never sent")), Kind: "file"}}
-	if _, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), missing); rpcDetail(err, "field") != "spec.files[0]" {
+	if _, err := featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), missing); featuretest.Detail(err, "field") != "spec.files[0]" {
 		t.Fatalf("missing content: %v", err)
 	}
 }
@@ -81,7 +81,7 @@ func TestRemovedContainerFreesShippedFiles(t *testing.T) {
 			spec.Files = append(spec.Files, rpc.FileSpec{Target: fmt.Sprintf("/f%d", i), Digest: digestOf(b), Kind: "file", Source: "config:c"})
 			content[digestOf(b)] = b
 		}
-		return featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name(name), Spec: spec, Files: content})
+		return featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name(name), Spec: spec, Files: content})
 	}
 	held := func() int {
 		entries, err := os.ReadDir(to.filesDir)
@@ -95,14 +95,14 @@ func TestRemovedContainerFreesShippedFiles(t *testing.T) {
 	if n := held(); n != 2 {
 		t.Fatalf("%d shipped files, want 2", n)
 	}
-	featuretest.Must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: a.ID, Force: true})
+	featuretest.Must[map[string]string](t, featuretest.Typed(to.removeContainer), rpc.RemoveContainerRequest{ID: a.ID, Force: true})
 	if n := held(); n != 1 {
 		t.Fatalf("after removing a: %d shipped files, want the shared one", n)
 	}
 	if _, err := os.Stat(filepath.Join(to.filesDir, fmt.Sprintf("file-%s-444", strings.TrimPrefix(digestOf(shared), "sha256:")))); err != nil {
 		t.Fatalf("the shared file b mounts is gone: %v", err)
 	}
-	featuretest.Must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: b.ID, Force: true})
+	featuretest.Must[map[string]string](t, featuretest.Typed(to.removeContainer), rpc.RemoveContainerRequest{ID: b.ID, Force: true})
 	if n := held(); n != 0 {
 		t.Fatalf("after removing b: %d shipped files, want none", n)
 	}
@@ -134,16 +134,16 @@ func TestExportShipsFilesBack(t *testing.T) {
 		{Target: "/run/secrets/pw", Digest: digestOf(secret), Kind: "file", Mode: 0o400, Source: "secret:pw"},
 	}
 	content := map[string][]byte{digestOf(dir): dir, digestOf(secret): secret}
-	ob := featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("exp"), Spec: spec, Files: content})
-	plain := featuretest.Must[rpc.ContainerExport](t, typed(to.exportContainer), rpc.ExportContainerRequest{ID: ob.ID})
+	ob := featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Name("exp"), Spec: spec, Files: content})
+	plain := featuretest.Must[rpc.ContainerExport](t, featuretest.Typed(to.exportContainer), rpc.ExportContainerRequest{ID: ob.ID})
 	if plain.Files != nil {
 		t.Fatalf("export without with_files carries %d files", len(plain.Files))
 	}
-	ex := featuretest.Must[rpc.ContainerExport](t, typed(to.exportContainer), rpc.ExportContainerRequest{ID: ob.ID, WithFiles: true})
+	ex := featuretest.Must[rpc.ContainerExport](t, featuretest.Typed(to.exportContainer), rpc.ExportContainerRequest{ID: ob.ID, WithFiles: true})
 	if len(ex.Files) != 2 || string(ex.Files[digestOf(secret)]) != "hunter2" || !bytes.Equal(ex.Files[digestOf(dir)], dir) {
 		t.Fatalf("exported files: %d, want the secret and the directory's archive", len(ex.Files))
 	}
-	featuretest.Must[map[string]string](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: ob.ID, Force: true})
+	featuretest.Must[map[string]string](t, featuretest.Typed(to.removeContainer), rpc.RemoveContainerRequest{ID: ob.ID, Force: true})
 	if entries, _ := os.ReadDir(to.filesDir); len(entries) != 0 {
 		t.Fatalf("after the remove %d entries are left in the files directory", len(entries))
 	}

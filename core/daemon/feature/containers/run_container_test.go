@@ -225,11 +225,11 @@ func TestRunContainerSignalAndListing(t *testing.T) {
 	s, res, done := openSleeping(t, c, to.runReq("run-s", "--exit-code", "0", "--sleep", "60s"))
 	defer done()
 
-	plain := featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
+	plain := featuretest.Must[rpc.ContainerList](t, featuretest.Typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace})
 	if len(plain.Containers) != 0 {
 		t.Errorf("list_containers without one_offs lists %+v", plain.Containers)
 	}
-	all := featuretest.Must[rpc.ContainerList](t, typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace, OneOffs: true})
+	all := featuretest.Must[rpc.ContainerList](t, featuretest.Typed(to.listContainers), rpc.ListContainersRequest{Namespace: to.Namespace, OneOffs: true})
 	if len(all.Containers) != 1 {
 		t.Fatalf("list_containers with one_offs: %+v", all.Containers)
 	}
@@ -375,7 +375,7 @@ func TestRunContainerRefusals(t *testing.T) {
 	to := newTestOps(t)
 	c := serveRuns(t, to.Ops)
 	spec := to.runReq("x", "--exit-code", "0").Spec
-	if _, err := featuretest.Decode[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Namespace + "-x", Spec: spec}); rpcDetail(err, "field") != "spec.kind" {
+	if _, err := featuretest.Decode[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: to.Namespace + "-x", Spec: spec}); featuretest.Detail(err, "field") != "spec.kind" {
 		t.Errorf("create_container of kind run: %v", err)
 	}
 	for field, change := range map[string]func(*rpc.RunContainerRequest){
@@ -399,7 +399,7 @@ func TestRunContainerRefusals(t *testing.T) {
 		s, done := openRun(t, c, req)
 		_, err := readRun(s, nil)
 		done()
-		if rpcDetail(err, "field") != field {
+		if featuretest.Detail(err, "field") != field {
 			t.Errorf("%s: %v", field, err)
 		}
 	}

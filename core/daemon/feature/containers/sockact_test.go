@@ -182,17 +182,17 @@ func replaceLoop(t *testing.T, to *testOps, activated bool) (*connectLoop, time.
 	create := func() string {
 		n++
 		mark("create")
-		ob := featuretest.Must[rpc.ContainerObservation](t, typed(to.createContainer), rpc.CreateContainerRequest{Name: fmt.Sprintf("%s-%d", to.Name("web"), n), Spec: spec})
+		ob := featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.createContainer), rpc.CreateContainerRequest{Name: fmt.Sprintf("%s-%d", to.Name("web"), n), Spec: spec})
 		mark("start")
-		featuretest.Must[rpc.ContainerObservation](t, typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
+		featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.startContainer), rpc.ContainerRef{ID: ob.ID})
 		mark("started")
 		return ob.ID
 	}
 	retire := func(id string) {
 		mark("stop")
-		featuretest.Must[rpc.ContainerObservation](t, typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 2})
+		featuretest.Must[rpc.ContainerObservation](t, featuretest.Typed(to.stopContainer), rpc.StopContainerRequest{ID: id, GracePeriodSeconds: 2})
 		mark("remove")
-		featuretest.Must[rpc.ContainerRemoved](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id})
+		featuretest.Must[rpc.ContainerRemoved](t, featuretest.Typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id})
 		mark("after remove")
 	}
 	old := create()
@@ -327,7 +327,7 @@ func TestSocketActivationHandoff(t *testing.T) {
 
 	// Removing the last Container keeps the port through the grace, then
 	// releases it.
-	featuretest.Must[rpc.ContainerRemoved](t, typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
+	featuretest.Must[rpc.ContainerRemoved](t, featuretest.Typed(to.removeContainer), rpc.RemoveContainerRequest{ID: id, Force: true})
 	if c, err := net.Dial("tcp", addr); err != nil {
 		t.Fatalf("port released at once after the last Container: %v", err)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ployz/ployz/core/daemon/feature/featuretest"
 	"github.com/ployz/ployz/core/rpc"
 )
 
@@ -45,7 +46,7 @@ func TestTaskJob(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j, err := o.TaskJob(c.req)
 			if c.field != "" {
-				if rpcCode(err) != rpc.CodeInvalidArgument || rpcDetail(err, "field") != c.field {
+				if featuretest.Code(err) != rpc.CodeInvalidArgument || featuretest.Detail(err, "field") != c.field {
 					t.Fatalf("got %v, want invalid_argument naming %s", err, c.field)
 				}
 				return

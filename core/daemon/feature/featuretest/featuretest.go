@@ -6,6 +6,7 @@ package featuretest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -106,6 +107,24 @@ func PutAck(tb testing.TB, st *sdkstore.Client, machineID, svc, pointer string) 
 		Body: sdkstore.ServingAckBody{Pointers: map[string]string{svc: pointer}, Loaded: time.Now().UnixMilli()}}); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// Code is err's Machine RPC error code ("" for another error).
+func Code(err error) string {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Detail is err's Machine RPC error detail key (nil for another error).
+func Detail(err error, key string) any {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		return e.Details[key]
+	}
+	return nil
 }
 
 // Typed is h as a route's untyped handler.
