@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -36,37 +34,13 @@ func servedDaemon(t *testing.T) (*rpc.Client, *Daemon, *store.Client, *testOps) 
 	for _, r := range d.ctrs.Routes() {
 		d.rpc.Handle(r)
 	}
-	c := serveSocket(t, d.rpc)
+	c := featuretest.ServeServer(t, d.rpc)
 	featuretest.PutMachine(t, st, d.record().ID, "test", machine.Participating)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.ctrs.ObserveLoop(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return c, d, st, to
-}
-
-// serveSocket serves srv on a Machine RPC socket until the test ends
-// and answers a client of it.
-func serveSocket(t testing.TB, srv *rpc.Server) *rpc.Client {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "pze")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	lis, err := listenUnix(filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(lis) // ends with Stop
-	t.Cleanup(g.Stop)
-	c, err := rpc.DialUnix(filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // observedDaemon is a participating Daemon on a real store node whose

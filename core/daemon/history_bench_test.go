@@ -259,7 +259,7 @@ func servedEntry(b testing.TB, d *Daemon) *rpc.Client {
 	d.rpc.Handle(rpc.Route{Command: rpc.CmdListContainers, Capability: rpc.CapListContainers, Handler: func(context.Context, json.RawMessage) (any, error) {
 		return rpc.ContainerList{MachineID: d.record().ID, Containers: web, Volumes: []string{}}, nil
 	}})
-	return serveSocket(b, d.rpc)
+	return featuretest.ServeServer(b, d.rpc)
 }
 
 // localRevisions is an operator store holding n Saved States of

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,31 +24,7 @@ func serveRuns(t *testing.T, o *Ops) *rpc.Client {
 	t.Helper()
 	srv := rpc.NewServer(rpc.Options{Local: func() (string, string) { return "m-test", "test" }})
 	srv.HandleStream(rpc.BindStream(rpc.RunContainer, o.runContainer))
-	return serveSocket(t, srv)
-}
-
-// serveSocket serves srv on a unix socket until the test ends and
-// answers a client of it.
-func serveSocket(t *testing.T, srv *rpc.Server) *rpc.Client {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "pze") // short: a unix socket path must fit in 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	lis, err := net.Listen("unix", filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(lis) // ends with Stop
-	t.Cleanup(g.Stop)
-	c, err := rpc.DialUnix(filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return featuretest.ServeServer(t, srv)
 }
 
 // runReq is a run of testapp's one-shot mode with args in a Service

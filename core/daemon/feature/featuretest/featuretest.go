@@ -170,6 +170,13 @@ func Serve(tb testing.TB, routes []rpc.Route, streams []rpc.StreamRoute) *rpc.Cl
 	for _, r := range routes {
 		srv.Handle(r)
 	}
+	return ServeServer(tb, srv)
+}
+
+// ServeServer serves srv on a unix socket until the test ends and
+// answers a client of it, as ployzd's socket would.
+func ServeServer(tb testing.TB, srv *rpc.Server) *rpc.Client {
+	tb.Helper()
 	dir, err := os.MkdirTemp("", "pzf") // a socket path must fit in 108 bytes
 	if err != nil {
 		tb.Fatal(err)
